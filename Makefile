@@ -1,0 +1,56 @@
+# Jobwire developer commands. `make run` starts the broker; `make test` runs every check CI runs.
+
+SHELL := /bin/bash
+BIN := $(CURDIR)/.bin
+export PATH := $(BIN):$(PATH)
+GO ?= go
+
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc
+TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+
+.PHONY: run build tools generate check-generate lint vet fmt-check test test-go bench clean
+
+## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
+run:
+	$(GO) run ./cmd/jobwire serve
+
+## build: build the jobwire binary into ./bin
+build:
+	$(GO) build -o bin/jobwire ./cmd/jobwire
+
+## tools: build the pinned code generators (versions in tools/go.mod) into .bin
+tools: $(BIN)/.stamp
+
+$(BIN)/.stamp: tools/go.mod tools/go.sum
+	@mkdir -p $(BIN)
+	$(GO) -C tools build -o $(BIN)/ $(TOOL_PKGS)
+	@touch $@
+
+## generate: regenerate gen/ from proto/
+generate: tools
+	buf generate
+
+## check-generate: fail when gen/ differs from what proto/ generates
+check-generate: generate
+	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run 'make generate' and commit the result" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- gen/)" || { echo "gen/ has untracked generated files: run 'make generate' and commit them" >&2; git status --porcelain -- gen/ >&2; exit 1; }
+
+## lint: buf lint, buf format, go vet, gofmt
+lint: tools
+	buf lint
+	buf format -d --exit-code
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
+
+## test: everything CI checks: lint, generated code, and the race-enabled test suite
+test: lint check-generate test-go
+
+test-go:
+	$(GO) test -race -count=1 ./...
+
+## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
+bench:
+	$(GO) run ./cmd/jobwire-bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BIN) bin

@@ -1,0 +1,208 @@
+// Package job holds the broker's shared domain types: a job, its states, attempts and the
+// reasons a job dies. It imports nothing of the project, so every other package can use it.
+package job
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is where a job is in its life. The numbering is stored in the database; never renumber.
+type State int
+
+const (
+	// StateScheduled: run_at is in the future (a delayed job, or a retry waiting out its backoff).
+	StateScheduled State = 1
+	// StatePending: ready for dispatch.
+	StatePending State = 2
+	// StateLeased: sent to a worker, user code not started; no attempt spent yet.
+	StateLeased State = 3
+	// StateRunning: user code started; the attempt counts.
+	StateRunning State = 4
+	// StateSucceeded is final.
+	StateSucceeded State = 5
+	// StateDead is final: the job is in the dead-letter queue with a DeadReason.
+	StateDead State = 6
+	// StateCancelled is final.
+	StateCancelled State = 7
+)
+
+var stateNames = map[State]string{
+	StateScheduled: "SCHEDULED",
+	StatePending:   "PENDING",
+	StateLeased:    "LEASED",
+	StateRunning:   "RUNNING",
+	StateSucceeded: "SUCCEEDED",
+	StateDead:      "DEAD",
+	StateCancelled: "CANCELLED",
+}
+
+func (s State) String() string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Final reports whether no transition leaves s.
+func (s State) Final() bool {
+	return s == StateSucceeded || s == StateDead || s == StateCancelled
+}
+
+// Held reports whether a worker holds a lease on a job in state s.
+func (s State) Held() bool { return s == StateLeased || s == StateRunning }
+
+// ParseState reads a state name such as "PENDING" (case-sensitive).
+func ParseState(name string) (State, bool) {
+	for s, n := range stateNames {
+		if n == name {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// FailureKind is the worker's verdict on a failure.
+type FailureKind int
+
+const (
+	// KindUnspecified is treated as transient.
+	KindUnspecified FailureKind = 0
+	// KindFatal: a code or payload bug; retrying cannot help.
+	KindFatal FailureKind = 1
+	// KindTransient: a passing condition; retry with backoff.
+	KindTransient FailureKind = 2
+)
+
+func (k FailureKind) String() string {
+	switch k {
+	case KindFatal:
+		return "FATAL"
+	case KindTransient:
+		return "TRANSIENT"
+	default:
+		return "UNSPECIFIED"
+	}
+}
+
+// DeadReason says why a job is in the dead-letter queue. Stored in the database; never renumber.
+type DeadReason int
+
+const (
+	DeadNone                 DeadReason = 0
+	DeadFatal                DeadReason = 1
+	DeadMaxAttemptsExhausted DeadReason = 2
+	DeadRetryLifetimeExpired DeadReason = 3
+	DeadLeaseExpired         DeadReason = 4
+	DeadTimeout              DeadReason = 5
+)
+
+var deadReasonNames = map[DeadReason]string{
+	DeadFatal:                "FATAL",
+	DeadMaxAttemptsExhausted: "MAX_ATTEMPTS_EXHAUSTED",
+	DeadRetryLifetimeExpired: "RETRY_LIFETIME_EXPIRED",
+	DeadLeaseExpired:         "LEASE_EXPIRED",
+	DeadTimeout:              "TIMEOUT",
+}
+
+func (r DeadReason) String() string {
+	if n, ok := deadReasonNames[r]; ok {
+		return n
+	}
+	return "NONE"
+}
+
+// ParseDeadReason reads a reason name such as "FATAL".
+func ParseDeadReason(name string) (DeadReason, bool) {
+	for r, n := range deadReasonNames {
+		if n == name {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// Outcome is how one attempt ended. Stored in the database; never renumber.
+type Outcome int
+
+const (
+	OutcomeRunning      Outcome = 1
+	OutcomeSucceeded    Outcome = 2
+	OutcomeFailed       Outcome = 3
+	OutcomeLeaseExpired Outcome = 4
+	OutcomeTimeout      Outcome = 5
+	OutcomeCancelled    Outcome = 6
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeRunning:
+		return "RUNNING"
+	case OutcomeSucceeded:
+		return "SUCCEEDED"
+	case OutcomeFailed:
+		return "FAILED"
+	case OutcomeLeaseExpired:
+		return "LEASE_EXPIRED"
+	case OutcomeTimeout:
+		return "TIMEOUT"
+	case OutcomeCancelled:
+		return "CANCELLED"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// DefaultQueue is the queue of a job enqueued without one.
+const DefaultQueue = "default"
+
+// Job is a unit of work and what the broker knows about it.
+type Job struct {
+	ID             int64
+	Type           string
+	Queue          string
+	Payload        []byte
+	Priority       int
+	State          State
+	Attempts       int // attempts that reached user code
+	MaxAttempts    int
+	RunAt          time.Time
+	CreatedAt      time.Time
+	FinishedAt     time.Time // zero until final
+	IdempotencyKey string
+	AttemptTimeout time.Duration
+	DeadReason     DeadReason
+
+	LastErrorType    string
+	LastErrorMessage string
+
+	// Lease, while State is Leased or Running.
+	LeaseToken     int64
+	LeaseExpiresAt time.Time
+	WorkerID       string
+	StartedAt      time.Time // when the current attempt's user code started
+
+	// History is every finished attempt, oldest first; filled only by single-job reads.
+	History []Attempt
+}
+
+// Attempt is one run of user code.
+type Attempt struct {
+	Number      int
+	WorkerID    string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Outcome     Outcome
+	FailureKind FailureKind
+	ErrorType   string
+	Message     string
+	Details     string
+}
+
+// Failure is a worker's report of a failed attempt.
+type Failure struct {
+	Kind       FailureKind
+	ErrorType  string
+	Message    string
+	Details    string
+	RetryAfter time.Duration // 0: use the computed backoff
+}
