@@ -1,0 +1,646 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobwire/jobwire/internal/clock"
+)
+
+// Unlimited is the [Set.Allowance] of a type whose breaker does not limit dispatch (CLOSED or
+// disabled).
+const Unlimited = -1
+
+// Errors of the admin methods.
+var (
+	// ErrDisabled: the type's breaker is disabled by configuration, so there is nothing to reset
+	// or force.
+	ErrDisabled = errors.New("breaker disabled for this job type")
+	// ErrInvalidState: Force was given a value that is not a State.
+	ErrInvalidState = errors.New("invalid breaker state")
+	// ErrEmptyType: an admin method was given an empty job type.
+	ErrEmptyType = errors.New("job type is empty")
+	// ErrInvalidSaved: Restore was given a record it cannot trust; nothing was restored.
+	ErrInvalidSaved = errors.New("invalid saved breaker state")
+)
+
+// Permit is the right to dispatch one job, taken with [Set.Acquire] and ended with exactly one of
+// [Set.Success], [Set.Failure] or [Set.Release]. It is a small value so the broker can keep one per
+// in-flight job, and store its three fields with the lease if it wants results of jobs in flight
+// across a restart to keep counting.
+//
+// The zero Permit, and any permit with Generation 0, is untracked: every result for it is ignored.
+// Rebuilding such a permit for a job leased before a restart is therefore always safe; it just
+// means that job's result will not move the breaker. A permit rebuilt with its stored fields counts
+// if the breaker's generation has not changed since (restore keeps the generation of CLOSED and
+// OPEN breakers; a restored HALF_OPEN breaker starts a new generation, see [ReasonRestored]).
+type Permit struct {
+	// Type is the job type.
+	Type string
+	// Generation is the breaker's generation when the permit was granted.
+	Generation int64
+	// Probe is the probe's number within its generation while HALF_OPEN, and 0 for a permit
+	// granted while CLOSED.
+	Probe int64
+}
+
+// IsProbe reports whether the permit holds one of the HALF_OPEN probe slots.
+func (p Permit) IsProbe() bool { return p.Probe != 0 }
+
+// Transition describes one change of a breaker's state, passed to the callback given to [NewSet].
+type Transition struct {
+	Type     string
+	From, To State
+	Reason   Reason
+	// At is when the change was applied. A lazy OPEN to HALF_OPEN change is applied at the first
+	// call into the Set after OpenFor has passed.
+	At time.Time
+	// Generation is the breaker's generation after the change.
+	Generation int64
+	// Saved is the breaker's durable state after the change, ready to store.
+	Saved Saved
+}
+
+// Saved is the durable state of one breaker, from [Set.Snapshot] or [Transition.Saved], to be
+// given back to [Set.Restore] after a restart. Probes in flight are deliberately absent: after a
+// restart nobody can tell whether they are still running.
+type Saved struct {
+	Type  string
+	State State
+	// OpenedAt is when the breaker last opened; zero while CLOSED.
+	OpenedAt time.Time
+	// Generation counts transitions; it is at least 1.
+	Generation int64
+	// Failures are the times of counted failures still within the window, oldest first.
+	Failures []time.Time
+	// ProbeSuccesses is how many probes succeeded in a row in the current HALF_OPEN period.
+	ProbeSuccesses int
+}
+
+// Info is what an operator sees of one breaker.
+type Info struct {
+	Type     string
+	State    State
+	Disabled bool
+	// FailuresInWindow counts counted failures within Window (at most Threshold are kept).
+	FailuresInWindow int
+	// OpenedAt is when the breaker last opened; zero while CLOSED.
+	OpenedAt time.Time
+	// NextProbeAt is when the next probe may be dispatched: OpenedAt+OpenFor while OPEN; while
+	// HALF_OPEN, now if a slot is free, else when the oldest probe's slot times out. Zero while
+	// CLOSED.
+	NextProbeAt    time.Time
+	Generation     int64
+	ProbesInFlight int
+	ProbeSuccesses int
+}
+
+// probe is one probe slot in use.
+type probe struct {
+	id    int64
+	since time.Time
+}
+
+// breaker is the state of one job type's breaker. It is guarded by Set.mu.
+type breaker struct {
+	typ       string
+	cfg       Config
+	state     State
+	gen       int64
+	openedAt  time.Time
+	failures  []time.Time // counted failures, at most cfg.Threshold, oldest first
+	successes int         // probe successes in a row, HALF_OPEN only
+	probes    []probe     // slots in use, HALF_OPEN only
+	lastProbe int64       // last probe number given out in this generation
+}
+
+// Set holds the breakers of every job type. It is safe for concurrent use: the dispatcher and the
+// result path call it from different goroutines. All methods are cheap (one mutex, no I/O) except
+// the transition callback, which runs outside the lock.
+type Set struct {
+	clk          clock.Clock
+	def          Config
+	perType      map[string]Config
+	onTransition func(Transition)
+
+	mu       sync.Mutex
+	breakers map[string]*breaker
+	pending  []Transition // transitions not yet given to onTransition
+	draining bool         // a goroutine is calling onTransition
+}
+
+// NewSet returns a Set whose breakers use def, or perType[t] for job type t. Configs are not
+// merged: each perType entry is complete (build it from [DefaultConfig] or def). Breakers of the
+// types in perType exist from the start, so they are listed before their first job; others are
+// created at their first job.
+//
+// onTransition, if not nil, is called once for every transition, in the order the transitions
+// happened, one call at a time and without any lock of the Set held, so it may call back into the
+// Set. It runs on whichever goroutine is calling into the Set at the time, possibly after the call
+// that caused the transition has returned on another goroutine. It should be quick: persist the
+// Saved state, log, and return.
+func NewSet(clk clock.Clock, def Config, perType map[string]Config, onTransition func(Transition)) (*Set, error) {
+	if clk == nil {
+		return nil, errors.New("breaker: nil clock")
+	}
+	if err := def.Validate(); err != nil {
+		return nil, fmt.Errorf("default breaker config: %w", err)
+	}
+	s := &Set{
+		clk:          clk,
+		def:          def,
+		perType:      make(map[string]Config, len(perType)),
+		onTransition: onTransition,
+		breakers:     make(map[string]*breaker),
+	}
+	for t, c := range perType {
+		if t == "" {
+			return nil, fmt.Errorf("breaker config: %w", ErrEmptyType)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("breaker config for job type %q: %w", t, err)
+		}
+		s.perType[t] = c
+		s.breakers[t] = s.newBreaker(t)
+	}
+	return s, nil
+}
+
+// ConfigFor returns the configuration of job type t's breaker.
+func (s *Set) ConfigFor(t string) Config {
+	if c, ok := s.perType[t]; ok {
+		return c
+	}
+	return s.def
+}
+
+func (s *Set) newBreaker(t string) *breaker {
+	return &breaker{typ: t, cfg: s.ConfigFor(t), state: StateClosed, gen: 1}
+}
+
+// get returns t's breaker, creating it if create is set; otherwise it may return nil.
+func (s *Set) get(t string, create bool) *breaker {
+	b := s.breakers[t]
+	if b == nil && create {
+		b = s.newBreaker(t)
+		s.breakers[t] = b
+	}
+	return b
+}
+
+// Allowance is how many jobs of type t the dispatcher may lease right now: [Unlimited] while
+// CLOSED or disabled, 0 while OPEN, and the free probe slots while HALF_OPEN. It applies a due
+// OPEN to HALF_OPEN change. The answer is advice for sizing a lease query; each job still needs
+// [Set.Acquire], which is the authority.
+func (s *Set) Allowance(t string) int {
+	s.mu.Lock()
+	n := Unlimited
+	if b := s.get(t, false); b != nil {
+		s.advance(b, s.clk.Now())
+		n = b.allowance()
+	}
+	s.mu.Unlock()
+	s.flush()
+	return n
+}
+
+func (b *breaker) allowance() int {
+	if b.cfg.Disabled {
+		return Unlimited
+	}
+	switch b.state {
+	case StateOpen:
+		return 0
+	case StateHalfOpen:
+		return max(0, b.cfg.HalfOpenProbes-len(b.probes))
+	}
+	return Unlimited
+}
+
+// Acquire takes a permit for one job of type t about to be dispatched. ok is false while OPEN, and
+// while HALF_OPEN with every probe slot in use; the job must then stay undispatched.
+func (s *Set) Acquire(t string) (p Permit, ok bool) {
+	s.mu.Lock()
+	b := s.get(t, true)
+	now := s.clk.Now()
+	s.advance(b, now)
+	switch {
+	case b.cfg.Disabled:
+		p, ok = Permit{Type: t}, true
+	case b.state == StateClosed:
+		p, ok = Permit{Type: t, Generation: b.gen}, true
+	case b.state == StateHalfOpen && len(b.probes) < b.cfg.HalfOpenProbes:
+		b.lastProbe++
+		b.probes = append(b.probes, probe{id: b.lastProbe, since: now})
+		p, ok = Permit{Type: t, Generation: b.gen, Probe: b.lastProbe}, true
+	}
+	s.mu.Unlock()
+	s.flush()
+	return p, ok
+}
+
+// Release ends a permit whose job never reached user code: a stale lease, a cancellation before
+// start, a worker that refused the job, shutdown. It counts as neither success nor failure and
+// frees the probe slot if p is a probe.
+func (s *Set) Release(p Permit) {
+	s.mu.Lock()
+	if b := s.current(p); b != nil && p.IsProbe() {
+		b.takeProbe(p.Probe)
+	}
+	s.mu.Unlock()
+	s.flush()
+}
+
+// Success ends a permit whose job succeeded. While CLOSED it changes nothing: one success among
+// many failures does not prove a dependency healthy, so failures age out of the window instead.
+// A probe success counts toward CloseAfter and may close the breaker.
+func (s *Set) Success(p Permit) {
+	s.mu.Lock()
+	if b := s.current(p); b != nil && p.IsProbe() && b.takeProbe(p.Probe) {
+		b.successes++
+		if b.successes >= b.cfg.CloseAfter {
+			s.transition(b, StateClosed, ReasonProbesSucceeded, s.clk.Now())
+		}
+	}
+	s.mu.Unlock()
+	s.flush()
+}
+
+// Failure ends a permit whose job failed with kind. A failure of a kind outside Config.Count is
+// neutral (and frees a probe's slot). Otherwise, while CLOSED it is recorded and opens the breaker
+// at Threshold failures within Window, or at once if it is Fatal under OpenOnFatal; a probe's
+// failure reopens the breaker.
+//
+// Results are ignored when p is stale (another generation, Generation 0, or a probe whose slot was
+// already freed by its timeout or by Release).
+func (s *Set) Failure(p Permit, kind FailureKind) {
+	s.mu.Lock()
+	if b := s.current(p); b != nil {
+		now := s.clk.Now()
+		switch {
+		case p.IsProbe():
+			if b.takeProbe(p.Probe) && b.cfg.counts(kind) {
+				b.recordFailure(now)
+				s.transition(b, StateOpen, ReasonProbeFailed, now)
+			}
+		case b.state == StateClosed && b.cfg.counts(kind):
+			b.recordFailure(now)
+			if kind == Fatal && b.cfg.OpenOnFatal {
+				s.transition(b, StateOpen, ReasonFatal, now)
+			} else if b.failuresIn(now) >= b.cfg.Threshold {
+				s.transition(b, StateOpen, ReasonThreshold, now)
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.flush()
+}
+
+// current returns p's breaker if p is of its current generation, after applying due changes.
+func (s *Set) current(p Permit) *breaker {
+	if p.Generation == 0 {
+		return nil
+	}
+	b := s.get(p.Type, false)
+	if b == nil || b.cfg.Disabled {
+		return nil
+	}
+	s.advance(b, s.clk.Now())
+	if b.gen != p.Generation {
+		return nil
+	}
+	return b
+}
+
+// takeProbe frees probe id's slot and reports whether it was still in use.
+func (b *breaker) takeProbe(id int64) bool {
+	if b.state != StateHalfOpen {
+		return false
+	}
+	for i, pr := range b.probes {
+		if pr.id == id {
+			b.probes = slices.Delete(b.probes, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+func (b *breaker) recordFailure(now time.Time) {
+	b.failures = append(b.failures, now)
+	if n := len(b.failures) - b.cfg.Threshold; n > 0 {
+		b.failures = slices.Delete(b.failures, 0, n)
+	}
+}
+
+// inWindow reports whether a failure at f still counts at now. A failure exactly Window old does
+// not.
+func (b *breaker) inWindow(f, now time.Time) bool { return f.After(now.Add(-b.cfg.Window)) }
+
+func (b *breaker) failuresIn(now time.Time) int {
+	n := 0
+	for _, f := range b.failures {
+		if b.inWindow(f, now) {
+			n++
+		}
+	}
+	return n
+}
+
+// advance applies the changes that time alone causes: OPEN turns HALF_OPEN once OpenFor has
+// passed, and probe slots older than ProbeTimeout are freed. Failures that left the window are
+// dropped to keep memory bounded.
+func (s *Set) advance(b *breaker, now time.Time) {
+	if b.cfg.Disabled {
+		return
+	}
+	b.failures = slices.DeleteFunc(b.failures, func(f time.Time) bool { return !b.inWindow(f, now) })
+	if b.state == StateOpen && !now.Before(b.openedAt.Add(b.cfg.OpenFor)) {
+		s.transition(b, StateHalfOpen, ReasonOpenElapsed, now)
+	}
+	if b.state == StateHalfOpen {
+		b.probes = slices.DeleteFunc(b.probes, func(pr probe) bool {
+			return !now.Before(pr.since.Add(b.cfg.ProbeTimeout))
+		})
+	}
+}
+
+// transition moves b to state to, bumps its generation (making every outstanding permit stale),
+// and queues the callback. It panics on a transition the state machine does not allow, which
+// would be a bug in this package.
+func (s *Set) transition(b *breaker, to State, reason Reason, now time.Time) {
+	from := b.state
+	if !legal(from, to, reason) {
+		panic(fmt.Sprintf("breaker: illegal transition %v -> %v (%v) for job type %q", from, to, reason, b.typ))
+	}
+	b.state = to
+	b.gen++
+	b.probes = b.probes[:0]
+	b.lastProbe = 0
+	if reason != ReasonRestored {
+		b.successes = 0
+	}
+	switch to {
+	case StateClosed:
+		b.failures = nil
+		b.openedAt = time.Time{}
+	case StateOpen:
+		b.openedAt = now
+	}
+	if s.onTransition != nil {
+		s.pending = append(s.pending, Transition{
+			Type: b.typ, From: from, To: to, Reason: reason, At: now,
+			Generation: b.gen, Saved: b.saved(),
+		})
+	}
+}
+
+// flush gives queued transitions to onTransition, one at a time and in order. A goroutine that
+// finds another one already delivering leaves its transitions to it; this also makes calls into
+// the Set from inside the callback safe.
+func (s *Set) flush() {
+	for {
+		s.mu.Lock()
+		if s.draining || len(s.pending) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		s.draining = true
+		t := s.pending[0]
+		s.pending[0] = Transition{}
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+		s.deliver(t)
+	}
+}
+
+func (s *Set) deliver(t Transition) {
+	defer func() {
+		s.mu.Lock()
+		s.draining = false
+		s.mu.Unlock()
+	}()
+	s.onTransition(t)
+}
+
+// NextChange applies every change already due and returns the earliest time at which time alone
+// will change what the dispatcher may do: an OPEN breaker turning HALF_OPEN, or a probe slot timing
+// out. ok is false when no such change is pending. The returned time is always after now, so the
+// dispatcher can arm a timer with it and call NextChange again when it fires.
+func (s *Set) NextChange() (at time.Time, ok bool) {
+	s.mu.Lock()
+	now := s.clk.Now()
+	for _, b := range s.breakers {
+		s.advance(b, now)
+		if b.cfg.Disabled {
+			continue
+		}
+		var next time.Time
+		switch b.state {
+		case StateOpen:
+			next = b.openedAt.Add(b.cfg.OpenFor)
+		case StateHalfOpen:
+			for _, pr := range b.probes {
+				if d := pr.since.Add(b.cfg.ProbeTimeout); next.IsZero() || d.Before(next) {
+					next = d
+				}
+			}
+		}
+		if !next.IsZero() && (!ok || next.Before(at)) {
+			at, ok = next, true
+		}
+	}
+	s.mu.Unlock()
+	s.flush()
+	return at, ok
+}
+
+// Info describes job type t's breaker; ok is false if the Set has no breaker for t yet (no job of
+// the type has been dispatched and it has no config of its own), which means CLOSED.
+func (s *Set) Info(t string) (info Info, ok bool) {
+	s.mu.Lock()
+	if b := s.get(t, false); b != nil {
+		now := s.clk.Now()
+		s.advance(b, now)
+		info, ok = b.info(now), true
+	}
+	s.mu.Unlock()
+	s.flush()
+	return info, ok
+}
+
+// List describes every breaker, sorted by job type.
+func (s *Set) List() []Info {
+	s.mu.Lock()
+	now := s.clk.Now()
+	out := make([]Info, 0, len(s.breakers))
+	for _, b := range s.breakers {
+		s.advance(b, now)
+		out = append(out, b.info(now))
+	}
+	s.mu.Unlock()
+	s.flush()
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+func (b *breaker) info(now time.Time) Info {
+	i := Info{
+		Type:             b.typ,
+		State:            b.state,
+		Disabled:         b.cfg.Disabled,
+		FailuresInWindow: b.failuresIn(now),
+		OpenedAt:         b.openedAt,
+		Generation:       b.gen,
+		ProbesInFlight:   len(b.probes),
+		ProbeSuccesses:   b.successes,
+	}
+	switch {
+	case b.cfg.Disabled:
+	case b.state == StateOpen:
+		i.NextProbeAt = b.openedAt.Add(b.cfg.OpenFor)
+	case b.state == StateHalfOpen && len(b.probes) < b.cfg.HalfOpenProbes:
+		i.NextProbeAt = now
+	case b.state == StateHalfOpen:
+		for _, pr := range b.probes {
+			if d := pr.since.Add(b.cfg.ProbeTimeout); i.NextProbeAt.IsZero() || d.Before(i.NextProbeAt) {
+				i.NextProbeAt = d
+			}
+		}
+	}
+	return i
+}
+
+// Reset closes job type t's breaker and forgets its failures. Permits granted before are stale.
+func (s *Set) Reset(t string) (Info, error) {
+	return s.admin(t, StateClosed, ReasonReset)
+}
+
+// Force puts job type t's breaker in state st, as if it had just entered it: OPEN restarts the
+// OpenFor wait, HALF_OPEN starts a fresh probe round, CLOSED forgets failures. Permits granted
+// before are stale. Forcing the current state is allowed and also starts afresh.
+func (s *Set) Force(t string, st State) (Info, error) {
+	if !st.Valid() {
+		return Info{}, fmt.Errorf("%w: %v", ErrInvalidState, st)
+	}
+	return s.admin(t, st, ReasonForced)
+}
+
+func (s *Set) admin(t string, st State, reason Reason) (Info, error) {
+	if t == "" {
+		return Info{}, ErrEmptyType
+	}
+	s.mu.Lock()
+	b := s.get(t, true)
+	if b.cfg.Disabled {
+		s.mu.Unlock()
+		return Info{}, fmt.Errorf("%w: %q", ErrDisabled, t)
+	}
+	now := s.clk.Now()
+	s.advance(b, now)
+	s.transition(b, st, reason, now)
+	info := b.info(now)
+	s.mu.Unlock()
+	s.flush()
+	return info, nil
+}
+
+// Snapshot returns the durable state of every enabled breaker, sorted by job type. Failures while
+// CLOSED change without a transition, so call it at shutdown (and periodically, if losing a few
+// recent failures on a crash matters) as well as storing [Transition.Saved].
+func (s *Set) Snapshot() []Saved {
+	s.mu.Lock()
+	now := s.clk.Now()
+	out := make([]Saved, 0, len(s.breakers))
+	for _, b := range s.breakers {
+		if b.cfg.Disabled {
+			continue
+		}
+		s.advance(b, now)
+		out = append(out, b.saved())
+	}
+	s.mu.Unlock()
+	s.flush()
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+func (b *breaker) saved() Saved {
+	return Saved{
+		Type:           b.typ,
+		State:          b.state,
+		OpenedAt:       b.openedAt,
+		Generation:     b.gen,
+		Failures:       slices.Clone(b.failures),
+		ProbeSuccesses: b.successes,
+	}
+}
+
+// Restore loads states saved by a previous run, replacing the breakers of those types; call it at
+// startup before dispatching. It checks every record first and restores nothing if one is invalid.
+// Records of types whose breaker is now disabled are skipped.
+//
+// A restored OPEN breaker stays OPEN until OpenFor after its original OpenedAt, so a restart does
+// not slam a dependency just found broken. A restored CLOSED breaker keeps the failures still in
+// its window under the current config. A restored HALF_OPEN breaker has no probes in flight and
+// moves to a new generation (a HALF_OPEN to HALF_OPEN transition with [ReasonRestored], reported to
+// the callback), so permits of probes granted before the restart are stale.
+func (s *Set) Restore(saved []Saved) error {
+	seen := make(map[string]bool, len(saved))
+	var errs []string
+	for i, sv := range saved {
+		switch {
+		case sv.Type == "":
+			errs = append(errs, fmt.Sprintf("record %d: Type is empty", i))
+		case seen[sv.Type]:
+			errs = append(errs, fmt.Sprintf("record %d: Type %q appears twice", i, sv.Type))
+		case !sv.State.Valid():
+			errs = append(errs, fmt.Sprintf("record %d (%q): State %v is not a state", i, sv.Type, sv.State))
+		case sv.Generation < 1:
+			errs = append(errs, fmt.Sprintf("record %d (%q): Generation must be at least 1, got %d", i, sv.Type, sv.Generation))
+		case sv.State == StateOpen && sv.OpenedAt.IsZero():
+			errs = append(errs, fmt.Sprintf("record %d (%q): OPEN without OpenedAt", i, sv.Type))
+		case sv.ProbeSuccesses < 0:
+			errs = append(errs, fmt.Sprintf("record %d (%q): ProbeSuccesses is negative", i, sv.Type))
+		}
+		seen[sv.Type] = true
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidSaved, strings.Join(errs, "; "))
+	}
+
+	s.mu.Lock()
+	now := s.clk.Now()
+	for _, sv := range saved {
+		b := s.newBreaker(sv.Type)
+		if b.cfg.Disabled {
+			s.breakers[sv.Type] = b
+			continue
+		}
+		b.state = sv.State
+		b.gen = sv.Generation
+		b.openedAt = sv.OpenedAt
+		if b.state == StateClosed {
+			b.openedAt = time.Time{}
+		}
+		b.failures = slices.Clone(sv.Failures)
+		slices.SortFunc(b.failures, func(x, y time.Time) int { return x.Compare(y) })
+		b.failures = slices.DeleteFunc(b.failures, func(f time.Time) bool { return !b.inWindow(f, now) })
+		if n := len(b.failures) - b.cfg.Threshold; n > 0 {
+			b.failures = slices.Delete(b.failures, 0, n)
+		}
+		if b.state == StateHalfOpen {
+			b.successes = sv.ProbeSuccesses
+			s.transition(b, StateHalfOpen, ReasonRestored, now)
+		}
+		s.breakers[sv.Type] = b
+	}
+	s.mu.Unlock()
+	s.flush()
+	return nil
+}
