@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+// DefaultAddr is where a broker listens unless configured otherwise.
+const DefaultAddr = "127.0.0.1:7070"
+
+// Client talks to one broker. It is safe for concurrent use; share one per process.
+type Client struct {
+	conn     *grpc.ClientConn // nil when the caller owns the connection (New)
+	cc       grpc.ClientConnInterface
+	producer jobwirev1.ProducerServiceClient
+	admin    jobwirev1.AdminServiceClient
+}
+
+// DialOption configures Dial. Only this package can implement it, so the set of options stays
+// a documented, closed list.
+type DialOption interface {
+	applyDial(*dialConfig)
+}
+
+type dialConfig struct {
+	grpcOpts []grpc.DialOption
+	block    bool
+}
+
+type dialOptionFunc func(*dialConfig)
+
+func (f dialOptionFunc) applyDial(c *dialConfig) { f(c) }
+
+// WithDialOptions passes options to grpc.NewClient after the package's defaults, so they win:
+// pass grpc.WithTransportCredentials to talk TLS to a broker that is not on loopback.
+func WithDialOptions(opts ...grpc.DialOption) DialOption {
+	return dialOptionFunc(func(c *dialConfig) { c.grpcOpts = append(c.grpcOpts, opts...) })
+}
+
+// WithBlock makes Dial wait until the connection is ready, or fail when ctx ends. Without it
+// Dial returns at once and the first call connects, which is what long-lived programs want
+// (the broker may start later); a command-line tool or a start-up check wants to know now.
+func WithBlock() DialOption {
+	return dialOptionFunc(func(c *dialConfig) { c.block = true })
+}
+
+// Dial connects to the broker at addr ("host:port"). The connection is plaintext unless
+// WithDialOptions supplies transport credentials: the broker's default listener is loopback
+// only. ctx bounds the wait when WithBlock is given and is otherwise only checked.
+//
+// Close the Client when done.
+func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error) {
+	if addr == "" {
+		return nil, errors.New("jobwire: dial: empty broker address")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
+	}
+	var cfg dialConfig
+	for _, o := range opts {
+		o.applyDial(&cfg)
+	}
+	grpcOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.grpcOpts...)
+	conn, err := grpc.NewClient(addr, grpcOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
+	}
+	if cfg.block {
+		if err := waitReady(ctx, conn); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
+		}
+	}
+	c := New(conn)
+	c.conn = conn
+	return c, nil
+}
+
+// waitReady drives conn to READY, riding out transient failures until ctx ends.
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Shutdown:
+			return errors.New("connection closed")
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return fmt.Errorf("broker not ready (last state %s): %w", s, context.Cause(ctx))
+		}
+	}
+}
+
+// New wraps a connection the caller already has, such as one shared with other services or an
+// in-memory connection in tests. Close on the returned Client leaves cc open.
+func New(cc grpc.ClientConnInterface) *Client {
+	return &Client{
+		cc:       cc,
+		producer: jobwirev1.NewProducerServiceClient(cc),
+		admin:    jobwirev1.NewAdminServiceClient(cc),
+	}
+}
+
+// Close releases the connection made by Dial. It is a no-op for a Client made by New.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// Conn returns the underlying connection, for calling the generated jobwire.v1 stubs directly
+// when the raw protobuf messages are wanted (for example, to print them as protojson).
+func (c *Client) Conn() grpc.ClientConnInterface { return c.cc }
