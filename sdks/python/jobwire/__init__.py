@@ -1,0 +1,39 @@
+"""Jobwire worker library: run handlers for jobs pushed by a Jobwire broker.
+
+See sdks/python/README.md for a walkthrough and docs/protocol.md for the wire protocol.
+"""
+
+from jobwire.backoff import Backoff
+from jobwire.context import (
+    CANCEL_LEASE_LOST,
+    CANCEL_REQUESTED,
+    CANCEL_SHUTDOWN,
+    CANCEL_TIMEOUT,
+    JobContext,
+)
+from jobwire.errors import (
+    FATAL_EXCEPTION_TYPES,
+    Classified,
+    FatalError,
+    JobCancelled,
+    RetryAfter,
+    classify,
+)
+from jobwire.worker import ProtocolError, Worker
+
+__all__ = [
+    "Backoff",
+    "CANCEL_LEASE_LOST",
+    "CANCEL_REQUESTED",
+    "CANCEL_SHUTDOWN",
+    "CANCEL_TIMEOUT",
+    "Classified",
+    "FATAL_EXCEPTION_TYPES",
+    "FatalError",
+    "JobCancelled",
+    "JobContext",
+    "ProtocolError",
+    "RetryAfter",
+    "Worker",
+    "classify",
+]

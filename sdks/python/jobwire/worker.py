@@ -1,0 +1,579 @@
+"""The Jobwire worker: one bidirectional stream to the broker, handlers run per job type.
+
+Everything that touches protocol state runs on one asyncio event loop, so no locks are needed:
+one task reads the stream, one task writes it (fed by a queue, because a gRPC stream must have a
+single writer), one task heartbeats. Sync handlers run in their own threads and hand their outcome
+back to the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Dict, Optional, Union
+
+import grpc
+
+from jobwire.backoff import Backoff
+from jobwire.context import (
+    CANCEL_LEASE_LOST,
+    CANCEL_REQUESTED,
+    CANCEL_SHUTDOWN,
+    CANCEL_TIMEOUT,
+    JobContext,
+)
+from jobwire.errors import JobCancelled, classify, to_failure
+from jobwire.v1 import job_pb2, worker_service_pb2 as pb, worker_service_pb2_grpc
+
+Handler = Callable[[JobContext], Union[None, Awaitable[None]]]
+
+log = logging.getLogger("jobwire")
+
+# gRPC status codes of the Refused message that the protocol gives a meaning to.
+CODE_FAILED_PRECONDITION = 9  # stale lease or finished job: drop the message
+CODE_UNAVAILABLE = 14  # storage busy: send the message again after a short backoff
+
+# Stream errors that no reconnect can fix: the worker's configuration is wrong.
+_PERMANENT_CODES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNIMPLEMENTED,
+    }
+)
+
+_CANCEL_REASONS = {
+    pb.CANCEL_REASON_REQUESTED: CANCEL_REQUESTED,
+    pb.CANCEL_REASON_TIMEOUT: CANCEL_TIMEOUT,
+    pb.CANCEL_REASON_LEASE_LOST: CANCEL_LEASE_LOST,
+}
+
+_CLOSE = object()  # queued to the writer: half-close the stream
+
+
+class ProtocolError(Exception):
+    """The broker broke the protocol (for example, did not answer Hello with Welcome)."""
+
+
+@dataclass
+class _Job:
+    """A job this worker holds: it counts against capacity until acknowledged, refused or cancelled."""
+
+    ctx: JobContext
+    task: Optional[asyncio.Task] = None
+    result: Optional[pb.Result] = None  # set once the handler finished; re-sent until answered
+    shutdown_cancelled: bool = False
+
+    @property
+    def ref(self) -> pb.LeaseRef:
+        return pb.LeaseRef(job_id=self.ctx.id, lease_token=self.ctx.lease_token)
+
+
+@dataclass
+class _Session:
+    """One stream: from Hello to its end."""
+
+    call: Any
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    heartbeat_interval: float = 10.0
+    drain_requested: bool = False
+    closing: bool = False
+    aborted: bool = False  # we cancelled the call ourselves
+
+
+class Worker:
+    """Runs handlers for jobs pushed by a Jobwire broker.
+
+    Usage::
+
+        worker = Worker("127.0.0.1:7070", capacity=4)
+
+        @worker.handler("email.send")
+        def send(ctx):
+            data = ctx.json()
+            ...
+
+        worker.run_sync()  # returns after SIGTERM/SIGINT and a graceful drain
+
+    A handler returns normally on success and raises on failure; see jobwire.errors for how
+    exceptions map to FATAL and TRANSIENT failures.
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7070",
+        *,
+        worker_id: Optional[str] = None,
+        capacity: int = 8,
+        queues: tuple[str, ...] = (),
+        grace_period: float = 30.0,
+        finish_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+        resend_delay: float = 0.5,
+        backoff: Optional[Backoff] = None,
+        channel_factory: Optional[Callable[[str], grpc.aio.Channel]] = None,
+        rand: Callable[[], float] = random.random,
+    ):
+        """Configure a worker.
+
+        grace_period: after shutdown(), how long running jobs may take before they are cancelled.
+        finish_timeout: after the grace period, how long to wait for their results to be stored.
+        resend_delay: base wait before re-sending a message the broker refused as UNAVAILABLE.
+        """
+        if not 1 <= capacity <= 10000:
+            raise ValueError("capacity must be in 1..10000")
+        self.address = address
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        if not 1 <= len(self.worker_id) <= 255:
+            raise ValueError("worker_id must be 1..255 characters")
+        self.capacity = capacity
+        self.queues = tuple(queues)
+        self.grace_period = grace_period
+        self.finish_timeout = finish_timeout
+        self.connect_timeout = connect_timeout
+        self.resend_delay = resend_delay
+        self._backoff = backoff or Backoff()
+        self._channel_factory = channel_factory or grpc.aio.insecure_channel
+        self._rand = rand
+        self._handlers: Dict[str, Handler] = {}
+        self._jobs: Dict[int, _Job] = {}
+        self._releases: Dict[int, pb.Release] = {}
+        self._session: Optional[_Session] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._shutting_down = False
+        self._hard_stopped = False
+        self._wake: Optional[asyncio.Event] = None
+        self._timers: list[asyncio.TimerHandle] = []
+
+    # ---- registration -------------------------------------------------------------------
+
+    def handler(self, job_type: str) -> Callable[[Handler], Handler]:
+        """Decorator: register the decorated function as the handler of job_type."""
+
+        def register(fn: Handler) -> Handler:
+            self.register(job_type, fn)
+            return fn
+
+        return register
+
+    def register(self, job_type: str, fn: Handler) -> None:
+        """Register fn (sync or async, taking a JobContext) as the handler of job_type."""
+        if not job_type:
+            raise ValueError("job_type must not be empty")
+        if job_type in self._handlers:
+            raise ValueError(f"a handler for {job_type!r} is already registered")
+        self._handlers[job_type] = fn
+
+    # ---- running ------------------------------------------------------------------------
+
+    def run_sync(self, install_signal_handlers: bool = True) -> None:
+        """Run until shut down; SIGTERM and SIGINT start a graceful shutdown."""
+
+        async def main() -> None:
+            if install_signal_handlers:
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, self._begin_shutdown, sig.name)
+            await self.run()
+
+        asyncio.run(main())
+
+    def shutdown(self) -> None:
+        """Start a graceful shutdown. Safe to call from any thread."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._begin_shutdown, "shutdown()")
+
+    async def run(self) -> None:
+        """Connect, take work and reconnect on errors, until a graceful shutdown completes.
+
+        Raises grpc.aio.AioRpcError when the broker rejects the worker for a reason no
+        reconnect can fix (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED).
+        """
+        if not self._handlers:
+            raise ValueError("register at least one handler before run()")
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        channel = self._channel_factory(self.address)
+        stub = worker_service_pb2_grpc.WorkerServiceStub(channel)
+        try:
+            while not self._done():
+                try:
+                    await self._run_session(stub)
+                    log.info("jobwire: stream to %s closed", self.address)
+                except grpc.aio.AioRpcError as e:
+                    if e.code() in _PERMANENT_CODES:
+                        log.error("jobwire: broker rejected worker: %s %s", e.code().name, e.details())
+                        raise
+                    log.warning("jobwire: stream error: %s %s", e.code().name, e.details())
+                except (ProtocolError, asyncio.TimeoutError, OSError) as e:
+                    log.warning("jobwire: stream failed: %s", e or type(e).__name__)
+                if self._done():
+                    break
+                delay = self._backoff.next_delay()
+                log.info("jobwire: reconnecting in %.2fs", delay)
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            self._hard_stopped = True
+            for t in self._timers:
+                t.cancel()
+            for j in list(self._jobs.values()):
+                if j.task is not None:
+                    j.task.cancel()
+            await channel.close()
+            self._loop = None
+
+    def _done(self) -> bool:
+        """Whether run() may return: shutting down with nothing left to report, or out of time."""
+        return self._hard_stopped or (self._shutting_down and not self._jobs)
+
+    # ---- one stream ---------------------------------------------------------------------
+
+    async def _run_session(self, stub: worker_service_pb2_grpc.WorkerServiceStub) -> None:
+        call = stub.Connect()
+        sess = _Session(call=call)
+        tasks: list[asyncio.Task] = []
+        try:
+            held = [j.ref for j in self._jobs.values()]
+            await call.write(
+                pb.ConnectRequest(
+                    hello=pb.Hello(
+                        worker_id=self.worker_id,
+                        job_types=sorted(self._handlers),
+                        queues=list(self.queues),
+                        capacity=self.capacity,
+                        held=held,
+                    )
+                )
+            )
+            first = await asyncio.wait_for(call.read(), self.connect_timeout)
+            if first is grpc.aio.EOF:
+                raise ProtocolError("stream closed before Welcome")
+            if first.WhichOneof("message") != "welcome":
+                raise ProtocolError(f"expected Welcome, got {first.WhichOneof('message')}")
+            self._on_welcome(sess, first.welcome)
+            self._backoff.reset()
+            self._session = sess
+            tasks.append(asyncio.create_task(self._write_loop(sess)))
+            tasks.append(asyncio.create_task(self._heartbeat_loop(sess)))
+            if self._shutting_down:
+                self._send(pb.ConnectRequest(drain=pb.Drain()))
+            for j in self._jobs.values():
+                if j.result is not None:
+                    self._send(pb.ConnectRequest(result=j.result))
+            self._maybe_close()
+            while True:
+                try:
+                    resp = await call.read()
+                except asyncio.CancelledError:
+                    if sess.aborted:
+                        return
+                    raise
+                if resp is grpc.aio.EOF:
+                    return
+                self._on_message(sess, resp)
+        finally:
+            self._session = None
+            for t in tasks:
+                t.cancel()
+            # Never-started jobs go back to PENDING when the stream ends; only the broker may
+            # re-assign them. All jobs here have started, so only pending releases are forgotten.
+            self._releases.clear()
+            call.cancel()
+
+    def _on_welcome(self, sess: _Session, w: pb.Welcome) -> None:
+        lease = w.lease_duration.ToNanoseconds() / 1e9
+        interval = w.heartbeat_interval.ToNanoseconds() / 1e9
+        if interval <= 0:
+            interval = lease / 3 if lease > 0 else 10.0
+        sess.heartbeat_interval = interval
+        log.info(
+            "jobwire: connected to %s as %s (session %s, lease %.1fs, heartbeat %.1fs, holding %d)",
+            self.address, self.worker_id, w.session_id, lease, interval, len(self._jobs),
+        )
+        for ref in w.lost:
+            j = self._jobs.get(ref.job_id)
+            if j is not None and j.ctx.lease_token == ref.lease_token:
+                log.warning("jobwire: lease of job %d lost while disconnected", ref.job_id)
+                self._drop(j, CANCEL_LEASE_LOST)
+
+    async def _write_loop(self, sess: _Session) -> None:
+        try:
+            while True:
+                msg = await sess.queue.get()
+                if msg is _CLOSE:
+                    await sess.call.done_writing()
+                    return
+                await sess.call.write(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the stream broke: make the reader see it too
+            log.debug("jobwire: write failed: %s", e)
+            sess.aborted = True
+            sess.call.cancel()
+
+    async def _heartbeat_loop(self, sess: _Session) -> None:
+        while True:
+            await asyncio.sleep(sess.heartbeat_interval)
+            # Heartbeat every held lease, including ones whose result is not yet stored: the
+            # lease must outlive a broker that is slow to store the result.
+            leases = [j.ref for j in self._jobs.values()]
+            if leases:
+                self._send(pb.ConnectRequest(heartbeat=pb.Heartbeat(leases=leases)))
+
+    def _send(self, msg: pb.ConnectRequest) -> None:
+        """Queue msg on the current stream; without one, it is dropped (results are re-sent)."""
+        sess = self._session
+        if sess is not None and not sess.closing:
+            sess.queue.put_nowait(msg)
+
+    def _maybe_close(self) -> None:
+        """Half-close the stream once draining and nothing is held any more."""
+        sess = self._session
+        if sess is None or sess.closing:
+            return
+        if (self._shutting_down or sess.drain_requested) and not self._jobs:
+            sess.closing = True
+            sess.queue.put_nowait(_CLOSE)
+
+            def abort() -> None:  # the broker did not close its side in time
+                if not sess.call.done():
+                    sess.aborted = True
+                    sess.call.cancel()
+
+            self._timers.append(self._loop.call_later(self.finish_timeout, abort))
+
+    # ---- broker messages ----------------------------------------------------------------
+
+    def _on_message(self, sess: _Session, resp: pb.ConnectResponse) -> None:
+        kind = resp.WhichOneof("message")
+        if kind == "assignment":
+            self._on_assignment(resp.assignment)
+        elif kind == "result_ack":
+            self._on_result_ack(resp.result_ack)
+        elif kind == "refused":
+            self._on_refused(resp.refused)
+        elif kind == "cancel":
+            c = resp.cancel
+            j = self._jobs.get(c.job_id)
+            if j is not None and j.ctx.lease_token == c.lease_token:
+                reason = _CANCEL_REASONS.get(c.reason, CANCEL_REQUESTED)
+                log.info("jobwire: job %d cancelled by broker (%s)", c.job_id, reason)
+                self._drop(j, reason)
+        elif kind == "drain":
+            log.info("jobwire: broker asked to drain: %s", resp.drain.reason)
+            sess.drain_requested = True
+            self._maybe_close()
+        elif kind == "heartbeat_ack":
+            pass
+        else:
+            log.warning("jobwire: unexpected message %s", kind)
+
+    def _on_assignment(self, a: pb.Assignment) -> None:
+        job_id = a.job.id
+        old = self._jobs.get(job_id)
+        if old is not None:
+            if old.ctx.lease_token == a.lease_token:
+                return  # a duplicate of what we run
+            # A newer lease on the same job: ours is stale, so its outcome must not be reported.
+            self._drop(old, CANCEL_LEASE_LOST)
+        sess = self._session
+        draining = self._shutting_down or (sess is not None and sess.drain_requested)
+        fn = self._handlers.get(a.job.type)
+        reason = ""
+        if draining:
+            reason = "worker is draining"
+        elif fn is None:
+            reason = f"no handler for job type {a.job.type!r}"
+        elif len(self._jobs) >= self.capacity:
+            reason = "worker is at capacity"
+        if reason:
+            self._release(pb.Release(job_id=job_id, lease_token=a.lease_token, reason=reason))
+            return
+        j = _Job(ctx=JobContext(a))
+        self._jobs[job_id] = j
+        # Started must reach the broker before user code runs: the attempt counts from here.
+        self._send(pb.ConnectRequest(started=pb.Started(job_id=job_id, lease_token=a.lease_token)))
+        log.info("jobwire: job %d (%s) attempt %d started", job_id, a.job.type, a.attempt)
+        j.task = asyncio.create_task(self._execute(j, fn))
+
+    def _on_result_ack(self, ack: pb.ResultAck) -> None:
+        j = self._jobs.get(ack.job_id)
+        if j is None or j.ctx.lease_token != ack.lease_token:
+            return
+        del self._jobs[ack.job_id]
+        log.info("jobwire: job %d result stored: %s", ack.job_id, pb.Decision.Name(ack.decision))
+        self._after_free()
+
+    def _on_refused(self, r: pb.Refused) -> None:
+        j = self._jobs.get(r.job_id)
+        if j is not None and j.ctx.lease_token != r.lease_token:
+            j = None
+        what = r.refused_message
+        if what == pb.REFUSED_MESSAGE_RELEASE:
+            rel = self._releases.get(r.job_id)
+            if rel is not None and rel.lease_token == r.lease_token:
+                if r.code == CODE_UNAVAILABLE:
+                    self._later(lambda: self._resend_release(rel))
+                else:
+                    del self._releases[r.job_id]
+            return
+        if j is None:
+            return
+        if r.code == CODE_UNAVAILABLE:
+            if what == pb.REFUSED_MESSAGE_RESULT:
+                self._later(lambda: self._resend_result(j))
+            elif what == pb.REFUSED_MESSAGE_STARTED:
+                started = pb.Started(job_id=r.job_id, lease_token=r.lease_token)
+                self._later(lambda: self._resend_if_held(j, pb.ConnectRequest(started=started)))
+            return  # a refused heartbeat is repeated by the next tick anyway
+        if what == pb.REFUSED_MESSAGE_HEARTBEAT and j.result is not None:
+            return  # the Result's own answer settles this job
+        log.warning(
+            "jobwire: broker refused %s for job %d (code %d: %s); dropping the job",
+            pb.RefusedMessage.Name(what), r.job_id, r.code, r.message,
+        )
+        self._drop(j, CANCEL_LEASE_LOST)
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    def _drop(self, j: _Job, reason: str) -> None:
+        """Forget j: the broker has settled it. Its handler is told to stop; its outcome is discarded."""
+        if self._jobs.get(j.ctx.id) is j:
+            del self._jobs[j.ctx.id]
+        j.ctx._cancel(reason)
+        self._after_free()
+
+    def _after_free(self) -> None:
+        self._maybe_close()
+        if self._done() and self._wake is not None:
+            self._wake.set()
+
+    def _release(self, rel: pb.Release) -> None:
+        log.info("jobwire: releasing job %d: %s", rel.job_id, rel.reason)
+        self._releases[rel.job_id] = rel
+        self._send(pb.ConnectRequest(release=rel))
+
+    def _resend_release(self, rel: pb.Release) -> None:
+        if self._releases.get(rel.job_id) is rel:
+            self._send(pb.ConnectRequest(release=rel))
+
+    def _resend_result(self, j: _Job) -> None:
+        if self._jobs.get(j.ctx.id) is j and j.result is not None:
+            self._send(pb.ConnectRequest(result=j.result))
+
+    def _resend_if_held(self, j: _Job, msg: pb.ConnectRequest) -> None:
+        if self._jobs.get(j.ctx.id) is j:
+            self._send(msg)
+
+    def _later(self, fn: Callable[[], None]) -> None:
+        """Run fn after resend_delay with jitter, so a busy broker is not hammered in lockstep."""
+        delay = self.resend_delay * (1 + self._rand())
+        self._timers = [t for t in self._timers if not t.cancelled()]
+        self._timers.append(self._loop.call_later(delay, fn))
+
+    async def _execute(self, j: _Job, fn: Handler) -> None:
+        ctx = j.ctx
+        result = pb.Result(job_id=ctx.id, lease_token=ctx.lease_token)
+        try:
+            if inspect.iscoroutinefunction(fn):
+                await fn(ctx)
+            else:
+                await self._in_thread(fn, ctx)
+            result.success.SetInParent()
+        except BaseException as e:  # noqa: BLE001 - every handler outcome must be reported
+            if isinstance(e, asyncio.CancelledError) and self._hard_stopped:
+                raise
+            if j.shutdown_cancelled and isinstance(e, (JobCancelled, asyncio.CancelledError)):
+                result.failure.CopyFrom(
+                    pb.Failure(
+                        kind=job_pb2.FAILURE_KIND_TRANSIENT,
+                        error_type="WorkerShutdown",
+                        message="the worker shut down before the job finished",
+                    )
+                )
+            else:
+                c = classify(e)
+                result.failure.CopyFrom(to_failure(c))
+                log.info(
+                    "jobwire: job %d failed (%s): %s: %s",
+                    ctx.id, job_pb2.FailureKind.Name(c.kind), c.error_type, c.message,
+                )
+        if self._jobs.get(ctx.id) is not j:
+            return  # cancelled or lost meanwhile: the broker refuses results for this lease
+        j.result = result
+        self._send(pb.ConnectRequest(result=result))
+
+    def _in_thread(self, fn: Callable[[JobContext], Any], ctx: JobContext) -> asyncio.Future:
+        """Run a sync handler in its own daemon thread, so a stuck handler never blocks shutdown."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def settle(exc: Optional[BaseException]) -> None:
+            if fut.done():
+                return
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+        def target() -> None:
+            exc: Optional[BaseException] = None
+            try:
+                fn(ctx)
+            except BaseException as e:  # noqa: BLE001 - handed to the loop
+                exc = e
+            try:
+                loop.call_soon_threadsafe(settle, exc)
+            except RuntimeError:
+                pass  # the loop is gone: the worker stopped
+
+        threading.Thread(target=target, name=f"jobwire-job-{ctx.id}", daemon=True).start()
+        return fut
+
+    def _begin_shutdown(self, why: str = "") -> None:
+        if self._shutting_down:
+            return
+        self._shutting_down = True
+        log.info(
+            "jobwire: shutting down (%s): draining, %d job(s) running, grace %.1fs",
+            why, len(self._jobs), self.grace_period,
+        )
+        self._send(pb.ConnectRequest(drain=pb.Drain()))
+        loop = self._loop
+        if loop is None:
+            return
+        self._timers.append(loop.call_later(self.grace_period, self._grace_over))
+        self._timers.append(loop.call_later(self.grace_period + self.finish_timeout, self._hard_stop))
+        self._after_free()
+        if self._wake is not None and self._done():
+            self._wake.set()
+
+    def _grace_over(self) -> None:
+        for j in list(self._jobs.values()):
+            if j.result is None:
+                log.warning("jobwire: grace period over: cancelling job %d", j.ctx.id)
+                j.shutdown_cancelled = True
+                j.ctx._cancel(CANCEL_SHUTDOWN)
+
+    def _hard_stop(self) -> None:
+        if self._jobs:
+            log.error("jobwire: giving up on %d unreported job(s)", len(self._jobs))
+        self._hard_stopped = True
+        if self._wake is not None:
+            self._wake.set()
+        sess = self._session
+        if sess is not None:
+            sess.aborted = True
+            sess.call.cancel()

@@ -1,0 +1,389 @@
+"""Drives the Worker against a scripted in-process broker on loopback."""
+
+import asyncio
+import threading
+import unittest
+
+import grpc
+from google.protobuf import duration_pb2
+
+from jobwire import Backoff, JobCancelled, RetryAfter, Worker
+from jobwire.v1 import job_pb2, worker_service_pb2 as pb, worker_service_pb2_grpc
+
+WAIT = 5.0  # upper bound for anything the worker should do promptly
+
+
+class Stream:
+    """One Connect stream as the fake broker sees it."""
+
+    def __init__(self, context):
+        self.context = context
+        self.inbox: asyncio.Queue = asyncio.Queue()
+        self.outbox: asyncio.Queue = asyncio.Queue()
+
+    async def recv(self, kind=None, skip_heartbeats=True):
+        """The worker's next message (None once it half-closed), checked to be of kind."""
+        while True:
+            msg = await asyncio.wait_for(self.inbox.get(), WAIT)
+            if msg is None:
+                if kind is not None:
+                    raise AssertionError(f"stream closed while waiting for {kind}")
+                return None
+            got = msg.WhichOneof("message")
+            if skip_heartbeats and got == "heartbeat" and kind != "heartbeat":
+                continue
+            if kind is not None and got != kind:
+                raise AssertionError(f"expected {kind}, got {got}: {msg}")
+            return getattr(msg, got)
+
+    def send(self, **kw):
+        self.outbox.put_nowait(pb.ConnectResponse(**kw))
+
+    def close(self):
+        """End the stream cleanly from the broker's side."""
+        self.outbox.put_nowait(None)
+
+    def fail(self):
+        """Break the stream with UNAVAILABLE."""
+        self.outbox.put_nowait(grpc.StatusCode.UNAVAILABLE)
+
+
+class FakeBroker(worker_service_pb2_grpc.WorkerServiceServicer):
+    def __init__(self):
+        self.streams: asyncio.Queue = asyncio.Queue()
+
+    async def Connect(self, request_iterator, context):
+        s = Stream(context)
+        await self.streams.put(s)
+
+        async def read():
+            async for req in request_iterator:
+                await s.inbox.put(req)
+            await s.inbox.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                out = await s.outbox.get()
+                if out is None:
+                    return
+                if isinstance(out, grpc.StatusCode):
+                    await context.abort(out, "scripted failure")
+                yield out
+        finally:
+            reader.cancel()
+
+    async def next_stream(self) -> Stream:
+        return await asyncio.wait_for(self.streams.get(), WAIT)
+
+
+def dur(seconds):
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+def assignment(job_id, job_type="echo", token=None, payload=b"{}"):
+    return pb.Assignment(
+        job=job_pb2.Job(id=job_id, type=job_type, payload=payload, max_attempts=4),
+        attempt=1,
+        lease_token=token if token is not None else job_id * 100,
+    )
+
+
+def ack(job_id, token=None):
+    return pb.ResultAck(
+        job_id=job_id,
+        lease_token=token if token is not None else job_id * 100,
+        decision=pb.DECISION_SUCCEEDED,
+    )
+
+
+class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self):
+        self.broker = FakeBroker()
+        self.server = grpc.aio.server()
+        worker_service_pb2_grpc.add_WorkerServiceServicer_to_server(self.broker, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        self.addr = f"127.0.0.1:{port}"
+        self.release_block = threading.Event()
+        self.seen_cancel = asyncio.Event()
+
+    async def asyncTearDown(self):
+        self.release_block.set()
+        await self.server.stop(None)
+
+    def make_worker(self, **kw):
+        kw.setdefault("capacity", 2)
+        kw.setdefault("backoff", Backoff(base=0.01, cap=0.05))
+        kw.setdefault("resend_delay", 0.01)
+        kw.setdefault("worker_id", "w1")
+        w = Worker(self.addr, **kw)
+        loop = asyncio.get_running_loop()
+
+        @w.handler("echo")
+        def echo(ctx):
+            ctx.json()
+
+        @w.handler("fatal")
+        def fatal(ctx):
+            raise TypeError("wrong type")
+
+        @w.handler("later")
+        async def later(ctx):
+            raise RetryAfter(7)
+
+        @w.handler("block")
+        def block(ctx):
+            # Runs until the test releases it or the job is cancelled.
+            while not self.release_block.wait(0.01):
+                if ctx.cancelled:
+                    loop.call_soon_threadsafe(self.seen_cancel.set)
+                    raise JobCancelled(ctx.cancel_reason)
+
+        return w
+
+    async def start(self, w, heartbeat=60.0, lost=()):
+        """Run w, answer its Hello, and return (task, stream, hello)."""
+        task = asyncio.create_task(w.run())
+        s = await self.broker.next_stream()
+        hello = await s.recv("hello")
+        s.send(
+            welcome=pb.Welcome(
+                session_id="s1",
+                lease_duration=dur(30),
+                heartbeat_interval=dur(heartbeat),
+                lost=list(lost),
+            )
+        )
+        return task, s, hello
+
+    async def stop(self, w, task):
+        w.shutdown()
+        await asyncio.wait_for(task, WAIT)
+
+    async def test_hello_started_result_ack(self):
+        w = self.make_worker(queues=("q1",))
+        task, s, hello = await self.start(w)
+        self.assertEqual(hello.worker_id, "w1")
+        self.assertEqual(sorted(hello.job_types), ["block", "echo", "fatal", "later"])
+        self.assertEqual(list(hello.queues), ["q1"])
+        self.assertEqual(hello.capacity, 2)
+        self.assertEqual(len(hello.held), 0)
+
+        s.send(assignment=assignment(1))
+        started = await s.recv("started")
+        self.assertEqual((started.job_id, started.lease_token), (1, 100))
+        result = await s.recv("result")
+        self.assertEqual((result.job_id, result.lease_token), (1, 100))
+        self.assertTrue(result.HasField("success"))
+        s.send(result_ack=ack(1))
+
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def stop_and_expect_drain(self, w, task, s):
+        w.shutdown()
+        await s.recv("drain")
+        self.assertIsNone(await s.recv())  # half-closed once nothing is held
+        s.close()
+        await asyncio.wait_for(task, WAIT)
+
+    async def test_failures_are_classified(self):
+        w = self.make_worker(capacity=3)
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "fatal"))
+        s.send(assignment=assignment(2, "later"))
+        s.send(assignment=assignment(3, "echo", payload=b"{not json"))
+        got = {}
+        started = set()
+        while len(got) < 3:
+            msg = await s.recv()
+            if isinstance(msg, pb.Started):
+                started.add(msg.job_id)
+                continue
+            self.assertIsInstance(msg, pb.Result)
+            r = msg
+            self.assertIn(r.job_id, started, "Result before Started")
+            got[r.job_id] = r.failure
+            s.send(result_ack=ack(r.job_id))
+        self.assertEqual(got[1].kind, job_pb2.FAILURE_KIND_FATAL)
+        self.assertEqual(got[1].error_type, "TypeError")
+        self.assertEqual(got[1].message, "wrong type")
+        self.assertIn("Traceback", got[1].details)
+        self.assertEqual(got[2].kind, job_pb2.FAILURE_KIND_TRANSIENT)
+        self.assertEqual(got[2].error_type, "RetryAfter")
+        self.assertEqual(got[2].retry_after.ToNanoseconds(), 7 * 10**9)
+        self.assertEqual(got[3].kind, job_pb2.FAILURE_KIND_FATAL)
+        self.assertEqual(got[3].error_type, "JSONDecodeError")
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_result_resent_after_unavailable(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1))
+        await s.recv("started")
+        first = await s.recv("result")
+        s.send(
+            refused=pb.Refused(
+                job_id=1, lease_token=100, refused_message=pb.REFUSED_MESSAGE_RESULT, code=14
+            )
+        )
+        again = await s.recv("result")
+        self.assertEqual(again, first)
+        s.send(result_ack=ack(1))
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_failed_precondition_drops_result(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1))
+        await s.recv("started")
+        await s.recv("result")
+        s.send(
+            refused=pb.Refused(
+                job_id=1, lease_token=100, refused_message=pb.REFUSED_MESSAGE_RESULT, code=9
+            )
+        )
+        # Dropping frees the slot, so shutdown completes without a ResultAck.
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_cancel_reaches_handler_and_sends_no_result(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        s.send(cancel=pb.Cancel(job_id=1, lease_token=100, reason=pb.CANCEL_REASON_TIMEOUT))
+        await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        # The next message is the Drain, not a Result for the cancelled job.
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_over_capacity_assignment_is_released(self):
+        w = self.make_worker(capacity=1)
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        s.send(assignment=assignment(2, "echo"))
+        rel = await s.recv("release")
+        self.assertEqual((rel.job_id, rel.lease_token), (2, 200))
+        self.release_block.set()
+        await s.recv("result")
+        s.send(result_ack=ack(1))
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_heartbeats_name_held_leases(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w, heartbeat=0.02)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        hb = await s.recv("heartbeat")
+        while not hb.leases:
+            hb = await s.recv("heartbeat")
+        self.assertEqual([(l.job_id, l.lease_token) for l in hb.leases], [(1, 100)])
+        self.release_block.set()
+        await s.recv("result")
+        s.send(result_ack=ack(1))
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_reconnect_sends_held_and_resends_result(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        s.fail()
+
+        s2 = await self.broker.next_stream()
+        hello = await s2.recv("hello")
+        self.assertEqual([(l.job_id, l.lease_token) for l in hello.held], [(1, 100)])
+        s2.send(welcome=pb.Welcome(session_id="s2", lease_duration=dur(30), heartbeat_interval=dur(60)))
+        self.release_block.set()
+        r = await s2.recv("result")
+        self.assertEqual(r.job_id, 1)
+
+        # The ack is lost with the stream: the result comes again on the next one.
+        s2.fail()
+        s3 = await self.broker.next_stream()
+        hello = await s3.recv("hello")
+        self.assertEqual([(l.job_id, l.lease_token) for l in hello.held], [(1, 100)])
+        s3.send(welcome=pb.Welcome(session_id="s3", lease_duration=dur(30), heartbeat_interval=dur(60)))
+        self.assertEqual(await s3.recv("result"), r)
+        s3.send(result_ack=ack(1))
+        await self.stop_and_expect_drain(w, task, s3)
+
+    async def test_lost_lease_on_reconnect_cancels_job(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        s.fail()
+        s2 = await self.broker.next_stream()
+        await s2.recv("hello")
+        s2.send(
+            welcome=pb.Welcome(
+                session_id="s2",
+                lease_duration=dur(30),
+                heartbeat_interval=dur(60),
+                lost=[pb.LeaseRef(job_id=1, lease_token=100)],
+            )
+        )
+        await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        await self.stop_and_expect_drain(w, task, s2)
+
+    async def test_shutdown_lets_running_job_finish_and_releases_new_work(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        w.shutdown()
+        await s.recv("drain")
+        # An assignment that crossed the Drain on the wire is handed back unstarted.
+        s.send(assignment=assignment(2, "echo"))
+        rel = await s.recv("release")
+        self.assertEqual(rel.job_id, 2)
+        self.release_block.set()
+        r = await s.recv("result")
+        self.assertTrue(r.HasField("success"))
+        s.send(result_ack=ack(1))
+        self.assertIsNone(await s.recv())
+        s.close()
+        await asyncio.wait_for(task, WAIT)
+
+    async def test_grace_period_cancels_stuck_jobs(self):
+        w = self.make_worker(grace_period=0.05)
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        w.shutdown()
+        await s.recv("drain")
+        r = await s.recv("result")
+        self.assertEqual(r.failure.kind, job_pb2.FAILURE_KIND_TRANSIENT)
+        self.assertEqual(r.failure.error_type, "WorkerShutdown")
+        s.send(result_ack=ack(1))
+        self.assertIsNone(await s.recv())
+        s.close()
+        await asyncio.wait_for(task, WAIT)
+
+    async def test_broker_drain_request_closes_stream_then_reconnects(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(drain=pb.DrainRequest(reason="broker restarting"))
+        self.assertIsNone(await s.recv())
+        s.close()
+        s2 = await self.broker.next_stream()
+        await s2.recv("hello")
+        s2.send(welcome=pb.Welcome(session_id="s2", lease_duration=dur(30), heartbeat_interval=dur(60)))
+        await self.stop_and_expect_drain(w, task, s2)
+
+    async def test_invalid_argument_stops_run(self):
+        w = self.make_worker()
+        task = asyncio.create_task(w.run())
+        s = await self.broker.next_stream()
+        await s.recv("hello")
+        s.outbox.put_nowait(grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(grpc.aio.AioRpcError) as cm:
+            await asyncio.wait_for(task, WAIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+if __name__ == "__main__":
+    unittest.main()
