@@ -1,0 +1,426 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/clock"
+)
+
+// HandlerFunc runs one attempt of a job. A nil error reports success; see Classify for how an
+// error is reported. ctx is cancelled when the job must stop; context.Cause(ctx) says why
+// (ErrJobCancelled, ErrAttemptTimeout, ErrLeaseLost or ErrShutdown).
+type HandlerFunc func(ctx context.Context, j *Job) error
+
+// Job is one assigned attempt of a job. Handlers may keep it; the SDK does not reuse it.
+type Job struct {
+	ID       int64
+	Type     string
+	Queue    string
+	Payload  []byte
+	Priority int
+	// Attempt is this attempt's number, starting at 1.
+	Attempt     int
+	MaxAttempts int
+	CreatedAt   time.Time
+	// IdempotencyKey is the key the job was enqueued with, if any.
+	IdempotencyKey string
+	// AttemptTimeout bounds this attempt; the handler's context has it as its deadline. Zero
+	// means no limit.
+	AttemptTimeout time.Duration
+	// LeaseToken is the fencing token of this attempt, useful to make side effects idempotent
+	// per attempt.
+	LeaseToken int64
+}
+
+// Options configure a Worker.
+type Options struct {
+	// ID names this worker process in attempt history. Required, 1..255 characters; keep it
+	// stable across restarts of the same process slot.
+	ID string
+	// Queues the worker takes jobs from. Empty means every queue.
+	Queues []string
+	// Concurrency is the most handlers that run at once, and the capacity announced to the
+	// broker (1..10000). Zero means 10.
+	Concurrency int
+	// ShutdownGrace is how long running handlers may keep running once Run's context is
+	// cancelled. After it their contexts are cancelled with ErrShutdown, and Run waits up to
+	// another ShutdownGrace for them to return and for their results to be acknowledged.
+	// Zero means 30s.
+	ShutdownGrace time.Duration
+	// Logger receives connection and protocol events. Nil means slog.Default().
+	Logger *slog.Logger
+	// ReconnectBackoff spaces reconnect attempts and re-sends of messages the broker refused
+	// because its storage was busy. The zero value is 100ms base, 5s cap, full jitter.
+	ReconnectBackoff Backoff
+	// Clock drives heartbeats, backoff and the shutdown grace. Nil means the wall clock. Tests
+	// inside this module pass a clock.Fake to move time by hand. The attempt timeout is a
+	// context deadline and always follows the wall clock.
+	Clock clock.Clock
+}
+
+const (
+	defaultConcurrency   = 10
+	maxConcurrency       = 10000
+	defaultShutdownGrace = 30 * time.Second
+	// defaultHeartbeat is used only if the broker announces neither a heartbeat interval nor a
+	// lease duration.
+	defaultHeartbeat = 10 * time.Second
+	// closeWait bounds how long a finished stream waits for the broker to end it after the
+	// worker half-closed it.
+	closeWait = 5 * time.Second
+)
+
+// Worker runs jobs from a broker. Register handlers with Handle or HandleJSON, then call Run.
+type Worker struct {
+	client jobwirev1.WorkerServiceClient
+	opts   Options
+	log    *slog.Logger
+	clock  clock.Clock
+	// slots holds one token per running handler, so no more than Concurrency run even when the
+	// broker frees a cancelled job's slot before its handler has returned.
+	slots chan struct{}
+	hooks testHooks
+
+	mu       sync.Mutex
+	handlers map[string]HandlerFunc
+	jobTypes []string
+	running  bool
+	// handlerBase is the parent of every handler context: Run's context without its
+	// cancellation, because shutdown must not cut running handlers off before the grace.
+	handlerBase context.Context
+	// tasks are the leases this worker holds: jobs waiting for a slot, running, waiting for
+	// their result to be acknowledged, or being released.
+	tasks map[leaseRef]*task
+	// active counts handler goroutines, including those of jobs already given up.
+	active int
+	sess   *session
+	// stopping is set once Run's context is cancelled.
+	stopping bool
+	// stopped is closed once stopping and nothing is held or running any more.
+	stopped       chan struct{}
+	stoppedClosed bool
+	// changed is closed and replaced whenever tasks or active change.
+	changed     chan struct{}
+	graceTimers []clock.Timer
+}
+
+// testHooks let tests observe moments that have no protocol message.
+type testHooks struct {
+	// slotWait is called when an assigned job must wait for a free handler slot.
+	slotWait func(jobID int64)
+}
+
+// New returns a Worker that talks to the broker over conn.
+func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
+	if conn == nil {
+		return nil, errors.New("worker: nil connection")
+	}
+	if n := len(opts.ID); n == 0 || n > 255 {
+		return nil, fmt.Errorf("worker: Options.ID must be 1..255 characters, got %d", n)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = defaultConcurrency
+	}
+	if opts.Concurrency < 1 || opts.Concurrency > maxConcurrency {
+		return nil, fmt.Errorf("worker: Options.Concurrency must be 1..%d, got %d", maxConcurrency, opts.Concurrency)
+	}
+	if opts.ShutdownGrace < 0 {
+		return nil, fmt.Errorf("worker: Options.ShutdownGrace must not be negative, got %v", opts.ShutdownGrace)
+	}
+	if opts.ShutdownGrace == 0 {
+		opts.ShutdownGrace = defaultShutdownGrace
+	}
+	opts.Queues = slices.Clone(opts.Queues)
+	w := &Worker{
+		client:   jobwirev1.NewWorkerServiceClient(conn),
+		opts:     opts,
+		log:      opts.Logger,
+		clock:    opts.Clock,
+		slots:    make(chan struct{}, opts.Concurrency),
+		handlers: make(map[string]HandlerFunc),
+		tasks:    make(map[leaseRef]*task),
+		stopped:  make(chan struct{}),
+		changed:  make(chan struct{}),
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	w.log = w.log.With("worker_id", opts.ID)
+	if w.clock == nil {
+		w.clock = clock.Real{}
+	}
+	return w, nil
+}
+
+// Handle registers fn for jobType. The broker only assigns job types that have a handler, so
+// every Handle call must come before Run. Handle panics on an empty type, a nil fn, a type
+// registered twice, or a call after Run started, because each is a programming error.
+func (w *Worker) Handle(jobType string, fn HandlerFunc) {
+	if jobType == "" {
+		panic("worker: empty job type")
+	}
+	if fn == nil {
+		panic("worker: nil handler for job type " + jobType)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		panic("worker: Handle called after Run")
+	}
+	if _, dup := w.handlers[jobType]; dup {
+		panic("worker: job type registered twice: " + jobType)
+	}
+	w.handlers[jobType] = fn
+}
+
+// Run connects to the broker and runs jobs until ctx is cancelled, reconnecting with backoff
+// whenever the stream breaks. When ctx is cancelled it shuts down gracefully (see
+// Options.ShutdownGrace) and returns nil once every held job is settled, or an error if the
+// grace ran out first. It returns early with an error if the broker rejects the session itself
+// (codes.Unimplemented or codes.InvalidArgument before Welcome). A Worker runs only once.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("worker: Run called twice")
+	}
+	if len(w.handlers) == 0 {
+		w.mu.Unlock()
+		return errors.New("worker: no handlers registered")
+	}
+	w.running = true
+	for t := range w.handlers {
+		w.jobTypes = append(w.jobTypes, t)
+	}
+	slices.Sort(w.jobTypes)
+	w.handlerBase = context.WithoutCancel(ctx)
+	w.mu.Unlock()
+
+	// Streams outlive ctx during shutdown so results can still be delivered; they are cut
+	// when the shutdown runs out of time.
+	streams, stopStreams := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopStreams(nil)
+
+	returned := make(chan struct{})
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		select {
+		case <-ctx.Done():
+			w.beginShutdown(stopStreams)
+		case <-returned:
+		}
+	}()
+	defer func() {
+		close(returned)
+		<-watcherDone
+		w.mu.Lock()
+		for _, t := range w.graceTimers {
+			t.Stop()
+		}
+		w.mu.Unlock()
+	}()
+
+	attempt := 0
+	for {
+		if w.isStopped() {
+			return nil
+		}
+		if streams.Err() != nil {
+			return w.incomplete()
+		}
+		welcomed, err := w.runSession(streams)
+		if w.isStopped() {
+			return nil
+		}
+		if streams.Err() != nil {
+			return w.incomplete()
+		}
+		if !welcomed && isPermanent(err) {
+			return w.abort(err)
+		}
+		if welcomed {
+			attempt = 0
+		}
+		delay := w.opts.ReconnectBackoff.Delay(attempt)
+		attempt++
+		w.log.Warn("worker: stream ended, reconnecting", "error", err, "delay", delay)
+		w.sleep(streams, delay)
+	}
+}
+
+// isPermanent reports whether a session error means reconnecting cannot help: the broker does not
+// serve the protocol or rejected what this worker announced in Hello.
+func isPermanent(err error) bool {
+	switch status.Code(err) {
+	case codes.Unimplemented, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
+// sleep waits d, or less if streams are cut or the worker finished stopping.
+func (w *Worker) sleep(streams context.Context, d time.Duration) {
+	fired := make(chan struct{})
+	t := w.clock.AfterFunc(d, func() { close(fired) })
+	defer t.Stop()
+	select {
+	case <-fired:
+	case <-streams.Done():
+	case <-w.stopped:
+	}
+}
+
+func (w *Worker) isStopped() bool {
+	select {
+	case <-w.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// beginShutdown starts a graceful shutdown: no new work, jobs that never started are handed back,
+// running handlers get ShutdownGrace before their contexts are cancelled, and streams are cut
+// after another ShutdownGrace.
+func (w *Worker) beginShutdown(stopStreams context.CancelCauseFunc) {
+	grace := w.opts.ShutdownGrace
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.log.Info("worker: shutting down", "grace", grace, "held", len(w.tasks))
+	w.stopping = true
+	if s := w.sess; s != nil && s.ready {
+		s.put(outMsg{req: drainMsg()})
+	}
+	for _, t := range w.tasks {
+		if t.state == stateLeased {
+			t.cancel(ErrShutdown)
+		}
+	}
+	w.graceTimers = append(w.graceTimers,
+		w.clock.AfterFunc(grace, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			for _, t := range w.tasks {
+				t.cancel(ErrShutdown)
+			}
+		}),
+		w.clock.AfterFunc(2*grace, func() {
+			stopStreams(ErrShutdown)
+		}),
+	)
+	w.checkLocked()
+}
+
+// incomplete is Run's answer when the shutdown ran out of time.
+func (w *Worker) incomplete() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Errorf("worker: shutdown grace ran out with %d jobs unsettled and %d handlers running", len(w.tasks), w.active)
+}
+
+// abort stops after the broker rejected the session: every handler is cancelled, and Run waits up
+// to ShutdownGrace for them to return.
+func (w *Worker) abort(err error) error {
+	err = fmt.Errorf("worker: broker rejected the session: %w", err)
+	w.log.Error("worker: giving up", "error", err)
+	cause := fmt.Errorf("%w: %w", ErrShutdown, err)
+	w.mu.Lock()
+	for ref, t := range w.tasks {
+		t.cancel(cause)
+		delete(w.tasks, ref)
+	}
+	w.checkLocked()
+	w.mu.Unlock()
+
+	deadline := make(chan struct{})
+	timer := w.clock.AfterFunc(w.opts.ShutdownGrace, func() { close(deadline) })
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		idle, changed := w.active == 0, w.changed
+		w.mu.Unlock()
+		if idle {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return err
+		}
+	}
+}
+
+// checkLocked must follow every change of tasks or active: it wakes waiters and ends a stream that
+// has nothing left to do.
+func (w *Worker) checkLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+	if len(w.tasks) > 0 || w.active > 0 {
+		return
+	}
+	if w.stopping && !w.stoppedClosed {
+		w.stoppedClosed = true
+		close(w.stopped)
+	}
+	if s := w.sess; s != nil && (w.stopping || s.draining) && !s.finishing {
+		s.finish()
+		if s.ready {
+			// A broker that never ends the stream must not hold the worker forever.
+			s.finishTimer = w.clock.AfterFunc(closeWait, func() { s.cancel(errCloseTimeout) })
+		}
+	}
+}
+
+// heldLocked lists every lease the worker holds, in a stable order.
+func (w *Worker) heldLocked() []*jobwirev1.LeaseRef {
+	refs := w.sortedRefsLocked()
+	out := make([]*jobwirev1.LeaseRef, len(refs))
+	for i, r := range refs {
+		out[i] = r.proto()
+	}
+	return out
+}
+
+func (w *Worker) sortedRefsLocked() []leaseRef {
+	refs := make([]leaseRef, 0, len(w.tasks))
+	for r := range w.tasks {
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b leaseRef) int {
+		if a.jobID != b.jobID {
+			return compareInt64(a.jobID, b.jobID)
+		}
+		return compareInt64(a.token, b.token)
+	})
+	return refs
+}
+
+func compareInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readySessionLocked is the session messages can be sent on, or nil between streams.
+func (w *Worker) readySessionLocked() *session {
+	if s := w.sess; s != nil && s.ready {
+		return s
+	}
+	return nil
+}
