@@ -223,7 +223,8 @@ func (b *breaker) allowance() int {
 }
 
 // Acquire takes a permit for one job of type t about to be dispatched. ok is false while OPEN, and
-// while HALF_OPEN with every probe slot in use; the job must then stay undispatched.
+// while HALF_OPEN with every probe slot in use; the job must then stay undispatched. A disabled
+// breaker always grants an untracked permit (Generation 0).
 func (s *Set) Acquire(t string) (p Permit, ok bool) {
 	s.mu.Lock()
 	b := s.get(t, true)
@@ -585,8 +586,8 @@ func (b *breaker) saved() Saved {
 // startup before dispatching. It checks every record first and restores nothing if one is invalid.
 // Records of types whose breaker is now disabled are skipped.
 //
-// A restored OPEN breaker stays OPEN until OpenFor after its original OpenedAt, so a restart does
-// not slam a dependency just found broken. A restored CLOSED breaker keeps the failures still in
+// A restored OPEN breaker stays OPEN until OpenFor after its original OpenedAt (or after now, if
+// OpenedAt is in the future), so a restart does not slam a dependency just found broken. A restored CLOSED breaker keeps the failures still in
 // its window under the current config. A restored HALF_OPEN breaker has no probes in flight and
 // moves to a new generation (a HALF_OPEN to HALF_OPEN transition with [ReasonRestored], reported to
 // the callback), so permits of probes granted before the restart are stale.
@@ -625,8 +626,12 @@ func (s *Set) Restore(saved []Saved) error {
 		b.state = sv.State
 		b.gen = sv.Generation
 		b.openedAt = sv.OpenedAt
-		if b.state == StateClosed {
+		switch {
+		case b.state == StateClosed:
 			b.openedAt = time.Time{}
+		case b.openedAt.After(now):
+			// Saved by a clock that ran ahead: do not keep the type blocked beyond OpenFor.
+			b.openedAt = now
 		}
 		b.failures = slices.Clone(sv.Failures)
 		slices.SortFunc(b.failures, func(x, y time.Time) int { return x.Compare(y) })

@@ -1008,6 +1008,22 @@ func TestSnapshotRestore(t *testing.T) {
 		}
 	})
 
+	t.Run("opened at in the future is clamped to now", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, DefaultConfig(), nil)
+		err := tb.set.Restore([]Saved{{Type: typ, State: StateOpen, OpenedAt: t0.Add(24 * time.Hour), Generation: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, _ := tb.set.Info(typ); info.State != StateOpen || !info.OpenedAt.Equal(t0) {
+			t.Errorf("Info = %+v, want OPEN since now", info)
+		}
+		tb.clk.Advance(DefaultOpenFor)
+		if got := tb.set.Allowance(typ); got != 1 {
+			t.Errorf("Allowance after OpenFor = %d, want 1", got)
+		}
+	})
+
 	t.Run("records of disabled types are skipped", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, DefaultConfig(), map[string]Config{"off": {Disabled: true}})
