@@ -1,0 +1,111 @@
+#!/usr/bin/env node
+'use strict';
+
+// The worker that the conformance suite drives. Each job type exercises one protocol path.
+//
+// Environment:
+//   JOBWIRE_ADDR              broker address (default 127.0.0.1:7070)
+//   JOBWIRE_WORKER_ID         worker id (default host-pid)
+//   JOBWIRE_CAPACITY          concurrent jobs (default 8)
+//   JOBWIRE_QUEUES            comma-separated queues to take from (default: every queue)
+//   JOBWIRE_GRACE_SECONDS     shutdown grace period (default 30)
+//   JOBWIRE_CONFORMANCE_DIR   where counters and marker files go (default: a new temp dir)
+//
+// Job types (JSON payloads):
+//   echo              succeeds once the payload decodes
+//   fatal             throws TypeError (FATAL)
+//   flaky             {"key": K, "fail_times": N}: fails transiently N times per key, then
+//                     succeeds; the count lives in <dir>/flaky-<key> so it survives restarts
+//   always_transient  throws a plain Error (TRANSIENT)
+//   retry_after       {"seconds": S}: throws RetryAfterError(S * 1000)
+//   slow              {"ms": M}: sleeps M ms, stopping early on a cancel
+//   wait_cancel       waits for a cancel, then writes <dir>/cancelled-<job_id> and resolves
+//   block             {"marker": NAME}: writes <dir>/started-<NAME>, then waits for a cancel
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { Worker, RetryAfterError } = require('..');
+
+const stateDir = process.env.JOBWIRE_CONFORMANCE_DIR || fs.mkdtempSync(path.join(os.tmpdir(), 'jobwire-conformance-'));
+fs.mkdirSync(stateDir, { recursive: true });
+
+/** Keep marker file names inside stateDir whatever the payload says. */
+const safeName = (s) => String(s).replace(/[^A-Za-z0-9._-]/g, '_');
+
+function writeMarker(name, text = '') {
+  const file = path.join(stateDir, safeName(name));
+  fs.writeFileSync(`${file}.tmp`, text);
+  fs.renameSync(`${file}.tmp`, file);
+}
+
+/** Resolves once the signal aborts. */
+const aborted = (signal) =>
+  new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+
+const worker = new Worker({
+  address: process.env.JOBWIRE_ADDR || '127.0.0.1:7070',
+  workerId: process.env.JOBWIRE_WORKER_ID || undefined,
+  capacity: Number(process.env.JOBWIRE_CAPACITY || 8),
+  queues: (process.env.JOBWIRE_QUEUES || '').split(',').filter(Boolean),
+  gracePeriodMs: Number(process.env.JOBWIRE_GRACE_SECONDS || 30) * 1000,
+});
+
+worker.handle('echo', async (ctx) => {
+  if (ctx.payload.length > 0) ctx.json();
+});
+
+worker.handle('fatal', async (ctx) => {
+  throw new TypeError(`job ${ctx.id} is fatal by design`);
+});
+
+worker.handle('flaky', async (ctx) => {
+  const { key, fail_times: failTimes } = ctx.json();
+  const name = `flaky-${safeName(key)}`;
+  let failures = 0;
+  try {
+    failures = Number(fs.readFileSync(path.join(stateDir, name), 'utf8').trim() || 0);
+  } catch (err) {
+    if (err.code !== 'ENOENT') throw err;
+  }
+  // Node runs handlers on one thread and this block does no await, so counts never race.
+  if (failures < Number(failTimes)) {
+    writeMarker(name, String(failures + 1));
+    throw new Error(`flaky failure ${failures + 1} of ${failTimes} for key ${key}`);
+  }
+});
+
+worker.handle('always_transient', async (ctx) => {
+  throw new Error(`job ${ctx.id} fails transiently by design`);
+});
+
+worker.handle('retry_after', async (ctx) => {
+  throw new RetryAfterError(Number(ctx.json().seconds) * 1000, 'asked to retry later');
+});
+
+worker.handle('slow', async (ctx) => {
+  await sleep(Number(ctx.json().ms), undefined, { signal: ctx.signal });
+});
+
+worker.handle('wait_cancel', async (ctx) => {
+  await aborted(ctx.signal);
+  writeMarker(`cancelled-${ctx.id}`, ctx.cancelReason);
+  console.error(`job ${ctx.id} cancelled (${ctx.cancelReason})`);
+});
+
+worker.handle('block', async (ctx) => {
+  writeMarker(`started-${safeName(ctx.json().marker)}`, ctx.id);
+  await aborted(ctx.signal);
+  throw ctx.signal.reason;
+});
+
+console.error(`conformance worker state dir ${stateDir}`);
+worker.installSignalHandlers();
+worker.run().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,552 @@
+'use strict';
+
+/**
+ * The Jobwire worker: one bidirectional stream to the broker, handlers run per job type.
+ *
+ * Node runs all of this on one thread, so protocol state needs no locks and the stream has a
+ * single writer by construction. Handlers are async functions; cancellation reaches them as an
+ * AbortSignal.
+ */
+
+const os = require('node:os');
+const grpc = require('@grpc/grpc-js');
+const { Backoff } = require('./backoff');
+const { loadJobwire } = require('./proto');
+const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
+
+/** Refused codes the protocol gives a meaning to (gRPC status codes). */
+const CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
+const CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
+
+/** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
+const PERMANENT_CODES = new Set([
+  grpc.status.INVALID_ARGUMENT,
+  grpc.status.UNAUTHENTICATED,
+  grpc.status.PERMISSION_DENIED,
+  grpc.status.UNIMPLEMENTED,
+]);
+
+/** Why a job was cancelled, as found in ctx.cancelReason and ctx.signal.reason.reason. */
+const CancelReason = Object.freeze({
+  REQUESTED: 'requested', // someone called CancelJob
+  TIMEOUT: 'timeout', // the attempt outlived its attempt timeout
+  LEASE_LOST: 'lease_lost', // the broker no longer considers this worker the lease holder
+  SHUTDOWN: 'shutdown', // this worker is shutting down and its grace period ran out
+});
+
+const WIRE_CANCEL_REASONS = {
+  CANCEL_REASON_REQUESTED: CancelReason.REQUESTED,
+  CANCEL_REASON_TIMEOUT: CancelReason.TIMEOUT,
+  CANCEL_REASON_LEASE_LOST: CancelReason.LEASE_LOST,
+};
+
+/** The reason an aborted JobContext.signal carries. */
+class JobCancelledError extends Error {
+  /** @param {string} reason one of CancelReason */
+  constructor(reason) {
+    super(`job cancelled: ${reason}`);
+    this.name = 'JobCancelledError';
+    this.reason = reason;
+  }
+}
+
+/**
+ * What a handler gets to know about the job it runs. Cancellation is cooperative: pass
+ * `ctx.signal` to whatever supports an AbortSignal (fetch, timers/promises, child processes)
+ * or check `ctx.signal.aborted`. After a cancel from the broker the job's outcome is already
+ * recorded there, so whatever the handler returns or throws is dropped.
+ */
+class JobContext {
+  /** @param {any} assignment a decoded jobwire.v1.Assignment */
+  constructor(assignment) {
+    const job = assignment.job;
+    this.job = job;
+    /** @type {string} int64 as a decimal string */
+    this.id = job.id;
+    /** @type {string} */
+    this.type = job.type;
+    /** @type {string} */
+    this.queue = job.queue;
+    /** @type {Buffer} */
+    this.payload = job.payload;
+    /** @type {number} */
+    this.attempt = assignment.attempt;
+    /** @type {number} */
+    this.maxAttempts = job.maxAttempts;
+    /** @type {string} */
+    this.leaseToken = assignment.leaseToken;
+    /** @type {number | undefined} */
+    this.attemptTimeoutMs = assignment.attemptTimeout ? durationToMs(assignment.attemptTimeout) : undefined;
+    this._controller = new AbortController();
+    /** @type {AbortSignal} aborted when the job is cancelled */
+    this.signal = this._controller.signal;
+  }
+
+  /** Decode the payload as JSON. A malformed payload throws SyntaxError (FATAL). */
+  json() {
+    return JSON.parse(this.payload.toString('utf8'));
+  }
+
+  /** @returns {string | undefined} why the job was cancelled, if it was */
+  get cancelReason() {
+    return this.signal.aborted ? this.signal.reason.reason : undefined;
+  }
+
+  /** @param {string} reason */
+  _cancel(reason) {
+    if (!this.signal.aborted) this._controller.abort(new JobCancelledError(reason));
+  }
+}
+
+/**
+ * @typedef {(ctx: JobContext) => unknown | Promise<unknown>} Handler
+ * @typedef {{debug: (...a: any[]) => void, info: (...a: any[]) => void, warn: (...a: any[]) => void, error: (...a: any[]) => void}} Logger
+ */
+
+/** A logger that writes to stderr, which is where worker processes are expected to log. */
+const stderrLogger = {
+  debug() {},
+  info: (...a) => console.error(new Date().toISOString(), 'INFO jobwire:', ...a),
+  warn: (...a) => console.error(new Date().toISOString(), 'WARN jobwire:', ...a),
+  error: (...a) => console.error(new Date().toISOString(), 'ERROR jobwire:', ...a),
+};
+
+/**
+ * Runs handlers for jobs pushed by a Jobwire broker.
+ *
+ * ```js
+ * const worker = new Worker({ address: '127.0.0.1:7070', capacity: 4 });
+ * worker.handle('email.send', async (ctx) => { const data = ctx.json(); ... });
+ * worker.installSignalHandlers(); // SIGTERM/SIGINT start a graceful shutdown
+ * await worker.run();             // resolves once drained
+ * ```
+ *
+ * A handler resolves on success and throws on failure; see errors.js for how errors map to
+ * FATAL and TRANSIENT failures.
+ */
+class Worker {
+  /**
+   * @param {object} [opts]
+   * @param {string} [opts.address] broker host:port
+   * @param {string} [opts.workerId] stable id for attempt history (default host-pid)
+   * @param {number} [opts.capacity] jobs held at once, 1..10000
+   * @param {string[]} [opts.queues] queues to take from; empty means every queue
+   * @param {number} [opts.gracePeriodMs] after shutdown(), how long running jobs may take before they are cancelled
+   * @param {number} [opts.finishTimeoutMs] after the grace period, how long to wait for their results to be stored
+   * @param {number} [opts.connectTimeoutMs] how long to wait for Welcome
+   * @param {number} [opts.resendDelayMs] base wait before re-sending a message refused as UNAVAILABLE
+   * @param {Backoff} [opts.backoff] reconnect backoff
+   * @param {grpc.ChannelCredentials} [opts.credentials] default: insecure
+   * @param {Logger} [opts.logger] default: stderr
+   * @param {() => number} [opts.random] jitter source in [0, 1)
+   */
+  constructor(opts = {}) {
+    this.address = opts.address ?? '127.0.0.1:7070';
+    this.workerId = opts.workerId || `${os.hostname()}-${process.pid}`;
+    if (this.workerId.length < 1 || this.workerId.length > 255) throw new RangeError('workerId must be 1..255 characters');
+    this.capacity = opts.capacity ?? 8;
+    if (!Number.isInteger(this.capacity) || this.capacity < 1 || this.capacity > 10000) {
+      throw new RangeError('capacity must be an integer in 1..10000');
+    }
+    this.queues = [...(opts.queues ?? [])];
+    this.gracePeriodMs = opts.gracePeriodMs ?? 30000;
+    this.finishTimeoutMs = opts.finishTimeoutMs ?? 10000;
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? 10000;
+    this.resendDelayMs = opts.resendDelayMs ?? 500;
+    this.backoff = opts.backoff ?? new Backoff();
+    this.credentials = opts.credentials ?? grpc.credentials.createInsecure();
+    this.log = opts.logger ?? stderrLogger;
+    this.random = opts.random ?? Math.random;
+
+    /** @type {Map<string, Handler>} */
+    this.handlers = new Map();
+    /** Held jobs by id: each counts against capacity until acknowledged, refused or cancelled. */
+    this.jobs = new Map();
+    /** Releases that may have to be re-sent, by job id. */
+    this.releases = new Map();
+    this.session = null;
+    this.shuttingDown = false;
+    this.hardStopped = false;
+    /** @type {Set<NodeJS.Timeout>} */
+    this.timers = new Set();
+    this.wakeUp = null;
+    this.running = false;
+  }
+
+  /**
+   * Register the handler of a job type.
+   * @param {string} jobType
+   * @param {Handler} fn
+   * @returns {this}
+   */
+  handle(jobType, fn) {
+    if (!jobType) throw new TypeError('jobType must not be empty');
+    if (typeof fn !== 'function') throw new TypeError('handler must be a function');
+    if (this.handlers.has(jobType)) throw new Error(`a handler for ${jobType} is already registered`);
+    this.handlers.set(jobType, fn);
+    return this;
+  }
+
+  /** Start a graceful shutdown on SIGTERM and SIGINT. Returns a function that removes the hooks. */
+  installSignalHandlers() {
+    const onSignal = (sig) => this.shutdown(sig);
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    return () => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    };
+  }
+
+  /**
+   * Connect, take work and reconnect on errors, until a graceful shutdown completes.
+   * Rejects when the broker rejects the worker for a reason no reconnect can fix
+   * (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED).
+   */
+  async run() {
+    if (this.handlers.size === 0) throw new Error('register at least one handler before run()');
+    if (this.running) throw new Error('run() is already running');
+    this.running = true;
+    const pkg = loadJobwire();
+    const client = new pkg.WorkerService(this.address, this.credentials);
+    try {
+      while (!this.done()) {
+        try {
+          await this.runSession(client);
+          this.log.info(`stream to ${this.address} closed`);
+        } catch (err) {
+          const e = /** @type {any} */ (err);
+          if (PERMANENT_CODES.has(e.code)) {
+            this.log.error(`broker rejected worker: ${e.message}`);
+            throw err;
+          }
+          this.log.warn(`stream failed: ${e.message}`);
+        }
+        if (this.done()) break;
+        const delay = this.backoff.next();
+        this.log.info(`reconnecting in ${Math.round(delay)}ms`);
+        await new Promise((resolve) => {
+          const t = setTimeout(() => {
+            this.timers.delete(t);
+            this.wakeUp = null;
+            resolve();
+          }, delay);
+          this.timers.add(t);
+          this.wakeUp = () => {
+            clearTimeout(t);
+            this.timers.delete(t);
+            this.wakeUp = null;
+            resolve();
+          };
+        });
+      }
+    } finally {
+      this.hardStopped = true;
+      for (const t of this.timers) clearTimeout(t);
+      this.timers.clear();
+      for (const j of this.jobs.values()) j.ctx._cancel(CancelReason.SHUTDOWN);
+      client.close();
+      this.running = false;
+    }
+  }
+
+  /** Start a graceful shutdown: send Drain, let running jobs finish within the grace period. */
+  shutdown(why = 'shutdown()') {
+    if (this.shuttingDown) return;
+    this.shuttingDown = true;
+    this.log.info(`shutting down (${why}): draining, ${this.jobs.size} job(s) running, grace ${this.gracePeriodMs}ms`);
+    this.send({ drain: {} });
+    this.after(this.gracePeriodMs, () => this.graceOver());
+    this.after(this.gracePeriodMs + this.finishTimeoutMs, () => this.hardStop());
+    this.afterFree();
+  }
+
+  /** Whether run() may return: shutting down with nothing left to report, or out of time. */
+  done() {
+    return this.hardStopped || (this.shuttingDown && this.jobs.size === 0);
+  }
+
+  // ---- one stream ---------------------------------------------------------------------
+
+  /** @param {any} client */
+  runSession(client) {
+    return new Promise((resolve, reject) => {
+      const call = client.Connect();
+      const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false };
+      let heartbeat = null;
+      let settled = false;
+      const finish = (err) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(helloTimer);
+        if (heartbeat) clearInterval(heartbeat);
+        if (this.session === sess) this.session = null;
+        // Never-started jobs go back to PENDING when the stream ends; every held job here has
+        // started, so only pending releases are forgotten.
+        this.releases.clear();
+        call.cancel();
+        if (err) reject(err);
+        else resolve();
+      };
+      const helloTimer = setTimeout(() => finish(new Error('no Welcome within the connect timeout')), this.connectTimeoutMs);
+
+      call.on('data', (resp) => {
+        if (settled) return;
+        if (!sess.welcomed) {
+          if (resp.message !== 'welcome') {
+            finish(new Error(`expected Welcome, got ${resp.message}`));
+            return;
+          }
+          sess.welcomed = true;
+          clearTimeout(helloTimer);
+          this.onWelcome(sess, resp.welcome);
+          this.backoff.reset();
+          this.session = sess;
+          heartbeat = setInterval(() => this.heartbeat(), sess.heartbeatMs);
+          if (this.shuttingDown) this.send({ drain: {} });
+          for (const j of this.jobs.values()) if (j.result) this.send({ result: j.result });
+          this.maybeClose();
+          return;
+        }
+        this.onMessage(sess, resp);
+      });
+      call.on('error', (err) => finish(err));
+      call.on('status', (st) => {
+        if (st.code === grpc.status.OK) finish();
+        else finish(Object.assign(new Error(`${st.code} ${st.details}`), { code: st.code }));
+      });
+      call.on('end', () => {
+        // The broker closed its side; 'status' follows and settles the session.
+      });
+
+      call.write({
+        hello: {
+          workerId: this.workerId,
+          jobTypes: [...this.handlers.keys()].sort(),
+          queues: this.queues,
+          capacity: this.capacity,
+          held: [...this.jobs.values()].map((j) => j.ref),
+        },
+      });
+    });
+  }
+
+  onWelcome(sess, w) {
+    const leaseMs = durationToMs(w.leaseDuration);
+    let hb = durationToMs(w.heartbeatInterval);
+    if (!(hb > 0)) hb = leaseMs > 0 ? leaseMs / 3 : 10000;
+    sess.heartbeatMs = hb;
+    this.log.info(
+      `connected to ${this.address} as ${this.workerId} (session ${w.sessionId}, lease ${leaseMs}ms, heartbeat ${hb}ms, holding ${this.jobs.size})`,
+    );
+    for (const ref of w.lost) {
+      const j = this.jobs.get(ref.jobId);
+      if (j && j.ctx.leaseToken === ref.leaseToken) {
+        this.log.warn(`lease of job ${ref.jobId} lost while disconnected`);
+        this.drop(j, CancelReason.LEASE_LOST);
+      }
+    }
+  }
+
+  heartbeat() {
+    // Every held lease, including ones whose result is not yet stored: the lease must outlive a
+    // broker that is slow to store the result.
+    const leases = [...this.jobs.values()].map((j) => j.ref);
+    if (leases.length > 0) this.send({ heartbeat: { leases } });
+  }
+
+  /** Write msg on the current stream; without one, it is dropped (results are re-sent). */
+  send(msg) {
+    const sess = this.session;
+    if (sess && !sess.closing) sess.call.write(msg);
+  }
+
+  /** Half-close the stream once draining and nothing is held any more. */
+  maybeClose() {
+    const sess = this.session;
+    if (!sess || sess.closing) return;
+    if ((this.shuttingDown || sess.drainRequested) && this.jobs.size === 0) {
+      sess.closing = true;
+      sess.call.end();
+      // If the broker does not close its side in time, give up on the stream.
+      this.after(this.finishTimeoutMs, () => sess.call.cancel());
+    }
+  }
+
+  // ---- broker messages ----------------------------------------------------------------
+
+  onMessage(sess, resp) {
+    switch (resp.message) {
+      case 'assignment':
+        this.onAssignment(resp.assignment);
+        break;
+      case 'resultAck': {
+        const ack = resp.resultAck;
+        const j = this.jobs.get(ack.jobId);
+        if (j && j.ctx.leaseToken === ack.leaseToken) {
+          this.jobs.delete(ack.jobId);
+          this.log.info(`job ${ack.jobId} result stored: ${ack.decision}`);
+          this.afterFree();
+        }
+        break;
+      }
+      case 'refused':
+        this.onRefused(resp.refused);
+        break;
+      case 'cancel': {
+        const c = resp.cancel;
+        const j = this.jobs.get(c.jobId);
+        if (j && j.ctx.leaseToken === c.leaseToken) {
+          const reason = WIRE_CANCEL_REASONS[c.reason] ?? CancelReason.REQUESTED;
+          this.log.info(`job ${c.jobId} cancelled by broker (${reason})`);
+          this.drop(j, reason);
+        }
+        break;
+      }
+      case 'drain':
+        this.log.info(`broker asked to drain: ${resp.drain.reason}`);
+        sess.drainRequested = true;
+        this.maybeClose();
+        break;
+      case 'heartbeatAck':
+        break;
+      default:
+        this.log.warn(`unexpected message ${resp.message}`);
+    }
+  }
+
+  onAssignment(a) {
+    const jobId = a.job.id;
+    const old = this.jobs.get(jobId);
+    if (old) {
+      if (old.ctx.leaseToken === a.leaseToken) return; // a duplicate of what we run
+      // A newer lease on the same job: ours is stale, so its outcome must not be reported.
+      this.drop(old, CancelReason.LEASE_LOST);
+    }
+    const draining = this.shuttingDown || (this.session && this.session.drainRequested);
+    const fn = this.handlers.get(a.job.type);
+    let reason = '';
+    if (draining) reason = 'worker is draining';
+    else if (!fn) reason = `no handler for job type ${a.job.type}`;
+    else if (this.jobs.size >= this.capacity) reason = 'worker is at capacity';
+    if (reason) {
+      this.release({ jobId, leaseToken: a.leaseToken, reason });
+      return;
+    }
+    const ctx = new JobContext(a);
+    const j = {
+      ctx,
+      result: null,
+      shutdownCancelled: false,
+      ref: { jobId, leaseToken: a.leaseToken },
+    };
+    this.jobs.set(jobId, j);
+    // Started must reach the broker before user code runs: the attempt counts from here.
+    this.send({ started: { jobId, leaseToken: a.leaseToken } });
+    this.log.info(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
+    this.execute(j, fn);
+  }
+
+  onRefused(r) {
+    if (r.refusedMessage === 'REFUSED_MESSAGE_RELEASE') {
+      const rel = this.releases.get(r.jobId);
+      if (rel && rel.leaseToken === r.leaseToken) {
+        if (r.code === CODE_UNAVAILABLE) this.later(() => this.releases.get(r.jobId) === rel && this.send({ release: rel }));
+        else this.releases.delete(r.jobId);
+      }
+      return;
+    }
+    const j = this.jobs.get(r.jobId);
+    if (!j || j.ctx.leaseToken !== r.leaseToken) return;
+    const held = () => this.jobs.get(r.jobId) === j;
+    if (r.code === CODE_UNAVAILABLE) {
+      if (r.refusedMessage === 'REFUSED_MESSAGE_RESULT') {
+        this.later(() => held() && this.send({ result: j.result }));
+      } else if (r.refusedMessage === 'REFUSED_MESSAGE_STARTED') {
+        this.later(() => held() && this.send({ started: j.ref }));
+      }
+      return; // a refused heartbeat is repeated by the next tick anyway
+    }
+    if (r.refusedMessage === 'REFUSED_MESSAGE_HEARTBEAT' && j.result) return; // the Result's own answer settles it
+    this.log.warn(`broker refused ${r.refusedMessage} for job ${r.jobId} (code ${r.code}: ${r.message}); dropping the job`);
+    this.drop(j, CancelReason.LEASE_LOST);
+  }
+
+  // ---- helpers ------------------------------------------------------------------------
+
+  /** Forget j: the broker has settled it. Its handler is aborted; its outcome is discarded. */
+  drop(j, reason) {
+    if (this.jobs.get(j.ref.jobId) === j) this.jobs.delete(j.ref.jobId);
+    j.ctx._cancel(reason);
+    this.afterFree();
+  }
+
+  afterFree() {
+    this.maybeClose();
+    if (this.done() && this.wakeUp) this.wakeUp();
+  }
+
+  release(rel) {
+    this.log.info(`releasing job ${rel.jobId}: ${rel.reason}`);
+    this.releases.set(rel.jobId, rel);
+    this.send({ release: rel });
+  }
+
+  /** Run fn after ms, unless run() ended first. */
+  after(ms, fn) {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  /** Run fn after resendDelayMs with jitter, so a busy broker is not hammered in lockstep. */
+  later(fn) {
+    this.after(this.resendDelayMs * (1 + this.random()), fn);
+  }
+
+  async execute(j, fn) {
+    const { ctx } = j;
+    const result = { jobId: ctx.id, leaseToken: ctx.leaseToken };
+    try {
+      await fn(ctx);
+      result.success = {};
+    } catch (err) {
+      if (j.shutdownCancelled && (err === ctx.signal.reason || /** @type {any} */ (err)?.name === 'AbortError')) {
+        result.failure = {
+          kind: FAILURE_KIND_TRANSIENT,
+          errorType: 'WorkerShutdown',
+          message: 'the worker shut down before the job finished',
+          details: '',
+        };
+      } else {
+        const c = classify(err);
+        result.failure = toFailure(c);
+        this.log.info(`job ${ctx.id} failed (${c.kind}): ${c.errorType}: ${c.message}`);
+      }
+    }
+    if (this.jobs.get(ctx.id) !== j) return; // cancelled or lost meanwhile: results would be refused
+    j.result = result;
+    this.send({ result });
+  }
+
+  graceOver() {
+    for (const j of this.jobs.values()) {
+      if (!j.result) {
+        this.log.warn(`grace period over: cancelling job ${j.ctx.id}`);
+        j.shutdownCancelled = true;
+        j.ctx._cancel(CancelReason.SHUTDOWN);
+      }
+    }
+  }
+
+  hardStop() {
+    if (this.jobs.size > 0) this.log.error(`giving up on ${this.jobs.size} unreported job(s)`);
+    this.hardStopped = true;
+    if (this.wakeUp) this.wakeUp();
+    if (this.session) this.session.call.cancel();
+  }
+}
+
+module.exports = { Worker, JobContext, JobCancelledError, CancelReason, CODE_FAILED_PRECONDITION, CODE_UNAVAILABLE };

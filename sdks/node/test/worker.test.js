@@ -1,0 +1,381 @@
+'use strict';
+
+// Drives the Worker against a scripted in-process broker on loopback.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const grpc = require('@grpc/grpc-js');
+const { Worker, Backoff, RetryAfterError, loadJobwire } = require('../src/index');
+
+const WAIT_MS = 5000; // upper bound for anything the worker should do promptly
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** An unbounded async queue: push never blocks, shift waits up to WAIT_MS. */
+class AsyncQueue {
+  constructor() {
+    this.items = [];
+    this.waiters = [];
+  }
+
+  push(v) {
+    const w = this.waiters.shift();
+    if (w) w(v);
+    else this.items.push(v);
+  }
+
+  shift(what) {
+    if (this.items.length > 0) return Promise.resolve(this.items.shift());
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(done), 1);
+        reject(new Error(`timed out waiting for ${what}`));
+      }, WAIT_MS);
+      const done = (v) => {
+        clearTimeout(t);
+        resolve(v);
+      };
+      this.waiters.push(done);
+    });
+  }
+}
+
+/** One Connect stream as the fake broker sees it. */
+class Stream {
+  constructor(call) {
+    this.call = call;
+    this.inbox = new AsyncQueue();
+    call.on('data', (m) => this.inbox.push(m));
+    call.on('end', () => this.inbox.push(null));
+    call.on('error', () => {});
+  }
+
+  /** The worker's next message (null once it half-closed), checked to be of kind. */
+  async recv(kind) {
+    for (;;) {
+      const msg = await this.inbox.shift(kind || 'a message');
+      if (msg === null) {
+        if (kind) throw new Error(`stream closed while waiting for ${kind}`);
+        return null;
+      }
+      if (msg.message === 'heartbeat' && kind !== 'heartbeat') continue;
+      if (kind && msg.message !== kind) throw new Error(`expected ${kind}, got ${msg.message}: ${JSON.stringify(msg)}`);
+      return kind ? msg[kind] : msg;
+    }
+  }
+
+  send(msg) {
+    this.call.write(msg);
+  }
+
+  welcome({ heartbeatMs = 60000, lost = [] } = {}) {
+    this.send({
+      welcome: {
+        sessionId: 's',
+        leaseDuration: { seconds: '30' },
+        heartbeatInterval: { seconds: String(Math.floor(heartbeatMs / 1000)), nanos: (heartbeatMs % 1000) * 1e6 },
+        lost,
+      },
+    });
+  }
+
+  /** End the stream cleanly from the broker's side. */
+  close() {
+    this.call.end();
+  }
+
+  /** Break the stream with a status code. */
+  fail(code = grpc.status.UNAVAILABLE) {
+    this.call.emit('error', { code, details: 'scripted failure' });
+  }
+}
+
+async function setup(t, workerOpts = {}) {
+  const pkg = loadJobwire();
+  const streams = new AsyncQueue();
+  const server = new grpc.Server();
+  server.addService(pkg.WorkerService.service, { Connect: (call) => streams.push(new Stream(call)) });
+  const port = await new Promise((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  let unblock;
+  const unblocked = new Promise((resolve) => {
+    unblock = resolve;
+  });
+  const seenCancel = [];
+  const worker = new Worker({
+    address: `127.0.0.1:${port}`,
+    workerId: 'w1',
+    capacity: 2,
+    backoff: new Backoff({ baseMs: 10, capMs: 50 }),
+    resendDelayMs: 10,
+    logger: quiet,
+    ...workerOpts,
+  });
+  worker.handle('echo', async (ctx) => {
+    ctx.json();
+  });
+  worker.handle('fatal', async () => {
+    throw new TypeError('wrong type');
+  });
+  worker.handle('later', async () => {
+    throw new RetryAfterError(7000);
+  });
+  // Runs until the test unblocks it or the job is cancelled.
+  worker.handle('block', (ctx) =>
+    new Promise((resolve, reject) => {
+      unblocked.then(resolve);
+      ctx.signal.addEventListener('abort', () => {
+        seenCancel.push(ctx.cancelReason);
+        reject(ctx.signal.reason);
+      });
+    }),
+  );
+  t.after(() => {
+    unblock();
+    server.forceShutdown();
+  });
+
+  const b = { worker, streams, unblock, seenCancel };
+  /** Run the worker and answer its Hello; returns {s, hello}. */
+  b.start = async (welcomeOpts) => {
+    b.done = worker.run();
+    b.done.catch(() => {});
+    const s = await streams.shift('a stream');
+    const hello = await s.recv('hello');
+    s.welcome(welcomeOpts);
+    return { s, hello };
+  };
+  /** Shut down and check the Drain, the half-close and that run() resolves. */
+  b.stopAndExpectDrain = async (s) => {
+    worker.shutdown('test');
+    await s.recv('drain');
+    assert.equal(await s.recv(), null);
+    s.close();
+    await b.done;
+  };
+  return b;
+}
+
+const assignment = (id, type = 'echo', payload = '{}') => ({
+  assignment: {
+    job: { id: String(id), type, payload: Buffer.from(payload), maxAttempts: 4 },
+    attempt: 1,
+    leaseToken: String(id * 100),
+  },
+});
+const ack = (id) => ({ resultAck: { jobId: String(id), leaseToken: String(id * 100), decision: 'DECISION_SUCCEEDED' } });
+const refused = (id, what, code) => ({
+  refused: { jobId: String(id), leaseToken: String(id * 100), refusedMessage: what, code },
+});
+const until = async (cond) => {
+  const end = Date.now() + WAIT_MS;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setImmediate(r));
+  }
+};
+
+test('hello, started, result, ack', async (t) => {
+  const b = await setup(t, { queues: ['q1'] });
+  const { s, hello } = await b.start();
+  assert.equal(hello.workerId, 'w1');
+  assert.deepEqual(hello.jobTypes, ['block', 'echo', 'fatal', 'later']);
+  assert.deepEqual(hello.queues, ['q1']);
+  assert.equal(hello.capacity, 2);
+  assert.deepEqual(hello.held, []);
+
+  s.send(assignment(1));
+  const started = await s.recv('started');
+  assert.deepEqual([started.jobId, started.leaseToken], ['1', '100']);
+  const result = await s.recv('result');
+  assert.equal(result.outcome, 'success');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('failures are classified on the wire', async (t) => {
+  const b = await setup(t, { capacity: 3 });
+  const { s } = await b.start();
+  s.send(assignment(1, 'fatal'));
+  s.send(assignment(2, 'later'));
+  s.send(assignment(3, 'echo', '{not json'));
+  const got = {};
+  const started = new Set();
+  while (Object.keys(got).length < 3) {
+    const msg = await s.recv();
+    if (msg.message === 'started') {
+      started.add(msg.started.jobId);
+      continue;
+    }
+    assert.equal(msg.message, 'result');
+    assert.ok(started.has(msg.result.jobId), 'Result before Started');
+    got[msg.result.jobId] = msg.result.failure;
+    s.send(ack(Number(msg.result.jobId)));
+  }
+  assert.equal(got[1].kind, 'FAILURE_KIND_FATAL');
+  assert.equal(got[1].errorType, 'TypeError');
+  assert.equal(got[1].message, 'wrong type');
+  assert.match(got[1].details, /TypeError: wrong type/);
+  assert.equal(got[2].kind, 'FAILURE_KIND_TRANSIENT');
+  assert.equal(got[2].errorType, 'RetryAfterError');
+  assert.deepEqual([got[2].retryAfter.seconds, got[2].retryAfter.nanos], ['7', 0]);
+  assert.equal(got[3].kind, 'FAILURE_KIND_FATAL');
+  assert.equal(got[3].errorType, 'SyntaxError');
+  await b.stopAndExpectDrain(s);
+});
+
+test('a result refused as UNAVAILABLE is sent again', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1));
+  await s.recv('started');
+  const first = await s.recv('result');
+  s.send(refused(1, 'REFUSED_MESSAGE_RESULT', 14));
+  assert.deepEqual(await s.recv('result'), first);
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('a result refused as FAILED_PRECONDITION is dropped', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1));
+  await s.recv('started');
+  await s.recv('result');
+  s.send(refused(1, 'REFUSED_MESSAGE_RESULT', 9));
+  // Dropping frees the slot, so shutdown completes without a ResultAck.
+  await b.stopAndExpectDrain(s);
+});
+
+test('cancel aborts the handler signal and sends no result', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  s.send({ cancel: { jobId: '1', leaseToken: '100', reason: 'CANCEL_REASON_TIMEOUT' } });
+  await until(() => b.seenCancel.length > 0);
+  assert.deepEqual(b.seenCancel, ['timeout']);
+  // The next message is the Drain, not a Result for the cancelled job.
+  await b.stopAndExpectDrain(s);
+});
+
+test('an assignment beyond capacity is released', async (t) => {
+  const b = await setup(t, { capacity: 1 });
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  s.send(assignment(2));
+  const rel = await s.recv('release');
+  assert.deepEqual([rel.jobId, rel.leaseToken], ['2', '200']);
+  b.unblock();
+  await s.recv('result');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('heartbeats name held leases', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start({ heartbeatMs: 20 });
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  let hb = await s.recv('heartbeat');
+  while (hb.leases.length === 0) hb = await s.recv('heartbeat');
+  assert.deepEqual(hb.leases, [{ jobId: '1', leaseToken: '100' }]);
+  b.unblock();
+  await s.recv('result');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('reconnect sends held leases and re-sends the unacknowledged result', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  s.fail();
+
+  const s2 = await b.streams.shift('second stream');
+  assert.deepEqual((await s2.recv('hello')).held, [{ jobId: '1', leaseToken: '100' }]);
+  s2.welcome();
+  b.unblock();
+  const r = await s2.recv('result');
+  assert.equal(r.jobId, '1');
+
+  // The ack is lost with the stream: the result comes again on the next one.
+  s2.fail();
+  const s3 = await b.streams.shift('third stream');
+  assert.deepEqual((await s3.recv('hello')).held, [{ jobId: '1', leaseToken: '100' }]);
+  s3.welcome();
+  assert.deepEqual(await s3.recv('result'), r);
+  s3.send(ack(1));
+  await b.stopAndExpectDrain(s3);
+});
+
+test('a lease lost while disconnected cancels the job', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  s.fail();
+  const s2 = await b.streams.shift('second stream');
+  await s2.recv('hello');
+  s2.welcome({ lost: [{ jobId: '1', leaseToken: '100' }] });
+  await until(() => b.seenCancel.length > 0);
+  assert.deepEqual(b.seenCancel, ['lease_lost']);
+  await b.stopAndExpectDrain(s2);
+});
+
+test('shutdown lets the running job finish and releases new work', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  b.worker.shutdown('test');
+  await s.recv('drain');
+  // An assignment that crossed the Drain on the wire is handed back unstarted.
+  s.send(assignment(2));
+  assert.equal((await s.recv('release')).jobId, '2');
+  b.unblock();
+  assert.equal((await s.recv('result')).outcome, 'success');
+  s.send(ack(1));
+  assert.equal(await s.recv(), null);
+  s.close();
+  await b.done;
+});
+
+test('the grace period cancels stuck jobs and reports them as transient', async (t) => {
+  const b = await setup(t, { gracePeriodMs: 50 });
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  b.worker.shutdown('test');
+  await s.recv('drain');
+  const r = await s.recv('result');
+  assert.equal(r.failure.kind, 'FAILURE_KIND_TRANSIENT');
+  assert.equal(r.failure.errorType, 'WorkerShutdown');
+  s.send(ack(1));
+  assert.equal(await s.recv(), null);
+  s.close();
+  await b.done;
+});
+
+test('a DrainRequest closes the stream, then the worker reconnects', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send({ drain: { reason: 'broker restarting' } });
+  assert.equal(await s.recv(), null);
+  s.close();
+  const s2 = await b.streams.shift('second stream');
+  await s2.recv('hello');
+  s2.welcome();
+  await b.stopAndExpectDrain(s2);
+});
+
+test('INVALID_ARGUMENT stops run()', async (t) => {
+  const b = await setup(t);
+  const done = b.worker.run();
+  const s = await b.streams.shift('a stream');
+  await s.recv('hello');
+  s.fail(grpc.status.INVALID_ARGUMENT);
+  await assert.rejects(done, (err) => err.code === grpc.status.INVALID_ARGUMENT);
+});
