@@ -51,6 +51,6 @@
 //		log.Printf("%s failed with %s: %s", cerr.Op, cerr.Code, cerr.Message)
 //	}
 //
-// Workers do not use this package: they hold a stream to the broker's WorkerService through
-// the worker SDK.
+// This package produces and administers; workers instead hold a stream to the broker's
+// WorkerService.
 package client
