@@ -194,8 +194,8 @@ func TestAdminResponsesAreConverted(t *testing.T) {
 			Type: "email.send", State: jobwirev1.BreakerState_BREAKER_STATE_OPEN, FailuresInWindow: 12,
 			OpenedAt: timestamppb.New(t0), NextProbeAt: timestamppb.New(t0.Add(30 * time.Second)), Generation: 3, ProbesInFlight: 1,
 		}}}),
-		"TopDeadErrors": reply(&jobwirev1.TopDeadErrorsResponse{Groups: []*jobwirev1.ErrorGroup{{ErrorType: "SMTPError", Count: 40, LastSeen: timestamppb.New(t0), SampleMessage: "451"}}}),
-		"RequeueDeadJobs": reply(&jobwirev1.RequeueDeadJobsResponse{Matched: 3, Affected: 0, Sample: []*jobwirev1.Job{{Id: 1}, {Id: 2}}}),
+		"TopDeadErrors":     reply(&jobwirev1.TopDeadErrorsResponse{Groups: []*jobwirev1.ErrorGroup{{ErrorType: "SMTPError", Count: 40, LastSeen: timestamppb.New(t0), SampleMessage: "451"}}}),
+		"RequeueDeadJobs":   reply(&jobwirev1.RequeueDeadJobsResponse{Matched: 3, Affected: 0, Sample: []*jobwirev1.Job{{Id: 1}, {Id: 2}}}),
 		"PurgeFinishedJobs": reply(&jobwirev1.PurgeFinishedJobsResponse{Purged: 1234}),
 	})
 	ctx := t.Context()
