@@ -206,3 +206,10 @@ type Failure struct {
 	Details    string
 	RetryAfter time.Duration // 0: use the computed backoff
 }
+
+// LeaseRef names one lease: a job and the fencing token it was leased with. A message that
+// carries an older token than the job's current one is stale and changes nothing.
+type LeaseRef struct {
+	JobID int64
+	Token int64
+}

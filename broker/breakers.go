@@ -1,0 +1,150 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// permitEnd says how a lease's breaker permit is settled when the lease ends.
+type permitEnd int
+
+const (
+	// permitReleased: user code never started, or the job was cancelled: neither success
+	// nor failure, and a probe slot is freed.
+	permitReleased permitEnd = iota
+	permitSucceeded
+	permitFailed
+)
+
+func (b *Broker) permitRelease(p breaker.Permit) { b.breakers.Release(p) }
+
+// endLeaseLocked forgets a lease, freeing its capacity slot, and settles its breaker permit
+// exactly once: a lease already ended is left alone.
+func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKind) {
+	if b.leases[l.ref.JobID] != l {
+		return
+	}
+	delete(b.leases, l.ref.JobID)
+	if l.sess != nil && l.sess.held[l.ref.JobID] == l {
+		delete(l.sess.held, l.ref.JobID)
+	}
+	switch how {
+	case permitReleased:
+		b.breakers.Release(l.permit)
+	case permitSucceeded:
+		b.breakers.Success(l.permit)
+	case permitFailed:
+		b.breakers.Failure(l.permit, kind)
+	}
+}
+
+// breakerKind maps a failure to the kind a breaker counts.
+func breakerKind(k job.FailureKind) breaker.FailureKind {
+	if k == job.KindFatal {
+		return breaker.Fatal
+	}
+	return breaker.Transient
+}
+
+// onBreakerTransition logs a transition and queues its state for storage. It may run while
+// the broker's lock is held, so it only records and signals.
+func (b *Broker) onBreakerTransition(t breaker.Transition) {
+	b.log.Info("circuit breaker transition", "type", t.Type, "from", t.From, "to", t.To,
+		"reason", t.Reason, "generation", t.Generation)
+	b.breakerMu.Lock()
+	b.breakerPending[t.Type] = t.Saved
+	b.breakerMu.Unlock()
+	select {
+	case b.breakerDirty <- struct{}{}:
+	default:
+	}
+	b.signal()
+}
+
+// persistBreakersLoop stores breaker states as they change, so that a restart does not slam
+// a dependency that was just found broken.
+func (b *Broker) persistBreakersLoop() {
+	defer b.stopped.Done()
+	for {
+		select {
+		case <-b.breakerDirty:
+			b.persistBreakers()
+		case <-b.stop:
+			b.persistBreakers()
+			return
+		}
+	}
+}
+
+func (b *Broker) persistBreakers() {
+	b.breakerMu.Lock()
+	pending := b.breakerPending
+	b.breakerPending = make(map[string]breaker.Saved)
+	b.breakerMu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	recs := make([]store.BreakerRecord, 0, len(pending))
+	for typ, saved := range pending {
+		data, err := json.Marshal(saved)
+		if err != nil {
+			b.log.Error("encode breaker state", "type", typ, "err", err)
+			continue
+		}
+		recs = append(recs, store.BreakerRecord{Type: typ, Data: data})
+	}
+	// Straight to the store: the writer may already be stopped at shutdown.
+	err := b.st.Write(context.WithoutCancel(b.ctx), "breaker_save", func(tx store.Tx) error {
+		for _, r := range recs {
+			if err := tx.BreakerSave(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.log.Error("store breaker states", "err", err)
+	}
+}
+
+// restoreBreakers loads stored breaker states before the first dispatch.
+func (b *Broker) restoreBreakers(ctx context.Context) error {
+	recs, err := b.st.BreakerLoadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("load breakers: %w", err)
+	}
+	saved := make([]breaker.Saved, 0, len(recs))
+	for _, r := range recs {
+		var s breaker.Saved
+		if err := json.Unmarshal(r.Data, &s); err != nil {
+			return fmt.Errorf("decode breaker state of %q: %w", r.Type, err)
+		}
+		saved = append(saved, s)
+	}
+	if err := b.breakers.Restore(saved); err != nil {
+		return fmt.Errorf("restore breakers: %w", err)
+	}
+	return nil
+}
+
+// Breakers lists every circuit breaker.
+func (b *Broker) Breakers() []breaker.Info { return b.breakers.List() }
+
+// ResetBreaker closes a type's breaker and forgets its failures.
+func (b *Broker) ResetBreaker(jobType string) (breaker.Info, error) {
+	info, err := b.breakers.Reset(jobType)
+	b.signal()
+	return info, err
+}
+
+// ForceBreaker puts a type's breaker in a state.
+func (b *Broker) ForceBreaker(jobType string, st breaker.State) (breaker.Info, error) {
+	info, err := b.breakers.Force(jobType, st)
+	b.signal()
+	return info, err
+}

@@ -1,0 +1,372 @@
+// Package broker is the heart of Jobwire: it owns every decision about a job after it is
+// stored. It leases ready jobs to connected workers (dispatch.go), applies their reports
+// (session.go), expires leases and attempt timeouts (sweep.go) and wakes scheduled jobs.
+//
+// All writes go through one writer goroutine that batches whatever operations are waiting
+// into one transaction (group commit), and every reply that depends on a write is sent only
+// after that write committed.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/triage"
+)
+
+// ErrShuttingDown is returned for work offered after Shutdown began.
+var ErrShuttingDown = errors.New("broker is shutting down")
+
+// Options are the broker's collaborators. Only Store is required.
+type Options struct {
+	Store  store.Store
+	Config Config
+	Clock  clock.Clock
+	// Rand draws the retry jitter. Seed it in tests for repeatable waits.
+	Rand   *rand.Rand
+	Logger *slog.Logger
+	// Breakers configures the circuit breakers that hold dispatch back for job types that
+	// fail as a group. Nil: breakers with their defaults.
+	Breakers *BreakerOptions
+}
+
+// BreakerOptions configure the per-type circuit breakers.
+type BreakerOptions struct {
+	Default breaker.Config
+	PerType map[string]breaker.Config
+}
+
+// Broker dispatches jobs to workers and applies their results.
+type Broker struct {
+	cfg     Config
+	st      store.Store
+	clk     clock.Clock
+	log     *slog.Logger
+	triager *triage.Triager
+
+	breakers *breaker.Set
+	ctx      context.Context // ends when the broker stops; for work no caller waits on
+	cancel   context.CancelFunc
+
+	ops     chan *op
+	wake    chan struct{}
+	stop    chan struct{}
+	stopped sync.WaitGroup
+
+	mu           sync.Mutex
+	sessions     []*Session // in dispatch rotation order
+	leases       map[int64]*lease
+	shuttingDown bool
+	schedTimer   clock.Timer
+	schedAt      time.Time
+	sweepTimer   clock.Timer
+	breakerTimer clock.Timer
+	breakerAt    time.Time
+
+	breakerMu      sync.Mutex
+	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
+	breakerDirty   chan struct{}
+	nextSession    int64
+}
+
+// New builds a broker. Call Start before use.
+func New(opts Options) (*Broker, error) {
+	if opts.Store == nil {
+		return nil, errors.New("broker: a store is required")
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var randMu sync.Mutex
+	r := opts.Rand
+	fatal := make(map[string]bool, len(opts.Config.AlwaysFatal))
+	for _, t := range opts.Config.AlwaysFatal {
+		fatal[t] = true
+	}
+	b := &Broker{
+		cfg: opts.Config,
+		st:  opts.Store,
+		clk: opts.Clock,
+		log: opts.Logger,
+		triager: &triage.Triager{
+			Policy:      opts.Config.policy,
+			AlwaysFatal: fatal,
+			Uniform: func() float64 {
+				randMu.Lock()
+				defer randMu.Unlock()
+				return r.Float64()
+			},
+		},
+		ops:            make(chan *op, 4*opts.Config.MaxBatch),
+		wake:           make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		leases:         make(map[int64]*lease),
+		breakerPending: make(map[string]breaker.Saved),
+		breakerDirty:   make(chan struct{}, 1),
+	}
+	bo := opts.Breakers
+	if bo == nil {
+		bo = &BreakerOptions{Default: breaker.DefaultConfig()}
+	}
+	set, err := breaker.NewSet(opts.Clock, bo.Default, bo.PerType, b.onBreakerTransition)
+	if err != nil {
+		return nil, fmt.Errorf("breakers: %w", err)
+	}
+	b.breakers = set
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Start recovers state left by an earlier run and starts the writer, dispatcher and sweeper.
+func (b *Broker) Start(ctx context.Context) error {
+	var released int
+	var next time.Time
+	var hasNext bool
+	err := b.st.Write(ctx, "recover", func(tx store.Tx) error {
+		var err error
+		// No worker can hold a lease that never reached user code across a broker restart:
+		// those jobs go straight back to PENDING, with no attempt spent.
+		if released, err = tx.JobReleaseAllLeased(); err != nil {
+			return err
+		}
+		next, hasNext, err = tx.JobNextScheduledAt()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	if released > 0 {
+		b.log.Info("returned leased jobs to pending after restart", "jobs", released)
+	}
+	if err := b.restoreBreakers(ctx); err != nil {
+		return err
+	}
+	b.stopped.Add(3)
+	go b.writeLoop()
+	go b.dispatchLoop()
+	go b.persistBreakersLoop()
+	b.mu.Lock()
+	if hasNext {
+		b.scheduleLocked(next)
+	}
+	b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
+	b.mu.Unlock()
+	b.signal()
+	return nil
+}
+
+// Shutdown stops dispatching, asks every worker to drain and waits (until ctx ends) for them
+// to finish what they hold, then hands never-started jobs back and stops.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.shuttingDown {
+		b.mu.Unlock()
+		return nil
+	}
+	b.shuttingDown = true
+	for _, s := range b.sessions {
+		s.out.push(Drain{Reason: "broker shutting down"})
+	}
+	if b.schedTimer != nil {
+		b.schedTimer.Stop()
+	}
+	if b.sweepTimer != nil {
+		b.sweepTimer.Stop()
+	}
+	if b.breakerTimer != nil {
+		b.breakerTimer.Stop()
+	}
+	b.mu.Unlock()
+
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b.mu.Lock()
+		held := 0
+		for _, l := range b.leases {
+			if l.sess != nil {
+				held++
+			}
+		}
+		b.mu.Unlock()
+		if held == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	// Jobs that never started go back now; running ones keep their leases in storage and are
+	// either finished by a worker that reconnects to the next broker or expire.
+	err := b.st.Write(context.WithoutCancel(ctx), "shutdown_release", func(tx store.Tx) error {
+		_, err := tx.JobReleaseAllLeased()
+		return err
+	})
+	close(b.stop)
+	b.stopped.Wait()
+	b.cancel()
+	b.mu.Lock()
+	for _, s := range b.sessions {
+		s.out.close()
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// now is the broker's current time.
+func (b *Broker) now() time.Time { return b.clk.Now() }
+
+// signal asks the dispatcher for another round.
+func (b *Broker) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Enqueue stores jobs in one transaction and returns what became of each, in order.
+func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) ([]store.JobInsertResult, error) {
+	now := b.now()
+	for _, p := range params {
+		p.Now = now
+		if p.RunAt.IsZero() || p.RunAt.Before(now) {
+			p.RunAt = now
+		}
+		if p.AttemptTimeout == 0 {
+			p.AttemptTimeout = b.cfg.AttemptTimeout
+		}
+		if p.MaxAttempts == 0 {
+			p.MaxAttempts = b.cfg.policy(p.Type).MaxAttempts
+		}
+	}
+	results := make([]store.JobInsertResult, len(params))
+	err := b.do(ctx, "enqueue", func(tx store.Tx) error {
+		for i, p := range params {
+			r, err := tx.JobInsert(p)
+			if err != nil {
+				return err
+			}
+			results[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ready := false
+	var earliest time.Time
+	for _, r := range results {
+		switch r.State {
+		case job.StatePending:
+			ready = true
+		case job.StateScheduled:
+			if earliest.IsZero() || r.RunAt.Before(earliest) {
+				earliest = r.RunAt
+			}
+		}
+	}
+	if ready {
+		b.signal()
+	}
+	if !earliest.IsZero() {
+		b.mu.Lock()
+		b.scheduleLocked(earliest)
+		b.mu.Unlock()
+	}
+	return results, nil
+}
+
+// Get reads a job with its attempt history.
+func (b *Broker) Get(ctx context.Context, id int64) (*job.Job, error) {
+	return b.st.JobGet(ctx, id)
+}
+
+// Cancel cancels a job that has not finished. A worker running it is told to stop. It
+// returns the job as it is after the call.
+func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
+	var before *job.Job
+	err := b.do(ctx, "cancel", func(tx store.Tx) error {
+		var err error
+		before, err = tx.JobCancel(id, b.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if before.State.Held() {
+		b.mu.Lock()
+		if l := b.leases[id]; l != nil && l.ref.Token == before.LeaseToken {
+			b.endLeaseLocked(l, permitReleased, 0)
+			if l.sess != nil {
+				l.sess.out.push(Cancel{Ref: l.ref, Reason: CancelRequested})
+			}
+		}
+		b.mu.Unlock()
+		b.signal()
+	}
+	return b.st.JobGet(ctx, id)
+}
+
+// scheduleLocked makes sure the scheduler wakes by at: then SCHEDULED jobs due become PENDING.
+func (b *Broker) scheduleLocked(at time.Time) {
+	if b.shuttingDown {
+		return
+	}
+	if b.schedTimer != nil && !at.Before(b.schedAt) {
+		return
+	}
+	if b.schedTimer != nil {
+		b.schedTimer.Stop()
+	}
+	b.schedAt = at
+	b.schedTimer = b.clk.AfterFunc(at.Sub(b.now()), b.promote)
+}
+
+// promote moves due SCHEDULED jobs to PENDING and sets the timer for the next one.
+func (b *Broker) promote() {
+	var n int
+	var next time.Time
+	var hasNext bool
+	err := b.do(b.ctx, "promote", func(tx store.Tx) error {
+		var err error
+		if n, err = tx.JobPromoteScheduled(b.now()); err != nil {
+			return err
+		}
+		next, hasNext, err = tx.JobNextScheduledAt()
+		return err
+	})
+	b.mu.Lock()
+	b.schedTimer = nil
+	switch {
+	case err != nil:
+		b.log.Error("promote scheduled jobs", "err", err)
+		b.scheduleLocked(b.now().Add(time.Second))
+	case hasNext:
+		b.scheduleLocked(next)
+	}
+	b.mu.Unlock()
+	if n > 0 {
+		b.signal()
+	}
+}

@@ -1,0 +1,77 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobwire/jobwire/retry"
+)
+
+// Config holds the broker's timing and policy settings.
+type Config struct {
+	// LeaseDuration is how long a lease lasts without a heartbeat.
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often workers are asked to heartbeat (a third of the lease by default).
+	HeartbeatInterval time.Duration
+	// AttemptTimeout is how long one attempt may run unless the job sets its own.
+	AttemptTimeout time.Duration
+	// SweepInterval is how often expired leases and attempt timeouts are looked for.
+	SweepInterval time.Duration
+	// Retry is the retry policy of job types without their own.
+	Retry retry.Policy
+	// RetryByType overrides Retry per job type.
+	RetryByType map[string]retry.Policy
+	// AlwaysFatal lists error types that are fatal whatever kind the worker reported.
+	AlwaysFatal []string
+	// MaxBatch caps how many operations one commit carries.
+	MaxBatch int
+}
+
+// DefaultConfig is the documented default configuration.
+func DefaultConfig() Config {
+	return Config{
+		LeaseDuration:     30 * time.Second,
+		HeartbeatInterval: 10 * time.Second,
+		AttemptTimeout:    15 * time.Minute,
+		SweepInterval:     time.Second,
+		Retry:             retry.DefaultPolicy(),
+		MaxBatch:          1024,
+	}
+}
+
+// Validate reports every setting that cannot work, naming each.
+func (c Config) Validate() error {
+	var errs []error
+	if c.LeaseDuration < time.Second {
+		errs = append(errs, fmt.Errorf("lease_duration must be at least 1s, got %s", c.LeaseDuration))
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.LeaseDuration {
+		errs = append(errs, fmt.Errorf("heartbeat_interval must be positive and shorter than lease_duration (%s), got %s", c.LeaseDuration, c.HeartbeatInterval))
+	}
+	if c.AttemptTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("attempt_timeout must be positive, got %s", c.AttemptTimeout))
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, fmt.Errorf("sweep_interval must be positive, got %s", c.SweepInterval))
+	}
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("retry: %w", err))
+	}
+	for typ, p := range c.RetryByType {
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("retry for job type %q: %w", typ, err))
+		}
+	}
+	if c.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("max_batch must be at least 1, got %d", c.MaxBatch))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) policy(jobType string) retry.Policy {
+	if p, ok := c.RetryByType[jobType]; ok {
+		return p
+	}
+	return c.Retry
+}

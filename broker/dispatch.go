@@ -1,0 +1,217 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// dispatchLoop runs a dispatch round whenever something may have made work possible: a job
+// became ready, a worker freed capacity or connected, a breaker let probes through.
+func (b *Broker) dispatchLoop() {
+	defer b.stopped.Done()
+	for {
+		select {
+		case <-b.wake:
+		case <-b.stop:
+			return
+		}
+		for b.dispatchRound() {
+		}
+	}
+}
+
+// grant is one lease request of a round: up to limit jobs of types for one session.
+type grant struct {
+	sess    *Session
+	params  store.JobLeaseParams
+	permits []breaker.Permit // probe permits taken before leasing; unused ones go back
+	probe   bool
+	leased  []*job.Job
+}
+
+// dispatchRound leases ready jobs to every session with free capacity, in one transaction.
+// It reports whether another round right away might lease more.
+func (b *Broker) dispatchRound() bool {
+	now := b.now()
+	b.mu.Lock()
+	if b.shuttingDown {
+		b.mu.Unlock()
+		return false
+	}
+	var grants []*grant
+	n := len(b.sessions)
+	// Types whose breaker holds dispatch back, or lets only a few probes through, are asked
+	// for once per round, not once per session.
+	allowance := make(map[string]int)
+	for i := range n {
+		s := b.sessions[i]
+		free := s.capacity - len(s.held)
+		if s.draining || s.closed || free <= 0 {
+			continue
+		}
+		var open []string
+		for _, t := range s.types {
+			a, seen := allowance[t]
+			if !seen {
+				a = breaker.Unlimited
+				if b.breakers != nil {
+					a = b.breakers.Allowance(t)
+				}
+				allowance[t] = a
+			}
+			switch {
+			case a == breaker.Unlimited:
+				open = append(open, t)
+			case a > 0 && free > 0:
+				g := &grant{sess: s, probe: true}
+				for range min(a, free) {
+					p, ok := b.breakers.Acquire(t)
+					if !ok {
+						break
+					}
+					g.permits = append(g.permits, p)
+				}
+				if len(g.permits) == 0 {
+					continue
+				}
+				allowance[t] -= len(g.permits)
+				free -= len(g.permits)
+				g.params = b.leaseParams(s, []string{t}, len(g.permits), now)
+				grants = append(grants, g)
+			}
+		}
+		if len(open) > 0 && free > 0 {
+			grants = append(grants, &grant{sess: s, params: b.leaseParams(s, open, free, now)})
+		}
+	}
+	// Rotate so that no session is always first to take scarce jobs.
+	if n > 1 {
+		b.sessions = append(b.sessions[1:], b.sessions[0])
+	}
+	b.armBreakerTimerLocked()
+	b.mu.Unlock()
+	if len(grants) == 0 {
+		return false
+	}
+
+	err := b.do(b.ctx, "lease", func(tx store.Tx) error {
+		for _, g := range grants {
+			jobs, err := tx.JobLease(&g.params)
+			if err != nil {
+				return err
+			}
+			g.leased = jobs
+		}
+		return nil
+	})
+	if err != nil {
+		b.log.Error("lease jobs", "err", err)
+		b.mu.Lock()
+		for _, g := range grants {
+			for _, p := range g.permits {
+				b.permitRelease(p)
+			}
+		}
+		b.mu.Unlock()
+		return false
+	}
+	return b.handOut(grants)
+}
+
+func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time) store.JobLeaseParams {
+	return store.JobLeaseParams{
+		Types:      types,
+		Queues:     s.queues,
+		Limit:      limit,
+		WorkerID:   s.workerID,
+		Now:        now,
+		LeaseUntil: now.Add(b.cfg.LeaseDuration),
+	}
+}
+
+// handOut turns leased jobs into assignments. Jobs for a session that closed meanwhile, or of
+// a type whose breaker opened meanwhile, are handed back.
+func (b *Broker) handOut(grants []*grant) bool {
+	more := false
+	var back []job.LeaseRef
+	b.mu.Lock()
+	for _, g := range grants {
+		if len(g.leased) == g.params.Limit && !g.probe {
+			more = true
+		}
+		for i, j := range g.leased {
+			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+			var permit breaker.Permit
+			switch {
+			case g.probe:
+				permit = g.permits[i]
+			case b.breakers != nil:
+				p, ok := b.breakers.Acquire(j.Type)
+				if !ok {
+					back = append(back, ref)
+					continue
+				}
+				permit = p
+			}
+			if g.sess.closed {
+				b.permitRelease(permit)
+				back = append(back, ref)
+				continue
+			}
+			payload := j.Payload
+			kept := *j
+			kept.Payload = nil
+			l := &lease{sess: g.sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit}
+			g.sess.held[j.ID] = l
+			b.leases[j.ID] = l
+			g.sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
+				LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
+		}
+		if g.probe {
+			for _, p := range g.permits[len(g.leased):] {
+				b.permitRelease(p)
+			}
+		}
+	}
+	b.mu.Unlock()
+	if len(back) > 0 {
+		b.submit(&op{name: "release", apply: func(tx store.Tx) error {
+			for _, r := range back {
+				if _, err := tx.JobRelease(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, done: func(err error) {
+			if err != nil {
+				b.log.Warn("could not hand back leased jobs", "jobs", len(back), "err", err)
+			}
+		}})
+	}
+	return more
+}
+
+func withPayload(j *job.Job, payload []byte) *job.Job {
+	c := *j
+	c.Payload = payload
+	return &c
+}
+
+// armBreakerTimerLocked wakes the dispatcher when a breaker may next let jobs through.
+func (b *Broker) armBreakerTimerLocked() {
+	if b.breakers == nil {
+		return
+	}
+	at, ok := b.breakers.NextChange()
+	if !ok || (b.breakerTimer != nil && !at.Before(b.breakerAt)) && b.breakerAt.After(b.now()) {
+		return
+	}
+	if b.breakerTimer != nil {
+		b.breakerTimer.Stop()
+	}
+	b.breakerAt = at
+	b.breakerTimer = b.clk.AfterFunc(at.Sub(b.now()), b.signal)
+}

@@ -1,0 +1,415 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/triage"
+)
+
+// Hello is a worker's introduction on a new stream.
+type Hello struct {
+	WorkerID string
+	Types    []string
+	Queues   []string // empty: every queue
+	Capacity int
+	Held     []job.LeaseRef
+}
+
+// Session is one worker stream. The transport calls its methods from the stream's receive
+// loop and sends what Next returns.
+type Session struct {
+	b        *Broker
+	id       string
+	workerID string
+	types    []string
+	queues   []string
+	capacity int
+	out      *outbox
+
+	// Guarded by b.mu.
+	held     map[int64]*lease
+	draining bool
+	closed   bool
+}
+
+// lease is a job a worker holds. A running job whose stream closed keeps its lease with a nil
+// sess until the worker reconnects and adopts it, or the lease expires.
+type lease struct {
+	sess      *Session
+	permit    breaker.Permit
+	ref       job.LeaseRef
+	job       *job.Job // without payload
+	attempt   int      // the number this attempt has (or will have once started)
+	started   bool
+	startedAt time.Time
+	finishing bool // a result is being stored
+}
+
+// Open registers a worker stream and adopts the leases it still holds from an earlier stream.
+func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
+	s := &Session{
+		b:        b,
+		workerID: h.WorkerID,
+		types:    slices.Clone(h.Types),
+		queues:   slices.Clone(h.Queues),
+		capacity: h.Capacity,
+		out:      newOutbox(),
+		held:     make(map[int64]*lease),
+	}
+	adopted := make([]*job.Job, len(h.Held))
+	if len(h.Held) > 0 {
+		err := b.do(ctx, "adopt", func(tx store.Tx) error {
+			for i, ref := range h.Held {
+				j, err := tx.JobGetHeld(ref)
+				if errors.Is(err, store.ErrNotFound) {
+					adopted[i] = nil
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				adopted[i] = j
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, Welcome{}, err
+		}
+	}
+	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shuttingDown {
+		return nil, Welcome{}, ErrShuttingDown
+	}
+	b.nextSession++
+	s.id = fmt.Sprintf("s%d", b.nextSession)
+	w.SessionID = s.id
+	for i, j := range adopted {
+		if j == nil {
+			w.Lost = append(w.Lost, h.Held[i])
+			continue
+		}
+		l := &lease{sess: s, ref: h.Held[i], job: j, attempt: j.Attempts + 1}
+		if old := b.leases[j.ID]; old != nil {
+			// The same lease from the worker's earlier stream: take it over, permit and all.
+			if old.sess != nil {
+				delete(old.sess.held, j.ID)
+			}
+			l.permit, l.finishing = old.permit, old.finishing
+		}
+		if j.State == job.StateRunning {
+			l.started, l.startedAt, l.attempt = true, j.StartedAt, j.Attempts
+		}
+		s.held[j.ID] = l
+		b.leases[j.ID] = l
+	}
+	b.sessions = append(b.sessions, s)
+	b.signal()
+	return s, w, nil
+}
+
+// ID names the session in logs.
+func (s *Session) ID() string { return s.id }
+
+// Next waits for messages to send to the worker. It returns an error once the session is closed.
+func (s *Session) Next(ctx context.Context) ([]Message, error) { return s.out.next(ctx) }
+
+// currentLocked returns the session's lease for ref, or nil when ref is not current.
+func (s *Session) currentLocked(ref job.LeaseRef) *lease {
+	if l := s.b.leaseLocked(ref); l != nil && l.sess == s {
+		return l
+	}
+	return nil
+}
+
+// leaseLocked returns the lease for ref whoever holds it, or nil when ref is not current.
+func (b *Broker) leaseLocked(ref job.LeaseRef) *lease {
+	l := b.leases[ref.JobID]
+	if l == nil || l.ref.Token != ref.Token {
+		return nil
+	}
+	return l
+}
+
+func (s *Session) refuse(ref job.LeaseRef, about About, reason Refusal, msg string) {
+	s.out.push(Refused{Ref: ref, About: about, Reason: reason, Message: msg})
+}
+
+// refusal turns a failed write into the answer the worker gets: busy storage is worth a retry.
+func refusal(err error) (Refusal, string) {
+	return RefusedBusy, "storage is busy, send this again later: " + err.Error()
+}
+
+const staleLease = "lease is not current: the job was finished, cancelled, expired or leased again"
+
+// Started records that user code began: the job becomes RUNNING and the attempt counts.
+func (s *Session) Started(ref job.LeaseRef) {
+	b := s.b
+	now := b.now()
+	b.mu.Lock()
+	l := s.currentLocked(ref)
+	if l == nil || l.started {
+		b.mu.Unlock()
+		if l == nil {
+			s.refuse(ref, AboutStarted, RefusedStale, staleLease)
+		}
+		return
+	}
+	l.started, l.startedAt = true, now
+	timeout := l.job.AttemptTimeout
+	b.mu.Unlock()
+	var ok bool
+	b.submit(&op{name: "start", apply: func(tx store.Tx) error {
+		var err error
+		ok, err = tx.JobStart(&store.JobStartParams{Ref: ref, Now: now,
+			LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)})
+		return err
+	}, done: func(err error) {
+		switch {
+		case err != nil:
+			// The job stays LEASED in storage; its result still records the attempt.
+			b.log.Warn("could not record job start", "job", ref.JobID, "err", err)
+		case !ok:
+			b.mu.Lock()
+			if l := b.leaseLocked(ref); l != nil {
+				b.endLeaseLocked(l, permitReleased, 0)
+			}
+			b.mu.Unlock()
+			s.refuse(ref, AboutStarted, RefusedStale, staleLease)
+		}
+	}})
+}
+
+// Heartbeat extends the leases the session still holds.
+func (s *Session) Heartbeat(refs []job.LeaseRef) {
+	b := s.b
+	var current []job.LeaseRef
+	b.mu.Lock()
+	for _, r := range refs {
+		if s.currentLocked(r) != nil {
+			current = append(current, r)
+		} else {
+			s.refuse(r, AboutHeartbeat, RefusedStale, staleLease)
+		}
+	}
+	b.mu.Unlock()
+	if len(current) == 0 {
+		return
+	}
+	until := b.now().Add(b.cfg.LeaseDuration)
+	var extended []job.LeaseRef
+	b.submit(&op{name: "heartbeat", apply: func(tx store.Tx) error {
+		var err error
+		extended, err = tx.JobExtendLeases(current, until)
+		return err
+	}, done: func(err error) {
+		if err != nil {
+			for _, r := range current {
+				reason, msg := refusal(err)
+				s.refuse(r, AboutHeartbeat, reason, msg)
+			}
+			return
+		}
+		if len(extended) < len(current) {
+			b.mu.Lock()
+			for _, r := range current {
+				if !slices.Contains(extended, r) {
+					if l := b.leaseLocked(r); l != nil {
+						b.endLeaseLocked(l, permitReleased, 0)
+					}
+					s.refuse(r, AboutHeartbeat, RefusedStale, staleLease)
+				}
+			}
+			b.mu.Unlock()
+		}
+		s.out.push(HeartbeatAck{Extended: extended, Deadline: until})
+	}})
+}
+
+// Result stores how an attempt ended (failure nil means success) and acknowledges it with
+// the decision once committed.
+func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
+	b := s.b
+	now := b.now()
+	b.mu.Lock()
+	l := s.currentLocked(ref)
+	if l == nil {
+		b.mu.Unlock()
+		s.refuse(ref, AboutResult, RefusedStale, staleLease)
+		return
+	}
+	if l.finishing {
+		// A re-sent result while the first is being stored: the first one's answer will come.
+		b.mu.Unlock()
+		return
+	}
+	l.finishing = true
+	j, attemptNo, startedAt := l.job, l.attempt, l.startedAt
+	if !l.started {
+		startedAt = now // a worker that skipped Started: the attempt still counts
+	}
+	b.mu.Unlock()
+
+	d := triage.Success()
+	a := job.Attempt{Number: attemptNo, WorkerID: s.workerID, StartedAt: startedAt, FinishedAt: now,
+		Outcome: job.OutcomeSucceeded}
+	if failure != nil {
+		d = b.triager.Failed(j.Type, triage.Attempt{Number: attemptNo, MaxAttempts: j.MaxAttempts,
+			CreatedAt: j.CreatedAt, Cause: triage.Reported, Failure: *failure}, now)
+		a.Outcome, a.FailureKind = job.OutcomeFailed, d.Kind
+		a.ErrorType, a.Message, a.Details = failure.ErrorType, failure.Message, failure.Details
+	}
+	params := finishParams(ref, d, a, now)
+	var applied bool
+	b.submit(&op{name: "result", apply: func(tx store.Tx) error {
+		var err error
+		applied, err = tx.JobFinish(params)
+		return err
+	}, done: func(err error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		cur := b.leaseLocked(ref)
+		switch {
+		case err != nil:
+			if cur != nil {
+				cur.finishing = false
+			}
+			reason, msg := refusal(err)
+			s.refuse(ref, AboutResult, reason, msg)
+			return
+		case !applied:
+			if cur != nil {
+				b.endLeaseLocked(cur, permitReleased, 0)
+			}
+			s.refuse(ref, AboutResult, RefusedStale, staleLease)
+			return
+		}
+		if cur != nil {
+			if d.Verdict == triage.Succeeded {
+				b.endLeaseLocked(cur, permitSucceeded, 0)
+			} else {
+				b.endLeaseLocked(cur, permitFailed, breakerKind(d.Kind))
+			}
+		}
+		s.out.push(ResultAck{Ref: ref, Decision: d})
+		if d.Verdict == triage.Retry && params.State == job.StateScheduled {
+			b.scheduleLocked(d.RetryAt)
+		}
+		b.signal()
+	}})
+}
+
+// finishParams turns a decision into the write that stores it.
+func finishParams(ref job.LeaseRef, d triage.Decision, a job.Attempt, now time.Time) *store.JobFinishParams {
+	p := &store.JobFinishParams{Ref: ref, Attempt: a, Now: now}
+	switch d.Verdict {
+	case triage.Succeeded:
+		p.State = job.StateSucceeded
+	case triage.Dead:
+		p.State, p.DeadReason = job.StateDead, d.Reason
+	case triage.Retry:
+		p.State, p.RunAt = job.StateScheduled, d.RetryAt
+		if !d.RetryAt.After(now) {
+			p.State = job.StatePending
+		}
+	}
+	return p
+}
+
+// Release hands back a job whose user code never started.
+func (s *Session) Release(ref job.LeaseRef) {
+	b := s.b
+	b.mu.Lock()
+	l := s.currentLocked(ref)
+	if l == nil || l.started || l.finishing {
+		b.mu.Unlock()
+		s.refuse(ref, AboutRelease, RefusedStale, "only a lease whose job has not started can be released")
+		return
+	}
+	l.finishing = true
+	b.mu.Unlock()
+	var ok bool
+	b.submit(&op{name: "release", apply: func(tx store.Tx) error {
+		var err error
+		ok, err = tx.JobRelease(ref)
+		return err
+	}, done: func(err error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		cur := b.leaseLocked(ref)
+		if err != nil {
+			if cur != nil {
+				cur.finishing = false
+			}
+			reason, msg := refusal(err)
+			s.refuse(ref, AboutRelease, reason, msg)
+			return
+		}
+		if cur != nil {
+			b.endLeaseLocked(cur, permitReleased, 0)
+		}
+		if !ok {
+			s.refuse(ref, AboutRelease, RefusedStale, staleLease)
+		}
+		b.signal()
+	}})
+}
+
+// Drain marks the session as taking no more work.
+func (s *Session) Drain() {
+	s.b.mu.Lock()
+	s.draining = true
+	s.b.mu.Unlock()
+}
+
+// Close ends the session when its stream ends. Jobs it held that never started go back to
+// PENDING at once; running ones keep their leases, so a worker that reconnects after a blip
+// can still deliver their results, and they expire otherwise.
+func (s *Session) Close() {
+	b := s.b
+	b.mu.Lock()
+	if s.closed {
+		b.mu.Unlock()
+		return
+	}
+	s.closed = true
+	var release []job.LeaseRef
+	for _, l := range s.held {
+		if !l.started && !l.finishing {
+			release = append(release, l.ref)
+			b.endLeaseLocked(l, permitReleased, 0)
+			continue
+		}
+		l.sess = nil
+	}
+	s.held = map[int64]*lease{}
+	b.sessions = slices.DeleteFunc(b.sessions, func(x *Session) bool { return x == s })
+	b.mu.Unlock()
+	s.out.close()
+	if len(release) == 0 {
+		return
+	}
+	b.submit(&op{name: "release", apply: func(tx store.Tx) error {
+		for _, r := range release {
+			if _, err := tx.JobRelease(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, done: func(err error) {
+		if err != nil {
+			// They stay LEASED until their lease expires; the sweeper returns them then.
+			b.log.Warn("could not hand back jobs of a closed stream", "jobs", len(release), "err", err)
+			return
+		}
+		b.signal()
+	}})
+}

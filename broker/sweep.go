@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/triage"
+)
+
+// sweepBatch caps how many expired leases one sweep handles; the next sweep takes the rest.
+const sweepBatch = 500
+
+// sweepTick sweeps, then arms the next sweep.
+func (b *Broker) sweepTick() {
+	b.Sweep()
+	b.mu.Lock()
+	if !b.shuttingDown {
+		b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
+	}
+	b.mu.Unlock()
+}
+
+// expired is what a sweep did to one job.
+type expired struct {
+	j        *job.Job
+	running  bool
+	cause    triage.Cause
+	decision triage.Decision
+	params   *store.JobFinishParams
+	applied  bool
+}
+
+// Sweep ends leases that ran out and attempts that outlived their timeout:
+//   - a LEASED job goes back to PENDING with no attempt spent;
+//   - a RUNNING job whose lease ran out is a transient failure, LEASE_EXPIRED;
+//   - a RUNNING job past its attempt timeout is a transient failure, TIMEOUT, and its worker
+//     is told to cancel it.
+//
+// It runs every SweepInterval; tests call it after moving a fake clock.
+func (b *Broker) Sweep() {
+	now := b.now()
+	var outs []*expired
+	err := b.do(b.ctx, "sweep", func(tx store.Tx) error {
+		outs = outs[:0]
+		jobs, err := tx.JobHeldExpired(now, sweepBatch)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+			e := &expired{j: j, running: j.State == job.StateRunning}
+			if !e.running {
+				if e.applied, err = tx.JobRelease(ref); err != nil {
+					return err
+				}
+				outs = append(outs, e)
+				continue
+			}
+			a := job.Attempt{Number: j.Attempts, WorkerID: j.WorkerID, StartedAt: j.StartedAt,
+				FinishedAt: now, FailureKind: job.KindTransient}
+			if !j.LeaseExpiresAt.After(now) {
+				e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, "LEASE_EXPIRED"
+				a.Message = fmt.Sprintf("lease expired: no heartbeat or result from worker %q", j.WorkerID)
+			} else {
+				e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, "TIMEOUT"
+				a.Message = fmt.Sprintf("attempt ran past its timeout of %s", j.AttemptTimeout)
+			}
+			e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
+				CreatedAt: j.CreatedAt, Cause: e.cause}, now)
+			e.params = finishParams(ref, e.decision, a, now)
+			if e.applied, err = tx.JobFinish(e.params); err != nil {
+				return err
+			}
+			outs = append(outs, e)
+		}
+		return nil
+	})
+	if err != nil {
+		b.log.Error("sweep expired leases", "err", err)
+		return
+	}
+	if len(outs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	for _, e := range outs {
+		if !e.applied {
+			continue
+		}
+		ref := job.LeaseRef{JobID: e.j.ID, Token: e.j.LeaseToken}
+		l := b.leaseLocked(ref)
+		if !e.running {
+			if l != nil {
+				b.endLeaseLocked(l, permitReleased, 0)
+			}
+			continue
+		}
+		kind, reason := breaker.LeaseExpired, CancelLeaseLost
+		if e.cause == triage.Timeout {
+			kind, reason = breaker.Timeout, CancelTimeout
+		}
+		b.log.Info("attempt failed without a result", "job", e.j.ID, "type", e.j.Type,
+			"outcome", e.params.Attempt.Outcome, "decision", e.decision.Verdict)
+		if l != nil {
+			sess := l.sess
+			b.endLeaseLocked(l, permitFailed, kind)
+			if sess != nil {
+				sess.out.push(Cancel{Ref: ref, Reason: reason})
+			}
+		}
+		if e.params.State == job.StateScheduled {
+			b.scheduleLocked(e.params.RunAt)
+		}
+	}
+	b.mu.Unlock()
+	b.signal()
+}

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+// op is one unit of work for the writer. apply runs inside a transaction shared with other
+// ops and may run more than once (a retried or split batch), so it must set its results
+// afresh each time. done runs after the commit (or failure) on the writer goroutine; it must
+// not block.
+type op struct {
+	name  string
+	apply func(tx store.Tx) error
+	done  func(err error)
+}
+
+// submit queues an op for the writer.
+func (b *Broker) submit(o *op) {
+	select {
+	case b.ops <- o:
+	case <-b.stop:
+		o.done(ErrShuttingDown)
+	}
+}
+
+// do runs apply through the writer and waits for its commit.
+func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) error) error {
+	errc := make(chan error, 1)
+	b.submit(&op{name: name, apply: apply, done: func(err error) { errc <- err }})
+	select {
+	case err := <-errc:
+		return err
+	case <-b.stop:
+		return ErrShuttingDown
+	case <-ctx.Done():
+		// The op may still commit; the caller is told it does not know. An idempotency key
+		// makes a retried enqueue safe.
+		return context.Cause(ctx)
+	}
+}
+
+// writeLoop is the single writer: it takes every op that is waiting (up to MaxBatch) and
+// commits them in one transaction.
+func (b *Broker) writeLoop() {
+	defer b.stopped.Done()
+	batch := make([]*op, 0, b.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-b.ops:
+			batch = append(batch, o)
+		case <-b.stop:
+			b.failPending()
+			return
+		}
+	fill:
+		for len(batch) < b.cfg.MaxBatch {
+			select {
+			case o := <-b.ops:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		b.commit(batch)
+	}
+}
+
+func (b *Broker) commit(batch []*op) {
+	name := batch[0].name
+	if len(batch) > 1 {
+		name = "batch"
+	}
+	err := b.st.Write(b.ctx, name, func(tx store.Tx) error {
+		for _, o := range batch {
+			if err := o.apply(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) {
+		// One op's error must not fail the others: run each alone so only the faulty one fails.
+		for _, o := range batch {
+			o.done(b.st.Write(b.ctx, o.name, o.apply))
+		}
+		return
+	}
+	for _, o := range batch {
+		o.done(err)
+	}
+}
+
+// failPending answers ops still queued at shutdown.
+func (b *Broker) failPending() {
+	for {
+		select {
+		case o := <-b.ops:
+			o.done(ErrShuttingDown)
+		default:
+			return
+		}
+	}
+}

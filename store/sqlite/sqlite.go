@@ -1,0 +1,285 @@
+// Package sqlite is the embedded default store: one SQLite file in WAL mode through the pure-Go
+// modernc.org/sqlite driver.
+//
+// Writes go through a single connection, one transaction at a time; the broker batches many
+// operations into each transaction (group commit). Reads use a separate pool of connections,
+// which WAL lets run beside the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// Synchronous is SQLite's durability setting for commits in WAL mode.
+type Synchronous string
+
+const (
+	// SyncNormal: a commit survives a crash of the broker process; the last commits before a
+	// power loss or OS crash may be lost. The default.
+	SyncNormal Synchronous = "NORMAL"
+	// SyncFull: every commit is flushed to disk before it is acknowledged; survives power loss.
+	SyncFull Synchronous = "FULL"
+)
+
+// Options configure the store.
+type Options struct {
+	Synchronous Synchronous
+	// BusyTimeout is how long SQLite itself waits for a lock before returning SQLITE_BUSY.
+	BusyTimeout time.Duration
+	// Retry runs every operation, retrying short-lived storage faults. Nil runs each once.
+	Retry Retrier
+}
+
+// Retrier runs a storage operation, retrying it when it fails with a short-lived fault.
+type Retrier interface {
+	Do(ctx context.Context, op string, fn func(ctx context.Context) error) error
+}
+
+type once struct{}
+
+func (once) Do(ctx context.Context, _ string, fn func(ctx context.Context) error) error {
+	return fn(ctx)
+}
+
+// Store is the SQLite store.
+type Store struct {
+	w     *sql.DB // one connection: every write
+	r     *sql.DB // readers
+	retry Retrier
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and applies migrations.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Synchronous == "" {
+		opts.Synchronous = SyncNormal
+	}
+	if opts.Synchronous != SyncNormal && opts.Synchronous != SyncFull {
+		return nil, fmt.Errorf("synchronous must be NORMAL or FULL, got %q", opts.Synchronous)
+	}
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	if opts.Retry == nil {
+		opts.Retry = once{}
+	}
+	dsn := func(extra ...string) string {
+		q := url.Values{}
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+		q.Add("_pragma", "synchronous("+string(opts.Synchronous)+")")
+		q.Add("_pragma", "foreign_keys(1)")
+		for _, e := range extra {
+			q.Add("_pragma", e)
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	w, err := sql.Open("sqlite", dsn()+"&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := migrate(ctx, w); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn("query_only(1)"))
+	if err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	return &Store{w: w, r: r, retry: opts.Retry}, nil
+}
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// Write runs fn in one IMMEDIATE transaction through the store's retry policy.
+func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
+	return s.retry.Do(ctx, op, func(ctx context.Context) error {
+		sqlTx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(&tx{ctx: ctx, tx: sqlTx}); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+		return sqlTx.Commit()
+	})
+}
+
+// read runs a read through the retry policy.
+func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	return s.retry.Do(ctx, op, fn)
+}
+
+const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
+	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
+	last_error_message, lease_token, lease_expires_at, worker_id, started_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(sc scanner) (*job.Job, error) {
+	var (
+		j                                   job.Job
+		runAt, createdAt, timeout           int64
+		finishedAt, leaseExpires, startedAt sql.NullInt64
+		key                                 sql.NullString
+		state, deadReason                   int
+	)
+	err := sc.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
+		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
+		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken, &leaseExpires, &j.WorkerID, &startedAt)
+	if err != nil {
+		return nil, err
+	}
+	j.State = job.State(state)
+	j.DeadReason = job.DeadReason(deadReason)
+	j.RunAt = fromNanos(runAt)
+	j.CreatedAt = fromNanos(createdAt)
+	j.FinishedAt = fromNull(finishedAt)
+	j.LeaseExpiresAt = fromNull(leaseExpires)
+	j.StartedAt = fromNull(startedAt)
+	j.IdempotencyKey = key.String
+	j.AttemptTimeout = time.Duration(timeout)
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	return &j, nil
+}
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func nullNanos(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNull(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
+
+// JobGet reads one job with its attempt history.
+func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
+	var out *job.Job
+	err := s.read(ctx, "job_get", func(ctx context.Context) error {
+		j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT number, worker_id, started_at, finished_at, outcome,
+			failure_kind, error_type, message, details FROM attempts WHERE job_id = ? ORDER BY number`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a job.Attempt
+			var started, finished int64
+			var outcome, kind int
+			if err := rows.Scan(&a.Number, &a.WorkerID, &started, &finished, &outcome, &kind,
+				&a.ErrorType, &a.Message, &a.Details); err != nil {
+				return err
+			}
+			a.StartedAt, a.FinishedAt = fromNanos(started), fromNanos(finished)
+			a.Outcome, a.FailureKind = job.Outcome(outcome), job.FailureKind(kind)
+			j.History = append(j.History, a)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}
+
+// JobList reads jobs in id order.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM jobs WHERE id > ?`
+	args := []any{p.AfterID}
+	if p.State != 0 {
+		q += ` AND state = ?`
+		args = append(args, int(p.State))
+	}
+	if p.Queue != "" {
+		q += ` AND queue = ?`
+		args = append(args, p.Queue)
+	}
+	if p.Type != "" {
+		q += ` AND type = ?`
+		args = append(args, p.Type)
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, p.Limit)
+	var out []*job.Job
+	err := s.read(ctx, "job_list", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.r.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// BreakerLoadAll reads every saved breaker.
+func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, error) {
+	var out []store.BreakerRecord
+	err := s.read(ctx, "breaker_load", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.r.QueryContext(ctx, `SELECT type, data FROM breakers ORDER BY type`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r store.BreakerRecord
+			if err := rows.Scan(&r.Type, &r.Data); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,267 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// tx is one write transaction.
+type tx struct {
+	ctx context.Context
+	tx  *sql.Tx
+}
+
+var _ store.Tx = (*tx)(nil)
+
+func (t *tx) exec(q string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(t.ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *tx) queryJobs(q string, args ...any) ([]*job.Job, error) {
+	rows, err := t.tx.QueryContext(t.ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*job.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) {
+	state := job.StatePending
+	if p.RunAt.After(p.Now) {
+		state = job.StateScheduled
+	}
+	var key sql.NullString
+	if p.IdempotencyKey != "" {
+		key = sql.NullString{String: p.IdempotencyKey, Valid: true}
+	}
+	payload := p.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	var id int64
+	err := t.tx.QueryRowContext(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
+		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING id`,
+		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
+		nanos(p.Now), key, int64(p.AttemptTimeout)).Scan(&id)
+	if err == nil {
+		if _, err := t.exec(`INSERT INTO queues (name) VALUES (?) ON CONFLICT DO NOTHING`, p.Queue); err != nil {
+			return store.JobInsertResult{}, err
+		}
+		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return store.JobInsertResult{}, err
+	}
+	// The idempotency key is taken: answer with the job that holds it.
+	var st int
+	var runAt int64
+	if err := t.tx.QueryRowContext(t.ctx, `SELECT id, state, run_at FROM jobs WHERE idempotency_key = ?`,
+		p.IdempotencyKey).Scan(&id, &st, &runAt); err != nil {
+		return store.JobInsertResult{}, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
+	}
+	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
+}
+
+// in appends " AND col [NOT] IN (?, ?...)" for vals.
+func in(q *strings.Builder, args []any, col string, not bool, vals []string) []any {
+	if len(vals) == 0 {
+		return args
+	}
+	q.WriteString(" AND " + col)
+	if not {
+		q.WriteString(" NOT")
+	}
+	q.WriteString(" IN (")
+	for i, v := range vals {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("?")
+		args = append(args, v)
+	}
+	q.WriteString(")")
+	return args
+}
+
+func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
+	if p.Limit <= 0 || len(p.Types) == 0 {
+		return nil, nil
+	}
+	var sel strings.Builder
+	args := []any{int(job.StateLeased), nanos(p.LeaseUntil), p.WorkerID}
+	sel.WriteString(`UPDATE jobs SET state = ?, lease_token = lease_token + 1, lease_expires_at = ?,
+		worker_id = ? WHERE id IN (SELECT id FROM jobs WHERE state = 2`)
+	args = in(&sel, args, "type", false, p.Types)
+	args = in(&sel, args, "type", true, p.ExcludeTypes)
+	args = in(&sel, args, "queue", false, p.Queues)
+	args = in(&sel, args, "queue", true, p.ExcludeQueues)
+	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ?) RETURNING ` + jobColumns)
+	args = append(args, p.Limit)
+	jobs, err := t.queryJobs(sel.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING has no order of its own.
+	sort.Slice(jobs, func(i, k int) bool {
+		a, b := jobs[i], jobs[k]
+		if a.Priority != b.Priority {
+			return a.Priority > b.Priority
+		}
+		if !a.RunAt.Equal(b.RunAt) {
+			return a.RunAt.Before(b.RunAt)
+		}
+		return a.ID < b.ID
+	})
+	return jobs, nil
+}
+
+func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = ?,
+		lease_expires_at = ?, attempt_deadline = ?
+		WHERE id = ? AND lease_token = ? AND state = 3`,
+		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token)
+	return n == 1, err
+}
+
+func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
+	var finished sql.NullInt64
+	if p.State.Final() {
+		finished = nullNanos(p.Now)
+	}
+	runAt := sql.NullInt64{}
+	if p.State == job.StateScheduled || p.State == job.StatePending {
+		runAt = nullNanos(p.RunAt)
+	}
+	a := p.Attempt
+	n, err := t.exec(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
+		finished_at = ?, dead_reason = ?,
+		last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
+		last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END,
+		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL
+		WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
+		int(p.State), a.Number, runAt, finished, int(p.DeadReason),
+		a.ErrorType, a.ErrorType, a.ErrorType, a.Message,
+		p.Ref.JobID, p.Ref.Token)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+		failure_kind, error_type, message, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job_id, number) DO UPDATE SET finished_at = excluded.finished_at,
+		outcome = excluded.outcome, failure_kind = excluded.failure_kind,
+		error_type = excluded.error_type, message = excluded.message, details = excluded.details`,
+		p.Ref.JobID, a.Number, a.WorkerID, nanos(a.StartedAt), nanos(a.FinishedAt), int(a.Outcome),
+		int(a.FailureKind), a.ErrorType, a.Message, a.Details)
+	return err == nil, err
+}
+
+func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
+		WHERE id = ? AND lease_token = ? AND state = 3`, ref.JobID, ref.Token)
+	return n == 1, err
+}
+
+func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
+	var out []job.LeaseRef
+	for _, r := range refs {
+		n, err := t.exec(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
+			nanos(until), r.JobID, r.Token)
+		if err != nil {
+			return nil, err
+		}
+		if n == 1 {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (t *tx) JobGetHeld(ref job.LeaseRef) (*job.Job, error) {
+	jobs, err := t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
+		ref.JobID, ref.Token)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return jobs[0], nil
+}
+
+func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
+	jobs, err := t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
+	before := jobs[0]
+	if before.State.Final() {
+		return before, nil
+	}
+	if _, err := t.exec(`UPDATE jobs SET state = 7, finished_at = ?, lease_expires_at = NULL,
+		attempt_deadline = NULL, started_at = NULL WHERE id = ?`, nanos(now), id); err != nil {
+		return nil, err
+	}
+	if before.State == job.StateRunning {
+		_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+			message) VALUES (?, ?, ?, ?, ?, ?, 'cancelled while running') ON CONFLICT DO NOTHING`,
+			id, before.Attempts, before.WorkerID, nanos(before.StartedAt), nanos(now), int(job.OutcomeCancelled))
+	}
+	return before, err
+}
+
+func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 2 WHERE state = 1 AND run_at <= ?`, nanos(now))
+	return int(n), err
+}
+
+func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
+	var at sql.NullInt64
+	if err := t.tx.QueryRowContext(t.ctx, `SELECT MIN(run_at) FROM jobs WHERE state = 1`).Scan(&at); err != nil {
+		return time.Time{}, false, err
+	}
+	return fromNull(at), at.Valid, nil
+}
+
+func (t *tx) JobHeldExpired(now time.Time, limit int) ([]*job.Job, error) {
+	return t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE state IN (3, 4) AND lease_expires_at <= ?
+		UNION SELECT `+jobColumns+` FROM jobs WHERE state = 4 AND attempt_deadline <= ?
+		ORDER BY id LIMIT ?`, nanos(now), nanos(now), limit)
+}
+
+func (t *tx) JobReleaseAllLeased() (int, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = '' WHERE state = 3`)
+	return int(n), err
+}
+
+func (t *tx) BreakerSave(r store.BreakerRecord) error {
+	_, err := t.exec(`INSERT INTO breakers (type, data) VALUES (?, ?)
+		ON CONFLICT (type) DO UPDATE SET data = excluded.data`, r.Type, r.Data)
+	return err
+}
