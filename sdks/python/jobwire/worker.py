@@ -207,18 +207,18 @@ class Worker:
             while not self._done():
                 try:
                     await self._run_session(stub)
-                    log.info("jobwire: stream to %s closed", self.address)
+                    log.info("stream to %s closed", self.address)
                 except grpc.aio.AioRpcError as e:
                     if e.code() in _PERMANENT_CODES:
-                        log.error("jobwire: broker rejected worker: %s %s", e.code().name, e.details())
+                        log.error("broker rejected worker: %s %s", e.code().name, e.details())
                         raise
-                    log.warning("jobwire: stream error: %s %s", e.code().name, e.details())
+                    log.warning("stream error: %s %s", e.code().name, e.details())
                 except (ProtocolError, asyncio.TimeoutError, OSError) as e:
-                    log.warning("jobwire: stream failed: %s", e or type(e).__name__)
+                    log.warning("stream failed: %s", e or type(e).__name__)
                 if self._done():
                     break
                 delay = self._backoff.next_delay()
-                log.info("jobwire: reconnecting in %.2fs", delay)
+                log.info("reconnecting in %.2fs", delay)
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), delay)
@@ -299,13 +299,13 @@ class Worker:
             interval = lease / 3 if lease > 0 else 10.0
         sess.heartbeat_interval = interval
         log.info(
-            "jobwire: connected to %s as %s (session %s, lease %.1fs, heartbeat %.1fs, holding %d)",
+            "connected to %s as %s (session %s, lease %.1fs, heartbeat %.1fs, holding %d)",
             self.address, self.worker_id, w.session_id, lease, interval, len(self._jobs),
         )
         for ref in w.lost:
             j = self._jobs.get(ref.job_id)
             if j is not None and j.ctx.lease_token == ref.lease_token:
-                log.warning("jobwire: lease of job %d lost while disconnected", ref.job_id)
+                log.warning("lease of job %d lost while disconnected", ref.job_id)
                 self._drop(j, CANCEL_LEASE_LOST)
 
     async def _write_loop(self, sess: _Session) -> None:
@@ -319,7 +319,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the stream broke: make the reader see it too
-            log.debug("jobwire: write failed: %s", e)
+            log.debug("write failed: %s", e)
             sess.aborted = True
             sess.call.cancel()
 
@@ -369,16 +369,16 @@ class Worker:
             j = self._jobs.get(c.job_id)
             if j is not None and j.ctx.lease_token == c.lease_token:
                 reason = _CANCEL_REASONS.get(c.reason, CANCEL_REQUESTED)
-                log.info("jobwire: job %d cancelled by broker (%s)", c.job_id, reason)
+                log.info("job %d cancelled by broker (%s)", c.job_id, reason)
                 self._drop(j, reason)
         elif kind == "drain":
-            log.info("jobwire: broker asked to drain: %s", resp.drain.reason)
+            log.info("broker asked to drain: %s", resp.drain.reason)
             sess.drain_requested = True
             self._maybe_close()
         elif kind == "heartbeat_ack":
             pass
         else:
-            log.warning("jobwire: unexpected message %s", kind)
+            log.warning("unexpected message %s", kind)
 
     def _on_assignment(self, a: pb.Assignment) -> None:
         job_id = a.job.id
@@ -405,7 +405,7 @@ class Worker:
         self._jobs[job_id] = j
         # Started must reach the broker before user code runs: the attempt counts from here.
         self._send(pb.ConnectRequest(started=pb.Started(job_id=job_id, lease_token=a.lease_token)))
-        log.info("jobwire: job %d (%s) attempt %d started", job_id, a.job.type, a.attempt)
+        log.info("job %d (%s) attempt %d started", job_id, a.job.type, a.attempt)
         j.task = asyncio.create_task(self._execute(j, fn))
 
     def _on_result_ack(self, ack: pb.ResultAck) -> None:
@@ -413,7 +413,7 @@ class Worker:
         if j is None or j.ctx.lease_token != ack.lease_token:
             return
         del self._jobs[ack.job_id]
-        log.info("jobwire: job %d result stored: %s", ack.job_id, pb.Decision.Name(ack.decision))
+        log.info("job %d result stored: %s", ack.job_id, pb.Decision.Name(ack.decision))
         self._after_free()
 
     def _on_refused(self, r: pb.Refused) -> None:
@@ -441,7 +441,7 @@ class Worker:
         if what == pb.REFUSED_MESSAGE_HEARTBEAT and j.result is not None:
             return  # the Result's own answer settles this job
         log.warning(
-            "jobwire: broker refused %s for job %d (code %d: %s); dropping the job",
+            "broker refused %s for job %d (code %d: %s); dropping the job",
             pb.RefusedMessage.Name(what), r.job_id, r.code, r.message,
         )
         self._drop(j, CANCEL_LEASE_LOST)
@@ -461,7 +461,7 @@ class Worker:
             self._wake.set()
 
     def _release(self, rel: pb.Release) -> None:
-        log.info("jobwire: releasing job %d: %s", rel.job_id, rel.reason)
+        log.info("releasing job %d: %s", rel.job_id, rel.reason)
         self._releases[rel.job_id] = rel
         self._send(pb.ConnectRequest(release=rel))
 
@@ -507,7 +507,7 @@ class Worker:
                 c = classify(e)
                 result.failure.CopyFrom(to_failure(c))
                 log.info(
-                    "jobwire: job %d failed (%s): %s: %s",
+                    "job %d failed (%s): %s: %s",
                     ctx.id, job_pb2.FailureKind.Name(c.kind), c.error_type, c.message,
                 )
         if self._jobs.get(ctx.id) is not j:
@@ -547,7 +547,7 @@ class Worker:
             return
         self._shutting_down = True
         log.info(
-            "jobwire: shutting down (%s): draining, %d job(s) running, grace %.1fs",
+            "shutting down (%s): draining, %d job(s) running, grace %.1fs",
             why, len(self._jobs), self.grace_period,
         )
         self._send(pb.ConnectRequest(drain=pb.Drain()))
@@ -563,13 +563,13 @@ class Worker:
     def _grace_over(self) -> None:
         for j in list(self._jobs.values()):
             if j.result is None:
-                log.warning("jobwire: grace period over: cancelling job %d", j.ctx.id)
+                log.warning("grace period over: cancelling job %d", j.ctx.id)
                 j.shutdown_cancelled = True
                 j.ctx._cancel(CANCEL_SHUTDOWN)
 
     def _hard_stop(self) -> None:
         if self._jobs:
-            log.error("jobwire: giving up on %d unreported job(s)", len(self._jobs))
+            log.error("giving up on %d unreported job(s)", len(self._jobs))
         self._hard_stopped = True
         if self._wake is not None:
             self._wake.set()
