@@ -41,7 +41,9 @@ type session struct {
 	hbInterval  time.Duration
 	hbTimer     clock.Timer
 	finishTimer clock.Timer
-	finishing   bool
+	// finishing: nothing is left to do on this stream; it is half-closed once Welcome has
+	// arrived and whatever is queued is written.
+	finishing bool
 }
 
 // outMsg is one queued message. sent, if set, runs after the message was written to the stream.
@@ -93,20 +95,6 @@ func (b *outbox) take() ([]outMsg, bool) {
 }
 
 func (s *session) put(m outMsg) { s.box.put(m) }
-
-// finish half-closes the stream after what is queued; the broker then ends it. The caller holds
-// Worker.mu. A session still waiting for Welcome is cut instead.
-func (s *session) finish() {
-	if s.finishing {
-		return
-	}
-	s.finishing = true
-	if !s.ready {
-		s.cancel(errSessionEnded)
-		return
-	}
-	s.box.close()
-}
 
 // runSession runs one stream from Hello to its end. welcomed reports whether the broker accepted
 // the session, which decides whether an error is worth reconnecting for.
@@ -261,6 +249,9 @@ func (w *Worker) onWelcome(s *session, wel *jobwirev1.Welcome) {
 		s.hbInterval = defaultHeartbeat
 	}
 	s.hbTimer = w.clock.AfterFunc(s.hbInterval, func() { w.heartbeat(s) })
+	if s.finishing {
+		s.box.close()
+	}
 	w.checkLocked()
 }
 

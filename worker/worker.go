@@ -119,6 +119,8 @@ type Worker struct {
 type testHooks struct {
 	// slotWait is called when an assigned job must wait for a free handler slot.
 	slotWait func(jobID int64)
+	// shutdownStarted is called once the shutdown grace timers are armed.
+	shutdownStarted func()
 }
 
 // New returns a Worker that talks to the broker over conn.
@@ -297,7 +299,6 @@ func (w *Worker) isStopped() bool {
 func (w *Worker) beginShutdown(stopStreams context.CancelCauseFunc) {
 	grace := w.opts.ShutdownGrace
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.log.Info("worker: shutting down", "grace", grace, "held", len(w.tasks))
 	w.stopping = true
 	if s := w.sess; s != nil && s.ready {
@@ -321,6 +322,10 @@ func (w *Worker) beginShutdown(stopStreams context.CancelCauseFunc) {
 		}),
 	)
 	w.checkLocked()
+	w.mu.Unlock()
+	if w.hooks.shutdownStarted != nil {
+		w.hooks.shutdownStarted()
+	}
 }
 
 // incomplete is Run's answer when the shutdown ran out of time.
@@ -375,11 +380,13 @@ func (w *Worker) checkLocked() {
 		close(w.stopped)
 	}
 	if s := w.sess; s != nil && (w.stopping || s.draining) && !s.finishing {
-		s.finish()
+		s.finishing = true
 		if s.ready {
-			// A broker that never ends the stream must not hold the worker forever.
-			s.finishTimer = w.clock.AfterFunc(closeWait, func() { s.cancel(errCloseTimeout) })
+			s.box.close()
 		}
+		// A broker that never ends the stream (or never answers Hello) must not hold the
+		// worker forever.
+		s.finishTimer = w.clock.AfterFunc(closeWait, func() { s.cancel(errCloseTimeout) })
 	}
 }
 
