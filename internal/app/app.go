@@ -1,0 +1,83 @@
+// Package app wires a configuration into a running broker: store, broker, gRPC server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/server"
+	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/storeretry"
+)
+
+// ShutdownGrace is how long running jobs get to finish when the broker stops.
+const ShutdownGrace = 30 * time.Second
+
+// Run serves cfg until ctx ends, then shuts down gracefully. ready, if set, is called with the
+// listening address once the broker accepts connections.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(net.Addr)) error {
+	policy, err := storeretry.New(storeretry.Config{Options: cfg.Storage, Classify: sqlite.Classify, Logger: log})
+	if err != nil {
+		return err
+	}
+	sync := sqlite.SyncNormal
+	if cfg.FullSync {
+		sync = sqlite.SyncFull
+	}
+	st, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: sync, BusyTimeout: cfg.BusyTimeout, Retry: policy})
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", cfg.DB, err)
+	}
+	defer st.Close()
+	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers})
+	if err != nil {
+		return err
+	}
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = b.Shutdown(ctx)
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	limits := server.DefaultLimits()
+	limits.MaxPayload = cfg.MaxPayload
+	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{}})
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", cfg.DB, "durability", sync)
+	if ready != nil {
+		ready(lis.Addr())
+	}
+	select {
+	case err := <-serveErr:
+		_ = b.Shutdown(context.WithoutCancel(ctx))
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining workers", "grace", ShutdownGrace)
+	srv.SetNotServing()
+	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
+	defer cancel()
+	shutErr := b.Shutdown(graceCtx)
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, net.ErrClosed) {
+		return errors.Join(shutErr, err)
+	}
+	log.Info("stopped")
+	return shutErr
+}

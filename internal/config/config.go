@@ -1,0 +1,287 @@
+// Package config reads the broker's configuration file (YAML) and checks it before the broker
+// starts, so that a bad setting stops `jobwire serve` with a sentence naming it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/retry"
+	"github.com/jobwire/jobwire/store/storeretry"
+)
+
+// File is the configuration file's shape. Every field is optional.
+type File struct {
+	Listen            string             `yaml:"listen"`
+	DB                string             `yaml:"db"`
+	Durability        string             `yaml:"durability"` // normal (default) or full
+	LeaseDuration     time.Duration      `yaml:"lease_duration"`
+	HeartbeatInterval time.Duration      `yaml:"heartbeat_interval"`
+	AttemptTimeout    time.Duration      `yaml:"attempt_timeout"`
+	MaxPayloadBytes   int                `yaml:"max_payload_bytes"`
+	AlwaysFatal       []string           `yaml:"always_fatal"`
+	Retry             RetryFile          `yaml:"retry"`
+	Breaker           BreakerFile        `yaml:"breaker"`
+	JobTypes          map[string]TypeCfg `yaml:"job_types"`
+	Storage           StorageFile        `yaml:"storage"`
+	LogLevel          string             `yaml:"log_level"`  // debug, info (default), warn, error
+	LogFormat         string             `yaml:"log_format"` // text (default) or json
+}
+
+// RetryFile overrides parts of a retry policy.
+type RetryFile struct {
+	BaseDelay   *time.Duration `yaml:"base_delay"`
+	Multiplier  *float64       `yaml:"multiplier"`
+	MaxDelay    *time.Duration `yaml:"max_delay"`
+	JitterMax   *time.Duration `yaml:"jitter_max"`
+	MaxAttempts *int           `yaml:"max_attempts"`
+	MaxJobAge   *time.Duration `yaml:"max_job_age"`
+}
+
+// BreakerFile overrides parts of a circuit breaker's configuration.
+type BreakerFile struct {
+	Threshold      *int           `yaml:"threshold"`
+	Window         *time.Duration `yaml:"window"`
+	OpenFor        *time.Duration `yaml:"open_for"`
+	HalfOpenProbes *int           `yaml:"half_open_probes"`
+	CloseAfter     *int           `yaml:"close_after"`
+	ProbeTimeout   *time.Duration `yaml:"probe_timeout"`
+	Count          []string       `yaml:"count"` // transient, fatal, lease_expired, timeout
+	OpenOnFatal    *bool          `yaml:"open_on_fatal"`
+	Disabled       *bool          `yaml:"disabled"`
+}
+
+// TypeCfg overrides the retry policy and breaker of one job type.
+type TypeCfg struct {
+	Retry   RetryFile   `yaml:"retry"`
+	Breaker BreakerFile `yaml:"breaker"`
+}
+
+// StorageFile holds the storage settings.
+type StorageFile struct {
+	MaxTransientRetries     *int           `yaml:"max_transient_retries"`
+	TransientRetryBaseDelay *time.Duration `yaml:"transient_retry_base_delay"`
+	CommandTimeout          *time.Duration `yaml:"command_timeout"`
+	BusyTimeout             *time.Duration `yaml:"busy_timeout"`
+}
+
+// Config is the checked configuration, ready to build a broker from.
+type Config struct {
+	Listen      string
+	DB          string
+	FullSync    bool
+	Broker      broker.Config
+	Breakers    broker.BreakerOptions
+	Storage     storeretry.Options
+	BusyTimeout time.Duration
+	MaxPayload  int
+	LogLevel    string
+	LogFormat   string
+}
+
+// Defaults is the configuration with no file.
+func Defaults() Config {
+	return Config{
+		Listen:      "127.0.0.1:7070",
+		DB:          "./jobwire.db",
+		Broker:      broker.DefaultConfig(),
+		Breakers:    broker.BreakerOptions{Default: breaker.DefaultConfig()},
+		Storage:     storeretry.DefaultOptions(),
+		BusyTimeout: 5 * time.Second,
+		MaxPayload:  1 << 20,
+		LogLevel:    "info",
+		LogFormat:   "text",
+	}
+}
+
+// Load reads the file at path (YAML); an empty path gives the defaults.
+func Load(path string) (Config, error) {
+	if path == "" {
+		return Defaults(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config file: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse reads a configuration document and checks it. Unknown keys are errors, so a typo does
+// not silently leave a default in place.
+func Parse(data []byte) (Config, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, err
+	}
+	return f.apply(Defaults())
+}
+
+func (f File) apply(c Config) (Config, error) {
+	var errs []error
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&c.Listen, f.Listen)
+	set(&c.DB, f.DB)
+	set(&c.LogLevel, f.LogLevel)
+	set(&c.LogFormat, f.LogFormat)
+	switch f.Durability {
+	case "", "normal":
+	case "full":
+		c.FullSync = true
+	default:
+		errs = append(errs, fmt.Errorf("durability must be normal or full, got %q", f.Durability))
+	}
+	if f.LeaseDuration != 0 {
+		c.Broker.LeaseDuration = f.LeaseDuration
+		if f.HeartbeatInterval == 0 {
+			c.Broker.HeartbeatInterval = f.LeaseDuration / 3
+		}
+	}
+	if f.HeartbeatInterval != 0 {
+		c.Broker.HeartbeatInterval = f.HeartbeatInterval
+	}
+	if f.AttemptTimeout != 0 {
+		c.Broker.AttemptTimeout = f.AttemptTimeout
+	}
+	if f.MaxPayloadBytes != 0 {
+		c.MaxPayload = f.MaxPayloadBytes
+	}
+	if c.MaxPayload < 1 || c.MaxPayload > 64<<20 {
+		errs = append(errs, fmt.Errorf("max_payload_bytes must be 1..%d, got %d", 64<<20, c.MaxPayload))
+	}
+	c.Broker.AlwaysFatal = f.AlwaysFatal
+	c.Broker.Retry = f.Retry.over(c.Broker.Retry)
+	var err error
+	if c.Breakers.Default, err = f.Breaker.over(c.Breakers.Default); err != nil {
+		errs = append(errs, fmt.Errorf("breaker: %w", err))
+	}
+	for typ, tc := range f.JobTypes {
+		if c.Broker.RetryByType == nil {
+			c.Broker.RetryByType = map[string]retry.Policy{}
+			c.Breakers.PerType = map[string]breaker.Config{}
+		}
+		c.Broker.RetryByType[typ] = tc.Retry.over(c.Broker.Retry)
+		bc, err := tc.Breaker.over(c.Breakers.Default)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job_types.%s.breaker: %w", typ, err))
+		}
+		if err := bc.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("job_types.%s.breaker: %w", typ, err))
+		}
+		c.Breakers.PerType[typ] = bc
+	}
+	if err := c.Breakers.Default.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("breaker: %w", err))
+	}
+	s := f.Storage
+	if s.MaxTransientRetries != nil {
+		c.Storage.MaxTransientRetries = *s.MaxTransientRetries
+	}
+	if s.TransientRetryBaseDelay != nil {
+		c.Storage.TransientRetryBaseDelay = *s.TransientRetryBaseDelay
+	}
+	if s.CommandTimeout != nil {
+		c.Storage.CommandTimeout = *s.CommandTimeout
+	}
+	if s.BusyTimeout != nil {
+		c.BusyTimeout = *s.BusyTimeout
+	}
+	if c.BusyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("storage.busy_timeout must not be negative, got %s", c.BusyTimeout))
+	}
+	if err := c.Storage.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("storage: %w", err))
+	}
+	if err := c.Broker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log_format must be text or json, got %q", c.LogFormat))
+	}
+	return c, errors.Join(errs...)
+}
+
+func (r RetryFile) over(p retry.Policy) retry.Policy {
+	if r.BaseDelay != nil {
+		p.Base = *r.BaseDelay
+	}
+	if r.Multiplier != nil {
+		p.Multiplier = *r.Multiplier
+	}
+	if r.MaxDelay != nil {
+		p.MaxDelay = *r.MaxDelay
+	}
+	if r.JitterMax != nil {
+		p.JitterMax = *r.JitterMax
+	}
+	if r.MaxAttempts != nil {
+		p.MaxAttempts = *r.MaxAttempts
+	}
+	if r.MaxJobAge != nil {
+		p.MaxJobAge = *r.MaxJobAge
+	}
+	return p
+}
+
+func (b BreakerFile) over(c breaker.Config) (breaker.Config, error) {
+	if b.Threshold != nil {
+		c.Threshold = *b.Threshold
+	}
+	if b.Window != nil {
+		c.Window = *b.Window
+	}
+	if b.OpenFor != nil {
+		c.OpenFor = *b.OpenFor
+	}
+	if b.HalfOpenProbes != nil {
+		c.HalfOpenProbes = *b.HalfOpenProbes
+	}
+	if b.CloseAfter != nil {
+		c.CloseAfter = *b.CloseAfter
+	}
+	if b.ProbeTimeout != nil {
+		c.ProbeTimeout = *b.ProbeTimeout
+	}
+	if b.OpenOnFatal != nil {
+		c.OpenOnFatal = *b.OpenOnFatal
+	}
+	if b.Disabled != nil {
+		c.Disabled = *b.Disabled
+	}
+	if b.Count != nil {
+		var kinds []breaker.FailureKind
+		for _, name := range b.Count {
+			k, ok := breaker.ParseFailureKind(name)
+			if !ok {
+				return c, fmt.Errorf("count: %q is not one of transient, fatal, lease_expired, timeout", name)
+			}
+			kinds = append(kinds, k)
+		}
+		c.Count = breaker.KindsOf(kinds...)
+	}
+	return c, nil
+}

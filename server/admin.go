@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+
+	"github.com/jobwire/jobwire/breaker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+type admin struct {
+	*Server
+	jobwirev1.UnimplementedAdminServiceServer
+}
+
+var breakerStateFromProto = map[jobwirev1.BreakerState]breaker.State{
+	jobwirev1.BreakerState_BREAKER_STATE_CLOSED:    breaker.StateClosed,
+	jobwirev1.BreakerState_BREAKER_STATE_OPEN:      breaker.StateOpen,
+	jobwirev1.BreakerState_BREAKER_STATE_HALF_OPEN: breaker.StateHalfOpen,
+}
+
+func (a *admin) ListBreakers(context.Context, *jobwirev1.ListBreakersRequest) (*jobwirev1.ListBreakersResponse, error) {
+	out := &jobwirev1.ListBreakersResponse{}
+	for _, i := range a.b.Breakers() {
+		out.Breakers = append(out.Breakers, breakerToProto(i))
+	}
+	return out, nil
+}
+
+func (a *admin) ResetBreaker(_ context.Context, req *jobwirev1.ResetBreakerRequest) (*jobwirev1.ResetBreakerResponse, error) {
+	info, err := a.b.ResetBreaker(req.GetType())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.ResetBreakerResponse{Breaker: breakerToProto(info)}, nil
+}
+
+func (a *admin) ForceBreaker(_ context.Context, req *jobwirev1.ForceBreakerRequest) (*jobwirev1.ForceBreakerResponse, error) {
+	info, err := a.b.ForceBreaker(req.GetType(), breakerStateFromProto[req.GetState()])
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.ForceBreakerResponse{Breaker: breakerToProto(info)}, nil
+}

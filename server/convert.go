@@ -1,0 +1,200 @@
+package server
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/triage"
+)
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func dur(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// The numbering of job.State, job.DeadReason, job.Outcome and job.FailureKind matches the
+// proto enums by design; the conversions below still go through named values so a change in
+// either place fails to compile or shows in tests.
+
+func stateToProto(s job.State) jobwirev1.JobState { return jobwirev1.JobState(s) }
+
+func deadReasonToProto(r job.DeadReason) jobwirev1.DeadReason { return jobwirev1.DeadReason(r) }
+
+func jobToProto(j *job.Job) *jobwirev1.Job {
+	out := &jobwirev1.Job{
+		Id:               j.ID,
+		Type:             j.Type,
+		Queue:            j.Queue,
+		Payload:          j.Payload,
+		Priority:         int32(j.Priority),
+		State:            stateToProto(j.State),
+		Attempts:         int32(j.Attempts),
+		MaxAttempts:      int32(j.MaxAttempts),
+		RunAt:            ts(j.RunAt),
+		CreatedAt:        ts(j.CreatedAt),
+		FinishedAt:       ts(j.FinishedAt),
+		IdempotencyKey:   j.IdempotencyKey,
+		AttemptTimeout:   dur(j.AttemptTimeout),
+		DeadReason:       deadReasonToProto(j.DeadReason),
+		LastErrorType:    j.LastErrorType,
+		LastErrorMessage: j.LastErrorMessage,
+	}
+	for _, a := range j.History {
+		out.AttemptHistory = append(out.AttemptHistory, attemptToProto(a))
+	}
+	if j.State == job.StateRunning {
+		// The attempt in progress is part of the history a reader wants to see.
+		out.AttemptHistory = append(out.AttemptHistory, &jobwirev1.Attempt{
+			Number: int32(j.Attempts), WorkerId: j.WorkerID, StartedAt: ts(j.StartedAt),
+			Outcome: jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_RUNNING,
+		})
+	}
+	return out
+}
+
+func attemptToProto(a job.Attempt) *jobwirev1.Attempt {
+	return &jobwirev1.Attempt{
+		Number:      int32(a.Number),
+		WorkerId:    a.WorkerID,
+		StartedAt:   ts(a.StartedAt),
+		FinishedAt:  ts(a.FinishedAt),
+		Outcome:     jobwirev1.AttemptOutcome(a.Outcome),
+		FailureKind: jobwirev1.FailureKind(a.FailureKind),
+		ErrorType:   a.ErrorType,
+		Message:     a.Message,
+		Details:     a.Details,
+	}
+}
+
+func failureFromProto(f *jobwirev1.Failure) *job.Failure {
+	kind := job.KindTransient
+	if f.GetKind() == jobwirev1.FailureKind_FAILURE_KIND_FATAL {
+		kind = job.KindFatal
+	}
+	return &job.Failure{
+		Kind:       kind,
+		ErrorType:  f.GetErrorType(),
+		Message:    f.GetMessage(),
+		Details:    f.GetDetails(),
+		RetryAfter: f.GetRetryAfter().AsDuration(),
+	}
+}
+
+func refsFromProto(in []*jobwirev1.LeaseRef) []job.LeaseRef {
+	out := make([]job.LeaseRef, 0, len(in))
+	for _, r := range in {
+		out = append(out, job.LeaseRef{JobID: r.GetJobId(), Token: r.GetLeaseToken()})
+	}
+	return out
+}
+
+func refToProto(r job.LeaseRef) *jobwirev1.LeaseRef {
+	return &jobwirev1.LeaseRef{JobId: r.JobID, LeaseToken: r.Token}
+}
+
+func refsToProto(in []job.LeaseRef) []*jobwirev1.LeaseRef {
+	out := make([]*jobwirev1.LeaseRef, 0, len(in))
+	for _, r := range in {
+		out = append(out, refToProto(r))
+	}
+	return out
+}
+
+var decisionToProto = map[triage.Verdict]jobwirev1.Decision{
+	triage.Succeeded: jobwirev1.Decision_DECISION_SUCCEEDED,
+	triage.Retry:     jobwirev1.Decision_DECISION_RETRY,
+	triage.Dead:      jobwirev1.Decision_DECISION_DEAD,
+}
+
+var aboutToProto = map[broker.About]jobwirev1.RefusedMessage{
+	broker.AboutStarted:   jobwirev1.RefusedMessage_REFUSED_MESSAGE_STARTED,
+	broker.AboutHeartbeat: jobwirev1.RefusedMessage_REFUSED_MESSAGE_HEARTBEAT,
+	broker.AboutResult:    jobwirev1.RefusedMessage_REFUSED_MESSAGE_RESULT,
+	broker.AboutRelease:   jobwirev1.RefusedMessage_REFUSED_MESSAGE_RELEASE,
+}
+
+var cancelToProto = map[broker.CancelReason]jobwirev1.CancelReason{
+	broker.CancelRequested: jobwirev1.CancelReason_CANCEL_REASON_REQUESTED,
+	broker.CancelTimeout:   jobwirev1.CancelReason_CANCEL_REASON_TIMEOUT,
+	broker.CancelLeaseLost: jobwirev1.CancelReason_CANCEL_REASON_LEASE_LOST,
+}
+
+// messageToProto turns a broker message into its wire form.
+func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
+	switch m := m.(type) {
+	case broker.Assignment:
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Assignment{Assignment: &jobwirev1.Assignment{
+			Job:            jobToProto(m.Job),
+			Attempt:        int32(m.Attempt),
+			LeaseToken:     m.Token,
+			LeaseDeadline:  ts(m.LeaseDeadline),
+			AttemptTimeout: dur(m.AttemptTimeout),
+		}}}
+	case broker.ResultAck:
+		ack := &jobwirev1.ResultAck{JobId: m.Ref.JobID, LeaseToken: m.Ref.Token, Decision: decisionToProto[m.Decision.Verdict]}
+		switch m.Decision.Verdict {
+		case triage.Retry:
+			ack.RetryAt = ts(m.Decision.RetryAt)
+		case triage.Dead:
+			ack.DeadReason = deadReasonToProto(m.Decision.Reason)
+		}
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_ResultAck{ResultAck: ack}}
+	case broker.HeartbeatAck:
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_HeartbeatAck{HeartbeatAck: &jobwirev1.HeartbeatAck{
+			Extended: refsToProto(m.Extended), LeaseDeadline: ts(m.Deadline),
+		}}}
+	case broker.Refused:
+		code := uint32(9) // FAILED_PRECONDITION
+		if m.Reason == broker.RefusedBusy {
+			code = 14 // UNAVAILABLE
+		}
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Refused{Refused: &jobwirev1.Refused{
+			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token, RefusedMessage: aboutToProto[m.About], Code: code, Message: m.Message,
+		}}}
+	case broker.Cancel:
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Cancel{Cancel: &jobwirev1.Cancel{
+			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token, Reason: cancelToProto[m.Reason],
+		}}}
+	case broker.Drain:
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Drain{Drain: &jobwirev1.DrainRequest{Reason: m.Reason}}}
+	case broker.Welcome:
+		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Welcome{Welcome: &jobwirev1.Welcome{
+			SessionId: m.SessionID, LeaseDuration: dur(m.LeaseDuration), HeartbeatInterval: dur(m.HeartbeatInterval),
+			Lost: refsToProto(m.Lost),
+		}}}
+	}
+	return nil
+}
+
+var breakerStateToProto = map[breaker.State]jobwirev1.BreakerState{
+	breaker.StateClosed:   jobwirev1.BreakerState_BREAKER_STATE_CLOSED,
+	breaker.StateOpen:     jobwirev1.BreakerState_BREAKER_STATE_OPEN,
+	breaker.StateHalfOpen: jobwirev1.BreakerState_BREAKER_STATE_HALF_OPEN,
+}
+
+func breakerToProto(i breaker.Info) *jobwirev1.BreakerInfo {
+	return &jobwirev1.BreakerInfo{
+		Type:             i.Type,
+		State:            breakerStateToProto[i.State],
+		FailuresInWindow: int32(i.FailuresInWindow),
+		OpenedAt:         ts(i.OpenedAt),
+		NextProbeAt:      ts(i.NextProbeAt),
+		Generation:       i.Generation,
+		ProbesInFlight:   int32(i.ProbesInFlight),
+	}
+}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storeretry"
+)
+
+// toStatus maps a domain error to the gRPC status a caller sees. It is the one place that
+// decides those codes.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, storeretry.ErrBusy):
+		return status.Errorf(codes.Unavailable, "%v; the broker is fine and nothing was changed by this call: retry it shortly", err)
+	case errors.Is(err, broker.ErrShuttingDown):
+		return status.Error(codes.Unavailable, "the broker is shutting down; retry against it once it is back")
+	case errors.Is(err, breaker.ErrEmptyType), errors.Is(err, breaker.ErrInvalidState):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, breaker.ErrDisabled):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+type producer struct {
+	*Server
+	jobwirev1.UnimplementedProducerServiceServer
+}
+
+// validate checks a unary request; requests without rules pass.
+func (s *Server) validate(req any) error {
+	now := s.clk.Now()
+	switch r := req.(type) {
+	case *jobwirev1.EnqueueRequest:
+		return s.limits.validateSpec("job", r.GetJob(), now)
+	case *jobwirev1.EnqueueBatchRequest:
+		n := len(r.GetJobs())
+		if n == 0 || n > s.limits.MaxBatch {
+			return invalid("jobs", "must hold 1..%d jobs, got %d", s.limits.MaxBatch, n)
+		}
+		for i, spec := range r.GetJobs() {
+			if err := s.limits.validateSpec(fmt.Sprintf("jobs[%d]", i), spec, now); err != nil {
+				return err
+			}
+		}
+	case *jobwirev1.GetJobRequest:
+		return validID("id", r.GetId())
+	case *jobwirev1.CancelJobRequest:
+		return validID("id", r.GetId())
+	case *jobwirev1.ResetBreakerRequest:
+		return validName("type", r.GetType())
+	case *jobwirev1.ForceBreakerRequest:
+		if err := validName("type", r.GetType()); err != nil {
+			return err
+		}
+		if _, ok := breakerStateFromProto[r.GetState()]; !ok {
+			return invalid("state", "must be BREAKER_STATE_CLOSED, BREAKER_STATE_OPEN or BREAKER_STATE_HALF_OPEN, got %s", r.GetState())
+		}
+	}
+	return nil
+}
+
+func (s *Server) insertParams(spec *jobwirev1.JobSpec) *store.JobInsertParams {
+	p := &store.JobInsertParams{
+		Type:           spec.GetType(),
+		Queue:          spec.GetQueue(),
+		Payload:        spec.GetPayload(),
+		Priority:       int(spec.GetPriority()),
+		MaxAttempts:    int(spec.GetMaxAttempts()),
+		IdempotencyKey: spec.GetIdempotencyKey(),
+		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
+	}
+	if p.Queue == "" {
+		p.Queue = job.DefaultQueue
+	}
+	switch sched := spec.GetSchedule().(type) {
+	case *jobwirev1.JobSpec_RunAt:
+		p.RunAt = sched.RunAt.AsTime()
+	case *jobwirev1.JobSpec_Delay:
+		p.RunAt = s.clk.Now().Add(sched.Delay.AsDuration())
+	}
+	return p
+}
+
+func enqueuedToProto(r store.JobInsertResult) *jobwirev1.EnqueuedJob {
+	return &jobwirev1.EnqueuedJob{Id: r.ID, Duplicate: r.Duplicate, State: stateToProto(r.State), RunAt: ts(r.RunAt)}
+}
+
+func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {
+	res, err := p.b.Enqueue(ctx, []*store.JobInsertParams{p.insertParams(req.GetJob())})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.EnqueueResponse{Job: enqueuedToProto(res[0])}, nil
+}
+
+func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatchRequest) (*jobwirev1.EnqueueBatchResponse, error) {
+	params := make([]*store.JobInsertParams, len(req.GetJobs()))
+	for i, spec := range req.GetJobs() {
+		params[i] = p.insertParams(spec)
+	}
+	res, err := p.b.Enqueue(ctx, params)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &jobwirev1.EnqueueBatchResponse{Jobs: make([]*jobwirev1.EnqueuedJob, len(res))}
+	for i, r := range res {
+		out.Jobs[i] = enqueuedToProto(r)
+	}
+	return out, nil
+}
+
+func (p *producer) GetJob(ctx context.Context, req *jobwirev1.GetJobRequest) (*jobwirev1.GetJobResponse, error) {
+	j, err := p.b.Get(ctx, req.GetId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.GetJobResponse{Job: jobToProto(j)}, nil
+}
+
+func (p *producer) CancelJob(ctx context.Context, req *jobwirev1.CancelJobRequest) (*jobwirev1.CancelJobResponse, error) {
+	j, err := p.b.Cancel(ctx, req.GetId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.CancelJobResponse{Job: jobToProto(j)}, nil
+}

@@ -1,0 +1,104 @@
+// Package server exposes the broker over gRPC: the producer, worker and admin services, the
+// standard health service and server reflection. Handlers decode, call the broker, encode;
+// toStatus is the one place that maps domain errors to status codes.
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/clock"
+)
+
+// Options configure the gRPC server.
+type Options struct {
+	Logger *slog.Logger
+	Limits Limits
+	Clock  clock.Clock
+}
+
+// Server holds the services and the health status.
+type Server struct {
+	b      *broker.Broker
+	log    *slog.Logger
+	limits Limits
+	clk    clock.Clock
+	health *health.Server
+}
+
+// New builds a *grpc.Server serving b, with logging, panic recovery and request validation.
+func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Limits == (Limits{}) {
+		opts.Limits = DefaultLimits()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer()}
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		opts.Logger.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(func(c codes.Code) logging.Level {
+			switch c {
+			case codes.OK, codes.Canceled, codes.NotFound, codes.AlreadyExists:
+				return logging.LevelDebug
+			case codes.Internal, codes.Unknown, codes.DataLoss:
+				return logging.LevelError
+			}
+			return logging.LevelInfo
+		}),
+	}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		opts.Logger.ErrorContext(ctx, "panic in handler", "panic", p)
+		return status.Errorf(codes.Internal, "internal error: %v", p)
+	})
+	gs := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			recovery.UnaryServerInterceptor(recoverOpt),
+			s.validateUnary,
+		),
+		grpc.ChainStreamInterceptor(
+			logging.StreamServerInterceptor(logger, logOpts...),
+			recovery.StreamServerInterceptor(recoverOpt),
+		),
+	)
+	jobwirev1.RegisterProducerServiceServer(gs, &producer{Server: s})
+	jobwirev1.RegisterWorkerServiceServer(gs, &workers{Server: s})
+	jobwirev1.RegisterAdminServiceServer(gs, &admin{Server: s})
+	healthpb.RegisterHealthServer(gs, s.health)
+	reflection.Register(gs)
+	for _, name := range []string{"", jobwirev1.ProducerService_ServiceDesc.ServiceName,
+		jobwirev1.WorkerService_ServiceDesc.ServiceName, jobwirev1.AdminService_ServiceDesc.ServiceName} {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	return gs, s
+}
+
+// SetNotServing marks every service NOT_SERVING (at shutdown), so load balancers stop sending.
+func (s *Server) SetNotServing() { s.health.Shutdown() }
+
+// validateUnary answers a request that breaks a rule with INVALID_ARGUMENT naming the field,
+// before any handler runs.
+func (s *Server) validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if err := s.validate(req); err != nil {
+		return nil, err
+	}
+	return next(ctx, req)
+}

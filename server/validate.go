@@ -1,0 +1,139 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+// Limits bound what a request may ask for.
+type Limits struct {
+	// MaxPayload is the largest payload accepted, in bytes.
+	MaxPayload int
+	// MaxBatch is the most jobs one EnqueueBatch may carry.
+	MaxBatch int
+	// MaxScheduleAhead is how far in the future a job may be scheduled.
+	MaxScheduleAhead time.Duration
+}
+
+// DefaultLimits: 1 MiB payloads, 10,000 jobs a batch, scheduling up to 366 days ahead.
+func DefaultLimits() Limits {
+	return Limits{MaxPayload: 1 << 20, MaxBatch: 10000, MaxScheduleAhead: 366 * 24 * time.Hour}
+}
+
+const (
+	maxNameLen     = 255
+	minPriority    = -1000
+	maxPriority    = 1000
+	maxAttemptsCap = 1000
+	maxCapacity    = 10000
+	maxAttemptTime = 7 * 24 * time.Hour
+)
+
+func invalid(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// validName checks a job type or queue name: 1..255 characters of A-Z a-z 0-9 _ . : -.
+func validName(field, s string) error {
+	if len(s) == 0 || len(s) > maxNameLen {
+		return invalid(field, "must be 1..%d characters, got %d", maxNameLen, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return invalid(field, "may hold only A-Z a-z 0-9 _ . : - but has %q at byte %d", c, i)
+		}
+	}
+	return nil
+}
+
+// validateSpec checks one job spec; prefix names it in messages ("job" or "jobs[3]").
+func (l Limits) validateSpec(prefix string, s *jobwirev1.JobSpec, now time.Time) error {
+	if s == nil {
+		return invalid(prefix, "is required")
+	}
+	if err := validName(prefix+".type", s.GetType()); err != nil {
+		return err
+	}
+	if s.GetQueue() != "" {
+		if err := validName(prefix+".queue", s.GetQueue()); err != nil {
+			return err
+		}
+	}
+	if n := len(s.GetPayload()); n > l.MaxPayload {
+		return invalid(prefix+".payload", "is %d bytes, more than the limit of %d", n, l.MaxPayload)
+	}
+	if p := s.GetPriority(); p < minPriority || p > maxPriority {
+		return invalid(prefix+".priority", "must be %d..%d, got %d", minPriority, maxPriority, p)
+	}
+	switch sched := s.GetSchedule().(type) {
+	case *jobwirev1.JobSpec_RunAt:
+		if err := sched.RunAt.CheckValid(); err != nil {
+			return invalid(prefix+".run_at", "is not a valid time: %v", err)
+		}
+		if at := sched.RunAt.AsTime(); at.After(now.Add(l.MaxScheduleAhead)) {
+			return invalid(prefix+".run_at", "is more than %s ahead", l.MaxScheduleAhead)
+		}
+	case *jobwirev1.JobSpec_Delay:
+		if err := sched.Delay.CheckValid(); err != nil {
+			return invalid(prefix+".delay", "is not a valid duration: %v", err)
+		}
+		if d := sched.Delay.AsDuration(); d < 0 || d > l.MaxScheduleAhead {
+			return invalid(prefix+".delay", "must be 0..%s, got %s", l.MaxScheduleAhead, d)
+		}
+	}
+	if n := s.GetMaxAttempts(); n < 0 || n > maxAttemptsCap {
+		return invalid(prefix+".max_attempts", "must be 0 (the default) or 1..%d, got %d", maxAttemptsCap, n)
+	}
+	if k := s.GetIdempotencyKey(); len(k) > maxNameLen {
+		return invalid(prefix+".idempotency_key", "must be at most %d characters, got %d", maxNameLen, len(k))
+	}
+	if t := s.GetAttemptTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return invalid(prefix+".attempt_timeout", "is not a valid duration: %v", err)
+		}
+		if d := t.AsDuration(); d < time.Second || d > maxAttemptTime {
+			return invalid(prefix+".attempt_timeout", "must be 1s..%s, got %s", maxAttemptTime, d)
+		}
+	}
+	return nil
+}
+
+func validID(field string, id int64) error {
+	if id <= 0 {
+		return invalid(field, "must be a positive job id, got %d", id)
+	}
+	return nil
+}
+
+// validateHello checks a worker's first message.
+func validateHello(h *jobwirev1.Hello) error {
+	if h == nil {
+		return status.Error(codes.InvalidArgument, "hello: the first message on the stream must be hello")
+	}
+	if id := h.GetWorkerId(); len(id) == 0 || len(id) > maxNameLen {
+		return invalid("hello.worker_id", "must be 1..%d characters, got %d", maxNameLen, len(id))
+	}
+	if len(h.GetJobTypes()) == 0 {
+		return invalid("hello.job_types", "must name at least one job type")
+	}
+	for i, t := range h.GetJobTypes() {
+		if err := validName(fmt.Sprintf("hello.job_types[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	for i, q := range h.GetQueues() {
+		if err := validName(fmt.Sprintf("hello.queues[%d]", i), q); err != nil {
+			return err
+		}
+	}
+	if c := h.GetCapacity(); c < 1 || c > maxCapacity {
+		return invalid("hello.capacity", "must be 1..%d, got %d", maxCapacity, c)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+)
+
+type workers struct {
+	*Server
+	jobwirev1.UnimplementedWorkerServiceServer
+}
+
+// Connect runs one worker session: this goroutine receives, a second one sends (a stream has
+// exactly one of each).
+func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if err := validateHello(hello); err != nil {
+		return err
+	}
+	sess, welcome, err := w.b.Open(ctx, broker.Hello{
+		WorkerID: hello.GetWorkerId(),
+		Types:    hello.GetJobTypes(),
+		Queues:   hello.GetQueues(),
+		Capacity: int(hello.GetCapacity()),
+		Held:     refsFromProto(hello.GetHeld()),
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	defer sess.Close()
+	if err := stream.Send(messageToProto(welcome)); err != nil {
+		return err
+	}
+	w.log.Debug("worker connected", "worker", hello.GetWorkerId(), "session", sess.ID(),
+		"types", hello.GetJobTypes(), "capacity", hello.GetCapacity())
+
+	sendErr := make(chan error, 1)
+	sendCtx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
+	go func() { sendErr <- sendLoop(sendCtx, stream, sess) }()
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- w.recvLoop(stream, sess) }()
+	select {
+	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	case err := <-sendErr:
+		return err
+	}
+}
+
+func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session) error {
+	for {
+		msgs, err := sess.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The broker closed the session (shutdown): end the stream cleanly.
+			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
+		}
+		for _, m := range msgs {
+			if err := stream.Send(messageToProto(m)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session) error {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := msg.GetMessage().(type) {
+		case *jobwirev1.ConnectRequest_Started:
+			sess.Started(job.LeaseRef{JobID: m.Started.GetJobId(), Token: m.Started.GetLeaseToken()})
+		case *jobwirev1.ConnectRequest_Heartbeat:
+			sess.Heartbeat(refsFromProto(m.Heartbeat.GetLeases()))
+		case *jobwirev1.ConnectRequest_Result:
+			r := m.Result
+			ref := job.LeaseRef{JobID: r.GetJobId(), Token: r.GetLeaseToken()}
+			switch o := r.GetOutcome().(type) {
+			case *jobwirev1.Result_Success:
+				sess.Result(ref, nil)
+			case *jobwirev1.Result_Failure:
+				sess.Result(ref, failureFromProto(o.Failure))
+			default:
+				return status.Errorf(codes.InvalidArgument, "result for job %d: outcome must be success or failure", r.GetJobId())
+			}
+		case *jobwirev1.ConnectRequest_Release:
+			sess.Release(job.LeaseRef{JobID: m.Release.GetJobId(), Token: m.Release.GetLeaseToken()})
+		case *jobwirev1.ConnectRequest_Drain:
+			sess.Drain()
+		case *jobwirev1.ConnectRequest_Hello:
+			return status.Error(codes.InvalidArgument, "hello: only the first message on a stream may be hello")
+		default:
+			return status.Error(codes.InvalidArgument, "message: empty or unknown message type")
+		}
+	}
+}
