@@ -738,3 +738,38 @@ func (fakeConn) Invoke(context.Context, string, any, any, ...grpc.CallOption) er
 func (fakeConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, errors.New("fakeConn: not connected")
 }
+
+func TestStartedReplayedWhenUserCodeStartedBetweenStreams(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, Options{Concurrency: 1})
+	stuck, g := newGate(), newGate()
+	tb.worker.Handle("stuck", stuck.handle(true))
+	tb.worker.Handle("job", g.handle(false))
+	slotWaits := make(chan int64, 10)
+	tb.worker.hooks.slotWait = func(id int64) { slotWaits <- id }
+	tb.start(t)
+	bs := tb.connect(t)
+
+	// Job 2 waits for the slot of a cancelled job whose handler is still running.
+	ref1 := bs.assign(1, "stuck", "")
+	bs.started(ref1)
+	stuck.waitEntered(t)
+	bs.cancelJob(ref1, jobwirev1.CancelReason_CANCEL_REASON_REQUESTED)
+	ref2 := bs.assign(2, "job", "")
+	<-slotWaits
+
+	// The stream breaks; job 2 gets its slot while the next stream has no Welcome yet.
+	bs.kill(codes.Unavailable)
+	bs2, hello := tb.stream(t)
+	if len(hello.GetHeld()) != 1 || !proto.Equal(hello.GetHeld()[0], ref2) {
+		t.Fatalf("Hello.held = %v, want [%v]", hello.GetHeld(), ref2)
+	}
+	stuck.proceed <- nil
+	g.waitEntered(t)
+	bs2.welcome()
+	bs2.started(ref2)
+	g.proceed <- nil
+	bs2.result(ref2)
+	bs2.ack(ref2)
+	tb.shutdown(t, bs2)
+}
