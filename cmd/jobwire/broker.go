@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/client"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+// broker is a connection to the broker for one command. The commands call the generated stubs
+// through the client's connection because they print the raw responses (--json is protojson of
+// the response); the client package supplies the dialing defaults.
+type broker struct {
+	addr     string
+	timeout  time.Duration
+	c        *client.Client
+	producer jobwirev1.ProducerServiceClient
+	admin    jobwirev1.AdminServiceClient
+}
+
+// connect validates the common flags and prepares a connection. grpc connects lazily, so an
+// absent broker shows up as UNAVAILABLE on the first call, which then fails at once: calls do
+// not wait for the broker to appear (grpc.WaitForReady(false), the default).
+func connect(ctx context.Context, cf *commonFlags) (*broker, error) {
+	if err := cf.validate(); err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(ctx, cf.addr, client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.WaitForReady(false))))
+	if err != nil {
+		return nil, usageErrorf("cannot use broker address %q: %v", cf.addr, err)
+	}
+	return &broker{
+		addr:     cf.addr,
+		timeout:  cf.timeout,
+		c:        c,
+		producer: jobwirev1.NewProducerServiceClient(c.Conn()),
+		admin:    jobwirev1.NewAdminServiceClient(c.Conn()),
+	}, nil
+}
+
+func (b *broker) close() { _ = b.c.Close() }
+
+// call runs one RPC under the command's timeout and turns its error into a sentence.
+func call[Resp any](ctx context.Context, b *broker, rpc func(context.Context) (Resp, error)) (Resp, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	resp, err := rpc(ctx)
+	if err != nil {
+		return resp, b.explain(ctx, err)
+	}
+	return resp, nil
+}
+
+// explain words an RPC error for a person: a broker that cannot be reached is named by its
+// address; otherwise the broker's own message is shown.
+func (b *broker) explain(ctx context.Context, err error) error {
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return fmt.Errorf("cannot reach the broker at %s: %s", b.addr, st.Message())
+	case codes.DeadlineExceeded:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("the broker at %s did not answer within %s", b.addr, b.timeout)
+		}
+	case codes.Canceled:
+		return errors.New("interrupted")
+	}
+	return errors.New(st.Message())
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+const (
+	envAddr        = "JOBWIRE_ADDR"
+	defaultAddr    = "127.0.0.1:7070"
+	defaultTimeout = 10 * time.Second
+)
+
+// commonFlags are the flags every command that talks to the broker takes.
+type commonFlags struct {
+	addr    string
+	timeout time.Duration
+	json    bool
+}
+
+func addCommonFlags(e *env, fs *flag.FlagSet) *commonFlags {
+	cf := &commonFlags{}
+	addr := e.getenv(envAddr)
+	if addr == "" {
+		addr = defaultAddr
+	}
+	fs.StringVar(&cf.addr, "addr", addr, "broker address host:port (env "+envAddr+")")
+	fs.DurationVar(&cf.timeout, "timeout", defaultTimeout, "how long to wait for the broker's answer")
+	fs.BoolVar(&cf.json, "json", false, "print the broker's response as protobuf JSON")
+	return cf
+}
+
+func (cf *commonFlags) validate() error {
+	if cf.addr == "" {
+		return usageErrorf("--addr is empty")
+	}
+	if cf.timeout <= 0 {
+		return usageErrorf("--timeout must be positive, got %s", cf.timeout)
+	}
+	return nil
+}
+
+// parse parses flags that may come before, between or after the positional arguments, so both
+// "job get --json 42" and "job get 42 --json" work, and returns the positionals. After "--"
+// everything is positional.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &helpRequest{fs: fs}
+			}
+			return nil, usageErrorf("%s", flagErrorSentence(err))
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// flagErrorSentence rewrites the flag package's terse errors as a sentence that says where to
+// look for the accepted flags.
+func flagErrorSentence(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		if _, err := strconv.ParseFloat(name, 64); err == nil {
+			return fmt.Sprintf("%s is not accepted here: negative numbers are not allowed", name)
+		}
+		return fmt.Sprintf("unknown flag %s; add -h to see the flags", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return fmt.Sprintf("flag %s needs a value", name)
+	}
+	return msg
+}
+
+// positionals checks the number of positional arguments; names label them in the message.
+func positionals(pos []string, names ...string) error {
+	switch {
+	case len(pos) < len(names):
+		return usageErrorf("missing %s", strings.Join(names[len(pos):], " and "))
+	case len(pos) > len(names):
+		return usageErrorf("unexpected argument %q", pos[len(names)])
+	}
+	return nil
+}
+
+// parseID reads a job id.
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageErrorf("job id %q is not a positive integer", s)
+	}
+	return id, nil
+}
+
+// parseDuration reads Go durations (90s, 1h30m) and whole days (7d), since retention and
+// look-back windows are usually spoken of in days.
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100000 {
+			return 0, fmt.Errorf("invalid duration %q (use e.g. 90s, 15m, 2h or 7d)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (use e.g. 90s, 15m, 2h or 7d)", s)
+	}
+	return d, nil
+}
+
+// durationValue is a flag.Value for parseDuration.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+// parseTime reads an RFC 3339 time such as 2030-01-02T15:04:05Z.
+func parseTime(flagName, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, usageErrorf("--%s %q is not an RFC 3339 time such as 2030-01-02T15:04:05Z", flagName, s)
+	}
+	return t, nil
+}
+
+// parseJSONPayload checks a payload locally, so a typo fails here with exit 2 instead of
+// becoming a job that can only fail.
+func parseJSONPayload(flagName, s string) ([]byte, error) {
+	if !json.Valid([]byte(s)) {
+		var v any
+		err := json.Unmarshal([]byte(s), &v)
+		return nil, usageErrorf("--%s is not valid JSON: %v", flagName, err)
+	}
+	return []byte(s), nil
+}
+
+// enumValue finds an enum value by its short name ("dead", "max-attempts-exhausted") or its
+// full protobuf name ("JOB_STATE_DEAD").
+func enumValue(values map[string]int32, prefix, s string) (int32, bool) {
+	name := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	if !strings.HasPrefix(name, prefix) {
+		name = prefix + name
+	}
+	v, ok := values[name]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// enumChoices lists an enum's short names for messages.
+func enumChoices(names map[int32]string, prefix string) string {
+	var out []string
+	for v := int32(1); ; v++ {
+		n, ok := names[v]
+		if !ok {
+			break
+		}
+		out = append(out, strings.ToLower(strings.TrimPrefix(n, prefix)))
+	}
+	return strings.Join(out, ", ")
+}
+
+func parseState(s string) (jobwirev1.JobState, error) {
+	v, ok := enumValue(jobwirev1.JobState_value, "JOB_STATE_", s)
+	if !ok {
+		return 0, usageErrorf("unknown job state %q; want one of %s", s, enumChoices(jobwirev1.JobState_name, "JOB_STATE_"))
+	}
+	return jobwirev1.JobState(v), nil
+}
+
+func parseDeadReason(s string) (jobwirev1.DeadReason, error) {
+	v, ok := enumValue(jobwirev1.DeadReason_value, "DEAD_REASON_", s)
+	if !ok {
+		return 0, usageErrorf("unknown dead reason %q; want one of %s", s, enumChoices(jobwirev1.DeadReason_name, "DEAD_REASON_"))
+	}
+	return jobwirev1.DeadReason(v), nil
+}
+
+func parseBreakerState(s string) (jobwirev1.BreakerState, error) {
+	v, ok := enumValue(jobwirev1.BreakerState_value, "BREAKER_STATE_", s)
+	if !ok {
+		return 0, usageErrorf("unknown breaker state %q; want closed, open or half-open", s)
+	}
+	return jobwirev1.BreakerState(v), nil
+}
+
+// flagGiven reports whether the named flag was given on the command line, to tell "--priority 0"
+// from no --priority at all.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}

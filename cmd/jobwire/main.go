@@ -1,0 +1,286 @@
+// Command jobwire runs the Jobwire broker (jobwire serve) and talks to a running one: enqueue
+// jobs, inspect them, work the dead-letter queue, pause queues, read stats and steer circuit
+// breakers. Run "jobwire help" for the list of commands.
+//
+// Exit status: 0 on success, 1 when the broker refused or failed the request (or could not be
+// reached), 2 when the command line itself was wrong, in which case nothing was sent.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; without it the module
+// version from the build info is shown.
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now}
+	return e.run(ctx, args)
+}
+
+// env is what a command may touch of the outside world; tests supply their own.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+}
+
+// usageError is a mistake on the command line: a bad flag, a missing argument, input that fails
+// local validation. It is reported as one sentence and exits with status 2, and nothing has been
+// sent to the broker. Any command, including serve, returns one through usageErrorf.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usageErrorf builds a *usageError; the text should be one sentence naming what was wrong.
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// helpRequest is what parse returns when -h or --help is given: run prints the command's usage
+// with these flags and exits 0.
+type helpRequest struct{ fs *flag.FlagSet }
+
+func (h *helpRequest) Error() string { return "help requested" }
+func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
+
+// command is one entry of the command table. Grouped commands have two-word names ("dlq list").
+type command struct {
+	name    string
+	args    string // synopsis after the name, e.g. "ID [flags]"
+	summary string
+	run     func(ctx context.Context, e *env, c *command, args []string) error
+}
+
+// commands is the command table, in the order "jobwire help" lists it.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		{name: "serve", args: "[flags]", summary: "Run the broker.", run: func(ctx context.Context, _ *env, _ *command, args []string) error {
+			return runServe(ctx, args)
+		}},
+		{name: "enqueue", args: "--type T [--payload JSON] [flags]", summary: "Enqueue one job and print its id.", run: runEnqueue},
+		{name: "job get", args: "ID [flags]", summary: "Show a job with its attempt history.", run: runJobGet},
+		{name: "job cancel", args: "ID [flags]", summary: "Cancel a job that has not finished.", run: runJobCancel},
+		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [flags]", summary: "List jobs.", run: runJobsList},
+		{name: "dlq list", args: "[filters] [flags]", summary: "List dead jobs, newest first.", run: runDLQList},
+		{name: "dlq show", args: "ID [flags]", summary: "Show a dead job's payload and every attempt's error.", run: runDLQShow},
+		{name: "dlq requeue", args: "(ID... | --all-matching [filters]) [flags]", summary: "Send dead jobs back to run with their attempts reset.", run: runDLQRequeue},
+		{name: "dlq purge", args: "(ID... | --all-matching [filters]) [flags]", summary: "Delete dead jobs for good.", run: runDLQPurge},
+		{name: "dlq top", args: "[filters] [flags]", summary: "Group dead jobs by error type, largest group first.", run: runDLQTop},
+		{name: "queues list", args: "[flags]", summary: "List queues with their depth, lag and limits.", run: runQueuesList},
+		{name: "queues pause", args: "QUEUE [flags]", summary: "Stop dispatching a queue's jobs; running jobs finish.", run: runQueuesPause},
+		{name: "queues resume", args: "QUEUE [flags]", summary: "Resume dispatching a paused queue.", run: runQueuesResume},
+		{name: "queues set-limit", args: "QUEUE N [flags]", summary: "Cap a queue's running jobs across all workers (0 removes the cap).", run: runQueuesSetLimit},
+		{name: "stats", args: "[flags]", summary: "Show job counts, recent throughput and queue shapes.", run: runStats},
+		{name: "breakers list", args: "[flags]", summary: "List the circuit breakers of job types.", run: runBreakersList},
+		{name: "breakers reset", args: "TYPE [flags]", summary: "Close a job type's breaker and forget its failures.", run: runBreakersReset},
+		{name: "breakers force", args: "TYPE (closed|open|half-open) [flags]", summary: "Put a job type's breaker in a state.", run: runBreakersForce},
+		{name: "purge-succeeded", args: "--older-than D [flags]", summary: "Delete succeeded jobs that finished longer ago than D.", run: runPurgeSucceeded},
+		{name: "version", args: "", summary: "Print the version.", run: runVersion},
+		{name: "help", args: "[COMMAND]", summary: "Show this help, or one command's.", run: runHelp},
+	}
+}
+
+// lookup finds the command named by the start of args and returns the remaining arguments.
+func lookup(args []string) (*command, []string, error) {
+	if len(args) >= 2 {
+		if c := find(args[0] + " " + args[1]); c != nil {
+			return c, args[2:], nil
+		}
+	}
+	if c := find(args[0]); c != nil {
+		return c, args[1:], nil
+	}
+	if subs := subcommands(args[0]); len(subs) > 0 {
+		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
+			return nil, nil, usageErrorf("%q needs a subcommand: %s", args[0], strings.Join(subs, ", "))
+		}
+		return nil, nil, usageErrorf("unknown command %q; %q has %s", args[0]+" "+args[1], args[0], strings.Join(subs, ", "))
+	}
+	return nil, nil, usageErrorf("unknown command %q; run 'jobwire help' for the list", args[0])
+}
+
+func find(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// subcommands lists the second words of the commands in a group such as "dlq".
+func subcommands(group string) []string {
+	var subs []string
+	for _, c := range commands {
+		if g, sub, ok := strings.Cut(c.name, " "); ok && g == group {
+			subs = append(subs, sub)
+		}
+	}
+	return subs
+}
+
+func (e *env) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		printUsage(e.stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		printUsage(e.stdout)
+		return 0
+	case "-v", "-version", "--version":
+		args = []string{"version"}
+	}
+	c, rest, err := lookup(args)
+	if err == nil {
+		err = c.run(ctx, e, c, rest)
+	}
+	var (
+		ue *usageError
+		hr *helpRequest
+	)
+	switch {
+	case errors.As(err, &hr):
+		printCommandUsage(e.stdout, c, hr.fs)
+		return 0
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		if c != nil {
+			fmt.Fprintf(e.stderr, "jobwire %s: %s\n", c.name, ue.msg)
+		} else {
+			fmt.Fprintf(e.stderr, "jobwire: %s\n", ue.msg)
+		}
+		return 2
+	default:
+		name := "jobwire"
+		if c != nil {
+			name += " " + c.name
+		}
+		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `jobwire runs a Jobwire broker and operates a running one.
+
+Usage:
+  jobwire COMMAND [arguments] [flags]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-18s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Commands that talk to a broker take --addr (default $JOBWIRE_ADDR, else 127.0.0.1:7070),
+--timeout (default 10s) and --json (print the response as protobuf JSON instead of a table).
+Flags may come before or after arguments. Durations take Go syntax (90s, 15m, 2h) or days (7d).
+
+Exit status: 0 success; 1 the broker refused or failed the request, or could not be reached;
+2 the command line was wrong and nothing was sent.
+
+Run 'jobwire help COMMAND' or 'jobwire COMMAND -h' for a command's flags.
+`)
+}
+
+func runHelp(ctx context.Context, e *env, _ *command, args []string) error {
+	if len(args) == 0 {
+		printUsage(e.stdout)
+		return nil
+	}
+	c, _, err := lookup(args)
+	if err != nil {
+		return err
+	}
+	if c.name == "help" || c.name == "version" {
+		printCommandUsage(e.stdout, c, nil)
+		return nil
+	}
+	err = c.run(ctx, e, c, []string{"-h"})
+	var hr *helpRequest
+	if errors.As(err, &hr) {
+		printCommandUsage(e.stdout, c, hr.fs)
+		return nil
+	}
+	return err
+}
+
+func runVersion(_ context.Context, e *env, c *command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("takes no arguments")
+	}
+	fmt.Fprintf(e.stdout, "jobwire %s\n", versionString())
+	return nil
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+// flagsFor makes the FlagSet of a command. The flag package prints nothing: parse turns its
+// errors into one usage sentence, and -h into a helpRequest.
+func flagsFor(c *command) *flag.FlagSet {
+	fs := flag.NewFlagSet("jobwire "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// printCommandUsage writes a command's synopsis and, when fs is given, its flags in the
+// --name form the rest of the help uses.
+func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", strings.TrimSpace("jobwire "+c.name+" "+c.args), c.summary)
+	if fs == nil {
+		return
+	}
+	var flags []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
+	if len(flags) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	for _, f := range flags {
+		kind, usage := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(durationValue); ok {
+			kind = "duration"
+		}
+		head := "  --" + f.Name
+		if kind != "" {
+			head += " " + kind
+		}
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			usage += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n      %s\n", head, usage)
+	}
+}

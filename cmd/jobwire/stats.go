@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+func runStats(ctx context.Context, e *env, c *command, args []string) error {
+	fs := flagsFor(c)
+	cf := addCommonFlags(e, fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := positionals(pos); err != nil {
+		return err
+	}
+	b, err := connect(ctx, cf)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.GetStatsResponse, error) {
+		return b.admin.GetStats(ctx, &jobwirev1.GetStatsRequest{})
+	})
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(e.stdout, resp)
+	}
+	w := e.stdout
+	fmt.Fprintln(w, "Jobs by state:")
+	if len(resp.GetCounts()) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		tw := newTable(w)
+		row(tw, "  QUEUE", "TYPE", "STATE", "COUNT")
+		for _, sc := range resp.GetCounts() {
+			row(tw, "  "+sc.GetQueue(), sc.GetType(), enumName(sc.GetState()), sc.GetCount())
+		}
+		_ = tw.Flush()
+	}
+	if len(resp.GetRecent()) > 0 {
+		fmt.Fprintln(w, "\nRecent attempts:")
+		tw := newTable(w)
+		row(tw, "  WINDOW", "SUCCEEDED", "FAILED", "DEAD")
+		for _, r := range resp.GetRecent() {
+			row(tw, "  "+fmtDuration(r.GetWindow()), r.GetSucceeded(), r.GetFailed(), r.GetDead())
+		}
+		_ = tw.Flush()
+	}
+	if len(resp.GetQueues()) > 0 {
+		fmt.Fprintln(w, "\nQueues:")
+		printQueueTable(w, resp.GetQueues())
+	}
+	if len(resp.GetStorageRetries()) > 0 {
+		fmt.Fprintln(w, "\nStorage retries:")
+		tw := newTable(w)
+		for _, k := range sortedKeys(resp.GetStorageRetries()) {
+			row(tw, "  "+k, resp.GetStorageRetries()[k])
+		}
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+func runPurgeSucceeded(ctx context.Context, e *env, c *command, args []string) error {
+	fs := flagsFor(c)
+	cf := addCommonFlags(e, fs)
+	var olderThan time.Duration
+	fs.Var(durationValue{&olderThan}, "older-than", "delete succeeded jobs that finished longer ago than this, e.g. 7d (required)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := positionals(pos); err != nil {
+		return err
+	}
+	if olderThan <= 0 {
+		return usageErrorf("--older-than is required and must be positive, e.g. --older-than 7d")
+	}
+	b, err := connect(ctx, cf)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.PurgeFinishedJobsResponse, error) {
+		return b.admin.PurgeFinishedJobs(ctx, &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(olderThan)})
+	})
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(e.stdout, resp)
+	}
+	fmt.Fprintf(e.stdout, "purged %d succeeded jobs that finished more than %s ago\n", resp.GetPurged(), olderThan)
+	return nil
+}
