@@ -250,7 +250,7 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 	now := b.now()
 	for _, p := range params {
 		p.Now = now
-		if p.RunAt.IsZero() || p.RunAt.Before(now) {
+		if p.RunAt.IsZero() {
 			p.RunAt = now
 		}
 		if p.AttemptTimeout == 0 {

@@ -1,0 +1,141 @@
+// Package brokertest starts a real broker for tests: a SQLite file in a temporary folder, the
+// gRPC server on a loopback port, a fake clock and a seeded random source.
+package brokertest
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/server"
+	"github.com/jobwire/jobwire/store/sqlite"
+)
+
+// Start is the fake clock's starting time in every test.
+var Start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// Seed seeds the retry jitter; tests that check waits draw from a source with the same seed.
+const Seed = 42
+
+// NewRand returns the random source a broker started by this package uses.
+func NewRand() *rand.Rand { return rand.New(rand.NewPCG(Seed, Seed)) }
+
+// Options adjust the broker a test gets.
+type Options struct {
+	Config   broker.Config
+	Breakers *broker.BreakerOptions
+	Limits   server.Limits
+	// Retry wraps storage operations (nil: each runs once).
+	Retry sqlite.Retrier
+}
+
+// Bundle is a running broker and clients for it.
+type Bundle struct {
+	t      testing.TB
+	opts   Options
+	Clock  *clock.Fake
+	DBPath string
+	Addr   string
+
+	Store    *sqlite.Store
+	Broker   *broker.Broker
+	grpc     *grpc.Server
+	Conn     *grpc.ClientConn
+	Producer jobwirev1.ProducerServiceClient
+	Admin    jobwirev1.AdminServiceClient
+	Workers  jobwirev1.WorkerServiceClient
+}
+
+// DefaultConfig is broker.DefaultConfig: tests move the fake clock instead of shortening times.
+func DefaultConfig() broker.Config { return broker.DefaultConfig() }
+
+// New starts a broker with opts (a zero Config means DefaultConfig) and stops it at cleanup.
+func New(t testing.TB, opts Options) *Bundle {
+	t.Helper()
+	if opts.Config.LeaseDuration == 0 {
+		opts.Config = DefaultConfig()
+	}
+	b := &Bundle{t: t, opts: opts, Clock: clock.NewFake(Start), DBPath: filepath.Join(t.TempDir(), "jobwire.db"), Addr: "127.0.0.1:0"}
+	b.start()
+	t.Cleanup(b.Stop)
+	return b
+}
+
+func (b *Bundle) start() {
+	t := b.t
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, b.DBPath, sqlite.Options{Retry: b.opts.Retry})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	br, err := broker.New(broker.Options{Store: st, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
+		Logger: log, Breakers: b.opts.Breakers})
+	if err != nil {
+		t.Fatalf("new broker: %v", err)
+	}
+	if err := br.Start(ctx); err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	lis, err := net.Listen("tcp", b.Addr)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	b.Addr = lis.Addr().String()
+	gs, _ := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock})
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	b.Store, b.Broker, b.grpc, b.Conn = st, br, gs, conn
+	b.Producer = jobwirev1.NewProducerServiceClient(conn)
+	b.Admin = jobwirev1.NewAdminServiceClient(conn)
+	b.Workers = jobwirev1.NewWorkerServiceClient(conn)
+}
+
+// Stop shuts the broker down (giving workers no grace) and closes the store.
+func (b *Bundle) Stop() {
+	if b.Broker == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = b.Broker.Shutdown(ctx)
+	b.grpc.Stop()
+	_ = b.Conn.Close()
+	_ = b.Store.Close()
+	b.Broker = nil
+}
+
+// Restart stops the broker and starts a new one on the same database, address and clock.
+func (b *Bundle) Restart() {
+	b.t.Helper()
+	b.Stop()
+	b.start()
+}
+
+// Advance moves the fake clock and runs a sweep, so expired leases and timeouts are handled
+// before it returns.
+func (b *Bundle) Advance(d time.Duration) {
+	b.Clock.Advance(d)
+	b.Broker.Sweep()
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,145 @@
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+// WaitTimeout bounds how long a test waits for the broker to answer. It is a safety net
+// against hangs, not a timing assertion.
+const WaitTimeout = 10 * time.Second
+
+// RawWorker speaks the worker protocol message by message, so tests can check each rule.
+type RawWorker struct {
+	t       testing.TB
+	stream  jobwirev1.WorkerService_ConnectClient
+	cancel  context.CancelFunc
+	recv    chan *jobwirev1.ConnectResponse
+	done    chan error
+	Welcome *jobwirev1.Welcome
+}
+
+// Connect opens a stream, sends hello and waits for the welcome.
+func (b *Bundle) Connect(hello *jobwirev1.Hello) *RawWorker {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := b.Workers.Connect(ctx)
+	if err != nil {
+		cancel()
+		b.t.Fatalf("connect: %v", err)
+	}
+	w := &RawWorker{t: b.t, stream: stream, cancel: cancel, recv: make(chan *jobwirev1.ConnectResponse, 1024), done: make(chan error, 1)}
+	b.t.Cleanup(w.Kill)
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: hello}})
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				w.done <- err
+				close(w.recv)
+				return
+			}
+			w.recv <- m
+		}
+	}()
+	w.Welcome = w.Next().GetWelcome()
+	if w.Welcome == nil {
+		b.t.Fatalf("first message from the broker is not welcome")
+	}
+	return w
+}
+
+// Hello is a hello for worker id serving types with capacity.
+func Hello(id string, capacity int32, types ...string) *jobwirev1.Hello {
+	return &jobwirev1.Hello{WorkerId: id, JobTypes: types, Capacity: capacity}
+}
+
+// Send sends one message.
+func (w *RawWorker) Send(m *jobwirev1.ConnectRequest) {
+	w.t.Helper()
+	if err := w.stream.Send(m); err != nil {
+		w.t.Fatalf("send: %v", err)
+	}
+}
+
+// Next waits for the broker's next message.
+func (w *RawWorker) Next() *jobwirev1.ConnectResponse {
+	w.t.Helper()
+	select {
+	case m, ok := <-w.recv:
+		if !ok {
+			w.t.Fatalf("stream ended: %v", <-w.done)
+		}
+		return m
+	case <-time.After(WaitTimeout):
+		w.t.Fatalf("no message from the broker within %s", WaitTimeout)
+	}
+	return nil
+}
+
+// NoMessage checks that nothing arrives while the broker settles: it sends a heartbeat for
+// nothing and expects its (empty) acknowledgement first, which proves the broker processed
+// everything queued before it.
+func (w *RawWorker) NoMessage() {
+	w.t.Helper()
+	select {
+	case m := <-w.recv:
+		w.t.Fatalf("unexpected message: %v", m)
+	default:
+	}
+}
+
+// Assignment waits for the next assignment.
+func (w *RawWorker) Assignment() *jobwirev1.Assignment {
+	w.t.Helper()
+	m := w.Next()
+	a := m.GetAssignment()
+	if a == nil {
+		w.t.Fatalf("expected an assignment, got %v", m)
+	}
+	return a
+}
+
+// Started reports that user code started.
+func (w *RawWorker) Started(a *jobwirev1.Assignment) {
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
+		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken()}}})
+}
+
+// Succeed reports success and returns the broker's answer.
+func (w *RawWorker) Succeed(a *jobwirev1.Assignment) *jobwirev1.ConnectResponse {
+	w.t.Helper()
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}})
+	return w.Next()
+}
+
+// Fail reports a failure and returns the broker's answer.
+func (w *RawWorker) Fail(a *jobwirev1.Assignment, f *jobwirev1.Failure) *jobwirev1.ConnectResponse {
+	w.t.Helper()
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Failure{Failure: f}}}})
+	return w.Next()
+}
+
+// Transient is a transient failure, with an optional retry-after.
+func Transient(errorType string, retryAfter time.Duration) *jobwirev1.Failure {
+	f := &jobwirev1.Failure{Kind: jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT, ErrorType: errorType, Message: "dependency unavailable"}
+	if retryAfter > 0 {
+		f.RetryAfter = durationpb.New(retryAfter)
+	}
+	return f
+}
+
+// Fatal is a fatal failure.
+func Fatal(errorType string) *jobwirev1.Failure {
+	return &jobwirev1.Failure{Kind: jobwirev1.FailureKind_FAILURE_KIND_FATAL, ErrorType: errorType, Message: "bad payload", Details: "stack..."}
+}
+
+// Kill ends the stream abruptly, as a killed worker process would.
+func (w *RawWorker) Kill() { w.cancel() }
