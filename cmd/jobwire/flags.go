@@ -72,19 +72,24 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // flagErrorSentence rewrites the flag package's terse errors as a sentence that says where to
-// look for the accepted flags.
+// look for the accepted flags, naming flags in the --name form the help uses.
 func flagErrorSentence(err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 		if _, err := strconv.ParseFloat(name, 64); err == nil {
 			return fmt.Sprintf("%s is not accepted here: negative numbers are not allowed", name)
 		}
-		return fmt.Sprintf("unknown flag %s; add -h to see the flags", name)
+		return fmt.Sprintf("unknown flag %s; add -h to see the flags", dashes(name))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
-		return fmt.Sprintf("flag %s needs a value", name)
+		return fmt.Sprintf("flag %s needs a value", dashes(name))
 	}
-	return msg
+	return strings.Replace(msg, "for flag -", "for flag --", 1)
+}
+
+// dashes spells a flag name with two dashes, however it was typed.
+func dashes(name string) string {
+	return "--" + strings.TrimLeft(name, "-")
 }
 
 // positionals checks the number of positional arguments; names label them in the message.
