@@ -151,8 +151,12 @@ func TestJobCancel(t *testing.T) {
 func TestBrokerErrorsExitOneWithTheBrokersMessage(t *testing.T) {
 	t.Parallel()
 	fb := startBroker(t, map[string]handler{
-		"GetJob":    func(proto.Message) (proto.Message, error) { return nil, status.Error(codes.NotFound, "job 5 not found") },
-		"CancelJob": func(proto.Message) (proto.Message, error) { return nil, status.Error(codes.FailedPrecondition, "job 5 already finished") },
+		"GetJob": func(proto.Message) (proto.Message, error) {
+			return nil, status.Error(codes.NotFound, "job 5 not found")
+		},
+		"CancelJob": func(proto.Message) (proto.Message, error) {
+			return nil, status.Error(codes.FailedPrecondition, "job 5 already finished")
+		},
 	})
 	tests := []struct {
 		args []string
