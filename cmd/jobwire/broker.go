@@ -71,6 +71,8 @@ func (b *broker) explain(ctx context.Context, err error) error {
 		}
 	case codes.Canceled:
 		return errors.New("interrupted")
+	case codes.Unimplemented:
+		return fmt.Errorf("the broker at %s does not support this command (%s); it may be older than this jobwire", b.addr, st.Message())
 	}
 	return errors.New(st.Message())
 }

@@ -164,7 +164,7 @@ func TestBrokerErrorsExitOneWithTheBrokersMessage(t *testing.T) {
 	}{
 		{[]string{"job", "get", "5"}, "jobwire job get: job 5 not found\n"},
 		{[]string{"job", "cancel", "5"}, "jobwire job cancel: job 5 already finished\n"},
-		{[]string{"stats"}, "jobwire stats: "}, // unimplemented on this fake
+		{[]string{"stats"}, "jobwire stats: the broker at " + fb.addr + " does not support this command"}, // no handler on this fake
 	}
 	for _, tt := range tests {
 		r := runAt(t, fb.addr, tt.args...)
