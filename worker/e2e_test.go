@@ -1,0 +1,217 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/worker"
+)
+
+// These tests run the SDK against a real broker on a loopback port.
+
+func runWorker(t *testing.T, b *brokertest.Bundle, register func(w *worker.Worker)) (stop func() error) {
+	t.Helper()
+	w, err := worker.New(b.Conn, worker.Options{ID: "sdk-" + t.Name(), Concurrency: 4, ShutdownGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(w)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(brokertest.WaitTimeout):
+			return errors.New("worker did not stop")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func enqueue(t *testing.T, b *brokertest.Bundle, typ string, payload string) int64 {
+	t.Helper()
+	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: typ, Payload: []byte(payload)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetJob().GetId()
+}
+
+func waitJob(t *testing.T, b *brokertest.Bundle, id int64, want jobwirev1.JobState) *jobwirev1.Job {
+	t.Helper()
+	return waitJobWhere(t, b, id, want, func(*jobwirev1.Job) bool { return true })
+}
+
+// waitJobWhere polls the job until it is in state want and ok accepts it.
+func waitJobWhere(t *testing.T, b *brokertest.Bundle, id int64, want jobwirev1.JobState, ok func(*jobwirev1.Job) bool) *jobwirev1.Job {
+	t.Helper()
+	deadline := time.Now().Add(brokertest.WaitTimeout)
+	for {
+		res, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetJob().GetState() == want && ok(res.GetJob()) {
+			return res.GetJob()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d is %s, want %s", id, res.GetJob().GetState(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type emailArgs struct {
+	To string `json:"to"`
+}
+
+func TestSDKTriageAgainstBroker(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	var flaky atomic.Int32
+	got := make(chan string, 1)
+	runWorker(t, b, func(w *worker.Worker) {
+		worker.HandleJSON(w, "email", func(_ context.Context, _ *worker.Job, a emailArgs) error {
+			got <- a.To
+			return nil
+		})
+		w.Handle("bug", func(context.Context, *worker.Job) error {
+			var m map[string]int
+			m["boom"]++ // a nil map write panics: a code bug
+			return nil
+		})
+		w.Handle("unsupported", func(context.Context, *worker.Job) error {
+			return fmt.Errorf("format v2: %w", errors.ErrUnsupported)
+		})
+		w.Handle("declined", func(context.Context, *worker.Job) error {
+			return worker.Fatal(errors.New("card declined"))
+		})
+		w.Handle("flaky", func(context.Context, *worker.Job) error {
+			if flaky.Add(1) <= 2 {
+				return worker.RetryAfter(errors.New("rate limited"), time.Second)
+			}
+			return nil
+		})
+	})
+
+	id := enqueue(t, b, "email", `{"to":"zoë@example.com"}`)
+	if to := <-got; to != "zoë@example.com" {
+		t.Fatalf("payload decoded to %q", to)
+	}
+	waitJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+
+	badJSON := enqueue(t, b, "email", `{"to": 42}`)
+	for _, tc := range []struct {
+		id        int64
+		errorType string
+	}{
+		{badJSON, "*json.UnmarshalTypeError"},
+		{enqueue(t, b, "bug", ""), "panic"},
+		{enqueue(t, b, "unsupported", ""), "*errors.errorString"},
+		{enqueue(t, b, "declined", ""), "*errors.errorString"},
+	} {
+		j := waitJob(t, b, tc.id, jobwirev1.JobState_JOB_STATE_DEAD)
+		h := j.GetAttemptHistory()
+		if j.GetDeadReason() != jobwirev1.DeadReason_DEAD_REASON_FATAL || len(h) != 1 || h[0].GetErrorType() != tc.errorType {
+			t.Errorf("job %d: reason %s, history %v; want FATAL after one attempt with %s", tc.id, j.GetDeadReason(), h, tc.errorType)
+		}
+	}
+
+	fid := enqueue(t, b, "flaky", "")
+	for want := int32(1); want <= 2; want++ {
+		j := waitJobWhere(t, b, fid, jobwirev1.JobState_JOB_STATE_SCHEDULED, func(j *jobwirev1.Job) bool { return j.GetAttempts() == want })
+		if j.GetRunAt().AsTime().Sub(j.GetAttemptHistory()[want-1].GetFinishedAt().AsTime()) != time.Second {
+			t.Fatalf("after attempt %d: %v (retry-after 1s not honoured)", want, j)
+		}
+		b.Clock.Advance(time.Second)
+	}
+	if j := waitJob(t, b, fid, jobwirev1.JobState_JOB_STATE_SUCCEEDED); j.GetAttempts() != 3 {
+		t.Fatalf("flaky job took %d attempts, want 3", j.GetAttempts())
+	}
+}
+
+func TestSDKHandlerSeesBrokerCancel(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	runWorker(t, b, func(w *worker.Worker) {
+		w.Handle("long", func(ctx context.Context, _ *worker.Job) error {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		})
+	})
+	id := enqueue(t, b, "long", "")
+	<-started
+	waitJob(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	if _, err := b.Producer.CancelJob(context.Background(), &jobwirev1.CancelJobRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, worker.ErrJobCancelled) {
+			t.Fatalf("cause = %v, want ErrJobCancelled", err)
+		}
+	case <-time.After(brokertest.WaitTimeout):
+		t.Fatal("handler never saw the cancel")
+	}
+	if j := waitJob(t, b, id, jobwirev1.JobState_JOB_STATE_CANCELLED); j.GetAttempts() != 1 {
+		t.Fatalf("job = %v", j)
+	}
+}
+
+// On shutdown the running job finishes within the grace period and its result is stored
+// before Run returns.
+func TestSDKGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	release := make(chan struct{})
+	started := make(chan int64, 1)
+	stop := runWorker(t, b, func(w *worker.Worker) {
+		w.Handle("slow", func(_ context.Context, j *worker.Job) error {
+			started <- j.ID
+			<-release
+			return nil
+		})
+	})
+	first := enqueue(t, b, "slow", "")
+	if got := <-started; got != first {
+		t.Fatalf("started %d", got)
+	}
+	waitJob(t, b, first, jobwirev1.JobState_JOB_STATE_RUNNING)
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run returned %v", err)
+	}
+	if j := getJob(t, b, first); j.GetState() != jobwirev1.JobState_JOB_STATE_SUCCEEDED {
+		t.Fatalf("after Run returned the job is %s, want SUCCEEDED", j.GetState())
+	}
+}
+
+func getJob(t *testing.T, b *brokertest.Bundle, id int64) *jobwirev1.Job {
+	t.Helper()
+	res, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetJob()
+}
