@@ -12,7 +12,8 @@
 //   JOBWIRE_CONFORMANCE_DIR   where counters and marker files go (default: a new temp dir)
 //
 // Job types (JSON payloads):
-//   echo              succeeds once the payload decodes
+//   echo              succeeds once the payload decodes; writes the payload's bytes to
+//                     <dir>/echo-<job_id>
 //   fatal             throws TypeError (FATAL)
 //   flaky             {"key": K, "fail_times": N}: fails transiently N times per key, then
 //                     succeeds; the count lives in <dir>/flaky-<key> so it survives restarts
@@ -57,6 +58,7 @@ const worker = new Worker({
 
 worker.handle('echo', async (ctx) => {
   if (ctx.payload.length > 0) ctx.json();
+  writeMarker(`echo-${ctx.id}`, ctx.payload);
 });
 
 worker.handle('fatal', async (ctx) => {

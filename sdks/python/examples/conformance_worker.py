@@ -10,7 +10,7 @@ Environment:
   JOBWIRE_CONFORMANCE_DIR   where counters and marker files go (default: a new temp dir)
 
 Job types (JSON payloads):
-  echo              succeeds once the payload decodes
+  echo              succeeds once the payload decodes; writes the payload's bytes to <dir>/echo-<job_id>
   fatal             raises ValueError (FATAL)
   flaky             {"key": K, "fail_times": N}: fails transiently N times per key, then succeeds;
                     the count lives in <dir>/flaky-<key> so it survives restarts
@@ -51,11 +51,11 @@ def safe_name(s):
     return re.sub(r"[^A-Za-z0-9._-]", "_", str(s))
 
 
-def write_marker(name, text=""):
+def write_marker(name, data=""):
     path = os.path.join(state_dir, safe_name(name))
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
 
 
@@ -63,6 +63,7 @@ def write_marker(name, text=""):
 def echo(ctx):
     if ctx.payload:
         ctx.json()
+    write_marker(f"echo-{ctx.id}", ctx.payload)
 
 
 @worker.handler("fatal")
