@@ -1,0 +1,385 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/job"
+)
+
+// result is one scenario's measurement.
+type result struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	Jobs        int64   `json:"jobs"`
+	Seconds     float64 `json:"seconds"`
+	JobsPerSec  float64 `json:"jobs_per_sec"`
+	// Latency is the enqueue-to-start latency in the latency scenario and the latency of one
+	// Enqueue or EnqueueBatch call in the enqueue scenarios.
+	Latency *latencyStats `json:"latency,omitempty"`
+	Errors  int64         `json:"errors"`
+}
+
+// bench holds what every scenario shares.
+type bench struct {
+	cfg benchConfig
+	dir string
+}
+
+// runBench runs the selected scenarios, each on a fresh broker, and reports them.
+func runBench(ctx context.Context, cfg benchConfig) error {
+	dir, err := os.MkdirTemp("", "jobwire-bench-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		fmt.Fprintf(os.Stderr, "keeping databases and logs in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if cfg.profDir != "" {
+		if err := os.MkdirAll(cfg.profDir, 0o755); err != nil {
+			return err
+		}
+	} else if cfg.brokerBin == "" {
+		fmt.Fprintln(os.Stderr, "building the broker...")
+		if cfg.brokerBin, err = buildBroker(ctx, dir); err != nil {
+			return err
+		}
+	}
+	b := &bench{cfg: cfg, dir: dir}
+	env := machineInfo()
+	fmt.Printf("jobwire-bench: %s, %d CPUs, %s; durability %s; %d worker processes x %d slots\n\n",
+		env.CPU, env.CPUs, env.Go, cfg.Durability, cfg.Workers, cfg.Concurrency)
+	printHeader()
+	var results []result
+	want := func(s string) bool { return slices.Contains(cfg.Scenarios, s) }
+	type step struct {
+		name string
+		run  func(context.Context) ([]result, error)
+	}
+	steps := []step{
+		{"enqueue-1", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "enqueue-1", func(ctx context.Context, env *scenarioEnv) ([]result, error) {
+				r, err := b.enqueueFor(ctx, env.client, 1, cfg.Producers)
+				return []result{r}, err
+			})
+		}},
+		{"enqueue-100", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "enqueue-100", func(ctx context.Context, env *scenarioEnv) ([]result, error) {
+				r, err := b.enqueueFor(ctx, env.client, 100, cfg.BatchProds)
+				return []result{r}, err
+			})
+		}},
+		{"drain", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "drain", b.fillAndDrain(want("enqueue-1000"), want("drain")))
+		}},
+		{"e2e-1", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "e2e-1", b.endToEnd(1, cfg.Producers))
+		}},
+		{"e2e-100", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "e2e-100", b.endToEnd(100, cfg.BatchProds))
+		}},
+		{"latency", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "latency", b.latency)
+		}},
+	}
+	for _, s := range steps {
+		if !want(s.name) && !(s.name == "drain" && want("enqueue-1000")) {
+			continue
+		}
+		rs, err := s.run(ctx)
+		for _, r := range rs {
+			printRow(r)
+		}
+		results = append(results, rs...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	fmt.Println()
+	if cfg.jsonPath != "" {
+		if err := writeJSON(cfg.jsonPath, env, cfg, results); err != nil {
+			return err
+		}
+		fmt.Printf("results written to %s\n", cfg.jsonPath)
+	}
+	return nil
+}
+
+// scenarioEnv is a running broker with a producer client.
+type scenarioEnv struct {
+	name   string
+	broker *brokerProc
+	client *client.Client
+}
+
+// onBroker runs fn against a fresh broker and stops the broker afterwards.
+func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Context, *scenarioEnv) ([]result, error)) ([]result, error) {
+	bp, err := startBroker(ctx, &b.cfg, b.dir, name)
+	if err != nil {
+		return nil, err
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, err := client.Dial(dialCtx, bp.addr, client.WithBlock())
+	cancel()
+	if err != nil {
+		return nil, errors.Join(err, bp.stop())
+	}
+	rs, err := fn(ctx, &scenarioEnv{name: name, broker: bp, client: c})
+	_ = c.Close()
+	if stopErr := bp.stop(); stopErr != nil && err == nil {
+		err = fmt.Errorf("broker: %w", stopErr)
+	}
+	return rs, err
+}
+
+// waitLimit bounds every wait for jobs: generous for the slowest broker worth measuring, so a
+// broken one fails the run instead of hanging it.
+func (b *bench) waitLimit(jobs int) time.Duration {
+	return time.Minute + time.Duration(jobs)*time.Millisecond
+}
+
+// enqueueFor enqueues batch jobs a call from producers goroutines for cfg.Duration.
+func (b *bench) enqueueFor(ctx context.Context, c *client.Client, batch, producers int) (result, error) {
+	name := fmt.Sprintf("enqueue-%d", batch)
+	desc := fmt.Sprintf("Enqueue x%d goroutines", producers)
+	if batch > 1 {
+		desc = fmt.Sprintf("EnqueueBatch(%d) x%d goroutines", batch, producers)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, b.cfg.Duration)
+	defer cancel()
+	var jobs, errs atomic.Int64
+	calls := make([][]int64, producers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range producers {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				err := enqueue(runCtx, c, batch, false)
+				switch {
+				case err == nil:
+					jobs.Add(int64(batch))
+					calls[i] = append(calls[i], int64(time.Since(t0)))
+				case runCtx.Err() == nil:
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return result{}, err
+	}
+	return result{Name: name, Description: desc, Jobs: jobs.Load(), Seconds: el.Seconds(),
+		JobsPerSec: float64(jobs.Load()) / el.Seconds(), Latency: summarize(slices.Concat(calls...)), Errors: errs.Load()}, nil
+}
+
+// enqueue enqueues n no-op jobs in one call (Enqueue for 1, EnqueueBatch otherwise).
+func enqueue(ctx context.Context, c *client.Client, n int, measure bool) error {
+	if n == 1 {
+		_, err := c.Enqueue(ctx, jobType, makePayload(time.Now(), measure))
+		return err
+	}
+	specs := make([]client.JobSpec, n)
+	now := time.Now()
+	for i := range specs {
+		specs[i] = client.JobSpec{Type: jobType, Payload: makePayload(now, measure)}
+	}
+	_, err := c.EnqueueBatch(ctx, specs)
+	return err
+}
+
+// enqueueN enqueues total jobs, batch a call, from producers goroutines, retrying failed calls
+// so that exactly total jobs are stored. It reports failed calls.
+func enqueueN(ctx context.Context, c *client.Client, total, batch, producers int) (int64, error) {
+	var next atomic.Int64
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for {
+				from := next.Add(int64(batch)) - int64(batch)
+				if from >= int64(total) || ctx.Err() != nil {
+					return
+				}
+				n := min(batch, total-int(from))
+				for enqueue(ctx, c, n, false) != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					errs.Add(1)
+					time.Sleep(10 * time.Millisecond) // a failing broker: do not spin
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs.Load(), ctx.Err()
+}
+
+// fillAndDrain enqueues cfg.Jobs jobs in batches of 1000 with no worker connected, then starts
+// the workers and times how long they take to run every job.
+func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scenarioEnv) ([]result, error) {
+	return func(ctx context.Context, env *scenarioEnv) ([]result, error) {
+		var out []result
+		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.Jobs))
+		defer cancel()
+		start := time.Now()
+		errs, err := enqueueN(waitCtx, env.client, b.cfg.Jobs, 1000, b.cfg.BatchProds)
+		if err != nil {
+			return nil, err
+		}
+		el := time.Since(start)
+		if reportFill {
+			out = append(out, result{Name: "enqueue-1000", Description: fmt.Sprintf("EnqueueBatch(1000) x%d goroutines", b.cfg.BatchProds),
+				Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(), JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs})
+		}
+		if !drain {
+			return out, nil
+		}
+		external := b.cfg.WorkerCmd != ""
+		desc := fmt.Sprintf("%d queued, then %d Go workers x%d", b.cfg.Jobs, b.cfg.Workers, b.cfg.Concurrency)
+		if external {
+			desc = fmt.Sprintf("%d queued, then %d x --worker-cmd", b.cfg.Jobs, b.cfg.Workers)
+		}
+		start = time.Now()
+		f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name, external: external}, env.client)
+		if err != nil {
+			return out, err
+		}
+		end, err := f.waitAcked(waitCtx, int64(b.cfg.Jobs))
+		if err != nil {
+			f.kill()
+			return out, err
+		}
+		if _, err := f.stop(); err != nil {
+			return out, err
+		}
+		el = end.Sub(start)
+		out = append(out, result{Name: "drain", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
+			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds()})
+		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Jobs))
+	}
+}
+
+// checkSucceeded spot-checks that jobs 1..n (ids count from 1 in a fresh database) ended
+// SUCCEEDED, so a benchmark of a broker that loses or fails jobs cannot look good.
+func checkSucceeded(ctx context.Context, c *client.Client, n int64) error {
+	for _, id := range []int64{1, n / 3, n / 2, n - 1, n} {
+		if id < 1 {
+			continue
+		}
+		j, err := c.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("check job %d: %w", id, err)
+		}
+		if j.State != job.StateSucceeded {
+			return fmt.Errorf("job %d is %s, want SUCCEEDED", id, j.State)
+		}
+	}
+	return nil
+}
+
+// endToEnd starts the workers, waits until they are connected, then enqueues cfg.Jobs jobs
+// (batch a call) and times until every job succeeded.
+func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEnv) ([]result, error) {
+	return func(ctx context.Context, env *scenarioEnv) ([]result, error) {
+		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.Jobs))
+		defer cancel()
+		f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name}, env.client)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.waitReady(waitCtx); err != nil {
+			f.kill()
+			return nil, err
+		}
+		start := time.Now()
+		errs, err := enqueueN(waitCtx, env.client, b.cfg.Jobs, batch, producers)
+		if err != nil {
+			f.kill()
+			return nil, err
+		}
+		end, err := f.waitAcked(waitCtx, int64(b.cfg.Jobs))
+		if err != nil {
+			f.kill()
+			return nil, err
+		}
+		if _, err := f.stop(); err != nil {
+			return nil, err
+		}
+		el := end.Sub(start)
+		how := fmt.Sprintf("Enqueue x%d", producers)
+		if batch > 1 {
+			how = fmt.Sprintf("EnqueueBatch(%d) x%d", batch, producers)
+		}
+		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
+			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs,
+			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
+		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.Jobs))
+	}
+}
+
+// latency runs an open-loop producer at cfg.Rate jobs/s: job i is enqueued at start + i/rate
+// whether or not earlier calls have returned, so a slow broker cannot slow the producer down
+// and hide its own latency. Workers record start time minus the time taken just before the
+// Enqueue call.
+func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error) {
+	total := int(b.cfg.LatencyFor.Seconds() * float64(b.cfg.Rate))
+	waitCtx, cancel := context.WithTimeout(ctx, b.cfg.LatencyFor+b.waitLimit(total))
+	defer cancel()
+	f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name, latency: true}, env.client)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.waitReady(waitCtx); err != nil {
+		f.kill()
+		return nil, err
+	}
+	interval := time.Second / time.Duration(b.cfg.Rate)
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range total {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-waitCtx.Done():
+				f.kill()
+				return nil, context.Cause(waitCtx)
+			}
+		}
+		measure := due.Sub(start) >= b.cfg.Warmup
+		wg.Go(func() {
+			if err := enqueue(waitCtx, env.client, 1, measure); err != nil {
+				errs.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	produced := time.Since(start)
+	want := int64(total) - errs.Load()
+	if _, err := f.waitAcked(waitCtx, want); err != nil {
+		f.kill()
+		return nil, err
+	}
+	samples, err := f.stop()
+	if err != nil {
+		return nil, err
+	}
+	r := result{Name: "latency", Jobs: int64(total), Seconds: produced.Seconds(), JobsPerSec: float64(total) / produced.Seconds(),
+		Latency: summarize(samples), Errors: errs.Load(),
+		Description: fmt.Sprintf("open loop %d/s, enqueue-to-start, %d workers x%d", b.cfg.Rate, b.cfg.Workers, b.cfg.Concurrency)}
+	return []result{r}, nil
+}

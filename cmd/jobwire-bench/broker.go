@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jobwire/jobwire/internal/app"
+	"github.com/jobwire/jobwire/internal/config"
+)
+
+// brokerCommand is the hidden subcommand that runs the broker inside this binary, so that its
+// CPU can be profiled without a profiling hook in the jobwire command.
+const brokerCommand = "broker"
+
+// brokerProc is one running broker process.
+type brokerProc struct {
+	cmd  *exec.Cmd
+	addr string
+	log  string
+	done chan error
+}
+
+// startBroker starts a broker on a free loopback port with a fresh database in dir and waits
+// until it listens. It reads the address from the broker's "listening" log line, so no port is
+// guessed and none can be taken in between.
+func startBroker(ctx context.Context, cfg *benchConfig, dir, scenario string) (*brokerProc, error) {
+	db := filepath.Join(dir, scenario+".db")
+	logPath := filepath.Join(dir, scenario+".broker.log")
+	var cmd *exec.Cmd
+	if cfg.profDir != "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.Command(self, brokerCommand, "--listen", "127.0.0.1:0", "--db", db,
+			"--durability", cfg.Durability, "--cpuprofile", filepath.Join(cfg.profDir, "broker-"+scenario+".pprof"))
+	} else {
+		cmd = exec.Command(cfg.brokerBin, "serve", "--listen", "127.0.0.1:0", "--db", db,
+			"--durability", cfg.Durability, "--log-level", "info")
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start broker: %w", err)
+	}
+	b := &brokerProc{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	addrc := make(chan string, 1)
+	go func() {
+		// Copy the log to its file, picking the address out of the line that announces it.
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if strings.Contains(line, "jobwire broker listening") {
+				if a := logField(line, "addr"); a != "" {
+					select {
+					case addrc <- a:
+					default:
+					}
+				}
+			}
+		}
+		_, _ = io.Copy(logFile, stderr)
+		_ = logFile.Close()
+		b.done <- cmd.Wait()
+	}()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	select {
+	case b.addr = <-addrc:
+		return b, nil
+	case err := <-b.done:
+		b.done <- err
+		return nil, fmt.Errorf("broker exited before listening (%v); see %s", err, logPath)
+	case <-timeout.C:
+		b.stop()
+		return nil, fmt.Errorf("broker did not start listening within 30s; see %s", logPath)
+	case <-ctx.Done():
+		b.stop()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// logField returns the value of key=value in a slog text line.
+func logField(line, key string) string {
+	_, rest, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, " ")
+	return strings.Trim(v, `"`)
+}
+
+// stop asks the broker to shut down gracefully and kills it if it has not within a minute
+// (its own shutdown grace is 30s).
+func (b *brokerProc) stop() error {
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-b.done:
+		return err
+	case <-time.After(time.Minute):
+		_ = b.cmd.Process.Kill()
+		return fmt.Errorf("broker did not stop within a minute; killed (see %s)", b.log)
+	}
+}
+
+// runBroker is the hidden broker subcommand: the same wiring as `jobwire serve` with default
+// settings, plus an optional CPU profile of the whole run.
+func runBroker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet(brokerCommand, flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	db := fs.String("db", "", "SQLite database file")
+	durability := fs.String("durability", "normal", "normal or full")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if *db == "" {
+		return errors.New("broker: --db is required")
+	}
+	cfg := config.Defaults()
+	cfg.Listen, cfg.DB, cfg.FullSync = *listen, *db, *durability == "full"
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return app.Run(ctx, cfg, log, nil)
+}
+
+// buildBroker builds the jobwire command into dir.
+func buildBroker(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "jobwire")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/jobwire/jobwire/cmd/jobwire")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build the broker (run from inside the jobwire module, or pass --broker-bin): %w", err)
+	}
+	return bin, nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// benchConfig is what one benchmark run measures and how.
+type benchConfig struct {
+	Scenarios   []string      `json:"scenarios"`
+	Jobs        int           `json:"jobs"`
+	Workers     int           `json:"workers"`
+	Concurrency int           `json:"concurrency"`
+	Producers   int           `json:"producers"`
+	BatchProds  int           `json:"batch_producers"`
+	Duration    time.Duration `json:"duration_ns"`
+	Rate        int           `json:"rate"`
+	LatencyFor  time.Duration `json:"latency_duration_ns"`
+	Warmup      time.Duration `json:"latency_warmup_ns"`
+	Durability  string        `json:"durability"`
+	WorkerCmd   string        `json:"worker_cmd,omitempty"`
+
+	jsonPath  string
+	brokerBin string
+	profDir   string
+	keep      bool
+}
+
+// allScenarios lists every scenario in the order they run.
+var allScenarios = []string{"enqueue-1", "enqueue-100", "enqueue-1000", "drain", "e2e-1", "e2e-100", "latency"}
+
+const usage = `Usage: jobwire-bench [flags]
+
+Runs the end-to-end benchmark: a fresh broker process per scenario, worker processes running the
+Go worker SDK with no-op handlers (or --worker-cmd), and this process as the producer.
+
+Flags:
+`
+
+func parseFlags(args []string) (benchConfig, error) {
+	c := benchConfig{}
+	fs := flag.NewFlagSet("jobwire-bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+	fs.IntVar(&c.Jobs, "jobs", 100_000, "jobs per drain and e2e scenario")
+	fs.IntVar(&c.Workers, "workers", 2, "worker processes")
+	fs.IntVar(&c.Concurrency, "concurrency", 256, "handler slots (the capacity announced to the broker) per worker process")
+	fs.IntVar(&c.Producers, "producers", 64, "concurrent producer goroutines for one-job enqueues")
+	fs.IntVar(&c.BatchProds, "batch-producers", 4, "concurrent producer goroutines for batch enqueues")
+	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "how long each enqueue-only scenario runs")
+	fs.IntVar(&c.Rate, "rate", 1000, "jobs per second of the latency scenario's open-loop producer")
+	fs.DurationVar(&c.LatencyFor, "latency-duration", 10*time.Second, "how long the latency scenario produces")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "latency samples from this first part of the run are not counted")
+	fs.StringVar(&c.Durability, "durability", "normal", "broker durability: normal (synchronous=NORMAL) or full (synchronous=FULL)")
+	fs.StringVar(&c.WorkerCmd, "worker-cmd", "", "run the drain scenario with this shell command as each worker process instead of the Go SDK worker (see docs/performance.md)")
+	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs, 2s enqueue scenarios, 3s latency")
+	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
+	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (databases, broker logs)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		return c, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "jobwire-bench: unexpected argument %q\n", fs.Arg(0))
+		return c, errUsage
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["jobs"] {
+			c.Jobs = 10_000
+		}
+		if !set["duration"] {
+			c.Duration = 2 * time.Second
+		}
+		if !set["latency-duration"] {
+			c.LatencyFor = 3 * time.Second
+		}
+		if !set["warmup"] {
+			c.Warmup = 500 * time.Millisecond
+		}
+	}
+	for _, s := range strings.Split(*scen, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(allScenarios, s) {
+			return c, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(allScenarios, ", "))
+		}
+		c.Scenarios = append(c.Scenarios, s)
+	}
+	var errs []string
+	if c.Durability != "normal" && c.Durability != "full" {
+		errs = append(errs, fmt.Sprintf("--durability must be normal or full, got %q", c.Durability))
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"jobs", c.Jobs}, {"workers", c.Workers}, {"concurrency", c.Concurrency}, {"producers", c.Producers},
+		{"batch-producers", c.BatchProds}, {"rate", c.Rate}} {
+		if p.v < 1 {
+			errs = append(errs, fmt.Sprintf("--%s must be at least 1, got %d", p.name, p.v))
+		}
+	}
+	if c.Duration <= 0 || c.LatencyFor <= 0 {
+		errs = append(errs, "--duration and --latency-duration must be positive")
+	}
+	if c.Warmup < 0 || c.Warmup >= c.LatencyFor {
+		errs = append(errs, "--warmup must be shorter than --latency-duration")
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}

@@ -1,0 +1,60 @@
+// Command jobwire-bench measures the broker end to end over real gRPC on loopback, with the
+// broker, the workers and the producer in separate processes, as they run in production.
+//
+// It builds the jobwire binary, starts a fresh broker on a free port and a temporary database
+// for every scenario, and starts worker processes by running itself again with the hidden
+// worker subcommand (the Go worker SDK with a no-op handler). The process that parses the flags
+// is the producer. Scenarios:
+//
+//	enqueue-1       one job per Enqueue call, many producer goroutines
+//	enqueue-100     EnqueueBatch of 100
+//	enqueue-1000    EnqueueBatch of 1000 (this also fills the queue for drain)
+//	drain           workers start after --jobs jobs are enqueued; time until all succeeded
+//	e2e-1, e2e-100  producer and workers together: --jobs jobs enqueued (1 or 100 a call)
+//	                while workers run; time until all succeeded
+//	latency         open-loop producer at --rate jobs/s; the worker measures the time from
+//	                just before Enqueue to the start of its handler
+//
+// Results are printed as a table; --json FILE writes them too. See docs/performance.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errUsage reports a bad command line whose message was already printed.
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		// Hidden subcommands: the processes the benchmark starts.
+		switch args[0] {
+		case workerCommand:
+			return runWorker(ctx, args[1:])
+		case brokerCommand:
+			return runBroker(ctx, args[1:])
+		}
+	}
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	return runBench(ctx, cfg)
+}

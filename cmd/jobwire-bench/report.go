@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// latencyStats summarises latency samples, in milliseconds.
+type latencyStats struct {
+	Samples int     `json:"samples"`
+	P50ms   float64 `json:"p50_ms"`
+	P90ms   float64 `json:"p90_ms"`
+	P99ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+}
+
+// summarize returns the percentiles of samples (nanoseconds), or nil for none.
+func summarize(samples []int64) *latencyStats {
+	if len(samples) == 0 {
+		return nil
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	ms := func(ns int64) float64 { return float64(ns) / float64(time.Millisecond) }
+	return &latencyStats{Samples: len(s), P50ms: ms(percentile(s, 50)), P90ms: ms(percentile(s, 90)),
+		P99ms: ms(percentile(s, 99)), MaxMs: ms(s[len(s)-1])}
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted.
+func percentile(sorted []int64, p float64) int64 {
+	rank := int(p/100*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+const rowFormat = "%-13s %9s %8s %11s %9s %9s  %s\n"
+
+func printHeader() {
+	fmt.Printf(rowFormat, "SCENARIO", "JOBS", "SECONDS", "JOBS/S", "P50 MS", "P99 MS", "HOW")
+}
+
+func printRow(r result) {
+	p50, p99 := "-", "-"
+	if r.Latency != nil {
+		p50, p99 = fmt.Sprintf("%.2f", r.Latency.P50ms), fmt.Sprintf("%.2f", r.Latency.P99ms)
+	}
+	how := r.Description
+	if r.Errors > 0 {
+		how += fmt.Sprintf(" (%d failed calls)", r.Errors)
+	}
+	fmt.Printf(rowFormat, r.Name, fmt.Sprint(r.Jobs), fmt.Sprintf("%.2f", r.Seconds), fmt.Sprintf("%.0f", r.JobsPerSec), p50, p99, how)
+}
+
+// machine describes where the numbers were taken.
+type machine struct {
+	CPU  string `json:"cpu"`
+	CPUs int    `json:"cpus"`
+	OS   string `json:"os"`
+	Go   string `json:"go"`
+}
+
+func machineInfo() machine {
+	m := machine{CPU: "unknown CPU", CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// report is the --json document.
+type report struct {
+	Time    time.Time   `json:"time"`
+	Machine machine     `json:"machine"`
+	Config  benchConfig `json:"config"`
+	Results []result    `json:"results"`
+}
+
+func writeJSON(path string, m machine, cfg benchConfig, rs []result) error {
+	data, err := json.MarshalIndent(report{Time: time.Now().UTC(), Machine: m, Config: cfg, Results: rs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
