@@ -170,7 +170,7 @@ func (b *bench) enqueueFor(ctx context.Context, c *client.Client, batch, produce
 					jobs.Add(int64(batch))
 					calls[i] = append(calls[i], int64(time.Since(t0)))
 				case runCtx.Err() == nil:
-					errs.Add(1)
+					noteError(&errs, err)
 				}
 			}
 		})
@@ -199,6 +199,14 @@ func enqueue(ctx context.Context, c *client.Client, n int, measure bool) error {
 	return err
 }
 
+// noteError counts a failed call and prints the first few, so a benchmark that hits errors
+// says which.
+func noteError(n *atomic.Int64, err error) {
+	if n.Add(1) <= 3 {
+		fmt.Fprintln(os.Stderr, "jobwire-bench: call failed:", err)
+	}
+}
+
 // enqueueN enqueues total jobs, batch a call, from producers goroutines, retrying failed calls
 // so that exactly total jobs are stored. It reports failed calls.
 func enqueueN(ctx context.Context, c *client.Client, total, batch, producers int) (int64, error) {
@@ -213,11 +221,15 @@ func enqueueN(ctx context.Context, c *client.Client, total, batch, producers int
 					return
 				}
 				n := min(batch, total-int(from))
-				for enqueue(ctx, c, n, false) != nil {
+				for {
+					err := enqueue(ctx, c, n, false)
+					if err == nil {
+						break
+					}
 					if ctx.Err() != nil {
 						return
 					}
-					errs.Add(1)
+					noteError(&errs, err)
 					time.Sleep(10 * time.Millisecond) // a failing broker: do not spin
 				}
 			}
@@ -363,7 +375,7 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 		measure := due.Sub(start) >= b.cfg.Warmup
 		wg.Go(func() {
 			if err := enqueue(waitCtx, env.client, 1, measure); err != nil {
-				errs.Add(1)
+				noteError(&errs, err)
 			}
 		})
 	}

@@ -1,0 +1,174 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// benchReady is how many jobs wait to be leased in every BenchmarkJobLease database.
+const benchReady = 1000
+
+// BenchmarkJobLease shows that leasing a job costs the same whether the store keeps a thousand
+// or a million finished jobs: dispatch reads the partial index of ready jobs only, so history
+// does not slow it down. Each iteration is one write transaction that leases the next ready
+// job and hands it back, so the ready set stays the same size throughout.
+//
+// The filled databases are cached in the temporary directory, keyed by the schema, because
+// filling a million jobs takes seconds and -count would otherwise repeat it.
+func BenchmarkJobLease(b *testing.B) {
+	for _, finished := range []int{1000, 1_000_000} {
+		b.Run(fmt.Sprintf("finished=%d", finished), func(b *testing.B) {
+			if testing.Short() && finished > 1000 {
+				b.Skip("the million-job database is skipped with -short")
+			}
+			ctx := context.Background()
+			st := openBenchStore(ctx, b, finished)
+			now := time.Unix(1_800_000_000, 0)
+			params := store.JobLeaseParams{Types: []string{"bench"}, Limit: 1, WorkerID: "bench",
+				Now: now, LeaseUntil: now.Add(time.Minute)}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				err := st.Write(ctx, "lease", func(tx store.Tx) error {
+					jobs, err := tx.JobLease(&params)
+					if err != nil {
+						return err
+					}
+					if len(jobs) != 1 {
+						return fmt.Errorf("leased %d jobs, want 1", len(jobs))
+					}
+					ok, err := tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
+					if err == nil && !ok {
+						err = fmt.Errorf("job %d: release refused", jobs[0].ID)
+					}
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// openBenchStore opens a private copy of a database holding finished SUCCEEDED jobs and
+// benchReady PENDING ones, filling the cached original first if there is none.
+func openBenchStore(ctx context.Context, b *testing.B, finished int) *Store {
+	b.Helper()
+	key, err := schemaKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cached := filepath.Join(os.TempDir(), fmt.Sprintf("jobwire-bench-lease-%s-%d.db", key, finished))
+	if _, err := os.Stat(cached); err != nil {
+		start := time.Now()
+		if err := fillBenchDB(ctx, cached, finished); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("filled %d finished jobs in %s (cached in %s)", finished, time.Since(start).Round(time.Millisecond), cached)
+	}
+	path := filepath.Join(b.TempDir(), "jobs.db")
+	if err := copyFile(cached, path); err != nil {
+		b.Fatal(err)
+	}
+	st, err := Open(ctx, path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// schemaKey names the schema the migrations build: the newest version and a hash of every
+// migration, so a cached database is never reused after the schema changed.
+func schemaKey() (string, error) {
+	ms, err := migrations()
+	if err != nil {
+		return "", err
+	}
+	h := fnv.New64a()
+	version := 0
+	for _, m := range ms {
+		version = m.version
+		_, _ = io.WriteString(h, m.sql)
+	}
+	return fmt.Sprintf("v%d-%x", version, h.Sum64()), nil
+}
+
+// fillBenchDB builds the database at path: finished jobs, then the ready ones. It inserts with
+// one INSERT ... SELECT over a recursive counter per kind, in a single transaction, so the
+// million rows never cross the driver one by one. The file appears at path only when complete.
+func fillBenchDB(ctx context.Context, path string, finished int) error {
+	tmp := fmt.Sprintf("%s.%d.partial", path, os.Getpid())
+	defer func() {
+		for _, f := range []string{tmp, tmp + "-wal", tmp + "-shm"} {
+			_ = os.Remove(f)
+		}
+	}()
+	st, err := Open(ctx, tmp, Options{})
+	if err != nil {
+		return err
+	}
+	created := time.Unix(1_700_000_000, 0).UnixNano()
+	tx, err := st.w.BeginTx(ctx, nil)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
+	const insert = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO jobs (type, queue, payload, state, attempts, max_attempts, run_at, created_at,
+			finished_at, attempt_timeout_ns, worker_id)
+		SELECT 'bench', 'default', x'7b7d', ?, ?, 25, ? + i, ? + i, ?, 60000000000, ? FROM n`
+	_, err = tx.ExecContext(ctx, insert, finished, int(job.StateSucceeded), 1, created, created,
+		created+int64(time.Hour), "bench")
+	if err == nil {
+		_, err = tx.ExecContext(ctx, insert, benchReady, int(job.StatePending), 0, created+int64(time.Hour),
+			created+int64(time.Hour), nil, "")
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO queues (name) VALUES ('default') ON CONFLICT DO NOTHING`)
+	}
+	if err == nil {
+		err = tx.Commit()
+	} else {
+		_ = tx.Rollback()
+	}
+	if err == nil {
+		// Move everything into the main file, which is the only one that is kept.
+		_, err = st.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	}
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fill %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// copyFile copies a closed, checkpointed SQLite file.
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = dst.Close()
+		return err
+	}
+	return dst.Close()
+}
