@@ -68,6 +68,13 @@ func (b *Broker) onBreakerTransition(t breaker.Transition) {
 
 // persistBreakersLoop stores breaker states as they change, so that a restart does not slam
 // a dependency that was just found broken.
+//
+// Transitions are stored as they happen. Failures counted while CLOSED change no state and
+// are stored only with the next transition or at shutdown, when every breaker's snapshot is
+// written: storing each failure would add a write per failed attempt, exactly when the
+// dependency is struggling. A crash therefore forgets at most Threshold-1 recent failures,
+// which costs at most that many more failed attempts before the breaker opens; each of
+// them is an ordinary retry.
 func (b *Broker) persistBreakersLoop() {
 	defer b.stopped.Done()
 	for {
@@ -75,6 +82,12 @@ func (b *Broker) persistBreakersLoop() {
 		case <-b.breakerDirty:
 			b.persistBreakers()
 		case <-b.stop:
+			snap := b.breakers.Snapshot()
+			b.breakerMu.Lock()
+			for _, s := range snap {
+				b.breakerPending[s.Type] = s
+			}
+			b.breakerMu.Unlock()
 			b.persistBreakers()
 			return
 		}

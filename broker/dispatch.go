@@ -200,17 +200,28 @@ func withPayload(j *job.Job, payload []byte) *job.Job {
 	return &c
 }
 
-// armBreakerTimerLocked wakes the dispatcher when a breaker may next let jobs through.
+// armBreakerTimerLocked keeps one timer armed for the moment time alone next changes what a
+// breaker lets through (an OPEN breaker turning HALF_OPEN, a silent probe's slot timing out), so
+// the dispatcher runs a round then even if nothing else happens. Every round calls it, after
+// taking its probe permits, so the timer follows NextChange whenever that moment moves, earlier
+// or later; with no such moment pending the timer is stopped.
 func (b *Broker) armBreakerTimerLocked() {
 	if b.breakers == nil {
 		return
 	}
 	at, ok := b.breakers.NextChange()
-	if !ok || (b.breakerTimer != nil && !at.Before(b.breakerAt)) && b.breakerAt.After(b.now()) {
+	if ok && b.breakerTimer != nil && at.Equal(b.breakerAt) {
+		// Already armed for that moment. NextChange is always after now, so a timer that has
+		// fired never matches and is replaced.
 		return
 	}
 	if b.breakerTimer != nil {
 		b.breakerTimer.Stop()
+		b.breakerTimer = nil
+	}
+	b.breakerAt = time.Time{}
+	if !ok {
+		return
 	}
 	b.breakerAt = at
 	b.breakerTimer = b.clk.AfterFunc(at.Sub(b.now()), b.signal)
