@@ -8,7 +8,9 @@ GO ?= go
 TOOLS := buf protoc-gen-go protoc-gen-go-grpc
 TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-.PHONY: run build tools generate check-generate lint vet fmt-check test test-go bench clean
+PYTHON ?= /usr/bin/python3
+
+.PHONY: run build tools generate check-generate lint test test-go test-sdks sdk-deps bench clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -26,14 +28,15 @@ $(BIN)/.stamp: tools/go.mod tools/go.sum
 	$(GO) -C tools build -o $(BIN)/ $(TOOL_PKGS)
 	@touch $@
 
-## generate: regenerate gen/ from proto/
+## generate: regenerate gen/ (Go) and the Python stubs from proto/
 generate: tools
 	buf generate
+	scripts/gen-polyglot.sh
 
 ## check-generate: fail when gen/ differs from what proto/ generates
 check-generate: generate
-	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run 'make generate' and commit the result" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- gen/)" || { echo "gen/ has untracked generated files: run 'make generate' and commit them" >&2; git status --porcelain -- gen/ >&2; exit 1; }
+	@git diff --exit-code --stat -- gen/ sdks/python/jobwire/v1/ || { echo "generated code is stale: run 'make generate' and commit the result" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- gen/ sdks/python/jobwire/v1/)" || { echo "generated code is stale or untracked: run 'make generate' and commit the result" >&2; git status --porcelain -- gen/ sdks/python/jobwire/v1/ >&2; exit 1; }
 
 ## lint: buf lint, buf format, go vet, gofmt
 lint: tools
@@ -42,11 +45,23 @@ lint: tools
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
 
-## test: everything CI checks: lint, generated code, and the race-enabled test suite
-test: lint check-generate test-go
+## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
+## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests
+test: lint check-generate sdk-deps test-go test-sdks
 
 test-go:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## test-sdks: the Python and Node.js worker libraries' own tests
+test-sdks: sdk-deps
+	$(PYTHON) -m unittest discover -s sdks/python
+	node --test sdks/node/
+
+## sdk-deps: install the Node.js worker library's pinned packages
+sdk-deps: sdks/node/node_modules/.package-lock.json
+
+sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
+	npm ci --prefix sdks/node --no-audit --no-fund
 
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:
