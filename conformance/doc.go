@@ -1,0 +1,16 @@
+// Package conformance checks that the worker libraries of every language behave the same against a
+// real broker. The suite lives in the package's tests: it builds the jobwire command and the Go
+// conformance worker, then for each language starts broker and worker processes and drives them
+// through the Go client, one scenario at a time (payload round trip, fatal and transient failures,
+// retry-after, heartbeats, cancellation, a killed worker, graceful drain, worker and broker
+// restarts).
+//
+// Run it with
+//
+//	go test ./conformance -v -run TestConformance
+//
+// Python needs /usr/bin/python3 with the grpcio and protobuf packages; Node.js needs `node` and
+// `npm ci --prefix sdks/node`. A language whose runtime is missing is skipped, unless
+// JOBWIRE_CONFORMANCE_STRICT=1 is set, which turns a missing runtime into a failure (for CI).
+// -short skips the whole suite.
+package conformance
