@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +36,23 @@ func TestMain(m *testing.M) {
 		buildSkipped = true
 		os.Exit(m.Run())
 	}
+	widenParallel()
 	os.Exit(runMain(m))
+}
+
+// widenParallel lets every language run at once. The scenarios spend their time waiting on broker
+// and worker processes, so the default limit of one test per CPU would only make them queue. An
+// explicit -parallel wins.
+func widenParallel() {
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	f := flag.Lookup("test.parallel")
+	if explicit || f == nil {
+		return
+	}
+	if n, err := strconv.Atoi(f.Value.String()); err == nil && n < len(languages) {
+		_ = f.Value.Set(strconv.Itoa(len(languages)))
+	}
 }
 
 // runMain builds the binaries the suite runs, runs the tests and prints the per-language table.

@@ -93,6 +93,10 @@ var languages = []*language{
 
 func onceReason(f func() string) func() string { return sync.OnceValue(f) }
 
+// defaultLease is the brokers' lease duration unless a scenario sets its own: short, so that lost
+// leases expire quickly, and long enough for heartbeats from a loaded machine.
+const defaultLease = 2 * time.Second
+
 // brokerConfig is the part of the broker's configuration file a scenario may change. The defaults
 // keep every wait of the suite to a few seconds.
 type brokerConfig struct {
@@ -102,7 +106,7 @@ type brokerConfig struct {
 
 func (c brokerConfig) yaml() string {
 	if c.lease == 0 {
-		c.lease = 2 * time.Second
+		c.lease = defaultLease
 	}
 	if c.maxAttempts == 0 {
 		c.maxAttempts = 3
