@@ -56,8 +56,8 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	}
 	b := &bench{cfg: cfg, dir: dir}
 	env := machineInfo()
-	fmt.Printf("jobwire-bench: %s, %d CPUs, %s; durability %s; %d worker processes x %d slots\n\n",
-		env.CPU, env.CPUs, env.Go, cfg.Durability, cfg.Workers, cfg.Concurrency)
+	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; durability %s; %d worker processes x %d slots\n\n",
+		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Durability, cfg.Workers, cfg.Concurrency)
 	printHeader()
 	var results []result
 	want := func(s string) bool { return slices.Contains(cfg.Scenarios, s) }
@@ -154,24 +154,28 @@ func (b *bench) enqueueFor(ctx context.Context, c *client.Client, batch, produce
 	if batch > 1 {
 		desc = fmt.Sprintf("EnqueueBatch(%d) x%d goroutines", batch, producers)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, b.cfg.Duration)
-	defer cancel()
+	// Calls run with the caller's context and stop being made once the time is up, so the
+	// last calls finish normally instead of failing on a deadline.
+	var stop atomic.Bool
+	timer := time.AfterFunc(b.cfg.Duration, func() { stop.Store(true) })
+	defer timer.Stop()
 	var jobs, errs atomic.Int64
 	calls := make([][]int64, producers)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range producers {
 		wg.Go(func() {
-			for runCtx.Err() == nil {
+			for !stop.Load() && ctx.Err() == nil {
 				t0 := time.Now()
-				err := enqueue(runCtx, c, batch, false)
-				switch {
-				case err == nil:
-					jobs.Add(int64(batch))
-					calls[i] = append(calls[i], int64(time.Since(t0)))
-				case runCtx.Err() == nil:
-					noteError(&errs, err)
+				if err := enqueue(ctx, c, batch, false); err != nil {
+					if ctx.Err() == nil {
+						noteError(&errs, err)
+						time.Sleep(10 * time.Millisecond) // a failing broker: do not spin
+					}
+					continue
 				}
+				jobs.Add(int64(batch))
+				calls[i] = append(calls[i], int64(time.Since(t0)))
 			}
 		})
 	}
@@ -302,11 +306,11 @@ func checkSucceeded(ctx context.Context, c *client.Client, n int64) error {
 	return nil
 }
 
-// endToEnd starts the workers, waits until they are connected, then enqueues cfg.Jobs jobs
+// endToEnd starts the workers, waits until they are connected, then enqueues cfg.E2EJobs jobs
 // (batch a call) and times until every job succeeded.
 func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEnv) ([]result, error) {
 	return func(ctx context.Context, env *scenarioEnv) ([]result, error) {
-		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.Jobs))
+		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.E2EJobs))
 		defer cancel()
 		f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name}, env.client)
 		if err != nil {
@@ -317,12 +321,12 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			return nil, err
 		}
 		start := time.Now()
-		errs, err := enqueueN(waitCtx, env.client, b.cfg.Jobs, batch, producers)
+		errs, err := enqueueN(waitCtx, env.client, b.cfg.E2EJobs, batch, producers)
 		if err != nil {
 			f.kill()
 			return nil, err
 		}
-		end, err := f.waitAcked(waitCtx, int64(b.cfg.Jobs))
+		end, err := f.waitAcked(waitCtx, int64(b.cfg.E2EJobs))
 		if err != nil {
 			f.kill()
 			return nil, err
@@ -335,10 +339,10 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 		if batch > 1 {
 			how = fmt.Sprintf("EnqueueBatch(%d) x%d", batch, producers)
 		}
-		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs,
+		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.E2EJobs), Seconds: el.Seconds(),
+			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs,
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
-		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.Jobs))
+		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.E2EJobs))
 	}
 }
 

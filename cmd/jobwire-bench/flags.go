@@ -13,6 +13,7 @@ import (
 type benchConfig struct {
 	Scenarios   []string      `json:"scenarios"`
 	Jobs        int           `json:"jobs"`
+	E2EJobs     int           `json:"e2e_jobs"`
 	Workers     int           `json:"workers"`
 	Concurrency int           `json:"concurrency"`
 	Producers   int           `json:"producers"`
@@ -49,7 +50,8 @@ func parseFlags(args []string) (benchConfig, error) {
 		fs.PrintDefaults()
 	}
 	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
-	fs.IntVar(&c.Jobs, "jobs", 100_000, "jobs per drain and e2e scenario")
+	fs.IntVar(&c.Jobs, "jobs", 100_000, "jobs of the enqueue-1000 and drain scenarios")
+	fs.IntVar(&c.E2EJobs, "e2e-jobs", 50_000, "jobs of each e2e scenario")
 	fs.IntVar(&c.Workers, "workers", 2, "worker processes")
 	fs.IntVar(&c.Concurrency, "concurrency", 256, "handler slots (the capacity announced to the broker) per worker process")
 	fs.IntVar(&c.Producers, "producers", 64, "concurrent producer goroutines for one-job enqueues")
@@ -60,7 +62,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "latency samples from this first part of the run are not counted")
 	fs.StringVar(&c.Durability, "durability", "normal", "broker durability: normal (synchronous=NORMAL) or full (synchronous=FULL)")
 	fs.StringVar(&c.WorkerCmd, "worker-cmd", "", "run the drain scenario with this shell command as each worker process instead of the Go SDK worker (see docs/performance.md)")
-	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs, 2s enqueue scenarios, 3s latency")
+	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs to drain, 5,000 per e2e scenario, 2s enqueue scenarios, 3s latency")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
@@ -80,6 +82,9 @@ func parseFlags(args []string) (benchConfig, error) {
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["jobs"] {
 			c.Jobs = 10_000
+		}
+		if !set["e2e-jobs"] {
+			c.E2EJobs = 5_000
 		}
 		if !set["duration"] {
 			c.Duration = 2 * time.Second
@@ -108,7 +113,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	for _, p := range []struct {
 		name string
 		v    int
-	}{{"jobs", c.Jobs}, {"workers", c.Workers}, {"concurrency", c.Concurrency}, {"producers", c.Producers},
+	}{{"jobs", c.Jobs}, {"e2e-jobs", c.E2EJobs}, {"workers", c.Workers}, {"concurrency", c.Concurrency}, {"producers", c.Producers},
 		{"batch-producers", c.BatchProds}, {"rate", c.Rate}} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Sprintf("--%s must be at least 1, got %d", p.name, p.v))

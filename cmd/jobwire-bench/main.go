@@ -10,7 +10,7 @@
 //	enqueue-100     EnqueueBatch of 100
 //	enqueue-1000    EnqueueBatch of 1000 (this also fills the queue for drain)
 //	drain           workers start after --jobs jobs are enqueued; time until all succeeded
-//	e2e-1, e2e-100  producer and workers together: --jobs jobs enqueued (1 or 100 a call)
+//	e2e-1, e2e-100  producer and workers together: --e2e-jobs jobs enqueued (1 or 100 a call)
 //	                while workers run; time until all succeeded
 //	latency         open-loop producer at --rate jobs/s; the worker measures the time from
 //	                just before Enqueue to the start of its handler

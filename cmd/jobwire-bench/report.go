@@ -62,10 +62,16 @@ type machine struct {
 	CPUs int    `json:"cpus"`
 	OS   string `json:"os"`
 	Go   string `json:"go"`
+	// LoadAvg is the 1-minute load average when the run started: a figure well above CPUs
+	// means other programs competed for the machine and the numbers are low.
+	LoadAvg string `json:"loadavg,omitempty"`
 }
 
 func machineInfo() machine {
 	m := machine{CPU: "unknown CPU", CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg, _, _ = strings.Cut(string(data), " ")
+	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)

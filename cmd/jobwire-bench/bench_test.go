@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	hundred := make([]int64, 100)
+	for i := range hundred {
+		hundred[i] = int64(i + 1)
+	}
+	tests := []struct {
+		name   string
+		sorted []int64
+		p      float64
+		want   int64
+	}{
+		{"one sample", []int64{7}, 99, 7},
+		{"median of 1..100", hundred, 50, 50},
+		{"p99 of 1..100", hundred, 99, 99},
+		{"p100 is the max", hundred, 100, 100},
+		{"p0 is the min", hundred, 0, 1},
+		{"p99 of two", []int64{1, 2}, 99, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("percentile(p%v) = %d, want %d", tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	if s := summarize(nil); s != nil {
+		t.Errorf("summarize(nil) = %+v, want nil", s)
+	}
+	s := summarize([]int64{int64(3 * time.Millisecond), int64(time.Millisecond), int64(2 * time.Millisecond)})
+	if s.Samples != 3 || s.P50ms != 2 || s.MaxMs != 3 {
+		t.Errorf("summarize = %+v, want 3 samples, p50 2ms, max 3ms", s)
+	}
+}
+
+func TestLogField(t *testing.T) {
+	t.Parallel()
+	line := `time=2026-03-01T12:00:00Z level=INFO msg="jobwire broker listening" addr=127.0.0.1:40123 db=/tmp/x.db durability=NORMAL`
+	tests := []struct{ key, want string }{
+		{"addr", "127.0.0.1:40123"},
+		{"durability", "NORMAL"},
+		{"missing", ""},
+	}
+	for _, tt := range tests {
+		if got := logField(line, tt.key); got != tt.want {
+			t.Errorf("logField(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestMakePayload(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1_800_000_000, 123)
+	for _, measure := range []bool{false, true} {
+		p := makePayload(at, measure)
+		if len(p) != payloadSize {
+			t.Fatalf("payload is %d bytes, want %d", len(p), payloadSize)
+		}
+		if got := int64(binary.BigEndian.Uint64(p)); got != at.UnixNano() {
+			t.Errorf("payload time = %d, want %d", got, at.UnixNano())
+		}
+		if (p[8] == 1) != measure {
+			t.Errorf("measure flag = %d, want %v", p[8], measure)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(benchConfig) bool
+		wantErr string
+	}{
+		{name: "defaults", args: nil, check: func(c benchConfig) bool {
+			return c.Jobs == 100_000 && c.Durability == "normal" && len(c.Scenarios) == len(allScenarios)
+		}},
+		{name: "quick shrinks what was not set", args: []string{"--quick", "--jobs", "500"}, check: func(c benchConfig) bool {
+			return c.Jobs == 500 && c.E2EJobs == 5_000 && c.Duration == 2*time.Second
+		}},
+		{name: "scenario list", args: []string{"--scenarios", "drain, latency"}, check: func(c benchConfig) bool {
+			return strings.Join(c.Scenarios, ",") == "drain,latency"
+		}},
+		{name: "unknown scenario", args: []string{"--scenarios", "nope"}, wantErr: `unknown scenario "nope"`},
+		{name: "bad durability", args: []string{"--durability", "extra"}, wantErr: "--durability must be normal or full"},
+		{name: "zero workers", args: []string{"--workers", "0"}, wantErr: "--workers must be at least 1"},
+		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseFlags(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseFlags(%q) error = %v, want one containing %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%q): %v", tt.args, err)
+			}
+			if !tt.check(c) {
+				t.Errorf("parseFlags(%q) = %+v", tt.args, c)
+			}
+		})
+	}
+}
