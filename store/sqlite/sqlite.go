@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storeretry"
 )
 
 // Synchronous is SQLite's durability setting for commits in WAL mode.
@@ -36,7 +38,9 @@ type Options struct {
 	Synchronous Synchronous
 	// BusyTimeout is how long SQLite itself waits for a lock before returning SQLITE_BUSY.
 	BusyTimeout time.Duration
-	// Retry runs every operation, retrying short-lived storage faults. Nil runs each once.
+	// Retry runs every operation, retrying short-lived storage faults. Nil means a
+	// storeretry.Policy with storeretry.DefaultOptions and Classify, logging to slog.Default:
+	// no caller gets a store that gives up on the first SQLITE_BUSY by accident.
 	Retry Retrier
 }
 
@@ -45,17 +49,41 @@ type Retrier interface {
 	Do(ctx context.Context, op string, fn func(ctx context.Context) error) error
 }
 
-type once struct{}
-
-func (once) Do(ctx context.Context, _ string, fn func(ctx context.Context) error) error {
-	return fn(ctx)
+// RetryCounter is a Retrier that counts its retries by error code, as *storeretry.Policy does.
+type RetryCounter interface {
+	Counters() map[string]int64
 }
 
 // Store is the SQLite store.
 type Store struct {
-	w     *sql.DB // one connection: every write
-	r     *sql.DB // readers
-	retry Retrier
+	w      *sql.DB // one connection: every write
+	r      *sql.DB // readers
+	retry  Retrier
+	stmts  *stmtCache
+	queues *queueSet // queues known to have a row
+}
+
+// queueSet remembers which queues have a row, so enqueues skip the upsert that creates one.
+type queueSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (q *queueSet) known(name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.m[name]
+}
+
+func (q *queueSet) add(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, n := range names {
+		q.m[n] = true
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -72,7 +100,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		opts.BusyTimeout = 5 * time.Second
 	}
 	if opts.Retry == nil {
-		opts.Retry = once{}
+		p, err := storeretry.New(storeretry.Config{Options: storeretry.DefaultOptions(), Classify: Classify})
+		if err != nil {
+			return nil, err
+		}
+		opts.Retry = p
 	}
 	dsn := func(extra ...string) string {
 		q := url.Values{}
@@ -105,26 +137,46 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r, retry: opts.Retry}, nil
+	return &Store{w: w, r: r, retry: opts.Retry, stmts: newStmtCache(w), queues: &queueSet{m: map[string]bool{}}}, nil
 }
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
+	s.stmts.close()
 	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// StorageRetries returns how many storage operations were retried, keyed by the error code that
+// caused the retry (e.g. "SQLITE_BUSY", "COMMAND_TIMEOUT"), since the store was opened. It is
+// empty when the store's Retrier does not count (see RetryCounter).
+func (s *Store) StorageRetries() map[string]int64 {
+	if c, ok := s.retry.(RetryCounter); ok {
+		return c.Counters()
+	}
+	return map[string]int64{}
 }
 
 // Write runs fn in one IMMEDIATE transaction through the store's retry policy.
 func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
 	return s.retry.Do(ctx, op, func(ctx context.Context) error {
+		defer s.stmts.preparePending(ctx)
+		// BEGIN IMMEDIATE is where a write waits for the lock, so it honours ctx (and the
+		// command timeout). The statements inside hold the lock already and never wait; they
+		// run without a cancellable context, which spares the driver a goroutine per statement.
 		sqlTx, err := s.w.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if err := fn(&tx{ctx: ctx, tx: sqlTx}); err != nil {
+		t := &tx{ctx: context.WithoutCancel(ctx), tx: sqlTx, cache: s.stmts, queues: s.queues}
+		if err := fn(t); err != nil {
 			_ = sqlTx.Rollback()
 			return err
 		}
-		return sqlTx.Commit()
+		if err := sqlTx.Commit(); err != nil {
+			return err
+		}
+		s.queues.add(t.newQueues)
+		return nil
 	})
 }
 
@@ -135,7 +187,13 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
-	last_error_message, lease_token, lease_expires_at, worker_id, started_at`
+	last_error_message, lease_token, lease_expires_at, worker_id, started_at, attempt_base, requeued_at`
+
+// listColumns are jobColumns without the payload: listings can hold many jobs, and payloads
+// (up to the broker's payload limit each) are read one job at a time.
+const listColumns = `id, type, queue, NULL, priority, state, attempts, max_attempts, run_at,
+	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
+	last_error_message, lease_token, lease_expires_at, worker_id, started_at, attempt_base, requeued_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -144,12 +202,14 @@ func scanJob(sc scanner) (*job.Job, error) {
 		j                                   job.Job
 		runAt, createdAt, timeout           int64
 		finishedAt, leaseExpires, startedAt sql.NullInt64
+		requeuedAt                          sql.NullInt64
 		key                                 sql.NullString
 		state, deadReason                   int
 	)
 	err := sc.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
-		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken, &leaseExpires, &j.WorkerID, &startedAt)
+		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken, &leaseExpires, &j.WorkerID, &startedAt,
+		&j.AttemptBase, &requeuedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +220,7 @@ func scanJob(sc scanner) (*job.Job, error) {
 	j.FinishedAt = fromNull(finishedAt)
 	j.LeaseExpiresAt = fromNull(leaseExpires)
 	j.StartedAt = fromNull(startedAt)
+	j.RequeuedAt = fromNull(requeuedAt)
 	j.IdempotencyKey = key.String
 	j.AttemptTimeout = time.Duration(timeout)
 	if j.Payload == nil {
@@ -226,7 +287,7 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 
 // JobList reads jobs in id order.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM jobs WHERE id > ?`
+	q := `SELECT ` + listColumns + ` FROM jobs WHERE id > ?`
 	args := []any{p.AfterID}
 	if p.State != 0 {
 		q += ` AND state = ?`

@@ -15,14 +15,17 @@ import (
 
 // tx is one write transaction.
 type tx struct {
-	ctx context.Context
-	tx  *sql.Tx
+	ctx       context.Context // not cancellable: see Store.Write
+	tx        *sql.Tx
+	cache     *stmtCache
+	queues    *queueSet
+	newQueues []string // queue rows this transaction created
 }
 
 var _ store.Tx = (*tx)(nil)
 
 func (t *tx) exec(q string, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(t.ctx, q, args...)
+	res, err := t.execResult(q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -30,7 +33,7 @@ func (t *tx) exec(q string, args ...any) (int64, error) {
 }
 
 func (t *tx) queryJobs(q string, args ...any) ([]*job.Job, error) {
-	rows, err := t.tx.QueryContext(t.ctx, q, args...)
+	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +63,7 @@ func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) 
 		payload = []byte{}
 	}
 	var id int64
-	err := t.tx.QueryRowContext(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
+	err := t.queryRow(`INSERT INTO jobs (type, queue, payload, priority, state,
 		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -68,8 +71,11 @@ func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) 
 		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
 		nanos(p.Now), key, int64(p.AttemptTimeout)).Scan(&id)
 	if err == nil {
-		if _, err := t.exec(`INSERT INTO queues (name) VALUES (?) ON CONFLICT DO NOTHING`, p.Queue); err != nil {
-			return store.JobInsertResult{}, err
+		if !t.queues.known(p.Queue) {
+			if _, err := t.exec(`INSERT INTO queues (name) VALUES (?) ON CONFLICT DO NOTHING`, p.Queue); err != nil {
+				return store.JobInsertResult{}, err
+			}
+			t.newQueues = append(t.newQueues, p.Queue)
 		}
 		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
 	}
@@ -79,7 +85,7 @@ func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) 
 	// The idempotency key is taken: answer with the job that holds it.
 	var st int
 	var runAt int64
-	if err := t.tx.QueryRowContext(t.ctx, `SELECT id, state, run_at FROM jobs WHERE idempotency_key = ?`,
+	if err := t.queryRow(`SELECT id, state, run_at FROM jobs WHERE idempotency_key = ?`,
 		p.IdempotencyKey).Scan(&id, &st, &runAt); err != nil {
 		return store.JobInsertResult{}, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
 	}
@@ -157,16 +163,22 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		runAt = nullNanos(p.RunAt)
 	}
 	a := p.Attempt
-	n, err := t.exec(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
+	// a.Number counts within the job's current run; the attempt record is numbered after
+	// the attempts of earlier runs (attempt_base), so a requeued job keeps its history.
+	var base int
+	err := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
 		finished_at = ?, dead_reason = ?,
 		last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
 		last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END,
 		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL
-		WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
+		WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base`,
 		int(p.State), a.Number, runAt, finished, int(p.DeadReason),
 		a.ErrorType, a.ErrorType, a.ErrorType, a.Message,
-		p.Ref.JobID, p.Ref.Token)
-	if err != nil || n == 0 {
+		p.Ref.JobID, p.Ref.Token).Scan(&base)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
 		return false, err
 	}
 	_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
@@ -174,7 +186,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		ON CONFLICT (job_id, number) DO UPDATE SET finished_at = excluded.finished_at,
 		outcome = excluded.outcome, failure_kind = excluded.failure_kind,
 		error_type = excluded.error_type, message = excluded.message, details = excluded.details`,
-		p.Ref.JobID, a.Number, a.WorkerID, nanos(a.StartedAt), nanos(a.FinishedAt), int(a.Outcome),
+		p.Ref.JobID, base+a.Number, a.WorkerID, nanos(a.StartedAt), nanos(a.FinishedAt), int(a.Outcome),
 		int(a.FailureKind), a.ErrorType, a.Message, a.Details)
 	return err == nil, err
 }
@@ -231,7 +243,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 	if before.State == job.StateRunning {
 		_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 			message) VALUES (?, ?, ?, ?, ?, ?, 'cancelled while running') ON CONFLICT DO NOTHING`,
-			id, before.Attempts, before.WorkerID, nanos(before.StartedAt), nanos(now), int(job.OutcomeCancelled))
+			id, before.AttemptBase+before.Attempts, before.WorkerID, nanos(before.StartedAt), nanos(now), int(job.OutcomeCancelled))
 	}
 	return before, err
 }
@@ -243,7 +255,7 @@ func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
 
 func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
 	var at sql.NullInt64
-	if err := t.tx.QueryRowContext(t.ctx, `SELECT MIN(run_at) FROM jobs WHERE state = 1`).Scan(&at); err != nil {
+	if err := t.queryRow(`SELECT MIN(run_at) FROM jobs WHERE state = 1`).Scan(&at); err != nil {
 		return time.Time{}, false, err
 	}
 	return fromNull(at), at.Valid, nil
