@@ -167,12 +167,18 @@ func (s *Session) Started(ref job.LeaseRef) {
 	timeout := l.job.AttemptTimeout
 	b.mu.Unlock()
 	var ok bool
-	b.submit(&op{name: "start", apply: func(tx store.Tx) error {
+	o := &op{name: "start", starts: ref}
+	o.apply = func(tx store.Tx) error {
+		if o.superseded {
+			ok = true
+			return nil
+		}
 		var err error
 		ok, err = tx.JobStart(&store.JobStartParams{Ref: ref, Now: now,
 			LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)})
 		return err
-	}, done: func(err error) {
+	}
+	o.done = func(err error) {
 		switch {
 		case err != nil:
 			// The job stays LEASED in storage; its result still records the attempt.
@@ -185,7 +191,8 @@ func (s *Session) Started(ref job.LeaseRef) {
 			b.mu.Unlock()
 			s.refuse(ref, AboutStarted, RefusedStale, staleLease)
 		}
-	}})
+	}
+	b.submit(o)
 }
 
 // Heartbeat extends the leases the session still holds.
@@ -263,13 +270,13 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		Outcome: job.OutcomeSucceeded}
 	if failure != nil {
 		d = b.triager.Failed(j.Type, triage.Attempt{Number: attemptNo, MaxAttempts: j.MaxAttempts,
-			CreatedAt: j.CreatedAt, Cause: triage.Reported, Failure: *failure}, now)
+			CreatedAt: j.LifetimeStart(), Cause: triage.Reported, Failure: *failure}, now)
 		a.Outcome, a.FailureKind = job.OutcomeFailed, d.Kind
 		a.ErrorType, a.Message, a.Details = failure.ErrorType, failure.Message, failure.Details
 	}
 	params := finishParams(ref, d, a, now)
 	var applied bool
-	b.submit(&op{name: "result", apply: func(tx store.Tx) error {
+	b.submit(&op{name: "result", finishes: ref, apply: func(tx store.Tx) error {
 		var err error
 		applied, err = tx.JobFinish(params)
 		return err

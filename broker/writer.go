@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -15,6 +16,12 @@ type op struct {
 	name  string
 	apply func(tx store.Tx) error
 	done  func(err error)
+
+	// A start op names its lease in starts; a result op in finishes. A start whose result is
+	// in the same batch is superseded: the result's write records the attempt by itself, so
+	// a job that runs within one commit window costs one write, not two.
+	starts, finishes job.LeaseRef
+	superseded       bool
 }
 
 // submit queues an op for the writer.
@@ -70,6 +77,7 @@ func (b *Broker) writeLoop() {
 }
 
 func (b *Broker) commit(batch []*op) {
+	markSuperseded(batch)
 	name := batch[0].name
 	if len(batch) > 1 {
 		name = "batch"
@@ -85,6 +93,7 @@ func (b *Broker) commit(batch []*op) {
 	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.
 		for _, o := range batch {
+			o.superseded = false
 			o.done(b.st.Write(b.ctx, o.name, o.apply))
 		}
 		return
@@ -102,6 +111,27 @@ func (b *Broker) failPending() {
 			o.done(ErrShuttingDown)
 		default:
 			return
+		}
+	}
+}
+
+// markSuperseded flags the start ops whose lease's result is in the same batch.
+func markSuperseded(batch []*op) {
+	var finishing map[job.LeaseRef]bool
+	for _, o := range batch {
+		if o.finishes.JobID != 0 {
+			if finishing == nil {
+				finishing = make(map[job.LeaseRef]bool)
+			}
+			finishing[o.finishes] = true
+		}
+	}
+	if finishing == nil {
+		return
+	}
+	for _, o := range batch {
+		if o.starts.JobID != 0 && finishing[o.starts] {
+			o.superseded = true
 		}
 	}
 }
