@@ -42,9 +42,9 @@ var scenarios = []scenario{
 	{name: "sigkill_mid_job", run: sigkillMidJob},
 	{name: "sigterm_drains", run: sigtermDrains},
 	{name: "worker_restart", run: workerRestart},
-	// The worker must reconnect and keep its lease across the restart, so the lease is longer
-	// than the time a restart takes even on a loaded machine.
-	{name: "broker_restart", cfg: brokerConfig{lease: 3 * time.Second}, run: brokerRestart},
+	// The worker must reconnect and keep its lease across a crash of the broker, so the lease is
+	// longer than a restart plus the worker's reconnect backoff take on a loaded machine.
+	{name: "broker_restart", cfg: brokerConfig{lease: 10 * time.Second}, run: brokerRestart},
 }
 
 // TestConformance runs every scenario against the conformance worker of every language, each
@@ -316,9 +316,11 @@ func brokerRestart(e *env) {
 
 	// A graceful stop: the broker asks the worker to drain, then exits 0.
 	e.broker.p.signal(e.t, syscall.SIGTERM)
-	if _, code := e.broker.p.waitExit(e.t, 15*time.Second); code != 0 {
+	took, code := e.broker.p.waitExit(e.t, 15*time.Second)
+	if code != 0 {
 		e.t.Fatalf("broker exited with code %d after SIGTERM, want 0", code)
 	}
+	e.t.Logf("broker exited %s after SIGTERM", took.Round(time.Millisecond))
 	e.broker.restart()
 	after := e.enqueue("echo", []byte(`{"phase":"after graceful restart"}`))
 	for _, j := range []int64{delayed, after} {
@@ -334,7 +336,9 @@ func brokerRestart(e *env) {
 	e.broker.p.kill(e.t)
 	e.broker.restart()
 	crash := e.enqueue("echo", []byte(`{"phase":"after crash"}`))
+	reconnected := time.Now()
 	e.waitState(crash, job.StateSucceeded)
+	e.t.Logf("the worker ran a job %s after the broker was back", time.Since(reconnected).Round(time.Millisecond))
 	j := e.waitState(slow, job.StateSucceeded)
 	e.checkAttempts(j, []wantAttempt{{outcome: job.OutcomeSucceeded}})
 	if j := e.get(before); j.State != job.StateSucceeded {

@@ -13,4 +13,7 @@
 // `npm ci --prefix sdks/node`. A language whose runtime is missing is skipped, unless
 // JOBWIRE_CONFORMANCE_STRICT=1 is set, which turns a missing runtime into a failure (for CI).
 // -short skips the whole suite.
+//
+// After the run the suite prints a table of scenarios by language (visible with -v or on failure);
+// JOBWIRE_CONFORMANCE_REPORT=FILE writes it to FILE as well.
 package conformance

@@ -22,6 +22,10 @@ import (
 // a failure, so CI cannot pass by silently testing fewer languages.
 const strictEnv = "JOBWIRE_CONFORMANCE_STRICT"
 
+// reportEnv names the environment variable holding a file to write the results table to; go test
+// shows a passing package's output only with -v.
+const reportEnv = "JOBWIRE_CONFORMANCE_REPORT"
+
 // Paths prepared by TestMain and read by every test.
 var (
 	repoRoot     string
@@ -69,8 +73,25 @@ func runMain(m *testing.M) int {
 	}
 	start := time.Now()
 	code := m.Run()
-	results.print(os.Stdout, time.Since(start))
+	elapsed := time.Since(start)
+	results.print(os.Stdout, elapsed)
+	if path := os.Getenv(reportEnv); path != "" {
+		if err := writeReport(path, elapsed); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			return 1
+		}
+	}
 	return code
+}
+
+// writeReport writes the results table to path, for CI logs that do not show test output.
+func writeReport(path string, elapsed time.Duration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	results.print(f, elapsed)
+	return f.Close()
 }
 
 // setup finds the repository root and builds the broker and the Go worker into bin, once for the

@@ -57,7 +57,7 @@ var languages = []*language{
 		command: func() []string {
 			return []string{pythonBin, "-u", filepath.Join(repoRoot, "sdks/python/examples/conformance_worker.py")}
 		},
-		missing: onceReason(func() string {
+		missing: sync.OnceValue(func() string {
 			out, err := exec.Command(pythonBin, "-c", "import grpc, google.protobuf").CombinedOutput()
 			if err != nil {
 				return fmt.Sprintf("%s cannot import grpc and protobuf (apt-get install python3-grpcio python3-protobuf): %v %s",
@@ -75,7 +75,7 @@ var languages = []*language{
 		command: func() []string {
 			return []string{"node", filepath.Join(repoRoot, "sdks/node/examples/conformance_worker.js")}
 		},
-		missing: onceReason(func() string {
+		missing: sync.OnceValue(func() string {
 			if _, err := exec.LookPath("node"); err != nil {
 				return "node is not on PATH"
 			}
@@ -91,11 +91,9 @@ var languages = []*language{
 	},
 }
 
-func onceReason(f func() string) func() string { return sync.OnceValue(f) }
-
 // defaultLease is the brokers' lease duration unless a scenario sets its own: short, so that lost
 // leases expire quickly, and long enough for heartbeats from a loaded machine.
-const defaultLease = 2 * time.Second
+const defaultLease = 3 * time.Second
 
 // brokerConfig is the part of the broker's configuration file a scenario may change. The defaults
 // keep every wait of the suite to a few seconds.
@@ -289,11 +287,16 @@ func (e *env) dumpLogsIfFailed() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, p := range e.procs {
-		e.t.Logf("---- %s (%s) ----\n%s", p.name, filepath.Base(p.log), tail(p.log, 60))
+		state := "running"
+		if p.exited() {
+			state = p.state.String()
+		}
+		e.t.Logf("---- %s (%s, %s) ----\n%s", p.name, filepath.Base(p.log), state, tail(p.log, 60))
 	}
 }
 
-// tail returns the last n lines of a file.
+// tail returns the last n lines of a file, leaving out the broker's log lines of successful calls:
+// the suite's polling would drown everything else.
 func tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -304,10 +307,17 @@ func tail(path string, n int) string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		lines = append(lines, sc.Text())
+		line := sc.Text()
+		if strings.Contains(line, `msg="finished call"`) && strings.Contains(line, "grpc.code=OK") {
+			continue
+		}
+		lines = append(lines, line)
 		if len(lines) > n {
 			lines = lines[1:]
 		}
+	}
+	if err := sc.Err(); err != nil {
+		lines = append(lines, "(reading the log: "+err.Error()+")")
 	}
 	return strings.Join(lines, "\n")
 }
@@ -358,8 +368,10 @@ func (b *brokerProc) waitReady() {
 // restart starts the broker again after it stopped, on the same address and database.
 func (b *brokerProc) restart() {
 	b.env.t.Helper()
+	start := time.Now()
 	b.start()
 	b.waitReady()
+	b.env.t.Logf("broker restarted and ready in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // startWorker starts the language's conformance worker with the given id and extra environment.
