@@ -19,6 +19,7 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/storeretry"
 )
 
 // Start is the fake clock's starting time in every test.
@@ -35,8 +36,25 @@ type Options struct {
 	Config   broker.Config
 	Breakers *broker.BreakerOptions
 	Limits   server.Limits
-	// Retry wraps storage operations (nil: each runs once).
+	// Retry runs every storage operation. Nil means a storeretry policy over sqlite.Classify
+	// with the Storage options, logging to the broker's log, as the real binary has.
 	Retry sqlite.Retrier
+	// Storage configures that default policy. Nil means storeretry.DefaultOptions without a
+	// wait between retries. A non-zero delay waits on the fake clock, never the wall clock,
+	// so a test that sets one advances the clock to let the retry run.
+	Storage *storeretry.Options
+	// BusyTimeout is how long SQLite waits for a lock before SQLITE_BUSY (0: the store's default).
+	BusyTimeout time.Duration
+}
+
+// StorageOptions returns the storage retry options a broker started with opts uses.
+func (opts Options) StorageOptions() storeretry.Options {
+	if opts.Storage != nil {
+		return *opts.Storage
+	}
+	o := storeretry.DefaultOptions()
+	o.TransientRetryBaseDelay = 0
+	return o
 }
 
 // Bundle is a running broker and clients for it.
@@ -75,11 +93,20 @@ func (b *Bundle) start() {
 	t := b.t
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, b.DBPath, sqlite.Options{Retry: b.opts.Retry})
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	retry := b.opts.Retry
+	if retry == nil {
+		p, err := storeretry.New(storeretry.Config{Options: b.opts.StorageOptions(), Classify: sqlite.Classify,
+			Logger: log, Sleep: storeretry.ClockSleep(b.Clock), Rand: NewRand()})
+		if err != nil {
+			t.Fatalf("storage retry policy: %v", err)
+		}
+		retry = p
+	}
+	st, err := sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	br, err := broker.New(broker.Options{Store: st, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
 		Logger: log, Breakers: b.opts.Breakers})
 	if err != nil {

@@ -27,10 +27,20 @@ func Classify(err error) (code string, transient bool) {
 
 var _ storeretry.Classifier = Classify
 
+// CodedError is an error that carries a SQLite result code. The driver's *sqlite.Error is one;
+// the interface lets fault-injection tests and wrappers produce an error the classifier treats
+// exactly like the driver's, since the driver's type cannot be built outside its package.
+type CodedError interface {
+	error
+	Code() int
+}
+
+var _ CodedError = (*sqlitedrv.Error)(nil)
+
 // ErrorCode returns the SQLite result code, extended where SQLite gives one, carried by err or
-// any error it wraps; ok is false when err is not a driver error.
+// any error it wraps; ok is false when err carries no SQLite result code.
 func ErrorCode(err error) (code int, ok bool) {
-	var e *sqlitedrv.Error
+	var e CodedError
 	if !errors.As(err, &e) {
 		return 0, false
 	}
