@@ -13,6 +13,11 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
+// openState repeats the condition of the jobs_open index. SQLite uses a partial index only
+// when the query's WHERE clause contains the index's condition as written, so every query that
+// reads ready or held jobs states it before narrowing to the state it wants.
+const openState = `state IN (2, 3, 4)`
+
 // tx is one write transaction.
 type tx struct {
 	ctx       context.Context // not cancellable: see Store.Write
@@ -62,15 +67,26 @@ func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) 
 	if payload == nil {
 		payload = []byte{}
 	}
-	var id int64
-	err := t.queryRow(`INSERT INTO jobs (type, queue, payload, priority, state,
+	// No RETURNING: in SQLite it costs about as much as the insert itself. The row count says
+	// whether the idempotency key was free, and the new rowid is the job id.
+	res, err := t.execResult(`INSERT INTO jobs (type, queue, payload, priority, state,
 		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING id`,
+		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
-		nanos(p.Now), key, int64(p.AttemptTimeout)).Scan(&id)
-	if err == nil {
+		nanos(p.Now), key, int64(p.AttemptTimeout))
+	if err != nil {
+		return store.JobInsertResult{}, err
+	}
+	inserted, err := res.RowsAffected()
+	if err != nil {
+		return store.JobInsertResult{}, err
+	}
+	var id int64
+	if inserted == 1 {
+		if id, err = res.LastInsertId(); err != nil {
+			return store.JobInsertResult{}, err
+		}
 		if !t.queues.known(p.Queue) {
 			if _, err := t.exec(`INSERT INTO queues (name) VALUES (?) ON CONFLICT DO NOTHING`, p.Queue); err != nil {
 				return store.JobInsertResult{}, err
@@ -78,9 +94,6 @@ func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) 
 			t.newQueues = append(t.newQueues, p.Queue)
 		}
 		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return store.JobInsertResult{}, err
 	}
 	// The idempotency key is taken: answer with the job that holds it.
 	var st int
@@ -120,7 +133,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	var sel strings.Builder
 	args := []any{int(job.StateLeased), nanos(p.LeaseUntil), p.WorkerID}
 	sel.WriteString(`UPDATE jobs SET state = ?, lease_token = lease_token + 1, lease_expires_at = ?,
-		worker_id = ? WHERE id IN (SELECT id FROM jobs WHERE state = 2`)
+		worker_id = ? WHERE id IN (SELECT id FROM jobs WHERE ` + openState + ` AND state = 2`)
 	args = in(&sel, args, "type", false, p.Types)
 	args = in(&sel, args, "type", true, p.ExcludeTypes)
 	args = in(&sel, args, "queue", false, p.Queues)
@@ -165,16 +178,25 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 	a := p.Attempt
 	// a.Number counts within the job's current run; the attempt record is numbered after
 	// the attempts of earlier runs (attempt_base), so a requeued job keeps its history.
+	if a.Outcome == job.OutcomeSucceeded {
+		// The common case writes one row and only what changes: every column left out is an
+		// index that need not be checked. The successful attempt needs no row of its own: the
+		// job row holds its worker, start, end and number, and JobGet reports it from there.
+		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?
+			WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
+			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token)
+		return n == 1, err
+	}
 	var base int
-	err := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
-		finished_at = ?, dead_reason = ?,
-		last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
-		last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END,
-		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL
-		WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base`,
+	row := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
+			finished_at = ?, dead_reason = ?,
+			last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
+			last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END
+			WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base`,
 		int(p.State), a.Number, runAt, finished, int(p.DeadReason),
 		a.ErrorType, a.ErrorType, a.ErrorType, a.Message,
-		p.Ref.JobID, p.Ref.Token).Scan(&base)
+		p.Ref.JobID, p.Ref.Token)
+	err := row.Scan(&base)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -262,13 +284,13 @@ func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
 }
 
 func (t *tx) JobHeldExpired(now time.Time, limit int) ([]*job.Job, error) {
-	return t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE state IN (3, 4) AND lease_expires_at <= ?
-		UNION SELECT `+jobColumns+` FROM jobs WHERE state = 4 AND attempt_deadline <= ?
-		ORDER BY id LIMIT ?`, nanos(now), nanos(now), limit)
+	return t.queryJobs(`SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_open WHERE `+openState+` AND state IN (3, 4)
+		AND (lease_expires_at <= ? OR (state = 4 AND attempt_deadline <= ?)) ORDER BY id LIMIT ?`,
+		nanos(now), nanos(now), limit)
 }
 
 func (t *tx) JobReleaseAllLeased() (int, error) {
-	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = '' WHERE state = 3`)
+	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = '' WHERE ` + openState + ` AND state = 3`)
 	return int(n), err
 }
 

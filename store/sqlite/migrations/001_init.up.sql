@@ -25,14 +25,15 @@ CREATE TABLE jobs (
 
 CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 
--- Dispatch reads only ready jobs, through a partial index: finished jobs are not in it, so the
--- cost of leasing does not grow with the history the store keeps.
-CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, id) WHERE state = 2;
+-- Unfinished jobs that are ready or held, in dispatch order. Dispatch reads the state = 2 part
+-- (highest priority, then oldest run_at); the sweeper reads the held part (states 3 and 4),
+-- which is never larger than the workers' total capacity. Finished jobs are not in it, so the
+-- cost of leasing does not grow with the history the store keeps. One index serves both on
+-- purpose: every state change rewrites each index that mentions state, and this is the path
+-- every job takes.
+CREATE INDEX jobs_open ON jobs (state, priority DESC, run_at, id) WHERE state IN (2, 3, 4);
 CREATE INDEX jobs_scheduled ON jobs (run_at) WHERE state = 1;
-CREATE INDEX jobs_held_lease ON jobs (lease_expires_at) WHERE state IN (3, 4);
-CREATE INDEX jobs_running_deadline ON jobs (attempt_deadline) WHERE state = 4;
 CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN (5, 6, 7);
-CREATE INDEX jobs_queue_type_state ON jobs (queue, type, state);
 
 -- One row per attempt that reached user code and ended.
 CREATE TABLE attempts (
