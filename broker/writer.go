@@ -6,6 +6,7 @@ import (
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storeretry"
 )
 
 // op is one unit of work for the writer. apply runs inside a transaction shared with other
@@ -90,7 +91,8 @@ func (b *Broker) commit(batch []*op) {
 		}
 		return nil
 	})
-	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) {
+	// Busy storage already had its retries; splitting would only wait them out once per op.
+	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.
 		for _, o := range batch {
 			o.superseded = false

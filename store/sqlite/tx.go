@@ -185,7 +185,10 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?
 			WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
 			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token)
-		return n == 1, err
+		if err != nil || n == 1 {
+			return n == 1, err
+		}
+		return t.alreadyFinished(p)
 	}
 	var base int
 	row := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
@@ -198,7 +201,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		p.Ref.JobID, p.Ref.Token)
 	err := row.Scan(&base)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return t.alreadyFinished(p)
 	}
 	if err != nil {
 		return false, err
@@ -298,4 +301,21 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 	_, err := t.exec(`INSERT INTO breakers (type, data) VALUES (?, ?)
 		ON CONFLICT (type) DO UPDATE SET data = excluded.data`, r.Type, r.Data)
 	return err
+}
+
+// alreadyFinished reports whether p's outcome is already stored: the same lease ended this
+// attempt the way p says. A result written again after an ambiguous commit (the commit went
+// through but its answer was lost) is then acknowledged as applied, not refused as stale, and
+// still counts once.
+func (t *tx) alreadyFinished(p *store.JobFinishParams) (bool, error) {
+	var state, attempts int
+	var token int64
+	err := t.queryRow(`SELECT state, attempts, lease_token FROM jobs WHERE id = ?`, p.Ref.JobID).Scan(&state, &attempts, &token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return token == p.Ref.Token && attempts == p.Attempt.Number && job.State(state) == p.State, nil
 }
