@@ -183,7 +183,7 @@ func (r *resultTable) print(w io.Writer, elapsed time.Duration) {
 			switch {
 			case !ok:
 				row = append(row, "-")
-			case o.status == "SKIP":
+			case o.duration == 0:
 				row = append(row, o.status)
 			default:
 				row = append(row, fmt.Sprintf("%s %4.1fs", o.status, o.duration.Seconds()))
