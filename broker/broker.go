@@ -72,6 +72,13 @@ type Broker struct {
 	breakerTimer clock.Timer
 	breakerAt    time.Time
 
+	retentionTimer clock.Timer
+	// queueRules holds every paused or capped queue; see queues.go.
+	queueRules map[string]queueRule
+	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
+	// round stored the lease and has not handed it out. That round drops them.
+	racedCancels map[int64]racedCancel
+
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
 	breakerDirty   chan struct{}
@@ -119,6 +126,8 @@ func New(opts Options) (*Broker, error) {
 		wake:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		leases:         make(map[int64]*lease),
+		queueRules:     make(map[string]queueRule),
+		racedCancels:   make(map[int64]racedCancel),
 		breakerPending: make(map[string]breaker.Saved),
 		breakerDirty:   make(chan struct{}, 1),
 	}
@@ -159,6 +168,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.restoreBreakers(ctx); err != nil {
 		return err
 	}
+	if err := b.loadQueueRules(ctx); err != nil {
+		return err
+	}
 	b.stopped.Add(3)
 	go b.writeLoop()
 	go b.dispatchLoop()
@@ -168,6 +180,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.scheduleLocked(next)
 	}
 	b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
+	b.retentionTimer = b.clk.AfterFunc(b.cfg.Retention.Interval, b.retentionTick)
 	b.mu.Unlock()
 	b.signal()
 	return nil
@@ -193,6 +206,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	if b.breakerTimer != nil {
 		b.breakerTimer.Stop()
+	}
+	if b.retentionTimer != nil {
+		b.retentionTimer.Stop()
 	}
 	b.mu.Unlock()
 
@@ -315,12 +331,16 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		return nil, err
 	}
 	if before.State.Held() {
+		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
 		b.mu.Lock()
-		if l := b.leases[id]; l != nil && l.ref.Token == before.LeaseToken {
+		if l := b.leaseLocked(ref); l != nil {
 			b.endLeaseLocked(l, permitReleased, 0)
 			if l.sess != nil {
 				l.sess.out.push(Cancel{Ref: l.ref, Reason: CancelRequested})
 			}
+		} else {
+			// The lease may be stored but not handed out yet: make sure it never is.
+			b.racedCancels[id] = racedCancel{token: before.LeaseToken, at: b.now()}
 		}
 		b.mu.Unlock()
 		b.signal()

@@ -26,6 +26,25 @@ type Config struct {
 	AlwaysFatal []string
 	// MaxBatch caps how many operations one commit carries.
 	MaxBatch int
+	// Retention says how long finished jobs are kept before they are deleted.
+	Retention Retention
+}
+
+// Retention is how long finished jobs are kept. Deletion runs every Interval in small
+// batches, each its own short write, so it never holds the store's write lock for long.
+type Retention struct {
+	// Succeeded is how long SUCCEEDED jobs are kept after they finished.
+	Succeeded time.Duration
+	// Dead is how long DEAD and CANCELLED jobs are kept, so there is time to look at them.
+	Dead time.Duration
+	// Interval is how often expired jobs are looked for.
+	Interval time.Duration
+}
+
+// DefaultRetention keeps succeeded jobs 7 days and dead or cancelled ones 30 days, checking
+// every minute.
+func DefaultRetention() Retention {
+	return Retention{Succeeded: 7 * 24 * time.Hour, Dead: 30 * 24 * time.Hour, Interval: time.Minute}
 }
 
 // DefaultConfig is the documented default configuration.
@@ -37,6 +56,7 @@ func DefaultConfig() Config {
 		SweepInterval:     time.Second,
 		Retry:             retry.DefaultPolicy(),
 		MaxBatch:          1024,
+		Retention:         DefaultRetention(),
 	}
 }
 
@@ -62,6 +82,15 @@ func (c Config) Validate() error {
 		if err := p.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("retry for job type %q: %w", typ, err))
 		}
+	}
+	if c.Retention.Succeeded < time.Minute {
+		errs = append(errs, fmt.Errorf("retention.succeeded must be at least 1m, got %s", c.Retention.Succeeded))
+	}
+	if c.Retention.Dead < time.Minute {
+		errs = append(errs, fmt.Errorf("retention.dead must be at least 1m, got %s", c.Retention.Dead))
+	}
+	if c.Retention.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("retention interval must be positive, got %s", c.Retention.Interval))
 	}
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max_batch must be at least 1, got %d", c.MaxBatch))

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -46,6 +47,9 @@ func (b *Broker) dispatchRound() bool {
 	// Types whose breaker holds dispatch back, or lets only a few probes through, are asked
 	// for once per round, not once per session.
 	allowance := make(map[string]int)
+	// Paused queues are never leased from; capped queues are leased through grants of their
+	// own, each no larger than the room left under the cap.
+	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
 		free := s.capacity - len(s.held)
@@ -66,8 +70,19 @@ func (b *Broker) dispatchRound() bool {
 			case a == breaker.Unlimited:
 				open = append(open, t)
 			case a > 0 && free > 0:
+				// A probe may come from any queue the session serves that is not paused and
+				// has room; it is held to the smallest room among them, and that much room
+				// is set aside in each, so no cap is passed whichever queue it comes from.
+				scope, roomy := b.probeScope(s, plan)
+				limit := min(a, free)
+				for _, q := range roomy {
+					limit = min(limit, plan.room[q])
+				}
+				if scope == nil || limit <= 0 {
+					continue
+				}
 				g := &grant{sess: s, probe: true}
-				for range min(a, free) {
+				for range limit {
 					p, ok := b.breakers.Acquire(t)
 					if !ok {
 						break
@@ -79,12 +94,37 @@ func (b *Broker) dispatchRound() bool {
 				}
 				allowance[t] -= len(g.permits)
 				free -= len(g.permits)
+				for _, q := range roomy {
+					plan.room[q] -= len(g.permits)
+				}
 				g.params = b.leaseParams(s, []string{t}, len(g.permits), now)
+				scope.apply(&g.params)
 				grants = append(grants, g)
 			}
 		}
-		if len(open) > 0 && free > 0 {
-			grants = append(grants, &grant{sess: s, params: b.leaseParams(s, open, free, now)})
+		if len(open) == 0 {
+			continue
+		}
+		for _, q := range plan.capped {
+			if free <= 0 {
+				break
+			}
+			if plan.room[q] <= 0 || !s.serves(q) {
+				continue
+			}
+			k := min(free, plan.room[q])
+			plan.room[q] -= k
+			free -= k
+			g := &grant{sess: s, params: b.leaseParams(s, open, k, now)}
+			g.params.Queues = []string{q}
+			grants = append(grants, g)
+		}
+		if free > 0 {
+			if scope := uncappedScope(s, plan); scope != nil {
+				g := &grant{sess: s, params: b.leaseParams(s, open, free, now)}
+				scope.apply(&g.params)
+				grants = append(grants, g)
+			}
 		}
 	}
 	// Rotate so that no session is always first to take scarce jobs.
@@ -121,6 +161,69 @@ func (b *Broker) dispatchRound() bool {
 	return b.handOut(grants)
 }
 
+// queueScope is the queues one grant may lease from: Queues when the session names its
+// queues (never empty: empty would mean every queue), else every queue but Exclude.
+type queueScope struct {
+	queues  []string
+	exclude []string
+}
+
+func (sc *queueScope) apply(p *store.JobLeaseParams) {
+	p.Queues, p.ExcludeQueues = sc.queues, sc.exclude
+}
+
+// serves reports whether the session takes jobs of queue.
+func (s *Session) serves(queue string) bool {
+	return len(s.queues) == 0 || slices.Contains(s.queues, queue)
+}
+
+// scopeWithout is the session's queues minus skip, or nil when none is left.
+func scopeWithout(s *Session, skip func(q string) bool, all []string) *queueScope {
+	if len(s.queues) == 0 {
+		var ex []string
+		for _, q := range all {
+			if skip(q) {
+				ex = append(ex, q)
+			}
+		}
+		return &queueScope{exclude: ex}
+	}
+	var qs []string
+	for _, q := range s.queues {
+		if !skip(q) {
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	return &queueScope{queues: qs}
+}
+
+// uncappedScope is the session's queues that are neither paused nor capped.
+func uncappedScope(s *Session, plan queuePlan) *queueScope {
+	all := append(slices.Clone(plan.paused), plan.capped...)
+	return scopeWithout(s, func(q string) bool { return slices.Contains(all, q) }, all)
+}
+
+// probeScope is the session's queues that are not paused and not capped without room, and
+// the capped queues with room among them.
+func (b *Broker) probeScope(s *Session, plan queuePlan) (*queueScope, []string) {
+	full := func(q string) bool {
+		room, capped := plan.room[q]
+		return slices.Contains(plan.paused, q) || capped && room <= 0
+	}
+	all := append(slices.Clone(plan.paused), plan.capped...)
+	scope := scopeWithout(s, full, all)
+	var roomy []string
+	for _, q := range plan.capped {
+		if !full(q) && s.serves(q) {
+			roomy = append(roomy, q)
+		}
+	}
+	return scope, roomy
+}
+
 func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time) store.JobLeaseParams {
 	return store.JobLeaseParams{
 		Types:      types,
@@ -138,12 +241,29 @@ func (b *Broker) handOut(grants []*grant) bool {
 	more := false
 	var back []job.LeaseRef
 	b.mu.Lock()
+	held := b.heldByQueueLocked()
 	for _, g := range grants {
 		if len(g.leased) == g.params.Limit && !g.probe {
 			more = true
 		}
 		for i, j := range g.leased {
 			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+			if b.takeRacedCancelLocked(ref) {
+				// Cancelled after this lease committed: the job stays CANCELLED and no
+				// worker hears of it.
+				if g.probe {
+					b.permitRelease(g.permits[i])
+				}
+				continue
+			}
+			if !b.mayHandOutLocked(j.Queue, held) {
+				// The queue was paused, or its cap lowered, while this lease was stored.
+				if g.probe {
+					b.permitRelease(g.permits[i])
+				}
+				back = append(back, ref)
+				continue
+			}
 			var permit breaker.Permit
 			switch {
 			case g.probe:
@@ -167,6 +287,9 @@ func (b *Broker) handOut(grants []*grant) bool {
 			l := &lease{sess: g.sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit}
 			g.sess.held[j.ID] = l
 			b.leases[j.ID] = l
+			if r := b.queueRules[j.Queue]; r.limit > 0 {
+				held[j.Queue]++
+			}
 			g.sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
 				LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 		}

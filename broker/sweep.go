@@ -16,6 +16,7 @@ const sweepBatch = 500
 func (b *Broker) sweepTick() {
 	b.Sweep()
 	b.mu.Lock()
+	b.pruneRacedCancelsLocked()
 	if !b.shuttingDown {
 		b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
 	}
@@ -68,7 +69,7 @@ func (b *Broker) Sweep() {
 				a.Message = fmt.Sprintf("attempt ran past its timeout of %s", j.AttemptTimeout)
 			}
 			e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
-				CreatedAt: j.CreatedAt, Cause: e.cause}, now)
+				CreatedAt: j.LifetimeStart(), Cause: e.cause}, now)
 			e.params = finishParams(ref, e.decision, a, now)
 			if e.applied, err = tx.JobFinish(e.params); err != nil {
 				return err

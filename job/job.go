@@ -181,8 +181,24 @@ type Job struct {
 	WorkerID       string
 	StartedAt      time.Time // when the current attempt's user code started
 
+	// AttemptBase is how many attempts earlier runs spent: a job requeued from the dead-letter
+	// queue starts a new run with Attempts at 0, and its attempt records are numbered
+	// AttemptBase+1 onwards so the history of every run is kept.
+	AttemptBase int
+	// RequeuedAt is when the job was last requeued from the dead-letter queue; zero if never.
+	RequeuedAt time.Time
+
 	// History is every finished attempt, oldest first; filled only by single-job reads.
 	History []Attempt
+}
+
+// LifetimeStart is when the job's retry lifetime began: its creation, or its last requeue
+// from the dead-letter queue, which gives it a fresh lifetime.
+func (j *Job) LifetimeStart() time.Time {
+	if j.RequeuedAt.After(j.CreatedAt) {
+		return j.RequeuedAt
+	}
+	return j.CreatedAt
 }
 
 // Attempt is one run of user code.

@@ -60,7 +60,7 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 	if j.State == job.StateRunning {
 		// The attempt in progress is part of the history a reader wants to see.
 		out.AttemptHistory = append(out.AttemptHistory, &jobwirev1.Attempt{
-			Number: int32(j.Attempts), WorkerId: j.WorkerID, StartedAt: ts(j.StartedAt),
+			Number: int32(j.AttemptBase + j.Attempts), WorkerId: j.WorkerID, StartedAt: ts(j.StartedAt),
 			Outcome: jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_RUNNING,
 		})
 	}

@@ -44,7 +44,7 @@ func (s *Server) validate(req any) error {
 			return invalid("state", "must be BREAKER_STATE_CLOSED, BREAKER_STATE_OPEN or BREAKER_STATE_HALF_OPEN, got %s", r.GetState())
 		}
 	}
-	return nil
+	return s.validateAdmin(req, now)
 }
 
 func (s *Server) insertParams(spec *jobwirev1.JobSpec) *store.JobInsertParams {

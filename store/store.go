@@ -26,11 +26,31 @@ type Store interface {
 
 	// JobGet reads one job with its attempt history.
 	JobGet(ctx context.Context, id int64) (*job.Job, error)
-	// JobList reads jobs without history, in id order after params.AfterID.
+	// JobList reads jobs without history or payload, in id order after params.AfterID.
 	JobList(ctx context.Context, params *JobListParams) ([]*job.Job, error)
 
 	// BreakerLoadAll reads every saved circuit breaker state.
 	BreakerLoadAll(ctx context.Context) ([]BreakerRecord, error)
+
+	// JobListDead reads dead jobs without history or payload, newest first (finished_at,
+	// then id, descending), after params.After when set.
+	JobListDead(ctx context.Context, params *DeadJobListParams) ([]*job.Job, error)
+	// JobCountDead counts the dead jobs f matches, counting no further than limit.
+	JobCountDead(ctx context.Context, f *DeadJobFilter, limit int) (int, error)
+	// JobGetMany reads jobs without history or payload, in the order of ids; ids that do
+	// not exist are left out.
+	JobGetMany(ctx context.Context, ids []int64) ([]*job.Job, error)
+	// DeadErrorGroups groups the dead jobs f matches by last error type, largest group first.
+	DeadErrorGroups(ctx context.Context, f *DeadJobFilter, limit int) ([]DeadErrorGroup, error)
+
+	// QueueLoadAll reads every queue's settings.
+	QueueLoadAll(ctx context.Context) ([]QueueRecord, error)
+	// QueueStats reads queues with their depth; name "" reads every queue.
+	QueueStats(ctx context.Context, name string) ([]QueueStats, error)
+	// JobCounts counts jobs per queue, type and state.
+	JobCounts(ctx context.Context) ([]StateCount, error)
+	// RecentCounts counts jobs that succeeded or died, and attempts that failed, at or after since.
+	RecentCounts(ctx context.Context, since time.Time) (RecentCounts, error)
 
 	Close() error
 }
@@ -69,6 +89,24 @@ type Tx interface {
 	JobReleaseAllLeased() (int, error)
 	// BreakerSave stores one circuit breaker's state.
 	BreakerSave(r BreakerRecord) error
+
+	// JobDeadIDs lists the ids of the dead jobs f matches, newest first, at most limit.
+	JobDeadIDs(f *DeadJobFilter, limit int) ([]int64, error)
+	// JobStates reads the state of each job of ids that exists.
+	JobStates(ids []int64) (map[int64]job.State, error)
+	// JobGetMany is Store.JobGetMany inside the transaction.
+	JobGetMany(ids []int64) ([]*job.Job, error)
+	// JobRequeue sends the dead jobs among p.IDs back to run and returns how many it changed.
+	JobRequeue(p *JobRequeueParams) (int, error)
+	// JobDeleteDead deletes the dead jobs among ids, with their attempts.
+	JobDeleteDead(ids []int64) (int, error)
+	// JobDeleteFinished deletes up to p.Limit jobs in one of p.States that finished before
+	// p.FinishedBefore, with their attempts, oldest first.
+	JobDeleteFinished(p *JobDeleteFinishedParams) (int, error)
+	// QueueSetPaused pauses or resumes a queue, creating it if it is new.
+	QueueSetPaused(name string, paused bool) error
+	// QueueSetLimit sets a queue's concurrency limit (0: none), creating it if it is new.
+	QueueSetLimit(name string, limit int) error
 }
 
 // JobInsertParams is a validated job to add.
@@ -123,13 +161,91 @@ type JobFinishParams struct {
 	Now        time.Time
 }
 
-// JobListParams filters a job listing.
+// JobListParams filters a job listing. Listed jobs carry no history or payload.
 type JobListParams struct {
 	State   job.State // 0: any
 	Queue   string
 	Type    string
 	AfterID int64
 	Limit   int
+}
+
+// DeadJobFilter selects dead jobs. Zero fields match any.
+type DeadJobFilter struct {
+	Queue      string
+	Type       string
+	Reason     job.DeadReason
+	ErrorType  string
+	DeadAfter  time.Time // finished_at >= DeadAfter
+	DeadBefore time.Time // finished_at < DeadBefore
+}
+
+// DeadCursor is a position in the dead-letter queue's newest-first order.
+type DeadCursor struct {
+	FinishedAt time.Time
+	ID         int64
+}
+
+// DeadJobListParams pages through dead jobs.
+type DeadJobListParams struct {
+	Filter DeadJobFilter
+	After  *DeadCursor // nil: from the newest
+	Limit  int
+}
+
+// DeadErrorGroup is the dead jobs that share a last error type.
+type DeadErrorGroup struct {
+	ErrorType     string
+	Count         int64
+	LastSeen      time.Time
+	SampleMessage string
+}
+
+// JobRequeueParams sends dead jobs back to run.
+type JobRequeueParams struct {
+	IDs      []int64
+	RunAt    time.Time // SCHEDULED when after Now, else PENDING
+	Priority *int      // nil keeps each job's own
+	Payload  []byte    // nil keeps each job's own
+	Now      time.Time
+}
+
+// JobDeleteFinishedParams selects finished jobs to delete.
+type JobDeleteFinishedParams struct {
+	States         []job.State // final states only
+	FinishedBefore time.Time
+	Limit          int
+}
+
+// QueueRecord is a queue's settings.
+type QueueRecord struct {
+	Name             string
+	Paused           bool
+	ConcurrencyLimit int
+}
+
+// QueueStats is a queue's settings and shape.
+type QueueStats struct {
+	QueueRecord
+	Depth map[job.State]int64
+	// OldestReadyAt is the run_at of the oldest PENDING job; zero when none is ready.
+	OldestReadyAt time.Time
+}
+
+// StateCount is how many jobs of one queue and type are in one state.
+type StateCount struct {
+	Queue string
+	Type  string
+	State job.State
+	Count int64
+}
+
+// RecentCounts counts what finished in a window: jobs that succeeded, attempts that failed and
+// jobs that died.
+type RecentCounts struct {
+	Succeeded int64 // jobs that succeeded (one successful attempt each)
+	Failed    int64 // attempts that failed, timed out or lost their lease
+	Dead      int64 // jobs that went to the dead-letter queue
 }
 
 // BreakerRecord is a circuit breaker's durable state, stored as an opaque document.

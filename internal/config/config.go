@@ -32,6 +32,7 @@ type File struct {
 	Breaker           BreakerFile        `yaml:"breaker"`
 	JobTypes          map[string]TypeCfg `yaml:"job_types"`
 	Storage           StorageFile        `yaml:"storage"`
+	Retention         RetentionFile      `yaml:"retention"`
 	LogLevel          string             `yaml:"log_level"`  // debug, info (default), warn, error
 	LogFormat         string             `yaml:"log_format"` // text (default) or json
 }
@@ -63,6 +64,14 @@ type BreakerFile struct {
 type TypeCfg struct {
 	Retry   RetryFile   `yaml:"retry"`
 	Breaker BreakerFile `yaml:"breaker"`
+}
+
+// RetentionFile says how long finished jobs are kept.
+type RetentionFile struct {
+	// Succeeded is how long SUCCEEDED jobs are kept (default 168h).
+	Succeeded *time.Duration `yaml:"succeeded"`
+	// Dead is how long DEAD and CANCELLED jobs are kept (default 720h).
+	Dead *time.Duration `yaml:"dead"`
 }
 
 // StorageFile holds the storage settings.
@@ -208,6 +217,12 @@ func (f File) apply(c Config) (Config, error) {
 	}
 	if err := c.Storage.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("storage: %w", err))
+	}
+	if f.Retention.Succeeded != nil {
+		c.Broker.Retention.Succeeded = *f.Retention.Succeeded
+	}
+	if f.Retention.Dead != nil {
+		c.Broker.Retention.Dead = *f.Retention.Dead
 	}
 	if err := c.Broker.Validate(); err != nil {
 		errs = append(errs, err)

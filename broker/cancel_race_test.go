@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/sqlite"
+)
+
+// newRaceBroker starts a broker on a fresh database. Its tests drive dispatch steps by hand
+// with a session the dispatcher does not know, so the order of the steps is theirs.
+func newRaceBroker(t *testing.T) *Broker {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Options{Store: st, Config: DefaultConfig(), Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_ = b.Shutdown(sctx)
+		_ = st.Close()
+	})
+	return b
+}
+
+func pendingMessages(s *Session) []Message {
+	s.out.mu.Lock()
+	defer s.out.mu.Unlock()
+	return append([]Message(nil), s.out.msgs...)
+}
+
+// A cancel that commits after a dispatch round stored a lease, but before the round handed
+// the job out, wins: no worker hears of the job and a probe permit taken for it goes back.
+func TestCancelRacingDispatchWins(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		probe bool
+	}{
+		{"ordinary lease", false},
+		{"breaker probe", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newRaceBroker(t)
+			ctx := context.Background()
+			res, err := b.Enqueue(ctx, []*store.JobInsertParams{{Type: "t", Queue: job.DefaultQueue}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := res[0].ID
+			s := &Session{b: b, id: "manual", workerID: "w1", types: []string{"t"}, capacity: 1,
+				out: newOutbox(), held: map[int64]*lease{}}
+
+			g := &grant{sess: s, params: b.leaseParams(s, []string{"t"}, 1, b.now())}
+			if tt.probe {
+				if _, err := b.ForceBreaker("t", breaker.StateHalfOpen); err != nil {
+					t.Fatal(err)
+				}
+				p, ok := b.breakers.Acquire("t")
+				if !ok {
+					t.Fatal("no probe permit in HALF_OPEN")
+				}
+				g.probe, g.permits = true, []breaker.Permit{p}
+			}
+			err = b.do(ctx, "lease", func(tx store.Tx) error {
+				var err error
+				g.leased, err = tx.JobLease(&g.params)
+				return err
+			})
+			if err != nil || len(g.leased) != 1 {
+				t.Fatalf("lease: %v, %d jobs", err, len(g.leased))
+			}
+
+			j, err := b.Cancel(ctx, id)
+			if err != nil || j.State != job.StateCancelled {
+				t.Fatalf("cancel: %v, %v", j, err)
+			}
+			b.handOut([]*grant{g})
+
+			if msgs := pendingMessages(s); len(msgs) != 0 {
+				t.Fatalf("the worker was sent %v", msgs)
+			}
+			b.mu.Lock()
+			leases, raced, held := len(b.leases), len(b.racedCancels), len(s.held)
+			b.mu.Unlock()
+			if leases != 0 || held != 0 || raced != 0 {
+				t.Fatalf("after hand-out: %d leases, %d held, %d raced cancels left", leases, held, raced)
+			}
+			if tt.probe {
+				for _, info := range b.Breakers() {
+					if info.Type == "t" && info.ProbesInFlight != 0 {
+						t.Fatalf("breaker still counts %d probes in flight", info.ProbesInFlight)
+					}
+				}
+			}
+			if j, err := b.Get(ctx, id); err != nil || j.State != job.StateCancelled || j.Attempts != 0 {
+				t.Fatalf("job = %v, %v", j, err)
+			}
+		})
+	}
+}

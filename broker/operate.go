@@ -1,0 +1,331 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// This file holds what operators do: list jobs, work the dead-letter queue, delete old jobs,
+// read stats.
+
+// ErrNotDead is returned when a dead-letter action names a job that is not dead.
+var ErrNotDead = errors.New("job is not in the dead-letter queue")
+
+// SampleSize is how many matched jobs a bulk action shows.
+const SampleSize = 10
+
+// retentionBatch is how many jobs one retention transaction deletes: small, so the write
+// lock is held briefly and other work goes between batches.
+const retentionBatch = 500
+
+// racedCancel is a cancel that found no lease in memory for a LEASED job.
+type racedCancel struct {
+	token int64
+	at    time.Time
+}
+
+// takeRacedCancelLocked reports whether ref was cancelled before it was handed out, and
+// forgets it.
+func (b *Broker) takeRacedCancelLocked(ref job.LeaseRef) bool {
+	rc, ok := b.racedCancels[ref.JobID]
+	if !ok || rc.token != ref.Token {
+		return false
+	}
+	delete(b.racedCancels, ref.JobID)
+	return true
+}
+
+// pruneRacedCancelsLocked forgets raced cancels no dispatch round will claim: a round hands
+// out what it leased long before a lease would expire.
+func (b *Broker) pruneRacedCancelsLocked() {
+	cutoff := b.now().Add(-b.cfg.LeaseDuration)
+	for id, rc := range b.racedCancels {
+		if rc.at.Before(cutoff) {
+			delete(b.racedCancels, id)
+		}
+	}
+}
+
+// ListJobs reads a page of jobs in id order, without history or payload.
+func (b *Broker) ListJobs(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
+	return b.st.JobList(ctx, p)
+}
+
+// ListDeadJobs reads a page of the dead-letter queue, newest first, without history or payload.
+func (b *Broker) ListDeadJobs(ctx context.Context, p *store.DeadJobListParams) ([]*job.Job, error) {
+	return b.st.JobListDead(ctx, p)
+}
+
+// TopDeadErrors groups the dead jobs f matches by last error type, largest group first.
+func (b *Broker) TopDeadErrors(ctx context.Context, f *store.DeadJobFilter, limit int) ([]store.DeadErrorGroup, error) {
+	return b.st.DeadErrorGroups(ctx, f, limit)
+}
+
+// Selection picks dead jobs for a bulk action: by IDs or by Filter.
+type Selection struct {
+	IDs    []int64
+	Filter *store.DeadJobFilter // nil: select by IDs
+	// Limit is the most jobs the action touches; with a filter, the newest Limit match.
+	Limit int
+	// Preview counts and samples what would be touched and changes nothing.
+	Preview bool
+}
+
+// BulkResult is what a bulk action matched and changed.
+type BulkResult struct {
+	Matched  int
+	Affected int
+	Sample   []*job.Job // up to SampleSize matched jobs, without history or payload
+}
+
+// Requeue says how dead jobs go back to run.
+type Requeue struct {
+	Priority *int      // nil keeps each job's own
+	Payload  []byte    // nil keeps each job's own; only for a single job
+	RunAt    time.Time // zero: now
+}
+
+// RequeueDead sends dead jobs back to run: a new run of attempts starting at 0, the dead
+// reason cleared, the earlier attempts kept in the history (see JobRequeue). By IDs every
+// job must exist and be dead, or nothing changes.
+func (b *Broker) RequeueDead(ctx context.Context, sel Selection, rq Requeue) (BulkResult, error) {
+	if sel.Preview {
+		return b.previewDead(ctx, sel)
+	}
+	if rq.Payload != nil && (sel.Filter != nil || len(sel.IDs) != 1) {
+		return BulkResult{}, errors.New("a replacement payload needs exactly one job selected by id")
+	}
+	now := b.now()
+	runAt := rq.RunAt
+	if runAt.IsZero() || runAt.Before(now) {
+		runAt = now
+	}
+	var res BulkResult
+	err := b.do(ctx, "dlq_requeue", func(tx store.Tx) error {
+		res = BulkResult{}
+		ids, err := b.selectDead(tx, sel)
+		if err != nil {
+			return err
+		}
+		res.Matched = len(ids)
+		if res.Affected, err = tx.JobRequeue(&store.JobRequeueParams{IDs: ids, RunAt: runAt,
+			Priority: rq.Priority, Payload: rq.Payload, Now: now}); err != nil {
+			return err
+		}
+		res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)])
+		return err
+	})
+	if err != nil {
+		return BulkResult{}, err
+	}
+	if res.Affected > 0 {
+		if runAt.After(now) {
+			b.mu.Lock()
+			b.scheduleLocked(runAt)
+			b.mu.Unlock()
+		} else {
+			b.signal()
+		}
+	}
+	return res, nil
+}
+
+// PurgeDead deletes dead jobs and their attempts for good.
+func (b *Broker) PurgeDead(ctx context.Context, sel Selection) (BulkResult, error) {
+	if sel.Preview {
+		return b.previewDead(ctx, sel)
+	}
+	var res BulkResult
+	err := b.do(ctx, "dlq_purge", func(tx store.Tx) error {
+		res = BulkResult{}
+		ids, err := b.selectDead(tx, sel)
+		if err != nil {
+			return err
+		}
+		res.Matched = len(ids)
+		if res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)]); err != nil {
+			return err
+		}
+		res.Affected, err = tx.JobDeleteDead(ids)
+		return err
+	})
+	if err != nil {
+		return BulkResult{}, err
+	}
+	return res, nil
+}
+
+// selectDead resolves a selection inside the write, so what is matched is what is changed.
+func (b *Broker) selectDead(tx store.Tx, sel Selection) ([]int64, error) {
+	if sel.Filter != nil {
+		return tx.JobDeadIDs(sel.Filter, sel.Limit)
+	}
+	ids := dedupe(sel.IDs)
+	states, err := tx.JobStates(ids)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDead(ids, states); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// previewDead counts and samples a selection from the readers, changing nothing.
+func (b *Broker) previewDead(ctx context.Context, sel Selection) (BulkResult, error) {
+	if sel.Filter != nil {
+		n, err := b.st.JobCountDead(ctx, sel.Filter, sel.Limit)
+		if err != nil {
+			return BulkResult{}, err
+		}
+		sample, err := b.st.JobListDead(ctx, &store.DeadJobListParams{Filter: *sel.Filter, Limit: min(sel.Limit, SampleSize)})
+		if err != nil {
+			return BulkResult{}, err
+		}
+		return BulkResult{Matched: n, Sample: sample}, nil
+	}
+	ids := dedupe(sel.IDs)
+	jobs, err := b.st.JobGetMany(ctx, ids)
+	if err != nil {
+		return BulkResult{}, err
+	}
+	states := make(map[int64]job.State, len(jobs))
+	for _, j := range jobs {
+		states[j.ID] = j.State
+	}
+	if err := checkDead(ids, states); err != nil {
+		return BulkResult{}, err
+	}
+	return BulkResult{Matched: len(jobs), Sample: jobs[:min(len(jobs), SampleSize)]}, nil
+}
+
+// checkDead fails unless every id names a dead job, naming the first that does not.
+func checkDead(ids []int64, states map[int64]job.State) error {
+	for _, id := range ids {
+		st, ok := states[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+		case st != job.StateDead:
+			return fmt.Errorf("job %d is %s: %w", id, st, ErrNotDead)
+		}
+	}
+	return nil
+}
+
+func dedupe(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// PurgeSucceeded deletes SUCCEEDED jobs that finished more than olderThan ago, in small
+// batches, and returns how many it deleted (also when it stops early with an error).
+func (b *Broker) PurgeSucceeded(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return b.deleteFinished(ctx, []job.State{job.StateSucceeded}, b.now().Add(-olderThan))
+}
+
+// ApplyRetention deletes the finished jobs past their retention period: succeeded ones after
+// Retention.Succeeded, dead and cancelled ones after Retention.Dead. It runs every
+// Retention.Interval; tests call it after moving a fake clock.
+func (b *Broker) ApplyRetention(ctx context.Context) (int64, error) {
+	now := b.now()
+	n, err := b.deleteFinished(ctx, []job.State{job.StateSucceeded}, now.Add(-b.cfg.Retention.Succeeded))
+	if err != nil {
+		return n, err
+	}
+	m, err := b.deleteFinished(ctx, []job.State{job.StateDead, job.StateCancelled}, now.Add(-b.cfg.Retention.Dead))
+	return n + m, err
+}
+
+// deleteFinished deletes finished jobs in batches, each its own write through the writer.
+func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before time.Time) (int64, error) {
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var n int
+		err := b.do(ctx, "delete_finished", func(tx store.Tx) error {
+			var err error
+			n, err = tx.JobDeleteFinished(&store.JobDeleteFinishedParams{States: states,
+				FinishedBefore: before, Limit: retentionBatch})
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int64(n)
+		if n < retentionBatch {
+			return total, nil
+		}
+	}
+}
+
+// retentionTick applies retention, then arms the next run.
+func (b *Broker) retentionTick() {
+	n, err := b.ApplyRetention(b.ctx)
+	switch {
+	case err != nil && !errors.Is(err, ErrShuttingDown) && !errors.Is(err, context.Canceled):
+		b.log.Error("delete jobs past retention", "deleted", n, "err", err)
+	case n > 0:
+		b.log.Info("deleted jobs past retention", "jobs", n)
+	}
+	b.mu.Lock()
+	if !b.shuttingDown {
+		b.retentionTimer = b.clk.AfterFunc(b.cfg.Retention.Interval, b.retentionTick)
+	}
+	b.mu.Unlock()
+}
+
+// StatsWindows are the trailing windows Stats counts recent work in.
+var StatsWindows = []time.Duration{time.Minute, 5 * time.Minute}
+
+// RecentWindow counts what finished in a trailing window.
+type RecentWindow struct {
+	Window time.Duration
+	store.RecentCounts
+}
+
+// Stats is a snapshot of the broker's jobs and queues.
+type Stats struct {
+	Counts []store.StateCount
+	Recent []RecentWindow
+	Queues []store.QueueStats
+}
+
+// Stats reads job counts, recent throughput and every queue's shape.
+func (b *Broker) Stats(ctx context.Context) (*Stats, error) {
+	counts, err := b.st.JobCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &Stats{Counts: counts}
+	now := b.now()
+	for _, w := range StatsWindows {
+		rc, err := b.st.RecentCounts(ctx, now.Add(-w))
+		if err != nil {
+			return nil, err
+		}
+		out.Recent = append(out.Recent, RecentWindow{Window: w, RecentCounts: rc})
+	}
+	if out.Queues, err = b.st.QueueStats(ctx, ""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Store is the broker's storage, for callers that look for optional capabilities on it
+// (such as counters of retried storage operations).
+func (b *Broker) Store() store.Store { return b.st }

@@ -1,0 +1,320 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// The operator's calls of the admin service: jobs, the dead-letter queue, retention, queues
+// and stats. Listings and bulk samples carry no payload (a page of large payloads could pass
+// the message size limit); GetJob shows one job's payload and history.
+
+const (
+	defaultPageSize   = 100
+	maxPageSize       = 1000
+	defaultBulkLimit  = 1000
+	maxBulkLimit      = 10000
+	defaultErrorLimit = 20
+	maxErrorLimit     = 1000
+	maxQueueLimit     = 1000000
+)
+
+// storageRetryCounter is implemented by a store that counts the storage operations it
+// retried, by error code name. Stats shows the counters when the store has them.
+type storageRetryCounter interface {
+	StorageRetries() map[string]int64
+}
+
+func pageSize(n int32) int {
+	if n == 0 {
+		return defaultPageSize
+	}
+	return int(n)
+}
+
+// Page tokens are opaque to callers: base64 of the position after the page's last job.
+
+func encodeJobToken(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
+}
+
+func decodeJobToken(tok string) (int64, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return 0, invalid("page_token", "is not a token this broker issued")
+	}
+	id, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || id < 0 {
+		return 0, invalid("page_token", "is not a token this broker issued")
+	}
+	return id, nil
+}
+
+func encodeDeadToken(c store.DeadCursor) string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d,%d", c.FinishedAt.UnixNano(), c.ID))
+}
+
+func decodeDeadToken(tok string) (*store.DeadCursor, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	bad := invalid("page_token", "is not a token this broker issued")
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return nil, bad
+	}
+	at, id, ok := strings.Cut(string(raw), ",")
+	if !ok {
+		return nil, bad
+	}
+	ns, err1 := strconv.ParseInt(at, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if err1 != nil || err2 != nil || n <= 0 {
+		return nil, bad
+	}
+	return &store.DeadCursor{FinishedAt: time.Unix(0, ns).UTC(), ID: n}, nil
+}
+
+func deadFilterFromProto(f *jobwirev1.DeadJobFilter) store.DeadJobFilter {
+	out := store.DeadJobFilter{
+		Queue:     f.GetQueue(),
+		Type:      f.GetType(),
+		Reason:    job.DeadReason(f.GetReason()),
+		ErrorType: f.GetErrorType(),
+	}
+	if f.GetDeadAfter() != nil {
+		out.DeadAfter = f.GetDeadAfter().AsTime()
+	}
+	if f.GetDeadBefore() != nil {
+		out.DeadBefore = f.GetDeadBefore().AsTime()
+	}
+	return out
+}
+
+func jobsToProto(jobs []*job.Job) []*jobwirev1.Job {
+	out := make([]*jobwirev1.Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = jobToProto(j)
+	}
+	return out
+}
+
+func (a *admin) ListJobs(ctx context.Context, req *jobwirev1.ListJobsRequest) (*jobwirev1.ListJobsResponse, error) {
+	after, err := decodeJobToken(req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	size := pageSize(req.GetPageSize())
+	// One more than the page tells whether another page follows.
+	jobs, err := a.b.ListJobs(ctx, &store.JobListParams{State: job.State(req.GetState()), Queue: req.GetQueue(),
+		Type: req.GetType(), AfterID: after, Limit: size + 1})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &jobwirev1.ListJobsResponse{}
+	if len(jobs) > size {
+		jobs = jobs[:size]
+		out.NextPageToken = encodeJobToken(jobs[size-1].ID)
+	}
+	out.Jobs = jobsToProto(jobs)
+	return out, nil
+}
+
+func (a *admin) ListDeadJobs(ctx context.Context, req *jobwirev1.ListDeadJobsRequest) (*jobwirev1.ListDeadJobsResponse, error) {
+	cursor, err := decodeDeadToken(req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	size := pageSize(req.GetPageSize())
+	jobs, err := a.b.ListDeadJobs(ctx, &store.DeadJobListParams{Filter: deadFilterFromProto(req.GetFilter()),
+		After: cursor, Limit: size + 1})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &jobwirev1.ListDeadJobsResponse{}
+	if len(jobs) > size {
+		jobs = jobs[:size]
+		last := jobs[size-1]
+		out.NextPageToken = encodeDeadToken(store.DeadCursor{FinishedAt: last.FinishedAt, ID: last.ID})
+	}
+	out.Jobs = jobsToProto(jobs)
+	return out, nil
+}
+
+func selectionFromProto(sel *jobwirev1.BulkSelection) broker.Selection {
+	out := broker.Selection{IDs: sel.GetIds(), Limit: int(sel.GetLimit()), Preview: sel.GetPreview()}
+	if out.Limit == 0 {
+		out.Limit = defaultBulkLimit
+	}
+	if sel.GetFilter() != nil {
+		f := deadFilterFromProto(sel.GetFilter())
+		out.Filter = &f
+	}
+	return out
+}
+
+func (a *admin) RequeueDeadJobs(ctx context.Context, req *jobwirev1.RequeueDeadJobsRequest) (*jobwirev1.RequeueDeadJobsResponse, error) {
+	rq := broker.Requeue{Payload: req.Payload}
+	if req.Priority != nil {
+		p := int(req.GetPriority())
+		rq.Priority = &p
+	}
+	if req.GetRunAt() != nil {
+		rq.RunAt = req.GetRunAt().AsTime()
+	}
+	res, err := a.b.RequeueDead(ctx, selectionFromProto(req.GetSelection()), rq)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.RequeueDeadJobsResponse{Matched: int32(res.Matched), Affected: int32(res.Affected),
+		Sample: jobsToProto(res.Sample)}, nil
+}
+
+func (a *admin) PurgeDeadJobs(ctx context.Context, req *jobwirev1.PurgeDeadJobsRequest) (*jobwirev1.PurgeDeadJobsResponse, error) {
+	res, err := a.b.PurgeDead(ctx, selectionFromProto(req.GetSelection()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.PurgeDeadJobsResponse{Matched: int32(res.Matched), Affected: int32(res.Affected),
+		Sample: jobsToProto(res.Sample)}, nil
+}
+
+func (a *admin) TopDeadErrors(ctx context.Context, req *jobwirev1.TopDeadErrorsRequest) (*jobwirev1.TopDeadErrorsResponse, error) {
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = defaultErrorLimit
+	}
+	f := deadFilterFromProto(req.GetFilter())
+	groups, err := a.b.TopDeadErrors(ctx, &f, limit)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &jobwirev1.TopDeadErrorsResponse{}
+	for _, g := range groups {
+		out.Groups = append(out.Groups, &jobwirev1.ErrorGroup{ErrorType: g.ErrorType, Count: g.Count,
+			LastSeen: ts(g.LastSeen), SampleMessage: g.SampleMessage})
+	}
+	return out, nil
+}
+
+func (a *admin) PurgeFinishedJobs(ctx context.Context, req *jobwirev1.PurgeFinishedJobsRequest) (*jobwirev1.PurgeFinishedJobsResponse, error) {
+	n, err := a.b.PurgeSucceeded(ctx, req.GetOlderThan().AsDuration())
+	if err != nil {
+		// Batches already deleted stay deleted; the count says how far it got.
+		a.log.WarnContext(ctx, "purge of succeeded jobs stopped early", "purged", n, "err", err)
+		return nil, toStatus(err)
+	}
+	return &jobwirev1.PurgeFinishedJobsResponse{Purged: n}, nil
+}
+
+// queueToProto describes a queue as of now.
+func queueToProto(q store.QueueStats, now time.Time) *jobwirev1.QueueInfo {
+	out := &jobwirev1.QueueInfo{
+		Name:             q.Name,
+		Paused:           q.Paused,
+		ConcurrencyLimit: int32(q.ConcurrencyLimit),
+		DepthByState:     make(map[string]int64, len(q.Depth)),
+		Running:          q.Depth[job.StateLeased] + q.Depth[job.StateRunning],
+	}
+	for st, n := range q.Depth {
+		out.DepthByState[st.String()] = n
+	}
+	if !q.OldestReadyAt.IsZero() {
+		out.OldestReadyAge = dur(max(0, now.Sub(q.OldestReadyAt)))
+	}
+	return out
+}
+
+func (a *admin) ListQueues(ctx context.Context, _ *jobwirev1.ListQueuesRequest) (*jobwirev1.ListQueuesResponse, error) {
+	qs, err := a.b.ListQueues(ctx, "")
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	now := a.clk.Now()
+	out := &jobwirev1.ListQueuesResponse{}
+	for _, q := range qs {
+		out.Queues = append(out.Queues, queueToProto(q, now))
+	}
+	return out, nil
+}
+
+// queueInfo reads one queue after a change to it.
+func (a *admin) queueInfo(ctx context.Context, name string) (*jobwirev1.QueueInfo, error) {
+	qs, err := a.b.ListQueues(ctx, name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if len(qs) == 0 {
+		return nil, toStatus(fmt.Errorf("queue %q: %w", name, store.ErrNotFound))
+	}
+	return queueToProto(qs[0], a.clk.Now()), nil
+}
+
+func (a *admin) PauseQueue(ctx context.Context, req *jobwirev1.PauseQueueRequest) (*jobwirev1.PauseQueueResponse, error) {
+	if err := a.b.PauseQueue(ctx, req.GetQueue()); err != nil {
+		return nil, toStatus(err)
+	}
+	q, err := a.queueInfo(ctx, req.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	return &jobwirev1.PauseQueueResponse{Queue: q}, nil
+}
+
+func (a *admin) ResumeQueue(ctx context.Context, req *jobwirev1.ResumeQueueRequest) (*jobwirev1.ResumeQueueResponse, error) {
+	if err := a.b.ResumeQueue(ctx, req.GetQueue()); err != nil {
+		return nil, toStatus(err)
+	}
+	q, err := a.queueInfo(ctx, req.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	return &jobwirev1.ResumeQueueResponse{Queue: q}, nil
+}
+
+func (a *admin) SetQueueLimit(ctx context.Context, req *jobwirev1.SetQueueLimitRequest) (*jobwirev1.SetQueueLimitResponse, error) {
+	if err := a.b.SetQueueLimit(ctx, req.GetQueue(), int(req.GetLimit())); err != nil {
+		return nil, toStatus(err)
+	}
+	q, err := a.queueInfo(ctx, req.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	return &jobwirev1.SetQueueLimitResponse{Queue: q}, nil
+}
+
+func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jobwirev1.GetStatsResponse, error) {
+	st, err := a.b.Stats(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	now := a.clk.Now()
+	out := &jobwirev1.GetStatsResponse{}
+	for _, c := range st.Counts {
+		out.Counts = append(out.Counts, &jobwirev1.StateCount{Queue: c.Queue, Type: c.Type,
+			State: stateToProto(c.State), Count: c.Count})
+	}
+	for _, r := range st.Recent {
+		out.Recent = append(out.Recent, &jobwirev1.RecentCounts{Window: dur(r.Window),
+			Succeeded: r.Succeeded, Failed: r.Failed, Dead: r.Dead})
+	}
+	for _, q := range st.Queues {
+		out.Queues = append(out.Queues, queueToProto(q, now))
+	}
+	if c, ok := a.b.Store().(storageRetryCounter); ok {
+		out.StorageRetries = c.StorageRetries()
+	}
+	return out, nil
+}

@@ -1,0 +1,474 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// This file holds what operators use: the dead-letter queue, bulk actions, retention, queues
+// and stats. Reads run on the reader pool; writes are Tx methods the broker calls through its
+// writer.
+
+// querier is what both the reader pool and a write transaction can run, so a query is written
+// once for both.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// idChunk bounds the ids bound into one statement, well under SQLite's variable limit.
+const idChunk = 500
+
+// deadWhere appends the conditions of f to a query that already has a WHERE clause selecting
+// dead jobs.
+func deadWhere(q *strings.Builder, args []any, f *store.DeadJobFilter) []any {
+	if f == nil {
+		return args
+	}
+	add := func(cond string, v any) {
+		q.WriteString(" AND " + cond)
+		args = append(args, v)
+	}
+	if f.Queue != "" {
+		add("queue = ?", f.Queue)
+	}
+	if f.Type != "" {
+		add("type = ?", f.Type)
+	}
+	if f.Reason != job.DeadNone {
+		add("dead_reason = ?", int(f.Reason))
+	}
+	if f.ErrorType != "" {
+		add("last_error_type = ?", f.ErrorType)
+	}
+	if !f.DeadAfter.IsZero() {
+		add("finished_at >= ?", nanos(f.DeadAfter))
+	}
+	if !f.DeadBefore.IsZero() {
+		add("finished_at < ?", nanos(f.DeadBefore))
+	}
+	return args
+}
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func idArgs(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// chunks calls fn with ids in slices of at most idChunk.
+func chunks(ids []int64, fn func(part []int64) error) error {
+	for len(ids) > 0 {
+		n := min(len(ids), idChunk)
+		if err := fn(ids[:n]); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+func queryJobList(ctx context.Context, db querier, q string, args ...any) ([]*job.Job, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*job.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func queryIDs(ctx context.Context, db querier, q string, args ...any) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func getMany(ctx context.Context, db querier, ids []int64) ([]*job.Job, error) {
+	byID := make(map[int64]*job.Job, len(ids))
+	err := chunks(ids, func(part []int64) error {
+		jobs, err := queryJobList(ctx, db, `SELECT `+listColumns+` FROM jobs WHERE id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
+		for _, j := range jobs {
+			byID[j.ID] = j
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*job.Job, 0, len(byID))
+	for _, id := range ids {
+		if j := byID[id]; j != nil {
+			out = append(out, j)
+			delete(byID, id) // an id given twice is listed once
+		}
+	}
+	return out, nil
+}
+
+func deadIDs(ctx context.Context, db querier, f *store.DeadJobFilter, limit int) ([]int64, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT id FROM jobs WHERE state = 6`)
+	args := deadWhere(&q, nil, f)
+	q.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT ?`)
+	return queryIDs(ctx, db, q.String(), append(args, limit)...)
+}
+
+// JobListDead reads dead jobs newest first.
+func (s *Store) JobListDead(ctx context.Context, p *store.DeadJobListParams) ([]*job.Job, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE state = 6`)
+	args := deadWhere(&q, nil, &p.Filter)
+	if p.After != nil {
+		at := nanos(p.After.FinishedAt)
+		q.WriteString(` AND (finished_at < ? OR (finished_at = ? AND id < ?))`)
+		args = append(args, at, at, p.After.ID)
+	}
+	q.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT ?`)
+	args = append(args, p.Limit)
+	var out []*job.Job
+	err := s.read(ctx, "job_list_dead", func(ctx context.Context) error {
+		var err error
+		out, err = queryJobList(ctx, s.r, q.String(), args...)
+		return err
+	})
+	return out, err
+}
+
+// JobCountDead counts matching dead jobs up to limit.
+func (s *Store) JobCountDead(ctx context.Context, f *store.DeadJobFilter, limit int) (int, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT COUNT(*) FROM (SELECT id FROM jobs WHERE state = 6`)
+	args := deadWhere(&q, nil, f)
+	q.WriteString(` LIMIT ?) AS matched`)
+	args = append(args, limit)
+	var n int
+	err := s.read(ctx, "job_count_dead", func(ctx context.Context) error {
+		return s.r.QueryRowContext(ctx, q.String(), args...).Scan(&n)
+	})
+	return n, err
+}
+
+// JobGetMany reads jobs in the order of ids.
+func (s *Store) JobGetMany(ctx context.Context, ids []int64) ([]*job.Job, error) {
+	var out []*job.Job
+	err := s.read(ctx, "job_get_many", func(ctx context.Context) error {
+		var err error
+		out, err = getMany(ctx, s.r, ids)
+		return err
+	})
+	return out, err
+}
+
+// DeadErrorGroups groups dead jobs by last error type.
+func (s *Store) DeadErrorGroups(ctx context.Context, f *store.DeadJobFilter, limit int) ([]store.DeadErrorGroup, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT last_error_type, COUNT(*), MAX(finished_at) FROM jobs WHERE state = 6`)
+	args := deadWhere(&q, nil, f)
+	q.WriteString(` GROUP BY last_error_type ORDER BY COUNT(*) DESC, MAX(finished_at) DESC, last_error_type LIMIT ?`)
+	args = append(args, limit)
+	var out []store.DeadErrorGroup
+	err := s.read(ctx, "dead_error_groups", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.r.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var g store.DeadErrorGroup
+			var last sql.NullInt64
+			if err := rows.Scan(&g.ErrorType, &g.Count, &last); err != nil {
+				return err
+			}
+			g.LastSeen = fromNull(last)
+			out = append(out, g)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// The sample is the message of the group's newest job.
+		for i := range out {
+			var sq strings.Builder
+			sq.WriteString(`SELECT last_error_message FROM jobs WHERE state = 6 AND last_error_type = ?`)
+			sargs := deadWhere(&sq, []any{out[i].ErrorType}, f)
+			sq.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT 1`)
+			if err := s.r.QueryRowContext(ctx, sq.String(), sargs...).Scan(&out[i].SampleMessage); err != nil && err != sql.ErrNoRows {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// QueueLoadAll reads every queue's settings.
+func (s *Store) QueueLoadAll(ctx context.Context) ([]store.QueueRecord, error) {
+	var out []store.QueueRecord
+	err := s.read(ctx, "queue_load", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.r.QueryContext(ctx, `SELECT name, paused, concurrency_limit FROM queues ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r store.QueueRecord
+			if err := rows.Scan(&r.Name, &r.Paused, &r.ConcurrencyLimit); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// QueueStats reads queues with their depth per state and oldest ready job.
+func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats, error) {
+	where, args := "", []any{}
+	if name != "" {
+		where, args = " WHERE name = ?", []any{name}
+	}
+	var out []store.QueueStats
+	err := s.read(ctx, "queue_stats", func(ctx context.Context) error {
+		out = out[:0]
+		byName := map[string]*store.QueueStats{}
+		rows, err := s.r.QueryContext(ctx, `SELECT name, paused, concurrency_limit FROM queues`+where+` ORDER BY name`, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var q store.QueueStats
+			if err := rows.Scan(&q.Name, &q.Paused, &q.ConcurrencyLimit); err != nil {
+				rows.Close()
+				return err
+			}
+			q.Depth = map[job.State]int64{}
+			out = append(out, q)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range out {
+			byName[out[i].Name] = &out[i]
+		}
+		qwhere := strings.Replace(where, "name", "queue", 1)
+		rows, err = s.r.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs`+qwhere+` GROUP BY queue, state`, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var queue string
+			var state int
+			var n int64
+			if err := rows.Scan(&queue, &state, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			if q := byName[queue]; q != nil {
+				q.Depth[job.State(state)] = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rwhere := " WHERE state = 2"
+		if name != "" {
+			rwhere += " AND queue = ?"
+		}
+		rows, err = s.r.QueryContext(ctx, `SELECT queue, MIN(run_at) FROM jobs`+rwhere+` GROUP BY queue`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var queue string
+			var at int64
+			if err := rows.Scan(&queue, &at); err != nil {
+				return err
+			}
+			if q := byName[queue]; q != nil {
+				q.OldestReadyAt = fromNanos(at)
+			}
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// JobCounts counts jobs per queue, type and state.
+func (s *Store) JobCounts(ctx context.Context) ([]store.StateCount, error) {
+	var out []store.StateCount
+	err := s.read(ctx, "job_counts", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.r.QueryContext(ctx, `SELECT queue, type, state, COUNT(*) FROM jobs
+			GROUP BY queue, type, state ORDER BY queue, type, state`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c store.StateCount
+			var state int
+			if err := rows.Scan(&c.Queue, &c.Type, &state, &c.Count); err != nil {
+				return err
+			}
+			c.State = job.State(state)
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// RecentCounts counts finished attempts by outcome, and jobs that died, since a time.
+func (s *Store) RecentCounts(ctx context.Context, since time.Time) (store.RecentCounts, error) {
+	var out store.RecentCounts
+	err := s.read(ctx, "recent_counts", func(ctx context.Context) error {
+		out = store.RecentCounts{}
+		// Successful attempts have no attempts row (see tx.JobFinish): they are the jobs that
+		// finished SUCCEEDED.
+		err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM attempts WHERE finished_at >= ? AND outcome IN (?, ?, ?)`,
+			nanos(since), int(job.OutcomeFailed), int(job.OutcomeLeaseExpired), int(job.OutcomeTimeout)).Scan(&out.Failed)
+		if err != nil {
+			return err
+		}
+		return s.r.QueryRowContext(ctx, `SELECT
+			COALESCE(SUM(CASE WHEN state = 5 THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN state = 6 THEN 1 ELSE 0 END), 0)
+			FROM jobs WHERE state IN (5, 6, 7) AND state IN (5, 6) AND finished_at >= ?`,
+			nanos(since)).Scan(&out.Succeeded, &out.Dead)
+	})
+	return out, err
+}
+
+func (t *tx) JobDeadIDs(f *store.DeadJobFilter, limit int) ([]int64, error) {
+	return deadIDs(t.ctx, t.tx, f, limit)
+}
+
+func (t *tx) JobStates(ids []int64) (map[int64]job.State, error) {
+	out := make(map[int64]job.State, len(ids))
+	err := chunks(ids, func(part []int64) error {
+		rows, err := t.query(`SELECT id, state FROM jobs WHERE id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var st int
+			if err := rows.Scan(&id, &st); err != nil {
+				return err
+			}
+			out[id] = job.State(st)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func (t *tx) JobGetMany(ids []int64) ([]*job.Job, error) { return getMany(t.ctx, t.tx, ids) }
+
+func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
+	state := job.StatePending
+	if p.RunAt.After(p.Now) {
+		state = job.StateScheduled
+	}
+	var priority sql.NullInt64
+	if p.Priority != nil {
+		priority = sql.NullInt64{Int64: int64(*p.Priority), Valid: true}
+	}
+	var payload any // nil keeps the job's own
+	if p.Payload != nil {
+		payload = p.Payload
+	}
+	total := 0
+	err := chunks(p.IDs, func(part []int64) error {
+		args := append([]any{int(state), nanos(p.RunAt), nanos(p.Now), priority, payload}, idArgs(part)...)
+		n, err := t.exec(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,
+			priority = COALESCE(?, priority), payload = COALESCE(?, payload),
+			attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
+			lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
+			WHERE state = 6 AND id IN (`+placeholders(len(part))+`)`, args...)
+		total += int(n)
+		return err
+	})
+	return total, err
+}
+
+func (t *tx) JobDeleteDead(ids []int64) (int, error) {
+	total := 0
+	err := chunks(ids, func(part []int64) error {
+		n, err := t.deleteJobs(`state = 6 AND id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
+		total += n
+		return err
+	})
+	return total, err
+}
+
+func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
+	if len(p.States) == 0 || p.Limit <= 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, len(p.States)+2)
+	for _, st := range p.States {
+		args = append(args, int(st))
+	}
+	args = append(args, nanos(p.FinishedBefore), p.Limit)
+	return t.deleteJobs(`id IN (SELECT id FROM jobs WHERE state IN (`+placeholders(len(p.States))+`)
+		AND finished_at < ? ORDER BY finished_at LIMIT ?)`, args...)
+}
+
+// deleteJobs deletes the jobs matching where, attempts first: the schema cascades too, but
+// saying it keeps the statement correct on a database that does not enforce foreign keys.
+func (t *tx) deleteJobs(where string, args ...any) (int, error) {
+	if _, err := t.exec(`DELETE FROM attempts WHERE job_id IN (SELECT id FROM jobs WHERE `+where+`)`, args...); err != nil {
+		return 0, err
+	}
+	n, err := t.exec(`DELETE FROM jobs WHERE `+where, args...)
+	return int(n), err
+}
+
+func (t *tx) QueueSetPaused(name string, paused bool) error {
+	_, err := t.exec(`INSERT INTO queues (name, paused) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, name, paused)
+	return err
+}
+
+func (t *tx) QueueSetLimit(name string, limit int) error {
+	_, err := t.exec(`INSERT INTO queues (name, concurrency_limit) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit`, name, limit)
+	return err
+}
