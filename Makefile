@@ -49,8 +49,12 @@ lint: tools
 ## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests
 test: lint check-generate sdk-deps test-go test-sdks
 
-test-go:
-	$(GO) test -race -count=1 -timeout 20m ./...
+# The conformance suite (package conformance) runs inside this: strict, so a missing Python or
+# Node.js runtime fails instead of skipping, and its per-language table is printed at the end.
+test-go: sdk-deps
+	@mkdir -p $(BIN)
+	JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt $(GO) test -race -count=1 -timeout 20m ./...
+	@cat $(BIN)/conformance.txt
 
 ## test-sdks: the Python and Node.js worker libraries' own tests
 test-sdks: sdk-deps

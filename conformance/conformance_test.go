@@ -256,7 +256,7 @@ func sigtermDrains(e *env) {
 	j = e.waitJob(long, "back in the queue after a transient failure", func(j *job.Job) bool {
 		return j.State == job.StateScheduled || j.State == job.StatePending
 	})
-	e.checkAttempts(j, []wantAttempt{{outcome: job.OutcomeFailed, kind: job.KindTransient, errorType: e.lang.shutdownType}})
+	e.checkAttempts(j, []wantAttempt{{outcome: job.OutcomeFailed, kind: job.KindTransient, errorType: shutdownErrorType}})
 	for _, id := range waiting {
 		if j := e.get(id); j.State != job.StatePending || j.Attempts != 0 {
 			e.t.Errorf("job %d is %s after %d attempts, want PENDING and untouched", id, j.State, j.Attempts)

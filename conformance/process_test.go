@@ -35,8 +35,10 @@ type language struct {
 	fatalType     string // the fatal job type
 	flakyType     string // flaky's transient failures
 	transientType string // always_transient
-	shutdownType  string // a handler cut off by the shutdown grace
 }
+
+// shutdownErrorType is what every library reports for a handler cut off by the shutdown grace.
+const shutdownErrorType = "WorkerShutdown"
 
 const pythonBin = "/usr/bin/python3"
 
@@ -48,9 +50,6 @@ var languages = []*language{
 		fatalType:     "*main.FatalByDesignError",
 		flakyType:     "*errors.errorString",
 		transientType: "*errors.errorString",
-		// The Go library reports the handler's own error (context.Cause is worker.ErrShutdown)
-		// where the other libraries substitute "WorkerShutdown".
-		shutdownType: "*errors.errorString",
 	},
 	{
 		name: "python",
@@ -68,7 +67,6 @@ var languages = []*language{
 		fatalType:     "ValueError",
 		flakyType:     "ConnectionError",
 		transientType: "RuntimeError",
-		shutdownType:  "WorkerShutdown",
 	},
 	{
 		name: "node",
@@ -87,7 +85,6 @@ var languages = []*language{
 		fatalType:     "TypeError",
 		flakyType:     "Error",
 		transientType: "Error",
-		shutdownType:  "WorkerShutdown",
 	},
 }
 

@@ -139,7 +139,7 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 		return // cancelled or lost: the broker has recorded the outcome already
 	}
 	t.state = stateDone
-	t.result = resultFor(t.ref, err)
+	t.result = resultFor(t.ref, err, context.Cause(t.ctx))
 	if s := w.readySessionLocked(); s != nil {
 		s.put(outMsg{req: &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: t.result}}})
 	}
@@ -252,14 +252,23 @@ func drainMsg() *jobwirev1.ConnectRequest {
 	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}
 }
 
-// resultFor builds the Result message for a handler's return value.
-func resultFor(ref leaseRef, err error) *jobwirev1.Result {
+// shutdownErrorType is the error type every worker library reports for a handler that the
+// shutdown grace period cut off (see docs/protocol.md), so the DLQ groups them together.
+const shutdownErrorType = "WorkerShutdown"
+
+// resultFor builds the Result message for a handler's return value; cause is why the
+// handler's context ended, if it did.
+func resultFor(ref leaseRef, err, cause error) *jobwirev1.Result {
 	r := &jobwirev1.Result{JobId: ref.jobID, LeaseToken: ref.token}
 	if err == nil {
 		r.Outcome = &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}
 		return r
 	}
 	f := Classify(err)
+	if errors.Is(cause, ErrShutdown) && !f.Fatal {
+		// The job did not fail: the worker stopped under it. Always transient.
+		f.ErrorType, f.Message, f.RetryAfter = shutdownErrorType, "the worker shut down before the job finished: "+f.Message, 0
+	}
 	pf := &jobwirev1.Failure{
 		Kind:      jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT,
 		ErrorType: f.ErrorType,
