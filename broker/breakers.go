@@ -54,8 +54,9 @@ func breakerKind(k job.FailureKind) breaker.FailureKind {
 // onBreakerTransition logs a transition and queues its state for storage. It may run while
 // the broker's lock is held, so it only records and signals.
 func (b *Broker) onBreakerTransition(t breaker.Transition) {
-	b.log.Info("circuit breaker transition", "type", t.Type, "from", t.From, "to", t.To,
-		"reason", t.Reason, "generation", t.Generation)
+	// Names, not numbers, whatever the log format: JSON logs would print the raw ints.
+	b.log.Info("circuit breaker transition", "type", t.Type, "from", t.From.String(), "to", t.To.String(),
+		"reason", t.Reason.String(), "generation", t.Generation)
 	b.breakerMu.Lock()
 	b.breakerPending[t.Type] = t.Saved
 	b.breakerMu.Unlock()
