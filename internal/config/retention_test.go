@@ -1,0 +1,35 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Broker.Retention; r.Succeeded != 168*time.Hour || r.Dead != 720*time.Hour {
+		t.Fatalf("default retention = %+v, want 168h and 720h", r)
+	}
+	cfg, err = Parse([]byte("retention: {succeeded: 24h, dead: 2160h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Broker.Retention; r.Succeeded != 24*time.Hour || r.Dead != 2160*time.Hour {
+		t.Fatalf("retention = %+v, want 24h and 2160h", r)
+	}
+	tests := []struct{ doc, want string }{
+		{"retention: {succeeded: 0s}", "retention.succeeded must be at least 1m, got 0s"},
+		{"retention: {dead: -1h}", "retention.dead must be at least 1m, got -1h0m0s"},
+		{"retention: {kept: 1h}", "field kept not found"},
+	}
+	for _, tt := range tests {
+		if _, err := Parse([]byte(tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.doc, err, tt.want)
+		}
+	}
+}
