@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -23,6 +24,7 @@ type op struct {
 	// a job that runs within one commit window costs one write, not two.
 	starts, finishes job.LeaseRef
 	superseded       bool
+	waited           bool // a start already held back once (see holdStarts)
 }
 
 // submit queues an op for the writer.
@@ -50,19 +52,46 @@ func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) er
 	}
 }
 
+// startWindow is how long a start may wait for its job's result to join it in one commit.
+// Most jobs finish within a commit or two of starting; their start then costs no write at all
+// (see op.superseded). The wait only delays when storage shows RUNNING, never a message to a
+// worker or producer; it is a property of group commit, not a scheduling decision, so it runs
+// on the wall clock.
+const startWindow = 2 * time.Millisecond
+
 // writeLoop is the single writer: it takes every op that is waiting (up to MaxBatch) and
 // commits them in one transaction.
 func (b *Broker) writeLoop() {
 	defer b.stopped.Done()
 	batch := make([]*op, 0, b.cfg.MaxBatch)
+	var held []*op // starts waiting for one more batch
+	window := time.NewTimer(time.Hour)
+	window.Stop()
 	for {
-		batch = batch[:0]
-		select {
-		case o := <-b.ops:
-			batch = append(batch, o)
-		case <-b.stop:
-			b.failPending()
-			return
+		batch = append(batch[:0], held...)
+		held = held[:0]
+		if len(batch) == 0 {
+			select {
+			case o := <-b.ops:
+				batch = append(batch, o)
+			case <-b.stop:
+				b.failPending()
+				return
+			}
+		} else {
+			window.Reset(startWindow)
+			select {
+			case o := <-b.ops:
+				batch = append(batch, o)
+			case <-window.C:
+			case <-b.stop:
+				for _, o := range batch {
+					o.done(ErrShuttingDown)
+				}
+				b.failPending()
+				return
+			}
+			window.Stop()
 		}
 	fill:
 		for len(batch) < b.cfg.MaxBatch {
@@ -73,12 +102,30 @@ func (b *Broker) writeLoop() {
 				break fill
 			}
 		}
-		b.commit(batch)
+		markSuperseded(batch)
+		batch, held = holdStarts(batch, held)
+		if len(batch) > 0 {
+			b.commit(batch)
+		}
 	}
 }
 
+// holdStarts moves out of batch the starts seen for the first time whose result is not in
+// it, so that they wait one batch (at most startWindow) for it.
+func holdStarts(batch, held []*op) ([]*op, []*op) {
+	keep := batch[:0]
+	for _, o := range batch {
+		if o.starts.JobID != 0 && !o.superseded && !o.waited {
+			o.waited = true
+			held = append(held, o)
+			continue
+		}
+		keep = append(keep, o)
+	}
+	return keep, held
+}
+
 func (b *Broker) commit(batch []*op) {
-	markSuperseded(batch)
 	name := batch[0].name
 	if len(batch) > 1 {
 		name = "batch"

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sync"
 	"time"
@@ -59,8 +60,11 @@ type Store struct {
 	w      *sql.DB // one connection: every write
 	r      *sql.DB // readers
 	retry  Retrier
+	cp     *sql.DB // background checkpoints
 	stmts  *stmtCache
 	queues *queueSet // queues known to have a row
+
+	stopCheckpoints, checkpointsDone chan struct{}
 }
 
 // queueSet remembers which queues have a row, so enqueues skip the upsert that creates one.
@@ -117,7 +121,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	w, err := sql.Open("sqlite", dsn()+"&_txlock=immediate")
+	// The writer checkpoints only as a backstop (walBackstopPages); checkpointLoop does it in the
+	// background, so a commit never stalls behind copying the log into the database.
+	w, err := sql.Open("sqlite", dsn(fmt.Sprintf("wal_autocheckpoint(%d)", walBackstopPages))+"&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}
@@ -137,13 +143,52 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r, retry: opts.Retry, stmts: newStmtCache(w), queues: &queueSet{m: map[string]bool{}}}, nil
+	cp, err := sql.Open("sqlite", dsn())
+	if err != nil {
+		_ = w.Close()
+		_ = r.Close()
+		return nil, err
+	}
+	cp.SetMaxOpenConns(1)
+	s := &Store{w: w, r: r, cp: cp, retry: opts.Retry, stmts: newStmtCache(w), queues: &queueSet{m: map[string]bool{}},
+		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
+	go s.checkpointLoop()
+	return s, nil
 }
 
-// Close closes both connection pools.
+const (
+	// checkpointEvery is how often the background checkpointer copies the write-ahead log
+	// into the database file.
+	checkpointEvery = 500 * time.Millisecond
+	// walBackstopPages lets the writer checkpoint by itself only if the log grows this large
+	// (about 80 MB), which happens only when background checkpoints cannot keep up.
+	walBackstopPages = 20000
+)
+
+// checkpointLoop runs PASSIVE checkpoints on its own connection: they copy what they can
+// without blocking the writer or readers.
+func (s *Store) checkpointLoop() {
+	defer close(s.checkpointsDone)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCheckpoints:
+			return
+		case <-t.C:
+			if _, err := s.cp.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil && ErrorCodeName(err) != "SQLITE_BUSY" {
+				slog.Warn("background checkpoint", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the checkpointer and closes every connection.
 func (s *Store) Close() error {
+	close(s.stopCheckpoints)
+	<-s.checkpointsDone
 	s.stmts.close()
-	return errors.Join(s.w.Close(), s.r.Close())
+	return errors.Join(s.w.Close(), s.r.Close(), s.cp.Close())
 }
 
 // StorageRetries returns how many storage operations were retried, keyed by the error code that
