@@ -415,6 +415,9 @@ type Breaker struct {
 	// Generation increases on every state change, so two reads can tell whether it moved.
 	Generation     int64
 	ProbesInFlight int
+	ProbeSuccesses int
+	// Disabled: turned off by the broker's configuration; the type is never held back.
+	Disabled bool
 }
 
 // ListBreakers returns every job type's breaker.

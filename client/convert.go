@@ -136,6 +136,8 @@ func breakerFromProto(p *jobwirev1.BreakerInfo) Breaker {
 		NextProbeAt:      timeFromProto(p.GetNextProbeAt()),
 		Generation:       p.GetGeneration(),
 		ProbesInFlight:   int(p.GetProbesInFlight()),
+		ProbeSuccesses:   int(p.GetProbeSuccesses()),
+		Disabled:         p.GetDisabled(),
 	}
 }
 

@@ -630,10 +630,13 @@ func TestBreakerAdmin(t *testing.T) {
 	canary(t, b, w)
 	wantJob(t, b, id, jobwirev1.JobState_JOB_STATE_PENDING, 0)
 
-	// Every breaker is listed, sorted by type, the disabled one as CLOSED.
+	// Every breaker is listed, sorted by type, the disabled one as CLOSED and marked disabled.
 	var types []string
 	for _, br := range listBreakers(t, b) {
 		types = append(types, br.GetType())
+		if got, want := br.GetDisabled(), br.GetType() == "unguarded"; got != want {
+			t.Fatalf("%s listed with disabled=%v, want %v", br.GetType(), got, want)
+		}
 	}
 	if want := []string{canaryType, flaky, "unguarded"}; !slices.Equal(types, want) {
 		t.Fatalf("listed %v, want %v", types, want)

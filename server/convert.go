@@ -196,5 +196,7 @@ func breakerToProto(i breaker.Info) *jobwirev1.BreakerInfo {
 		NextProbeAt:      ts(i.NextProbeAt),
 		Generation:       i.Generation,
 		ProbesInFlight:   int32(i.ProbesInFlight),
+		Disabled:         i.Disabled,
+		ProbeSuccesses:   int32(i.ProbeSuccesses),
 	}
 }

@@ -44,7 +44,11 @@ func printBreakers(w io.Writer, bs ...*jobwirev1.BreakerInfo) {
 	tw := newTable(w)
 	row(tw, "TYPE", "STATE", "FAILURES", "OPENED", "NEXT PROBE", "PROBES", "GENERATION")
 	for _, br := range bs {
-		row(tw, br.GetType(), enumName(br.GetState()), br.GetFailuresInWindow(), fmtTime(br.GetOpenedAt()),
+		state := enumName(br.GetState())
+		if br.GetDisabled() {
+			state = "DISABLED"
+		}
+		row(tw, br.GetType(), state, br.GetFailuresInWindow(), fmtTime(br.GetOpenedAt()),
 			fmtTime(br.GetNextProbeAt()), br.GetProbesInFlight(), br.GetGeneration())
 	}
 	_ = tw.Flush()

@@ -1658,8 +1658,12 @@ type BreakerInfo struct {
 	NextProbeAt      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_probe_at,json=nextProbeAt,proto3" json:"next_probe_at,omitempty"`
 	Generation       int64                  `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
 	ProbesInFlight   int32                  `protobuf:"varint,7,opt,name=probes_in_flight,json=probesInFlight,proto3" json:"probes_in_flight,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Turned off by configuration: the type is never held back, and it shows as CLOSED.
+	Disabled bool `protobuf:"varint,8,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	// Probe successes so far while HALF_OPEN.
+	ProbeSuccesses int32 `protobuf:"varint,9,opt,name=probe_successes,json=probeSuccesses,proto3" json:"probe_successes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BreakerInfo) Reset() {
@@ -1737,6 +1741,20 @@ func (x *BreakerInfo) GetGeneration() int64 {
 func (x *BreakerInfo) GetProbesInFlight() int32 {
 	if x != nil {
 		return x.ProbesInFlight
+	}
+	return 0
+}
+
+func (x *BreakerInfo) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+func (x *BreakerInfo) GetProbeSuccesses() int32 {
+	if x != nil {
+		return x.ProbeSuccesses
 	}
 	return 0
 }
@@ -2124,7 +2142,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xc2\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x87\x03\n" +
 	"\vBreakerInfo\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.jobwire.v1.BreakerStateR\x05state\x12,\n" +
@@ -2134,7 +2152,9 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x06 \x01(\x03R\n" +
 	"generation\x12(\n" +
-	"\x10probes_in_flight\x18\a \x01(\x05R\x0eprobesInFlight\"\x15\n" +
+	"\x10probes_in_flight\x18\a \x01(\x05R\x0eprobesInFlight\x12\x1a\n" +
+	"\bdisabled\x18\b \x01(\bR\bdisabled\x12'\n" +
+	"\x0fprobe_successes\x18\t \x01(\x05R\x0eprobeSuccesses\"\x15\n" +
 	"\x13ListBreakersRequest\"K\n" +
 	"\x14ListBreakersResponse\x123\n" +
 	"\bbreakers\x18\x01 \x03(\v2\x17.jobwire.v1.BreakerInfoR\bbreakers\")\n" +
