@@ -80,20 +80,7 @@ func chunks(ids []int64, fn func(part []int64) error) error {
 }
 
 func queryJobList(ctx context.Context, db querier, q string, args ...any) ([]*job.Job, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*job.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return scanJobs(db.QueryContext(ctx, q, args...))
 }
 
 func queryIDs(ctx context.Context, db querier, q string, args ...any) ([]int64, error) {

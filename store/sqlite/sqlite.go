@@ -274,6 +274,23 @@ func scanJob(sc scanner) (*job.Job, error) {
 	return &j, nil
 }
 
+// scanJobs reads every job of a query's rows and closes them.
+func scanJobs(rows *sql.Rows, err error) ([]*job.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*job.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
 func nanos(t time.Time) int64 { return t.UnixNano() }
 
 func nullNanos(t time.Time) sql.NullInt64 {
@@ -355,20 +372,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job
 	args = append(args, p.Limit)
 	var out []*job.Job
 	err := s.read(ctx, "job_list", func(ctx context.Context) error {
-		out = out[:0]
-		rows, err := s.r.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			j, err := scanJob(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, j)
-		}
-		return rows.Err()
+		var err error
+		out, err = scanJobs(s.r.QueryContext(ctx, q, args...))
+		return err
 	})
 	return out, err
 }

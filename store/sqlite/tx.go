@@ -38,20 +38,7 @@ func (t *tx) exec(q string, args ...any) (int64, error) {
 }
 
 func (t *tx) queryJobs(q string, args ...any) ([]*job.Job, error) {
-	rows, err := t.query(q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*job.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return scanJobs(t.query(q, args...))
 }
 
 func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) {
