@@ -82,18 +82,6 @@ func (w *RawWorker) Next() *jobwirev1.ConnectResponse {
 	return nil
 }
 
-// NoMessage checks that nothing arrives while the broker settles: it sends a heartbeat for
-// nothing and expects its (empty) acknowledgement first, which proves the broker processed
-// everything queued before it.
-func (w *RawWorker) NoMessage() {
-	w.t.Helper()
-	select {
-	case m := <-w.recv:
-		w.t.Fatalf("unexpected message: %v", m)
-	default:
-	}
-}
-
 // Assignment waits for the next assignment.
 func (w *RawWorker) Assignment() *jobwirev1.Assignment {
 	w.t.Helper()
