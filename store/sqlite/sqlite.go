@@ -158,8 +158,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 const (
 	// checkpointEvery is how often the background checkpointer copies the write-ahead log
-	// into the database file.
-	checkpointEvery = 500 * time.Millisecond
+	// into the database file. A checkpoint's copy and sync hold up concurrent commits for a
+	// moment that grows with its size: measured at 1,000 jobs/s, every 25ms kept the p99
+	// enqueue-to-start near 8ms, every 500ms near 12ms and every 5s near 280ms.
+	checkpointEvery = 25 * time.Millisecond
 	// walBackstopPages lets the writer checkpoint by itself only if the log grows this large
 	// (about 80 MB), which happens only when background checkpoints cannot keep up.
 	walBackstopPages = 20000
