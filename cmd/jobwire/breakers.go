@@ -18,26 +18,16 @@ func runBreakersList(ctx context.Context, e *env, c *command, args []string) err
 	if err := positionals(pos); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.ListBreakersResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ListBreakersResponse, error) {
 		return b.admin.ListBreakers(ctx, &jobwirev1.ListBreakersRequest{})
-	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	if len(resp.GetBreakers()) == 0 {
-		fmt.Fprintln(e.stdout, "no breakers yet")
+	}, func(resp *jobwirev1.ListBreakersResponse) error {
+		if len(resp.GetBreakers()) == 0 {
+			fmt.Fprintln(e.stdout, "no breakers yet")
+			return nil
+		}
+		printBreakers(e.stdout, resp.GetBreakers()...)
 		return nil
-	}
-	printBreakers(e.stdout, resp.GetBreakers()...)
-	return nil
+	})
 }
 
 func printBreakers(w io.Writer, bs ...*jobwirev1.BreakerInfo) {
@@ -64,22 +54,12 @@ func runBreakersReset(ctx context.Context, e *env, c *command, args []string) er
 	if err := positionals(pos, "job type"); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.ResetBreakerResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ResetBreakerResponse, error) {
 		return b.admin.ResetBreaker(ctx, &jobwirev1.ResetBreakerRequest{Type: pos[0]})
+	}, func(resp *jobwirev1.ResetBreakerResponse) error {
+		printBreakers(e.stdout, resp.GetBreaker())
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	printBreakers(e.stdout, resp.GetBreaker())
-	return nil
 }
 
 func runBreakersForce(ctx context.Context, e *env, c *command, args []string) error {
@@ -96,20 +76,10 @@ func runBreakersForce(ctx context.Context, e *env, c *command, args []string) er
 	if err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.ForceBreakerResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ForceBreakerResponse, error) {
 		return b.admin.ForceBreaker(ctx, &jobwirev1.ForceBreakerRequest{Type: pos[0], State: state})
+	}, func(resp *jobwirev1.ForceBreakerResponse) error {
+		printBreakers(e.stdout, resp.GetBreaker())
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	printBreakers(e.stdout, resp.GetBreaker())
-	return nil
 }

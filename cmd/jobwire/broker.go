@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -56,6 +57,38 @@ func call[Resp any](ctx context.Context, b *broker, rpc func(context.Context) (R
 		return resp, b.explain(ctx, err)
 	}
 	return resp, nil
+}
+
+// request is the whole of most commands once their flags are checked: it connects, sends one
+// RPC and prints the answer, as protobuf JSON with --json and otherwise as text writes it.
+func request[Resp proto.Message](ctx context.Context, e *env, cf *commonFlags,
+	rpc func(context.Context, *broker) (Resp, error), text func(Resp) error) error {
+	resp, err := fetch(ctx, cf, rpc)
+	if err != nil {
+		return err
+	}
+	return show(e, cf, resp, text)
+}
+
+// fetch connects and sends one RPC, for commands that must say something about the answer
+// (on stderr) whichever way it is then printed; show prints it.
+func fetch[Resp any](ctx context.Context, cf *commonFlags, rpc func(context.Context, *broker) (Resp, error)) (Resp, error) {
+	b, err := connect(ctx, cf)
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	defer b.close()
+	return call(ctx, b, func(ctx context.Context) (Resp, error) { return rpc(ctx, b) })
+}
+
+// show prints an answer: protobuf JSON with --json, so scripts get every field, otherwise
+// what text writes for a person.
+func show[Resp proto.Message](e *env, cf *commonFlags, resp Resp, text func(Resp) error) error {
+	if cf.json {
+		return printJSON(e.stdout, resp)
+	}
+	return text(resp)
 }
 
 // explain words an RPC error for a person: a broker that cannot be reached is named by its

@@ -104,27 +104,17 @@ func runDLQList(ctx context.Context, e *env, c *command, args []string) error {
 	if req.PageSize, err = pageSize(limit); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.ListDeadJobsResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ListDeadJobsResponse, error) {
 		return b.admin.ListDeadJobs(ctx, req)
+	}, func(resp *jobwirev1.ListDeadJobsResponse) error {
+		if len(resp.GetJobs()) == 0 {
+			fmt.Fprintln(e.stdout, "no dead jobs match")
+		} else {
+			printDeadTable(e.stdout, resp.GetJobs())
+		}
+		printNextPage(e.stderr, resp.GetNextPageToken())
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	if len(resp.GetJobs()) == 0 {
-		fmt.Fprintln(e.stdout, "no dead jobs match")
-	} else {
-		printDeadTable(e.stdout, resp.GetJobs())
-	}
-	printNextPage(e.stderr, resp.GetNextPageToken())
-	return nil
 }
 
 func printDeadTable(w io.Writer, jobs []*jobwirev1.Job) {
@@ -144,12 +134,7 @@ func runDLQShow(ctx context.Context, e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.GetJobResponse, error) {
+	resp, err := fetch(ctx, cf, func(ctx context.Context, b *broker) (*jobwirev1.GetJobResponse, error) {
 		return b.producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: id})
 	})
 	if err != nil {
@@ -159,17 +144,23 @@ func runDLQShow(ctx context.Context, e *env, c *command, args []string) error {
 	if j.GetState() != jobwirev1.JobState_JOB_STATE_DEAD {
 		fmt.Fprintf(e.stderr, "note: job %d is %s, not in the dead-letter queue\n", j.GetId(), enumName(j.GetState()))
 	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	printJob(e.stdout, j, true)
+	return show(e, cf, resp, func(*jobwirev1.GetJobResponse) error {
+		printDeadJob(e.stdout, j)
+		return nil
+	})
+}
+
+// printDeadJob writes a job with its payload and every attempt in full, details included:
+// what one needs to decide whether to requeue it.
+func printDeadJob(w io.Writer, j *jobwirev1.Job) {
+	printJob(w, j, true)
 	for _, a := range j.GetAttemptHistory() {
-		fmt.Fprintf(e.stdout, "\nAttempt %d: %s", a.GetNumber(), enumName(a.GetOutcome()))
+		fmt.Fprintf(w, "\nAttempt %d: %s", a.GetNumber(), enumName(a.GetOutcome()))
 		if a.GetFailureKind() != jobwirev1.FailureKind_FAILURE_KIND_UNSPECIFIED {
-			fmt.Fprintf(e.stdout, " (%s)", enumName(a.GetFailureKind()))
+			fmt.Fprintf(w, " (%s)", enumName(a.GetFailureKind()))
 		}
-		fmt.Fprintln(e.stdout)
-		tw := newTable(e.stdout)
+		fmt.Fprintln(w)
+		tw := newTable(w)
 		row(tw, "  Worker", orDash(a.GetWorkerId()))
 		row(tw, "  Started", fmtTime(a.GetStartedAt()))
 		row(tw, "  Finished", fmtTime(a.GetFinishedAt()))
@@ -177,13 +168,12 @@ func runDLQShow(ctx context.Context, e *env, c *command, args []string) error {
 		row(tw, "  Message", orDash(a.GetMessage()))
 		_ = tw.Flush()
 		if d := strings.TrimRight(a.GetDetails(), "\n"); d != "" {
-			fmt.Fprintln(e.stdout, "  Details:")
+			fmt.Fprintln(w, "  Details:")
 			for _, line := range strings.Split(d, "\n") {
-				fmt.Fprintln(e.stdout, "    "+line)
+				fmt.Fprintln(w, "    "+line)
 			}
 		}
 	}
-	return nil
 }
 
 // bulkFlags are the flags shared by requeue and purge.
@@ -271,14 +261,13 @@ func runBulk[R bulkResponse](ctx context.Context, e *env, cf *commonFlags, bf *b
 			return err
 		}
 		if !bf.yes || preview.GetMatched() == 0 {
-			if cf.json {
-				return printJSON(e.stdout, preview)
-			}
-			printBulkPreview(e.stdout, preview, effectiveLimit(bf.limit))
-			if preview.GetMatched() > 0 {
-				fmt.Fprintf(e.stdout, "re-run with --yes to %s %d jobs\n", verb, preview.GetMatched())
-			}
-			return nil
+			return show(e, cf, preview, func(preview R) error {
+				printBulkPreview(e.stdout, preview, effectiveLimit(bf.limit))
+				if preview.GetMatched() > 0 {
+					fmt.Fprintf(e.stdout, "re-run with --yes to %s %d jobs\n", verb, preview.GetMatched())
+				}
+				return nil
+			})
 		}
 		if !cf.json {
 			printBulkPreview(e.stdout, preview, effectiveLimit(bf.limit))
@@ -288,14 +277,13 @@ func runBulk[R bulkResponse](ctx context.Context, e *env, cf *commonFlags, bf *b
 	if err != nil {
 		return err
 	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	fmt.Fprintf(e.stdout, "%s %d of %d matched jobs\n", past, resp.GetAffected(), resp.GetMatched())
-	if sel.Filter != nil && int(resp.GetMatched()) >= effectiveLimit(bf.limit) {
-		fmt.Fprintln(e.stdout, "the limit was reached and more jobs may match: run again to continue")
-	}
-	return nil
+	return show(e, cf, resp, func(resp R) error {
+		fmt.Fprintf(e.stdout, "%s %d of %d matched jobs\n", past, resp.GetAffected(), resp.GetMatched())
+		if sel.Filter != nil && int(resp.GetMatched()) >= effectiveLimit(bf.limit) {
+			fmt.Fprintln(e.stdout, "the limit was reached and more jobs may match: run again to continue")
+		}
+		return nil
+	})
 }
 
 func effectiveLimit(limit int) int {
@@ -410,28 +398,18 @@ func runDLQTop(ctx context.Context, e *env, c *command, args []string) error {
 	if req.Filter, err = ff.build(e.now()); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.TopDeadErrorsResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.TopDeadErrorsResponse, error) {
 		return b.admin.TopDeadErrors(ctx, req)
+	}, func(resp *jobwirev1.TopDeadErrorsResponse) error {
+		if len(resp.GetGroups()) == 0 {
+			fmt.Fprintln(e.stdout, "no dead jobs match")
+			return nil
+		}
+		tw := newTable(e.stdout)
+		row(tw, "ERROR TYPE", "COUNT", "LAST SEEN", "SAMPLE MESSAGE")
+		for _, g := range resp.GetGroups() {
+			row(tw, orDash(g.GetErrorType()), g.GetCount(), fmtTime(g.GetLastSeen()), orDash(oneLine(g.GetSampleMessage(), 80)))
+		}
+		return tw.Flush()
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	if len(resp.GetGroups()) == 0 {
-		fmt.Fprintln(e.stdout, "no dead jobs match")
-		return nil
-	}
-	tw := newTable(e.stdout)
-	row(tw, "ERROR TYPE", "COUNT", "LAST SEEN", "SAMPLE MESSAGE")
-	for _, g := range resp.GetGroups() {
-		row(tw, orDash(g.GetErrorType()), g.GetCount(), fmtTime(g.GetLastSeen()), orDash(oneLine(g.GetSampleMessage(), 80)))
-	}
-	return tw.Flush()
 }

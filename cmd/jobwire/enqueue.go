@@ -70,12 +70,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		spec.AttemptTimeout = durationpb.New(attemptTimeout)
 	}
 
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.EnqueueResponse, error) {
+	resp, err := fetch(ctx, cf, func(ctx context.Context, b *broker) (*jobwirev1.EnqueueResponse, error) {
 		return b.producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: spec})
 	})
 	if err != nil {
@@ -85,9 +80,8 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	if j.GetDuplicate() {
 		fmt.Fprintf(e.stderr, "job %d already existed with idempotency key %q; nothing new was enqueued (duplicate)\n", j.GetId(), key)
 	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	fmt.Fprintln(e.stdout, j.GetId())
-	return nil
+	return show(e, cf, resp, func(*jobwirev1.EnqueueResponse) error {
+		fmt.Fprintln(e.stdout, j.GetId())
+		return nil
+	})
 }

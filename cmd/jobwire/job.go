@@ -16,26 +16,16 @@ func runJobGet(ctx context.Context, e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.GetJobResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.GetJobResponse, error) {
 		return b.producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: id})
+	}, func(resp *jobwirev1.GetJobResponse) error {
+		printJob(e.stdout, resp.GetJob(), false)
+		if len(resp.GetJob().GetAttemptHistory()) > 0 {
+			fmt.Fprintln(e.stdout)
+			printAttemptTable(e.stdout, resp.GetJob().GetAttemptHistory())
+		}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	printJob(e.stdout, resp.GetJob(), false)
-	if len(resp.GetJob().GetAttemptHistory()) > 0 {
-		fmt.Fprintln(e.stdout)
-		printAttemptTable(e.stdout, resp.GetJob().GetAttemptHistory())
-	}
-	return nil
 }
 
 func runJobCancel(ctx context.Context, e *env, c *command, args []string) error {
@@ -45,22 +35,12 @@ func runJobCancel(ctx context.Context, e *env, c *command, args []string) error 
 	if err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.CancelJobResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.CancelJobResponse, error) {
 		return b.producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id})
+	}, func(resp *jobwirev1.CancelJobResponse) error {
+		fmt.Fprintf(e.stdout, "job %d is %s\n", resp.GetJob().GetId(), enumName(resp.GetJob().GetState()))
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	fmt.Fprintf(e.stdout, "job %d is %s\n", resp.GetJob().GetId(), enumName(resp.GetJob().GetState()))
-	return nil
 }
 
 func runJobsList(ctx context.Context, e *env, c *command, args []string) error {
@@ -89,33 +69,23 @@ func runJobsList(ctx context.Context, e *env, c *command, args []string) error {
 	if req.PageSize, err = pageSize(limit); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.ListJobsResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ListJobsResponse, error) {
 		return b.admin.ListJobs(ctx, req)
-	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	if len(resp.GetJobs()) == 0 {
-		fmt.Fprintln(e.stdout, "no jobs match")
-	} else {
-		tw := newTable(e.stdout)
-		row(tw, "ID", "TYPE", "QUEUE", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "CREATED")
-		for _, j := range resp.GetJobs() {
-			row(tw, j.GetId(), j.GetType(), j.GetQueue(), enumName(j.GetState()), j.GetPriority(),
-				attempts(j), fmtTime(j.GetRunAt()), fmtTime(j.GetCreatedAt()))
+	}, func(resp *jobwirev1.ListJobsResponse) error {
+		if len(resp.GetJobs()) == 0 {
+			fmt.Fprintln(e.stdout, "no jobs match")
+		} else {
+			tw := newTable(e.stdout)
+			row(tw, "ID", "TYPE", "QUEUE", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "CREATED")
+			for _, j := range resp.GetJobs() {
+				row(tw, j.GetId(), j.GetType(), j.GetQueue(), enumName(j.GetState()), j.GetPriority(),
+					attempts(j), fmtTime(j.GetRunAt()), fmtTime(j.GetCreatedAt()))
+			}
+			_ = tw.Flush()
 		}
-		_ = tw.Flush()
-	}
-	printNextPage(e.stderr, resp.GetNextPageToken())
-	return nil
+		printNextPage(e.stderr, resp.GetNextPageToken())
+		return nil
+	})
 }
 
 // parseIDArg parses the flags of a command whose only positional argument is a job id.

@@ -22,26 +22,16 @@ func runQueuesList(ctx context.Context, e *env, c *command, args []string) error
 	if err := positionals(pos); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.ListQueuesResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ListQueuesResponse, error) {
 		return b.admin.ListQueues(ctx, &jobwirev1.ListQueuesRequest{})
-	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	if len(resp.GetQueues()) == 0 {
-		fmt.Fprintln(e.stdout, "no queues yet")
+	}, func(resp *jobwirev1.ListQueuesResponse) error {
+		if len(resp.GetQueues()) == 0 {
+			fmt.Fprintln(e.stdout, "no queues yet")
+			return nil
+		}
+		printQueueTable(e.stdout, resp.GetQueues())
 		return nil
-	}
-	printQueueTable(e.stdout, resp.GetQueues())
-	return nil
+	})
 }
 
 func printQueueTable(w io.Writer, queues []*jobwirev1.QueueInfo) {
@@ -108,20 +98,11 @@ func runQueueChange[R queueResponse](ctx context.Context, e *env, c *command, ar
 	if err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (R, error) { return send(ctx, b.admin) })
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	fmt.Fprintln(e.stdout, done(resp.GetQueue()))
-	return nil
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (R, error) { return send(ctx, b.admin) },
+		func(resp R) error {
+			fmt.Fprintln(e.stdout, done(resp.GetQueue()))
+			return nil
+		})
 }
 
 func runQueuesPause(ctx context.Context, e *env, c *command, args []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,21 +21,17 @@ func runStats(ctx context.Context, e *env, c *command, args []string) error {
 	if err := positionals(pos); err != nil {
 		return err
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.GetStatsResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.GetStatsResponse, error) {
 		return b.admin.GetStats(ctx, &jobwirev1.GetStatsRequest{})
+	}, func(resp *jobwirev1.GetStatsResponse) error {
+		printStats(e.stdout, resp)
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	w := e.stdout
+}
+
+// printStats writes the counts by state, then each further section only when the broker
+// reported something for it.
+func printStats(w io.Writer, resp *jobwirev1.GetStatsResponse) {
 	fmt.Fprintln(w, "Jobs by state:")
 	if len(resp.GetCounts()) == 0 {
 		fmt.Fprintln(w, "  none")
@@ -67,7 +64,6 @@ func runStats(ctx context.Context, e *env, c *command, args []string) error {
 		}
 		_ = tw.Flush()
 	}
-	return nil
 }
 
 func runPurgeSucceeded(ctx context.Context, e *env, c *command, args []string) error {
@@ -85,20 +81,10 @@ func runPurgeSucceeded(ctx context.Context, e *env, c *command, args []string) e
 	if olderThan <= 0 {
 		return usageErrorf("--older-than is required and must be positive, e.g. --older-than 7d")
 	}
-	b, err := connect(ctx, cf)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	resp, err := call(ctx, b, func(ctx context.Context) (*jobwirev1.PurgeFinishedJobsResponse, error) {
+	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.PurgeFinishedJobsResponse, error) {
 		return b.admin.PurgeFinishedJobs(ctx, &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(olderThan)})
+	}, func(resp *jobwirev1.PurgeFinishedJobsResponse) error {
+		fmt.Fprintf(e.stdout, "purged %d succeeded jobs that finished more than %s ago\n", resp.GetPurged(), olderThan)
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e.stdout, resp)
-	}
-	fmt.Fprintf(e.stdout, "purged %d succeeded jobs that finished more than %s ago\n", resp.GetPurged(), olderThan)
-	return nil
 }
