@@ -275,12 +275,17 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		a.ErrorType, a.Message, a.Details = failure.ErrorType, failure.Message, failure.Details
 	}
 	params := finishParams(ref, d, a, now)
-	var applied bool
-	b.submit(&op{name: "result", finishes: ref, apply: func(tx store.Tx) error {
+	o := &op{name: "result", finishes: ref}
+	if d.Verdict == triage.Succeeded {
+		o.succeed = params
+	}
+	o.apply = func(tx store.Tx) error {
 		var err error
-		applied, err = tx.JobFinish(params)
+		o.succeeded, err = tx.JobFinish(params)
 		return err
-	}, done: func(err error) {
+	}
+	o.done = func(err error) {
+		applied := o.succeeded
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		cur := b.leaseLocked(ref)
@@ -311,7 +316,8 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			b.scheduleLocked(d.RetryAt)
 		}
 		b.signal()
-	}})
+	}
+	b.submit(o)
 }
 
 // finishParams turns a decision into the write that stores it.

@@ -25,6 +25,12 @@ type op struct {
 	starts, finishes job.LeaseRef
 	superseded       bool
 	waited           bool // a start already held back once (see holdStarts)
+
+	// succeed, when set, is a success that commit writes together with the batch's other
+	// successes in one statement (tx.JobSucceedMany), setting succeeded; apply does the same
+	// for this op alone.
+	succeed   *store.JobFinishParams
+	succeeded bool
 }
 
 // submit queues an op for the writer.
@@ -130,11 +136,25 @@ func (b *Broker) commit(batch []*op) {
 	if len(batch) > 1 {
 		name = "batch"
 	}
+	var succeeding []*op
+	var successes []*store.JobFinishParams
 	err := b.st.Write(b.ctx, name, func(tx store.Tx) error {
+		succeeding, successes = succeeding[:0], successes[:0]
 		for _, o := range batch {
+			if o.succeed != nil {
+				succeeding, successes = append(succeeding, o), append(successes, o.succeed)
+				continue
+			}
 			if err := o.apply(tx); err != nil {
 				return err
 			}
+		}
+		applied, err := tx.JobSucceedMany(successes)
+		if err != nil {
+			return err
+		}
+		for i, o := range succeeding {
+			o.succeeded = applied[i]
 		}
 		return nil
 	})

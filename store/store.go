@@ -67,6 +67,9 @@ type Tx interface {
 	JobStart(p *JobStartParams) (bool, error)
 	// JobFinish ends a held job's attempt: it records the attempt and sets the job's next state.
 	JobFinish(p *JobFinishParams) (bool, error)
+	// JobSucceedMany is JobFinish for many successful attempts at once (every p.Attempt has
+	// outcome SUCCEEDED); applied[i] says whether ps[i] was current.
+	JobSucceedMany(ps []*JobFinishParams) (applied []bool, err error)
 	// JobRelease hands a LEASED job back to PENDING without spending an attempt.
 	JobRelease(ref job.LeaseRef) (bool, error)
 	// JobExtendLeases moves the lease deadline of every current lease in refs to until and
