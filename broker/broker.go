@@ -276,16 +276,11 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 			p.MaxAttempts = b.cfg.policy(p.Type).MaxAttempts
 		}
 	}
-	results := make([]store.JobInsertResult, len(params))
+	var results []store.JobInsertResult
 	err := b.do(ctx, "enqueue", func(tx store.Tx) error {
-		for i, p := range params {
-			r, err := tx.JobInsert(p)
-			if err != nil {
-				return err
-			}
-			results[i] = r
-		}
-		return nil
+		var err error
+		results, err = tx.JobInsertMany(params)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -60,6 +60,8 @@ type Store interface {
 type Tx interface {
 	// JobInsert adds a job, or returns the existing one with the same idempotency key.
 	JobInsert(p *JobInsertParams) (JobInsertResult, error)
+	// JobInsertMany is JobInsert for many jobs, in order.
+	JobInsertMany(ps []*JobInsertParams) ([]JobInsertResult, error)
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.
 	JobLease(p *JobLeaseParams) ([]*job.Job, error)

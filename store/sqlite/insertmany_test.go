@@ -1,0 +1,66 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// JobInsertMany keeps request order, gives every job its own id, answers duplicates like
+// JobInsert, and stores each job's fields, whether it went in a multi-row chunk or alone.
+func TestJobInsertMany(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ps []*store.JobInsertParams
+	for i := range 2*insertChunk + 7 {
+		p := &store.JobInsertParams{Type: "t", Queue: fmt.Sprintf("q%d", i%3), Payload: []byte(fmt.Sprint(i)),
+			Priority: i, RunAt: now, Now: now, MaxAttempts: 3, AttemptTimeout: time.Minute}
+		if i == insertChunk+5 || i == 3 {
+			p.IdempotencyKey = fmt.Sprintf("k%d", i)
+		}
+		if i%10 == 0 {
+			p.RunAt = now.Add(time.Hour)
+		}
+		ps = append(ps, p)
+	}
+	ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "q0", IdempotencyKey: "k3", RunAt: now, Now: now, MaxAttempts: 3})
+	var res []store.JobInsertResult
+	if err := s.Write(ctx, "test", func(tx store.Tx) error {
+		res, err = tx.JobInsertMany(ps)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:len(res)-1] {
+		if i > 0 && r.ID != res[i-1].ID+1 {
+			t.Fatalf("ids out of request order at %d: %d after %d", i, r.ID, res[i-1].ID)
+		}
+		j, err := s.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ps[i]
+		wantState := job.StatePending
+		if p.RunAt.After(now) {
+			wantState = job.StateScheduled
+		}
+		if string(j.Payload) != string(p.Payload) || j.Queue != p.Queue || j.Priority != p.Priority ||
+			j.State != wantState || r.State != wantState || j.IdempotencyKey != p.IdempotencyKey || j.AttemptTimeout != time.Minute {
+			t.Fatalf("job %d stored as %+v, result %+v, from %+v", i, j, r, p)
+		}
+	}
+	if last := res[len(res)-1]; !last.Duplicate || last.ID != res[3].ID {
+		t.Fatalf("repeated key: %+v, want a duplicate of job %d", last, res[3].ID)
+	}
+}
