@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 	if cfg.FullSync {
 		sync = sqlite.SyncFull
 	}
-	st, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: sync, BusyTimeout: cfg.BusyTimeout, Retry: policy})
+	st, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: sync, BusyTimeout: cfg.BusyTimeout, Retry: policy, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", cfg.DB, err)
 	}

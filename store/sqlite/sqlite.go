@@ -39,6 +39,8 @@ type Options struct {
 	Synchronous Synchronous
 	// BusyTimeout is how long SQLite itself waits for a lock before returning SQLITE_BUSY.
 	BusyTimeout time.Duration
+	// Logger receives the store's own warnings (background checkpoints). Nil: slog.Default().
+	Logger *slog.Logger
 	// Retry runs every operation, retrying short-lived storage faults. Nil means a
 	// storeretry.Policy with storeretry.DefaultOptions and Classify, logging to slog.Default:
 	// no caller gets a store that gives up on the first SQLITE_BUSY by accident.
@@ -61,6 +63,7 @@ type Store struct {
 	r      *sql.DB // readers
 	retry  Retrier
 	cp     *sql.DB // background checkpoints
+	log    *slog.Logger
 	stmts  *stmtCache
 	queues *queueSet // queues known to have a row
 
@@ -150,7 +153,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	cp.SetMaxOpenConns(1)
-	s := &Store{w: w, r: r, cp: cp, retry: opts.Retry, stmts: newStmtCache(w), queues: &queueSet{m: map[string]bool{}},
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{w: w, r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(w), queues: &queueSet{m: map[string]bool{}},
 		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
 	go s.checkpointLoop()
 	return s, nil
@@ -179,7 +185,7 @@ func (s *Store) checkpointLoop() {
 			return
 		case <-t.C:
 			if _, err := s.cp.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil && ErrorCodeName(err) != "SQLITE_BUSY" {
-				slog.Warn("background checkpoint", "err", err)
+				s.log.Warn("background checkpoint", "err", err)
 			}
 		}
 	}
