@@ -171,9 +171,8 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.loadQueueRules(ctx); err != nil {
 		return err
 	}
-	b.stopped.Add(3)
+	b.stopped.Add(2)
 	go b.writeLoop()
-	go b.dispatchLoop()
 	go b.persistBreakersLoop()
 	b.mu.Lock()
 	if hasNext {
@@ -253,7 +252,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // now is the broker's current time.
 func (b *Broker) now() time.Time { return b.clk.Now() }
 
-// signal asks the dispatcher for another round.
+// signal asks the writer for another dispatch round.
 func (b *Broker) signal() {
 	select {
 	case b.wake <- struct{}{}:
@@ -277,28 +276,22 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 		}
 	}
 	var results []store.JobInsertResult
-	err := b.do(ctx, "enqueue", func(tx store.Tx) error {
+	o := &op{name: "enqueue", apply: func(tx store.Tx) error {
 		var err error
 		results, err = tx.JobInsertMany(params)
 		return err
-	})
-	if err != nil {
+	}}
+	for _, p := range params {
+		o.readies = o.readies || !p.RunAt.After(now)
+	}
+	if err := b.doOp(ctx, o); err != nil {
 		return nil, err
 	}
-	ready := false
 	var earliest time.Time
 	for _, r := range results {
-		switch r.State {
-		case job.StatePending:
-			ready = true
-		case job.StateScheduled:
-			if earliest.IsZero() || r.RunAt.Before(earliest) {
-				earliest = r.RunAt
-			}
+		if r.State == job.StateScheduled && (earliest.IsZero() || r.RunAt.Before(earliest)) {
+			earliest = r.RunAt
 		}
-	}
-	if ready {
-		b.signal()
 	}
 	if !earliest.IsZero() {
 		b.mu.Lock()

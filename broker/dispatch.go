@@ -9,20 +9,11 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// dispatchLoop runs a dispatch round whenever something may have made work possible: a job
-// became ready, a worker freed capacity or connected, a breaker let probes through.
-func (b *Broker) dispatchLoop() {
-	defer b.stopped.Done()
-	for {
-		select {
-		case <-b.wake:
-		case <-b.stop:
-			return
-		}
-		for b.dispatchRound() {
-		}
-	}
-}
+// Dispatch runs on the writer goroutine (writer.go): whenever something may have made work
+// possible (a job became ready, a worker freed capacity or connected, a breaker let probes
+// through), the writer plans a round and adds its lease to the transaction it is about to
+// commit. A job enqueued into an idle broker is therefore leased by the very commit that stores
+// it, and because only the writer plans, two rounds never hand out the same free capacity.
 
 // grant is one lease request of a round: up to limit jobs of types for one session.
 type grant struct {
@@ -33,14 +24,14 @@ type grant struct {
 	leased  []*job.Job
 }
 
-// dispatchRound leases ready jobs to every session with free capacity, in one transaction.
-// It reports whether another round right away might lease more.
-func (b *Broker) dispatchRound() bool {
+// planRound decides what to lease to every session with free capacity. It runs on the writer
+// goroutine only.
+func (b *Broker) planRound() []*grant {
 	now := b.now()
 	b.mu.Lock()
 	if b.shuttingDown {
 		b.mu.Unlock()
-		return false
+		return nil
 	}
 	var grants []*grant
 	n := len(b.sessions)
@@ -133,11 +124,13 @@ func (b *Broker) dispatchRound() bool {
 	}
 	b.armBreakerTimerLocked()
 	b.mu.Unlock()
-	if len(grants) == 0 {
-		return false
-	}
+	return grants
+}
 
-	err := b.do(b.ctx, "lease", func(tx store.Tx) error {
+// leaseOp leases what grants plan and hands the jobs out once that is committed. If a grant
+// got all it asked for, there may be more: another round is asked for.
+func (b *Broker) leaseOp(grants []*grant) *op {
+	return &op{name: "lease", apply: func(tx store.Tx) error {
 		for _, g := range grants {
 			jobs, err := tx.JobLease(&g.params)
 			if err != nil {
@@ -146,19 +139,22 @@ func (b *Broker) dispatchRound() bool {
 			g.leased = jobs
 		}
 		return nil
-	})
-	if err != nil {
-		b.log.Error("lease jobs", "err", err)
-		b.mu.Lock()
-		for _, g := range grants {
-			for _, p := range g.permits {
-				b.permitRelease(p)
+	}, done: func(err error) {
+		if err != nil {
+			b.log.Error("lease jobs", "err", err)
+			b.mu.Lock()
+			for _, g := range grants {
+				for _, p := range g.permits {
+					b.permitRelease(p)
+				}
 			}
+			b.mu.Unlock()
+			return
 		}
-		b.mu.Unlock()
-		return false
-	}
-	return b.handOut(grants)
+		if b.handOut(grants) {
+			b.signal()
+		}
+	}}
 }
 
 // queueScope is the queues one grant may lease from: Queues when the session names its
@@ -301,7 +297,8 @@ func (b *Broker) handOut(grants []*grant) bool {
 	}
 	b.mu.Unlock()
 	if len(back) > 0 {
-		b.submit(&op{name: "release", apply: func(tx store.Tx) error {
+		// handOut runs on the writer goroutine, which must not wait on its own queue.
+		go b.submit(&op{name: "release", apply: func(tx store.Tx) error {
 			for _, r := range back {
 				if _, err := tx.JobRelease(r); err != nil {
 					return err

@@ -26,6 +26,10 @@ type op struct {
 	superseded       bool
 	waited           bool // a start already held back once (see holdStarts)
 
+	// readies marks an op that makes jobs ready (an enqueue): the writer plans a dispatch
+	// round into the same transaction, so those jobs are leased by the commit that stores them.
+	readies bool
+
 	// succeed, when set, is a success that commit writes together with the batch's other
 	// successes in one statement (tx.JobSucceedMany), setting succeeded; apply does the same
 	// for this op alone.
@@ -44,8 +48,14 @@ func (b *Broker) submit(o *op) {
 
 // do runs apply through the writer and waits for its commit.
 func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) error) error {
+	return b.doOp(ctx, &op{name: name, apply: apply})
+}
+
+// doOp runs o (whose done must be unset) through the writer and waits for its commit.
+func (b *Broker) doOp(ctx context.Context, o *op) error {
 	errc := make(chan error, 1)
-	b.submit(&op{name: name, apply: apply, done: func(err error) { errc <- err }})
+	o.done = func(err error) { errc <- err }
+	b.submit(o)
 	select {
 	case err := <-errc:
 		return err
@@ -66,50 +76,59 @@ func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) er
 const startWindow = 2 * time.Millisecond
 
 // writeLoop is the single writer: it takes every op that is waiting (up to MaxBatch) and
-// commits them in one transaction.
+// commits them in one transaction. It also runs dispatch: when asked to (signal) or when the
+// batch makes jobs ready, it plans a round and adds its lease as the batch's last op.
 func (b *Broker) writeLoop() {
 	defer b.stopped.Done()
-	batch := make([]*op, 0, b.cfg.MaxBatch)
+	batch := make([]*op, 0, b.cfg.MaxBatch+1)
 	var held []*op // starts waiting for one more batch
 	window := time.NewTimer(time.Hour)
 	window.Stop()
 	for {
 		batch = append(batch[:0], held...)
 		held = held[:0]
+		dispatch := false
+		wait := window.C
 		if len(batch) == 0 {
-			select {
-			case o := <-b.ops:
-				batch = append(batch, o)
-			case <-b.stop:
-				b.failPending()
-				return
-			}
+			wait = nil
 		} else {
 			window.Reset(startWindow)
-			select {
-			case o := <-b.ops:
-				batch = append(batch, o)
-			case <-window.C:
-			case <-b.stop:
-				for _, o := range batch {
-					o.done(ErrShuttingDown)
-				}
-				b.failPending()
-				return
-			}
-			window.Stop()
 		}
+		select {
+		case o := <-b.ops:
+			batch = append(batch, o)
+		case <-b.wake:
+			dispatch = true
+		case <-wait:
+		case <-b.stop:
+			for _, o := range batch {
+				o.done(ErrShuttingDown)
+			}
+			b.failPending()
+			return
+		}
+		window.Stop()
 	fill:
 		for len(batch) < b.cfg.MaxBatch {
 			select {
 			case o := <-b.ops:
 				batch = append(batch, o)
+			case <-b.wake:
+				dispatch = true
 			default:
 				break fill
 			}
 		}
 		markSuperseded(batch)
 		batch, held = holdStarts(batch, held)
+		for _, o := range batch {
+			dispatch = dispatch || o.readies
+		}
+		if dispatch {
+			if grants := b.planRound(); len(grants) > 0 {
+				batch = append(batch, b.leaseOp(grants))
+			}
+		}
 		if len(batch) > 0 {
 			b.commit(batch)
 		}
