@@ -106,6 +106,9 @@ func (b *broker) explain(ctx context.Context, err error) error {
 		return errors.New("interrupted")
 	case codes.Unimplemented:
 		return fmt.Errorf("the broker at %s does not support this command (%s); it may be older than this jobwire", b.addr, st.Message())
+	case codes.InvalidArgument:
+		// The broker found the input bad: the same verdict, and exit status, as a bad command line.
+		return &usageError{msg: st.Message()}
 	}
 	return errors.New(st.Message())
 }

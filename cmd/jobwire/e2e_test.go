@@ -180,3 +180,18 @@ func TestE2EQueuesStatsAndRetention(t *testing.T) {
 	}
 	e2eContains(t, "set-limit 0", e2eOK(t, b, "queues", "set-limit", "mail", "0"), "queue mail has no concurrency limit")
 }
+
+// Input the broker rejects as INVALID_ARGUMENT exits with 2, like a bad command line, and says
+// which field is wrong; a job that does not exist is a refusal and exits with 1.
+func TestE2EBrokerRejectedInputExitsTwo(t *testing.T) {
+	t.Parallel()
+	b := e2eBroker(t)
+	code, _, errOut := e2eRun(t, b, "enqueue", "--type", "send email", "--payload", "{}")
+	if code != 2 || !strings.Contains(errOut, "job.type: may hold only") {
+		t.Fatalf("enqueue with a bad type: exit %d, stderr %q; want 2 naming job.type", code, errOut)
+	}
+	code, _, errOut = e2eRun(t, b, "job", "get", "424242")
+	if code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("get of a missing job: exit %d, stderr %q; want 1 saying not found", code, errOut)
+	}
+}

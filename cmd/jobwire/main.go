@@ -2,8 +2,9 @@
 // jobs, inspect them, work the dead-letter queue, pause queues, read stats and steer circuit
 // breakers. Run "jobwire help" for the list of commands.
 //
-// Exit status: 0 on success, 1 when the broker refused or failed the request (or could not be
-// reached), 2 when the command line itself was wrong, in which case nothing was sent.
+// Exit status: 0 on success; 2 when the input was wrong, whether the command line itself (then
+// nothing was sent) or what the broker rejected as INVALID_ARGUMENT; 1 when the broker refused or
+// failed the request for any other reason, or could not be reached.
 package main
 
 import (
@@ -44,9 +45,10 @@ type env struct {
 	now            func() time.Time
 }
 
-// usageError is a mistake on the command line: a bad flag, a missing argument, input that fails
-// local validation. It is reported as one sentence and exits with status 2, and nothing has been
-// sent to the broker. Any command, including serve, returns one through usageErrorf.
+// usageError is bad input: a bad flag, a missing argument, input that fails local validation
+// (then nothing has been sent to the broker), or input the broker rejected as INVALID_ARGUMENT.
+// It is reported as one sentence and exits with status 2. Any command, including serve, returns
+// one through usageErrorf.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -200,8 +202,9 @@ Commands that talk to a broker take --addr (default $JOBWIRE_ADDR, else 127.0.0.
 --timeout (default 10s) and --json (print the response as protobuf JSON instead of a table).
 Flags may come before or after arguments. Durations take Go syntax (90s, 15m, 2h) or days (7d).
 
-Exit status: 0 success; 1 the broker refused or failed the request, or could not be reached;
-2 the command line was wrong and nothing was sent.
+Exit status: 0 success; 2 the input was wrong (the command line, then nothing was sent, or what
+the broker rejected as invalid); 1 the broker refused or failed the request for another reason,
+or could not be reached.
 
 Run 'jobwire help COMMAND' or 'jobwire COMMAND -h' for a command's flags.
 `)
