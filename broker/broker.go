@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -57,10 +58,13 @@ type Broker struct {
 	ctx      context.Context // ends when the broker stops; for work no caller waits on
 	cancel   context.CancelFunc
 
-	ops     chan *op
-	wake    chan struct{}
-	stop    chan struct{}
-	stopped sync.WaitGroup
+	ops  chan *op
+	wake chan struct{}
+	// readyMaybe is false only when the last dispatch round leased every ready job it could
+	// see and nothing has made more ready since (see signal).
+	readyMaybe atomic.Bool
+	stop       chan struct{}
+	stopped    sync.WaitGroup
 
 	mu           sync.Mutex
 	sessions     []*Session // in dispatch rotation order
@@ -141,6 +145,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.breakers = set
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.readyMaybe.Store(true)
 	return b, nil
 }
 
@@ -252,8 +257,19 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // now is the broker's current time.
 func (b *Broker) now() time.Time { return b.clk.Now() }
 
-// signal asks the writer for another dispatch round.
+// signal says jobs may have become ready (or leasable again) and asks the writer for a
+// dispatch round.
 func (b *Broker) signal() {
+	b.readyMaybe.Store(true)
+	b.wakeWriter()
+}
+
+// signalCapacity says only that a worker has room again. A round is worth running only if jobs
+// may be waiting (readyMaybe): the last round left some, or something made more ready since.
+// Without this every result would cost a lease query that finds nothing.
+func (b *Broker) signalCapacity() { b.wakeWriter() }
+
+func (b *Broker) wakeWriter() {
 	select {
 	case b.wake <- struct{}{}:
 	default:
@@ -331,7 +347,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 			b.racedCancels[id] = racedCancel{token: before.LeaseToken, at: b.now()}
 		}
 		b.mu.Unlock()
-		b.signal()
+		b.signalCapacity()
 	}
 	return b.st.JobGet(ctx, id)
 }

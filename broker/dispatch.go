@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -25,8 +26,12 @@ type grant struct {
 }
 
 // planRound decides what to lease to every session with free capacity. It runs on the writer
-// goroutine only.
-func (b *Broker) planRound() []*grant {
+// goroutine only. Unless force (the batch being committed makes jobs ready), it plans nothing
+// when no job may be waiting.
+func (b *Broker) planRound(force bool) []*grant {
+	if !b.readyMaybe.Load() && !force {
+		return nil
+	}
 	now := b.now()
 	b.mu.Lock()
 	if b.shuttingDown {
@@ -38,13 +43,19 @@ func (b *Broker) planRound() []*grant {
 	// Types whose breaker holds dispatch back, or lets only a few probes through, are asked
 	// for once per round, not once per session.
 	allowance := make(map[string]int)
+	limited := false // some type's breaker holds dispatch back
+	full := false    // some session had no room: jobs for it may be waiting
 	// Paused queues are never leased from; capped queues are leased through grants of their
 	// own, each no larger than the room left under the cap.
 	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
 		free := s.capacity - len(s.held)
-		if s.draining || s.closed || free <= 0 {
+		if s.draining || s.closed {
+			continue
+		}
+		if free <= 0 {
+			full = true
 			continue
 		}
 		var open []string
@@ -57,9 +68,12 @@ func (b *Broker) planRound() []*grant {
 				}
 				allowance[t] = a
 			}
-			switch {
-			case a == breaker.Unlimited:
+			if a == breaker.Unlimited {
 				open = append(open, t)
+				continue
+			}
+			limited = true
+			switch {
 			case a > 0 && free > 0:
 				// A probe may come from any queue the session serves that is not paused and
 				// has room; it is held to the smallest room among them, and that much room
@@ -122,6 +136,13 @@ func (b *Broker) planRound() []*grant {
 	if n > 1 {
 		b.sessions = append(b.sessions[1:], b.sessions[0])
 	}
+	// Only a round that offers every session room, under no breaker or cap that holds jobs
+	// back, sees the whole ready set: if its grants then come back short (handOut), no job is
+	// waiting until something makes one ready (signal). After any other round, freed capacity
+	// alone may let waiting jobs through, so the next one must look.
+	if len(grants) > 0 && !full && !limited && len(plan.capped) == 0 {
+		b.readyMaybe.Store(false)
+	}
 	b.armBreakerTimerLocked()
 	b.mu.Unlock()
 	return grants
@@ -142,6 +163,7 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 	}, done: func(err error) {
 		if err != nil {
 			b.log.Error("lease jobs", "err", err)
+			b.readyMaybe.Store(true) // the jobs are still waiting
 			b.mu.Lock()
 			for _, g := range grants {
 				for _, p := range g.permits {
@@ -220,11 +242,14 @@ func (b *Broker) probeScope(s *Session, plan queuePlan) (*queueScope, []string) 
 	return scope, roomy
 }
 
+// leaseParams asks for up to limit jobs, rounded down to a power of two: the store writes the
+// limit into its statement, and a few distinct statements stay compiled. A grant that gets all it
+// asked for is followed by another round (handOut), which takes the rest.
 func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time) store.JobLeaseParams {
 	return store.JobLeaseParams{
 		Types:      types,
 		Queues:     s.queues,
-		Limit:      limit,
+		Limit:      1 << (bits.Len(uint(limit)) - 1),
 		WorkerID:   s.workerID,
 		Now:        now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration),
@@ -308,7 +333,9 @@ func (b *Broker) handOut(grants []*grant) bool {
 		}, done: func(err error) {
 			if err != nil {
 				b.log.Warn("could not hand back leased jobs", "jobs", len(back), "err", err)
+				return
 			}
+			b.signal()
 		}})
 	}
 	return more

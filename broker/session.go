@@ -112,7 +112,8 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		b.leases[j.ID] = l
 	}
 	b.sessions = append(b.sessions, s)
-	b.signal()
+	b.signal() // it may serve types or queues no one served
+
 	return s, w, nil
 }
 
@@ -312,10 +313,15 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			}
 		}
 		s.out.push(ResultAck{Ref: ref, Decision: d})
-		if d.Verdict == triage.Retry && params.State == job.StateScheduled {
+		switch {
+		case d.Verdict == triage.Retry && params.State == job.StateScheduled:
 			b.scheduleLocked(d.RetryAt)
+			b.signalCapacity()
+		case d.Verdict == triage.Retry:
+			b.signal() // ready again at once
+		default:
+			b.signalCapacity()
 		}
-		b.signal()
 	}
 	b.submit(o)
 }

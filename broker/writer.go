@@ -121,11 +121,12 @@ func (b *Broker) writeLoop() {
 		}
 		markSuperseded(batch)
 		batch, held = holdStarts(batch, held)
+		readies := false
 		for _, o := range batch {
-			dispatch = dispatch || o.readies
+			readies = readies || o.readies
 		}
-		if dispatch {
-			if grants := b.planRound(); len(grants) > 0 {
+		if dispatch || readies {
+			if grants := b.planRound(readies); len(grants) > 0 {
 				batch = append(batch, b.leaseOp(grants))
 			}
 		}

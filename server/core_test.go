@@ -549,3 +549,27 @@ func TestBrokerRestartLosesNoJob(t *testing.T) {
 		waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	}
 }
+
+// A worker that frees its only slot gets the next waiting job even though the last dispatch
+// round, which it had no room in, found nothing more for another worker.
+func TestFreedCapacityTakesWaitingJobs(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	busy := b.Connect(brokertest.Hello("busy", 1, "t"))
+	first := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	second := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	a := busy.Assignment()
+	if a.GetJob().GetId() != first {
+		t.Fatalf("got job %d, want %d", a.GetJob().GetId(), first)
+	}
+	// Another worker drains its own type while the first one is full.
+	other := b.Connect(brokertest.Hello("other", 4, "u"))
+	ack(t, other.Succeed(func() *jobwirev1.Assignment {
+		enqueue(t, b, &jobwirev1.JobSpec{Type: "u"})
+		return other.Assignment()
+	}()))
+	ack(t, busy.Succeed(a))
+	if a := busy.Assignment(); a.GetJob().GetId() != second {
+		t.Fatalf("got job %d, want the waiting %d", a.GetJob().GetId(), second)
+	}
+}

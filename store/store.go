@@ -141,7 +141,7 @@ type JobLeaseParams struct {
 	Queues        []string // empty: any queue
 	ExcludeQueues []string // never these (paused, or leased separately under a cap)
 	ExcludeTypes  []string // never these (breaker open, or leased separately)
-	Limit         int
+	Limit         int      // written into the statement: keep the set of values small
 	WorkerID      string
 	Now           time.Time
 	LeaseUntil    time.Time

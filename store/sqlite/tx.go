@@ -122,8 +122,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	args = in(&sel, args, "type", true, p.ExcludeTypes)
 	args = in(&sel, args, "queue", false, p.Queues)
 	args = in(&sel, args, "queue", true, p.ExcludeQueues)
-	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ?) RETURNING ` + jobColumns)
-	args = append(args, p.Limit)
+	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
+	// the statement again on every run. Callers keep the number of distinct limits small.
+	sel.WriteString(fmt.Sprintf(` ORDER BY priority DESC, run_at, id LIMIT %d) RETURNING `, p.Limit) + jobColumns)
 	jobs, err := t.queryJobs(sel.String(), args...)
 	if err != nil {
 		return nil, err
