@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"math/bits"
 	"slices"
 	"time"
@@ -152,12 +153,26 @@ func (b *Broker) planRound(force bool) []*grant {
 // got all it asked for, there may be more: another round is asked for.
 func (b *Broker) leaseOp(grants []*grant) *op {
 	return &op{name: "lease", apply: func(tx store.Tx) error {
+		// Once a grant comes back short, every ready job of its scope is taken: a later grant
+		// of another session with the same scope would find nothing, so it is not asked.
+		var drained map[string]bool
 		for _, g := range grants {
+			g.leased = nil
+			scope := leaseScope(&g.params)
+			if drained[scope] {
+				continue
+			}
 			jobs, err := tx.JobLease(&g.params)
 			if err != nil {
 				return err
 			}
 			g.leased = jobs
+			if len(jobs) < g.params.Limit {
+				if drained == nil {
+					drained = make(map[string]bool)
+				}
+				drained[scope] = true
+			}
 		}
 		return nil
 	}, done: func(err error) {
@@ -372,4 +387,9 @@ func (b *Broker) armBreakerTimerLocked() {
 	}
 	b.breakerAt = at
 	b.breakerTimer = b.clk.AfterFunc(at.Sub(b.now()), b.signal)
+}
+
+// leaseScope names the set of jobs a lease may take: the same types and queues.
+func leaseScope(p *store.JobLeaseParams) string {
+	return fmt.Sprint(p.Types, p.Queues, p.ExcludeQueues, p.ExcludeTypes)
 }
