@@ -305,11 +305,21 @@ func (t *tx) alreadyFinished(p *store.JobFinishParams) (bool, error) {
 	return token == p.Ref.Token && attempts == p.Attempt.Number && job.State(state) == p.State, nil
 }
 
+// succeedManyMin is the smallest batch of successes written with one statement: below it,
+// building and reading the JSON list costs more than a statement per job.
+const succeedManyMin = 4
+
 // JobSucceedMany writes a batch of successes with one statement: on the hot path the cost of a
 // statement's round trip through database/sql is as large as the row change itself.
 func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	applied := make([]bool, len(ps))
-	if len(ps) == 0 {
+	if len(ps) < succeedManyMin {
+		for i, p := range ps {
+			var err error
+			if applied[i], err = t.JobFinish(p); err != nil {
+				return nil, err
+			}
+		}
 		return applied, nil
 	}
 	var b strings.Builder
