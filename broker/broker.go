@@ -149,7 +149,8 @@ func New(opts Options) (*Broker, error) {
 	return b, nil
 }
 
-// Start recovers state left by an earlier run and starts the writer, dispatcher and sweeper.
+// Start recovers state left by an earlier run and starts the writer (which also dispatches) and
+// the sweeper.
 func (b *Broker) Start(ctx context.Context) error {
 	var released int
 	var next time.Time

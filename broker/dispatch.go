@@ -364,7 +364,7 @@ func withPayload(j *job.Job, payload []byte) *job.Job {
 
 // armBreakerTimerLocked keeps one timer armed for the moment time alone next changes what a
 // breaker lets through (an OPEN breaker turning HALF_OPEN, a silent probe's slot timing out), so
-// the dispatcher runs a round then even if nothing else happens. Every round calls it, after
+// the writer runs a dispatch round then even if nothing else happens. Every round calls it, after
 // taking its probe permits, so the timer follows NextChange whenever that moment moves, earlier
 // or later; with no such moment pending the timer is stopped.
 func (b *Broker) armBreakerTimerLocked() {

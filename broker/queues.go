@@ -68,7 +68,7 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 }
 
 // changeQueue stores a queue change, then applies it to the in-memory rules and wakes the
-// dispatcher, which may now lease what it held back.
+// writer for a dispatch round, which may now lease what it held back.
 func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.Tx) error, apply func(*queueRule)) error {
 	if err := b.do(ctx, "queue_change", write); err != nil {
 		return err
