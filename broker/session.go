@@ -10,6 +10,7 @@ import (
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storeretry"
 	"github.com/jobwire/jobwire/triage"
 )
 
@@ -145,8 +146,12 @@ func (s *Session) refuse(ref job.LeaseRef, about About, reason Refusal, msg stri
 }
 
 // refusal turns a failed write into the answer the worker gets: busy storage is worth a retry.
+// Either way the worker sends it again: the write was rolled back, and the message says why.
 func refusal(err error) (Refusal, string) {
-	return RefusedBusy, "storage is busy, send this again later: " + err.Error()
+	if errors.Is(err, storeretry.ErrBusy) {
+		return RefusedBusy, "storage is busy, send this again later: " + err.Error()
+	}
+	return RefusedBusy, "could not store this, send it again later: " + err.Error()
 }
 
 const staleLease = "lease is not current: the job was finished, cancelled, expired or leased again"

@@ -58,9 +58,8 @@ type Store interface {
 // Tx is one write transaction. Methods that apply only while a lease is current report whether
 // they changed anything: false means the lease was stale and nothing changed.
 type Tx interface {
-	// JobInsert adds a job, or returns the existing one with the same idempotency key.
-	JobInsert(p *JobInsertParams) (JobInsertResult, error)
-	// JobInsertMany is JobInsert for many jobs, in order.
+	// JobInsertMany adds jobs in order. A job whose idempotency key is taken is not added: its
+	// result names the existing job and says Duplicate.
 	JobInsertMany(ps []*JobInsertParams) ([]JobInsertResult, error)
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.

@@ -12,7 +12,7 @@ import (
 )
 
 // JobInsertMany keeps request order, gives every job its own id, answers duplicates like
-// JobInsert, and stores each job's fields, whether it went in a multi-row chunk or alone.
+// a single insert, and stores each job's fields, whether it went in a multi-row chunk or alone.
 func TestJobInsertMany(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -48,8 +48,11 @@ func insertJob(ctx context.Context, st *Store, key string) (store.JobInsertResul
 	now := time.Unix(1_800_000_000, 0)
 	err := st.Write(ctx, "enqueue", func(tx store.Tx) error {
 		var err error
-		r, err = tx.JobInsert(&store.JobInsertParams{Type: "t", Queue: "default", MaxAttempts: 3,
-			IdempotencyKey: key, RunAt: now, Now: now, AttemptTimeout: time.Minute})
+		rs, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", MaxAttempts: 3,
+			IdempotencyKey: key, RunAt: now, Now: now, AttemptTimeout: time.Minute}})
+		if err == nil {
+			r = rs[0]
+		}
 		return err
 	})
 	return r, err

@@ -41,7 +41,8 @@ func (t *tx) queryJobs(q string, args ...any) ([]*job.Job, error) {
 	return scanJobs(t.query(q, args...))
 }
 
-func (t *tx) JobInsert(p *store.JobInsertParams) (store.JobInsertResult, error) {
+// insertOne adds one job, or answers with the job that holds its idempotency key.
+func (t *tx) insertOne(p *store.JobInsertParams) (store.JobInsertResult, error) {
 	state := job.StatePending
 	if p.RunAt.After(p.Now) {
 		state = job.StateScheduled
@@ -422,21 +423,21 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 		}
 		// Keep ids in request order: what waits in chunk goes first, one by one.
 		for _, k := range chunk {
-			r, err := t.JobInsert(ps[k])
+			r, err := t.insertOne(ps[k])
 			if err != nil {
 				return nil, err
 			}
 			out[k] = r
 		}
 		chunk = chunk[:0]
-		r, err := t.JobInsert(p)
+		r, err := t.insertOne(p)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = r
 	}
 	for _, k := range chunk {
-		r, err := t.JobInsert(ps[k])
+		r, err := t.insertOne(ps[k])
 		if err != nil {
 			return nil, err
 		}
