@@ -1,9 +1,9 @@
 package broker
 
 import (
-	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -391,5 +391,7 @@ func (b *Broker) armBreakerTimerLocked() {
 
 // leaseScope names the set of jobs a lease may take: the same types and queues.
 func leaseScope(p *store.JobLeaseParams) string {
-	return fmt.Sprint(p.Types, p.Queues, p.ExcludeQueues, p.ExcludeTypes)
+	// Names cannot hold a space or a "|" (server/validate.go), so the joins cannot collide.
+	return strings.Join(p.Types, " ") + "|" + strings.Join(p.Queues, " ") + "|" +
+		strings.Join(p.ExcludeQueues, " ") + "|" + strings.Join(p.ExcludeTypes, " ")
 }
