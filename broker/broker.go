@@ -72,6 +72,7 @@ type Broker struct {
 	shuttingDown bool
 	schedTimer   clock.Timer
 	schedAt      time.Time
+	schedGen     uint64 // counts armed scheduler timers; see promote
 	sweepTimer   clock.Timer
 	breakerTimer clock.Timer
 	breakerAt    time.Time
@@ -365,11 +366,23 @@ func (b *Broker) scheduleLocked(at time.Time) {
 		b.schedTimer.Stop()
 	}
 	b.schedAt = at
-	b.schedTimer = b.clk.AfterFunc(at.Sub(b.now()), b.promote)
+	b.schedGen++
+	gen := b.schedGen
+	b.schedTimer = b.clk.AfterFunc(at.Sub(b.now()), func() { b.promote(gen) })
 }
 
-// promote moves due SCHEDULED jobs to PENDING and sets the timer for the next one.
-func (b *Broker) promote() {
+// promote moves due SCHEDULED jobs to PENDING and sets the timer for the next one. gen names
+// the timer that fired.
+func (b *Broker) promote(gen uint64) {
+	// The timer is spent from the moment it fires, not once this promote is done: a job that
+	// becomes SCHEDULED while the promote below runs may commit after the promote read the next
+	// due time, and the scheduleLocked it calls must then arm a timer of its own rather than
+	// count on this one. A newer timer armed meanwhile is left alone.
+	b.mu.Lock()
+	if b.schedGen == gen {
+		b.schedTimer = nil
+	}
+	b.mu.Unlock()
 	var n int
 	var next time.Time
 	var hasNext bool
@@ -382,7 +395,6 @@ func (b *Broker) promote() {
 		return err
 	})
 	b.mu.Lock()
-	b.schedTimer = nil
 	switch {
 	case err != nil:
 		b.log.Error("promote scheduled jobs", "err", err)
