@@ -355,7 +355,7 @@ func (s *Store) RecentCounts(ctx context.Context, since time.Time) (store.Recent
 		return s.r.QueryRowContext(ctx, `SELECT
 			COALESCE(SUM(CASE WHEN state = 5 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN state = 6 THEN 1 ELSE 0 END), 0)
-			FROM jobs WHERE state IN (5, 6, 7) AND state IN (5, 6) AND finished_at >= ?`,
+			FROM jobs WHERE `+finishedState+` AND state IN (5, 6) AND finished_at >= ?`,
 			nanos(since)).Scan(&out.Succeeded, &out.Dead)
 	})
 	return out, err

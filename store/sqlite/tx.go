@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,10 +13,14 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// openState repeats the condition of the jobs_open index. SQLite uses a partial index only
-// when the query's WHERE clause contains the index's condition as written, so every query that
-// reads ready or held jobs states it before narrowing to the state it wants.
-const openState = `state IN (2, 3, 4)`
+// openState and finishedState repeat the conditions of the jobs_open and jobs_finished
+// indexes. SQLite uses a partial index only when the query's WHERE clause contains the index's
+// condition as written, so every query that reads ready, held or finished jobs states it
+// before narrowing to the states it wants. They are ranges, not IN lists: see migration 003.
+const (
+	openState     = `state BETWEEN 2 AND 4`
+	finishedState = `state BETWEEN 5 AND 7`
+)
 
 // tx is one write transaction.
 type tx struct {
@@ -115,33 +119,48 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Limit <= 0 || len(p.Types) == 0 {
 		return nil, nil
 	}
+	// Read the jobs in dispatch order, then lease each by its primary key. One
+	// UPDATE ... WHERE id IN (SELECT ...) RETURNING would need two temporary b-trees (the id
+	// set and the returned rows) on every run, and RETURNING loses the order; for the one or
+	// few jobs a round usually finds, that costs more than the updates.
+	q, args := leaseQuery(p)
+	jobs, err := t.queryJobs(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	until := nanos(p.LeaseUntil)
+	for _, j := range jobs {
+		// The writer is the only connection that writes, so the row read above is the row
+		// updated here; state = 2 keeps that true even if it ever were not.
+		n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_expires_at = ?, worker_id = ?
+			WHERE id = ? AND state = 2`, j.LeaseToken+1, until, p.WorkerID, j.ID)
+		if err != nil {
+			return nil, err
+		}
+		if n != 1 {
+			return nil, fmt.Errorf("lease job %d: it changed while being leased", j.ID)
+		}
+		j.State = job.StateLeased
+		j.LeaseToken++
+		j.LeaseExpiresAt = p.LeaseUntil
+		j.WorkerID = p.WorkerID
+	}
+	return jobs, nil
+}
+
+// leaseQuery selects the ready jobs p may lease, in dispatch order.
+func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	var sel strings.Builder
-	args := []any{int(job.StateLeased), nanos(p.LeaseUntil), p.WorkerID}
-	sel.WriteString(`UPDATE jobs SET state = ?, lease_token = lease_token + 1, lease_expires_at = ?,
-		worker_id = ? WHERE id IN (SELECT id FROM jobs WHERE ` + openState + ` AND state = 2`)
+	var args []any
+	sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
 	args = in(&sel, args, "type", false, p.Types)
 	args = in(&sel, args, "type", true, p.ExcludeTypes)
 	args = in(&sel, args, "queue", false, p.Queues)
 	args = in(&sel, args, "queue", true, p.ExcludeQueues)
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
-	sel.WriteString(fmt.Sprintf(` ORDER BY priority DESC, run_at, id LIMIT %d) RETURNING `, p.Limit) + jobColumns)
-	jobs, err := t.queryJobs(sel.String(), args...)
-	if err != nil {
-		return nil, err
-	}
-	// RETURNING has no order of its own.
-	sort.Slice(jobs, func(i, k int) bool {
-		a, b := jobs[i], jobs[k]
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		if !a.RunAt.Equal(b.RunAt) {
-			return a.RunAt.Before(b.RunAt)
-		}
-		return a.ID < b.ID
-	})
-	return jobs, nil
+	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit))
+	return sel.String(), args
 }
 
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
