@@ -362,7 +362,7 @@ func (s *Store) RecentCounts(ctx context.Context, since time.Time) (store.Recent
 }
 
 func (t *tx) JobDeadIDs(f *store.DeadJobFilter, limit int) ([]int64, error) {
-	return deadIDs(t.ctx, t.tx, f, limit)
+	return deadIDs(t.ctx, t.cache.conn, f, limit)
 }
 
 func (t *tx) JobStates(ids []int64) (map[int64]job.State, error) {
@@ -386,7 +386,7 @@ func (t *tx) JobStates(ids []int64) (map[int64]job.State, error) {
 	return out, err
 }
 
-func (t *tx) JobGetMany(ids []int64) ([]*job.Job, error) { return getMany(t.ctx, t.tx, ids) }
+func (t *tx) JobGetMany(ids []int64) ([]*job.Job, error) { return getMany(t.ctx, t.cache.conn, ids) }
 
 func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 	state := job.StatePending

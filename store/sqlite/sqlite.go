@@ -59,13 +59,18 @@ type RetryCounter interface {
 
 // Store is the SQLite store.
 type Store struct {
-	w      *sql.DB // one connection: every write
-	r      *sql.DB // readers
-	retry  Retrier
-	cp     *sql.DB // background checkpoints
-	log    *slog.Logger
-	stmts  *stmtCache
-	queues *queueSet // queues known to have a row
+	w *sql.DB // one connection: every write
+	// writeMu makes writes take turns on wc, the write connection, which the store holds for
+	// its whole life so that BEGIN, COMMIT and every statement stay compiled on it.
+	writeMu                 sync.Mutex
+	wc                      *sql.Conn
+	begin, commit, rollback *sql.Stmt
+	r                       *sql.DB // readers
+	retry                   Retrier
+	cp                      *sql.DB // background checkpoints
+	log                     *slog.Logger
+	stmts                   *stmtCache
+	queues                  *queueSet // queues known to have a row
 
 	stopCheckpoints, checkpointsDone chan struct{}
 }
@@ -126,7 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	// The writer checkpoints only as a backstop (walBackstopPages); checkpointLoop does it in the
 	// background, so a commit never stalls behind copying the log into the database.
-	w, err := sql.Open("sqlite", dsn(fmt.Sprintf("wal_autocheckpoint(%d)", walBackstopPages))+"&_txlock=immediate")
+	w, err := sql.Open("sqlite", dsn(fmt.Sprintf("wal_autocheckpoint(%d)", walBackstopPages)))
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +145,29 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = w.Close()
 		return nil, err
 	}
+	wc, err := w.Conn(ctx)
+	if err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	var txStmts [3]*sql.Stmt
+	for i, q := range []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"} {
+		if txStmts[i], err = wc.PrepareContext(ctx, q); err != nil {
+			_ = wc.Close()
+			_ = w.Close()
+			return nil, fmt.Errorf("prepare %s: %w", q, err)
+		}
+	}
 	r, err := sql.Open("sqlite", dsn("query_only(1)"))
 	if err != nil {
+		_ = wc.Close()
 		_ = w.Close()
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
 	cp, err := sql.Open("sqlite", dsn())
 	if err != nil {
+		_ = wc.Close()
 		_ = w.Close()
 		_ = r.Close()
 		return nil, err
@@ -156,7 +176,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{w: w, r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(w), queues: &queueSet{m: map[string]bool{}},
+	s := &Store{w: w, wc: wc, begin: txStmts[0], commit: txStmts[1], rollback: txStmts[2],
+		r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(wc), queues: &queueSet{m: map[string]bool{}},
 		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
 	go s.checkpointLoop()
 	return s, nil
@@ -195,8 +216,14 @@ func (s *Store) checkpointLoop() {
 func (s *Store) Close() error {
 	close(s.stopCheckpoints)
 	<-s.checkpointsDone
+	s.writeMu.Lock()
 	s.stmts.close()
-	return errors.Join(s.w.Close(), s.r.Close(), s.cp.Close())
+	for _, st := range []*sql.Stmt{s.begin, s.commit, s.rollback} {
+		_ = st.Close()
+	}
+	wcErr := s.wc.Close()
+	s.writeMu.Unlock()
+	return errors.Join(wcErr, s.w.Close(), s.r.Close(), s.cp.Close())
 }
 
 // StorageRetries returns how many storage operations were retried, keyed by the error code that
@@ -212,22 +239,31 @@ func (s *Store) StorageRetries() map[string]int64 {
 // Write runs fn in one IMMEDIATE transaction through the store's retry policy.
 func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
 	return s.retry.Do(ctx, op, func(ctx context.Context) error {
-		defer s.stmts.preparePending(ctx)
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
 		// BEGIN IMMEDIATE is where a write waits for the lock, so it honours ctx (and the
 		// command timeout). The statements inside hold the lock already and never wait; they
 		// run without a cancellable context, which spares the driver a goroutine per statement.
-		sqlTx, err := s.w.BeginTx(ctx, nil)
-		if err != nil {
+		if _, err := s.begin.ExecContext(ctx); err != nil {
 			return err
 		}
-		t := &tx{ctx: context.WithoutCancel(ctx), tx: sqlTx, cache: s.stmts, queues: s.queues}
+		t := &tx{ctx: context.WithoutCancel(ctx), cache: s.stmts, queues: s.queues}
+		committed := false
+		defer func() {
+			if !committed {
+				// After a failed statement or COMMIT the transaction may still be open (a busy
+				// COMMIT leaves it so); it must not outlive this call. A transaction SQLite
+				// already rolled back makes this fail harmlessly.
+				_, _ = s.rollback.ExecContext(t.ctx)
+			}
+		}()
 		if err := fn(t); err != nil {
-			_ = sqlTx.Rollback()
 			return err
 		}
-		if err := sqlTx.Commit(); err != nil {
+		if _, err := s.commit.ExecContext(t.ctx); err != nil {
 			return err
 		}
+		committed = true
 		s.queues.add(t.newQueues)
 		return nil
 	})

@@ -25,8 +25,7 @@ const (
 // tx is one write transaction.
 type tx struct {
 	ctx       context.Context // not cancellable: see Store.Write
-	tx        *sql.Tx
-	cache     *stmtCache
+	cache     *stmtCache      // its connection holds the transaction
 	queues    *queueSet
 	newQueues []string // queue rows this transaction created
 }
