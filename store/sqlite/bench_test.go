@@ -119,32 +119,26 @@ func fillBenchDB(ctx context.Context, path string, finished int) error {
 		return err
 	}
 	created := time.Unix(1_700_000_000, 0).UnixNano()
-	tx, err := st.w.BeginTx(ctx, nil)
-	if err != nil {
-		_ = st.Close()
-		return err
-	}
 	const insert = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 		INSERT INTO jobs (type, queue, payload, state, attempts, max_attempts, run_at, created_at,
 			finished_at, attempt_timeout_ns, worker_id)
 		SELECT 'bench', 'default', x'7b7d', ?, ?, 25, ? + i, ? + i, ?, 60000000000, ? FROM n`
-	_, err = tx.ExecContext(ctx, insert, finished, int(job.StateSucceeded), 1, created, created,
-		created+int64(time.Hour), "bench")
-	if err == nil {
-		_, err = tx.ExecContext(ctx, insert, benchReady, int(job.StatePending), 0, created+int64(time.Hour),
-			created+int64(time.Hour), nil, "")
-	}
-	if err == nil {
-		_, err = tx.ExecContext(ctx, `INSERT INTO queues (name) VALUES ('default') ON CONFLICT DO NOTHING`)
-	}
-	if err == nil {
-		err = tx.Commit()
-	} else {
-		_ = tx.Rollback()
-	}
+	err = st.Write(ctx, "fill", func(stx store.Tx) error {
+		t := stx.(*tx)
+		if _, err := t.exec(insert, finished, int(job.StateSucceeded), 1, created, created,
+			created+int64(time.Hour), "bench"); err != nil {
+			return err
+		}
+		if _, err := t.exec(insert, benchReady, int(job.StatePending), 0, created+int64(time.Hour),
+			created+int64(time.Hour), nil, ""); err != nil {
+			return err
+		}
+		_, err := t.exec(`INSERT INTO queues (name) VALUES ('default') ON CONFLICT DO NOTHING`)
+		return err
+	})
 	if err == nil {
 		// Move everything into the main file, which is the only one that is kept.
-		_, err = st.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		_, err = st.wc.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	}
 	if cerr := st.Close(); err == nil {
 		err = cerr
