@@ -129,8 +129,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	}
 	until := nanos(p.LeaseUntil)
 	for _, j := range jobs {
-		// The writer is the only connection that writes, so the row read above is the row
-		// updated here; state = 2 keeps that true even if it ever were not.
+		// Nothing else writes between the read above and this update: the transaction holds
+		// the write lock. The state = 2 condition and the count check still turn a broken
+		// assumption into an error rather than a second lease of the same job.
 		n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_expires_at = ?, worker_id = ?
 			WHERE id = ? AND state = 2`, j.LeaseToken+1, until, p.WorkerID, j.ID)
 		if err != nil {
