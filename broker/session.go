@@ -280,7 +280,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		a.Outcome, a.FailureKind = job.OutcomeFailed, d.Kind
 		a.ErrorType, a.Message, a.Details = failure.ErrorType, failure.Message, failure.Details
 	}
-	params := finishParams(ref, d, a, now)
+	params := finishParams(ref, j, d, a, now)
 	o := &op{name: "result", finishes: ref}
 	if d.Verdict == triage.Succeeded {
 		o.succeed = params
@@ -332,8 +332,8 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 }
 
 // finishParams turns a decision into the write that stores it.
-func finishParams(ref job.LeaseRef, d triage.Decision, a job.Attempt, now time.Time) *store.JobFinishParams {
-	p := &store.JobFinishParams{Ref: ref, Attempt: a, Now: now}
+func finishParams(ref job.LeaseRef, j *job.Job, d triage.Decision, a job.Attempt, now time.Time) *store.JobFinishParams {
+	p := &store.JobFinishParams{Ref: ref, Queue: j.Queue, Type: j.Type, Attempt: a, Now: now}
 	switch d.Verdict {
 	case triage.Succeeded:
 		p.State = job.StateSucceeded

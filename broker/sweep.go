@@ -70,7 +70,7 @@ func (b *Broker) Sweep() {
 			}
 			e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
 				CreatedAt: j.LifetimeStart(), Cause: e.cause}, now)
-			e.params = finishParams(ref, e.decision, a, now)
+			e.params = finishParams(ref, j, e.decision, a, now)
 			if e.applied, err = tx.JobFinish(e.params); err != nil {
 				return err
 			}

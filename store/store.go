@@ -157,6 +157,9 @@ type JobStartParams struct {
 // JobFinishParams ends an attempt.
 type JobFinishParams struct {
 	Ref job.LeaseRef
+	// Queue and Type are the job's: a store that keeps totals of finished jobs by queue and
+	// type counts a success under them without reading the job back.
+	Queue, Type string
 	// State is the job's next state: SUCCEEDED, SCHEDULED or PENDING (retry), DEAD or CANCELLED.
 	State      job.State
 	RunAt      time.Time // for a retry

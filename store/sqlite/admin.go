@@ -270,8 +270,16 @@ func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats
 		for i := range out {
 			byName[out[i].Name] = &out[i]
 		}
-		qwhere := strings.Replace(where, "name", "queue", 1)
-		rows, err = s.r.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs`+qwhere+` GROUP BY queue, state`, args...)
+		// As in JobCounts, the cost follows the backlog, not the history.
+		qand := strings.Replace(strings.Replace(where, "WHERE", "AND", 1), "name", "queue", 1)
+		depthArgs := append(append(append([]any{}, args...), args...), args...)
+		rows, err = s.r.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs WHERE state = 1`+qand+`
+				GROUP BY queue, state
+			UNION ALL
+			SELECT queue, state, COUNT(*) FROM jobs WHERE `+openState+qand+` GROUP BY queue, state
+			UNION ALL
+			SELECT queue, state, SUM(n) FROM finished_totals WHERE n > 0`+qand+` GROUP BY queue, state`,
+			depthArgs...)
 		if err != nil {
 			return err
 		}
@@ -291,10 +299,7 @@ func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rwhere := " WHERE state = 2"
-		if name != "" {
-			rwhere += " AND queue = ?"
-		}
+		rwhere := " WHERE " + openState + " AND state = 2" + qand
 		rows, err = s.r.QueryContext(ctx, `SELECT queue, MIN(run_at) FROM jobs`+rwhere+` GROUP BY queue`, args...)
 		if err != nil {
 			return err
@@ -320,8 +325,16 @@ func (s *Store) JobCounts(ctx context.Context) ([]store.StateCount, error) {
 	var out []store.StateCount
 	err := s.read(ctx, "job_counts", func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := s.r.QueryContext(ctx, `SELECT queue, type, state, COUNT(*) FROM jobs
-			GROUP BY queue, type, state ORDER BY queue, type, state`)
+		// Unfinished jobs are counted through the partial indexes, finished ones read from
+		// their totals (migration 004): the cost follows the backlog, not the history.
+		rows, err := s.r.QueryContext(ctx, `SELECT queue, type, state, COUNT(*) FROM jobs WHERE state = 1
+				GROUP BY queue, type, state
+			UNION ALL
+			SELECT queue, type, state, COUNT(*) FROM jobs WHERE `+openState+`
+				GROUP BY queue, type, state
+			UNION ALL
+			SELECT queue, type, state, n FROM finished_totals WHERE n > 0
+			ORDER BY 1, 2, 3`)
 		if err != nil {
 			return err
 		}
@@ -403,6 +416,34 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 	}
 	total := 0
 	err := chunks(p.IDs, func(part []int64) error {
+		// The dead jobs leave the finished totals (migration 004).
+		rows, err := t.query(`SELECT queue, type, COUNT(*) FROM jobs WHERE state = 6 AND id IN (`+
+			placeholders(len(part))+`) GROUP BY queue, type`, idArgs(part)...)
+		if err != nil {
+			return err
+		}
+		type group struct {
+			queue, typ string
+			n          int
+		}
+		var groups []group
+		for rows.Next() {
+			var g group
+			if err := rows.Scan(&g.queue, &g.typ, &g.n); err != nil {
+				rows.Close()
+				return err
+			}
+			groups = append(groups, g)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, g := range groups {
+			if err := t.addFinished(g.queue, g.typ, job.StateDead, -g.n); err != nil {
+				return err
+			}
+		}
 		args := append([]any{int(state), nanos(p.RunAt), nanos(p.Now), priority, payload}, idArgs(part)...)
 		n, err := t.exec(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,
 			priority = COALESCE(?, priority), payload = COALESCE(?, payload),

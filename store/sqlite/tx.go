@@ -190,26 +190,36 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?
 			WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
 			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token)
-		if err != nil || n == 1 {
-			return n == 1, err
+		if err != nil {
+			return false, err
+		}
+		if n == 1 {
+			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
+			return err == nil, err
 		}
 		return t.alreadyFinished(p)
 	}
 	var base int
+	var queue, typ string
 	row := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
 			finished_at = ?, dead_reason = ?,
 			last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
 			last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END
-			WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base`,
+			WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base, queue, type`,
 		int(p.State), a.Number, runAt, finished, int(p.DeadReason),
 		a.ErrorType, a.ErrorType, a.ErrorType, a.Message,
 		p.Ref.JobID, p.Ref.Token)
-	err := row.Scan(&base)
+	err := row.Scan(&base, &queue, &typ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t.alreadyFinished(p)
 	}
 	if err != nil {
 		return false, err
+	}
+	if p.State.Final() {
+		if err := t.addFinished(queue, typ, p.State, 1); err != nil {
+			return false, err
+		}
 	}
 	_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 		failure_kind, error_type, message, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -268,6 +278,9 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 	}
 	if _, err := t.exec(`UPDATE jobs SET state = 7, finished_at = ?, lease_expires_at = NULL,
 		attempt_deadline = NULL, started_at = NULL WHERE id = ?`, nanos(now), id); err != nil {
+		return nil, err
+	}
+	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}
 	if before.State == job.StateRunning {
@@ -351,6 +364,11 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		fmt.Fprintf(&b, "[%d,%d,%d,%d,%d]", p.Ref.JobID, p.Ref.Token, p.Attempt.Number, nanos(p.Attempt.StartedAt), nanos(p.Now))
 	}
 	b.WriteByte(']')
+	// A savepoint lets a batch with a stale lease in it be stored again one result at a time,
+	// which tells exactly which results this statement applied, and counts only those.
+	if _, err := t.exec(`SAVEPOINT succeed_many`); err != nil {
+		return nil, err
+	}
 	n, err := t.exec(`UPDATE jobs SET state = 5, attempts = f.value ->> 2, started_at = f.value ->> 3,
 		finished_at = f.value ->> 4
 		FROM json_each(?) AS f
@@ -358,19 +376,46 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if int(n) == len(ps) {
-		for i := range applied {
-			applied[i] = true
+	if int(n) != len(ps) {
+		if _, err := t.exec(`ROLLBACK TO succeed_many`); err != nil {
+			return nil, err
+		}
+		if _, err := t.exec(`RELEASE succeed_many`); err != nil {
+			return nil, err
+		}
+		for i, p := range ps {
+			if applied[i], err = t.JobFinish(p); err != nil {
+				return nil, err
+			}
 		}
 		return applied, nil
 	}
-	// Some lease was stale: tell which by what is stored now.
+	if _, err := t.exec(`RELEASE succeed_many`); err != nil {
+		return nil, err
+	}
+	type key struct{ queue, typ string }
+	succeeded := make(map[key]int, 1)
 	for i, p := range ps {
-		if applied[i], err = t.alreadyFinished(p); err != nil {
+		applied[i] = true
+		succeeded[key{p.Queue, p.Type}]++
+	}
+	for k, c := range succeeded {
+		if err := t.addFinished(k.queue, k.typ, job.StateSucceeded, c); err != nil {
 			return nil, err
 		}
 	}
 	return applied, nil
+}
+
+// addFinished adds n (negative: takes) to the total of finished jobs in one queue, type and
+// state. The statements that change jobs call it; see migration 004.
+func (t *tx) addFinished(queue, typ string, state job.State, n int) error {
+	if queue == "" || typ == "" {
+		return fmt.Errorf("finished totals: a job of queue %q and type %q", queue, typ)
+	}
+	_, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n) VALUES (?, ?, ?, ?)
+		ON CONFLICT (queue, type, state) DO UPDATE SET n = n + excluded.n`, queue, typ, int(state), n)
+	return err
 }
 
 // ensureQueue creates the queue's row on its first job.
