@@ -154,6 +154,7 @@ func New(opts Options) (*Broker, error) {
 // the sweeper.
 func (b *Broker) Start(ctx context.Context) error {
 	var released int
+	var running []*job.Job
 	var next time.Time
 	var hasNext bool
 	err := b.st.Write(ctx, "recover", func(tx store.Tx) error {
@@ -161,6 +162,9 @@ func (b *Broker) Start(ctx context.Context) error {
 		// No worker can hold a lease that never reached user code across a broker restart:
 		// those jobs go straight back to PENDING, with no attempt spent.
 		if released, err = tx.JobReleaseAllLeased(); err != nil {
+			return err
+		}
+		if running, err = tx.JobListRunning(); err != nil {
 			return err
 		}
 		next, hasNext, err = tx.JobNextScheduledAt()
@@ -178,6 +182,15 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.loadQueueRules(ctx); err != nil {
 		return err
 	}
+	// A RUNNING job is still running somewhere, as far as anyone knows: it keeps its lease,
+	// held by no session, as when its worker's stream breaks. It counts under its queue's cap
+	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
+	b.mu.Lock()
+	for _, j := range running {
+		b.leases[j.ID] = &lease{ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}, job: j,
+			attempt: j.Attempts, started: true, startedAt: j.StartedAt}
+	}
+	b.mu.Unlock()
 	b.stopped.Add(2)
 	go b.writeLoop()
 	go b.persistBreakersLoop()

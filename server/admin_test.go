@@ -1052,3 +1052,46 @@ func TestAdminValidation(t *testing.T) {
 		})
 	}
 }
+
+// Jobs that were running when the broker restarted keep their places under their queue's cap
+// until their leases run out (or their workers come back), so a restart cannot let twice the
+// cap run at once.
+func TestQueueCapCountsJobsRunningAcrossARestart(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	const limit = 2
+	if _, err := b.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: "capped", Limit: limit}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * limit {
+		enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Queue: "capped"})
+	}
+	w1 := b.Connect(brokertest.Hello("w1", 5, "t"))
+	for range limit {
+		a := w1.Assignment()
+		w1.Started(a)
+		waitState(t, b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+	}
+
+	b.Restart() // w1 does not come back
+	w2 := b.Connect(brokertest.Hello("w2", 5, "t"))
+	// A job of an uncapped queue reaches w2 once a dispatch round has run for it; capped jobs
+	// would have been leased by that round or an earlier one.
+	free := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Queue: "free"})
+	if a := w2.Assignment(); a.GetJob().GetId() != free {
+		t.Fatalf("w2 was assigned job %d of queue %q, want only job %d of queue free while the cap is taken",
+			a.GetJob().GetId(), a.GetJob().GetQueue(), free)
+	}
+	if q := queueInfo(t, b, "capped"); q.GetRunning() != limit {
+		t.Fatalf("capped queue after the restart = %v, want %d running", q, limit)
+	}
+
+	// The running jobs' leases run out: they become retries, and the waiting jobs take the cap.
+	b.Advance(brokertest.DefaultConfig().LeaseDuration + time.Second)
+	for range limit {
+		if a := w2.Assignment(); a.GetJob().GetQueue() != "capped" {
+			t.Fatalf("assigned job %d of queue %q, want a capped one", a.GetJob().GetId(), a.GetJob().GetQueue())
+		}
+	}
+}

@@ -91,6 +91,9 @@ type Tx interface {
 	// JobReleaseAllLeased hands every LEASED job back to PENDING (at broker start, when no
 	// worker can hold a lease that never started).
 	JobReleaseAllLeased() (int, error)
+	// JobListRunning reads every RUNNING job, without payloads (at broker start: each still
+	// holds its place under its queue's cap until its worker comes back or its lease runs out).
+	JobListRunning() ([]*job.Job, error)
 	// BreakerSave stores one circuit breaker's state.
 	BreakerSave(r BreakerRecord) error
 

@@ -310,6 +310,10 @@ func (t *tx) JobHeldExpired(now time.Time, limit int) ([]*job.Job, error) {
 		nanos(now), nanos(now), limit)
 }
 
+func (t *tx) JobListRunning() ([]*job.Job, error) {
+	return t.queryJobs(`SELECT ` + listColumns + ` FROM jobs WHERE ` + openState + ` AND state = 4`)
+}
+
 func (t *tx) JobReleaseAllLeased() (int, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = '' WHERE ` + openState + ` AND state = 3`)
 	return int(n), err
