@@ -62,7 +62,17 @@ func TestJobCountsMatchTheRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(queues) != 3 {
+			t.Fatalf("after %s: %d queues, want 3", step, len(queues))
+		}
 		for _, q := range queues {
+			one, err := s.QueueStats(ctx, q.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(one) != 1 || fmt.Sprint(one[0].Depth) != fmt.Sprint(q.Depth) {
+				t.Fatalf("after %s: queue %s alone reads %v, among all %v", step, q.Name, one, q.Depth)
+			}
 			if fmt.Sprint(q.Depth) != fmt.Sprint(depth[q.Name]) {
 				t.Fatalf("after %s: queue %s depth %v, but the rows count %v", step, q.Name, q.Depth, depth[q.Name])
 			}
