@@ -46,8 +46,8 @@ func (b *Broker) planRound(force bool) []*grant {
 	allowance := make(map[string]int)
 	limited := false // some type's breaker holds dispatch back
 	full := false    // some session had no room: jobs for it may be waiting
-	// Paused queues are never leased from; capped queues are leased through grants of their
-	// own, each no larger than the room left under the cap.
+	// Paused queues are never leased from; a capped queue only while the round's room under
+	// its cap lasts.
 	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
@@ -79,7 +79,7 @@ func (b *Broker) planRound(force bool) []*grant {
 				// A probe may come from any queue the session serves that is not paused and
 				// has room; it is held to the smallest room among them, and that much room
 				// is set aside in each, so no cap is passed whichever queue it comes from.
-				scope, roomy := b.probeScope(s, plan)
+				scope, roomy := dispatchScope(s, plan)
 				limit := min(a, free)
 				for _, q := range roomy {
 					limit = min(limit, plan.room[q])
@@ -111,26 +111,18 @@ func (b *Broker) planRound(force bool) []*grant {
 		if len(open) == 0 {
 			continue
 		}
-		for _, q := range plan.capped {
-			if free <= 0 {
-				break
+		// One grant over every queue the session serves that is neither paused nor capped
+		// without room. The store leases across them in priority order and takes a capped
+		// queue's jobs only while the round's room for it lasts (Caps: one map, shared by the
+		// round's grants in the order they run), so a capped queue never goes ahead of a more
+		// urgent job of another queue.
+		if scope, _ := dispatchScope(s, plan); scope != nil && free > 0 {
+			g := &grant{sess: s, params: b.leaseParams(s, open, free, now)}
+			scope.apply(&g.params)
+			if len(plan.capped) > 0 {
+				g.params.Caps = plan.room
 			}
-			if plan.room[q] <= 0 || !s.serves(q) {
-				continue
-			}
-			k := min(free, plan.room[q])
-			plan.room[q] -= k
-			free -= k
-			g := &grant{sess: s, params: b.leaseParams(s, open, k, now)}
-			g.params.Queues = []string{q}
 			grants = append(grants, g)
-		}
-		if free > 0 {
-			if scope := uncappedScope(s, plan); scope != nil {
-				g := &grant{sess: s, params: b.leaseParams(s, open, free, now)}
-				scope.apply(&g.params)
-				grants = append(grants, g)
-			}
 		}
 	}
 	// Rotate so that no session is always first to take scarce jobs.
@@ -233,15 +225,9 @@ func scopeWithout(s *Session, skip func(q string) bool, all []string) *queueScop
 	return &queueScope{queues: qs}
 }
 
-// uncappedScope is the session's queues that are neither paused nor capped.
-func uncappedScope(s *Session, plan queuePlan) *queueScope {
-	all := append(slices.Clone(plan.paused), plan.capped...)
-	return scopeWithout(s, func(q string) bool { return slices.Contains(all, q) }, all)
-}
-
-// probeScope is the session's queues that are not paused and not capped without room, and
+// dispatchScope is the session's queues that are not paused and not capped without room, and
 // the capped queues with room among them.
-func (b *Broker) probeScope(s *Session, plan queuePlan) (*queueScope, []string) {
+func dispatchScope(s *Session, plan queuePlan) (*queueScope, []string) {
 	full := func(q string) bool {
 		room, capped := plan.room[q]
 		return slices.Contains(plan.paused, q) || capped && room <= 0

@@ -111,7 +111,7 @@ func (b *Broker) heldByQueueLocked() map[string]int {
 // queuePlan is what one dispatch round may lease per queue.
 type queuePlan struct {
 	paused []string       // never leased from
-	capped []string       // leased only through their own grants
+	capped []string       // leased only while room lasts
 	room   map[string]int // capped queue: how many more may be held now
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1093,5 +1094,81 @@ func TestQueueCapCountsJobsRunningAcrossARestart(t *testing.T) {
 		if a := w2.Assignment(); a.GetJob().GetQueue() != "capped" {
 			t.Fatalf("assigned job %d of queue %q, want a capped one", a.GetJob().GetId(), a.GetJob().GetQueue())
 		}
+	}
+}
+
+// A capped queue takes its turn by priority like any other: with scarce worker capacity, a
+// more urgent job of an uncapped queue goes first, a more urgent capped job goes first while
+// the cap has room, and a capped queue at its cap lets the next queue's jobs through.
+func TestQueueCapKeepsPriorityOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		jobs []*jobwirev1.JobSpec // enqueued in this order
+		want []int                // indexes into jobs, in assignment order
+	}{
+		{"urgent uncapped job before a capped one", []*jobwirev1.JobSpec{
+			{Type: "t", Queue: "capped", Priority: 1},
+			{Type: "t", Queue: "free", Priority: 5},
+		}, []int{1, 0}},
+		{"urgent capped job before an uncapped one", []*jobwirev1.JobSpec{
+			{Type: "t", Queue: "free", Priority: 1},
+			{Type: "t", Queue: "capped", Priority: 5},
+		}, []int{1, 0}},
+		{"a capped queue at its cap lets the others by", []*jobwirev1.JobSpec{
+			{Type: "t", Queue: "capped", Priority: 9},
+			{Type: "t", Queue: "capped", Priority: 8},
+			{Type: "t", Queue: "capped", Priority: 7},
+			{Type: "t", Queue: "free", Priority: 1},
+		}, []int{0, 3, 1, 2}},
+	}
+	for _, tt := range tests {
+		for _, named := range []bool{false, true} {
+			name := tt.name
+			if named {
+				name += ", worker names its queues"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				testQueueCapPriority(t, tt.jobs, tt.want, named)
+			})
+		}
+	}
+}
+
+// testQueueCapPriority enqueues jobs, then checks that a worker with two slots is assigned them
+// in order (indexes into jobs), finishing a capped job whenever it needs a free slot.
+func testQueueCapPriority(t *testing.T, jobs []*jobwirev1.JobSpec, order []int, named bool) {
+	b := brokertest.New(t, brokertest.Options{})
+	if _, err := b.Admin.SetQueueLimit(context.Background(), &jobwirev1.SetQueueLimitRequest{Queue: "capped", Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(jobs))
+	for i, spec := range jobs {
+		ids[i] = enqueue(t, b, spec)
+	}
+	// Room for two at once: the first two assignments come from one dispatch round.
+	hello := brokertest.Hello("w1", 2, "t")
+	if named {
+		hello.Queues = []string{"capped", "free"}
+	}
+	w := b.Connect(hello)
+	var got, want []int64
+	var held []*jobwirev1.Assignment
+	for _, k := range order {
+		want = append(want, ids[k])
+		if len(held) == 2 {
+			// Finish a capped job if one runs, so the cap has room again.
+			i := slices.IndexFunc(held, func(a *jobwirev1.Assignment) bool { return a.GetJob().GetQueue() == "capped" })
+			i = max(i, 0)
+			ack(t, w.Succeed(held[i]))
+			held = slices.Delete(held, i, i+1)
+		}
+		a := w.Assignment()
+		got = append(got, a.GetJob().GetId())
+		held = append(held, a)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("assigned %v, want %v", got, want)
 	}
 }

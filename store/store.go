@@ -143,10 +143,14 @@ type JobLeaseParams struct {
 	Queues        []string // empty: any queue
 	ExcludeQueues []string // never these (paused, or leased separately under a cap)
 	ExcludeTypes  []string // never these (breaker open, or leased separately)
-	Limit         int      // written into the statement: keep the set of values small
-	WorkerID      string
-	Now           time.Time
-	LeaseUntil    time.Time
+	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
+	// no cap. The store leases a capped queue's job only while its number is above zero, and
+	// takes one from it for each: callers share one map between the leases of a round.
+	Caps       map[string]int
+	Limit      int // written into the statement: keep the set of values small
+	WorkerID   string
+	Now        time.Time
+	LeaseUntil time.Time
 }
 
 // JobStartParams marks user code started.

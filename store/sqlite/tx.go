@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,31 +122,61 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	// Read the jobs in dispatch order, then lease each by its primary key. One
 	// UPDATE ... WHERE id IN (SELECT ...) RETURNING would need two temporary b-trees (the id
 	// set and the returned rows) on every run, and RETURNING loses the order; for the one or
-	// few jobs a round usually finds, that costs more than the updates.
-	q, args := leaseQuery(p)
-	jobs, err := t.queryJobs(q, args...)
-	if err != nil {
-		return nil, err
-	}
+	// few jobs a round usually finds, that costs more than the updates. Reading first also
+	// lets a capped queue drop out of the lease the moment its room is used up: the read then
+	// starts again without it (each queue at most once), and what was leased is already gone
+	// from the ready set.
+	scope := *p
+	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
-	for _, j := range jobs {
-		// Nothing else writes between the read above and this update: the transaction holds
-		// the write lock. The state = 2 condition and the count check still turn a broken
-		// assumption into an error rather than a second lease of the same job.
-		n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_expires_at = ?, worker_id = ?
-			WHERE id = ? AND state = 2`, j.LeaseToken+1, until, p.WorkerID, j.ID)
+	for len(leased) < p.Limit {
+		q, args := leaseQuery(&scope)
+		jobs, err := t.queryJobs(q, args...)
 		if err != nil {
 			return nil, err
 		}
-		if n != 1 {
-			return nil, fmt.Errorf("lease job %d: it changed while being leased", j.ID)
+		full := ""
+		for _, j := range jobs {
+			if len(leased) == p.Limit {
+				break
+			}
+			room, capped := p.Caps[j.Queue]
+			if capped && room <= 0 {
+				full = j.Queue
+				break
+			}
+			// Nothing else writes between the read above and this update: the transaction
+			// holds the write lock. The state = 2 condition and the count check still turn a
+			// broken assumption into an error rather than a second lease of the same job.
+			n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_expires_at = ?, worker_id = ?
+				WHERE id = ? AND state = 2`, j.LeaseToken+1, until, p.WorkerID, j.ID)
+			if err != nil {
+				return nil, err
+			}
+			if n != 1 {
+				return nil, fmt.Errorf("lease job %d: it changed while being leased", j.ID)
+			}
+			j.State = job.StateLeased
+			j.LeaseToken++
+			j.LeaseExpiresAt = p.LeaseUntil
+			j.WorkerID = p.WorkerID
+			if capped {
+				p.Caps[j.Queue] = room - 1
+			}
+			leased = append(leased, j)
 		}
-		j.State = job.StateLeased
-		j.LeaseToken++
-		j.LeaseExpiresAt = p.LeaseUntil
-		j.WorkerID = p.WorkerID
+		if full == "" {
+			break // every ready job in scope was read, or the limit is reached
+		}
+		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), full)
+		if len(scope.Queues) > 0 {
+			scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == full })
+			if len(scope.Queues) == 0 {
+				break
+			}
+		}
 	}
-	return jobs, nil
+	return leased, nil
 }
 
 // leaseQuery selects the ready jobs p may lease, in dispatch order.
