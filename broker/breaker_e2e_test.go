@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"sync/atomic"
@@ -239,4 +240,48 @@ func TestBreakerOutageWithRealWorker(t *testing.T) {
 			t.Errorf("%d dead, want all %d", got.dead, outageJobs)
 		}
 	})
+}
+
+// Failures a CLOSED breaker counts are stored within a second, without waiting for a
+// transition or a graceful shutdown, so a crash forgets at most that second of them.
+func TestBreakerFailuresAreStoredWithinASecond(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	stored := func() int {
+		recs, err := b.Store.BreakerLoadAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			var s breaker.Saved
+			if err := json.Unmarshal(r.Data, &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Type == flakyType {
+				return len(s.Failures)
+			}
+		}
+		return 0
+	}
+	w := b.Connect(brokertest.Hello("w1", 1, flakyType))
+	if _, err := b.Producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: flakyType}}); err != nil {
+		t.Fatal(err)
+	}
+	a := w.Assignment()
+	w.Started(a)
+	if ack := w.Fail(a, brokertest.Transient("GatewayDown", 0)).GetResultAck(); ack == nil {
+		t.Fatalf("want a result acknowledgement")
+	}
+	if n := stored(); n != 0 {
+		t.Fatalf("%d failures stored at once, want them held back up to a second", n)
+	}
+	b.Clock.Advance(time.Second)
+	deadline := time.Now().Add(brokertest.WaitTimeout)
+	for stored() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the failure was not stored a second after it was counted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

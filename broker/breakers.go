@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/job"
@@ -40,6 +41,50 @@ func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKin
 		b.breakers.Success(l.permit)
 	case permitFailed:
 		b.breakers.Failure(l.permit, kind)
+		b.noteBreakerFailure(l.job.Type)
+	}
+}
+
+// breakerSaveDelay is how long a breaker's failures counted while CLOSED may wait to be
+// stored: a crash forgets at most this much of them. Saving them together, not one write per
+// failed attempt, keeps the writes few exactly when a dependency is failing.
+const breakerSaveDelay = time.Second
+
+// noteBreakerFailure schedules a save of typ's breaker within breakerSaveDelay.
+func (b *Broker) noteBreakerFailure(typ string) {
+	b.breakerMu.Lock()
+	defer b.breakerMu.Unlock()
+	if b.breakerStopped {
+		return
+	}
+	b.breakerFailed[typ] = true
+	if b.breakerSave == nil {
+		b.breakerSave = b.clk.AfterFunc(breakerSaveDelay, b.saveFailedBreakers)
+	}
+}
+
+// saveFailedBreakers queues the current state of every breaker that counted a failure since
+// it was last saved.
+func (b *Broker) saveFailedBreakers() {
+	b.breakerMu.Lock()
+	failed := b.breakerFailed
+	b.breakerFailed = make(map[string]bool)
+	b.breakerSave = nil
+	b.breakerMu.Unlock()
+	queued := false
+	for _, s := range b.breakers.Snapshot() {
+		if failed[s.Type] {
+			b.breakerMu.Lock()
+			b.breakerPending[s.Type] = s // newer than any transition still pending
+			b.breakerMu.Unlock()
+			queued = true
+		}
+	}
+	if queued {
+		select {
+		case b.breakerDirty <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -70,12 +115,10 @@ func (b *Broker) onBreakerTransition(t breaker.Transition) {
 // persistBreakersLoop stores breaker states as they change, so that a restart does not slam
 // a dependency that was just found broken.
 //
-// Transitions are stored as they happen. Failures counted while CLOSED change no state and
-// are stored only with the next transition or at shutdown, when every breaker's snapshot is
-// written: storing each failure would add a write per failed attempt, exactly when the
-// dependency is struggling. A crash therefore forgets at most Threshold-1 recent failures,
-// which costs at most that many more failed attempts before the breaker opens; each of
-// them is an ordinary retry.
+// Transitions are stored as they happen. Failures counted while CLOSED change no state; they
+// are stored together, at most breakerSaveDelay after the first of them (noteBreakerFailure),
+// and at shutdown, when every breaker's snapshot is written. A crash therefore forgets at most
+// the last second of them.
 func (b *Broker) persistBreakersLoop() {
 	defer b.stopped.Done()
 	for {

@@ -87,6 +87,9 @@ type Broker struct {
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
 	breakerDirty   chan struct{}
+	breakerFailed  map[string]bool // types with a failure since their breaker was last saved
+	breakerSave    clock.Timer     // saves breakerFailed's breakers; nil when none waits
+	breakerStopped bool            // no more saves are scheduled once shutdown begins
 	nextSession    int64
 }
 
@@ -134,6 +137,7 @@ func New(opts Options) (*Broker, error) {
 		queueRules:     make(map[string]queueRule),
 		racedCancels:   make(map[int64]racedCancel),
 		breakerPending: make(map[string]breaker.Saved),
+		breakerFailed:  make(map[string]bool),
 		breakerDirty:   make(chan struct{}, 1),
 	}
 	bo := opts.Breakers
@@ -230,6 +234,12 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		b.retentionTimer.Stop()
 	}
 	b.mu.Unlock()
+	b.breakerMu.Lock()
+	b.breakerStopped = true
+	if b.breakerSave != nil {
+		b.breakerSave.Stop() // the final snapshot at shutdown stores every breaker
+	}
+	b.breakerMu.Unlock()
 
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
