@@ -92,6 +92,18 @@ func dashes(name string) string {
 	return "--" + strings.TrimLeft(name, "-")
 }
 
+// parseCommonOnly parses the arguments of a command that takes the common flags and nothing
+// else.
+func parseCommonOnly(e *env, c *command, args []string) (*commonFlags, error) {
+	fs := flagsFor(c)
+	cf := addCommonFlags(e, fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	return cf, positionals(pos)
+}
+
 // positionals checks the number of positional arguments; names label them in the message.
 func positionals(pos []string, names ...string) error {
 	switch {

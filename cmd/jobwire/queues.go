@@ -13,13 +13,8 @@ import (
 )
 
 func runQueuesList(ctx context.Context, e *env, c *command, args []string) error {
-	fs := flagsFor(c)
-	cf := addCommonFlags(e, fs)
-	pos, err := parse(fs, args)
+	cf, err := parseCommonOnly(e, c, args)
 	if err != nil {
-		return err
-	}
-	if err := positionals(pos); err != nil {
 		return err
 	}
 	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.ListQueuesResponse, error) {
