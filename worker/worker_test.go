@@ -502,23 +502,32 @@ func TestGracefulShutdown(t *testing.T) {
 	tb.expectRunReturned(t, codes.OK)
 }
 
-func TestShutdownReleasesJobsWaitingForASlot(t *testing.T) {
-	t.Parallel()
-	tb := setup(t, Options{Concurrency: 1})
-	stuck, other := newGate(), newGate()
+// slotHeldByCancelledJob sets up a worker with one slot whose job 1 (type "stuck") was
+// cancelled but whose handler still runs, ignoring its context, and whose job 2 (type "other")
+// waits for that slot.
+func slotHeldByCancelledJob(t *testing.T) (tb *testBundle, bs *brokerStream, stuck, other *gate, ref2 *jobwirev1.LeaseRef) {
+	t.Helper()
+	tb = setup(t, Options{Concurrency: 1})
+	stuck, other = newGate(), newGate()
 	tb.worker.Handle("stuck", stuck.handle(true))
 	tb.worker.Handle("other", other.handle(false))
 	slotWaits := make(chan int64, 10)
 	tb.worker.hooks.slotWait = func(id int64) { slotWaits <- id }
 	tb.start(t)
-	bs := tb.connect(t)
+	bs = tb.connect(t)
 
 	ref1 := bs.assign(1, "stuck", "")
 	bs.started(ref1)
 	stuck.waitEntered(t)
 	bs.cancelJob(ref1, jobwirev1.CancelReason_CANCEL_REASON_REQUESTED)
-	ref2 := bs.assign(2, "other", "")
+	ref2 = bs.assign(2, "other", "")
 	<-slotWaits
+	return tb, bs, stuck, other, ref2
+}
+
+func TestShutdownReleasesJobsWaitingForASlot(t *testing.T) {
+	t.Parallel()
+	tb, bs, stuck, other, ref2 := slotHeldByCancelledJob(t)
 
 	tb.cancel()
 	bs.drain()
@@ -741,22 +750,8 @@ func (fakeConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.Cal
 
 func TestStartedReplayedWhenUserCodeStartedBetweenStreams(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{Concurrency: 1})
-	stuck, g := newGate(), newGate()
-	tb.worker.Handle("stuck", stuck.handle(true))
-	tb.worker.Handle("job", g.handle(false))
-	slotWaits := make(chan int64, 10)
-	tb.worker.hooks.slotWait = func(id int64) { slotWaits <- id }
-	tb.start(t)
-	bs := tb.connect(t)
-
 	// Job 2 waits for the slot of a cancelled job whose handler is still running.
-	ref1 := bs.assign(1, "stuck", "")
-	bs.started(ref1)
-	stuck.waitEntered(t)
-	bs.cancelJob(ref1, jobwirev1.CancelReason_CANCEL_REASON_REQUESTED)
-	ref2 := bs.assign(2, "job", "")
-	<-slotWaits
+	tb, bs, stuck, g, ref2 := slotHeldByCancelledJob(t)
 
 	// The stream breaks; job 2 gets its slot while the next stream has no Welcome yet.
 	bs.kill(codes.Unavailable)
