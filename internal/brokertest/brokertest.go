@@ -103,7 +103,7 @@ func (b *Bundle) start() {
 		}
 		retry = p
 	}
-	st, err := sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry})
+	st, err := sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry, Logger: log})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -6,9 +6,11 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed migrations/*.up.sql
@@ -47,8 +49,10 @@ func migrations() ([]migration, error) {
 }
 
 // migrate applies every migration newer than the database's version, each in its own
-// transaction together with its row in schema_migrations.
-func migrate(ctx context.Context, db *sql.DB) error {
+// transaction together with its row in schema_migrations. Each one applied is logged with its
+// duration: some read every job once (004 counts the finished ones), which on a large database
+// holds up the start.
+func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
@@ -65,6 +69,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if m.version <= current {
 			continue
 		}
+		start := time.Now()
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -80,6 +85,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
+		log.Info("applied storage migration", "migration", m.name, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }

@@ -111,6 +111,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.BusyTimeout == 0 {
 		opts.BusyTimeout = 5 * time.Second
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.Retry == nil {
 		p, err := storeretry.New(storeretry.Config{Options: storeretry.DefaultOptions(), Classify: Classify})
 		if err != nil {
@@ -141,7 +144,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, opts.Logger); err != nil {
 		_ = w.Close()
 		return nil, err
 	}
@@ -173,9 +176,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	cp.SetMaxOpenConns(1)
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	s := &Store{w: w, wc: wc, begin: txStmts[0], commit: txStmts[1], rollback: txStmts[2],
 		r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(wc), queues: &queueSet{m: map[string]bool{}},
 		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
