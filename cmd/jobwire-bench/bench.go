@@ -95,14 +95,20 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		if !want(s.name) && !(s.name == "drain" && want("enqueue-1000")) {
 			continue
 		}
-		rs, err := s.run(ctx)
-		for _, r := range rs {
-			printRow(r)
+		for range cfg.Repeat {
+			rs, err := s.run(ctx)
+			for _, r := range rs {
+				printRow(r)
+			}
+			results = append(results, rs...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
 		}
-		results = append(results, rs...)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
+	}
+	if cfg.Repeat > 1 {
+		fmt.Println()
+		printSpread(results)
 	}
 	fmt.Println()
 	if cfg.jsonPath != "" {

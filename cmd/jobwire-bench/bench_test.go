@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "unknown scenario", args: []string{"--scenarios", "nope"}, wantErr: `unknown scenario "nope"`},
 		{name: "bad durability", args: []string{"--durability", "extra"}, wantErr: "--durability must be normal or full"},
 		{name: "zero workers", args: []string{"--workers", "0"}, wantErr: "--workers must be at least 1"},
+		{name: "repeat", args: []string{"--repeat", "3"}, check: func(c benchConfig) bool { return c.Repeat == 3 }},
+		{name: "zero repeats", args: []string{"--repeat", "0"}, wantErr: "--repeat must be at least 1"},
 		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
 	}
 	for _, tt := range tests {
@@ -118,5 +121,24 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("parseFlags(%q) = %+v", tt.args, c)
 			}
 		})
+	}
+}
+
+func TestSpreads(t *testing.T) {
+	t.Parallel()
+	lat := func(p99 float64) *latencyStats { return &latencyStats{P99ms: p99} }
+	got := spreads([]result{
+		{Name: "latency", JobsPerSec: 1000, Latency: lat(2.5)},
+		{Name: "drain", JobsPerSec: 17000},
+		{Name: "latency", JobsPerSec: 999, Latency: lat(3.1)},
+		{Name: "drain", JobsPerSec: 16000},
+		{Name: "latency", JobsPerSec: 1001, Latency: lat(2.0)},
+	})
+	want := []spread{
+		{name: "latency", runs: 3, minRate: 999, maxRate: 1001, minP99: 2.0, maxP99: 3.1, hasLatency: true},
+		{name: "drain", runs: 2, minRate: 16000, maxRate: 17000},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("spreads = %+v, want %+v", got, want)
 	}
 }

@@ -23,6 +23,7 @@ type benchConfig struct {
 	LatencyFor  time.Duration `json:"latency_duration_ns"`
 	Warmup      time.Duration `json:"latency_warmup_ns"`
 	Durability  string        `json:"durability"`
+	Repeat      int           `json:"repeat"`
 	WorkerCmd   string        `json:"worker_cmd,omitempty"`
 
 	jsonPath  string
@@ -60,6 +61,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Rate, "rate", 1000, "jobs per second of the latency scenario's open-loop producer")
 	fs.DurationVar(&c.LatencyFor, "latency-duration", 10*time.Second, "how long the latency scenario produces")
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "latency samples from this first part of the run are not counted")
+	fs.IntVar(&c.Repeat, "repeat", 1, "run each selected scenario this many times, each on a fresh broker, and print the spread")
 	fs.StringVar(&c.Durability, "durability", "normal", "broker durability: normal (synchronous=NORMAL) or full (synchronous=FULL)")
 	fs.StringVar(&c.WorkerCmd, "worker-cmd", "", "run the drain scenario with this shell command as each worker process instead of the Go SDK worker (see docs/performance.md)")
 	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs to drain, 5,000 per e2e scenario, 2s enqueue scenarios, 3s latency")
@@ -114,7 +116,7 @@ func parseFlags(args []string) (benchConfig, error) {
 		name string
 		v    int
 	}{{"jobs", c.Jobs}, {"e2e-jobs", c.E2EJobs}, {"workers", c.Workers}, {"concurrency", c.Concurrency}, {"producers", c.Producers},
-		{"batch-producers", c.BatchProds}, {"rate", c.Rate}} {
+		{"batch-producers", c.BatchProds}, {"rate", c.Rate}, {"repeat", c.Repeat}} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Sprintf("--%s must be at least 1, got %d", p.name, p.v))
 		}

@@ -100,3 +100,48 @@ func writeJSON(path string, m machine, cfg benchConfig, rs []result) error {
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
+
+// spread is the range of one scenario's results over repeated runs.
+type spread struct {
+	name             string
+	runs             int
+	minRate, maxRate float64
+	minP99, maxP99   float64
+	hasLatency       bool
+}
+
+// spreads groups results by scenario, in the order the scenarios first appear.
+func spreads(results []result) []spread {
+	var out []spread
+	index := map[string]int{}
+	for _, r := range results {
+		i, seen := index[r.Name]
+		if !seen {
+			i = len(out)
+			index[r.Name] = i
+			out = append(out, spread{name: r.Name, minRate: r.JobsPerSec, maxRate: r.JobsPerSec})
+			if r.Latency != nil {
+				out[i].hasLatency, out[i].minP99, out[i].maxP99 = true, r.Latency.P99ms, r.Latency.P99ms
+			}
+		}
+		sp := &out[i]
+		sp.runs++
+		sp.minRate, sp.maxRate = min(sp.minRate, r.JobsPerSec), max(sp.maxRate, r.JobsPerSec)
+		if r.Latency != nil && sp.hasLatency {
+			sp.minP99, sp.maxP99 = min(sp.minP99, r.Latency.P99ms), max(sp.maxP99, r.Latency.P99ms)
+		}
+	}
+	return out
+}
+
+// printSpread prints, per scenario, the lowest and highest throughput and p99 over its runs.
+func printSpread(results []result) {
+	fmt.Printf("%-13s %5s %21s %17s\n", "SCENARIO", "RUNS", "JOBS/S (MIN-MAX)", "P99 MS (MIN-MAX)")
+	for _, sp := range spreads(results) {
+		p99 := "-"
+		if sp.hasLatency {
+			p99 = fmt.Sprintf("%.2f-%.2f", sp.minP99, sp.maxP99)
+		}
+		fmt.Printf("%-13s %5d %21s %17s\n", sp.name, sp.runs, fmt.Sprintf("%.0f-%.0f", sp.minRate, sp.maxRate), p99)
+	}
+}
