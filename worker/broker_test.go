@@ -358,6 +358,17 @@ type gate struct {
 	proceed chan error
 }
 
+// setupGated starts a worker with default options whose one handler, for type "job", waits
+// at a gate, and connects it to the scripted broker.
+func setupGated(t *testing.T) (*testBundle, *brokerStream, *gate) {
+	t.Helper()
+	tb := setup(t, Options{})
+	g := newGate()
+	tb.worker.Handle("job", g.handle(false))
+	tb.start(t)
+	return tb, tb.connect(t), g
+}
+
 func newGate() *gate {
 	return &gate{entered: make(chan *Job, 10), causes: make(chan error, 10), proceed: make(chan error, 10)}
 }

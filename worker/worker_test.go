@@ -310,11 +310,7 @@ func TestCancelReachesHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.reason.String(), func(t *testing.T) {
 			t.Parallel()
-			tb := setup(t, Options{})
-			g := newGate()
-			tb.worker.Handle("job", g.handle(false))
-			tb.start(t)
-			bs := tb.connect(t)
+			tb, bs, g := setupGated(t)
 
 			ref := bs.assign(1, "job", "")
 			bs.started(ref)
@@ -331,11 +327,7 @@ func TestCancelReachesHandler(t *testing.T) {
 
 func TestAttemptTimeoutCancelsHandler(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref := bs.assignWith(&jobwirev1.Assignment{
 		Job:            &jobwirev1.Job{Id: 1, Type: "job"},
@@ -471,11 +463,7 @@ func TestUnknownJobTypeReleased(t *testing.T) {
 
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref1 := bs.assign(1, "job", "")
 	bs.started(ref1)
@@ -546,11 +534,7 @@ func TestShutdownReleasesJobsWaitingForASlot(t *testing.T) {
 
 func TestShutdownGraceCancelsRunningHandlers(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
@@ -572,11 +556,7 @@ func TestShutdownGraceCancelsRunningHandlers(t *testing.T) {
 
 func TestShutdownGivesUpAfterTwiceTheGrace(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
@@ -595,11 +575,7 @@ func TestShutdownGivesUpAfterTwiceTheGrace(t *testing.T) {
 
 func TestLostLeaseOnReconnect(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
@@ -620,11 +596,7 @@ func TestLostLeaseOnReconnect(t *testing.T) {
 
 func TestStartedResentAfterRefusedUnavailable(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	// The broker could not store Started: it is sent again.
 	ref := bs.assign(1, "job", "")
@@ -639,11 +611,7 @@ func TestStartedResentAfterRefusedUnavailable(t *testing.T) {
 
 func TestStartedRefusedAsStaleCancelsHandler(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
@@ -687,11 +655,7 @@ func TestSessionErrors(t *testing.T) {
 
 func TestBrokerDrainRequest(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs, g := setupGated(t)
 
 	ref1 := bs.assign(1, "job", "")
 	bs.started(ref1)
