@@ -141,8 +141,8 @@ type JobInsertResult struct {
 type JobLeaseParams struct {
 	Types         []string // at least one
 	Queues        []string // empty: any queue
-	ExcludeQueues []string // never these (paused, or leased separately under a cap)
-	ExcludeTypes  []string // never these (breaker open, or leased separately)
+	ExcludeQueues []string // never these (paused, or capped without room)
+	ExcludeTypes  []string // never these (breaker open)
 	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
 	// no cap. The store leases a capped queue's job only while its number is above zero, and
 	// takes one from it for each: callers share one map between the leases of a round.
@@ -165,7 +165,7 @@ type JobStartParams struct {
 type JobFinishParams struct {
 	Ref job.LeaseRef
 	// Queue and Type are the job's: a store that keeps totals of finished jobs by queue and
-	// type counts a success under them without reading the job back.
+	// type counts the finished job under them without reading it back.
 	Queue, Type string
 	// State is the job's next state: SUCCEEDED, SCHEDULED or PENDING (retry), DEAD or CANCELLED.
 	State      job.State

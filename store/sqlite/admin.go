@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,7 +273,7 @@ func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats
 		}
 		// As in JobCounts, the cost follows the backlog, not the history.
 		qand := strings.Replace(strings.Replace(where, "WHERE", "AND", 1), "name", "queue", 1)
-		depthArgs := append(append(append([]any{}, args...), args...), args...)
+		depthArgs := slices.Concat(args, args, args) // one set per part of the union
 		rows, err = s.r.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs WHERE state = 1`+qand+`
 				GROUP BY queue, state
 			UNION ALL
@@ -417,32 +418,11 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 	total := 0
 	err := chunks(p.IDs, func(part []int64) error {
 		// The dead jobs leave the finished totals (migration 004).
-		rows, err := t.query(`SELECT queue, type, COUNT(*) FROM jobs WHERE state = 6 AND id IN (`+
-			placeholders(len(part))+`) GROUP BY queue, type`, idArgs(part)...)
-		if err != nil {
+		if _, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n)
+			SELECT queue, type, 6, -COUNT(*) FROM jobs WHERE state = 6 AND id IN (`+placeholders(len(part))+`)
+			GROUP BY queue, type
+			ON CONFLICT (queue, type, state) DO UPDATE SET n = n + excluded.n`, idArgs(part)...); err != nil {
 			return err
-		}
-		type group struct {
-			queue, typ string
-			n          int
-		}
-		var groups []group
-		for rows.Next() {
-			var g group
-			if err := rows.Scan(&g.queue, &g.typ, &g.n); err != nil {
-				rows.Close()
-				return err
-			}
-			groups = append(groups, g)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, g := range groups {
-			if err := t.addFinished(g.queue, g.typ, job.StateDead, -g.n); err != nil {
-				return err
-			}
 		}
 		args := append([]any{int(state), nanos(p.RunAt), nanos(p.Now), priority, payload}, idArgs(part)...)
 		n, err := t.exec(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,

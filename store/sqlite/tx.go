@@ -231,16 +231,15 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return t.alreadyFinished(p)
 	}
 	var base int
-	var queue, typ string
 	row := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
 			finished_at = ?, dead_reason = ?,
 			last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
 			last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END
-			WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base, queue, type`,
+			WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base`,
 		int(p.State), a.Number, runAt, finished, int(p.DeadReason),
 		a.ErrorType, a.ErrorType, a.ErrorType, a.Message,
 		p.Ref.JobID, p.Ref.Token)
-	err := row.Scan(&base, &queue, &typ)
+	err := row.Scan(&base)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t.alreadyFinished(p)
 	}
@@ -248,7 +247,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return false, err
 	}
 	if p.State.Final() {
-		if err := t.addFinished(queue, typ, p.State, 1); err != nil {
+		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
 			return false, err
 		}
 	}

@@ -14,7 +14,7 @@ INSERT INTO finished_totals (queue, type, state, n)
     SELECT queue, type, state, COUNT(*) FROM jobs WHERE state BETWEEN 5 AND 7 GROUP BY queue, type, state;
 
 -- The statements that finish jobs, or requeue dead ones, add to the totals in the same
--- transaction (tx.go: addFinished): many successes in one statement are added by queue and
+-- transaction (tx.go, admin.go): many successes in one statement are added by queue and
 -- type, once per statement. A trigger on every state change would have been simpler, but it
 -- makes SQLite build the old and new row of every update on the dispatch path, leases
 -- included, and it cost about a tenth of the broker's throughput. Deletions are rare and done
