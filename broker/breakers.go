@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -41,7 +42,9 @@ func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKin
 		b.breakers.Success(l.permit)
 	case permitFailed:
 		b.breakers.Failure(l.permit, kind)
-		b.noteBreakerFailure(l.job.Type)
+		if l.permit.Generation != 0 { // a permit no breaker issued counts nowhere
+			b.noteBreakerFailure(l.job.Type)
+		}
 	}
 }
 
@@ -71,20 +74,24 @@ func (b *Broker) saveFailedBreakers() {
 	b.breakerFailed = make(map[string]bool)
 	b.breakerSave = nil
 	b.breakerMu.Unlock()
-	queued := false
-	for _, s := range b.breakers.Snapshot() {
-		if failed[s.Type] {
-			b.breakerMu.Lock()
-			b.breakerPending[s.Type] = s // newer than any transition still pending
-			b.breakerMu.Unlock()
-			queued = true
-		}
+	snap := b.breakers.Snapshot()
+	b.queueBreakerSaves(slices.DeleteFunc(snap, func(s breaker.Saved) bool { return !failed[s.Type] }))
+}
+
+// queueBreakerSaves hands breaker states to persistBreakersLoop. A state replaces any older
+// one of its type still waiting.
+func (b *Broker) queueBreakerSaves(states []breaker.Saved) {
+	if len(states) == 0 {
+		return
 	}
-	if queued {
-		select {
-		case b.breakerDirty <- struct{}{}:
-		default:
-		}
+	b.breakerMu.Lock()
+	for _, s := range states {
+		b.breakerPending[s.Type] = s
+	}
+	b.breakerMu.Unlock()
+	select {
+	case b.breakerDirty <- struct{}{}:
+	default:
 	}
 }
 
@@ -102,13 +109,7 @@ func (b *Broker) onBreakerTransition(t breaker.Transition) {
 	// Names, not numbers, whatever the log format: JSON logs would print the raw ints.
 	b.log.Info("circuit breaker transition", "type", t.Type, "from", t.From.String(), "to", t.To.String(),
 		"reason", t.Reason.String(), "generation", t.Generation)
-	b.breakerMu.Lock()
-	b.breakerPending[t.Type] = t.Saved
-	b.breakerMu.Unlock()
-	select {
-	case b.breakerDirty <- struct{}{}:
-	default:
-	}
+	b.queueBreakerSaves([]breaker.Saved{t.Saved})
 	b.signal()
 }
 
@@ -126,12 +127,7 @@ func (b *Broker) persistBreakersLoop() {
 		case <-b.breakerDirty:
 			b.persistBreakers()
 		case <-b.stop:
-			snap := b.breakers.Snapshot()
-			b.breakerMu.Lock()
-			for _, s := range snap {
-				b.breakerPending[s.Type] = s
-			}
-			b.breakerMu.Unlock()
+			b.queueBreakerSaves(b.breakers.Snapshot())
 			b.persistBreakers()
 			return
 		}
