@@ -191,8 +191,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
 	b.mu.Lock()
 	for _, j := range running {
-		b.leases[j.ID] = &lease{ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}, job: j,
-			attempt: j.Attempts, started: true, startedAt: j.StartedAt}
+		b.leases[j.ID] = heldLease(nil, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}, j)
 	}
 	b.mu.Unlock()
 	b.stopped.Add(2)

@@ -98,16 +98,13 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 			w.Lost = append(w.Lost, h.Held[i])
 			continue
 		}
-		l := &lease{sess: s, ref: h.Held[i], job: j, attempt: j.Attempts + 1}
+		l := heldLease(s, h.Held[i], j)
 		if old := b.leases[j.ID]; old != nil {
 			// The same lease from the worker's earlier stream: take it over, permit and all.
 			if old.sess != nil {
 				delete(old.sess.held, j.ID)
 			}
 			l.permit, l.finishing = old.permit, old.finishing
-		}
-		if j.State == job.StateRunning {
-			l.started, l.startedAt, l.attempt = true, j.StartedAt, j.Attempts
 		}
 		s.held[j.ID] = l
 		b.leases[j.ID] = l
@@ -116,6 +113,15 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	b.signal() // it may serve types or queues no one served
 
 	return s, w, nil
+}
+
+// heldLease is the lease of a stored LEASED or RUNNING job, held by sess (nil: by no session).
+func heldLease(sess *Session, ref job.LeaseRef, j *job.Job) *lease {
+	l := &lease{sess: sess, ref: ref, job: j, attempt: j.Attempts + 1}
+	if j.State == job.StateRunning {
+		l.started, l.startedAt, l.attempt = true, j.StartedAt, j.Attempts
+	}
+	return l
 }
 
 // ID names the session in logs.
