@@ -16,9 +16,14 @@ PYTHON ?= /usr/bin/python3
 run:
 	$(GO) run ./cmd/jobwire serve
 
-## build: build the jobwire binary into ./bin
+# VERSION is what `jobwire version` prints: git describe's nearest tag, commits since it and the
+# commit, with -dirty for uncommitted changes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+BINDIR ?= bin
+
+## build: build the jobwire binary into ./bin, stamped with VERSION
 build:
-	$(GO) build -o bin/jobwire ./cmd/jobwire
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BINDIR)/jobwire ./cmd/jobwire
 
 ## tools: build the pinned code generators (versions in tools/go.mod) into .bin
 tools: $(BIN)/.stamp

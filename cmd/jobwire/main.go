@@ -15,15 +15,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; without it the module
-// version from the build info is shown.
-var version = ""
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -238,16 +233,6 @@ func runVersion(_ context.Context, e *env, c *command, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "jobwire %s\n", versionString())
 	return nil
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
 }
 
 // flagsFor makes the FlagSet of a command. The flag package prints nothing: parse turns its
