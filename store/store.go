@@ -52,6 +52,12 @@ type Store interface {
 	// RecentCounts counts jobs that succeeded or died, and attempts that failed, at or after since.
 	RecentCounts(ctx context.Context, since time.Time) (RecentCounts, error)
 
+	// TokenGetByHash reads the API token whose secret hashes to hash, revoked or not, or
+	// ErrNotFound.
+	TokenGetByHash(ctx context.Context, hash []byte) (*TokenRecord, error)
+	// TokenList reads every API token, revoked ones included, oldest first.
+	TokenList(ctx context.Context) ([]TokenRecord, error)
+
 	Close() error
 }
 
@@ -114,6 +120,14 @@ type Tx interface {
 	QueueSetPaused(name string, paused bool) error
 	// QueueSetLimit sets a queue's concurrency limit (0: none), creating it if it is new.
 	QueueSetLimit(name string, limit int) error
+
+	// TokenInsert adds an API token.
+	TokenInsert(r *TokenRecord) error
+	// TokenRevoke marks a token revoked at now and returns it as it is after; ErrNotFound
+	// when no token has the id. Revoking a revoked token changes nothing.
+	TokenRevoke(id string, now time.Time) (*TokenRecord, error)
+	// TokenCount counts the tokens, revoked ones included.
+	TokenCount() (int, error)
 }
 
 // JobInsertParams is a validated job to add.
