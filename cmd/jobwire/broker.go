@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -91,24 +92,61 @@ func show[Resp proto.Message](e *env, cf *commonFlags, resp Resp, text func(Resp
 	return text(resp)
 }
 
+// unreachableHint ends the sentence for a broker that cannot be reached.
+const unreachableHint = "(is `jobwire serve` running? set --addr or " + envAddr + ")"
+
 // explain words an RPC error for a person: a broker that cannot be reached is named by its
-// address; otherwise the broker's own message is shown.
+// address; otherwise the broker's own message is shown, with anything in it that could steer
+// the terminal made visible.
 func (b *broker) explain(ctx context.Context, err error) error {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.Unavailable:
-		return fmt.Errorf("cannot reach the broker at %s: %s", b.addr, st.Message())
+		if !b.connected() {
+			// The transport's own text ("connection error: desc = ...") says nothing a person
+			// can act on; where the broker was looked for does.
+			return fmt.Errorf("cannot reach the broker at %s %s", b.addr, unreachableHint)
+		}
+		return fmt.Errorf("the broker at %s is unavailable: %s", b.addr, display(st.Message()))
 	case codes.DeadlineExceeded:
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if !b.connected() {
+				return fmt.Errorf("cannot reach the broker at %s within %s %s", b.addr, b.timeout, unreachableHint)
+			}
 			return fmt.Errorf("the broker at %s did not answer within %s", b.addr, b.timeout)
 		}
 	case codes.Canceled:
 		return errors.New("interrupted")
 	case codes.Unimplemented:
-		return fmt.Errorf("the broker at %s does not support this command (%s); it may be older than this jobwire", b.addr, st.Message())
+		return fmt.Errorf("the broker at %s does not support this command (%s); it may be older than this jobwire", b.addr, display(st.Message()))
 	case codes.InvalidArgument:
 		// The broker found the input bad: the same verdict, and exit status, as a bad command line.
-		return &usageError{msg: st.Message()}
+		return &usageError{msg: display(st.Message())}
 	}
-	return errors.New(st.Message())
+	return &rpcError{code: st.Code(), msg: display(st.Message())}
+}
+
+// connected reports whether the connection to the broker is up: an UNAVAILABLE on a live
+// connection is the broker's own answer (shutting down, storage busy), not a missing broker.
+func (b *broker) connected() bool {
+	sc, ok := b.c.Conn().(interface{ GetState() connectivity.State })
+	return ok && sc.GetState() == connectivity.Ready
+}
+
+// rpcError is the broker's refusal of a request, with its code so that a command can word a
+// case it expects (a job already finished, a queue that does not exist) in its own terms.
+type rpcError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *rpcError) Error() string { return e.msg }
+
+// rpcCode is the gRPC code of an error from call, or codes.Unknown.
+func rpcCode(err error) codes.Code {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re.code
+	}
+	return codes.Unknown
 }

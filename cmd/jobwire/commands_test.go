@@ -124,6 +124,7 @@ func TestJobGet(t *testing.T) {
 		"Dead reason", "MAX_ATTEMPTS_EXHAUSTED",
 		"Attempts", "2/2",
 		"Last error", "SMTPError: 451 try later",
+		"Payload (12 bytes, JSON):\n{\"to\":\"ada\"}\n",
 		"ATTEMPT", "OUTCOME", "KIND", "WORKER",
 		"1", "FAILED", "TRANSIENT", "w-1", "2030-06-01T11:00:00Z", "2s", "SMTPError: 451 try later",
 		"2", "LEASE_EXPIRED", "-", "w-2")
@@ -179,8 +180,8 @@ func TestAnAbsentBrokerIsNamedByAddress(t *testing.T) {
 	addr := closedAddr(t)
 	for _, args := range [][]string{{"stats"}, {"job", "get", "1"}, {"enqueue", "--type", "t"}} {
 		r := runCLI(t, map[string]string{envAddr: addr}, args...)
-		want := "cannot reach the broker at " + addr + ": "
-		if r.code != 1 || !strings.Contains(r.stderr, want) {
+		want := "cannot reach the broker at " + addr + " (is `jobwire serve` running? set --addr or JOBWIRE_ADDR)\n"
+		if r.code != 1 || !strings.HasSuffix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d stderr %q; want exit 1 and %q", args, r.code, r.stderr, want)
 		}
 	}
@@ -194,6 +195,11 @@ func TestAddrComesFromTheEnvironmentUnlessGiven(t *testing.T) {
 	wantOK(t, runCLI(t, map[string]string{envAddr: closedAddr(t)}, "queues", "list", "--addr", fb.addr))
 	if n := len(fb.requests("ListQueues")); n != 2 {
 		t.Errorf("broker got %d requests, want 2", n)
+	}
+	// A bad address is named by where it came from.
+	r := runCLI(t, map[string]string{envAddr: "http://" + fb.addr}, "queues", "list")
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "jobwire queues list: JOBWIRE_ADDR \"http://") {
+		t.Errorf("bad JOBWIRE_ADDR: exit %d, stderr %q; want 2 naming JOBWIRE_ADDR", r.code, r.stderr)
 	}
 }
 
@@ -229,7 +235,7 @@ func TestDLQListAndShow(t *testing.T) {
 
 	r = runAt(t, fb.addr, "dlq", "show", "42")
 	wantOK(t, r)
-	wantContains(t, r.stdout, "Payload (12 bytes):", `{"to":"ada"}`,
+	wantContains(t, r.stdout, "Payload (12 bytes, JSON):", `{"to":"ada"}`,
 		"Attempt 1: FAILED (TRANSIENT)", "Worker", "w-1", "Error type", "SMTPError", "Message", "451 try later", "Details:", "    at send()", "    at main()",
 		"Attempt 2: LEASE_EXPIRED", "w-2")
 	if r.stderr != "" {
@@ -381,8 +387,8 @@ func TestStats(t *testing.T) {
 	r := runAt(t, fb.addr, "stats")
 	wantOK(t, r)
 	wantContains(t, r.stdout, "Jobs by state:", "mail", "email.send", "PENDING", "12",
-		"Recent attempts:", "1m0s", "100", "3", "1",
-		"Queues:", "mail", "active", "none",
+		"Recent attempts:", "1m ", "100", "3", "1",
+		"Queues:\n  QUEUE", "\n  mail", "active", "none",
 		"Storage retries:", "SQLITE_BUSY", "2")
 }
 
@@ -417,6 +423,6 @@ func TestPurgeSucceeded(t *testing.T) {
 	fb := startBroker(t, map[string]handler{"PurgeFinishedJobs": reply(&jobwirev1.PurgeFinishedJobsResponse{Purged: 1234})})
 	r := runAt(t, fb.addr, "purge-succeeded", "--older-than", "7d")
 	wantOK(t, r)
-	wantContains(t, r.stdout, "purged 1234 succeeded jobs that finished more than 168h0m0s ago")
+	wantContains(t, r.stdout, "purged 1234 succeeded jobs that finished more than 168h ago")
 	assertProto(t, onlyRequest(t, fb, "PurgeFinishedJobs"), &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(7 * 24 * time.Hour)})
 }

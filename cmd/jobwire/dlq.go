@@ -153,7 +153,7 @@ func runDLQShow(ctx context.Context, e *env, c *command, args []string) error {
 // printDeadJob writes a job with its payload and every attempt in full, details included:
 // what one needs to decide whether to requeue it.
 func printDeadJob(w io.Writer, j *jobwirev1.Job) {
-	printJob(w, j, true)
+	printJob(w, j)
 	for _, a := range j.GetAttemptHistory() {
 		fmt.Fprintf(w, "\nAttempt %d: %s", a.GetNumber(), enumName(a.GetOutcome()))
 		if a.GetFailureKind() != jobwirev1.FailureKind_FAILURE_KIND_UNSPECIFIED {
@@ -165,13 +165,11 @@ func printDeadJob(w io.Writer, j *jobwirev1.Job) {
 		row(tw, "  Started", fmtTime(a.GetStartedAt()))
 		row(tw, "  Finished", fmtTime(a.GetFinishedAt()))
 		row(tw, "  Error type", orDash(a.GetErrorType()))
-		row(tw, "  Message", orDash(a.GetMessage()))
+		row(tw, "  Message", orDash(oneLine(a.GetMessage(), 10000)))
 		_ = tw.Flush()
 		if d := strings.TrimRight(a.GetDetails(), "\n"); d != "" {
 			fmt.Fprintln(w, "  Details:")
-			for _, line := range strings.Split(d, "\n") {
-				fmt.Fprintln(w, "    "+line)
-			}
+			displayLines(w, "    ", d)
 		}
 	}
 }

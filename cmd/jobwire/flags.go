@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -23,28 +24,95 @@ type commonFlags struct {
 	addr    string
 	timeout time.Duration
 	json    bool
+
+	fs      *flag.FlagSet
+	envAddr string // the JOBWIRE_ADDR the command started with, "" when unset
 }
 
 func addCommonFlags(e *env, fs *flag.FlagSet) *commonFlags {
-	cf := &commonFlags{}
-	addr := e.getenv(envAddr)
+	cf := &commonFlags{fs: fs, envAddr: e.getenv(envAddr)}
+	addr := cf.envAddr
 	if addr == "" {
 		addr = defaultAddr
 	}
 	fs.StringVar(&cf.addr, "addr", addr, "broker address host:port (env "+envAddr+")")
 	fs.DurationVar(&cf.timeout, "timeout", defaultTimeout, "how long to wait for the broker's answer")
-	fs.BoolVar(&cf.json, "json", false, "print the broker's response as protobuf JSON")
+	fs.BoolVar(&cf.json, "json", false, "print the broker's response as JSON (shape: docs/operating.md)")
 	return cf
 }
 
+// addrSource names where the address came from, for messages about it.
+func (cf *commonFlags) addrSource() string {
+	if cf.envAddr != "" && (cf.fs == nil || !flagGiven(cf.fs, "addr")) {
+		return envAddr
+	}
+	return "--addr"
+}
+
 func (cf *commonFlags) validate() error {
-	if cf.addr == "" {
-		return usageErrorf("--addr is empty")
+	if err := checkDialAddr(cf.addr); err != nil {
+		return usageErrorf("%s %s", cf.addrSource(), err)
 	}
 	if cf.timeout <= 0 {
 		return usageErrorf("--timeout must be positive, got %s", cf.timeout)
 	}
 	return nil
+}
+
+// checkDialAddr checks that addr is host:port. gRPC would take more (resolver URLs such as
+// dns:///host) and read a bare host as port 443, so a forgotten port or a pasted http:// URL
+// would fail later with a confusing transport error; the sentence says what to write instead.
+func checkDialAddr(addr string) error {
+	const example = "write host:port, e.g. " + defaultAddr
+	if addr == "" {
+		return fmt.Errorf("is empty; %s", example)
+	}
+	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
+		return fmt.Errorf("%q is a URL; drop the %s:// and %s", addr, scheme, "write host:port, e.g. "+hostPortOf(rest))
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if strings.Count(addr, ":") == 0 || (strings.HasPrefix(addr, "[") && strings.HasSuffix(addr, "]")) {
+			return fmt.Errorf("%q has no port; %s", addr, "write host:port, e.g. "+addr+":7070")
+		}
+		return fmt.Errorf("%q is not host:port; %s (IPv6 in brackets: [::1]:7070)", addr, example)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host; %s", addr, "write host:port, e.g. 127.0.0.1"+addr)
+	}
+	if strings.ContainsAny(host, " /\\?#@") {
+		return fmt.Errorf("%q has a host that is not a name or an IP address; %s", addr, example)
+	}
+	if err := checkPort(port, false); err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	return nil
+}
+
+// checkPort checks a port number; zero is allowed only where the system may pick one (a
+// listening address).
+func checkPort(port string, zeroOK bool) error {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || (n == 0 && !zeroOK) {
+		lo := 1
+		if zeroOK {
+			lo = 0
+		}
+		return fmt.Errorf("port %q is not a number in %d..65535", port, lo)
+	}
+	return nil
+}
+
+// hostPortOf suggests the host:port inside what followed a URL scheme.
+func hostPortOf(rest string) string {
+	hp, _, _ := strings.Cut(rest, "/")
+	if hp == "" {
+		return defaultAddr
+	}
+	if _, _, err := net.SplitHostPort(hp); err != nil {
+		return hp + ":7070"
+	}
+	return hp
 }
 
 // parse parses flags that may come before, between or after the positional arguments, so both
@@ -150,6 +218,8 @@ func (v durationValue) String() string {
 	}
 	return v.d.String()
 }
+
+func (v durationValue) typeName() string { return "duration" }
 
 func (v durationValue) Set(s string) error {
 	d, err := parseDuration(s)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -19,7 +20,7 @@ func runJobGet(ctx context.Context, e *env, c *command, args []string) error {
 	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.GetJobResponse, error) {
 		return b.producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: id})
 	}, func(resp *jobwirev1.GetJobResponse) error {
-		printJob(e.stdout, resp.GetJob(), false)
+		printJob(e.stdout, resp.GetJob())
 		if len(resp.GetJob().GetAttemptHistory()) > 0 {
 			fmt.Fprintln(e.stdout)
 			printAttemptTable(e.stdout, resp.GetJob().GetAttemptHistory())
@@ -111,7 +112,7 @@ func pageSize(limit int) (int32, error) {
 // printNextPage tells how to fetch the next page, on stderr so stdout stays one table.
 func printNextPage(w io.Writer, token string) {
 	if token != "" {
-		fmt.Fprintf(w, "more jobs: add --page-token %s\n", token)
+		fmt.Fprintf(w, "more jobs: add --page-token %s\n", display(token))
 	}
 }
 
@@ -122,8 +123,8 @@ func attempts(j *jobwirev1.Job) string {
 	return fmt.Sprintf("%d/%d", j.GetAttempts(), j.GetMaxAttempts())
 }
 
-// printJob writes a job's fields as a two-column list; withPayload adds the payload.
-func printJob(w io.Writer, j *jobwirev1.Job, withPayload bool) {
+// printJob writes a job's fields as a two-column list, then its payload.
+func printJob(w io.Writer, j *jobwirev1.Job) {
 	tw := newTable(w)
 	row(tw, "ID", j.GetId())
 	row(tw, "Type", j.GetType())
@@ -143,9 +144,22 @@ func printJob(w io.Writer, j *jobwirev1.Job, withPayload bool) {
 		row(tw, "Last error", oneLine(lastError(j), 200))
 	}
 	_ = tw.Flush()
-	if withPayload {
-		fmt.Fprintf(w, "\nPayload (%d bytes):\n%s\n", len(j.GetPayload()), j.GetPayload())
+	printPayload(w, j.GetPayload())
+}
+
+// printPayload shows a payload in full: JSON as it was sent, other bytes with whatever is not
+// printable escaped.
+func printPayload(w io.Writer, p []byte) {
+	if len(p) == 0 {
+		fmt.Fprintln(w, "\nPayload: none")
+		return
 	}
+	kind := "JSON"
+	if !json.Valid(p) {
+		kind = "not JSON"
+	}
+	fmt.Fprintf(w, "\nPayload (%d bytes, %s):\n", len(p), kind)
+	displayLines(w, "", string(p))
 }
 
 func lastError(j *jobwirev1.Job) string {
@@ -183,5 +197,5 @@ func attemptDuration(a *jobwirev1.Attempt) string {
 	if a.GetStartedAt() == nil || a.GetFinishedAt() == nil {
 		return "-"
 	}
-	return a.GetFinishedAt().AsTime().Sub(a.GetStartedAt().AsTime()).String()
+	return roundDuration(a.GetFinishedAt().AsTime().Sub(a.GetStartedAt().AsTime()))
 }

@@ -73,9 +73,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{name: "serve", args: "[flags]", summary: "Run the broker.", run: func(ctx context.Context, _ *env, _ *command, args []string) error {
-			return runServe(ctx, args)
-		}},
+		{name: "serve", args: "[flags]", summary: "Run the broker.", run: runServe},
 		{name: "enqueue", args: "--type T [--payload JSON] [flags]", summary: "Enqueue one job and print its id.", run: runEnqueue},
 		{name: "job get", args: "ID [flags]", summary: "Show a job with its attempt history.", run: runJobGet},
 		{name: "job cancel", args: "ID [flags]", summary: "Cancel a job that has not finished.", run: runJobCancel},
@@ -99,6 +97,27 @@ func init() {
 	}
 }
 
+// groups describes the command groups ("dlq", "queues", ...) for their help page. A group
+// missing here still works; its help page then lists the subcommands without a heading line.
+var groups = map[string]string{
+	"job":      "Look at or cancel one job.",
+	"jobs":     "List jobs.",
+	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
+	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
+	"breakers": "Look at and steer the circuit breakers of job types.",
+}
+
+// isHelpFlag reports whether arg asks for help.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// groupHelpRequest is what lookup returns for "jobwire dlq --help": run prints the group's
+// page and exits 0.
+type groupHelpRequest struct{ group string }
+
+func (g *groupHelpRequest) Error() string { return "help requested for " + g.group }
+
 // lookup finds the command named by the start of args and returns the remaining arguments.
 func lookup(args []string) (*command, []string, error) {
 	if len(args) >= 2 {
@@ -110,8 +129,11 @@ func lookup(args []string) (*command, []string, error) {
 		return c, args[1:], nil
 	}
 	if subs := subcommands(args[0]); len(subs) > 0 {
+		if len(args) > 1 && isHelpFlag(args[1]) {
+			return nil, nil, &groupHelpRequest{group: args[0]}
+		}
 		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
-			return nil, nil, usageErrorf("%q needs a subcommand: %s", args[0], strings.Join(subs, ", "))
+			return nil, nil, usageErrorf("%q needs a subcommand: %s (add --help for what each does)", args[0], strings.Join(subs, ", "))
 		}
 		return nil, nil, usageErrorf("unknown command %q; %q has %s", args[0]+" "+args[1], args[0], strings.Join(subs, ", "))
 	}
@@ -157,18 +179,26 @@ func (e *env) run(ctx context.Context, args []string) int {
 	var (
 		ue *usageError
 		hr *helpRequest
+		gh *groupHelpRequest
 	)
 	switch {
 	case errors.As(err, &hr):
 		printCommandUsage(e.stdout, c, hr.fs)
 		return 0
+	case errors.As(err, &gh):
+		printGroupUsage(e.stdout, gh.group)
+		return 0
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
+		name := "jobwire"
 		if c != nil {
-			fmt.Fprintf(e.stderr, "jobwire %s: %s\n", c.name, ue.msg)
-		} else {
-			fmt.Fprintf(e.stderr, "jobwire: %s\n", ue.msg)
+			name += " " + c.name
+		}
+		// Some inputs, a configuration file above all, can hold more than one mistake: each
+		// is a sentence of its own, on its own line.
+		for _, line := range strings.Split(ue.msg, "\n") {
+			fmt.Fprintf(e.stderr, "%s: %s\n", name, line)
 		}
 		return 2
 	default:
@@ -194,7 +224,8 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Commands that talk to a broker take --addr (default $JOBWIRE_ADDR, else 127.0.0.1:7070),
---timeout (default 10s) and --json (print the response as protobuf JSON instead of a table).
+--timeout (default 10s) and --json (print the response as JSON instead of a table; the shape
+is stable, see docs/operating.md).
 Flags may come before or after arguments. Durations take Go syntax (90s, 15m, 2h) or days (7d).
 
 Exit status: 0 success; 2 the input was wrong (the command line, then nothing was sent, or what
@@ -211,6 +242,10 @@ func runHelp(ctx context.Context, e *env, _ *command, args []string) error {
 		return nil
 	}
 	c, _, err := lookup(args)
+	if len(args) == 1 && len(subcommands(args[0])) > 0 && c == nil {
+		printGroupUsage(e.stdout, args[0])
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -244,6 +279,21 @@ func flagsFor(c *command) *flag.FlagSet {
 	return fs
 }
 
+// printGroupUsage writes a group's help page: what it is for and its subcommands.
+func printGroupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "Usage: jobwire %s SUBCOMMAND [arguments] [flags]\n\n", group)
+	if summary := groups[group]; summary != "" {
+		fmt.Fprintf(w, "%s\n\n", summary)
+	}
+	fmt.Fprint(w, "Subcommands:\n")
+	for _, c := range commands {
+		if g, sub, ok := strings.Cut(c.name, " "); ok && g == group {
+			fmt.Fprintf(w, "  %-12s %s\n", sub, c.summary)
+		}
+	}
+	fmt.Fprintf(w, "\nRun 'jobwire help %s SUBCOMMAND' or 'jobwire %s SUBCOMMAND -h' for a subcommand's flags.\n", group, group)
+}
+
 // printCommandUsage writes a command's synopsis and, when fs is given, its flags in the
 // --name form the rest of the help uses.
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
@@ -259,8 +309,8 @@ func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprint(w, "\nFlags:\n")
 	for _, f := range flags {
 		kind, usage := flag.UnquoteUsage(f)
-		if _, ok := f.Value.(durationValue); ok {
-			kind = "duration"
+		if tv, ok := f.Value.(interface{ typeName() string }); ok {
+			kind = tv.typeName()
 		}
 		head := "  --" + f.Name
 		if kind != "" {

@@ -58,7 +58,13 @@ func TestBadCommandLinesExitTwoWithOneSentence(t *testing.T) {
 		{"purge-succeeded without age", []string{"purge-succeeded"}, "--older-than is required"},
 		{"purge-succeeded bad age", []string{"purge-succeeded", "--older-than", "a while"}, "invalid duration"},
 		{"bad timeout", []string{"stats", "--timeout", "0s"}, "--timeout must be positive"},
-		{"empty addr", []string{"stats", "--addr", ""}, "--addr is empty"},
+		{"empty addr", []string{"stats", "--addr", ""}, "--addr is empty; write host:port, e.g. 127.0.0.1:7070"},
+		{"addr without port", []string{"stats", "--addr", "127.0.0.1"}, `--addr "127.0.0.1" has no port; write host:port, e.g. 127.0.0.1:7070`},
+		{"addr without port, IPv6", []string{"stats", "--addr", "[::1]"}, `--addr "[::1]" has no port`},
+		{"addr as a URL", []string{"stats", "--addr", "http://broker.internal:7070/"}, `--addr "http://broker.internal:7070/" is a URL; drop the http:// and write host:port, e.g. broker.internal:7070`},
+		{"addr without host", []string{"stats", "--addr", ":7070"}, `--addr ":7070" has no host; write host:port, e.g. 127.0.0.1:7070`},
+		{"addr with a bad port", []string{"stats", "--addr", "localhost:http"}, `--addr "localhost:http": port "http" is not a number in 1..65535`},
+		{"addr with two colons", []string{"stats", "--addr", "a:b:c"}, `--addr "a:b:c" is not host:port`},
 		{"version with argument", []string{"version", "now"}, "takes no arguments"},
 		{"help for unknown command", []string{"help", "nope"}, `unknown command "nope"`},
 	}
@@ -97,6 +103,10 @@ func TestHelp(t *testing.T) {
 		{[]string{"dlq", "requeue", "-h"}, []string{"Usage: jobwire dlq requeue", "--since duration"}},
 		{[]string{"job", "get", "5", "--help"}, []string{"Usage: jobwire job get ID"}},
 		{[]string{"help", "version"}, []string{"Usage: jobwire version\n"}},
+		{[]string{"dlq", "--help"}, []string{"Usage: jobwire dlq SUBCOMMAND", "Subcommands:", "requeue", "Send dead jobs back"}},
+		{[]string{"dlq", "-h"}, []string{"Usage: jobwire dlq SUBCOMMAND"}},
+		{[]string{"help", "dlq"}, []string{"Usage: jobwire dlq SUBCOMMAND", "top"}},
+		{[]string{"queues", "help"}, []string{"Usage: jobwire queues SUBCOMMAND", "set-limit"}},
 		{[]string{"version"}, []string{"jobwire "}},
 	}
 	for _, tt := range tests {
@@ -112,6 +122,27 @@ func TestHelp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestEveryGroupHasHelp(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, c := range commands {
+		group, _, ok := strings.Cut(c.name, " ")
+		if !ok || seen[group] {
+			continue
+		}
+		seen[group] = true
+		for _, args := range [][]string{{group, "--help"}, {group, "-h"}, {"help", group}} {
+			r := runCLI(t, nil, args...)
+			if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage: jobwire "+group+" SUBCOMMAND") || r.stderr != "" {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q; want the group's help and exit 0", args, r.code, r.stdout, r.stderr)
+			}
+			if groups[group] == "" {
+				t.Errorf("group %q has no summary in groups", group)
+			}
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -24,17 +25,18 @@ func runQueuesList(ctx context.Context, e *env, c *command, args []string) error
 			fmt.Fprintln(e.stdout, "no queues yet")
 			return nil
 		}
-		printQueueTable(e.stdout, resp.GetQueues())
+		printQueueTable(e.stdout, "", resp.GetQueues())
 		return nil
 	})
 }
 
-func printQueueTable(w io.Writer, queues []*jobwirev1.QueueInfo) {
+// printQueueTable writes one line per queue, each line starting with indent.
+func printQueueTable(w io.Writer, indent string, queues []*jobwirev1.QueueInfo) {
 	tw := newTable(w)
-	row(tw, "QUEUE", "STATUS", "LIMIT", "PENDING", "SCHEDULED", "RUNNING", "DEAD", "OLDEST READY")
+	row(tw, indent+"QUEUE", "STATUS", "LIMIT", "PENDING", "SCHEDULED", "RUNNING", "DEAD", "OLDEST READY")
 	for _, q := range queues {
 		depth := depthByShortName(q.GetDepthByState())
-		row(tw, q.GetName(), queueStatus(q), queueLimit(q), depth["PENDING"], depth["SCHEDULED"], q.GetRunning(),
+		row(tw, indent+display(q.GetName()), queueStatus(q), queueLimit(q), depth["PENDING"], depth["SCHEDULED"], q.GetRunning(),
 			depth["DEAD"], fmtDuration(q.GetOldestReadyAge()))
 	}
 	_ = tw.Flush()
@@ -93,11 +95,16 @@ func runQueueChange[R queueResponse](ctx context.Context, e *env, c *command, ar
 	if err != nil {
 		return err
 	}
-	return request(ctx, e, cf, func(ctx context.Context, b *broker) (R, error) { return send(ctx, b.admin) },
+	err = request(ctx, e, cf, func(ctx context.Context, b *broker) (R, error) { return send(ctx, b.admin) },
 		func(resp R) error {
 			fmt.Fprintln(e.stdout, done(resp.GetQueue()))
 			return nil
 		})
+	if rpcCode(err) == codes.NotFound {
+		// Only pausing creates a queue; resuming or capping a misspelt name must not.
+		return fmt.Errorf("queue %q does not exist; queues are made by their first job or by 'jobwire queues pause' (see 'jobwire queues list')", pos[0])
+	}
+	return err
 }
 
 func runQueuesPause(ctx context.Context, e *env, c *command, args []string) error {
@@ -108,7 +115,7 @@ func runQueuesPause(ctx context.Context, e *env, c *command, args []string) erro
 			}, nil
 		},
 		func(q *jobwirev1.QueueInfo) string {
-			return fmt.Sprintf("queue %s is paused; its %d running jobs will finish", q.GetName(), q.GetRunning())
+			return fmt.Sprintf("queue %s is paused; its %d running jobs will finish", display(q.GetName()), q.GetRunning())
 		})
 }
 
@@ -119,7 +126,7 @@ func runQueuesResume(ctx context.Context, e *env, c *command, args []string) err
 				return a.ResumeQueue(ctx, &jobwirev1.ResumeQueueRequest{Queue: pos[0]})
 			}, nil
 		},
-		func(q *jobwirev1.QueueInfo) string { return fmt.Sprintf("queue %s is active", q.GetName()) })
+		func(q *jobwirev1.QueueInfo) string { return fmt.Sprintf("queue %s is active", display(q.GetName())) })
 }
 
 func runQueuesSetLimit(ctx context.Context, e *env, c *command, args []string) error {
@@ -135,8 +142,8 @@ func runQueuesSetLimit(ctx context.Context, e *env, c *command, args []string) e
 		},
 		func(q *jobwirev1.QueueInfo) string {
 			if q.GetConcurrencyLimit() == 0 {
-				return fmt.Sprintf("queue %s has no concurrency limit", q.GetName())
+				return fmt.Sprintf("queue %s has no concurrency limit", display(q.GetName()))
 			}
-			return fmt.Sprintf("queue %s runs at most %d jobs at once", q.GetName(), q.GetConcurrencyLimit())
+			return fmt.Sprintf("queue %s runs at most %d jobs at once", display(q.GetName()), q.GetConcurrencyLimit())
 		})
 }

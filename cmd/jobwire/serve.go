@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"io"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -13,24 +16,134 @@ import (
 	"github.com/jobwire/jobwire/internal/config"
 )
 
-// runServe starts the broker and serves until ctx ends (SIGINT or SIGTERM). Every flag can
-// also come from a JOBWIRE_* environment variable; a flag wins over the variable, and both win
-// over the configuration file.
-func runServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	listen := fs.String("listen", os.Getenv("JOBWIRE_LISTEN"), "address to listen on (default 127.0.0.1:7070, env JOBWIRE_LISTEN)")
-	db := fs.String("db", os.Getenv("JOBWIRE_DB"), "SQLite database file (default ./jobwire.db, env JOBWIRE_DB)")
-	cfgPath := fs.String("config", os.Getenv("JOBWIRE_CONFIG"), "YAML configuration file (optional, env JOBWIRE_CONFIG)")
-	durability := fs.String("durability", os.Getenv("JOBWIRE_DURABILITY"), "normal or full (env JOBWIRE_DURABILITY)")
-	logLevel := fs.String("log-level", os.Getenv("JOBWIRE_LOG_LEVEL"), "debug, info, warn or error (env JOBWIRE_LOG_LEVEL)")
-	var sf storageFlags
-	fs.StringVar(&sf.maxRetries, "max-transient-retries", os.Getenv("JOBWIRE_MAX_TRANSIENT_RETRIES"),
-		"times a storage operation is re-run when the database is busy or locked (default 3, env JOBWIRE_MAX_TRANSIENT_RETRIES)")
-	fs.StringVar(&sf.baseDelay, "transient-retry-base-delay", os.Getenv("JOBWIRE_TRANSIENT_RETRY_BASE_DELAY"),
-		"wait before the first storage retry, doubled for each further one (default 200ms, env JOBWIRE_TRANSIENT_RETRY_BASE_DELAY)")
-	fs.StringVar(&sf.commandTimeout, "command-timeout", os.Getenv("JOBWIRE_COMMAND_TIMEOUT"),
-		"longest one storage command may run before it is interrupted and retried (default 30s, env JOBWIRE_COMMAND_TIMEOUT)")
+// serveFlags are serve's command-line flags. Each may also come from a JOBWIRE_* environment
+// variable; a flag wins over the variable, and both win over the configuration file. A new
+// flag is one more field here, one more line in addServeFlags and one in apply.
+type serveFlags struct {
+	listen, db, config, durability, logLevel stringFlag
+	maxRetries                               intFlag
+	baseDelay, commandTimeout                durationFlag
+}
+
+func addServeFlags(e *env, fs *flag.FlagSet) (*serveFlags, error) {
+	sf := &serveFlags{}
+	vars := []struct {
+		v     envValue
+		name  string
+		env   string
+		usage string
+	}{
+		{&sf.listen, "listen", "JOBWIRE_LISTEN", "address to listen on, host:port (default 127.0.0.1:7070)"},
+		{&sf.db, "db", "JOBWIRE_DB", "SQLite database file; its directory must exist (default ./jobwire.db)"},
+		{&sf.config, "config", "JOBWIRE_CONFIG", "YAML configuration file (optional)"},
+		{&sf.durability, "durability", "JOBWIRE_DURABILITY", "normal or full"},
+		{&sf.logLevel, "log-level", "JOBWIRE_LOG_LEVEL", "debug, info, warn or error"},
+		{&sf.maxRetries, "max-transient-retries", "JOBWIRE_MAX_TRANSIENT_RETRIES",
+			"times a storage operation is re-run when the database is busy or locked (default 3)"},
+		{&sf.baseDelay, "transient-retry-base-delay", "JOBWIRE_TRANSIENT_RETRY_BASE_DELAY",
+			"wait before the first storage retry, doubled for each further one (default 200ms)"},
+		{&sf.commandTimeout, "command-timeout", "JOBWIRE_COMMAND_TIMEOUT",
+			"longest one storage command may run before it is interrupted and retried (default 30s)"},
+	}
+	for _, v := range vars {
+		if s := e.getenv(v.env); s != "" {
+			if err := v.v.Set(s); err != nil {
+				return nil, usageErrorf("%s=%q: %v", v.env, s, err)
+			}
+			v.v.markFrom(v.env)
+		}
+		fs.Var(v.v, v.name, v.usage+" (env "+v.env+")")
+	}
+	return sf, nil
+}
+
+// envValue is a serve flag: a flag.Value that remembers whether it was set and from where.
+type envValue interface {
+	flag.Value
+	markFrom(source string)
+}
+
+// origin says whether a flag was set (on the command line or from the environment) and where
+// from, for messages.
+type origin struct{ from string }
+
+func (o *origin) markFrom(source string) { o.from = source }
+
+// setBy names where the value came from, "--name" when on the command line.
+func (o *origin) setBy(name string) string {
+	if o.from == "" {
+		return "--" + name
+	}
+	return o.from
+}
+
+type stringFlag struct {
+	origin
+	v   string
+	set bool
+}
+
+func (f *stringFlag) String() string     { return f.v }
+func (f *stringFlag) typeName() string   { return "string" }
+func (f *stringFlag) Set(s string) error { f.v, f.set, f.from = s, true, ""; return nil }
+
+type intFlag struct {
+	origin
+	v   int
+	set bool
+}
+
+func (f *intFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.v)
+}
+
+func (f *intFlag) typeName() string { return "int" }
+
+func (f *intFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return errors.New("must be a whole number, zero or more")
+	}
+	f.v, f.set, f.from = n, true, ""
+	return nil
+}
+
+type durationFlag struct {
+	origin
+	v   time.Duration
+	set bool
+}
+
+func (f *durationFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f *durationFlag) typeName() string { return "duration" }
+
+func (f *durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return errors.New("must be a duration such as 200ms, 30s or 1m, zero or more")
+	}
+	f.v, f.set, f.from = d, true, ""
+	return nil
+}
+
+// runServe starts the broker and serves until ctx ends (SIGINT or SIGTERM). Everything that
+// can be checked is checked before the database is opened, so that a mistake on the command
+// line neither creates nor migrates a database.
+func runServe(ctx context.Context, e *env, c *command, args []string) error {
+	fs := flagsFor(c)
+	sf, err := addServeFlags(e, fs)
+	if err != nil {
+		return err
+	}
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -38,74 +151,116 @@ func runServe(ctx context.Context, args []string) error {
 	if len(rest) > 0 {
 		return usageErrorf("serve takes no arguments, got %q", rest[0])
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := config.Load(sf.config.v)
 	if err != nil {
 		return usageErrorf("%v", err)
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if *db != "" {
-		cfg.DB = *db
-	}
-	switch *durability {
-	case "":
-	case "normal":
-		cfg.FullSync = false
-	case "full":
-		cfg.FullSync = true
-	default:
-		return usageErrorf("--durability must be normal or full, got %q", *durability)
 	}
 	if err := sf.apply(&cfg); err != nil {
 		return err
 	}
-	if *logLevel != "" {
-		cfg.LogLevel = *logLevel
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return usageErrorf("--log-level must be debug, info, warn or error, got %q", cfg.LogLevel)
+		return usageErrorf("%s must be debug, info, warn or error, got %q", sf.logLevel.setBy("log-level"), cfg.LogLevel)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, hopts)
+	var h slog.Handler = slog.NewTextHandler(e.stderr, hopts)
 	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, hopts)
+		h = slog.NewJSONHandler(e.stderr, hopts)
 	}
-	return app.Run(ctx, cfg, slog.New(h), nil)
+	err = app.Run(ctx, cfg, slog.New(h), nil)
+	var le *app.ListenError
+	if errors.As(err, &le) {
+		return usageErrorf("%v; choose another %s", le, sf.listen.setBy("listen"))
+	}
+	return err
 }
 
-// storageFlags are the storage retry settings given on the command line or in the environment,
-// as typed; "" leaves the configuration file's value (or the default) in place.
-type storageFlags struct {
-	maxRetries     string
-	baseDelay      string
-	commandTimeout string
+// apply overrides cfg with the flags that are set and checks what the flags and the file
+// decided together: the listening address, the database's directory, the storage options.
+func (sf *serveFlags) apply(cfg *config.Config) error {
+	if sf.listen.set {
+		cfg.Listen = sf.listen.v
+	}
+	if sf.db.set {
+		cfg.DB = sf.db.v
+	}
+	if sf.logLevel.set {
+		cfg.LogLevel = sf.logLevel.v
+	}
+	switch {
+	case !sf.durability.set:
+	case sf.durability.v == "normal":
+		cfg.FullSync = false
+	case sf.durability.v == "full":
+		cfg.FullSync = true
+	default:
+		return usageErrorf("%s must be normal or full, got %q", sf.durability.setBy("durability"), sf.durability.v)
+	}
+	if sf.maxRetries.set {
+		cfg.Storage.MaxTransientRetries = sf.maxRetries.v
+	}
+	if sf.baseDelay.set {
+		cfg.Storage.TransientRetryBaseDelay = sf.baseDelay.v
+	}
+	if sf.commandTimeout.set {
+		if sf.commandTimeout.v == 0 {
+			return usageErrorf("%s must be positive, got 0s", sf.commandTimeout.setBy("command-timeout"))
+		}
+		cfg.Storage.CommandTimeout = sf.commandTimeout.v
+	}
+	listenFrom, dbFrom := "listen in the configuration file", "db in the configuration file"
+	if sf.listen.set || sf.config.v == "" {
+		listenFrom = sf.listen.setBy("listen")
+	}
+	if sf.db.set || sf.config.v == "" {
+		dbFrom = sf.db.setBy("db")
+	}
+	if err := checkListenAddr(cfg.Listen); err != nil {
+		return usageErrorf("%s %v", listenFrom, err)
+	}
+	if err := checkDBPath(cfg.DB); err != nil {
+		return usageErrorf("%s %v", dbFrom, err)
+	}
+	return nil
 }
 
-// apply overrides cfg's storage retry options with the flags that are set and checks the
-// result, so that a bad value stops the broker before it opens the database.
-func (sf storageFlags) apply(cfg *config.Config) error {
-	if sf.maxRetries != "" {
-		n, err := strconv.Atoi(sf.maxRetries)
-		if err != nil || n < 0 {
-			return usageErrorf("--max-transient-retries must be a whole number, zero or more, got %q", sf.maxRetries)
-		}
-		cfg.Storage.MaxTransientRetries = n
+// checkListenAddr checks a listening address: host:port, where the host may be empty (every
+// interface) and the port 0 (any free one).
+func checkListenAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port, e.g. 127.0.0.1:7070 or :7070", addr)
 	}
-	if sf.baseDelay != "" {
-		d, err := time.ParseDuration(sf.baseDelay)
-		if err != nil || d < 0 {
-			return usageErrorf("--transient-retry-base-delay must be a duration such as 200ms, zero or more, got %q", sf.baseDelay)
+	if host != "" && net.ParseIP(host) == nil {
+		if _, err := net.LookupHost(host); err != nil {
+			return fmt.Errorf("%q: host %q is not an IP address or a name this machine resolves", addr, host)
 		}
-		cfg.Storage.TransientRetryBaseDelay = d
 	}
-	if sf.commandTimeout != "" {
-		d, err := time.ParseDuration(sf.commandTimeout)
-		if err != nil || d <= 0 {
-			return usageErrorf("--command-timeout must be a positive duration such as 30s, got %q", sf.commandTimeout)
-		}
-		cfg.Storage.CommandTimeout = d
+	if err := checkPort(port, true); err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	return nil
+}
+
+// checkDBPath checks that the database file can be made where it is asked for: its directory
+// exists, and the path is not a directory itself. SQLite would otherwise fail with "unable to
+// open database file", which names neither.
+func checkDBPath(path string) error {
+	if path == "" {
+		return errors.New("is empty; give a file path such as ./jobwire.db")
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory; give a file path such as %s", path, filepath.Join(path, "jobwire.db"))
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%q: directory %q does not exist; create it first", path, dir)
+	case err != nil:
+		return fmt.Errorf("%q: cannot use directory %q: %v", path, dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("%q: %q is not a directory", path, dir)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,67 +14,121 @@ import (
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
-func TestServeStorageFlagsRejectBadValues(t *testing.T) {
+// runServeLine runs "jobwire serve" with args and environ, with a deadline: a case that wrongly
+// passed validation would serve until then and exit 0.
+func runServeLine(t *testing.T, environ map[string]string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	e := &env{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return environ[k] }, now: time.Now}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	code := e.run(ctx, append([]string{"serve"}, args...))
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	scratch := t.TempDir()
 	tests := []struct {
-		name string
-		args []string
-		want string
+		name    string
+		args    []string
+		environ map[string]string
+		want    string
 	}{
-		{"retries not a number", []string{"--max-transient-retries", "many"}, `--max-transient-retries must be a whole number, zero or more, got "many"`},
-		{"retries negative", []string{"--max-transient-retries=-1"}, `--max-transient-retries must be a whole number, zero or more, got "-1"`},
-		{"base delay not a duration", []string{"--transient-retry-base-delay", "soon"}, `--transient-retry-base-delay must be a duration such as 200ms, zero or more, got "soon"`},
-		{"base delay negative", []string{"--transient-retry-base-delay=-5ms"}, "--transient-retry-base-delay must be a duration"},
-		{"command timeout zero", []string{"--command-timeout", "0s"}, `--command-timeout must be a positive duration such as 30s, got "0s"`},
-		{"command timeout without unit", []string{"--command-timeout", "30"}, `--command-timeout must be a positive duration such as 30s, got "30"`},
+		{"listen without port", []string{"--listen", "127.0.0.1"}, nil, `--listen "127.0.0.1" is not host:port`},
+		{"listen port out of range", []string{"--listen", "127.0.0.1:70000"}, nil, `port "70000" is not a number in 0..65535`},
+		{"listen as a URL", []string{"--listen", "http://127.0.0.1:7070"}, nil, "is not host:port"},
+		{"listen from the environment", nil, map[string]string{"JOBWIRE_LISTEN": "nope"}, `JOBWIRE_LISTEN "nope" is not host:port`},
+		{"listen address in use", []string{"--listen", busy.Addr().String()}, nil, "cannot listen on " + busy.Addr().String() + ": address already in use; choose another --listen"},
+		{"db directory missing", []string{"--db", filepath.Join(scratch, "missing", "j.db")}, nil, `directory "` + filepath.Join(scratch, "missing") + `" does not exist; create it first`},
+		{"db is a directory", []string{"--db", scratch}, nil, "is a directory; give a file path"},
+		{"retries not a number", []string{"--max-transient-retries", "many"}, nil, `invalid value "many" for flag --max-transient-retries: must be a whole number, zero or more`},
+		{"retries negative", []string{"--max-transient-retries=-1"}, nil, "--max-transient-retries: must be a whole number, zero or more"},
+		{"retries from the environment", nil, map[string]string{"JOBWIRE_MAX_TRANSIENT_RETRIES": "x"}, `JOBWIRE_MAX_TRANSIENT_RETRIES="x": must be a whole number`},
+		{"base delay not a duration", []string{"--transient-retry-base-delay", "soon"}, nil, `invalid value "soon" for flag --transient-retry-base-delay: must be a duration such as 200ms`},
+		{"base delay negative", []string{"--transient-retry-base-delay=-5ms"}, nil, "--transient-retry-base-delay: must be a duration"},
+		{"command timeout zero", []string{"--command-timeout", "0s"}, nil, "--command-timeout must be positive, got 0s"},
+		{"command timeout without unit", []string{"--command-timeout", "30"}, nil, `invalid value "30" for flag --command-timeout: must be a duration`},
+		{"durability", []string{"--durability", "fast"}, nil, `--durability must be normal or full, got "fast"`},
+		{"log level", []string{"--log-level", "loud"}, nil, `--log-level must be debug, info, warn or error, got "loud"`},
+		{"stray argument", []string{"now"}, nil, `serve takes no arguments, got "now"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var stdout, stderr bytes.Buffer
-			e := &env{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }, now: time.Now}
-			// A case that wrongly passed validation would serve until this deadline and exit 0.
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			defer cancel()
-			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "j.db")}, tt.args...)
-			code := e.run(ctx, args)
-			if code != 2 {
-				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr.String())
+			db := filepath.Join(t.TempDir(), "j.db")
+			args := tt.args
+			if !strings.Contains(strings.Join(args, " "), "--db") {
+				args = append([]string{"--db", db}, args...)
 			}
-			if !strings.Contains(stderr.String(), tt.want) {
-				t.Errorf("stderr %q does not contain %q", stderr.String(), tt.want)
+			if tt.environ["JOBWIRE_LISTEN"] == "" && !strings.Contains(strings.Join(args, " "), "--listen") {
+				args = append([]string{"--listen", "127.0.0.1:0"}, args...)
 			}
-			if n := strings.Count(strings.TrimSpace(stderr.String()), "\n"); n != 0 {
-				t.Errorf("stderr has %d extra lines, want one sentence: %q", n, stderr.String())
+			r := runServeLine(t, tt.environ, args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr %q does not contain %q", r.stderr, tt.want)
+			}
+			if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 {
+				t.Errorf("stderr has %d extra lines, want one sentence: %q", n, r.stderr)
+			}
+			if _, err := os.Stat(db); !os.IsNotExist(err) {
+				t.Errorf("the database %s was created (stat: %v); bad input must be refused before touching the disk", db, err)
 			}
 		})
 	}
 }
 
-func TestServeStorageFlagsOverrideConfig(t *testing.T) {
+func TestServeFlagsOverrideConfig(t *testing.T) {
 	t.Parallel()
 	fromFile := storeretry.Options{MaxTransientRetries: 7, TransientRetryBaseDelay: time.Second, CommandTimeout: time.Minute}
 	tests := []struct {
 		name  string
-		flags storageFlags
+		args  []string
 		want  storeretry.Options
+		level string
 	}{
-		{"none set keeps the file's values", storageFlags{}, fromFile},
-		{"all set", storageFlags{maxRetries: "0", baseDelay: "0s", commandTimeout: "250ms"},
-			storeretry.Options{MaxTransientRetries: 0, TransientRetryBaseDelay: 0, CommandTimeout: 250 * time.Millisecond}},
-		{"one set", storageFlags{baseDelay: "50ms"},
-			storeretry.Options{MaxTransientRetries: 7, TransientRetryBaseDelay: 50 * time.Millisecond, CommandTimeout: time.Minute}},
+		{"none set keeps the file's values", nil, fromFile, "info"},
+		{"all set", []string{"--max-transient-retries", "0", "--transient-retry-base-delay", "0s", "--command-timeout", "250ms", "--log-level", "debug"},
+			storeretry.Options{MaxTransientRetries: 0, TransientRetryBaseDelay: 0, CommandTimeout: 250 * time.Millisecond}, "debug"},
+		{"one set", []string{"--transient-retry-base-delay", "50ms"},
+			storeretry.Options{MaxTransientRetries: 7, TransientRetryBaseDelay: 50 * time.Millisecond, CommandTimeout: time.Minute}, "info"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := config.Config{Storage: fromFile}
-			if err := tt.flags.apply(&cfg); err != nil {
+			fs := flagsFor(find("serve"))
+			sf, err := addServeFlags(&env{getenv: func(string) string { return "" }}, fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parse(fs, tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg := config.Defaults()
+			cfg.Storage = fromFile
+			cfg.DB = filepath.Join(t.TempDir(), "j.db")
+			if err := sf.apply(&cfg); err != nil {
 				t.Fatalf("apply() = %v", err)
 			}
-			if cfg.Storage != tt.want {
-				t.Errorf("Storage = %+v, want %+v", cfg.Storage, tt.want)
+			if cfg.Storage != tt.want || cfg.LogLevel != tt.level {
+				t.Errorf("Storage = %+v, log level %s; want %+v, %s", cfg.Storage, cfg.LogLevel, tt.want, tt.level)
 			}
 		})
 	}
+}
+
+func TestServeHelpShowsFlagTypes(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "serve", "-h")
+	wantOK(t, r)
+	wantContains(t, r.stdout, "Usage: jobwire serve", "--command-timeout duration", "(env JOBWIRE_COMMAND_TIMEOUT)",
+		"--listen string", "--max-transient-retries int", "--transient-retry-base-delay duration")
 }

@@ -49,7 +49,7 @@ func printStats(w io.Writer, resp *jobwirev1.GetStatsResponse) {
 	}
 	if len(resp.GetQueues()) > 0 {
 		fmt.Fprintln(w, "\nQueues:")
-		printQueueTable(w, resp.GetQueues())
+		printQueueTable(w, "  ", resp.GetQueues())
 	}
 	if len(resp.GetStorageRetries()) > 0 {
 		fmt.Fprintln(w, "\nStorage retries:")
@@ -79,7 +79,7 @@ func runPurgeSucceeded(ctx context.Context, e *env, c *command, args []string) e
 	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.PurgeFinishedJobsResponse, error) {
 		return b.admin.PurgeFinishedJobs(ctx, &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(olderThan)})
 	}, func(resp *jobwirev1.PurgeFinishedJobsResponse) error {
-		fmt.Fprintf(e.stdout, "purged %d succeeded jobs that finished more than %s ago\n", resp.GetPurged(), olderThan)
+		fmt.Fprintf(e.stdout, "purged %d succeeded jobs that finished more than %s ago\n", resp.GetPurged(), roundDuration(olderThan))
 		return nil
 	})
 }

@@ -25,9 +25,43 @@ const gcPercent = 400
 // ShutdownGrace is how long running jobs get to finish when the broker stops.
 const ShutdownGrace = 30 * time.Second
 
+// ListenError is returned by Run when the listening address cannot be bound (in use, not an
+// address of this machine). Nothing was opened or written then.
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("cannot listen on %s: %v", e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// listen binds cfg.Listen. It runs before the database is opened, so that an address that
+// cannot be used fails the start without creating or migrating a database.
+func listen(addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		// "listen tcp 127.0.0.1:7070: bind: address already in use": the cause is the last part.
+		cause := err
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			cause = se.Err
+		}
+		return nil, &ListenError{Addr: addr, Err: cause}
+	}
+	return lis, nil
+}
+
 // Run serves cfg until ctx ends, then shuts down gracefully. ready, if set, is called with the
 // listening address once the broker accepts connections.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(net.Addr)) error {
+	lis, err := listen(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer lis.Close()
 	if os.Getenv("GOGC") == "" {
 		// The broker's heap is small and short-lived (messages in flight); collecting it half
 		// as often costs little memory and gives the single writer goroutine more CPU.
@@ -52,11 +86,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 	}
 	if err := b.Start(ctx); err != nil {
 		return err
-	}
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = b.Shutdown(ctx)
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	limits := server.DefaultLimits()
 	limits.MaxPayload = cfg.MaxPayload
