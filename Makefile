@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: run build tools generate check-generate lint test test-go test-sdks sdk-deps bench clean
+.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -42,6 +42,10 @@ generate: tools
 check-generate: generate
 	@git diff --exit-code --stat -- gen/ sdks/python/jobwire/v1/ || { echo "generated code is stale: run 'make generate' and commit the result" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- gen/ sdks/python/jobwire/v1/)" || { echo "generated code is stale or untracked: run 'make generate' and commit the result" >&2; git status --porcelain -- gen/ sdks/python/jobwire/v1/ >&2; exit 1; }
+
+## docs: regenerate docs/cli.md and the README's command synopsis from the commands' own help
+docs:
+	$(GO) test ./cmd/jobwire -run '^TestCLIReferenceMatchesHelp$$' -count=1 -update-docs
 
 ## lint: buf lint, buf format, go vet, gofmt
 lint: tools

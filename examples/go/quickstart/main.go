@@ -1,14 +1,15 @@
-// Command quickstart shows both sides of Jobwire in one Go program: a producer that enqueues jobs
-// through the client package and a worker that runs them through the worker package.
+// Command quickstart is the worker of the README's quick start: it runs "email.send" jobs until
+// Ctrl-C (SIGINT) or SIGTERM, then stops gracefully, letting a job that is running finish.
 //
-// Start a broker, then run the example:
+// With a broker running (make run), enqueue a job and start the worker:
 //
-//	jobwire serve --db /tmp/quickstart.db &
-//	go run ./examples/go/quickstart -addr 127.0.0.1:7070
+//	go run ./cmd/jobwire enqueue --type email.send --payload '{"to":"ada@example.com"}'
+//	go run ./examples/go/quickstart
+//	go run ./cmd/jobwire job get 1
 //
-// It enqueues a few "greet" jobs, runs them, waits until the broker records each as succeeded,
-// then shuts the worker down gracefully and exits. In a real deployment producer and worker are
-// separate processes; the worker then runs until SIGTERM.
+// The worker connects to -addr, by default $JOBWIRE_ADDR or else 127.0.0.1:7070. Sending an email
+// is only printed here; a handler that reaches a real mail server returns its error, and the
+// broker retries the job with backoff.
 package main
 
 import (
@@ -20,114 +21,53 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/jobwire/jobwire/client"
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/worker"
 )
 
-// greetArgs is the payload of a greet job.
-type greetArgs struct {
-	Name string `json:"name"`
+// email is the payload of an email.send job.
+type email struct {
+	To string `json:"to"`
 }
 
 func main() {
-	addr := flag.String("addr", client.DefaultAddr, "broker address")
+	addr := flag.String("addr", defaultAddr(), "broker address (env JOBWIRE_ADDR)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *addr, log); err != nil {
-		log.Error("quickstart failed", "error", err)
+		log.Error("quickstart worker failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, addr string, log *slog.Logger) error {
-	stopWorker, err := startWorker(addr, log)
-	if err != nil {
-		return err
+func defaultAddr() string {
+	if a := os.Getenv("JOBWIRE_ADDR"); a != "" {
+		return a
 	}
-	err = produce(ctx, addr, log)
-	return errors.Join(err, stopWorker())
+	return client.DefaultAddr
 }
 
-// produce enqueues a few greet jobs and waits until each is finished.
-func produce(ctx context.Context, addr string, log *slog.Logger) error {
+// run works email.send jobs until ctx ends.
+func run(ctx context.Context, addr string, log *slog.Logger) error {
 	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	var ids []int64
-	for _, name := range []string{"Ada", "Grace", "Zoë"} {
-		res, err := c.EnqueueJSON(ctx, "greet", greetArgs{Name: name}, client.MaxAttempts(3))
-		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
-		}
-		log.Info("enqueued", "job_id", res.ID, "name", name)
-		ids = append(ids, res.ID)
-	}
-	for _, id := range ids {
-		j, err := waitFinal(ctx, c, id)
-		if err != nil {
-			return err
-		}
-		log.Info("finished", "job_id", id, "state", j.State, "attempts", j.Attempts)
-	}
-	return nil
-}
-
-// startWorker runs a worker in the background; the returned function stops it gracefully and
-// reports how the stop went.
-func startWorker(addr string, log *slog.Logger) (func() error, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	w, err := worker.New(c.Conn(), worker.Options{ID: "quickstart", Concurrency: 4, Logger: log})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	w, err := worker.New(conn, worker.Options{ID: "quickstart", Concurrency: 2, ShutdownGrace: 5 * time.Second, Logger: log})
-	if err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	worker.HandleJSON(w, "greet", func(ctx context.Context, j *worker.Job, args greetArgs) error {
-		if args.Name == "" {
-			return worker.Fatal(errors.New("greet: empty name"))
+	worker.HandleJSON(w, "email.send", func(ctx context.Context, j *worker.Job, e email) error {
+		if e.To == "" {
+			return worker.Fatal(errors.New("email.send: no recipient")) // straight to the DLQ
 		}
-		fmt.Printf("Hello, %s! (job %d, attempt %d)\n", args.Name, j.ID, j.Attempt)
+		fmt.Printf("sent an email to %s (job %d, attempt %d)\n", e.To, j.ID, j.Attempt)
 		return nil
 	})
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	stop := func() error {
-		cancel()
-		err := <-done
-		return errors.Join(err, conn.Close())
-	}
-	return stop, nil
-}
-
-// waitFinal polls the job until it reaches a final state or ctx ends.
-func waitFinal(ctx context.Context, c *client.Client, id int64) (*job.Job, error) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err := c.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if j.State.Final() {
-			return j, nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-	}
+	log.Info("worker running; Ctrl-C stops it", "addr", addr)
+	return w.Run(ctx)
 }
