@@ -17,6 +17,7 @@ import (
 	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
+	"google.golang.org/grpc"
 )
 
 // gcPercent is the broker's GOGC unless the environment sets one.
@@ -75,6 +76,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 	if cfg.FullSync {
 		sync = sqlite.SyncFull
 	}
+	unlock, err := sqlite.LockFile(cfg.DB, lis.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	st, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: sync, BusyTimeout: cfg.BusyTimeout, Retry: policy, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", cfg.DB, err)
@@ -114,7 +120,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 	case <-time.After(5 * time.Second):
 		gs.Stop()
 	}
-	if err := <-serveErr; err != nil && !errors.Is(err, net.ErrClosed) {
+	// ErrServerStopped: the stop came before Serve started, as when a broker is stopped right
+	// after it became ready.
+	if err := <-serveErr; err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, grpc.ErrServerStopped) {
 		return errors.Join(shutErr, err)
 	}
 	log.Info("stopped")
