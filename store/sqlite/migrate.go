@@ -45,6 +45,13 @@ func migrations() ([]migration, error) {
 		out = append(out, migration{version: v, name: name, sql: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		// Two changes made side by side can pick the same next number; the second would then
+		// never run on a database that already has the first. Renumber one of them.
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share the number %d: renumber one", out[i-1].name, out[i].name, out[i].version)
+		}
+	}
 	return out, nil
 }
 
