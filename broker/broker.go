@@ -346,8 +346,26 @@ func (b *Broker) Get(ctx context.Context, id int64) (*job.Job, error) {
 	return b.st.JobGet(ctx, id)
 }
 
+// ErrFinished is wrapped by Cancel's error for a job that had already finished (SUCCEEDED,
+// DEAD or CANCELLED): nothing was changed.
+var ErrFinished = errors.New("job already finished")
+
+// finishedError says which state a job finished in; it is ErrFinished for errors.Is.
+type finishedError struct {
+	id    int64
+	state job.State
+}
+
+func (e *finishedError) Error() string {
+	return fmt.Sprintf("job %d already %s; nothing to cancel", e.id, e.state)
+}
+
+func (e *finishedError) Is(target error) bool { return target == ErrFinished }
+
 // Cancel cancels a job that has not finished. A worker running it is told to stop. It
-// returns the job as it is after the call.
+// returns the job as it is after the call. A job that had already finished is left as it is
+// and reported with an error wrapping ErrFinished, so a caller can tell "cancelled now" from
+// "ran to the end before the cancel" (a repeat of a cancel sees the job CANCELLED).
 func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	var before *job.Job
 	err := b.do(ctx, "cancel", func(tx store.Tx) error {
@@ -357,6 +375,9 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if before.State.Final() {
+		return nil, &finishedError{id: id, state: before.State}
 	}
 	if before.State.Held() {
 		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}

@@ -50,7 +50,8 @@ func (b *Broker) PauseQueue(ctx context.Context, name string) error {
 		func(r *queueRule) { r.paused = true })
 }
 
-// ResumeQueue restarts dispatch from a queue.
+// ResumeQueue restarts dispatch from a queue. A queue that does not exist is store.ErrNotFound
+// (only pausing creates one).
 func (b *Broker) ResumeQueue(ctx context.Context, name string) error {
 	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetPaused(name, false) },
 		func(r *queueRule) { r.paused = false })
@@ -58,7 +59,8 @@ func (b *Broker) ResumeQueue(ctx context.Context, name string) error {
 
 // SetQueueLimit caps how many of a queue's jobs are leased or running at once, across all
 // workers; 0 removes the cap. Lowering the cap below what runs now stops new dispatch until
-// enough jobs finish; nothing running is interrupted.
+// enough jobs finish; nothing running is interrupted. A queue that does not exist is
+// store.ErrNotFound: to cap a queue before its first job, pause it, set the limit, resume it.
 func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) error {
 	if limit < 0 {
 		return fmt.Errorf("queue limit must not be negative, got %d", limit)

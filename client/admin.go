@@ -293,7 +293,8 @@ func (c *Client) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 	return queuesFromProto(resp.GetQueues()), nil
 }
 
-// PauseQueue stops dispatch from a queue; running jobs finish.
+// PauseQueue stops dispatch from a queue; running jobs finish. A queue that does not exist yet
+// is created, so it can be held before its first job.
 func (c *Client) PauseQueue(ctx context.Context, queue string) (*QueueInfo, error) {
 	resp, err := c.admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: queue})
 	if err != nil {
@@ -303,7 +304,8 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) (*QueueInfo, erro
 	return &q, nil
 }
 
-// ResumeQueue restarts dispatch from a paused queue.
+// ResumeQueue restarts dispatch from a paused queue. A queue that does not exist matches
+// ErrNotFound (resuming never creates one).
 func (c *Client) ResumeQueue(ctx context.Context, queue string) (*QueueInfo, error) {
 	resp, err := c.admin.ResumeQueue(ctx, &jobwirev1.ResumeQueueRequest{Queue: queue})
 	if err != nil {
@@ -314,7 +316,8 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) (*QueueInfo, err
 }
 
 // SetQueueLimit caps how many of a queue's jobs run at once across all workers; 0 removes the
-// cap.
+// cap. A queue that does not exist matches ErrNotFound: to cap one before its first job, pause
+// it, set the limit, then resume it.
 func (c *Client) SetQueueLimit(ctx context.Context, queue string, limit int) (*QueueInfo, error) {
 	const op = "SetQueueLimit"
 	n, err := toInt32(op, "limit", limit)

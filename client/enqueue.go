@@ -165,7 +165,10 @@ func (c *Client) Get(ctx context.Context, id int64) (*job.Job, error) {
 }
 
 // Cancel cancels a job that has not finished and returns it as it now is. A running job's
-// worker is told to stop. Cancelling a finished job fails with ErrFailedPrecondition.
+// worker is told to stop. A job that already finished (SUCCEEDED, DEAD, or CANCELLED by an
+// earlier call) is left as it is and the error matches ErrFailedPrecondition, its message
+// naming the state ("job 2 already SUCCEEDED; nothing to cancel"); a job that does not exist
+// matches ErrNotFound.
 func (c *Client) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	resp, err := c.producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id})
 	if err != nil {

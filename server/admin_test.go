@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -500,10 +501,81 @@ func TestCancelPendingAndScheduledJobsNeverRun(t *testing.T) {
 	if a := w.Assignment(); a.GetJob().GetId() != runs {
 		t.Fatalf("assigned %d, want %d", a.GetJob().GetId(), runs)
 	}
-	// Cancelling a finished job changes nothing.
-	res, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: pending})
-	if err != nil || res.GetJob().GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
-		t.Fatalf("second cancel = %v, %v", res, err)
+}
+
+// Cancelling a job that already finished changes nothing and says so: FAILED_PRECONDITION
+// naming the state it finished in, whether it succeeded, died or was cancelled before.
+func TestCancelOfAFinishedJobIsFailedPrecondition(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	w := b.Connect(brokertest.Hello("w1", 1, "ok", "bad"))
+	succeeded := enqueue(t, b, &jobwirev1.JobSpec{Type: "ok"})
+	ack(t, w.Succeed(w.Assignment()))
+	dead := killJob(t, b, w, &jobwirev1.JobSpec{Type: "bad"}, "E")
+	cancelled := enqueue(t, b, &jobwirev1.JobSpec{Type: "idle", Queue: "other"})
+	if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: cancelled}); err != nil {
+		t.Fatal(err)
+	}
+	for id, state := range map[int64]string{succeeded: "SUCCEEDED", dead: "DEAD", cancelled: "CANCELLED"} {
+		before, err := b.Producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id})
+		want := fmt.Sprintf("job %d already %s; nothing to cancel", id, state)
+		if status.Code(err) != codes.FailedPrecondition || status.Convert(err).Message() != want {
+			t.Errorf("cancel of a %s job = %v; want FAILED_PRECONDITION %q", state, err, want)
+		}
+		after, err := b.Producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: id})
+		if err != nil || !proto.Equal(before, after) {
+			t.Errorf("the refused cancel changed job %d:\nbefore %v\nafter  %v (%v)", id, before, after, err)
+		}
+	}
+}
+
+// Resuming or capping a queue that does not exist is NOT_FOUND and creates nothing; pausing
+// creates the queue, after which both work.
+func TestResumeAndLimitOfAMissingQueueAreNotFound(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	_, err := b.Admin.ResumeQueue(ctx, &jobwirev1.ResumeQueueRequest{Queue: "nosuchqueue"})
+	if status.Code(err) != codes.NotFound || !strings.Contains(status.Convert(err).Message(), `queue "nosuchqueue"`) {
+		t.Errorf("resume of a missing queue = %v; want NOT_FOUND naming it", err)
+	}
+	_, err = b.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: "nosuchqueue", Limit: 3})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("limit of a missing queue = %v; want NOT_FOUND", err)
+	}
+	res, err := b.Admin.ListQueues(ctx, &jobwirev1.ListQueuesRequest{})
+	if err != nil || len(res.GetQueues()) != 0 {
+		t.Fatalf("queues after the refused calls = %v, %v; want none", res.GetQueues(), err)
+	}
+	capNewQueue(t, b, "mail", 3)
+	if q := queueInfo(t, b, "mail"); q.GetPaused() || q.GetConcurrencyLimit() != 3 {
+		t.Fatalf("mail = %v; want active with limit 3", q)
+	}
+	// A queue made by its first job can be capped at once.
+	enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Queue: "images"})
+	if _, err := b.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: "images", Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// capNewQueue makes a queue with a concurrency limit before its first job, the documented
+// way: pause (which creates it), set the limit, resume.
+func capNewQueue(t *testing.T, b *brokertest.Bundle, name string, limit int32) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.Admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: name}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: name, Limit: limit}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Admin.ResumeQueue(ctx, &jobwirev1.ResumeQueueRequest{Queue: name}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -661,9 +733,7 @@ func TestQueueConcurrencyCapAcrossWorkers(t *testing.T) {
 	b := brokertest.New(t, brokertest.Options{})
 	ctx := context.Background()
 	const limit, capped, free = 2, 9, 3
-	if _, err := b.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: "capped", Limit: limit}); err != nil {
-		t.Fatal(err)
-	}
+	capNewQueue(t, b, "capped", limit)
 
 	var mu sync.Mutex
 	running, maxRunning := map[string]int{}, map[string]int{}
@@ -1060,11 +1130,8 @@ func TestAdminValidation(t *testing.T) {
 func TestQueueCapCountsJobsRunningAcrossARestart(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
-	ctx := context.Background()
 	const limit = 2
-	if _, err := b.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: "capped", Limit: limit}); err != nil {
-		t.Fatal(err)
-	}
+	capNewQueue(t, b, "capped", limit)
 	for range 2 * limit {
 		enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Queue: "capped"})
 	}
@@ -1140,9 +1207,7 @@ func TestQueueCapKeepsPriorityOrder(t *testing.T) {
 // in order (indexes into jobs), finishing a capped job whenever it needs a free slot.
 func testQueueCapPriority(t *testing.T, jobs []*jobwirev1.JobSpec, order []int, named bool) {
 	b := brokertest.New(t, brokertest.Options{})
-	if _, err := b.Admin.SetQueueLimit(context.Background(), &jobwirev1.SetQueueLimitRequest{Queue: "capped", Limit: 1}); err != nil {
-		t.Fatal(err)
-	}
+	capNewQueue(t, b, "capped", 1)
 	ids := make([]int64, len(jobs))
 	for i, spec := range jobs {
 		ids[i] = enqueue(t, b, spec)

@@ -27,7 +27,7 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, storeretry.ErrBusy):
 		return status.Errorf(codes.Unavailable, "%v; the broker is fine and nothing was changed by this call: retry it shortly", err)
-	case errors.Is(err, broker.ErrNotDead):
+	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrShuttingDown):
 		return status.Error(codes.Unavailable, "the broker is shutting down; retry against it once it is back")

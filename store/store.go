@@ -116,9 +116,12 @@ type Tx interface {
 	// JobDeleteFinished deletes up to p.Limit jobs in one of p.States that finished before
 	// p.FinishedBefore, with their attempts, oldest first.
 	JobDeleteFinished(p *JobDeleteFinishedParams) (int, error)
-	// QueueSetPaused pauses or resumes a queue, creating it if it is new.
+	// QueueSetPaused pauses or resumes a queue. Pausing creates the queue if it is new, so a
+	// queue can be held before its first job; resuming one that does not exist is ErrNotFound,
+	// so a misspelt name does not leave a phantom queue behind.
 	QueueSetPaused(name string, paused bool) error
-	// QueueSetLimit sets a queue's concurrency limit (0: none), creating it if it is new.
+	// QueueSetLimit sets a queue's concurrency limit (0: none); a queue that does not exist is
+	// ErrNotFound.
 	QueueSetLimit(name string, limit int) error
 
 	// TokenInsert adds an API token.

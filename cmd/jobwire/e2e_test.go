@@ -147,7 +147,10 @@ func TestE2EQueuesStatsAndRetention(t *testing.T) {
 	t.Parallel()
 	b := e2eBroker(t)
 	ctx := context.Background()
+	// A queue is capped before its first job by pausing it (which makes it) first.
+	e2eOK(t, b, "queues", "pause", "mail")
 	e2eContains(t, "set-limit", e2eOK(t, b, "queues", "set-limit", "mail", "3"), "queue mail runs at most 3 jobs at once")
+	e2eOK(t, b, "queues", "resume", "mail")
 	w := b.Connect(brokertest.Hello("w1", 1, "send"))
 	var done []int64
 	for range 2 {
@@ -193,5 +196,40 @@ func TestE2EBrokerRejectedInputExitsTwo(t *testing.T) {
 	code, _, errOut = e2eRun(t, b, "job", "get", "424242")
 	if code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("get of a missing job: exit %d, stderr %q; want 1 saying not found", code, errOut)
+	}
+}
+
+// Resuming or capping a queue that does not exist is refused (exit 1) with a sentence saying
+// so, and leaves no queue behind.
+func TestE2EMissingQueueIsNotMade(t *testing.T) {
+	t.Parallel()
+	b := e2eBroker(t)
+	for _, args := range [][]string{{"queues", "resume", "nosuchqueue"}, {"queues", "set-limit", "nosuchqueue", "2"}} {
+		code, out, errOut := e2eRun(t, b, args...)
+		want := "jobwire " + strings.Join(args[:2], " ") + `: queue "nosuchqueue" does not exist; queues are made by their first job or by 'jobwire queues pause' (see 'jobwire queues list')` + "\n"
+		if code != 1 || errOut != want || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", args, code, out, errOut, want)
+		}
+	}
+	e2eContains(t, "queues list", e2eOK(t, b, "queues", "list"), "no queues yet")
+}
+
+// Cancelling a job that already finished exits 1 and says in which state it finished.
+func TestE2ECancelOfAFinishedJob(t *testing.T) {
+	t.Parallel()
+	b := e2eBroker(t)
+	w := b.Connect(brokertest.Hello("w1", 1, "send"))
+	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "send"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := w.Succeed(w.Assignment()).GetResultAck(); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
+		t.Fatalf("ack = %v", r)
+	}
+	id := res.GetJob().GetId()
+	code, out, errOut := e2eRun(t, b, "job", "cancel", fmt.Sprint(id))
+	want := fmt.Sprintf("jobwire job cancel: job %d already SUCCEEDED; nothing to cancel\n", id)
+	if code != 1 || errOut != want || out != "" {
+		t.Fatalf("cancel of a succeeded job: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
 	}
 }

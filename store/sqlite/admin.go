@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -470,13 +471,27 @@ func (t *tx) deleteJobs(where string, args ...any) (int, error) {
 }
 
 func (t *tx) QueueSetPaused(name string, paused bool) error {
-	_, err := t.exec(`INSERT INTO queues (name, paused) VALUES (?, ?)
-		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, name, paused)
+	if !paused {
+		return t.updateQueue(`UPDATE queues SET paused = 0 WHERE name = ?`, name)
+	}
+	_, err := t.exec(`INSERT INTO queues (name, paused) VALUES (?, 1)
+		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, name)
 	return err
 }
 
 func (t *tx) QueueSetLimit(name string, limit int) error {
-	_, err := t.exec(`INSERT INTO queues (name, concurrency_limit) VALUES (?, ?)
-		ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit`, name, limit)
-	return err
+	return t.updateQueue(`UPDATE queues SET concurrency_limit = ? WHERE name = ?`, limit, name)
+}
+
+// updateQueue runs an update of one queue's row, named by the last argument; no row is
+// ErrNotFound.
+func (t *tx) updateQueue(query string, args ...any) error {
+	n, err := t.exec(query, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("queue %q: %w", args[len(args)-1], store.ErrNotFound)
+	}
+	return nil
 }

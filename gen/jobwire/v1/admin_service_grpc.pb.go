@@ -54,9 +54,15 @@ type AdminServiceClient interface {
 	// PurgeFinishedJobs deletes SUCCEEDED jobs finished longer ago than older_than.
 	PurgeFinishedJobs(ctx context.Context, in *PurgeFinishedJobsRequest, opts ...grpc.CallOption) (*PurgeFinishedJobsResponse, error)
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
+	// PauseQueue stops dispatch from a queue; running jobs finish. It creates the queue if it
+	// does not exist yet, so a queue can be held before its first job.
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
+	// ResumeQueue restarts dispatch from a paused queue. A queue that does not exist is
+	// NOT_FOUND: only a first job or PauseQueue makes a queue.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
 	// SetQueueLimit caps how many jobs of a queue run at once across all workers. 0 removes the cap.
+	// A queue that does not exist is NOT_FOUND; to cap one before its first job, pause it, set
+	// the limit, then resume it.
 	SetQueueLimit(ctx context.Context, in *SetQueueLimitRequest, opts ...grpc.CallOption) (*SetQueueLimitResponse, error)
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 	ListBreakers(ctx context.Context, in *ListBreakersRequest, opts ...grpc.CallOption) (*ListBreakersResponse, error)
@@ -233,9 +239,15 @@ type AdminServiceServer interface {
 	// PurgeFinishedJobs deletes SUCCEEDED jobs finished longer ago than older_than.
 	PurgeFinishedJobs(context.Context, *PurgeFinishedJobsRequest) (*PurgeFinishedJobsResponse, error)
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
+	// PauseQueue stops dispatch from a queue; running jobs finish. It creates the queue if it
+	// does not exist yet, so a queue can be held before its first job.
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
+	// ResumeQueue restarts dispatch from a paused queue. A queue that does not exist is
+	// NOT_FOUND: only a first job or PauseQueue makes a queue.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
 	// SetQueueLimit caps how many jobs of a queue run at once across all workers. 0 removes the cap.
+	// A queue that does not exist is NOT_FOUND; to cap one before its first job, pause it, set
+	// the limit, then resume it.
 	SetQueueLimit(context.Context, *SetQueueLimitRequest) (*SetQueueLimitResponse, error)
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	ListBreakers(context.Context, *ListBreakersRequest) (*ListBreakersResponse, error)

@@ -38,6 +38,8 @@ type ProducerServiceClient interface {
 	// GetJob returns a job with its full attempt history.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// CancelJob cancels a job that has not finished. A running job's worker is told to stop.
+	// A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
+	// fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 }
 
@@ -102,6 +104,8 @@ type ProducerServiceServer interface {
 	// GetJob returns a job with its full attempt history.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// CancelJob cancels a job that has not finished. A running job's worker is told to stop.
+	// A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
+	// fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	mustEmbedUnimplementedProducerServiceServer()
 }

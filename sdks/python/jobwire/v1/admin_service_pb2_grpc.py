@@ -141,19 +141,25 @@ class AdminServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def PauseQueue(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """PauseQueue stops dispatch from a queue; running jobs finish. It creates the queue if it
+        does not exist yet, so a queue can be held before its first job.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ResumeQueue(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """ResumeQueue restarts dispatch from a paused queue. A queue that does not exist is
+        NOT_FOUND: only a first job or PauseQueue makes a queue.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SetQueueLimit(self, request, context):
         """SetQueueLimit caps how many jobs of a queue run at once across all workers. 0 removes the cap.
+        A queue that does not exist is NOT_FOUND; to cap one before its first job, pause it, set
+        the limit, then resume it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -64,6 +64,8 @@ class ProducerServiceServicer(object):
 
     def CancelJob(self, request, context):
         """CancelJob cancels a job that has not finished. A running job's worker is told to stop.
+        A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
+        fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
