@@ -32,6 +32,7 @@ type DialOption interface {
 type dialConfig struct {
 	grpcOpts []grpc.DialOption
 	block    bool
+	err      error // an option that could not be applied (a file that cannot be read)
 }
 
 type dialOptionFunc func(*dialConfig)
@@ -52,8 +53,8 @@ func WithBlock() DialOption {
 }
 
 // Dial connects to the broker at addr ("host:port"). The connection is plaintext unless
-// WithDialOptions supplies transport credentials: the broker's default listener is loopback
-// only. ctx bounds the wait when WithBlock is given and is otherwise only checked.
+// WithTLS, WithTLSFiles or WithDialOptions supplies transport credentials: the broker's default
+// listener is loopback only. WithToken authenticates to a broker with auth on. ctx bounds the wait when WithBlock is given and is otherwise only checked.
 //
 // Close the Client when done.
 func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error) {
@@ -66,6 +67,9 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	var cfg dialConfig
 	for _, o := range opts {
 		o.applyDial(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, cfg.err)
 	}
 	grpcOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.grpcOpts...)
 	conn, err := grpc.NewClient(addr, grpcOpts...)

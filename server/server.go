@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/clock"
 )
 
@@ -26,6 +28,13 @@ type Options struct {
 	Logger *slog.Logger
 	Limits Limits
 	Clock  clock.Clock
+	// Auth keeps the API tokens (TokenService). Nil: the broker keeps none.
+	Auth *auth.Authenticator
+	// RequireAuth makes every call but health checks present a valid token with a role
+	// allowed to make it (see access in authz.go). It needs Auth.
+	RequireAuth bool
+	// ServerOptions are added to the gRPC server's, for example its transport credentials.
+	ServerOptions []grpc.ServerOption
 }
 
 // Server holds the services and the health status.
@@ -35,6 +44,7 @@ type Server struct {
 	limits Limits
 	clk    clock.Clock
 	health *health.Server
+	auth   *auth.Authenticator
 }
 
 // New builds a *grpc.Server serving b, with logging, panic recovery and request validation.
@@ -48,7 +58,10 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
-	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer()}
+	if opts.RequireAuth && opts.Auth == nil {
+		panic("server: RequireAuth needs an Authenticator")
+	}
+	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer(), auth: opts.Auth}
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		opts.Logger.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -68,24 +81,37 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 		opts.Logger.ErrorContext(ctx, "panic in handler", "panic", p)
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
-	gs := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(logger, logOpts...),
-			recovery.UnaryServerInterceptor(recoverOpt),
-			s.validateUnary,
-		),
-		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(logger, logOpts...),
-			recovery.StreamServerInterceptor(recoverOpt),
-		),
-	)
+	unary := []grpc.UnaryServerInterceptor{
+		logging.UnaryServerInterceptor(logger, logOpts...),
+		recovery.UnaryServerInterceptor(recoverOpt),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		logging.StreamServerInterceptor(logger, logOpts...),
+		recovery.StreamServerInterceptor(recoverOpt),
+	}
+	if opts.RequireAuth {
+		// Who the caller is comes first, so an anonymous caller learns nothing from
+		// validation; the scope is checked once the request is known to be well formed.
+		unary = append(unary, grpcauth.UnaryServerInterceptor(s.authenticate))
+		stream = append(stream, grpcauth.StreamServerInterceptor(s.authenticate), s.trackStream)
+	}
+	unary = append(unary, s.validateUnary)
+	if opts.RequireAuth {
+		unary = append(unary, s.authorizeUnary)
+	}
+	gs := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}, opts.ServerOptions...)...)
 	jobwirev1.RegisterProducerServiceServer(gs, &producer{Server: s})
 	jobwirev1.RegisterWorkerServiceServer(gs, &workers{Server: s})
 	jobwirev1.RegisterAdminServiceServer(gs, &admin{Server: s})
+	jobwirev1.RegisterTokenServiceServer(gs, &tokens{Server: s})
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 	for _, name := range []string{"", jobwirev1.ProducerService_ServiceDesc.ServiceName,
-		jobwirev1.WorkerService_ServiceDesc.ServiceName, jobwirev1.AdminService_ServiceDesc.ServiceName} {
+		jobwirev1.WorkerService_ServiceDesc.ServiceName, jobwirev1.AdminService_ServiceDesc.ServiceName,
+		jobwirev1.TokenService_ServiceDesc.ServiceName} {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	return gs, s

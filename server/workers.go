@@ -30,6 +30,9 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	if err := validateHello(hello); err != nil {
 		return err
 	}
+	if err := authorizeHello(ctx, hello); err != nil {
+		return err
+	}
 	sess, welcome, err := w.b.Open(ctx, broker.Hello{
 		WorkerID: hello.GetWorkerId(),
 		Types:    hello.GetJobTypes(),

@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store/sqlite"
@@ -45,6 +47,11 @@ type Options struct {
 	Storage *storeretry.Options
 	// BusyTimeout is how long SQLite waits for a lock before SQLITE_BUSY (0: the store's default).
 	BusyTimeout time.Duration
+	// RequireAuth turns auth on: every call needs a token (see Bundle.Token and DialToken).
+	// Conn, Producer, Admin and Workers then carry an admin token.
+	RequireAuth bool
+	// ServerOptions are added to the gRPC server's (transport credentials, for example).
+	ServerOptions []grpc.ServerOption
 }
 
 // StorageOptions returns the storage retry options a broker started with opts uses.
@@ -67,6 +74,10 @@ type Bundle struct {
 
 	Store    *sqlite.Store
 	Broker   *broker.Broker
+	// Auth keeps the broker's API tokens.
+	Auth *auth.Authenticator
+	// AdminToken is an admin token when RequireAuth is set.
+	AdminToken string
 	grpc     *grpc.Server
 	Conn     *grpc.ClientConn
 	Producer jobwirev1.ProducerServiceClient
@@ -120,16 +131,52 @@ func (b *Bundle) start() {
 		t.Fatalf("listen: %v", err)
 	}
 	b.Addr = lis.Addr().String()
-	gs, _ := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock})
+	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log})
+	gs, _ := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
+		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions})
 	go func() { _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	b.Store, b.Broker, b.grpc = st, br, gs
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if b.opts.RequireAuth {
+		if b.AdminToken == "" {
+			b.AdminToken = b.Token(auth.RoleAdmin, auth.Scope{})
+		}
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(client.TokenCredentials(b.AdminToken)))
+	}
+	conn, err := grpc.NewClient(b.Addr, dialOpts...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	b.Store, b.Broker, b.grpc, b.Conn = st, br, gs, conn
+	b.Conn = conn
 	b.Producer = jobwirev1.NewProducerServiceClient(conn)
 	b.Admin = jobwirev1.NewAdminServiceClient(conn)
 	b.Workers = jobwirev1.NewWorkerServiceClient(conn)
+}
+
+// Token creates an API token with role and scope and returns it.
+func (b *Bundle) Token(role auth.Role, scope auth.Scope) string {
+	b.t.Helper()
+	token, _, err := b.Auth.Create(context.Background(), auth.CreateParams{Name: "test " + role.String(), Role: role, Scope: scope})
+	if err != nil {
+		b.t.Fatalf("create %s token: %v", role, err)
+	}
+	return token
+}
+
+// DialToken opens a plaintext connection that presents token on every call ("" presents
+// none); it is closed at cleanup.
+func (b *Bundle) DialToken(token string) *grpc.ClientConn {
+	b.t.Helper()
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(client.TokenCredentials(token)))
+	}
+	conn, err := grpc.NewClient(b.Addr, opts...)
+	if err != nil {
+		b.t.Fatalf("dial: %v", err)
+	}
+	b.t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // Stop shuts the broker down (giving workers no grace) and closes the store.
