@@ -72,17 +72,17 @@ type Bundle struct {
 	DBPath string
 	Addr   string
 
-	Store    *sqlite.Store
-	Broker   *broker.Broker
+	Store  *sqlite.Store
+	Broker *broker.Broker
 	// Auth keeps the broker's API tokens.
 	Auth *auth.Authenticator
 	// AdminToken is an admin token when RequireAuth is set.
 	AdminToken string
-	grpc     *grpc.Server
-	Conn     *grpc.ClientConn
-	Producer jobwirev1.ProducerServiceClient
-	Admin    jobwirev1.AdminServiceClient
-	Workers  jobwirev1.WorkerServiceClient
+	grpc       *grpc.Server
+	Conn       *grpc.ClientConn
+	Producer   jobwirev1.ProducerServiceClient
+	Admin      jobwirev1.AdminServiceClient
+	Workers    jobwirev1.WorkerServiceClient
 }
 
 // DefaultConfig is broker.DefaultConfig: tests move the fake clock instead of shortening times.
