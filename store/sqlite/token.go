@@ -55,7 +55,7 @@ func (s *Store) TokenList(ctx context.Context) ([]store.TokenRecord, error) {
 	var out []store.TokenRecord
 	err := s.read(ctx, "token_list", func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := s.r.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at, id`)
+		rows, err := s.r.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at, rowid`)
 		if err != nil {
 			return err
 		}
