@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -33,7 +34,10 @@ type Options struct {
 	Config Config
 	Clock  clock.Clock
 	// Rand draws the retry jitter. Seed it in tests for repeatable waits.
-	Rand   *rand.Rand
+	Rand *rand.Rand
+	// Random supplies the secret part of every lease token. Nil: crypto/rand.Reader, which is
+	// what makes tokens unguessable; tests may pass a seeded source for repeatable tokens.
+	Random io.Reader
 	Logger *slog.Logger
 	// Breakers configures the circuit breakers that hold dispatch back for job types that
 	// fail as a group. Nil: breakers with their defaults.
@@ -50,6 +54,7 @@ type BreakerOptions struct {
 type Broker struct {
 	cfg     Config
 	st      store.Store
+	random  io.Reader
 	clk     clock.Clock
 	log     *slog.Logger
 	triager *triage.Triager
@@ -117,10 +122,11 @@ func New(opts Options) (*Broker, error) {
 		fatal[t] = true
 	}
 	b := &Broker{
-		cfg: opts.Config,
-		st:  opts.Store,
-		clk: opts.Clock,
-		log: opts.Logger,
+		cfg:    opts.Config,
+		st:     opts.Store,
+		random: opts.Random,
+		clk:    opts.Clock,
+		log:    opts.Logger,
 		triager: &triage.Triager{
 			Policy:      opts.Config.policy,
 			AlwaysFatal: fatal,

@@ -254,6 +254,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		WorkerID:   s.workerID,
 		Now:        now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration),
+		Random:     b.random,
 	}
 }
 

@@ -15,7 +15,7 @@ type Message interface{ isMessage() }
 type Assignment struct {
 	Job            *job.Job
 	Attempt        int
-	Token          int64
+	Token          job.LeaseToken
 	LeaseDeadline  time.Time
 	AttemptTimeout time.Duration
 }

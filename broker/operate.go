@@ -25,7 +25,7 @@ const retentionBatch = 500
 
 // racedCancel is a cancel that found no lease in memory for a LEASED job.
 type racedCancel struct {
-	token int64
+	token job.LeaseToken
 	at    time.Time
 }
 

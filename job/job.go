@@ -176,7 +176,7 @@ type Job struct {
 	LastErrorMessage string
 
 	// Lease, while State is Leased or Running.
-	LeaseToken     int64
+	LeaseToken     LeaseToken
 	LeaseExpiresAt time.Time
 	WorkerID       string
 	StartedAt      time.Time // when the current attempt's user code started
@@ -224,8 +224,8 @@ type Failure struct {
 }
 
 // LeaseRef names one lease: a job and the fencing token it was leased with. A message that
-// carries an older token than the job's current one is stale and changes nothing.
+// carries any other token than the job's current one is stale and changes nothing.
 type LeaseRef struct {
 	JobID int64
-	Token int64
+	Token LeaseToken
 }

@@ -95,16 +95,26 @@ func failureFromProto(f *jobwirev1.Failure) *job.Failure {
 	}
 }
 
+// refFromProto reads a lease named on the wire. Text that is not a lease token becomes the zero
+// token, which names no lease: the message is refused as stale like any other wrong token.
+func refFromProto(jobID int64, token string) job.LeaseRef {
+	t, err := job.ParseLeaseToken(token)
+	if err != nil {
+		t = job.LeaseToken{}
+	}
+	return job.LeaseRef{JobID: jobID, Token: t}
+}
+
 func refsFromProto(in []*jobwirev1.LeaseRef) []job.LeaseRef {
 	out := make([]job.LeaseRef, 0, len(in))
 	for _, r := range in {
-		out = append(out, job.LeaseRef{JobID: r.GetJobId(), Token: r.GetLeaseToken()})
+		out = append(out, refFromProto(r.GetJobId(), r.GetLeaseToken()))
 	}
 	return out
 }
 
 func refToProto(r job.LeaseRef) *jobwirev1.LeaseRef {
-	return &jobwirev1.LeaseRef{JobId: r.JobID, LeaseToken: r.Token}
+	return &jobwirev1.LeaseRef{JobId: r.JobID, LeaseToken: r.Token.String()}
 }
 
 func refsToProto(in []job.LeaseRef) []*jobwirev1.LeaseRef {
@@ -141,12 +151,12 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Assignment{Assignment: &jobwirev1.Assignment{
 			Job:            jobToProto(m.Job),
 			Attempt:        int32(m.Attempt),
-			LeaseToken:     m.Token,
+			LeaseToken:     m.Token.String(),
 			LeaseDeadline:  ts(m.LeaseDeadline),
 			AttemptTimeout: dur(m.AttemptTimeout),
 		}}}
 	case broker.ResultAck:
-		ack := &jobwirev1.ResultAck{JobId: m.Ref.JobID, LeaseToken: m.Ref.Token, Decision: decisionToProto[m.Decision.Verdict]}
+		ack := &jobwirev1.ResultAck{JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), Decision: decisionToProto[m.Decision.Verdict]}
 		switch m.Decision.Verdict {
 		case triage.Retry:
 			ack.RetryAt = ts(m.Decision.RetryAt)
@@ -164,11 +174,11 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 			code = 14 // UNAVAILABLE
 		}
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Refused{Refused: &jobwirev1.Refused{
-			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token, RefusedMessage: aboutToProto[m.About], Code: code, Message: m.Message,
+			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), RefusedMessage: aboutToProto[m.About], Code: code, Message: m.Message,
 		}}}
 	case broker.Cancel:
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Cancel{Cancel: &jobwirev1.Cancel{
-			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token, Reason: cancelToProto[m.Reason],
+			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), Reason: cancelToProto[m.Reason],
 		}}}
 	case broker.Drain:
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Drain{Drain: &jobwirev1.DrainRequest{Reason: m.Reason}}}

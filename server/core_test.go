@@ -12,6 +12,7 @@ import (
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/retry"
 )
 
@@ -259,6 +260,16 @@ func TestEnqueueBatchIsAllOrNothing(t *testing.T) {
 	}
 }
 
+// tokenOf reads an assignment's lease token, failing the test if it is not one.
+func tokenOf(t *testing.T, a *jobwirev1.Assignment) job.LeaseToken {
+	t.Helper()
+	tok, err := job.ParseLeaseToken(a.GetLeaseToken())
+	if err != nil {
+		t.Fatalf("assignment of job %d: lease token %q: %v", a.GetJob().GetId(), a.GetLeaseToken(), err)
+	}
+	return tok
+}
+
 func TestStaleFencingTokenRefused(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
@@ -267,19 +278,25 @@ func TestStaleFencingTokenRefused(t *testing.T) {
 	a := w.Assignment()
 	w.Started(a)
 	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
-	stale := &jobwirev1.Assignment{Job: a.GetJob(), LeaseToken: a.GetLeaseToken() - 1}
-	for name, send := range map[string]func() *jobwirev1.ConnectResponse{
-		"result": func() *jobwirev1.ConnectResponse { return w.Succeed(stale) },
-		"heartbeat": func() *jobwirev1.ConnectResponse {
-			w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{
-				Leases: []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: stale.GetLeaseToken()}}}}})
-			return w.Next()
-		},
-	} {
-		m := send()
-		r := m.GetRefused()
-		if r == nil || codes.Code(r.GetCode()) != codes.FailedPrecondition || r.GetJobId() != id {
-			t.Fatalf("%s with a stale token: got %v, want refused FAILED_PRECONDITION", name, m)
+	cur := tokenOf(t, a)
+	earlier, guessed := cur, cur
+	earlier.Seq--            // the lease before this one, as an integer token would have been
+	guessed.Secret[0] ^= 0x1 // the right number with a wrong secret
+	for _, tok := range []string{earlier.String(), guessed.String(), "", "1", "not a token", a.GetLeaseToken() + "0"} {
+		stale := &jobwirev1.Assignment{Job: a.GetJob(), LeaseToken: tok}
+		for name, send := range map[string]func() *jobwirev1.ConnectResponse{
+			"result": func() *jobwirev1.ConnectResponse { return w.Succeed(stale) },
+			"heartbeat": func() *jobwirev1.ConnectResponse {
+				w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{
+					Leases: []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: stale.GetLeaseToken()}}}}})
+				return w.Next()
+			},
+		} {
+			m := send()
+			r := m.GetRefused()
+			if r == nil || codes.Code(r.GetCode()) != codes.FailedPrecondition || r.GetJobId() != id {
+				t.Fatalf("%s with token %q: got %v, want refused FAILED_PRECONDITION", name, tok, m)
+			}
 		}
 	}
 	if j := getJob(t, b, id); j.GetState() != jobwirev1.JobState_JOB_STATE_RUNNING || j.GetAttempts() != 1 {
@@ -311,7 +328,7 @@ func TestRunningJobOfKilledWorkerRetriedAfterLeaseExpiry(t *testing.T) {
 	}
 	b.Clock.Advance(5 * time.Second)
 	a2 := w2.Assignment()
-	if a2.GetJob().GetId() != id || a2.GetAttempt() != 2 || a2.GetLeaseToken() <= a.GetLeaseToken() {
+	if a2.GetJob().GetId() != id || a2.GetAttempt() != 2 || tokenOf(t, a2).Seq <= tokenOf(t, a).Seq {
 		t.Fatalf("retry assignment = %v", a2)
 	}
 	w2.Started(a2)
@@ -402,7 +419,7 @@ func TestReconnectedWorkerDeliversResult(t *testing.T) {
 	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	w1.Kill()
 	hello := brokertest.Hello("w1", 1, "t")
-	hello.Held = []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: a.GetLeaseToken()}, {JobId: 999, LeaseToken: 1}}
+	hello.Held = []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: a.GetLeaseToken()}, {JobId: 999, LeaseToken: "1.00000000000000000000000000000001"}}
 	w2 := b.Connect(hello)
 	if lost := w2.Welcome.GetLost(); len(lost) != 1 || lost[0].GetJobId() != 999 {
 		t.Fatalf("lost = %v", lost)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
-	"github.com/jobwire/jobwire/job"
 )
 
 type workers struct {
@@ -94,12 +93,12 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 		}
 		switch m := msg.GetMessage().(type) {
 		case *jobwirev1.ConnectRequest_Started:
-			sess.Started(job.LeaseRef{JobID: m.Started.GetJobId(), Token: m.Started.GetLeaseToken()})
+			sess.Started(refFromProto(m.Started.GetJobId(), m.Started.GetLeaseToken()))
 		case *jobwirev1.ConnectRequest_Heartbeat:
 			sess.Heartbeat(refsFromProto(m.Heartbeat.GetLeases()))
 		case *jobwirev1.ConnectRequest_Result:
 			r := m.Result
-			ref := job.LeaseRef{JobID: r.GetJobId(), Token: r.GetLeaseToken()}
+			ref := refFromProto(r.GetJobId(), r.GetLeaseToken())
 			switch o := r.GetOutcome().(type) {
 			case *jobwirev1.Result_Success:
 				sess.Result(ref, nil)
@@ -109,7 +108,7 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 				return status.Errorf(codes.InvalidArgument, "result for job %d: outcome must be success or failure", r.GetJobId())
 			}
 		case *jobwirev1.ConnectRequest_Release:
-			sess.Release(job.LeaseRef{JobID: m.Release.GetJobId(), Token: m.Release.GetLeaseToken()})
+			sess.Release(refFromProto(m.Release.GetJobId(), m.Release.GetLeaseToken()))
 		case *jobwirev1.ConnectRequest_Drain:
 			sess.Drain()
 		case *jobwirev1.ConnectRequest_Hello:

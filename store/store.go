@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/jobwire/jobwire/job"
@@ -168,6 +169,9 @@ type JobLeaseParams struct {
 	WorkerID   string
 	Now        time.Time
 	LeaseUntil time.Time
+	// Random supplies each lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader,
+	// so tokens cannot be guessed.
+	Random io.Reader
 }
 
 // JobStartParams marks user code started.

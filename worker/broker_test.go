@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -277,8 +278,8 @@ func (bs *brokerStream) assign(id int64, jobType string, payload string) *jobwir
 
 func (bs *brokerStream) assignWith(a *jobwirev1.Assignment) *jobwirev1.LeaseRef {
 	bs.t.Helper()
-	if a.LeaseToken == 0 {
-		a.LeaseToken = 100 + a.GetJob().GetId()
+	if a.LeaseToken == "" {
+		a.LeaseToken = fmt.Sprintf("1.%032x", 100+a.GetJob().GetId())
 	}
 	bs.send(&jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Assignment{Assignment: a}})
 	return &jobwirev1.LeaseRef{JobId: a.GetJob().GetId(), LeaseToken: a.LeaseToken}

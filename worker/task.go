@@ -13,10 +13,10 @@ import (
 // leaseRef names one lease: every message about a job carries both parts.
 type leaseRef struct {
 	jobID int64
-	token int64
+	token string
 }
 
-func refOf(jobID, token int64) leaseRef { return leaseRef{jobID: jobID, token: token} }
+func refOf(jobID int64, token string) leaseRef { return leaseRef{jobID: jobID, token: token} }
 
 func (r leaseRef) proto() *jobwirev1.LeaseRef {
 	return &jobwirev1.LeaseRef{JobId: r.jobID, LeaseToken: r.token}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,8 +40,8 @@ type Job struct {
 	// means no limit.
 	AttemptTimeout time.Duration
 	// LeaseToken is the fencing token of this attempt, useful to make side effects idempotent
-	// per attempt.
-	LeaseToken int64
+	// per attempt. It is opaque: compare it for equality only.
+	LeaseToken string
 }
 
 // Options configure a Worker.
@@ -409,7 +410,7 @@ func (w *Worker) sortedRefsLocked() []leaseRef {
 		if a.jobID != b.jobID {
 			return compareInt64(a.jobID, b.jobID)
 		}
-		return compareInt64(a.token, b.token)
+		return strings.Compare(a.token, b.token)
 	})
 	return refs
 }

@@ -87,14 +87,14 @@ func TestSuccessStartedThenResult(t *testing.T) {
 			MaxAttempts: 5, IdempotencyKey: "k1",
 		},
 		Attempt:        2,
-		LeaseToken:     7,
+		LeaseToken:     "7.0123456789abcdef0123456789abcdef",
 		AttemptTimeout: durationpb.New(time.Hour),
 	})
 	// Started is on the wire while user code is still blocked.
 	bs.started(ref)
 	j := g.waitEntered(t)
 	want := Job{ID: 1, Type: "email.send", Queue: "mail", Payload: []byte(`{"to":"a@b"}`), Priority: 3,
-		Attempt: 2, MaxAttempts: 5, IdempotencyKey: "k1", AttemptTimeout: time.Hour, LeaseToken: 7}
+		Attempt: 2, MaxAttempts: 5, IdempotencyKey: "k1", AttemptTimeout: time.Hour, LeaseToken: "7.0123456789abcdef0123456789abcdef"}
 	if !reflect.DeepEqual(*j, want) {
 		t.Errorf("handler got %+v, want %+v", *j, want)
 	}

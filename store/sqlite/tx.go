@@ -148,8 +148,12 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			// Nothing else writes between the read above and this update: the transaction
 			// holds the write lock. The state = 2 condition and the count check still turn a
 			// broken assumption into an error rather than a second lease of the same job.
-			n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_expires_at = ?, worker_id = ?
-				WHERE id = ? AND state = 2`, j.LeaseToken+1, until, p.WorkerID, j.ID)
+			token, err := job.NewLeaseToken(j.LeaseToken.Seq, p.Random)
+			if err != nil {
+				return nil, err
+			}
+			n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_secret = ?, lease_expires_at = ?,
+				worker_id = ? WHERE id = ? AND state = 2`, token.Seq, token.Secret[:], until, p.WorkerID, j.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -157,7 +161,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 				return nil, fmt.Errorf("lease job %d: it changed while being leased", j.ID)
 			}
 			j.State = job.StateLeased
-			j.LeaseToken++
+			j.LeaseToken = token
 			j.LeaseExpiresAt = p.LeaseUntil
 			j.WorkerID = p.WorkerID
 			if capped {
@@ -197,8 +201,8 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = ?,
 		lease_expires_at = ?, attempt_deadline = ?
-		WHERE id = ? AND lease_token = ? AND state = 3`,
-		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token)
+		WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state = 3`,
+		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
 	return n == 1, err
 }
 
@@ -219,8 +223,8 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		// index that need not be checked. The successful attempt needs no row of its own: the
 		// job row holds its worker, start, end and number, and JobGet reports it from there.
 		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?
-			WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
-			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token)
+			WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,
+			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
 		if err != nil {
 			return false, err
 		}
@@ -235,10 +239,10 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 			finished_at = ?, dead_reason = ?,
 			last_error_type = CASE WHEN ? = '' THEN last_error_type ELSE ? END,
 			last_error_message = CASE WHEN ? = '' THEN last_error_message ELSE ? END
-			WHERE id = ? AND lease_token = ? AND state IN (3, 4) RETURNING attempt_base`,
+			WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4) RETURNING attempt_base`,
 		int(p.State), a.Number, runAt, finished, int(p.DeadReason),
 		a.ErrorType, a.ErrorType, a.ErrorType, a.Message,
-		p.Ref.JobID, p.Ref.Token)
+		p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
 	err := row.Scan(&base)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t.alreadyFinished(p)
@@ -263,15 +267,15 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 
 func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
-		WHERE id = ? AND lease_token = ? AND state = 3`, ref.JobID, ref.Token)
+		WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID, ref.Token.Seq, ref.Token.Secret[:])
 	return n == 1, err
 }
 
 func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
 	var out []job.LeaseRef
 	for _, r := range refs {
-		n, err := t.exec(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
-			nanos(until), r.JobID, r.Token)
+		n, err := t.exec(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,
+			nanos(until), r.JobID, r.Token.Seq, r.Token.Secret[:])
 		if err != nil {
 			return nil, err
 		}
@@ -283,8 +287,8 @@ func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseR
 }
 
 func (t *tx) JobGetHeld(ref job.LeaseRef) (*job.Job, error) {
-	jobs, err := t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE id = ? AND lease_token = ? AND state IN (3, 4)`,
-		ref.JobID, ref.Token)
+	jobs, err := t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,
+		ref.JobID, ref.Token.Seq, ref.Token.Secret[:])
 	if err != nil {
 		return nil, err
 	}
@@ -361,14 +365,17 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 // still counts once.
 func (t *tx) alreadyFinished(p *store.JobFinishParams) (bool, error) {
 	var state, attempts int
-	var token int64
-	err := t.queryRow(`SELECT state, attempts, lease_token FROM jobs WHERE id = ?`, p.Ref.JobID).Scan(&state, &attempts, &token)
+	var token job.LeaseToken
+	var secret []byte
+	err := t.queryRow(`SELECT state, attempts, lease_token, lease_secret FROM jobs WHERE id = ?`, p.Ref.JobID).
+		Scan(&state, &attempts, &token.Seq, &secret)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
+	copy(token.Secret[:], secret)
 	return token == p.Ref.Token && attempts == p.Attempt.Number && job.State(state) == p.State, nil
 }
 
@@ -395,7 +402,8 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "[%d,%d,%d,%d,%d]", p.Ref.JobID, p.Ref.Token, p.Attempt.Number, nanos(p.Attempt.StartedAt), nanos(p.Now))
+		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d]`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
+			nanos(p.Attempt.StartedAt), nanos(p.Now))
 	}
 	b.WriteByte(']')
 	// A savepoint lets a batch with a stale lease in it be stored again one result at a time,
@@ -403,10 +411,11 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	if _, err := t.exec(`SAVEPOINT succeed_many`); err != nil {
 		return nil, err
 	}
-	n, err := t.exec(`UPDATE jobs SET state = 5, attempts = f.value ->> 2, started_at = f.value ->> 3,
-		finished_at = f.value ->> 4
+	n, err := t.exec(`UPDATE jobs SET state = 5, attempts = f.value ->> 3, started_at = f.value ->> 4,
+		finished_at = f.value ->> 5
 		FROM json_each(?) AS f
-		WHERE jobs.id = f.value ->> 0 AND jobs.lease_token = f.value ->> 1 AND jobs.state IN (3, 4)`, b.String())
+		WHERE jobs.id = f.value ->> 0 AND jobs.lease_token = f.value ->> 1
+		AND jobs.lease_secret = unhex(f.value ->> 2) AND jobs.state IN (3, 4)`, b.String())
 	if err != nil {
 		return nil, err
 	}

@@ -501,10 +501,12 @@ func (*ConnectResponse_Cancel) isConnectResponse_Message() {}
 func (*ConnectResponse_Drain) isConnectResponse_Message() {}
 
 // LeaseRef names one lease: a job and the fencing token it was assigned with.
+// A lease token is an opaque string of at most 64 bytes that carries 128 random bits; the
+// integer tokens of earlier versions used the field numbers now reserved.
 type LeaseRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken    int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken    string                 `protobuf:"bytes,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,11 +548,11 @@ func (x *LeaseRef) GetJobId() int64 {
 	return 0
 }
 
-func (x *LeaseRef) GetLeaseToken() int64 {
+func (x *LeaseRef) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 // Hello must be the first message on a stream.
@@ -640,7 +642,7 @@ func (x *Hello) GetHeld() []*LeaseRef {
 type Started struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken    int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken    string                 `protobuf:"bytes,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,11 +684,11 @@ func (x *Started) GetJobId() int64 {
 	return 0
 }
 
-func (x *Started) GetLeaseToken() int64 {
+func (x *Started) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 // Heartbeat extends the leases it names by the broker's lease duration.
@@ -738,7 +740,7 @@ func (x *Heartbeat) GetLeases() []*LeaseRef {
 type Result struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	JobId      int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken string                 `protobuf:"bytes,5,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	// Types that are valid to be assigned to Outcome:
 	//
 	//	*Result_Success
@@ -785,11 +787,11 @@ func (x *Result) GetJobId() int64 {
 	return 0
 }
 
-func (x *Result) GetLeaseToken() int64 {
+func (x *Result) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 func (x *Result) GetOutcome() isResult_Outcome {
@@ -953,7 +955,7 @@ func (x *Failure) GetRetryAfter() *durationpb.Duration {
 type Release struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken    int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken    string                 `protobuf:"bytes,4,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -996,11 +998,11 @@ func (x *Release) GetJobId() int64 {
 	return 0
 }
 
-func (x *Release) GetLeaseToken() int64 {
+func (x *Release) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 func (x *Release) GetReason() string {
@@ -1125,9 +1127,8 @@ type Assignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// This attempt's number, starting at 1.
-	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// Fencing token: every message about this job must carry it.
-	LeaseToken    int64                  `protobuf:"varint,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	LeaseToken    string                 `protobuf:"bytes,6,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	LeaseDeadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_deadline,json=leaseDeadline,proto3" json:"lease_deadline,omitempty"`
 	// How long user code may run; the broker cancels the attempt after this.
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
@@ -1179,11 +1180,11 @@ func (x *Assignment) GetAttempt() int32 {
 	return 0
 }
 
-func (x *Assignment) GetLeaseToken() int64 {
+func (x *Assignment) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 func (x *Assignment) GetLeaseDeadline() *timestamppb.Timestamp {
@@ -1204,7 +1205,7 @@ func (x *Assignment) GetAttemptTimeout() *durationpb.Duration {
 type ResultAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken    int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken    string                 `protobuf:"bytes,6,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	Decision      Decision               `protobuf:"varint,3,opt,name=decision,proto3,enum=jobwire.v1.Decision" json:"decision,omitempty"`
 	RetryAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
 	DeadReason    DeadReason             `protobuf:"varint,5,opt,name=dead_reason,json=deadReason,proto3,enum=jobwire.v1.DeadReason" json:"dead_reason,omitempty"`
@@ -1249,11 +1250,11 @@ func (x *ResultAck) GetJobId() int64 {
 	return 0
 }
 
-func (x *ResultAck) GetLeaseToken() int64 {
+func (x *ResultAck) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 func (x *ResultAck) GetDecision() Decision {
@@ -1336,7 +1337,7 @@ func (x *HeartbeatAck) GetLeaseDeadline() *timestamppb.Timestamp {
 type Refused struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	JobId          int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken     int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken     string                 `protobuf:"bytes,6,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	RefusedMessage RefusedMessage         `protobuf:"varint,3,opt,name=refused_message,json=refusedMessage,proto3,enum=jobwire.v1.RefusedMessage" json:"refused_message,omitempty"`
 	Code           uint32                 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
 	Message        string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
@@ -1381,11 +1382,11 @@ func (x *Refused) GetJobId() int64 {
 	return 0
 }
 
-func (x *Refused) GetLeaseToken() int64 {
+func (x *Refused) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 func (x *Refused) GetRefusedMessage() RefusedMessage {
@@ -1414,7 +1415,7 @@ func (x *Refused) GetMessage() string {
 type Cancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	LeaseToken    int64                  `protobuf:"varint,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	LeaseToken    string                 `protobuf:"bytes,4,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	Reason        CancelReason           `protobuf:"varint,3,opt,name=reason,proto3,enum=jobwire.v1.CancelReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1457,11 +1458,11 @@ func (x *Cancel) GetJobId() int64 {
 	return 0
 }
 
-func (x *Cancel) GetLeaseToken() int64 {
+func (x *Cancel) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
 	}
-	return 0
+	return ""
 }
 
 func (x *Cancel) GetReason() CancelReason {
@@ -1542,30 +1543,30 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\arefused\x18\x05 \x01(\v2\x13.jobwire.v1.RefusedH\x00R\arefused\x12,\n" +
 	"\x06cancel\x18\x06 \x01(\v2\x12.jobwire.v1.CancelH\x00R\x06cancel\x120\n" +
 	"\x05drain\x18\a \x01(\v2\x18.jobwire.v1.DrainRequestH\x00R\x05drainB\t\n" +
-	"\amessage\"B\n" +
+	"\amessage\"H\n" +
 	"\bLeaseRef\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
-	"leaseToken\"\x9f\x01\n" +
+	"\vlease_token\x18\x03 \x01(\tR\n" +
+	"leaseTokenJ\x04\b\x02\x10\x03\"\x9f\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1b\n" +
 	"\tjob_types\x18\x02 \x03(\tR\bjobTypes\x12\x16\n" +
 	"\x06queues\x18\x03 \x03(\tR\x06queues\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12(\n" +
-	"\x04held\x18\x05 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04held\"A\n" +
+	"\x04held\x18\x05 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04held\"G\n" +
 	"\aStarted\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
-	"leaseToken\"9\n" +
+	"\vlease_token\x18\x03 \x01(\tR\n" +
+	"leaseTokenJ\x04\b\x02\x10\x03\"9\n" +
 	"\tHeartbeat\x12,\n" +
-	"\x06leases\x18\x01 \x03(\v2\x14.jobwire.v1.LeaseRefR\x06leases\"\xad\x01\n" +
+	"\x06leases\x18\x01 \x03(\v2\x14.jobwire.v1.LeaseRefR\x06leases\"\xb3\x01\n" +
 	"\x06Result\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
+	"\vlease_token\x18\x05 \x01(\tR\n" +
 	"leaseToken\x12/\n" +
 	"\asuccess\x18\x03 \x01(\v2\x13.jobwire.v1.SuccessH\x00R\asuccess\x12/\n" +
 	"\afailure\x18\x04 \x01(\v2\x13.jobwire.v1.FailureH\x00R\afailureB\t\n" +
-	"\aoutcome\"\t\n" +
+	"\aoutcomeJ\x04\b\x02\x10\x03\"\t\n" +
 	"\aSuccess\"\xc5\x01\n" +
 	"\aFailure\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.jobwire.v1.FailureKindR\x04kind\x12\x1d\n" +
@@ -1574,50 +1575,50 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
 	"\adetails\x18\x04 \x01(\tR\adetails\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"Y\n" +
+	"retryAfter\"_\n" +
 	"\aRelease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
+	"\vlease_token\x18\x04 \x01(\tR\n" +
 	"leaseToken\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\a\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonJ\x04\b\x02\x10\x03\"\a\n" +
 	"\x05Drain\"\xde\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12@\n" +
 	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12(\n" +
-	"\x04lost\x18\x04 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04lost\"\xf1\x01\n" +
+	"\x04lost\x18\x04 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04lost\"\xf7\x01\n" +
 	"\n" +
 	"Assignment\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x1f\n" +
-	"\vlease_token\x18\x03 \x01(\x03R\n" +
+	"\vlease_token\x18\x06 \x01(\tR\n" +
 	"leaseToken\x12A\n" +
 	"\x0elease_deadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rleaseDeadline\x12B\n" +
-	"\x0fattempt_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\"\xe5\x01\n" +
+	"\x0fattempt_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeoutJ\x04\b\x03\x10\x04\"\xeb\x01\n" +
 	"\tResultAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
+	"\vlease_token\x18\x06 \x01(\tR\n" +
 	"leaseToken\x120\n" +
 	"\bdecision\x18\x03 \x01(\x0e2\x14.jobwire.v1.DecisionR\bdecision\x125\n" +
 	"\bretry_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x127\n" +
 	"\vdead_reason\x18\x05 \x01(\x0e2\x16.jobwire.v1.DeadReasonR\n" +
-	"deadReason\"\x83\x01\n" +
+	"deadReasonJ\x04\b\x02\x10\x03\"\x83\x01\n" +
 	"\fHeartbeatAck\x120\n" +
 	"\bextended\x18\x01 \x03(\v2\x14.jobwire.v1.LeaseRefR\bextended\x12A\n" +
-	"\x0elease_deadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rleaseDeadline\"\xb4\x01\n" +
+	"\x0elease_deadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rleaseDeadline\"\xba\x01\n" +
 	"\aRefused\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
+	"\vlease_token\x18\x06 \x01(\tR\n" +
 	"leaseToken\x12C\n" +
 	"\x0frefused_message\x18\x03 \x01(\x0e2\x1a.jobwire.v1.RefusedMessageR\x0erefusedMessage\x12\x12\n" +
 	"\x04code\x18\x04 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"r\n" +
+	"\amessage\x18\x05 \x01(\tR\amessageJ\x04\b\x02\x10\x03\"x\n" +
 	"\x06Cancel\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
-	"\vlease_token\x18\x02 \x01(\x03R\n" +
+	"\vlease_token\x18\x04 \x01(\tR\n" +
 	"leaseToken\x120\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x18.jobwire.v1.CancelReasonR\x06reason\"&\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x18.jobwire.v1.CancelReasonR\x06reasonJ\x04\b\x02\x10\x03\"&\n" +
 	"\fDrainRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason*c\n" +
 	"\bDecision\x12\x18\n" +

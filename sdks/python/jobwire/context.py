@@ -35,7 +35,7 @@ class JobContext:
         self.payload: bytes = bytes(job.payload)
         self.attempt: int = assignment.attempt
         self.max_attempts: int = job.max_attempts
-        self.lease_token: int = assignment.lease_token
+        self.lease_token: str = assignment.lease_token
         self.attempt_timeout: Optional[float] = (
             assignment.attempt_timeout.ToNanoseconds() / 1e9
             if assignment.HasField("attempt_timeout")

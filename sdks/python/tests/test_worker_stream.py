@@ -87,14 +87,14 @@ def assignment(job_id, job_type="echo", token=None, payload=b"{}"):
     return pb.Assignment(
         job=job_pb2.Job(id=job_id, type=job_type, payload=payload, max_attempts=4),
         attempt=1,
-        lease_token=token if token is not None else job_id * 100,
+        lease_token=token if token is not None else str(job_id * 100),
     )
 
 
 def ack(job_id, token=None):
     return pb.ResultAck(
         job_id=job_id,
-        lease_token=token if token is not None else job_id * 100,
+        lease_token=token if token is not None else str(job_id * 100),
         decision=pb.DECISION_SUCCEEDED,
     )
 
@@ -174,9 +174,9 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
 
         s.send(assignment=assignment(1))
         started = await s.recv("started")
-        self.assertEqual((started.job_id, started.lease_token), (1, 100))
+        self.assertEqual((started.job_id, started.lease_token), (1, "100"))
         result = await s.recv("result")
-        self.assertEqual((result.job_id, result.lease_token), (1, 100))
+        self.assertEqual((result.job_id, result.lease_token), (1, "100"))
         self.assertTrue(result.HasField("success"))
         s.send(result_ack=ack(1))
 
@@ -226,7 +226,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         first = await s.recv("result")
         s.send(
             refused=pb.Refused(
-                job_id=1, lease_token=100, refused_message=pb.REFUSED_MESSAGE_RESULT, code=14
+                job_id=1, lease_token="100", refused_message=pb.REFUSED_MESSAGE_RESULT, code=14
             )
         )
         again = await s.recv("result")
@@ -242,7 +242,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         await s.recv("result")
         s.send(
             refused=pb.Refused(
-                job_id=1, lease_token=100, refused_message=pb.REFUSED_MESSAGE_RESULT, code=9
+                job_id=1, lease_token="100", refused_message=pb.REFUSED_MESSAGE_RESULT, code=9
             )
         )
         # Dropping frees the slot, so shutdown completes without a ResultAck.
@@ -253,7 +253,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         task, s, _ = await self.start(w)
         s.send(assignment=assignment(1, "block"))
         await s.recv("started")
-        s.send(cancel=pb.Cancel(job_id=1, lease_token=100, reason=pb.CANCEL_REASON_TIMEOUT))
+        s.send(cancel=pb.Cancel(job_id=1, lease_token="100", reason=pb.CANCEL_REASON_TIMEOUT))
         await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
         # The next message is the Drain, not a Result for the cancelled job.
         await self.stop_and_expect_drain(w, task, s)
@@ -265,7 +265,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         await s.recv("started")
         s.send(assignment=assignment(2, "echo"))
         rel = await s.recv("release")
-        self.assertEqual((rel.job_id, rel.lease_token), (2, 200))
+        self.assertEqual((rel.job_id, rel.lease_token), (2, "200"))
         self.release_block.set()
         await s.recv("result")
         s.send(result_ack=ack(1))
@@ -279,7 +279,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         hb = await s.recv("heartbeat")
         while not hb.leases:
             hb = await s.recv("heartbeat")
-        self.assertEqual([(l.job_id, l.lease_token) for l in hb.leases], [(1, 100)])
+        self.assertEqual([(l.job_id, l.lease_token) for l in hb.leases], [(1, "100")])
         self.release_block.set()
         await s.recv("result")
         s.send(result_ack=ack(1))
@@ -294,7 +294,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
 
         s2 = await self.broker.next_stream()
         hello = await s2.recv("hello")
-        self.assertEqual([(l.job_id, l.lease_token) for l in hello.held], [(1, 100)])
+        self.assertEqual([(l.job_id, l.lease_token) for l in hello.held], [(1, "100")])
         s2.send(welcome=pb.Welcome(session_id="s2", lease_duration=dur(30), heartbeat_interval=dur(60)))
         self.release_block.set()
         r = await s2.recv("result")
@@ -304,7 +304,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         s2.fail()
         s3 = await self.broker.next_stream()
         hello = await s3.recv("hello")
-        self.assertEqual([(l.job_id, l.lease_token) for l in hello.held], [(1, 100)])
+        self.assertEqual([(l.job_id, l.lease_token) for l in hello.held], [(1, "100")])
         s3.send(welcome=pb.Welcome(session_id="s3", lease_duration=dur(30), heartbeat_interval=dur(60)))
         self.assertEqual(await s3.recv("result"), r)
         s3.send(result_ack=ack(1))
@@ -323,7 +323,7 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
                 session_id="s2",
                 lease_duration=dur(30),
                 heartbeat_interval=dur(60),
-                lost=[pb.LeaseRef(job_id=1, lease_token=100)],
+                lost=[pb.LeaseRef(job_id=1, lease_token="100")],
             )
         )
         await asyncio.wait_for(self.seen_cancel.wait(), WAIT)

@@ -1,0 +1,171 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// A lease is fenced by its whole token: the statements that act on a lease find it only by the
+// job's lease number and its secret, each compared for equality.
+func TestLeaseFencingComparesTheSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := insertJob(ctx, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	var leased []*job.Job
+	random := rand.NewChaCha8([32]byte{7})
+	err = s.Write(ctx, "lease", func(tx store.Tx) error {
+		leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: 1, WorkerID: "w",
+			Now: now, LeaseUntil: now.Add(time.Minute), Random: random})
+		return err
+	})
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease: %v %v", leased, err)
+	}
+	tok := leased[0].LeaseToken
+	want := job.LeaseToken{Seq: 1}
+	if _, err := rand.NewChaCha8([32]byte{7}).Read(want.Secret[:]); err != nil {
+		t.Fatal(err)
+	}
+	if tok != want {
+		t.Fatalf("token = %v, want %v: the secret comes from the injected source", tok, want)
+	}
+	id := leased[0].ID
+	wrong := tok
+	wrong.Secret[15] ^= 0x80
+	for _, ref := range []job.LeaseRef{{JobID: id, Token: wrong}, {JobID: id, Token: job.LeaseToken{Seq: tok.Seq}}} {
+		err := s.Write(ctx, "fenced", func(tx store.Tx) error {
+			if _, err := tx.JobGetHeld(ref); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("JobGetHeld(%v) = %v, want ErrNotFound", ref.Token, err)
+			}
+			if ext, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now.Add(time.Hour)); err != nil || len(ext) != 0 {
+				t.Errorf("JobExtendLeases(%v) = %v, %v; want nothing extended", ref.Token, ext, err)
+			}
+			if ok, err := tx.JobStart(&store.JobStartParams{Ref: ref, Now: now}); err != nil || ok {
+				t.Errorf("JobStart(%v) = %v, %v; want refused", ref.Token, ok, err)
+			}
+			if ok, err := tx.JobRelease(ref); err != nil || ok {
+				t.Errorf("JobRelease(%v) = %v, %v; want refused", ref.Token, ok, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A batch of successes with one wrong token among them applies exactly the right ones.
+	var refs []job.LeaseRef
+	for range succeedManyMin {
+		if _, err := insertJob(ctx, s, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = s.Write(ctx, "lease", func(tx store.Tx) error {
+		leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: succeedManyMin, WorkerID: "w",
+			Now: now, LeaseUntil: now.Add(time.Minute)})
+		return err
+	})
+	if err != nil || len(leased) != succeedManyMin {
+		t.Fatalf("lease: %v %v", leased, err)
+	}
+	var ps []*store.JobFinishParams
+	for i, j := range leased {
+		ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+		if i == 1 {
+			ref.Token.Secret[0] ^= 1
+		}
+		refs = append(refs, ref)
+		ps = append(ps, &store.JobFinishParams{Ref: ref, Queue: j.Queue, Type: j.Type, State: job.StateSucceeded,
+			Now: now, Attempt: job.Attempt{Number: 1, StartedAt: now, FinishedAt: now, Outcome: job.OutcomeSucceeded}})
+	}
+	var applied []bool
+	if err := s.Write(ctx, "succeed", func(tx store.Tx) error {
+		applied, err = tx.JobSucceedMany(ps)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range applied {
+		if ok != (i != 1) {
+			t.Errorf("success %d (token %v) applied = %v", i, refs[i].Token, ok)
+		}
+	}
+}
+
+// Leases granted before migration 006 carry guessable integer tokens: after it they are still
+// leased (nothing is lost, the sweep ends them when they expire), but no integer-only token
+// names them any more.
+func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "jobwire.db")
+	db, err := sql.Open("sqlite", fileDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if strings.HasSuffix(m.name, "_lease_secrets.up.sql") {
+			break
+		}
+		if _, err := db.ExecContext(ctx, m.sql); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?)`, m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO jobs (id, type, queue, payload, priority, state, attempts, max_attempts, run_at, created_at,
+			attempt_timeout_ns, lease_token, lease_expires_at, worker_id, started_at)
+		VALUES (1, 't', 'default', x'', 0, 4, 1, 5, 0, 0, 1000000000, 3, 9000000000000000000, 'w', 0),
+		       (2, 't', 'default', x'', 0, 3, 0, 5, 0, 0, 1000000000, 1, 9000000000000000000, 'w', NULL),
+		       (3, 't', 'default', x'', 0, 2, 0, 5, 0, 0, 1000000000, 2, NULL, '', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var running []*job.Job
+	err = s.Write(ctx, "check", func(tx store.Tx) error {
+		for _, ref := range []job.LeaseRef{{JobID: 1, Token: job.LeaseToken{Seq: 3}}, {JobID: 2, Token: job.LeaseToken{Seq: 1}}} {
+			if _, err := tx.JobGetHeld(ref); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("job %d: its integer token still names the lease (%v)", ref.JobID, err)
+			}
+		}
+		running, err = tx.JobListRunning()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(running) != 1 || running[0].ID != 1 || running[0].LeaseToken.Seq != 3 || running[0].LeaseToken.Secret == ([job.SecretSize]byte{}) {
+		t.Fatalf("running after the migration = %+v, want job 1 still leased, with its number and a secret", running)
+	}
+}
