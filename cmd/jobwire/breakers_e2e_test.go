@@ -88,7 +88,7 @@ func TestBreakersCommandsAgainstRealBroker(t *testing.T) {
 			charge = br
 		}
 	}
-	if charge == nil || charge["state"] != "BREAKER_STATE_OPEN" || charge["failuresInWindow"] != float64(2) {
+	if charge == nil || charge["state"] != "open" || charge["failuresInWindow"] != float64(2) {
 		t.Fatalf("list --json: %s", r.stdout)
 	}
 

@@ -11,23 +11,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-// printJSON writes m as protobuf JSON: field names in lowerCamelCase, enums by name, 64-bit
-// integers as strings, exactly as any other protobuf JSON reader expects.
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encode response: %w", err)
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
-}
 
 // newTable starts an aligned table; call Flush when done.
 func newTable(w io.Writer) *tabwriter.Writer {
