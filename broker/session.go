@@ -176,7 +176,7 @@ func (s *Session) Started(ref job.LeaseRef) {
 		return
 	}
 	l.started, l.startedAt = true, now
-	timeout := l.job.AttemptTimeout
+	timeout, attempt := l.job.AttemptTimeout, l.attempt
 	b.mu.Unlock()
 	var ok bool
 	o := &op{name: "start", starts: ref}
@@ -186,7 +186,7 @@ func (s *Session) Started(ref job.LeaseRef) {
 			return nil
 		}
 		var err error
-		ok, err = tx.JobStart(&store.JobStartParams{Ref: ref, Now: now,
+		ok, err = tx.JobStart(&store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
 			LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)})
 		return err
 	}

@@ -71,7 +71,9 @@ type Tx interface {
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.
 	JobLease(p *JobLeaseParams) ([]*job.Job, error)
-	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts.
+	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
+	// already RUNNING under the same lease and attempt is reported as started too: the same
+	// start stored again (see Rerun).
 	JobStart(p *JobStartParams) (bool, error)
 	// JobFinish ends a held job's attempt: it records the attempt and sets the job's next state.
 	JobFinish(p *JobFinishParams) (bool, error)
@@ -176,7 +178,10 @@ type JobLeaseParams struct {
 
 // JobStartParams marks user code started.
 type JobStartParams struct {
-	Ref             job.LeaseRef
+	Ref job.LeaseRef
+	// Attempt is the number the attempt has once started (the job's attempts after the start):
+	// a start found already stored counts as this one only if it has the same number.
+	Attempt         int
 	Now             time.Time
 	LeaseUntil      time.Time
 	AttemptDeadline time.Time

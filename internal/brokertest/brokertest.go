@@ -20,6 +20,7 @@ import (
 	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/server"
+	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
@@ -52,6 +53,9 @@ type Options struct {
 	RequireAuth bool
 	// ServerOptions are added to the gRPC server's (transport credentials, for example).
 	ServerOptions []grpc.ServerOption
+	// Faults, when set, injects storage faults: it runs every storage operation (in place of
+	// Retry) and the broker's writes go through it.
+	Faults *Faults
 }
 
 // StorageOptions returns the storage retry options a broker started with opts uses.
@@ -106,6 +110,9 @@ func (b *Bundle) start() {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	retry := b.opts.Retry
+	if b.opts.Faults != nil {
+		retry = b.opts.Faults
+	}
 	if retry == nil {
 		p, err := storeretry.New(storeretry.Config{Options: b.opts.StorageOptions(), Classify: sqlite.Classify,
 			Logger: log, Sleep: storeretry.ClockSleep(b.Clock), Rand: NewRand()})
@@ -118,7 +125,11 @@ func (b *Bundle) start() {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	br, err := broker.New(broker.Options{Store: st, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
+	var bst store.Store = st
+	if b.opts.Faults != nil {
+		bst = faultStore{Store: st, f: b.opts.Faults}
+	}
+	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
 		Logger: log, Breakers: b.opts.Breakers})
 	if err != nil {
 		t.Fatalf("new broker: %v", err)

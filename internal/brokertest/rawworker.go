@@ -93,26 +93,56 @@ func (w *RawWorker) Assignment() *jobwirev1.Assignment {
 	return a
 }
 
+// Ref is the lease an assignment hands out.
+func Ref(a *jobwirev1.Assignment) *jobwirev1.LeaseRef {
+	return &jobwirev1.LeaseRef{JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken()}
+}
+
 // Started reports that user code started.
-func (w *RawWorker) Started(a *jobwirev1.Assignment) {
+func (w *RawWorker) Started(a *jobwirev1.Assignment) { w.StartedRef(Ref(a)) }
+
+// StartedRef reports that user code started under ref, current or not.
+func (w *RawWorker) StartedRef(ref *jobwirev1.LeaseRef) {
 	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
-		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken()}}})
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}}})
 }
 
 // Succeed reports success and returns the broker's answer.
 func (w *RawWorker) Succeed(a *jobwirev1.Assignment) *jobwirev1.ConnectResponse {
 	w.t.Helper()
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}})
-	return w.Next()
+	return w.Report(Ref(a), nil)
 }
 
 // Fail reports a failure and returns the broker's answer.
 func (w *RawWorker) Fail(a *jobwirev1.Assignment, f *jobwirev1.Failure) *jobwirev1.ConnectResponse {
 	w.t.Helper()
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Failure{Failure: f}}}})
+	return w.Report(Ref(a), f)
+}
+
+// Report sends the result of ref's attempt (f nil: success) and returns the broker's answer.
+func (w *RawWorker) Report(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) *jobwirev1.ConnectResponse {
+	w.t.Helper()
+	r := &jobwirev1.Result{JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}
+	if f == nil {
+		r.Outcome = &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}
+	} else {
+		r.Outcome = &jobwirev1.Result_Failure{Failure: f}
+	}
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: r}})
 	return w.Next()
+}
+
+// Heartbeat asks to extend refs and returns the broker's answer.
+func (w *RawWorker) Heartbeat(refs ...*jobwirev1.LeaseRef) *jobwirev1.ConnectResponse {
+	w.t.Helper()
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{Leases: refs}}})
+	return w.Next()
+}
+
+// Release hands ref's job back without running it.
+func (w *RawWorker) Release(ref *jobwirev1.LeaseRef) {
+	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Release{Release: &jobwirev1.Release{
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Reason: "test"}}})
 }
 
 // Transient is a transient failure, with an optional retry-after.

@@ -83,12 +83,19 @@ func TestOpenDefaultsToRetryPolicy(t *testing.T) {
 	}
 
 	release := holdWriteLock(t, path)
-	// A real lock has to be held on the wall clock. The first try gives up after the 20ms busy
-	// timeout; the default policy waits at least 200ms before the second, so releasing at
-	// 100ms lets the second try through.
-	timer := time.AfterFunc(100*time.Millisecond, release)
-	defer timer.Stop()
-	if _, err := insertJob(ctx, st, ""); err != nil {
+	// The first try gives up after the 20ms busy timeout and is counted; the lock goes once
+	// that count shows, while the default policy waits at least 200ms before the second try.
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		for st.StorageRetries()["SQLITE_BUSY"] == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		release()
+	}()
+	_, err = insertJob(ctx, st, "")
+	<-released
+	if err != nil {
 		t.Fatalf("insert while another connection held the lock = %v, want it retried until the lock went", err)
 	}
 	if got := st.StorageRetries()["SQLITE_BUSY"]; got < 1 {

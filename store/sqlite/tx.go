@@ -203,7 +203,10 @@ func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
 		lease_expires_at = ?, attempt_deadline = ?
 		WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state = 3`,
 		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
-	return n == 1, err
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	return t.alreadyApplied(p.Ref, job.StateRunning, p.Attempt)
 }
 
 func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
@@ -268,7 +271,13 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
 		WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID, ref.Token.Seq, ref.Token.Secret[:])
-	return n == 1, err
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	// Released already: PENDING under the same token (a new lease would have a new one). A
+	// release spends no attempt, so the attempt count cannot tell it from another.
+	st, _, token, err := t.leaseState(ref.JobID)
+	return err == nil && token == ref.Token && st == job.StatePending, err
 }
 
 func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
@@ -364,19 +373,34 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 // through but its answer was lost) is then acknowledged as applied, not refused as stale, and
 // still counts once.
 func (t *tx) alreadyFinished(p *store.JobFinishParams) (bool, error) {
-	var state, attempts int
+	return t.alreadyApplied(p.Ref, p.State, p.Attempt.Number)
+}
+
+// alreadyApplied is the rule of store.Tx for writes fenced by a lease, run again after their
+// commit: a write that matched no row reports success when the job already shows its effect,
+// under the same lease token, with the same attempt count and in the state the write moves it
+// to. Anything else, an older or newer token included, is stale.
+func (t *tx) alreadyApplied(ref job.LeaseRef, state job.State, attempts int) (bool, error) {
+	st, n, token, err := t.leaseState(ref.JobID)
+	return err == nil && token == ref.Token && n == attempts && st == state, err
+}
+
+// leaseState reads a job's state, attempt count and lease token; a job that does not exist
+// has the zero token, which no lease matches.
+func (t *tx) leaseState(id int64) (job.State, int, job.LeaseToken, error) {
+	var st, attempts int
 	var token job.LeaseToken
 	var secret []byte
-	err := t.queryRow(`SELECT state, attempts, lease_token, lease_secret FROM jobs WHERE id = ?`, p.Ref.JobID).
-		Scan(&state, &attempts, &token.Seq, &secret)
+	err := t.queryRow(`SELECT state, attempts, lease_token, lease_secret FROM jobs WHERE id = ?`, id).
+		Scan(&st, &attempts, &token.Seq, &secret)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return 0, 0, job.LeaseToken{}, nil
 	}
 	if err != nil {
-		return false, err
+		return 0, 0, job.LeaseToken{}, err
 	}
 	copy(token.Secret[:], secret)
-	return token == p.Ref.Token && attempts == p.Attempt.Number && job.State(state) == p.State, nil
+	return job.State(st), attempts, token, nil
 }
 
 // succeedManyMin is the smallest batch of successes written with one statement: below it,

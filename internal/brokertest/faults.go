@@ -1,0 +1,196 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/storeretry"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Phase is where in a storage write a fault is injected.
+type Phase int
+
+const (
+	// FaultBefore fails a try with SQLITE_BUSY before its transaction begins.
+	FaultBefore Phase = iota + 1
+	// FaultInside runs the transaction's statements, then fails with SQLITE_BUSY before the
+	// commit, so everything the try wrote is rolled back.
+	FaultInside
+	// FaultAfterCommit commits the try and then reports SQLITE_BUSY anyway: the ambiguous
+	// failure of a commit whose acknowledgement was lost. The retry policy runs the write again.
+	FaultAfterCommit
+)
+
+func (p Phase) String() string {
+	switch p {
+	case FaultBefore:
+		return "before"
+	case FaultInside:
+		return "inside"
+	case FaultAfterCommit:
+		return "after-commit"
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
+// BusyFault is the SQLITE_BUSY that Faults injects. It carries the real result code, so
+// sqlite.Classify treats it exactly like the driver's error.
+type BusyFault struct{}
+
+func (BusyFault) Error() string { return "injected: database is locked (SQLITE_BUSY)" }
+
+// Code is the SQLite result code.
+func (BusyFault) Code() int { return sqlite3.SQLITE_BUSY }
+
+// Faults injects storage faults into named write operations ("enqueue", "start", "batch"...,
+// the op names the broker passes to store.Write) of a broker started with Options.Faults. It
+// runs the real storage retry policy, so every injected fault is retried (and counted) as a
+// real SQLITE_BUSY would be.
+type Faults struct {
+	policy *storeretry.Policy
+
+	mu       sync.Mutex
+	plan     map[string]map[Phase]int // faults still to inject, per op and phase
+	calls    map[string]int           // tries of each op
+	injected int64
+	holds    map[string]*hold
+}
+
+// hold keeps the next try of an op waiting until it is let go.
+type hold struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+// NewFaults returns an injector that injects nothing until told to (Inject), retrying with
+// opts (at least one retry) and no wait between tries.
+func NewFaults(t testing.TB, opts storeretry.Options) *Faults {
+	t.Helper()
+	p, err := storeretry.New(storeretry.Config{Classify: sqlite.Classify, Logger: slog.New(slog.DiscardHandler), Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Faults{policy: p, plan: map[string]map[Phase]int{}, calls: map[string]int{}, holds: map[string]*hold{}}
+}
+
+// DefaultFaultRetries are the retry options of NewFaults's usual caller: three retries, one
+// minute per try.
+var DefaultFaultRetries = storeretry.Options{MaxTransientRetries: 3, CommandTimeout: time.Minute}
+
+// Inject makes the next n tries of each of ops fail in phase (a phase already planned for an op
+// gets n more).
+func (f *Faults) Inject(phase Phase, n int, ops ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range ops {
+		if f.plan[op] == nil {
+			f.plan[op] = map[Phase]int{}
+		}
+		f.plan[op][phase] += n
+	}
+}
+
+// Hold makes the next try of op wait, before its transaction begins, until release is called.
+// entered is closed once the try waits: the broker's writer is then blocked, and ops submitted
+// meanwhile are committed together in the next batch.
+func (f *Faults) Hold(op string) (entered <-chan struct{}, release func()) {
+	h := &hold{entered: make(chan struct{}), release: make(chan struct{})}
+	f.mu.Lock()
+	f.holds[op] = h
+	f.mu.Unlock()
+	var once sync.Once
+	return h.entered, func() { once.Do(func() { close(h.release) }) }
+}
+
+// take reports whether a fault of phase is due for op's current try, and counts it.
+func (f *Faults) take(op string, phase Phase) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.plan[op][phase] <= 0 {
+		return false
+	}
+	f.plan[op][phase]--
+	f.injected++
+	return true
+}
+
+// Do is the sqlite.Retrier: the real policy, with faults before and after the transaction.
+func (f *Faults) Do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	return f.policy.Do(ctx, op, func(ctx context.Context) error {
+		f.mu.Lock()
+		f.calls[op]++
+		h := f.holds[op]
+		delete(f.holds, op)
+		f.mu.Unlock()
+		if h != nil {
+			close(h.entered)
+			<-h.release
+		}
+		if f.take(op, FaultBefore) {
+			return BusyFault{}
+		}
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		if f.take(op, FaultAfterCommit) {
+			return BusyFault{}
+		}
+		return nil
+	})
+}
+
+// Counters lets the store report the policy's counters through StorageRetries.
+func (f *Faults) Counters() map[string]int64 { return f.policy.Counters() }
+
+// Tries is how many times op was tried.
+func (f *Faults) Tries(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// Injected is how many faults were injected.
+func (f *Faults) Injected() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.injected
+}
+
+// Pending is how many planned faults were not injected yet.
+func (f *Faults) Pending() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, phases := range f.plan {
+		for _, k := range phases {
+			n += k
+		}
+	}
+	return n
+}
+
+// faultStore is the store the broker gets: the SQLite store, with faults inside its write
+// transactions.
+type faultStore struct {
+	*sqlite.Store
+	f *Faults
+}
+
+func (s faultStore) Write(ctx context.Context, op string, fn func(tx store.Tx) error) error {
+	return s.Store.Write(ctx, op, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if s.f.take(op, FaultInside) {
+			return BusyFault{}
+		}
+		return nil
+	})
+}

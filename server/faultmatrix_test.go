@@ -1,0 +1,338 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/store"
+)
+
+// faultFixture is one broker with a fault injector and one raw worker serving type "t".
+type faultFixture struct {
+	b *brokertest.Bundle
+	f *brokertest.Faults
+	w *brokertest.RawWorker
+}
+
+// faultCase is one kind of storage write. setup brings a fresh broker to just before the
+// write; write then performs it (the fault already planned) and checks what the producer or
+// worker was told and what was stored.
+type faultCase struct {
+	kind  string
+	ops   []string // the op names the broker writes it under
+	setup func(t *testing.T, fx *faultFixture) any
+	write func(t *testing.T, fx *faultFixture, state any)
+	// failures is how many failures the type's breaker must have counted at the end.
+	failures int32
+	// capacity is the fixture worker's (0: no worker connects before the write).
+	capacity int32
+}
+
+const (
+	running = jobwirev1.JobState_JOB_STATE_RUNNING
+	leased  = jobwirev1.JobState_JOB_STATE_LEASED
+)
+
+// faultCases covers every write the broker retries. Each must give the same answers and leave
+// the same stored state whether its write failed before the transaction, inside it (rolled
+// back), or after its commit (applied, reported failed, run again by the retry policy).
+var faultCases = []faultCase{
+	{kind: "start", ops: []string{"start"}, capacity: 1,
+		setup: assigned,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a := state.(*jobwirev1.Assignment)
+			fx.w.Started(a)
+			waitStored(t, fx, "start", a.GetJob().GetId(), running)
+			// A refusal of the start would come before this answer.
+			if hb := fx.w.Heartbeat(brokertest.Ref(a)).GetHeartbeatAck(); len(hb.GetExtended()) != 1 {
+				t.Fatalf("heartbeat after a stored start answered %v, want the lease extended", hb)
+			}
+			checkJob(t, fx.b, a.GetJob().GetId(), running, 1, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_RUNNING)
+			finish(t, fx, a)
+		}},
+	{kind: "heartbeat", ops: []string{"heartbeat"}, capacity: 1,
+		setup: started,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a := state.(*jobwirev1.Assignment)
+			hb := fx.w.Heartbeat(brokertest.Ref(a)).GetHeartbeatAck()
+			want := fx.b.Clock.Now().Add(brokertest.DefaultConfig().LeaseDuration)
+			if len(hb.GetExtended()) != 1 || !hb.GetLeaseDeadline().AsTime().Equal(want) {
+				t.Fatalf("heartbeat answered %v, want the lease extended to %s", hb, want)
+			}
+			j, err := fx.b.Store.JobGet(context.Background(), a.GetJob().GetId())
+			if err != nil || !j.LeaseExpiresAt.Equal(want) {
+				t.Fatalf("stored lease deadline %v (%v), want %s", j.LeaseExpiresAt, err, want)
+			}
+			finish(t, fx, a)
+		}},
+	{kind: "result", ops: []string{"result"}, capacity: 1, failures: 1,
+		setup: started,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a := state.(*jobwirev1.Assignment)
+			if r := ack(t, fx.w.Fail(a, brokertest.Transient("Timeout", 0))); r.GetDecision() != jobwirev1.Decision_DECISION_RETRY {
+				t.Fatalf("decision = %s, want RETRY", r.GetDecision())
+			}
+			checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_SCHEDULED, 1,
+				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_FAILED)
+		}},
+	{kind: "succeed-many", ops: []string{"batch"}, capacity: 4,
+		setup: func(t *testing.T, fx *faultFixture) any {
+			var as []*jobwirev1.Assignment
+			for range 4 {
+				enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t"})
+				a := fx.w.Assignment()
+				fx.w.Started(a)
+				waitState(t, fx.b, a.GetJob().GetId(), running)
+				as = append(as, a)
+			}
+			return as
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			as := state.([]*jobwirev1.Assignment)
+			// Hold the writer in a heartbeat's write so that the four results queue up and are
+			// committed together, in one statement.
+			entered, release := fx.f.Hold("heartbeat")
+			defer release()
+			fx.w.Send(heartbeatOf(as[0]))
+			<-entered
+			for _, a := range as {
+				fx.w.Send(successOf(a))
+			}
+			// The session refuses an unknown lease at once: once this answer comes, every
+			// result before it was handed to the writer.
+			if r := fx.w.Heartbeat(&jobwirev1.LeaseRef{JobId: 1 << 40, LeaseToken: "1.00000000000000000000000000000000"}).GetRefused(); r == nil {
+				t.Fatal("a heartbeat for an unknown lease was not refused")
+			}
+			release()
+			acks := 0
+			for range len(as) + 1 {
+				m := fx.w.Next()
+				switch {
+				case m.GetHeartbeatAck() != nil:
+				case m.GetResultAck().GetDecision() == jobwirev1.Decision_DECISION_SUCCEEDED:
+					acks++
+				default:
+					t.Fatalf("answer %v, want a heartbeat ack and four SUCCEEDED acks", m)
+				}
+			}
+			if acks != len(as) {
+				t.Fatalf("%d results acknowledged, want %d", acks, len(as))
+			}
+			for _, a := range as {
+				checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_SUCCEEDED, 1,
+					jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED)
+			}
+		}},
+	{kind: "pause", ops: []string{"queue_change"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Admin.PauseQueue(context.Background(), &jobwirev1.PauseQueueRequest{Queue: "q"})
+			if err != nil || !res.GetQueue().GetPaused() {
+				t.Fatalf("pause answered %v, %v; want the queue paused", res, err)
+			}
+			checkQueue(t, fx.b, "q", true, 0)
+		}},
+	{kind: "limit", ops: []string{"queue_change"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t", Queue: "q"}) // only a known queue takes a limit
+		},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Admin.SetQueueLimit(context.Background(), &jobwirev1.SetQueueLimitRequest{Queue: "q", Limit: 3})
+			if err != nil || res.GetQueue().GetConcurrencyLimit() != 3 {
+				t.Fatalf("limit answered %v, %v; want a limit of 3", res, err)
+			}
+			checkQueue(t, fx.b, "q", false, 3)
+		}},
+	{kind: "breaker save", ops: []string{"breaker_save"}, capacity: 1, failures: 1,
+		setup: func(t *testing.T, fx *faultFixture) any {
+			a := started(t, fx).(*jobwirev1.Assignment)
+			ack(t, fx.w.Fail(a, brokertest.Transient("Timeout", 0)))
+			return nil
+		},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			// The failure counted while CLOSED is saved a second later.
+			fx.b.Advance(time.Second)
+			waitFor(t, func() bool { return fx.f.Tries("breaker_save") >= 2 })
+			recs, err := fx.b.Store.BreakerLoadAll(context.Background())
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("stored breakers %v (%v), want the one of t", recs, err)
+			}
+			var saved breaker.Saved
+			if err := json.Unmarshal(recs[0].Data, &saved); err != nil || saved.Type != "t" || len(saved.Failures) != 1 {
+				t.Fatalf("stored breaker %s (%v), want t with one failure", recs[0].Data, err)
+			}
+		}},
+}
+
+// TestStorageFaultMatrix runs every kind of storage write with a fault before its
+// transaction, inside it and after its commit. Every fault is retried by the storage retry
+// policy: the job's attempts, history and state, its type's breaker and what the worker or
+// producer was told must be what they are without a fault.
+func TestStorageFaultMatrix(t *testing.T) {
+	t.Parallel()
+	for _, tc := range faultCases {
+		for _, phase := range []brokertest.Phase{brokertest.FaultBefore, brokertest.FaultInside, brokertest.FaultAfterCommit} {
+			t.Run(tc.kind+"/"+phase.String(), func(t *testing.T) {
+				t.Parallel()
+				cfg := brokertest.DefaultConfig()
+				cfg.Retention.Interval = 24 * time.Hour // only the call under test deletes jobs
+				f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+				fx := &faultFixture{f: f, b: brokertest.New(t, brokertest.Options{Faults: f, Config: cfg})}
+				if tc.capacity > 0 {
+					fx.w = fx.b.Connect(brokertest.Hello("w1", tc.capacity, "t"))
+				}
+				var state any
+				if tc.setup != nil {
+					state = tc.setup(t, fx)
+				}
+				before := fx.b.Store.StorageRetries()["SQLITE_BUSY"]
+				f.Inject(phase, 1, tc.ops...)
+				tc.write(t, fx, state)
+				if n := f.Pending(); n != 0 {
+					t.Fatalf("the %s fault was never injected: no write named %v", phase, tc.ops)
+				}
+				if got := fx.b.Store.StorageRetries()["SQLITE_BUSY"]; got != before+1 {
+					t.Errorf("storage retries %d, want %d: the fault is retried once", got, before+1)
+				}
+				checkBreaker(t, fx.b, tc.failures)
+			})
+		}
+	}
+}
+
+// assigned leases a new job to the fixture's worker.
+func assigned(t *testing.T, fx *faultFixture) any {
+	t.Helper()
+	id := enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t"})
+	a := fx.w.Assignment()
+	if a.GetJob().GetId() != id {
+		t.Fatalf("assignment for job %d, want %d", a.GetJob().GetId(), id)
+	}
+	return a
+}
+
+// started leases a new job and stores its start.
+func started(t *testing.T, fx *faultFixture) any {
+	t.Helper()
+	a := assigned(t, fx).(*jobwirev1.Assignment)
+	fx.w.Started(a)
+	waitState(t, fx.b, a.GetJob().GetId(), running)
+	return a
+}
+
+// dead runs a job with one attempt into the dead-letter queue.
+func dead(t *testing.T, fx *faultFixture) any {
+	t.Helper()
+	id := enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t", MaxAttempts: 1})
+	a := fx.w.Assignment()
+	fx.w.Started(a)
+	if r := ack(t, fx.w.Fail(a, brokertest.Transient("Timeout", 0))); r.GetDecision() != jobwirev1.Decision_DECISION_DEAD {
+		t.Fatalf("decision = %s, want DEAD", r.GetDecision())
+	}
+	return id
+}
+
+// finish succeeds a held job and checks it counted one attempt (or one more, after a requeue).
+func finish(t *testing.T, fx *faultFixture, a *jobwirev1.Assignment) {
+	t.Helper()
+	fx.w.Started(a)
+	if r := ack(t, fx.w.Succeed(a)); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
+		t.Fatalf("decision = %s, want SUCCEEDED", r.GetDecision())
+	}
+	checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_SUCCEEDED, 1,
+		jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED)
+}
+
+// waitStored waits until op was tried once more than the fault planned for it and the job is
+// in state: the write is through, with its retry.
+func waitStored(t *testing.T, fx *faultFixture, op string, id int64, state jobwirev1.JobState) {
+	t.Helper()
+	waitFor(t, func() bool { return fx.f.Tries(op) >= 2 })
+	waitState(t, fx.b, id, state)
+}
+
+// checkJob fails unless job id is in state after attempts attempts of its current run, with
+// one history record per attempt ever made, of the outcomes given.
+func checkJob(t *testing.T, b *brokertest.Bundle, id int64, state jobwirev1.JobState, attempts int32, outcomes ...jobwirev1.AttemptOutcome) {
+	t.Helper()
+	j := getJob(t, b, id)
+	var got []jobwirev1.AttemptOutcome
+	for _, a := range j.GetAttemptHistory() {
+		got = append(got, a.GetOutcome())
+	}
+	if j.GetState() != state || j.GetAttempts() != attempts || len(got) != len(outcomes) {
+		t.Fatalf("job %d: %s after %d attempts, history %v; want %s after %d, history %v",
+			id, j.GetState(), j.GetAttempts(), got, state, attempts, outcomes)
+	}
+	for i := range got {
+		if got[i] != outcomes[i] {
+			t.Fatalf("job %d: history %v, want %v", id, got, outcomes)
+		}
+	}
+}
+
+// onlyJobs fails unless the store holds exactly the jobs ids.
+func onlyJobs(t *testing.T, b *brokertest.Bundle, ids ...int64) {
+	t.Helper()
+	jobs, err := b.Store.JobList(context.Background(), &store.JobListParams{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, j := range jobs {
+		got = append(got, j.ID)
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("stored jobs %v, want %v", got, ids)
+	}
+	for i := range got {
+		if got[i] != ids[i] {
+			t.Fatalf("stored jobs %v, want %v", got, ids)
+		}
+	}
+}
+
+// checkQueue fails unless queue name is stored with the settings given.
+func checkQueue(t *testing.T, b *brokertest.Bundle, name string, paused bool, limit int) {
+	t.Helper()
+	qs, err := b.Store.QueueStats(context.Background(), name)
+	if err != nil || len(qs) != 1 || qs[0].Paused != paused || qs[0].ConcurrencyLimit != limit {
+		t.Fatalf("queue %s stored as %+v (%v), want paused %v, limit %d", name, qs, err, paused, limit)
+	}
+}
+
+// checkBreaker fails unless type t's breaker is CLOSED with failures counted in its window.
+func checkBreaker(t *testing.T, b *brokertest.Bundle, failures int32) {
+	t.Helper()
+	res, err := b.Admin.ListBreakers(context.Background(), &jobwirev1.ListBreakersRequest{})
+	if err != nil {
+		t.Fatalf("list breakers: %v", err)
+	}
+	var got int32
+	for _, br := range res.GetBreakers() {
+		if br.GetType() != "t" {
+			continue
+		}
+		if br.GetState() != jobwirev1.BreakerState_BREAKER_STATE_CLOSED {
+			t.Errorf("breaker of t is %s, want CLOSED", br.GetState())
+		}
+		got = br.GetFailuresInWindow()
+	}
+	if got != failures {
+		t.Errorf("breaker of t counted %d failures, want %d: a storage fault must not count, nor a failure twice", got, failures)
+	}
+}
+
+func heartbeatOf(a *jobwirev1.Assignment) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{
+		Leases: []*jobwirev1.LeaseRef{brokertest.Ref(a)}}}}
+}
+
+func successOf(a *jobwirev1.Assignment) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}}
+}
