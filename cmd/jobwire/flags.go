@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
@@ -129,14 +130,32 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return pos, nil
+			return pos, checkUTF8(fs, pos)
 		}
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
+			pos = append(pos, rest...)
+			return pos, checkUTF8(fs, pos)
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// checkUTF8 refuses arguments and flag values that are not UTF-8: the API's strings must be,
+// and gRPC would refuse to send them with a message about marshaling.
+func checkUTF8(fs *flag.FlagSet, pos []string) error {
+	for _, p := range pos {
+		if !utf8.ValidString(p) {
+			return usageErrorf("argument %q is not valid UTF-8", p)
+		}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if v := f.Value.String(); err == nil && !utf8.ValidString(v) {
+			err = usageErrorf("--%s %q is not valid UTF-8", f.Name, v)
+		}
+	})
+	return err
 }
 
 // flagErrorSentence rewrites the flag package's terse errors as a sentence that says where to

@@ -66,6 +66,8 @@ func TestBadCommandLinesExitTwoWithOneSentence(t *testing.T) {
 		{"addr with a bad port", []string{"stats", "--addr", "localhost:http"}, `--addr "localhost:http": port "http" is not a number in 1..65535`},
 		{"addr with two colons", []string{"stats", "--addr", "a:b:c"}, `--addr "a:b:c" is not host:port`},
 		{"version with argument", []string{"version", "now"}, "takes no arguments"},
+		{"argument not UTF-8", []string{"queues", "pause", "ma\xffil"}, `argument "ma\xffil" is not valid UTF-8`},
+		{"flag value not UTF-8", []string{"jobs", "list", "--queue", "\xff"}, `--queue "\xff" is not valid UTF-8`},
 		{"help for unknown command", []string{"help", "nope"}, `unknown command "nope"`},
 	}
 	for _, tt := range tests {
