@@ -252,6 +252,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		Queues:     s.queues,
 		Limit:      1 << (bits.Len(uint(limit)) - 1),
 		WorkerID:   s.workerID,
+		Owner:      s.owner,
 		Now:        now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration),
 		Random:     b.random,

@@ -21,6 +21,10 @@ type Hello struct {
 	Queues   []string // empty: every queue
 	Capacity int
 	Held     []job.LeaseRef
+	// Owner is who the stream authenticated as: the token's accessor id, or "" when auth is
+	// off. Leases are granted to the worker id and owner together, and only a stream with both
+	// the same adopts them (see Open).
+	Owner string
 }
 
 // Session is one worker stream. The transport calls its methods from the stream's receive
@@ -29,6 +33,7 @@ type Session struct {
 	b        *Broker
 	id       string
 	workerID string
+	owner    string
 	types    []string
 	queues   []string
 	capacity int
@@ -54,10 +59,16 @@ type lease struct {
 }
 
 // Open registers a worker stream and adopts the leases it still holds from an earlier stream.
+//
+// A held lease is adopted only if its token is current and it was granted to the same worker
+// id and owner as this stream's, so a token that leaked, or a guess, takes nothing from another
+// worker. At most Capacity entries are looked at (each job once), and adopted leases count
+// against the capacity like assigned ones. Every entry not adopted is listed in Welcome.lost.
 func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	s := &Session{
 		b:        b,
 		workerID: h.WorkerID,
+		owner:    h.Owner,
 		types:    slices.Clone(h.Types),
 		queues:   slices.Clone(h.Queues),
 		capacity: h.Capacity,
@@ -67,16 +78,23 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	adopted := make([]*job.Job, len(h.Held))
 	if len(h.Held) > 0 {
 		err := b.do(ctx, "adopt", func(tx store.Tx) error {
+			seen := make(map[int64]bool, len(h.Held))
 			for i, ref := range h.Held {
+				adopted[i] = nil
+				if i >= h.Capacity || seen[ref.JobID] || ref.Token.IsZero() {
+					continue
+				}
+				seen[ref.JobID] = true
 				j, err := tx.JobGetHeld(ref)
 				if errors.Is(err, store.ErrNotFound) {
-					adopted[i] = nil
 					continue
 				}
 				if err != nil {
 					return err
 				}
-				adopted[i] = j
+				if j.WorkerID == h.WorkerID && j.LeaseOwner == h.Owner {
+					adopted[i] = j
+				}
 			}
 			return nil
 		})
@@ -126,6 +144,9 @@ func heldLease(sess *Session, ref job.LeaseRef, j *job.Job) *lease {
 
 // ID names the session in logs.
 func (s *Session) ID() string { return s.id }
+
+// Capacity is how many jobs the worker said it can hold at once.
+func (s *Session) Capacity() int { return s.capacity }
 
 // Next waits for messages to send to the worker. It returns an error once the session is closed.
 func (s *Session) Next(ctx context.Context) ([]Message, error) { return s.out.next(ctx) }

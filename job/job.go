@@ -179,7 +179,9 @@ type Job struct {
 	LeaseToken     LeaseToken
 	LeaseExpiresAt time.Time
 	WorkerID       string
-	StartedAt      time.Time // when the current attempt's user code started
+	// LeaseOwner is who the leasing worker stream authenticated as ('' when auth is off).
+	LeaseOwner string
+	StartedAt  time.Time // when the current attempt's user code started
 
 	// AttemptBase is how many attempts earlier runs spent: a job requeued from the dead-letter
 	// queue starts a new run with Attempts at 0, and its attempt records are numbered

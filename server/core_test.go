@@ -418,7 +418,7 @@ func TestReconnectedWorkerDeliversResult(t *testing.T) {
 	w1.Started(a)
 	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	w1.Kill()
-	hello := brokertest.Hello("w1", 1, "t")
+	hello := brokertest.Hello("w1", 2, "t")
 	hello.Held = []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: a.GetLeaseToken()}, {JobId: 999, LeaseToken: "1.00000000000000000000000000000001"}}
 	w2 := b.Connect(hello)
 	if lost := w2.Welcome.GetLost(); len(lost) != 1 || lost[0].GetJobId() != 999 {

@@ -25,6 +25,15 @@ func DefaultLimits() Limits {
 	return Limits{MaxPayload: 1 << 20, MaxBatch: 10000, MaxScheduleAhead: 366 * 24 * time.Hour}
 }
 
+// Bounds of a worker stream's messages (docs/security.md, "Limits"). Names, held leases and
+// heartbeat refs each cost the broker memory and work per dispatch round, so a single Hello or
+// Heartbeat must not be able to ask for unbounded amounts of either.
+const (
+	// maxHelloTypes and maxHelloQueues bound the job types and queues one worker serves.
+	maxHelloTypes  = 1000
+	maxHelloQueues = 1000
+)
+
 const (
 	maxNameLen     = 255
 	minPriority    = -1000
@@ -122,6 +131,12 @@ func validateHello(h *jobwirev1.Hello) error {
 	if len(h.GetJobTypes()) == 0 {
 		return invalid("hello.job_types", "must name at least one job type")
 	}
+	if n := len(h.GetJobTypes()); n > maxHelloTypes {
+		return invalid("hello.job_types", "names %d job types, more than the limit of %d", n, maxHelloTypes)
+	}
+	if n := len(h.GetQueues()); n > maxHelloQueues {
+		return invalid("hello.queues", "names %d queues, more than the limit of %d", n, maxHelloQueues)
+	}
 	for i, t := range h.GetJobTypes() {
 		if err := validName(fmt.Sprintf("hello.job_types[%d]", i), t); err != nil {
 			return err
@@ -134,6 +149,18 @@ func validateHello(h *jobwirev1.Hello) error {
 	}
 	if c := h.GetCapacity(); c < 1 || c > maxCapacity {
 		return invalid("hello.capacity", "must be 1..%d, got %d", maxCapacity, c)
+	}
+	if n := len(h.GetHeld()); n > int(h.GetCapacity()) {
+		return invalid("hello.held", "lists %d leases, more than the capacity of %d: a worker holds at most its capacity", n, h.GetCapacity())
+	}
+	return nil
+}
+
+// validateHeartbeat checks a heartbeat against the stream's capacity: a worker holds at most
+// that many leases, so a longer list can only be abuse.
+func validateHeartbeat(hb *jobwirev1.Heartbeat, capacity int) error {
+	if n := len(hb.GetLeases()); n > capacity {
+		return invalid("heartbeat.leases", "lists %d leases, more than the capacity of %d", n, capacity)
 	}
 	return nil
 }

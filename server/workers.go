@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/internal/auth"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
@@ -38,6 +39,7 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 		Queues:   hello.GetQueues(),
 		Capacity: int(hello.GetCapacity()),
 		Held:     refsFromProto(hello.GetHeld()),
+		Owner:    streamOwner(ctx),
 	})
 	if err != nil {
 		return toStatus(err)
@@ -95,6 +97,9 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 		case *jobwirev1.ConnectRequest_Started:
 			sess.Started(refFromProto(m.Started.GetJobId(), m.Started.GetLeaseToken()))
 		case *jobwirev1.ConnectRequest_Heartbeat:
+			if err := validateHeartbeat(m.Heartbeat, sess.Capacity()); err != nil {
+				return err
+			}
 			sess.Heartbeat(refsFromProto(m.Heartbeat.GetLeases()))
 		case *jobwirev1.ConnectRequest_Result:
 			r := m.Result
@@ -117,4 +122,14 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 			return status.Error(codes.InvalidArgument, "message: empty or unknown message type")
 		}
 	}
+}
+
+// streamOwner is who a worker stream authenticated as: its token's accessor id, or "" when auth
+// is off. Leases are granted to it with the worker id, and only a stream of the same owner and
+// worker id adopts them after a reconnect.
+func streamOwner(ctx context.Context) string {
+	if p, ok := auth.PrincipalFrom(ctx); ok {
+		return p.TokenID
+	}
+	return ""
 }

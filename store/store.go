@@ -166,9 +166,12 @@ type JobLeaseParams struct {
 	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
 	// no cap. The store leases a capped queue's job only while its number is above zero, and
 	// takes one from it for each: callers share one map between the leases of a round.
-	Caps       map[string]int
-	Limit      int // written into the statement: keep the set of values small
-	WorkerID   string
+	Caps     map[string]int
+	Limit    int // written into the statement: keep the set of values small
+	WorkerID string
+	// Owner is who the worker stream authenticated as ('' when auth is off); with WorkerID it
+	// is the identity that may adopt the lease after a reconnect.
+	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time
 	// Random supplies each lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader,

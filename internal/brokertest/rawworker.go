@@ -27,15 +27,30 @@ type RawWorker struct {
 // Connect opens a stream, sends hello and waits for the welcome.
 func (b *Bundle) Connect(hello *jobwirev1.Hello) *RawWorker {
 	b.t.Helper()
+	w, err := b.ConnectOn(b.Workers, hello)
+	if err != nil {
+		b.t.Fatalf("connect: %v", err)
+	}
+	return w
+}
+
+// ConnectOn opens a stream through client (a connection of its own, say with another token),
+// sends hello and waits for the welcome. It returns the stream's error when the broker ends the
+// stream instead of welcoming the worker.
+func (b *Bundle) ConnectOn(client jobwirev1.WorkerServiceClient, hello *jobwirev1.Hello) (*RawWorker, error) {
+	b.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := b.Workers.Connect(ctx)
+	stream, err := client.Connect(ctx)
 	if err != nil {
 		cancel()
-		b.t.Fatalf("connect: %v", err)
+		return nil, err
 	}
 	w := &RawWorker{t: b.t, stream: stream, cancel: cancel, recv: make(chan *jobwirev1.ConnectResponse, 1024), done: make(chan error, 1)}
 	b.t.Cleanup(w.Kill)
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: hello}})
+	if err := stream.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		_, err = stream.Recv() // the broker's reason, if it ended the stream
+		return nil, err
+	}
 	go func() {
 		for {
 			m, err := stream.Recv()
@@ -47,11 +62,36 @@ func (b *Bundle) Connect(hello *jobwirev1.Hello) *RawWorker {
 			w.recv <- m
 		}
 	}()
-	w.Welcome = w.Next().GetWelcome()
-	if w.Welcome == nil {
-		b.t.Fatalf("first message from the broker is not welcome")
+	select {
+	case m, ok := <-w.recv:
+		if !ok {
+			return nil, <-w.done
+		}
+		if w.Welcome = m.GetWelcome(); w.Welcome == nil {
+			b.t.Fatalf("first message from the broker is not welcome: %v", m)
+		}
+		return w, nil
+	case <-time.After(WaitTimeout):
+		b.t.Fatalf("no welcome from the broker within %s", WaitTimeout)
 	}
-	return w
+	return nil, nil
+}
+
+// Err waits for the stream to end and returns why.
+func (w *RawWorker) Err() error {
+	w.t.Helper()
+	deadline := time.After(WaitTimeout)
+	for {
+		select {
+		case _, ok := <-w.recv:
+			if !ok {
+				return <-w.done
+			}
+		case <-deadline:
+			w.t.Fatalf("the stream did not end within %s", WaitTimeout)
+			return nil
+		}
+	}
 }
 
 // Hello is a hello for worker id serving types with capacity.

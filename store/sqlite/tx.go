@@ -153,7 +153,8 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 				return nil, err
 			}
 			n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = ?, lease_secret = ?, lease_expires_at = ?,
-				worker_id = ? WHERE id = ? AND state = 2`, token.Seq, token.Secret[:], until, p.WorkerID, j.ID)
+				worker_id = ?, lease_owner = ? WHERE id = ? AND state = 2`,
+				token.Seq, token.Secret[:], until, p.WorkerID, p.Owner, j.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -164,6 +165,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			j.LeaseToken = token
 			j.LeaseExpiresAt = p.LeaseUntil
 			j.WorkerID = p.WorkerID
+			j.LeaseOwner = p.Owner
 			if capped {
 				p.Caps[j.Queue] = room - 1
 			}

@@ -560,14 +560,15 @@ type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable id of the worker process, for attempt history. 1..255 characters.
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// Job types this worker runs. At least one.
+	// Job types this worker runs. 1..1000.
 	JobTypes []string `protobuf:"bytes,2,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
-	// Queues this worker takes from. Empty means every queue.
+	// Queues this worker takes from (at most 1000). Empty means every queue.
 	Queues []string `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"`
 	// How many jobs this worker can hold at once (1..10000).
 	Capacity int32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	// Leases the worker still holds from an earlier stream (after a reconnect). The broker adopts
-	// those that are still valid and lists the others in Welcome.lost.
+	// Leases the worker still holds from an earlier stream (after a reconnect), at most capacity
+	// entries. The broker adopts those that are still valid and were granted to this worker id
+	// (and, with auth on, this token) and lists the others in Welcome.lost.
 	Held          []*LeaseRef `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -691,7 +692,8 @@ func (x *Started) GetLeaseToken() string {
 	return ""
 }
 
-// Heartbeat extends the leases it names by the broker's lease duration.
+// Heartbeat extends the leases it names by the broker's lease duration. It may name at most the
+// stream's capacity of leases.
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Leases        []*LeaseRef            `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
