@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobwire/jobwire/broker"
-	"github.com/jobwire/jobwire/internal/auth"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/auth"
 )
 
 type workers struct {
