@@ -34,6 +34,10 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = busy.Close() })
 	scratch := t.TempDir()
+	badConfig := filepath.Join(scratch, "jobwire.yaml")
+	if err := os.WriteFile(badConfig, []byte("listen: 127.0.0.1:0\nretyr: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -56,6 +60,8 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 		{"command timeout without unit", []string{"--command-timeout", "30"}, nil, `invalid value "30" for flag --command-timeout: must be a duration`},
 		{"durability", []string{"--durability", "fast"}, nil, `--durability must be normal or full, got "fast"`},
 		{"log level", []string{"--log-level", "loud"}, nil, `--log-level must be debug, info, warn or error, got "loud"`},
+		{"config with an unknown key", []string{"--config", badConfig}, nil, "jobwire serve: " + badConfig + ` line 2: unknown key "retyr" (did you mean "retry"?)` + "\n"},
+		{"config missing", []string{"--config", filepath.Join(scratch, "nope.yaml")}, nil, "nope.yaml: no such file or directory"},
 		{"stray argument", []string{"now"}, nil, `serve takes no arguments, got "now"`},
 	}
 	for _, tt := range tests {

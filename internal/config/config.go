@@ -3,11 +3,12 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"reflect"
+	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -111,36 +112,60 @@ func Defaults() Config {
 	}
 }
 
-// Load reads the file at path (YAML); an empty path gives the defaults.
+// Load reads the file at path (YAML); an empty path gives the defaults. Each mistake in the
+// file is one line of the error, starting with the file's name and the line the mistake is on:
+// "jobwire.yaml line 3: unknown key "retyr" (did you mean "retry"?)".
 func Load(path string) (Config, error) {
 	if path == "" {
 		return Defaults(), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("read config file: %w", err)
+		return Config{}, fmt.Errorf("cannot read the configuration file %s: %w", path, errors.Unwrap(err))
 	}
 	cfg, err := Parse(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		var errs []error
+		for _, e := range splitJoined(err) {
+			var ce *Error
+			if errors.As(e, &ce) && ce.Line > 0 {
+				errs = append(errs, fmt.Errorf("%s line %d: %s", path, ce.Line, ce.Msg))
+			} else {
+				errs = append(errs, fmt.Errorf("%s: %w", path, e))
+			}
+		}
+		return Config{}, errors.Join(errs...)
 	}
 	return cfg, nil
 }
 
 // Parse reads a configuration document and checks it. Unknown keys are errors, so a typo does
-// not silently leave a default in place.
+// not silently leave a default in place. The error joins one *Error per mistake.
 func Parse(data []byte) (Config, error) {
-	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return Config{}, syntaxError(err)
+	}
+	c := &checker{lines: map[string]int{}}
+	if len(root.Content) == 0 {
+		return Defaults(), nil
+	}
+	c.check(root.Content[0], reflect.TypeFor[File](), "")
+	if err := c.asErrors(); err != nil {
 		return Config{}, err
 	}
-	return f.apply(Defaults())
+	var f File
+	if err := root.Content[0].Decode(&f); err != nil {
+		// The walk above should have caught everything decoding refuses.
+		return Config{}, &Error{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	cfg := f.apply(Defaults(), c)
+	return cfg, c.asErrors()
 }
 
-func (f File) apply(c Config) (Config, error) {
-	var errs []error
+// apply lays the file over the defaults and checks the result, adding what is wrong to c.
+func (f File) apply(c Config, ck *checker) Config {
+	var errs []string
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
@@ -155,7 +180,7 @@ func (f File) apply(c Config) (Config, error) {
 	case "full":
 		c.FullSync = true
 	default:
-		errs = append(errs, fmt.Errorf("durability must be normal or full, got %q", f.Durability))
+		errs = append(errs, fmt.Sprintf("durability must be normal or full, got %q", f.Durability))
 	}
 	if f.LeaseDuration != 0 {
 		c.Broker.LeaseDuration = f.LeaseDuration
@@ -173,31 +198,40 @@ func (f File) apply(c Config) (Config, error) {
 		c.MaxPayload = f.MaxPayloadBytes
 	}
 	if c.MaxPayload < 1 || c.MaxPayload > 64<<20 {
-		errs = append(errs, fmt.Errorf("max_payload_bytes must be 1..%d, got %d", 64<<20, c.MaxPayload))
+		errs = append(errs, fmt.Sprintf("max_payload_bytes must be 1..%d, got %d", 64<<20, c.MaxPayload))
 	}
 	c.Broker.AlwaysFatal = f.AlwaysFatal
 	c.Broker.Retry = f.Retry.over(c.Broker.Retry)
-	var err error
-	if c.Breakers.Default, err = f.Breaker.over(c.Breakers.Default); err != nil {
-		errs = append(errs, fmt.Errorf("breaker: %w", err))
+	retryOK := true
+	if err := c.Broker.Retry.Validate(); err != nil {
+		errs, retryOK = append(errs, wrapPath("retry", err)...), false
 	}
-	for typ, tc := range f.JobTypes {
+	breakerNames := goToYAML(reflect.TypeFor[BreakerFile]())
+	checkBreaker := func(path string, bc breaker.Config, err error) {
+		if err == nil {
+			err = bc.Validate()
+		}
+		if err != nil {
+			errs = append(errs, renamed(err, breaker.ErrInvalidConfig.Error()+": ", breakerNames, path))
+		}
+	}
+	var err error
+	c.Breakers.Default, err = f.Breaker.over(c.Breakers.Default)
+	checkBreaker("breaker", c.Breakers.Default, err)
+	for _, typ := range sortedKeys(f.JobTypes) {
+		tc := f.JobTypes[typ]
 		if c.Broker.RetryByType == nil {
 			c.Broker.RetryByType = map[string]retry.Policy{}
 			c.Breakers.PerType = map[string]breaker.Config{}
 		}
-		c.Broker.RetryByType[typ] = tc.Retry.over(c.Broker.Retry)
+		p := tc.Retry.over(c.Broker.Retry)
+		if err := p.Validate(); err != nil {
+			errs, retryOK = append(errs, wrapPath("job_types."+typ+".retry", err)...), false
+		}
+		c.Broker.RetryByType[typ] = p
 		bc, err := tc.Breaker.over(c.Breakers.Default)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("job_types.%s.breaker: %w", typ, err))
-		}
-		if err := bc.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("job_types.%s.breaker: %w", typ, err))
-		}
+		checkBreaker("job_types."+typ+".breaker", bc, err)
 		c.Breakers.PerType[typ] = bc
-	}
-	if err := c.Breakers.Default.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("breaker: %w", err))
 	}
 	s := f.Storage
 	if s.MaxTransientRetries != nil {
@@ -213,10 +247,13 @@ func (f File) apply(c Config) (Config, error) {
 		c.BusyTimeout = *s.BusyTimeout
 	}
 	if c.BusyTimeout < 0 {
-		errs = append(errs, fmt.Errorf("storage.busy_timeout must not be negative, got %s", c.BusyTimeout))
+		errs = append(errs, fmt.Sprintf("storage.busy_timeout must not be negative, got %s", c.BusyTimeout))
 	}
+	storageNames := goToYAML(reflect.TypeFor[StorageFile]())
 	if err := c.Storage.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("storage: %w", err))
+		for _, e := range splitJoined(err) {
+			errs = append(errs, renamed(e, "storeretry: ", storageNames, "storage"))
+		}
 	}
 	if f.Retention.Succeeded != nil {
 		c.Broker.Retention.Succeeded = *f.Retention.Succeeded
@@ -224,20 +261,37 @@ func (f File) apply(c Config) (Config, error) {
 	if f.Retention.Dead != nil {
 		c.Broker.Retention.Dead = *f.Retention.Dead
 	}
-	if err := c.Broker.Validate(); err != nil {
-		errs = append(errs, err)
+	if retryOK {
+		// The broker checks the retry policies too; they were reported above with their place
+		// in the file.
+		if err := c.Broker.Validate(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, e.Error())
+			}
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
+		errs = append(errs, fmt.Sprintf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
 	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log_format must be text or json, got %q", c.LogFormat))
+		errs = append(errs, fmt.Sprintf("log_format must be text or json, got %q", c.LogFormat))
 	}
-	return c, errors.Join(errs...)
+	ck.errorsAt(errs)
+	return c
+}
+
+// sortedKeys returns a map's keys in order, so that errors come out in a stable order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func (r RetryFile) over(p retry.Policy) retry.Policy {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,28 +52,81 @@ storage: {max_transient_retries: 5, command_timeout: 2s}
 	}
 }
 
-func TestParseRejectsBadValues(t *testing.T) {
+// Every mistake is one sentence in the file's terms, on the line it is on: no Go types, no
+// Go field names, no yaml package internals.
+func TestParseRejectsBadValuesInOneSentenceEach(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		doc  string
-		want string
+		want string // the whole error
 	}{
-		{"lease_duraton: 3s", "field lease_duraton not found"},
-		{"durability: fast", `durability must be normal or full, got "fast"`},
-		{"lease_duration: 10s\nheartbeat_interval: 20s", "heartbeat_interval must be positive and shorter than lease_duration"},
-		{"retry: {multiplier: 0.5}", "multiplier must be a finite number >= 1"},
-		{"retry: {base_delay: soon}", "cannot unmarshal"},
-		{"breaker: {count: [sometimes]}", `count: "sometimes" is not one of`},
-		{"storage: {command_timeout: 0s}", "CommandTimeout must be positive"},
-		{"max_payload_bytes: -1", "max_payload_bytes must be 1.."},
-		{"log_level: loud", `log_level must be debug, info, warn or error, got "loud"`},
-		{"job_types: {t: {retry: {max_attempts: 0}}}", `retry for job type "t": max_attempts must be 1..1000, got 0`},
+		{"listen: 127.0.0.1:7070\nlog_level: info\nretyr: {max_attempts: 3}", `line 3: unknown key "retyr" (did you mean "retry"?)`},
+		{"lease_duraton: 3s", `line 1: unknown key "lease_duraton" (did you mean "lease_duration"?)`},
+		{"retry:\n  bse_delay: 3s", `line 2: unknown key "bse_delay" in retry (did you mean "base_delay"?)`},
+		{"retention: {kept: 1h}", `line 1: unknown key "kept" in retention (known keys: dead, succeeded)`},
+		{"frobnicate: 1", `line 1: unknown key "frobnicate"`},
+		{"job_types:\n  email.send:\n    breakr: {}", `line 3: unknown key "breakr" in job_types.email.send (did you mean "breaker"?)`},
+		{"job_types:\n  email.send:\n    retry: {max_attempts: 0}\n    breaker:\n      threshold: 0", "line 3: job_types.email.send.retry.max_attempts must be 1..1000, got 0\n" +
+			"line 5: job_types.email.send.breaker.threshold must be at least 1, got 0"},
+		{"lease_duration: 30", "line 1: lease_duration: 30 is not a duration (write 30s)"},
+		{"retry: {base_delay: soon}", `line 1: retry.base_delay: "soon" is not a duration (write e.g. 30s, 5m or 1h)`},
+		{"retry: {max_attempts: many}", `line 1: retry.max_attempts: "many" is not a whole number`},
+		{"retry: {multiplier: fast}", `line 1: retry.multiplier: "fast" is not a number`},
+		{"breaker: {disabled: maybe}", `line 1: breaker.disabled: "maybe" is not true or false`},
+		{"retry: 3", "line 1: retry must be a mapping of keys, not a single value"},
+		{"always_fatal: KeyError", "line 1: always_fatal must be a list such as [a, b], not a single value"},
+		{"listen: [a, b]", "line 1: listen must be a single value, not a list"},
+		{"listen: a\nlisten: b", `line 2: key "listen" appears twice (first on line 1)`},
+		{"listen: a\n  b: c", "line 2: not valid YAML: mapping values are not allowed in this context"},
+		{"durability: fast", `line 1: durability must be normal or full, got "fast"`},
+		{"lease_duration: 10s\nheartbeat_interval: 20s", "line 2: heartbeat_interval must be positive and shorter than lease_duration (10s), got 20s"},
+		{"retry: {multiplier: 0.5}", "line 1: retry.multiplier must be a finite number >= 1, got 0.5"},
+		{"breaker:\n  count: [sometimes]", `line 2: breaker.count: "sometimes" is not one of transient, fatal, lease_expired, timeout`},
+		{"breaker:\n  threshold: 0", "line 2: breaker.threshold must be at least 1, got 0"},
+		{"breaker: {count: [], open_on_fatal: false}", "line 1: breaker.count is empty and open_on_fatal is false, so the breaker could never open; set disabled instead"},
+		{"storage:\n  command_timeout: 0s", "line 2: storage.command_timeout must be positive, got 0s"},
+		{"storage: {max_transient_retries: -1}", "line 1: storage.max_transient_retries must be zero or more, got -1"},
+		{"max_payload_bytes: -1", "line 1: max_payload_bytes must be 1..67108864, got -1"},
+		{"log_level: loud", `line 1: log_level must be debug, info, warn or error, got "loud"`},
+		{"retention: {succeeded: 0s}", "line 1: retention.succeeded must be at least 1m, got 0s"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.doc))
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.doc, err, tt.want)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q) = %v\nwant %s", tt.doc, err, tt.want)
 		}
+		if err != nil && (strings.Contains(err.Error(), "config.") || strings.Contains(err.Error(), "time.Duration") || strings.Contains(err.Error(), "!!")) {
+			t.Errorf("Parse(%q) speaks Go or yaml internals: %v", tt.doc, err)
+		}
+	}
+}
+
+func TestLoadNamesTheFileOnEveryLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobwire.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:7070\nretyr: {}\nlease_duration: 30\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := path + ` line 2: unknown key "retyr" (did you mean "retry"?)` + "\n" + path + " line 3: lease_duration: 30 is not a duration (write 30s)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load() = %v\nwant %s", err, want)
+	}
+	_, err = Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	if err == nil || !strings.HasSuffix(err.Error(), "missing.yaml: no such file or directory") {
+		t.Errorf("Load(missing) = %v", err)
+	}
+}
+
+// Keys given through a YAML anchor and alias, and empty values, are read like any other.
+func TestParseAcceptsAliasesAndEmptyValues(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte("retry: &r {max_attempts: 6}\njob_types:\n  a: {retry: *r}\nlease_duration:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Broker.RetryByType["a"].MaxAttempts != 6 || cfg.Broker.LeaseDuration != 30*time.Second {
+		t.Fatalf("retry by type %+v, lease %s", cfg.Broker.RetryByType, cfg.Broker.LeaseDuration)
 	}
 }
 

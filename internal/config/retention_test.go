@@ -25,7 +25,7 @@ func TestRetention(t *testing.T) {
 	tests := []struct{ doc, want string }{
 		{"retention: {succeeded: 0s}", "retention.succeeded must be at least 1m, got 0s"},
 		{"retention: {dead: -1h}", "retention.dead must be at least 1m, got -1h0m0s"},
-		{"retention: {kept: 1h}", "field kept not found"},
+		{"retention: {kept: 1h}", `unknown key "kept" in retention`},
 	}
 	for _, tt := range tests {
 		if _, err := Parse([]byte(tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
