@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,9 @@ func TestBrokerErrorsExitOneWithTheBrokersMessage(t *testing.T) {
 		"CancelJob": func(proto.Message) (proto.Message, error) {
 			return nil, status.Error(codes.FailedPrecondition, "job 5 already finished")
 		},
+		"ListQueues": func(proto.Message) (proto.Message, error) {
+			return nil, status.Error(codes.Unavailable, "the broker is shutting down; retry against it once it is back")
+		},
 	})
 	tests := []struct {
 		args []string
@@ -165,6 +169,8 @@ func TestBrokerErrorsExitOneWithTheBrokersMessage(t *testing.T) {
 	}{
 		{[]string{"job", "get", "5"}, "jobwire job get: job 5 not found\n"},
 		{[]string{"job", "cancel", "5"}, "jobwire job cancel: job 5 already finished\n"},
+		// UNAVAILABLE from a broker that answered is its own word, not an absent broker.
+		{[]string{"queues", "list"}, "jobwire queues list: the broker at " + fb.addr + " is unavailable: the broker is shutting down; retry against it once it is back\n"},
 		{[]string{"stats"}, "jobwire stats: the broker at " + fb.addr + " does not support this command"}, // no handler on this fake
 	}
 	for _, tt := range tests {
@@ -184,6 +190,41 @@ func TestAnAbsentBrokerIsNamedByAddress(t *testing.T) {
 		if r.code != 1 || !strings.HasSuffix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d stderr %q; want exit 1 and %q", args, r.code, r.stderr, want)
 		}
+	}
+}
+
+// A listener that takes connections but never answers is a broker that cannot be reached
+// within the timeout, said as such.
+func TestASilentListenerIsUnreachableWithinTheTimeout(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn // kept open, unanswered, until the test ends
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		<-done
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	addr := lis.Addr().String()
+	r := runCLI(t, nil, "stats", "--addr", addr, "--timeout", "300ms")
+	want := "jobwire stats: cannot reach the broker at " + addr + " within 300ms (is `jobwire serve` running? set --addr or JOBWIRE_ADDR)\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
 	}
 }
 
