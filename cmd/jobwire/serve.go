@@ -26,7 +26,9 @@ type serveFlags struct {
 }
 
 func addServeFlags(e *env, fs *flag.FlagSet) (*serveFlags, error) {
-	sf := &serveFlags{}
+	str := newStringFlag()
+	sf := &serveFlags{listen: str, db: str, config: str, durability: str, logLevel: str,
+		maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
 	vars := []struct {
 		v     envValue
 		name  string
@@ -77,62 +79,62 @@ func (o *origin) setBy(name string) string {
 	return o.from
 }
 
-type stringFlag struct {
+// optFlag is a serve flag of type T that records whether it was set, so that an absent flag
+// leaves the configuration file's value (or the default) in place.
+type optFlag[T any] struct {
 	origin
-	v   string
-	set bool
+	v     T
+	set   bool
+	kind  string // the type shown in -h
+	parse func(string) (T, error)
 }
 
-func (f *stringFlag) String() string     { return f.v }
-func (f *stringFlag) typeName() string   { return "string" }
-func (f *stringFlag) Set(s string) error { f.v, f.set, f.from = s, true, ""; return nil }
+func (f *optFlag[T]) typeName() string { return f.kind }
 
-type intFlag struct {
-	origin
-	v   int
-	set bool
-}
-
-func (f *intFlag) String() string {
+func (f *optFlag[T]) String() string {
 	if !f.set {
 		return ""
 	}
-	return strconv.Itoa(f.v)
+	return fmt.Sprint(f.v)
 }
 
-func (f *intFlag) typeName() string { return "int" }
-
-func (f *intFlag) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return errors.New("must be a whole number, zero or more")
+func (f *optFlag[T]) Set(s string) error {
+	v, err := f.parse(s)
+	if err != nil {
+		return err
 	}
-	f.v, f.set, f.from = n, true, ""
+	f.v, f.set, f.from = v, true, ""
 	return nil
 }
 
-type durationFlag struct {
-	origin
-	v   time.Duration
-	set bool
+type (
+	stringFlag   = optFlag[string]
+	intFlag      = optFlag[int]
+	durationFlag = optFlag[time.Duration]
+)
+
+func newStringFlag() stringFlag {
+	return stringFlag{kind: "string", parse: func(s string) (string, error) { return s, nil }}
 }
 
-func (f *durationFlag) String() string {
-	if !f.set {
-		return ""
-	}
-	return f.v.String()
+func newIntFlag() intFlag {
+	return intFlag{kind: "int", parse: func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, errors.New("must be a whole number, zero or more")
+		}
+		return n, nil
+	}}
 }
 
-func (f *durationFlag) typeName() string { return "duration" }
-
-func (f *durationFlag) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return errors.New("must be a duration such as 200ms, 30s or 1m, zero or more")
-	}
-	f.v, f.set, f.from = d, true, ""
-	return nil
+func newDurationFlag() durationFlag {
+	return durationFlag{kind: "duration", parse: func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return 0, errors.New("must be a duration such as 200ms, 30s or 1m, zero or more")
+		}
+		return d, nil
+	}}
 }
 
 // runServe starts the broker and serves until ctx ends (SIGINT or SIGTERM). Everything that

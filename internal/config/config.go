@@ -5,9 +5,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,7 +219,7 @@ func (f File) apply(c Config, ck *checker) Config {
 	var err error
 	c.Breakers.Default, err = f.Breaker.over(c.Breakers.Default)
 	checkBreaker("breaker", c.Breakers.Default, err)
-	for _, typ := range sortedKeys(f.JobTypes) {
+	for _, typ := range slices.Sorted(maps.Keys(f.JobTypes)) {
 		tc := f.JobTypes[typ]
 		if c.Broker.RetryByType == nil {
 			c.Broker.RetryByType = map[string]retry.Policy{}
@@ -282,16 +283,6 @@ func (f File) apply(c Config, ck *checker) Config {
 	}
 	ck.errorsAt(errs)
 	return c
-}
-
-// sortedKeys returns a map's keys in order, so that errors come out in a stable order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func (r RetryFile) over(p retry.Policy) retry.Policy {
