@@ -109,6 +109,7 @@ func (b *Broker) onBreakerTransition(t breaker.Transition) {
 	// Names, not numbers, whatever the log format: JSON logs would print the raw ints.
 	b.log.Info("circuit breaker transition", "type", t.Type, "from", t.From.String(), "to", t.To.String(),
 		"reason", t.Reason.String(), "generation", t.Generation)
+	b.obs.BreakerTransition(t.Type, t.From, t.To, t.Reason)
 	b.queueBreakerSaves([]breaker.Saved{t.Saved})
 	b.signal()
 }

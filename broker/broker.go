@@ -42,6 +42,9 @@ type Options struct {
 	// Breakers configures the circuit breakers that hold dispatch back for job types that
 	// fail as a group. Nil: breakers with their defaults.
 	Breakers *BreakerOptions
+	// Observer hears of enqueues, attempts, cancels, breaker transitions and commits, for
+	// metrics. Nil: nobody listens.
+	Observer Observer
 }
 
 // BreakerOptions configure the per-type circuit breakers.
@@ -58,6 +61,7 @@ type Broker struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	triager *triage.Triager
+	obs     Observer
 
 	breakers *breaker.Set
 	ctx      context.Context // ends when the broker stops; for work no caller waits on
@@ -115,6 +119,9 @@ func New(opts Options) (*Broker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
 	var randMu sync.Mutex
 	r := opts.Rand
 	fatal := make(map[string]bool, len(opts.Config.AlwaysFatal))
@@ -127,6 +134,7 @@ func New(opts Options) (*Broker, error) {
 		random: opts.Random,
 		clk:    opts.Clock,
 		log:    opts.Logger,
+		obs:    opts.Observer,
 		triager: &triage.Triager{
 			Policy:      opts.Config.policy,
 			AlwaysFatal: fatal,
@@ -334,7 +342,10 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 		return nil, err
 	}
 	var earliest time.Time
-	for _, r := range results {
+	for i, r := range results {
+		if !r.Duplicate {
+			b.obs.JobEnqueued(params[i].Queue, params[i].Type)
+		}
 		if r.State == job.StateScheduled && (earliest.IsZero() || r.RunAt.Before(earliest)) {
 			earliest = r.RunAt
 		}
@@ -385,6 +396,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	if before.State.Final() {
 		return nil, &finishedError{id: id, state: before.State}
 	}
+	b.obs.JobCancelled(before.Queue, before.Type)
 	if before.State.Held() {
 		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
 		b.mu.Lock()

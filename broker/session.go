@@ -38,6 +38,7 @@ type Session struct {
 	queues   []string
 	capacity int
 	out      *outbox
+	since    time.Time // when the stream opened
 
 	// Guarded by b.mu.
 	held     map[int64]*lease
@@ -73,6 +74,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		queues:   slices.Clone(h.Queues),
 		capacity: h.Capacity,
 		out:      newOutbox(),
+		since:    b.now(),
 		held:     make(map[int64]*lease),
 	}
 	adopted := make([]*job.Job, len(h.Held))
@@ -198,6 +200,7 @@ func (s *Session) Started(ref job.LeaseRef) {
 	}
 	l.started, l.startedAt = true, now
 	timeout, attempt := l.job.AttemptTimeout, l.attempt
+	b.obs.AttemptStarted(l.job.Queue, l.job.Type, now.Sub(l.job.RunAt))
 	b.mu.Unlock()
 	var ok bool
 	o := &op{name: "start", starts: ref}
@@ -295,6 +298,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	j, attemptNo, startedAt := l.job, l.attempt, l.startedAt
 	if !l.started {
 		startedAt = now // a worker that skipped Started: the attempt still counts
+		b.obs.AttemptStarted(j.Queue, j.Type, now.Sub(j.RunAt))
 	}
 	b.mu.Unlock()
 
@@ -344,6 +348,11 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 				b.endLeaseLocked(cur, permitFailed, breakerKind(d.Kind))
 			}
 		}
+		end := AttemptEnd{Verdict: d.Verdict, Dead: d.Reason, Duration: now.Sub(startedAt)}
+		if failure != nil {
+			end.Cause = failureCause(d.Kind)
+		}
+		b.obs.AttemptEnded(j.Queue, j.Type, end)
 		s.out.push(ResultAck{Ref: ref, Decision: d})
 		switch {
 		case d.Verdict == triage.Retry && params.State == job.StateScheduled:

@@ -92,16 +92,21 @@ func (b *Broker) Sweep() {
 		}
 		ref := job.LeaseRef{JobID: e.j.ID, Token: e.j.LeaseToken}
 		l := b.leaseLocked(ref)
+		if !e.running || e.cause == triage.LeaseExpired {
+			b.obs.LeaseExpired(e.j.Queue)
+		}
 		if !e.running {
 			if l != nil {
 				b.endLeaseLocked(l, permitReleased, 0)
 			}
 			continue
 		}
-		kind, reason := breaker.LeaseExpired, CancelLeaseLost
+		kind, reason, cause := breaker.LeaseExpired, CancelLeaseLost, CauseLeaseExpired
 		if e.cause == triage.Timeout {
-			kind, reason = breaker.Timeout, CancelTimeout
+			kind, reason, cause = breaker.Timeout, CancelTimeout, CauseTimeout
 		}
+		b.obs.AttemptEnded(e.j.Queue, e.j.Type, AttemptEnd{Cause: cause, Verdict: e.decision.Verdict,
+			Dead: e.decision.Reason, Duration: now.Sub(e.j.StartedAt)})
 		b.log.Info("attempt failed without a result", "job", e.j.ID, "type", e.j.Type,
 			"outcome", e.params.Attempt.Outcome, "decision", e.decision.Verdict)
 		if l != nil {

@@ -158,6 +158,8 @@ func (b *Broker) commit(batch []*op) {
 	}
 	var succeeding []*op
 	var successes []*store.JobFinishParams
+	// Commit timing is a measurement of storage, not a decision, so it reads the wall clock.
+	began := time.Now()
 	err := b.st.Write(b.ctx, name, func(tx store.Tx) error {
 		succeeding, successes = succeeding[:0], successes[:0]
 		for _, o := range batch {
@@ -178,6 +180,7 @@ func (b *Broker) commit(batch []*op) {
 		}
 		return nil
 	})
+	b.obs.BatchCommitted(len(batch), time.Since(began), err)
 	// Busy storage already had its retries; splitting would only wait them out once per op.
 	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -32,11 +31,11 @@ func Example_roundTrip() {
 
 	// The broker, on a free loopback port and a fresh database.
 	cfg := config.Defaults()
-	cfg.Listen, cfg.DB = "127.0.0.1:0", filepath.Join(dir, "jobwire.db")
+	cfg.Listen, cfg.DB, cfg.HTTPListen = "127.0.0.1:0", filepath.Join(dir, "jobwire.db"), config.HTTPOff
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	addr := make(chan string, 1)
 	brokerDone := make(chan error, 1)
-	go func() { brokerDone <- app.Run(ctx, cfg, quiet, func(a net.Addr) { addr <- a.String() }) }()
+	go func() { brokerDone <- app.Run(ctx, cfg, quiet, func(a app.Addrs) { addr <- a.GRPC.String() }) }()
 
 	c, err := client.Dial(ctx, <-addr)
 	if err != nil {

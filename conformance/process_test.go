@@ -332,7 +332,7 @@ type brokerProc struct {
 // start runs `jobwire serve`; call waitReady before relying on it.
 func (b *brokerProc) start() {
 	b.env.t.Helper()
-	b.p = b.env.spawn("broker", []string{brokerBin, "serve", "--listen", b.addr, "--db", b.db, "--config", b.cfg})
+	b.p = b.env.spawn("broker", []string{brokerBin, "serve", "--listen", b.addr, "--http-listen", "off", "--db", b.db, "--config", b.cfg})
 }
 
 // waitReady polls the broker's health service until it reports SERVING, failing if the process

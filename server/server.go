@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -33,7 +34,8 @@ type Options struct {
 	// RequireAuth makes every call but health checks present a valid token with a role
 	// allowed to make it (see access in authz.go). It needs Auth.
 	RequireAuth bool
-	// ServerOptions are added to the gRPC server's, for example its transport credentials.
+	// ServerOptions are added to the gRPC server's: its transport credentials, and metrics or
+	// tracing interceptors, which come before the server's own so that they see every call.
 	ServerOptions []grpc.ServerOption
 }
 
@@ -45,6 +47,7 @@ type Server struct {
 	clk    clock.Clock
 	health *health.Server
 	auth   *auth.Authenticator
+	local  *localConn
 }
 
 // New builds a *grpc.Server serving b, with logging, panic recovery and request validation.
@@ -99,13 +102,16 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.RequireAuth {
 		unary = append(unary, s.authorizeUnary)
 	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{
+	gs := grpc.NewServer(append(slices.Clone(opts.ServerOptions),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-	}, opts.ServerOptions...)...)
-	jobwirev1.RegisterProducerServiceServer(gs, &producer{Server: s})
+	)...)
+	s.local = newLocalConn(chainUnary(unary))
+	for _, r := range []grpc.ServiceRegistrar{gs, s.local} {
+		jobwirev1.RegisterProducerServiceServer(r, &producer{Server: s})
+		jobwirev1.RegisterAdminServiceServer(r, &admin{Server: s})
+	}
 	jobwirev1.RegisterWorkerServiceServer(gs, &workers{Server: s})
-	jobwirev1.RegisterAdminServiceServer(gs, &admin{Server: s})
 	jobwirev1.RegisterTokenServiceServer(gs, &tokens{Server: s})
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)

@@ -45,10 +45,11 @@ func startBroker(ctx context.Context, cfg *benchConfig, dir, scenario string) (*
 			return nil, err
 		}
 		cmd = exec.Command(self, brokerCommand, "--listen", "127.0.0.1:0", "--db", db,
-			"--durability", cfg.Durability, "--cpuprofile", filepath.Join(cfg.profDir, "broker-"+scenario+".pprof"))
+			"--durability", cfg.Durability, "--metrics", cfg.Metrics, "--cpuprofile", filepath.Join(cfg.profDir, "broker-"+scenario+".pprof"))
 	} else {
 		cmd = exec.Command(cfg.brokerBin, "serve", "--listen", "127.0.0.1:0", "--db", db,
-			"--durability", cfg.Durability, "--log-level", "info")
+			"--durability", cfg.Durability, "--log-level", "info",
+			"--http-listen", "127.0.0.1:0", "--metrics", cfg.Metrics)
 	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -132,6 +133,7 @@ func runBroker(ctx context.Context, args []string) error {
 	db := fs.String("db", "", "SQLite database file")
 	durability := fs.String("durability", "normal", "normal or full")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	metricsOn := fs.String("metrics", "on", "Prometheus metrics: on or off")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -140,6 +142,7 @@ func runBroker(ctx context.Context, args []string) error {
 	}
 	cfg := config.Defaults()
 	cfg.Listen, cfg.DB, cfg.FullSync = *listen, *db, *durability == "full"
+	cfg.HTTPListen, cfg.Metrics = "127.0.0.1:0", *metricsOn != "off"
 	if *profile != "" {
 		f, err := os.Create(*profile)
 		if err != nil {

@@ -24,6 +24,7 @@ type benchConfig struct {
 	Warmup      time.Duration `json:"latency_warmup_ns"`
 	Durability  string        `json:"durability"`
 	Repeat      int           `json:"repeat"`
+	Metrics     string        `json:"metrics"`
 	WorkerCmd   string        `json:"worker_cmd,omitempty"`
 
 	jsonPath  string
@@ -63,6 +64,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "latency samples from this first part of the run are not counted")
 	fs.IntVar(&c.Repeat, "repeat", 1, "run each selected scenario this many times, each on a fresh broker, and print the spread")
 	fs.StringVar(&c.Durability, "durability", "normal", "broker durability: normal (synchronous=NORMAL) or full (synchronous=FULL)")
+	fs.StringVar(&c.Metrics, "metrics", "on", "broker Prometheus metrics: on or off (to measure what they cost)")
 	fs.StringVar(&c.WorkerCmd, "worker-cmd", "", "run the drain scenario with this shell command as each worker process instead of the Go SDK worker (see docs/performance.md)")
 	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs to drain, 5,000 per e2e scenario, 2s enqueue scenarios, 3s latency")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
@@ -111,6 +113,9 @@ func parseFlags(args []string) (benchConfig, error) {
 	var errs []string
 	if c.Durability != "normal" && c.Durability != "full" {
 		errs = append(errs, fmt.Sprintf("--durability must be normal or full, got %q", c.Durability))
+	}
+	if c.Metrics != "on" && c.Metrics != "off" {
+		errs = append(errs, fmt.Sprintf("--metrics must be on or off, got %q", c.Metrics))
 	}
 	for _, p := range []struct {
 		name string

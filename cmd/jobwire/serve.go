@@ -21,6 +21,7 @@ import (
 // flag is one more field here, one more line in addServeFlags and one in apply.
 type serveFlags struct {
 	listen, db, config, durability, logLevel stringFlag
+	httpListen, metrics                      stringFlag
 	maxRetries                               intFlag
 	baseDelay, commandTimeout                durationFlag
 }
@@ -40,6 +41,9 @@ func addServeFlags(e *env, fs *flag.FlagSet) (*serveFlags, error) {
 		{&sf.config, "config", "JOBWIRE_CONFIG", "YAML configuration file (optional)"},
 		{&sf.durability, "durability", "JOBWIRE_DURABILITY", "normal or full"},
 		{&sf.logLevel, "log-level", "JOBWIRE_LOG_LEVEL", "debug, info, warn or error"},
+		{&sf.httpListen, "http-listen", "JOBWIRE_HTTP_LISTEN",
+			"address of the HTTP listener for /metrics, /healthz, /readyz and the dashboard, host:port or off (default 127.0.0.1:7071)"},
+		{&sf.metrics, "metrics", "JOBWIRE_METRICS", "Prometheus metrics on /metrics: on or off (default on)"},
 		{&sf.maxRetries, "max-transient-retries", "JOBWIRE_MAX_TRANSIENT_RETRIES",
 			"times a storage operation is re-run when the database is busy or locked (default 3)"},
 		{&sf.baseDelay, "transient-retry-base-delay", "JOBWIRE_TRANSIENT_RETRY_BASE_DELAY",
@@ -172,6 +176,9 @@ func runServe(ctx context.Context, e *env, c *command, args []string) error {
 	err = app.Run(ctx, cfg, slog.New(h), nil)
 	var le *app.ListenError
 	if errors.As(err, &le) {
+		if le.HTTP {
+			return usageErrorf("%v; choose another %s, or off", le, sf.httpListen.setBy("http-listen"))
+		}
 		return usageErrorf("%v; choose another %s", le, sf.listen.setBy("listen"))
 	}
 	return err
@@ -197,6 +204,23 @@ func (sf *serveFlags) apply(cfg *config.Config) error {
 		cfg.FullSync = true
 	default:
 		return usageErrorf("%s must be normal or full, got %q", sf.durability.setBy("durability"), sf.durability.v)
+	}
+	switch {
+	case !sf.metrics.set:
+	case sf.metrics.v == "on":
+		cfg.Metrics = true
+	case sf.metrics.v == "off":
+		cfg.Metrics = false
+	default:
+		return usageErrorf("%s must be on or off, got %q", sf.metrics.setBy("metrics"), sf.metrics.v)
+	}
+	if sf.httpListen.set {
+		cfg.HTTPListen = sf.httpListen.v
+		if cfg.HTTPListen != config.HTTPOff {
+			if err := checkListenAddr(cfg.HTTPListen); err != nil {
+				return usageErrorf("%s %v, or off", sf.httpListen.setBy("http-listen"), err)
+			}
+		}
 	}
 	if sf.maxRetries.set {
 		cfg.Storage.MaxTransientRetries = sf.maxRetries.v

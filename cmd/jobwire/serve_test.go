@@ -63,6 +63,10 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 		{"config with an unknown key", []string{"--config", badConfig}, nil, "jobwire serve: " + badConfig + ` line 2: unknown key "retyr" (did you mean "retry"?)` + "\n"},
 		{"config missing", []string{"--config", filepath.Join(scratch, "nope.yaml")}, nil, "nope.yaml: no such file or directory"},
 		{"stray argument", []string{"now"}, nil, `serve takes no arguments, got "now"`},
+		{"http listen without port", []string{"--http-listen", "localhost"}, nil, `--http-listen "localhost" is not host:port, e.g. 127.0.0.1:7070 or :7070, or off`},
+		{"http listen from the environment", nil, map[string]string{"JOBWIRE_HTTP_LISTEN": "nope"}, `JOBWIRE_HTTP_LISTEN "nope" is not host:port`},
+		{"http listen address in use", []string{"--http-listen", busy.Addr().String()}, nil, "cannot listen on " + busy.Addr().String() + " for HTTP: address already in use; choose another --http-listen, or off"},
+		{"metrics neither on nor off", []string{"--metrics", "yes"}, nil, `--metrics must be on or off, got "yes"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,17 +7,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"google.golang.org/grpc"
+
 	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/internal/metrics"
+	"github.com/jobwire/jobwire/internal/web"
 	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
-	"google.golang.org/grpc"
 )
 
 // gcPercent is the broker's GOGC unless the environment sets one.
@@ -31,9 +36,14 @@ const ShutdownGrace = 30 * time.Second
 type ListenError struct {
 	Addr string
 	Err  error
+	// HTTP marks the HTTP listener's address (metrics, health, dashboard), not gRPC's.
+	HTTP bool
 }
 
 func (e *ListenError) Error() string {
+	if e.HTTP {
+		return fmt.Sprintf("cannot listen on %s for HTTP: %v", e.Addr, e.Err)
+	}
 	return fmt.Sprintf("cannot listen on %s: %v", e.Addr, e.Err)
 }
 
@@ -55,14 +65,29 @@ func listen(addr string) (net.Listener, error) {
 	return lis, nil
 }
 
+// Addrs are the addresses the broker listens on.
+type Addrs struct {
+	GRPC net.Addr
+	// HTTP is nil when the HTTP listener is off.
+	HTTP net.Addr
+}
+
 // Run serves cfg until ctx ends, then shuts down gracefully. ready, if set, is called with the
-// listening address once the broker accepts connections.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(net.Addr)) error {
+// listening addresses once the broker accepts connections.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Addrs)) error {
 	lis, err := listen(cfg.Listen)
 	if err != nil {
 		return err
 	}
 	defer lis.Close()
+	var hlis net.Listener
+	if cfg.HTTPListen != config.HTTPOff {
+		if hlis, err = listen(cfg.HTTPListen); err != nil {
+			err.(*ListenError).HTTP = true
+			return err
+		}
+		defer hlis.Close()
+	}
 	if os.Getenv("GOGC") == "" {
 		// The broker's heap is small and short-lived (messages in flight); collecting it half
 		// as often costs little memory and gives the single writer goroutine more CPU.
@@ -86,7 +111,21 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 		return fmt.Errorf("open database %s: %w", cfg.DB, err)
 	}
 	defer st.Close()
-	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers})
+	var (
+		obs     broker.Observer
+		m       *metrics.Metrics
+		srvOpts []grpc.ServerOption
+		grpcm   *grpcprom.ServerMetrics
+	)
+	if cfg.Metrics {
+		m = metrics.New(metrics.Options{Version: Version()})
+		obs = m
+		grpcm = grpcprom.NewServerMetrics()
+		m.Registry().MustRegister(grpcm)
+		srvOpts = append(srvOpts, grpc.ChainUnaryInterceptor(grpcm.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(grpcm.StreamServerInterceptor()))
+	}
+	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers, Observer: obs})
 	if err != nil {
 		return err
 	}
@@ -95,19 +134,40 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 	}
 	limits := server.DefaultLimits()
 	limits.MaxPayload = cfg.MaxPayload
-	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{}})
+	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{}, ServerOptions: srvOpts})
+	addrs := Addrs{GRPC: lis.Addr()}
+	var hs *http.Server
+	if hlis != nil {
+		wopts := web.Options{Ready: b.Ready, MetricsAuth: cfg.MetricsAuth, Log: log}
+		if m != nil {
+			m.Watch(b, policy, clock.Real{}, log)
+			grpcm.InitializeMetrics(gs)
+			wopts.Metrics = m.Handler()
+		}
+		hs = &http.Server{Handler: web.Handler(wopts), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		addrs.HTTP = hlis.Addr()
+		go func() {
+			if err := hs.Serve(hlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http listener stopped", "err", err)
+			}
+		}()
+		log.Info("jobwire http listening", "addr", hlis.Addr().String(), "metrics", cfg.Metrics)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
 	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", cfg.DB, "durability", sync)
 	if ready != nil {
-		ready(lis.Addr())
+		ready(addrs)
 	}
 	select {
 	case err := <-serveErr:
+		closeHTTP(hs)
 		_ = b.Shutdown(context.WithoutCancel(ctx))
 		return err
 	case <-ctx.Done():
 	}
+	defer closeHTTP(hs)
 	log.Info("shutting down: draining workers", "grace", ShutdownGrace)
 	srv.SetNotServing()
 	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
@@ -127,4 +187,20 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ne
 	}
 	log.Info("stopped")
 	return shutErr
+}
+
+// closeHTTP stops the HTTP listener, if there is one, after the broker has drained: /readyz
+// says "not ready" while it drains.
+func closeHTTP(hs *http.Server) {
+	if hs != nil {
+		_ = hs.Close()
+	}
+}
+
+// Version is the running build's version: the module version from the build info, or "(devel)".
+func Version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"testing"
 
@@ -21,10 +20,10 @@ func TestSecondBrokerOnOneSQLiteFileRefusesToStart(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func(ctx context.Context) (addr string, done chan error) {
 		cfg := config.Defaults()
-		cfg.Listen, cfg.DB = "127.0.0.1:0", db
+		cfg.Listen, cfg.HTTPListen, cfg.DB = "127.0.0.1:0", config.HTTPOff, db
 		ready := make(chan string, 1)
 		done = make(chan error, 1)
-		go func() { done <- app.Run(ctx, cfg, quiet, func(a net.Addr) { ready <- a.String() }) }()
+		go func() { done <- app.Run(ctx, cfg, quiet, func(a app.Addrs) { ready <- a.GRPC.String() }) }()
 		select {
 		case addr = <-ready:
 		case err := <-done:

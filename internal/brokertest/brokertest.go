@@ -51,7 +51,10 @@ type Options struct {
 	// RequireAuth turns auth on: every call needs a token (see Bundle.Token and DialToken).
 	// Conn, Producer, Admin and Workers then carry an admin token.
 	RequireAuth bool
-	// ServerOptions are added to the gRPC server's (transport credentials, for example).
+	// Observer hears the broker's events (metrics); nil: none.
+	Observer broker.Observer
+	// ServerOptions are added to the gRPC server's (transport credentials, metrics or tracing
+	// interceptors, for example).
 	ServerOptions []grpc.ServerOption
 	// Faults, when set, injects storage faults: it runs every storage operation (in place of
 	// Retry) and the broker's writes go through it.
@@ -83,6 +86,7 @@ type Bundle struct {
 	// AdminToken is an admin token when RequireAuth is set.
 	AdminToken string
 	grpc       *grpc.Server
+	Server     *server.Server
 	Conn       *grpc.ClientConn
 	Producer   jobwirev1.ProducerServiceClient
 	Admin      jobwirev1.AdminServiceClient
@@ -130,7 +134,7 @@ func (b *Bundle) start() {
 		bst = faultStore{Store: st, f: b.opts.Faults}
 	}
 	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
-		Logger: log, Breakers: b.opts.Breakers})
+		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer})
 	if err != nil {
 		t.Fatalf("new broker: %v", err)
 	}
@@ -143,10 +147,10 @@ func (b *Bundle) start() {
 	}
 	b.Addr = lis.Addr().String()
 	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log})
-	gs, _ := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
+	gs, srv := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
 		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions})
 	go func() { _ = gs.Serve(lis) }()
-	b.Store, b.Broker, b.grpc = st, br, gs
+	b.Store, b.Broker, b.grpc, b.Server = st, br, gs, srv
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if b.opts.RequireAuth {
 		if b.AdminToken == "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"reflect"
 	"slices"
@@ -37,6 +38,12 @@ type File struct {
 	Retention         RetentionFile      `yaml:"retention"`
 	LogLevel          string             `yaml:"log_level"`  // debug, info (default), warn, error
 	LogFormat         string             `yaml:"log_format"` // text (default) or json
+	// HTTPListen is the address of the HTTP listener (metrics, health, dashboard), or "off".
+	HTTPListen string `yaml:"http_listen"`
+	// Metrics turns the Prometheus metrics on (default) or off.
+	Metrics *bool `yaml:"metrics"`
+	// MetricsAuth makes /metrics need a token when authentication is on (default: open).
+	MetricsAuth *bool `yaml:"metrics_auth"`
 }
 
 // RetryFile overrides parts of a retry policy.
@@ -96,7 +103,19 @@ type Config struct {
 	MaxPayload  int
 	LogLevel    string
 	LogFormat   string
+	// HTTPListen is where /metrics, /healthz, /readyz and the dashboard are served; HTTPOff
+	// turns the listener off.
+	HTTPListen  string
+	Metrics     bool
+	MetricsAuth bool
 }
+
+// HTTPOff is the HTTPListen value that turns the HTTP listener off.
+const HTTPOff = "off"
+
+// DefaultHTTPListen is the HTTP listener's default address: loopback only, next to the gRPC
+// port.
+const DefaultHTTPListen = "127.0.0.1:7071"
 
 // Defaults is the configuration with no file.
 func Defaults() Config {
@@ -110,6 +129,8 @@ func Defaults() Config {
 		MaxPayload:  1 << 20,
 		LogLevel:    "info",
 		LogFormat:   "text",
+		HTTPListen:  DefaultHTTPListen,
+		Metrics:     true,
 	}
 }
 
@@ -176,6 +197,13 @@ func (f File) apply(c Config, ck *checker) Config {
 	set(&c.DB, f.DB)
 	set(&c.LogLevel, f.LogLevel)
 	set(&c.LogFormat, f.LogFormat)
+	set(&c.HTTPListen, f.HTTPListen)
+	if f.Metrics != nil {
+		c.Metrics = *f.Metrics
+	}
+	if f.MetricsAuth != nil {
+		c.MetricsAuth = *f.MetricsAuth
+	}
 	switch f.Durability {
 	case "", "normal":
 	case "full":
@@ -276,6 +304,9 @@ func (f File) apply(c Config, ck *checker) Config {
 	default:
 		errs = append(errs, fmt.Sprintf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
 	}
+	if err := CheckHTTPListen(c.HTTPListen); err != nil {
+		errs = append(errs, fmt.Sprintf("http_listen %v", err))
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -344,4 +375,16 @@ func (b BreakerFile) over(c breaker.Config) (breaker.Config, error) {
 		c.Count = breaker.KindsOf(kinds...)
 	}
 	return c, nil
+}
+
+// CheckHTTPListen checks an HTTP listener address: host:port, or HTTPOff. The error reads
+// after the setting's name.
+func CheckHTTPListen(addr string) error {
+	if addr == HTTPOff {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return fmt.Errorf("must be host:port (such as 127.0.0.1:7071) or off, got %q", addr)
+	}
+	return nil
 }

@@ -89,6 +89,8 @@ func TestParseRejectsBadValuesInOneSentenceEach(t *testing.T) {
 		{"max_payload_bytes: -1", "line 1: max_payload_bytes must be 1..67108864, got -1"},
 		{"log_level: loud", `line 1: log_level must be debug, info, warn or error, got "loud"`},
 		{"retention: {succeeded: 0s}", "line 1: retention.succeeded must be at least 1m, got 0s"},
+		{"http_listen: 7071", `line 1: http_listen must be host:port (such as 127.0.0.1:7071) or off, got "7071"`},
+		{"metrics: maybe", `line 1: metrics: "maybe" is not true or false`},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.doc))
@@ -138,5 +140,30 @@ func TestEmptyFileIsDefaults(t *testing.T) {
 	}
 	if d := Defaults(); cfg.Listen != d.Listen || cfg.Broker.LeaseDuration != 30*time.Second || cfg.Broker.AttemptTimeout != 15*time.Minute {
 		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+func TestHTTPListenerSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		doc         string
+		listen      string
+		metrics     bool
+		metricsAuth bool
+	}{
+		{"", DefaultHTTPListen, true, false},
+		{"http_listen: off", HTTPOff, true, false},
+		{"http_listen: ':9100'\nmetrics: false", ":9100", false, false},
+		{"metrics_auth: true", DefaultHTTPListen, true, true},
+	}
+	for _, tt := range tests {
+		cfg, err := Parse([]byte(tt.doc))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.doc, err)
+		}
+		if cfg.HTTPListen != tt.listen || cfg.Metrics != tt.metrics || cfg.MetricsAuth != tt.metricsAuth {
+			t.Errorf("Parse(%q): http_listen %q metrics %v metrics_auth %v, want %q %v %v", tt.doc,
+				cfg.HTTPListen, cfg.Metrics, cfg.MetricsAuth, tt.listen, tt.metrics, tt.metricsAuth)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -74,8 +75,9 @@ type Policy struct {
 	randMu sync.Mutex
 	rand   *rand.Rand
 
-	countMu sync.Mutex
-	counts  map[string]int64
+	countMu   sync.Mutex
+	counts    map[string]int64
+	exhausted map[string]int64
 }
 
 // New returns a Policy, or an error naming what is wrong with cfg.
@@ -93,6 +95,8 @@ func New(cfg Config) (*Policy, error) {
 		sleep:    cfg.Sleep,
 		rand:     cfg.Rand,
 		counts:   make(map[string]int64),
+
+		exhausted: make(map[string]int64),
 	}
 	if p.logger == nil {
 		p.logger = slog.Default()
@@ -144,6 +148,7 @@ func (p *Policy) Do(ctx context.Context, op string, fn func(ctx context.Context)
 		}
 		if attempt > p.opts.MaxTransientRetries {
 			busy := &BusyError{Op: op, Code: code, Tries: attempt, Err: err}
+			p.countExhausted(code)
 			p.logger.LogAttrs(ctx, slog.LevelWarn, "storage retries exhausted",
 				slog.String("op", op), slog.String("code", code),
 				slog.Int("tries", attempt), slog.String("error", err.Error()))
@@ -208,6 +213,20 @@ func (p *Policy) count(code string) {
 	p.countMu.Lock()
 	p.counts[code]++
 	p.countMu.Unlock()
+}
+
+func (p *Policy) countExhausted(code string) {
+	p.countMu.Lock()
+	p.exhausted[code]++
+	p.countMu.Unlock()
+}
+
+// Exhausted returns a snapshot of how many operations gave up after their last retry, keyed by
+// the error code of the last failure.
+func (p *Policy) Exhausted() map[string]int64 {
+	p.countMu.Lock()
+	defer p.countMu.Unlock()
+	return maps.Clone(p.exhausted)
 }
 
 // Counters returns a snapshot of how many retries were made, keyed by error code name. Only

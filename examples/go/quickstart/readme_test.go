@@ -35,8 +35,9 @@ type step struct {
 
 // TestREADMEQuickStart runs the README's quick start line by line, as a reader would, and
 // checks that it ends with the enqueued job SUCCEEDED. The commands come from README.md itself,
-// so the README cannot drift from what works. The broker gets its own database and a free port
-// through JOBWIRE_DB, JOBWIRE_LISTEN and JOBWIRE_ADDR, which every command honours.
+// so the README cannot drift from what works. The broker gets its own database and free ports
+// through JOBWIRE_DB, JOBWIRE_LISTEN, JOBWIRE_HTTP_LISTEN and JOBWIRE_ADDR, which every command
+// honours.
 func TestREADMEQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker, the CLI and the worker")
@@ -58,7 +59,8 @@ func TestREADMEQuickStart(t *testing.T) {
 
 	addr := freeAddr(t)
 	env := append(readerEnv(),
-		"JOBWIRE_LISTEN="+addr, "JOBWIRE_ADDR="+addr, "JOBWIRE_DB="+filepath.Join(t.TempDir(), "jobwire.db"))
+		"JOBWIRE_LISTEN="+addr, "JOBWIRE_ADDR="+addr, "JOBWIRE_DB="+filepath.Join(t.TempDir(), "jobwire.db"),
+		"JOBWIRE_HTTP_LISTEN=127.0.0.1:0")
 	var background []*shell
 	t.Cleanup(func() {
 		for i := len(background) - 1; i >= 0; i-- { // the worker before the broker

@@ -1,0 +1,108 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// Role is what an authenticated caller of the HTTP listener may do.
+type Role int
+
+const (
+	// RoleNone may do nothing.
+	RoleNone Role = iota
+	// RoleViewer may read everything and change nothing.
+	RoleViewer
+	// RoleAdmin may also pause queues, requeue and purge dead jobs, cancel jobs and steer
+	// breakers.
+	RoleAdmin
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleViewer:
+		return "viewer"
+	case RoleAdmin:
+		return "admin"
+	}
+	return "none"
+}
+
+// Authenticator checks a bearer token presented to the HTTP listener and says which role it
+// carries. It is the broker's token verification, adapted; the listener keeps no tokens of its
+// own. Errors for unknown, revoked or expired tokens should match ErrBadToken.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Role, error)
+}
+
+// ErrBadToken is what an Authenticator returns for a token that is not valid.
+var ErrBadToken = errors.New("token is not valid")
+
+// cookieName holds the dashboard's token after login.
+const cookieName = "jobwire_token"
+
+// authn applies an Authenticator to requests; with none, everyone is an admin.
+type authn struct {
+	auth Authenticator
+	log  *slog.Logger
+}
+
+type roleKey struct{}
+
+// roleOf is the role the request was authenticated with (RoleAdmin when authentication is off).
+func roleOf(ctx context.Context) Role {
+	r, _ := ctx.Value(roleKey{}).(Role)
+	return r
+}
+
+// token is the request's bearer token, from the Authorization header or the login cookie.
+func token(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+			return strings.TrimSpace(t)
+		}
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+// roleFor authenticates r.
+func (a *authn) roleFor(r *http.Request) Role {
+	if a.auth == nil {
+		return RoleAdmin
+	}
+	t := token(r)
+	if t == "" {
+		return RoleNone
+	}
+	role, err := a.auth.Authenticate(r.Context(), t)
+	if err != nil {
+		if !errors.Is(err, ErrBadToken) {
+			a.log.Warn("http: token check failed", "err", err)
+		}
+		return RoleNone
+	}
+	return role
+}
+
+// require answers 401 without a valid token and 403 when its role is below min.
+func (a *authn) require(min Role, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		role := a.roleFor(r)
+		switch {
+		case role == RoleNone:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jobwire"`)
+			http.Error(w, "a viewer or admin token is required", http.StatusUnauthorized)
+			return
+		case role < min:
+			http.Error(w, "this needs an admin token", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, role)))
+	})
+}
