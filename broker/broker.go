@@ -319,7 +319,9 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 	now := b.now()
 	for _, p := range params {
 		p.Now = now
-		if p.RunAt.IsZero() {
+		if p.RunAt.Before(now) {
+			// A time in the past (the zero time included) means now: kept as given, it would
+			// put the job ahead of every other job of its priority that is waiting.
 			p.RunAt = now
 		}
 		if p.AttemptTimeout == 0 {

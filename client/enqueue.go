@@ -25,7 +25,9 @@ type JobSpec struct {
 	Queue string
 	// Priority: higher runs first, -1000..1000.
 	Priority int
-	// RunAt schedules the job for an absolute time. Set at most one of RunAt and Delay.
+	// RunAt schedules the job for an absolute time. Set at most one of RunAt and Delay. A time
+	// in the past means now: the broker stores the job as enqueued now, behind the jobs of its
+	// priority already waiting.
 	RunAt time.Time
 	// Delay schedules the job this long after the broker stores it. Measured on the broker's
 	// clock, so it is immune to skew between producer and broker.

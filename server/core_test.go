@@ -456,15 +456,20 @@ func TestDispatchOrder(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
 	ctx := context.Background()
-	low := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Priority: 1})
+	// A run_at in the past counts as now, so the job with the older run_at is the one whose
+	// delay ended first, though it was enqueued after the other one.
+	low := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Priority: 1, Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(2 * time.Second)}})
 	high := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Priority: 10})
 	later := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Priority: 100, Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(time.Minute)}})
 	_, err := b.Producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "t", Priority: 1,
-		Schedule: &jobwirev1.JobSpec_RunAt{RunAt: timestamppb.New(b.Clock.Now().Add(-time.Hour))}}})
+		Schedule: &jobwirev1.JobSpec_RunAt{RunAt: timestamppb.New(b.Clock.Now().Add(time.Second))}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	older := getJob(t, b, high+2).GetId()
+	b.Clock.Advance(2 * time.Second)
+	waitState(t, b, low, jobwirev1.JobState_JOB_STATE_PENDING)
+	waitState(t, b, older, jobwirev1.JobState_JOB_STATE_PENDING)
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
 	var order []int64
 	for range 3 {
