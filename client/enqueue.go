@@ -74,8 +74,12 @@ func MaxAttempts(n int) EnqueueOption {
 	return enqueueOptionFunc(func(s *JobSpec) { s.MaxAttempts = n })
 }
 
-// IdempotencyKey deduplicates the enqueue: a repeat with the same key returns the existing job
-// with Duplicate set. Use one whenever an enqueue may be retried after an ambiguous failure.
+// IdempotencyKey deduplicates the enqueue: a repeat with the same key and type returns the
+// existing job with Duplicate set. Use one whenever an enqueue may be retried after an ambiguous
+// failure. Keys are scoped by job type and live as long as their job: once retention or a purge
+// deletes it, the key is free again. A repeat whose queue, payload, priority, max attempts or
+// attempt timeout differ from the job's fails with ErrIdempotencyConflict (the schedule is not
+// compared: a Delay counts from each call).
 func IdempotencyKey(key string) EnqueueOption {
 	return enqueueOptionFunc(func(s *JobSpec) { s.IdempotencyKey = key })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,6 +26,12 @@ var (
 	ErrFailedPrecondition = errors.New("jobwire: failed precondition")
 	// ErrAlreadyExists: the broker refused to create something that exists.
 	ErrAlreadyExists = errors.New("jobwire: already exists")
+	// ErrIdempotencyConflict: an enqueue's idempotency key already names a job of its type whose
+	// queue, payload, priority, max attempts or attempt timeout differ from the request (the
+	// message names the job and what differs). Nothing was stored, and repeating the request
+	// cannot succeed: send the original content, or use another key. It also matches
+	// ErrAlreadyExists.
+	ErrIdempotencyConflict = errors.New("jobwire: idempotency key names a different job")
 	// ErrUnavailable: the broker could not be reached or is shutting down. The request may be
 	// retried; an Enqueue retried after this error should carry an idempotency key.
 	ErrUnavailable = errors.New("jobwire: broker unavailable")
@@ -65,6 +72,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.FailedPrecondition
 	case ErrAlreadyExists:
 		return e.Code == codes.AlreadyExists
+	case ErrIdempotencyConflict:
+		return e.Code == codes.AlreadyExists && strings.HasPrefix(e.Op, "Enqueue")
 	case ErrUnavailable:
 		return e.Code == codes.Unavailable
 	case ErrResourceExhausted:

@@ -27,6 +27,8 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, storeretry.ErrBusy):
 		return status.Errorf(codes.Unavailable, "%v; the broker is fine and nothing was changed by this call: retry it shortly", err)
+	case errors.Is(err, store.ErrIdempotencyConflict):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrShuttingDown):

@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/job"
@@ -87,6 +91,11 @@ func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatch
 		params[i] = p.insertParams(spec)
 	}
 	res, err := p.b.Enqueue(ctx, params)
+	var conflict *store.IdempotencyConflictError
+	if errors.As(err, &conflict) {
+		// The batch is all or nothing: name the spec that stopped it.
+		return nil, status.Errorf(codes.AlreadyExists, "jobs[%d]: %v; no job of this batch was stored", conflict.Index, err)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}

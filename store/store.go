@@ -65,8 +65,10 @@ type Store interface {
 // Tx is one write transaction. Methods that apply only while a lease is current report whether
 // they changed anything: false means the lease was stale and nothing changed.
 type Tx interface {
-	// JobInsertMany adds jobs in order. A job whose idempotency key is taken is not added: its
-	// result names the existing job and says Duplicate.
+	// JobInsertMany adds jobs in order. Idempotency keys are scoped by type. A job whose key a
+	// job of its type holds is not added: when the two match in every IdempotencyFields, its
+	// result names the existing job and says Duplicate; otherwise JobInsertMany fails with an
+	// *IdempotencyConflictError and the caller must roll back.
 	JobInsertMany(ps []*JobInsertParams) ([]JobInsertResult, error)
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.

@@ -34,7 +34,9 @@ func TestJobInsertMany(t *testing.T) {
 		}
 		ps = append(ps, p)
 	}
-	ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "q0", IdempotencyKey: "k3", RunAt: now, Now: now, MaxAttempts: 3})
+	repeat := *ps[3]
+	repeat.RunAt = now.Add(time.Minute) // the schedule is not compared
+	ps = append(ps, &repeat)
 	var res []store.JobInsertResult
 	if err := s.Write(ctx, "test", func(tx store.Tx) error {
 		res, err = tx.JobInsertMany(ps)

@@ -45,8 +45,9 @@ func (t *tx) queryJobs(q string, args ...any) ([]*job.Job, error) {
 	return scanJobs(t.query(q, args...))
 }
 
-// insertOne adds one job, or answers with the job that holds its idempotency key.
-func (t *tx) insertOne(p *store.JobInsertParams) (store.JobInsertResult, error) {
+// insertOne adds one job, or answers with the job of its type that holds its idempotency key
+// when that job has the same content; index is p's position in its call.
+func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResult, error) {
 	state := job.StatePending
 	if p.RunAt.After(p.Now) {
 		state = job.StateScheduled
@@ -64,7 +65,7 @@ func (t *tx) insertOne(p *store.JobInsertParams) (store.JobInsertResult, error) 
 	res, err := t.execResult(`INSERT INTO jobs (type, queue, payload, priority, state,
 		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+		ON CONFLICT (type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
 		nanos(p.Now), key, int64(p.AttemptTimeout))
 	if err != nil {
@@ -84,12 +85,19 @@ func (t *tx) insertOne(p *store.JobInsertParams) (store.JobInsertResult, error) 
 		}
 		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
 	}
-	// The idempotency key is taken: answer with the job that holds it.
+	// The idempotency key is taken: answer with the job that holds it, if it is this one.
 	var st int
-	var runAt int64
-	if err := t.queryRow(`SELECT id, state, run_at FROM jobs WHERE idempotency_key = ?`,
-		p.IdempotencyKey).Scan(&id, &st, &runAt); err != nil {
+	var runAt, timeout int64
+	var stored store.JobInsertParams
+	if err := t.queryRow(`SELECT id, state, run_at, queue, payload, priority, max_attempts, attempt_timeout_ns
+		FROM jobs WHERE type = ? AND idempotency_key = ?`, p.Type, p.IdempotencyKey).Scan(&id, &st, &runAt,
+		&stored.Queue, &stored.Payload, &stored.Priority, &stored.MaxAttempts, &timeout); err != nil {
 		return store.JobInsertResult{}, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
+	}
+	stored.AttemptTimeout = time.Duration(timeout)
+	if diff := store.IdempotencyDiff(p, &stored); len(diff) > 0 {
+		return store.JobInsertResult{}, &store.IdempotencyConflictError{Index: index, Type: p.Type,
+			Key: p.IdempotencyKey, JobID: id, Fields: diff}
 	}
 	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
 }
@@ -556,21 +564,21 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 		}
 		// Keep ids in request order: what waits in chunk goes first, one by one.
 		for _, k := range chunk {
-			r, err := t.insertOne(ps[k])
+			r, err := t.insertOne(k, ps[k])
 			if err != nil {
 				return nil, err
 			}
 			out[k] = r
 		}
 		chunk = chunk[:0]
-		r, err := t.insertOne(p)
+		r, err := t.insertOne(i, p)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = r
 	}
 	for _, k := range chunk {
-		r, err := t.insertOne(ps[k])
+		r, err := t.insertOne(k, ps[k])
 		if err != nil {
 			return nil, err
 		}
