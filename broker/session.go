@@ -306,10 +306,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	a := job.Attempt{Number: attemptNo, WorkerID: s.workerID, StartedAt: startedAt, FinishedAt: now,
 		Outcome: job.OutcomeSucceeded}
 	if failure != nil {
-		d = b.triager.Failed(j.Type, triage.Attempt{Number: attemptNo, MaxAttempts: j.MaxAttempts,
-			CreatedAt: j.LifetimeStart(), Cause: triage.Reported, Failure: *failure}, now)
-		a.Outcome, a.FailureKind = job.OutcomeFailed, d.Kind
-		a.ErrorType, a.Message, a.Details = failure.ErrorType, failure.Message, failure.Details
+		d, a = b.triageFailure(j, a, *failure, now)
 	}
 	params := finishParams(ref, j, d, a, now)
 	o := &op{name: "result", finishes: ref}
@@ -342,9 +339,12 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			return
 		}
 		if cur != nil {
-			if d.Verdict == triage.Succeeded {
+			switch {
+			case d.Verdict == triage.Succeeded:
 				b.endLeaseLocked(cur, permitSucceeded, 0)
-			} else {
+			case a.Outcome == job.OutcomeTimeout:
+				b.endLeaseLocked(cur, permitFailed, breaker.Timeout)
+			default:
 				b.endLeaseLocked(cur, permitFailed, breakerKind(d.Kind))
 			}
 		}

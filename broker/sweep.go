@@ -65,8 +65,8 @@ func (b *Broker) Sweep() {
 				e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, "LEASE_EXPIRED"
 				a.Message = fmt.Sprintf("lease expired: no heartbeat or result from worker %q", j.WorkerID)
 			} else {
-				e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, "TIMEOUT"
-				a.Message = fmt.Sprintf("attempt ran past its timeout of %s", j.AttemptTimeout)
+				e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, timeoutErrorType
+				a.Message = timeoutMessage(j)
 			}
 			e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
 				CreatedAt: j.LifetimeStart(), Cause: e.cause}, now)

@@ -223,6 +223,9 @@ type Failure struct {
 	Message    string
 	Details    string
 	RetryAfter time.Duration // 0: use the computed backoff
+	// TimedOut: the worker stopped user code at the attempt timeout. The attempt ends as one the
+	// broker timed out itself (outcome TIMEOUT); Kind and RetryAfter are not used.
+	TimedOut bool
 }
 
 // LeaseRef names one lease: a job and the fencing token it was leased with. A message that

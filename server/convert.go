@@ -92,6 +92,7 @@ func failureFromProto(f *jobwirev1.Failure) *job.Failure {
 		Message:    f.GetMessage(),
 		Details:    f.GetDetails(),
 		RetryAfter: f.GetRetryAfter().AsDuration(),
+		TimedOut:   f.GetTimedOut(),
 	}
 }
 

@@ -34,7 +34,8 @@ type JobSpec struct {
 	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Higher runs first. -1000..1000.
 	Priority int32 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
-	// When to run: an absolute time or a delay from now. Neither means now.
+	// When to run: an absolute time or a delay from now. Neither means now; so does a time in
+	// the past.
 	//
 	// Types that are valid to be assigned to Schedule:
 	//
@@ -43,7 +44,10 @@ type JobSpec struct {
 	Schedule isJobSpec_Schedule `protobuf_oneof:"schedule"`
 	// Attempts allowed, including the first. 0 means the type's policy default.
 	MaxAttempts int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
-	// A repeat enqueue with the same key returns the existing job.
+	// Keys are scoped by type. A repeat enqueue with the same type and key returns the existing
+	// job (duplicate = true) when queue, payload, priority, max_attempts and attempt_timeout
+	// match it, and fails with ALREADY_EXISTS naming what differs otherwise. A key is free again
+	// once its job is deleted (retention, purge). See docs/enqueueing.md.
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// How long one attempt may run. Unset means the broker default.
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`

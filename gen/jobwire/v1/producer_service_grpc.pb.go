@@ -33,7 +33,8 @@ const (
 type ProducerServiceClient interface {
 	// Enqueue stores one job. The response comes after the job is committed.
 	Enqueue(ctx context.Context, in *EnqueueRequest, opts ...grpc.CallOption) (*EnqueueResponse, error)
-	// EnqueueBatch stores many jobs in one transaction: all or nothing.
+	// EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
+	// key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
 	EnqueueBatch(ctx context.Context, in *EnqueueBatchRequest, opts ...grpc.CallOption) (*EnqueueBatchResponse, error)
 	// GetJob returns a job with its full attempt history.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
@@ -99,7 +100,8 @@ func (c *producerServiceClient) CancelJob(ctx context.Context, in *CancelJobRequ
 type ProducerServiceServer interface {
 	// Enqueue stores one job. The response comes after the job is committed.
 	Enqueue(context.Context, *EnqueueRequest) (*EnqueueResponse, error)
-	// EnqueueBatch stores many jobs in one transaction: all or nothing.
+	// EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
+	// key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
 	EnqueueBatch(context.Context, *EnqueueBatchRequest) (*EnqueueBatchResponse, error)
 	// GetJob returns a job with its full attempt history.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)

@@ -883,7 +883,12 @@ type Failure struct {
 	// Free text, such as a stack trace.
 	Details string `protobuf:"bytes,4,opt,name=details,proto3" json:"details,omitempty"`
 	// Replaces the broker's computed backoff when set (still capped by the policy's max delay).
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// The worker stopped user code because the attempt outlived Assignment.attempt_timeout. The
+	// broker records the attempt as it records a timeout it detects itself: outcome TIMEOUT, a
+	// transient failure (kind and retry_after are not used), and DEAD_REASON_TIMEOUT when no
+	// attempts are left.
+	TimedOut      bool `protobuf:"varint,6,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -951,6 +956,13 @@ func (x *Failure) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *Failure) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
 }
 
 // Release hands back a job whose user code never started. It returns to PENDING with no attempt spent.
@@ -1569,7 +1581,7 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\asuccess\x18\x03 \x01(\v2\x13.jobwire.v1.SuccessH\x00R\asuccess\x12/\n" +
 	"\afailure\x18\x04 \x01(\v2\x13.jobwire.v1.FailureH\x00R\afailureB\t\n" +
 	"\aoutcomeJ\x04\b\x02\x10\x03\"\t\n" +
-	"\aSuccess\"\xc5\x01\n" +
+	"\aSuccess\"\xe2\x01\n" +
 	"\aFailure\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.jobwire.v1.FailureKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1577,7 +1589,8 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
 	"\adetails\x18\x04 \x01(\tR\adetails\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"_\n" +
+	"retryAfter\x12\x1b\n" +
+	"\ttimed_out\x18\x06 \x01(\bR\btimedOut\"_\n" +
 	"\aRelease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x04 \x01(\tR\n" +

@@ -49,7 +49,8 @@ class ProducerServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def EnqueueBatch(self, request, context):
-        """EnqueueBatch stores many jobs in one transaction: all or nothing.
+        """EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
+        key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
