@@ -131,7 +131,7 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 		}
 	}
 
-	err := w.call(t, h)
+	err, cause := w.call(t, h)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -139,7 +139,7 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 		return // cancelled or lost: the broker has recorded the outcome already
 	}
 	t.state = stateDone
-	t.result = resultFor(t.ref, err, context.Cause(t.ctx))
+	t.result = resultFor(t.ref, err, cause)
 	if s := w.readySessionLocked(); s != nil {
 		s.put(outMsg{req: &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: t.result}}})
 	}
@@ -163,8 +163,10 @@ func (w *Worker) acquireSlot(t *task) bool {
 	}
 }
 
-// call runs the handler, turning a panic into a *PanicError.
-func (w *Worker) call(t *task, h HandlerFunc) (err error) {
+// call runs the handler, turning a panic into a *PanicError. cause is why the handler's
+// context ended, if it did by the time the handler returned: ErrAttemptTimeout when the
+// attempt timeout cut it off.
+func (w *Worker) call(t *task, h HandlerFunc) (err, cause error) {
 	ctx := t.ctx
 	if t.job.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
@@ -175,9 +177,10 @@ func (w *Worker) call(t *task, h HandlerFunc) (err error) {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
+		cause = context.Cause(ctx)
 	}()
 	j := t.job
-	return h(ctx, &j)
+	return h(ctx, &j), nil
 }
 
 // releaseLocked hands a never-started job back to the broker.
@@ -269,7 +272,13 @@ func resultFor(ref leaseRef, err, cause error) *jobwirev1.Result {
 		// The job did not fail: the worker stopped under it. Always transient.
 		f.ErrorType, f.Message, f.RetryAfter = shutdownErrorType, "the worker shut down before the job finished: "+f.Message, 0
 	}
+	timedOut := errors.Is(cause, ErrAttemptTimeout)
+	if timedOut {
+		// The attempt timeout stopped it: a timeout, whatever error the handler made of that.
+		f.Fatal, f.RetryAfter = false, 0
+	}
 	pf := &jobwirev1.Failure{
+		TimedOut:  timedOut,
 		Kind:      jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT,
 		ErrorType: f.ErrorType,
 		Message:   f.Message,

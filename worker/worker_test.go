@@ -338,8 +338,8 @@ func TestAttemptTimeoutCancelsHandler(t *testing.T) {
 		t.Errorf("cause = %v, want ErrAttemptTimeout", cause)
 	}
 	f := bs.result(ref).GetFailure()
-	if f.GetKind() != jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT || !strings.Contains(f.GetMessage(), "deadline exceeded") {
-		t.Errorf("failure = %v, want a transient deadline failure", f)
+	if f.GetKind() != jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT || !strings.Contains(f.GetMessage(), "deadline exceeded") || !f.GetTimedOut() {
+		t.Errorf("failure = %v, want a transient deadline failure marked timed_out", f)
 	}
 	bs.ack(ref)
 	tb.shutdown(t, bs)
