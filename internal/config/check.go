@@ -40,7 +40,10 @@ func (c *checker) fail(line int, format string, args ...any) {
 	c.errs = append(c.errs, &Error{Line: line, Msg: fmt.Sprintf(format, args...)})
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType    = reflect.TypeFor[time.Duration]()
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+)
 
 // check walks node, the value of key path (dotted, "" for the document), against type t.
 func (c *checker) check(node *yaml.Node, t reflect.Type, path string) {
@@ -52,6 +55,9 @@ func (c *checker) check(node *yaml.Node, t reflect.Type, path string) {
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return // a type that reads itself from YAML says what is wrong when decoded
 	}
 	name := path
 	if name == "" {
@@ -102,11 +108,11 @@ func (c *checker) check(node *yaml.Node, t reflect.Type, path string) {
 		}
 	case node.Kind != yaml.ScalarNode:
 		c.fail(node.Line, "%s must be a single value, not a %s", name, kindName(node))
-	case t.Kind() == reflect.Int:
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
 		if node.ShortTag() != "!!int" {
 			c.fail(node.Line, "%s: %q is not a whole number", name, node.Value)
 		}
-	case t.Kind() == reflect.Float64:
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
 		if node.ShortTag() != "!!int" && node.ShortTag() != "!!float" {
 			c.fail(node.Line, "%s: %q is not a number", name, node.Value)
 		}
