@@ -55,26 +55,35 @@ lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
 
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
-## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests
+## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests. A passing
+## run prints little and ends with a summary; a failing one prints the failures in full.
 test: lint check-generate sdk-deps test-go test-sdks
+	@scripts/test-summary.sh $(BIN)
 
 # The conformance suite (package conformance) runs inside this: strict, so a missing Python or
 # Node.js runtime fails instead of skipping, and its per-language table is printed at the end.
+# Passing packages are left out of the output; the full list is in .bin/go-test.log.
 test-go: sdk-deps
 	@mkdir -p $(BIN)
-	JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt $(GO) test -race -count=1 -timeout 20m ./...
+	@echo "go test -race ./... (passing packages: .bin/go-test.log)"
+	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt \
+		$(GO) test -race -count=1 -timeout 20m ./... 2>&1 | tee $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
 	@cat $(BIN)/conformance.txt
 
-## test-sdks: the Python and Node.js worker libraries' own tests
+## test-sdks: the Python and Node.js worker libraries' own tests; a test's log output is shown
+## only if it fails
 test-sdks: sdk-deps
-	$(PYTHON) -m unittest discover -s sdks/python
-	node --test sdks/node/
+	@mkdir -p $(BIN)
+	@set -o pipefail; $(PYTHON) -m unittest discover --buffer -s sdks/python 2>&1 | tee $(BIN)/python-test.log
+	@echo "node --test sdks/node/"
+	@node --test --test-reporter=dot --test-reporter-destination=stdout \
+		--test-reporter=tap --test-reporter-destination=$(BIN)/node-test.tap sdks/node/
 
 ## sdk-deps: install the Node.js worker library's pinned packages
 sdk-deps: sdks/node/node_modules/.package-lock.json
 
 sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
-	npm ci --prefix sdks/node --no-audit --no-fund
+	npm ci --prefix sdks/node --no-audit --no-fund --loglevel=error
 
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prints the closing summary of `make test` from the logs its steps left in the folder $1. It
+# runs only after every step passed; a failing step has already stopped make with its output.
+set -euo pipefail
+dir=${1:?usage: test-summary.sh LOG_DIR}
+
+count() { grep -cE "$1" "$2" || true; }
+go_ok=$(count $'^ok +\t' "$dir/go-test.log")
+go_none=$(count $'^\\? +\t' "$dir/go-test.log")
+read -ra langs <<<"$(sed -nE 's/^scenario +//p' "$dir/conformance.txt")"
+read -ra passed <<<"$(sed -nE 's/^passed +//p' "$dir/conformance.txt")"
+conformance=()
+for i in "${!langs[@]}"; do conformance+=("${langs[$i]} ${passed[$i]:-?}"); done
+python=$(sed -nE 's/^Ran ([0-9]+) tests? .*/\1/p' "$dir/python-test.log")
+node_pass=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$dir/node-test.tap")
+node_skip=$(sed -nE 's/^# skipped ([0-9]+)$/\1/p' "$dir/node-test.tap")
+
+echo
+echo "make test passed"
+printf '  %-12s %s packages passed with -race (%s without tests)\n' "go" "$go_ok" "$go_none"
+printf '  %-12s scenarios passed: %s\n' "conformance" "$(IFS=,; echo "${conformance[*]}" | sed 's/,/, /g')"
+printf '  %-12s %s tests passed\n' "python SDK" "${python:-?}"
+printf '  %-12s %s tests passed, %s skipped\n' "node SDK" "${node_pass:-?}" "${node_skip:-?}"
