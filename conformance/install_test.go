@@ -1,0 +1,259 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobwire/jobwire/job"
+)
+
+// The worker libraries install the way their ecosystems install, and the first worker each
+// README shows runs from the installed package against a real broker.
+
+// firstWorkerMarker starts the comment line that precedes a README's first-worker block.
+const firstWorkerMarker = "<!-- first-worker:"
+
+// readmeAddr is the broker address the READMEs' first workers use; the tests swap in their own.
+const readmeAddr = "127.0.0.1:7070"
+
+func TestInstalledPythonPackageRunsTheREADMEWorker(t *testing.T) {
+	t.Parallel()
+	lang := runtimeFor(t, "python")
+	scratch := t.TempDir()
+	// Build from a copy, so that setuptools leaves its build/ and egg-info folders there.
+	src := filepath.Join(scratch, "src")
+	if err := os.CopyFS(src, os.DirFS(filepath.Join(repoRoot, "sdks", "python"))); err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(scratch, "site")
+	run(t, scratch, nil, pythonBin, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check",
+		"--target", site, "--no-deps", "--no-build-isolation", src)
+	if got := strings.TrimSpace(run(t, scratch, []string{"PYTHONPATH=" + site}, pythonBin, "-c", "import jobwire; print(jobwire.__file__)")); !strings.HasPrefix(got, site) {
+		t.Fatalf("jobwire was imported from %s, not from the installed package in %s", got, site)
+	}
+
+	e := newEnv(t, lang, brokerConfig{})
+	script := filepath.Join(scratch, "app", "worker.py")
+	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "python", "README.md"), "python", e.broker.addr, script)
+	w := e.spawn("installed-worker", []string{pythonBin, "-u", script}, "PYTHONPATH="+site)
+	runREADMEJob(e, w)
+}
+
+func TestPackedNodePackageRunsTheREADMEWorker(t *testing.T) {
+	t.Parallel()
+	lang := runtimeFor(t, "node")
+	scratch := t.TempDir()
+	// Pack a copy laid out like the repository, so that the pack scripts copy proto/ into the copy
+	// and not into the package folder that other tests are using.
+	pkg := filepath.Join(scratch, "repo", "sdks", "node")
+	copyInto(t, filepath.Join(repoRoot, "proto"), filepath.Join(scratch, "repo", "proto"))
+	for _, name := range []string{"package.json", "package-lock.json", "README.md", "index.d.ts", "src"} {
+		copyInto(t, filepath.Join(repoRoot, "sdks", "node", name), filepath.Join(pkg, name))
+	}
+	out := run(t, scratch, nil, "npm", "pack", "--loglevel=error", pkg)
+	tarball := lastLine(out)
+	if !strings.HasSuffix(tarball, ".tgz") {
+		t.Fatalf("npm pack did not name a tarball:\n%s", out)
+	}
+
+	app := filepath.Join(scratch, "app")
+	writeAppLock(t, filepath.Join(repoRoot, "sdks", "node", "package-lock.json"), app, "file:../"+tarball)
+	// The dependencies are the ones the package's own lock pins, which `npm ci` for the package
+	// has cached; only a cold cache needs the registry.
+	install := []string{"ci", "--no-audit", "--no-fund", "--loglevel=error"}
+	if _, err := runErr(app, nil, "npm", append(install, "--offline")...); err != nil {
+		run(t, app, nil, "npm", append(install, "--prefer-offline")...)
+	}
+	if got := strings.TrimSpace(run(t, app, nil, "node", "-p", "require.resolve('@jobwire/worker')")); !strings.HasPrefix(got, filepath.Join(app, "node_modules")) {
+		t.Fatalf("@jobwire/worker resolved to %s, not to the installed package", got)
+	}
+
+	e := newEnv(t, lang, brokerConfig{})
+	script := filepath.Join(app, "worker.js")
+	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "node", "README.md"), "js", e.broker.addr, script)
+	w := e.spawn("installed-worker", []string{"node", script})
+	runREADMEJob(e, w)
+}
+
+// runtimeFor returns the language, skipping the test when its runtime is missing (failing it in
+// strict mode, as the conformance suite does).
+func runtimeFor(t *testing.T, name string) *language {
+	t.Helper()
+	if buildSkipped {
+		t.Skip("skipped in -short mode: it installs a package and runs broker and worker processes")
+	}
+	for _, l := range languages {
+		if l.name != name {
+			continue
+		}
+		if reason := l.missing(); reason != "" {
+			if os.Getenv(strictEnv) == "1" {
+				t.Fatalf("%s runtime missing and %s=1: %s", name, strictEnv, reason)
+			}
+			t.Skipf("%s runtime missing: %s", name, reason)
+		}
+		return l
+	}
+	t.Fatalf("no language %q", name)
+	return nil
+}
+
+// runREADMEJob enqueues the job the READMEs describe and waits for the worker w to run it.
+func runREADMEJob(e *env, w *proc) {
+	e.t.Helper()
+	id := e.enqueue("email.send", []byte(`{"to":"ada@example.com"}`))
+	e.waitState(id, job.StateSucceeded)
+	want := "sent an email to ada@example.com"
+	if log, err := os.ReadFile(w.log); err != nil || !bytes.Contains(log, []byte(want)) {
+		e.t.Fatalf("the worker's output lacks %q (%v):\n%s", want, err, log)
+	}
+}
+
+// writeREADMEWorker writes the fenced block of language lang after the first-worker marker of
+// readme to path, pointed at addr.
+func writeREADMEWorker(t *testing.T, readme, lang, addr, path string) {
+	t.Helper()
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		code            strings.Builder
+		marked, inBlock bool
+	)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, firstWorkerMarker):
+			marked = true
+		case marked && !inBlock && line == "```"+lang:
+			inBlock = true
+		case inBlock && line == "```":
+			if !strings.Contains(code.String(), readmeAddr) {
+				t.Fatalf("%s: the first worker does not connect to %s", readme, readmeAddr)
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			src := strings.ReplaceAll(code.String(), readmeAddr, addr)
+			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		case inBlock:
+			code.WriteString(line + "\n")
+		}
+	}
+	t.Fatalf("%s has no ```%s block after a line starting with %q", readme, lang, firstWorkerMarker)
+}
+
+// writeAppLock makes dir a project that depends on the packed package at spec, with a lock file
+// holding the package's own locked dependencies, so that `npm ci` installs exactly those.
+func writeAppLock(t *testing.T, sdkLock, dir, spec string) {
+	t.Helper()
+	var lock struct {
+		Packages map[string]map[string]any `json:"packages"`
+	}
+	b, err := os.ReadFile(sdkLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &lock); err != nil {
+		t.Fatalf("%s: %v", sdkLock, err)
+	}
+	root := lock.Packages[""]
+	deps := map[string]any{"@jobwire/worker": spec}
+	packages := map[string]any{
+		"": map[string]any{"name": "app", "dependencies": deps},
+		"node_modules/@jobwire/worker": map[string]any{
+			"version":      root["version"],
+			"resolved":     spec,
+			"dependencies": root["dependencies"],
+		},
+	}
+	for path, p := range lock.Packages {
+		if path != "" && p["dev"] != true {
+			packages[path] = p
+		}
+	}
+	files := map[string]any{
+		"package.json":      map[string]any{"name": "app", "private": true, "dependencies": deps},
+		"package-lock.json": map[string]any{"name": "app", "lockfileVersion": 3, "requires": true, "packages": packages},
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range files {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// copyInto copies a file or a folder to dst.
+func copyInto(t *testing.T, src, dst string) {
+	t.Helper()
+	fi, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.IsDir() {
+		err = os.CopyFS(dst, os.DirFS(src))
+	} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+		var b []byte
+		if b, err = os.ReadFile(src); err == nil {
+			err = os.WriteFile(dst, b, 0o644)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs a command in dir with extra environment variables, failing the test unless it
+// succeeds, and returns its standard output.
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	out, err := runErr(dir, env, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func runErr(dir string, env []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), &cmdError{err: err, stderr: stderr.String()}
+	}
+	return string(out), nil
+}
+
+// cmdError is a failed command with what it printed on stderr.
+type cmdError struct {
+	err    error
+	stderr string
+}
+
+func (e *cmdError) Error() string { return e.err.Error() + "\n" + e.stderr }
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
