@@ -28,7 +28,7 @@ type serveFlags struct {
 
 func addServeFlags(e *env, fs *flag.FlagSet) (*serveFlags, error) {
 	str := newStringFlag()
-	sf := &serveFlags{listen: str, db: str, config: str, durability: str, logLevel: str,
+	sf := &serveFlags{listen: str, db: str, config: str, durability: str, logLevel: str, httpListen: str, metrics: str,
 		maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
 	vars := []struct {
 		v     envValue
