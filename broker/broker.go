@@ -87,8 +87,11 @@ type Broker struct {
 	breakerAt    time.Time
 
 	retentionTimer clock.Timer
-	// queueRules holds every paused or capped queue; see queues.go.
-	queueRules map[string]queueRule
+	// queueRules holds every paused or capped queue; see queues.go. pausedQueues counts the
+	// paused ones and cappedQueues names the capped ones.
+	queueRules   map[string]queueRule
+	pausedQueues int
+	cappedQueues map[string]bool
 	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
 	// round stored the lease and has not handed it out. That round drops them.
 	racedCancels map[int64]racedCancel
@@ -149,6 +152,7 @@ func New(opts Options) (*Broker, error) {
 		stop:           make(chan struct{}),
 		leases:         make(map[int64]*lease),
 		queueRules:     make(map[string]queueRule),
+		cappedQueues:   make(map[string]bool),
 		racedCancels:   make(map[int64]racedCancel),
 		breakerPending: make(map[string]breaker.Saved),
 		breakerFailed:  make(map[string]bool),

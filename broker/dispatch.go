@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"errors"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ type grant struct {
 	permits []breaker.Permit // probe permits taken before leasing; unused ones go back
 	probe   bool
 	leased  []*job.Job
+	failed  error // the store refused this grant alone
 }
 
 // planRound decides what to lease to every session with free capacity. It runs on the writer
@@ -154,11 +157,22 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 			if drained[scope] {
 				continue
 			}
-			jobs, err := tx.JobLease(&g.params)
+			// One grant that cannot be stored (a statement the store refuses, say) must not
+			// keep the round's other sessions from their jobs: it fails alone.
+			g.failed = nil
+			err := tx.Isolated(func() error {
+				jobs, err := tx.JobLease(&g.params)
+				g.leased = jobs
+				return err
+			})
+			if ie := (*store.IsolatedError)(nil); errors.As(err, &ie) {
+				g.leased, g.failed = nil, ie.Err
+				continue
+			}
 			if err != nil {
 				return err
 			}
-			g.leased = jobs
+			jobs := g.leased
 			if len(jobs) < g.params.Limit {
 				if drained == nil {
 					drained = make(map[string]bool)
@@ -180,6 +194,12 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 			b.mu.Unlock()
 			return
 		}
+		for _, g := range grants {
+			if g.failed != nil {
+				b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
+				b.readyMaybe.Store(true) // its jobs are still waiting
+			}
+		}
 		if b.handOut(grants) {
 			b.signal()
 		}
@@ -187,14 +207,16 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 }
 
 // queueScope is the queues one grant may lease from: Queues when the session names its
-// queues (never empty: empty would mean every queue), else every queue but Exclude.
+// queues (never empty: empty would mean every queue), else every queue but Exclude and, with
+// excludePaused, the paused ones.
 type queueScope struct {
-	queues  []string
-	exclude []string
+	queues        []string
+	exclude       []string
+	excludePaused bool
 }
 
 func (sc *queueScope) apply(p *store.JobLeaseParams) {
-	p.Queues, p.ExcludeQueues = sc.queues, sc.exclude
+	p.Queues, p.ExcludeQueues, p.ExcludePaused = sc.queues, sc.exclude, sc.excludePaused
 }
 
 // serves reports whether the session takes jobs of queue.
@@ -202,38 +224,33 @@ func (s *Session) serves(queue string) bool {
 	return len(s.queues) == 0 || slices.Contains(s.queues, queue)
 }
 
-// scopeWithout is the session's queues minus skip, or nil when none is left.
-func scopeWithout(s *Session, skip func(q string) bool, all []string) *queueScope {
-	if len(s.queues) == 0 {
-		var ex []string
-		for _, q := range all {
-			if skip(q) {
-				ex = append(ex, q)
-			}
-		}
-		return &queueScope{exclude: ex}
-	}
-	var qs []string
-	for _, q := range s.queues {
-		if !skip(q) {
-			qs = append(qs, q)
-		}
-	}
-	if len(qs) == 0 {
-		return nil
-	}
-	return &queueScope{queues: qs}
-}
-
 // dispatchScope is the session's queues that are not paused and not capped without room, and
-// the capped queues with room among them.
+// the capped queues with room among them. Its cost grows with the session's queues and the
+// capped queues, never with the paused ones.
 func dispatchScope(s *Session, plan queuePlan) (*queueScope, []string) {
 	full := func(q string) bool {
 		room, capped := plan.room[q]
-		return slices.Contains(plan.paused, q) || capped && room <= 0
+		return capped && room <= 0
 	}
-	all := append(slices.Clone(plan.paused), plan.capped...)
-	scope := scopeWithout(s, full, all)
+	var scope *queueScope
+	if len(s.queues) == 0 {
+		scope = &queueScope{excludePaused: plan.anyPaused}
+		for _, q := range plan.capped {
+			if full(q) {
+				scope.exclude = append(scope.exclude, q)
+			}
+		}
+	} else {
+		var qs []string
+		for _, q := range s.queues {
+			if !plan.paused(q) && !full(q) {
+				qs = append(qs, q)
+			}
+		}
+		if len(qs) > 0 {
+			scope = &queueScope{queues: qs}
+		}
+	}
 	var roomy []string
 	for _, q := range plan.capped {
 		if !full(q) && s.serves(q) {
@@ -381,5 +398,6 @@ func (b *Broker) armBreakerTimerLocked() {
 func leaseScope(p *store.JobLeaseParams) string {
 	// Names cannot hold a space or a "|" (server/validate.go), so the joins cannot collide.
 	return strings.Join(p.Types, " ") + "|" + strings.Join(p.Queues, " ") + "|" +
-		strings.Join(p.ExcludeQueues, " ") + "|" + strings.Join(p.ExcludeTypes, " ")
+		strings.Join(p.ExcludeQueues, " ") + "|" + strings.Join(p.ExcludeTypes, " ") + "|" +
+		strconv.FormatBool(p.ExcludePaused)
 }

@@ -3,17 +3,30 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jobwire/jobwire/store"
 )
 
 // queueRule is what dispatch must respect for one queue. The broker keeps the rules of every
-// paused or capped queue in memory (loaded at Start, changed only by the calls below), so a
-// dispatch round never reads the queues table.
+// paused or capped queue in memory (loaded at Start, changed only by the calls below).
+//
+// A round's cost must not grow with the number of paused queues, which anyone allowed to pause
+// a queue can make large: a worker serving every queue leaves paused ones out through a join on
+// the queues table (JobLeaseParams.ExcludePaused), not a list of names, and a worker naming its
+// queues has them checked one lookup each. Capped queues are listed by name when full, so their
+// number is bounded (MaxCappedQueues).
 type queueRule struct {
 	paused bool
 	limit  int // 0: no cap
 }
+
+// MaxCappedQueues is how many queues may have a concurrency cap at once. A round lists the
+// capped queues that are full by name in its lease statement, so their number must stay small.
+const MaxCappedQueues = 1000
+
+// ErrTooManyCappedQueues refuses a cap on one more queue past MaxCappedQueues.
+var ErrTooManyCappedQueues = fmt.Errorf("at most %d queues may have a concurrency limit; remove one first", MaxCappedQueues)
 
 // loadQueueRules reads the queues' settings before the first dispatch.
 func (b *Broker) loadQueueRules(ctx context.Context) error {
@@ -21,20 +34,31 @@ func (b *Broker) loadQueueRules(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load queues: %w", err)
 	}
-	rules := make(map[string]queueRule)
-	for _, r := range recs {
-		if r.Paused || r.ConcurrencyLimit > 0 {
-			rules[r.Name] = queueRule{paused: r.Paused, limit: r.ConcurrencyLimit}
-		}
-	}
 	b.mu.Lock()
-	b.queueRules = rules
+	b.queueRules = make(map[string]queueRule)
+	b.cappedQueues = make(map[string]bool)
+	b.pausedQueues = 0
+	for _, r := range recs {
+		b.setQueueRuleLocked(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
+	}
 	b.mu.Unlock()
 	return nil
 }
 
-// setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce.
+// setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce, and keeps
+// the count of paused queues and the set of capped ones.
 func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
+	if b.queueRules[name].paused {
+		b.pausedQueues--
+	}
+	if r.paused {
+		b.pausedQueues++
+	}
+	if r.limit > 0 {
+		b.cappedQueues[name] = true
+	} else {
+		delete(b.cappedQueues, name)
+	}
 	if r.paused || r.limit > 0 {
 		b.queueRules[name] = r
 		return
@@ -65,6 +89,12 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 	if limit < 0 {
 		return fmt.Errorf("queue limit must not be negative, got %d", limit)
 	}
+	b.mu.Lock()
+	full := limit > 0 && !b.cappedQueues[name] && len(b.cappedQueues) >= MaxCappedQueues
+	b.mu.Unlock()
+	if full {
+		return ErrTooManyCappedQueues
+	}
 	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetLimit(name, limit) },
 		func(r *queueRule) { r.limit = limit })
 }
@@ -92,18 +122,11 @@ func (b *Broker) ListQueues(ctx context.Context, name string) ([]store.QueueStat
 // heldByQueueLocked counts the leases (LEASED and RUNNING jobs) held per capped queue.
 func (b *Broker) heldByQueueLocked() map[string]int {
 	held := make(map[string]int)
-	capped := false
-	for _, r := range b.queueRules {
-		if r.limit > 0 {
-			capped = true
-			break
-		}
-	}
-	if !capped {
+	if len(b.cappedQueues) == 0 {
 		return held
 	}
 	for _, l := range b.leases {
-		if r, ok := b.queueRules[l.job.Queue]; ok && r.limit > 0 {
+		if b.cappedQueues[l.job.Queue] {
 			held[l.job.Queue]++
 		}
 	}
@@ -112,27 +135,30 @@ func (b *Broker) heldByQueueLocked() map[string]int {
 
 // queuePlan is what one dispatch round may lease per queue.
 type queuePlan struct {
-	paused []string       // never leased from
-	capped []string       // leased only while room lasts
-	room   map[string]int // capped queue: how many more may be held now
+	rules     map[string]queueRule // every paused or capped queue (the broker's, read under b.mu)
+	anyPaused bool
+	capped    []string       // leased only while room lasts
+	room      map[string]int // capped queue: how many more may be held now
 }
 
-// planQueuesLocked reads the rules and held leases into a plan for one round.
+// paused reports whether q is paused.
+func (p queuePlan) paused(q string) bool { return p.rules[q].paused }
+
+// planQueuesLocked reads the rules and held leases into a plan for one round. It visits the
+// capped queues only: paused ones are looked up by name as needed.
 func (b *Broker) planQueuesLocked() queuePlan {
-	p := queuePlan{room: make(map[string]int)}
-	if len(b.queueRules) == 0 {
+	p := queuePlan{rules: b.queueRules, anyPaused: b.pausedQueues > 0, room: make(map[string]int)}
+	if len(b.cappedQueues) == 0 {
 		return p
 	}
 	held := b.heldByQueueLocked()
-	for name, r := range b.queueRules {
-		switch {
-		case r.paused:
-			p.paused = append(p.paused, name)
-		case r.limit > 0:
+	for name := range b.cappedQueues {
+		if r := b.queueRules[name]; !r.paused {
 			p.capped = append(p.capped, name)
 			p.room[name] = max(0, r.limit-held[name])
 		}
 	}
+	slices.Sort(p.capped)
 	return p
 }
 

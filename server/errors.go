@@ -31,6 +31,8 @@ func toStatus(err error) error {
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, broker.ErrTooManyCappedQueues):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, broker.ErrShuttingDown):
 		return status.Error(codes.Unavailable, "the broker is shutting down; retry against it once it is back")
 	case errors.Is(err, breaker.ErrEmptyType), errors.Is(err, breaker.ErrInvalidState):

@@ -65,6 +65,10 @@ type Store interface {
 // Tx is one write transaction. Methods that apply only while a lease is current report whether
 // they changed anything: false means the lease was stale and nothing changed.
 type Tx interface {
+	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
+	// error that is not storage failing as a whole, everything fn wrote is undone and a
+	// *IsolatedError is returned; the transaction may go on. Any other error fails it.
+	Isolated(fn func() error) error
 	// JobInsertMany adds jobs in order. Idempotency keys are scoped by type. A job whose key a
 	// job of its type holds is not added: when the two match in every IdempotencyFields, its
 	// result names the existing job and says Duplicate; otherwise JobInsertMany fails with an
@@ -163,7 +167,10 @@ type JobInsertResult struct {
 type JobLeaseParams struct {
 	Types         []string // at least one
 	Queues        []string // empty: any queue
-	ExcludeQueues []string // never these (paused, or capped without room)
+	ExcludeQueues []string // never these (capped without room, or paused)
+	// ExcludePaused leaves out every queue the queues table marks paused, however many: the
+	// store joins the table rather than listing names.
+	ExcludePaused bool
 	ExcludeTypes  []string // never these (breaker open)
 	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
 	// no cap. The store leases a capped queue's job only while its number is above zero, and
@@ -298,3 +305,10 @@ type BreakerRecord struct {
 	Type string
 	Data []byte
 }
+
+// IsolatedError is the failure of one part of a transaction (Tx.Isolated): what the part wrote
+// is undone and the rest of the transaction can still commit.
+type IsolatedError struct{ Err error }
+
+func (e *IsolatedError) Error() string { return e.Err.Error() }
+func (e *IsolatedError) Unwrap() error { return e.Err }

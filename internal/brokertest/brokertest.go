@@ -59,6 +59,9 @@ type Options struct {
 	// Faults, when set, injects storage faults: it runs every storage operation (in place of
 	// Retry) and the broker's writes go through it.
 	Faults *Faults
+	// WrapStore, when set, wraps the store the broker writes through (to make one kind of
+	// statement fail, say).
+	WrapStore func(store.Store) store.Store
 }
 
 // StorageOptions returns the storage retry options a broker started with opts uses.
@@ -132,6 +135,9 @@ func (b *Bundle) start() {
 	var bst store.Store = st
 	if b.opts.Faults != nil {
 		bst = faultStore{Store: st, f: b.opts.Faults}
+	}
+	if b.opts.WrapStore != nil {
+		bst = b.opts.WrapStore(bst)
 	}
 	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
 		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer})

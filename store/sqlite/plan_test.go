@@ -41,6 +41,9 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 			return lease(store.JobLeaseParams{Types: []string{"a"}, ExcludeTypes: []string{"b"},
 				ExcludeQueues: []string{"q", "r", "s"}, Limit: 8})
 		}},
+		{"lease leaving out paused queues", "jobs_open", func() (string, []any) {
+			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, ExcludeQueues: []string{"q"}, ExcludePaused: true, Limit: 8})
+		}},
 		{"finished since", "jobs_finished", func() (string, []any) {
 			return `SELECT COUNT(*) FROM jobs WHERE ` + finishedState + ` AND state IN (5, 6) AND finished_at >= ?`, []any{0}
 		}},

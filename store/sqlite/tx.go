@@ -123,6 +123,26 @@ func in(q *strings.Builder, args []any, col string, not bool, vals []string) []a
 	return args
 }
 
+func (t *tx) Isolated(fn func() error) error {
+	if _, err := t.exec(`SAVEPOINT isolated`); err != nil {
+		return err
+	}
+	if ferr := fn(); ferr != nil {
+		if _, transient := Classify(ferr); transient {
+			return ferr // storage as a whole: the transaction is retried
+		}
+		if _, err := t.exec(`ROLLBACK TO isolated`); err != nil {
+			return errors.Join(ferr, err)
+		}
+		if _, err := t.exec(`RELEASE isolated`); err != nil {
+			return errors.Join(ferr, err)
+		}
+		return &store.IsolatedError{Err: ferr}
+	}
+	_, err := t.exec(`RELEASE isolated`)
+	return err
+}
+
 func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Limit <= 0 || len(p.Types) == 0 {
 		return nil, nil
@@ -202,6 +222,9 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	args = in(&sel, args, "type", true, p.ExcludeTypes)
 	args = in(&sel, args, "queue", false, p.Queues)
 	args = in(&sel, args, "queue", true, p.ExcludeQueues)
+	if p.ExcludePaused {
+		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)
+	}
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
 	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit))
