@@ -24,12 +24,15 @@ type serveFlags struct {
 	httpListen, metrics                      stringFlag
 	maxRetries                               intFlag
 	baseDelay, commandTimeout                durationFlag
+
+	envErr error // the first bad JOBWIRE_* value
 }
 
-func addServeFlags(e *env, fs *flag.FlagSet) (*serveFlags, error) {
-	str := newStringFlag()
-	sf := &serveFlags{listen: str, db: str, config: str, durability: str, logLevel: str, httpListen: str, metrics: str,
-		maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
+// addServeFlags registers serve's flags with their environment defaults. A bad value in the
+// environment is kept in envErr and reported after the command line is parsed, so that -h
+// still works.
+func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
+	sf := &serveFlags{maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
 	vars := []struct {
 		v     envValue
 		name  string
@@ -53,14 +56,15 @@ func addServeFlags(e *env, fs *flag.FlagSet) (*serveFlags, error) {
 	}
 	for _, v := range vars {
 		if s := e.getenv(v.env); s != "" {
-			if err := v.v.Set(s); err != nil {
-				return nil, usageErrorf("%s=%q: %v", v.env, s, err)
+			if err := v.v.Set(s); err == nil {
+				v.v.markFrom(v.env)
+			} else if sf.envErr == nil {
+				sf.envErr = usageErrorf("%s=%q: %v", v.env, s, err)
 			}
-			v.v.markFrom(v.env)
 		}
 		fs.Var(v.v, v.name, v.usage+" (env "+v.env+")")
 	}
-	return sf, nil
+	return sf
 }
 
 // envValue is a serve flag: a flag.Value that remembers whether it was set and from where.
@@ -84,16 +88,22 @@ func (o *origin) setBy(name string) string {
 }
 
 // optFlag is a serve flag of type T that records whether it was set, so that an absent flag
-// leaves the configuration file's value (or the default) in place.
+// leaves the configuration file's value (or the default) in place. The zero value is a string
+// flag; other types are made by their constructor, which sets kind and parse.
 type optFlag[T any] struct {
 	origin
 	v     T
 	set   bool
-	kind  string // the type shown in -h
+	kind  string // the type shown in -h; "" for string
 	parse func(string) (T, error)
 }
 
-func (f *optFlag[T]) typeName() string { return f.kind }
+func (f *optFlag[T]) typeName() string {
+	if f.kind == "" {
+		return "string"
+	}
+	return f.kind
+}
 
 func (f *optFlag[T]) String() string {
 	if !f.set {
@@ -103,9 +113,18 @@ func (f *optFlag[T]) String() string {
 }
 
 func (f *optFlag[T]) Set(s string) error {
-	v, err := f.parse(s)
-	if err != nil {
-		return err
+	var v T
+	if f.parse == nil {
+		text, ok := any(s).(T)
+		if !ok {
+			return fmt.Errorf("this %T flag has no parser", f.v)
+		}
+		v = text
+	} else {
+		var err error
+		if v, err = f.parse(s); err != nil {
+			return err
+		}
 	}
 	f.v, f.set, f.from = v, true, ""
 	return nil
@@ -116,10 +135,6 @@ type (
 	intFlag      = optFlag[int]
 	durationFlag = optFlag[time.Duration]
 )
-
-func newStringFlag() stringFlag {
-	return stringFlag{kind: "string", parse: func(s string) (string, error) { return s, nil }}
-}
 
 func newIntFlag() intFlag {
 	return intFlag{kind: "int", parse: func(s string) (int, error) {
@@ -146,13 +161,13 @@ func newDurationFlag() durationFlag {
 // line neither creates nor migrates a database.
 func runServe(ctx context.Context, e *env, c *command, args []string) error {
 	fs := flagsFor(c)
-	sf, err := addServeFlags(e, fs)
-	if err != nil {
-		return err
-	}
+	sf := addServeFlags(e, fs)
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if sf.envErr != nil {
+		return sf.envErr
 	}
 	if len(rest) > 0 {
 		return usageErrorf("serve takes no arguments, got %q", rest[0])
