@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net"
 	"path"
 	"strings"
@@ -13,8 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-
-	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
 // hostile is what a hostile worker or user could put in any string: an escape sequence that
@@ -116,34 +113,42 @@ func scalar(fd protoreflect.FieldDescriptor) protoreflect.Value {
 	return protoreflect.ValueOfInt64(1)
 }
 
-// startHostileBroker answers every RPC with its response type filled by fill, or, with
-// fail, with an error whose message is hostile.
+// startHostileBroker answers every RPC of every service with its response type filled by
+// fill, or, with fail, with an error whose message is hostile. It registers no service: the
+// unknown-service handler answers them all, so services added later are covered too.
 func startHostileBroker(t *testing.T, fail bool) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(_ context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
-		if fail {
-			return nil, status.Error(codes.NotFound, hostile)
-		}
-		svc, method := path.Split(info.FullMethod)
+	answer := func(_ any, stream grpc.ServerStream) error {
+		full, _ := grpc.MethodFromServerStream(stream)
+		svc, method := path.Split(full)
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.Trim(svc, "/") + "." + method))
 		if err != nil {
-			return nil, err
+			return status.Errorf(codes.Unimplemented, "no method %s", full)
 		}
-		mt, err := protoregistry.GlobalTypes.FindMessageByName(d.(protoreflect.MethodDescriptor).Output().FullName())
+		md := d.(protoreflect.MethodDescriptor)
+		in, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		resp := mt.New()
+		if err := stream.RecvMsg(in.New().Interface()); err != nil {
+			return err
+		}
+		if fail {
+			return status.Error(codes.NotFound, hostile)
+		}
+		out, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+		if err != nil {
+			return err
+		}
+		resp := out.New()
 		fill(resp, 0)
-		return resp.Interface(), nil
+		return stream.SendMsg(resp.Interface())
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(answer))
-	jobwirev1.RegisterProducerServiceServer(srv, jobwirev1.UnimplementedProducerServiceServer{})
-	jobwirev1.RegisterAdminServiceServer(srv, jobwirev1.UnimplementedAdminServiceServer{})
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(answer))
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
