@@ -34,7 +34,11 @@ func connect(ctx context.Context, cf *commonFlags) (*broker, error) {
 	if err := cf.validate(); err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(ctx, cf.addr, client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.WaitForReady(false))))
+	secOpts, err := cf.sec.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(ctx, cf.addr, append(secOpts, client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.WaitForReady(false))))...)
 	if err != nil {
 		return nil, usageErrorf("cannot use broker address %q: %v", cf.addr, err)
 	}

@@ -175,6 +175,9 @@ var hostileArgs = map[string][][]string{
 	"breakers reset":   {{hostile}},
 	"breakers force":   {{hostile, "open"}},
 	"purge-succeeded":  {{"--older-than", "1d"}},
+	"tokens create":    {{"--role", "worker", "--name", "n"}},
+	"tokens list":      {nil},
+	"tokens revoke":    {{hostile}},
 }
 
 // noBroker are the commands that do not talk to a broker.

@@ -28,6 +28,7 @@ type commonFlags struct {
 
 	fs      *flag.FlagSet
 	envAddr string // the JOBWIRE_ADDR the command started with, "" when unset
+	sec     clientSecurity
 }
 
 func addCommonFlags(e *env, fs *flag.FlagSet) *commonFlags {
@@ -39,6 +40,7 @@ func addCommonFlags(e *env, fs *flag.FlagSet) *commonFlags {
 	fs.StringVar(&cf.addr, "addr", addr, "broker address host:port (env "+envAddr+")")
 	fs.DurationVar(&cf.timeout, "timeout", defaultTimeout, "how long to wait for the broker's answer")
 	fs.BoolVar(&cf.json, "json", false, "print the broker's response as JSON (shape: docs/operating.md)")
+	cf.sec.add(e, fs)
 	return cf
 }
 

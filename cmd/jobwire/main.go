@@ -91,6 +91,9 @@ func init() {
 		{name: "breakers list", args: "[flags]", summary: "List the circuit breakers of job types.", run: runBreakersList},
 		{name: "breakers reset", args: "TYPE [flags]", summary: "Close a job type's breaker and forget its failures.", run: runBreakersReset},
 		{name: "breakers force", args: "TYPE (closed|open|half-open) [flags]", summary: "Put a job type's breaker in a state.", run: runBreakersForce},
+		{name: "tokens create", args: "--role R [--queues Q,...] [--types T,...] [--name N] [flags]", summary: "Create an API token and print it (shown only once).", run: runTokensCreate},
+		{name: "tokens list", args: "[flags]", summary: "List API tokens without their secrets.", run: runTokensList},
+		{name: "tokens revoke", args: "ID [flags]", summary: "Revoke an API token at once, closing the worker streams it opened.", run: runTokensRevoke},
 		{name: "purge-succeeded", args: "--older-than D [flags]", summary: "Delete succeeded jobs that finished longer ago than D.", run: runPurgeSucceeded},
 		{name: "version", args: "", summary: "Print the version.", run: runVersion},
 		{name: "help", args: "[COMMAND]", summary: "Show this help, or one command's.", run: runHelp},
@@ -105,6 +108,7 @@ var groups = map[string]string{
 	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
 	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
 	"breakers": "Look at and steer the circuit breakers of job types.",
+	"tokens":   "Create, list and revoke the API tokens of a broker with auth on.",
 }
 
 // isHelpFlag reports whether arg asks for help.

@@ -24,8 +24,17 @@ type serveFlags struct {
 	httpListen, metrics                      stringFlag
 	maxRetries                               intFlag
 	baseDelay, commandTimeout                durationFlag
+	security                                 securityFlags
 
 	envErr error // the first bad JOBWIRE_* value
+}
+
+// serveVar is one serve flag with its environment variable.
+type serveVar struct {
+	v     envValue
+	name  string
+	env   string
+	usage string
 }
 
 // addServeFlags registers serve's flags with their environment defaults. A bad value in the
@@ -33,12 +42,7 @@ type serveFlags struct {
 // still works.
 func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 	sf := &serveFlags{maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
-	vars := []struct {
-		v     envValue
-		name  string
-		env   string
-		usage string
-	}{
+	vars := []serveVar{
 		{&sf.listen, "listen", "JOBWIRE_LISTEN", "address to listen on, host:port (default 127.0.0.1:7070)"},
 		{&sf.db, "db", "JOBWIRE_DB", "SQLite database file; its directory must exist (default ./jobwire.db)"},
 		{&sf.config, "config", "JOBWIRE_CONFIG", "YAML configuration file (optional)"},
@@ -54,6 +58,7 @@ func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 		{&sf.commandTimeout, "command-timeout", "JOBWIRE_COMMAND_TIMEOUT",
 			"longest one storage command may run before it is interrupted and retried (default 30s)"},
 	}
+	vars = append(vars, sf.security.vars(e)...)
 	for _, v := range vars {
 		if s := e.getenv(v.env); s != "" {
 			if err := v.v.Set(s); err == nil {
@@ -189,12 +194,18 @@ func runServe(ctx context.Context, e *env, c *command, args []string) error {
 		h = slog.NewJSONHandler(e.stderr, hopts)
 	}
 	err = app.Run(ctx, cfg, slog.New(h), nil)
-	var le *app.ListenError
+	var (
+		le *app.ListenError
+		se *app.SetupError
+	)
 	if errors.As(err, &le) {
 		if le.HTTP {
 			return usageErrorf("%v; choose another %s, or off", le, sf.httpListen.setBy("http-listen"))
 		}
 		return usageErrorf("%v; choose another %s", le, sf.listen.setBy("listen"))
+	}
+	if errors.As(err, &se) {
+		return usageErrorf("%v", se)
 	}
 	return err
 }
@@ -262,7 +273,7 @@ func (sf *serveFlags) apply(cfg *config.Config) error {
 	if err := checkDBPath(cfg.DB); err != nil {
 		return usageErrorf("%s %v", dbFrom, err)
 	}
-	return nil
+	return sf.security.apply(cfg)
 }
 
 // checkListenAddr checks a listening address: host:port, where the host may be empty (every

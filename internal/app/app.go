@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/internal/metrics"
@@ -88,6 +89,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		}
 		defer hlis.Close()
 	}
+	tlsCtx, stopTLS := context.WithCancel(ctx)
+	defer stopTLS()
+	tlsOpts, err := loadTLS(tlsCtx, cfg.TLS, log)
+	if err != nil {
+		return err
+	}
 	if os.Getenv("GOGC") == "" {
 		// The broker's heap is small and short-lived (messages in flight); collecting it half
 		// as often costs little memory and gives the single writer goroutine more CPU.
@@ -129,12 +136,19 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	if err != nil {
 		return err
 	}
+	authn := auth.New(auth.Options{Store: st, Logger: log})
+	if cfg.Auth {
+		if err := bootstrap(ctx, authn, cfg, log); err != nil {
+			return err
+		}
+	}
 	if err := b.Start(ctx); err != nil {
 		return err
 	}
 	limits := server.DefaultLimits()
 	limits.MaxPayload = cfg.MaxPayload
-	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{}, ServerOptions: srvOpts})
+	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{},
+		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...)})
 	addrs := Addrs{GRPC: lis.Addr()}
 	var hs *http.Server
 	if hlis != nil {
@@ -156,7 +170,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
-	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", cfg.DB, "durability", sync)
+	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", cfg.DB, "durability", sync,
+		"tls", cfg.TLS.Enabled(), "auth", cfg.Auth)
 	if ready != nil {
 		ready(addrs)
 	}

@@ -43,7 +43,12 @@ type File struct {
 	// Metrics turns the Prometheus metrics on (default) or off.
 	Metrics *bool `yaml:"metrics"`
 	// MetricsAuth makes /metrics need a token when authentication is on (default: open).
-	MetricsAuth *bool `yaml:"metrics_auth"`
+	MetricsAuth *bool   `yaml:"metrics_auth"`
+	TLS         TLSFile `yaml:"tls"`
+	Auth        *bool   `yaml:"auth"`     // require a token on every call
+	Insecure    *bool   `yaml:"insecure"` // allow serving other machines without TLS and auth
+	// BootstrapTokenFile receives the first admin token (default: the database path + ".admin-token").
+	BootstrapTokenFile string `yaml:"bootstrap_token_file"`
 }
 
 // RetryFile overrides parts of a retry policy.
@@ -108,6 +113,13 @@ type Config struct {
 	HTTPListen  string
 	Metrics     bool
 	MetricsAuth bool
+	TLS         TLS
+	Auth        bool
+	Insecure    bool
+	// BootstrapTokenFile receives the first admin token; "" means DB + ".admin-token".
+	BootstrapTokenFile string
+	// BootstrapToken, from JOBWIRE_BOOTSTRAP_TOKEN only, becomes the first admin token.
+	BootstrapToken string
 }
 
 // HTTPOff is the HTTPListen value that turns the HTTP listener off.
@@ -131,6 +143,7 @@ func Defaults() Config {
 		LogFormat:   "text",
 		HTTPListen:  DefaultHTTPListen,
 		Metrics:     true,
+		TLS:         TLS{ReloadInterval: DefaultTLSReloadInterval},
 	}
 }
 
@@ -307,6 +320,7 @@ func (f File) apply(c Config, ck *checker) Config {
 	if err := CheckHTTPListen(c.HTTPListen); err != nil {
 		errs = append(errs, fmt.Sprintf("http_listen %v", err))
 	}
+	errs = append(errs, f.applySecurity(&c)...)
 	switch c.LogFormat {
 	case "text", "json":
 	default:

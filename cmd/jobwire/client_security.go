@@ -1,0 +1,45 @@
+package main
+
+import (
+	"flag"
+	"strings"
+
+	"github.com/jobwire/jobwire/client"
+)
+
+// clientSecurity holds the TLS and token flags of the commands that talk to a broker.
+type clientSecurity struct {
+	tls                    bool
+	tlsCA, tlsCert, tlsKey string
+	token                  string
+}
+
+func (s *clientSecurity) add(e *env, fs *flag.FlagSet) {
+	fs.BoolVar(&s.tls, "tls", e.getenv("JOBWIRE_TLS") == "true",
+		"connect over TLS, trusting the system's CAs unless --tls-ca is given (env JOBWIRE_TLS=true)")
+	fs.StringVar(&s.tlsCA, "tls-ca", e.getenv("JOBWIRE_TLS_CA"), "PEM CA certificates to trust for the broker's certificate; implies --tls (env JOBWIRE_TLS_CA)")
+	fs.StringVar(&s.tlsCert, "tls-cert", e.getenv("JOBWIRE_TLS_CERT"), "PEM client certificate for a broker that requires one; implies --tls (env JOBWIRE_TLS_CERT)")
+	fs.StringVar(&s.tlsKey, "tls-key", e.getenv("JOBWIRE_TLS_KEY"), "PEM private key of --tls-cert (env JOBWIRE_TLS_KEY)")
+	fs.StringVar(&s.token, "token", e.getenv("JOBWIRE_TOKEN"), "API token for a broker with auth on (env JOBWIRE_TOKEN)")
+}
+
+// dialOptions turns the flags into the client's options, checking the files first.
+func (s *clientSecurity) dialOptions() ([]client.DialOption, error) {
+	var opts []client.DialOption
+	if s.token != "" {
+		if strings.ContainsAny(s.token, " \t\r\n") {
+			return nil, usageErrorf("--token holds white space; give the token exactly as it was printed")
+		}
+		opts = append(opts, client.WithToken(s.token))
+	}
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return nil, usageErrorf("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if s.tls || s.tlsCA != "" || s.tlsCert != "" {
+		if _, err := client.TLSConfigFromFiles(s.tlsCA, s.tlsCert, s.tlsKey); err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		opts = append(opts, client.WithTLSFiles(s.tlsCA, s.tlsCert, s.tlsKey))
+	}
+	return opts, nil
+}

@@ -1,0 +1,63 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/jobwire/jobwire/internal/auth"
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/internal/tlsreload"
+)
+
+// SetupError is a setting Run could not use (a TLS file that does not load, a bootstrap
+// token that is too short): the operator's input was wrong.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// loadTLS loads the certificate files and starts watching them for a new certificate until
+// ctx ends. It returns the server options that serve TLS, none when TLS is off.
+func loadTLS(ctx context.Context, cfg config.TLS, log *slog.Logger) ([]grpc.ServerOption, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	r, err := tlsreload.New(tlsreload.Files{Cert: cfg.Cert, Key: cfg.Key, ClientCA: cfg.ClientCA}, log)
+	if err != nil {
+		return nil, &SetupError{Err: err}
+	}
+	r.Watch(ctx, clock.Real{}, cfg.ReloadInterval)
+	mode := "tls"
+	if cfg.ClientCA != "" {
+		mode = "mtls"
+	}
+	log.Info("serving TLS", "mode", mode, "cert", cfg.Cert, "not_after", r.Certificate().Leaf.NotAfter, "reload_interval", cfg.ReloadInterval)
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.ServerConfig()))}, nil
+}
+
+// bootstrap makes the first admin token when auth is on and the database holds no token.
+func bootstrap(ctx context.Context, a *auth.Authenticator, cfg config.Config, log *slog.Logger) error {
+	file := cfg.BootstrapTokenFile
+	if file == "" {
+		file = cfg.DB + ".admin-token"
+	}
+	res, err := a.Bootstrap(ctx, auth.BootstrapOptions{Token: cfg.BootstrapToken, File: file})
+	if err != nil {
+		return &SetupError{Err: fmt.Errorf("bootstrap admin token: %w", err)}
+	}
+	switch {
+	case res.Created && res.File != "":
+		log.Warn("auth is on and there were no tokens: wrote an admin token readable by this user only; create your own tokens with it, then delete the file",
+			"file", res.File, "token_id", res.TokenID)
+	case res.Created:
+		log.Info("auth is on and there were no tokens: JOBWIRE_BOOTSTRAP_TOKEN is now an admin token", "token_id", res.TokenID)
+	case cfg.BootstrapToken != "":
+		log.Info("JOBWIRE_BOOTSTRAP_TOKEN ignored: the database already holds tokens")
+	}
+	return nil
+}
