@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -58,6 +59,8 @@ func (c *localConn) Invoke(ctx context.Context, method string, args, reply any, 
 		proto.Merge(msg, in)
 		return nil
 	}
+	// Interceptors find the method as on the network (grpc.Method), for the access rules.
+	ctx = grpc.NewContextWithServerTransportStream(ctx, localStream(method))
 	out, err := m.handler(m.impl, ctx, dec, c.intercept)
 	if err != nil {
 		return err
@@ -88,3 +91,12 @@ func chainUnary(ints []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor 
 		return next(ctx, req)
 	}
 }
+
+// localStream is the grpc.ServerTransportStream of an in-process call: it names the method
+// and drops headers and trailers, which have no one to go to.
+type localStream string
+
+func (s localStream) Method() string             { return string(s) }
+func (localStream) SetHeader(metadata.MD) error  { return nil }
+func (localStream) SendHeader(metadata.MD) error { return nil }
+func (localStream) SetTrailer(metadata.MD) error { return nil }

@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
 
@@ -56,6 +58,49 @@ func TestLocalConnCallsTheServices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if err := tt.call(); status.Code(err) != tt.code {
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
+		}
+	}
+}
+
+// With auth on, an in-process call needs a token in its incoming metadata, and the access
+// rules apply as on the network.
+func TestLocalConnAppliesAccessRules(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{RequireAuth: true})
+	admin := jobwirev1.NewAdminServiceClient(b.Server.LocalConn())
+	as := func(token string) context.Context {
+		if token == "" {
+			return context.Background()
+		}
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+	}
+	viewer := b.Token(auth.RoleViewer, auth.Scope{})
+	tests := []struct {
+		name  string
+		token string
+		call  func(ctx context.Context) error
+		code  codes.Code
+	}{
+		{"no token", "", func(ctx context.Context) error {
+			_, err := admin.ListQueues(ctx, &jobwirev1.ListQueuesRequest{})
+			return err
+		}, codes.Unauthenticated},
+		{"viewer reads", viewer, func(ctx context.Context) error {
+			_, err := admin.ListQueues(ctx, &jobwirev1.ListQueuesRequest{})
+			return err
+		}, codes.OK},
+		{"viewer cannot pause", viewer, func(ctx context.Context) error {
+			_, err := admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: "q"})
+			return err
+		}, codes.PermissionDenied},
+		{"admin pauses", b.AdminToken, func(ctx context.Context) error {
+			_, err := admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: "q"})
+			return err
+		}, codes.OK},
+	}
+	for _, tt := range tests {
+		if err := tt.call(as(tt.token)); status.Code(err) != tt.code {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
 		}
 	}

@@ -152,7 +152,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	addrs := Addrs{GRPC: lis.Addr()}
 	var hs *http.Server
 	if hlis != nil {
-		wopts := web.Options{Ready: b.Ready, MetricsAuth: cfg.MetricsAuth, Log: log}
+		wopts := web.Options{Ready: b.Ready, MetricsAuth: cfg.MetricsAuth, Log: log,
+			Conn: srv.LocalConn(), Context: ctx}
 		if m != nil {
 			m.Watch(b, policy, clock.Real{}, log)
 			grpcm.InitializeMetrics(gs)

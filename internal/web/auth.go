@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/jobwire/jobwire/internal/auth"
 )
 
 // Role is what an authenticated caller of the HTTP listener may do.
@@ -105,4 +107,28 @@ func (a *authn) require(min Role, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, role)))
 	})
+}
+
+// tokenAuth adapts the broker's API tokens to the HTTP listener.
+type tokenAuth struct{ a *auth.Authenticator }
+
+// FromTokens lets the broker's API tokens in: an admin token is an admin here, a viewer token a
+// viewer; producer and worker tokens are refused, as they are for the admin service.
+func FromTokens(a *auth.Authenticator) Authenticator { return tokenAuth{a} }
+
+func (t tokenAuth) Authenticate(ctx context.Context, token string) (Role, error) {
+	p, err := t.a.Verify(ctx, token)
+	if err != nil {
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			return RoleNone, ErrBadToken
+		}
+		return RoleNone, err
+	}
+	switch p.Role {
+	case auth.RoleAdmin:
+		return RoleAdmin, nil
+	case auth.RoleViewer:
+		return RoleViewer, nil
+	}
+	return RoleNone, nil
 }

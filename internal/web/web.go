@@ -1,5 +1,7 @@
-// Package web is the broker's HTTP listener: Prometheus metrics (/metrics) and health
-// (/healthz, /readyz).
+// Package web is the broker's HTTP listener: Prometheus metrics (/metrics), health (/healthz,
+// /readyz) and the dashboard with its JSON API. The dashboard reads and changes the broker only
+// through the producer and admin services, the same operations the CLI calls, so the two
+// cannot disagree.
 package web
 
 import (
@@ -7,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // Options configure the HTTP handler. Every field is optional.
@@ -21,6 +25,15 @@ type Options struct {
 	Auth Authenticator
 	// Log receives request errors; nil means slog.Default().
 	Log *slog.Logger
+	// Conn reaches the producer and admin services (server.LocalConn); nil turns the dashboard
+	// off.
+	Conn grpc.ClientConnInterface
+	// Context ends the dashboard's background work (the throughput sampler).
+	Context context.Context
+	// Now stamps throughput samples; nil means time.Now.
+	Now func() time.Time
+	// SampleEvery is how often the throughput graph's totals are read (0: DefaultSampleEvery).
+	SampleEvery time.Duration
 }
 
 // readyTimeout bounds the storage read /readyz makes.
@@ -30,6 +43,9 @@ const readyTimeout = 2 * time.Second
 func Handler(opts Options) http.Handler {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -56,6 +72,9 @@ func Handler(opts Options) http.Handler {
 			h = a.require(RoleViewer, h)
 		}
 		mux.Handle("GET /metrics", h)
+	}
+	if opts.Conn != nil {
+		newDashboard(opts, a).routes(mux)
 	}
 	return mux
 }

@@ -2023,6 +2023,203 @@ func (x *ForceBreakerResponse) GetBreaker() *BreakerInfo {
 	return nil
 }
 
+type ListWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersRequest) Reset() {
+	*x = ListWorkersRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersRequest) ProtoMessage() {}
+
+func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
+}
+
+// WorkerInfo is one connected worker stream.
+type WorkerInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The broker's name for the stream.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The worker's own id (Hello.worker_id).
+	WorkerId string   `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	JobTypes []string `protobuf:"bytes,3,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
+	// Empty means every queue.
+	Queues []string `protobuf:"bytes,4,rep,name=queues,proto3" json:"queues,omitempty"`
+	// Jobs the worker can hold at once (Hello.capacity).
+	Capacity int32 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// Leases the stream holds: assigned, running or being finished.
+	LeasesHeld int32 `protobuf:"varint,6,opt,name=leases_held,json=leasesHeld,proto3" json:"leases_held,omitempty"`
+	// Of those, the ones whose user code started.
+	Running int32 `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`
+	// The worker asked to drain, or the broker asked it to; it gets no more assignments.
+	Draining      bool                   `protobuf:"varint,8,opt,name=draining,proto3" json:"draining,omitempty"`
+	ConnectedAt   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=connected_at,json=connectedAt,proto3" json:"connected_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerInfo) Reset() {
+	*x = WorkerInfo{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInfo) ProtoMessage() {}
+
+func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
+func (*WorkerInfo) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WorkerInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetJobTypes() []string {
+	if x != nil {
+		return x.JobTypes
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetQueues() []string {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetCapacity() int32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetLeasesHeld() int32 {
+	if x != nil {
+		return x.LeasesHeld
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetRunning() int32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *WorkerInfo) GetConnectedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConnectedAt
+	}
+	return nil
+}
+
+type ListWorkersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In dispatch rotation order.
+	Workers       []*WorkerInfo `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersResponse) Reset() {
+	*x = ListWorkersResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersResponse) ProtoMessage() {}
+
+func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -2166,12 +2363,28 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.jobwire.v1.BreakerStateR\x05state\"I\n" +
 	"\x14ForceBreakerResponse\x121\n" +
-	"\abreaker\x18\x01 \x01(\v2\x17.jobwire.v1.BreakerInfoR\abreaker*|\n" +
+	"\abreaker\x18\x01 \x01(\v2\x17.jobwire.v1.BreakerInfoR\abreaker\"\x14\n" +
+	"\x12ListWorkersRequest\"\xaf\x02\n" +
+	"\n" +
+	"WorkerInfo\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x1b\n" +
+	"\tjob_types\x18\x03 \x03(\tR\bjobTypes\x12\x16\n" +
+	"\x06queues\x18\x04 \x03(\tR\x06queues\x12\x1a\n" +
+	"\bcapacity\x18\x05 \x01(\x05R\bcapacity\x12\x1f\n" +
+	"\vleases_held\x18\x06 \x01(\x05R\n" +
+	"leasesHeld\x12\x18\n" +
+	"\arunning\x18\a \x01(\x05R\arunning\x12\x1a\n" +
+	"\bdraining\x18\b \x01(\bR\bdraining\x12=\n" +
+	"\fconnected_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\"G\n" +
+	"\x13ListWorkersResponse\x120\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.jobwire.v1.WorkerInfoR\aworkers*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\x92\t\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xe2\t\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -2188,7 +2401,8 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\bGetStats\x12\x1b.jobwire.v1.GetStatsRequest\x1a\x1c.jobwire.v1.GetStatsResponse\x12Q\n" +
 	"\fListBreakers\x12\x1f.jobwire.v1.ListBreakersRequest\x1a .jobwire.v1.ListBreakersResponse\x12Q\n" +
 	"\fResetBreaker\x12\x1f.jobwire.v1.ResetBreakerRequest\x1a .jobwire.v1.ResetBreakerResponse\x12Q\n" +
-	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponseB\xa1\x01\n" +
+	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n" +
+	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -2206,7 +2420,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
 	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
@@ -2244,84 +2458,91 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*ResetBreakerResponse)(nil),      // 33: jobwire.v1.ResetBreakerResponse
 	(*ForceBreakerRequest)(nil),       // 34: jobwire.v1.ForceBreakerRequest
 	(*ForceBreakerResponse)(nil),      // 35: jobwire.v1.ForceBreakerResponse
-	nil,                               // 36: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 37: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 38: jobwire.v1.JobState
-	(*Job)(nil),                       // 39: jobwire.v1.Job
-	(DeadReason)(0),                   // 40: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 42: google.protobuf.Duration
+	(*ListWorkersRequest)(nil),        // 36: jobwire.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                // 37: jobwire.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),       // 38: jobwire.v1.ListWorkersResponse
+	nil,                               // 39: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 40: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                     // 41: jobwire.v1.JobState
+	(*Job)(nil),                       // 42: jobwire.v1.Job
+	(DeadReason)(0),                   // 43: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 45: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	38, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	39, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	40, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	41, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	41, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	41, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	42, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	43, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	44, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	44, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	39, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	42, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	41, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	39, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	44, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	42, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	39, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	42, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	41, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	44, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	42, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	36, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	42, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	45, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	39, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	45, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	38, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	42, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	41, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	45, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	37, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	40, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	41, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	41, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	44, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	44, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
 	29, // 32: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
 	29, // 33: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
 	0,  // 34: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
 	29, // 35: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	1,  // 36: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 37: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 38: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 39: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 40: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 41: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 42: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 43: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 44: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 45: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 46: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	30, // 47: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	32, // 48: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	34, // 49: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	2,  // 50: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 51: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 52: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 53: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 54: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 55: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 56: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 57: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 58: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 59: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 60: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	31, // 61: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	33, // 62: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	35, // 63: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	44, // 36: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	37, // 37: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	1,  // 38: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	4,  // 39: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	7,  // 40: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	9,  // 41: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	11, // 42: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	14, // 43: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	16, // 44: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	19, // 45: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	21, // 46: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	23, // 47: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	25, // 48: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	30, // 49: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	32, // 50: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	34, // 51: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	36, // 52: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	2,  // 53: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	5,  // 54: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	8,  // 55: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	10, // 56: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	13, // 57: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	15, // 58: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	18, // 59: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	20, // 60: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	22, // 61: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	24, // 62: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	28, // 63: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	31, // 64: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	33, // 65: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	35, // 66: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	38, // 67: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	53, // [53:68] is the sub-list for method output_type
+	38, // [38:53] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -2337,7 +2558,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

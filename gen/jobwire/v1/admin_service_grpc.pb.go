@@ -33,6 +33,7 @@ const (
 	AdminService_ListBreakers_FullMethodName      = "/jobwire.v1.AdminService/ListBreakers"
 	AdminService_ResetBreaker_FullMethodName      = "/jobwire.v1.AdminService/ResetBreaker"
 	AdminService_ForceBreaker_FullMethodName      = "/jobwire.v1.AdminService/ForceBreaker"
+	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -70,6 +71,8 @@ type AdminServiceClient interface {
 	ResetBreaker(ctx context.Context, in *ResetBreakerRequest, opts ...grpc.CallOption) (*ResetBreakerResponse, error)
 	// ForceBreaker puts a breaker in the given state.
 	ForceBreaker(ctx context.Context, in *ForceBreakerRequest, opts ...grpc.CallOption) (*ForceBreakerResponse, error)
+	// ListWorkers lists the connected worker streams with what they serve and hold.
+	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 }
 
 type adminServiceClient struct {
@@ -220,6 +223,16 @@ func (c *adminServiceClient) ForceBreaker(ctx context.Context, in *ForceBreakerR
 	return out, nil
 }
 
+func (c *adminServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -255,6 +268,8 @@ type AdminServiceServer interface {
 	ResetBreaker(context.Context, *ResetBreakerRequest) (*ResetBreakerResponse, error)
 	// ForceBreaker puts a breaker in the given state.
 	ForceBreaker(context.Context, *ForceBreakerRequest) (*ForceBreakerResponse, error)
+	// ListWorkers lists the connected worker streams with what they serve and hold.
+	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -306,6 +321,9 @@ func (UnimplementedAdminServiceServer) ResetBreaker(context.Context, *ResetBreak
 }
 func (UnimplementedAdminServiceServer) ForceBreaker(context.Context, *ForceBreakerRequest) (*ForceBreakerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForceBreaker not implemented")
+}
+func (UnimplementedAdminServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -580,6 +598,24 @@ func _AdminService_ForceBreaker_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListWorkers(ctx, req.(*ListWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -642,6 +678,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForceBreaker",
 			Handler:    _AdminService_ForceBreaker_Handler,
+		},
+		{
+			MethodName: "ListWorkers",
+			Handler:    _AdminService_ListWorkers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

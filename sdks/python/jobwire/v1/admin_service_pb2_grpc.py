@@ -86,6 +86,11 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ForceBreakerRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ForceBreakerResponse.FromString,
                 )
+        self.ListWorkers = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListWorkers',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -191,6 +196,13 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """ListWorkers lists the connected worker streams with what they serve and hold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -263,6 +275,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ForceBreaker,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ForceBreakerRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ForceBreakerResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -511,5 +528,22 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ForceBreaker',
             jobwire_dot_v1_dot_admin__service__pb2.ForceBreakerRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.ForceBreakerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListWorkers',
+            jobwire_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,452 @@
+// Jobwire dashboard. Plain JavaScript, no dependencies. Every value that came from the broker
+// is put on the page as text (textContent, createTextNode) and never parsed as HTML, so a
+// payload, job type or error message cannot run script here.
+"use strict";
+
+const REFRESH_MS = 2000;
+const state = { role: "viewer", auth: false, page: null, timer: null, busy: false };
+
+// ---- DOM helpers -------------------------------------------------------------------------
+
+// el builds an element. attrs sets properties (on* are listeners, "class" the class name);
+// children are nodes or strings, and strings always become text nodes.
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "class") e.className = v;
+    else if (k === "dataset") Object.assign(e.dataset, v);
+    else e[k] = v;
+  }
+  append(e, children);
+  return e;
+}
+
+function append(parent, children) {
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    parent.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); return e; }
+
+function table(headers, rows, empty) {
+  const head = el("tr", {}, headers.map((h) => {
+    const [label, cls] = Array.isArray(h) ? h : [h, ""];
+    return el("th", { class: cls }, label);
+  }));
+  const body = rows.length ? rows : [el("tr", {}, el("td", { colSpan: headers.length, class: "muted" }, empty || "None."))];
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, body));
+}
+
+function td(v, cls) { return el("td", { class: cls }, v); }
+function num(v) { return td(fmtNum(v), "num"); }
+function badge(text, cls) { return el("span", { class: "badge " + (cls || text) }, text); }
+function isAdmin() { return state.role === "admin"; }
+function adminButton(label, onclick, cls) { return isAdmin() ? el("button", { type: "button", class: cls, onclick }, label) : null; }
+
+// ---- formatting --------------------------------------------------------------------------
+
+function fmtNum(v) { return Number(v || 0).toLocaleString("en-US"); }
+function short(enumName, prefix) { return String(enumName || "").replace(prefix, ""); }
+function jobState(s) { return short(s, "JOB_STATE_"); }
+function fmtTime(ts) {
+  if (!ts) return "";
+  const d = new Date(ts);
+  return isNaN(d) ? String(ts) : d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+function seconds(dur) { return dur ? parseFloat(String(dur)) : 0; }
+function fmtDur(dur) {
+  let s = seconds(dur);
+  if (s < 1) return s ? (s * 1000).toFixed(0) + "ms" : "0s";
+  if (s < 120) return s.toFixed(s < 10 ? 1 : 0) + "s";
+  if (s < 7200) return (s / 60).toFixed(0) + "m";
+  return (s / 3600).toFixed(1) + "h";
+}
+// decodePayload turns protobuf JSON bytes (base64) into text, pretty-printed when it is JSON.
+function decodePayload(b64) {
+  if (!b64) return { text: "", json: false };
+  let text;
+  try {
+    const bin = atob(b64);
+    const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch (e) {
+    return { text: "(" + atob(b64).length + " bytes of binary data, base64) " + b64, json: false, binary: true };
+  }
+  try { return { text: JSON.stringify(JSON.parse(text), null, 2), json: true }; } catch (e) { return { text, json: false }; }
+}
+function encodePayload(text) {
+  const bytes = new TextEncoder().encode(text);
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
+// ---- API ---------------------------------------------------------------------------------
+
+async function answer(res) {
+  if (res.status === 401) { location.href = "/login"; throw new Error("not logged in"); }
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.error || res.status + " " + res.statusText);
+  return body;
+}
+async function read(method, req) {
+  const q = req ? "?req=" + encodeURIComponent(JSON.stringify(req)) : "";
+  return answer(await fetch("/api/rpc/" + method + q, { credentials: "same-origin" }));
+}
+async function write(method, req) {
+  return answer(await fetch("/api/rpc/" + method, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify(req || {}),
+  }));
+}
+function showError(err) {
+  const box = document.getElementById("error");
+  if (!err) { box.hidden = true; return; }
+  box.textContent = String(err.message || err);
+  box.hidden = false;
+}
+// act runs an admin action, shows its error, and refreshes the page.
+async function act(fn) {
+  try { await fn(); showError(null); } catch (e) { showError(e); }
+  await refresh();
+}
+
+// ---- pages -------------------------------------------------------------------------------
+// Each page has render(main, arg), which builds the parts that stay (filters, forms), and
+// refresh(), which redraws the data and runs again every REFRESH_MS while "live" is on.
+
+const pages = {};
+
+pages.overview = {
+  render(main) {
+    this.graph = el("div");
+    this.totals = el("div", { class: "cards" });
+    this.queues = el("div");
+    this.breakers = el("div");
+    append(main, [el("h1", {}, "Overview"),
+      el("section", {}, el("h2", {}, "Throughput, last minutes (per second)"), this.graph),
+      el("h2", {}, "Jobs by state"), this.totals,
+      el("section", {}, el("h2", {}, "Queues"), this.queues),
+      el("section", {}, el("h2", {}, "Breakers not closed"), this.breakers)]);
+  },
+  async refresh() {
+    const [stats, tp, br] = await Promise.all([read("GetStats"), answer(await fetch("/api/throughput")), read("ListBreakers")]);
+    clear(this.graph).appendChild(throughputGraph(tp.samples || []));
+    const byState = {};
+    for (const c of stats.counts || []) byState[jobState(c.state)] = (byState[jobState(c.state)] || 0) + Number(c.count);
+    clear(this.totals);
+    for (const s of ["PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]) {
+      append(this.totals, [el("div", { class: "stat", dataset: { state: s } }, el("div", { class: "n" }, fmtNum(byState[s])), el("div", { class: "l" }, s))]);
+    }
+    clear(this.queues).appendChild(queueTable(stats.queues || [], false));
+    const open = (br.breakers || []).filter((b) => short(b.state, "BREAKER_STATE_") !== "CLOSED");
+    clear(this.breakers).appendChild(table(["Job type", "State", "Failures in window", "Next probe"],
+      open.map((b) => el("tr", { class: "alert" }, td(b.type), td(badge(short(b.state, "BREAKER_STATE_"))), num(b.failures_in_window), td(fmtTime(b.next_probe_at)))),
+      "Every breaker is closed."));
+  },
+};
+
+// throughputGraph draws enqueued, succeeded and failed per second as lines in an SVG.
+function throughputGraph(samples) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "graph");
+  svg.setAttribute("viewBox", "0 0 800 220");
+  svg.setAttribute("preserveAspectRatio", "none");
+  const series = [
+    { name: "enqueued", color: "#2457c5", pts: [] },
+    { name: "succeeded", color: "#1a7f37", pts: [] },
+    { name: "failed", color: "#b42318", pts: [] },
+  ];
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1], b = samples[i];
+    const dt = (new Date(b.at) - new Date(a.at)) / 1000;
+    if (dt <= 0) continue;
+    const t = new Date(b.at).getTime();
+    series[0].pts.push([t, Math.max(0, (b.enqueued - a.enqueued) / dt)]);
+    series[1].pts.push([t, Math.max(0, (b.succeeded - a.succeeded) / dt)]);
+    series[2].pts.push([t, b.failed_last_minute / 60]);
+  }
+  const all = series.flatMap((s) => s.pts);
+  const line = (x1, y1, x2, y2) => {
+    const l = document.createElementNS(ns, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2 })) l.setAttribute(k, v);
+    l.setAttribute("class", "axis");
+    return l;
+  };
+  const text = (x, y, s) => { const t = document.createElementNS(ns, "text"); t.setAttribute("x", x); t.setAttribute("y", y); t.textContent = s; return t; };
+  svg.appendChild(line(40, 200, 790, 200));
+  svg.appendChild(line(40, 10, 40, 200));
+  if (all.length === 0) {
+    svg.appendChild(text(60, 110, "Collecting samples…"));
+  } else {
+    const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]));
+    const ymax = Math.max(1, ...all.map((p) => p[1]));
+    const x = (t) => 40 + (t1 === t0 ? 750 : ((t - t0) / (t1 - t0)) * 750);
+    const y = (v) => 200 - (v / ymax) * 185;
+    svg.appendChild(text(2, 18, ymax.toFixed(ymax < 10 ? 1 : 0)));
+    svg.appendChild(text(2, 200, "0"));
+    svg.appendChild(text(44, 215, Math.round((t1 - t0) / 1000) + "s shown"));
+    for (const s of series) {
+      const p = document.createElementNS(ns, "polyline");
+      p.setAttribute("points", s.pts.map((q) => x(q[0]).toFixed(1) + "," + y(q[1]).toFixed(1)).join(" "));
+      p.setAttribute("fill", "none");
+      p.setAttribute("stroke", s.color);
+      p.setAttribute("stroke-width", "2");
+      p.dataset.series = s.name;
+      svg.appendChild(p);
+    }
+  }
+  const legend = el("div", { class: "legend" }, series.map((s) => {
+    const i = el("i");
+    i.style.background = s.color;
+    const last = s.pts.length ? s.pts[s.pts.length - 1][1] : 0;
+    return el("span", {}, i, s.name + " " + last.toFixed(1) + "/s");
+  }));
+  return el("div", {}, svg, legend);
+}
+
+function queueTable(queues, actions) {
+  const rows = queues.map((q) => {
+    const d = q.depth_by_state || {};
+    const cap = q.concurrency_limit ? " / " + q.concurrency_limit : "";
+    const cells = [td(el("span", {}, q.name, " ", q.paused ? badge("paused") : null)),
+      num(d.PENDING), num(d.SCHEDULED), td(fmtNum(q.running) + cap, "num"), td(fmtDur(q.oldest_ready_age), "num"), num(d.DEAD)];
+    if (actions) {
+      const limit = el("input", { type: "number", min: 0, value: q.concurrency_limit || 0, size: 5, ariaLabel: "limit of " + q.name });
+      cells.push(td(isAdmin() ? el("span", { class: "row" },
+        q.paused ? adminButton("Resume", () => act(() => write("ResumeQueue", { queue: q.name })))
+          : adminButton("Pause", () => act(() => write("PauseQueue", { queue: q.name }))),
+        limit, adminButton("Set limit", () => act(() => write("SetQueueLimit", { queue: q.name, limit: Number(limit.value) })))) : ""));
+    }
+    return el("tr", { dataset: { queue: q.name } }, cells);
+  });
+  const headers = ["Queue", ["Ready", "num"], ["Scheduled", "num"], ["Running / cap", "num"], ["Oldest ready", "num"], ["Dead", "num"]];
+  if (actions) headers.push("");
+  return table(headers, rows, "No queues yet.");
+}
+
+pages.queues = {
+  render(main) {
+    this.list = el("div");
+    append(main, [el("h1", {}, "Queues"), el("section", {}, this.list)]);
+  },
+  async refresh() {
+    const res = await read("ListQueues");
+    clear(this.list).appendChild(queueTable(res.queues || [], true));
+  },
+};
+
+const STATES = ["", "PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
+
+pages.jobs = {
+  render(main) {
+    this.tokens = [""];
+    this.stateSel = el("select", { ariaLabel: "state" }, STATES.map((s) => el("option", { value: s }, s || "any state")));
+    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue" });
+    this.type = el("input", { placeholder: "type", ariaLabel: "type" });
+    const apply = () => { this.tokens = [""]; refresh(); };
+    this.list = el("div");
+    this.pager = el("div", { class: "row" });
+    append(main, [el("h1", {}, "Jobs"),
+      el("div", { class: "row" }, this.stateSel, this.queue, this.type, el("button", { type: "button", class: "primary", onclick: apply }, "Filter")),
+      el("section", {}, this.list, this.pager)]);
+  },
+  async refresh() {
+    const req = { page_size: 50, page_token: this.tokens[this.tokens.length - 1], queue: this.queue.value, type: this.type.value };
+    if (this.stateSel.value) req.state = "JOB_STATE_" + this.stateSel.value;
+    const res = await read("ListJobs", req);
+    clear(this.list).appendChild(jobTable(res.jobs || []));
+    clear(this.pager);
+    if (this.tokens.length > 1) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.pop(); refresh(); } }, "Previous page")]);
+    if (res.next_page_token) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.push(res.next_page_token); refresh(); } }, "Next page")]);
+  },
+};
+
+function jobTable(jobs, extra) {
+  return table(["Id", "Type", "Queue", "State", ["Attempts", "num"], "Created", "Last error"].concat(extra ? [""] : []),
+    jobs.map((j) => el("tr", { dataset: { job: j.id } },
+      td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)), td(j.type), td(j.queue),
+      td(badge(jobState(j.state))), td(j.attempts + " / " + j.max_attempts, "num"), td(fmtTime(j.created_at)),
+      td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")),
+      extra ? td(extra(j)) : null)), "No jobs match.");
+}
+
+pages.job = {
+  render(main, id) {
+    this.id = id;
+    this.body = el("div");
+    append(main, [el("h1", {}, "Job " + id), this.body]);
+  },
+  async refresh() {
+    const j = (await read("GetJob", { id: this.id })).job;
+    const st = jobState(j.state);
+    const payload = decodePayload(j.payload);
+    const meta = j.metadata && Object.keys(j.metadata).length ? j.metadata : null;
+    clear(this.body);
+    const final = ["SUCCEEDED", "DEAD", "CANCELLED"].includes(st);
+    append(this.body, [
+      el("section", {}, el("div", { class: "row" }, badge(st),
+        !final ? adminButton("Cancel job", () => act(() => write("CancelJob", { id: this.id })), "danger") : null),
+      el("dl", { class: "kv" }, [
+        ["Type", j.type], ["Queue", j.queue], ["Priority", j.priority], ["Attempts", j.attempts + " / " + j.max_attempts],
+        ["Created", fmtTime(j.created_at)], ["Run at", fmtTime(j.run_at)], ["Finished", fmtTime(j.finished_at)],
+        ["Idempotency key", j.idempotency_key], ["Dead reason", short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "")],
+      ].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v ?? ""))]))),
+      el("section", {}, el("h2", {}, payload.json ? "Payload (JSON)" : "Payload"), el("pre", { id: "payload" }, payload.text)),
+      meta ? el("section", {}, el("h2", {}, "Metadata"), el("dl", { class: "kv" },
+        Object.entries(meta).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]))) : null,
+      el("section", {}, el("h2", {}, "Attempts"), table(["#", "Worker", "Started", "Finished", "Outcome", "Kind", "Error type", "Message", "Details"],
+        (j.attempt_history || []).map((a) => el("tr", {}, td(a.number), td(a.worker_id), td(fmtTime(a.started_at)), td(fmtTime(a.finished_at)),
+          td(short(a.outcome, "ATTEMPT_OUTCOME_")), td(short(a.failure_kind, "FAILURE_KIND_").replace("UNSPECIFIED", "")),
+          td(a.error_type), td(a.message), td(a.details ? el("pre", {}, a.details) : ""))), "No attempt yet.")),
+    ]);
+  },
+};
+
+pages.dlq = {
+  render(main) {
+    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue" });
+    this.type = el("input", { placeholder: "type", ariaLabel: "type" });
+    this.errorType = el("input", { placeholder: "error type", ariaLabel: "error type" });
+    this.tokens = [""];
+    this.top = el("div");
+    this.list = el("div", { id: "dlq-list" });
+    this.pager = el("div", { class: "row" });
+    this.bulk = el("div", { id: "bulk" });
+    this.editor = el("div", { id: "editor" });
+    const apply = () => { this.tokens = [""]; clear(this.bulk); refresh(); };
+    append(main, [el("h1", {}, "Dead letters"),
+      el("section", {}, el("h2", {}, "Top errors"), this.top),
+      el("div", { class: "row" }, this.queue, this.type, this.errorType,
+        el("button", { type: "button", class: "primary", onclick: apply }, "Filter"),
+        adminButton("Preview requeue", () => this.preview("RequeueDeadJobs", "Requeue")),
+        adminButton("Preview purge", () => this.preview("PurgeDeadJobs", "Purge"), "danger")),
+      this.bulk, this.editor,
+      el("section", {}, this.list, this.pager)]);
+  },
+  filter() { return { queue: this.queue.value, type: this.type.value, error_type: this.errorType.value }; },
+  // preview asks the broker how many jobs the filter matches, and offers to act on exactly those.
+  async preview(method, verb) {
+    clear(this.bulk);
+    try {
+      const res = await write(method, { selection: { filter: this.filter(), preview: true } });
+      const n = Number(res.matched);
+      append(this.bulk, [el("div", { class: "notice" }, verb + " " + n + " dead job" + (n === 1 ? "" : "s") + " matching this filter? ",
+        n > 0 ? el("button", { type: "button", class: verb === "Purge" ? "danger" : "primary", id: "confirm", onclick: () => act(async () => {
+          const done = await write(method, { selection: { filter: this.filter(), limit: Math.max(n, 1) } });
+          clear(this.bulk);
+          append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job(s).")]);
+        }) }, verb + " " + n) : null,
+        el("button", { type: "button", onclick: () => clear(this.bulk) }, "Cancel"))]);
+    } catch (e) { showError(e); }
+  },
+  // edit opens one dead job's payload for correction before requeueing it.
+  async edit(id) {
+    clear(this.editor);
+    try {
+      const j = (await read("GetJob", { id })).job;
+      const area = el("textarea", { id: "edit-payload", ariaLabel: "payload" });
+      area.value = decodePayload(j.payload).text;
+      append(this.editor, [el("section", {}, el("h2", {}, "Requeue job " + id + " with this payload"), area,
+        el("div", { class: "row" },
+          el("button", { type: "button", class: "primary", id: "requeue-edited", onclick: () => act(async () => {
+            await write("RequeueDeadJobs", { selection: { ids: [id] }, payload: encodePayload(area.value) });
+            clear(this.editor);
+          }) }, "Requeue"),
+          el("button", { type: "button", onclick: () => clear(this.editor) }, "Cancel")))]);
+    } catch (e) { showError(e); }
+  },
+  async refresh() {
+    const [top, res] = await Promise.all([read("TopDeadErrors", { filter: this.filter(), limit: 10 }),
+      read("ListDeadJobs", { filter: this.filter(), page_size: 50, page_token: this.tokens[this.tokens.length - 1] })]);
+    clear(this.top).appendChild(table(["Error type", ["Jobs", "num"], "Last seen", "Sample message"],
+      (top.groups || []).map((g) => el("tr", {}, td(g.error_type), num(g.count), td(fmtTime(g.last_seen)), td(g.sample_message))), "The DLQ is empty."));
+    clear(this.list).appendChild(jobTable(res.jobs || [], isAdmin() ? (j) => el("span", { class: "row" },
+      el("button", { type: "button", onclick: () => act(() => write("RequeueDeadJobs", { selection: { ids: [j.id] } })) }, "Requeue"),
+      el("button", { type: "button", onclick: () => this.edit(j.id) }, "Edit & requeue")) : null));
+    clear(this.pager);
+    if (this.tokens.length > 1) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.pop(); refresh(); } }, "Previous page")]);
+    if (res.next_page_token) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.push(res.next_page_token); refresh(); } }, "Next page")]);
+  },
+};
+
+pages.breakers = {
+  render(main) {
+    this.list = el("div");
+    append(main, [el("h1", {}, "Circuit breakers"), el("section", {}, this.list)]);
+  },
+  async refresh() {
+    const res = await read("ListBreakers");
+    clear(this.list).appendChild(table(["Job type", "State", ["Failures in window", "num"], "Opened", "Next probe", ["Probes", "num"], ""],
+      (res.breakers || []).map((b) => {
+        const st = short(b.state, "BREAKER_STATE_");
+        const force = el("select", { ariaLabel: "state for " + b.type }, ["CLOSED", "OPEN", "HALF_OPEN"].map((s) => el("option", { value: s, selected: s === st }, s)));
+        return el("tr", { class: st === "CLOSED" ? "" : "alert", dataset: { type: b.type } },
+          td(b.type), td(el("span", {}, badge(st), b.disabled ? " (disabled)" : "")), num(b.failures_in_window), td(fmtTime(b.opened_at)),
+          td(fmtTime(b.next_probe_at)), num(b.probes_in_flight),
+          td(isAdmin() ? el("span", { class: "row" },
+            adminButton("Reset", () => act(() => write("ResetBreaker", { type: b.type }))),
+            force, adminButton("Force", () => act(() => write("ForceBreaker", { type: b.type, state: "BREAKER_STATE_" + force.value })))) : ""));
+      }), "No breaker has seen a job yet."));
+  },
+};
+
+pages.workers = {
+  render(main) {
+    this.list = el("div");
+    append(main, [el("h1", {}, "Workers"), el("section", {}, this.list)]);
+  },
+  async refresh() {
+    const res = await read("ListWorkers");
+    clear(this.list).appendChild(table(["Worker", "Stream", "Job types", "Queues", ["Slots used / free", "num"], ["Running", "num"], ["Leases held", "num"], "Connected"],
+      (res.workers || []).map((w) => el("tr", { dataset: { worker: w.worker_id } },
+        td(el("span", {}, w.worker_id, w.draining ? " " : "", w.draining ? badge("draining", "paused") : null)), td(w.session_id),
+        td((w.job_types || []).join(", ")), td((w.queues || []).length ? w.queues.join(", ") : "every queue"),
+        td(w.leases_held + " / " + Math.max(0, w.capacity - w.leases_held), "num"), num(w.running), num(w.leases_held), td(fmtTime(w.connected_at)))),
+      "No worker is connected."));
+  },
+};
+
+// ---- routing and refresh -----------------------------------------------------------------
+
+async function refresh() {
+  const p = state.page;
+  if (!p || state.busy) return;
+  state.busy = true;
+  try { await p.refresh(); if (p === state.page) document.body.dataset.loaded = state.route; }
+  catch (e) { showError(e); }
+  finally { state.busy = false; }
+}
+
+function route() {
+  const [name, arg] = (location.hash.replace(/^#\/?/, "") || "overview").split("/");
+  const page = pages[name] || pages.overview;
+  state.route = pages[name] ? name : "overview";
+  state.page = Object.create(page);
+  delete document.body.dataset.loaded;
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === (name === "job" ? "jobs" : state.route));
+  const main = clear(document.getElementById("main"));
+  showError(null);
+  state.page.render(main, arg && decodeURIComponent(arg));
+  refresh();
+}
+
+async function start() {
+  try {
+    const me = await answer(await fetch("/api/me"));
+    state.role = me.role;
+    state.auth = me.auth;
+  } catch (e) { showError(e); }
+  document.getElementById("role").textContent = state.auth ? "signed in as " + state.role : "";
+  document.getElementById("logout").hidden = !state.auth;
+  window.addEventListener("hashchange", route);
+  route();
+  state.timer = setInterval(() => { if (document.getElementById("live").checked) refresh(); }, REFRESH_MS);
+}
+
+start();

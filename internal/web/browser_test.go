@@ -1,0 +1,364 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/internal/web"
+)
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "write the overview's screenshot to docs/dashboard.png")
+
+// browserTimeout bounds each step in the browser.
+const browserTimeout = 20 * time.Second
+
+// chromiumPath finds Debian's chromium. CI installs it (.ci/run); without it the browser tests
+// skip, except under CI, where they fail.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed; .ci/run installs it")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// browserBundle is a broker, its dashboard on a loopback HTTP server and a headless browser.
+type browserBundle struct {
+	b       *brokertest.Bundle
+	url     string
+	ctx     context.Context
+	shots   string
+	mu      sync.Mutex
+	errs    []string // exceptions and console errors seen in the page
+	workers map[string]*brokertest.RawWorker
+}
+
+func setupBrowser(t *testing.T) *browserBundle {
+	t.Helper()
+	path := chromiumPath(t)
+	b := brokertest.New(t, brokertest.Options{})
+	srv := httptest.NewServer(web.Handler(web.Options{Conn: b.Server.LocalConn(), Ready: b.Broker.Ready,
+		Context: t.Context(), SampleEvery: 100 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 860), chromedp.UserDataDir(t.TempDir()))
+	t.Cleanup(cancelAlloc)
+	bb := &browserBundle{b: b, url: srv.URL, shots: t.TempDir()}
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			bb.fail("exception: " + ev.ExceptionDetails.Text + " " + describe(ev.ExceptionDetails.Exception))
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == "error" {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, describe(a))
+				}
+				bb.fail("console.error: " + strings.Join(parts, " "))
+			}
+		}
+	}))
+	t.Cleanup(cancel)
+	bb.ctx = ctx
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() {
+		bb.mu.Lock()
+		defer bb.mu.Unlock()
+		for _, e := range bb.errs {
+			t.Errorf("page error: %s", e)
+		}
+	})
+	return bb
+}
+
+func describe(o *runtime.RemoteObject) string {
+	if o == nil {
+		return ""
+	}
+	if o.Description != "" {
+		return o.Description
+	}
+	return string(o.Value)
+}
+
+func (bb *browserBundle) fail(msg string) {
+	bb.mu.Lock()
+	bb.errs = append(bb.errs, msg)
+	bb.mu.Unlock()
+}
+
+// do runs browser actions with a step deadline.
+func (bb *browserBundle) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open shows a page and waits until its data has loaded once.
+func (bb *browserBundle) open(t *testing.T, page string) {
+	t.Helper()
+	route := strings.SplitN(page, "/", 2)[0]
+	bb.do(t, "open "+page,
+		chromedp.Navigate(bb.url+"/#/"+page),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="`+route+`"]`)))
+}
+
+// eval runs a JavaScript expression in the page.
+func eval[T any](t *testing.T, bb *browserBundle, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS waits until a JavaScript expression is true in the page.
+func (bb *browserBundle) waitJS(t *testing.T, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+func (bb *browserBundle) screenshot(t *testing.T, name string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(bb.shots, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return png
+}
+
+func enqueue(t *testing.T, b *brokertest.Bundle, spec *jobwirev1.JobSpec) int64 {
+	t.Helper()
+	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetJob().GetId()
+}
+
+func jobState(t *testing.T, b *brokertest.Bundle, id int64) *jobwirev1.Job {
+	t.Helper()
+	res, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetJob()
+}
+
+// killJob runs a job through a raw worker that fails it fatally, so it lands in the DLQ.
+func killJob(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, errorType string) int64 {
+	t.Helper()
+	a := w.Assignment()
+	w.Started(a)
+	w.Fail(a, brokertest.Fatal(errorType))
+	return a.GetJob().GetId()
+}
+
+// jsString quotes s for JavaScript.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// The dashboard in a real browser: every page loads without a script error, a hostile
+// payload is shown as text, and the buttons requeue, purge, pause and reset through the
+// broker.
+func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
+	bb := setupBrowser(t)
+	b := bb.b
+	ctx := context.Background()
+
+	// A job whose payload and type carry markup, and two dead jobs.
+	hostile := `{"note":"<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">"}`
+	hostileID := enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "mail", Payload: []byte(hostile),
+		Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpbHour()}})
+	killer := b.Connect(brokertest.Hello("killer-1", 1, "report.build"))
+	enqueue(t, b, &jobwirev1.JobSpec{Type: "report.build", Queue: "reports", Payload: []byte(`{"month":"2026-02"}`)})
+	deadA := killJob(t, b, killer, "KeyError")
+	enqueue(t, b, &jobwirev1.JobSpec{Type: "report.build", Queue: "reports", Payload: []byte(`{"month":"bad"}`)})
+	deadB := killJob(t, b, killer, "ValueError")
+	enqueue(t, b, &jobwirev1.JobSpec{Type: "report.build", Queue: "reports"})
+	deadC := killJob(t, b, killer, "IOError")
+	if _, err := b.Admin.ForceBreaker(ctx, &jobwirev1.ForceBreakerRequest{Type: "report.build", State: jobwirev1.BreakerState_BREAKER_STATE_OPEN}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("every page loads", func(t *testing.T) {
+		for _, page := range []string{"overview", "queues", "jobs", fmt.Sprintf("job/%d", hostileID), "dlq", "breakers", "workers"} {
+			bb.open(t, page)
+			bb.screenshot(t, strings.ReplaceAll(page, "/", "-"))
+		}
+		bb.open(t, "workers")
+		bb.waitJS(t, "the worker row", `document.querySelector('tr[data-worker="killer-1"]') !== null`)
+		bb.open(t, "breakers")
+		bb.waitJS(t, "the open breaker highlighted", `document.querySelector('tr[data-type="report.build"]').classList.contains("alert")`)
+	})
+
+	t.Run("a hostile payload is shown as text", func(t *testing.T) {
+		bb.open(t, fmt.Sprintf("job/%d", hostileID))
+		shown := eval[string](t, bb, `document.getElementById("payload").textContent`)
+		if !strings.Contains(shown, "<script>window.__pwned=1</script>") || !strings.Contains(shown, "onerror") {
+			t.Errorf("payload shown as %q, want the markup as text", shown)
+		}
+		if n := eval[int](t, bb, `document.querySelectorAll("main script, main img").length`); n != 0 {
+			t.Errorf("the payload made %d elements", n)
+		}
+		if pwned := eval[bool](t, bb, `window.__pwned !== undefined`); pwned {
+			t.Error("the payload's script ran")
+		}
+	})
+
+	t.Run("requeue a dead job and see it leave the list", func(t *testing.T) {
+		bb.open(t, "dlq")
+		row := fmt.Sprintf(`tr[data-job="%d"]`, deadA)
+		bb.waitJS(t, "the dead job listed", `document.querySelector('`+row+`') !== null`)
+		bb.do(t, "click requeue", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Requeue")`)))
+		bb.waitJS(t, "the job to leave the list", `document.querySelector('`+row+`') === null`)
+		if st := jobState(t, b, deadA).GetState(); st != jobwirev1.JobState_JOB_STATE_PENDING {
+			t.Errorf("requeued job is %s, want PENDING", st)
+		}
+	})
+
+	t.Run("requeue one job with an edited payload", func(t *testing.T) {
+		bb.open(t, "dlq")
+		row := fmt.Sprintf(`tr[data-job="%d"]`, deadB)
+		bb.waitJS(t, "the dead job listed", `document.querySelector('`+row+`') !== null`)
+		bb.do(t, "open the editor", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Edit & requeue")`)),
+			chromedp.WaitVisible(chromedp.ID("edit-payload")))
+		if v := eval[string](t, bb, `document.getElementById("edit-payload").value`); !strings.Contains(v, `"month": "bad"`) {
+			t.Errorf("editor shows %q, want the pretty-printed payload", v)
+		}
+		bb.do(t, "edit and requeue", chromedp.SetValue(chromedp.ID("edit-payload"), `{"month":"2026-03"}`),
+			chromedp.Click(chromedp.ID("requeue-edited")))
+		bb.waitJS(t, "the job to leave the list", `document.querySelector('`+row+`') === null`)
+		j := jobState(t, b, deadB)
+		if j.GetState() != jobwirev1.JobState_JOB_STATE_PENDING || string(j.GetPayload()) != `{"month":"2026-03"}` {
+			t.Errorf("requeued job is %s with payload %s, want PENDING with the edited payload", j.GetState(), j.GetPayload())
+		}
+	})
+
+	t.Run("preview then purge", func(t *testing.T) {
+		bb.open(t, "dlq")
+		bb.do(t, "filter and preview", chromedp.SetValue(chromedp.CSS(`input[placeholder="error type"]`), "IOError"),
+			chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll("button")].find(b => b.textContent === "Preview purge")`)),
+			chromedp.WaitVisible(chromedp.ID("confirm")))
+		if label := eval[string](t, bb, `document.getElementById("confirm").textContent`); label != "Purge 1" {
+			t.Errorf("confirm button says %q, want the count: Purge 1", label)
+		}
+		bb.do(t, "confirm", chromedp.Click(chromedp.ID("confirm")))
+		bb.waitJS(t, "the purge to be reported", `document.getElementById("bulk").textContent.includes("Purged 1 job")`)
+		if _, err := b.Producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: deadC}); err == nil {
+			t.Errorf("job %d still exists after the purge", deadC)
+		}
+	})
+
+	t.Run("pause a queue and see dispatch stop", func(t *testing.T) {
+		enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "mail"}) // creates the queue
+		w := b.Connect(brokertest.Hello("mailer-1", 4, "email.send"))
+		a := w.Assignment()
+		w.Succeed(a)
+		bb.open(t, "queues")
+		row := `tr[data-queue="mail"]`
+		bb.do(t, "pause", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Pause")`)))
+		bb.waitJS(t, "the queue shown paused", `document.querySelector('`+row+`').textContent.includes("paused")`)
+		held := enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "mail"})
+		// A job of another queue enqueued after it is dispatched: the round that took it passed
+		// the paused queue's job over.
+		other := enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "other"})
+		if got := w.Assignment().GetJob().GetId(); got != other {
+			t.Fatalf("assigned job %d, want %d of the running queue", got, other)
+		}
+		if st := jobState(t, b, held).GetState(); st != jobwirev1.JobState_JOB_STATE_PENDING {
+			t.Fatalf("job of the paused queue is %s, want PENDING", st)
+		}
+		bb.waitJS(t, "one ready job shown", `document.querySelector('`+row+`').children[1].textContent === "1"`)
+		bb.do(t, "resume", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Resume")`)))
+		if got := w.Assignment().GetJob().GetId(); got != held {
+			t.Fatalf("after resume assigned job %d, want %d", got, held)
+		}
+	})
+
+	t.Run("reset a breaker", func(t *testing.T) {
+		bb.open(t, "breakers")
+		row := `tr[data-type="report.build"]`
+		bb.do(t, "reset", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Reset")`)))
+		bb.waitJS(t, "the breaker shown closed", `document.querySelector('`+row+` .badge').textContent === "CLOSED"`)
+		res, err := b.Admin.ListBreakers(ctx, &jobwirev1.ListBreakersRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, br := range res.GetBreakers() {
+			if br.GetType() == "report.build" && br.GetState() != jobwirev1.BreakerState_BREAKER_STATE_CLOSED {
+				t.Errorf("breaker is %s after reset", br.GetState())
+			}
+		}
+	})
+
+	t.Run("cancel a job from its page", func(t *testing.T) {
+		bb.open(t, fmt.Sprintf("job/%d", hostileID))
+		bb.do(t, "cancel", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll("button")].find(b => b.textContent === "Cancel job")`)))
+		bb.waitJS(t, "the job shown cancelled", `document.querySelector("main .badge").textContent === "CANCELLED"`)
+	})
+
+	t.Run("overview refreshes live", func(t *testing.T) {
+		bb.open(t, "overview")
+		before := eval[string](t, bb, `document.querySelector('[data-state="PENDING"] .n').textContent`)
+		enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "later"})
+		enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "later"})
+		bb.waitJS(t, "the pending count to change without a reload",
+			`document.querySelector('[data-state="PENDING"] .n').textContent !== `+jsString(before)+` && document.body.dataset.loaded === "overview"`)
+		bb.waitJS(t, "the graph to draw", `document.querySelectorAll("svg.graph polyline").length === 3`)
+		png := bb.screenshot(t, "overview-live")
+		if *updateScreenshot {
+			if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard.png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Logf("screenshots in %s", bb.shots)
+}
+
+func durationpbHour() *durationpb.Duration { return durationpb.New(time.Hour) }

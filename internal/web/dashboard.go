@@ -1,0 +1,266 @@
+package web
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+// The dashboard is plain HTML, CSS and JavaScript embedded in the binary: no build step, no
+// network, no framework. Its JSON API is a thin bridge to the producer and admin services:
+// each call names an RPC, carries its request as protobuf JSON and gets its response back as
+// protobuf JSON, so the page sees exactly what the CLI sees.
+
+//go:embed assets
+var assets embed.FS
+
+// rpc is one service method the dashboard may call.
+type rpc struct {
+	full   string
+	write  bool // changes state: POST only, admin only, CSRF-checked
+	newReq func() proto.Message
+	newRes func() proto.Message
+}
+
+func call[Req, Res any, PReq interface {
+	*Req
+	proto.Message
+}, PRes interface {
+	*Res
+	proto.Message
+}](full string, write bool) rpc {
+	return rpc{full: full, write: write,
+		newReq: func() proto.Message { return PReq(new(Req)) },
+		newRes: func() proto.Message { return PRes(new(Res)) }}
+}
+
+// rpcs are the calls the dashboard makes, by method name.
+var rpcs = map[string]rpc{
+	"GetJob":          call[jobwirev1.GetJobRequest, jobwirev1.GetJobResponse](jobwirev1.ProducerService_GetJob_FullMethodName, false),
+	"CancelJob":       call[jobwirev1.CancelJobRequest, jobwirev1.CancelJobResponse](jobwirev1.ProducerService_CancelJob_FullMethodName, true),
+	"ListJobs":        call[jobwirev1.ListJobsRequest, jobwirev1.ListJobsResponse](jobwirev1.AdminService_ListJobs_FullMethodName, false),
+	"ListDeadJobs":    call[jobwirev1.ListDeadJobsRequest, jobwirev1.ListDeadJobsResponse](jobwirev1.AdminService_ListDeadJobs_FullMethodName, false),
+	"TopDeadErrors":   call[jobwirev1.TopDeadErrorsRequest, jobwirev1.TopDeadErrorsResponse](jobwirev1.AdminService_TopDeadErrors_FullMethodName, false),
+	"RequeueDeadJobs": call[jobwirev1.RequeueDeadJobsRequest, jobwirev1.RequeueDeadJobsResponse](jobwirev1.AdminService_RequeueDeadJobs_FullMethodName, true),
+	"PurgeDeadJobs":   call[jobwirev1.PurgeDeadJobsRequest, jobwirev1.PurgeDeadJobsResponse](jobwirev1.AdminService_PurgeDeadJobs_FullMethodName, true),
+	"ListQueues":      call[jobwirev1.ListQueuesRequest, jobwirev1.ListQueuesResponse](jobwirev1.AdminService_ListQueues_FullMethodName, false),
+	"PauseQueue":      call[jobwirev1.PauseQueueRequest, jobwirev1.PauseQueueResponse](jobwirev1.AdminService_PauseQueue_FullMethodName, true),
+	"ResumeQueue":     call[jobwirev1.ResumeQueueRequest, jobwirev1.ResumeQueueResponse](jobwirev1.AdminService_ResumeQueue_FullMethodName, true),
+	"SetQueueLimit":   call[jobwirev1.SetQueueLimitRequest, jobwirev1.SetQueueLimitResponse](jobwirev1.AdminService_SetQueueLimit_FullMethodName, true),
+	"GetStats":        call[jobwirev1.GetStatsRequest, jobwirev1.GetStatsResponse](jobwirev1.AdminService_GetStats_FullMethodName, false),
+	"ListBreakers":    call[jobwirev1.ListBreakersRequest, jobwirev1.ListBreakersResponse](jobwirev1.AdminService_ListBreakers_FullMethodName, false),
+	"ResetBreaker":    call[jobwirev1.ResetBreakerRequest, jobwirev1.ResetBreakerResponse](jobwirev1.AdminService_ResetBreaker_FullMethodName, true),
+	"ForceBreaker":    call[jobwirev1.ForceBreakerRequest, jobwirev1.ForceBreakerResponse](jobwirev1.AdminService_ForceBreaker_FullMethodName, true),
+	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
+}
+
+// maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).
+const maxRequestBody = 4 << 20
+
+type dashboard struct {
+	conn  grpc.ClientConnInterface
+	authn *authn
+	rates *sampler
+}
+
+func newDashboard(opts Options, a *authn) *dashboard {
+	d := &dashboard{conn: opts.Conn, authn: a}
+	d.rates = newSampler(opts.Context, opts.Now, opts.SampleEvery, d.stats)
+	return d
+}
+
+func (d *dashboard) routes(mux *http.ServeMux) {
+	static, _ := fs.Sub(assets, "assets")
+	files := http.FileServerFS(static)
+	csrf := http.NewCrossOriginProtection()
+	page := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if d.authn.roleFor(r) == RoleNone {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			http.ServeFileFS(w, r, static, name)
+		})
+	}
+	mux.Handle("GET /{$}", secure(page("index.html")))
+	mux.Handle("GET /login", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "login.html")
+	})))
+	mux.Handle("POST /login", secure(csrf.Handler(http.HandlerFunc(d.login))))
+	mux.Handle("POST /logout", secure(csrf.Handler(http.HandlerFunc(d.logout))))
+	mux.Handle("GET /assets/", secure(http.StripPrefix("/assets/", files)))
+	mux.Handle("GET /api/me", secure(d.authn.require(RoleViewer, http.HandlerFunc(d.me))))
+	mux.Handle("GET /api/throughput", secure(d.authn.require(RoleViewer, http.HandlerFunc(d.throughput))))
+	mux.Handle("GET /api/rpc/{method}", secure(d.authn.require(RoleViewer, http.HandlerFunc(d.read))))
+	mux.Handle("POST /api/rpc/{method}", secure(csrf.Handler(d.authn.require(RoleAdmin, http.HandlerFunc(d.write)))))
+}
+
+// secure adds the headers every dashboard answer carries: no framing, scripts only from this
+// origin (the page has no inline script), no content sniffing.
+func secure(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// login swaps a token typed into the login form for an HttpOnly, SameSite=Strict cookie.
+func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
+	if d.authn.auth == nil {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	role, err := d.authn.auth.Authenticate(r.Context(), tok)
+	if tok == "" || err != nil || role < RoleViewer {
+		http.Redirect(w, r, "/login?failed=1", http.StatusSeeOther)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (d *dashboard) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+func (d *dashboard) me(w http.ResponseWriter, r *http.Request) {
+	role := roleOf(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"role": role.String(), "auth": d.authn.auth != nil})
+}
+
+func (d *dashboard) throughput(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"samples": d.rates.snapshot(), "every_seconds": d.rates.every.Seconds()})
+}
+
+// read answers GET /api/rpc/{method}?req=JSON.
+func (d *dashboard) read(w http.ResponseWriter, r *http.Request) {
+	m, ok := rpcs[r.PathValue("method")]
+	if !ok || m.write {
+		writeError(w, http.StatusNotFound, "no such read call")
+		return
+	}
+	d.invoke(w, r, m, []byte(r.URL.Query().Get("req")))
+}
+
+// write answers POST /api/rpc/{method} with the request as the JSON body.
+func (d *dashboard) write(w http.ResponseWriter, r *http.Request) {
+	m, ok := rpcs[r.PathValue("method")]
+	if !ok || !m.write {
+		writeError(w, http.StatusNotFound, "no such write call")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+		return
+	}
+	d.invoke(w, r, m, body)
+}
+
+func (d *dashboard) invoke(w http.ResponseWriter, r *http.Request, m rpc, body []byte) {
+	req := m.newReq()
+	if len(body) > 0 {
+		if err := (protojson.UnmarshalOptions{}).Unmarshal(body, req); err != nil {
+			writeError(w, http.StatusBadRequest, "request is not valid: "+err.Error())
+			return
+		}
+	}
+	res := m.newRes()
+	if err := d.conn.Invoke(d.callContext(r), m.full, req, res); err != nil {
+		st := status.Convert(err)
+		writeError(w, httpStatus(st.Code()), st.Message())
+		return
+	}
+	out, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(res)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// callContext passes the caller's token to the service as a gRPC call would carry it, so the
+// broker's own authorisation applies to dashboard calls too.
+func (d *dashboard) callContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	if t := token(r); t != "" && d.authn.auth != nil {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+t))
+	}
+	return ctx
+}
+
+// stats reads the totals the throughput graph is drawn from, as GetStats reports them.
+func (d *dashboard) stats(ctx context.Context) (*jobwirev1.GetStatsResponse, error) {
+	res := &jobwirev1.GetStatsResponse{}
+	err := d.conn.Invoke(ctx, jobwirev1.AdminService_GetStats_FullMethodName, &jobwirev1.GetStatsRequest{}, res)
+	return res, err
+}
+
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// sampleKeep is how many throughput samples are kept: five minutes at the default rate.
+const sampleKeep = 150
+
+// sample is one reading of the job totals.
+type sample struct {
+	At        time.Time `json:"at"`
+	Enqueued  int64     `json:"enqueued"`  // every job the broker holds or has finished
+	Succeeded int64     `json:"succeeded"` // jobs SUCCEEDED
+	Dead      int64     `json:"dead"`      // jobs DEAD
+	// FailedLastMinute counts attempts that failed in the minute before At.
+	FailedLastMinute int64 `json:"failed_last_minute"`
+}
