@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/jobwire/jobwire/breaker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
@@ -23,8 +25,11 @@ type faultFixture struct {
 // write; write then performs it (the fault already planned) and checks what the producer or
 // worker was told and what was stored.
 type faultCase struct {
-	kind  string
-	ops   []string // the op names the broker writes it under
+	kind string
+	// ops are the op names the broker may write it under, one fault among them: a write goes
+	// through the writer alone under its own name, or under "batch" when it shares a commit
+	// (a dispatch round asked for meanwhile joins any commit).
+	ops   []string
 	setup func(t *testing.T, fx *faultFixture) any
 	write func(t *testing.T, fx *faultFixture, state any)
 	// failures is how many failures the type's breaker must have counted at the end.
@@ -42,12 +47,50 @@ const (
 // the same stored state whether its write failed before the transaction, inside it (rolled
 // back), or after its commit (applied, reported failed, run again by the retry policy).
 var faultCases = []faultCase{
-	{kind: "start", ops: []string{"start"}, capacity: 1,
+	{kind: "enqueue", ops: []string{"enqueue"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "t"}})
+			if err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			if e := res.GetJob(); e.GetDuplicate() || e.GetState() != jobwirev1.JobState_JOB_STATE_PENDING {
+				t.Fatalf("enqueue answered %v, want a new PENDING job", e)
+			}
+			onlyJobs(t, fx.b, res.GetJob().GetId())
+			checkJob(t, fx.b, res.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_PENDING, 0)
+		}},
+	{kind: "enqueue with idempotency key", ops: []string{"enqueue"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{
+				Type: "t", IdempotencyKey: "order-42"}})
+			if err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			if res.GetJob().GetDuplicate() {
+				t.Fatalf("enqueue answered %v: the first enqueue of a key is not a duplicate", res.GetJob())
+			}
+			onlyJobs(t, fx.b, res.GetJob().GetId())
+		}},
+	{kind: "lease", ops: []string{"lease", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t"}) // no worker: nothing is leased
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			id := state.(int64)
+			fx.w = fx.b.Connect(brokertest.Hello("w1", 1, "t")) // its round is the faulted lease
+			a := fx.w.Assignment()
+			if a.GetJob().GetId() != id || a.GetAttempt() != 1 {
+				t.Fatalf("assignment = %v, want job %d attempt 1", a, id)
+			}
+			checkJob(t, fx.b, id, leased, 0)
+			finish(t, fx, a)
+		}},
+	{kind: "start", ops: []string{"start", "batch"}, capacity: 1,
 		setup: assigned,
 		write: func(t *testing.T, fx *faultFixture, state any) {
 			a := state.(*jobwirev1.Assignment)
 			fx.w.Started(a)
-			waitStored(t, fx, "start", a.GetJob().GetId(), running)
+			waitStored(t, fx, a.GetJob().GetId(), running)
 			// A refusal of the start would come before this answer.
 			if hb := fx.w.Heartbeat(brokertest.Ref(a)).GetHeartbeatAck(); len(hb.GetExtended()) != 1 {
 				t.Fatalf("heartbeat after a stored start answered %v, want the lease extended", hb)
@@ -55,7 +98,7 @@ var faultCases = []faultCase{
 			checkJob(t, fx.b, a.GetJob().GetId(), running, 1, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_RUNNING)
 			finish(t, fx, a)
 		}},
-	{kind: "heartbeat", ops: []string{"heartbeat"}, capacity: 1,
+	{kind: "heartbeat", ops: []string{"heartbeat", "batch"}, capacity: 1,
 		setup: started,
 		write: func(t *testing.T, fx *faultFixture, state any) {
 			a := state.(*jobwirev1.Assignment)
@@ -70,7 +113,7 @@ var faultCases = []faultCase{
 			}
 			finish(t, fx, a)
 		}},
-	{kind: "result", ops: []string{"result"}, capacity: 1, failures: 1,
+	{kind: "result", ops: []string{"result", "batch"}, capacity: 1, failures: 1,
 		setup: started,
 		write: func(t *testing.T, fx *faultFixture, state any) {
 			a := state.(*jobwirev1.Assignment)
@@ -128,7 +171,62 @@ var faultCases = []faultCase{
 					jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED)
 			}
 		}},
-	{kind: "pause", ops: []string{"queue_change"},
+	{kind: "release", ops: []string{"release", "batch"}, capacity: 1,
+		setup: assigned,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a := state.(*jobwirev1.Assignment)
+			fx.w.Release(brokertest.Ref(a))
+			// The job is ready again, and the worker's free slot takes it: a refusal would
+			// come before this assignment.
+			again := fx.w.Assignment()
+			if again.GetJob().GetId() != a.GetJob().GetId() || again.GetAttempt() != 1 {
+				t.Fatalf("after the release: %v, want job %d again at attempt 1", again, a.GetJob().GetId())
+			}
+			checkJob(t, fx.b, a.GetJob().GetId(), leased, 0)
+			finish(t, fx, again)
+		}},
+	{kind: "cancel", ops: []string{"cancel", "batch"}, capacity: 1,
+		setup: started,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a := state.(*jobwirev1.Assignment)
+			res, err := fx.b.Producer.CancelJob(context.Background(), &jobwirev1.CancelJobRequest{Id: a.GetJob().GetId()})
+			if err != nil || res.GetJob().GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
+				t.Fatalf("cancel answered %v, %v; want the job CANCELLED", res.GetJob().GetState(), err)
+			}
+			c := fx.w.Next().GetCancel()
+			if c.GetJobId() != a.GetJob().GetId() || c.GetReason() != jobwirev1.CancelReason_CANCEL_REASON_REQUESTED {
+				t.Fatalf("worker was told %v, want to cancel job %d as requested", c, a.GetJob().GetId())
+			}
+			checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_CANCELLED, 1,
+				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED)
+		}},
+	{kind: "requeue", ops: []string{"dlq_requeue", "batch"}, capacity: 1, failures: 1,
+		setup: dead,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			id := state.(int64)
+			res, err := fx.b.Admin.RequeueDeadJobs(context.Background(), &jobwirev1.RequeueDeadJobsRequest{
+				Selection: &jobwirev1.BulkSelection{Ids: []int64{id}}})
+			if err != nil || res.GetMatched() != 1 || res.GetAffected() != 1 {
+				t.Fatalf("requeue answered %v, %v; want 1 matched and 1 requeued", res, err)
+			}
+			a := fx.w.Assignment()
+			if a.GetJob().GetId() != id || a.GetAttempt() != 1 {
+				t.Fatalf("assignment = %v, want the requeued job %d at attempt 1 of its new run", a, id)
+			}
+			checkJob(t, fx.b, id, leased, 0, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_FAILED)
+		}},
+	{kind: "purge", ops: []string{"dlq_purge", "batch"}, capacity: 1, failures: 1,
+		setup: dead,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			id := state.(int64)
+			res, err := fx.b.Admin.PurgeDeadJobs(context.Background(), &jobwirev1.PurgeDeadJobsRequest{
+				Selection: &jobwirev1.BulkSelection{Ids: []int64{id}}})
+			if err != nil || res.GetMatched() != 1 || res.GetAffected() != 1 {
+				t.Fatalf("purge answered %v, %v; want 1 matched and 1 deleted", res, err)
+			}
+			onlyJobs(t, fx.b)
+		}},
+	{kind: "pause", ops: []string{"queue_change", "batch"},
 		write: func(t *testing.T, fx *faultFixture, _ any) {
 			res, err := fx.b.Admin.PauseQueue(context.Background(), &jobwirev1.PauseQueueRequest{Queue: "q"})
 			if err != nil || !res.GetQueue().GetPaused() {
@@ -136,7 +234,7 @@ var faultCases = []faultCase{
 			}
 			checkQueue(t, fx.b, "q", true, 0)
 		}},
-	{kind: "limit", ops: []string{"queue_change"},
+	{kind: "limit", ops: []string{"queue_change", "batch"},
 		setup: func(t *testing.T, fx *faultFixture) any {
 			return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t", Queue: "q"}) // only a known queue takes a limit
 		},
@@ -156,15 +254,56 @@ var faultCases = []faultCase{
 		write: func(t *testing.T, fx *faultFixture, _ any) {
 			// The failure counted while CLOSED is saved a second later.
 			fx.b.Advance(time.Second)
-			waitFor(t, func() bool { return fx.f.Tries("breaker_save") >= 2 })
-			recs, err := fx.b.Store.BreakerLoadAll(context.Background())
-			if err != nil || len(recs) != 1 {
-				t.Fatalf("stored breakers %v (%v), want the one of t", recs, err)
-			}
+			var recs []store.BreakerRecord
+			waitFor(t, func() bool {
+				var err error
+				recs, err = fx.b.Store.BreakerLoadAll(context.Background())
+				return err == nil && len(recs) == 1 && fx.f.Tries("breaker_save") >= 2
+			})
 			var saved breaker.Saved
 			if err := json.Unmarshal(recs[0].Data, &saved); err != nil || saved.Type != "t" || len(saved.Failures) != 1 {
 				t.Fatalf("stored breaker %s (%v), want t with one failure", recs[0].Data, err)
 			}
+		}},
+	{kind: "retention", ops: []string{"delete_finished", "batch"}, capacity: 1,
+		setup: func(t *testing.T, fx *faultFixture) any {
+			a := started(t, fx).(*jobwirev1.Assignment)
+			ack(t, fx.w.Succeed(a))
+			fx.b.Advance(2 * time.Minute)
+			return a.GetJob().GetId()
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			res, err := fx.b.Admin.PurgeFinishedJobs(context.Background(), &jobwirev1.PurgeFinishedJobsRequest{
+				OlderThan: durationpb.New(time.Minute)})
+			if err != nil || res.GetPurged() != 1 {
+				t.Fatalf("purge of finished jobs answered %v, %v; want 1 deleted", res, err)
+			}
+			onlyJobs(t, fx.b)
+		}},
+	{kind: "lease expiry", ops: []string{"sweep", "batch"}, capacity: 1, failures: 1,
+		setup: started,
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a := state.(*jobwirev1.Assignment)
+			fx.b.Advance(brokertest.DefaultConfig().LeaseDuration)
+			c := fx.w.Next().GetCancel()
+			if c.GetJobId() != a.GetJob().GetId() || c.GetReason() != jobwirev1.CancelReason_CANCEL_REASON_LEASE_LOST {
+				t.Fatalf("worker was told %v, want to stop job %d: lease lost", c, a.GetJob().GetId())
+			}
+			checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_SCHEDULED, 1,
+				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_LEASE_EXPIRED)
+		}},
+	{kind: "promote", ops: []string{"promote", "batch"}, capacity: 1,
+		setup: func(t *testing.T, fx *faultFixture) any {
+			return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t", Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(time.Minute)}})
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			id := state.(int64)
+			fx.b.Advance(time.Minute)
+			a := fx.w.Assignment()
+			if a.GetJob().GetId() != id || a.GetAttempt() != 1 {
+				t.Fatalf("assignment = %v, want the promoted job %d", a, id)
+			}
+			finish(t, fx, a)
 		}},
 }
 
@@ -247,11 +386,11 @@ func finish(t *testing.T, fx *faultFixture, a *jobwirev1.Assignment) {
 		jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED)
 }
 
-// waitStored waits until op was tried once more than the fault planned for it and the job is
-// in state: the write is through, with its retry.
-func waitStored(t *testing.T, fx *faultFixture, op string, id int64, state jobwirev1.JobState) {
+// waitStored waits until the planned fault was injected and the job is in state: the write
+// is through, with its retry.
+func waitStored(t *testing.T, fx *faultFixture, id int64, state jobwirev1.JobState) {
 	t.Helper()
-	waitFor(t, func() bool { return fx.f.Tries(op) >= 2 })
+	waitFor(t, func() bool { return fx.f.Pending() == 0 })
 	waitState(t, fx.b, id, state)
 }
 

@@ -23,73 +23,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// busyFault is the SQLITE_BUSY a fault-injecting Retrier returns. It carries the real result
-// code, so sqlite.Classify treats it exactly like the driver's error.
-type busyFault struct{}
-
-func (busyFault) Error() string { return "injected: database is locked (SQLITE_BUSY)" }
-func (busyFault) Code() int     { return sqlite3.SQLITE_BUSY }
-
-// faultRetrier runs the real storage retry policy, failing the operations named in ops:
-// before: the first `before` tries of each such operation fail with SQLITE_BUSY without
-// running; after: the first try runs (and commits) and then reports SQLITE_BUSY anyway, the
-// ambiguous failure a lost commit acknowledgement would cause, so the policy runs it again.
-type faultRetrier struct {
-	policy *storeretry.Policy
-	ops    map[string]bool
-	before int
-	after  bool
-
-	injected atomic.Int64
-	mu       sync.Mutex
-	calls    map[string]int // tries of each targeted operation
-}
-
-func newFaultRetrier(t *testing.T, before int, after bool, ops ...string) *faultRetrier {
-	t.Helper()
-	p, err := storeretry.New(storeretry.Config{Classify: sqlite.Classify, Logger: slog.New(slog.DiscardHandler),
-		Options: storeretry.Options{MaxTransientRetries: 3, CommandTimeout: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &faultRetrier{policy: p, ops: map[string]bool{}, before: before, after: after, calls: map[string]int{}}
-	for _, op := range ops {
-		f.ops[op] = true
-	}
-	return f
-}
-
-func (f *faultRetrier) Do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
-	if !f.ops[op] {
-		return f.policy.Do(ctx, op, fn)
-	}
-	try := 0
-	return f.policy.Do(ctx, op, func(ctx context.Context) error {
-		try++
-		f.mu.Lock()
-		f.calls[op]++
-		f.mu.Unlock()
-		if try <= f.before {
-			f.injected.Add(1)
-			return busyFault{}
-		}
-		if err := fn(ctx); err != nil || !f.after || try > f.before+1 {
-			return err
-		}
-		f.injected.Add(1)
-		return busyFault{}
-	})
-}
-
-// Counters lets the store report the policy's counters through StorageRetries.
-func (f *faultRetrier) Counters() map[string]int64 { return f.policy.Counters() }
-
-func (f *faultRetrier) tries(op string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls[op]
-}
-
 // checkAttempts fails unless job id finished in want after exactly attempts attempts, each with
 // one history record, and the type's breaker counted no failure.
 func checkAttempts(t *testing.T, b *brokertest.Bundle, id int64, want jobwirev1.JobState, attempts int32) {
@@ -117,101 +50,95 @@ func checkBreakersQuiet(t *testing.T, b *brokertest.Bundle) {
 
 // Busy storage on the enqueue, lease, start and result writes is retried by the broker; the
 // job runs once, its attempt count and history show one attempt, and the retries are counted.
+// Each write fails on its first tries before its transaction, inside it, or after its commit,
+// when the retry runs again a write that already happened.
 func TestStorageBusyIsRetriedWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
-	f := newFaultRetrier(t, 2, false, "enqueue", "lease", "start", "result", "batch")
-	b := brokertest.New(t, brokertest.Options{Retry: f})
-	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	for _, tc := range []struct {
+		phase brokertest.Phase
+		tries int // failed tries of every write
+	}{{brokertest.FaultBefore, 2}, {brokertest.FaultInside, 2}, {brokertest.FaultAfterCommit, 1}} {
+		t.Run(tc.phase.String(), func(t *testing.T) {
+			t.Parallel()
+			f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+			f.InjectEveryCall(tc.phase, tc.tries, "enqueue", "lease", "start", "result", "batch")
+			b := brokertest.New(t, brokertest.Options{Faults: f})
+			w := b.Connect(brokertest.Hello("w1", 1, "t"))
 
-	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
-	a := w.Assignment()
-	if a.GetJob().GetId() != id || a.GetAttempt() != 1 {
-		t.Fatalf("assignment = %v, want job %d attempt 1", a, id)
-	}
-	w.Started(a)
-	if r := ack(t, w.Succeed(a)); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
-		t.Fatalf("decision = %s, want SUCCEEDED", r.GetDecision())
-	}
-	checkAttempts(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 1)
+			id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+			a := w.Assignment()
+			if a.GetJob().GetId() != id || a.GetAttempt() != 1 {
+				t.Fatalf("assignment = %v, want job %d attempt 1", a, id)
+			}
+			w.Started(a)
+			if r := ack(t, w.Succeed(a)); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
+				t.Fatalf("decision = %s, want SUCCEEDED", r.GetDecision())
+			}
+			checkAttempts(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 1)
 
-	// A failed attempt after busy storage counts once too: it is retried, then succeeds.
-	id2 := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
-	a = w.Assignment()
-	w.Started(a)
-	if r := ack(t, w.Fail(a, brokertest.Transient("Timeout", 0))); r.GetDecision() != jobwirev1.Decision_DECISION_RETRY {
-		t.Fatalf("decision = %s, want RETRY", r.GetDecision())
-	}
-	b.Advance(time.Hour) // past the job's backoff
-	a = w.Assignment()
-	if a.GetJob().GetId() != id2 || a.GetAttempt() != 2 {
-		t.Fatalf("assignment = %v, want job %d attempt 2", a, id2)
-	}
-	w.Started(a)
-	ack(t, w.Succeed(a))
-	checkAttempts(t, b, id2, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 2)
-	checkBreakersQuiet(t, b)
+			// A failed attempt after busy storage counts once too: it is retried, then succeeds.
+			id2 := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+			a = w.Assignment()
+			w.Started(a)
+			if r := ack(t, w.Fail(a, brokertest.Transient("Timeout", 0))); r.GetDecision() != jobwirev1.Decision_DECISION_RETRY {
+				t.Fatalf("decision = %s, want RETRY", r.GetDecision())
+			}
+			// The one failure the handler reported counts; the storage faults do not.
+			checkBreaker(t, b, 1)
+			b.Advance(time.Hour) // past the job's backoff
+			a = w.Assignment()
+			if a.GetJob().GetId() != id2 || a.GetAttempt() != 2 {
+				t.Fatalf("assignment = %v, want job %d attempt 2", a, id2)
+			}
+			w.Started(a)
+			ack(t, w.Succeed(a))
+			checkAttempts(t, b, id2, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 2)
+			checkBreakersQuiet(t, b)
+			onlyJobs(t, b, id, id2)
 
-	// Writes that share a commit go through as one "batch": an enqueue and the lease of the
-	// job it made ready always do, and so do a start and its result that arrive together.
-	for _, op := range []string{"enqueue|batch", "lease|batch", "result|batch"} {
-		n := 0
-		for _, name := range strings.Split(op, "|") {
-			n += f.tries(name)
-		}
-		if n == 0 {
-			t.Errorf("no %s write went through the fault injector", op)
-		}
-	}
-	if got, want := b.Store.StorageRetries()[sqlite.CodeName(sqlite3.SQLITE_BUSY)], f.injected.Load(); got != want || got == 0 {
-		t.Errorf("StorageRetries() = %v, want SQLITE_BUSY: %d, one per injected fault", b.Store.StorageRetries(), want)
+			// Writes that share a commit go through as one "batch": an enqueue and the lease of
+			// the job it made ready always do, and so do a start and its result that arrive
+			// together.
+			for _, op := range []string{"enqueue|batch", "lease|batch", "result|batch"} {
+				n := 0
+				for _, name := range strings.Split(op, "|") {
+					n += f.Tries(name)
+				}
+				if n == 0 {
+					t.Errorf("no %s write went through the fault injector", op)
+				}
+			}
+			if got, want := b.Store.StorageRetries()[sqlite.CodeName(sqlite3.SQLITE_BUSY)], f.Injected(); got != want || got == 0 {
+				t.Errorf("StorageRetries() = %v, want SQLITE_BUSY: %d, one per injected fault", b.Store.StorageRetries(), want)
+			}
+		})
 	}
 }
 
-// An enqueue whose commit succeeded but was reported as busy is run again by the policy; the
-// idempotency key makes the second run find the first job instead of adding another.
-func TestEnqueueRetriedAfterAmbiguousCommitAddsNoDuplicate(t *testing.T) {
-	t.Parallel()
-	f := newFaultRetrier(t, 0, true, "enqueue")
-	b := brokertest.New(t, brokertest.Options{Retry: f})
-
-	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{
-		Type: "t", IdempotencyKey: "order-42"}})
-	if err != nil {
-		t.Fatalf("enqueue: %v", err)
-	}
-	if f.tries("enqueue") != 2 {
-		t.Fatalf("enqueue ran %d times, want 2 (committed, reported busy, run again)", f.tries("enqueue"))
-	}
-	jobs, err := b.Store.JobList(context.Background(), &store.JobListParams{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs) != 1 || jobs[0].ID != res.GetJob().GetId() {
-		t.Fatalf("jobs after a retried enqueue: %d (first id %v), want exactly job %d", len(jobs), jobs, res.GetJob().GetId())
-	}
-}
-
-// A result whose commit succeeded but was reported as busy is run again; the fencing token
-// makes the second run change nothing, so the attempt is counted once.
+// A result whose commit succeeded but was reported as busy is run again; the rerun finds the
+// result stored, so the attempt is counted once and the worker is told the decision.
 func TestResultRetriedAfterAmbiguousCommitCountsOnce(t *testing.T) {
 	t.Parallel()
-	// "batch": the start and the result may arrive in time to be committed together.
-	f := newFaultRetrier(t, 0, true, "result", "batch")
-	b := brokertest.New(t, brokertest.Options{Retry: f})
+	f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+	b := brokertest.New(t, brokertest.Options{Faults: f})
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w.Assignment()
 	w.Started(a)
-	m := w.Fail(a, brokertest.Transient("Timeout", 0))
-	if n := f.tries("result") + f.tries("batch"); n < 2 {
+	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING) // the result is then a write of its own
+	f.Inject(brokertest.FaultAfterCommit, 1, "result")
+	r := ack(t, w.Fail(a, brokertest.Transient("Timeout", 0)))
+	if n := f.Tries("result"); n != 2 {
 		t.Fatalf("result write ran %d times, want it run again after the ambiguous commit", n)
 	}
-	t.Logf("answer to a result committed on the first try and re-run: %v", m)
-	j := getJob(t, b, id)
-	if j.GetAttempts() != 1 || len(j.GetAttemptHistory()) != 1 || j.GetState() != jobwirev1.JobState_JOB_STATE_SCHEDULED {
-		t.Fatalf("job: state %s, %d attempts, %d in history; want SCHEDULED after 1 attempt",
-			j.GetState(), j.GetAttempts(), len(j.GetAttemptHistory()))
+	if r.GetDecision() != jobwirev1.Decision_DECISION_RETRY || r.GetJobId() != id || r.GetRetryAt() == nil {
+		t.Fatalf("answer to a result committed on the first try and run again: %v, want RETRY with a time", r)
 	}
+	checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_SCHEDULED, 1, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_FAILED)
+	if j := getJob(t, b, id); !j.GetRunAt().AsTime().Equal(r.GetRetryAt().AsTime()) {
+		t.Fatalf("job runs again at %s, the worker was told %s", j.GetRunAt().AsTime(), r.GetRetryAt().AsTime())
+	}
+	checkBreaker(t, b, 1)
 }
 
 // holdWriteLock takes the database's write lock from a second connection, as another process

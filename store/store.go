@@ -22,7 +22,15 @@ var ErrNotFound = errors.New("not found")
 type Store interface {
 	// Write runs fn in one write transaction and commits it. op names the operation for
 	// logs and counters. fn may be run more than once when storage is briefly busy, so it
-	// must only write through tx and keep no effects of a failed run.
+	// must only write through tx and set its results afresh on each run.
+	//
+	// Write is idempotent under "committed, but reported failed": once a run of fn has
+	// committed, fn is never run again for the same call, even when that commit was reported
+	// as a failure (a lost acknowledgement) and the storage retry policy tries again. Write
+	// then returns nil, and what fn set in the run that committed is the call's result. This
+	// is the one rule that makes every write the broker retries safe; docs/storage.md says what
+	// it means for each kind of write. The writes fenced by a lease apply the same rule on
+	// their own (see Tx), for a worker that sends a message again after an ambiguous failure.
 	Write(ctx context.Context, op string, fn func(tx Tx) error) error
 
 	// JobGet reads one job with its attempt history.
@@ -63,7 +71,11 @@ type Store interface {
 }
 
 // Tx is one write transaction. Methods that apply only while a lease is current report whether
-// they changed anything: false means the lease was stale and nothing changed.
+// they changed anything: false means the lease was stale and nothing changed. Each of them
+// also reports true, changing nothing, when the job already shows the write's own effect: the
+// same lease token, the same attempt count and the state the write moves it to (JobStart,
+// JobFinish, JobSucceedMany, JobRelease; JobExtendLeases and JobGetHeld are the same when
+// repeated). Any other token, older or newer, is stale.
 type Tx interface {
 	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
 	// error that is not storage failing as a whole, everything fn wrote is undone and a
@@ -79,7 +91,7 @@ type Tx interface {
 	JobLease(p *JobLeaseParams) ([]*job.Job, error)
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
-	// start stored again (see Rerun).
+	// start stored again.
 	JobStart(p *JobStartParams) (bool, error)
 	// JobFinish ends a held job's attempt: it records the attempt and sets the job's next state.
 	JobFinish(p *JobFinishParams) (bool, error)

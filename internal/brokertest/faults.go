@@ -57,10 +57,18 @@ type Faults struct {
 	policy *storeretry.Policy
 
 	mu       sync.Mutex
-	plan     map[string]map[Phase]int // faults still to inject, per op and phase
+	plan     []*planned               // faults still to inject
+	each     map[string]map[Phase]int // tries of every call of an op that fail, per phase
 	calls    map[string]int           // tries of each op
 	injected int64
 	holds    map[string]*hold
+}
+
+// planned is n faults of one phase, for the next tries of any of ops.
+type planned struct {
+	ops   map[string]bool
+	phase Phase
+	n     int
 }
 
 // hold keeps the next try of an op waiting until it is let go.
@@ -77,23 +85,37 @@ func NewFaults(t testing.TB, opts storeretry.Options) *Faults {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Faults{policy: p, plan: map[string]map[Phase]int{}, calls: map[string]int{}, holds: map[string]*hold{}}
+	return &Faults{policy: p, each: map[string]map[Phase]int{},
+		calls: map[string]int{}, holds: map[string]*hold{}}
 }
 
 // DefaultFaultRetries are the retry options of NewFaults's usual caller: three retries, one
 // minute per try.
 var DefaultFaultRetries = storeretry.Options{MaxTransientRetries: 3, CommandTimeout: time.Minute}
 
-// Inject makes the next n tries of each of ops fail in phase (a phase already planned for an op
-// gets n more).
+// Inject makes the next n tries of any of ops fail in phase: n faults in all, shared by ops.
+// Several names let a test fault a write whatever commit it joins: one of its own ("promote")
+// or one shared with other writes ("batch").
 func (f *Faults) Inject(phase Phase, n int, ops ...string) {
+	p := &planned{ops: map[string]bool{}, phase: phase, n: n}
+	for _, op := range ops {
+		p.ops[op] = true
+	}
+	f.mu.Lock()
+	f.plan = append(f.plan, p)
+	f.mu.Unlock()
+}
+
+// InjectEveryCall makes the first n tries of every call of each of ops fail in phase, for as
+// long as the broker runs.
+func (f *Faults) InjectEveryCall(phase Phase, n int, ops ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, op := range ops {
-		if f.plan[op] == nil {
-			f.plan[op] = map[Phase]int{}
+		if f.each[op] == nil {
+			f.each[op] = map[Phase]int{}
 		}
-		f.plan[op][phase] += n
+		f.each[op][phase] = n
 	}
 }
 
@@ -109,21 +131,30 @@ func (f *Faults) Hold(op string) (entered <-chan struct{}, release func()) {
 	return h.entered, func() { once.Do(func() { close(h.release) }) }
 }
 
-// take reports whether a fault of phase is due for op's current try, and counts it.
-func (f *Faults) take(op string, phase Phase) bool {
+// take reports whether a fault of phase is due for try (counted from 1) of a call of op, and
+// counts it.
+func (f *Faults) take(op string, phase Phase, try int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.plan[op][phase] <= 0 {
-		return false
+	if try <= f.each[op][phase] {
+		f.injected++
+		return true
 	}
-	f.plan[op][phase]--
-	f.injected++
-	return true
+	for _, p := range f.plan {
+		if p.phase == phase && p.n > 0 && p.ops[op] {
+			p.n--
+			f.injected++
+			return true
+		}
+	}
+	return false
 }
 
 // Do is the sqlite.Retrier: the real policy, with faults before and after the transaction.
 func (f *Faults) Do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	try := 0
 	return f.policy.Do(ctx, op, func(ctx context.Context) error {
+		try++
 		f.mu.Lock()
 		f.calls[op]++
 		h := f.holds[op]
@@ -133,13 +164,13 @@ func (f *Faults) Do(ctx context.Context, op string, fn func(ctx context.Context)
 			close(h.entered)
 			<-h.release
 		}
-		if f.take(op, FaultBefore) {
+		if f.take(op, FaultBefore, try) {
 			return BusyFault{}
 		}
 		if err := fn(ctx); err != nil {
 			return err
 		}
-		if f.take(op, FaultAfterCommit) {
+		if f.take(op, FaultAfterCommit, try) {
 			return BusyFault{}
 		}
 		return nil
@@ -168,10 +199,8 @@ func (f *Faults) Pending() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for _, phases := range f.plan {
-		for _, k := range phases {
-			n += k
-		}
+	for _, p := range f.plan {
+		n += p.n
 	}
 	return n
 }
@@ -184,11 +213,13 @@ type faultStore struct {
 }
 
 func (s faultStore) Write(ctx context.Context, op string, fn func(tx store.Tx) error) error {
+	try := 0
 	return s.Store.Write(ctx, op, func(tx store.Tx) error {
+		try++
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if s.f.take(op, FaultInside) {
+		if s.f.take(op, FaultInside, try) {
 			return BusyFault{}
 		}
 		return nil

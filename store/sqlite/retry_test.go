@@ -162,3 +162,89 @@ func TestStorageRetriesWithoutCounter(t *testing.T) {
 		t.Fatalf("StorageRetries() = %#v, want an empty map", got)
 	}
 }
+
+// afterCommitOnce runs the real retry policy and reports the first try of every operation as
+// failed with SQLITE_BUSY after it committed: the commit went through, its acknowledgement was
+// lost.
+type afterCommitOnce struct {
+	p      *storeretry.Policy
+	failed map[string]bool
+}
+
+func (f *afterCommitOnce) Do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	return f.p.Do(ctx, op, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil || f.failed[op] {
+			return err
+		}
+		f.failed[op] = true
+		return fault{sqlite3.SQLITE_BUSY}
+	})
+}
+
+// Write runs its function again only when no earlier try committed: after a commit reported
+// as failed, the retry finds the write's receipt and returns the first try's results.
+func TestWriteRunsAgainOnlyWhenNothingCommitted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		afterCommit bool // else the first run fails inside its transaction, which rolls back
+		runs        int
+	}{{"rolled back", false, 2}, {"committed, reported failed", true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			policy, err := storeretry.New(storeretry.Config{Classify: Classify, Logger: slog.New(slog.DiscardHandler),
+				Options: storeretry.Options{MaxTransientRetries: 3, CommandTimeout: time.Minute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var retry Retrier = policy
+			if tc.afterCommit {
+				retry = &afterCommitOnce{p: policy, failed: map[string]bool{}}
+			}
+			path := filepath.Join(t.TempDir(), "jobwire.db")
+			st, err := Open(ctx, path, Options{Retry: retry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := 0
+			var id int64
+			err = st.Write(ctx, "enqueue", func(tx store.Tx) error {
+				runs++
+				now := time.Unix(1_800_000_000, 0)
+				rs, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", MaxAttempts: 3,
+					RunAt: now, Now: now, AttemptTimeout: time.Minute}})
+				if err != nil {
+					return err
+				}
+				id = rs[0].ID
+				if !tc.afterCommit && runs == 1 {
+					return fault{sqlite3.SQLITE_BUSY}
+				}
+				return nil
+			})
+			if err != nil || runs != tc.runs {
+				t.Fatalf("Write = %v after %d runs of its function, want nil after %d", err, runs, tc.runs)
+			}
+			jobs, err := st.JobList(ctx, &store.JobListParams{Limit: 10})
+			if err != nil || len(jobs) != 1 || jobs[0].ID != id {
+				t.Fatalf("jobs %v (%v), want only job %d: the write applied once and answered with it", jobs, err, id)
+			}
+
+			// Receipt numbers go on across a restart, so an old receipt is never taken for a
+			// new write's.
+			last := st.receipts.Load()
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close()
+			if got := again.receipts.Load(); got != last || got == 0 {
+				t.Fatalf("receipts after reopening start at %d, want %d", got, last)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -70,7 +71,8 @@ type Store struct {
 	cp                      *sql.DB // background checkpoints
 	log                     *slog.Logger
 	stmts                   *stmtCache
-	queues                  *queueSet // queues known to have a row
+	queues                  *queueSet    // queues known to have a row
+	receipts                atomic.Int64 // the last receipt number a Write took
 
 	stopCheckpoints, checkpointsDone chan struct{}
 }
@@ -148,6 +150,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = w.Close()
 		return nil, err
 	}
+	// Receipt numbers go on from the last run's: a stored receipt is never taken again.
+	var lastReceipt int64
+	if err := w.QueryRowContext(ctx, `SELECT COALESCE(MAX(receipt), 0) FROM write_receipts`).Scan(&lastReceipt); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("read write receipts: %w", err)
+	}
 	wc, err := w.Conn(ctx)
 	if err != nil {
 		_ = w.Close()
@@ -179,6 +187,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{w: w, wc: wc, begin: txStmts[0], commit: txStmts[1], rollback: txStmts[2],
 		r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(wc), queues: &queueSet{m: map[string]bool{}},
 		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
+	s.receipts.Store(lastReceipt)
 	go s.checkpointLoop()
 	return s, nil
 }
@@ -241,7 +250,14 @@ func (s *Store) StorageRetries() map[string]int64 {
 }
 
 // Write runs fn in one IMMEDIATE transaction through the store's retry policy.
+//
+// This is where every write is made safe to retry (store.Store.Write): each call takes a new
+// receipt number, stored by the transaction that commits it. A try that reached COMMIT may have
+// committed even when it reports failure (the acknowledgement can be lost), so the tries after
+// it look for the receipt first, and a write whose receipt is stored is not run again.
 func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
+	receipt := s.receipts.Add(1)
+	mayHaveCommitted := false
 	return s.retry.Do(ctx, op, func(ctx context.Context) error {
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
@@ -261,9 +277,20 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 				_, _ = s.rollback.ExecContext(t.ctx)
 			}
 		}()
+		if mayHaveCommitted {
+			// An earlier try reached COMMIT and was reported failed. If its receipt is stored,
+			// that commit went through: this write is done, with the results fn set then.
+			if done, err := t.receiptStored(receipt); err != nil || done {
+				return err
+			}
+		}
 		if err := fn(t); err != nil {
 			return err
 		}
+		if err := t.storeReceipt(receipt); err != nil {
+			return err
+		}
+		mayHaveCommitted = true
 		if _, err := s.commit.ExecContext(t.ctx); err != nil {
 			return err
 		}
@@ -271,6 +298,21 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		s.queues.add(t.newQueues)
 		return nil
 	})
+}
+
+// receiptSlots is how many receipts the database keeps (migration 009).
+const receiptSlots = 64
+
+func (t *tx) storeReceipt(receipt int64) error {
+	_, err := t.exec(`INSERT INTO write_receipts (slot, receipt) VALUES (?, ?)
+		ON CONFLICT (slot) DO UPDATE SET receipt = excluded.receipt`, receipt%receiptSlots, receipt)
+	return err
+}
+
+func (t *tx) receiptStored(receipt int64) (bool, error) {
+	var n int
+	err := t.queryRow(`SELECT COUNT(*) FROM write_receipts WHERE slot = ? AND receipt = ?`, receipt%receiptSlots, receipt).Scan(&n)
+	return n == 1, err
 }
 
 // read runs a read through the retry policy.
