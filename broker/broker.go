@@ -470,7 +470,9 @@ func (b *Broker) promote(gen uint64) {
 		b.scheduleLocked(next)
 	}
 	b.mu.Unlock()
-	if n > 0 {
+	// n is only read once the write reported back: after an error (a stop, say) the write may
+	// still be running and setting it.
+	if err == nil && n > 0 {
 		b.signal()
 	}
 }
