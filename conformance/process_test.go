@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/internal/testcerts"
 )
 
 // language is one worker library under test and what its conformance worker reports.
@@ -97,6 +98,9 @@ const defaultLease = 3 * time.Second
 type brokerConfig struct {
 	lease       time.Duration
 	maxAttempts int
+	// secure runs the broker with mutual TLS and auth on (throwaway certificates, an admin
+	// token from JOBWIRE_BOOTSTRAP_TOKEN); the suite's client uses both.
+	secure bool
 }
 
 func (c brokerConfig) yaml() string {
@@ -128,6 +132,9 @@ type env struct {
 	logDir string
 	c      *client.Client
 	broker *brokerProc
+	// certs and adminToken are set when the broker is secure.
+	certs      testcerts.Files
+	adminToken string
 
 	mu      sync.Mutex
 	procs   []*proc
@@ -154,13 +161,20 @@ func newEnv(t *testing.T, lang *language, cfg brokerConfig) *env {
 	t.Cleanup(e.dumpLogsIfFailed)
 	t.Cleanup(e.killAll)
 	e.broker = &brokerProc{env: e, addr: freeAddr(t), db: filepath.Join(root, "jobwire.db"), cfg: cfgPath}
-	e.broker.start()
-
 	// The client must find a restarted broker quickly, so its reconnect backoff is short.
-	c, err := client.Dial(t.Context(), e.broker.addr, client.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{
+	opts := []client.DialOption{client.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
 		MinConnectTimeout: time.Second,
-	})))
+	}))}
+	if cfg.secure {
+		e.certs = testcerts.Write(t, root)
+		e.adminToken = "conformance-admin-token-0123456789abcdef"
+		e.broker.args = []string{"--auth", "--tls-cert", e.certs.ServerCert, "--tls-key", e.certs.ServerKey, "--tls-client-ca", e.certs.CA}
+		e.broker.environ = []string{"JOBWIRE_BOOTSTRAP_TOKEN=" + e.adminToken}
+		opts = append(opts, client.WithTLSFiles(e.certs.CA, e.certs.ClientCert, e.certs.ClientKey), client.WithToken(e.adminToken))
+	}
+	e.broker.start()
+	c, err := client.Dial(t.Context(), e.broker.addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,17 +336,20 @@ func tail(path string, n int) string {
 // brokerProc is the broker of a scenario. It can be stopped and started again on the same address
 // and database.
 type brokerProc struct {
-	env  *env
-	addr string
-	db   string
-	cfg  string
-	p    *proc
+	env     *env
+	addr    string
+	db      string
+	cfg     string
+	args    []string // more flags of serve
+	environ []string // more environment
+	p       *proc
 }
 
 // start runs `jobwire serve`; call waitReady before relying on it.
 func (b *brokerProc) start() {
 	b.env.t.Helper()
-	b.p = b.env.spawn("broker", []string{brokerBin, "serve", "--listen", b.addr, "--http-listen", "off", "--db", b.db, "--config", b.cfg})
+	argv := append([]string{brokerBin, "serve", "--listen", b.addr, "--http-listen", "off", "--db", b.db, "--config", b.cfg}, b.args...)
+	b.p = b.env.spawn("broker", argv, b.environ...)
 }
 
 // waitReady polls the broker's health service until it reports SERVING, failing if the process

@@ -191,7 +191,9 @@ func (w *Worker) Handle(jobType string, fn HandlerFunc) {
 // whenever the stream breaks. When ctx is cancelled it shuts down gracefully (see
 // Options.ShutdownGrace) and returns nil once every held job is settled, or an error if the
 // grace ran out first. It returns early with an error if the broker rejects the session itself
-// (codes.Unimplemented or codes.InvalidArgument before Welcome). A Worker runs only once.
+// (codes.Unimplemented or codes.InvalidArgument before Welcome), or the worker's token
+// (codes.Unauthenticated: missing, unknown or revoked; codes.PermissionDenied: a role or scope
+// that does not cover what the worker serves). A Worker runs only once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
@@ -264,10 +266,10 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // isPermanent reports whether a session error means reconnecting cannot help: the broker does not
-// serve the protocol or rejected what this worker announced in Hello.
+// serve the protocol, rejected what this worker announced in Hello, or refused its token.
 func isPermanent(err error) bool {
 	switch status.Code(err) {
-	case codes.Unimplemented, codes.InvalidArgument:
+	case codes.Unimplemented, codes.InvalidArgument, codes.Unauthenticated, codes.PermissionDenied:
 		return true
 	}
 	return false

@@ -77,8 +77,16 @@ export interface WorkerOptions {
   resendDelayMs?: number;
   /** Reconnect backoff. Default `new Backoff({ baseMs: 200, capMs: 30000 })`. */
   backoff?: Backoff;
-  /** Channel credentials, e.g. `grpc.credentials.createSsl(...)`. Default insecure. */
+  /** Channel credentials, e.g. `grpc.credentials.createSsl(...)`; win over `tls`. Default insecure. */
   credentials?: ChannelCredentials;
+  /** API token for a broker with auth on, sent as `authorization: Bearer <token>`. */
+  token?: string;
+  /**
+   * Connect over TLS: `ca` is the PEM CA certificates to trust (default: the system's), `cert`
+   * and `key` a client certificate for a broker that requires one (mutual TLS). Strings are
+   * file paths, read when the Worker is made; Buffers are PEM contents.
+   */
+  tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer };
   /** Where the worker logs. Default stderr. */
   logger?: Logger;
   /** Jitter source in [0, 1). Default Math.random. */

@@ -11,6 +11,9 @@
 //	JOBWIRE_QUEUES            comma-separated queues to take from (default: every queue)
 //	JOBWIRE_GRACE_SECONDS     shutdown grace period (default 30)
 //	JOBWIRE_CONFORMANCE_DIR   where counters and marker files go (default: a new temp dir)
+//	JOBWIRE_TOKEN             API token for a broker with auth on
+//	JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT, JOBWIRE_TLS_KEY
+//	                          connect over TLS: CA to trust, client certificate and key (mutual TLS)
 //
 // Job types (JSON payloads):
 //
@@ -43,9 +46,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
+	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -96,12 +97,19 @@ func run(log *slog.Logger) error {
 		return err
 	}
 
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	var opts []client.DialOption
+	if token := os.Getenv("JOBWIRE_TOKEN"); token != "" {
+		opts = append(opts, client.WithToken(token))
+	}
+	if ca, cert := os.Getenv("JOBWIRE_TLS_CA"), os.Getenv("JOBWIRE_TLS_CERT"); ca != "" || cert != "" {
+		opts = append(opts, client.WithTLSFiles(ca, cert, os.Getenv("JOBWIRE_TLS_KEY")))
+	}
+	c, err := client.Dial(context.Background(), addr, opts...)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	w, err := worker.New(conn, worker.Options{
+	defer c.Close()
+	w, err := worker.New(c.Conn(), worker.Options{
 		ID:            id,
 		Queues:        queues,
 		Concurrency:   capacity,

@@ -10,6 +10,9 @@
 //   JOBWIRE_QUEUES            comma-separated queues to take from (default: every queue)
 //   JOBWIRE_GRACE_SECONDS     shutdown grace period (default 30)
 //   JOBWIRE_CONFORMANCE_DIR   where counters and marker files go (default: a new temp dir)
+//   JOBWIRE_TOKEN             API token for a broker with auth on
+//   JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT, JOBWIRE_TLS_KEY
+//                             connect over TLS: CA to trust, client certificate and key (mutual TLS)
 //
 // Job types (JSON payloads):
 //   echo              succeeds once the payload decodes; writes the payload's bytes to
@@ -54,6 +57,11 @@ const worker = new Worker({
   capacity: Number(process.env.JOBWIRE_CAPACITY || 8),
   queues: (process.env.JOBWIRE_QUEUES || '').split(',').filter(Boolean),
   gracePeriodMs: Number(process.env.JOBWIRE_GRACE_SECONDS || 30) * 1000,
+  token: process.env.JOBWIRE_TOKEN || undefined,
+  tls:
+    process.env.JOBWIRE_TLS_CA || process.env.JOBWIRE_TLS_CERT
+      ? { ca: process.env.JOBWIRE_TLS_CA, cert: process.env.JOBWIRE_TLS_CERT, key: process.env.JOBWIRE_TLS_KEY }
+      : undefined,
 });
 
 worker.handle('echo', async (ctx) => {

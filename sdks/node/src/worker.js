@@ -8,6 +8,7 @@
  * AbortSignal.
  */
 
+const fs = require('node:fs');
 const os = require('node:os');
 const grpc = require('@grpc/grpc-js');
 const { Backoff } = require('./backoff');
@@ -103,6 +104,19 @@ class JobContext {
  * @typedef {{debug: (...a: any[]) => void, info: (...a: any[]) => void, warn: (...a: any[]) => void, error: (...a: any[]) => void}} Logger
  */
 
+/**
+ * Channel credentials for TLS, or undefined when tls is not given. Strings are PEM file paths;
+ * Buffers are PEM contents.
+ * @param {{ca?: string | Buffer, cert?: string | Buffer, key?: string | Buffer} | undefined} tls
+ * @returns {grpc.ChannelCredentials | undefined}
+ */
+function tlsCredentials(tls) {
+  if (!tls) return undefined;
+  if (!tls.cert !== !tls.key) throw new TypeError('tls.cert and tls.key go together: give both or neither');
+  const read = (v) => (v === undefined || v === null ? null : Buffer.isBuffer(v) ? v : fs.readFileSync(v));
+  return grpc.credentials.createSsl(read(tls.ca), read(tls.key), read(tls.cert));
+}
+
 /** A logger that writes to stderr, which is where worker processes are expected to log. */
 const stderrLogger = {
   debug() {},
@@ -136,7 +150,11 @@ class Worker {
    * @param {number} [opts.connectTimeoutMs] how long to wait for Welcome
    * @param {number} [opts.resendDelayMs] base wait before re-sending a message refused as UNAVAILABLE
    * @param {Backoff} [opts.backoff] reconnect backoff
-   * @param {grpc.ChannelCredentials} [opts.credentials] default: insecure
+   * @param {grpc.ChannelCredentials} [opts.credentials] default: insecure, or TLS from opts.tls
+   * @param {string} [opts.token] API token for a broker with auth on, sent as "authorization: Bearer <token>"
+   * @param {{ca?: string | Buffer, cert?: string | Buffer, key?: string | Buffer}} [opts.tls] connect over TLS:
+   *   ca is the PEM CA certificates to trust (default: the system's), cert and key a client certificate
+   *   for a broker that requires one; strings are file paths, read at construction
    * @param {Logger} [opts.logger] default: stderr
    * @param {() => number} [opts.random] jitter source in [0, 1)
    */
@@ -154,7 +172,12 @@ class Worker {
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 10000;
     this.resendDelayMs = opts.resendDelayMs ?? 500;
     this.backoff = opts.backoff ?? new Backoff();
-    this.credentials = opts.credentials ?? grpc.credentials.createInsecure();
+    this.credentials = opts.credentials ?? tlsCredentials(opts.tls) ?? grpc.credentials.createInsecure();
+    if (opts.token !== undefined && (typeof opts.token !== 'string' || opts.token === '' || /\s/.test(opts.token))) {
+      throw new TypeError('token must be a non-empty string without white space');
+    }
+    this.metadata = new grpc.Metadata();
+    if (opts.token) this.metadata.set('authorization', `Bearer ${opts.token}`);
     this.log = opts.logger ?? stderrLogger;
     this.random = opts.random ?? Math.random;
 
@@ -271,7 +294,7 @@ class Worker {
   /** @param {any} client */
   runSession(client) {
     return new Promise((resolve, reject) => {
-      const call = client.Connect();
+      const call = client.Connect(this.metadata);
       const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false };
       let heartbeat = null;
       let settled = false;

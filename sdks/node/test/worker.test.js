@@ -379,3 +379,35 @@ test('INVALID_ARGUMENT stops run()', async (t) => {
   s.fail(grpc.status.INVALID_ARGUMENT);
   await assert.rejects(done, (err) => err.code === grpc.status.INVALID_ARGUMENT);
 });
+
+// The token and TLS options. Connecting over TLS and mutual TLS to the real broker is covered by
+// the conformance suite (scenario tls_token), which writes throwaway certificates.
+
+test('the token is sent as bearer metadata', async (t) => {
+  const b = await setup(t, { token: 'jw_abc_secret' });
+  const { s } = await b.start();
+  assert.deepEqual(s.call.metadata.get('authorization'), ['Bearer jw_abc_secret']);
+  await b.stopAndExpectDrain(s);
+});
+
+test('without a token no authorization is sent', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  assert.deepEqual(s.call.metadata.get('authorization'), []);
+  await b.stopAndExpectDrain(s);
+});
+
+test('UNAUTHENTICATED stops run()', async (t) => {
+  const b = await setup(t, { token: 'jw_revoked' });
+  const done = b.worker.run();
+  const s = await b.streams.shift('a stream');
+  await s.recv('hello');
+  s.fail(grpc.status.UNAUTHENTICATED);
+  await assert.rejects(done, (err) => err.code === grpc.status.UNAUTHENTICATED);
+});
+
+test('bad token and TLS options fail at construction', () => {
+  assert.throws(() => new Worker({ token: 'two words' }), TypeError);
+  assert.throws(() => new Worker({ tls: { cert: 'client.pem' } }), TypeError);
+  assert.throws(() => new Worker({ tls: { ca: '/nonexistent/ca.pem' } }), /ENOENT/);
+});

@@ -8,6 +8,9 @@ Environment:
   JOBWIRE_QUEUES            comma-separated queues to take from (default: every queue)
   JOBWIRE_GRACE_SECONDS     shutdown grace period (default 30)
   JOBWIRE_CONFORMANCE_DIR   where counters and marker files go (default: a new temp dir)
+  JOBWIRE_TOKEN             API token for a broker with auth on
+  JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT, JOBWIRE_TLS_KEY
+                            connect over TLS: CA to trust, client certificate and key (mutual TLS)
 
 Job types (JSON payloads):
   echo              succeeds once the payload decodes; writes the payload's bytes to <dir>/echo-<job_id>
@@ -43,6 +46,10 @@ worker = Worker(
     capacity=int(os.environ.get("JOBWIRE_CAPACITY", "8")),
     queues=tuple(q for q in os.environ.get("JOBWIRE_QUEUES", "").split(",") if q),
     grace_period=float(os.environ.get("JOBWIRE_GRACE_SECONDS", "30")),
+    token=os.environ.get("JOBWIRE_TOKEN") or None,
+    tls_ca=os.environ.get("JOBWIRE_TLS_CA") or None,
+    tls_cert=os.environ.get("JOBWIRE_TLS_CERT") or None,
+    tls_key=os.environ.get("JOBWIRE_TLS_KEY") or None,
 )
 
 

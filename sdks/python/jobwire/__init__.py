@@ -19,7 +19,7 @@ from jobwire.errors import (
     RetryAfter,
     classify,
 )
-from jobwire.worker import ProtocolError, Worker
+from jobwire.worker import ProtocolError, Worker, tls_credentials
 
 __all__ = [
     "Backoff",
@@ -36,4 +36,5 @@ __all__ = [
     "RetryAfter",
     "Worker",
     "classify",
+    "tls_credentials",
 ]

@@ -59,6 +59,29 @@ _CANCEL_REASONS = {
 _CLOSE = object()  # queued to the writer: half-close the stream
 
 
+def tls_credentials(
+    tls: bool = False,
+    ca_file: Optional[str] = None,
+    cert_file: Optional[str] = None,
+    key_file: Optional[str] = None,
+) -> Optional[grpc.ChannelCredentials]:
+    """Channel credentials for TLS from PEM files, or None for plaintext (nothing asked for)."""
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("tls_cert and tls_key go together: give both or neither")
+    if not (tls or ca_file or cert_file):
+        return None
+
+    def read(path: Optional[str]) -> Optional[bytes]:
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca_file), private_key=read(key_file), certificate_chain=read(cert_file)
+    )
+
+
 class ProtocolError(Exception):
     """The broker broke the protocol (for example, did not answer Hello with Welcome)."""
 
@@ -120,6 +143,11 @@ class Worker:
         resend_delay: float = 0.5,
         backoff: Optional[Backoff] = None,
         channel_factory: Optional[Callable[[str], grpc.aio.Channel]] = None,
+        token: Optional[str] = None,
+        tls: bool = False,
+        tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
         rand: Callable[[], float] = random.random,
     ):
         """Configure a worker.
@@ -127,6 +155,11 @@ class Worker:
         grace_period: after shutdown(), how long running jobs may take before they are cancelled.
         finish_timeout: after the grace period, how long to wait for their results to be stored.
         resend_delay: base wait before re-sending a message the broker refused as UNAVAILABLE.
+        token: API token for a broker with auth on, sent as "authorization: Bearer <token>".
+        tls, tls_ca, tls_cert, tls_key: connect over TLS (implied by any of the files), trusting
+            the CA certificates in the PEM file tls_ca (default: the system's), and presenting
+            the client certificate tls_cert with its key tls_key to a broker that requires one.
+            The files are read here, so a missing one fails at once.
         """
         if not 1 <= capacity <= 10000:
             raise ValueError("capacity must be in 1..10000")
@@ -141,6 +174,13 @@ class Worker:
         self.connect_timeout = connect_timeout
         self.resend_delay = resend_delay
         self._backoff = backoff or Backoff()
+        if token is not None and (not token or any(c.isspace() for c in token)):
+            raise ValueError("token must be non-empty and hold no white space")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        if channel_factory is None:
+            creds = tls_credentials(tls, tls_ca, tls_cert, tls_key)
+            if creds is not None:
+                channel_factory = lambda addr: grpc.aio.secure_channel(addr, creds)  # noqa: E731
         self._channel_factory = channel_factory or grpc.aio.insecure_channel
         self._rand = rand
         self._handlers: Dict[str, Handler] = {}
@@ -241,7 +281,7 @@ class Worker:
     # ---- one stream ---------------------------------------------------------------------
 
     async def _run_session(self, stub: worker_service_pb2_grpc.WorkerServiceStub) -> None:
-        call = stub.Connect()
+        call = stub.Connect(metadata=self._metadata)
         sess = _Session(call=call)
         tasks: list[asyncio.Task] = []
         try:

@@ -99,7 +99,9 @@ def ack(job_id, token=None):
     )
 
 
-class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
+class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
+    """A scripted broker on loopback and helpers to run a worker against it."""
+
     async def asyncSetUp(self):
         self.broker = FakeBroker()
         self.server = grpc.aio.server()
@@ -163,6 +165,16 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         w.shutdown()
         await asyncio.wait_for(task, WAIT)
 
+    async def stop_and_expect_drain(self, w, task, s):
+        w.shutdown()
+        await s.recv("drain")
+        self.assertIsNone(await s.recv())  # half-closed once nothing is held
+        s.close()
+        await asyncio.wait_for(task, WAIT)
+
+
+
+class WorkerStreamTest(BrokerTestCase):
     async def test_hello_started_result_ack(self):
         w = self.make_worker(queues=("q1",))
         task, s, hello = await self.start(w)
@@ -181,13 +193,6 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
         s.send(result_ack=ack(1))
 
         await self.stop_and_expect_drain(w, task, s)
-
-    async def stop_and_expect_drain(self, w, task, s):
-        w.shutdown()
-        await s.recv("drain")
-        self.assertIsNone(await s.recv())  # half-closed once nothing is held
-        s.close()
-        await asyncio.wait_for(task, WAIT)
 
     async def test_failures_are_classified(self):
         w = self.make_worker(capacity=3)
@@ -387,3 +392,43 @@ class WorkerStreamTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SecurityOptionsTest(BrokerTestCase):
+    """The token and TLS options. Connecting over TLS and mutual TLS to the real broker is
+    covered by the conformance suite (scenario tls_token), which writes throwaway certificates."""
+
+    async def test_token_is_sent_as_bearer_metadata(self):
+        w = self.make_worker(token="jw_abc_secret")
+        task, s, _ = await self.start(w)
+        metadata = dict(s.context.invocation_metadata())
+        self.assertEqual(metadata.get("authorization"), "Bearer jw_abc_secret")
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_no_token_sends_no_authorization(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        self.assertNotIn("authorization", dict(s.context.invocation_metadata()))
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_unauthenticated_is_permanent(self):
+        w = self.make_worker(token="jw_revoked")
+        task = asyncio.create_task(w.run())
+        s = await self.broker.next_stream()
+        await s.recv("hello")
+        s.outbox.put_nowait(grpc.StatusCode.UNAUTHENTICATED)
+        with self.assertRaises(grpc.aio.AioRpcError) as cm:
+            await asyncio.wait_for(task, WAIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_bad_options_fail_at_once(self):
+        with self.assertRaises(ValueError):
+            Worker(self_addr(), token="two words")
+        with self.assertRaises(ValueError):
+            Worker(self_addr(), tls_cert="client.pem")
+        with self.assertRaises(FileNotFoundError):
+            Worker(self_addr(), tls_ca="/nonexistent/ca.pem")
+
+
+def self_addr():
+    return "127.0.0.1:1"
