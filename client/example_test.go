@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/jobwire/jobwire/client"
@@ -146,4 +147,17 @@ func ExampleError() {
 	case errors.As(err, &cerr):
 		fmt.Printf("%s failed (%s): %s\n", cerr.Op, cerr.Code, cerr.Message)
 	}
+}
+
+// A broker on the network serves TLS and checks tokens: trust its CA, present a client
+// certificate when it requires one (mutual TLS), and send the token on every call.
+func ExampleWithTLSFiles() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "jobwire.internal:7070",
+		client.WithTLSFiles("ca.pem", "client.pem", "client-key.pem"),
+		client.WithToken(os.Getenv("JOBWIRE_TOKEN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
 }

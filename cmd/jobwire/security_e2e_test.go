@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/internal/testcerts"
 	"github.com/jobwire/jobwire/internal/tlsreload"
 )
@@ -205,4 +206,27 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestServeSecurityFromEnvironment: the security flags come from JOBWIRE_* variables too, and a
+// flag wins over its variable.
+func TestServeSecurityFromEnvironment(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	environ := map[string]string{"JOBWIRE_AUTH": "true", "JOBWIRE_TLS_CERT": f.ServerCert, "JOBWIRE_TLS_KEY": f.ServerKey,
+		"JOBWIRE_TLS_CLIENT_CA": f.CA, "JOBWIRE_LISTEN": "0.0.0.0:7070", "JOBWIRE_BOOTSTRAP_TOKEN": "from-the-environment-0123456789abcdef"}
+	fs := flagsFor(find("serve"))
+	sf := addServeFlags(&env{getenv: func(k string) string { return environ[k] }}, fs)
+	if _, err := parse(fs, []string{"--tls-client-ca", f.CA + ".flag"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.DB = filepath.Join(t.TempDir(), "j.db")
+	if err := sf.apply(&cfg); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if !cfg.Auth || cfg.TLS.Cert != f.ServerCert || cfg.TLS.Key != f.ServerKey || cfg.TLS.ClientCA != f.CA+".flag" ||
+		cfg.BootstrapToken != environ["JOBWIRE_BOOTSTRAP_TOKEN"] {
+		t.Fatalf("config from the environment: auth %v, TLS %+v, bootstrap token %q", cfg.Auth, cfg.TLS, cfg.BootstrapToken)
+	}
 }
