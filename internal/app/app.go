@@ -154,6 +154,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	if hlis != nil {
 		wopts := web.Options{Ready: b.Ready, MetricsAuth: cfg.MetricsAuth, Log: log,
 			Conn: srv.LocalConn(), Context: ctx}
+		if cfg.Auth {
+			// The dashboard's reads need a viewer token and its actions an admin token, as
+			// the same calls over gRPC do.
+			wopts.Auth = web.FromTokens(authn)
+		}
 		if m != nil {
 			m.Watch(b, policy, clock.Real{}, log)
 			grpcm.InitializeMetrics(gs)
