@@ -127,10 +127,14 @@ func (t *tx) Isolated(fn func() error) error {
 	if _, err := t.exec(`SAVEPOINT isolated`); err != nil {
 		return err
 	}
+	created := len(t.newQueues)
 	if ferr := fn(); ferr != nil {
 		if _, transient := Classify(ferr); transient {
 			return ferr // storage as a whole: the transaction is retried
 		}
+		// The queue rows fn created are undone with the rest: the store must not remember
+		// them as existing, or the next job of such a queue would skip creating its row.
+		t.newQueues = t.newQueues[:created]
 		if _, err := t.exec(`ROLLBACK TO isolated`); err != nil {
 			return errors.Join(ferr, err)
 		}
