@@ -1,0 +1,60 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/jobwire/jobwire/client"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/config"
+)
+
+// TestDashboardNeedsTokensWhenAuthIsOn: with auth on, the HTTP listener's dashboard API answers
+// an anonymous caller, a made-up token and a producer token 401; viewer and admin tokens get in.
+func TestDashboardNeedsTokensWhenAuthIsOn(t *testing.T) {
+	t.Parallel()
+	const admin = "dashboard-test-admin-token-0123456789"
+	a := runBroker(t, func(c *config.Config) { c.Auth, c.BootstrapToken = true, admin })
+	ctx := context.Background()
+	c, err := client.Dial(ctx, a.GRPC.String(), client.WithToken(admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tokens := jobwirev1.NewTokenServiceClient(c.Conn())
+	mint := func(role jobwirev1.TokenRole) string {
+		res, err := tokens.CreateToken(ctx, &jobwirev1.CreateTokenRequest{Role: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetToken()
+	}
+	viewer, producer := mint(jobwirev1.TokenRole_TOKEN_ROLE_VIEWER), mint(jobwirev1.TokenRole_TOKEN_ROLE_PRODUCER)
+	for name, c := range map[string]struct {
+		token string
+		want  int
+	}{
+		"no token":       {"", http.StatusUnauthorized},
+		"made-up token":  {"jw_0000000000000000_made-up", http.StatusUnauthorized},
+		"producer token": {producer, http.StatusUnauthorized},
+		"viewer token":   {viewer, http.StatusOK},
+		"admin token":    {admin, http.StatusOK},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.HTTP.String()+"/api/me", nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("GET /api/me with %s: %d %s, want %d", name, res.StatusCode, strings.TrimSpace(string(body)), c.want)
+		}
+	}
+}
