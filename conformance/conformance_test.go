@@ -45,7 +45,8 @@ var scenarios = []scenario{
 	// The worker must reconnect and keep its lease across a crash of the broker, so the lease is
 	// longer than a restart plus the worker's reconnect backoff take on a loaded machine.
 	{name: "broker_restart", cfg: brokerConfig{lease: 10 * time.Second}, run: brokerRestart},
-	{name: "tls_token", cfg: brokerConfig{secure: true}, run: tlsToken},
+	{name: "tls_token", cfg: brokerConfig{tls: tlsServer}, run: tlsToken},
+	{name: "mtls_token", cfg: brokerConfig{tls: tlsMutual}, run: tlsToken},
 }
 
 // TestConformance runs every scenario against the conformance worker of every language, each

@@ -98,9 +98,9 @@ const defaultLease = 3 * time.Second
 type brokerConfig struct {
 	lease       time.Duration
 	maxAttempts int
-	// secure runs the broker with mutual TLS and auth on (throwaway certificates, an admin
-	// token from JOBWIRE_BOOTSTRAP_TOKEN); the suite's client uses both.
-	secure bool
+	// tls runs the broker with TLS and auth on (throwaway certificates, an admin token from
+	// JOBWIRE_BOOTSTRAP_TOKEN); the suite's client uses both.
+	tls tlsMode
 }
 
 func (c brokerConfig) yaml() string {
@@ -132,7 +132,8 @@ type env struct {
 	logDir string
 	c      *client.Client
 	broker *brokerProc
-	// certs and adminToken are set when the broker is secure.
+	cfg    brokerConfig
+	// certs and adminToken are set when the broker serves TLS.
 	certs      testcerts.Files
 	adminToken string
 
@@ -146,7 +147,7 @@ type env struct {
 func newEnv(t *testing.T, lang *language, cfg brokerConfig) *env {
 	t.Helper()
 	root := t.TempDir()
-	e := &env{t: t, lang: lang, dir: filepath.Join(root, "state"), logDir: filepath.Join(root, "logs"), logSeqs: map[string]int{}}
+	e := &env{t: t, lang: lang, cfg: cfg, dir: filepath.Join(root, "state"), logDir: filepath.Join(root, "logs"), logSeqs: map[string]int{}}
 	for _, d := range []string{e.dir, e.logDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -166,10 +167,13 @@ func newEnv(t *testing.T, lang *language, cfg brokerConfig) *env {
 		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
 		MinConnectTimeout: time.Second,
 	}))}
-	if cfg.secure {
+	if cfg.tls != tlsOff {
 		e.certs = testcerts.Write(t, root)
 		e.adminToken = "conformance-admin-token-0123456789abcdef"
-		e.broker.args = []string{"--auth", "--tls-cert", e.certs.ServerCert, "--tls-key", e.certs.ServerKey, "--tls-client-ca", e.certs.CA}
+		e.broker.args = []string{"--auth", "--tls-cert", e.certs.ServerCert, "--tls-key", e.certs.ServerKey}
+		if cfg.tls == tlsMutual {
+			e.broker.args = append(e.broker.args, "--tls-client-ca", e.certs.CA)
+		}
 		e.broker.environ = []string{"JOBWIRE_BOOTSTRAP_TOKEN=" + e.adminToken}
 		opts = append(opts, client.WithTLSFiles(e.certs.CA, e.certs.ClientCert, e.certs.ClientKey), client.WithToken(e.adminToken))
 	}

@@ -8,9 +8,19 @@ import (
 	"github.com/jobwire/jobwire/job"
 )
 
-// tlsToken: against a broker that requires client certificates and tokens, the worker connects
-// with the CA, its client certificate and a worker token from its environment and runs a job;
-// a worker with a made-up token stops at once with an error instead of retrying.
+// tlsMode is how a scenario's broker serves.
+type tlsMode int
+
+const (
+	tlsOff    tlsMode = iota // plaintext, auth off
+	tlsServer                // TLS and auth
+	tlsMutual                // TLS requiring client certificates, and auth
+)
+
+// tlsToken: against a broker that serves TLS (requiring client certificates with tlsMutual)
+// and checks tokens, the worker connects with the CA, its client certificate when needed and a
+// worker token from its environment, and runs a job; a worker with a made-up token stops at
+// once with an error instead of retrying.
 func tlsToken(e *env) {
 	ctx, cancel := context.WithTimeout(e.t.Context(), waitTimeout)
 	defer cancel()
@@ -19,7 +29,10 @@ func tlsToken(e *env) {
 	if err != nil {
 		e.t.Fatalf("create a worker token: %v", err)
 	}
-	tls := []string{"JOBWIRE_TLS_CA=" + e.certs.CA, "JOBWIRE_TLS_CERT=" + e.certs.ClientCert, "JOBWIRE_TLS_KEY=" + e.certs.ClientKey}
+	tls := []string{"JOBWIRE_TLS_CA=" + e.certs.CA}
+	if e.cfg.tls == tlsMutual {
+		tls = append(tls, "JOBWIRE_TLS_CERT="+e.certs.ClientCert, "JOBWIRE_TLS_KEY="+e.certs.ClientKey)
+	}
 	e.startWorker(e.lang.name+"-1", append(tls, "JOBWIRE_TOKEN="+res.GetToken())...)
 	id := e.enqueue("echo", []byte(`{"over":"tls"}`))
 	e.waitState(id, job.StateSucceeded)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/internal/testcerts"
@@ -228,5 +229,25 @@ func TestServeSecurityFromEnvironment(t *testing.T) {
 	if !cfg.Auth || cfg.TLS.Cert != f.ServerCert || cfg.TLS.Key != f.ServerKey || cfg.TLS.ClientCA != f.CA+".flag" ||
 		cfg.BootstrapToken != environ["JOBWIRE_BOOTSTRAP_TOKEN"] {
 		t.Fatalf("config from the environment: auth %v, TLS %+v, bootstrap token %q", cfg.Auth, cfg.TLS, cfg.BootstrapToken)
+	}
+}
+
+// TestE2EServerTLS: against a broker serving TLS without client certificates, the CA and a token
+// are enough; without the CA the broker's certificate is not trusted.
+func TestE2EServerTLS(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	r, err := tlsreload.New(tlsreload.Files{Cert: f.ServerCert, Key: f.ServerKey}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.New(t, brokertest.Options{RequireAuth: true,
+		ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.ServerConfig()))}})
+	viewer := b.Token(auth.RoleViewer, auth.Scope{})
+	if res := runCLI(t, map[string]string{"JOBWIRE_TOKEN": viewer}, "stats", "--addr", b.Addr, "--tls-ca", f.CA); res.code != 0 {
+		t.Fatalf("stats over TLS: exit %d, %s", res.code, res.stderr)
+	}
+	if res := runCLI(t, map[string]string{"JOBWIRE_TOKEN": viewer}, "stats", "--addr", b.Addr, "--tls"); res.code != 1 {
+		t.Fatalf("stats trusting only the system's CAs: exit %d, %s", res.code, res.stderr)
 	}
 }

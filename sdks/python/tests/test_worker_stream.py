@@ -396,7 +396,7 @@ if __name__ == "__main__":
 
 class SecurityOptionsTest(BrokerTestCase):
     """The token and TLS options. Connecting over TLS and mutual TLS to the real broker is
-    covered by the conformance suite (scenario tls_token), which writes throwaway certificates."""
+    covered by the conformance suite (scenarios tls_token and mtls_token), which writes throwaway certificates."""
 
     async def test_token_is_sent_as_bearer_metadata(self):
         w = self.make_worker(token="jw_abc_secret")
