@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobwire/jobwire/internal/mdblock"
 	"github.com/jobwire/jobwire/job"
 )
 
@@ -115,43 +115,30 @@ func runREADMEJob(e *env, w *proc) {
 	}
 }
 
-// writeREADMEWorker writes the fenced block of language lang after the first-worker marker of
-// readme to path, pointed at addr.
+// writeREADMEWorker writes the fenced block after the first-worker marker of readme, which must
+// be in language lang, to path, pointed at addr.
 func writeREADMEWorker(t *testing.T, readme, lang, addr, path string) {
 	t.Helper()
-	b, err := os.ReadFile(readme)
+	doc, err := os.ReadFile(readme)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		code            strings.Builder
-		marked, inBlock bool
-	)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, firstWorkerMarker):
-			marked = true
-		case marked && !inBlock && line == "```"+lang:
-			inBlock = true
-		case inBlock && line == "```":
-			if !strings.Contains(code.String(), readmeAddr) {
-				t.Fatalf("%s: the first worker does not connect to %s", readme, readmeAddr)
-			}
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			src := strings.ReplaceAll(code.String(), readmeAddr, addr)
-			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		case inBlock:
-			code.WriteString(line + "\n")
-		}
+	block, err := mdblock.After(doc, firstWorkerMarker)
+	if err != nil {
+		t.Fatalf("%s: %v", readme, err)
 	}
-	t.Fatalf("%s has no ```%s block after a line starting with %q", readme, lang, firstWorkerMarker)
+	if block.Lang != lang {
+		t.Fatalf("%s: the first worker is a %q block, want %q", readme, block.Lang, lang)
+	}
+	if !strings.Contains(block.Body, readmeAddr) {
+		t.Fatalf("%s: the first worker does not connect to %s", readme, readmeAddr)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(block.Body, readmeAddr, addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // writeAppLock makes dir a project that depends on the packed package at spec, with a lock file

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jobwire/jobwire/internal/mdblock"
 )
 
 // quickStartMarker starts the comment line that precedes the README's quick-start block.
@@ -117,34 +118,27 @@ func readerEnv() []string {
 // quickStartSteps reads the fenced block after the quick-start marker in the README.
 func quickStartSteps(t *testing.T, readme string) []step {
 	t.Helper()
-	b, err := os.ReadFile(readme)
+	doc, err := os.ReadFile(readme)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		steps           []step
-		marked, inBlock bool
-	)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case strings.HasPrefix(line, quickStartMarker):
-			marked = true
-		case marked && !inBlock && strings.HasPrefix(line, "```"):
-			inBlock = true
-		case inBlock && strings.HasPrefix(line, "```"):
-			if len(steps) == 0 {
-				t.Fatal("the README's quick-start block has no commands")
-			}
-			return steps
-		case inBlock && line != "" && !strings.HasPrefix(line, "#"):
-			cmd, comment := splitComment(line)
-			steps = append(steps, step{command: cmd, comment: comment, untilCtrlC: strings.Contains(comment, "until Ctrl-C")})
-		}
+	block, err := mdblock.After(doc, quickStartMarker)
+	if err != nil {
+		t.Fatalf("%s: %v", readme, err)
 	}
-	t.Fatalf("%s has no fenced block after a line starting with %q", readme, quickStartMarker)
-	return nil
+	var steps []step
+	for line := range strings.Lines(block.Body) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		cmd, comment := splitComment(line)
+		steps = append(steps, step{command: cmd, comment: comment, untilCtrlC: strings.Contains(comment, "until Ctrl-C")})
+	}
+	if len(steps) == 0 {
+		t.Fatalf("%s: the quick-start block has no commands", readme)
+	}
+	return steps
 }
 
 // splitComment cuts a shell line at a " #" outside quotes.

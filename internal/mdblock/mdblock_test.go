@@ -1,0 +1,41 @@
+package mdblock_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobwire/jobwire/internal/mdblock"
+)
+
+func TestAfter(t *testing.T) {
+	t.Parallel()
+	doc := "# Title\n\n```sh\nnot this\n```\n\n<!-- run: this one -->\nSome text.\n\n```sh\nmake run   # terminal 1\n  indented\n```\n\n```sh\nnor this\n```\n"
+	tests := []struct {
+		name    string
+		doc     string
+		marker  string
+		want    mdblock.Block
+		wantErr string
+	}{
+		{"the block after the marker", doc, "<!-- run:", mdblock.Block{Lang: "sh", Body: "make run   # terminal 1\n  indented\n"}, ""},
+		{"no marker", doc, "<!-- missing:", mdblock.Block{}, "no line starts with"},
+		{"no block after the marker", "<!-- run: -->\ntext\n", "<!-- run:", mdblock.Block{}, "no fenced block"},
+		{"unclosed block", "<!-- run: -->\n```python\nprint()\n", "<!-- run:", mdblock.Block{}, "not closed"},
+		{"no language", "<!-- run: -->\n```\nx\n```\n", "<!-- run:", mdblock.Block{Body: "x\n"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := mdblock.After([]byte(tt.doc), tt.marker)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("After() error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("After() = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
