@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench clean
+.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -84,6 +84,12 @@ sdk-deps: sdks/node/node_modules/.package-lock.json
 
 sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
 	npm ci --prefix sdks/node --no-audit --no-fund --loglevel=error
+
+## mutate: break each guard the broker's promises rest on (attempt counting, fencing, reruns,
+## jitter, breaker permits, max attempts, always-fatal types, storage retries), one at a time,
+## and check a test fails; prints the kill rate (not part of `make test`; MUTATE_ARGS=-only=REGEXP)
+mutate:
+	$(GO) run ./internal/mutate $(MUTATE_ARGS)
 
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:

@@ -480,6 +480,24 @@ func TestDoDelaysFollowBackoffWithJitter(t *testing.T) {
 	}
 }
 
+// Far into the backoff the wait saturates at the longest duration: the jitter added on top
+// never overflows it into a negative (no) wait.
+func TestDoDelaySaturatesWithJitter(t *testing.T) {
+	t.Parallel()
+	opts := Options{MaxTransientRetries: 40, TransientRetryBaseDelay: time.Hour, CommandTimeout: time.Minute}
+	b := setup(t, setupOpts{options: opts, rand: rand.New(rand.NewPCG(7, 11))})
+	_ = b.policy.Do(context.Background(), "op", func(context.Context) error { return errBusy })
+	sleeps := b.recordedSleeps()
+	for i, d := range sleeps {
+		if d <= 0 || i > 0 && d < sleeps[i-1] {
+			t.Fatalf("sleep %d = %s after %s: waits must grow and stay positive", i+1, d, sleeps[max(i-1, 0)])
+		}
+	}
+	if last := sleeps[len(sleeps)-1]; last != maxDuration {
+		t.Fatalf("last sleep = %s, want the longest duration", last)
+	}
+}
+
 func TestDoZeroBaseDelayDoesNotWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{options: Options{MaxTransientRetries: 2, CommandTimeout: time.Minute}})
