@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/job"
@@ -45,6 +47,8 @@ type Options struct {
 	// Observer hears of enqueues, attempts, cancels, breaker transitions and commits, for
 	// metrics. Nil: nobody listens.
 	Observer Observer
+	// Tracer records spans for enqueues and deliveries, in the producer's trace. Nil: none.
+	Tracer trace.Tracer
 }
 
 // BreakerOptions configure the per-type circuit breakers.
@@ -62,6 +66,7 @@ type Broker struct {
 	log     *slog.Logger
 	triager *triage.Triager
 	obs     Observer
+	tracer  trace.Tracer
 
 	breakers *breaker.Set
 	ctx      context.Context // ends when the broker stops; for work no caller waits on
@@ -138,6 +143,7 @@ func New(opts Options) (*Broker, error) {
 		clk:    opts.Clock,
 		log:    opts.Logger,
 		obs:    opts.Observer,
+		tracer: opts.Tracer,
 		triager: &triage.Triager{
 			Policy:      opts.Config.policy,
 			AlwaysFatal: fatal,
@@ -344,7 +350,10 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 	for _, p := range params {
 		o.readies = o.readies || !p.RunAt.After(now)
 	}
-	if err := b.doOp(ctx, o); err != nil {
+	spans := b.startEnqueueSpans(ctx, params)
+	err := b.doOp(ctx, o)
+	endEnqueueSpans(spans, results, err)
+	if err != nil {
 		return nil, err
 	}
 	var earliest time.Time

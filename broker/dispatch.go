@@ -331,6 +331,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 			if r := b.queueRules[j.Queue]; r.limit > 0 {
 				held[j.Queue]++
 			}
+			b.traceDelivery(&kept, l.attempt, g.sess)
 			g.sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
 				LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +22,7 @@ type Client struct {
 	cc       grpc.ClientConnInterface
 	producer jobwirev1.ProducerServiceClient
 	admin    jobwirev1.AdminServiceClient
+	tracer   trace.Tracer // nil: the global provider's
 }
 
 // DialOption configures Dial. Only this package can implement it, so the set of options stays
@@ -30,9 +32,10 @@ type DialOption interface {
 }
 
 type dialConfig struct {
-	grpcOpts []grpc.DialOption
-	block    bool
-	err      error // an option that could not be applied (a file that cannot be read)
+	grpcOpts   []grpc.DialOption
+	block      bool
+	clientOpts []Option
+	err        error // an option that could not be applied (a file that cannot be read)
 }
 
 type dialOptionFunc func(*dialConfig)
@@ -82,7 +85,7 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 			return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
 		}
 	}
-	c := New(conn)
+	c := New(conn, cfg.clientOpts...)
 	c.conn = conn
 	return c, nil
 }
@@ -108,12 +111,16 @@ func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 
 // New wraps a connection the caller already has, such as one shared with other services or an
 // in-memory connection in tests. Close on the returned Client leaves cc open.
-func New(cc grpc.ClientConnInterface) *Client {
-	return &Client{
+func New(cc grpc.ClientConnInterface, opts ...Option) *Client {
+	c := &Client{
 		cc:       cc,
 		producer: jobwirev1.NewProducerServiceClient(cc),
 		admin:    jobwirev1.NewAdminServiceClient(cc),
 	}
+	for _, o := range opts {
+		o.applyClient(c)
+	}
+	return c
 }
 
 // Close releases the connection made by Dial. It is a no-op for a Client made by New.

@@ -34,6 +34,7 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 		DeadReason:       job.DeadReason(p.GetDeadReason()),
 		LastErrorType:    p.GetLastErrorType(),
 		LastErrorMessage: p.GetLastErrorMessage(),
+		Metadata:         p.GetMetadata(),
 	}
 	if d := p.GetAttemptTimeout(); d != nil {
 		j.AttemptTimeout = d.AsDuration()

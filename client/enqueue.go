@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -38,6 +39,10 @@ type JobSpec struct {
 	IdempotencyKey string
 	// AttemptTimeout bounds one attempt. 0 means the broker default.
 	AttemptTimeout time.Duration
+	// Metadata is stored with the job and handed to its handler (worker.Job.Metadata): at most
+	// 64 keys of [A-Za-z0-9_.:-], values up to 4096 bytes. The client adds the W3C trace
+	// context of the enqueue ("traceparent", "tracestate").
+	Metadata map[string]string
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -89,6 +94,16 @@ func AttemptTimeout(d time.Duration) EnqueueOption {
 	return enqueueOptionFunc(func(s *JobSpec) { s.AttemptTimeout = d })
 }
 
+// Metadata adds a key and value to the job's metadata.
+func Metadata(key, value string) EnqueueOption {
+	return enqueueOptionFunc(func(s *JobSpec) {
+		if s.Metadata == nil {
+			s.Metadata = map[string]string{}
+		}
+		s.Metadata[key] = value
+	})
+}
+
 // NewJobSpec builds a JobSpec from the same options Enqueue takes, for EnqueueBatch.
 func NewJobSpec(typ string, payload []byte, opts ...EnqueueOption) JobSpec {
 	s := JobSpec{Type: typ, Payload: payload}
@@ -115,10 +130,13 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := c.startSend(ctx, []*jobwirev1.JobSpec{pb})
 	resp, err := c.producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: pb})
 	if err != nil {
+		endSend(span, nil, err)
 		return nil, wrapErr(op, err)
 	}
+	endSend(span, []int64{resp.GetJob().GetId()}, nil)
 	r := enqueuedFromProto(resp.GetJob())
 	return &r, nil
 }
@@ -147,7 +165,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, specs []JobSpec) ([]EnqueueRe
 		}
 		req.Jobs[i] = pb
 	}
+	ctx, span := c.startSend(ctx, req.Jobs)
 	resp, err := c.producer.EnqueueBatch(ctx, req)
+	endSend(span, nil, err)
 	if err != nil {
 		return nil, wrapErr(op, err)
 	}
@@ -204,6 +224,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		Priority:       prio,
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
+		Metadata:       maps.Clone(s.Metadata),
 	}
 	switch {
 	case !s.RunAt.IsZero():

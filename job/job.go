@@ -171,6 +171,9 @@ type Job struct {
 	IdempotencyKey string
 	AttemptTimeout time.Duration
 	DeadReason     DeadReason
+	// Metadata is string keys and values the producer attached (W3C trace context under
+	// "traceparent" and "tracestate", or its own keys); nil when none. Listings leave it out.
+	Metadata map[string]string
 
 	LastErrorType    string
 	LastErrorMessage string

@@ -53,6 +53,7 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		DeadReason:       deadReasonToProto(j.DeadReason),
 		LastErrorType:    j.LastErrorType,
 		LastErrorMessage: j.LastErrorMessage,
+		Metadata:         j.Metadata,
 	}
 	for _, a := range j.History {
 		out.AttemptHistory = append(out.AttemptHistory, attemptToProto(a))

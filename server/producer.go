@@ -60,6 +60,7 @@ func (s *Server) insertParams(spec *jobwirev1.JobSpec) *store.JobInsertParams {
 		MaxAttempts:    int(spec.GetMaxAttempts()),
 		IdempotencyKey: spec.GetIdempotencyKey(),
 		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
+		Metadata:       spec.GetMetadata(),
 	}
 	if p.Queue == "" {
 		p.Queue = job.DefaultQueue

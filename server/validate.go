@@ -2,7 +2,11 @@ package server
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -102,6 +106,9 @@ func (l Limits) validateSpec(prefix string, s *jobwirev1.JobSpec, now time.Time)
 	if k := s.GetIdempotencyKey(); len(k) > maxNameLen {
 		return invalid(prefix+".idempotency_key", "must be at most %d characters, got %d", maxNameLen, len(k))
 	}
+	if err := validMetadata(prefix+".metadata", s.GetMetadata()); err != nil {
+		return err
+	}
 	if t := s.GetAttemptTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return invalid(prefix+".attempt_timeout", "is not a valid duration: %v", err)
@@ -161,6 +168,43 @@ func validateHello(h *jobwirev1.Hello) error {
 func validateHeartbeat(hb *jobwirev1.Heartbeat, capacity int) error {
 	if n := len(hb.GetLeases()); n > capacity {
 		return invalid("heartbeat.leases", "lists %d leases, more than the capacity of %d", n, capacity)
+	}
+	return nil
+}
+
+// Bounds of a job's metadata: enough for trace context and a few keys of the user's own.
+const (
+	maxMetadataKeys     = 64
+	maxMetadataKeyLen   = 128
+	maxMetadataValueLen = 4096
+	maxMetadataBytes    = 16 << 10
+)
+
+// validMetadata checks a job's metadata: a bounded number of keys, each a name of
+// [A-Za-z0-9_.:-], and bounded values.
+func validMetadata(field string, m map[string]string) error {
+	if len(m) > maxMetadataKeys {
+		return invalid(field, "has %d keys, more than %d", len(m), maxMetadataKeys)
+	}
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		if len(k) > maxMetadataKeyLen {
+			return invalid(field, "key %q is %d characters, more than %d", k, len(k), maxMetadataKeyLen)
+		}
+		if err := validName(field+" key "+strconv.Quote(k), k); err != nil {
+			return err
+		}
+		if len(v) > maxMetadataValueLen {
+			return invalid(field+"["+k+"]", "is %d bytes, more than %d", len(v), maxMetadataValueLen)
+		}
+		if !utf8.ValidString(v) {
+			return invalid(field+"["+k+"]", "is not valid UTF-8")
+		}
+		total += len(k) + len(v)
+	}
+	if total > maxMetadataBytes {
+		return invalid(field, "is %d bytes in all, more than %d", total, maxMetadataBytes)
 	}
 	return nil
 }

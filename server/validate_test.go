@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,21 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"max attempts", with(func(s *jobwirev1.JobSpec) { s.MaxAttempts = -1 }), "job.max_attempts: must be 0"},
 		{"idempotency key", with(func(s *jobwirev1.JobSpec) { s.IdempotencyKey = strings.Repeat("k", 256) }), "job.idempotency_key: must be at most 255"},
 		{"attempt timeout", with(func(s *jobwirev1.JobSpec) { s.AttemptTimeout = durationpb.New(time.Millisecond) }), "job.attempt_timeout: must be 1s.."},
+		{"metadata key alphabet", with(func(s *jobwirev1.JobSpec) { s.Metadata = map[string]string{"my key": "v"} }), `job.metadata key "my key": may hold only`},
+		{"metadata key too long", with(func(s *jobwirev1.JobSpec) { s.Metadata = map[string]string{strings.Repeat("k", 129): "v"} }), "job.metadata: key"},
+		{"metadata value too long", with(func(s *jobwirev1.JobSpec) { s.Metadata = map[string]string{"note": strings.Repeat("v", 4097)} }), "job.metadata[note]: is 4097 bytes, more than 4096"},
+		{"metadata too many keys", with(func(s *jobwirev1.JobSpec) {
+			s.Metadata = map[string]string{}
+			for i := range 65 {
+				s.Metadata[fmt.Sprintf("k%d", i)] = "v"
+			}
+		}), "job.metadata: has 65 keys, more than 64"},
+		{"metadata too big in all", with(func(s *jobwirev1.JobSpec) {
+			s.Metadata = map[string]string{}
+			for i := range 5 {
+				s.Metadata[fmt.Sprintf("k%d", i)] = strings.Repeat("v", 4000)
+			}
+		}), "job.metadata: is 20010 bytes in all, more than 16384"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -164,7 +164,9 @@ type JobInsertParams struct {
 	MaxAttempts    int
 	IdempotencyKey string
 	AttemptTimeout time.Duration
-	Now            time.Time
+	// Metadata is stored with the job and handed to its worker (nil: none).
+	Metadata map[string]string
+	Now      time.Time
 }
 
 // JobInsertResult says what became of an insert.

@@ -17,7 +17,12 @@ import (
 
 func runWorker(t *testing.T, b *brokertest.Bundle, register func(w *worker.Worker)) (stop func() error) {
 	t.Helper()
-	w, err := worker.New(b.Conn, worker.Options{ID: "sdk-" + t.Name(), Concurrency: 4, ShutdownGrace: 5 * time.Second})
+	return runWorkerWith(t, b, worker.Options{ID: "sdk-" + t.Name(), Concurrency: 4, ShutdownGrace: 5 * time.Second}, register)
+}
+
+func runWorkerWith(t *testing.T, b *brokertest.Bundle, opts worker.Options, register func(w *worker.Worker)) (stop func() error) {
+	t.Helper()
+	w, err := worker.New(b.Conn, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,7 @@ func (w *Worker) startTaskLocked(a *jobwirev1.Assignment, h HandlerFunc) {
 			MaxAttempts:    int(pj.GetMaxAttempts()),
 			IdempotencyKey: pj.GetIdempotencyKey(),
 			LeaseToken:     a.GetLeaseToken(),
+			Metadata:       pj.GetMetadata(),
 		},
 		state: stateLeased,
 	}
@@ -131,7 +132,10 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 		}
 	}
 
-	err, cause := w.call(t, h)
+	ctx, span := w.startProcess(t.ctx, &t.job)
+	err, cause := w.call(ctx, t, h)
+	result := resultFor(t.ref, err, cause)
+	endProcess(span, result)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -139,7 +143,7 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 		return // cancelled or lost: the broker has recorded the outcome already
 	}
 	t.state = stateDone
-	t.result = resultFor(t.ref, err, cause)
+	t.result = result
 	if s := w.readySessionLocked(); s != nil {
 		s.put(outMsg{req: &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: t.result}}})
 	}
@@ -166,8 +170,7 @@ func (w *Worker) acquireSlot(t *task) bool {
 // call runs the handler, turning a panic into a *PanicError. cause is why the handler's
 // context ended, if it did by the time the handler returned: ErrAttemptTimeout when the
 // attempt timeout cut it off.
-func (w *Worker) call(t *task, h HandlerFunc) (err, cause error) {
-	ctx := t.ctx
+func (w *Worker) call(ctx context.Context, t *task, h HandlerFunc) (err, cause error) {
 	if t.job.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, t.job.AttemptTimeout, ErrAttemptTimeout)

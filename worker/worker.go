@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,6 +43,9 @@ type Job struct {
 	// LeaseToken is the fencing token of this attempt, useful to make side effects idempotent
 	// per attempt. It is opaque: compare it for equality only.
 	LeaseToken string
+	// Metadata is what the producer attached to the job (client.Metadata), including the W3C
+	// trace context ("traceparent", "tracestate") the handler's span continues.
+	Metadata map[string]string
 }
 
 // Options configure a Worker.
@@ -68,6 +72,9 @@ type Options struct {
 	// inside this module pass a clock.Fake to move time by hand. The attempt timeout is a
 	// context deadline and always follows the wall clock.
 	Clock clock.Clock
+	// TracerProvider receives the handler spans ("process <queue>", children of the producer's
+	// trace). Nil means the global provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 const (

@@ -61,7 +61,8 @@ func TestJSONShapeOfAJob(t *testing.T) {
         "message": "",
         "details": ""
       }
-    ]
+    ],
+    "metadata": {}
   }
 }
 `

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/jobwire/jobwire/broker"
@@ -20,6 +21,7 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/internal/metrics"
+	"github.com/jobwire/jobwire/internal/tracing"
 	"github.com/jobwire/jobwire/internal/web"
 	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store/sqlite"
@@ -132,7 +134,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		srvOpts = append(srvOpts, grpc.ChainUnaryInterceptor(grpcm.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(grpcm.StreamServerInterceptor()))
 	}
-	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers, Observer: obs})
+	tp, stopTracing, err := tracing.FromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
+	var tracer trace.Tracer
+	if tp != nil {
+		tracer = tp.Tracer("github.com/jobwire/jobwire/broker")
+		log.Info("exporting traces over OTLP")
+	}
+	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers,
+		Observer: obs, Tracer: tracer})
 	if err != nil {
 		return err
 	}

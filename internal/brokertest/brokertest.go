@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -53,6 +54,8 @@ type Options struct {
 	RequireAuth bool
 	// Observer hears the broker's events (metrics); nil: none.
 	Observer broker.Observer
+	// Tracer records the broker's spans; nil: none.
+	Tracer trace.Tracer
 	// ServerOptions are added to the gRPC server's (transport credentials, metrics or tracing
 	// interceptors, for example).
 	ServerOptions []grpc.ServerOption
@@ -140,7 +143,7 @@ func (b *Bundle) start() {
 		bst = b.opts.WrapStore(bst)
 	}
 	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
-		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer})
+		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer, Tracer: b.opts.Tracer})
 	if err != nil {
 		t.Fatalf("new broker: %v", err)
 	}

@@ -40,6 +40,10 @@ export declare class JobContext {
   readonly leaseToken: string;
   /** How long this attempt may run, if the job has a limit. */
   readonly attemptTimeoutMs: number | undefined;
+  /** What the producer attached: its own keys, and the W3C trace context ("traceparent", "tracestate"). */
+  readonly metadata: Record<string, string>;
+  /** The producer's W3C traceparent, if the job carries one. */
+  readonly traceparent: string | undefined;
   /** Aborted when the job is cancelled; pass it to fetch, timers/promises, child processes. */
   readonly signal: AbortSignal;
   /** Why the job was cancelled, if it was. */

@@ -62,12 +62,16 @@ func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResu
 	}
 	// No RETURNING: in SQLite it costs about as much as the insert itself. The row count says
 	// whether the idempotency key was free, and the new rowid is the job id.
+	meta, err := encodeMetadata(p.Metadata)
+	if err != nil {
+		return store.JobInsertResult{}, err
+	}
 	res, err := t.execResult(`INSERT INTO jobs (type, queue, payload, priority, state,
-		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
-		nanos(p.Now), key, int64(p.AttemptTimeout))
+		nanos(p.Now), key, int64(p.AttemptTimeout), meta)
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
@@ -539,13 +543,13 @@ const insertChunk = 32
 
 // insertChunkSQL inserts insertChunk jobs without idempotency keys.
 var insertChunkSQL = `INSERT INTO jobs (type, queue, payload, priority, state, max_attempts, run_at,
-	created_at, attempt_timeout_ns) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?), ", insertChunk), ", ")
+	created_at, attempt_timeout_ns, metadata) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", insertChunk), ", ")
 
 // JobInsertMany inserts jobs in order, insertChunk at a time where they carry no idempotency
 // key: one statement for many rows costs far less than a statement a row.
 func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
 	out := make([]store.JobInsertResult, len(ps))
-	args := make([]any, 0, 9*insertChunk)
+	args := make([]any, 0, 10*insertChunk)
 	var chunk []int
 	flush := func() error {
 		args = args[:0]
@@ -559,8 +563,12 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 			if payload == nil {
 				payload = []byte{}
 			}
+			meta, err := encodeMetadata(p.Metadata)
+			if err != nil {
+				return err
+			}
 			args = append(args, p.Type, p.Queue, payload, p.Priority, int(out[i].State), p.MaxAttempts,
-				nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout))
+				nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout), meta)
 		}
 		res, err := t.execResult(insertChunkSQL, args...)
 		if err != nil {

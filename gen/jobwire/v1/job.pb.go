@@ -303,8 +303,11 @@ type Job struct {
 	LastErrorMessage string `protobuf:"bytes,16,opt,name=last_error_message,json=lastErrorMessage,proto3" json:"last_error_message,omitempty"`
 	// Every attempt, oldest first. Filled by GetJob; empty in lists.
 	AttemptHistory []*Attempt `protobuf:"bytes,17,rep,name=attempt_history,json=attemptHistory,proto3" json:"attempt_history,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// String keys and values the producer attached, handed to the worker unchanged: W3C trace
+	// context under "traceparent" and "tracestate", or the producer's own keys. Empty in lists.
+	Metadata      map[string]string `protobuf:"bytes,18,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -456,6 +459,13 @@ func (x *Job) GetAttemptHistory() []*Attempt {
 	return nil
 }
 
+func (x *Job) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // Attempt is one run of user code.
 type Attempt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -570,7 +580,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x05\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -592,7 +602,11 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"deadReason\x12&\n" +
 	"\x0flast_error_type\x18\x0f \x01(\tR\rlastErrorType\x12,\n" +
 	"\x12last_error_message\x18\x10 \x01(\tR\x10lastErrorMessage\x12<\n" +
-	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\"\xfb\x02\n" +
+	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\x129\n" +
+	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x02\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x129\n" +
@@ -652,7 +666,7 @@ func file_jobwire_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_jobwire_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: jobwire.v1.JobState
 	(FailureKind)(0),              // 1: jobwire.v1.FailureKind
@@ -660,26 +674,28 @@ var file_jobwire_v1_job_proto_goTypes = []any{
 	(AttemptOutcome)(0),           // 3: jobwire.v1.AttemptOutcome
 	(*Job)(nil),                   // 4: jobwire.v1.Job
 	(*Attempt)(nil),               // 5: jobwire.v1.Attempt
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
+	nil,                           // 6: jobwire.v1.Job.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 }
 var file_jobwire_v1_job_proto_depIdxs = []int32{
 	0,  // 0: jobwire.v1.Job.state:type_name -> jobwire.v1.JobState
-	6,  // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	6,  // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	6,  // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	7,  // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
+	7,  // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	7,  // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
 	2,  // 5: jobwire.v1.Job.dead_reason:type_name -> jobwire.v1.DeadReason
 	5,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
-	6,  // 7: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	6,  // 8: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 9: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
-	1,  // 10: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
+	7,  // 8: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	7,  // 9: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 10: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
+	1,  // 11: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_job_proto_init() }
@@ -693,7 +709,7 @@ func file_jobwire_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_job_proto_rawDesc), len(file_jobwire_v1_job_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -51,8 +51,11 @@ type JobSpec struct {
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// How long one attempt may run. Unset means the broker default.
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
+	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
+	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -155,6 +158,13 @@ func (x *JobSpec) GetIdempotencyKey() string {
 func (x *JobSpec) GetAttemptTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.AttemptTimeout
+	}
+	return nil
+}
+
+func (x *JobSpec) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
 	}
 	return nil
 }
@@ -603,7 +613,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xed\x02\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xe9\x03\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -613,7 +623,12 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x05delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05delay\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
-	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeoutB\n" +
+	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
+	"\bmetadata\x18\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
 	"\n" +
 	"\bschedule\"7\n" +
 	"\x0eEnqueueRequest\x12%\n" +
@@ -658,7 +673,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 	return file_jobwire_v1_producer_service_proto_rawDescData
 }
 
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*JobSpec)(nil),               // 0: jobwire.v1.JobSpec
 	(*EnqueueRequest)(nil),        // 1: jobwire.v1.EnqueueRequest
@@ -670,36 +685,38 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*GetJobResponse)(nil),        // 7: jobwire.v1.GetJobResponse
 	(*CancelJobRequest)(nil),      // 8: jobwire.v1.CancelJobRequest
 	(*CancelJobResponse)(nil),     // 9: jobwire.v1.CancelJobResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(JobState)(0),                 // 12: jobwire.v1.JobState
-	(*Job)(nil),                   // 13: jobwire.v1.Job
+	nil,                           // 10: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(JobState)(0),                 // 13: jobwire.v1.JobState
+	(*Job)(nil),                   // 14: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	10, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	11, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	11, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	0,  // 3: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	12, // 4: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	10, // 5: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
-	2,  // 6: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
-	0,  // 7: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
-	2,  // 8: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	13, // 9: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	13, // 10: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	1,  // 11: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	4,  // 12: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	6,  // 13: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	8,  // 14: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	3,  // 15: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	5,  // 16: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	7,  // 17: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	9,  // 18: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	12, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	12, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	10, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	0,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
+	13, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	11, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	2,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
+	0,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
+	2,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	14, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	14, // 11: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	1,  // 12: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	4,  // 13: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	6,  // 14: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	8,  // 15: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	3,  // 16: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	5,  // 17: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	7,  // 18: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	9,  // 19: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -718,7 +735,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

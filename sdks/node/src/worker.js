@@ -78,9 +78,20 @@ class JobContext {
     this.leaseToken = assignment.leaseToken;
     /** @type {number | undefined} */
     this.attemptTimeoutMs = assignment.attemptTimeout ? durationToMs(assignment.attemptTimeout) : undefined;
+    /**
+     * What the producer attached to the job: its own keys, and the W3C trace context of the
+     * enqueue under "traceparent" and "tracestate" (pass it to an OpenTelemetry propagator).
+     * @type {Record<string, string>}
+     */
+    this.metadata = { ...(job.metadata || {}) };
     this._controller = new AbortController();
     /** @type {AbortSignal} aborted when the job is cancelled */
     this.signal = this._controller.signal;
+  }
+
+  /** @returns {string | undefined} the producer's W3C traceparent, if the job carries one */
+  get traceparent() {
+    return this.metadata.traceparent;
   }
 
   /** Decode the payload as JSON. A malformed payload throws SyntaxError (FATAL). */

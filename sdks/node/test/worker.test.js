@@ -193,6 +193,25 @@ test('hello, started, result, ack', async (t) => {
   await b.stopAndExpectDrain(s);
 });
 
+test('the handler sees the job metadata and its trace context', async (t) => {
+  const b = await setup(t);
+  let seen;
+  b.worker.handle('traced', async (ctx) => {
+    seen = { metadata: ctx.metadata, traceparent: ctx.traceparent };
+  });
+  const { s } = await b.start();
+  const parent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const a = assignment(3, 'traced');
+  a.assignment.job.metadata = { traceparent: parent, tenant: 'acme' };
+  s.send(a);
+  await s.recv('started');
+  const result = await s.recv('result');
+  assert.equal(result.outcome, 'success');
+  s.send(ack(3));
+  assert.deepEqual(seen, { metadata: { traceparent: parent, tenant: 'acme' }, traceparent: parent });
+  await b.stopAndExpectDrain(s);
+});
+
 test('failures are classified on the wire', async (t) => {
   const b = await setup(t, { capacity: 3 });
   const { s } = await b.start();

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from jobwire.errors import JobCancelled
 from jobwire.v1 import worker_service_pb2
@@ -41,9 +41,18 @@ class JobContext:
             if assignment.HasField("attempt_timeout")
             else None
         )
+        #: What the producer attached to the job: its own keys, and the W3C trace context of
+        #: the enqueue under "traceparent" and "tracestate" (see ``traceparent``).
+        self.metadata: Dict[str, str] = dict(job.metadata)
         self.cancel_reason: Optional[str] = None
         self._event = threading.Event()
         self._async_event = asyncio.Event()
+
+    @property
+    def traceparent(self) -> Optional[str]:
+        """The producer's W3C traceparent header, to continue its trace (e.g. with OpenTelemetry's
+        TraceContextTextMapPropagator().extract(ctx.metadata)); None when the job carries none."""
+        return self.metadata.get("traceparent")
 
     def json(self) -> Any:
         """Decode the payload as JSON. A malformed payload raises json.JSONDecodeError (FATAL)."""

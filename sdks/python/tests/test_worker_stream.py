@@ -194,6 +194,29 @@ class WorkerStreamTest(BrokerTestCase):
 
         await self.stop_and_expect_drain(w, task, s)
 
+    async def test_handler_sees_metadata_and_trace_context(self):
+        w = self.make_worker()
+        seen = {}
+
+        @w.handler("traced")
+        def traced(ctx):
+            seen["metadata"] = dict(ctx.metadata)
+            seen["traceparent"] = ctx.traceparent
+
+        task, s, _ = await self.start(w)
+        a = assignment(3, job_type="traced")
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        a.job.metadata["traceparent"] = parent
+        a.job.metadata["tenant"] = "acme"
+        s.send(assignment=a)
+        await s.recv("started")
+        result = await s.recv("result")
+        self.assertTrue(result.HasField("success"))
+        s.send(result_ack=ack(3))
+        self.assertEqual(seen["metadata"], {"traceparent": parent, "tenant": "acme"})
+        self.assertEqual(seen["traceparent"], parent)
+        await self.stop_and_expect_drain(w, task, s)
+
     async def test_failures_are_classified(self):
         w = self.make_worker(capacity=3)
         task, s, _ = await self.start(w)
