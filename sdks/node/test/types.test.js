@@ -6,6 +6,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const path = require('node:path');
 
 const pkgDir = path.join(__dirname, '..');
@@ -52,6 +53,17 @@ test('index.d.ts', { skip }, async (t) => {
   await t.test('compiles, and so does a program using the package as its README does', () => {
     const diags = ts.getPreEmitDiagnostics(program);
     assert.equal(diags.length, 0, format(diags));
+  });
+
+  await t.test('declares every option the Worker constructor reads', () => {
+    const src = fs.readFileSync(path.join(pkgDir, 'src', 'worker.js'), 'utf8');
+    const read = [...new Set([...src.matchAll(/\bopts\.(\w+)/g)].map((m) => m[1]))].sort();
+    const checker = program.getTypeChecker();
+    const moduleSymbol = checker.getSymbolAtLocation(/** @type {any} */ (declFile));
+    const options = checker.getExportsOfModule(moduleSymbol).find((s) => s.getName() === 'WorkerOptions');
+    assert.ok(options, 'index.d.ts has no WorkerOptions');
+    const declared = checker.getDeclaredTypeOfSymbol(options).getProperties().map((p) => p.getName()).sort();
+    assert.deepEqual(declared, read);
   });
 
   await t.test('declares every export of src/index.js and nothing else', () => {

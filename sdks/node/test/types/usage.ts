@@ -17,7 +17,14 @@ interface Email {
   to?: string;
 }
 
-const worker = new Worker({ address: '127.0.0.1:7070', capacity: 4, queues: ['default'], backoff: new Backoff({ baseMs: 100 }) });
+const worker = new Worker({
+  address: '127.0.0.1:7070',
+  capacity: 4,
+  queues: ['default'],
+  backoff: new Backoff({ baseMs: 100 }),
+  token: process.env.JOBWIRE_TOKEN,
+  tls: { ca: 'ca.pem' },
+});
 
 worker.handle('email.send', async (ctx: JobContext) => {
   const data = ctx.json<Email>();
