@@ -35,6 +35,10 @@ type op struct {
 	// for this op alone.
 	succeed   *store.JobFinishParams
 	succeeded bool
+
+	// deadline is when the caller waiting for the op stops waiting (zero: no deadline). The
+	// batch's storage retries stop at the earliest one rather than run on for nobody.
+	deadline time.Time
 }
 
 // submit queues an op for the writer.
@@ -55,6 +59,7 @@ func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) er
 func (b *Broker) doOp(ctx context.Context, o *op) error {
 	errc := make(chan error, 1)
 	o.done = func(err error) { errc <- err }
+	o.deadline, _ = ctx.Deadline()
 	b.submit(o)
 	select {
 	case err := <-errc:
@@ -160,7 +165,11 @@ func (b *Broker) commit(batch []*op) {
 	var successes []*store.JobFinishParams
 	// Commit timing is a measurement of storage, not a decision, so it reads the wall clock.
 	began := time.Now()
-	err := b.st.Write(b.ctx, name, func(tx store.Tx) error {
+	ctx := b.ctx
+	if d := earliestDeadline(batch); !d.IsZero() {
+		ctx = storeretry.WithDeadline(ctx, d)
+	}
+	err := b.st.Write(ctx, name, func(tx store.Tx) error {
 		succeeding, successes = succeeding[:0], successes[:0]
 		for _, o := range batch {
 			if o.succeed != nil {
@@ -181,8 +190,27 @@ func (b *Broker) commit(batch []*op) {
 		return nil
 	})
 	b.obs.BatchCommitted(len(batch), time.Since(began), err)
-	// Busy storage already had its retries; splitting would only wait them out once per op.
-	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) {
+	var busy *storeretry.BusyError
+	if errors.As(err, &busy) && busy.StoppedForDeadline() {
+		// The retries stopped for the callers with a deadline; the others (worker messages,
+		// dispatch) are owed the whole retry budget, so they go on without those callers.
+		var rest []*op
+		for _, o := range batch {
+			if o.deadline.IsZero() {
+				rest = append(rest, o)
+				continue
+			}
+			o.done(err)
+		}
+		if len(rest) > 0 {
+			b.commit(rest)
+		}
+		return
+	}
+	// Busy or unavailable storage already had its retries; splitting would only wait them out
+	// once per op.
+	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) &&
+		!errors.Is(err, store.ErrUnavailable) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.
 		for _, o := range batch {
 			o.superseded = false
@@ -226,4 +254,15 @@ func markSuperseded(batch []*op) {
 			o.superseded = true
 		}
 	}
+}
+
+// earliestDeadline is the earliest deadline of the ops' callers, zero when none has one.
+func earliestDeadline(batch []*op) time.Time {
+	var d time.Time
+	for _, o := range batch {
+		if !o.deadline.IsZero() && (d.IsZero() || o.deadline.Before(d)) {
+			d = o.deadline
+		}
+	}
+	return d
 }

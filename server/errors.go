@@ -27,6 +27,8 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, storeretry.ErrBusy):
 		return status.Errorf(codes.Unavailable, "%v; the broker is fine and nothing was changed by this call: retry it shortly", err)
+	case errors.Is(err, store.ErrUnavailable):
+		return status.Errorf(codes.Unavailable, "%v; the call was not applied: retry it once the broker's storage is back (its log says what an operator must fix)", err)
 	case errors.Is(err, store.ErrIdempotencyConflict):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished):

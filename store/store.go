@@ -18,6 +18,12 @@ import (
 // ErrNotFound is returned when a job (or other record) does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrUnavailable is matched by the errors of a store that cannot use its storage for a reason
+// outside the broker that an operator can fix, and after which the call can be repeated: a disk
+// I/O error, a read-only or full disk, a file that cannot be opened. The failed write was
+// rolled back. Each store decides which of its errors those are (see docs/storage.md).
+var ErrUnavailable = errors.New("storage unavailable")
+
 // Store is durable storage for jobs.
 type Store interface {
 	// Write runs fn in one write transaction and commits it. op names the operation for

@@ -62,6 +62,7 @@ type Faults struct {
 	calls    map[string]int           // tries of each op
 	injected int64
 	holds    map[string]*hold
+	code     int // the injected result code; 0 means SQLITE_BUSY
 }
 
 // planned is n faults of one phase, for the next tries of any of ops.
@@ -85,9 +86,40 @@ func NewFaults(t testing.TB, opts storeretry.Options) *Faults {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Faults{policy: p, each: map[string]map[Phase]int{},
-		calls: map[string]int{}, holds: map[string]*hold{}}
+	return NewFaultsWithPolicy(p)
 }
+
+// NewFaultsWithPolicy is NewFaults with a policy of the test's own, e.g. one that waits
+// between tries on a clock the test controls.
+func NewFaultsWithPolicy(p *storeretry.Policy) *Faults {
+	return &Faults{policy: p, each: map[string]map[Phase]int{}, calls: map[string]int{}, holds: map[string]*hold{}}
+}
+
+// FailWith makes the injected faults carry SQLite result code code instead of SQLITE_BUSY,
+// classified like the driver's own error of that code (SQLITE_IOERR_WRITE, SQLITE_READONLY...).
+func (f *Faults) FailWith(code int) {
+	f.mu.Lock()
+	f.code = code
+	f.mu.Unlock()
+}
+
+// fault is the error an injected fault returns.
+func (f *Faults) fault() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.code == 0 {
+		return BusyFault{}
+	}
+	return codeFault(f.code)
+}
+
+// codeFault is an injected SQLite result code other than SQLITE_BUSY.
+type codeFault int
+
+func (c codeFault) Error() string { return "injected: " + sqlite.CodeName(int(c)) }
+
+// Code is the SQLite result code.
+func (c codeFault) Code() int { return int(c) }
 
 // DefaultFaultRetries are the retry options of NewFaults's usual caller: three retries, one
 // minute per try.
@@ -165,13 +197,13 @@ func (f *Faults) Do(ctx context.Context, op string, fn func(ctx context.Context)
 			<-h.release
 		}
 		if f.take(op, FaultBefore, try) {
-			return BusyFault{}
+			return f.fault()
 		}
 		if err := fn(ctx); err != nil {
 			return err
 		}
 		if f.take(op, FaultAfterCommit, try) {
-			return BusyFault{}
+			return f.fault()
 		}
 		return nil
 	})
@@ -220,7 +252,7 @@ func (s faultStore) Write(ctx context.Context, op string, fn func(tx store.Tx) e
 			return err
 		}
 		if s.f.take(op, FaultInside, try) {
-			return BusyFault{}
+			return s.f.fault()
 		}
 		return nil
 	})

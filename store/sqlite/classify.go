@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/storeretry"
 	sqlitedrv "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -67,6 +68,32 @@ func TransientCode(rc int) bool {
 	default:
 		return false
 	}
+}
+
+// UnavailableCode reports whether result code rc means the database file cannot be used right
+// now for a reason outside SQLite that an operator can fix, after which the same call succeeds:
+// a disk I/O error (SQLITE_IOERR), a read-only file or file system (SQLITE_READONLY), a full disk
+// (SQLITE_FULL), a file that cannot be opened (SQLITE_CANTOPEN), permissions (SQLITE_PERM) or
+// memory (SQLITE_NOMEM). Retrying at once cannot help, so these are not transient; callers are
+// told to come back later (store.ErrUnavailable). Corruption is not among them: it needs a
+// restore, not a wait.
+func UnavailableCode(rc int) bool {
+	switch rc & 0xff {
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOMEM:
+		return true
+	default:
+		return false
+	}
+}
+
+// unavailable marks an error whose SQLite result code is an UnavailableCode with
+// store.ErrUnavailable, keeping the driver's error for errors.As and the code for the message.
+func unavailable(err error) error {
+	if rc, ok := ErrorCode(err); ok && UnavailableCode(rc) {
+		return fmt.Errorf("%w (%s): %w", store.ErrUnavailable, CodeName(rc), err)
+	}
+	return err
 }
 
 // CodeName returns the SQLite name of a primary or extended result code, e.g. "SQLITE_BUSY" or

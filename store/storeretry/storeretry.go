@@ -120,7 +120,8 @@ func (p *Policy) Options() Options { return p.opts }
 // Do returns nil on success and fn's error unchanged when it is not transient. If the caller's
 // ctx ends, Do stops at once, without classifying the error or counting a retry, and returns an
 // error matching ctx.Err(). When the retries are exhausted it returns a *BusyError, which
-// matches ErrBusy and wraps the last error.
+// matches ErrBusy and wraps the last error. It returns one as well, without waiting, when the
+// caller's deadline (see Deadline) comes before the next try would start.
 func (p *Policy) Do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		timedOut, err := p.attempt(ctx, fn)
@@ -154,8 +155,21 @@ func (p *Policy) Do(ctx context.Context, op string, fn func(ctx context.Context)
 				slog.Int("tries", attempt), slog.String("error", err.Error()))
 			return busy
 		}
+		wait := p.delay(attempt)
+		if dl, ok := Deadline(ctx); ok {
+			if left := time.Until(dl); left < wait {
+				// The next try would start after the caller stopped waiting: an answer now,
+				// saying so, is worth more than a wait whose outcome nobody hears of.
+				busy := &BusyError{Op: op, Code: code, Tries: attempt, Err: err, DeadlineLeft: max(left, 0), NextWait: wait}
+				p.logger.LogAttrs(ctx, slog.LevelWarn, "storage retries stopped before the caller's deadline",
+					slog.String("op", op), slog.String("code", code), slog.Int("tries", attempt),
+					slog.Duration("deadline_in", busy.DeadlineLeft), slog.Duration("next_try_in", wait),
+					slog.String("error", err.Error()))
+				return busy
+			}
+		}
 		p.count(code)
-		if serr := p.sleep(ctx, p.delay(attempt)); serr != nil {
+		if serr := p.sleep(ctx, wait); serr != nil {
 			return fmt.Errorf("%w (%s: waiting to retry after %s: %w)", serr, op, code, err)
 		}
 	}
@@ -242,16 +256,46 @@ func (p *Policy) Counters() map[string]int64 {
 }
 
 // BusyError is returned by Do when an operation still failed transiently after its last
-// allowed try. It matches ErrBusy and unwraps to the last error.
+// allowed try, or when the caller's deadline comes before the next try would start. It matches
+// ErrBusy and unwraps to the last error.
 type BusyError struct {
 	Op    string // operation name given to Do
 	Code  string // code of the last error, e.g. "SQLITE_BUSY" or CodeCommandTimeout
-	Tries int    // attempts made, MaxTransientRetries+1
+	Tries int    // attempts made: MaxTransientRetries+1, or fewer when stopped for a deadline
 	Err   error  // the last attempt's error
+	// NextWait is set when Do stopped early: the next try was NextWait away, and the caller's
+	// deadline DeadlineLeft.
+	NextWait, DeadlineLeft time.Duration
 }
 
 func (e *BusyError) Error() string {
+	if e.NextWait > 0 {
+		return fmt.Sprintf("%s: %s (%s after %d tries): %v; stopped retrying: the caller's deadline is %s away, the next try %s",
+			e.Op, ErrBusy, e.Code, e.Tries, e.Err, e.DeadlineLeft.Round(time.Millisecond), e.NextWait.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("%s: %s (%s after %d tries): %v", e.Op, ErrBusy, e.Code, e.Tries, e.Err)
+}
+
+// StoppedForDeadline reports whether Do gave up early because of the caller's deadline.
+func (e *BusyError) StoppedForDeadline() bool { return e.NextWait > 0 }
+
+type deadlineKey struct{}
+
+// WithDeadline returns ctx carrying a deadline that Do respects without cancelling anything: Do
+// stops retrying when the next try would start after it. A caller that runs one operation for
+// many others (the broker's group commit) passes the earliest of their deadlines this way, since
+// cancelling the operation would cancel it for all of them.
+func WithDeadline(ctx context.Context, d time.Time) context.Context {
+	return context.WithValue(ctx, deadlineKey{}, d)
+}
+
+// Deadline is the earlier of ctx's own deadline and one set with WithDeadline.
+func Deadline(ctx context.Context) (time.Time, bool) {
+	d, ok := ctx.Deadline()
+	if v, vok := ctx.Value(deadlineKey{}).(time.Time); vok && (!ok || v.Before(d)) {
+		d, ok = v, true
+	}
+	return d, ok
 }
 
 // Unwrap exposes both ErrBusy and the last error to errors.Is and errors.As.
