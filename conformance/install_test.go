@@ -31,17 +31,21 @@ func TestInstalledPythonPackageRunsTheREADMEWorker(t *testing.T) {
 	if err := os.CopyFS(src, os.DirFS(filepath.Join(repoRoot, "sdks", "python"))); err != nil {
 		t.Fatal(err)
 	}
-	site := filepath.Join(scratch, "site")
-	run(t, scratch, nil, pythonBin, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check",
-		"--target", site, "--no-deps", "--no-build-isolation", src)
-	if got := strings.TrimSpace(run(t, scratch, []string{"PYTHONPATH=" + site}, pythonBin, "-c", "import jobwire; print(jobwire.__file__)")); !strings.HasPrefix(got, site) {
-		t.Fatalf("jobwire was imported from %s, not from the installed package in %s", got, site)
+	// As the README says for Debian: a virtual environment that sees the system's grpcio and
+	// protobuf, and pip without the network, so the declared version ranges must admit them.
+	venv := filepath.Join(scratch, "venv")
+	run(t, scratch, nil, pythonBin, "-m", "venv", "--system-site-packages", venv)
+	python := filepath.Join(venv, "bin", "python")
+	run(t, scratch, nil, python, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check",
+		"--no-index", "--no-build-isolation", src)
+	if got := strings.TrimSpace(run(t, scratch, nil, python, "-c", "import jobwire; print(jobwire.__file__)")); !strings.HasPrefix(got, venv) {
+		t.Fatalf("jobwire was imported from %s, not from the package installed in %s", got, venv)
 	}
 
 	e := newEnv(t, lang, brokerConfig{})
 	script := filepath.Join(scratch, "app", "worker.py")
 	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "python", "README.md"), "python", e.broker.addr, script)
-	w := e.spawn("installed-worker", []string{pythonBin, "-u", script}, "PYTHONPATH="+site)
+	w := e.spawn("installed-worker", []string{python, "-u", script})
 	runREADMEJob(e, w)
 }
 
