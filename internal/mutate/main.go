@@ -35,7 +35,7 @@ type mutation struct {
 }
 
 const (
-	fenced   = "TestFenced"
+	fenced   = "TestStoreContract/FencedWrites"
 	matrix   = "TestStorageFaultMatrix"
 	restart  = "TestStaleTokensAfterRestart"
 	txFile   = "store/sqlite/tx.go"
@@ -109,7 +109,7 @@ func mutations() []mutation {
 		pkgs: []string{storePkg}, run: fenced})
 	add(mutation{name: "rerun: another attempt's effect counts as this one's", file: txFile,
 		from: "token == ref.Token && n == attempts && st == state", to: "token == ref.Token && n >= 0 && st == state",
-		pkgs: []string{storePkg}, run: "TestJobStartRerun"})
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobStart$"})
 	add(mutation{name: "rerun: a newer token's effect counts as this one's", file: txFile,
 		from: "token == ref.Token && n == attempts && st == state", to: "token.Seq <= ref.Token.Seq && n == attempts && st == state",
 		pkgs: []string{storePkg}, run: fenced})
@@ -204,9 +204,13 @@ func run(only string, timeout time.Duration) error {
 	// The tests must pass before any mutation, or a failure proves nothing.
 	fmt.Println("mutate: running the tests unmutated first")
 	for _, m := range uniqueRuns(ms) {
-		if out, err := goTest(ctx, m, timeout); err != nil {
+		out, err := goTest(ctx, m, timeout)
+		if err != nil {
 			os.Stdout.Write(out)
 			return fmt.Errorf("tests %s -run %q fail without any mutation", strings.Join(m.pkgs, " "), m.run)
+		}
+		if bytes.Contains(out, []byte("[no tests to run]")) {
+			return fmt.Errorf("tests %s -run %q: a package runs no test: update the list", strings.Join(m.pkgs, " "), m.run)
 		}
 	}
 
