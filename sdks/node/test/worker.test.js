@@ -400,7 +400,7 @@ test('INVALID_ARGUMENT stops run()', async (t) => {
 });
 
 // The token and TLS options. Connecting over TLS and mutual TLS to the real broker is covered by
-// the conformance suite (scenario tls_token), which writes throwaway certificates.
+// the conformance suite (scenarios tls_token and mtls_token), which writes throwaway certificates.
 
 test('the token is sent as bearer metadata', async (t) => {
   const b = await setup(t, { token: 'jw_abc_secret' });
