@@ -251,3 +251,22 @@ func TestE2EServerTLS(t *testing.T) {
 		t.Fatalf("stats trusting only the system's CAs: exit %d, %s", res.code, res.stderr)
 	}
 }
+
+// TestTokensCreateChecksInput: a token that cannot be made fails before anything is sent.
+func TestTokensCreateChecksInput(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"no role":      {nil, "--role is required"},
+		"unknown role": {[]string{"--role", "boss"}, `unknown role "boss"`},
+		"scoped admin": {[]string{"--role", "admin", "--queues", "mail"}, "only to producer and worker tokens"},
+		"argument":     {[]string{"--role", "worker", "extra"}, `unexpected argument "extra"`},
+	} {
+		res := runCLI(t, nil, append([]string{"tokens", "create", "--addr", "127.0.0.1:1"}, c.args...)...)
+		if res.code != 2 || !strings.Contains(res.stderr, c.want) {
+			t.Errorf("%s: exit %d, %q; want 2 naming %q", name, res.code, res.stderr, c.want)
+		}
+	}
+}
