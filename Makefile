@@ -62,12 +62,14 @@ test: lint check-generate sdk-deps test-go test-sdks
 
 # The conformance suite (package conformance) runs inside this: strict, so a missing Python or
 # Node.js runtime fails instead of skipping, and its per-language table is printed at the end.
+# The PostgreSQL store's tests run against a private cluster that scripts/with-postgres.sh
+# starts for the run and removes after it (JOBWIRE_TEST_POSTGRES names it).
 # Passing packages are left out of the output; the full list is in .bin/go-test.log.
 test-go: sdk-deps
 	@mkdir -p $(BIN)
 	@echo "go test -race ./... (passing packages: .bin/go-test.log)"
 	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt \
-		$(GO) test -race -count=1 -timeout 20m ./... 2>&1 | tee $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
+		scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 20m ./... 2>&1 | tee $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
 	@cat $(BIN)/conformance.txt
 
 ## test-sdks: the Python and Node.js worker libraries' own tests; a test's log output is shown

@@ -1,0 +1,385 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// This file holds what operators use: the dead-letter queue, bulk actions, retention, queues
+// and stats.
+
+// querier is what both the pool and a transaction can run, so a query is written once for both.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// deadWhere appends the conditions of f to a query that already selects dead jobs.
+func deadWhere(q *query, f *store.DeadJobFilter) {
+	if f == nil {
+		return
+	}
+	add := func(cond string, v any) { q.sql.WriteString(" AND " + cond + " " + q.arg(v)) }
+	if f.Queue != "" {
+		add("queue =", f.Queue)
+	}
+	if f.Type != "" {
+		add("type =", f.Type)
+	}
+	if f.Reason != job.DeadNone {
+		add("dead_reason =", int16(f.Reason))
+	}
+	if f.ErrorType != "" {
+		add("last_error_type =", f.ErrorType)
+	}
+	if !f.DeadAfter.IsZero() {
+		add("finished_at >=", nanos(f.DeadAfter))
+	}
+	if !f.DeadBefore.IsZero() {
+		add("finished_at <", nanos(f.DeadBefore))
+	}
+}
+
+func queryIDs(ctx context.Context, db querier, sql string, args ...any) ([]int64, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func getMany(ctx context.Context, db querier, ids []int64) ([]*job.Job, error) {
+	jobs, err := scanJobs(db.Query(ctx, `SELECT `+listColumns+` FROM jobs WHERE id = ANY($1)`, ids))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]*job.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	out := make([]*job.Job, 0, len(byID))
+	for _, id := range ids {
+		if j := byID[id]; j != nil {
+			out = append(out, j)
+			delete(byID, id) // an id given twice is listed once
+		}
+	}
+	return out, nil
+}
+
+func deadIDs(ctx context.Context, db querier, f *store.DeadJobFilter, limit int) ([]int64, error) {
+	q := &query{}
+	q.sql.WriteString(`SELECT id FROM jobs WHERE state = 6`)
+	deadWhere(q, f)
+	q.sql.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT ` + q.arg(limit))
+	return queryIDs(ctx, db, q.sql.String(), q.args...)
+}
+
+// JobListDead reads dead jobs newest first.
+func (s *Store) JobListDead(ctx context.Context, p *store.DeadJobListParams) ([]*job.Job, error) {
+	q := &query{}
+	q.sql.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE state = 6`)
+	deadWhere(q, &p.Filter)
+	if p.After != nil {
+		q.sql.WriteString(` AND (finished_at, id) < (` + q.arg(nanos(p.After.FinishedAt)) + `, ` + q.arg(p.After.ID) + `)`)
+	}
+	q.sql.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT ` + q.arg(p.Limit))
+	var out []*job.Job
+	err := s.read(ctx, "job_list_dead", func(ctx context.Context) error {
+		var err error
+		out, err = scanJobs(s.pool.Query(ctx, q.sql.String(), q.args...))
+		return err
+	})
+	return out, err
+}
+
+// JobCountDead counts matching dead jobs up to limit.
+func (s *Store) JobCountDead(ctx context.Context, f *store.DeadJobFilter, limit int) (int, error) {
+	q := &query{}
+	q.sql.WriteString(`SELECT COUNT(*) FROM (SELECT id FROM jobs WHERE state = 6`)
+	deadWhere(q, f)
+	q.sql.WriteString(` LIMIT ` + q.arg(limit) + `) AS matched`)
+	var n int
+	err := s.read(ctx, "job_count_dead", func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, q.sql.String(), q.args...).Scan(&n)
+	})
+	return n, err
+}
+
+// JobGetMany reads jobs in the order of ids.
+func (s *Store) JobGetMany(ctx context.Context, ids []int64) ([]*job.Job, error) {
+	var out []*job.Job
+	err := s.read(ctx, "job_get_many", func(ctx context.Context) error {
+		var err error
+		out, err = getMany(ctx, s.pool, ids)
+		return err
+	})
+	return out, err
+}
+
+// DeadErrorGroups groups dead jobs by last error type; the sample is the message of the
+// group's newest job.
+func (s *Store) DeadErrorGroups(ctx context.Context, f *store.DeadJobFilter, limit int) ([]store.DeadErrorGroup, error) {
+	q := &query{}
+	q.sql.WriteString(`SELECT DISTINCT ON (last_error_type) last_error_type, COUNT(*) OVER w, MAX(finished_at) OVER w,
+		last_error_message FROM jobs WHERE state = 6`)
+	deadWhere(q, f)
+	q.sql.WriteString(` WINDOW w AS (PARTITION BY last_error_type) ORDER BY last_error_type, finished_at DESC, id DESC`)
+	sql := `SELECT * FROM (` + q.sql.String() + `) g ORDER BY 2 DESC, 3 DESC, 1 LIMIT ` + q.arg(limit)
+	var out []store.DeadErrorGroup
+	err := s.read(ctx, "dead_error_groups", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, sql, q.args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var g store.DeadErrorGroup
+			var last *int64
+			if err := rows.Scan(&g.ErrorType, &g.Count, &last, &g.SampleMessage); err != nil {
+				return err
+			}
+			g.LastSeen = fromNull(last)
+			out = append(out, g)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// QueueLoadAll reads every queue's settings.
+func (s *Store) QueueLoadAll(ctx context.Context) ([]store.QueueRecord, error) {
+	var out []store.QueueRecord
+	err := s.read(ctx, "queue_load", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, `SELECT name, paused, concurrency_limit FROM queues ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r store.QueueRecord
+			if err := rows.Scan(&r.Name, &r.Paused, &r.ConcurrencyLimit); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// QueueStats reads queues with their depth per state and oldest ready job. Unfinished jobs are
+// counted through the partial indexes, finished ones read from their totals.
+func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats, error) {
+	var out []store.QueueStats
+	err := s.read(ctx, "queue_stats", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, `SELECT name, paused, concurrency_limit FROM queues
+			WHERE $1 = '' OR name = $1 ORDER BY name`, name)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var q store.QueueStats
+			if err := rows.Scan(&q.Name, &q.Paused, &q.ConcurrencyLimit); err != nil {
+				rows.Close()
+				return err
+			}
+			q.Depth = map[job.State]int64{}
+			out = append(out, q)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		byName := map[string]*store.QueueStats{}
+		for i := range out {
+			byName[out[i].Name] = &out[i]
+		}
+		rows, err = s.pool.Query(ctx, `SELECT queue, state, COUNT(*) FROM jobs WHERE state IN (1, 2, 3, 4)
+				AND ($1 = '' OR queue = $1) GROUP BY queue, state
+			UNION ALL
+			SELECT queue, state, SUM(n)::bigint FROM finished_totals WHERE n > 0 AND ($1 = '' OR queue = $1)
+				GROUP BY queue, state`, name)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var queue string
+			var state int16
+			var n int64
+			if err := rows.Scan(&queue, &state, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			if q := byName[queue]; q != nil {
+				q.Depth[job.State(state)] = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = s.pool.Query(ctx, `SELECT queue, MIN(run_at) FROM jobs WHERE state = 2
+			AND ($1 = '' OR queue = $1) GROUP BY queue`, name)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var queue string
+			var at int64
+			if err := rows.Scan(&queue, &at); err != nil {
+				return err
+			}
+			if q := byName[queue]; q != nil {
+				q.OldestReadyAt = fromNanos(at)
+			}
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// JobCounts counts jobs per queue, type and state.
+func (s *Store) JobCounts(ctx context.Context) ([]store.StateCount, error) {
+	var out []store.StateCount
+	err := s.read(ctx, "job_counts", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, `SELECT queue, type, state, COUNT(*) FROM jobs WHERE state IN (1, 2, 3, 4)
+				GROUP BY queue, type, state
+			UNION ALL
+			SELECT queue, type, state, n FROM finished_totals WHERE n > 0
+			ORDER BY 1, 2, 3`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c store.StateCount
+			var state int16
+			if err := rows.Scan(&c.Queue, &c.Type, &state, &c.Count); err != nil {
+				return err
+			}
+			c.State = job.State(state)
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// RecentCounts counts finished attempts by outcome, and jobs that died, since a time.
+func (s *Store) RecentCounts(ctx context.Context, since time.Time) (store.RecentCounts, error) {
+	var out store.RecentCounts
+	err := s.read(ctx, "recent_counts", func(ctx context.Context) error {
+		// Successful attempts have no attempts row (see tx.JobFinish): they are the jobs that
+		// finished SUCCEEDED.
+		return s.pool.QueryRow(ctx, `SELECT
+			(SELECT COUNT(*) FROM attempts WHERE finished_at >= $1 AND outcome IN ($2, $3, $4)),
+			(SELECT COUNT(*) FROM jobs WHERE state = 5 AND finished_at >= $1),
+			(SELECT COUNT(*) FROM jobs WHERE state = 6 AND finished_at >= $1)`,
+			nanos(since), int16(job.OutcomeFailed), int16(job.OutcomeLeaseExpired), int16(job.OutcomeTimeout)).
+			Scan(&out.Failed, &out.Succeeded, &out.Dead)
+	})
+	return out, err
+}
+
+func (t *tx) JobDeadIDs(f *store.DeadJobFilter, limit int) ([]int64, error) {
+	return deadIDs(t.ctx, t.tx, f, limit)
+}
+
+func (t *tx) JobStates(ids []int64) (map[int64]job.State, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT id, state FROM jobs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]job.State, len(ids))
+	for rows.Next() {
+		var id int64
+		var st int16
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, err
+		}
+		out[id] = job.State(st)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) JobGetMany(ids []int64) ([]*job.Job, error) { return getMany(t.ctx, t.tx, ids) }
+
+func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
+	state := job.StatePending
+	if p.RunAt.After(p.Now) {
+		state = job.StateScheduled
+	}
+	var priority *int32
+	if p.Priority != nil {
+		v := int32(*p.Priority)
+		priority = &v
+	}
+	// The dead jobs leave the finished totals.
+	if _, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n)
+		SELECT queue, type, 6, -COUNT(*) FROM jobs WHERE state = 6 AND id = ANY($1) GROUP BY queue, type
+		ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n`, p.IDs); err != nil {
+		return 0, err
+	}
+	n, err := t.exec(`UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
+		priority = COALESCE($4, priority), payload = COALESCE($5, payload),
+		attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
+		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
+		WHERE state = 6 AND id = ANY($6)`, int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
+	return int(n), err
+}
+
+func (t *tx) JobDeleteDead(ids []int64) (int, error) {
+	n, err := t.exec(`DELETE FROM jobs WHERE state = 6 AND id = ANY($1)`, ids)
+	return int(n), err
+}
+
+func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
+	if len(p.States) == 0 || p.Limit <= 0 {
+		return 0, nil
+	}
+	states := make([]int16, len(p.States))
+	for i, st := range p.States {
+		states[i] = int16(st)
+	}
+	n, err := t.exec(`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state = ANY($1) AND finished_at < $2
+		ORDER BY finished_at LIMIT $3)`, states, nanos(p.FinishedBefore), p.Limit)
+	return int(n), err
+}
+
+func (t *tx) QueueSetPaused(name string, paused bool) error {
+	if !paused {
+		return t.updateQueue(`UPDATE queues SET paused = false WHERE name = $1`, name)
+	}
+	_, err := t.exec(`INSERT INTO queues (name, paused) VALUES ($1, true)
+		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, name)
+	return err
+}
+
+func (t *tx) QueueSetLimit(name string, limit int) error {
+	return t.updateQueue(`UPDATE queues SET concurrency_limit = $2 WHERE name = $1`, name, limit)
+}
+
+// updateQueue runs an update of one queue's row, named by the first argument; no row is
+// ErrNotFound.
+func (t *tx) updateQueue(sql string, args ...any) error {
+	n, err := t.exec(sql, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("queue %q: %w", args[0], store.ErrNotFound)
+	}
+	return nil
+}

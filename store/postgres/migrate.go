@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %q: name must be NNN_name.up.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %q: name must start with a number", name)
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share the number %d: renumber one", out[i-1].name, out[i].name, out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// Advisory lock keys of the store: the first half of a two-part key, the second being a hash of
+// the schema the connection works in, so that databases (and schemas) do not share them.
+const (
+	lockMigrate = 0x6a770001 // held while migrations run
+	lockBroker  = 0x6a770002 // held by the broker that serves the schema (Claim)
+)
+
+// schemaKey is the second half of the store's advisory lock keys: the schema the session
+// creates tables in.
+const schemaKey = `hashtext(current_schema())`
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.migrateTo(ctx, math.MaxInt)
+}
+
+// migrateTo applies every migration newer than the schema's version, up to last, each in its
+// own transaction together with its row in schema_migrations. Brokers that start together take
+// turns on an advisory lock, so each migration runs once.
+func (s *Store) migrateTo(ctx context.Context, last int) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", s.url, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, `+schemaKey+`)`, lockMigrate); err != nil {
+		return fmt.Errorf("lock for migrations: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, lockMigrate)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	for _, m := range ms {
+		if m.version <= current || m.version > last {
+			continue
+		}
+		start := time.Now()
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		s.log.Info("applied storage migration", "migration", m.name, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}

@@ -1,0 +1,396 @@
+// Package postgres is the PostgreSQL store, through github.com/jackc/pgx/v5 and a pool of
+// connections. It keeps the same contract as the SQLite store (store/storetest) with the same
+// data model, so a broker behaves the same on either.
+//
+// Writes keep group commit: the broker batches many operations into one Store.Write, which is
+// one transaction on one pooled connection. Leasing locks the rows it takes with
+// FOR UPDATE SKIP LOCKED, and every write about a lease is fenced by the lease's token in its
+// SQL, so the database itself never hands one job to two holders.
+//
+// One broker serves one database (one schema) for now: a broker's leases, breakers and queue
+// caps live in its memory, as with SQLite. Claim takes an advisory lock that makes a second
+// broker refuse to start.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storeretry"
+)
+
+// Options configure the store.
+type Options struct {
+	// MaxConns bounds the pool. Zero: DefaultMaxConns, or the URL's pool_max_conns.
+	MaxConns int32
+	// Logger receives the store's own messages (migrations). Nil: slog.Default().
+	Logger *slog.Logger
+	// Retry runs every operation, retrying short-lived storage faults. Nil means a
+	// storeretry.Policy with storeretry.DefaultOptions and Classify.
+	Retry Retrier
+}
+
+// DefaultMaxConns is the pool size when neither Options nor the URL set one: the writer and the
+// broker's readers (stats, listings, the dashboard) rarely need more than a few at once.
+const DefaultMaxConns = 8
+
+// Retrier runs a storage operation, retrying it when it fails with a short-lived fault.
+type Retrier interface {
+	Do(ctx context.Context, op string, fn func(ctx context.Context) error) error
+}
+
+// Store is the PostgreSQL store.
+type Store struct {
+	pool     *pgxpool.Pool
+	url      string // for messages, without the password
+	retry    Retrier
+	log      *slog.Logger
+	queues   *queueSet
+	receipts atomic.Int64 // the last receipt number a Write took
+
+	claimMu sync.Mutex
+	claim   *pgx.Conn // holds the broker lock, once claimed
+}
+
+var _ store.Store = (*Store)(nil)
+
+// queueSet remembers which queues have a row, so enqueues skip the upsert that creates one.
+// Queue rows are never deleted, so what it holds stays true.
+type queueSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (q *queueSet) known(name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.m[name]
+}
+
+func (q *queueSet) add(names []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, n := range names {
+		q.m[n] = true
+	}
+}
+
+// IsURL reports whether db names a PostgreSQL database (a postgres:// or postgresql:// URL)
+// rather than a SQLite file.
+func IsURL(db string) bool {
+	for _, p := range []string{"postgres://", "postgresql://"} {
+		if len(db) >= len(p) && db[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Open connects to the database at url (postgres://user:pass@host:port/db?...), applies the
+// migrations under an advisory lock, and returns the store.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	} else if !hasParam(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Retry == nil {
+		p, err := storeretry.New(storeretry.Config{Options: storeretry.DefaultOptions(), Classify: Classify})
+		if err != nil {
+			return nil, err
+		}
+		opts.Retry = p
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", Redact(url), err)
+	}
+	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &queueSet{m: map[string]bool{}}}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	// Receipt numbers go on from the last run's: a stored receipt is never taken again.
+	var last int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(receipt), 0) FROM write_receipts`).Scan(&last); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("read write receipts: %w", err)
+	}
+	s.receipts.Store(last)
+	return s, nil
+}
+
+// Close gives the broker lock up and closes every connection.
+func (s *Store) Close() error {
+	s.claimMu.Lock()
+	var err error
+	if s.claim != nil {
+		err = s.claim.Close(context.Background())
+		s.claim = nil
+	}
+	s.claimMu.Unlock()
+	s.pool.Close()
+	return err
+}
+
+// StorageRetries returns how many storage operations were retried, keyed by the error code that
+// caused the retry (e.g. "40001", "CONNECTION_LOST"), since the store was opened; empty when the
+// store's Retrier does not count.
+func (s *Store) StorageRetries() map[string]int64 {
+	if c, ok := s.retry.(interface{ Counters() map[string]int64 }); ok {
+		return c.Counters()
+	}
+	return map[string]int64{}
+}
+
+// Write runs fn in one transaction through the store's retry policy.
+//
+// As in the SQLite store, each call takes a receipt number that the transaction stores: a try
+// that reached COMMIT may have committed even when it reports failure (a connection lost during
+// COMMIT), so the tries after it look for the receipt first, and a write whose receipt is
+// stored is not run again.
+func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
+	receipt := s.receipts.Add(1)
+	mayHaveCommitted := false
+	return s.retry.Do(ctx, op, func(ctx context.Context) error {
+		ptx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		committed := false
+		defer func() {
+			if !committed {
+				_ = ptx.Rollback(context.WithoutCancel(ctx))
+			}
+		}()
+		t := &tx{ctx: ctx, tx: ptx, queues: s.queues}
+		if mayHaveCommitted {
+			if done, err := t.receiptStored(receipt); err != nil || done {
+				return err
+			}
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		if err := t.storeReceipt(receipt); err != nil {
+			return err
+		}
+		mayHaveCommitted = true
+		if err := ptx.Commit(ctx); err != nil {
+			return err
+		}
+		committed = true
+		s.queues.add(t.newQueues)
+		return nil
+	})
+}
+
+// receiptSlots is how many receipts the database keeps.
+const receiptSlots = 64
+
+func (t *tx) storeReceipt(receipt int64) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO write_receipts (slot, receipt) VALUES ($1, $2)
+		ON CONFLICT (slot) DO UPDATE SET receipt = excluded.receipt`, receipt%receiptSlots, receipt)
+	return err
+}
+
+func (t *tx) receiptStored(receipt int64) (bool, error) {
+	var n int
+	err := t.tx.QueryRow(t.ctx, `SELECT COUNT(*) FROM write_receipts WHERE slot = $1 AND receipt = $2`,
+		receipt%receiptSlots, receipt).Scan(&n)
+	return n == 1, err
+}
+
+// read runs a read through the retry policy.
+func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	return s.retry.Do(ctx, op, fn)
+}
+
+const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
+	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
+	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
+	attempt_base, requeued_at`
+
+// listColumns are jobColumns without the payload.
+const listColumns = `id, type, queue, NULL::bytea, priority, state, attempts, max_attempts, run_at,
+	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
+	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
+	attempt_base, requeued_at`
+
+func scanJob(row pgx.Row) (*job.Job, error) {
+	var (
+		j                                   job.Job
+		runAt, createdAt, timeout           int64
+		finishedAt, leaseExpires, startedAt *int64
+		requeuedAt                          *int64
+		key                                 *string
+		state, deadReason                   int16
+		secret                              []byte
+	)
+	err := row.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
+		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
+		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
+		&j.AttemptBase, &requeuedAt)
+	if err != nil {
+		return nil, err
+	}
+	copy(j.LeaseToken.Secret[:], secret)
+	j.State = job.State(state)
+	j.DeadReason = job.DeadReason(deadReason)
+	j.RunAt = fromNanos(runAt)
+	j.CreatedAt = fromNanos(createdAt)
+	j.FinishedAt = fromNull(finishedAt)
+	j.LeaseExpiresAt = fromNull(leaseExpires)
+	j.StartedAt = fromNull(startedAt)
+	j.RequeuedAt = fromNull(requeuedAt)
+	if key != nil {
+		j.IdempotencyKey = *key
+	}
+	j.AttemptTimeout = time.Duration(timeout)
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	return &j, nil
+}
+
+// scanJobs reads every job of a query's rows and closes them.
+func scanJobs(rows pgx.Rows, err error) ([]*job.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*job.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+// nullNanos is t in nanoseconds, or NULL for the zero time.
+func nullNanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNull(n *int64) time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return fromNanos(*n)
+}
+
+// JobGet reads one job with its attempt history.
+func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
+	var out *job.Job
+	err := s.read(ctx, "job_get", func(ctx context.Context) error {
+		j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := s.pool.Query(ctx, `SELECT number, worker_id, started_at, finished_at, outcome,
+			failure_kind, error_type, message, details FROM attempts WHERE job_id = $1 ORDER BY number`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a job.Attempt
+			var started, finished int64
+			var outcome, kind int16
+			if err := rows.Scan(&a.Number, &a.WorkerID, &started, &finished, &outcome, &kind,
+				&a.ErrorType, &a.Message, &a.Details); err != nil {
+				return err
+			}
+			a.StartedAt, a.FinishedAt = fromNanos(started), fromNanos(finished)
+			a.Outcome, a.FailureKind = job.Outcome(outcome), job.FailureKind(kind)
+			j.History = append(j.History, a)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if j.State == job.StateSucceeded {
+			// The successful attempt lives in the job row (see tx.JobFinish).
+			j.History = append(j.History, job.Attempt{Number: j.AttemptBase + j.Attempts, WorkerID: j.WorkerID,
+				StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Outcome: job.OutcomeSucceeded})
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}
+
+// JobList reads jobs in id order.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
+	q := &query{}
+	q.sql.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE id > ` + q.arg(p.AfterID))
+	if p.State != 0 {
+		q.sql.WriteString(` AND state = ` + q.arg(int16(p.State)))
+	}
+	if p.Queue != "" {
+		q.sql.WriteString(` AND queue = ` + q.arg(p.Queue))
+	}
+	if p.Type != "" {
+		q.sql.WriteString(` AND type = ` + q.arg(p.Type))
+	}
+	q.sql.WriteString(` ORDER BY id LIMIT ` + q.arg(p.Limit))
+	var out []*job.Job
+	err := s.read(ctx, "job_list", func(ctx context.Context) error {
+		var err error
+		out, err = scanJobs(s.pool.Query(ctx, q.sql.String(), q.args...))
+		return err
+	})
+	return out, err
+}
+
+// BreakerLoadAll reads every saved breaker.
+func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, error) {
+	var out []store.BreakerRecord
+	err := s.read(ctx, "breaker_load", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, `SELECT type, data FROM breakers ORDER BY type`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r store.BreakerRecord
+			if err := rows.Scan(&r.Type, &r.Data); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,593 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// tx is one write transaction.
+type tx struct {
+	ctx       context.Context
+	tx        pgx.Tx
+	queues    *queueSet
+	newQueues []string // queue rows this transaction created
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// query builds a statement with numbered parameters.
+type query struct {
+	sql  strings.Builder
+	args []any
+}
+
+// arg adds v as the next parameter and returns its placeholder.
+func (q *query) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+func (t *tx) exec(sql string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(t.ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t *tx) queryJobs(sql string, args ...any) ([]*job.Job, error) {
+	return scanJobs(t.tx.Query(t.ctx, sql, args...))
+}
+
+func (t *tx) Isolated(fn func() error) error {
+	sp, err := t.tx.Begin(t.ctx) // a savepoint
+	if err != nil {
+		return err
+	}
+	outer, created := t.tx, len(t.newQueues)
+	t.tx = sp
+	ferr := fn()
+	t.tx = outer
+	if ferr != nil {
+		if _, transient := Classify(ferr); transient {
+			return ferr // storage as a whole: the transaction is retried
+		}
+		t.newQueues = t.newQueues[:created] // their rows are undone with the rest
+		if err := sp.Rollback(t.ctx); err != nil {
+			return errors.Join(ferr, err)
+		}
+		return &store.IsolatedError{Err: ferr}
+	}
+	return sp.Commit(t.ctx)
+}
+
+// insertOne adds one job with an idempotency key, or answers with the job of its type that
+// holds the key when that job has the same content; index is p's position in its call.
+func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResult, error) {
+	state := initialState(p)
+	var id int64
+	err := t.tx.QueryRow(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
+		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
+		p.Type, p.Queue, payloadOf(p), p.Priority, int16(state), p.MaxAttempts, nanos(p.RunAt),
+		nanos(p.Now), p.IdempotencyKey, int64(p.AttemptTimeout)).Scan(&id)
+	if err == nil {
+		if err := t.ensureQueue(p.Queue); err != nil {
+			return store.JobInsertResult{}, err
+		}
+		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return store.JobInsertResult{}, err
+	}
+	// The idempotency key is taken: answer with the job that holds it, if it is this one.
+	var st int16
+	var runAt, timeout int64
+	var stored store.JobInsertParams
+	if err := t.tx.QueryRow(t.ctx, `SELECT id, state, run_at, queue, payload, priority, max_attempts, attempt_timeout_ns
+		FROM jobs WHERE type = $1 AND idempotency_key = $2`, p.Type, p.IdempotencyKey).Scan(&id, &st, &runAt,
+		&stored.Queue, &stored.Payload, &stored.Priority, &stored.MaxAttempts, &timeout); err != nil {
+		return store.JobInsertResult{}, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
+	}
+	stored.AttemptTimeout = time.Duration(timeout)
+	if diff := store.IdempotencyDiff(p, &stored); len(diff) > 0 {
+		return store.JobInsertResult{}, &store.IdempotencyConflictError{Index: index, Type: p.Type,
+			Key: p.IdempotencyKey, JobID: id, Fields: diff}
+	}
+	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
+}
+
+func initialState(p *store.JobInsertParams) job.State {
+	if p.RunAt.After(p.Now) {
+		return job.StateScheduled
+	}
+	return job.StatePending
+}
+
+func payloadOf(p *store.JobInsertParams) []byte {
+	if p.Payload == nil {
+		return []byte{}
+	}
+	return p.Payload
+}
+
+// JobInsertMany inserts jobs in order: runs of jobs without an idempotency key go in with one
+// statement each, their ids drawn from the identity sequence first so that ids follow the
+// order of the call.
+func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
+	out := make([]store.JobInsertResult, len(ps))
+	for i := 0; i < len(ps); {
+		if ps[i].IdempotencyKey != "" {
+			r, err := t.insertOne(i, ps[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+			i++
+			continue
+		}
+		end := i
+		for end < len(ps) && ps[end].IdempotencyKey == "" {
+			end++
+		}
+		if err := t.insertRun(ps[i:end], out[i:end]); err != nil {
+			return nil, err
+		}
+		i = end
+	}
+	return out, nil
+}
+
+// insertRun inserts jobs without idempotency keys with one statement.
+func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
+	ids := make([]int64, 0, len(ps))
+	rows, err := t.tx.Query(t.ctx, `SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, $1)`, len(ps))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) != len(ps) {
+		return fmt.Errorf("drew %d job ids for %d jobs", len(ids), len(ps))
+	}
+	slices.Sort(ids)
+	var (
+		types, queues                   = make([]string, len(ps)), make([]string, len(ps))
+		payloads                        = make([][]byte, len(ps))
+		priorities, states, maxAttempts = make([]int32, len(ps)), make([]int16, len(ps)), make([]int32, len(ps))
+		runAts, created, timeouts       = make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
+	)
+	for i, p := range ps {
+		st := initialState(p)
+		out[i] = store.JobInsertResult{ID: ids[i], State: st, RunAt: p.RunAt}
+		types[i], queues[i], payloads[i] = p.Type, p.Queue, payloadOf(p)
+		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
+		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
+	}
+	if _, err := t.exec(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
+		created_at, attempt_timeout_ns)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
+			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[])`,
+		ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts); err != nil {
+		return err
+	}
+	for _, q := range queues {
+		if err := t.ensureQueue(q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureQueue creates the queue's row on its first job.
+func (t *tx) ensureQueue(name string) error {
+	if t.queues.known(name) || slices.Contains(t.newQueues, name) {
+		return nil
+	}
+	if _, err := t.exec(`INSERT INTO queues (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
+		return err
+	}
+	t.newQueues = append(t.newQueues, name)
+	return nil
+}
+
+func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
+	if p.Limit <= 0 || len(p.Types) == 0 {
+		return nil, nil
+	}
+	// Read the ready jobs in dispatch order, locking them (SKIP LOCKED: rows another
+	// transaction holds are someone else's), then lease them with one statement. A capped
+	// queue drops out the moment its room is used up: the read then starts again without it.
+	scope := *p
+	var leased []*job.Job
+	for len(leased) < p.Limit {
+		q := leaseQuery(&scope, p.Limit-len(leased), leased)
+		jobs, err := t.queryJobs(q.sql.String(), q.args...)
+		if err != nil {
+			return nil, err
+		}
+		full := ""
+		for _, j := range jobs {
+			room, capped := p.Caps[j.Queue]
+			if capped && room <= 0 {
+				full = j.Queue
+				break
+			}
+			token, err := job.NewLeaseToken(j.LeaseToken.Seq, p.Random)
+			if err != nil {
+				return nil, err
+			}
+			j.State = job.StateLeased
+			j.LeaseToken = token
+			j.LeaseExpiresAt = p.LeaseUntil
+			j.WorkerID = p.WorkerID
+			j.LeaseOwner = p.Owner
+			if capped {
+				p.Caps[j.Queue] = room - 1
+			}
+			leased = append(leased, j)
+		}
+		if full == "" {
+			break // every ready job in scope was read, or the limit is reached
+		}
+		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), full)
+		if len(scope.Queues) > 0 {
+			scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == full })
+			if len(scope.Queues) == 0 {
+				break
+			}
+		}
+	}
+	if len(leased) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(leased))
+	seqs := make([]int64, len(leased))
+	secrets := make([][]byte, len(leased))
+	for i, j := range leased {
+		ids[i], seqs[i], secrets[i] = j.ID, j.LeaseToken.Seq, j.LeaseToken.Secret[:]
+	}
+	n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret = u.secret, lease_expires_at = $4,
+		worker_id = $5, lease_owner = $6
+		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+		WHERE jobs.id = u.id AND jobs.state = 2`,
+		ids, seqs, secrets, nanos(p.LeaseUntil), p.WorkerID, p.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if int(n) != len(leased) {
+		// The rows are locked by this transaction since the read: nothing else can change them.
+		return nil, fmt.Errorf("leased %d of %d jobs: they changed while being leased", n, len(leased))
+	}
+	return leased, nil
+}
+
+// leaseQuery selects and locks up to limit ready jobs p may lease, in dispatch order.
+// Jobs of taken, read by an earlier round of this lease, are left out.
+func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job) *query {
+	q := &query{}
+	q.sql.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE state = 2 AND type = ANY(` + q.arg(p.Types) + `)`)
+	if len(taken) > 0 {
+		ids := make([]int64, len(taken))
+		for i, j := range taken {
+			ids[i] = j.ID
+		}
+		q.sql.WriteString(` AND NOT (id = ANY(` + q.arg(ids) + `))`)
+	}
+	if len(p.ExcludeTypes) > 0 {
+		q.sql.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
+	}
+	if len(p.Queues) > 0 {
+		q.sql.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)
+	}
+	if len(p.ExcludeQueues) > 0 {
+		q.sql.WriteString(` AND NOT (queue = ANY(` + q.arg(p.ExcludeQueues) + `))`)
+	}
+	if p.ExcludePaused {
+		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)
+	}
+	q.sql.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
+	return q
+}
+
+func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = $1,
+		lease_expires_at = $2, attempt_deadline = $3
+		WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3`,
+		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	return t.alreadyApplied(p.Ref, job.StateRunning, p.Attempt)
+}
+
+func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
+	var finished *int64
+	if p.State.Final() {
+		finished = nullNanos(p.Now)
+	}
+	var runAt *int64
+	if p.State == job.StateScheduled || p.State == job.StatePending {
+		runAt = nullNanos(p.RunAt)
+	}
+	a := p.Attempt
+	if a.Outcome == job.OutcomeSucceeded {
+		// The successful attempt needs no row of its own: the job row holds its worker, start,
+		// end and number, and JobGet reports it from there.
+		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = $1, finished_at = $2, started_at = $3
+			WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,
+			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+		if err != nil {
+			return false, err
+		}
+		if n == 1 {
+			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
+			return err == nil, err
+		}
+		return t.alreadyApplied(p.Ref, p.State, a.Number)
+	}
+	var base int
+	err := t.tx.QueryRow(t.ctx, `UPDATE jobs SET state = $1, attempts = $2, run_at = COALESCE($3, run_at),
+			finished_at = $4, dead_reason = $5,
+			last_error_type = CASE WHEN $6 = '' THEN last_error_type ELSE $6 END,
+			last_error_message = CASE WHEN $6 = '' THEN last_error_message ELSE $7 END
+			WHERE id = $8 AND lease_token = $9 AND lease_secret = $10 AND state IN (3, 4) RETURNING attempt_base`,
+		int16(p.State), a.Number, runAt, finished, int16(p.DeadReason), a.ErrorType, a.Message,
+		p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:]).Scan(&base)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t.alreadyApplied(p.Ref, p.State, a.Number)
+	}
+	if err != nil {
+		return false, err
+	}
+	if p.State.Final() {
+		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
+			return false, err
+		}
+	}
+	_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+		failure_kind, error_type, message, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (job_id, number) DO UPDATE SET finished_at = excluded.finished_at,
+		outcome = excluded.outcome, failure_kind = excluded.failure_kind,
+		error_type = excluded.error_type, message = excluded.message, details = excluded.details`,
+		p.Ref.JobID, base+a.Number, a.WorkerID, nanos(a.StartedAt), nanos(a.FinishedAt), int16(a.Outcome),
+		int16(a.FailureKind), a.ErrorType, a.Message, a.Details)
+	return err == nil, err
+}
+
+// JobSucceedMany writes a batch of successes with one statement, which returns the jobs it
+// changed: the others are checked one by one for a result stored before.
+func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
+	applied := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return applied, nil
+	}
+	ids, seqs := make([]int64, len(ps)), make([]int64, len(ps))
+	secrets := make([][]byte, len(ps))
+	attempts := make([]int32, len(ps))
+	started, finished := make([]int64, len(ps)), make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i], seqs[i], secrets[i] = p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:]
+		attempts[i], started[i], finished[i] = int32(p.Attempt.Number), nanos(p.Attempt.StartedAt), nanos(p.Now)
+	}
+	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started,
+		finished_at = u.finished
+		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
+			AS u(id, seq, secret, attempts, started, finished)
+		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
+		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets, attempts, started, finished)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := collectRefs(rows)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ queue, typ string }
+	succeeded := make(map[key]int, 1)
+	for i, p := range ps {
+		if changed[p.Ref] {
+			applied[i] = true
+			succeeded[key{p.Queue, p.Type}]++
+			delete(changed, p.Ref) // a result listed twice counts once
+			continue
+		}
+		if applied[i], err = t.alreadyApplied(p.Ref, job.StateSucceeded, p.Attempt.Number); err != nil {
+			return nil, err
+		}
+	}
+	for k, c := range succeeded {
+		if err := t.addFinished(k.queue, k.typ, job.StateSucceeded, c); err != nil {
+			return nil, err
+		}
+	}
+	return applied, nil
+}
+
+func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
+		WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state = 3`, ref.JobID, ref.Token.Seq, ref.Token.Secret[:])
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	// Released already: PENDING under the same token (a new lease would have a new one).
+	st, _, token, err := t.leaseState(ref.JobID)
+	return err == nil && token == ref.Token && st == job.StatePending, err
+}
+
+func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ids, seqs := make([]int64, len(refs)), make([]int64, len(refs))
+	secrets := make([][]byte, len(refs))
+	for i, r := range refs {
+		ids[i], seqs[i], secrets[i] = r.JobID, r.Token.Seq, r.Token.Secret[:]
+	}
+	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET lease_expires_at = $4
+		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
+		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets, nanos(until))
+	if err != nil {
+		return nil, err
+	}
+	extended, err := collectRefs(rows)
+	if err != nil {
+		return nil, err
+	}
+	var out []job.LeaseRef
+	for _, r := range refs {
+		if extended[r] {
+			out = append(out, r)
+			delete(extended, r)
+		}
+	}
+	return out, nil
+}
+
+// collectRefs reads rows of (id, lease_token, lease_secret) as the leases they name, and closes
+// them.
+func collectRefs(rows pgx.Rows) (map[job.LeaseRef]bool, error) {
+	defer rows.Close()
+	out := map[job.LeaseRef]bool{}
+	for rows.Next() {
+		var ref job.LeaseRef
+		var secret []byte
+		if err := rows.Scan(&ref.JobID, &ref.Token.Seq, &secret); err != nil {
+			return nil, err
+		}
+		copy(ref.Token.Secret[:], secret)
+		out[ref] = true
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) JobGetHeld(ref job.LeaseRef) (*job.Job, error) {
+	jobs, err := t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state IN (3, 4)`,
+		ref.JobID, ref.Token.Seq, ref.Token.Secret[:])
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return jobs[0], nil
+}
+
+func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
+	jobs, err := t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE id = $1 FOR UPDATE`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
+	before := jobs[0]
+	if before.State.Final() {
+		return before, nil
+	}
+	if _, err := t.exec(`UPDATE jobs SET state = 7, finished_at = $1, lease_expires_at = NULL,
+		attempt_deadline = NULL, started_at = NULL WHERE id = $2`, nanos(now), id); err != nil {
+		return nil, err
+	}
+	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
+		return nil, err
+	}
+	if before.State == job.StateRunning {
+		_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+			message) VALUES ($1, $2, $3, $4, $5, $6, 'cancelled while running') ON CONFLICT DO NOTHING`,
+			id, before.AttemptBase+before.Attempts, before.WorkerID, nanos(before.StartedAt), nanos(now), int16(job.OutcomeCancelled))
+	}
+	return before, err
+}
+
+func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 2 WHERE state = 1 AND run_at <= $1`, nanos(now))
+	return int(n), err
+}
+
+func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
+	var at *int64
+	if err := t.tx.QueryRow(t.ctx, `SELECT MIN(run_at) FROM jobs WHERE state = 1`).Scan(&at); err != nil {
+		return time.Time{}, false, err
+	}
+	return fromNull(at), at != nil, nil
+}
+
+func (t *tx) JobHeldExpired(now time.Time, limit int) ([]*job.Job, error) {
+	return t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE state IN (3, 4)
+		AND (lease_expires_at <= $1 OR (state = 4 AND attempt_deadline <= $1)) ORDER BY id LIMIT $2`,
+		nanos(now), limit)
+}
+
+func (t *tx) JobListRunning() ([]*job.Job, error) {
+	return t.queryJobs(`SELECT ` + listColumns + ` FROM jobs WHERE state = 4 ORDER BY id`)
+}
+
+func (t *tx) JobReleaseAllLeased() (int, error) {
+	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = '' WHERE state = 3`)
+	return int(n), err
+}
+
+func (t *tx) BreakerSave(r store.BreakerRecord) error {
+	_, err := t.exec(`INSERT INTO breakers (type, data) VALUES ($1, $2)
+		ON CONFLICT (type) DO UPDATE SET data = excluded.data`, r.Type, r.Data)
+	return err
+}
+
+// alreadyApplied is the rule of store.Tx for writes fenced by a lease, run again after their
+// commit: a write that matched no row reports success when the job already shows its effect,
+// under the same lease token, with the same attempt count and in the state the write moves it
+// to. Anything else, an older or newer token included, is stale.
+func (t *tx) alreadyApplied(ref job.LeaseRef, state job.State, attempts int) (bool, error) {
+	st, n, token, err := t.leaseState(ref.JobID)
+	return err == nil && token == ref.Token && n == attempts && st == state, err
+}
+
+// leaseState reads a job's state, attempt count and lease token; a job that does not exist
+// has the zero token, which no lease matches.
+func (t *tx) leaseState(id int64) (job.State, int, job.LeaseToken, error) {
+	var st int16
+	var attempts int
+	var token job.LeaseToken
+	var secret []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT state, attempts, lease_token, lease_secret FROM jobs WHERE id = $1`, id).
+		Scan(&st, &attempts, &token.Seq, &secret)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, job.LeaseToken{}, nil
+	}
+	if err != nil {
+		return 0, 0, job.LeaseToken{}, err
+	}
+	copy(token.Secret[:], secret)
+	return job.State(st), attempts, token, nil
+}
+
+// addFinished adds n (negative: takes) to the total of finished jobs in one queue, type and
+// state.
+func (t *tx) addFinished(queue, typ string, state job.State, n int) error {
+	if queue == "" || typ == "" {
+		return fmt.Errorf("finished totals: a job of queue %q and type %q", queue, typ)
+	}
+	_, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n`, queue, typ, int16(state), n)
+	return err
+}
