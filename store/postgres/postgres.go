@@ -14,6 +14,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -226,13 +227,13 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at`
+	attempt_base, requeued_at, metadata`
 
 // listColumns are jobColumns without the payload.
 const listColumns = `id, type, queue, NULL::bytea, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at`
+	attempt_base, requeued_at, NULL::jsonb`
 
 func scanJob(row pgx.Row) (*job.Job, error) {
 	var (
@@ -242,14 +243,19 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 		requeuedAt                          *int64
 		key                                 *string
 		state, deadReason                   int16
-		secret                              []byte
+		secret, metadata                    []byte
 	)
 	err := row.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt)
+		&j.AttemptBase, &requeuedAt, &metadata)
 	if err != nil {
 		return nil, err
+	}
+	if len(metadata) > 0 {
+		if err := json.Unmarshal(metadata, &j.Metadata); err != nil {
+			return nil, fmt.Errorf("job %d: stored metadata: %w", j.ID, err)
+		}
 	}
 	copy(j.LeaseToken.Secret[:], secret)
 	j.State = job.State(state)
@@ -393,4 +399,17 @@ func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, erro
 		return rows.Err()
 	})
 	return out, err
+}
+
+// encodeMetadata is how a job's metadata is stored: a JSON object, or NULL when there is none.
+func encodeMetadata(m map[string]string) (*string, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	return &s, nil
 }

@@ -72,13 +72,17 @@ func (t *tx) Isolated(fn func() error) error {
 // holds the key when that job has the same content; index is p's position in its call.
 func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResult, error) {
 	state := initialState(p)
+	meta, err := encodeMetadata(p.Metadata)
+	if err != nil {
+		return store.JobInsertResult{}, err
+	}
 	var id int64
-	err := t.tx.QueryRow(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
-		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	err = t.tx.QueryRow(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
+		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)
 		ON CONFLICT (type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
 		p.Type, p.Queue, payloadOf(p), p.Priority, int16(state), p.MaxAttempts, nanos(p.RunAt),
-		nanos(p.Now), p.IdempotencyKey, int64(p.AttemptTimeout)).Scan(&id)
+		nanos(p.Now), p.IdempotencyKey, int64(p.AttemptTimeout), meta).Scan(&id)
 	if err == nil {
 		if err := t.ensureQueue(p.Queue); err != nil {
 			return store.JobInsertResult{}, err
@@ -174,8 +178,13 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 		payloads                        = make([][]byte, len(ps))
 		priorities, states, maxAttempts = make([]int32, len(ps)), make([]int16, len(ps)), make([]int32, len(ps))
 		runAts, created, timeouts       = make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
+		metas                           = make([]*string, len(ps))
 	)
 	for i, p := range ps {
+		var err error
+		if metas[i], err = encodeMetadata(p.Metadata); err != nil {
+			return err
+		}
 		st := initialState(p)
 		out[i] = store.JobInsertResult{ID: ids[i], State: st, RunAt: p.RunAt}
 		types[i], queues[i], payloads[i] = p.Type, p.Queue, payloadOf(p)
@@ -183,10 +192,12 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
 	}
 	if _, err := t.exec(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
-		created_at, attempt_timeout_ns)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
-			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[])`,
-		ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts); err != nil {
+		created_at, attempt_timeout_ns, metadata)
+		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
+			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
+			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata)`,
+		ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts, metas); err != nil {
 		return err
 	}
 	for _, q := range queues {

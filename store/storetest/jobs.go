@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ var _ = register(
 func testInsertAndGet(t *testing.T, b *bundle) {
 	due := b.job("email.send")
 	due.Queue, due.Payload, due.Priority, due.MaxAttempts, due.AttemptTimeout = "mail", []byte(`{"to":"ada"}`), 7, 5, 90*time.Second
+	due.Metadata = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tenant": "é"}
 	later := b.job("email.send")
 	later.RunAt = b.now.Add(time.Hour)
 	empty := b.job("t")
@@ -42,12 +44,17 @@ func testInsertAndGet(t *testing.T, b *bundle) {
 
 	j := b.get(res[0].ID)
 	want := job.Job{ID: res[0].ID, Type: "email.send", Queue: "mail", Payload: []byte(`{"to":"ada"}`), Priority: 7,
-		State: job.StatePending, MaxAttempts: 5, RunAt: b.now, CreatedAt: b.now, AttemptTimeout: 90 * time.Second}
+		State: job.StatePending, MaxAttempts: 5, RunAt: b.now, CreatedAt: b.now, AttemptTimeout: 90 * time.Second,
+		Metadata: due.Metadata}
 	equal(t, "stored job", *j, want)
 	if j := b.get(res[1].ID); j.State != job.StateScheduled || !j.RunAt.Equal(later.RunAt) {
 		t.Fatalf("job due later: state %s run_at %s, want SCHEDULED at %s", j.State, j.RunAt, later.RunAt)
 	}
-	if j := b.get(res[2].ID); j.Payload == nil || len(j.Payload) != 0 {
+	leased := b.lease(b.leaseParams(1, "email.send"))
+	if len(leased) != 1 || !reflect.DeepEqual(leased[0].Metadata, due.Metadata) {
+		t.Fatalf("leased %+v: want the job with its metadata", leased)
+	}
+	if j := b.get(res[2].ID); j.Payload == nil || len(j.Payload) != 0 || j.Metadata != nil {
 		t.Fatalf("job inserted without payload reads %q, want an empty, non-nil payload", j.Payload)
 	}
 	if _, err := b.s.JobGet(b.ctx, res[2].ID+100); !errors.Is(err, store.ErrNotFound) {
@@ -254,6 +261,7 @@ func testJobList(t *testing.T, b *bundle) {
 	var ps []*store.JobInsertParams
 	for i := range 6 {
 		p := b.job([]string{"a", "b"}[i%2])
+		p.Metadata = map[string]string{"k": "v"}
 		p.Queue = []string{"q1", "q2", "q3"}[i%3]
 		ps = append(ps, p)
 	}
@@ -269,8 +277,8 @@ func testJobList(t *testing.T, b *bundle) {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			if len(j.Payload) != 0 || j.History != nil {
-				t.Fatalf("listed job %d carries a payload or history", j.ID)
+			if len(j.Payload) != 0 || j.History != nil || j.Metadata != nil {
+				t.Fatalf("listed job %d carries a payload, metadata or history", j.ID)
 			}
 		}
 		return ids(jobs)

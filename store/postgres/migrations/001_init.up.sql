@@ -30,7 +30,9 @@ CREATE TABLE jobs (
     lease_owner        text     NOT NULL DEFAULT '',
     started_at         bigint,
     attempt_base       integer  NOT NULL DEFAULT 0,
-    requeued_at        bigint
+    requeued_at        bigint,
+    -- String keys and values the producer attached (trace context, its own keys); NULL: none.
+    metadata           jsonb
 ) WITH (fillfactor = 80);
 
 -- Idempotency keys are scoped by type.
