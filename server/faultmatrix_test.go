@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/worker"
 )
 
 // faultFixture is one broker with a fault injector and one raw worker serving type "t".
@@ -474,4 +477,82 @@ func heartbeatOf(a *jobwirev1.Assignment) *jobwirev1.ConnectRequest {
 func successOf(a *jobwirev1.Assignment) *jobwirev1.ConnectRequest {
 	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
 		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}}
+}
+
+// The Go worker library against a broker whose every job write fails once, before its
+// transaction, inside it or after its commit: each job still runs as often as its handler's
+// outcomes ask, with that many attempts in its history, and the breaker counts each reported
+// failure once.
+func TestGoWorkerUnderStorageFaults(t *testing.T) {
+	t.Parallel()
+	for _, phase := range []brokertest.Phase{brokertest.FaultBefore, brokertest.FaultInside, brokertest.FaultAfterCommit} {
+		t.Run(phase.String(), func(t *testing.T) {
+			t.Parallel()
+			f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+			f.InjectEveryCall(phase, 1, "enqueue", "lease", "start", "heartbeat", "result", "batch", "promote", "sweep")
+			b := brokertest.New(t, brokertest.Options{Faults: f})
+			const jobs = 6
+			ids := make([]int64, jobs)
+			for i := range ids {
+				ids[i] = enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+			}
+			// By id: a third succeed, a third fail once and then succeed, a third fail fatally.
+			var mu sync.Mutex
+			calls := map[int64]int{}
+			w, err := worker.New(b.Conn, worker.Options{ID: "sdk", Concurrency: 3, ShutdownGrace: time.Second,
+				Logger: slog.New(slog.DiscardHandler), ReconnectBackoff: worker.Backoff{Rand: func() float64 { return 0 }}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Handle("t", func(ctx context.Context, j *worker.Job) error {
+				mu.Lock()
+				calls[j.ID]++
+				n := calls[j.ID]
+				mu.Unlock()
+				switch {
+				case j.ID%3 == 2:
+					return worker.Fatal(errDependency)
+				case j.ID%3 == 0 && n == 1:
+					return errDependency
+				}
+				return nil
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			want := map[int64]jobwirev1.JobState{}
+			for _, id := range ids {
+				want[id] = []jobwirev1.JobState{jobwirev1.JobState_JOB_STATE_SCHEDULED, jobwirev1.JobState_JOB_STATE_SUCCEEDED,
+					jobwirev1.JobState_JOB_STATE_DEAD}[id%3]
+				waitState(t, b, id, want[id])
+			}
+			b.Advance(10 * time.Second) // past the retry wait of the jobs that failed once, within the breaker window
+			succeeded, failed, dead := jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED,
+				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_FAILED, jobwirev1.JobState_JOB_STATE_DEAD
+			for _, id := range ids {
+				switch id % 3 {
+				case 0:
+					waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+					checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 2, failed, succeeded)
+				case 1:
+					checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 1, succeeded)
+				case 2:
+					checkJob(t, b, id, dead, 1, failed)
+				}
+				mu.Lock()
+				n := calls[id]
+				mu.Unlock()
+				if wantCalls := []int{2, 1, 1}[id%3]; n != wantCalls {
+					t.Errorf("job %d: handler ran %d times, want %d", id, n, wantCalls)
+				}
+			}
+			if f.Injected() == 0 {
+				t.Fatal("no fault was injected")
+			}
+			// Two transient and two fatal failures, each counted once: below the threshold of 5.
+			checkBreaker(t, b, 4)
+		})
+	}
 }
