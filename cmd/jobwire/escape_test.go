@@ -178,6 +178,7 @@ var hostileArgs = map[string][][]string{
 	"tokens create":    {{"--role", "worker", "--name", "n"}},
 	"tokens list":      {nil},
 	"tokens revoke":    {{hostile}},
+	"top":              {{"--count", "2", "--interval", "100ms"}},
 }
 
 // noBroker are the commands that do not talk to a broker.
