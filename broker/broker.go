@@ -100,6 +100,7 @@ type Broker struct {
 	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
 	// round stored the lease and has not handed it out. That round drops them.
 	racedCancels map[int64]racedCancel
+	recent       recentResults // answers to stored results, for repeats
 
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored

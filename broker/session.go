@@ -57,6 +57,9 @@ type lease struct {
 	started   bool
 	startedAt time.Time
 	finishing bool // a result is being stored
+	// repeats are the sessions that sent the result again while it was being stored; each is
+	// given the first one's answer too.
+	repeats []*Session
 }
 
 // Open registers a worker stream and adopts the leases it still holds from an earlier stream.
@@ -115,7 +118,11 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	w.SessionID = s.id
 	for i, j := range adopted {
 		if j == nil {
-			w.Lost = append(w.Lost, h.Held[i])
+			// A lease whose result was stored is not lost: the worker sends the result again
+			// and is answered with its ResultAck.
+			if _, stored := b.recent.get(h.Held[i], b.now()); !stored {
+				w.Lost = append(w.Lost, h.Held[i])
+			}
 			continue
 		}
 		l := heldLease(s, h.Held[i], j)
@@ -124,7 +131,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 			if old.sess != nil {
 				delete(old.sess.held, j.ID)
 			}
-			l.permit, l.finishing = old.permit, old.finishing
+			l.permit, l.finishing, l.repeats = old.permit, old.finishing, old.repeats
 		}
 		s.held[j.ID] = l
 		b.leases[j.ID] = l
@@ -285,12 +292,15 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	b.mu.Lock()
 	l := s.currentLocked(ref)
 	if l == nil {
+		if !s.repeatedResultLocked(ref, failure == nil) {
+			s.refuse(ref, AboutResult, RefusedStale, staleLease)
+		}
 		b.mu.Unlock()
-		s.refuse(ref, AboutResult, RefusedStale, staleLease)
 		return
 	}
 	if l.finishing {
-		// A re-sent result while the first is being stored: the first one's answer will come.
+		// A re-sent result while the first is being stored: it gets the first one's answer.
+		l.repeats = append(l.repeats, s)
 		b.mu.Unlock()
 		return
 	}
@@ -323,19 +333,28 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		cur := b.leaseLocked(ref)
+		answered := []*Session{s}
+		if cur != nil {
+			answered = append(answered, cur.repeats...)
+			cur.repeats = nil
+		}
 		switch {
 		case err != nil:
 			if cur != nil {
 				cur.finishing = false
 			}
 			reason, msg := refusal(err)
-			s.refuse(ref, AboutResult, reason, msg)
+			for _, to := range answered {
+				to.refuse(ref, AboutResult, reason, msg)
+			}
 			return
 		case !applied:
 			if cur != nil {
 				b.endLeaseLocked(cur, permitReleased, 0)
 			}
-			s.refuse(ref, AboutResult, RefusedStale, staleLease)
+			for _, to := range answered {
+				to.refuse(ref, AboutResult, RefusedStale, staleLease)
+			}
 			return
 		}
 		if cur != nil {
@@ -353,7 +372,11 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			end.Cause = failureCause(d.Kind)
 		}
 		b.obs.AttemptEnded(j.Queue, j.Type, end)
-		s.out.push(ResultAck{Ref: ref, Decision: d})
+		ack := ResultAck{Ref: ref, Decision: d}
+		b.recent.add(ack, failure == nil, b.now())
+		for _, to := range answered {
+			to.out.push(ack)
+		}
 		switch {
 		case d.Verdict == triage.Retry && params.State == job.StateScheduled:
 			b.scheduleLocked(d.RetryAt)

@@ -162,6 +162,13 @@ func (w *RawWorker) Fail(a *jobwirev1.Assignment, f *jobwirev1.Failure) *jobwire
 // Report sends the result of ref's attempt (f nil: success) and returns the broker's answer.
 func (w *RawWorker) Report(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) *jobwirev1.ConnectResponse {
 	w.t.Helper()
+	w.SendResult(ref, f)
+	return w.Next()
+}
+
+// SendResult sends the result of ref's attempt (f nil: success) without waiting for an answer.
+func (w *RawWorker) SendResult(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) {
+	w.t.Helper()
 	r := &jobwirev1.Result{JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}
 	if f == nil {
 		r.Outcome = &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}
@@ -169,7 +176,6 @@ func (w *RawWorker) Report(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) *jobwi
 		r.Outcome = &jobwirev1.Result_Failure{Failure: f}
 	}
 	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: r}})
-	return w.Next()
 }
 
 // Heartbeat asks to extend refs and returns the broker's answer.

@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+)
+
+// A worker must be able to send a Result again without knowing whether the broker stored it:
+// after a stream broke before the answer came, or when it was unsure it sent it. The broker
+// answers such a repeat as it answered the first: a repeat that comes while the first is being
+// stored gets the same answer once it is known, and a repeat after that gets the same ResultAck
+// from recentResults for resultMemory after the first was stored.
+const (
+	// resultMemory is how long a stored result's ResultAck is kept for repeats. It covers a
+	// worker's reconnect backoff (at most 30 s in the libraries) many times over.
+	resultMemory = 5 * time.Minute
+	// resultMemoryMax bounds what is kept: beyond it the oldest answers are forgotten first
+	// (about 20 MB at most).
+	resultMemoryMax = 100_000
+)
+
+// recentResult is the answer to a stored result.
+type recentResult struct {
+	ack     ResultAck
+	success bool
+	at      time.Time
+}
+
+// recentResults remembers the answers to the results stored lately, by lease. Guarded by
+// Broker.mu.
+type recentResults struct {
+	m     map[job.LeaseRef]recentResult
+	order []job.LeaseRef // oldest first
+}
+
+func (r *recentResults) add(ack ResultAck, success bool, now time.Time) {
+	if r.m == nil {
+		r.m = make(map[job.LeaseRef]recentResult)
+	}
+	r.prune(now)
+	if _, ok := r.m[ack.Ref]; !ok {
+		r.order = append(r.order, ack.Ref)
+	}
+	r.m[ack.Ref] = recentResult{ack: ack, success: success, at: now}
+}
+
+// get returns the answer to ref's stored result, if it is still kept.
+func (r *recentResults) get(ref job.LeaseRef, now time.Time) (recentResult, bool) {
+	res, ok := r.m[ref]
+	if !ok || now.Sub(res.at) > resultMemory {
+		return recentResult{}, false
+	}
+	return res, true
+}
+
+// prune forgets answers older than resultMemory, and the oldest beyond resultMemoryMax.
+func (r *recentResults) prune(now time.Time) {
+	n := 0
+	for n < len(r.order) {
+		res := r.m[r.order[n]]
+		if len(r.order)-n < resultMemoryMax && now.Sub(res.at) <= resultMemory {
+			break
+		}
+		delete(r.m, r.order[n])
+		n++
+	}
+	if n > 0 {
+		r.order = append(r.order[:0], r.order[n:]...)
+	}
+}
+
+// repeatedResultLocked answers a result for a lease that is no longer current when it repeats
+// one already stored, and reports whether it did.
+func (s *Session) repeatedResultLocked(ref job.LeaseRef, success bool) bool {
+	res, ok := s.b.recent.get(ref, s.b.now())
+	if !ok {
+		return false
+	}
+	if res.success != success {
+		s.refuse(ref, AboutResult, RefusedStale, "a different result for this lease is already stored")
+		return true
+	}
+	s.out.push(res.ack)
+	return true
+}
