@@ -205,5 +205,13 @@ func Fatal(errorType string) *jobwirev1.Failure {
 	return &jobwirev1.Failure{Kind: jobwirev1.FailureKind_FAILURE_KIND_FATAL, ErrorType: errorType, Message: "bad payload", Details: "stack..."}
 }
 
+// HalfClose ends the worker's side of the stream (gRPC CloseSend), as a worker that is done.
+func (w *RawWorker) HalfClose() {
+	w.t.Helper()
+	if err := w.stream.CloseSend(); err != nil {
+		w.t.Fatalf("close send: %v", err)
+	}
+}
+
 // Kill ends the stream abruptly, as a killed worker process would.
 func (w *RawWorker) Kill() { w.cancel() }
