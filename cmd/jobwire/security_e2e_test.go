@@ -119,6 +119,7 @@ func TestServeRefusesOpenNetworkListen(t *testing.T) {
 		"auth without TLS":  {"--listen", "0.0.0.0:0", "--auth"},
 		"cert without key":  {"--tls-cert", f.ServerCert},
 		"client CA, no TLS": {"--tls-client-ca", f.CA},
+		"open dashboard":    {"--http-listen", "0.0.0.0:0"},
 	} {
 		db := filepath.Join(t.TempDir(), "j.db")
 		res := runServeBriefly(t, append([]string{"serve", "--db", db}, args...)...)
@@ -126,7 +127,7 @@ func TestServeRefusesOpenNetworkListen(t *testing.T) {
 			t.Errorf("%s: exit %d, %q; want 2 and one sentence", name, res.code, res.stderr)
 		}
 		if strings.HasPrefix(args[1], "0.0.0.0") || args[1] == ":0" {
-			if !strings.Contains(res.stderr, "--insecure") || !strings.Contains(res.stderr, "refusing to listen") {
+			if !strings.Contains(res.stderr, "--insecure") || !strings.Contains(res.stderr, "refusing to") {
 				t.Errorf("%s: %q does not say how to proceed", name, res.stderr)
 			}
 		}

@@ -93,10 +93,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	tlsCtx, stopTLS := context.WithCancel(ctx)
 	defer stopTLS()
-	tlsOpts, err := loadTLS(tlsCtx, cfg.TLS, log)
+	certs, err := loadTLS(tlsCtx, cfg.TLS, log)
 	if err != nil {
 		return err
 	}
+	tlsOpts, hlis := withTLS(certs, hlis)
 	if os.Getenv("GOGC") == "" {
 		// The broker's heap is small and short-lived (messages in flight); collecting it half
 		// as often costs little memory and gives the single writer goroutine more CPU.

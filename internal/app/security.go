@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -22,8 +24,8 @@ func (e *SetupError) Error() string { return e.Err.Error() }
 func (e *SetupError) Unwrap() error { return e.Err }
 
 // loadTLS loads the certificate files and starts watching them for a new certificate until
-// ctx ends. It returns the server options that serve TLS, none when TLS is off.
-func loadTLS(ctx context.Context, cfg config.TLS, log *slog.Logger) ([]grpc.ServerOption, error) {
+// ctx ends. It returns nil when TLS is off.
+func loadTLS(ctx context.Context, cfg config.TLS, log *slog.Logger) (*tlsreload.Reloader, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
@@ -37,7 +39,19 @@ func loadTLS(ctx context.Context, cfg config.TLS, log *slog.Logger) ([]grpc.Serv
 		mode = "mtls"
 	}
 	log.Info("serving TLS", "mode", mode, "cert", cfg.Cert, "not_after", r.Certificate().Leaf.NotAfter, "reload_interval", cfg.ReloadInterval)
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.ServerConfig()))}, nil
+	return r, nil
+}
+
+// withTLS serves the gRPC server and, when there is one, the HTTP listener over TLS from r;
+// it returns the gRPC server options and the listener to serve HTTP on.
+func withTLS(r *tlsreload.Reloader, hlis net.Listener) ([]grpc.ServerOption, net.Listener) {
+	if r == nil {
+		return nil, hlis
+	}
+	if hlis != nil {
+		hlis = tls.NewListener(hlis, r.HTTPConfig())
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.ServerConfig()))}, hlis
 }
 
 // bootstrap makes the first admin token when auth is on and the database holds no token.

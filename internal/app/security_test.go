@@ -2,14 +2,18 @@ package app_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/internal/testcerts"
 )
 
 // TestDashboardNeedsTokensWhenAuthIsOn: with auth on, the HTTP listener's dashboard API answers
@@ -55,6 +59,33 @@ func TestDashboardNeedsTokensWhenAuthIsOn(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != c.want {
 			t.Errorf("GET /api/me with %s: %d %s, want %d", name, res.StatusCode, strings.TrimSpace(string(body)), c.want)
+		}
+	}
+}
+
+// TestHTTPListenerServesTLS: with TLS on, the HTTP listener serves it too, with the broker's
+// certificate and no client certificate asked for; plaintext HTTP gets nothing.
+func TestHTTPListenerServesTLS(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	a := runBroker(t, func(c *config.Config) {
+		c.TLS = config.TLS{Cert: f.ServerCert, Key: f.ServerKey, ClientCA: f.CA, ReloadInterval: time.Minute}
+	})
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(f.Authority.PEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	res, err := hc.Get("https://" + a.HTTP.String() + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over TLS: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz over TLS: %d", res.StatusCode)
+	}
+	if res, err := http.Get("http://" + a.HTTP.String() + "/healthz"); err == nil {
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			t.Fatal("the HTTP listener answered plaintext HTTP with TLS on")
 		}
 	}
 }

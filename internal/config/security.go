@@ -61,7 +61,8 @@ func (f File) applySecurity(c *Config) []string {
 
 // CheckSecurity checks the security settings once every source (file, flags, environment) has
 // been applied: TLS needs both a certificate and a key, and a broker that other machines can
-// reach must use TLS and auth unless Insecure says otherwise.
+// reach, on its gRPC port or its HTTP listener, must use TLS and auth unless Insecure says
+// otherwise. With TLS on, the HTTP listener serves TLS with the same certificate.
 func (c Config) CheckSecurity() error {
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		return errors.New("TLS needs both a certificate and a key: give --tls-cert and --tls-key together")
@@ -69,8 +70,14 @@ func (c Config) CheckSecurity() error {
 	if c.TLS.ClientCA != "" && c.TLS.Cert == "" {
 		return errors.New("--tls-client-ca requires client certificates over TLS: give --tls-cert and --tls-key too")
 	}
-	if !c.Insecure && !(c.TLS.Enabled() && c.Auth) && !Loopback(c.Listen) {
+	if c.Insecure || (c.TLS.Enabled() && c.Auth) {
+		return nil
+	}
+	if !Loopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s, which other machines can reach, without TLS and auth: add --tls-cert, --tls-key and --auth (see docs/security.md), or --insecure to serve it open anyway", c.Listen)
+	}
+	if c.HTTPListen != HTTPOff && c.HTTPListen != "" && !Loopback(c.HTTPListen) {
+		return fmt.Errorf("refusing to serve the dashboard and metrics on %s, which other machines can reach, without TLS and auth: add --tls-cert, --tls-key and --auth (see docs/security.md), keep --http-listen on loopback, or give --insecure", c.HTTPListen)
 	}
 	return nil
 }

@@ -51,6 +51,10 @@ func TestCheckSecurity(t *testing.T) {
 		{"network, insecure", Config{Listen: "0.0.0.0:7070", Insecure: true}, ""},
 		{"cert without key", Config{Listen: "127.0.0.1:7070", TLS: TLS{Cert: "c"}}, "both a certificate and a key"},
 		{"client CA without TLS", Config{Listen: "127.0.0.1:7070", TLS: TLS{ClientCA: "ca"}}, "--tls-client-ca"},
+		{"HTTP on the network, open", Config{Listen: "127.0.0.1:7070", HTTPListen: "0.0.0.0:7071"}, "refusing to serve the dashboard and metrics on 0.0.0.0:7071"},
+		{"HTTP on the network, TLS and auth", Config{Listen: "127.0.0.1:7070", HTTPListen: "0.0.0.0:7071", TLS: tls, Auth: true}, ""},
+		{"HTTP on the network, insecure", Config{Listen: "127.0.0.1:7070", HTTPListen: ":7071", Insecure: true}, ""},
+		{"HTTP off", Config{Listen: "127.0.0.1:7070", HTTPListen: HTTPOff}, ""},
 	} {
 		err := c.cfg.CheckSecurity()
 		switch {

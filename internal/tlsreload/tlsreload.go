@@ -154,6 +154,19 @@ func (r *Reloader) Watch(ctx context.Context, clk clock.Clock, interval time.Dur
 // Certificate returns the certificate in use.
 func (r *Reloader) Certificate() *tls.Certificate { return r.cur.Load().cert }
 
+// HTTPConfig returns the TLS configuration of an HTTP listener (the dashboard and metrics):
+// the same certificate, read on every handshake, but no client certificate is asked for, since
+// browsers and scrapers seldom hold one and the listener checks tokens itself.
+func (r *Reloader) HTTPConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return r.cur.Load().cert, nil
+		},
+	}
+}
+
 // ServerConfig returns the TLS configuration to serve with. Every handshake reads the current
 // files' certificate and, with mutual TLS, client CA pool.
 func (r *Reloader) ServerConfig() *tls.Config {
