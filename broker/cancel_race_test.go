@@ -69,7 +69,7 @@ func TestCancelRacingDispatchWins(t *testing.T) {
 			}
 			id := res[0].ID
 			s := &Session{b: b, id: "manual", workerID: "w1", types: []string{"t"}, capacity: 1,
-				out: newOutbox(), held: map[int64]*lease{}}
+				out: newOutbox(b.now), held: map[int64]*lease{}}
 
 			g := &grant{sess: s, params: b.leaseParams(s, []string{"t"}, 1, b.now())}
 			if tt.probe {

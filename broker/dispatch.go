@@ -58,10 +58,16 @@ func (b *Broker) planRound(force bool) []*grant {
 		if s.draining || s.closed {
 			continue
 		}
-		if free <= 0 {
+		waiting, overflowed := s.out.size()
+		if overflowed {
+			continue
+		}
+		if free <= 0 || waiting >= OutboxGrantBytes {
 			full = true
 			continue
 		}
+		// The jobs of one round wait in the session's outbox until its worker reads them.
+		maxBytes := OutboxGrantBytes - waiting
 		var open []string
 		for _, t := range s.types {
 			a, seen := allowance[t]
@@ -107,6 +113,7 @@ func (b *Broker) planRound(force bool) []*grant {
 					plan.room[q] -= len(g.permits)
 				}
 				g.params = b.leaseParams(s, []string{t}, len(g.permits), now)
+				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
 				grants = append(grants, g)
 			}
@@ -121,6 +128,7 @@ func (b *Broker) planRound(force bool) []*grant {
 		// urgent job of another queue.
 		if scope, _ := dispatchScope(s, plan); scope != nil && free > 0 {
 			g := &grant{sess: s, params: b.leaseParams(s, open, free, now)}
+			g.params.MaxBytes = maxBytes
 			scope.apply(&g.params)
 			if len(plan.capped) > 0 {
 				g.params.Caps = plan.room
@@ -284,7 +292,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 	b.mu.Lock()
 	held := b.heldByQueueLocked()
 	for _, g := range grants {
-		if len(g.leased) == g.params.Limit && !g.probe {
+		if (len(g.leased) == g.params.Limit || leasedBytes(g.leased) >= g.params.MaxBytes) && !g.probe {
 			more = true
 		}
 		for i, j := range g.leased {
@@ -401,4 +409,14 @@ func leaseScope(p *store.JobLeaseParams) string {
 	return strings.Join(p.Types, " ") + "|" + strings.Join(p.Queues, " ") + "|" +
 		strings.Join(p.ExcludeQueues, " ") + "|" + strings.Join(p.ExcludeTypes, " ") + "|" +
 		strconv.FormatBool(p.ExcludePaused)
+}
+
+// leasedBytes sums the payloads of leased jobs: a grant that reached its MaxBytes may have
+// left jobs waiting.
+func leasedBytes(jobs []*job.Job) int {
+	n := 0
+	for _, j := range jobs {
+		n += len(j.Payload)
+	}
+	return n
 }

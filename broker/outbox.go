@@ -3,22 +3,68 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // errSessionClosed ends a session's send loop.
 var errSessionClosed = errors.New("session closed")
 
-// outbox queues messages for one worker stream. It never blocks the broker: the protocol
-// bounds what can be queued (assignments by capacity, answers by the worker's own messages).
+// ErrOutboxFull ends the stream of a worker that does not read what the broker sends it.
+var ErrOutboxFull = errors.New("the worker is not reading its stream")
+
+// What a worker stream may have waiting to be sent (docs/security.md, "Limits"). Sizes are
+// estimates of the encoded messages: payloads and texts, plus a fixed amount per message.
+const (
+	// OutboxGrantBytes: a session with this much waiting gets no new jobs, and one round hands
+	// it at most this much (the store stops leasing once the payloads reach it), so a worker's
+	// assignments wait in memory only up to about this much, whatever its capacity.
+	OutboxGrantBytes = 4 << 20
+	// MaxOutboxBytes: past this much waiting (answers pile up too if the worker sends but does
+	// not read), the worker is disconnected.
+	MaxOutboxBytes = 16 << 20
+	// maxOutboxMessages caps the messages waiting whatever their size.
+	maxOutboxMessages = 4 * maxCapacityHint
+	// maxCapacityHint is the largest capacity a worker may declare (server/validate.go).
+	maxCapacityHint = 10000
+)
+
+// outbox queues messages for one worker stream. It never blocks the broker. It overflows past
+// MaxOutboxBytes or maxOutboxMessages, or when messages have waited longer than the broker's
+// lease duration (checked by the sweep): it then drops what it holds, closes overflow and its
+// send loop ends with ErrOutboxFull. The session is then closed as on any disconnect.
 type outbox struct {
-	mu     sync.Mutex
-	msgs   []Message
-	notify chan struct{}
-	closed bool
+	mu         sync.Mutex
+	msgs       []Message
+	bytes      int
+	since      time.Time // when the oldest waiting message was queued
+	now        func() time.Time
+	notify     chan struct{}
+	closed     bool
+	overflowed error
+	overflow   chan struct{} // closed on overflow
 }
 
-func newOutbox() *outbox { return &outbox{notify: make(chan struct{}, 1)} }
+func newOutbox(now func() time.Time) *outbox {
+	return &outbox{notify: make(chan struct{}, 1), overflow: make(chan struct{}), now: now}
+}
+
+// messageSize estimates a message's encoded size.
+func messageSize(m Message) int {
+	const fixed = 128
+	switch m := m.(type) {
+	case Assignment:
+		return fixed + len(m.Job.Payload) + len(m.Job.Type) + len(m.Job.Queue) + len(m.Job.IdempotencyKey)
+	case Refused:
+		return fixed + len(m.Message)
+	case HeartbeatAck:
+		return fixed + 64*len(m.Extended)
+	case Welcome:
+		return fixed + 64*len(m.Lost)
+	}
+	return fixed
+}
 
 func (o *outbox) push(m Message) {
 	o.mu.Lock()
@@ -26,11 +72,47 @@ func (o *outbox) push(m Message) {
 		o.mu.Unlock()
 		return
 	}
+	if len(o.msgs) == 0 {
+		o.since = o.now()
+	}
 	o.msgs = append(o.msgs, m)
+	o.bytes += messageSize(m)
+	if o.bytes > MaxOutboxBytes || len(o.msgs) > maxOutboxMessages {
+		o.failLocked(fmt.Errorf("%w: %d messages (about %d bytes) were waiting, more than the limit of %d messages or %d bytes",
+			ErrOutboxFull, len(o.msgs), o.bytes, maxOutboxMessages, MaxOutboxBytes))
+	}
 	o.mu.Unlock()
+	o.wake()
+}
+
+func (o *outbox) wake() {
 	select {
 	case o.notify <- struct{}{}:
 	default:
+	}
+}
+
+// failLocked gives up on the stream: what waits is dropped (its memory freed at once) and the
+// send loop ends with err.
+func (o *outbox) failLocked(err error) {
+	if o.overflowed != nil {
+		return
+	}
+	o.overflowed = err
+	o.msgs, o.bytes, o.closed = nil, 0, true
+	close(o.overflow)
+}
+
+// checkStalled fails the outbox if its oldest message has waited longer than limit: the
+// worker has stopped reading (its send is stuck), though not enough piled up to overflow.
+func (o *outbox) checkStalled(now time.Time, limit time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.msgs) > 0 && now.Sub(o.since) > limit {
+		o.failLocked(fmt.Errorf("%w: messages have waited %s, longer than the limit of %s", ErrOutboxFull, now.Sub(o.since), limit))
+	}
+	if o.overflowed != nil {
+		o.wake()
 	}
 }
 
@@ -38,31 +120,41 @@ func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
 	o.mu.Unlock()
-	select {
-	case o.notify <- struct{}{}:
-	default:
-	}
+	o.wake()
 }
 
-// next waits for queued messages and takes them all.
-func (o *outbox) next(ctx context.Context) ([]Message, error) {
+// size is how many bytes wait, and whether the outbox overflowed.
+func (o *outbox) size() (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bytes, o.overflowed != nil
+}
+
+// next waits for queued messages and takes them all, with their estimated size. After an
+// overflow it returns the ErrOutboxFull that says why.
+func (o *outbox) next(ctx context.Context) ([]Message, int, error) {
 	for {
 		o.mu.Lock()
-		if len(o.msgs) > 0 {
-			msgs := o.msgs
-			o.msgs = nil
+		if o.overflowed != nil {
+			err := o.overflowed
 			o.mu.Unlock()
-			return msgs, nil
+			return nil, 0, err
+		}
+		if len(o.msgs) > 0 {
+			msgs, n := o.msgs, o.bytes
+			o.msgs, o.bytes = nil, 0
+			o.mu.Unlock()
+			return msgs, n, nil
 		}
 		closed := o.closed
 		o.mu.Unlock()
 		if closed {
-			return nil, errSessionClosed
+			return nil, 0, errSessionClosed
 		}
 		select {
 		case <-o.notify:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 }

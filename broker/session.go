@@ -76,7 +76,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		types:    slices.Clone(h.Types),
 		queues:   slices.Clone(h.Queues),
 		capacity: h.Capacity,
-		out:      newOutbox(),
+		out:      newOutbox(b.now),
 		since:    b.now(),
 		held:     make(map[int64]*lease),
 	}
@@ -157,8 +157,20 @@ func (s *Session) ID() string { return s.id }
 // Capacity is how many jobs the worker said it can hold at once.
 func (s *Session) Capacity() int { return s.capacity }
 
+// Overflowed is closed when the worker stopped reading its stream and the broker gave up on it
+// (ErrOutboxFull): the transport must end the stream, even while a send to the worker blocks.
+func (s *Session) Overflowed() <-chan struct{} { return s.out.overflow }
+
 // Next waits for messages to send to the worker. It returns an error once the session is closed.
-func (s *Session) Next(ctx context.Context) ([]Message, error) { return s.out.next(ctx) }
+func (s *Session) Next(ctx context.Context) ([]Message, error) {
+	msgs, n, err := s.out.next(ctx)
+	if n >= OutboxGrantBytes/2 {
+		// Dispatch held this session back while its outbox was full (planRound): now that
+		// the worker reads again, a round may give it jobs.
+		s.b.signalCapacity()
+	}
+	return msgs, err
+}
 
 // currentLocked returns the session's lease for ref, or nil when ref is not current.
 func (s *Session) currentLocked(ref job.LeaseRef) *lease {

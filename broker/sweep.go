@@ -17,6 +17,12 @@ func (b *Broker) sweepTick() {
 	b.Sweep()
 	b.mu.Lock()
 	b.pruneRacedCancelsLocked()
+	// A worker whose stream has had messages waiting longer than a lease lasts has stopped
+	// reading: it could not heartbeat either. Its stream is closed (see outbox).
+	now := b.now()
+	for _, s := range b.sessions {
+		s.out.checkStalled(now, b.cfg.LeaseDuration)
+	}
 	if !b.shuttingDown {
 		b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
 	}

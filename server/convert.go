@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -55,7 +57,11 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		LastErrorMessage: j.LastErrorMessage,
 		Metadata:         j.Metadata,
 	}
-	for _, a := range j.History {
+	history := j.History
+	if n := len(history) - maxHistory; n > 0 {
+		history, out.AttemptsOmitted = history[n:], int32(n)
+	}
+	for _, a := range history {
 		out.AttemptHistory = append(out.AttemptHistory, attemptToProto(a))
 	}
 	if j.State == job.StateRunning {
@@ -89,9 +95,9 @@ func failureFromProto(f *jobwirev1.Failure) *job.Failure {
 	}
 	return &job.Failure{
 		Kind:       kind,
-		ErrorType:  f.GetErrorType(),
-		Message:    f.GetMessage(),
-		Details:    f.GetDetails(),
+		ErrorType:  truncate(f.GetErrorType(), maxErrorType),
+		Message:    truncate(f.GetMessage(), maxErrorMessage),
+		Details:    truncate(f.GetDetails(), maxErrorDetails),
 		RetryAfter: f.GetRetryAfter().AsDuration(),
 		TimedOut:   f.GetTimedOut(),
 	}
@@ -211,4 +217,31 @@ func breakerToProto(i breaker.Info) *jobwirev1.BreakerInfo {
 		Disabled:         i.Disabled,
 		ProbeSuccesses:   int32(i.ProbeSuccesses),
 	}
+}
+
+// A failure's texts are stored with every attempt and returned by GetJob, so each is cut to a
+// bound (docs/security.md, "Limits"): with at most maxHistory attempts in a response and a
+// payload of at most 1 MiB, a job always fits in a 4 MiB response.
+const (
+	maxErrorType    = 256
+	maxErrorMessage = 2 << 10
+	maxErrorDetails = 8 << 10
+	maxHistory      = 100
+)
+
+// truncate cuts s to at most limit bytes, on a character boundary, and says how much was cut.
+func truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	marker := fmt.Sprintf("...[%d bytes truncated]", len(s))
+	cut := max(0, limit-len(marker))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	out := s[:cut] + marker
+	if len(out) > limit {
+		out = marker[:min(len(marker), limit)]
+	}
+	return out
 }

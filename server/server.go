@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -37,6 +38,8 @@ type Options struct {
 	// ServerOptions are added to the gRPC server's: its transport credentials, and metrics or
 	// tracing interceptors, which come before the server's own so that they see every call.
 	ServerOptions []grpc.ServerOption
+	// Transport bounds connections and streams. Zero: DefaultTransport.
+	Transport Transport
 }
 
 // Server holds the services and the health status.
@@ -48,6 +51,8 @@ type Server struct {
 	health *health.Server
 	auth   *auth.Authenticator
 	local  *localConn
+	// streams counts the open worker streams (Limits.MaxWorkerStreams).
+	streams atomic.Int64
 }
 
 // New builds a *grpc.Server serving b, with logging, panic recovery and request validation.
@@ -58,6 +63,7 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.Limits == (Limits{}) {
 		opts.Limits = DefaultLimits()
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
@@ -87,10 +93,12 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	unary := []grpc.UnaryServerInterceptor{
 		logging.UnaryServerInterceptor(logger, logOpts...),
 		recovery.UnaryServerInterceptor(recoverOpt),
+		utf8Unary,
 	}
 	stream := []grpc.StreamServerInterceptor{
 		logging.StreamServerInterceptor(logger, logOpts...),
 		recovery.StreamServerInterceptor(recoverOpt),
+		utf8Stream,
 	}
 	if opts.RequireAuth {
 		// Who the caller is comes first, so an anonymous caller learns nothing from
@@ -102,7 +110,12 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.RequireAuth {
 		unary = append(unary, s.authorizeUnary)
 	}
-	gs := grpc.NewServer(append(slices.Clone(opts.ServerOptions),
+	if opts.Transport == (Transport{}) {
+		opts.Transport = DefaultTransport()
+	}
+	serverOpts := append(slices.Clone(opts.ServerOptions), opts.Transport.ServerOptions()...)
+	serverOpts = append(serverOpts, grpc.ForceServerCodecV2(newUTF8Codec()))
+	gs := grpc.NewServer(append(serverOpts,
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)...)

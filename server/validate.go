@@ -22,11 +22,32 @@ type Limits struct {
 	MaxBatch int
 	// MaxScheduleAhead is how far in the future a job may be scheduled.
 	MaxScheduleAhead time.Duration
+	// MaxWorkerStreams caps the worker streams open at once, across connections: each costs
+	// memory and a place in every dispatch round. Zero: 1000.
+	MaxWorkerStreams int
+	// MaxStreamMessageRate caps the messages per second one worker stream may send, with a
+	// burst of one second's worth. Zero: 50,000, well above what one stream sends at full
+	// speed (two messages a job).
+	MaxStreamMessageRate int
 }
 
-// DefaultLimits: 1 MiB payloads, 10,000 jobs a batch, scheduling up to 366 days ahead.
+// DefaultLimits: 1 MiB payloads, 10,000 jobs a batch, scheduling up to 366 days ahead, 1000
+// worker streams, 50,000 messages a second per stream.
 func DefaultLimits() Limits {
-	return Limits{MaxPayload: 1 << 20, MaxBatch: 10000, MaxScheduleAhead: 366 * 24 * time.Hour}
+	return Limits{MaxPayload: 1 << 20, MaxBatch: 10000, MaxScheduleAhead: 366 * 24 * time.Hour,
+		MaxWorkerStreams: 1000, MaxStreamMessageRate: 50000}
+}
+
+// withDefaults fills the stream limits left zero.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxWorkerStreams == 0 {
+		l.MaxWorkerStreams = d.MaxWorkerStreams
+	}
+	if l.MaxStreamMessageRate == 0 {
+		l.MaxStreamMessageRate = d.MaxStreamMessageRate
+	}
+	return l
 }
 
 // Bounds of a worker stream's messages (docs/security.md, "Limits"). Names, held leases and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,6 +23,11 @@ type workers struct {
 // exactly one of each).
 func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	ctx := stream.Context()
+	if n := w.streams.Add(1); n > int64(w.limits.MaxWorkerStreams) {
+		w.streams.Add(-1)
+		return status.Errorf(codes.ResourceExhausted, "the broker serves at most %d worker streams at once; retry later", w.limits.MaxWorkerStreams)
+	}
+	defer w.streams.Add(-1)
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -66,6 +72,12 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 		return err
 	case err := <-sendErr:
 		return err
+	case <-sess.Overflowed():
+		// The send loop may be stuck in a send the worker never reads: ending the call
+		// resets the stream, which frees it.
+		w.log.Warn("closed the stream of a worker that does not read it", "worker", hello.GetWorkerId(), "session", sess.ID())
+		return status.Errorf(codes.ResourceExhausted, "%v: more than %d bytes were waiting to be sent; the stream is closed",
+			broker.ErrOutboxFull, broker.MaxOutboxBytes)
 	}
 }
 
@@ -75,6 +87,9 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if errors.Is(err, broker.ErrOutboxFull) {
+				return status.Errorf(codes.ResourceExhausted, "%v; the stream is closed, reconnect and read it", err)
 			}
 			// The broker closed the session (shutdown): end the stream cleanly.
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
@@ -88,10 +103,15 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 }
 
 func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session) error {
+	rate := w.limits.MaxStreamMessageRate
+	budget := newMessageBudget(rate, w.clk.Now())
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			return err
+		}
+		if !budget.take(w.clk.Now()) {
+			return status.Errorf(codes.ResourceExhausted, "the worker sent more than %d messages a second; the stream is closed", rate)
 		}
 		switch m := msg.GetMessage().(type) {
 		case *jobwirev1.ConnectRequest_Started:
@@ -132,4 +152,28 @@ func streamOwner(ctx context.Context) string {
 		return p.TokenID
 	}
 	return ""
+}
+
+// messageBudget is a token bucket: rate messages a second, and a burst of one second's worth.
+type messageBudget struct {
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newMessageBudget(rate int, now time.Time) *messageBudget {
+	return &messageBudget{rate: float64(rate), tokens: float64(rate), last: now}
+}
+
+// take spends one message and reports whether the budget allowed it.
+func (m *messageBudget) take(now time.Time) bool {
+	if d := now.Sub(m.last); d > 0 {
+		m.tokens = min(m.rate, m.tokens+d.Seconds()*m.rate)
+		m.last = now
+	}
+	if m.tokens < 1 {
+		return false
+	}
+	m.tokens--
+	return true
 }

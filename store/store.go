@@ -195,8 +195,11 @@ type JobLeaseParams struct {
 	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
 	// no cap. The store leases a capped queue's job only while its number is above zero, and
 	// takes one from it for each: callers share one map between the leases of a round.
-	Caps     map[string]int
-	Limit    int // written into the statement: keep the set of values small
+	Caps  map[string]int
+	Limit int // written into the statement: keep the set of values small
+	// MaxBytes, when positive, stops the lease once the leased jobs' payloads reach it (at
+	// least one job is leased): what a worker is handed in one go stays bounded in memory.
+	MaxBytes int
 	WorkerID string
 	// Owner is who the worker stream authenticated as ('' when auth is off); with WorkerID it
 	// is the identity that may adopt the lease after a reconnect.

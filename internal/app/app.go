@@ -161,8 +161,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	limits := server.DefaultLimits()
 	limits.MaxPayload = cfg.MaxPayload
+	transport := server.DefaultTransport()
 	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{},
-		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...)})
+		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...), Transport: transport})
 	addrs := Addrs{GRPC: lis.Addr()}
 	var hs *http.Server
 	if hlis != nil {
@@ -189,7 +190,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		log.Info("jobwire http listening", "addr", hlis.Addr().String(), "metrics", cfg.Metrics)
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- gs.Serve(lis) }()
+	go func() { serveErr <- gs.Serve(transport.Listener(lis)) }()
 	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", cfg.DB, "durability", sync,
 		"tls", cfg.TLS.Enabled(), "auth", cfg.Auth)
 	if ready != nil {

@@ -62,6 +62,8 @@ type Options struct {
 	// Faults, when set, injects storage faults: it runs every storage operation (in place of
 	// Retry) and the broker's writes go through it.
 	Faults *Faults
+	// Transport bounds connections and streams (zero: server.DefaultTransport).
+	Transport server.Transport
 	// WrapStore, when set, wraps the store the broker writes through (to make one kind of
 	// statement fail, say).
 	WrapStore func(store.Store) store.Store
@@ -157,7 +159,7 @@ func (b *Bundle) start() {
 	b.Addr = lis.Addr().String()
 	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log})
 	gs, srv := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
-		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions})
+		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions, Transport: b.opts.Transport})
 	go func() { _ = gs.Serve(lis) }()
 	b.Store, b.Broker, b.grpc, b.Server = st, br, gs, srv
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}

@@ -165,6 +165,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	scope := *p
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
+	bytes := 0 // payloads leased so far (MaxBytes)
 	for len(leased) < p.Limit {
 		q, args := leaseQuery(&scope)
 		jobs, err := t.queryJobs(q, args...)
@@ -173,7 +174,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		}
 		full := ""
 		for _, j := range jobs {
-			if len(leased) == p.Limit {
+			if len(leased) == p.Limit || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 				break
 			}
 			room, capped := p.Caps[j.Queue]
@@ -206,8 +207,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 				p.Caps[j.Queue] = room - 1
 			}
 			leased = append(leased, j)
+			bytes += len(j.Payload)
 		}
-		if full == "" {
+		if full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break // every ready job in scope was read, or the limit is reached
 		}
 		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), full)

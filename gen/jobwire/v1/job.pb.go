@@ -301,7 +301,10 @@ type Job struct {
 	// The last failure's error type and message, if any.
 	LastErrorType    string `protobuf:"bytes,15,opt,name=last_error_type,json=lastErrorType,proto3" json:"last_error_type,omitempty"`
 	LastErrorMessage string `protobuf:"bytes,16,opt,name=last_error_message,json=lastErrorMessage,proto3" json:"last_error_message,omitempty"`
-	// Every attempt, oldest first. Filled by GetJob; empty in lists.
+	// How many of the oldest attempts attempt_history leaves out.
+	AttemptsOmitted int32 `protobuf:"varint,19,opt,name=attempts_omitted,json=attemptsOmitted,proto3" json:"attempts_omitted,omitempty"`
+	// The attempts, oldest first: every one, or the newest 100 (see attempts_omitted), so that a
+	// job always fits in a response. Filled by GetJob; empty in lists.
 	AttemptHistory []*Attempt `protobuf:"bytes,17,rep,name=attempt_history,json=attemptHistory,proto3" json:"attempt_history,omitempty"`
 	// String keys and values the producer attached, handed to the worker unchanged: W3C trace
 	// context under "traceparent" and "tracestate", or the producer's own keys. Empty in lists.
@@ -452,6 +455,13 @@ func (x *Job) GetLastErrorMessage() string {
 	return ""
 }
 
+func (x *Job) GetAttemptsOmitted() int32 {
+	if x != nil {
+		return x.AttemptsOmitted
+	}
+	return 0
+}
+
 func (x *Job) GetAttemptHistory() []*Attempt {
 	if x != nil {
 		return x.AttemptHistory
@@ -580,7 +590,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x06\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -601,7 +611,8 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\vdead_reason\x18\x0e \x01(\x0e2\x16.jobwire.v1.DeadReasonR\n" +
 	"deadReason\x12&\n" +
 	"\x0flast_error_type\x18\x0f \x01(\tR\rlastErrorType\x12,\n" +
-	"\x12last_error_message\x18\x10 \x01(\tR\x10lastErrorMessage\x12<\n" +
+	"\x12last_error_message\x18\x10 \x01(\tR\x10lastErrorMessage\x12)\n" +
+	"\x10attempts_omitted\x18\x13 \x01(\x05R\x0fattemptsOmitted\x12<\n" +
 	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\x129\n" +
 	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +

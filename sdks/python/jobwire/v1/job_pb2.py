@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14jobwire/v1/job.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\x04\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12#\n\x05state\x18\x06 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12*\n\x06run_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x0b\x64\x65\x61\x64_reason\x18\x0e \x01(\x0e\x32\x16.jobwire.v1.DeadReason\x12\x17\n\x0flast_error_type\x18\x0f \x01(\t\x12\x1a\n\x12last_error_message\x18\x10 \x01(\t\x12,\n\x0f\x61ttempt_history\x18\x11 \x03(\x0b\x32\x13.jobwire.v1.Attempt\x12/\n\x08metadata\x18\x12 \x03(\x0b\x32\x1d.jobwire.v1.Job.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9f\x02\n\x07\x41ttempt\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12.\n\nstarted_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07outcome\x18\x05 \x01(\x0e\x32\x1a.jobwire.v1.AttemptOutcome\x12-\n\x0c\x66\x61ilure_kind\x18\x06 \x01(\x0e\x32\x17.jobwire.v1.FailureKind\x12\x12\n\nerror_type\x18\x07 \x01(\t\x12\x0f\n\x07message\x18\x08 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\t \x01(\t*\xc8\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13JOB_STATE_SCHEDULED\x10\x01\x12\x15\n\x11JOB_STATE_PENDING\x10\x02\x12\x14\n\x10JOB_STATE_LEASED\x10\x03\x12\x15\n\x11JOB_STATE_RUNNING\x10\x04\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x12\n\x0eJOB_STATE_DEAD\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07*_\n\x0b\x46\x61ilureKind\x12\x1c\n\x18\x46\x41ILURE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46\x41ILURE_KIND_FATAL\x10\x01\x12\x1a\n\x16\x46\x41ILURE_KIND_TRANSIENT\x10\x02*\xc8\x01\n\nDeadReason\x12\x1b\n\x17\x44\x45\x41\x44_REASON_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44\x45\x41\x44_REASON_FATAL\x10\x01\x12&\n\"DEAD_REASON_MAX_ATTEMPTS_EXHAUSTED\x10\x02\x12&\n\"DEAD_REASON_RETRY_LIFETIME_EXPIRED\x10\x03\x12\x1d\n\x19\x44\x45\x41\x44_REASON_LEASE_EXPIRED\x10\x04\x12\x17\n\x13\x44\x45\x41\x44_REASON_TIMEOUT\x10\x05*\xe8\x01\n\x0e\x41ttemptOutcome\x12\x1f\n\x1b\x41TTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTEMPT_OUTCOME_RUNNING\x10\x01\x12\x1d\n\x19\x41TTEMPT_OUTCOME_SUCCEEDED\x10\x02\x12\x1a\n\x16\x41TTEMPT_OUTCOME_FAILED\x10\x03\x12!\n\x1d\x41TTEMPT_OUTCOME_LEASE_EXPIRED\x10\x04\x12\x1b\n\x17\x41TTEMPT_OUTCOME_TIMEOUT\x10\x05\x12\x1d\n\x19\x41TTEMPT_OUTCOME_CANCELLED\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14jobwire/v1/job.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x05\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12#\n\x05state\x18\x06 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12*\n\x06run_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x0b\x64\x65\x61\x64_reason\x18\x0e \x01(\x0e\x32\x16.jobwire.v1.DeadReason\x12\x17\n\x0flast_error_type\x18\x0f \x01(\t\x12\x1a\n\x12last_error_message\x18\x10 \x01(\t\x12\x18\n\x10\x61ttempts_omitted\x18\x13 \x01(\x05\x12,\n\x0f\x61ttempt_history\x18\x11 \x03(\x0b\x32\x13.jobwire.v1.Attempt\x12/\n\x08metadata\x18\x12 \x03(\x0b\x32\x1d.jobwire.v1.Job.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9f\x02\n\x07\x41ttempt\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12.\n\nstarted_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07outcome\x18\x05 \x01(\x0e\x32\x1a.jobwire.v1.AttemptOutcome\x12-\n\x0c\x66\x61ilure_kind\x18\x06 \x01(\x0e\x32\x17.jobwire.v1.FailureKind\x12\x12\n\nerror_type\x18\x07 \x01(\t\x12\x0f\n\x07message\x18\x08 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\t \x01(\t*\xc8\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13JOB_STATE_SCHEDULED\x10\x01\x12\x15\n\x11JOB_STATE_PENDING\x10\x02\x12\x14\n\x10JOB_STATE_LEASED\x10\x03\x12\x15\n\x11JOB_STATE_RUNNING\x10\x04\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x12\n\x0eJOB_STATE_DEAD\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07*_\n\x0b\x46\x61ilureKind\x12\x1c\n\x18\x46\x41ILURE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46\x41ILURE_KIND_FATAL\x10\x01\x12\x1a\n\x16\x46\x41ILURE_KIND_TRANSIENT\x10\x02*\xc8\x01\n\nDeadReason\x12\x1b\n\x17\x44\x45\x41\x44_REASON_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44\x45\x41\x44_REASON_FATAL\x10\x01\x12&\n\"DEAD_REASON_MAX_ATTEMPTS_EXHAUSTED\x10\x02\x12&\n\"DEAD_REASON_RETRY_LIFETIME_EXPIRED\x10\x03\x12\x1d\n\x19\x44\x45\x41\x44_REASON_LEASE_EXPIRED\x10\x04\x12\x17\n\x13\x44\x45\x41\x44_REASON_TIMEOUT\x10\x05*\xe8\x01\n\x0e\x41ttemptOutcome\x12\x1f\n\x1b\x41TTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTEMPT_OUTCOME_RUNNING\x10\x01\x12\x1d\n\x19\x41TTEMPT_OUTCOME_SUCCEEDED\x10\x02\x12\x1a\n\x16\x41TTEMPT_OUTCOME_FAILED\x10\x03\x12!\n\x1d\x41TTEMPT_OUTCOME_LEASE_EXPIRED\x10\x04\x12\x1b\n\x17\x41TTEMPT_OUTCOME_TIMEOUT\x10\x05\x12\x1d\n\x19\x41TTEMPT_OUTCOME_CANCELLED\x10\x06\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.job_pb2', globals())
@@ -24,18 +24,18 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _JOB_METADATAENTRY._options = None
   _JOB_METADATAENTRY._serialized_options = b'8\001'
-  _JOBSTATE._serialized_start=1013
-  _JOBSTATE._serialized_end=1213
-  _FAILUREKIND._serialized_start=1215
-  _FAILUREKIND._serialized_end=1310
-  _DEADREASON._serialized_start=1313
-  _DEADREASON._serialized_end=1513
-  _ATTEMPTOUTCOME._serialized_start=1516
-  _ATTEMPTOUTCOME._serialized_end=1748
+  _JOBSTATE._serialized_start=1039
+  _JOBSTATE._serialized_end=1239
+  _FAILUREKIND._serialized_start=1241
+  _FAILUREKIND._serialized_end=1336
+  _DEADREASON._serialized_start=1339
+  _DEADREASON._serialized_end=1539
+  _ATTEMPTOUTCOME._serialized_start=1542
+  _ATTEMPTOUTCOME._serialized_end=1774
   _JOB._serialized_start=102
-  _JOB._serialized_end=720
-  _JOB_METADATAENTRY._serialized_start=673
-  _JOB_METADATAENTRY._serialized_end=720
-  _ATTEMPT._serialized_start=723
-  _ATTEMPT._serialized_end=1010
+  _JOB._serialized_end=746
+  _JOB_METADATAENTRY._serialized_start=699
+  _JOB_METADATAENTRY._serialized_end=746
+  _ATTEMPT._serialized_start=749
+  _ATTEMPT._serialized_end=1036
 # @@protoc_insertion_point(module_scope)
