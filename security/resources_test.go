@@ -29,7 +29,7 @@ import (
 // that read.
 func TestNonReadingWorkerIsDisconnected(t *testing.T) {
 	t.Parallel()
-	b := brokertest.New(t, brokertest.Options{})
+	b := brokertest.New(t, brokertest.Options{Limits: withStreamLimits(0, 1)})
 	// The stream's context is a safety net only: 24 MiB go through the broker first.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*brokertest.WaitTimeout)
 	defer cancel()
@@ -63,7 +63,20 @@ func TestNonReadingWorkerIsDisconnected(t *testing.T) {
 		t.Fatalf("only %d of %d jobs are still pending: the non-reading worker was handed the rest", pending, jobs)
 	}
 	// A lease's time later, the sweep finds its messages still waiting and closes the stream.
+	// The broker serves one worker stream here, so a reader gets in only once the sloth's is
+	// gone; the sloth must not read meanwhile.
 	b.Advance(brokertest.DefaultConfig().LeaseDuration + time.Second)
+	var reader *brokertest.RawWorker
+	deadline := time.Now().Add(brokertest.WaitTimeout)
+	for reader == nil {
+		reader, err = b.ConnectOn(b.Workers, brokertest.Hello("reader", jobs, "t"))
+		if status.Code(err) != codes.ResourceExhausted && err != nil || time.Now().After(deadline) {
+			t.Fatalf("waiting for the sloth's stream to close: %v", err)
+		}
+		// A round that queued more for the sloth may have come after that sweep: the next
+		// sweeps see it.
+		b.Advance(time.Second)
+	}
 	var got error
 	for got == nil {
 		_, got = stream.Recv()
@@ -71,7 +84,6 @@ func TestNonReadingWorkerIsDisconnected(t *testing.T) {
 	if status.Code(got) != codes.ResourceExhausted || !strings.Contains(got.Error(), "not reading") {
 		t.Fatalf("the non-reading stream ended with %v, want RESOURCE_EXHAUSTED", got)
 	}
-	reader := b.Connect(brokertest.Hello("reader", jobs, "t"))
 	for range jobs {
 		a := reader.Assignment()
 		if len(a.GetJob().GetPayload()) != len(payload) {
