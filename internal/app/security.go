@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -33,6 +34,7 @@ func loadTLS(ctx context.Context, cfg config.TLS, log *slog.Logger) (*tlsreload.
 	if err != nil {
 		return nil, &SetupError{Err: err}
 	}
+	r.CheckExpiry(time.Now())
 	r.Watch(ctx, clock.Real{}, cfg.ReloadInterval)
 	mode := "tls"
 	if cfg.ClientCA != "" {

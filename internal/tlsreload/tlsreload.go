@@ -45,9 +45,13 @@ type Reloader struct {
 	log   *slog.Logger
 	cur   atomic.Pointer[bundle]
 
-	mu   sync.Mutex // serializes Reload
-	seen [sha256.Size]byte
+	mu     sync.Mutex // serializes Reload and CheckExpiry
+	seen   [sha256.Size]byte
+	warned *tls.Certificate // the certificate last warned about by CheckExpiry
 }
+
+// ExpiryWarning is how long before its end a certificate in use is reported as expiring.
+const ExpiryWarning = 14 * 24 * time.Hour
 
 // New loads files; it fails when they do not make a usable set, so a broker never starts with
 // a bad certificate.
@@ -146,9 +150,26 @@ func (r *Reloader) Watch(ctx context.Context, clk clock.Clock, interval time.Dur
 		case changed:
 			r.log.Info("TLS certificate reloaded", "cert", r.files.Cert, "not_after", r.cur.Load().cert.Leaf.NotAfter)
 		}
+		r.CheckExpiry(clk.Now())
 		clk.AfterFunc(interval, poll)
 	}
 	clk.AfterFunc(interval, poll)
+}
+
+// CheckExpiry logs a warning, once per certificate, when the certificate in use ends within
+// ExpiryWarning of now (or has ended): a rotation that never happened shows up days before
+// clients start failing.
+func (r *Reloader) CheckExpiry(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cert := r.cur.Load().cert
+	left := cert.Leaf.NotAfter.Sub(now)
+	if left > ExpiryWarning || r.warned == cert {
+		return
+	}
+	r.warned = cert
+	r.log.Warn("the TLS certificate expires soon: replace the files; the broker picks them up without a restart",
+		"cert", r.files.Cert, "not_after", cert.Leaf.NotAfter, "left", left.Round(time.Minute))
 }
 
 // Certificate returns the certificate in use.

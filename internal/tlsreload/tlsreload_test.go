@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +158,26 @@ func TestNewRefusesBadFiles(t *testing.T) {
 		if _, err := tlsreload.New(files, nil); err == nil {
 			t.Errorf("%s: New accepted %+v", name, files)
 		}
+	}
+}
+
+// TestCheckExpiry warns once per certificate when it ends within two weeks.
+func TestCheckExpiry(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	var logs strings.Builder
+	r, err := tlsreload.New(tlsreload.Files{Cert: f.ServerCert, Key: f.ServerKey}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAfter := r.Certificate().Leaf.NotAfter
+	r.CheckExpiry(notAfter.Add(-tlsreload.ExpiryWarning - time.Hour))
+	if logs.Len() != 0 {
+		t.Fatalf("warned with more than two weeks left: %s", logs.String())
+	}
+	r.CheckExpiry(notAfter.Add(-time.Hour))
+	r.CheckExpiry(notAfter.Add(-time.Minute))
+	if n := strings.Count(logs.String(), "expires soon"); n != 1 {
+		t.Fatalf("%d warnings for one certificate, want 1:\n%s", n, logs.String())
 	}
 }
