@@ -1000,7 +1000,7 @@ func TestAdminValidation(t *testing.T) {
 		}
 		return out
 	}
-	filter := &jobwirev1.DeadJobFilter{}
+	filter := &jobwirev1.DeadJobFilter{Queue: "q"}
 	tests := []struct {
 		name string
 		call func() error
@@ -1046,7 +1046,15 @@ func TestAdminValidation(t *testing.T) {
 		{"empty selection", func() error {
 			_, err := a.PurgeDeadJobs(ctx, &jobwirev1.PurgeDeadJobsRequest{Selection: &jobwirev1.BulkSelection{}})
 			return err
-		}, "selection: give the ids of dead jobs, or a filter"},
+		}, "selection: give the ids of dead jobs, a filter, or all"},
+		{"empty filter without all", func() error {
+			_, err := a.PurgeDeadJobs(ctx, &jobwirev1.PurgeDeadJobsRequest{Selection: &jobwirev1.BulkSelection{Filter: &jobwirev1.DeadJobFilter{}}})
+			return err
+		}, "selection.filter: is empty and would select every dead job"},
+		{"all with a filter", func() error {
+			_, err := a.PurgeDeadJobs(ctx, &jobwirev1.PurgeDeadJobsRequest{Selection: &jobwirev1.BulkSelection{All: true, Filter: &jobwirev1.DeadJobFilter{Queue: "q"}}})
+			return err
+		}, "selection.all: selects every dead job"},
 		{"ids and filter", func() error {
 			_, err := a.PurgeDeadJobs(ctx, &jobwirev1.PurgeDeadJobsRequest{Selection: &jobwirev1.BulkSelection{Ids: []int64{1}, Filter: filter}})
 			return err

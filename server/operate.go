@@ -158,7 +158,10 @@ func selectionFromProto(sel *jobwirev1.BulkSelection) broker.Selection {
 	if out.Limit == 0 {
 		out.Limit = defaultBulkLimit
 	}
-	if sel.GetFilter() != nil {
+	switch {
+	case sel.GetAll():
+		out.Filter = &store.DeadJobFilter{} // every dead job
+	case sel.GetFilter() != nil:
 		f := deadFilterFromProto(sel.GetFilter())
 		out.Filter = &f
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
@@ -159,11 +161,18 @@ func validSelection(sel *jobwirev1.BulkSelection) error {
 		limit = defaultBulkLimit
 	}
 	ids := sel.GetIds()
+	emptyFilter := proto.Size(sel.GetFilter()) == 0
 	switch {
+	case sel.GetAll() && (len(ids) > 0 || !emptyFilter):
+		return invalid("selection.all", "selects every dead job: give it without ids or filter")
+	case sel.GetAll():
+		return nil
 	case len(ids) > 0 && sel.GetFilter() != nil:
 		return invalid("selection", "give ids or a filter, not both")
 	case len(ids) == 0 && sel.GetFilter() == nil:
-		return invalid("selection", "give the ids of dead jobs, or a filter")
+		return invalid("selection", "give the ids of dead jobs, a filter, or all")
+	case len(ids) == 0 && emptyFilter:
+		return invalid("selection.filter", "is empty and would select every dead job: set a field, or set all to mean every job")
 	case len(ids) > int(limit):
 		return invalid("selection.ids", "holds %d ids, more than the limit of %d", len(ids), limit)
 	}

@@ -221,6 +221,9 @@ func (bf *bulkFlags) selection(e *env, pos []string) (*jobwirev1.BulkSelection, 
 			return nil, err
 		}
 		sel.Filter = f
+		// --all-matching with no filter flag means every dead job, which the broker takes
+		// only when said so; the preview below still comes first.
+		sel.All = !bf.filter.given()
 	}
 	return sel, nil
 }

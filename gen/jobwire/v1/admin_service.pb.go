@@ -403,15 +403,18 @@ func (x *ListDeadJobsResponse) GetNextPageToken() string {
 	return ""
 }
 
-// BulkSelection picks jobs by id or by filter, never both.
+// BulkSelection picks jobs by id or by filter, never both. A filter that sets nothing would
+// select every dead job: that takes all, so an empty filter sent by mistake changes nothing.
 type BulkSelection struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Ids    []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
 	Filter *DeadJobFilter         `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Largest number of jobs one call may touch (1..10000, default 1000).
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Only count and sample; change nothing.
-	Preview       bool `protobuf:"varint,4,opt,name=preview,proto3" json:"preview,omitempty"`
+	// Only count and sample (a dry run); change nothing.
+	Preview bool `protobuf:"varint,4,opt,name=preview,proto3" json:"preview,omitempty"`
+	// Select every dead job (up to limit). Only with no ids and an empty or unset filter.
+	All           bool `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +473,13 @@ func (x *BulkSelection) GetLimit() int32 {
 func (x *BulkSelection) GetPreview() bool {
 	if x != nil {
 		return x.Preview
+	}
+	return false
+}
+
+func (x *BulkSelection) GetAll() bool {
+	if x != nil {
+		return x.All
 	}
 	return false
 }
@@ -2253,12 +2263,13 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"c\n" +
 	"\x14ListDeadJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x96\x01\n" +
 	"\rBulkSelection\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x121\n" +
 	"\x06filter\x18\x02 \x01(\v2\x19.jobwire.v1.DeadJobFilterR\x06filter\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x18\n" +
-	"\apreview\x18\x04 \x01(\bR\apreview\"\xdd\x01\n" +
+	"\apreview\x18\x04 \x01(\bR\apreview\x12\x10\n" +
+	"\x03all\x18\x05 \x01(\bR\x03all\"\xdd\x01\n" +
 	"\x16RequeueDeadJobsRequest\x127\n" +
 	"\tselection\x18\x01 \x01(\v2\x19.jobwire.v1.BulkSelectionR\tselection\x12\x1f\n" +
 	"\bpriority\x18\x02 \x01(\x05H\x00R\bpriority\x88\x01\x01\x12\x1d\n" +
