@@ -20,6 +20,7 @@ import (
 	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/internal/lograte"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/tracing"
 	"github.com/jobwire/jobwire/internal/web"
@@ -78,6 +79,9 @@ type Addrs struct {
 // Run serves cfg until ctx ends, then shuts down gracefully. ready, if set, is called with the
 // listening addresses once the broker accepts connections.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Addrs)) error {
+	// Every part of the broker logs through this: a warning or error that repeats in a loop
+	// (a misbehaving worker stream, a failing checkpoint) is written once per window.
+	log = slog.New(lograte.New(log.Handler(), lograte.DefaultWindow, clock.Real{}))
 	lis, err := listen(cfg.Listen)
 	if err != nil {
 		return err
