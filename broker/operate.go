@@ -61,9 +61,14 @@ func (b *Broker) ListDeadJobs(ctx context.Context, p *store.DeadJobListParams) (
 	return b.st.JobListDead(ctx, p)
 }
 
-// TopDeadErrors groups the dead jobs f matches by last error type, largest group first.
+// TopDeadErrors groups the dead jobs f matches by last error type, largest group first. A group
+// of a generic error type is split by message fingerprint (see deadgroups.go).
 func (b *Broker) TopDeadErrors(ctx context.Context, f *store.DeadJobFilter, limit int) ([]store.DeadErrorGroup, error) {
-	return b.st.DeadErrorGroups(ctx, f, limit)
+	groups, err := b.st.DeadErrorGroups(ctx, f, limit)
+	if err != nil {
+		return nil, err
+	}
+	return b.splitGeneric(ctx, f, groups, limit)
 }
 
 // Selection picks dead jobs for a bulk action: by IDs or by Filter.

@@ -231,6 +231,10 @@ type ErrorGroup struct {
 	Count         int64
 	LastSeen      time.Time
 	SampleMessage string
+	// Fingerprint is set when ErrorType is generic (*errors.errorString, Error, Exception): the
+	// group is the jobs of that type whose message has this fingerprint (numbers, hex ids and
+	// UUIDs replaced by <n>, <hex> and <uuid>).
+	Fingerprint string
 }
 
 // TopDeadErrors groups the dead jobs f matches by error type, largest group first. limit 0
@@ -252,6 +256,7 @@ func (c *Client) TopDeadErrors(ctx context.Context, f *DeadJobFilter, limit int)
 			Count:         g.GetCount(),
 			LastSeen:      timeFromProto(g.GetLastSeen()),
 			SampleMessage: g.GetSampleMessage(),
+			Fingerprint:   g.GetFingerprint(),
 		})
 	}
 	return out, nil

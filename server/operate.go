@@ -207,7 +207,7 @@ func (a *admin) TopDeadErrors(ctx context.Context, req *jobwirev1.TopDeadErrorsR
 	out := &jobwirev1.TopDeadErrorsResponse{}
 	for _, g := range groups {
 		out.Groups = append(out.Groups, &jobwirev1.ErrorGroup{ErrorType: g.ErrorType, Count: g.Count,
-			LastSeen: ts(g.LastSeen), SampleMessage: g.SampleMessage})
+			LastSeen: ts(g.LastSeen), SampleMessage: g.SampleMessage, Fingerprint: g.Fingerprint})
 	}
 	return out, nil
 }

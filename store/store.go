@@ -274,6 +274,9 @@ type DeadErrorGroup struct {
 	Count         int64
 	LastSeen      time.Time
 	SampleMessage string
+	// Fingerprint, when set, narrows the group to the jobs of ErrorType whose message has this
+	// fingerprint (a generic error type is split this way).
+	Fingerprint string
 }
 
 // JobRequeueParams sends dead jobs back to run.

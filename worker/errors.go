@@ -1,9 +1,13 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"reflect"
 	"time"
 )
 
@@ -88,6 +92,40 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
+// ErrorType makes err report name as its error type: the name the dead-letter queue groups it
+// under (jobwire dlq top) and the broker's always-fatal list matches. It also names errors
+// built with errors.New or fmt.Errorf, which otherwise share a type with every other such
+// error. ErrorType(nil, name) is nil.
+func ErrorType(err error, name string) error {
+	if err == nil {
+		return nil
+	}
+	return &namedError{err: err, name: name}
+}
+
+type namedError struct {
+	err  error
+	name string
+}
+
+func (e *namedError) Error() string { return e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
+
+// wellKnownErrors are standard library sentinels, reported by the names a Go programmer knows
+// them by rather than as one more *errors.errorString.
+var wellKnownErrors = map[error]string{
+	context.Canceled:         "context.Canceled",
+	context.DeadlineExceeded: "context.DeadlineExceeded",
+	io.EOF:                   "io.EOF",
+	io.ErrUnexpectedEOF:      "io.ErrUnexpectedEOF",
+	io.ErrClosedPipe:         "io.ErrClosedPipe",
+	fs.ErrNotExist:           "fs.ErrNotExist",
+	fs.ErrExist:              "fs.ErrExist",
+	fs.ErrPermission:         "fs.ErrPermission",
+	fs.ErrClosed:             "fs.ErrClosed",
+	errors.ErrUnsupported:    "errors.ErrUnsupported",
+}
+
 // Classify decides how a handler error is reported.
 //
 // A failure is fatal when it was marked with Fatal, is a recovered panic, is a JSON decoding error
@@ -95,14 +133,21 @@ func (e *PanicError) Unwrap() error {
 // errors.ErrUnsupported: those are code or payload bugs that fail the same way on every attempt.
 // Everything else is transient, because a failure that might pass must stay retryable.
 //
-// ErrorType is the type of the first error in the chain that is not an anonymous wrapper (one made
-// by fmt.Errorf, errors.Join, Fatal or RetryAfter), so fmt.Errorf("decode: %w", syntaxErr) reports
-// "*json.SyntaxError".
-func Classify(err error) Failure {
+// ErrorType names what went wrong, not how it was wrapped: the name given with the outermost
+// ErrorType in the chain; otherwise the innermost error in the chain that is a sentinel the worker
+// knows (one registered with Worker.RegisterError, or a standard one such as io.EOF, reported as
+// "io.EOF") or has a type of its own, so fmt.Errorf("decode: %w", syntaxErr) reports
+// "*json.SyntaxError". Anonymous wrappers (fmt.Errorf, errors.Join, Fatal, RetryAfter) and
+// errors.New's *errors.errorString name nothing; an error made of those alone reports
+// "*errors.errorString", and the broker's dlq top groups such errors by message instead.
+func Classify(err error) Failure { return classify(err, nil) }
+
+// classify is Classify with the sentinels a worker registered.
+func classify(err error, sentinels map[error]string) Failure {
 	if err == nil {
 		return Failure{}
 	}
-	f := Failure{Message: err.Error(), ErrorType: errorType(err)}
+	f := Failure{Message: err.Error(), ErrorType: errorType(err, sentinels)}
 
 	var panicErr *PanicError
 	if errors.As(err, &panicErr) {
@@ -134,38 +179,58 @@ func isFatal(err error) bool {
 		errors.As(err, &inv) || errors.Is(err, errors.ErrUnsupported)
 }
 
-// anonymousWrappers are error types that only add context to the error they wrap; reporting
-// their name would hide the interesting type underneath.
+// anonymousWrappers are error types that only add context to the error they wrap, or carry a
+// message and nothing else (errors.New); reporting their name would hide the interesting error.
 var anonymousWrappers = map[string]bool{
-	"*fmt.wrapError":    true,
-	"*fmt.wrapErrors":   true,
-	"*errors.joinError": true,
+	"*fmt.wrapError":          true,
+	"*fmt.wrapErrors":         true,
+	"*errors.joinError":       true,
+	"*errors.errorString":     true,
+	"*worker.fatalError":      true,
+	"*worker.retryAfterError": true,
 }
 
-func errorType(err error) string {
-	for {
-		var next error
-		switch e := err.(type) {
-		case *fatalError:
-			next = e.err
-		case *retryAfterError:
-			next = e.err
+// errorType walks err's chain (the first error of a join) and returns the outermost ErrorType
+// name, else the innermost known sentinel or named type, else the innermost error's type.
+func errorType(err error, sentinels map[error]string) string {
+	found := ""
+	last := err
+	for e := err; e != nil; {
+		if n, ok := e.(*namedError); ok {
+			return n.name
+		}
+		last = e
+		if name := sentinelName(e, sentinels); name != "" {
+			found = name
+		} else if t := fmt.Sprintf("%T", e); !anonymousWrappers[t] {
+			found = t
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			errs := u.Unwrap()
+			e = nil
+			if len(errs) > 0 {
+				e = errs[0]
+			}
 		default:
-			if !anonymousWrappers[fmt.Sprintf("%T", err)] {
-				return fmt.Sprintf("%T", err)
-			}
-			switch u := err.(type) {
-			case interface{ Unwrap() error }:
-				next = u.Unwrap()
-			case interface{ Unwrap() []error }:
-				if errs := u.Unwrap(); len(errs) > 0 {
-					next = errs[0]
-				}
-			}
+			e = nil
 		}
-		if next == nil {
-			return fmt.Sprintf("%T", err)
-		}
-		err = next
 	}
+	if found == "" {
+		return fmt.Sprintf("%T", last)
+	}
+	return found
+}
+
+// sentinelName is the name e is known by as a sentinel, or "".
+func sentinelName(e error, sentinels map[error]string) string {
+	if !reflect.TypeOf(e).Comparable() {
+		return ""
+	}
+	if name, ok := sentinels[e]; ok {
+		return name
+	}
+	return wellKnownErrors[e]
 }

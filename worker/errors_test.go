@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,8 +52,13 @@ func TestClassify(t *testing.T) {
 		{name: "wrapped json syntax error", err: fmt.Errorf("decode: %w", syntaxErr), wantFatal: true, wantType: "*json.SyntaxError", wantMsg: "decode: " + syntaxErr.Error()},
 		{name: "json type error", err: typeErr, wantFatal: true, wantType: "*json.UnmarshalTypeError", wantMsg: typeErr.Error()},
 		{name: "json invalid unmarshal", err: invalidErr, wantFatal: true, wantType: "*json.InvalidUnmarshalError", wantMsg: invalidErr.Error()},
-		{name: "ErrUnsupported", err: errors.ErrUnsupported, wantFatal: true, wantType: "*errors.errorString", wantMsg: "unsupported operation"},
-		{name: "wrapped ErrUnsupported", err: fmt.Errorf("resize: %w", errors.ErrUnsupported), wantFatal: true, wantType: "*errors.errorString", wantMsg: "resize: unsupported operation"},
+		{name: "ErrUnsupported", err: errors.ErrUnsupported, wantFatal: true, wantType: "errors.ErrUnsupported", wantMsg: "unsupported operation"},
+		{name: "wrapped ErrUnsupported", err: fmt.Errorf("resize: %w", errors.ErrUnsupported), wantFatal: true, wantType: "errors.ErrUnsupported", wantMsg: "resize: unsupported operation"},
+		{name: "ErrorType names a plain error", err: ErrorType(errors.New("card declined"), "CardDeclined"), wantType: "CardDeclined", wantMsg: "card declined"},
+		{name: "the outermost ErrorType wins", err: fmt.Errorf("a: %w", ErrorType(fmt.Errorf("b: %w", ErrorType(quota, "Inner")), "Outer")), wantType: "Outer", wantMsg: "a: b: smtp: quota exceeded"},
+		{name: "the innermost named type wins", err: &opError{op: "send", err: fmt.Errorf("x: %w", quota)}, wantType: "*worker.quotaError", wantMsg: "send: x: smtp: quota exceeded"},
+		{name: "a named type around a plain error", err: &opError{op: "send", err: errors.New("boom")}, wantType: "*worker.opError", wantMsg: "send: boom"},
+		{name: "standard sentinels by name", err: fmt.Errorf("read: %w", io.ErrUnexpectedEOF), wantType: "io.ErrUnexpectedEOF", wantMsg: "read: unexpected EOF"},
 		{name: "Fatal reports the wrapped type", err: Fatal(quota), wantFatal: true, wantType: "*worker.quotaError", wantMsg: "smtp: quota exceeded"},
 		{name: "Fatal under fmt.Errorf", err: fmt.Errorf("charge: %w", Fatal(fmt.Errorf("card: %w", quota))), wantFatal: true, wantType: "*worker.quotaError", wantMsg: "charge: card: smtp: quota exceeded"},
 		{name: "RetryAfter stays transient", err: RetryAfter(quota, 5*time.Second), wantType: "*worker.quotaError", wantMsg: "smtp: quota exceeded", wantRetry: 5 * time.Second},
@@ -94,5 +100,29 @@ func TestMarkersKeepErrorsIs(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "quota exceeded") {
 		t.Errorf("message %q lost the wrapped text", err)
+	}
+}
+
+// opError is a named error type that wraps another.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return e.op + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// A sentinel the worker registered is reported by its name wherever it sits in the chain.
+func TestClassifyRegisteredSentinel(t *testing.T) {
+	t.Parallel()
+	errNoRecipient := errors.New("no recipient")
+	names := map[error]string{errNoRecipient: "ErrNoRecipient"}
+	for _, err := range []error{errNoRecipient, fmt.Errorf("send: %w", errNoRecipient), Fatal(fmt.Errorf("send: %w", errNoRecipient))} {
+		if got := classify(err, names).ErrorType; got != "ErrNoRecipient" {
+			t.Errorf("classify(%v) type = %q, want ErrNoRecipient", err, got)
+		}
+	}
+	if got := classify(errors.New("no recipient"), names).ErrorType; got != "*errors.errorString" {
+		t.Errorf("another error with the same text: type %q, want *errors.errorString", got)
 	}
 }

@@ -134,7 +134,7 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 
 	ctx, span := w.startProcess(t.ctx, &t.job)
 	err, cause := w.call(ctx, t, h)
-	result := resultFor(t.ref, err, cause)
+	result := resultFor(t.ref, err, cause, w.sentinels)
 	endProcess(span, result)
 
 	w.mu.Lock()
@@ -263,14 +263,14 @@ func drainMsg() *jobwirev1.ConnectRequest {
 const shutdownErrorType = "WorkerShutdown"
 
 // resultFor builds the Result message for a handler's return value; cause is why the
-// handler's context ended, if it did.
-func resultFor(ref leaseRef, err, cause error) *jobwirev1.Result {
+// handler's context ended, if it did, and sentinels the errors the worker registered.
+func resultFor(ref leaseRef, err, cause error, sentinels map[error]string) *jobwirev1.Result {
 	r := &jobwirev1.Result{JobId: ref.jobID, LeaseToken: ref.token}
 	if err == nil {
 		r.Outcome = &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}
 		return r
 	}
-	f := Classify(err)
+	f := classify(err, sentinels)
 	if errors.Is(cause, ErrShutdown) && !f.Fatal {
 		// The job did not fail: the worker stopped under it. Always transient.
 		f.ErrorType, f.Message, f.RetryAfter = shutdownErrorType, "the worker shut down before the job finished: "+f.Message, 0

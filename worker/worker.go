@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -102,8 +103,10 @@ type Worker struct {
 
 	mu       sync.Mutex
 	handlers map[string]HandlerFunc
-	jobTypes []string
-	running  bool
+	// sentinels name the errors registered with RegisterError; written only before Run.
+	sentinels map[error]string
+	jobTypes  []string
+	running   bool
 	// handlerBase is the parent of every handler context: Run's context without its
 	// cancellation, because shutdown must not cut running handlers off before the grace.
 	handlerBase context.Context
@@ -171,6 +174,31 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
 		w.clock = clock.Real{}
 	}
 	return w, nil
+}
+
+// RegisterError names a sentinel error, such as one made with errors.New, for the failures
+// this worker reports: a handler error whose chain holds sentinel (and no error with a name of
+// its own deeper in it) is reported with error type name instead of *errors.errorString, so
+// the dead-letter queue groups it under that name. Use the variable's name:
+//
+//	var ErrNoRecipient = errors.New("no recipient")
+//	w.RegisterError("ErrNoRecipient", ErrNoRecipient)
+//
+// Like Handle, it must be called before Run; it panics on a nil or uncomparable sentinel, an
+// empty name, or a call after Run started.
+func (w *Worker) RegisterError(name string, sentinel error) {
+	if name == "" || sentinel == nil || !reflect.TypeOf(sentinel).Comparable() {
+		panic("worker: RegisterError needs a name and a comparable, non-nil sentinel")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		panic("worker: RegisterError called after Run")
+	}
+	if w.sentinels == nil {
+		w.sentinels = make(map[error]string)
+	}
+	w.sentinels[sentinel] = name
 }
 
 // Handle registers fn for jobType. The broker only assigns job types that have a handler, so

@@ -139,7 +139,7 @@ func TestFailureResults(t *testing.T) {
 		{
 			name:     "unsupported",
 			handler:  func(context.Context, *Job) error { return fmt.Errorf("resize: %w", errors.ErrUnsupported) },
-			wantKind: jobwirev1.FailureKind_FAILURE_KIND_FATAL, wantType: "*errors.errorString", wantMsg: "resize: unsupported operation",
+			wantKind: jobwirev1.FailureKind_FAILURE_KIND_FATAL, wantType: "errors.ErrUnsupported", wantMsg: "resize: unsupported operation",
 		},
 		{
 			name: "panic",

@@ -782,6 +782,11 @@ type ErrorGroup struct {
 	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	SampleMessage string                 `protobuf:"bytes,4,opt,name=sample_message,json=sampleMessage,proto3" json:"sample_message,omitempty"`
+	// Set when error_type names no kind of error (Go's *errors.errorString, JavaScript's Error,
+	// Python's Exception, none): the dead jobs of that type are grouped by this fingerprint of
+	// their message instead, the message with numbers, hex ids and UUIDs replaced by <n>, <hex>
+	// and <uuid>.
+	Fingerprint   string `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -840,6 +845,13 @@ func (x *ErrorGroup) GetLastSeen() *timestamppb.Timestamp {
 func (x *ErrorGroup) GetSampleMessage() string {
 	if x != nil {
 		return x.SampleMessage
+	}
+	return ""
+}
+
+func (x *ErrorGroup) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
 	}
 	return ""
 }
@@ -2290,14 +2302,15 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06sample\x18\x03 \x03(\v2\x0f.jobwire.v1.JobR\x06sample\"_\n" +
 	"\x14TopDeadErrorsRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.jobwire.v1.DeadJobFilterR\x06filter\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xa1\x01\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xc3\x01\n" +
 	"\n" +
 	"ErrorGroup\x12\x1d\n" +
 	"\n" +
 	"error_type\x18\x01 \x01(\tR\terrorType\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x127\n" +
 	"\tlast_seen\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12%\n" +
-	"\x0esample_message\x18\x04 \x01(\tR\rsampleMessage\"G\n" +
+	"\x0esample_message\x18\x04 \x01(\tR\rsampleMessage\x12 \n" +
+	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\"G\n" +
 	"\x15TopDeadErrorsResponse\x12.\n" +
 	"\x06groups\x18\x01 \x03(\v2\x16.jobwire.v1.ErrorGroupR\x06groups\"T\n" +
 	"\x18PurgeFinishedJobsRequest\x128\n" +
