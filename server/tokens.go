@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,25 +18,19 @@ type tokens struct {
 	jobwirev1.UnimplementedTokenServiceServer
 }
 
-var roleToProto = map[auth.Role]jobwirev1.TokenRole{
-	auth.RoleProducer: jobwirev1.TokenRole_TOKEN_ROLE_PRODUCER,
-	auth.RoleWorker:   jobwirev1.TokenRole_TOKEN_ROLE_WORKER,
-	auth.RoleViewer:   jobwirev1.TokenRole_TOKEN_ROLE_VIEWER,
-	auth.RoleAdmin:    jobwirev1.TokenRole_TOKEN_ROLE_ADMIN,
+// roleToProto and roleFromProto pair a role with the enum value of the same name.
+func roleToProto(r auth.Role) jobwirev1.TokenRole {
+	return jobwirev1.TokenRole(jobwirev1.TokenRole_value["TOKEN_ROLE_"+strings.ToUpper(r.String())])
 }
 
 func roleFromProto(r jobwirev1.TokenRole) (auth.Role, bool) {
-	for role, p := range roleToProto {
-		if p == r {
-			return role, true
-		}
-	}
-	return auth.RoleUnspecified, false
+	role, err := auth.ParseRole(strings.TrimPrefix(r.String(), "TOKEN_ROLE_"))
+	return role, err == nil
 }
 
 func tokenToProto(r store.TokenRecord) *jobwirev1.TokenInfo {
 	role, _ := auth.ParseRole(r.Role)
-	return &jobwirev1.TokenInfo{Id: r.ID, Name: r.Name, Role: roleToProto[role], Queues: r.Queues, Types: r.Types,
+	return &jobwirev1.TokenInfo{Id: r.ID, Name: r.Name, Role: roleToProto(role), Queues: r.Queues, Types: r.Types,
 		CreatedAt: ts(r.CreatedAt), RevokedAt: ts(r.RevokedAt)}
 }
 

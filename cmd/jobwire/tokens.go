@@ -23,13 +23,6 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
-var tokenRoles = map[auth.Role]jobwirev1.TokenRole{
-	auth.RoleProducer: jobwirev1.TokenRole_TOKEN_ROLE_PRODUCER,
-	auth.RoleWorker:   jobwirev1.TokenRole_TOKEN_ROLE_WORKER,
-	auth.RoleViewer:   jobwirev1.TokenRole_TOKEN_ROLE_VIEWER,
-	auth.RoleAdmin:    jobwirev1.TokenRole_TOKEN_ROLE_ADMIN,
-}
-
 func tokenService(b *broker) jobwirev1.TokenServiceClient {
 	return jobwirev1.NewTokenServiceClient(b.c.Conn())
 }
@@ -63,7 +56,7 @@ func runTokensCreate(ctx context.Context, e *env, c *command, args []string) err
 		return usageErrorf("%v", err)
 	}
 	resp, err := fetch(ctx, cf, func(ctx context.Context, b *broker) (*jobwirev1.CreateTokenResponse, error) {
-		return tokenService(b).CreateToken(ctx, &jobwirev1.CreateTokenRequest{Role: tokenRoles[r], Queues: queues, Types: types, Name: *name})
+		return tokenService(b).CreateToken(ctx, &jobwirev1.CreateTokenRequest{Role: jobwirev1.TokenRole(jobwirev1.TokenRole_value["TOKEN_ROLE_"+strings.ToUpper(r.String())]), Queues: queues, Types: types, Name: *name})
 	})
 	if err != nil {
 		return err
