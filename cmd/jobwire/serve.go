@@ -12,8 +12,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/jobwire/jobwire/internal/app"
 	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/store/postgres"
 )
 
 // serveFlags are serve's command-line flags. Each may also come from a JOBWIRE_* environment
@@ -44,7 +47,7 @@ func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 	sf := &serveFlags{maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
 	vars := []serveVar{
 		{&sf.listen, "listen", "JOBWIRE_LISTEN", "address to listen on, host:port (default 127.0.0.1:7070)"},
-		{&sf.db, "db", "JOBWIRE_DB", "SQLite database file; its directory must exist (default ./jobwire.db)"},
+		{&sf.db, "db", "JOBWIRE_DB", "SQLite database file, whose directory must exist, or a postgres:// URL (default ./jobwire.db)"},
 		{&sf.config, "config", "JOBWIRE_CONFIG", "YAML configuration file (optional)"},
 		{&sf.durability, "durability", "JOBWIRE_DURABILITY", "normal or full"},
 		{&sf.logLevel, "log-level", "JOBWIRE_LOG_LEVEL", "debug, info, warn or error"},
@@ -299,7 +302,13 @@ func checkListenAddr(addr string) error {
 // open database file", which names neither.
 func checkDBPath(path string) error {
 	if path == "" {
-		return errors.New("is empty; give a file path such as ./jobwire.db")
+		return errors.New("is empty; give a file path such as ./jobwire.db or a postgres:// URL")
+	}
+	if postgres.IsURL(path) {
+		if _, err := pgxpool.ParseConfig(path); err != nil {
+			return errors.New("is not a PostgreSQL URL that can be read, e.g. postgres://jobwire@db.example:5432/jobwire")
+		}
+		return nil
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%q is a directory; give a file path such as %s", path, filepath.Join(path, "jobwire.db"))

@@ -51,6 +51,7 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 		{"listen address in use", []string{"--listen", busy.Addr().String()}, nil, "cannot listen on " + busy.Addr().String() + ": address already in use; choose another --listen"},
 		{"db directory missing", []string{"--db", filepath.Join(scratch, "missing", "j.db")}, nil, `directory "` + filepath.Join(scratch, "missing") + `" does not exist; create it first`},
 		{"db is a directory", []string{"--db", scratch}, nil, "is a directory; give a file path"},
+		{"db an unreadable PostgreSQL URL", []string{"--db", "postgres://a b@:x"}, nil, "--db is not a PostgreSQL URL that can be read, e.g. postgres://"},
 		{"retries not a number", []string{"--max-transient-retries", "many"}, nil, `invalid value "many" for flag --max-transient-retries: must be a whole number, zero or more`},
 		{"retries negative", []string{"--max-transient-retries=-1"}, nil, "--max-transient-retries: must be a whole number, zero or more"},
 		{"retries from the environment", nil, map[string]string{"JOBWIRE_MAX_TRANSIENT_RETRIES": "x"}, `JOBWIRE_MAX_TRANSIENT_RETRIES="x": must be a whole number`},

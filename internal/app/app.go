@@ -25,6 +25,8 @@ import (
 	"github.com/jobwire/jobwire/internal/tracing"
 	"github.com/jobwire/jobwire/internal/web"
 	"github.com/jobwire/jobwire/server"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
@@ -107,22 +109,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		// as often costs little memory and gives the single writer goroutine more CPU.
 		debug.SetGCPercent(gcPercent)
 	}
-	policy, err := storeretry.New(storeretry.Config{Options: cfg.Storage, Classify: sqlite.Classify, Logger: log})
+	st, policy, err := openStore(ctx, cfg, lis.Addr().String(), log)
 	if err != nil {
 		return err
-	}
-	sync := sqlite.SyncNormal
-	if cfg.FullSync {
-		sync = sqlite.SyncFull
-	}
-	unlock, err := sqlite.LockFile(cfg.DB, lis.Addr().String())
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	st, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: sync, BusyTimeout: cfg.BusyTimeout, Retry: policy, Logger: log})
-	if err != nil {
-		return fmt.Errorf("open database %s: %w", cfg.DB, err)
 	}
 	defer st.Close()
 	var (
@@ -195,7 +184,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(transport.Listener(lis)) }()
-	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", cfg.DB, "durability", sync,
+	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", dbName(cfg.DB), "store", storeKind(cfg.DB),
 		"tls", cfg.TLS.Enabled(), "auth", cfg.Auth)
 	if ready != nil {
 		ready(addrs)
@@ -227,6 +216,72 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	log.Info("stopped")
 	return shutErr
+}
+
+// openStore opens the store cfg.DB names: a postgres:// URL is a PostgreSQL database, anything
+// else a SQLite file. Either way the store is claimed for this broker alone (a lock file beside
+// the SQLite file, an advisory lock in PostgreSQL), so a second broker on it refuses to start.
+func openStore(ctx context.Context, cfg config.Config, addr string, log *slog.Logger) (store.Store, *storeretry.Policy, error) {
+	if postgres.IsURL(cfg.DB) {
+		policy, err := storeretry.New(storeretry.Config{Options: cfg.Storage, Classify: postgres.Classify, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := postgres.Open(ctx, cfg.DB, postgres.Options{Retry: policy, Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("open database %s: %w", postgres.Redact(cfg.DB), err)
+		}
+		if err := st.Claim(ctx, addr); err != nil {
+			_ = st.Close()
+			return nil, nil, err
+		}
+		return st, policy, nil
+	}
+	policy, err := storeretry.New(storeretry.Config{Options: cfg.Storage, Classify: sqlite.Classify, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	sync := sqlite.SyncNormal
+	if cfg.FullSync {
+		sync = sqlite.SyncFull
+	}
+	unlock, err := sqlite.LockFile(cfg.DB, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: sync, BusyTimeout: cfg.BusyTimeout, Retry: policy, Logger: log})
+	if err != nil {
+		unlock()
+		return nil, nil, fmt.Errorf("open database %s: %w", cfg.DB, err)
+	}
+	log.Info("sqlite store", "db", cfg.DB, "durability", sync)
+	return unlockingStore{Store: st, unlock: unlock}, policy, nil
+}
+
+// unlockingStore gives the SQLite file's lock up once the store is closed.
+type unlockingStore struct {
+	*sqlite.Store
+	unlock func()
+}
+
+func (s unlockingStore) Close() error {
+	defer s.unlock()
+	return s.Store.Close()
+}
+
+// dbName is the database as logs show it: a URL without its password.
+func dbName(db string) string {
+	if postgres.IsURL(db) {
+		return postgres.Redact(db)
+	}
+	return db
+}
+
+func storeKind(db string) string {
+	if postgres.IsURL(db) {
+		return "postgres"
+	}
+	return "sqlite"
 }
 
 // closeHTTP stops the HTTP listener, if there is one, after the broker has drained: /readyz

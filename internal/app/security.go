@@ -15,6 +15,7 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/internal/tlsreload"
+	"github.com/jobwire/jobwire/store/postgres"
 )
 
 // SetupError is a setting Run could not use (a TLS file that does not load, a bootstrap
@@ -61,6 +62,9 @@ func bootstrap(ctx context.Context, a *auth.Authenticator, cfg config.Config, lo
 	file := cfg.BootstrapTokenFile
 	if file == "" {
 		file = cfg.DB + ".admin-token"
+		if postgres.IsURL(cfg.DB) {
+			file = "jobwire.admin-token" // in the working directory: a URL names no directory
+		}
 	}
 	res, err := a.Bootstrap(ctx, auth.BootstrapOptions{Token: cfg.BootstrapToken, File: file})
 	if err != nil {

@@ -1,5 +1,10 @@
-// Package brokertest starts a real broker for tests: a SQLite file in a temporary folder, the
-// gRPC server on a loopback port, a fake clock and a seeded random source.
+// Package brokertest starts a real broker for tests: a SQLite file in a temporary folder (or a
+// fresh schema of the PostgreSQL test server), the gRPC server on a loopback port, a fake clock
+// and a seeded random source.
+//
+// With JOBWIRE_TEST_STORE=postgres every broker whose test does not inject SQLite's own faults
+// runs on PostgreSQL instead, so the broker's tests can be run against that store on demand:
+// JOBWIRE_TEST_STORE=postgres scripts/with-postgres.sh go test ./broker/ ./server/
 package brokertest
 
 import (
@@ -7,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,6 +28,8 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
@@ -67,6 +75,27 @@ type Options struct {
 	// WrapStore, when set, wraps the store the broker writes through (to make one kind of
 	// statement fail, say).
 	WrapStore func(store.Store) store.Store
+	// Postgres runs the broker on a fresh schema of the PostgreSQL test server
+	// (JOBWIRE_TEST_POSTGRES; the test is skipped without one) instead of a SQLite file.
+	Postgres bool
+}
+
+// EnvStore is the variable that moves brokers to PostgreSQL (see the package doc).
+const EnvStore = "JOBWIRE_TEST_STORE"
+
+// onPostgres reports whether a broker started with opts runs on PostgreSQL: asked for, or
+// moved there by EnvStore when the test injects no SQLite-specific faults.
+func (opts Options) onPostgres() bool {
+	if opts.Postgres {
+		return true
+	}
+	return os.Getenv(EnvStore) == "postgres" && opts.Faults == nil && opts.Retry == nil && opts.BusyTimeout == 0
+}
+
+// Store is what a test reads the broker's store through: either store, with its retry counts.
+type Store interface {
+	store.Store
+	StorageRetries() map[string]int64
 }
 
 // StorageOptions returns the storage retry options a broker started with opts uses.
@@ -81,13 +110,14 @@ func (opts Options) StorageOptions() storeretry.Options {
 
 // Bundle is a running broker and clients for it.
 type Bundle struct {
-	t      testing.TB
-	opts   Options
-	Clock  *clock.Fake
+	t     testing.TB
+	opts  Options
+	Clock *clock.Fake
+	// DBPath is the SQLite file, or the PostgreSQL URL when the broker runs there.
 	DBPath string
 	Addr   string
 
-	Store  *sqlite.Store
+	Store  Store
 	Broker *broker.Broker
 	// Auth keeps the broker's API tokens.
 	Auth *auth.Authenticator
@@ -110,7 +140,12 @@ func New(t testing.TB, opts Options) *Bundle {
 	if opts.Config.LeaseDuration == 0 {
 		opts.Config = DefaultConfig()
 	}
-	b := &Bundle{t: t, opts: opts, Clock: clock.NewFake(Start), DBPath: filepath.Join(t.TempDir(), "jobwire.db"), Addr: "127.0.0.1:0"}
+	b := &Bundle{t: t, opts: opts, Clock: clock.NewFake(Start), Addr: "127.0.0.1:0"}
+	if opts.onPostgres() {
+		b.DBPath = pgtest.URL(t)
+	} else {
+		b.DBPath = filepath.Join(t.TempDir(), "jobwire.db")
+	}
 	b.start()
 	t.Cleanup(b.Stop)
 	return b
@@ -125,15 +160,25 @@ func (b *Bundle) start() {
 	if b.opts.Faults != nil {
 		retry = b.opts.Faults
 	}
+	classify := sqlite.Classify
+	if postgres.IsURL(b.DBPath) {
+		classify = postgres.Classify
+	}
 	if retry == nil {
-		p, err := storeretry.New(storeretry.Config{Options: b.opts.StorageOptions(), Classify: sqlite.Classify,
+		p, err := storeretry.New(storeretry.Config{Options: b.opts.StorageOptions(), Classify: classify,
 			Logger: log, Sleep: storeretry.ClockSleep(b.Clock), Rand: NewRand()})
 		if err != nil {
 			t.Fatalf("storage retry policy: %v", err)
 		}
 		retry = p
 	}
-	st, err := sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry, Logger: log})
+	var st Store
+	var err error
+	if postgres.IsURL(b.DBPath) {
+		st, err = postgres.Open(ctx, b.DBPath, postgres.Options{Retry: retry, Logger: log})
+	} else {
+		st, err = sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry, Logger: log})
+	}
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

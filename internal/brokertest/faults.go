@@ -237,10 +237,10 @@ func (f *Faults) Pending() int {
 	return n
 }
 
-// faultStore is the store the broker gets: the SQLite store, with faults inside its write
+// faultStore is the store the broker gets: the store, with faults inside its write
 // transactions.
 type faultStore struct {
-	*sqlite.Store
+	Store
 	f *Faults
 }
 
