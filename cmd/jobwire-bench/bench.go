@@ -56,8 +56,8 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	}
 	b := &bench{cfg: cfg, dir: dir}
 	env := machineInfo()
-	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; durability %s; %d worker processes x %d slots\n\n",
-		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Durability, cfg.Workers, cfg.Concurrency)
+	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %d worker processes x %d slots\n\n",
+		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, cfg.Workers, cfg.Concurrency)
 	printHeader()
 	var results []result
 	want := func(s string) bool { return slices.Contains(cfg.Scenarios, s) }

@@ -8,16 +8,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobwire/jobwire/internal/app"
 	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/store/postgres"
 )
 
 // brokerCommand is the hidden subcommand that runs the broker inside this binary, so that its
@@ -37,6 +42,12 @@ type brokerProc struct {
 // guessed and none can be taken in between.
 func startBroker(ctx context.Context, cfg *benchConfig, dir, scenario string) (*brokerProc, error) {
 	db := filepath.Join(dir, scenario+".db")
+	if cfg.Postgres != "" {
+		var err error
+		if db, err = freshSchema(ctx, cfg.Postgres, scenario); err != nil {
+			return nil, err
+		}
+	}
 	logPath := filepath.Join(dir, scenario+".broker.log")
 	var cmd *exec.Cmd
 	if cfg.profDir != "" {
@@ -100,6 +111,29 @@ func startBroker(ctx context.Context, cfg *benchConfig, dir, scenario string) (*
 		b.stop()
 		return nil, context.Cause(ctx)
 	}
+}
+
+// freshSchema creates a new schema for one scenario's broker in the database at dbURL and
+// returns a URL whose connections use it. Schemas are named after the scenario and the time,
+// and left in place (drop them with DROP SCHEMA ... CASCADE).
+func freshSchema(ctx context.Context, dbURL, scenario string) (string, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", postgres.Redact(dbURL), err)
+	}
+	defer conn.Close(ctx)
+	schema := "jobwire_bench_" + strings.ReplaceAll(scenario, "-", "_") + "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		return "", fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // logField returns the value of key=value in a slog text line.

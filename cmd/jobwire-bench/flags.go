@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jobwire/jobwire/store/postgres"
 )
 
 // benchConfig is what one benchmark run measures and how.
@@ -26,6 +28,10 @@ type benchConfig struct {
 	Repeat      int           `json:"repeat"`
 	Metrics     string        `json:"metrics"`
 	WorkerCmd   string        `json:"worker_cmd,omitempty"`
+	// Postgres is the database URL the brokers run on, each scenario in a fresh schema; ""
+	// runs each on a fresh SQLite file.
+	Postgres string `json:"-"`
+	Store    string `json:"store"`
 
 	jsonPath  string
 	brokerBin string
@@ -67,6 +73,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.StringVar(&c.Metrics, "metrics", "on", "broker Prometheus metrics: on or off (to measure what they cost)")
 	fs.StringVar(&c.WorkerCmd, "worker-cmd", "", "run the drain scenario with this shell command as each worker process instead of the Go SDK worker (see docs/performance.md)")
 	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs to drain, 5,000 per e2e scenario, 2s enqueue scenarios, 3s latency")
+	fs.StringVar(&c.Postgres, "db", "", "run the brokers on this PostgreSQL database (a postgres:// URL), each scenario in a fresh schema, instead of a fresh SQLite file each")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
@@ -111,6 +118,13 @@ func parseFlags(args []string) (benchConfig, error) {
 		c.Scenarios = append(c.Scenarios, s)
 	}
 	var errs []string
+	c.Store = "sqlite"
+	if c.Postgres != "" {
+		c.Store = "postgres"
+		if !postgres.IsURL(c.Postgres) {
+			errs = append(errs, fmt.Sprintf("--db must be a postgres:// URL, got %q", postgres.Redact(c.Postgres)))
+		}
+	}
 	if c.Durability != "normal" && c.Durability != "full" {
 		errs = append(errs, fmt.Sprintf("--durability must be normal or full, got %q", c.Durability))
 	}
