@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -36,13 +39,37 @@ func loadTLS(ctx context.Context, cfg config.TLS, log *slog.Logger) (*tlsreload.
 		return nil, &SetupError{Err: err}
 	}
 	r.CheckExpiry(time.Now())
-	r.Watch(ctx, clock.Real{}, cfg.ReloadInterval)
+	r.Watch(ctx, clock.Real{}, cfg.ReloadInterval, hangups(ctx))
 	mode := "tls"
 	if cfg.ClientCA != "" {
 		mode = "mtls"
 	}
 	log.Info("serving TLS", "mode", mode, "cert", cfg.Cert, "not_after", r.Certificate().Leaf.NotAfter, "reload_interval", cfg.ReloadInterval)
 	return r, nil
+}
+
+// hangups turns SIGHUP into a value on the returned channel until ctx ends: the signal asks the
+// broker to re-read its certificate files now rather than at the next poll.
+func hangups(ctx context.Context) <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	out := make(chan struct{})
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				select {
+				case out <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // withTLS serves the gRPC server and, when there is one, the HTTP listener over TLS from r;

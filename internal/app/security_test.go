@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,5 +89,38 @@ func TestHTTPListenerServesTLS(t *testing.T) {
 		if res.StatusCode == http.StatusOK {
 			t.Fatal("the HTTP listener answered plaintext HTTP with TLS on")
 		}
+	}
+}
+
+// TestSIGHUPReloadsCertificates: after the files are replaced, SIGHUP makes the broker serve the
+// new certificate without waiting for the next poll (an hour here).
+func TestSIGHUPReloadsCertificates(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	a := runBroker(t, func(c *config.Config) {
+		c.TLS = config.TLS{Cert: f.ServerCert, Key: f.ServerKey, ReloadInterval: time.Hour}
+	})
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(f.Authority.PEM)
+	served := func() string {
+		conn, err := tls.Dial("tcp", a.GRPC.String(), &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	next := f.Authority.Server(t, "after SIGHUP")
+	testcerts.WriteFile(t, f.ServerKey, next.Key)
+	testcerts.WriteFile(t, f.ServerCert, next.Cert)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for served() != "after SIGHUP" {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not make the broker serve the new certificate")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

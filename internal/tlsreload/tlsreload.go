@@ -135,25 +135,43 @@ func (r *Reloader) Reload() (bool, error) {
 	return true, nil
 }
 
-// Watch polls the files every interval until ctx ends, logging each rotation and each set of
-// files that could not be used.
-func (r *Reloader) Watch(ctx context.Context, clk clock.Clock, interval time.Duration) {
+// Watch polls the files every interval, and each time a value arrives on now (SIGHUP, for an
+// operator who just replaced them), until ctx ends, logging each rotation and each set of files
+// that could not be used. now may be nil.
+func (r *Reloader) Watch(ctx context.Context, clk clock.Clock, interval time.Duration, now <-chan struct{}) {
 	var poll func()
 	poll = func() {
 		if ctx.Err() != nil {
 			return
 		}
-		changed, err := r.Reload()
-		switch {
-		case err != nil:
-			r.log.Error("TLS files changed but cannot be used; still serving the previous certificate", "err", err)
-		case changed:
-			r.log.Info("TLS certificate reloaded", "cert", r.files.Cert, "not_after", r.cur.Load().cert.Leaf.NotAfter)
-		}
-		r.CheckExpiry(clk.Now())
+		r.check(clk.Now())
 		clk.AfterFunc(interval, poll)
 	}
 	clk.AfterFunc(interval, poll)
+	if now != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-now:
+					r.check(clk.Now())
+				}
+			}
+		}()
+	}
+}
+
+// check reloads the files and logs what came of it.
+func (r *Reloader) check(now time.Time) {
+	changed, err := r.Reload()
+	switch {
+	case err != nil:
+		r.log.Error("TLS files changed but cannot be used; still serving the previous certificate", "err", err)
+	case changed:
+		r.log.Info("TLS certificate reloaded", "cert", r.files.Cert, "not_after", r.cur.Load().cert.Leaf.NotAfter)
+	}
+	r.CheckExpiry(now)
 }
 
 // CheckExpiry logs a warning, once per certificate, when the certificate in use ends within

@@ -67,7 +67,7 @@ func TestRotation(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r.Watch(ctx, clk, time.Minute)
+	r.Watch(ctx, clk, time.Minute, nil)
 	roots := pool(f.Authority.PEM)
 
 	if name, err := peerName(t, b.Addr, roots, nil); err != nil || name != "jobwire broker" {
@@ -89,6 +89,29 @@ func TestRotation(t *testing.T) {
 	}
 	if name, err := peerName(t, b.Addr, roots, nil); err != nil || name != "jobwire broker rotated" {
 		t.Fatalf("handshake after a bad rotation: %q, %v; want the previous certificate", name, err)
+	}
+}
+
+// TestReloadOnSignal: a value on Watch's channel (SIGHUP in the broker) reloads at once, without
+// waiting for the poll interval.
+func TestReloadOnSignal(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	_, r := serve(t, tlsreload.Files{Cert: f.ServerCert, Key: f.ServerKey})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hup := make(chan struct{})
+	r.Watch(ctx, clock.NewFake(time.Now()), time.Hour, hup)
+	next := f.Authority.Server(t, "after SIGHUP")
+	testcerts.WriteFile(t, f.ServerKey, next.Key)
+	testcerts.WriteFile(t, f.ServerCert, next.Cert)
+	hup <- struct{}{}
+	deadline := time.Now().Add(brokertest.WaitTimeout)
+	for r.Certificate().Leaf.Subject.CommonName != "after SIGHUP" {
+		if time.Now().After(deadline) {
+			t.Fatal("the signal did not reload the files")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
