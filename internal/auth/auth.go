@@ -73,6 +73,10 @@ type Authenticator struct {
 	mu      sync.Mutex
 	cache   map[[sha256.Size]byte]Principal
 	streams map[string]map[*tracked]struct{} // by token id
+	// revoked holds the ids revoked through this Authenticator. A Verify whose storage read
+	// raced a revocation, or a stream registered just after one, checks it, so neither can
+	// outlive the revocation.
+	revoked map[string]struct{}
 }
 
 type tracked struct{ cancel context.CancelCauseFunc }
@@ -92,7 +96,7 @@ func New(opts Options) *Authenticator {
 		opts.Logger = slog.Default()
 	}
 	return &Authenticator{st: opts.Store, clk: opts.Clock, rand: opts.Rand, log: opts.Logger,
-		cache: map[[sha256.Size]byte]Principal{}, streams: map[string]map[*tracked]struct{}{}}
+		cache: map[[sha256.Size]byte]Principal{}, streams: map[string]map[*tracked]struct{}{}, revoked: map[string]struct{}{}}
 }
 
 // hashToken is what the store keeps of a token: tokens carry 256 random bits, so a plain,
@@ -126,11 +130,14 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 		return Principal{}, err
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, gone := a.revoked[p.TokenID]; gone {
+		return Principal{}, ErrUnauthenticated
+	}
 	if len(a.cache) >= maxCached {
 		clear(a.cache)
 	}
 	a.cache[h] = p
-	a.mu.Unlock()
 	return p, nil
 }
 
@@ -227,6 +234,7 @@ func (a *Authenticator) Revoke(ctx context.Context, id string) (store.TokenRecor
 		return store.TokenRecord{}, err
 	}
 	a.mu.Lock()
+	a.revoked[id] = struct{}{}
 	for h, p := range a.cache {
 		if p.TokenID == id {
 			delete(a.cache, h)
@@ -248,6 +256,11 @@ func (a *Authenticator) Track(ctx context.Context, p Principal) (_ context.Conte
 	ctx, cancel := context.WithCancelCause(ctx)
 	t := &tracked{cancel: cancel}
 	a.mu.Lock()
+	if _, gone := a.revoked[p.TokenID]; gone {
+		a.mu.Unlock()
+		cancel(ErrRevoked)
+		return ctx, func() {}
+	}
 	if a.streams[p.TokenID] == nil {
 		a.streams[p.TokenID] = map[*tracked]struct{}{}
 	}

@@ -188,3 +188,43 @@ func TestBearerToken(t *testing.T) {
 		}
 	}
 }
+
+// staleStore answers token reads as they were before any revocation, as a read that raced
+// one would.
+type staleStore struct{ *sqlite.Store }
+
+func (s staleStore) TokenGetByHash(ctx context.Context, hash []byte) (*store.TokenRecord, error) {
+	r, err := s.Store.TokenGetByHash(ctx, hash)
+	if r != nil {
+		r.RevokedAt = time.Time{}
+	}
+	return r, err
+}
+
+// TestRevocationBeatsRacingReads: a verification whose storage read raced a revocation, and a
+// stream registered after it, do not outlive the revocation.
+func TestRevocationBeatsRacingReads(t *testing.T) {
+	t.Parallel()
+	_, st := setup(t)
+	a := auth.New(auth.Options{Store: staleStore{st}})
+	ctx := context.Background()
+	token, rec, err := a.Create(ctx, auth.CreateParams{Role: auth.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Verify(ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Revoke(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Verify(ctx, token); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("Verify after revoke with a stale read = %v, want ErrUnauthenticated", err)
+	}
+	streamCtx, release := a.Track(ctx, p)
+	defer release()
+	if !errors.Is(context.Cause(streamCtx), auth.ErrRevoked) {
+		t.Fatalf("a stream tracked after its token's revocation is not ended: cause %v", context.Cause(streamCtx))
+	}
+}
