@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate clean
+.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -57,7 +57,7 @@ lint: tools
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
 ## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests. A passing
 ## run prints little and ends with a summary; a failing one prints the failures in full.
-test: lint check-generate sdk-deps test-go test-sdks
+test: lint check-generate sdk-deps test-go test-sdks fuzz-short
 	@scripts/test-summary.sh $(BIN)
 
 # The conformance suite (package conformance) runs inside this: strict, so a missing Python or
@@ -96,6 +96,22 @@ mutate:
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:
 	$(GO) run ./cmd/jobwire-bench $(BENCH_ARGS)
+
+# Native Go fuzz targets, as package:Target. Their seed corpora also run as plain tests.
+FUZZ_TARGETS := server:FuzzValidateRequest server:FuzzTruncate internal/config:FuzzParse security:FuzzWorkerStream
+FUZZTIME ?= 30s
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s; e.g. make fuzz FUZZTIME=10m)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg >$(BIN)/fuzz.log 2>&1 || { cat $(BIN)/fuzz.log; exit 1; }; \
+	done
+
+# fuzz-short: what make test runs, a few seconds per target
+fuzz-short:
+	@mkdir -p $(BIN)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 clean:
 	rm -rf $(BIN) bin

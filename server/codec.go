@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -13,34 +14,37 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// A request whose string field holds invalid UTF-8 fails to decode. grpc-go reports every
-// decoding failure as INTERNAL, before any interceptor or handler runs, yet the caller sent a bad
-// request: INVALID_ARGUMENT is the code that says so. The codec below decodes as usual; on
-// invalid UTF-8 it notes the message as bad instead of failing, and the first interceptor of
-// each kind (utf8Unary, utf8Stream) answers INVALID_ARGUMENT before the message is used.
+// A request that fails to decode (invalid UTF-8 in a string field, bytes that are not a
+// protobuf message) is the caller's mistake, yet grpc-go reports every decoding failure as
+// INTERNAL, before any interceptor or handler runs. The codec below decodes as usual; on a
+// failure it notes the message as bad instead of failing, and the first interceptor of each
+// kind (utf8Unary, utf8Stream) answers INVALID_ARGUMENT before the message is used.
 
-// badUTF8 holds the messages decoded from invalid UTF-8, until an interceptor takes them.
-var badUTF8 sync.Map // message pointer -> error
+// badMessages holds the messages that failed to decode, until an interceptor takes them.
+var badMessages sync.Map // message pointer -> error
 
 type utf8Codec struct{ encoding.CodecV2 }
 
 func newUTF8Codec() utf8Codec { return utf8Codec{encoding.GetCodecV2("proto")} }
 
 func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	err := c.CodecV2.Unmarshal(data, v)
-	if err != nil && strings.Contains(err.Error(), "invalid UTF-8") {
-		badUTF8.Store(v, err)
-		return nil
-	}
-	return err
-}
-
-// takeBadUTF8 returns INVALID_ARGUMENT if m was decoded from invalid UTF-8.
-func takeBadUTF8(m any) error {
-	if _, bad := badUTF8.LoadAndDelete(m); bad {
-		return status.Error(codes.InvalidArgument, "request: a string field holds invalid UTF-8; strings must be valid UTF-8")
+	if err := c.CodecV2.Unmarshal(data, v); err != nil {
+		badMessages.Store(v, err)
 	}
 	return nil
+}
+
+// takeBadUTF8 returns INVALID_ARGUMENT if m failed to decode.
+func takeBadUTF8(m any) error {
+	v, bad := badMessages.LoadAndDelete(m)
+	if !bad {
+		return nil
+	}
+	err := v.(error)
+	if strings.Contains(err.Error(), "invalid UTF-8") {
+		return status.Error(codes.InvalidArgument, "request: a string field holds invalid UTF-8; strings must be valid UTF-8")
+	}
+	return status.Error(codes.InvalidArgument, fmt.Sprintf("request: cannot be decoded: %v", err))
 }
 
 func utf8Unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {

@@ -70,6 +70,8 @@ type Options struct {
 	// Faults, when set, injects storage faults: it runs every storage operation (in place of
 	// Retry) and the broker's writes go through it.
 	Faults *Faults
+	// Quiet discards the broker's log (a fuzz target may not log through its testing.F).
+	Quiet bool
 	// Transport bounds connections and streams (zero: server.DefaultTransport).
 	Transport server.Transport
 	// WrapStore, when set, wraps the store the broker writes through (to make one kind of
@@ -156,6 +158,9 @@ func (b *Bundle) start() {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if b.opts.Quiet {
+		log = slog.New(slog.DiscardHandler)
+	}
 	retry := b.opts.Retry
 	if b.opts.Faults != nil {
 		retry = b.opts.Faults
