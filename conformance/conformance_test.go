@@ -39,6 +39,7 @@ var scenarios = []scenario{
 	{name: "retry_after_honoured", run: retryAfterHonoured},
 	{name: "slow_handler_outlives_lease", run: slowHandlerOutlivesLease},
 	{name: "cancel_running_job", run: cancelRunningJob},
+	{name: "attempt_timeout_is_timeout", run: attemptTimeoutIsTimeout},
 	{name: "sigkill_mid_job", run: sigkillMidJob},
 	{name: "sigterm_drains", run: sigtermDrains},
 	{name: "worker_restart", run: workerRestart},
@@ -206,6 +207,22 @@ func cancelRunningJob(e *env) {
 	if reason := string(e.readMarker(fmt.Sprintf("cancelled-%d", id))); reason != "requested" {
 		e.t.Errorf("the handler saw cancel reason %q, want requested", reason)
 	}
+}
+
+// attemptTimeoutIsTimeout: a handler that outlives its attempt timeout is stopped (by the worker
+// library, which reports Failure.timed_out, or by the broker's Cancel, whichever comes first),
+// and a job that only ever times out dies with reason TIMEOUT, every attempt a TIMEOUT.
+func attemptTimeoutIsTimeout(e *env) {
+	e.startWorker(e.lang.name + "-1")
+	id := e.enqueueJSON("block", map[string]any{"marker": "timeout"}, client.MaxAttempts(2), client.AttemptTimeout(time.Second))
+	j := e.waitState(id, job.StateDead)
+	if j.DeadReason != job.DeadTimeout {
+		e.t.Errorf("job %d is %s, want DEAD (TIMEOUT): %s", id, describe(j), describeAttempts(j.History))
+	}
+	e.checkAttempts(j, []wantAttempt{
+		{outcome: job.OutcomeTimeout, kind: job.KindTransient, errorType: "TIMEOUT"},
+		{outcome: job.OutcomeTimeout, kind: job.KindTransient, errorType: "TIMEOUT"},
+	})
 }
 
 // sigkillMidJob: a worker killed mid-job loses its lease; the attempt ends LEASE_EXPIRED and the
@@ -488,7 +505,7 @@ func describe(j *job.Job) string {
 
 func describeAttempt(a job.Attempt) string {
 	s := fmt.Sprintf("#%d %s on %s", a.Number, a.Outcome, a.WorkerID)
-	if a.Outcome == job.OutcomeFailed {
+	if a.Outcome == job.OutcomeFailed || a.Outcome == job.OutcomeTimeout {
 		s += fmt.Sprintf(" %s %s: %s", a.FailureKind, a.ErrorType, a.Message)
 	}
 	return s

@@ -124,6 +124,10 @@ var wellKnownErrors = map[error]string{
 	fs.ErrPermission:         "fs.ErrPermission",
 	fs.ErrClosed:             "fs.ErrClosed",
 	errors.ErrUnsupported:    "errors.ErrUnsupported",
+	ErrJobCancelled:          "worker.ErrJobCancelled",
+	ErrAttemptTimeout:        "worker.ErrAttemptTimeout",
+	ErrLeaseLost:             "worker.ErrLeaseLost",
+	ErrShutdown:              "worker.ErrShutdown",
 }
 
 // Classify decides how a handler error is reported.

@@ -472,12 +472,25 @@ class Worker {
       ctx,
       result: null,
       shutdownCancelled: false,
+      timedOut: false,
       ref: { jobId, leaseToken: a.leaseToken },
     };
     this.jobs.set(jobId, j);
     // Started must reach the broker before user code runs: the attempt counts from here.
     this.send({ started: { jobId, leaseToken: a.leaseToken } });
     this.log.info(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
+    if (ctx.attemptTimeoutMs) {
+      // The handler is told to stop once its attempt timeout has passed; it reports that as the
+      // timeout it is (Failure.timed_out), not as an ordinary transient failure.
+      const timer = setTimeout(() => {
+        if (this.jobs.get(jobId) !== j || j.result) return;
+        this.log.warn(`job ${jobId} outlived its attempt timeout of ${ctx.attemptTimeoutMs}ms: cancelling it`);
+        j.timedOut = true;
+        ctx._cancel(CancelReason.TIMEOUT);
+      }, ctx.attemptTimeoutMs);
+      timer.unref?.();
+      j.clearTimeout = () => clearTimeout(timer);
+    }
     this.execute(j, fn);
   }
 
@@ -547,7 +560,17 @@ class Worker {
       await fn(ctx);
       result.success = {};
     } catch (err) {
-      if (j.shutdownCancelled && (err === ctx.signal.reason || /** @type {any} */ (err)?.name === 'AbortError')) {
+      if (j.timedOut) {
+        // The attempt timeout stopped it: a timeout, whatever the handler made of that.
+        const c = classify(err);
+        result.failure = {
+          kind: FAILURE_KIND_TRANSIENT,
+          errorType: c.errorType,
+          message: c.message || `attempt timeout of ${ctx.attemptTimeoutMs}ms exceeded`,
+          details: c.details,
+          timedOut: true,
+        };
+      } else if (j.shutdownCancelled && (err === ctx.signal.reason || /** @type {any} */ (err)?.name === 'AbortError')) {
         result.failure = {
           kind: FAILURE_KIND_TRANSIENT,
           errorType: 'WorkerShutdown',
@@ -560,6 +583,7 @@ class Worker {
         this.log.info(`job ${ctx.id} failed (${c.kind}): ${c.errorType}: ${c.message}`);
       }
     }
+    j.clearTimeout?.();
     if (this.jobs.get(ctx.id) !== j) return; // cancelled or lost meanwhile: results would be refused
     j.result = result;
     this.send({ result });

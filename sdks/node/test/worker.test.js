@@ -278,6 +278,22 @@ test('cancel aborts the handler signal and sends no result', async (t) => {
   await b.stopAndExpectDrain(s);
 });
 
+test('the attempt timeout aborts the handler and reports timed_out', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  const a = assignment(1, 'block');
+  a.assignment.attemptTimeout = { seconds: '0', nanos: 50e6 };
+  s.send(a);
+  await s.recv('started');
+  const result = await s.recv('result');
+  assert.deepEqual(b.seenCancel, ['timeout']);
+  assert.equal(result.failure.timedOut, true);
+  assert.equal(result.failure.kind, 'FAILURE_KIND_TRANSIENT');
+  assert.equal(result.failure.errorType, 'JobCancelledError');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
 test('an assignment beyond capacity is released', async (t) => {
   const b = await setup(t, { capacity: 1 });
   const { s } = await b.start();

@@ -94,6 +94,7 @@ class _Job:
     task: Optional[asyncio.Task] = None
     result: Optional[pb.Result] = None  # set once the handler finished; re-sent until answered
     shutdown_cancelled: bool = False
+    timed_out: bool = False  # the attempt timeout passed and the handler was told to stop
 
     @property
     def ref(self) -> pb.LeaseRef:
@@ -447,6 +448,17 @@ class Worker:
         self._send(pb.ConnectRequest(started=pb.Started(job_id=job_id, lease_token=a.lease_token)))
         log.info("job %d (%s) attempt %d started", job_id, a.job.type, a.attempt)
         j.task = asyncio.create_task(self._execute(j, fn))
+        if j.ctx.attempt_timeout:
+            timer = self._loop.call_later(j.ctx.attempt_timeout, self._attempt_timed_out, j)
+            j.task.add_done_callback(lambda _: timer.cancel())
+
+    def _attempt_timed_out(self, j: _Job) -> None:
+        """Stop a handler that outlived its attempt timeout; its outcome is reported as a timeout."""
+        if self._jobs.get(j.ctx.id) is not j or j.result is not None:
+            return
+        log.warning("job %d outlived its attempt timeout of %gs: cancelling it", j.ctx.id, j.ctx.attempt_timeout)
+        j.timed_out = True
+        j.ctx._cancel(CANCEL_TIMEOUT)
 
     def _on_result_ack(self, ack: pb.ResultAck) -> None:
         j = self._jobs.get(ack.job_id)
@@ -541,6 +553,18 @@ class Worker:
                         kind=job_pb2.FAILURE_KIND_TRANSIENT,
                         error_type="WorkerShutdown",
                         message="the worker shut down before the job finished",
+                    )
+                )
+            elif j.timed_out:
+                # The attempt timeout stopped it: a timeout, whatever the handler made of that.
+                c = classify(e)
+                result.failure.CopyFrom(
+                    pb.Failure(
+                        kind=job_pb2.FAILURE_KIND_TRANSIENT,
+                        error_type=c.error_type,
+                        message=c.message or f"attempt timeout of {ctx.attempt_timeout:g}s exceeded",
+                        details=c.details,
+                        timed_out=True,
                     )
                 )
             else:

@@ -286,6 +286,22 @@ class WorkerStreamTest(BrokerTestCase):
         # The next message is the Drain, not a Result for the cancelled job.
         await self.stop_and_expect_drain(w, task, s)
 
+    async def test_attempt_timeout_stops_handler_and_reports_timed_out(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        a = assignment(1, "block")
+        a.attempt_timeout.FromMilliseconds(50)
+        s.send(assignment=a)
+        await s.recv("started")
+        await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        result = await s.recv("result")
+        f = result.failure
+        self.assertTrue(f.timed_out)
+        self.assertEqual(f.kind, job_pb2.FAILURE_KIND_TRANSIENT)
+        self.assertEqual(f.error_type, "JobCancelled")
+        s.send(result_ack=ack(1))
+        await self.stop_and_expect_drain(w, task, s)
+
     async def test_over_capacity_assignment_is_released(self):
         w = self.make_worker(capacity=1)
         task, s, _ = await self.start(w)
