@@ -8,8 +8,10 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,11 +57,14 @@ type Metrics struct {
 	commitOps, commitSeconds                         prometheus.Histogram
 	commitFailures                                   prometheus.Counter
 
-	mu      sync.RWMutex
-	queues  *bound
-	types   *bound
-	byJob   map[jobKey]*jobSeries
-	byQueue map[string]*queueSeries
+	// The series maps are read on every job without a lock: a writer (under mu) copies the
+	// map, adds to the copy and publishes it. They are small and bounded, and writes are rare.
+	byJob   atomic.Pointer[map[jobKey]*jobSeries]
+	byQueue atomic.Pointer[map[string]*queueSeries]
+
+	mu     sync.Mutex // guards the bounds and the writers of the maps
+	queues *bound
+	types  *bound
 }
 
 // jobKey names one queue and job type, both already folded into their bounds.
@@ -114,11 +119,11 @@ func New(opts Options) *Metrics {
 			Help: "How long one group-commit transaction took, retries included.", Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5}}),
 		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "jobwire", Name: "storage_commit_failures_total",
 			Help: "Group-commit transactions that failed (their operations were then run one by one)."}),
-		queues:  newBound(opts.MaxQueues),
-		types:   newBound(opts.MaxTypes),
-		byJob:   make(map[jobKey]*jobSeries),
-		byQueue: make(map[string]*queueSeries),
+		queues: newBound(opts.MaxQueues),
+		types:  newBound(opts.MaxTypes),
 	}
+	m.byJob.Store(&map[jobKey]*jobSeries{})
+	m.byQueue.Store(&map[string]*queueSeries{})
 	m.reg.MustRegister(m.enqueued, m.started, m.succeeded, m.failed, m.retried, m.dead, m.cancelled,
 		m.attemptSeconds, m.waitSeconds, m.leaseExpiries, m.breakerTransitions,
 		m.commitOps, m.commitSeconds, m.commitFailures,
@@ -142,22 +147,19 @@ func (m *Metrics) Handler() http.Handler {
 // jobs returns the series of a queue and job type, creating them (folded into the bounds)
 // the first time.
 func (m *Metrics) jobs(queue, jobType string) *jobSeries {
-	k := jobKey{queue, jobType}
-	m.mu.RLock()
-	s := m.byJob[k]
-	m.mu.RUnlock()
-	if s != nil {
+	if s := (*m.byJob.Load())[jobKey{queue, jobType}]; s != nil {
 		return s
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// Only folded keys are stored, so the map stays within the bounds; a name past them takes
 	// this slower path every time.
-	k = jobKey{m.queues.fold(queue), m.types.fold(jobType)}
-	if s = m.byJob[k]; s != nil {
+	k := jobKey{m.queues.fold(queue), m.types.fold(jobType)}
+	cur := *m.byJob.Load()
+	if s := cur[k]; s != nil {
 		return s
 	}
-	s = &jobSeries{
+	s := &jobSeries{
 		enqueued:  m.enqueued.WithLabelValues(k.queue, k.jobType),
 		started:   m.started.WithLabelValues(k.queue, k.jobType),
 		succeeded: m.succeeded.WithLabelValues(k.queue, k.jobType),
@@ -171,25 +173,27 @@ func (m *Metrics) jobs(queue, jobType string) *jobSeries {
 	for r := job.DeadFatal; r <= job.DeadTimeout; r++ {
 		s.dead[r] = m.dead.WithLabelValues(k.queue, k.jobType, r.String())
 	}
-	m.byJob[k] = s
+	next := maps.Clone(cur)
+	next[k] = s
+	m.byJob.Store(&next)
 	return s
 }
 
 func (m *Metrics) queue(name string) *queueSeries {
-	m.mu.RLock()
-	s := m.byQueue[name]
-	m.mu.RUnlock()
-	if s != nil {
+	if s := (*m.byQueue.Load())[name]; s != nil {
 		return s
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name = m.queues.fold(name)
-	if s = m.byQueue[name]; s != nil {
+	cur := *m.byQueue.Load()
+	if s := cur[name]; s != nil {
 		return s
 	}
-	s = &queueSeries{wait: m.waitSeconds.WithLabelValues(name), leaseExpiries: m.leaseExpiries.WithLabelValues(name)}
-	m.byQueue[name] = s
+	s := &queueSeries{wait: m.waitSeconds.WithLabelValues(name), leaseExpiries: m.leaseExpiries.WithLabelValues(name)}
+	next := maps.Clone(cur)
+	next[name] = s
+	m.byQueue.Store(&next)
 	return s
 }
 

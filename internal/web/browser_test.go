@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/web"
+	"github.com/jobwire/jobwire/worker"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the overview's screenshot to docs/dashboard.png")
@@ -344,6 +346,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	t.Run("overview refreshes live", func(t *testing.T) {
+		if *updateScreenshot {
+			demoWorkload(t, b)
+		}
 		bb.open(t, "overview")
 		before := eval[string](t, bb, `document.querySelector('[data-state="PENDING"] .n').textContent`)
 		enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "later"})
@@ -362,3 +367,36 @@ func TestDashboardInBrowser(t *testing.T) {
 }
 
 func durationpbHour() *durationpb.Duration { return durationpb.New(time.Hour) }
+
+// demoWorkload runs a few seconds of jobs, some of them failing, so that the screenshot in the
+// README shows a graph with something on it.
+func demoWorkload(t *testing.T, b *brokertest.Bundle) {
+	t.Helper()
+	w, err := worker.New(b.Conn, worker.Options{ID: "mailer-1", Concurrency: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("email.send", func(ctx context.Context, j *worker.Job) error { return nil })
+	// invoice.render fails every time: its breaker opens, and the overview shows it.
+	w.Handle("invoice.render", func(ctx context.Context, j *worker.Job) error {
+		return errors.New("template service timed out")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	end := time.Now().Add(4 * time.Second)
+	for i := 0; time.Now().Before(end); i++ {
+		specs := make([]*jobwirev1.JobSpec, 10+i%15)
+		for k := range specs {
+			specs[k] = &jobwirev1.JobSpec{Type: "email.send", Queue: "mail", Payload: []byte(`{"to":"ada@example.com"}`)}
+		}
+		if i%8 == 0 {
+			specs[0] = &jobwirev1.JobSpec{Type: "invoice.render", Queue: "billing", Payload: []byte(`{"invoice":42}`)}
+		}
+		if _, err := b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{Jobs: specs}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // a steady producer for the picture, not a wait for a condition
+	}
+}
