@@ -289,3 +289,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// Enqueue stores one job through the producer service and returns its id; an error fails the
+// test.
+func (b *Bundle) Enqueue(spec *jobwirev1.JobSpec) int64 {
+	b.t.Helper()
+	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: spec})
+	if err != nil {
+		b.t.Fatalf("enqueue %s: %v", spec.GetType(), err)
+	}
+	return res.GetJob().GetId()
+}

@@ -113,15 +113,6 @@ func (s scrape) series(name string) int {
 	return 0
 }
 
-func enqueue(t *testing.T, b *brokertest.Bundle, spec *jobwirev1.JobSpec) int64 {
-	t.Helper()
-	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.GetJob().GetId()
-}
-
 func runWorker(t *testing.T, b *brokertest.Bundle, register func(w *worker.Worker)) {
 	t.Helper()
 	w, err := worker.New(b.Conn, worker.Options{ID: "metrics-worker", Concurrency: 8, ShutdownGrace: 5 * time.Second})
@@ -170,17 +161,17 @@ func TestScrapeCountsScriptedWorkload(t *testing.T) {
 		})
 	})
 	for i := range n - 1 {
-		enqueue(t, b, &jobwirev1.JobSpec{Type: "ok", Queue: "mail", Payload: fmt.Appendf(nil, "%d", i)})
+		b.Enqueue(&jobwirev1.JobSpec{Type: "ok", Queue: "mail", Payload: fmt.Appendf(nil, "%d", i)})
 	}
 	for range m {
-		enqueue(t, b, &jobwirev1.JobSpec{Type: "flaky", Queue: "mail"})
+		b.Enqueue(&jobwirev1.JobSpec{Type: "flaky", Queue: "mail"})
 	}
 	for range k {
-		enqueue(t, b, &jobwirev1.JobSpec{Type: "broken", Queue: "mail"})
+		b.Enqueue(&jobwirev1.JobSpec{Type: "broken", Queue: "mail"})
 	}
 	// A repeat of an idempotency key stores nothing new and is not counted.
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "ok", Queue: "mail", IdempotencyKey: "once"})
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "ok", Queue: "mail", IdempotencyKey: "once"})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "ok", Queue: "mail", IdempotencyKey: "once"})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "ok", Queue: "mail", IdempotencyKey: "once"})
 	waitFor(t, "first attempts to end", func() bool {
 		s := tb.scrape()
 		return s.value("jobwire_jobs_succeeded_total", "job_type=ok") == n &&
@@ -243,8 +234,8 @@ func TestScrapeCancelBreakerAndQueueGauges(t *testing.T) {
 	tb := setup(t, setupOpts{})
 	b := tb.b
 	ctx := context.Background()
-	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "slow", Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(time.Hour)}})
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "slow"})
+	id := b.Enqueue(&jobwirev1.JobSpec{Type: "later", Queue: "slow", Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(time.Hour)}})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "later", Queue: "slow"})
 	if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id}); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +275,7 @@ func TestScrapeFoldsNamesPastTheBound(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{metrics: metrics.Options{MaxQueues: 2, MaxTypes: 3}})
 	for i := range 10 {
-		enqueue(t, tb.b, &jobwirev1.JobSpec{Type: fmt.Sprintf("type-%d", i), Queue: fmt.Sprintf("queue-%d", i)})
+		tb.b.Enqueue(&jobwirev1.JobSpec{Type: fmt.Sprintf("type-%d", i), Queue: fmt.Sprintf("queue-%d", i)})
 	}
 	s := tb.scrape()
 	// queue-0/type-0, queue-1/type-1, other/type-2, then other/other.

@@ -171,15 +171,6 @@ func (bb *browserBundle) screenshot(t *testing.T, name string) []byte {
 	return png
 }
 
-func enqueue(t *testing.T, b *brokertest.Bundle, spec *jobwirev1.JobSpec) int64 {
-	t.Helper()
-	res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.GetJob().GetId()
-}
-
 func jobState(t *testing.T, b *brokertest.Bundle, id int64) *jobwirev1.Job {
 	t.Helper()
 	res, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: id})
@@ -215,14 +206,14 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// A job whose payload and type carry markup, and two dead jobs.
 	hostile := `{"note":"<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">"}`
-	hostileID := enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "mail", Payload: []byte(hostile),
+	hostileID := b.Enqueue(&jobwirev1.JobSpec{Type: "email.send", Queue: "mail", Payload: []byte(hostile),
 		Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpbHour()}})
 	killer := b.Connect(brokertest.Hello("killer-1", 1, "report.build"))
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "report.build", Queue: "reports", Payload: []byte(`{"month":"2026-02"}`)})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "report.build", Queue: "reports", Payload: []byte(`{"month":"2026-02"}`)})
 	deadA := killJob(t, b, killer, "KeyError")
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "report.build", Queue: "reports", Payload: []byte(`{"month":"bad"}`)})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "report.build", Queue: "reports", Payload: []byte(`{"month":"bad"}`)})
 	deadB := killJob(t, b, killer, "ValueError")
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "report.build", Queue: "reports"})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "report.build", Queue: "reports"})
 	deadC := killJob(t, b, killer, "IOError")
 	if _, err := b.Admin.ForceBreaker(ctx, &jobwirev1.ForceBreakerRequest{Type: "report.build", State: jobwirev1.BreakerState_BREAKER_STATE_OPEN}); err != nil {
 		t.Fatal(err)
@@ -298,7 +289,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	t.Run("pause a queue and see dispatch stop", func(t *testing.T) {
-		enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "mail"}) // creates the queue
+		b.Enqueue(&jobwirev1.JobSpec{Type: "email.send", Queue: "mail"}) // creates the queue
 		w := b.Connect(brokertest.Hello("mailer-1", 4, "email.send"))
 		a := w.Assignment()
 		w.Succeed(a)
@@ -306,10 +297,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		row := `tr[data-queue="mail"]`
 		bb.do(t, "pause", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Pause")`)))
 		bb.waitJS(t, "the queue shown paused", `document.querySelector('`+row+`').textContent.includes("paused")`)
-		held := enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "mail"})
+		held := b.Enqueue(&jobwirev1.JobSpec{Type: "email.send", Queue: "mail"})
 		// A job of another queue enqueued after it is dispatched: the round that took it passed
 		// the paused queue's job over.
-		other := enqueue(t, b, &jobwirev1.JobSpec{Type: "email.send", Queue: "other"})
+		other := b.Enqueue(&jobwirev1.JobSpec{Type: "email.send", Queue: "other"})
 		if got := w.Assignment().GetJob().GetId(); got != other {
 			t.Fatalf("assigned job %d, want %d of the running queue", got, other)
 		}
@@ -351,8 +342,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		bb.open(t, "overview")
 		before := eval[string](t, bb, `document.querySelector('[data-state="PENDING"] .n').textContent`)
-		enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "later"})
-		enqueue(t, b, &jobwirev1.JobSpec{Type: "later", Queue: "later"})
+		b.Enqueue(&jobwirev1.JobSpec{Type: "later", Queue: "later"})
+		b.Enqueue(&jobwirev1.JobSpec{Type: "later", Queue: "later"})
 		bb.waitJS(t, "the pending count to change without a reload",
 			`document.querySelector('[data-state="PENDING"] .n').textContent !== `+jsString(before)+` && document.body.dataset.loaded === "overview"`)
 		bb.waitJS(t, "the graph to draw", `document.querySelectorAll("svg.graph polyline").length === 3`)

@@ -151,7 +151,7 @@ func TestDashboardAnswersCarrySecurityHeaders(t *testing.T) {
 	b := brokertest.New(t, brokertest.Options{})
 	srv := httptest.NewServer(web.Handler(web.Options{Conn: b.Server.LocalConn(), Context: t.Context()}))
 	defer srv.Close()
-	enqueue(t, b, &jobwirev1.JobSpec{Type: "t", Payload: []byte(`"<b>"`)})
+	b.Enqueue(&jobwirev1.JobSpec{Type: "t", Payload: []byte(`"<b>"`)})
 	for _, path := range []string{"/", "/api/rpc/GetJob?req=" + url.QueryEscape(`{"id":"1"}`), "/assets/app.js"} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {

@@ -261,11 +261,16 @@ pages.jobs = {
     if (this.stateSel.value) req.state = "JOB_STATE_" + this.stateSel.value;
     const res = await read("ListJobs", req);
     clear(this.list).appendChild(jobTable(res.jobs || []));
-    clear(this.pager);
-    if (this.tokens.length > 1) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.pop(); refresh(); } }, "Previous page")]);
-    if (res.next_page_token) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.push(res.next_page_token); refresh(); } }, "Next page")]);
+    drawPager(this, res.next_page_token);
   },
 };
+
+// drawPager offers the previous page (the page keeps a stack of page tokens) and the next.
+function drawPager(page, next) {
+  clear(page.pager);
+  if (page.tokens.length > 1) append(page.pager, [el("button", { type: "button", onclick: () => { page.tokens.pop(); refresh(); } }, "Previous page")]);
+  if (next) append(page.pager, [el("button", { type: "button", onclick: () => { page.tokens.push(next); refresh(); } }, "Next page")]);
+}
 
 function jobTable(jobs, extra) {
   return table(["Id", "Type", "Queue", "State", ["Attempts", "num"], "Created", "Last error"].concat(extra ? [""] : []),
@@ -369,9 +374,7 @@ pages.dlq = {
     clear(this.list).appendChild(jobTable(res.jobs || [], isAdmin() ? (j) => el("span", { class: "row" },
       el("button", { type: "button", onclick: () => act(() => write("RequeueDeadJobs", { selection: { ids: [j.id] } })) }, "Requeue"),
       el("button", { type: "button", onclick: () => this.edit(j.id) }, "Edit & requeue")) : null));
-    clear(this.pager);
-    if (this.tokens.length > 1) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.pop(); refresh(); } }, "Previous page")]);
-    if (res.next_page_token) append(this.pager, [el("button", { type: "button", onclick: () => { this.tokens.push(res.next_page_token); refresh(); } }, "Next page")]);
+    drawPager(this, res.next_page_token);
   },
 };
 
