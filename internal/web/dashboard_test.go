@@ -169,3 +169,30 @@ func TestDashboardAnswersCarrySecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+// /metrics is open unless MetricsAuth asks for a token, as the dashboard's API does.
+func TestMetricsCanBeProtected(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{RequireAuth: true})
+	viewer := b.Token(auth.RoleViewer, auth.Scope{})
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "jobwire_up 1\n") })
+	tests := []struct {
+		name      string
+		protected bool
+		token     string
+		want      int
+	}{
+		{"open by default", false, "", http.StatusOK},
+		{"protected, no token", true, "", http.StatusUnauthorized},
+		{"protected, bad token", true, "jw_nope", http.StatusUnauthorized},
+		{"protected, viewer token", true, viewer, http.StatusOK},
+	}
+	for _, tt := range tests {
+		srv := httptest.NewServer(web.Handler(web.Options{Metrics: metrics, MetricsAuth: tt.protected, Auth: web.FromTokens(b.Auth)}))
+		ab := &authBundle{b: b, url: srv.URL}
+		if code, body, _ := ab.request(t, "GET", "/metrics", tt.token, "", nil); code != tt.want {
+			t.Errorf("%s: /metrics = %d %s, want %d", tt.name, code, body, tt.want)
+		}
+		srv.Close()
+	}
+}
