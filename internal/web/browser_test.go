@@ -27,8 +27,9 @@ import (
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the overview's screenshot to docs/dashboard.png")
 
-// browserTimeout bounds each step in the browser.
-const browserTimeout = 20 * time.Second
+// browserTimeout bounds each step in the browser: generous, because CI runs the browser beside
+// the whole race-enabled suite on two CPUs.
+const browserTimeout = 60 * time.Second
 
 // chromiumPath finds Debian's chromium. CI installs it (.ci/run); without it the browser tests
 // skip, except under CI, where they fail.
@@ -126,12 +127,18 @@ func (bb *browserBundle) do(t *testing.T, what string, actions ...chromedp.Actio
 	}
 }
 
-// open shows a page and waits until its data has loaded once.
-func (bb *browserBundle) open(t *testing.T, page string) {
+// open shows a page with live refresh off, so that no redraw replaces a button between finding
+// it and clicking it, and waits until its data has loaded once. Each action redraws the page.
+func (bb *browserBundle) open(t *testing.T, page string) { bb.openWith(t, "/?live=0", page) }
+
+// openLive shows a page that refreshes itself.
+func (bb *browserBundle) openLive(t *testing.T, page string) { bb.openWith(t, "/", page) }
+
+func (bb *browserBundle) openWith(t *testing.T, path, page string) {
 	t.Helper()
 	route := strings.SplitN(page, "/", 2)[0]
 	bb.do(t, "open "+page,
-		chromedp.Navigate(bb.url+"/#/"+page),
+		chromedp.Navigate(bb.url+path+"#/"+page),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="`+route+`"]`)))
 }
 
@@ -152,7 +159,8 @@ func (bb *browserBundle) waitJS(t *testing.T, what, expr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond),
+		chromedp.WithPollingTimeout(browserTimeout))); err != nil {
 		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
 	}
 }
@@ -307,7 +315,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		if st := jobState(t, b, held).GetState(); st != jobwirev1.JobState_JOB_STATE_PENDING {
 			t.Fatalf("job of the paused queue is %s, want PENDING", st)
 		}
+		// The enqueue came from elsewhere: live refresh shows it.
+		bb.do(t, "turn live refresh on", chromedp.Click(chromedp.ID("live")))
 		bb.waitJS(t, "one ready job shown", `document.querySelector('`+row+`').children[1].textContent === "1"`)
+		bb.do(t, "turn live refresh off", chromedp.Click(chromedp.ID("live")))
 		bb.do(t, "resume", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll('`+row+` button')].find(b => b.textContent === "Resume")`)))
 		if got := w.Assignment().GetJob().GetId(); got != held {
 			t.Fatalf("after resume assigned job %d, want %d", got, held)
@@ -340,7 +351,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if *updateScreenshot {
 			demoWorkload(t, b)
 		}
-		bb.open(t, "overview")
+		bb.openLive(t, "overview")
 		before := eval[string](t, bb, `document.querySelector('[data-state="PENDING"] .n').textContent`)
 		b.Enqueue(&jobwirev1.JobSpec{Type: "later", Queue: "later"})
 		b.Enqueue(&jobwirev1.JobSpec{Type: "later", Queue: "later"})

@@ -417,13 +417,20 @@ pages.workers = {
 
 // ---- routing and refresh -----------------------------------------------------------------
 
+// refresh redraws the current page. One runs at a time; a refresh asked for meanwhile (a new
+// page, an action) runs once the one in flight is done, so no page is left without its data.
 async function refresh() {
-  const p = state.page;
-  if (!p || state.busy) return;
+  if (state.busy) { state.again = true; return; }
   state.busy = true;
-  try { await p.refresh(); if (p === state.page) document.body.dataset.loaded = state.route; }
-  catch (e) { showError(e); }
-  finally { state.busy = false; }
+  try {
+    do {
+      state.again = false;
+      const p = state.page;
+      if (!p) break;
+      try { await p.refresh(); if (p === state.page) document.body.dataset.loaded = state.route; }
+      catch (e) { showError(e); }
+    } while (state.again);
+  } finally { state.busy = false; }
 }
 
 function route() {
@@ -445,6 +452,8 @@ async function start() {
     state.role = me.role;
     state.auth = me.auth;
   } catch (e) { showError(e); }
+  // ?live=0 opens the page with live refresh off (it can be turned on with the checkbox).
+  if (new URLSearchParams(location.search).get("live") === "0") document.getElementById("live").checked = false;
   document.getElementById("role").textContent = state.auth ? "signed in as " + state.role : "";
   document.getElementById("logout").hidden = !state.auth;
   window.addEventListener("hashchange", route);
