@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short clean
+.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -107,6 +107,12 @@ fuzz:
 		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg >$(BIN)/fuzz.log 2>&1 || { cat $(BIN)/fuzz.log; exit 1; }; \
 	done
+
+## soak: run the resource attacks against a broker process for SOAKTIME (default 60s) while a
+## bystander enqueues and reads jobs; prints the bystander's latency and the broker's peak RSS
+SOAKTIME ?= 60s
+soak:
+	$(GO) run ./cmd/jobwire-soak -duration $(SOAKTIME)
 
 # fuzz-short: what make test runs, a few seconds per target
 fuzz-short:

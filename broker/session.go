@@ -80,33 +80,6 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		since:    b.now(),
 		held:     make(map[int64]*lease),
 	}
-	adopted := make([]*job.Job, len(h.Held))
-	if len(h.Held) > 0 {
-		err := b.do(ctx, "adopt", func(tx store.Tx) error {
-			seen := make(map[int64]bool, len(h.Held))
-			for i, ref := range h.Held {
-				adopted[i] = nil
-				if i >= h.Capacity || seen[ref.JobID] || ref.Token.IsZero() {
-					continue
-				}
-				seen[ref.JobID] = true
-				j, err := tx.JobGetHeld(ref)
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if j.WorkerID == h.WorkerID && j.LeaseOwner == h.Owner {
-					adopted[i] = j
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, Welcome{}, err
-		}
-	}
 	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -116,25 +89,33 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	b.nextSession++
 	s.id = fmt.Sprintf("s%d", b.nextSession)
 	w.SessionID = s.id
-	for i, j := range adopted {
-		if j == nil {
+	// Every current lease is in memory (granted by a round, or loaded at Start), so adoption
+	// needs no storage: a Hello listing many leases costs map lookups, never a write that
+	// other callers wait behind.
+	for i, ref := range h.Held {
+		if i >= h.Capacity || ref.Token.IsZero() || s.held[ref.JobID] != nil {
+			w.Lost = append(w.Lost, ref)
+			continue
+		}
+		l := b.leaseLocked(ref)
+		if l == nil {
 			// A lease whose result was stored is not lost: the worker sends the result again
 			// and is answered with its ResultAck.
-			if _, stored := b.recent.get(h.Held[i], b.now()); !stored {
-				w.Lost = append(w.Lost, h.Held[i])
+			if _, stored := b.recent.get(ref, b.now()); !stored {
+				w.Lost = append(w.Lost, ref)
 			}
 			continue
 		}
-		l := heldLease(s, h.Held[i], j)
-		if old := b.leases[j.ID]; old != nil {
-			// The same lease from the worker's earlier stream: take it over, permit and all.
-			if old.sess != nil {
-				delete(old.sess.held, j.ID)
-			}
-			l.permit, l.finishing, l.repeats = old.permit, old.finishing, old.repeats
+		if l.job.WorkerID != h.WorkerID || l.job.LeaseOwner != h.Owner {
+			w.Lost = append(w.Lost, ref)
+			continue
 		}
-		s.held[j.ID] = l
-		b.leases[j.ID] = l
+		// The same lease from the worker's earlier stream: take it over, permit and all.
+		if l.sess != nil {
+			delete(l.sess.held, ref.JobID)
+		}
+		l.sess = s
+		s.held[ref.JobID] = l
 	}
 	b.sessions = append(b.sessions, s)
 	b.signal() // it may serve types or queues no one served

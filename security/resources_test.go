@@ -180,7 +180,9 @@ func TestStreamMessageRate(t *testing.T) {
 	w2 := b.Connect(brokertest.Hello("calm", 1, "t"))
 	bogus := &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{
 		Leases: []*jobwirev1.LeaseRef{{JobId: 1, LeaseToken: "1.00000000000000000000000000000000"}}}}}
-	for range 10 { // each is answered, so each is known to be counted before the clock moves
+	// Each counts twice (the message and the lease it names) and is answered, so each is known
+	// to be counted before the clock moves.
+	for range 5 {
 		w2.Send(bogus)
 		if w2.Next().GetRefused() == nil {
 			t.Fatal("a heartbeat for a bogus lease was not refused")
@@ -190,6 +192,16 @@ func TestStreamMessageRate(t *testing.T) {
 	w2.Send(bogus)
 	if w2.Next().GetRefused() == nil {
 		t.Fatal("a second later the stream did not take another message")
+	}
+	// A heartbeat naming more leases than the budget holds is too much at once.
+	w3 := b.Connect(brokertest.Hello("wide", 20, "t"))
+	wide := &jobwirev1.Heartbeat{}
+	for i := range 11 {
+		wide.Leases = append(wide.Leases, &jobwirev1.LeaseRef{JobId: int64(i + 1), LeaseToken: "x"})
+	}
+	w3.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: wide}})
+	if err := w3.Err(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a heartbeat naming 11 leases at 10 a second: %v, want RESOURCE_EXHAUSTED", err)
 	}
 }
 

@@ -110,8 +110,9 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 		if err != nil {
 			return err
 		}
-		if !budget.take(w.clk.Now()) {
-			return status.Errorf(codes.ResourceExhausted, "the worker sent more than %d messages a second; the stream is closed", rate)
+		// A message naming many leases costs the broker as much as that many messages.
+		if !budget.take(w.clk.Now(), 1+len(msg.GetHeartbeat().GetLeases())) {
+			return status.Errorf(codes.ResourceExhausted, "the worker sent more than %d messages (counting each lease a heartbeat names) a second; the stream is closed", rate)
 		}
 		switch m := msg.GetMessage().(type) {
 		case *jobwirev1.ConnectRequest_Started:
@@ -165,15 +166,15 @@ func newMessageBudget(rate int, now time.Time) *messageBudget {
 	return &messageBudget{rate: float64(rate), tokens: float64(rate), last: now}
 }
 
-// take spends one message and reports whether the budget allowed it.
-func (m *messageBudget) take(now time.Time) bool {
+// take spends n messages' worth and reports whether the budget allowed it.
+func (m *messageBudget) take(now time.Time, n int) bool {
 	if d := now.Sub(m.last); d > 0 {
 		m.tokens = min(m.rate, m.tokens+d.Seconds()*m.rate)
 		m.last = now
 	}
-	if m.tokens < 1 {
+	if m.tokens < float64(n) {
 		return false
 	}
-	m.tokens--
+	m.tokens -= float64(n)
 	return true
 }

@@ -84,6 +84,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	// Every part of the broker logs through this: a warning or error that repeats in a loop
 	// (a misbehaving worker stream, a failing checkpoint) is written once per window.
 	log = slog.New(lograte.New(log.Handler(), lograte.DefaultWindow, clock.Real{}))
+	setMemoryLimit()
 	lis, err := listen(cfg.Listen)
 	if err != nil {
 		return err
@@ -298,4 +299,16 @@ func Version() string {
 		return info.Main.Version
 	}
 	return "(devel)"
+}
+
+// DefaultMemoryLimit is the heap size the Go runtime is asked to stay under unless GOMEMLIMIT
+// says otherwise: under a flood of large messages the garbage they leave is collected sooner,
+// so the broker's memory stays near what it really holds. It is a soft limit: a broker that
+// needs more gets more, at the cost of more frequent collections.
+const DefaultMemoryLimit = 384 << 20
+
+func setMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(DefaultMemoryLimit)
+	}
 }
