@@ -179,7 +179,9 @@ func (l *latencies) percentiles() (p50, p99 time.Duration, n int) {
 		return 0, 0, 0
 	}
 	slices.Sort(d)
-	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))].Round(10 * time.Microsecond) }
+	at := func(q float64) time.Duration {
+		return d[min(len(d)-1, int(q*float64(len(d))))].Round(10 * time.Microsecond)
+	}
 	return at(0.50), at(0.99), len(d)
 }
 
