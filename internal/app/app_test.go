@@ -3,13 +3,9 @@ package app_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 
-	"github.com/jobwire/jobwire/internal/app"
-	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/store/sqlite"
 )
 
@@ -17,20 +13,7 @@ import (
 // stops, a broker starts on the file again.
 func TestSecondBrokerOnOneSQLiteFileRefusesToStart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "jobwire.db")
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	start := func(ctx context.Context) (addr string, done chan error) {
-		cfg := config.Defaults()
-		cfg.Listen, cfg.HTTPListen, cfg.DB = "127.0.0.1:0", config.HTTPOff, db
-		ready := make(chan string, 1)
-		done = make(chan error, 1)
-		go func() { done <- app.Run(ctx, cfg, quiet, func(a app.Addrs) { ready <- a.GRPC.String() }) }()
-		select {
-		case addr = <-ready:
-		case err := <-done:
-			done <- err
-		}
-		return addr, done
-	}
+	start := func(ctx context.Context) (addr string, done chan error) { return startBroker(ctx, db) }
 
 	ctx1, stop1 := context.WithCancel(context.Background())
 	defer stop1()

@@ -4,55 +4,19 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
 	"math"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/store/migration"
 )
 
 //go:embed migrations/*.up.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %q: name must be NNN_name.up.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %q: name must start with a number", name)
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share the number %d: renumber one", out[i-1].name, out[i].name, out[i].version)
-		}
-	}
-	return out, nil
-}
+// migrations are the store's schema migrations, in order.
+func migrations() ([]migration.Migration, error) { return migration.Load(migrationFiles, "migrations") }
 
 // Advisory lock keys of the store: the first half of a two-part key, the second being a hash of
 // the schema the connection works in, so that databases (and schemas) do not share them.
@@ -97,21 +61,21 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	for _, m := range ms {
-		if m.version <= current || m.version > last {
+		if m.Version <= current || m.Version > last {
 			continue
 		}
 		start := time.Now()
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
-		s.log.Info("applied storage migration", "migration", m.name, "took", time.Since(start).Round(time.Millisecond))
+		s.log.Info("applied storage migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }

@@ -130,8 +130,8 @@ func schemaKey() (string, error) {
 	h := fnv.New64a()
 	version := 0
 	for _, m := range ms {
-		version = m.version
-		_, _ = io.WriteString(h, m.sql)
+		version = m.Version
+		_, _ = io.WriteString(h, m.SQL)
 	}
 	_, _ = io.WriteString(h, benchFill)
 	return fmt.Sprintf("v%d-%x", version, h.Sum64()), nil

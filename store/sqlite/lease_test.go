@@ -127,13 +127,13 @@ func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if strings.HasSuffix(m.name, "_lease_secrets.up.sql") {
+		if strings.HasSuffix(m.Name, "_lease_secrets.up.sql") {
 			break
 		}
-		if _, err := db.ExecContext(ctx, m.sql); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
 		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?)`, m.version, m.name); err != nil {
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?)`, m.Version, m.Name); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,56 +5,18 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jobwire/jobwire/store/migration"
 )
 
 //go:embed migrations/*.up.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %q: name must be NNN_name.up.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %q: name must start with a number", name)
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		// Two changes made side by side can pick the same next number; the second would then
-		// never run on a database that already has the first. Renumber one of them.
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share the number %d: renumber one", out[i-1].name, out[i].name, out[i].version)
-		}
-	}
-	return out, nil
-}
+// migrations are the store's schema migrations, in order.
+func migrations() ([]migration.Migration, error) { return migration.Load(migrationFiles, "migrations") }
 
 // migrate applies every migration newer than the database's version, each in its own
 // transaction together with its row in schema_migrations. Each one applied is logged with its
@@ -79,7 +41,7 @@ func migrateTo(ctx context.Context, db *sql.DB, log *slog.Logger, last int) erro
 		return err
 	}
 	for _, m := range ms {
-		if m.version <= current || m.version > last {
+		if m.Version <= current || m.Version > last {
 			continue
 		}
 		start := time.Now()
@@ -87,18 +49,18 @@ func migrateTo(ctx context.Context, db *sql.DB, log *slog.Logger, last int) erro
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, m.version, m.name); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
-		log.Info("applied storage migration", "migration", m.name, "took", time.Since(start).Round(time.Millisecond))
+		log.Info("applied storage migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }

@@ -167,8 +167,8 @@ func TestMigrationNumbersAreUnique(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range ms {
-		if m.version != i+1 {
-			t.Fatalf("migration %s has number %d, want %d: numbers run 1, 2, 3 ... without gaps", m.name, m.version, i+1)
+		if m.Version != i+1 {
+			t.Fatalf("migration %s has number %d, want %d: numbers run 1, 2, 3 ... without gaps", m.Name, m.Version, i+1)
 		}
 	}
 }

@@ -1,0 +1,53 @@
+// Package migration reads a store's schema migrations: numbered SQL files NNN_name.up.sql,
+// embedded in the store's binary and applied in order, each once.
+package migration
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one schema change.
+type Migration struct {
+	Version int
+	Name    string // the file name
+	SQL     string
+}
+
+// Load reads the migrations in dir of fsys, in version order. Two files with one number are an
+// error: changes made side by side can pick the same next number, and the second would then
+// never run on a database that already has the first.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %q: name must be NNN_name.up.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %q: name must start with a number", name)
+		}
+		body, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share the number %d: renumber one", out[i-1].Name, out[i].Name, out[i].Version)
+		}
+	}
+	return out, nil
+}
