@@ -122,6 +122,14 @@ func TestPausedQueueFlood(t *testing.T) {
 	}
 	// Resumed, its job goes to one of the two workers.
 	waitLeased(t, b, held)
+	// Listing 40,000 queues would not fit in a response: the listing is capped.
+	res, err := b.Admin.ListQueues(ctx, &jobwirev1.ListQueuesRequest{})
+	if err != nil {
+		t.Fatalf("ListQueues: %v", err)
+	}
+	if n := len(res.GetQueues()); n != 1000 || int(res.GetOmitted()) < len(paused)-1000 {
+		t.Fatalf("ListQueues gave %d queues and omitted %d; want 1000 and the rest omitted", n, res.GetOmitted())
+	}
 }
 
 // waitLeased waits until job id is handed to a worker.

@@ -20,7 +20,9 @@ var breakerStateFromProto = map[jobwirev1.BreakerState]breaker.State{
 
 func (a *admin) ListBreakers(context.Context, *jobwirev1.ListBreakersRequest) (*jobwirev1.ListBreakersResponse, error) {
 	out := &jobwirev1.ListBreakersResponse{}
-	for _, i := range a.b.Breakers() {
+	infos, omitted := capList(a.b.Breakers())
+	out.Omitted = omitted
+	for _, i := range infos {
 		out.Breakers = append(out.Breakers, breakerToProto(i))
 	}
 	return out, nil
@@ -40,4 +42,16 @@ func (a *admin) ForceBreaker(_ context.Context, req *jobwirev1.ForceBreakerReque
 		return nil, toStatus(err)
 	}
 	return &jobwirev1.ForceBreakerResponse{Breaker: breakerToProto(info)}, nil
+}
+
+// maxListed caps the entries of a listing that grows with use (queues, breakers, counts per
+// queue and type), so that its response always fits in a message (docs/security.md, "Limits").
+const maxListed = 1000
+
+// capList keeps the first maxListed entries and says how many it left out.
+func capList[T any](s []T) ([]T, int32) {
+	if len(s) <= maxListed {
+		return s, 0
+	}
+	return s[:maxListed], int32(len(s) - maxListed)
 }

@@ -247,6 +247,7 @@ func (a *admin) ListQueues(ctx context.Context, _ *jobwirev1.ListQueuesRequest) 
 	}
 	now := a.clk.Now()
 	out := &jobwirev1.ListQueuesResponse{}
+	qs, out.Omitted = capList(qs)
 	for _, q := range qs {
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
@@ -305,7 +306,10 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 	}
 	now := a.clk.Now()
 	out := &jobwirev1.GetStatsResponse{}
-	for _, c := range st.Counts {
+	counts, countsOmitted := capList(st.Counts)
+	queues, queuesOmitted := capList(st.Queues)
+	out.CountsOmitted, out.QueuesOmitted = countsOmitted, queuesOmitted
+	for _, c := range counts {
 		out.Counts = append(out.Counts, &jobwirev1.StateCount{Queue: c.Queue, Type: c.Type,
 			State: stateToProto(c.State), Count: c.Count})
 	}
@@ -313,7 +317,7 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 		out.Recent = append(out.Recent, &jobwirev1.RecentCounts{Window: dur(r.Window),
 			Succeeded: r.Succeeded, Failed: r.Failed, Dead: r.Dead})
 	}
-	for _, q := range st.Queues {
+	for _, q := range queues {
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
 	if c, ok := a.b.Store().(storageRetryCounter); ok {

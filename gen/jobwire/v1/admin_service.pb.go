@@ -1112,8 +1112,10 @@ func (x *QueueInfo) GetOldestReadyAge() *durationpb.Duration {
 }
 
 type ListQueuesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queues        []*QueueInfo           `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 1000 queues, by name; omitted counts the rest.
+	Queues        []*QueueInfo `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	Omitted       int32        `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1153,6 +1155,13 @@ func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
 		return x.Queues
 	}
 	return nil
+}
+
+func (x *ListQueuesResponse) GetOmitted() int32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
 }
 
 type PauseQueueRequest struct {
@@ -1608,8 +1617,11 @@ type GetStatsResponse struct {
 	Queues []*QueueInfo           `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"`
 	// Storage operations retried, by error code name.
 	StorageRetries map[string]int64 `protobuf:"bytes,4,rep,name=storage_retries,json=storageRetries,proto3" json:"storage_retries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// counts and queues hold at most 1000 entries each; these count the rest.
+	CountsOmitted int32 `protobuf:"varint,5,opt,name=counts_omitted,json=countsOmitted,proto3" json:"counts_omitted,omitempty"`
+	QueuesOmitted int32 `protobuf:"varint,6,opt,name=queues_omitted,json=queuesOmitted,proto3" json:"queues_omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatsResponse) Reset() {
@@ -1668,6 +1680,20 @@ func (x *GetStatsResponse) GetStorageRetries() map[string]int64 {
 		return x.StorageRetries
 	}
 	return nil
+}
+
+func (x *GetStatsResponse) GetCountsOmitted() int32 {
+	if x != nil {
+		return x.CountsOmitted
+	}
+	return 0
+}
+
+func (x *GetStatsResponse) GetQueuesOmitted() int32 {
+	if x != nil {
+		return x.QueuesOmitted
+	}
+	return 0
 }
 
 // BreakerInfo is one job type's circuit breaker.
@@ -1818,8 +1844,10 @@ func (*ListBreakersRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListBreakersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Breakers      []*BreakerInfo         `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 1000 breakers; omitted counts the rest.
+	Breakers      []*BreakerInfo `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	Omitted       int32          `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1859,6 +1887,13 @@ func (x *ListBreakersResponse) GetBreakers() []*BreakerInfo {
 		return x.Breakers
 	}
 	return nil
+}
+
+func (x *ListBreakersResponse) GetOmitted() int32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
 }
 
 type ResetBreakerRequest struct {
@@ -2328,9 +2363,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x10oldest_ready_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0eoldestReadyAge\x1a?\n" +
 	"\x11DepthByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"C\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"]\n" +
 	"\x12ListQueuesResponse\x12-\n" +
-	"\x06queues\x18\x01 \x03(\v2\x15.jobwire.v1.QueueInfoR\x06queues\")\n" +
+	"\x06queues\x18\x01 \x03(\v2\x15.jobwire.v1.QueueInfoR\x06queues\x12\x18\n" +
+	"\aomitted\x18\x02 \x01(\x05R\aomitted\")\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"A\n" +
 	"\x12PauseQueueResponse\x12+\n" +
@@ -2355,12 +2391,14 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\xc1\x02\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\x8f\x03\n" +
 	"\x10GetStatsResponse\x12.\n" +
 	"\x06counts\x18\x01 \x03(\v2\x16.jobwire.v1.StateCountR\x06counts\x120\n" +
 	"\x06recent\x18\x02 \x03(\v2\x18.jobwire.v1.RecentCountsR\x06recent\x12-\n" +
 	"\x06queues\x18\x03 \x03(\v2\x15.jobwire.v1.QueueInfoR\x06queues\x12Y\n" +
-	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x1aA\n" +
+	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x12%\n" +
+	"\x0ecounts_omitted\x18\x05 \x01(\x05R\rcountsOmitted\x12%\n" +
+	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x87\x03\n" +
@@ -2376,9 +2414,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x10probes_in_flight\x18\a \x01(\x05R\x0eprobesInFlight\x12\x1a\n" +
 	"\bdisabled\x18\b \x01(\bR\bdisabled\x12'\n" +
 	"\x0fprobe_successes\x18\t \x01(\x05R\x0eprobeSuccesses\"\x15\n" +
-	"\x13ListBreakersRequest\"K\n" +
+	"\x13ListBreakersRequest\"e\n" +
 	"\x14ListBreakersResponse\x123\n" +
-	"\bbreakers\x18\x01 \x03(\v2\x17.jobwire.v1.BreakerInfoR\bbreakers\")\n" +
+	"\bbreakers\x18\x01 \x03(\v2\x17.jobwire.v1.BreakerInfoR\bbreakers\x12\x18\n" +
+	"\aomitted\x18\x02 \x01(\x05R\aomitted\")\n" +
 	"\x13ResetBreakerRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\"I\n" +
 	"\x14ResetBreakerResponse\x121\n" +

@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from jobwire.v1 import job_pb2 as jobwire_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobwire/v1/admin_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"z\n\x0fListJobsRequest\x12#\n\x05state\x18\x01 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"J\n\x10ListJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xc9\x01\n\rDeadJobFilter\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12&\n\x06reason\x18\x03 \x01(\x0e\x32\x16.jobwire.v1.DeadReason\x12\x12\n\nerror_type\x18\x04 \x01(\t\x12.\n\ndead_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x61\x64_before\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"g\n\x13ListDeadJobsRequest\x12)\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.DeadJobFilter\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"N\n\x14ListDeadJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"t\n\rBulkSelection\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12)\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x19.jobwire.v1.DeadJobFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0f\n\x07preview\x18\x04 \x01(\x08\x12\x0b\n\x03\x61ll\x18\x05 \x01(\x08\"\xb8\x01\n\x16RequeueDeadJobsRequest\x12,\n\tselection\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.BulkSelection\x12\x15\n\x08priority\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07payload\x18\x03 \x01(\x0cH\x01\x88\x01\x01\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_priorityB\n\n\x08_payload\"]\n\x17RequeueDeadJobsResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x66\x66\x65\x63ted\x18\x02 \x01(\x05\x12\x1f\n\x06sample\x18\x03 \x03(\x0b\x32\x0f.jobwire.v1.Job\"D\n\x14PurgeDeadJobsRequest\x12,\n\tselection\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.BulkSelection\"[\n\x15PurgeDeadJobsResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x66\x66\x65\x63ted\x18\x02 \x01(\x05\x12\x1f\n\x06sample\x18\x03 \x03(\x0b\x32\x0f.jobwire.v1.Job\"P\n\x14TopDeadErrorsRequest\x12)\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.DeadJobFilter\x12\r\n\x05limit\x18\x02 \x01(\x05\"\x8b\x01\n\nErrorGroup\x12\x12\n\nerror_type\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x12-\n\tlast_seen\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0esample_message\x18\x04 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x05 \x01(\t\"?\n\x15TopDeadErrorsResponse\x12&\n\x06groups\x18\x01 \x03(\x0b\x32\x16.jobwire.v1.ErrorGroup\"I\n\x18PurgeFinishedJobsRequest\x12-\n\nolder_than\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"+\n\x19PurgeFinishedJobsResponse\x12\x0e\n\x06purged\x18\x01 \x01(\x03\"\x13\n\x11ListQueuesRequest\"\x80\x02\n\tQueueInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06paused\x18\x02 \x01(\x08\x12\x19\n\x11\x63oncurrency_limit\x18\x03 \x01(\x05\x12?\n\x0e\x64\x65pth_by_state\x18\x04 \x03(\x0b\x32\'.jobwire.v1.QueueInfo.DepthByStateEntry\x12\x0f\n\x07running\x18\x05 \x01(\x03\x12\x33\n\x10oldest_ready_age\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a\x33\n\x11\x44\x65pthByStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\";\n\x12ListQueuesResponse\x12%\n\x06queues\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.QueueInfo\"\"\n\x11PauseQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\":\n\x12PauseQueueResponse\x12$\n\x05queue\x18\x01 \x01(\x0b\x32\x15.jobwire.v1.QueueInfo\"#\n\x12ResumeQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\";\n\x13ResumeQueueResponse\x12$\n\x05queue\x18\x01 \x01(\x0b\x32\x15.jobwire.v1.QueueInfo\"4\n\x14SetQueueLimitRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"=\n\x15SetQueueLimitResponse\x12$\n\x05queue\x18\x01 \x01(\x0b\x32\x15.jobwire.v1.QueueInfo\"\x11\n\x0fGetStatsRequest\"]\n\nStateCount\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\"j\n\x0cRecentCounts\x12)\n\x06window\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tsucceeded\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x04 \x01(\x03\"\x8d\x02\n\x10GetStatsResponse\x12&\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x16.jobwire.v1.StateCount\x12(\n\x06recent\x18\x02 \x03(\x0b\x32\x18.jobwire.v1.RecentCounts\x12%\n\x06queues\x18\x03 \x03(\x0b\x32\x15.jobwire.v1.QueueInfo\x12I\n\x0fstorage_retries\x18\x04 \x03(\x0b\x32\x30.jobwire.v1.GetStatsResponse.StorageRetriesEntry\x1a\x35\n\x13StorageRetriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x9b\x02\n\x0b\x42reakerInfo\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.jobwire.v1.BreakerState\x12\x1a\n\x12\x66\x61ilures_in_window\x18\x03 \x01(\x05\x12-\n\topened_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rnext_probe_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ngeneration\x18\x06 \x01(\x03\x12\x18\n\x10probes_in_flight\x18\x07 \x01(\x05\x12\x10\n\x08\x64isabled\x18\x08 \x01(\x08\x12\x17\n\x0fprobe_successes\x18\t \x01(\x05\"\x15\n\x13ListBreakersRequest\"A\n\x14ListBreakersResponse\x12)\n\x08\x62reakers\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.BreakerInfo\"#\n\x13ResetBreakerRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\"@\n\x14ResetBreakerResponse\x12(\n\x07\x62reaker\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.BreakerInfo\"L\n\x13\x46orceBreakerRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.jobwire.v1.BreakerState\"@\n\x14\x46orceBreakerResponse\x12(\n\x07\x62reaker\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.BreakerInfo\"\x14\n\x12ListWorkersRequest\"\xd2\x01\n\nWorkerInfo\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x11\n\tjob_types\x18\x03 \x03(\t\x12\x0e\n\x06queues\x18\x04 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12\x13\n\x0bleases_held\x18\x06 \x01(\x05\x12\x0f\n\x07running\x18\x07 \x01(\x05\x12\x10\n\x08\x64raining\x18\x08 \x01(\x08\x12\x30\n\x0c\x63onnected_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x13ListWorkersResponse\x12\'\n\x07workers\x18\x01 \x03(\x0b\x32\x16.jobwire.v1.WorkerInfo*|\n\x0c\x42reakerState\x12\x1d\n\x19\x42REAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42REAKER_STATE_CLOSED\x10\x01\x12\x16\n\x12\x42REAKER_STATE_OPEN\x10\x02\x12\x1b\n\x17\x42REAKER_STATE_HALF_OPEN\x10\x03\x32\xe2\t\n\x0c\x41\x64minService\x12\x45\n\x08ListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n\x0cListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n\x0fRequeueDeadJobs\x12\".jobwire.v1.RequeueDeadJobsRequest\x1a#.jobwire.v1.RequeueDeadJobsResponse\x12T\n\rPurgeDeadJobs\x12 .jobwire.v1.PurgeDeadJobsRequest\x1a!.jobwire.v1.PurgeDeadJobsResponse\x12T\n\rTopDeadErrors\x12 .jobwire.v1.TopDeadErrorsRequest\x1a!.jobwire.v1.TopDeadErrorsResponse\x12`\n\x11PurgeFinishedJobs\x12$.jobwire.v1.PurgeFinishedJobsRequest\x1a%.jobwire.v1.PurgeFinishedJobsResponse\x12K\n\nListQueues\x12\x1d.jobwire.v1.ListQueuesRequest\x1a\x1e.jobwire.v1.ListQueuesResponse\x12K\n\nPauseQueue\x12\x1d.jobwire.v1.PauseQueueRequest\x1a\x1e.jobwire.v1.PauseQueueResponse\x12N\n\x0bResumeQueue\x12\x1e.jobwire.v1.ResumeQueueRequest\x1a\x1f.jobwire.v1.ResumeQueueResponse\x12T\n\rSetQueueLimit\x12 .jobwire.v1.SetQueueLimitRequest\x1a!.jobwire.v1.SetQueueLimitResponse\x12\x45\n\x08GetStats\x12\x1b.jobwire.v1.GetStatsRequest\x1a\x1c.jobwire.v1.GetStatsResponse\x12Q\n\x0cListBreakers\x12\x1f.jobwire.v1.ListBreakersRequest\x1a .jobwire.v1.ListBreakersResponse\x12Q\n\x0cResetBreaker\x12\x1f.jobwire.v1.ResetBreakerRequest\x1a .jobwire.v1.ResetBreakerResponse\x12Q\n\x0c\x46orceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n\x0bListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobwire/v1/admin_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"z\n\x0fListJobsRequest\x12#\n\x05state\x18\x01 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"J\n\x10ListJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xc9\x01\n\rDeadJobFilter\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12&\n\x06reason\x18\x03 \x01(\x0e\x32\x16.jobwire.v1.DeadReason\x12\x12\n\nerror_type\x18\x04 \x01(\t\x12.\n\ndead_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x61\x64_before\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"g\n\x13ListDeadJobsRequest\x12)\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.DeadJobFilter\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"N\n\x14ListDeadJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"t\n\rBulkSelection\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12)\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x19.jobwire.v1.DeadJobFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0f\n\x07preview\x18\x04 \x01(\x08\x12\x0b\n\x03\x61ll\x18\x05 \x01(\x08\"\xb8\x01\n\x16RequeueDeadJobsRequest\x12,\n\tselection\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.BulkSelection\x12\x15\n\x08priority\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07payload\x18\x03 \x01(\x0cH\x01\x88\x01\x01\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_priorityB\n\n\x08_payload\"]\n\x17RequeueDeadJobsResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x66\x66\x65\x63ted\x18\x02 \x01(\x05\x12\x1f\n\x06sample\x18\x03 \x03(\x0b\x32\x0f.jobwire.v1.Job\"D\n\x14PurgeDeadJobsRequest\x12,\n\tselection\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.BulkSelection\"[\n\x15PurgeDeadJobsResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x10\n\x08\x61\x66\x66\x65\x63ted\x18\x02 \x01(\x05\x12\x1f\n\x06sample\x18\x03 \x03(\x0b\x32\x0f.jobwire.v1.Job\"P\n\x14TopDeadErrorsRequest\x12)\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x19.jobwire.v1.DeadJobFilter\x12\r\n\x05limit\x18\x02 \x01(\x05\"\x8b\x01\n\nErrorGroup\x12\x12\n\nerror_type\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x12-\n\tlast_seen\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0esample_message\x18\x04 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x05 \x01(\t\"?\n\x15TopDeadErrorsResponse\x12&\n\x06groups\x18\x01 \x03(\x0b\x32\x16.jobwire.v1.ErrorGroup\"I\n\x18PurgeFinishedJobsRequest\x12-\n\nolder_than\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"+\n\x19PurgeFinishedJobsResponse\x12\x0e\n\x06purged\x18\x01 \x01(\x03\"\x13\n\x11ListQueuesRequest\"\x80\x02\n\tQueueInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06paused\x18\x02 \x01(\x08\x12\x19\n\x11\x63oncurrency_limit\x18\x03 \x01(\x05\x12?\n\x0e\x64\x65pth_by_state\x18\x04 \x03(\x0b\x32\'.jobwire.v1.QueueInfo.DepthByStateEntry\x12\x0f\n\x07running\x18\x05 \x01(\x03\x12\x33\n\x10oldest_ready_age\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a\x33\n\x11\x44\x65pthByStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"L\n\x12ListQueuesResponse\x12%\n\x06queues\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.QueueInfo\x12\x0f\n\x07omitted\x18\x02 \x01(\x05\"\"\n\x11PauseQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\":\n\x12PauseQueueResponse\x12$\n\x05queue\x18\x01 \x01(\x0b\x32\x15.jobwire.v1.QueueInfo\"#\n\x12ResumeQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\";\n\x13ResumeQueueResponse\x12$\n\x05queue\x18\x01 \x01(\x0b\x32\x15.jobwire.v1.QueueInfo\"4\n\x14SetQueueLimitRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"=\n\x15SetQueueLimitResponse\x12$\n\x05queue\x18\x01 \x01(\x0b\x32\x15.jobwire.v1.QueueInfo\"\x11\n\x0fGetStatsRequest\"]\n\nStateCount\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\"j\n\x0cRecentCounts\x12)\n\x06window\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tsucceeded\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x04 \x01(\x03\"\xbd\x02\n\x10GetStatsResponse\x12&\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x16.jobwire.v1.StateCount\x12(\n\x06recent\x18\x02 \x03(\x0b\x32\x18.jobwire.v1.RecentCounts\x12%\n\x06queues\x18\x03 \x03(\x0b\x32\x15.jobwire.v1.QueueInfo\x12I\n\x0fstorage_retries\x18\x04 \x03(\x0b\x32\x30.jobwire.v1.GetStatsResponse.StorageRetriesEntry\x12\x16\n\x0e\x63ounts_omitted\x18\x05 \x01(\x05\x12\x16\n\x0equeues_omitted\x18\x06 \x01(\x05\x1a\x35\n\x13StorageRetriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x9b\x02\n\x0b\x42reakerInfo\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.jobwire.v1.BreakerState\x12\x1a\n\x12\x66\x61ilures_in_window\x18\x03 \x01(\x05\x12-\n\topened_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rnext_probe_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ngeneration\x18\x06 \x01(\x03\x12\x18\n\x10probes_in_flight\x18\x07 \x01(\x05\x12\x10\n\x08\x64isabled\x18\x08 \x01(\x08\x12\x17\n\x0fprobe_successes\x18\t \x01(\x05\"\x15\n\x13ListBreakersRequest\"R\n\x14ListBreakersResponse\x12)\n\x08\x62reakers\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.BreakerInfo\x12\x0f\n\x07omitted\x18\x02 \x01(\x05\"#\n\x13ResetBreakerRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\"@\n\x14ResetBreakerResponse\x12(\n\x07\x62reaker\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.BreakerInfo\"L\n\x13\x46orceBreakerRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.jobwire.v1.BreakerState\"@\n\x14\x46orceBreakerResponse\x12(\n\x07\x62reaker\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.BreakerInfo\"\x14\n\x12ListWorkersRequest\"\xd2\x01\n\nWorkerInfo\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x11\n\tjob_types\x18\x03 \x03(\t\x12\x0e\n\x06queues\x18\x04 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12\x13\n\x0bleases_held\x18\x06 \x01(\x05\x12\x0f\n\x07running\x18\x07 \x01(\x05\x12\x10\n\x08\x64raining\x18\x08 \x01(\x08\x12\x30\n\x0c\x63onnected_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x13ListWorkersResponse\x12\'\n\x07workers\x18\x01 \x03(\x0b\x32\x16.jobwire.v1.WorkerInfo*|\n\x0c\x42reakerState\x12\x1d\n\x19\x42REAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42REAKER_STATE_CLOSED\x10\x01\x12\x16\n\x12\x42REAKER_STATE_OPEN\x10\x02\x12\x1b\n\x17\x42REAKER_STATE_HALF_OPEN\x10\x03\x32\xe2\t\n\x0c\x41\x64minService\x12\x45\n\x08ListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n\x0cListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n\x0fRequeueDeadJobs\x12\".jobwire.v1.RequeueDeadJobsRequest\x1a#.jobwire.v1.RequeueDeadJobsResponse\x12T\n\rPurgeDeadJobs\x12 .jobwire.v1.PurgeDeadJobsRequest\x1a!.jobwire.v1.PurgeDeadJobsResponse\x12T\n\rTopDeadErrors\x12 .jobwire.v1.TopDeadErrorsRequest\x1a!.jobwire.v1.TopDeadErrorsResponse\x12`\n\x11PurgeFinishedJobs\x12$.jobwire.v1.PurgeFinishedJobsRequest\x1a%.jobwire.v1.PurgeFinishedJobsResponse\x12K\n\nListQueues\x12\x1d.jobwire.v1.ListQueuesRequest\x1a\x1e.jobwire.v1.ListQueuesResponse\x12K\n\nPauseQueue\x12\x1d.jobwire.v1.PauseQueueRequest\x1a\x1e.jobwire.v1.PauseQueueResponse\x12N\n\x0bResumeQueue\x12\x1e.jobwire.v1.ResumeQueueRequest\x1a\x1f.jobwire.v1.ResumeQueueResponse\x12T\n\rSetQueueLimit\x12 .jobwire.v1.SetQueueLimitRequest\x1a!.jobwire.v1.SetQueueLimitResponse\x12\x45\n\x08GetStats\x12\x1b.jobwire.v1.GetStatsRequest\x1a\x1c.jobwire.v1.GetStatsResponse\x12Q\n\x0cListBreakers\x12\x1f.jobwire.v1.ListBreakersRequest\x1a .jobwire.v1.ListBreakersResponse\x12Q\n\x0cResetBreaker\x12\x1f.jobwire.v1.ResetBreakerRequest\x1a .jobwire.v1.ResetBreakerResponse\x12Q\n\x0c\x46orceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n\x0bListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.admin_service_pb2', globals())
@@ -27,8 +27,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _QUEUEINFO_DEPTHBYSTATEENTRY._serialized_options = b'8\001'
   _GETSTATSRESPONSE_STORAGERETRIESENTRY._options = None
   _GETSTATSRESPONSE_STORAGERETRIESENTRY._serialized_options = b'8\001'
-  _BREAKERSTATE._serialized_start=3762
-  _BREAKERSTATE._serialized_end=3886
+  _BREAKERSTATE._serialized_start=3844
+  _BREAKERSTATE._serialized_end=3968
   _LISTJOBSREQUEST._serialized_start=133
   _LISTJOBSREQUEST._serialized_end=255
   _LISTJOBSRESPONSE._serialized_start=257
@@ -66,49 +66,49 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _QUEUEINFO_DEPTHBYSTATEENTRY._serialized_start=1921
   _QUEUEINFO_DEPTHBYSTATEENTRY._serialized_end=1972
   _LISTQUEUESRESPONSE._serialized_start=1974
-  _LISTQUEUESRESPONSE._serialized_end=2033
-  _PAUSEQUEUEREQUEST._serialized_start=2035
-  _PAUSEQUEUEREQUEST._serialized_end=2069
-  _PAUSEQUEUERESPONSE._serialized_start=2071
-  _PAUSEQUEUERESPONSE._serialized_end=2129
-  _RESUMEQUEUEREQUEST._serialized_start=2131
-  _RESUMEQUEUEREQUEST._serialized_end=2166
-  _RESUMEQUEUERESPONSE._serialized_start=2168
-  _RESUMEQUEUERESPONSE._serialized_end=2227
-  _SETQUEUELIMITREQUEST._serialized_start=2229
-  _SETQUEUELIMITREQUEST._serialized_end=2281
-  _SETQUEUELIMITRESPONSE._serialized_start=2283
-  _SETQUEUELIMITRESPONSE._serialized_end=2344
-  _GETSTATSREQUEST._serialized_start=2346
-  _GETSTATSREQUEST._serialized_end=2363
-  _STATECOUNT._serialized_start=2365
-  _STATECOUNT._serialized_end=2458
-  _RECENTCOUNTS._serialized_start=2460
-  _RECENTCOUNTS._serialized_end=2566
-  _GETSTATSRESPONSE._serialized_start=2569
-  _GETSTATSRESPONSE._serialized_end=2838
-  _GETSTATSRESPONSE_STORAGERETRIESENTRY._serialized_start=2785
-  _GETSTATSRESPONSE_STORAGERETRIESENTRY._serialized_end=2838
-  _BREAKERINFO._serialized_start=2841
-  _BREAKERINFO._serialized_end=3124
-  _LISTBREAKERSREQUEST._serialized_start=3126
-  _LISTBREAKERSREQUEST._serialized_end=3147
-  _LISTBREAKERSRESPONSE._serialized_start=3149
-  _LISTBREAKERSRESPONSE._serialized_end=3214
-  _RESETBREAKERREQUEST._serialized_start=3216
-  _RESETBREAKERREQUEST._serialized_end=3251
-  _RESETBREAKERRESPONSE._serialized_start=3253
-  _RESETBREAKERRESPONSE._serialized_end=3317
-  _FORCEBREAKERREQUEST._serialized_start=3319
-  _FORCEBREAKERREQUEST._serialized_end=3395
-  _FORCEBREAKERRESPONSE._serialized_start=3397
-  _FORCEBREAKERRESPONSE._serialized_end=3461
-  _LISTWORKERSREQUEST._serialized_start=3463
-  _LISTWORKERSREQUEST._serialized_end=3483
-  _WORKERINFO._serialized_start=3486
-  _WORKERINFO._serialized_end=3696
-  _LISTWORKERSRESPONSE._serialized_start=3698
-  _LISTWORKERSRESPONSE._serialized_end=3760
-  _ADMINSERVICE._serialized_start=3889
-  _ADMINSERVICE._serialized_end=5139
+  _LISTQUEUESRESPONSE._serialized_end=2050
+  _PAUSEQUEUEREQUEST._serialized_start=2052
+  _PAUSEQUEUEREQUEST._serialized_end=2086
+  _PAUSEQUEUERESPONSE._serialized_start=2088
+  _PAUSEQUEUERESPONSE._serialized_end=2146
+  _RESUMEQUEUEREQUEST._serialized_start=2148
+  _RESUMEQUEUEREQUEST._serialized_end=2183
+  _RESUMEQUEUERESPONSE._serialized_start=2185
+  _RESUMEQUEUERESPONSE._serialized_end=2244
+  _SETQUEUELIMITREQUEST._serialized_start=2246
+  _SETQUEUELIMITREQUEST._serialized_end=2298
+  _SETQUEUELIMITRESPONSE._serialized_start=2300
+  _SETQUEUELIMITRESPONSE._serialized_end=2361
+  _GETSTATSREQUEST._serialized_start=2363
+  _GETSTATSREQUEST._serialized_end=2380
+  _STATECOUNT._serialized_start=2382
+  _STATECOUNT._serialized_end=2475
+  _RECENTCOUNTS._serialized_start=2477
+  _RECENTCOUNTS._serialized_end=2583
+  _GETSTATSRESPONSE._serialized_start=2586
+  _GETSTATSRESPONSE._serialized_end=2903
+  _GETSTATSRESPONSE_STORAGERETRIESENTRY._serialized_start=2850
+  _GETSTATSRESPONSE_STORAGERETRIESENTRY._serialized_end=2903
+  _BREAKERINFO._serialized_start=2906
+  _BREAKERINFO._serialized_end=3189
+  _LISTBREAKERSREQUEST._serialized_start=3191
+  _LISTBREAKERSREQUEST._serialized_end=3212
+  _LISTBREAKERSRESPONSE._serialized_start=3214
+  _LISTBREAKERSRESPONSE._serialized_end=3296
+  _RESETBREAKERREQUEST._serialized_start=3298
+  _RESETBREAKERREQUEST._serialized_end=3333
+  _RESETBREAKERRESPONSE._serialized_start=3335
+  _RESETBREAKERRESPONSE._serialized_end=3399
+  _FORCEBREAKERREQUEST._serialized_start=3401
+  _FORCEBREAKERREQUEST._serialized_end=3477
+  _FORCEBREAKERRESPONSE._serialized_start=3479
+  _FORCEBREAKERRESPONSE._serialized_end=3543
+  _LISTWORKERSREQUEST._serialized_start=3545
+  _LISTWORKERSREQUEST._serialized_end=3565
+  _WORKERINFO._serialized_start=3568
+  _WORKERINFO._serialized_end=3778
+  _LISTWORKERSRESPONSE._serialized_start=3780
+  _LISTWORKERSRESPONSE._serialized_end=3842
+  _ADMINSERVICE._serialized_start=3971
+  _ADMINSERVICE._serialized_end=5221
 # @@protoc_insertion_point(module_scope)
