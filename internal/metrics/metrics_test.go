@@ -21,6 +21,7 @@ import (
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/web"
+	"github.com/jobwire/jobwire/store/storeretry"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -322,5 +323,80 @@ func TestHealthAndReady(t *testing.T) {
 	tb.b.Stop()
 	if got := get("/readyz"); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d after shutdown, want 503", got)
+	}
+}
+
+// A lease that runs out while its job runs counts as a lease expiry and a failed attempt of
+// kind lease_expired.
+func TestScrapeCountsLeaseExpiries(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	b := tb.b
+	w := b.Connect(brokertest.Hello("silent-1", 1, "t"))
+	b.Enqueue(&jobwirev1.JobSpec{Type: "t", Queue: "q"})
+	a := w.Assignment()
+	w.Started(a)
+	waitFor(t, "the attempt to start", func() bool {
+		return tb.scrape().value("jobwire_jobs_started_total", "queue=q") == 1
+	})
+	b.Advance(brokertest.DefaultConfig().LeaseDuration + time.Second) // the worker went silent
+	s := tb.scrape()
+	for _, c := range []struct {
+		name   string
+		labels []string
+		value  float64
+	}{
+		{"jobwire_lease_expiries_total", []string{"queue=q"}, 1},
+		{"jobwire_jobs_failed_total", []string{"queue=q", "kind=lease_expired"}, 1},
+		{"jobwire_jobs_retried_total", []string{"queue=q"}, 1},
+	} {
+		if got := s.value(c.name, c.labels...); got != c.value {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.value)
+		}
+	}
+}
+
+// Storage retries and exhausted retries come from the storage retry policy, by cause.
+func TestScrapeShowsStorageRetries(t *testing.T) {
+	t.Parallel()
+	busy := errors.New("database is locked")
+	policy, err := storeretry.New(storeretry.Config{
+		Options:  storeretry.Options{MaxTransientRetries: 2, CommandTimeout: time.Second},
+		Classify: func(err error) (string, bool) { return "SQLITE_BUSY", errors.Is(err, busy) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One operation succeeds on its second try; another never does.
+	tries := 0
+	_ = policy.Do(context.Background(), "flaky", func(context.Context) error {
+		if tries++; tries == 1 {
+			return busy
+		}
+		return nil
+	})
+	_ = policy.Do(context.Background(), "stuck", func(context.Context) error { return busy })
+
+	m := metrics.New(metrics.Options{})
+	b := brokertest.New(t, brokertest.Options{Observer: m})
+	m.Watch(b.Broker, policy, b.Clock, nil)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scrape{t: t, fams: fams}
+	if got := s.value("jobwire_storage_retries_total", "cause=SQLITE_BUSY"); got != 3 {
+		t.Errorf("storage_retries_total = %v, want 3 (one, then two before giving up)", got)
+	}
+	if got := s.value("jobwire_storage_retries_exhausted_total", "cause=SQLITE_BUSY"); got != 1 {
+		t.Errorf("storage_retries_exhausted_total = %v, want 1", got)
 	}
 }
