@@ -21,12 +21,13 @@ func TestRepeatedResultGetsTheSameAck(t *testing.T) {
 	enqueue(t, b, &jobwirev1.JobSpec{Type: "t", MaxAttempts: 3})
 	a := w.Assignment()
 	w.Started(a)
-	failure := brokertest.Transient("ConnectionError", time.Minute)
+	// A fatal failure, so that the job is not assigned again while the test moves the clock.
+	failure := brokertest.Fatal("ValueError")
 	w.SendResult(brokertest.Ref(a), failure)
 	w.SendResult(brokertest.Ref(a), failure)
 	first, second := ack(t, w.Next()), ack(t, w.Next())
-	if first.GetDecision() != jobwirev1.Decision_DECISION_RETRY || !proto.Equal(first, second) {
-		t.Fatalf("back to back: %v then %v; want the same RETRY ack twice", first, second)
+	if first.GetDecision() != jobwirev1.Decision_DECISION_DEAD || !proto.Equal(first, second) {
+		t.Fatalf("back to back: %v then %v; want the same DEAD ack twice", first, second)
 	}
 	b.Clock.Advance(500 * time.Millisecond)
 	if again := ack(t, w.Report(brokertest.Ref(a), failure)); !proto.Equal(again, first) {
