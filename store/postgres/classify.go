@@ -3,12 +3,14 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -52,6 +54,30 @@ func Classify(err error) (code string, transient bool) {
 }
 
 var _ storeretry.Classifier = Classify
+
+// UnavailableCode reports whether a server error with SQLSTATE code means the database cannot be
+// used right now for a reason outside the broker that an operator can fix, after which the same
+// call succeeds: a full disk (53100), memory (53200), an I/O error (class 58), a database that
+// only reads (25006: a standby, or default_transaction_read_only), permissions (42501) or a
+// refused login (class 28). Retrying at once cannot help, so these are not transient; callers are
+// told to come back later (store.ErrUnavailable).
+func UnavailableCode(code string) bool {
+	switch code {
+	case "53100", "53200", "25006", "42501":
+		return true
+	}
+	return strings.HasPrefix(code, "58") || strings.HasPrefix(code, "28")
+}
+
+// unavailable marks an error whose SQLSTATE is an UnavailableCode with store.ErrUnavailable,
+// keeping the driver's error for errors.As and the code for the message.
+func unavailable(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && UnavailableCode(pgErr.Code) {
+		return fmt.Errorf("%w (SQLSTATE %s): %w", store.ErrUnavailable, pgErr.Code, err)
+	}
+	return err
+}
 
 // TransientCode reports whether a server error with SQLSTATE code may go away if the
 // transaction is run again (see Classify).

@@ -173,6 +173,28 @@ func TestPermanentFaultFailsTheWrite(t *testing.T) {
 	}
 }
 
+// A database that cannot be used for a reason an operator must fix (a full disk, a standby that
+// only reads, permissions) fails the write at once as store.ErrUnavailable, which callers hear
+// as UNAVAILABLE: come back later.
+func TestUnavailableDatabaseFailsAsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{"53100", "25006", "42501", "58030", "28P01"} {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			fb := setupFaults(t)
+			var runs atomic.Int32
+			err := fb.s.Write(context.Background(), "test", func(stx store.Tx) error {
+				runs.Add(1)
+				_, err := stx.(*tx).tx.Exec(context.Background(), `DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '`+code+`'; END $$`)
+				return err
+			})
+			if !errors.Is(err, store.ErrUnavailable) || runs.Load() != 1 || !strings.Contains(err.Error(), code) {
+				t.Fatalf("write failing with %s: %v after %d runs, want store.ErrUnavailable naming the code after one", code, err, runs.Load())
+			}
+		})
+	}
+}
+
 // A session ended by pg_terminate_backend (an operator, a failover) is retried on a new
 // connection.
 func TestTerminatedSessionIsRetried(t *testing.T) {

@@ -170,7 +170,7 @@ func (s *Store) StorageRetries() map[string]int64 {
 func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
 	receipt := s.receipts.Add(1)
 	mayHaveCommitted := false
-	return s.retry.Do(ctx, op, func(ctx context.Context) error {
+	return unavailable(s.retry.Do(ctx, op, func(ctx context.Context) error {
 		ptx, err := s.pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -200,7 +200,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		committed = true
 		s.queues.add(t.newQueues)
 		return nil
-	})
+	}))
 }
 
 // receiptSlots is how many receipts the database keeps.
@@ -221,7 +221,7 @@ func (t *tx) receiptStored(receipt int64) (bool, error) {
 
 // read runs a read through the retry policy.
 func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
-	return s.retry.Do(ctx, op, fn)
+	return unavailable(s.retry.Do(ctx, op, fn))
 }
 
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,

@@ -229,7 +229,8 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	// queue drops out the moment its room is used up: the read then starts again without it.
 	scope := *p
 	var leased []*job.Job
-	for len(leased) < p.Limit {
+	bytes := 0 // payloads leased so far (MaxBytes)
+	for len(leased) < p.Limit && (p.MaxBytes <= 0 || bytes < p.MaxBytes) {
 		q := leaseQuery(&scope, p.Limit-len(leased), leased)
 		jobs, err := t.queryJobs(q.sql.String(), q.args...)
 		if err != nil {
@@ -237,6 +238,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		}
 		full := ""
 		for _, j := range jobs {
+			if p.MaxBytes > 0 && bytes >= p.MaxBytes {
+				break
+			}
 			room, capped := p.Caps[j.Queue]
 			if capped && room <= 0 {
 				full = j.Queue
@@ -255,6 +259,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 				p.Caps[j.Queue] = room - 1
 			}
 			leased = append(leased, j)
+			bytes += len(j.Payload)
 		}
 		if full == "" {
 			break // every ready job in scope was read, or the limit is reached

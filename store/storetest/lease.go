@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ var _ = register(
 	testCase{"LeaseOrder", testLeaseOrder},
 	testCase{"LeaseScope", testLeaseScope},
 	testCase{"LeaseCaps", testLeaseCaps},
+	testCase{"LeaseMaxBytes", testLeaseMaxBytes},
 	testCase{"LeaseTokens", testLeaseTokens},
 	testCase{"JobStart", testJobStart},
 	testCase{"JobFinish", testJobFinish},
@@ -135,6 +137,37 @@ func testLeaseCaps(t *testing.T, b *bundle) {
 	p.Caps = map[string]int{"capped": 5}
 	p.Queues = []string{"capped"}
 	equal(t, "with room again", ids(b.lease(p)), []int64{got[2]})
+}
+
+// A lease with MaxBytes stops once the leased payloads reach it, but always leases one job.
+func testLeaseMaxBytes(t *testing.T, b *bundle) {
+	var ps []*store.JobInsertParams
+	for range 4 {
+		p := b.job("t")
+		p.Payload = []byte("0123456789")
+		ps = append(ps, p)
+	}
+	got := b.insert(ps...)
+	for _, c := range []struct {
+		maxBytes int
+		want     []int64
+	}{{15, got[:2]}, {5, got[:1]}, {20, got[:2]}, {21, got[:3]}, {0, got}} {
+		var jobs []*job.Job
+		errUndo := errors.New("undo")
+		err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+			p := b.leaseParams(10, "t")
+			p.MaxBytes = c.maxBytes
+			var err error
+			if jobs, err = tx.JobLease(p); err != nil {
+				return err
+			}
+			return errUndo
+		})
+		if !errors.Is(err, errUndo) {
+			t.Fatal(err)
+		}
+		equal(t, fmt.Sprintf("leased with MaxBytes %d", c.maxBytes), ids(jobs), c.want)
+	}
 }
 
 // Each lease gets a new token: the job's lease count as Seq and a secret from p.Random; the
