@@ -71,14 +71,14 @@ func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
 // from the queue once the call returns.
 func (b *Broker) PauseQueue(ctx context.Context, name string) error {
 	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetPaused(name, true) },
-		func(r *queueRule) { r.paused = true })
+		func(r *queueRule) { r.paused = true }, false)
 }
 
 // ResumeQueue restarts dispatch from a queue. A queue that does not exist is store.ErrNotFound
 // (only pausing creates one).
 func (b *Broker) ResumeQueue(ctx context.Context, name string) error {
 	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetPaused(name, false) },
-		func(r *queueRule) { r.paused = false })
+		func(r *queueRule) { r.paused = false }, true)
 }
 
 // SetQueueLimit caps how many of a queue's jobs are leased or running at once, across all
@@ -96,12 +96,13 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 		return ErrTooManyCappedQueues
 	}
 	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetLimit(name, limit) },
-		func(r *queueRule) { r.limit = limit })
+		func(r *queueRule) { r.limit = limit }, true)
 }
 
-// changeQueue stores a queue change, then applies it to the in-memory rules and wakes the
-// writer for a dispatch round, which may now lease what it held back.
-func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.Tx) error, apply func(*queueRule)) error {
+// changeQueue stores a queue change, then applies it to the in-memory rules and, if it may let
+// through what was held back (wake), asks for a dispatch round. A pause never does: a flood of
+// pauses then costs no dispatch rounds.
+func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
 	if err := b.do(ctx, "queue_change", write); err != nil {
 		return err
 	}
@@ -110,7 +111,9 @@ func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.
 	apply(&r)
 	b.setQueueRuleLocked(name, r)
 	b.mu.Unlock()
-	b.signal()
+	if wake {
+		b.signal()
+	}
 	return nil
 }
 
