@@ -164,6 +164,45 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	}
 }
 
+// Past MaxConnections a new connection is not accepted until an open one closes, so sockets
+// opened by one client cannot grow the broker's memory without bound.
+func TestConnectionLimit(t *testing.T) {
+	t.Parallel()
+	tr := server.DefaultTransport()
+	tr.MaxConnections = 2
+	b := brokertest.New(t, brokertest.Options{Transport: tr})
+	health := func(conn *grpc.ClientConn, wait time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	dial := func() *grpc.ClientConn {
+		conn, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	// The bundle's own connection is the first, one more fills the limit.
+	if err := health(b.Conn, brokertest.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	second := dial()
+	if err := health(second, brokertest.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	third := dial()
+	if err := health(third, 300*time.Millisecond); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a third connection with a limit of 2: %v, want it left waiting (DEADLINE_EXCEEDED)", err)
+	}
+	second.Close()
+	if err := health(third, brokertest.WaitTimeout); err != nil {
+		t.Fatalf("the third connection once the second closed: %v", err)
+	}
+}
+
 // A worker stream sending more than its message rate is closed with RESOURCE_EXHAUSTED.
 func TestStreamMessageRate(t *testing.T) {
 	t.Parallel()

@@ -210,7 +210,11 @@ func (b *Bundle) start() {
 	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log})
 	gs, srv := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
 		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions, Transport: b.opts.Transport})
-	go func() { _ = gs.Serve(lis) }()
+	tr := b.opts.Transport
+	if tr == (server.Transport{}) {
+		tr = server.DefaultTransport()
+	}
+	go func() { _ = gs.Serve(tr.Listener(lis)) }()
 	b.Store, b.Broker, b.grpc, b.Server = st, br, gs, srv
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if b.opts.RequireAuth {
