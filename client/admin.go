@@ -441,6 +441,38 @@ func (c *Client) ListBreakers(ctx context.Context) ([]Breaker, error) {
 	return out, nil
 }
 
+// Worker is one connected worker stream, as the broker sees it.
+type Worker struct {
+	SessionID string
+	WorkerID  string
+	JobTypes  []string
+	// Queues is empty for a worker that serves every queue.
+	Queues   []string
+	Capacity int
+	// LeasesHeld counts the jobs the stream holds (assigned, running or being finished);
+	// Running counts those whose handler started.
+	LeasesHeld, Running int
+	// Draining: the stream gets no more assignments.
+	Draining    bool
+	ConnectedAt time.Time
+}
+
+// ListWorkers returns the connected worker streams, in dispatch rotation order.
+func (c *Client) ListWorkers(ctx context.Context) ([]Worker, error) {
+	resp, err := c.admin.ListWorkers(ctx, &jobwirev1.ListWorkersRequest{})
+	if err != nil {
+		return nil, wrapErr("ListWorkers", err)
+	}
+	out := make([]Worker, 0, len(resp.GetWorkers()))
+	for _, w := range resp.GetWorkers() {
+		out = append(out, Worker{SessionID: w.GetSessionId(), WorkerID: w.GetWorkerId(),
+			JobTypes: w.GetJobTypes(), Queues: w.GetQueues(), Capacity: int(w.GetCapacity()),
+			LeasesHeld: int(w.GetLeasesHeld()), Running: int(w.GetRunning()), Draining: w.GetDraining(),
+			ConnectedAt: timeFromProto(w.GetConnectedAt())})
+	}
+	return out, nil
+}
+
 // ResetBreaker closes a job type's breaker and forgets its failures.
 func (c *Client) ResetBreaker(ctx context.Context, jobType string) (*Breaker, error) {
 	resp, err := c.admin.ResetBreaker(ctx, &jobwirev1.ResetBreakerRequest{Type: jobType})

@@ -197,6 +197,10 @@ func TestAdminResponsesAreConverted(t *testing.T) {
 		"TopDeadErrors":     reply(&jobwirev1.TopDeadErrorsResponse{Groups: []*jobwirev1.ErrorGroup{{ErrorType: "SMTPError", Count: 40, LastSeen: timestamppb.New(t0), SampleMessage: "451"}}}),
 		"RequeueDeadJobs":   reply(&jobwirev1.RequeueDeadJobsResponse{Matched: 3, Affected: 0, Sample: []*jobwirev1.Job{{Id: 1}, {Id: 2}}}),
 		"PurgeFinishedJobs": reply(&jobwirev1.PurgeFinishedJobsResponse{Purged: 1234}),
+		"ListWorkers": reply(&jobwirev1.ListWorkersResponse{Workers: []*jobwirev1.WorkerInfo{{
+			SessionId: "s1", WorkerId: "mailer-1", JobTypes: []string{"email.send"}, Capacity: 8,
+			LeasesHeld: 3, Running: 2, Draining: true, ConnectedAt: timestamppb.New(t0),
+		}}}),
 	})
 	ctx := t.Context()
 
@@ -252,6 +256,16 @@ func TestAdminResponsesAreConverted(t *testing.T) {
 	purged, err := b.client.PurgeFinishedJobs(ctx, time.Hour)
 	if err != nil || purged != 1234 {
 		t.Errorf("PurgeFinishedJobs = %d, %v; want 1234", purged, err)
+	}
+
+	workers, err := b.client.ListWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWorker := Worker{SessionID: "s1", WorkerID: "mailer-1", JobTypes: []string{"email.send"}, Capacity: 8,
+		LeasesHeld: 3, Running: 2, Draining: true, ConnectedAt: t0}
+	if len(workers) != 1 || fmt.Sprintf("%+v", workers[0]) != fmt.Sprintf("%+v", wantWorker) {
+		t.Errorf("workers = %+v, want [%+v]", workers, wantWorker)
 	}
 }
 

@@ -179,6 +179,7 @@ var hostileArgs = map[string][][]string{
 	"tokens list":      {nil},
 	"tokens revoke":    {{hostile}},
 	"top":              {{"--count", "2", "--interval", "100ms"}},
+	"workers":          {nil},
 }
 
 // noBroker are the commands that do not talk to a broker.

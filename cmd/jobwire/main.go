@@ -95,6 +95,7 @@ func init() {
 		{name: "tokens list", args: "[flags]", summary: "List API tokens without their secrets.", run: runTokensList},
 		{name: "tokens revoke", args: "ID [flags]", summary: "Revoke an API token at once, closing the worker streams it opened.", run: runTokensRevoke},
 		{name: "purge-succeeded", args: "--older-than D [flags]", summary: "Delete succeeded jobs that finished longer ago than D.", run: runPurgeSucceeded},
+		{name: "workers", args: "[flags]", summary: "List the connected worker streams with their types, queues and slots.", run: runWorkers},
 		{name: "top", args: "[--interval D] [--count N] [flags]", summary: "Show throughput, queues and open breakers, redrawn every second.", run: runTop},
 		{name: "version", args: "", summary: "Print the version.", run: runVersion},
 		{name: "help", args: "[COMMAND]", summary: "Show this help, or one command's.", run: runHelp},
