@@ -206,6 +206,18 @@ func (j *Job) LifetimeStart() time.Time {
 	return j.CreatedAt
 }
 
+// AddSucceededAttempt appends a succeeded job's last attempt to its History. Stores keep the
+// successful attempt in the job row rather than as an attempt record (one row written per
+// success, not two), so a store reading a job's history rebuilds it from the row with this.
+// It does nothing for a job in any other state.
+func (j *Job) AddSucceededAttempt() {
+	if j.State != StateSucceeded {
+		return
+	}
+	j.History = append(j.History, Attempt{Number: j.AttemptBase + j.Attempts, WorkerID: j.WorkerID,
+		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Outcome: OutcomeSucceeded})
+}
+
 // Attempt is one run of user code.
 type Attempt struct {
 	Number      int

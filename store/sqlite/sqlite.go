@@ -441,11 +441,7 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if j.State == job.StateSucceeded {
-			// The successful attempt lives in the job row (see tx.JobFinish).
-			j.History = append(j.History, job.Attempt{Number: j.AttemptBase + j.Attempts, WorkerID: j.WorkerID,
-				StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Outcome: job.OutcomeSucceeded})
-		}
+		j.AddSucceededAttempt() // the successful attempt lives in the job row (see tx.JobFinish)
 		out = j
 		return nil
 	})
