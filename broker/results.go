@@ -30,8 +30,12 @@ type recentResult struct {
 // recentResults remembers the answers to the results stored lately, by lease. Guarded by
 // Broker.mu.
 type recentResults struct {
-	m     map[job.LeaseRef]recentResult
-	order []job.LeaseRef // oldest first
+	m map[job.LeaseRef]recentResult
+	// order[head:] are the remembered leases, oldest first. Forgetting moves head; the slice
+	// is compacted only once half of it is forgotten, so a result stored on a full memory
+	// costs O(1), not a copy of every remembered lease.
+	order []job.LeaseRef
+	head  int
 }
 
 func (r *recentResults) add(ack ResultAck, success bool, now time.Time) {
@@ -54,19 +58,22 @@ func (r *recentResults) get(ref job.LeaseRef, now time.Time) (recentResult, bool
 	return res, true
 }
 
+// live is how many leases are remembered.
+func (r *recentResults) live() int { return len(r.order) - r.head }
+
 // prune forgets answers older than resultMemory, and the oldest beyond resultMemoryMax.
 func (r *recentResults) prune(now time.Time) {
-	n := 0
-	for n < len(r.order) {
-		res := r.m[r.order[n]]
-		if len(r.order)-n < resultMemoryMax && now.Sub(res.at) <= resultMemory {
+	for r.head < len(r.order) {
+		res := r.m[r.order[r.head]]
+		if r.live() < resultMemoryMax && now.Sub(res.at) <= resultMemory {
 			break
 		}
-		delete(r.m, r.order[n])
-		n++
+		delete(r.m, r.order[r.head])
+		r.head++
 	}
-	if n > 0 {
-		r.order = append(r.order[:0], r.order[n:]...)
+	if r.head > 0 && 2*r.head >= len(r.order) {
+		n := copy(r.order, r.order[r.head:])
+		r.order, r.head = r.order[:n], 0
 	}
 }
 
