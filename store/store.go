@@ -87,6 +87,10 @@ type Tx interface {
 	// error that is not storage failing as a whole, everything fn wrote is undone and a
 	// *IsolatedError is returned; the transaction may go on. Any other error fails it.
 	Isolated(fn func() error) error
+	// Publish announces e to every broker serving the database once the transaction commits
+	// (see Cluster); nothing is sent if it rolls back. A store no other broker can serve
+	// ignores it.
+	Publish(e Event)
 	// JobInsertMany adds jobs in order. Idempotency keys are scoped by type. A job whose key a
 	// job of its type holds is not added: when the two match in every IdempotencyFields, its
 	// result names the existing job and says Duplicate; otherwise JobInsertMany fails with an

@@ -21,6 +21,8 @@ type tx struct {
 	tx        pgx.Tx
 	queues    *queueSet
 	newQueues []string // queue rows this transaction created
+	// events are what the transaction publishes at commit (Publish), each once.
+	events map[store.Event]bool
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -44,6 +46,14 @@ func (t *tx) exec(sql string, args ...any) (int64, error) {
 
 func (t *tx) queryJobs(sql string, args ...any) ([]*job.Job, error) {
 	return scanJobs(t.tx.Query(t.ctx, sql, args...))
+}
+
+// Publish records e to be sent when the transaction commits.
+func (t *tx) Publish(e store.Event) {
+	if t.events == nil {
+		t.events = make(map[store.Event]bool)
+	}
+	t.events[e] = true
 }
 
 func (t *tx) Isolated(fn func() error) error {

@@ -127,6 +127,9 @@ func in(q *strings.Builder, args []any, col string, not bool, vals []string) []a
 	return args
 }
 
+// Publish does nothing: one broker serves a SQLite file, and it knows what it wrote.
+func (t *tx) Publish(store.Event) {}
+
 func (t *tx) Isolated(fn func() error) error {
 	if _, err := t.exec(`SAVEPOINT isolated`); err != nil {
 		return err

@@ -1,0 +1,52 @@
+package store
+
+import "context"
+
+// Cluster links the brokers that serve one database at the same time. A store whose database
+// several brokers may serve (PostgreSQL) offers one; a broker given none (SQLite) is alone, and
+// everything it decides lives in its own memory.
+//
+// With a Cluster, what must hold across brokers lives in the database (leases, fencing tokens,
+// queue pauses and caps, circuit breakers); each broker's memory only caches it. Brokers tell
+// each other of changes through events published inside a transaction and delivered after it
+// commits, and maintenance that must run once (promoting scheduled jobs, expiring leases,
+// retention, breaker timers) runs on the one broker that holds the leadership.
+type Cluster interface {
+	// BrokerID names this broker among every broker that has ever served the database: it is
+	// never reused, so a record one broker left behind is never mistaken for another's.
+	BrokerID() string
+	// Listen calls fn with every event any broker (this one included) publishes, in commit
+	// order per publishing broker, until ctx ends. After a gap in delivery (the listening
+	// connection was lost and came back) it calls fn with an EventResync: events may have been
+	// missed, and the receiver must look at the database afresh. Listen returns when ctx ends.
+	// fn must be quick; it is called on one goroutine.
+	Listen(ctx context.Context, fn func(Event))
+	// Campaign competes for the leadership until ctx ends. It calls lead(true) when this broker
+	// becomes the leader and lead(false) when it stops being it (its claim on the database was
+	// lost, or ctx ended while it led). At most one broker leads at a time; when the leader
+	// dies, another takes over within the failover time the store documents.
+	Campaign(ctx context.Context, lead func(leader bool))
+}
+
+// EventKind says what changed.
+type EventKind string
+
+const (
+	// EventReady: jobs may have become ready to lease (enqueued, retried, released, promoted).
+	EventReady EventKind = "ready"
+	// EventQueues: a queue was paused, resumed or had its concurrency limit changed; Key is
+	// the queue.
+	EventQueues EventKind = "queues"
+	// EventBreaker: a circuit breaker's shared state changed; Key is the job type.
+	EventBreaker EventKind = "breaker"
+	// EventResync: events may have been lost; look at the database afresh.
+	EventResync EventKind = "resync"
+)
+
+// Event is one change a broker published.
+type Event struct {
+	Kind EventKind
+	Key  string
+	// From is the BrokerID of the broker that published it.
+	From string
+}
