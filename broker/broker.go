@@ -325,22 +325,14 @@ func (b *Broker) wakeWriter() {
 	}
 }
 
-// Enqueue stores jobs in one transaction and returns what became of each, in order.
-func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) ([]store.JobInsertResult, error) {
+// Enqueue stores jobs in one transaction and returns what became of each, in order. Zero
+// fields of a spec take their defaults (see JobSpec).
+func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, error) {
 	now := b.now()
-	for _, p := range params {
-		p.Now = now
-		if p.RunAt.Before(now) {
-			// A time in the past (the zero time included) means now: kept as given, it would
-			// put the job ahead of every other job of its priority that is waiting.
-			p.RunAt = now
-		}
-		if p.AttemptTimeout == 0 {
-			p.AttemptTimeout = b.cfg.AttemptTimeout
-		}
-		if p.MaxAttempts == 0 {
-			p.MaxAttempts = b.cfg.policy(p.Type).MaxAttempts
-		}
+	params := make([]*store.JobInsertParams, len(specs))
+	for i := range specs {
+		s := specs[i].withDefaults(b.cfg, now)
+		params[i] = s.insertParams(now)
 	}
 	var results []store.JobInsertResult
 	o := &op{name: "enqueue", apply: func(tx store.Tx) error {
@@ -357,8 +349,10 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 	if err != nil {
 		return nil, err
 	}
+	out := make([]Enqueued, len(results))
 	var earliest time.Time
 	for i, r := range results {
+		out[i] = Enqueued{ID: r.ID, Duplicate: r.Duplicate, State: r.State, RunAt: r.RunAt}
 		if !r.Duplicate {
 			b.obs.JobEnqueued(params[i].Queue, params[i].Type)
 		}
@@ -371,7 +365,7 @@ func (b *Broker) Enqueue(ctx context.Context, params []*store.JobInsertParams) (
 		b.scheduleLocked(earliest)
 		b.mu.Unlock()
 	}
-	return results, nil
+	return out, nil
 }
 
 // Get reads a job with its attempt history.

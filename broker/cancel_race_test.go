@@ -63,7 +63,7 @@ func TestCancelRacingDispatchWins(t *testing.T) {
 			t.Parallel()
 			b := newRaceBroker(t)
 			ctx := context.Background()
-			res, err := b.Enqueue(ctx, []*store.JobInsertParams{{Type: "t", Queue: job.DefaultQueue}})
+			res, err := b.Enqueue(ctx, []JobSpec{{Type: "t"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -106,10 +106,7 @@ func (b *Broker) RequeueDead(ctx context.Context, sel Selection, rq Requeue) (Bu
 		return BulkResult{}, errors.New("a replacement payload needs exactly one job selected by id")
 	}
 	now := b.now()
-	runAt := rq.RunAt
-	if runAt.IsZero() || runAt.Before(now) {
-		runAt = now
-	}
+	runAt := notBefore(rq.RunAt, now)
 	var res BulkResult
 	err := b.do(ctx, "dlq_requeue", func(tx store.Tx) error {
 		res = BulkResult{}

@@ -51,10 +51,7 @@ func (c *Client) tracerOrGlobal() trace.Tracer {
 // startSend starts the producer span of an enqueue and writes its context into the specs'
 // metadata. A context without a recording span still passes on a trace it carries.
 func (c *Client) startSend(ctx context.Context, specs []*jobwirev1.JobSpec) (context.Context, trace.Span) {
-	queue := specs[0].GetQueue()
-	if queue == "" {
-		queue = job.DefaultQueue
-	}
+	queue := job.QueueOrDefault(specs[0].GetQueue())
 	ctx, span := c.tracerOrGlobal().Start(ctx, "send "+queue, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.system", "jobwire"),
 			attribute.String("messaging.operation.type", "send"),

@@ -155,6 +155,16 @@ func (o Outcome) String() string {
 // DefaultQueue is the queue of a job enqueued without one.
 const DefaultQueue = "default"
 
+// QueueOrDefault is the queue a job enqueued into queue lands in. The broker fills every
+// other default itself; this one is here because a producer's scope is checked, and its
+// spans are named, by the queue before the job reaches the broker.
+func QueueOrDefault(queue string) string {
+	if queue == "" {
+		return DefaultQueue
+	}
+	return queue
+}
+
 // Job is a unit of work and what the broker knows about it.
 type Job struct {
 	ID             int64

@@ -199,9 +199,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req any) error {
 }
 
 func checkJobScope(p auth.Principal, field, queue, typ string) error {
-	if queue == "" {
-		queue = job.DefaultQueue
-	}
+	queue = job.QueueOrDefault(queue)
 	if !p.Scope.AllowsQueue(queue) || !p.Scope.AllowsType(typ) {
 		return status.Errorf(codes.PermissionDenied, "%s: job type %q in queue %q is outside token %s's scope (%s); it needs a producer token whose scope covers them",
 			field, typ, queue, p.TokenID, p.Scope)

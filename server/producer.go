@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -51,8 +51,10 @@ func (s *Server) validate(req any) error {
 	return s.validateAdmin(req, now)
 }
 
-func (s *Server) insertParams(spec *jobwirev1.JobSpec) *store.JobInsertParams {
-	p := &store.JobInsertParams{
+// jobSpecFromProto is the broker's spec of a validated request's job; the broker fills
+// what the producer left out.
+func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
+	out := broker.JobSpec{
 		Type:           spec.GetType(),
 		Queue:          spec.GetQueue(),
 		Payload:        spec.GetPayload(),
@@ -62,24 +64,21 @@ func (s *Server) insertParams(spec *jobwirev1.JobSpec) *store.JobInsertParams {
 		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
 		Metadata:       spec.GetMetadata(),
 	}
-	if p.Queue == "" {
-		p.Queue = job.DefaultQueue
-	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:
-		p.RunAt = sched.RunAt.AsTime()
+		out.RunAt = sched.RunAt.AsTime()
 	case *jobwirev1.JobSpec_Delay:
-		p.RunAt = s.clk.Now().Add(sched.Delay.AsDuration())
+		out.Delay = sched.Delay.AsDuration()
 	}
-	return p
+	return out
 }
 
-func enqueuedToProto(r store.JobInsertResult) *jobwirev1.EnqueuedJob {
+func enqueuedToProto(r broker.Enqueued) *jobwirev1.EnqueuedJob {
 	return &jobwirev1.EnqueuedJob{Id: r.ID, Duplicate: r.Duplicate, State: stateToProto(r.State), RunAt: ts(r.RunAt)}
 }
 
 func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {
-	res, err := p.b.Enqueue(ctx, []*store.JobInsertParams{p.insertParams(req.GetJob())})
+	res, err := p.b.Enqueue(ctx, []broker.JobSpec{jobSpecFromProto(req.GetJob())})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -87,11 +86,11 @@ func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (
 }
 
 func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatchRequest) (*jobwirev1.EnqueueBatchResponse, error) {
-	params := make([]*store.JobInsertParams, len(req.GetJobs()))
+	specs := make([]broker.JobSpec, len(req.GetJobs()))
 	for i, spec := range req.GetJobs() {
-		params[i] = p.insertParams(spec)
+		specs[i] = jobSpecFromProto(spec)
 	}
-	res, err := p.b.Enqueue(ctx, params)
+	res, err := p.b.Enqueue(ctx, specs)
 	var conflict *store.IdempotencyConflictError
 	if errors.As(err, &conflict) {
 		// The batch is all or nothing: name the spec that stopped it.
