@@ -51,30 +51,81 @@ func (b *Broker) pruneRacedCancelsLocked() {
 	}
 }
 
-// ListJobs reads a page of jobs in id order, without history or payload.
-func (b *Broker) ListJobs(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
-	return b.st.JobList(ctx, p)
+// JobFilter selects jobs. Zero fields match any.
+type JobFilter struct {
+	State job.State
+	Queue string
+	Type  string
 }
 
-// ListDeadJobs reads a page of the dead-letter queue, newest first, without history or payload.
-func (b *Broker) ListDeadJobs(ctx context.Context, p *store.DeadJobListParams) ([]*job.Job, error) {
-	return b.st.JobListDead(ctx, p)
+// ListJobs reads up to limit jobs f matches with an id above afterID, in id order, without
+// history or payload.
+func (b *Broker) ListJobs(ctx context.Context, f JobFilter, afterID int64, limit int) ([]*job.Job, error) {
+	return b.st.JobList(ctx, &store.JobListParams{State: f.State, Queue: f.Queue, Type: f.Type, AfterID: afterID, Limit: limit})
+}
+
+// DeadFilter selects dead jobs. Zero fields match any.
+type DeadFilter struct {
+	Queue      string
+	Type       string
+	Reason     job.DeadReason
+	ErrorType  string
+	DeadAfter  time.Time // finished at or after
+	DeadBefore time.Time // finished before
+}
+
+// storeFilter is the store's form of f.
+func (f DeadFilter) storeFilter() *store.DeadJobFilter {
+	sf := store.DeadJobFilter(f)
+	return &sf
+}
+
+// DeadCursor is a position in the dead-letter queue's newest-first order: the last job of
+// a page.
+type DeadCursor struct {
+	FinishedAt time.Time
+	ID         int64
+}
+
+// ListDeadJobs reads up to limit dead jobs f matches, newest first, starting after the
+// cursor (nil: from the newest), without history or payload.
+func (b *Broker) ListDeadJobs(ctx context.Context, f DeadFilter, after *DeadCursor, limit int) ([]*job.Job, error) {
+	return b.st.JobListDead(ctx, &store.DeadJobListParams{Filter: *f.storeFilter(), After: (*store.DeadCursor)(after), Limit: limit})
+}
+
+// DeadErrorGroup is the dead jobs that share a last error type.
+type DeadErrorGroup struct {
+	ErrorType     string
+	Count         int64
+	LastSeen      time.Time
+	SampleMessage string
+	// Fingerprint, when set, narrows the group to the jobs of ErrorType whose message has this
+	// fingerprint (a generic error type is split this way).
+	Fingerprint string
 }
 
 // TopDeadErrors groups the dead jobs f matches by last error type, largest group first. A group
 // of a generic error type is split by message fingerprint (see deadgroups.go).
-func (b *Broker) TopDeadErrors(ctx context.Context, f *store.DeadJobFilter, limit int) ([]store.DeadErrorGroup, error) {
-	groups, err := b.st.DeadErrorGroups(ctx, f, limit)
+func (b *Broker) TopDeadErrors(ctx context.Context, f DeadFilter, limit int) ([]DeadErrorGroup, error) {
+	sf := f.storeFilter()
+	groups, err := b.st.DeadErrorGroups(ctx, sf, limit)
 	if err != nil {
 		return nil, err
 	}
-	return b.splitGeneric(ctx, f, groups, limit)
+	if groups, err = b.splitGeneric(ctx, sf, groups, limit); err != nil {
+		return nil, err
+	}
+	out := make([]DeadErrorGroup, len(groups))
+	for i, g := range groups {
+		out[i] = DeadErrorGroup(g)
+	}
+	return out, nil
 }
 
 // Selection picks dead jobs for a bulk action: by IDs or by Filter.
 type Selection struct {
 	IDs    []int64
-	Filter *store.DeadJobFilter // nil: select by IDs
+	Filter *DeadFilter // nil: select by IDs
 	// Limit is the most jobs the action touches; with a filter, the newest Limit match.
 	Limit int
 	// Preview counts and samples what would be touched and changes nothing.
@@ -165,7 +216,7 @@ func (b *Broker) PurgeDead(ctx context.Context, sel Selection) (BulkResult, erro
 // selectDead resolves a selection inside the write, so what is matched is what is changed.
 func (b *Broker) selectDead(tx store.Tx, sel Selection) ([]int64, error) {
 	if sel.Filter != nil {
-		return tx.JobDeadIDs(sel.Filter, sel.Limit)
+		return tx.JobDeadIDs(sel.Filter.storeFilter(), sel.Limit)
 	}
 	ids := dedupe(sel.IDs)
 	states, err := tx.JobStates(ids)
@@ -181,11 +232,11 @@ func (b *Broker) selectDead(tx store.Tx, sel Selection) ([]int64, error) {
 // previewDead counts and samples a selection from the readers, changing nothing.
 func (b *Broker) previewDead(ctx context.Context, sel Selection) (BulkResult, error) {
 	if sel.Filter != nil {
-		n, err := b.st.JobCountDead(ctx, sel.Filter, sel.Limit)
+		n, err := b.st.JobCountDead(ctx, sel.Filter.storeFilter(), sel.Limit)
 		if err != nil {
 			return BulkResult{}, err
 		}
-		sample, err := b.st.JobListDead(ctx, &store.DeadJobListParams{Filter: *sel.Filter, Limit: min(sel.Limit, SampleSize)})
+		sample, err := b.ListDeadJobs(ctx, *sel.Filter, nil, min(sel.Limit, SampleSize))
 		if err != nil {
 			return BulkResult{}, err
 		}

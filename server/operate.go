@@ -62,11 +62,11 @@ func decodeJobToken(tok string) (int64, error) {
 	return id, nil
 }
 
-func encodeDeadToken(c store.DeadCursor) string {
+func encodeDeadToken(c broker.DeadCursor) string {
 	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d,%d", c.FinishedAt.UnixNano(), c.ID))
 }
 
-func decodeDeadToken(tok string) (*store.DeadCursor, error) {
+func decodeDeadToken(tok string) (*broker.DeadCursor, error) {
 	if tok == "" {
 		return nil, nil
 	}
@@ -84,11 +84,11 @@ func decodeDeadToken(tok string) (*store.DeadCursor, error) {
 	if err1 != nil || err2 != nil || n <= 0 {
 		return nil, bad
 	}
-	return &store.DeadCursor{FinishedAt: time.Unix(0, ns).UTC(), ID: n}, nil
+	return &broker.DeadCursor{FinishedAt: time.Unix(0, ns).UTC(), ID: n}, nil
 }
 
-func deadFilterFromProto(f *jobwirev1.DeadJobFilter) store.DeadJobFilter {
-	out := store.DeadJobFilter{
+func deadFilterFromProto(f *jobwirev1.DeadJobFilter) broker.DeadFilter {
+	out := broker.DeadFilter{
 		Queue:     f.GetQueue(),
 		Type:      f.GetType(),
 		Reason:    job.DeadReason(f.GetReason()),
@@ -118,8 +118,8 @@ func (a *admin) ListJobs(ctx context.Context, req *jobwirev1.ListJobsRequest) (*
 	}
 	size := pageSize(req.GetPageSize())
 	// One more than the page tells whether another page follows.
-	jobs, err := a.b.ListJobs(ctx, &store.JobListParams{State: job.State(req.GetState()), Queue: req.GetQueue(),
-		Type: req.GetType(), AfterID: after, Limit: size + 1})
+	jobs, err := a.b.ListJobs(ctx, broker.JobFilter{State: job.State(req.GetState()), Queue: req.GetQueue(),
+		Type: req.GetType()}, after, size+1)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -138,8 +138,7 @@ func (a *admin) ListDeadJobs(ctx context.Context, req *jobwirev1.ListDeadJobsReq
 		return nil, err
 	}
 	size := pageSize(req.GetPageSize())
-	jobs, err := a.b.ListDeadJobs(ctx, &store.DeadJobListParams{Filter: deadFilterFromProto(req.GetFilter()),
-		After: cursor, Limit: size + 1})
+	jobs, err := a.b.ListDeadJobs(ctx, deadFilterFromProto(req.GetFilter()), cursor, size+1)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -147,7 +146,7 @@ func (a *admin) ListDeadJobs(ctx context.Context, req *jobwirev1.ListDeadJobsReq
 	if len(jobs) > size {
 		jobs = jobs[:size]
 		last := jobs[size-1]
-		out.NextPageToken = encodeDeadToken(store.DeadCursor{FinishedAt: last.FinishedAt, ID: last.ID})
+		out.NextPageToken = encodeDeadToken(broker.DeadCursor{FinishedAt: last.FinishedAt, ID: last.ID})
 	}
 	out.Jobs = jobsToProto(jobs)
 	return out, nil
@@ -160,7 +159,7 @@ func selectionFromProto(sel *jobwirev1.BulkSelection) broker.Selection {
 	}
 	switch {
 	case sel.GetAll():
-		out.Filter = &store.DeadJobFilter{} // every dead job
+		out.Filter = &broker.DeadFilter{} // every dead job
 	case sel.GetFilter() != nil:
 		f := deadFilterFromProto(sel.GetFilter())
 		out.Filter = &f
@@ -199,8 +198,7 @@ func (a *admin) TopDeadErrors(ctx context.Context, req *jobwirev1.TopDeadErrorsR
 	if limit == 0 {
 		limit = defaultErrorLimit
 	}
-	f := deadFilterFromProto(req.GetFilter())
-	groups, err := a.b.TopDeadErrors(ctx, &f, limit)
+	groups, err := a.b.TopDeadErrors(ctx, deadFilterFromProto(req.GetFilter()), limit)
 	if err != nil {
 		return nil, toStatus(err)
 	}
