@@ -67,8 +67,9 @@ type Transition struct {
 }
 
 // Saved is the durable state of one breaker, from [Set.Snapshot] or [Transition.Saved], to be
-// given back to [Set.Restore] after a restart. Probes in flight are deliberately absent: after a
-// restart nobody can tell whether they are still running.
+// given back to [Set.Restore] after a restart. Probes in flight are deliberately absent there:
+// after a restart nobody can tell whether they are still running. A breaker several brokers
+// share ([Shared]) keeps them, in LastProbe and Probes.
 type Saved struct {
 	Type  string
 	State State
@@ -80,6 +81,21 @@ type Saved struct {
 	Failures []time.Time
 	// ProbeSuccesses is how many probes succeeded in a row in the current HALF_OPEN period.
 	ProbeSuccesses int
+	// LastProbe is the last probe number given out in this generation, and Probes the probe
+	// slots in use: only in the state of a shared breaker (see [Shared]).
+	LastProbe int64        `json:",omitempty"`
+	Probes    []SavedProbe `json:",omitempty"`
+}
+
+// SavedProbe is a probe slot in use of a shared breaker.
+type SavedProbe struct {
+	ID int64
+	// Since is when the slot was taken: it is freed ProbeTimeout later whatever happens.
+	Since time.Time
+	// Job is the job dispatched as the probe, and Holder the broker that dispatched it: any
+	// broker that ends the job's lease settles the slot, even after the holder is gone.
+	Job    int64
+	Holder string
 }
 
 // Info is what an operator sees of one breaker.
@@ -104,6 +120,10 @@ type Info struct {
 type probe struct {
 	id    int64
 	since time.Time
+	// job and holder are the job the slot was taken for and the broker that took it; set only
+	// for a breaker shared by several brokers (see [Shared]), where a slot outlives the broker.
+	job    int64
+	holder string
 }
 
 // breaker is the state of one job type's breaker. It is guarded by Set.mu.
@@ -132,6 +152,7 @@ type Set struct {
 	breakers map[string]*breaker
 	pending  []Transition // transitions not yet given to onTransition
 	draining bool         // a goroutine is calling onTransition
+	cache    bool         // see Cache
 }
 
 // NewSet returns a Set whose breakers use def, or perType[t] for job type t. Configs are not
@@ -201,7 +222,7 @@ func (s *Set) Allowance(t string) int {
 	s.mu.Lock()
 	n := Unlimited
 	if b := s.get(t, false); b != nil {
-		s.advance(b, s.clk.Now())
+		b.advance(s.clk.Now(), s.emit)
 		n = b.allowance()
 	}
 	s.mu.Unlock()
@@ -229,20 +250,28 @@ func (s *Set) Acquire(t string) (p Permit, ok bool) {
 	s.mu.Lock()
 	b := s.get(t, true)
 	now := s.clk.Now()
-	s.advance(b, now)
-	switch {
-	case b.cfg.Disabled:
-		p, ok = Permit{Type: t}, true
-	case b.state == StateClosed:
-		p, ok = Permit{Type: t, Generation: b.gen}, true
-	case b.state == StateHalfOpen && len(b.probes) < b.cfg.HalfOpenProbes:
-		b.lastProbe++
-		b.probes = append(b.probes, probe{id: b.lastProbe, since: now})
-		p, ok = Permit{Type: t, Generation: b.gen, Probe: b.lastProbe}, true
+	b.advance(now, s.emit)
+	if !s.cache || b.state == StateClosed {
+		p, ok = b.acquire(now, 0, "")
 	}
 	s.mu.Unlock()
 	s.flush()
 	return p, ok
+}
+
+// acquire takes a permit for job (0: not known yet) dispatched by holder; see Set.Acquire.
+func (b *breaker) acquire(now time.Time, job int64, holder string) (Permit, bool) {
+	switch {
+	case b.cfg.Disabled:
+		return Permit{Type: b.typ}, true
+	case b.state == StateClosed:
+		return Permit{Type: b.typ, Generation: b.gen}, true
+	case b.state == StateHalfOpen && len(b.probes) < b.cfg.HalfOpenProbes:
+		b.lastProbe++
+		b.probes = append(b.probes, probe{id: b.lastProbe, since: now, job: job, holder: holder})
+		return Permit{Type: b.typ, Generation: b.gen, Probe: b.lastProbe}, true
+	}
+	return Permit{}, false
 }
 
 // Release ends a permit whose job never reached user code: a stale lease, a cancellation before
@@ -250,11 +279,17 @@ func (s *Set) Acquire(t string) (p Permit, ok bool) {
 // frees the probe slot if p is a probe.
 func (s *Set) Release(p Permit) {
 	s.mu.Lock()
-	if b := s.current(p); b != nil && p.IsProbe() {
-		b.takeProbe(p.Probe)
+	if b := s.get(p.Type, false); b != nil {
+		b.release(p, s.clk.Now(), s.emit)
 	}
 	s.mu.Unlock()
 	s.flush()
+}
+
+func (b *breaker) release(p Permit, now time.Time, emit func(Transition)) {
+	if b.current(p, now, emit) && p.IsProbe() {
+		b.takeProbe(p.Probe)
+	}
 }
 
 // Success ends a permit whose job succeeded. While CLOSED it changes nothing: one success among
@@ -262,14 +297,20 @@ func (s *Set) Release(p Permit) {
 // A probe success counts toward CloseAfter and may close the breaker.
 func (s *Set) Success(p Permit) {
 	s.mu.Lock()
-	if b := s.current(p); b != nil && p.IsProbe() && b.takeProbe(p.Probe) {
-		b.successes++
-		if b.successes >= b.cfg.CloseAfter {
-			s.transition(b, StateClosed, ReasonProbesSucceeded, s.clk.Now())
-		}
+	if b := s.get(p.Type, false); b != nil {
+		b.success(p, s.clk.Now(), s.emit)
 	}
 	s.mu.Unlock()
 	s.flush()
+}
+
+func (b *breaker) success(p Permit, now time.Time, emit func(Transition)) {
+	if b.current(p, now, emit) && p.IsProbe() && b.takeProbe(p.Probe) {
+		b.successes++
+		if b.successes >= b.cfg.CloseAfter {
+			b.transition(StateClosed, ReasonProbesSucceeded, now, emit)
+		}
+	}
 }
 
 // Failure ends a permit whose job failed with kind. A failure of a kind outside Config.Count is
@@ -281,41 +322,40 @@ func (s *Set) Success(p Permit) {
 // already freed by its timeout or by Release).
 func (s *Set) Failure(p Permit, kind FailureKind) {
 	s.mu.Lock()
-	if b := s.current(p); b != nil {
-		now := s.clk.Now()
-		switch {
-		case p.IsProbe():
-			if b.takeProbe(p.Probe) && b.cfg.counts(kind) {
-				b.recordFailure(now)
-				s.transition(b, StateOpen, ReasonProbeFailed, now)
-			}
-		case b.state == StateClosed && b.cfg.counts(kind):
-			b.recordFailure(now)
-			if kind == Fatal && b.cfg.OpenOnFatal {
-				s.transition(b, StateOpen, ReasonFatal, now)
-			} else if b.failuresIn(now) >= b.cfg.Threshold {
-				s.transition(b, StateOpen, ReasonThreshold, now)
-			}
-		}
+	if b := s.get(p.Type, false); b != nil {
+		b.failure(p, kind, s.clk.Now(), s.emit)
 	}
 	s.mu.Unlock()
 	s.flush()
 }
 
-// current returns p's breaker if p is of its current generation, after applying due changes.
-func (s *Set) current(p Permit) *breaker {
-	if p.Generation == 0 {
-		return nil
+func (b *breaker) failure(p Permit, kind FailureKind, now time.Time, emit func(Transition)) {
+	if !b.current(p, now, emit) {
+		return
 	}
-	b := s.get(p.Type, false)
-	if b == nil || b.cfg.Disabled {
-		return nil
+	switch {
+	case p.IsProbe():
+		if b.takeProbe(p.Probe) && b.cfg.counts(kind) {
+			b.recordFailure(now)
+			b.transition(StateOpen, ReasonProbeFailed, now, emit)
+		}
+	case b.state == StateClosed && b.cfg.counts(kind):
+		b.recordFailure(now)
+		if kind == Fatal && b.cfg.OpenOnFatal {
+			b.transition(StateOpen, ReasonFatal, now, emit)
+		} else if b.failuresIn(now) >= b.cfg.Threshold {
+			b.transition(StateOpen, ReasonThreshold, now, emit)
+		}
 	}
-	s.advance(b, s.clk.Now())
-	if b.gen != p.Generation {
-		return nil
+}
+
+// current reports whether p is of b's current generation, after applying due changes.
+func (b *breaker) current(p Permit, now time.Time, emit func(Transition)) bool {
+	if p.Generation == 0 || b.cfg.Disabled {
+		return false
 	}
-	return b
+	b.advance(now, emit)
+	return b.gen == p.Generation
 }
 
 // takeProbe frees probe id's slot and reports whether it was still in use.
@@ -356,13 +396,13 @@ func (b *breaker) failuresIn(now time.Time) int {
 // advance applies the changes that time alone causes: OPEN turns HALF_OPEN once OpenFor has
 // passed, and probe slots older than ProbeTimeout are freed. Failures that left the window are
 // dropped to keep memory bounded.
-func (s *Set) advance(b *breaker, now time.Time) {
+func (b *breaker) advance(now time.Time, emit func(Transition)) {
 	if b.cfg.Disabled {
 		return
 	}
 	b.failures = slices.DeleteFunc(b.failures, func(f time.Time) bool { return !b.inWindow(f, now) })
 	if b.state == StateOpen && !now.Before(b.openedAt.Add(b.cfg.OpenFor)) {
-		s.transition(b, StateHalfOpen, ReasonOpenElapsed, now)
+		b.transition(StateHalfOpen, ReasonOpenElapsed, now, emit)
 	}
 	if b.state == StateHalfOpen {
 		b.probes = slices.DeleteFunc(b.probes, func(pr probe) bool {
@@ -372,9 +412,9 @@ func (s *Set) advance(b *breaker, now time.Time) {
 }
 
 // transition moves b to state to, bumps its generation (making every outstanding permit stale),
-// and queues the callback. It panics on a transition the state machine does not allow, which
-// would be a bug in this package.
-func (s *Set) transition(b *breaker, to State, reason Reason, now time.Time) {
+// and hands the change to emit. It panics on a transition the state machine does not allow,
+// which would be a bug in this package.
+func (b *breaker) transition(to State, reason Reason, now time.Time, emit func(Transition)) {
 	from := b.state
 	if !legal(from, to, reason) {
 		panic(fmt.Sprintf("breaker: illegal transition %v -> %v (%v) for job type %q", from, to, reason, b.typ))
@@ -393,11 +433,14 @@ func (s *Set) transition(b *breaker, to State, reason Reason, now time.Time) {
 	case StateOpen:
 		b.openedAt = now
 	}
-	if s.onTransition != nil {
-		s.pending = append(s.pending, Transition{
-			Type: b.typ, From: from, To: to, Reason: reason, At: now,
-			Generation: b.gen, Saved: b.saved(),
-		})
+	emit(Transition{Type: b.typ, From: from, To: to, Reason: reason, At: now, Generation: b.gen, Saved: b.saved()})
+}
+
+// emit queues a transition of one of the Set's breakers for onTransition. A cache reports none:
+// the broker that stored a change reports it (see Cache).
+func (s *Set) emit(t Transition) {
+	if s.onTransition != nil && !s.cache {
+		s.pending = append(s.pending, t)
 	}
 }
 
@@ -437,7 +480,7 @@ func (s *Set) NextChange() (at time.Time, ok bool) {
 	s.mu.Lock()
 	now := s.clk.Now()
 	for _, b := range s.breakers {
-		s.advance(b, now)
+		b.advance(now, s.emit)
 		if b.cfg.Disabled {
 			continue
 		}
@@ -467,7 +510,7 @@ func (s *Set) Info(t string) (info Info, ok bool) {
 	s.mu.Lock()
 	if b := s.get(t, false); b != nil {
 		now := s.clk.Now()
-		s.advance(b, now)
+		b.advance(now, s.emit)
 		info, ok = b.info(now), true
 	}
 	s.mu.Unlock()
@@ -481,7 +524,7 @@ func (s *Set) List() []Info {
 	now := s.clk.Now()
 	out := make([]Info, 0, len(s.breakers))
 	for _, b := range s.breakers {
-		s.advance(b, now)
+		b.advance(now, s.emit)
 		out = append(out, b.info(now))
 	}
 	s.mu.Unlock()
@@ -543,8 +586,8 @@ func (s *Set) admin(t string, st State, reason Reason) (Info, error) {
 		return Info{}, fmt.Errorf("%w: %q", ErrDisabled, t)
 	}
 	now := s.clk.Now()
-	s.advance(b, now)
-	s.transition(b, st, reason, now)
+	b.advance(now, s.emit)
+	b.transition(st, reason, now, s.emit)
 	info := b.info(now)
 	s.mu.Unlock()
 	s.flush()
@@ -562,7 +605,7 @@ func (s *Set) Snapshot() []Saved {
 		if b.cfg.Disabled {
 			continue
 		}
-		s.advance(b, now)
+		b.advance(now, s.emit)
 		out = append(out, b.saved())
 	}
 	s.mu.Unlock()
@@ -600,14 +643,10 @@ func (s *Set) Restore(saved []Saved) error {
 			errs = append(errs, fmt.Sprintf("record %d: Type is empty", i))
 		case seen[sv.Type]:
 			errs = append(errs, fmt.Sprintf("record %d: Type %q appears twice", i, sv.Type))
-		case !sv.State.Valid():
-			errs = append(errs, fmt.Sprintf("record %d (%q): State %v is not a state", i, sv.Type, sv.State))
-		case sv.Generation < 1:
-			errs = append(errs, fmt.Sprintf("record %d (%q): Generation must be at least 1, got %d", i, sv.Type, sv.Generation))
-		case sv.State == StateOpen && sv.OpenedAt.IsZero():
-			errs = append(errs, fmt.Sprintf("record %d (%q): OPEN without OpenedAt", i, sv.Type))
-		case sv.ProbeSuccesses < 0:
-			errs = append(errs, fmt.Sprintf("record %d (%q): ProbeSuccesses is negative", i, sv.Type))
+		default:
+			if p := sv.problem(); p != "" {
+				errs = append(errs, fmt.Sprintf("record %d (%q): %s", i, sv.Type, p))
+			}
 		}
 		seen[sv.Type] = true
 	}
@@ -641,11 +680,26 @@ func (s *Set) Restore(saved []Saved) error {
 		}
 		if b.state == StateHalfOpen {
 			b.successes = sv.ProbeSuccesses
-			s.transition(b, StateHalfOpen, ReasonRestored, now)
+			b.transition(StateHalfOpen, ReasonRestored, now, s.emit)
 		}
 		s.breakers[sv.Type] = b
 	}
 	s.mu.Unlock()
 	s.flush()
 	return nil
+}
+
+// problem says what makes a saved state (of a named type) unusable, or "" if nothing does.
+func (sv Saved) problem() string {
+	switch {
+	case !sv.State.Valid():
+		return fmt.Sprintf("State %v is not a state", sv.State)
+	case sv.Generation < 1:
+		return fmt.Sprintf("Generation must be at least 1, got %d", sv.Generation)
+	case sv.State == StateOpen && sv.OpenedAt.IsZero():
+		return "OPEN without OpenedAt"
+	case sv.ProbeSuccesses < 0:
+		return "ProbeSuccesses is negative"
+	}
+	return ""
 }

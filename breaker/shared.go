@@ -1,0 +1,214 @@
+package breaker
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Several brokers serving one database share one breaker per job type. The breaker's stored
+// state is then the authority: every change is applied to the stored state while the database
+// holds the type's breaker locked, by whichever broker the change happens on, and stored back in
+// the same transaction. [Shared] is one such change: built from the stored state by [Set.Shared],
+// it runs the same state machine as a Set's own breakers, and hands back the state to store and
+// the transitions to report once it is stored. Each broker's Set is only a cache of the stored
+// states then ([Set.Cache], [Set.Load]), read to plan dispatch.
+//
+// The stored state of a shared breaker is complete: besides the failures in the window it holds
+// the probe slots in use, each with the job it was taken for and the broker that took it, so
+// any broker that ends the job's lease (its result, its lease expiring, a cancel) frees the slot,
+// also after the broker that dispatched the probe is gone.
+
+// Shared is one breaker of several brokers, built from its stored state for the span of one
+// database transaction. It is not safe for concurrent use.
+type Shared struct {
+	b      *breaker
+	now    time.Time
+	before Saved
+	trans  []Transition
+}
+
+// Shared builds job type t's breaker from stored, its state as a broker stored it (nil: none is
+// stored yet, the breaker is CLOSED in generation 1), and applies what time alone changed since:
+// an OPEN breaker turning HALF_OPEN, probe slots timing out. It uses the Set's config for t and
+// its clock; the Set itself is not changed (see [Set.Load]).
+func (s *Set) Shared(t string, stored *Saved) (*Shared, error) {
+	if t == "" {
+		return nil, ErrEmptyType
+	}
+	b := s.newBreaker(t)
+	if stored != nil {
+		if stored.Type != t {
+			return nil, fmt.Errorf("%w: a state of job type %q given for %q", ErrInvalidSaved, stored.Type, t)
+		}
+		if p := stored.problem(); p != "" {
+			return nil, fmt.Errorf("%w: job type %q: %s", ErrInvalidSaved, t, p)
+		}
+		b.load(*stored)
+	}
+	sh := &Shared{b: b, now: s.clk.Now()}
+	sh.before = b.full()
+	b.advance(sh.now, sh.emit)
+	return sh, nil
+}
+
+func (sh *Shared) emit(t Transition) { sh.trans = append(sh.trans, t) }
+
+// Disabled reports whether the type's breaker is disabled by configuration: every method then
+// does nothing, and Acquire grants untracked permits.
+func (sh *Shared) Disabled() bool { return sh.b.cfg.Disabled }
+
+// Allowance is [Set.Allowance] of this breaker.
+func (sh *Shared) Allowance() int { return sh.b.allowance() }
+
+// Acquire takes a permit for job, dispatched by the broker named holder; see [Set.Acquire]. A
+// probe slot remembers both.
+func (sh *Shared) Acquire(job int64, holder string) (Permit, bool) {
+	return sh.b.acquire(sh.now, job, holder)
+}
+
+// Permit returns the permit job's lease holds. known is the permit the broker kept with the
+// lease, or the zero Permit when it kept none (another broker dispatched the job, or this one
+// before a restart). A kept permit is returned as it is. Otherwise it is the probe slot the job
+// holds, if it holds one, or else, while CLOSED, a permit of the current generation: a job that
+// holds no probe slot was dispatched while CLOSED, so if the breaker never left CLOSED its
+// result counts, and if it left, the result is stale and counts nowhere. The one case this
+// cannot tell apart is a job dispatched before the breaker went round back to CLOSED (a reset,
+// or probes that succeeded): its failure counts in the new period.
+func (sh *Shared) Permit(job int64, known Permit) Permit {
+	b := sh.b
+	switch {
+	case known.Generation != 0 || b.cfg.Disabled:
+		return known
+	case b.state == StateClosed:
+		return Permit{Type: b.typ, Generation: b.gen}
+	}
+	for _, pr := range b.probes {
+		if pr.job == job {
+			return Permit{Type: b.typ, Generation: b.gen, Probe: pr.id}
+		}
+	}
+	return Permit{}
+}
+
+// Success is [Set.Success] on this breaker.
+func (sh *Shared) Success(p Permit) { sh.b.success(p, sh.now, sh.emit) }
+
+// Failure is [Set.Failure] on this breaker.
+func (sh *Shared) Failure(p Permit, kind FailureKind) { sh.b.failure(p, kind, sh.now, sh.emit) }
+
+// Release is [Set.Release] on this breaker.
+func (sh *Shared) Release(p Permit) { sh.b.release(p, sh.now, sh.emit) }
+
+// Reset is [Set.Reset] on this breaker.
+func (sh *Shared) Reset() error { return sh.admin(StateClosed, ReasonReset) }
+
+// Force is [Set.Force] on this breaker.
+func (sh *Shared) Force(st State) error {
+	if !st.Valid() {
+		return fmt.Errorf("%w: %v", ErrInvalidState, st)
+	}
+	return sh.admin(st, ReasonForced)
+}
+
+func (sh *Shared) admin(st State, reason Reason) error {
+	if sh.b.cfg.Disabled {
+		return fmt.Errorf("%w: %q", ErrDisabled, sh.b.typ)
+	}
+	sh.b.transition(st, reason, sh.now, sh.emit)
+	return nil
+}
+
+// Info describes the breaker as it is now.
+func (sh *Shared) Info() Info { return sh.b.info(sh.now) }
+
+// Saved is the breaker's complete state, probe slots included, to store.
+func (sh *Shared) Saved() Saved { return sh.b.full() }
+
+// Changed reports whether the breaker's state differs from the one it was built from: only then
+// need it be stored.
+func (sh *Shared) Changed() bool { return !sh.b.full().equal(sh.before) }
+
+// Moved reports whether what brokers decide dispatch by changed: the state, the generation or
+// the number of probe slots in use. Failures counted while CLOSED do not move it, so other
+// brokers need not hear of them.
+func (sh *Shared) Moved() bool {
+	b := sh.b
+	return b.state != sh.before.State || b.gen != sh.before.Generation || len(b.probes) != len(sh.before.Probes)
+}
+
+// Transitions are the changes of state made since the breaker was built, in order, to report
+// once its state is stored.
+func (sh *Shared) Transitions() []Transition { return sh.trans }
+
+// Cache makes the Set a cache of shared breakers: their states are changed through [Shared]
+// and given to the Set with [Load]. The Set then reports no transition of its own (the broker
+// that stored a change reports it; a cache only catches up, e.g. when OpenFor has passed), and
+// Acquire grants no probe slot, since a slot is only taken on the stored state. Call it before
+// using the Set.
+func (s *Set) Cache() {
+	s.mu.Lock()
+	s.cache = true
+	s.mu.Unlock()
+}
+
+// Load replaces the Set's breakers of the given types with stored states, probe slots included,
+// as they are: no transition is reported and the generation is kept. It checks every state first
+// and loads nothing if one is invalid. States of types whose breaker is disabled are skipped.
+func (s *Set) Load(states ...Saved) error {
+	for _, st := range states {
+		if st.Type == "" {
+			return fmt.Errorf("%w: Type is empty", ErrInvalidSaved)
+		}
+		if p := st.problem(); p != "" {
+			return fmt.Errorf("%w: job type %q: %s", ErrInvalidSaved, st.Type, p)
+		}
+	}
+	s.mu.Lock()
+	for _, st := range states {
+		b := s.newBreaker(st.Type)
+		if !b.cfg.Disabled {
+			b.load(st)
+		}
+		s.breakers[st.Type] = b
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// load sets b to a stored state as it is.
+func (b *breaker) load(st Saved) {
+	b.state, b.gen, b.openedAt = st.State, st.Generation, st.OpenedAt
+	b.failures = slices.Clone(st.Failures)
+	slices.SortFunc(b.failures, func(x, y time.Time) int { return x.Compare(y) })
+	if n := len(b.failures) - b.cfg.Threshold; n > 0 {
+		b.failures = slices.Delete(b.failures, 0, n)
+	}
+	b.successes, b.lastProbe = st.ProbeSuccesses, st.LastProbe
+	b.probes = nil
+	if b.state == StateHalfOpen {
+		for _, p := range st.Probes {
+			b.probes = append(b.probes, probe{id: p.ID, since: p.Since, job: p.Job, holder: p.Holder})
+		}
+	}
+}
+
+// full is b's complete state: saved with the probe slots.
+func (b *breaker) full() Saved {
+	sv := b.saved()
+	sv.LastProbe = b.lastProbe
+	for _, p := range b.probes {
+		sv.Probes = append(sv.Probes, SavedProbe{ID: p.id, Since: p.since, Job: p.job, Holder: p.holder})
+	}
+	return sv
+}
+
+// equal compares two states, times by instant.
+func (sv Saved) equal(o Saved) bool {
+	return sv.Type == o.Type && sv.State == o.State && sv.OpenedAt.Equal(o.OpenedAt) &&
+		sv.Generation == o.Generation && sv.ProbeSuccesses == o.ProbeSuccesses && sv.LastProbe == o.LastProbe &&
+		slices.EqualFunc(sv.Failures, o.Failures, time.Time.Equal) &&
+		slices.EqualFunc(sv.Probes, o.Probes, func(a, b SavedProbe) bool {
+			return a.ID == b.ID && a.Since.Equal(b.Since) && a.Job == b.Job && a.Holder == b.Holder
+		})
+}

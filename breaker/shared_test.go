@@ -1,0 +1,213 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// sharedBundle is a stored breaker state that several Sets (brokers) change in turn, as brokers
+// do under the database's row lock.
+type sharedBundle struct {
+	tb     *testBundle
+	stored *Saved
+	trans  []string
+}
+
+// change builds the stored breaker on set, runs fn on it and stores the result.
+func (sb *sharedBundle) change(t *testing.T, set *Set, fn func(sh *Shared)) *Shared {
+	t.Helper()
+	sh, err := set.Shared(typ, sb.stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn(sh)
+	saved := sh.Saved()
+	sb.stored = &saved
+	for _, tr := range sh.Transitions() {
+		sb.trans = append(sb.trans, fmt.Sprintf("%d:%v->%v %v", tr.Generation, tr.From, tr.To, tr.Reason))
+	}
+	return sh
+}
+
+func TestSharedAcrossSets(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.HalfOpenProbes = 1
+	tb := setup(t, cfg, nil)
+	other, err := NewSet(tb.clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []*Set{tb.set, other, tb.set, other, tb.set} // failures 3 on one broker, 2 on the other
+	sb := &sharedBundle{tb: tb}
+	for i, set := range sets {
+		sh := sb.change(t, set, func(sh *Shared) {
+			p, ok := sh.Acquire(int64(i+1), "b")
+			if !ok || p.IsProbe() {
+				t.Fatalf("Acquire while CLOSED = %+v, %v", p, ok)
+			}
+			sh.Failure(p, Transient)
+		})
+		if want := i == len(sets)-1; sh.Moved() != want {
+			t.Errorf("failure %d: Moved = %v, want %v", i+1, sh.Moved(), want)
+		}
+		if !sh.Changed() {
+			t.Errorf("failure %d: Changed = false", i+1)
+		}
+	}
+	if sb.stored.State != StateOpen {
+		t.Fatalf("state after 5 failures on two Sets = %v, want OPEN", sb.stored.State)
+	}
+
+	// Neither Set's own breaker changed, and no callback heard of the shared transitions.
+	if got := tb.state(t, typ); got != StateClosed {
+		t.Errorf("the Set's own breaker is %v, want it untouched", got)
+	}
+	tb.wantTransitions(t)
+
+	tb.clk.Advance(cfg.OpenFor)
+	// The due OPEN -> HALF_OPEN is applied by whichever Set builds the breaker first; one
+	// probe slot is taken on one Set and refused on the other.
+	var probe Permit
+	sb.change(t, tb.set, func(sh *Shared) {
+		var ok bool
+		if probe, ok = sh.Acquire(10, "a"); !ok || !probe.IsProbe() {
+			t.Fatalf("probe Acquire = %+v, %v", probe, ok)
+		}
+	})
+	if got := sb.stored.Probes; len(got) != 1 || got[0].Job != 10 || got[0].Holder != "a" || !got[0].Since.Equal(tb.clk.Now()) {
+		t.Fatalf("stored probes = %+v, want job 10 held by a", got)
+	}
+	sb.change(t, other, func(sh *Shared) {
+		if p, ok := sh.Acquire(11, "b"); ok {
+			t.Errorf("second probe Acquire on another Set = %+v, want refused", p)
+		}
+		if sh.Changed() {
+			t.Error("a refused Acquire changed the state")
+		}
+	})
+	// Another Set that kept no permit finds the probe by its job and settles it: the slot is
+	// free for the next probe.
+	sb.change(t, other, func(sh *Shared) {
+		if got := sh.Permit(10, Permit{}); got != probe {
+			t.Fatalf("Permit(10) = %+v, want %+v", got, probe)
+		}
+		if got := sh.Permit(99, Permit{}); got != (Permit{}) {
+			t.Errorf("Permit of a job holding no slot while HALF_OPEN = %+v, want untracked", got)
+		}
+		sh.Release(sh.Permit(10, Permit{}))
+		if got := sh.Allowance(); got != 1 {
+			t.Errorf("Allowance after release = %d, want 1", got)
+		}
+		if !sh.Moved() {
+			t.Error("freeing a probe slot did not move the breaker")
+		}
+	})
+	sb.change(t, other, func(sh *Shared) {
+		p, _ := sh.Acquire(12, "b")
+		sh.Success(p)
+	})
+	want := []string{"2:CLOSED->OPEN threshold", "3:OPEN->HALF_OPEN open_elapsed", "4:HALF_OPEN->CLOSED probes_succeeded"}
+	if !slices.Equal(sb.trans, want) {
+		t.Errorf("transitions = %q, want %q", sb.trans, want)
+	}
+	sb.change(t, tb.set, func(sh *Shared) {
+		if got := sh.Permit(13, Permit{}); got != (Permit{Type: typ, Generation: 4}) {
+			t.Errorf("Permit of an unknown job while CLOSED = %+v, want one of the current generation", got)
+		}
+	})
+}
+
+func TestSharedProbeTimeoutAndAdmin(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, DefaultConfig(), nil)
+	sb := &sharedBundle{tb: tb}
+	sb.change(t, tb.set, func(sh *Shared) {
+		if err := sh.Force(StateHalfOpen); err != nil {
+			t.Fatal(err)
+		}
+		sh.Acquire(1, "gone")
+	})
+	tb.clk.Advance(DefaultProbeTimeout - time.Nanosecond)
+	sb.change(t, tb.set, func(sh *Shared) {
+		if _, ok := sh.Acquire(2, "b"); ok {
+			t.Error("probe granted while the slot of a silent probe has not timed out")
+		}
+	})
+	tb.clk.Advance(time.Nanosecond)
+	sb.change(t, tb.set, func(sh *Shared) {
+		if _, ok := sh.Acquire(2, "b"); !ok {
+			t.Error("probe refused after the silent probe's slot timed out")
+		}
+		if err := sh.Force(State(9)); !errors.Is(err, ErrInvalidState) {
+			t.Errorf("Force(9) = %v, want ErrInvalidState", err)
+		}
+		if err := sh.Reset(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if sb.stored.State != StateClosed || len(sb.stored.Probes) != 0 || sb.stored.Generation != 3 {
+		t.Errorf("after reset: %+v", *sb.stored)
+	}
+	if _, err := tb.set.Shared("other", sb.stored); !errors.Is(err, ErrInvalidSaved) {
+		t.Errorf("Shared with another type's state = %v, want ErrInvalidSaved", err)
+	}
+	off := DefaultConfig()
+	off.Disabled = true
+	dis := setup(t, DefaultConfig(), map[string]Config{typ: off})
+	sh, err := dis.set.Shared(typ, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Reset(); !errors.Is(err, ErrDisabled) || !sh.Disabled() {
+		t.Errorf("Reset of a disabled breaker = %v, want ErrDisabled", err)
+	}
+}
+
+// A cache reports no transition of its own, grants no probe slot and shows the probes of every
+// broker.
+func TestCache(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, DefaultConfig(), nil)
+	tb.set.Cache()
+	sb := &sharedBundle{tb: tb}
+	sb.change(t, tb.set, func(sh *Shared) {
+		if err := sh.Force(StateOpen); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := tb.set.Load(*sb.stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.set.Allowance(typ); got != 0 {
+		t.Errorf("Allowance of a cached OPEN breaker = %d, want 0", got)
+	}
+	tb.clk.Advance(DefaultOpenFor)
+	if got := tb.set.Allowance(typ); got != 1 {
+		t.Errorf("Allowance of a cached breaker after OpenFor = %d, want 1", got)
+	}
+	if p, ok := tb.set.Acquire(typ); ok {
+		t.Errorf("a cache granted %+v while HALF_OPEN", p)
+	}
+	tb.wantTransitions(t)
+	sb.change(t, tb.set, func(sh *Shared) { sh.Acquire(1, "a") })
+	if err := tb.set.Load(*sb.stored); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := tb.set.Info(typ); info.ProbesInFlight != 1 || info.Generation != 3 || tb.set.Allowance(typ) != 0 {
+		t.Errorf("cached Info = %+v, want one probe in flight in generation 3", info)
+	}
+	if err := tb.set.Load(Saved{Type: typ}); !errors.Is(err, ErrInvalidSaved) {
+		t.Errorf("Load of an invalid state = %v, want ErrInvalidSaved", err)
+	}
+	sb.change(t, tb.set, func(sh *Shared) { sh.Reset() })
+	if err := tb.set.Load(*sb.stored); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := tb.set.Acquire(typ); !ok || p.Generation != 4 {
+		t.Errorf("cached CLOSED Acquire = %+v, %v, want generation 4", p, ok)
+	}
+}
