@@ -133,6 +133,13 @@ type Tx interface {
 	JobListRunning() ([]*job.Job, error)
 	// BreakerSave stores one circuit breaker's state.
 	BreakerSave(r BreakerRecord) error
+	// BreakerLock reads a type's circuit breaker state and holds it locked until the
+	// transaction ends, so that a breaker several brokers share is changed by one transaction
+	// at a time (read, change, BreakerSave). When none is stored, initial is stored and returned.
+	BreakerLock(typ string, initial []byte) ([]byte, error)
+	// BreakerGet reads the stored breaker states of types, without locking them, in type
+	// order; types with none are left out.
+	BreakerGet(types []string) ([]BreakerRecord, error)
 
 	// JobDeadIDs lists the ids of the dead jobs f matches, newest first, at most limit.
 	JobDeadIDs(f *DeadJobFilter, limit int) ([]int64, error)

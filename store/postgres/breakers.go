@@ -1,0 +1,39 @@
+package postgres
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+// BreakerLock locks the type's row. A row that does not exist cannot be locked, so a missing
+// one is inserted first; two brokers inserting at once agree on one row, since the second
+// insert waits for the first and then does nothing.
+func (t *tx) BreakerLock(typ string, initial []byte) ([]byte, error) {
+	for range 2 {
+		var data []byte
+		err := t.tx.QueryRow(t.ctx, `SELECT data FROM breakers WHERE type = $1 FOR UPDATE`, typ).Scan(&data)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return data, err
+		}
+		if _, err := t.exec(`INSERT INTO breakers (type, data) VALUES ($1, $2) ON CONFLICT (type) DO NOTHING`,
+			typ, initial); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("breaker row of type " + typ + " vanished while being locked")
+}
+
+func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT type, data FROM breakers WHERE type = ANY($1) ORDER BY type`, types)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.BreakerRecord, error) {
+		var r store.BreakerRecord
+		err := row.Scan(&r.Type, &r.Data)
+		return r, err
+	})
+}

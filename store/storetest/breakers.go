@@ -1,0 +1,84 @@
+package storetest
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+var _ = register(
+	testCase{"BreakerLockAndGet", testBreakerLockAndGet},
+	testCase{"BreakerLockSerializes", testBreakerLockSerializes},
+)
+
+// BreakerLock stores the initial state of a type with none and reads a stored one; BreakerGet
+// reads the asked types that have a state.
+func testBreakerLockAndGet(t *testing.T, b *bundle) {
+	b.write(func(tx store.Tx) error {
+		got, err := tx.BreakerGet([]string{"a", "b"})
+		if err != nil || len(got) != 0 {
+			t.Errorf("BreakerGet of an empty store: %v, %v", got, err)
+		}
+		data, err := tx.BreakerLock("a", []byte(`{"init":1}`))
+		if err != nil {
+			return err
+		}
+		equal(t, "BreakerLock of a type with no state", string(data), `{"init":1}`)
+		if err := tx.BreakerSave(store.BreakerRecord{Type: "b", Data: []byte(`{"b":1}`)}); err != nil {
+			return err
+		}
+		data, err = tx.BreakerLock("b", []byte(`{"init":1}`))
+		equal(t, "BreakerLock of a stored type", string(data), `{"b":1}`)
+		return err
+	})
+	b.write(func(tx store.Tx) error {
+		got, err := tx.BreakerGet([]string{"c", "b", "a"})
+		equal(t, "BreakerGet", got, []store.BreakerRecord{{Type: "a", Data: []byte(`{"init":1}`)}, {Type: "b", Data: []byte(`{"b":1}`)}})
+		if err != nil {
+			return err
+		}
+		got, err = tx.BreakerGet(nil)
+		if len(got) != 0 {
+			t.Errorf("BreakerGet(nil) = %v", got)
+		}
+		return err
+	})
+}
+
+// Writes that read a breaker with BreakerLock and store it changed never lose one another's
+// change, however many run at once: this is what keeps a breaker several brokers share exact.
+func testBreakerLockSerializes(t *testing.T, b *bundle) {
+	const writers, each = 4, 10
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+					data, err := tx.BreakerLock("count", []byte("0"))
+					if err != nil {
+						return err
+					}
+					n, err := strconv.Atoi(string(data))
+					if err != nil {
+						return err
+					}
+					return tx.BreakerSave(store.BreakerRecord{Type: "count", Data: []byte(strconv.Itoa(n + 1))})
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := b.s.BreakerLoadAll(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "counter after concurrent locked increments", got, []store.BreakerRecord{{Type: "count", Data: []byte(strconv.Itoa(writers * each))}})
+}
