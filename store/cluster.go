@@ -23,8 +23,12 @@ type Cluster interface {
 	Listen(ctx context.Context, fn func(Event))
 	// Campaign competes for the leadership until ctx ends. It calls lead(true) when this broker
 	// becomes the leader and lead(false) when it stops being it (its claim on the database was
-	// lost, or ctx ended while it led). At most one broker leads at a time; when the leader
-	// dies, another takes over within the failover time the store documents.
+	// lost, or ctx ended while it led). At most one broker holds the leadership at a time; when
+	// the leader dies, another takes over within the failover time the store documents. A
+	// leader whose claim is lost without its knowing (its session ended on the database side)
+	// learns it within a time the store documents too, and may overlap its successor until
+	// then: what a leader does must be safe when two do it at once (fenced or idempotent
+	// writes), only wasteful.
 	Campaign(ctx context.Context, lead func(leader bool))
 }
 

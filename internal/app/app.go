@@ -219,23 +219,20 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	return shutErr
 }
 
-// openStore opens the store cfg.DB names: a postgres:// URL is a PostgreSQL database, anything
-// else a SQLite file. Either way the store is claimed for this broker alone (a lock file beside
-// the SQLite file, an advisory lock in PostgreSQL), so a second broker on it refuses to start.
+// openStore opens the store cfg.DB names: a postgres:// URL is a PostgreSQL database, which
+// several brokers may serve at once, anything else a SQLite file, claimed for this broker alone
+// by a lock file beside it, so a second broker on it refuses to start.
 func openStore(ctx context.Context, cfg config.Config, addr string, log *slog.Logger) (store.Store, *storeretry.Policy, error) {
 	if postgres.IsURL(cfg.DB) {
 		policy, err := storeretry.New(storeretry.Config{Options: cfg.Storage, Classify: postgres.Classify, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := postgres.Open(ctx, cfg.DB, postgres.Options{Retry: policy, Logger: log})
+		st, err := postgres.Open(ctx, cfg.DB, postgres.Options{Retry: policy, Logger: log, Addr: addr})
 		if err != nil {
 			return nil, nil, fmt.Errorf("open database %s: %w", postgres.Redact(cfg.DB), err)
 		}
-		if err := st.Claim(ctx, addr); err != nil {
-			_ = st.Close()
-			return nil, nil, err
-		}
+		log.Info("postgres store", "db", postgres.Redact(cfg.DB), "broker", st.BrokerID())
 		return st, policy, nil
 	}
 	policy, err := storeretry.New(storeretry.Config{Options: cfg.Storage, Classify: sqlite.Classify, Logger: log})

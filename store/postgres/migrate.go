@@ -22,7 +22,7 @@ func migrations() ([]migration.Migration, error) { return migration.Load(migrati
 // the schema the connection works in, so that databases (and schemas) do not share them.
 const (
 	lockMigrate = 0x6a770001 // held while migrations run
-	lockBroker  = 0x6a770002 // held by the broker that serves the schema (Claim)
+	lockLeader  = 0x6a770003 // held by the leader among the brokers serving the schema (Campaign)
 )
 
 // schemaKey is the second half of the store's advisory lock keys: the schema the session

@@ -7,9 +7,8 @@
 // FOR UPDATE SKIP LOCKED, and every write about a lease is fenced by the lease's token in its
 // SQL, so the database itself never hands one job to two holders.
 //
-// One broker serves one database (one schema) for now: a broker's leases, breakers and queue
-// caps live in its memory, as with SQLite. Claim takes an advisory lock that makes a second
-// broker refuse to start.
+// Several brokers may serve one database (one schema) at once, each through its own Store:
+// the store is their store.Cluster (cluster.go).
 package postgres
 
 import (
@@ -18,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +39,13 @@ type Options struct {
 	// Retry runs every operation, retrying short-lived storage faults. Nil means a
 	// storeretry.Policy with storeretry.DefaultOptions and Classify.
 	Retry Retrier
+	// Addr is the address the broker listens on, recorded in its row of the brokers table so
+	// an operator can tell brokers apart; "" when it has none.
+	Addr string
+	// ElectionInterval is how often a broker that does not lead tries to take the leadership,
+	// and how often the leader checks its hold on it (see Campaign). Zero:
+	// DefaultElectionInterval.
+	ElectionInterval time.Duration
 }
 
 // DefaultMaxConns is the pool size when neither Options nor the URL set one: the writer and the
@@ -57,10 +64,14 @@ type Store struct {
 	retry    Retrier
 	log      *slog.Logger
 	queues   *queueSet
-	receipts atomic.Int64 // the last receipt number a Write took
+	receipts atomic.Int64 // the last receipt number a Write took, among this broker's
 
-	claimMu sync.Mutex
-	claim   *pgx.Conn // holds the broker lock, once claimed
+	brokerID         int64  // this store's row in the brokers table
+	channel          string // the schema's notification channel
+	electionInterval time.Duration
+
+	// commit commits a write's transaction; tests replace it to lose a commit's answer.
+	commit func(ctx context.Context, tx pgx.Tx) error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,32 +134,27 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", Redact(url), err)
 	}
-	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &queueSet{m: map[string]bool{}}}
+	if opts.ElectionInterval <= 0 {
+		opts.ElectionInterval = DefaultElectionInterval
+	}
+	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &queueSet{m: map[string]bool{}},
+		electionInterval: opts.ElectionInterval, commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	// Receipt numbers go on from the last run's: a stored receipt is never taken again.
-	var last int64
-	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(receipt), 0) FROM write_receipts`).Scan(&last); err != nil {
+	// A new broker id each time: its receipts start at 1 and are never another broker's.
+	if err := s.register(ctx, opts.Addr); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("read write receipts: %w", err)
+		return nil, err
 	}
-	s.receipts.Store(last)
 	return s, nil
 }
 
-// Close gives the broker lock up and closes every connection.
+// Close closes every connection of the pool. Listen and Campaign end with their contexts.
 func (s *Store) Close() error {
-	s.claimMu.Lock()
-	var err error
-	if s.claim != nil {
-		err = s.claim.Close(context.Background())
-		s.claim = nil
-	}
-	s.claimMu.Unlock()
 	s.pool.Close()
-	return err
+	return nil
 }
 
 // StorageRetries returns how many storage operations were retried, keyed by the error code that
@@ -166,7 +172,11 @@ func (s *Store) StorageRetries() map[string]int64 {
 // As in the SQLite store, each call takes a receipt number that the transaction stores: a try
 // that reached COMMIT may have committed even when it reports failure (a connection lost during
 // COMMIT), so the tries after it look for the receipt first, and a write whose receipt is
-// stored is not run again.
+// stored is not run again. Receipts are numbered per broker and stored under its id, so two
+// brokers taking the same number never see each other's.
+//
+// The events fn published (Tx.Publish) are sent just before COMMIT, in the transaction: they
+// reach the listening brokers only if it commits.
 func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
 	receipt := s.receipts.Add(1)
 	mayHaveCommitted := false
@@ -183,18 +193,21 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		}()
 		t := &tx{ctx: ctx, tx: ptx, queues: s.queues}
 		if mayHaveCommitted {
-			if done, err := t.receiptStored(receipt); err != nil || done {
+			if done, err := t.receiptStored(s.brokerID, receipt); err != nil || done {
 				return err
 			}
 		}
 		if err := fn(t); err != nil {
 			return err
 		}
-		if err := t.storeReceipt(receipt); err != nil {
+		if err := t.storeReceipt(s.brokerID, receipt); err != nil {
+			return err
+		}
+		if err := t.sendEvents(s.channel, s.BrokerID()); err != nil {
 			return err
 		}
 		mayHaveCommitted = true
-		if err := ptx.Commit(ctx); err != nil {
+		if err := s.commit(ctx, ptx); err != nil {
 			return err
 		}
 		committed = true
@@ -203,19 +216,19 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 	}))
 }
 
-// receiptSlots is how many receipts the database keeps.
+// receiptSlots is how many receipts the database keeps per broker.
 const receiptSlots = 64
 
-func (t *tx) storeReceipt(receipt int64) error {
-	_, err := t.tx.Exec(t.ctx, `INSERT INTO write_receipts (slot, receipt) VALUES ($1, $2)
-		ON CONFLICT (slot) DO UPDATE SET receipt = excluded.receipt`, receipt%receiptSlots, receipt)
+func (t *tx) storeReceipt(broker, receipt int64) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO write_receipts (broker, slot, receipt) VALUES ($1, $2, $3)
+		ON CONFLICT (broker, slot) DO UPDATE SET receipt = excluded.receipt`, broker, receipt%receiptSlots, receipt)
 	return err
 }
 
-func (t *tx) receiptStored(receipt int64) (bool, error) {
+func (t *tx) receiptStored(broker, receipt int64) (bool, error) {
 	var n int
-	err := t.tx.QueryRow(t.ctx, `SELECT COUNT(*) FROM write_receipts WHERE slot = $1 AND receipt = $2`,
-		receipt%receiptSlots, receipt).Scan(&n)
+	err := t.tx.QueryRow(t.ctx, `SELECT COUNT(*) FROM write_receipts WHERE broker = $1 AND slot = $2 AND receipt = $3`,
+		broker, receipt%receiptSlots, receipt).Scan(&n)
 	return n == 1, err
 }
 
@@ -408,4 +421,27 @@ func encodeMetadata(m map[string]string) (*string, error) {
 	}
 	s := string(b)
 	return &s, nil
+}
+
+// Redact is a database URL without its password, for messages and logs.
+func Redact(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "the database URL"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// hasParam reports whether the URL's query sets name.
+func hasParam(dbURL, name string) bool {
+	u, err := url.Parse(dbURL)
+	return err == nil && u.Query().Has(name)
 }

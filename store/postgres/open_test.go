@@ -2,10 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
+
 	"log/slog"
-	"os"
-	"strings"
+
 	"sync"
 	"testing"
 
@@ -45,40 +44,6 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 }
 
 // A second broker on a database another broker serves refuses to start, naming the first; once
-// the first is gone, it starts.
-func TestClaimRefusesASecondBroker(t *testing.T) {
-	t.Parallel()
-	u := pgtest.URL(t)
-	ctx := context.Background()
-	first, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
-	second, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
-	if err := first.Claim(ctx, "127.0.0.1:7070"); err != nil {
-		t.Fatal(err)
-	}
-	err = second.Claim(ctx, "127.0.0.1:7080")
-	var inUse *InUseError
-	if !errors.As(err, &inUse) || inUse.Addr != "127.0.0.1:7070" || inUse.PID != os.Getpid() {
-		t.Fatalf("second claim: %v, want an *InUseError naming the first broker", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "already in use") || !strings.Contains(msg, "127.0.0.1:7070") ||
-		strings.Contains(msg, "\n") {
-		t.Fatalf("message %q: want one sentence naming the other broker", msg)
-	}
-	if err := first.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Claim(ctx, "127.0.0.1:7080"); err != nil {
-		t.Fatalf("claim after the first broker closed: %v", err)
-	}
-}
 
 func TestRedact(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,302 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+// Several brokers serve one database at once, each through its own Store. The store is their
+// store.Cluster:
+//
+//   - Each Store registers as a broker when it opens: a row in the brokers table whose identity
+//     number is its BrokerID, never handed out again.
+//   - Events a transaction publishes (Tx.Publish) are sent with pg_notify inside that
+//     transaction, just before COMMIT, so PostgreSQL delivers them only if it commits, and in
+//     commit order. Listen receives them on a connection of its own.
+//   - The leader holds a session advisory lock on a connection of its own (Campaign).
+//
+// The notification channel and the lock key are derived from the schema the store works in
+// (advisory locks and notifications are per database already), so brokers of different
+// schemas on one server never see each other.
+
+var _ store.Cluster = (*Store)(nil)
+
+// DefaultElectionInterval is how often a broker that does not lead tries to take the leadership,
+// and how often the leader checks that the session holding it is alive.
+const DefaultElectionInterval = time.Second
+
+// Reconnect backoff of the listening and leadership connections.
+const (
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 5 * time.Second
+)
+
+// keepAlive makes the dedicated connections notice a peer that vanished without closing the
+// connection (a machine lost, a network cut) in about Idle + Count*Interval, not the system's
+// default of hours: the listening connection would otherwise wait for notifications forever.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
+
+// BrokerRecord is one broker that has opened the database.
+type BrokerRecord struct {
+	ID        string
+	Addr      string // the address it said it listens on; empty if it gave none
+	PID       int
+	Host      string
+	StartedAt time.Time
+	// LastSeen is when it last wrote that it is alive (every election interval while it runs).
+	LastSeen time.Time
+}
+
+// register adds this store's row to the brokers table and takes its id.
+func (s *Store) register(ctx context.Context, addr string) error {
+	host, _ := os.Hostname()
+	now := time.Now().UnixNano()
+	var id int64
+	if err := s.pool.QueryRow(ctx, `INSERT INTO brokers (addr, pid, host, started_at, last_seen)
+		VALUES ($1, $2, $3, $4, $4) RETURNING id`, addr, os.Getpid(), host, now).Scan(&id); err != nil {
+		return fmt.Errorf("register the broker: %w", err)
+	}
+	var schema string
+	if err := s.pool.QueryRow(ctx, `SELECT to_hex(`+schemaKey+`)`).Scan(&schema); err != nil {
+		return fmt.Errorf("read the schema: %w", err)
+	}
+	s.brokerID = id
+	s.channel = "jobwire_events_" + schema
+	return nil
+}
+
+// BrokerID is this store's broker number among every broker that has opened the database.
+func (s *Store) BrokerID() string { return strconv.FormatInt(s.brokerID, 10) }
+
+// Brokers lists every broker that has opened the database, oldest first.
+func (s *Store) Brokers(ctx context.Context) ([]BrokerRecord, error) {
+	var out []BrokerRecord
+	err := s.read(ctx, "broker_list", func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, `SELECT id, addr, pid, host, started_at, last_seen FROM brokers ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r BrokerRecord
+			var id, started, seen int64
+			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen); err != nil {
+				return err
+			}
+			r.ID, r.StartedAt, r.LastSeen = strconv.FormatInt(id, 10), fromNanos(started), fromNanos(seen)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// wireEvent is an event as it travels in a notification's payload.
+type wireEvent struct {
+	Kind store.EventKind `json:"k"`
+	Key  string          `json:"key,omitempty"`
+	From string          `json:"f"`
+}
+
+// sendEvents sends the transaction's events; Write calls it just before COMMIT.
+func (t *tx) sendEvents(channel, from string) error {
+	if len(t.events) == 0 {
+		return nil
+	}
+	payloads := make([]string, 0, len(t.events))
+	for e := range t.events {
+		if e.From == "" {
+			e.From = from
+		}
+		b, err := json.Marshal(wireEvent{Kind: e.Kind, Key: e.Key, From: e.From})
+		if err != nil {
+			return err
+		}
+		payloads = append(payloads, string(b))
+	}
+	_, err := t.tx.Exec(t.ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, payloads)
+	return err
+}
+
+// connect opens a connection of its own, outside the pool, for listening or leading.
+func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: keepAlive}
+	cfg.DialFunc = d.DialContext
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// Listen delivers every event published on the database (by this broker too) until ctx ends,
+// on a connection of its own that LISTENs on the schema's channel. When that connection is
+// lost it connects again with backoff, and delivers an EventResync once it listens again: what
+// was published meanwhile is not delivered.
+func (s *Store) Listen(ctx context.Context, fn func(store.Event)) {
+	gap := false
+	wait := reconnectMin
+	for ctx.Err() == nil {
+		conn, err := s.listenConn(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !gap {
+				s.log.Warn("cannot listen for other brokers' events; retrying", "broker", s.BrokerID(), "err", err)
+			}
+			gap = true
+			if !sleep(ctx, wait) {
+				return
+			}
+			wait = min(2*wait, reconnectMax)
+			continue
+		}
+		wait = reconnectMin
+		if gap {
+			s.log.Info("listening for other brokers' events again", "broker", s.BrokerID())
+			fn(store.Event{Kind: store.EventResync, From: s.BrokerID()})
+		}
+		err = s.receive(ctx, conn, fn)
+		_ = conn.Close(context.Background())
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("lost the connection that listens for other brokers' events; reconnecting", "broker", s.BrokerID(), "err", err)
+		gap = true
+	}
+}
+
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// receive delivers notifications until the connection fails or ctx ends.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(store.Event)) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var w wireEvent
+		if err := json.Unmarshal([]byte(n.Payload), &w); err != nil || w.Kind == "" {
+			s.log.Warn("ignored a notification that is not a broker event", "channel", n.Channel, "payload", n.Payload)
+			continue
+		}
+		fn(store.Event(w))
+	}
+}
+
+// Campaign competes for the leadership until ctx ends.
+//
+// The leader is the broker whose connection holds the schema's leader lock, a session advisory
+// lock: PostgreSQL lets it go the moment that session ends, however the broker ended. A broker
+// that does not lead tries to take it every election interval (DefaultElectionInterval). The
+// leader runs a statement on that connection as often (it records the broker's last_seen) and
+// stops leading (lead(false)) as soon as one fails or does not answer within the interval.
+//
+// Failover: after a leader process dies (a crash, SIGKILL) its machine closes the connection,
+// PostgreSQL drops its session and the lock with it, and another broker leads within one
+// election interval. When the leader's machine or network is lost instead, PostgreSQL holds the
+// lock until it notices the session is dead (its tcp_keepalives_* settings); the old leader
+// stops leading within about two intervals of losing the database. When the session ends on
+// the database's side while the broker lives (pg_terminate_backend, a server restart), another
+// broker may take the lock before the old leader's next check: both lead for at most one
+// interval, which the leader's duties tolerate (store.Cluster).
+func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
+	var conn *pgx.Conn
+	leader := false
+	stop := func(err error) {
+		if conn != nil {
+			_ = conn.Close(context.Background()) // lets the lock go, if the session is still there
+			conn = nil
+		}
+		if !leader {
+			return
+		}
+		leader = false
+		if err != nil {
+			s.log.Warn("lost leadership", "broker", s.BrokerID(), "err", err)
+		} else {
+			s.log.Info("gave up leadership", "broker", s.BrokerID())
+		}
+		lead(false)
+	}
+	defer stop(nil)
+	tick := time.NewTicker(s.electionInterval)
+	defer tick.Stop()
+	for {
+		if conn == nil {
+			c, err := s.connect(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("cannot connect to campaign for leadership; retrying", "broker", s.BrokerID(), "err", err)
+			}
+			conn = c
+		}
+		if conn != nil {
+			if err := s.heartbeat(ctx, conn); err != nil {
+				stop(err)
+			}
+		}
+		if conn != nil && !leader {
+			ok, err := s.tryLead(ctx, conn)
+			switch {
+			case err != nil:
+				stop(err)
+			case ok:
+				leader = true
+				s.log.Info("became leader", "broker", s.BrokerID())
+				lead(true)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// heartbeat records that the broker is alive, through conn, within one election interval.
+func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	defer cancel()
+	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = $1 WHERE id = $2`, time.Now().UnixNano(), s.brokerID)
+	return err
+}
+
+// tryLead takes the leader lock if no session holds it.
+func (s *Store) tryLead(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	defer cancel()
+	var ok bool
+	err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, lockLeader).Scan(&ok)
+	return ok, err
+}
+
+// sleep waits d, or until ctx ends; it reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,360 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+)
+
+// testElection is the election interval of the tests' brokers: short, so failover is quick.
+const testElection = 50 * time.Millisecond
+
+// clusterWait bounds waits for events and elections: a safety net, not a timing assertion.
+const clusterWait = 10 * time.Second
+
+// logBuffer collects a store's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// openBroker opens a store on u as one broker, with its log in buf (nil: discarded).
+func openBroker(t *testing.T, u string, buf *logBuffer) *Store {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if buf != nil {
+		log = slog.New(slog.NewTextHandler(buf, nil))
+	}
+	s, err := Open(context.Background(), u, Options{Logger: log, ElectionInterval: testElection, Addr: "127.0.0.1:7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// listen runs s.Listen until the test ends and returns the events it delivers.
+func listen(t *testing.T, s *Store) <-chan store.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan store.Event, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Listen(ctx, func(e store.Event) { events <- e })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return events
+}
+
+// waitListening waits until s's listening connection has run LISTEN.
+func waitListening(t *testing.T, s *Store) {
+	t.Helper()
+	waitFor(t, "the store to listen", func() bool {
+		var n int
+		err := s.pool.QueryRow(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE query = 'LISTEN "' || $1 || '"' AND state = 'idle'`, s.channel).Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(clusterWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", clusterWait, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func nextEvent(t *testing.T, events <-chan store.Event) store.Event {
+	t.Helper()
+	select {
+	case e := <-events:
+		return e
+	case <-time.After(clusterWait):
+		t.Fatalf("no event within %s", clusterWait)
+		return store.Event{}
+	}
+}
+
+// publish commits a write that publishes es; fail makes it fail (and roll back) after publishing.
+func publish(t *testing.T, s *Store, fail error, es ...store.Event) {
+	t.Helper()
+	err := s.Write(context.Background(), "test", func(tx store.Tx) error {
+		for _, e := range es {
+			tx.Publish(e)
+		}
+		return fail
+	})
+	if !errors.Is(err, fail) {
+		t.Fatalf("write: %v, want %v", err, fail)
+	}
+}
+
+// Events a transaction publishes reach every broker of the schema once it commits, each event
+// once, marked with the publishing broker; a transaction that rolls back sends nothing, and
+// brokers of another schema on the same server hear nothing.
+func TestPublishedEventsArriveOnCommitOnly(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	a, b := openBroker(t, u, nil), openBroker(t, u, nil)
+	other := openBroker(t, pgtest.URL(t), nil)
+	atB, atOther := listen(t, b), listen(t, other)
+	waitListening(t, b)
+	waitListening(t, other)
+
+	publish(t, a, errors.New("rolled back"), store.Event{Kind: store.EventReady})
+	ready, queue := store.Event{Kind: store.EventReady}, store.Event{Kind: store.EventQueues, Key: "mail"}
+	publish(t, a, nil, ready, queue, ready, queue)
+	got := map[store.Event]int{nextEvent(t, atB): 1}
+	got[nextEvent(t, atB)]++
+	publish(t, a, nil, store.Event{Kind: store.EventQueues, Key: "marker"})
+	if e := nextEvent(t, atB); e.Key != "marker" {
+		t.Fatalf("after the committed events came %+v, want only the marker: each event is sent once", e)
+	}
+	from := a.BrokerID()
+	want := map[store.Event]int{{Kind: store.EventReady, From: from}: 1, {Kind: store.EventQueues, Key: "mail", From: from}: 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events of the committed write: %v, want %v (none of the rolled-back one)", got, want)
+	}
+	publish(t, other, nil, store.Event{Kind: store.EventQueues, Key: "other schema"})
+	if e := nextEvent(t, atOther); e.Key != "other schema" {
+		t.Fatalf("a broker of another schema heard %+v", e)
+	}
+}
+
+// A broker whose listening connection is lost connects again and says events may have been
+// missed (EventResync); events flow again after it.
+func TestListenResyncsAfterItsConnectionIsLost(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	a, b := openBroker(t, u, nil), openBroker(t, u, nil)
+	events := listen(t, b)
+	waitListening(t, b)
+	var killed int
+	if err := a.pool.QueryRow(context.Background(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query = 'LISTEN "' || $1 || '"'`, b.channel).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminate the listening session: %d sessions, %v", killed, err)
+	}
+	if e := nextEvent(t, events); e.Kind != store.EventResync {
+		t.Fatalf("after the listening connection was lost: %+v, want a resync", e)
+	}
+	waitListening(t, b)
+	publish(t, a, nil, store.Event{Kind: store.EventReady})
+	if e := nextEvent(t, events); e.Kind != store.EventReady || e.From != a.BrokerID() {
+		t.Fatalf("after reconnecting: %+v, want the ready event", e)
+	}
+}
+
+// Broker ids are never reused: a broker that opens after another closed gets a new one, and
+// every broker is listed with its address, pid and host.
+func TestBrokerIDsAreNeverReused(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	a := openBroker(t, u, nil)
+	b := openBroker(t, u, nil)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := openBroker(t, u, nil)
+	ids := map[string]bool{a.BrokerID(): true, b.BrokerID(): true, c.BrokerID(): true}
+	if len(ids) != 3 || a.BrokerID() == "0" {
+		t.Fatalf("broker ids %s, %s, %s: want three different ones", a.BrokerID(), b.BrokerID(), c.BrokerID())
+	}
+	list, err := c.Brokers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if len(list) != 3 || list[2].ID != c.BrokerID() || list[2].PID != os.Getpid() || list[2].Host != host ||
+		list[2].Addr != "127.0.0.1:7070" || list[2].LastSeen.IsZero() {
+		t.Fatalf("brokers: %+v", list)
+	}
+}
+
+// leaders follows the leadership of several campaigning brokers.
+type leaders struct {
+	mu      sync.Mutex
+	leading map[int]bool
+	most    int // the most brokers ever leading at once
+}
+
+func (l *leaders) set(i int, on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading[i] = on
+	n := 0
+	for _, v := range l.leading {
+		if v {
+			n++
+		}
+	}
+	l.most = max(l.most, n)
+}
+
+// leader is the one broker leading, or -1.
+func (l *leaders) leader() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, v := range l.leading {
+		if v {
+			return i
+		}
+	}
+	return -1
+}
+
+// One of several brokers leads. When the session holding the leadership is lost, that broker
+// stops leading and says so, and another takes over; every election is logged with the broker's
+// id.
+func TestCampaignElectsOneLeaderAndFailsOver(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	var logs [3]logBuffer
+	var stores [3]*Store
+	l := &leaders{leading: map[int]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for i := range stores {
+		stores[i] = openBroker(t, u, &logs[i])
+		wg.Go(func() { stores[i].Campaign(ctx, func(on bool) { l.set(i, on) }) })
+	}
+	waitFor(t, "a leader", func() bool { return l.leader() >= 0 })
+	first := l.leader()
+	if !strings.Contains(logs[first].String(), `msg="became leader" broker=`+stores[first].BrokerID()) {
+		t.Fatalf("the leader's log does not say it was elected:\n%s", logs[first].String())
+	}
+	time.Sleep(5 * testElection) // the others try the lock meanwhile, and fail
+	if l.leader() != first {
+		t.Fatalf("broker %d leads, then %d without any failure", first, l.leader())
+	}
+
+	// Cut the leader's session from the database side.
+	var killed int
+	if err := stores[first].pool.QueryRow(context.Background(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objsubid = 2
+		AND objid::bigint = (`+schemaKey+`::bigint & 4294967295)`, lockLeader).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminate the leader's session: %d sessions, %v", killed, err)
+	}
+	waitFor(t, "the old leader to say it lost the leadership", func() bool {
+		return strings.Contains(logs[first].String(), `msg="lost leadership" broker=`+stores[first].BrokerID())
+	})
+	waitFor(t, "a new leader", func() bool { n := l.leader(); return n >= 0 && n != first })
+	second := l.leader()
+	if !strings.Contains(logs[second].String(), `msg="became leader" broker=`+stores[second].BrokerID()) {
+		t.Fatalf("the new leader's log does not say it was elected:\n%s", logs[second].String())
+	}
+	cancel()
+	wg.Wait()
+	if l.leader() != -1 {
+		t.Fatalf("broker %d still leads after its campaign ended", l.leader())
+	}
+	// Two may lead at once only between the old leader's loss and its next check: one broker
+	// at most, but for those few milliseconds.
+	if l.most > 2 {
+		t.Fatalf("%d brokers led at once", l.most)
+	}
+}
+
+// insertOne writes one job; runs counts the runs of the write's function.
+func insertOne(s *Store, runs *atomic.Int32) error {
+	return s.Write(context.Background(), "test", func(tx store.Tx) error {
+		runs.Add(1)
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
+			MaxAttempts: 3, RunAt: time.Unix(1, 0), Now: time.Unix(1, 0), AttemptTimeout: time.Minute}})
+		return err
+	})
+}
+
+func countJobs(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var n int64
+	if err := s.pool.QueryRow(context.Background(), `SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// loseCommit makes s's next commit report a lost connection: after committing when committed,
+// else instead of committing.
+func loseCommit(s *Store, committed bool) {
+	var once atomic.Bool
+	s.commit = func(ctx context.Context, tx pgx.Tx) error {
+		if once.Swap(true) {
+			return tx.Commit(ctx)
+		}
+		if committed {
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("commit: %w", pgconn.ErrConnClosed)
+	}
+}
+
+// A write whose commit went through but was reported lost is not run again: its receipt is
+// found.
+func TestCommittedWriteReportedLostIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	s := openBroker(t, pgtest.URL(t), nil)
+	loseCommit(s, true)
+	var runs atomic.Int32
+	if err := insertOne(s, &runs); err != nil {
+		t.Fatal(err)
+	}
+	if n, jobs := runs.Load(), countJobs(t, s); n != 1 || jobs != 1 {
+		t.Fatalf("the write ran %d times and stored %d jobs, want once and one", n, jobs)
+	}
+}
+
+// Write receipts are each broker's own: two brokers on one schema take the same receipt
+// numbers, and a write of one whose commit failed is run again even though the other stored a
+// receipt of the same number.
+func TestWriteReceiptsAreEachBrokersOwn(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	a, b := openBroker(t, u, nil), openBroker(t, u, nil)
+	var runs atomic.Int32
+	if err := insertOne(a, &runs); err != nil {
+		t.Fatal(err)
+	}
+	loseCommit(b, false)
+	runs.Store(0)
+	if err := insertOne(b, &runs); err != nil {
+		t.Fatal(err)
+	}
+	if n, jobs := runs.Load(), countJobs(t, b); n != 2 || jobs != 2 {
+		t.Fatalf("the second broker's write ran %d times and the schema holds %d jobs, want twice and two: "+
+			"it must not take the first broker's receipt for its own", n, jobs)
+	}
+}
