@@ -347,15 +347,53 @@ var StatsWindows = []time.Duration{time.Minute, 5 * time.Minute}
 
 // RecentWindow counts what finished in a trailing window.
 type RecentWindow struct {
-	Window time.Duration
-	store.RecentCounts
+	Window    time.Duration
+	Succeeded int64 // jobs that succeeded
+	Failed    int64 // attempts that failed, timed out or lost their lease
+	Dead      int64 // jobs that went to the dead-letter queue
+}
+
+// StateCount is how many jobs of one queue and type are in one state.
+type StateCount struct {
+	Queue string
+	Type  string
+	State job.State
+	Count int64
+}
+
+// QueueStats is a queue's settings and shape.
+type QueueStats struct {
+	Name             string
+	Paused           bool
+	ConcurrencyLimit int // 0: no cap
+	Depth            map[job.State]int64
+	// OldestReadyAt is the run-at of the oldest PENDING job; zero when none is ready.
+	OldestReadyAt time.Time
+}
+
+func queueStatsOf(qs []store.QueueStats) []QueueStats {
+	out := make([]QueueStats, len(qs))
+	for i, q := range qs {
+		out[i] = QueueStats{Name: q.Name, Paused: q.Paused, ConcurrencyLimit: q.ConcurrencyLimit,
+			Depth: q.Depth, OldestReadyAt: q.OldestReadyAt}
+	}
+	return out
 }
 
 // Stats is a snapshot of the broker's jobs and queues.
 type Stats struct {
-	Counts []store.StateCount
+	Counts []StateCount
 	Recent []RecentWindow
-	Queues []store.QueueStats
+	Queues []QueueStats
+	// StorageRetries counts the storage operations retried, by error code name; nil when the
+	// store keeps no such counters.
+	StorageRetries map[string]int64
+}
+
+// storageRetryCounter is implemented by a store that counts the storage operations it
+// retried, by error code name.
+type storageRetryCounter interface {
+	StorageRetries() map[string]int64
 }
 
 // Stats reads job counts, recent throughput and every queue's shape.
@@ -364,21 +402,23 @@ func (b *Broker) Stats(ctx context.Context) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Stats{Counts: counts}
+	out := &Stats{Counts: make([]StateCount, len(counts))}
+	for i, c := range counts {
+		out.Counts[i] = StateCount(c)
+	}
 	now := b.now()
 	for _, w := range StatsWindows {
 		rc, err := b.st.RecentCounts(ctx, now.Add(-w))
 		if err != nil {
 			return nil, err
 		}
-		out.Recent = append(out.Recent, RecentWindow{Window: w, RecentCounts: rc})
+		out.Recent = append(out.Recent, RecentWindow{Window: w, Succeeded: rc.Succeeded, Failed: rc.Failed, Dead: rc.Dead})
 	}
-	if out.Queues, err = b.st.QueueStats(ctx, ""); err != nil {
+	if out.Queues, err = b.ListQueues(ctx, ""); err != nil {
 		return nil, err
+	}
+	if c, ok := b.st.(storageRetryCounter); ok {
+		out.StorageRetries = c.StorageRetries()
 	}
 	return out, nil
 }
-
-// Store is the broker's storage, for callers that look for optional capabilities on it
-// (such as counters of retried storage operations).
-func (b *Broker) Store() store.Store { return b.st }

@@ -118,8 +118,12 @@ func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.
 }
 
 // ListQueues reads every queue (name "") or one, with its depth and oldest ready job.
-func (b *Broker) ListQueues(ctx context.Context, name string) ([]store.QueueStats, error) {
-	return b.st.QueueStats(ctx, name)
+func (b *Broker) ListQueues(ctx context.Context, name string) ([]QueueStats, error) {
+	qs, err := b.st.QueueStats(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return queueStatsOf(qs), nil
 }
 
 // heldByQueueLocked counts the leases (LEASED and RUNNING jobs) held per capped queue.

@@ -13,10 +13,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/job"
-	"github.com/jobwire/jobwire/store"
 )
 
 // rule is who may make one call when auth is on. Admin tokens may make every call.
@@ -211,7 +211,7 @@ func checkJobScope(p auth.Principal, field, queue, typ string) error {
 // unknown id passes, for the handler to answer NOT_FOUND.
 func (s *Server) checkStoredJobScope(ctx context.Context, p auth.Principal, id int64) error {
 	j, err := s.b.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, broker.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

@@ -9,8 +9,6 @@ import (
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker"
-	"github.com/jobwire/jobwire/store"
-	"github.com/jobwire/jobwire/store/storeretry"
 )
 
 // toStatus maps a domain error to the gRPC status a caller sees. It is the one place that
@@ -23,13 +21,13 @@ func toStatus(err error) error {
 		return err
 	}
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, broker.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, storeretry.ErrBusy):
+	case errors.Is(err, broker.ErrBusy):
 		return status.Errorf(codes.Unavailable, "%v; the broker is fine and nothing was changed by this call: retry it shortly", err)
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, broker.ErrUnavailable):
 		return status.Errorf(codes.Unavailable, "%v; the call was not applied: retry it once the broker's storage is back (its log says what an operator must fix)", err)
-	case errors.Is(err, store.ErrIdempotencyConflict):
+	case errors.Is(err, broker.ErrIdempotencyConflict):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())

@@ -11,7 +11,6 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/job"
-	"github.com/jobwire/jobwire/store"
 )
 
 // The operator's calls of the admin service: jobs, the dead-letter queue, retention, queues
@@ -27,12 +26,6 @@ const (
 	maxErrorLimit     = 1000
 	maxQueueLimit     = 1000000
 )
-
-// storageRetryCounter is implemented by a store that counts the storage operations it
-// retried, by error code name. Stats shows the counters when the store has them.
-type storageRetryCounter interface {
-	StorageRetries() map[string]int64
-}
 
 func pageSize(n int32) int {
 	if n == 0 {
@@ -221,7 +214,7 @@ func (a *admin) PurgeFinishedJobs(ctx context.Context, req *jobwirev1.PurgeFinis
 }
 
 // queueToProto describes a queue as of now.
-func queueToProto(q store.QueueStats, now time.Time) *jobwirev1.QueueInfo {
+func queueToProto(q broker.QueueStats, now time.Time) *jobwirev1.QueueInfo {
 	out := &jobwirev1.QueueInfo{
 		Name:             q.Name,
 		Paused:           q.Paused,
@@ -259,7 +252,7 @@ func (a *admin) queueInfo(ctx context.Context, name string) (*jobwirev1.QueueInf
 		return nil, toStatus(err)
 	}
 	if len(qs) == 0 {
-		return nil, toStatus(fmt.Errorf("queue %q: %w", name, store.ErrNotFound))
+		return nil, toStatus(fmt.Errorf("queue %q: %w", name, broker.ErrNotFound))
 	}
 	return queueToProto(qs[0], a.clk.Now()), nil
 }
@@ -318,8 +311,6 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 	for _, q := range queues {
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
-	if c, ok := a.b.Store().(storageRetryCounter); ok {
-		out.StorageRetries = c.StorageRetries()
-	}
+	out.StorageRetries = st.StorageRetries
 	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
-	"github.com/jobwire/jobwire/store"
 )
 
 type producer struct {
@@ -91,7 +90,7 @@ func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatch
 		specs[i] = jobSpecFromProto(spec)
 	}
 	res, err := p.b.Enqueue(ctx, specs)
-	var conflict *store.IdempotencyConflictError
+	var conflict *broker.IdempotencyConflictError
 	if errors.As(err, &conflict) {
 		// The batch is all or nothing: name the spec that stopped it.
 		return nil, status.Errorf(codes.AlreadyExists, "jobs[%d]: %v; no job of this batch was stored", conflict.Index, err)

@@ -284,6 +284,14 @@ func TestStorageExhaustedIsUnavailableAndBrokerRecovers(t *testing.T) {
 		t.Errorf("StorageRetries() = %v, want at least the 2 retries of the enqueue", b.Store.StorageRetries())
 	}
 	release()
+	// An operator sees the same counters in the stats.
+	stats, err := b.Admin.GetStats(context.Background(), &jobwirev1.GetStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stats.GetStorageRetries()["SQLITE_BUSY"]; got < 2 {
+		t.Errorf("GetStats storage_retries = %v, want at least the 2 retries of the enqueue", stats.GetStorageRetries())
+	}
 
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w.Assignment()

@@ -9,14 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/job"
-	"github.com/jobwire/jobwire/store"
 )
 
 // Source is what the scrape-time gauges read from the broker.
 type Source interface {
-	ListQueues(ctx context.Context, name string) ([]store.QueueStats, error)
+	ListQueues(ctx context.Context, name string) ([]broker.QueueStats, error)
 	Breakers() []breaker.Info
 	WorkerTotals() (streams, free int)
 }
@@ -135,7 +135,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // queues emits the per-queue gauges, summing the queues folded into Other.
-func (c *collector) queues(ch chan<- prometheus.Metric, queues []store.QueueStats) {
+func (c *collector) queues(ch chan<- prometheus.Metric, queues []broker.QueueStats) {
 	type agg struct {
 		depth  [4]int64
 		oldest time.Duration
