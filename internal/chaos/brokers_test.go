@@ -1,0 +1,208 @@
+package chaos
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBroker builds the jobwire command from this tree into dir.
+func buildBroker(t *testing.T, dir string) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "jobwire")
+	cmd := exec.Command(goCmd, "build", "-o", bin, "github.com/jobwire/jobwire/cmd/jobwire")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/jobwire: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// brokerSet runs n `jobwire serve` processes on one database, each on a loopback port of its
+// own that it keeps across restarts, so clients can list the addresses once.
+type brokerSet struct {
+	bin, db, config, dir string
+	addrs                []string
+
+	mu     sync.Mutex
+	procs  []*brokerProc // nil while that broker is down
+	starts []int
+	kills  int
+}
+
+// brokerProc is one running broker process.
+type brokerProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited and its log is copied
+	// ready is set once it listens; guarded by the set's mu.
+	ready bool
+}
+
+func newBrokerSet(t *testing.T, n int, bin, db, config, dir string) *brokerSet {
+	t.Helper()
+	s := &brokerSet{bin: bin, db: db, config: config, dir: dir, procs: make([]*brokerProc, n), starts: make([]int, n)}
+	for range n {
+		s.addrs = append(s.addrs, freeAddr(t))
+	}
+	t.Cleanup(func() {
+		for i := range n {
+			s.kill(i)
+		}
+		if t.Failed() {
+			for i := range n {
+				t.Logf("broker %d log (%s), last lines:\n%s", i, s.logPath(i), tail(s.logPath(i), 40))
+			}
+		}
+	})
+	return s
+}
+
+// freeAddr is a loopback address nothing listens on now. The port is reused for every start of
+// one broker; a restart that finds it taken fails the test with the broker's own message.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (s *brokerSet) logPath(i int) string {
+	return filepath.Join(s.dir, fmt.Sprintf("broker-%d.log", i))
+}
+
+// start starts broker i and waits until it listens. Its log is appended to broker-i.log.
+func (s *brokerSet) start(i int) error {
+	s.mu.Lock()
+	if s.procs[i] != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("broker %d is running already", i)
+	}
+	s.starts[i]++
+	n := s.starts[i]
+	s.mu.Unlock()
+
+	logFile, err := os.OpenFile(s.logPath(i), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "=== start %d of broker %d on %s\n", n, i, s.addrs[i])
+	cmd := exec.Command(s.bin, "serve", "--listen", s.addrs[i], "--http-listen", "off", "--db", s.db,
+		"--config", s.config, "--log-level", "info")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		_ = logFile.Close()
+		return err
+	}
+	cmd.Stdout = logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start broker %d: %w", i, err)
+	}
+	p := &brokerProc{cmd: cmd, done: make(chan struct{})}
+	listening := make(chan struct{})
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		said := false
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if !said && strings.Contains(line, "jobwire broker listening") {
+				said = true
+				close(listening)
+			}
+		}
+		_, _ = io.Copy(logFile, stderr)
+		err := cmd.Wait()
+		fmt.Fprintf(logFile, "=== broker %d exited: %v\n", i, err)
+		_ = logFile.Close()
+	}()
+	s.mu.Lock()
+	s.procs[i] = p
+	s.mu.Unlock()
+	select {
+	case <-listening:
+		s.mu.Lock()
+		p.ready = true
+		s.mu.Unlock()
+		return nil
+	case <-p.done:
+		s.mu.Lock()
+		s.procs[i] = nil
+		s.mu.Unlock()
+		return fmt.Errorf("broker %d exited before listening:\n%s", i, tail(s.logPath(i), 20))
+	case <-time.After(30 * time.Second):
+		s.kill(i)
+		return fmt.Errorf("broker %d did not listen within 30s:\n%s", i, tail(s.logPath(i), 20))
+	}
+}
+
+// kill ends broker i with SIGKILL, if it runs, and waits until it is gone.
+func (s *brokerSet) kill(i int) bool {
+	s.mu.Lock()
+	p := s.procs[i]
+	s.procs[i] = nil
+	s.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	s.mu.Lock()
+	s.kills++
+	s.mu.Unlock()
+	return true
+}
+
+// live lists the brokers that run and listen now.
+func (s *brokerSet) live() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for i, p := range s.procs {
+		if p != nil && p.ready {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// down lists the brokers that do not run now.
+func (s *brokerSet) down() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for i, p := range s.procs {
+		if p == nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
