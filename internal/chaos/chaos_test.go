@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
@@ -124,7 +125,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), set.chaosFor+5*time.Minute)
 	defer cancel()
 	l := newLedger()
-	zconn, err := dialBrokers(brokers.addrs)
+	zconn, err := brokerdial.Dial(brokers.addrs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	}
 	defer stopWorkers()
 
-	conn, err := dialBrokers(brokers.addrs)
+	conn, err := brokerdial.Dial(brokers.addrs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,17 +9,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -158,31 +154,6 @@ func (s *ackStream) RecvMsg(m any) error {
 	return err
 }
 
-var schemes atomic.Int64
-
-// dialBrokers connects to every address at once and spreads calls over the ready ones
-// (round_robin): a stream or call started while a broker is down goes to another. This is how
-// the Go SDKs talk to several brokers; they take any grpc.ClientConnInterface.
-func dialBrokers(addrs []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	r := manual.NewBuilderWithScheme(fmt.Sprintf("jobwire-chaos-%d", schemes.Add(1)))
-	state := resolver.State{}
-	for _, a := range addrs {
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
-	}
-	r.InitialState(state)
-	opts = append([]grpc.DialOption{
-		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
-		// A killed broker is back within seconds: look for it often.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
-			MinConnectTimeout: 2 * time.Second,
-		}),
-	}, opts...)
-	return grpc.NewClient(r.Scheme()+":///brokers", opts...)
-}
-
 // startWorkers runs n Go SDK workers, each on a connection to every broker, until ctx ends.
 // The returned function waits for them to stop.
 func startWorkers(ctx context.Context, n, concurrency int, addrs []string, l *ledger, logPath string) (func() error, error) {
@@ -197,7 +168,7 @@ func startWorkers(ctx context.Context, n, concurrency int, addrs []string, l *le
 	for i := range n {
 		// Each worker lists the brokers from a different one, so they start spread out.
 		rot := append(append([]string{}, addrs[i%len(addrs):]...), addrs[:i%len(addrs)]...)
-		conn, err := dialBrokers(rot, grpc.WithChainStreamInterceptor(l.interceptor))
+		conn, err := brokerdial.Dial(rot, grpc.WithChainStreamInterceptor(l.interceptor))
 		if err != nil {
 			return nil, err
 		}
