@@ -11,8 +11,18 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/job"
 )
+
+// brokerNames names brokers from..to (counting from 1) for descriptions: "broker 2",
+// "brokers 2-3".
+func brokerNames(from, to int) string {
+	if from == to {
+		return fmt.Sprintf("broker %d", from)
+	}
+	return fmt.Sprintf("brokers %d-%d", from, to)
+}
 
 // result is one scenario's measurement.
 type result struct {
@@ -56,8 +66,12 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	}
 	b := &bench{cfg: cfg, dir: dir}
 	env := machineInfo()
-	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %d worker processes x %d slots\n\n",
-		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, cfg.Workers, cfg.Concurrency)
+	brokers := "1 broker"
+	if cfg.Brokers > 1 {
+		brokers = fmt.Sprintf("%d brokers on one database (producer calls spread over them, worker i on broker i mod %d)", cfg.Brokers, cfg.Brokers)
+	}
+	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %s; %d worker processes x %d slots\n\n",
+		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, brokers, cfg.Workers, cfg.Concurrency)
 	printHeader()
 	var results []result
 	want := func(s string) bool { return slices.Contains(cfg.Scenarios, s) }
@@ -120,29 +134,59 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	return nil
 }
 
-// scenarioEnv is a running broker with a producer client.
+// scenarioEnv is a scenario's running brokers (cfg.Brokers of them, on one database) with a
+// producer client whose calls are spread over all of them.
 type scenarioEnv struct {
-	name   string
-	broker *brokerProc
-	client *client.Client
+	name    string
+	brokers []*brokerProc
+	client  *client.Client
 }
 
-// onBroker runs fn against a fresh broker and stops the broker afterwards.
+// addrs lists the brokers' addresses.
+func (e *scenarioEnv) addrs() []string {
+	out := make([]string, len(e.brokers))
+	for i, bp := range e.brokers {
+		out[i] = bp.addr
+	}
+	return out
+}
+
+// onBroker runs fn against fresh brokers on a fresh database and stops them afterwards.
 func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Context, *scenarioEnv) ([]result, error)) ([]result, error) {
-	bp, err := startBroker(ctx, &b.cfg, b.dir, name)
+	db, err := scenarioDB(ctx, &b.cfg, b.dir, name)
 	if err != nil {
 		return nil, err
 	}
-	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, err := client.Dial(dialCtx, bp.addr, client.WithBlock())
-	cancel()
-	if err != nil {
-		return nil, errors.Join(err, bp.stop())
+	env := &scenarioEnv{name: name}
+	stop := func() error {
+		var errs []error
+		for _, bp := range env.brokers {
+			if err := bp.stop(); err != nil {
+				errs = append(errs, fmt.Errorf("broker: %w", err))
+			}
+		}
+		return errors.Join(errs...)
 	}
-	rs, err := fn(ctx, &scenarioEnv{name: name, broker: bp, client: c})
-	_ = c.Close()
-	if stopErr := bp.stop(); stopErr != nil && err == nil {
-		err = fmt.Errorf("broker: %w", stopErr)
+	for i := range b.cfg.Brokers {
+		brokerName := name
+		if b.cfg.Brokers > 1 {
+			brokerName = fmt.Sprintf("%s-%d", name, i)
+		}
+		bp, err := startBroker(ctx, &b.cfg, b.dir, db, brokerName)
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		env.brokers = append(env.brokers, bp)
+	}
+	conn, err := brokerdial.Dial(env.addrs())
+	if err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	env.client = client.New(conn)
+	rs, err := fn(ctx, env)
+	_ = conn.Close()
+	if stopErr := stop(); stopErr != nil && err == nil {
+		err = stopErr
 	}
 	return rs, err
 }
@@ -275,7 +319,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			desc = fmt.Sprintf("%d queued, then %d x --worker-cmd", b.cfg.Jobs, b.cfg.Workers)
 		}
 		start = time.Now()
-		f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name, external: external}, env.client)
+		f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name, external: external}, env.client)
 		if err != nil {
 			return out, err
 		}
@@ -318,7 +362,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 	return func(ctx context.Context, env *scenarioEnv) ([]result, error) {
 		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.E2EJobs))
 		defer cancel()
-		f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name}, env.client)
+		f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name}, env.client)
 		if err != nil {
 			return nil, err
 		}
@@ -360,7 +404,21 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 	total := int(b.cfg.LatencyFor.Seconds() * float64(b.cfg.Rate))
 	waitCtx, cancel := context.WithTimeout(ctx, b.cfg.LatencyFor+b.waitLimit(total))
 	defer cancel()
-	f, err := startFleet(&b.cfg, b.dir, env.broker.addr, fleetSpec{scenario: env.name, latency: true}, env.client)
+	// With several brokers the producer sends to the first and the workers take from the
+	// others, so every sample crosses from one broker to another.
+	producer, workerAddrs, where := env.client, env.addrs(), ""
+	if len(env.brokers) > 1 {
+		dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := client.Dial(dialCtx, env.brokers[0].addr, client.WithBlock())
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		producer, workerAddrs = c, workerAddrs[1:]
+		where = fmt.Sprintf(", producer on broker 1, workers on %s", brokerNames(2, len(env.brokers)))
+	}
+	f, err := startFleet(&b.cfg, b.dir, workerAddrs, fleetSpec{scenario: env.name, latency: true}, env.client)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +442,7 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 		}
 		measure := due.Sub(start) >= b.cfg.Warmup
 		wg.Go(func() {
-			if err := enqueue(waitCtx, env.client, 1, measure); err != nil {
+			if err := enqueue(waitCtx, producer, 1, measure); err != nil {
 				noteError(&errs, err)
 			}
 		})
@@ -402,6 +460,6 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 	}
 	r := result{Name: "latency", Jobs: int64(total), Seconds: produced.Seconds(), JobsPerSec: float64(total) / produced.Seconds(),
 		Latency: summarize(samples), Errors: errs.Load(),
-		Description: fmt.Sprintf("open loop %d/s, enqueue-to-start, %d workers x%d", b.cfg.Rate, b.cfg.Workers, b.cfg.Concurrency)}
+		Description: fmt.Sprintf("open loop %d/s, enqueue-to-start, %d workers x%d%s", b.cfg.Rate, b.cfg.Workers, b.cfg.Concurrency, where)}
 	return []result{r}, nil
 }

@@ -102,6 +102,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "zero workers", args: []string{"--workers", "0"}, wantErr: "--workers must be at least 1"},
 		{name: "repeat", args: []string{"--repeat", "3"}, check: func(c benchConfig) bool { return c.Repeat == 3 }},
 		{name: "zero repeats", args: []string{"--repeat", "0"}, wantErr: "--repeat must be at least 1"},
+		{name: "several brokers need PostgreSQL", args: []string{"--brokers", "2"}, wantErr: "--brokers 2 needs --db postgres://"},
+		{name: "several brokers on PostgreSQL", args: []string{"--brokers", "2", "--db", "postgres://u@127.0.0.1/db"}, check: func(c benchConfig) bool {
+			return c.Brokers == 2 && c.Store == "postgres"
+		}},
+		{name: "zero brokers", args: []string{"--brokers", "0"}, wantErr: "--brokers must be at least 1"},
 		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
 	}
 	for _, tt := range tests {

@@ -37,18 +37,20 @@ type brokerProc struct {
 	done chan error
 }
 
-// startBroker starts a broker on a free loopback port with a fresh database in dir and waits
-// until it listens. It reads the address from the broker's "listening" log line, so no port is
-// guessed and none can be taken in between.
-func startBroker(ctx context.Context, cfg *benchConfig, dir, scenario string) (*brokerProc, error) {
-	db := filepath.Join(dir, scenario+".db")
+// scenarioDB returns a fresh database for one scenario: a SQLite file in dir, or a new schema
+// of the PostgreSQL database, which every broker of the scenario shares.
+func scenarioDB(ctx context.Context, cfg *benchConfig, dir, scenario string) (string, error) {
 	if cfg.Postgres != "" {
-		var err error
-		if db, err = freshSchema(ctx, cfg.Postgres, scenario); err != nil {
-			return nil, err
-		}
+		return freshSchema(ctx, cfg.Postgres, scenario)
 	}
-	logPath := filepath.Join(dir, scenario+".broker.log")
+	return filepath.Join(dir, scenario+".db"), nil
+}
+
+// startBroker starts a broker named name on a free loopback port on db and waits until it
+// listens. It reads the address from the broker's "listening" log line, so no port is guessed
+// and none can be taken in between.
+func startBroker(ctx context.Context, cfg *benchConfig, dir, db, name string) (*brokerProc, error) {
+	logPath := filepath.Join(dir, name+".broker.log")
 	var cmd *exec.Cmd
 	if cfg.profDir != "" {
 		self, err := os.Executable()
@@ -56,7 +58,7 @@ func startBroker(ctx context.Context, cfg *benchConfig, dir, scenario string) (*
 			return nil, err
 		}
 		cmd = exec.Command(self, brokerCommand, "--listen", "127.0.0.1:0", "--db", db,
-			"--durability", cfg.Durability, "--metrics", cfg.Metrics, "--cpuprofile", filepath.Join(cfg.profDir, "broker-"+scenario+".pprof"))
+			"--durability", cfg.Durability, "--metrics", cfg.Metrics, "--cpuprofile", filepath.Join(cfg.profDir, "broker-"+name+".pprof"))
 	} else {
 		cmd = exec.Command(cfg.brokerBin, "serve", "--listen", "127.0.0.1:0", "--db", db,
 			"--durability", cfg.Durability, "--log-level", "info",

@@ -32,6 +32,8 @@ type benchConfig struct {
 	// runs each on a fresh SQLite file.
 	Postgres string `json:"-"`
 	Store    string `json:"store"`
+	// Brokers is how many brokers each scenario starts on its database (PostgreSQL only).
+	Brokers int `json:"brokers"`
 
 	jsonPath  string
 	brokerBin string
@@ -74,6 +76,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.StringVar(&c.WorkerCmd, "worker-cmd", "", "run the drain scenario with this shell command as each worker process instead of the Go SDK worker (see docs/performance.md)")
 	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs to drain, 5,000 per e2e scenario, 2s enqueue scenarios, 3s latency")
 	fs.StringVar(&c.Postgres, "db", "", "run the brokers on this PostgreSQL database (a postgres:// URL), each scenario in a fresh schema, instead of a fresh SQLite file each")
+	fs.IntVar(&c.Brokers, "brokers", 1, "brokers per scenario, all on its database (above 1 needs --db): producer calls are spread over them, worker i takes from broker i mod N, and in the latency scenario the producer sends to the first while the workers take from the others")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
@@ -125,6 +128,9 @@ func parseFlags(args []string) (benchConfig, error) {
 			errs = append(errs, fmt.Sprintf("--db must be a postgres:// URL, got %q", postgres.Redact(c.Postgres)))
 		}
 	}
+	if c.Brokers > 1 && c.Postgres == "" {
+		errs = append(errs, fmt.Sprintf("--brokers %d needs --db postgres://...: only a PostgreSQL database can be shared by brokers", c.Brokers))
+	}
 	if c.Durability != "normal" && c.Durability != "full" {
 		errs = append(errs, fmt.Sprintf("--durability must be normal or full, got %q", c.Durability))
 	}
@@ -135,7 +141,7 @@ func parseFlags(args []string) (benchConfig, error) {
 		name string
 		v    int
 	}{{"jobs", c.Jobs}, {"e2e-jobs", c.E2EJobs}, {"workers", c.Workers}, {"concurrency", c.Concurrency}, {"producers", c.Producers},
-		{"batch-producers", c.BatchProds}, {"rate", c.Rate}, {"repeat", c.Repeat}} {
+		{"batch-producers", c.BatchProds}, {"rate", c.Rate}, {"repeat", c.Repeat}, {"brokers", c.Brokers}} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Sprintf("--%s must be at least 1, got %d", p.name, p.v))
 		}

@@ -53,8 +53,9 @@ type fleetSpec struct {
 	external bool // run --worker-cmd instead of the built-in worker
 }
 
-// startFleet starts cfg.Workers worker processes against the broker at addr.
-func startFleet(cfg *benchConfig, dir, addr string, spec fleetSpec, admin *client.Client) (*fleet, error) {
+// startFleet starts cfg.Workers worker processes, worker i on the broker at addrs[i mod
+// len(addrs)].
+func startFleet(cfg *benchConfig, dir string, addrs []string, spec fleetSpec, admin *client.Client) (*fleet, error) {
 	f := &fleet{external: spec.external, admin: admin, changed: make(chan struct{})}
 	self, err := os.Executable()
 	if err != nil {
@@ -62,6 +63,7 @@ func startFleet(cfg *benchConfig, dir, addr string, spec fleetSpec, admin *clien
 	}
 	for i := range cfg.Workers {
 		id := fmt.Sprintf("bench-%s-%d", spec.scenario, i)
+		addr := addrs[i%len(addrs)]
 		var cmd *exec.Cmd
 		if spec.external {
 			cmd = exec.Command("sh", "-c", cfg.WorkerCmd)
