@@ -10,7 +10,6 @@ import (
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
-	"github.com/jobwire/jobwire/store"
 )
 
 type tokens struct {
@@ -28,10 +27,9 @@ func roleFromProto(r jobwirev1.TokenRole) (auth.Role, bool) {
 	return role, err == nil
 }
 
-func tokenToProto(r store.TokenRecord) *jobwirev1.TokenInfo {
-	role, _ := auth.ParseRole(r.Role)
-	return &jobwirev1.TokenInfo{Id: r.ID, Name: r.Name, Role: roleToProto(role), Queues: r.Queues, Types: r.Types,
-		CreatedAt: ts(r.CreatedAt), RevokedAt: ts(r.RevokedAt)}
+func tokenToProto(t auth.Token) *jobwirev1.TokenInfo {
+	return &jobwirev1.TokenInfo{Id: t.ID, Name: t.Name, Role: roleToProto(t.Role), Queues: t.Scope.Queues,
+		Types: t.Scope.Types, CreatedAt: ts(t.CreatedAt), RevokedAt: ts(t.RevokedAt)}
 }
 
 // authenticator is the broker's token keeper; a server built without one cannot manage tokens.
@@ -87,7 +85,7 @@ func (t *tokens) RevokeToken(ctx context.Context, req *jobwirev1.RevokeTokenRequ
 		return nil, invalid("id", "must be a token id as tokens list shows it")
 	}
 	rec, err := a.Revoke(ctx, req.GetId())
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, auth.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "no token has id %q", req.GetId())
 	}
 	if err != nil {

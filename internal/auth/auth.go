@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
@@ -29,6 +30,10 @@ import (
 // ErrUnauthenticated is returned by Verify for a missing, malformed, unknown or revoked token.
 // The cause is deliberately not told apart: a caller probing tokens learns nothing.
 var ErrUnauthenticated = errors.New("missing, unknown or revoked token")
+
+// ErrNotFound is matched by Revoke's error for an id no token has. It is the store's own
+// value, so errors.Is matches it in an error from any layer.
+var ErrNotFound = store.ErrNotFound
 
 // ErrRevoked is the cause of a context that Track cancels when its token is revoked.
 var ErrRevoked = errors.New("the token was revoked")
@@ -149,6 +154,23 @@ func principalOf(r *store.TokenRecord) (Principal, error) {
 	return Principal{TokenID: r.ID, Name: r.Name, Role: role, Scope: Scope{Queues: r.Queues, Types: r.Types}}, nil
 }
 
+// Token is what an operator may see of a token: never its secret, nor the hash kept of it.
+type Token struct {
+	// ID is the token's public accessor, safe to log.
+	ID        string
+	Name      string
+	Role      Role // zero when the stored role is not one this broker knows
+	Scope     Scope
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the token is valid
+}
+
+func tokenOf(r store.TokenRecord) Token {
+	role, _ := ParseRole(r.Role)
+	return Token{ID: r.ID, Name: r.Name, Role: role, Scope: Scope{Queues: r.Queues, Types: r.Types},
+		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
+}
+
 // maxTokenLen bounds what Verify hashes; tokens made here are 70 characters.
 const maxTokenLen = 512
 
@@ -181,20 +203,20 @@ func (p CreateParams) Validate() error {
 
 // Create makes a token and stores its hash. The token is returned once and cannot be read
 // back later.
-func (a *Authenticator) Create(ctx context.Context, p CreateParams) (string, store.TokenRecord, error) {
+func (a *Authenticator) Create(ctx context.Context, p CreateParams) (string, Token, error) {
 	if err := p.Validate(); err != nil {
-		return "", store.TokenRecord{}, err
+		return "", Token{}, err
 	}
 	token, rec, err := a.newToken(p, "")
 	if err != nil {
-		return "", store.TokenRecord{}, err
+		return "", Token{}, err
 	}
 	err = a.st.Write(ctx, "token_create", func(tx store.Tx) error { return tx.TokenInsert(&rec) })
 	if err != nil {
-		return "", store.TokenRecord{}, err
+		return "", Token{}, err
 	}
 	a.log.InfoContext(ctx, "token created", "token_id", rec.ID, "role", rec.Role, "name", rec.Name)
-	return token, rec, nil
+	return token, tokenOf(rec), nil
 }
 
 // newToken draws a token jw_<id>_<secret>: a 64-bit public id and a 256-bit secret. A token
@@ -216,14 +238,21 @@ func (a *Authenticator) newToken(p CreateParams, given string) (string, store.To
 }
 
 // List returns every token, revoked ones included, oldest first.
-func (a *Authenticator) List(ctx context.Context) ([]store.TokenRecord, error) {
-	return a.st.TokenList(ctx)
+func (a *Authenticator) List(ctx context.Context) ([]Token, error) {
+	recs, err := a.st.TokenList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Token, len(recs))
+	for i, r := range recs {
+		out[i] = tokenOf(r)
+	}
+	return out, nil
 }
 
 // Revoke revokes the token with id: calls that present it are refused from now on, and the
-// worker streams it opened are ended (see Track). It returns store.ErrNotFound for an unknown
-// id.
-func (a *Authenticator) Revoke(ctx context.Context, id string) (store.TokenRecord, error) {
+// worker streams it opened are ended (see Track). It returns ErrNotFound for an unknown id.
+func (a *Authenticator) Revoke(ctx context.Context, id string) (Token, error) {
 	var rec *store.TokenRecord
 	err := a.st.Write(ctx, "token_revoke", func(tx store.Tx) error {
 		var err error
@@ -231,7 +260,7 @@ func (a *Authenticator) Revoke(ctx context.Context, id string) (store.TokenRecor
 		return err
 	})
 	if err != nil {
-		return store.TokenRecord{}, err
+		return Token{}, err
 	}
 	a.mu.Lock()
 	a.revoked[id] = struct{}{}
@@ -247,7 +276,7 @@ func (a *Authenticator) Revoke(ctx context.Context, id string) (store.TokenRecor
 		t.cancel(ErrRevoked)
 	}
 	a.log.InfoContext(ctx, "token revoked", "token_id", id, "streams_closed", len(streams))
-	return *rec, nil
+	return tokenOf(*rec), nil
 }
 
 // Track ties a long-lived call (a worker stream) to its token: the returned context is

@@ -53,8 +53,12 @@ func TestCreateVerifyRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].ID != rec.ID || strings.Contains(string(list[0].Hash), token) {
+	if len(list) != 1 || list[0].ID != rec.ID || list[0].Role != auth.RoleWorker || list[0].Scope.Types[0] != "email.*" {
 		t.Fatalf("list = %+v", list)
+	}
+	// The store keeps a hash of the token, never the token.
+	if recs, err := st.TokenList(ctx); err != nil || len(recs) != 1 || strings.Contains(string(recs[0].Hash), token) {
+		t.Fatalf("stored tokens = %+v, %v", recs, err)
 	}
 	for _, bad := range []string{"", token + "x", token[:len(token)-1], "jw_" + rec.ID + "_" + strings.Repeat("A", 43)} {
 		if _, err := a.Verify(ctx, bad); !errors.Is(err, auth.ErrUnauthenticated) {
