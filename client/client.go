@@ -64,6 +64,13 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	if addr == "" {
 		return nil, errors.New("jobwire: dial: empty broker address")
 	}
+	return dial(ctx, addr, addr, nil, opts)
+}
+
+// dial connects to target, named name in errors, with the package's defaults, then base, then
+// what opts ask for.
+func dial(ctx context.Context, name, target string, base []grpc.DialOption, opts []DialOption) (*Client, error) {
+	addr := name
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
 	}
@@ -74,8 +81,9 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	if cfg.err != nil {
 		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, cfg.err)
 	}
-	grpcOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.grpcOpts...)
-	conn, err := grpc.NewClient(addr, grpcOpts...)
+	grpcOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, base...)
+	grpcOpts = append(grpcOpts, cfg.grpcOpts...)
+	conn, err := grpc.NewClient(target, grpcOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
 	}

@@ -24,6 +24,18 @@ func ExampleDial() {
 	defer c.Close()
 }
 
+// Several brokers on one PostgreSQL database: calls go to whichever is up, and a worker made
+// on the same connection moves to another broker when its own goes away.
+func ExampleDialBrokers() {
+	ctx := context.Background()
+	c, err := client.DialBrokers(ctx, []string{"10.0.0.1:7070", "10.0.0.2:7070"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	// worker.New(c.Conn(), worker.Options{ID: "mailer-1"}) runs a worker over it.
+}
+
 func ExampleClient_Enqueue() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, client.DefaultAddr)

@@ -1,6 +1,8 @@
 // Package worker runs jobs handed out by a Jobwire broker.
 //
-// A Worker holds one WorkerService.Connect stream to the broker at a time. It registers the job
+// A Worker holds one WorkerService.Connect stream to the broker at a time. Over a connection to
+// several brokers on one database (client.DialBrokers) that stream goes to one that is up, and
+// after a broker goes away the worker reconnects to another, naming the leases it holds. It registers the job
 // types it has handlers for, receives assignments up to its concurrency, runs each handler with a
 // context that is cancelled when the broker cancels the job, when the attempt timeout passes or
 // when the lease is lost, heartbeats the leases it holds, and reports every outcome until the

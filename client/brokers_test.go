@@ -1,4 +1,4 @@
-package brokerdial_test
+package client_test
 
 import (
 	"context"
@@ -6,23 +6,21 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/client"
-	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
 
 // Calls through a connection to two brokers reach both while both are up, and only the one
 // left once the other stops.
-func TestDialSpreadsAndSurvivesABroker(t *testing.T) {
+func TestDialBrokersSpreadsAndSurvivesABroker(t *testing.T) {
 	t.Parallel()
 	a, b := brokertest.New(t, brokertest.Options{}), brokertest.New(t, brokertest.Options{})
-	conn, err := brokerdial.Dial([]string{a.Addr, b.Addr})
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
+	c, err := client.DialBrokers(ctx, []string{a.Addr, b.Addr}, client.WithBlock())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	c := client.New(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
-	defer cancel()
+	defer c.Close()
 
 	queued := func(bd *brokertest.Bundle) int64 {
 		st, err := client.New(bd.Conn).GetStats(ctx)
@@ -68,11 +66,12 @@ func TestDialSpreadsAndSurvivesABroker(t *testing.T) {
 	}
 }
 
-func TestDialNeedsAddresses(t *testing.T) {
+func TestDialBrokersNeedsAddresses(t *testing.T) {
 	t.Parallel()
 	for _, addrs := range [][]string{nil, {"127.0.0.1:1", ""}} {
-		if _, err := brokerdial.Dial(addrs); err == nil {
-			t.Errorf("Dial(%q) = nil error", addrs)
+		if c, err := client.DialBrokers(context.Background(), addrs); err == nil {
+			_ = c.Close()
+			t.Errorf("DialBrokers(%q) = nil error", addrs)
 		}
 	}
 }

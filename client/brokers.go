@@ -1,0 +1,54 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// schemes keeps each DialBrokers connection's resolver scheme unique within the process.
+var schemes atomic.Int64
+
+// DialBrokers connects to several brokers that serve one PostgreSQL database, as Dial does to
+// one, and spreads calls over those that are up (gRPC's round_robin): a call made while a
+// broker is down or restarting goes to another, and a broker that comes back is used again. A
+// call already under way on a broker that dies fails with ErrUnavailable; retry an enqueue with
+// its IdempotencyKey.
+//
+// A worker takes the connection too, worker.New(c.Conn(), ...): its stream goes to a broker
+// that is up, and when that broker goes away it reconnects to another and keeps its leases.
+//
+// WithBlock waits until at least one broker is ready.
+func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("jobwire: dial: no broker addresses")
+	}
+	var state resolver.State
+	for _, a := range addrs {
+		if a == "" {
+			return nil, errors.New("jobwire: dial: empty broker address")
+		}
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+	}
+	r := manual.NewBuilderWithScheme(fmt.Sprintf("jobwire-brokers-%d", schemes.Add(1)))
+	r.InitialState(state)
+	base := []grpc.DialOption{
+		grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
+		// A broker that restarts is back within seconds: look for it again often rather than
+		// after gRPC's default backoff of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
+	return dial(ctx, strings.Join(addrs, ","), r.Scheme()+":///brokers", base, opts)
+}
