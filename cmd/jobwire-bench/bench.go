@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/client"
-	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/job"
 )
 
@@ -178,13 +177,14 @@ func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Conte
 		}
 		env.brokers = append(env.brokers, bp)
 	}
-	conn, err := brokerdial.Dial(env.addrs())
+	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	env.client, err = client.DialBrokers(dialCtx, env.addrs(), client.WithBlock())
+	cancel()
 	if err != nil {
 		return nil, errors.Join(err, stop())
 	}
-	env.client = client.New(conn)
 	rs, err := fn(ctx, env)
-	_ = conn.Close()
+	_ = env.client.Close()
 	if stopErr := stop(); stopErr != nil && err == nil {
 		err = stopErr
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobwire/jobwire/client"
-	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
@@ -125,12 +124,12 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), set.chaosFor+5*time.Minute)
 	defer cancel()
 	l := newLedger()
-	zconn, err := brokerdial.Dial(brokers.addrs)
+	zc, err := client.DialBrokers(ctx, brokers.addrs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer zconn.Close()
-	l.zombie = &zombie{conn: zconn, l: l}
+	defer zc.Close()
+	l.zombie = &zombie{conn: zc.Conn(), l: l}
 	workCtx, stopWork := context.WithCancel(ctx)
 	waitWorkers, err := startWorkers(workCtx, set.workers, set.slots, brokers.addrs, l, filepath.Join(dir, "workers.log"))
 	if err != nil {
@@ -143,12 +142,12 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	}
 	defer stopWorkers()
 
-	conn, err := brokerdial.Dial(brokers.addrs)
+	pc, err := client.DialBrokers(ctx, brokers.addrs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	p := &producer{c: client.New(conn), specs: plan(rand.New(rand.NewPCG(set.seed, 1)), set.jobs)}
+	defer pc.Close()
+	p := &producer{c: pc, specs: plan(rand.New(rand.NewPCG(set.seed, 1)), set.jobs)}
 
 	// The kill schedule has a random source of its own, so the jobs and the schedule each
 	// follow from the seed.

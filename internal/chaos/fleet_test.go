@@ -15,7 +15,6 @@ import (
 
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
-	"github.com/jobwire/jobwire/internal/brokerdial"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -164,16 +163,16 @@ func startWorkers(ctx context.Context, n, concurrency int, addrs []string, l *le
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var wg sync.WaitGroup
 	errs := make([]error, n)
-	var conns []*grpc.ClientConn
+	var conns []*client.Client
 	for i := range n {
 		// Each worker lists the brokers from a different one, so they start spread out.
 		rot := append(append([]string{}, addrs[i%len(addrs):]...), addrs[:i%len(addrs)]...)
-		conn, err := brokerdial.Dial(rot, grpc.WithChainStreamInterceptor(l.interceptor))
+		conn, err := client.DialBrokers(ctx, rot, client.WithDialOptions(grpc.WithChainStreamInterceptor(l.interceptor)))
 		if err != nil {
 			return nil, err
 		}
 		conns = append(conns, conn)
-		w, err := worker.New(conn, worker.Options{
+		w, err := worker.New(conn.Conn(), worker.Options{
 			ID:               fmt.Sprintf("chaos-worker-%d", i),
 			Concurrency:      concurrency,
 			ShutdownGrace:    5 * time.Second,

@@ -19,7 +19,7 @@ import (
 // be refused; one that is acknowledged SUCCEEDED is caught by the checks (the ack is recorded in
 // the ledger like the workers' own).
 type zombie struct {
-	conn *grpc.ClientConn
+	conn grpc.ClientConnInterface
 	l    *ledger
 
 	mu      sync.Mutex
