@@ -206,8 +206,16 @@ type JobLeaseParams struct {
 	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
 	// no cap. The store leases a capped queue's job only while its number is above zero, and
 	// takes one from it for each: callers share one map between the leases of a round.
-	Caps  map[string]int
-	Limit int // written into the statement: keep the set of values small
+	Caps map[string]int
+	// EnforceQueues makes the database the authority on queue pauses and caps, as brokers that
+	// share one database need (store.Cluster): a queue the queues table marks paused is never
+	// leased from, whatever Queues names, and a capped queue's job is leased only while the
+	// queue's LEASED and RUNNING jobs in the database, this transaction's included, stay under
+	// its limit. Caps and ExcludePaused are then unused. A store several brokers may lease from
+	// at once counts under a lock on the capped queues' rows, so two leases cannot both fill
+	// the same room; a write that pauses or caps a queue takes the same lock.
+	EnforceQueues bool
+	Limit         int // written into the statement: keep the set of values small
 	// MaxBytes, when positive, stops the lease once the leased jobs' payloads reach it (at
 	// least one job is leased): what a worker is handed in one go stays bounded in memory.
 	MaxBytes int

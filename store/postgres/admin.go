@@ -359,6 +359,9 @@ func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
 }
 
 func (t *tx) QueueSetPaused(name string, paused bool) error {
+	if err := t.queueChanging(); err != nil {
+		return err
+	}
 	if !paused {
 		return t.updateQueue(`UPDATE queues SET paused = false WHERE name = $1`, name)
 	}
@@ -368,6 +371,9 @@ func (t *tx) QueueSetPaused(name string, paused bool) error {
 }
 
 func (t *tx) QueueSetLimit(name string, limit int) error {
+	if err := t.queueChanging(); err != nil {
+		return err
+	}
 	return t.updateQueue(`UPDATE queues SET concurrency_limit = $2 WHERE name = $1`, name, limit)
 }
 

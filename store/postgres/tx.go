@@ -23,6 +23,9 @@ type tx struct {
 	newQueues []string // queue rows this transaction created
 	// events are what the transaction publishes at commit (Publish), each once.
 	events map[store.Event]bool
+	// room is what each capped queue may still lease in this transaction, counted under the
+	// queues' locks (queues.go); nil until a lease enforcing the queues' rules needs it.
+	room map[string]int
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -70,6 +73,7 @@ func (t *tx) Isolated(fn func() error) error {
 			return ferr // storage as a whole: the transaction is retried
 		}
 		t.newQueues = t.newQueues[:created] // their rows are undone with the rest
+		t.room = nil                        // so are the leases it counted, and maybe its locks
 		if err := sp.Rollback(t.ctx); err != nil {
 			return errors.Join(ferr, err)
 		}
@@ -238,6 +242,16 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	// transaction holds are someone else's), then lease them with one statement. A capped
 	// queue drops out the moment its room is used up: the read then starts again without it.
 	scope := *p
+	caps := p.Caps
+	if p.EnforceQueues {
+		room, err := t.queueRoom()
+		if err != nil {
+			return nil, err
+		}
+		caps = room
+		scope.ExcludePaused = true
+		scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
+	}
 	var leased []*job.Job
 	bytes := 0 // payloads leased so far (MaxBytes)
 	for len(leased) < p.Limit && (p.MaxBytes <= 0 || bytes < p.MaxBytes) {
@@ -251,7 +265,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			if p.MaxBytes > 0 && bytes >= p.MaxBytes {
 				break
 			}
-			room, capped := p.Caps[j.Queue]
+			room, capped := caps[j.Queue]
 			if capped && room <= 0 {
 				full = j.Queue
 				break
@@ -266,7 +280,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			j.WorkerID = p.WorkerID
 			j.LeaseOwner = p.Owner
 			if capped {
-				p.Caps[j.Queue] = room - 1
+				caps[j.Queue] = room - 1
 			}
 			leased = append(leased, j)
 			bytes += len(j.Payload)

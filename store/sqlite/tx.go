@@ -166,6 +166,16 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	// starts again without it (each queue at most once), and what was leased is already gone
 	// from the ready set.
 	scope := *p
+	caps := p.Caps
+	if p.EnforceQueues {
+		room, err := t.queueRoom()
+		if err != nil {
+			return nil, err
+		}
+		caps = room
+		scope.ExcludePaused = true
+		scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
+	}
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
 	bytes := 0 // payloads leased so far (MaxBytes)
@@ -180,7 +190,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			if len(leased) == p.Limit || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 				break
 			}
-			room, capped := p.Caps[j.Queue]
+			room, capped := caps[j.Queue]
 			if capped && room <= 0 {
 				full = j.Queue
 				break
@@ -207,7 +217,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			j.WorkerID = p.WorkerID
 			j.LeaseOwner = p.Owner
 			if capped {
-				p.Caps[j.Queue] = room - 1
+				caps[j.Queue] = room - 1
 			}
 			leased = append(leased, j)
 			bytes += len(j.Payload)

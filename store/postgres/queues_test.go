@@ -1,0 +1,271 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+)
+
+// capsBundle is two stores on one schema, as two brokers on one database see it.
+type capsBundle struct {
+	ctx    context.Context
+	a, b   *Store
+	now    time.Time
+	capped []int64 // jobs of queue "capped"
+	paused []int64 // jobs of queue "paused"
+}
+
+// setupCaps opens two stores on a fresh schema with n jobs in queue "capped" (limit 3) and
+// n in queue "paused" (paused), which come first in dispatch order.
+func setupCaps(t *testing.T, n int) *capsBundle {
+	t.Helper()
+	u := pgtest.URL(t)
+	cb := &capsBundle{ctx: context.Background(), now: time.Unix(1_700_000_000, 0)}
+	for _, s := range []**Store{&cb.a, &cb.b} {
+		st, err := Open(cb.ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		*s = st
+	}
+	var ps []*store.JobInsertParams
+	for i := range 2 * n {
+		q, prio := "capped", 0
+		if i >= n {
+			q, prio = "paused", 1
+		}
+		ps = append(ps, &store.JobInsertParams{Type: "t", Queue: q, Priority: prio, Payload: []byte(`{}`),
+			MaxAttempts: 3, RunAt: cb.now, Now: cb.now, AttemptTimeout: time.Minute})
+	}
+	err := cb.a.Write(cb.ctx, "setup", func(tx store.Tx) error {
+		res, err := tx.JobInsertMany(ps)
+		if err != nil {
+			return err
+		}
+		cb.capped, cb.paused = nil, nil
+		for i, r := range res {
+			if i < n {
+				cb.capped = append(cb.capped, r.ID)
+			} else {
+				cb.paused = append(cb.paused, r.ID)
+			}
+		}
+		if err := tx.QueueSetLimit("capped", 3); err != nil {
+			return err
+		}
+		return tx.QueueSetPaused("paused", true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cb
+}
+
+// lease leases up to limit jobs under the database's queue rules, in tx.
+func (cb *capsBundle) lease(tx store.Tx, limit int) ([]*job.Job, error) {
+	return tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: limit, EnforceQueues: true,
+		WorkerID: "w", Now: cb.now, LeaseUntil: cb.now.Add(time.Hour)})
+}
+
+// held counts queue's LEASED and RUNNING jobs as committed.
+func (cb *capsBundle) held(t *testing.T, queue string) int {
+	t.Helper()
+	var n int
+	if err := cb.a.pool.QueryRow(cb.ctx, `SELECT count(*) FROM jobs WHERE queue = $1 AND state IN (3, 4)`, queue).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A lease that finds a capped queue locked by another store's lease waits for it to commit and
+// then counts what it leased: two brokers leasing at once cannot both fill the same room.
+func TestEnforcedCapWaitsForConcurrentLease(t *testing.T) {
+	t.Parallel()
+	cb := setupCaps(t, 6)
+	type held struct{ jobs, pid int }
+	holding, release := make(chan held, 1), make(chan struct{})
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	defer letGo() // a failed test must not leave the first transaction open
+	firstDone := make(chan error, 1)
+	go func() {
+		firstDone <- cb.a.Write(cb.ctx, "first", func(stx store.Tx) error {
+			jobs, err := cb.lease(stx, 4)
+			var pid int
+			if err == nil {
+				err = stx.(*tx).tx.QueryRow(cb.ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+			}
+			holding <- held{len(jobs), pid}
+			<-release // keep the transaction open until the second lease waits
+			return err
+		})
+	}()
+	first := <-holding
+	if first.jobs != 3 {
+		t.Fatalf("first lease took %d jobs, want 3 (the cap)", first.jobs)
+	}
+	var second []*job.Job
+	secondDone := make(chan error, 1)
+	go func() {
+		secondDone <- cb.b.Write(cb.ctx, "second", func(tx store.Tx) error {
+			var err error
+			second, err = cb.lease(tx, 4)
+			return err
+		})
+	}()
+	// Wait until the second store's lease waits for the first's transaction, then let that
+	// commit.
+	waitFor(t, "the second lease to wait for the first", func() bool {
+		var waiting bool
+		err := cb.a.pool.QueryRow(cb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid)))`, first.pid).Scan(&waiting)
+		return err == nil && waiting
+	}, secondDone)
+	letGo()
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-secondDone; err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != 0 || cb.held(t, "capped") != 3 {
+		t.Fatalf("second lease took %v; %d held in the capped queue, want none and 3", ids(second), cb.held(t, "capped"))
+	}
+}
+
+// waitFor polls cond until it holds, failing t if done reports first (what was awaited can no
+// longer happen) or after a generous bound.
+func waitFor(t *testing.T, what string, cond func() bool, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		select {
+		case err := <-done:
+			t.Fatalf("waiting for %s: finished first (%v)", what, err)
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 30s", what)
+		}
+	}
+}
+
+// Many leases from two stores at once, each finishing what it leased in a later write, never
+// hold more than the cap between them, never lease from a paused queue, and drain the queue.
+func TestEnforcedCapHoldsAcrossStores(t *testing.T) {
+	t.Parallel()
+	const jobs = 60
+	cb := setupCaps(t, jobs)
+	var (
+		mu       sync.Mutex
+		done     int
+		problems []string
+	)
+	report := func(format string, args ...any) {
+		mu.Lock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for i := range 6 {
+		s := []*Store{cb.a, cb.b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 * jobs { // bounded: a lost update cannot spin forever
+				mu.Lock()
+				finished := done == jobs
+				mu.Unlock()
+				if finished {
+					return
+				}
+				var leased []*job.Job
+				err := s.Write(cb.ctx, "lease", func(stx store.Tx) error {
+					var err error
+					if leased, err = cb.lease(stx, 2); err != nil {
+						return err
+					}
+					// Under the queue's lock nobody else can lease from it: the count this
+					// transaction sees is the whole truth.
+					var n int
+					if err := stx.(*tx).tx.QueryRow(cb.ctx, `SELECT count(*) FROM jobs WHERE queue = 'capped' AND state IN (3, 4)`).Scan(&n); err != nil {
+						return err
+					}
+					if n > 3 {
+						report("%d held in the capped queue inside a lease", n)
+					}
+					return nil
+				})
+				if err != nil {
+					report("lease: %v", err)
+					return
+				}
+				if n := cb.held(t, "capped"); n > 3 {
+					report("%d held in the capped queue after a lease", n)
+				}
+				for _, j := range leased {
+					if j.Queue != "capped" {
+						report("leased job %d of queue %s", j.ID, j.Queue)
+					}
+				}
+				if len(leased) == 0 {
+					continue
+				}
+				err = s.Write(cb.ctx, "finish", func(tx store.Tx) error {
+					for _, j := range leased {
+						ok, err := tx.JobFinish(&store.JobFinishParams{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+							Queue: j.Queue, Type: j.Type, State: job.StateSucceeded, Now: cb.now,
+							Attempt: job.Attempt{Number: 1, WorkerID: "w", StartedAt: cb.now, FinishedAt: cb.now, Outcome: job.OutcomeSucceeded}})
+						if err == nil && !ok {
+							err = errors.New("finish refused")
+						}
+						if err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					report("finish: %v", err)
+					return
+				}
+				mu.Lock()
+				done += len(leased)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if done != jobs {
+		t.Errorf("finished %d of %d jobs", done, jobs)
+	}
+	for _, id := range cb.paused {
+		j, err := cb.a.JobGet(cb.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != job.StatePending {
+			t.Errorf("paused queue's job %d is %s, want PENDING", id, j.State)
+		}
+	}
+}
+
+func ids(jobs []*job.Job) []int64 {
+	out := make([]int64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}
