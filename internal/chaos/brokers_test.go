@@ -16,15 +16,20 @@ import (
 	"time"
 )
 
-// buildBroker builds the jobwire command from this tree into dir.
-func buildBroker(t *testing.T, dir string) string {
+// buildBroker builds the jobwire command from this tree into dir, with the race detector if
+// race is set.
+func buildBroker(t *testing.T, dir string, race bool) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(dir, "jobwire")
-	cmd := exec.Command(goCmd, "build", "-o", bin, "github.com/jobwire/jobwire/cmd/jobwire")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goCmd, append(args, "github.com/jobwire/jobwire/cmd/jobwire")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/jobwire: %v\n%s", err, out)
 	}
@@ -192,6 +197,25 @@ func (s *brokerSet) down() []int {
 	for i, p := range s.procs {
 		if p == nil {
 			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// problems returns the lines of the brokers' logs that show a bug whatever the test checks: a
+// panic, a data race (with JOBWIRE_CHAOS_RACE=1) or an error-level message.
+func (s *brokerSet) problems() []string {
+	var out []string
+	for i := range s.addrs {
+		b, err := os.ReadFile(s.logPath(i))
+		if err != nil {
+			out = append(out, err.Error())
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "panic:") || strings.Contains(line, "WARNING: DATA RACE") || strings.Contains(line, "level=ERROR") {
+				out = append(out, fmt.Sprintf("broker %d: %s", i, line))
+			}
 		}
 	}
 	return out

@@ -23,6 +23,8 @@ import (
 //	JOBWIRE_CHAOS_BROKERS=N   brokers on the database (default defaultBrokers)
 //	JOBWIRE_CHAOS_JOBS=N      jobs to enqueue (default 3000)
 //	JOBWIRE_CHAOS_FOR=D       how long brokers are killed, a Go duration (default 25s)
+//	JOBWIRE_CHAOS_RACE=1      build the broker with the race detector
+//	JOBWIRE_CHAOS_BIN=PATH    run this jobwire binary instead of building one
 //
 // A soak: JOBWIRE_CHAOS_JOBS=100000 JOBWIRE_CHAOS_FOR=10m.
 const (
@@ -30,6 +32,8 @@ const (
 	envBrokers = "JOBWIRE_CHAOS_BROKERS"
 	envJobs    = "JOBWIRE_CHAOS_JOBS"
 	envFor     = "JOBWIRE_CHAOS_FOR"
+	envRace    = "JOBWIRE_CHAOS_RACE"
+	envBin     = "JOBWIRE_CHAOS_BIN"
 )
 
 // defaultBrokers is one until brokers can share a database: until then a second broker on it
@@ -109,7 +113,10 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	began := time.Now()
 
 	dir := t.TempDir()
-	bin := buildBroker(t, dir)
+	bin := os.Getenv(envBin)
+	if bin == "" {
+		bin = buildBroker(t, dir, os.Getenv(envRace) == "1")
+	}
 	cfgPath := filepath.Join(dir, "jobwire.yaml")
 	if err := os.WriteFile(cfgPath, []byte(brokerConfig), 0o644); err != nil {
 		t.Fatal(err)
@@ -214,6 +221,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	}
 
 	bad = append(bad, l.zombie.accepted...)
+	bad = append(bad, brokers.problems()...)
 
 	clients := map[int]*client.Client{}
 	for _, i := range brokers.live() {
