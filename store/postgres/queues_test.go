@@ -125,11 +125,16 @@ func TestEnforcedCapWaitsForConcurrentLease(t *testing.T) {
 	// Wait until the second store's lease waits for the first's transaction, then let that
 	// commit.
 	waitFor(t, "the second lease to wait for the first", func() bool {
+		select {
+		case err := <-secondDone:
+			t.Fatalf("the second lease finished (%v) while the first held the capped queue", err)
+		default:
+		}
 		var waiting bool
 		err := cb.a.pool.QueryRow(cb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE $1 = ANY(pg_blocking_pids(pid)))`, first.pid).Scan(&waiting)
 		return err == nil && waiting
-	}, secondDone)
+	})
 	letGo()
 	if err := <-firstDone; err != nil {
 		t.Fatal(err)
@@ -139,23 +144,6 @@ func TestEnforcedCapWaitsForConcurrentLease(t *testing.T) {
 	}
 	if len(second) != 0 || cb.held(t, "capped") != 3 {
 		t.Fatalf("second lease took %v; %d held in the capped queue, want none and 3", ids(second), cb.held(t, "capped"))
-	}
-}
-
-// waitFor polls cond until it holds, failing t if done reports first (what was awaited can no
-// longer happen) or after a generous bound.
-func waitFor(t *testing.T, what string, cond func() bool, done <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		select {
-		case err := <-done:
-			t.Fatalf("waiting for %s: finished first (%v)", what, err)
-		case <-time.After(time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 30s", what)
-		}
 	}
 }
 
@@ -268,4 +256,74 @@ func ids(jobs []*job.Job) []int64 {
 		out[i] = j.ID
 	}
 	return out
+}
+
+// BenchmarkLeaseCapped is what enforcing a cap in the database adds to a lease: each iteration
+// is one write that leases one job of a capped queue (limit 1000, with held jobs already
+// counting against it) and hands it back. "caps" is the room a single broker passes in
+// (JobLeaseParams.Caps); "enforced" locks the capped queues' rows and counts the held jobs
+// (JobLeaseParams.EnforceQueues); "enforced-uncapped" is an enforced lease when no queue is
+// capped, which costs the one statement that finds none to lock.
+func BenchmarkLeaseCapped(b *testing.B) {
+	for _, held := range []int{10, 1000} {
+		for _, mode := range []string{"caps", "enforced", "enforced-uncapped"} {
+			b.Run(fmt.Sprintf("held=%d/%s", held, mode), func(b *testing.B) {
+				ctx := context.Background()
+				s, err := Open(ctx, pgtest.URL(b), Options{Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				now := time.Unix(1_700_000_000, 0)
+				var ps []*store.JobInsertParams
+				for range held + 100 {
+					ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "capped", Payload: []byte(`{}`),
+						MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute})
+				}
+				lease := &store.JobLeaseParams{Types: []string{"t"}, Limit: held, WorkerID: "w", Now: now,
+					LeaseUntil: now.Add(time.Hour)}
+				err = s.Write(ctx, "setup", func(tx store.Tx) error {
+					if _, err := tx.JobInsertMany(ps); err != nil {
+						return err
+					}
+					if mode != "enforced-uncapped" {
+						if err := tx.QueueSetLimit("capped", 1000); err != nil {
+							return err
+						}
+					}
+					_, err := tx.JobLease(lease) // the held jobs
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				p := store.JobLeaseParams{Types: []string{"t"}, Limit: 1, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Hour)}
+				if mode == "caps" {
+					p.Caps = map[string]int{}
+				} else {
+					p.EnforceQueues = true
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if p.Caps != nil {
+						p.Caps["capped"] = 1000 - held
+					}
+					err := s.Write(ctx, "lease", func(tx store.Tx) error {
+						jobs, err := tx.JobLease(&p)
+						if err != nil {
+							return err
+						}
+						if len(jobs) != 1 {
+							return fmt.Errorf("leased %d jobs, want 1", len(jobs))
+						}
+						_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
