@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/jackc/pgx/v5"
+
 // Queue pauses and caps enforced by the database (JobLeaseParams.EnforceQueues), for several
 // brokers leasing from one database at once.
 //
@@ -13,14 +15,22 @@ package postgres
 // take the same rows in opposite orders and deadlock. Writes that pause, resume or cap a queue
 // take the same locks first, so a lease never counts against a limit that is being changed.
 
-// lockCappedQueues locks the row of every capped queue, in name order, and returns each
-// unpaused one's limit.
-func (t *tx) lockCappedQueues() (map[string]int, error) {
-	rows, err := t.tx.Query(t.ctx, `SELECT name, concurrency_limit, paused FROM queues
-		WHERE concurrency_limit > 0 ORDER BY name FOR UPDATE`)
+// lockCappedSQL locks the row of every capped queue, in name order.
+const lockCappedSQL = `SELECT name, concurrency_limit, paused FROM queues
+	WHERE concurrency_limit > 0 ORDER BY name FOR UPDATE`
+
+// lockCappedQueues locks the row of every capped queue, in name order.
+func (t *tx) lockCappedQueues() error {
+	rows, err := t.tx.Query(t.ctx, lockCappedSQL)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	_, err = scanLimits(rows)
+	return err
+}
+
+// scanLimits reads lockCappedSQL's rows as each unpaused queue's limit, and closes them.
+func scanLimits(rows pgx.Rows) (map[string]int, error) {
 	defer rows.Close()
 	limits := map[string]int{}
 	for rows.Next() {
@@ -40,43 +50,49 @@ func (t *tx) lockCappedQueues() (map[string]int, error) {
 // queueRoom is how many more jobs each unpaused capped queue may have leased, counted from the
 // database under the capped queues' locks. The transaction keeps the map and takes from it as
 // it leases, so later leases of the same transaction need neither lock nor count again.
+//
+// The lock and the count go to the server in one batch (one round trip); the count is a
+// statement of its own, which starts once the locks are granted and so sees every lease
+// committed before them.
 func (t *tx) queueRoom() (map[string]int, error) {
 	if t.room != nil {
 		return t.room, nil
 	}
-	limits, err := t.lockCappedQueues()
+	batch := &pgx.Batch{}
+	batch.Queue(lockCappedSQL)
+	batch.Queue(`SELECT queue, count(*) FROM jobs WHERE state IN (3, 4) AND queue IN
+		(SELECT name FROM queues WHERE concurrency_limit > 0 AND NOT paused) GROUP BY queue`)
+	res := t.tx.SendBatch(t.ctx, batch)
+	defer res.Close()
+	rows, err := res.Query()
 	if err != nil {
 		return nil, err
 	}
+	limits, err := scanLimits(rows)
+	if err != nil {
+		return nil, err
+	}
+	rows, err = res.Query()
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		held[name] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
 	room := make(map[string]int, len(limits))
-	if len(limits) > 0 {
-		names := make([]string, 0, len(limits))
-		for name := range limits {
-			names = append(names, name)
-		}
-		// A new statement, so it sees every lease committed before the locks were granted.
-		rows, err := t.tx.Query(t.ctx, `SELECT queue, count(*) FROM jobs WHERE state IN (3, 4)
-			AND queue = ANY($1) GROUP BY queue`, names)
-		if err != nil {
-			return nil, err
-		}
-		held := map[string]int{}
-		for rows.Next() {
-			var name string
-			var n int
-			if err := rows.Scan(&name, &n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			held[name] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		for name, limit := range limits {
-			room[name] = max(0, limit-held[name])
-		}
+	for name, limit := range limits {
+		room[name] = max(0, limit-held[name])
 	}
 	t.room = room
 	return room, nil
@@ -86,7 +102,6 @@ func (t *tx) queueRoom() (map[string]int, error) {
 // limit, and drops the room this transaction counted: a later lease counts again under the
 // new settings.
 func (t *tx) queueChanging() error {
-	_, err := t.lockCappedQueues()
 	t.room = nil
-	return err
+	return t.lockCappedQueues()
 }

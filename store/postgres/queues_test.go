@@ -259,7 +259,7 @@ func ids(jobs []*job.Job) []int64 {
 }
 
 // BenchmarkLeaseCapped is what enforcing a cap in the database adds to a lease: each iteration
-// is one write that leases one job of a capped queue (limit 1000, with held jobs already
+// is one write that leases one job of a capped queue (limit held+10, with the held jobs already
 // counting against it) and hands it back. "caps" is the room a single broker passes in
 // (JobLeaseParams.Caps); "enforced" locks the capped queues' rows and counts the held jobs
 // (JobLeaseParams.EnforceQueues); "enforced-uncapped" is an enforced lease when no queue is
@@ -287,7 +287,7 @@ func BenchmarkLeaseCapped(b *testing.B) {
 						return err
 					}
 					if mode != "enforced-uncapped" {
-						if err := tx.QueueSetLimit("capped", 1000); err != nil {
+						if err := tx.QueueSetLimit("capped", held+10); err != nil {
 							return err
 						}
 					}
@@ -306,7 +306,7 @@ func BenchmarkLeaseCapped(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if p.Caps != nil {
-						p.Caps["capped"] = 1000 - held
+						p.Caps["capped"] = 10
 					}
 					err := s.Write(ctx, "lease", func(tx store.Tx) error {
 						jobs, err := tx.JobLease(&p)
