@@ -49,6 +49,12 @@ type Options struct {
 	Observer Observer
 	// Tracer records spans for enqueues and deliveries, in the producer's trace. Nil: none.
 	Tracer trace.Tracer
+	// Cluster links this broker to the other brokers serving its database (see cluster.go).
+	// Nil: the broker is alone (SQLite), and everything it decides lives in its memory.
+	Cluster store.Cluster
+	// ClusterPoll is how often a broker in a cluster looks for ready jobs with no event telling
+	// it to (a lost notification delays a job at most this much). Zero: DefaultClusterPoll.
+	ClusterPoll time.Duration
 }
 
 // BreakerOptions configure the per-type circuit breakers.
@@ -69,8 +75,15 @@ type Broker struct {
 	tracer  trace.Tracer
 
 	breakers *breaker.Set
-	ctx      context.Context // ends when the broker stops; for work no caller waits on
-	cancel   context.CancelFunc
+	// cluster is nil when the broker is alone; see cluster.go.
+	cluster     store.Cluster
+	clusterPoll time.Duration
+	leader      atomic.Bool // this broker leads the cluster (isLeader)
+	clusterDone sync.WaitGroup
+	pollTimer   clock.Timer
+
+	ctx    context.Context // ends when the broker stops; for work no caller waits on
+	cancel context.CancelFunc
 
 	ops  chan *op
 	wake chan struct{}
@@ -131,6 +144,9 @@ func New(opts Options) (*Broker, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
+	if opts.ClusterPoll <= 0 {
+		opts.ClusterPoll = DefaultClusterPoll
+	}
 	var randMu sync.Mutex
 	r := opts.Rand
 	fatal := make(map[string]bool, len(opts.Config.AlwaysFatal))
@@ -145,6 +161,9 @@ func New(opts Options) (*Broker, error) {
 		log:    opts.Logger,
 		obs:    opts.Observer,
 		tracer: opts.Tracer,
+
+		cluster:     opts.Cluster,
+		clusterPoll: opts.ClusterPoll,
 		triager: &triage.Triager{
 			Policy:      opts.Config.policy,
 			AlwaysFatal: fatal,
@@ -187,6 +206,11 @@ func (b *Broker) Start(ctx context.Context) error {
 	var next time.Time
 	var hasNext bool
 	err := b.st.Write(ctx, "recover", func(tx store.Tx) error {
+		if b.cluster != nil {
+			// The leases in the database are other brokers' too, and this broker held none
+			// before it started: a killed broker's leases expire through the leader's sweep.
+			return nil
+		}
 		var err error
 		// No worker can hold a lease that never reached user code across a broker restart:
 		// those jobs go straight back to PENDING, with no attempt spent.
@@ -229,6 +253,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
 	b.retentionTimer = b.clk.AfterFunc(b.cfg.Retention.Interval, b.retentionTick)
 	b.mu.Unlock()
+	b.startCluster()
 	b.signal()
 	return nil
 }
@@ -256,6 +281,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	if b.retentionTimer != nil {
 		b.retentionTimer.Stop()
+	}
+	if b.pollTimer != nil {
+		b.pollTimer.Stop()
 	}
 	b.mu.Unlock()
 	b.breakerMu.Lock()
@@ -288,13 +316,19 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	// Jobs that never started go back now; running ones keep their leases in storage and are
 	// either finished by a worker that reconnects to the next broker or expire.
-	err := b.st.Write(context.WithoutCancel(ctx), "shutdown_release", func(tx store.Tx) error {
-		_, err := tx.JobReleaseAllLeased()
-		return err
-	})
+	var err error
+	if b.cluster != nil {
+		err = b.releaseOwnLeases(context.WithoutCancel(ctx))
+	} else {
+		err = b.st.Write(context.WithoutCancel(ctx), "shutdown_release", func(tx store.Tx) error {
+			_, err := tx.JobReleaseAllLeased()
+			return err
+		})
+	}
 	close(b.stop)
 	b.stopped.Wait()
 	b.cancel()
+	b.clusterDone.Wait() // the leadership is given up before the store closes
 	b.mu.Lock()
 	for _, s := range b.sessions {
 		s.out.close()
@@ -335,13 +369,17 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		params[i] = s.insertParams(now)
 	}
 	var results []store.JobInsertResult
-	o := &op{name: "enqueue", apply: func(tx store.Tx) error {
-		var err error
-		results, err = tx.JobInsertMany(params)
-		return err
-	}}
+	o := &op{name: "enqueue"}
 	for _, p := range params {
 		o.readies = o.readies || !p.RunAt.After(now)
+	}
+	o.apply = func(tx store.Tx) error {
+		var err error
+		results, err = tx.JobInsertMany(params)
+		if o.readies {
+			tx.Publish(readyEvent)
+		}
+		return err
 	}
 	spans := b.startEnqueueSpans(ctx, params)
 	err := b.doOp(ctx, o)
@@ -427,8 +465,8 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 
 // scheduleLocked makes sure the scheduler wakes by at: then SCHEDULED jobs due become PENDING.
 func (b *Broker) scheduleLocked(at time.Time) {
-	if b.shuttingDown {
-		return
+	if b.shuttingDown || !b.isLeader() {
+		return // in a cluster the leader promotes, whoever stored the job (pollTick)
 	}
 	if b.schedTimer != nil && !at.Before(b.schedAt) {
 		return
@@ -454,6 +492,9 @@ func (b *Broker) promote(gen uint64) {
 		b.schedTimer = nil
 	}
 	b.mu.Unlock()
+	if !b.isLeader() {
+		return
+	}
 	var n int
 	var next time.Time
 	var hasNext bool
@@ -461,6 +502,9 @@ func (b *Broker) promote(gen uint64) {
 		var err error
 		if n, err = tx.JobPromoteScheduled(b.now()); err != nil {
 			return err
+		}
+		if n > 0 {
+			tx.Publish(readyEvent)
 		}
 		next, hasNext, err = tx.JobNextScheduledAt()
 		return err

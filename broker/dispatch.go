@@ -333,7 +333,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 			payload := j.Payload
 			kept := *j
 			kept.Payload = nil
-			l := &lease{sess: g.sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit}
+			l := &lease{sess: g.sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
 			g.sess.held[j.ID] = l
 			b.leases[j.ID] = l
 			if r := b.queueRules[j.Queue]; r.limit > 0 {
@@ -358,6 +358,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 					return err
 				}
 			}
+			tx.Publish(readyEvent)
 			return nil
 		}, done: func(err error) {
 			if err != nil {

@@ -170,6 +170,9 @@ func (b *Broker) RequeueDead(ctx context.Context, sel Selection, rq Requeue) (Bu
 			Priority: rq.Priority, Payload: rq.Payload, Now: now}); err != nil {
 			return err
 		}
+		if res.Affected > 0 && !runAt.After(now) {
+			tx.Publish(readyEvent)
+		}
 		res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)])
 		return err
 	})
@@ -328,7 +331,11 @@ func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before 
 
 // retentionTick applies retention, then arms the next run.
 func (b *Broker) retentionTick() {
-	n, err := b.ApplyRetention(b.ctx)
+	var n int64
+	var err error
+	if b.isLeader() { // in a cluster the leader deletes for every broker
+		n, err = b.ApplyRetention(b.ctx)
+	}
 	switch {
 	case err != nil && !errors.Is(err, ErrShuttingDown) && !errors.Is(err, context.Canceled):
 		b.log.Error("delete jobs past retention", "deleted", n, "err", err)

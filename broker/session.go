@@ -56,6 +56,9 @@ type lease struct {
 	attempt   int      // the number this attempt has (or will have once started)
 	started   bool
 	startedAt time.Time
+	// deadline is when the lease runs out unless extended, as far as this broker knows: in a
+	// cluster, a lease this far past it has been ended by the leader (dropLostLeasesLocked).
+	deadline  time.Time
 	finishing bool // a result is being stored
 	// repeats are the sessions that sent the result again while it was being stored; each is
 	// given the first one's answer too.
@@ -81,6 +84,23 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		held:     make(map[int64]*lease),
 	}
 	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
+	// In a cluster the worker may have held its leases through another broker: those not in
+	// this broker's memory are read from the database, in one transaction, before deciding.
+	var stored map[job.LeaseRef]*job.Job
+	if b.cluster != nil {
+		var missing []job.LeaseRef
+		b.mu.Lock()
+		for i, ref := range h.Held {
+			if i < h.Capacity && !ref.Token.IsZero() && b.leaseLocked(ref) == nil {
+				missing = append(missing, ref)
+			}
+		}
+		b.mu.Unlock()
+		var err error
+		if stored, err = b.leasesInStore(ctx, missing); err != nil {
+			return nil, Welcome{}, fmt.Errorf("read the leases the worker holds: %w", err)
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.shuttingDown {
@@ -89,19 +109,25 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	b.nextSession++
 	s.id = fmt.Sprintf("s%d", b.nextSession)
 	w.SessionID = s.id
-	// Every current lease is in memory (granted by a round, or loaded at Start), so adoption
-	// needs no storage: a Hello listing many leases costs map lookups, never a write that
-	// other callers wait behind.
+	// Alone, every current lease is in memory (granted by a round, or loaded at Start), so
+	// adoption needs no storage: a Hello listing many leases costs map lookups, never a write
+	// that other callers wait behind.
 	for i, ref := range h.Held {
 		if i >= h.Capacity || ref.Token.IsZero() || s.held[ref.JobID] != nil {
 			w.Lost = append(w.Lost, ref)
 			continue
 		}
 		l := b.leaseLocked(ref)
+		if j := stored[ref]; l == nil && j != nil && j.State.Held() && b.leases[ref.JobID] == nil &&
+			j.WorkerID == h.WorkerID && j.LeaseOwner == h.Owner {
+			// Current in the database: this broker holds it from now on.
+			l = heldLease(nil, ref, j)
+			b.leases[ref.JobID] = l
+		}
 		if l == nil {
 			// A lease whose result was stored is not lost: the worker sends the result again
 			// and is answered with its ResultAck.
-			if _, stored := b.recent.get(ref, b.now()); !stored {
+			if _, kept := b.recent.get(ref, b.now()); !kept && !resultStored(stored[ref], h.WorkerID) {
 				w.Lost = append(w.Lost, ref)
 			}
 			continue
@@ -125,7 +151,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 
 // heldLease is the lease of a stored LEASED or RUNNING job, held by sess (nil: by no session).
 func heldLease(sess *Session, ref job.LeaseRef, j *job.Job) *lease {
-	l := &lease{sess: sess, ref: ref, job: j, attempt: j.Attempts + 1}
+	l := &lease{sess: sess, ref: ref, job: j, attempt: j.Attempts + 1, deadline: j.LeaseExpiresAt}
 	if j.State == job.StateRunning {
 		l.started, l.startedAt, l.attempt = true, j.StartedAt, j.Attempts
 	}
@@ -198,7 +224,7 @@ func (s *Session) Started(ref job.LeaseRef) {
 		}
 		return
 	}
-	l.started, l.startedAt = true, now
+	l.started, l.startedAt, l.deadline = true, now, now.Add(b.cfg.LeaseDuration)
 	timeout, attempt := l.job.AttemptTimeout, l.attempt
 	b.obs.AttemptStarted(l.job.Queue, l.job.Type, now.Sub(l.job.RunAt))
 	b.mu.Unlock()
@@ -261,18 +287,21 @@ func (s *Session) Heartbeat(refs []job.LeaseRef) {
 			}
 			return
 		}
-		if len(extended) < len(current) {
-			b.mu.Lock()
-			for _, r := range current {
-				if !slices.Contains(extended, r) {
-					if l := b.leaseLocked(r); l != nil {
-						b.endLeaseLocked(l, permitReleased, 0)
-					}
-					s.refuse(r, AboutHeartbeat, RefusedStale, staleLease)
+		b.mu.Lock()
+		for _, r := range current {
+			l := b.leaseLocked(r)
+			if slices.Contains(extended, r) {
+				if l != nil {
+					l.deadline = until
 				}
+				continue
 			}
-			b.mu.Unlock()
+			if l != nil {
+				b.endLeaseLocked(l, permitReleased, 0)
+			}
+			s.refuse(r, AboutHeartbeat, RefusedStale, staleLease)
 		}
+		b.mu.Unlock()
 		s.out.push(HeartbeatAck{Extended: extended, Deadline: until})
 	}})
 }
@@ -285,10 +314,11 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	b.mu.Lock()
 	l := s.currentLocked(ref)
 	if l == nil {
-		if !s.repeatedResultLocked(ref, failure == nil) {
+		repeated := s.repeatedResultLocked(ref, failure == nil)
+		b.mu.Unlock()
+		if !repeated && !s.storedResult(b.ctx, ref, failure == nil) {
 			s.refuse(ref, AboutResult, RefusedStale, staleLease)
 		}
-		b.mu.Unlock()
 		return
 	}
 	if l.finishing {
@@ -319,6 +349,9 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	o.apply = func(tx store.Tx) error {
 		var err error
 		o.succeeded, err = tx.JobFinish(params)
+		if params.State == job.StatePending {
+			tx.Publish(readyEvent)
+		}
 		return err
 	}
 	o.done = func(err error) {
@@ -416,6 +449,7 @@ func (s *Session) Release(ref job.LeaseRef) {
 	b.submit(&op{name: "release", apply: func(tx store.Tx) error {
 		var err error
 		ok, err = tx.JobRelease(ref)
+		tx.Publish(readyEvent)
 		return err
 	}, done: func(err error) {
 		b.mu.Lock()
@@ -459,12 +493,17 @@ func (s *Session) Close() {
 	s.closed = true
 	var release []job.LeaseRef
 	for _, l := range s.held {
-		if !l.started && !l.finishing {
+		switch {
+		case !l.started && !l.finishing:
 			release = append(release, l.ref)
 			b.endLeaseLocked(l, permitReleased, 0)
-			continue
+		case b.cluster != nil && !l.finishing:
+			// Its worker may come back on any broker, which adopts the lease from the
+			// database (Open): this one forgets it rather than hold a copy that goes stale.
+			b.endLeaseLocked(l, permitReleased, 0)
+		default:
+			l.sess = nil
 		}
-		l.sess = nil
 	}
 	s.held = map[int64]*lease{}
 	b.sessions = slices.DeleteFunc(b.sessions, func(x *Session) bool { return x == s })
@@ -479,6 +518,7 @@ func (s *Session) Close() {
 				return err
 			}
 		}
+		tx.Publish(readyEvent)
 		return nil
 	}, done: func(err error) {
 		if err != nil {

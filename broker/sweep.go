@@ -39,7 +39,9 @@ type expired struct {
 	applied  bool
 }
 
-// Sweep ends leases that ran out and attempts that outlived their timeout:
+// Sweep ends leases that ran out and attempts that outlived their timeout (in a cluster, the
+// leader does this for every broker, and each broker drops the leases it held that the leader
+// ended: see dropLostLeasesLocked):
 //   - a LEASED job goes back to PENDING with no attempt spent;
 //   - a RUNNING job whose lease ran out is a transient failure, LEASE_EXPIRED;
 //   - a RUNNING job past its attempt timeout is a transient failure, TIMEOUT, and its worker
@@ -48,6 +50,14 @@ type expired struct {
 // It runs every SweepInterval; tests call it after moving a fake clock.
 func (b *Broker) Sweep() {
 	now := b.now()
+	if b.cluster != nil {
+		b.mu.Lock()
+		b.dropLostLeasesLocked(now)
+		b.mu.Unlock()
+		if !b.isLeader() {
+			return
+		}
+	}
 	var outs []*expired
 	err := b.do(b.ctx, "sweep", func(tx store.Tx) error {
 		outs = outs[:0]
@@ -62,6 +72,7 @@ func (b *Broker) Sweep() {
 				if e.applied, err = tx.JobRelease(ref); err != nil {
 					return err
 				}
+				tx.Publish(readyEvent)
 				outs = append(outs, e)
 				continue
 			}
@@ -79,6 +90,9 @@ func (b *Broker) Sweep() {
 			e.params = finishParams(ref, j, e.decision, a, now)
 			if e.applied, err = tx.JobFinish(e.params); err != nil {
 				return err
+			}
+			if e.params.State == job.StatePending {
+				tx.Publish(readyEvent)
 			}
 			outs = append(outs, e)
 		}

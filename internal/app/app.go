@@ -139,8 +139,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		tracer = tp.Tracer("github.com/jobwire/jobwire/broker")
 		log.Info("exporting traces over OTLP")
 	}
+	// A PostgreSQL database may have other brokers: this one joins them.
+	cluster, _ := st.(store.Cluster)
 	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers,
-		Observer: obs, Tracer: tracer})
+		Observer: obs, Tracer: tracer, Cluster: cluster})
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,17 @@ type Options struct {
 	// Postgres runs the broker on a fresh schema of the PostgreSQL test server
 	// (JOBWIRE_TEST_POSTGRES; the test is skipped without one) instead of a SQLite file.
 	Postgres bool
+	// Cluster makes the broker one of a cluster of brokers on its PostgreSQL database (it
+	// implies Postgres): the store is its broker.Options.Cluster, elections run every
+	// ElectionInterval, and its dispatch poll runs every ClusterPoll of the fake clock.
+	Cluster bool
+	// Join starts the broker on Join's database and fake clock, as another broker of its
+	// cluster (it implies Cluster).
+	Join *Bundle
+	// ClusterPoll is broker.Options.ClusterPoll (zero: its default).
+	ClusterPoll time.Duration
+	// ElectionInterval is postgres.Options.ElectionInterval (zero: 50ms, so tests fail over fast).
+	ElectionInterval time.Duration
 }
 
 // EnvStore is the variable that moves brokers to PostgreSQL (see the package doc).
@@ -88,7 +99,7 @@ const EnvStore = "JOBWIRE_TEST_STORE"
 // onPostgres reports whether a broker started with opts runs on PostgreSQL: asked for, or
 // moved there by EnvStore when the test injects no SQLite-specific faults.
 func (opts Options) onPostgres() bool {
-	if opts.Postgres {
+	if opts.Postgres || opts.Cluster || opts.Join != nil {
 		return true
 	}
 	return os.Getenv(EnvStore) == "postgres" && opts.Faults == nil && opts.Retry == nil && opts.BusyTimeout == 0
@@ -143,9 +154,13 @@ func New(t testing.TB, opts Options) *Bundle {
 		opts.Config = DefaultConfig()
 	}
 	b := &Bundle{t: t, opts: opts, Clock: clock.NewFake(Start), Addr: "127.0.0.1:0"}
-	if opts.onPostgres() {
+	switch {
+	case opts.Join != nil:
+		b.DBPath, b.Clock = opts.Join.DBPath, opts.Join.Clock
+		b.opts.Cluster = true
+	case opts.onPostgres():
 		b.DBPath = pgtest.URL(t)
-	} else {
+	default:
 		b.DBPath = filepath.Join(t.TempDir(), "jobwire.db")
 	}
 	b.start()
@@ -179,8 +194,18 @@ func (b *Bundle) start() {
 	}
 	var st Store
 	var err error
+	var cluster store.Cluster
 	if postgres.IsURL(b.DBPath) {
-		st, err = postgres.Open(ctx, b.DBPath, postgres.Options{Retry: retry, Logger: log})
+		election := b.opts.ElectionInterval
+		if election == 0 {
+			election = 50 * time.Millisecond
+		}
+		var pst *postgres.Store
+		pst, err = postgres.Open(ctx, b.DBPath, postgres.Options{Retry: retry, Logger: log, ElectionInterval: election})
+		st = pst
+		if err == nil && b.opts.Cluster {
+			cluster = pst
+		}
 	} else {
 		st, err = sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry, Logger: log})
 	}
@@ -195,7 +220,8 @@ func (b *Bundle) start() {
 		bst = b.opts.WrapStore(bst)
 	}
 	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
-		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer, Tracer: b.opts.Tracer})
+		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer, Tracer: b.opts.Tracer,
+		Cluster: cluster, ClusterPoll: b.opts.ClusterPoll})
 	if err != nil {
 		t.Fatalf("new broker: %v", err)
 	}
@@ -303,4 +329,37 @@ func (b *Bundle) Enqueue(spec *jobwirev1.JobSpec) int64 {
 		b.t.Fatalf("enqueue %s: %v", spec.GetType(), err)
 	}
 	return res.GetJob().GetId()
+}
+
+// WaitListening waits until n brokers listen for the events of the bundle's cluster: a job
+// enqueued after it returns wakes each of them.
+func (b *Bundle) WaitListening(n int) {
+	b.t.Helper()
+	st, ok := b.Store.(*postgres.Store)
+	if !ok {
+		b.t.Fatal("WaitListening: the broker is not on PostgreSQL")
+	}
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		got, err := st.Listeners(context.Background())
+		if err == nil && got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%d brokers listen for cluster events, want %d (%v)", got, n, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// WaitLeader waits until the broker leads its cluster.
+func (b *Bundle) WaitLeader() {
+	b.t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for !b.Broker.Leader() {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("the broker did not become leader within %s", WaitTimeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

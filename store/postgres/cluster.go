@@ -174,12 +174,23 @@ func (s *Store) Listen(ctx context.Context, fn func(store.Event)) {
 	}
 }
 
+// Listeners counts the sessions listening for the schema's events now: one per running broker
+// whose listening connection is up.
+func (s *Store) Listeners(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()
+		AND query = $1 AND state = 'idle'`, listenStatement(s.channel)).Scan(&n)
+	return n, err
+}
+
+func listenStatement(channel string) string { return `LISTEN ` + pgx.Identifier{channel}.Sanitize() }
+
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := s.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, listenStatement(s.channel)); err != nil {
 		_ = conn.Close(context.Background())
 		return nil, err
 	}

@@ -77,9 +77,7 @@ func listen(t *testing.T, s *Store) <-chan store.Event {
 func waitListening(t *testing.T, s *Store) {
 	t.Helper()
 	waitFor(t, "the store to listen", func() bool {
-		var n int
-		err := s.pool.QueryRow(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity
-			WHERE query = 'LISTEN "' || $1 || '"' AND state = 'idle'`, s.channel).Scan(&n)
+		n, err := s.Listeners(context.Background())
 		return err == nil && n > 0
 	})
 }
@@ -162,7 +160,7 @@ func TestListenResyncsAfterItsConnectionIsLost(t *testing.T) {
 	waitListening(t, b)
 	var killed int
 	if err := a.pool.QueryRow(context.Background(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE query = 'LISTEN "' || $1 || '"'`, b.channel).Scan(&killed); err != nil || killed != 1 {
+		WHERE query = $1`, listenStatement(b.channel)).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("terminate the listening session: %d sessions, %v", killed, err)
 	}
 	if e := nextEvent(t, events); e.Kind != store.EventResync {

@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/triage"
+)
+
+// A broker built with a store.Cluster (Options.Cluster) shares its database with other brokers,
+// any of which producers and workers may talk to. What must hold across brokers lives in the
+// database; this file is how one broker takes part:
+//
+//   - Wake-ups. Every write that can make a job ready publishes store.EventReady in its
+//     transaction (readyEvent, in the ops' apply functions), and an event from another broker
+//     asks for a dispatch round here, so a job enqueued on one broker reaches an idle worker on
+//     another at once. A poll every ClusterPoll, and a round after any gap in the events
+//     (EventResync), bound what a lost notification can delay.
+//   - Leadership. Maintenance that must run once runs on the leader only (isLeader): promoting
+//     scheduled jobs, the database sweep of expired leases and attempt timeouts, retention. A
+//     broker that becomes leader runs promote and sweep at once.
+//   - Leases. A broker knows only the leases it handed out or adopted. It never releases
+//     another broker's leases (Start, Shutdown), adopts a reconnecting worker's leases from the
+//     database (Open), and forgets the running leases of a closed stream, whose worker may come
+//     back on any broker. A lease the leader expired is dropped here by the local sweep
+//     (dropLostLeasesLocked); the database's fencing refuses its token meanwhile.
+
+// DefaultClusterPoll is how often a broker in a cluster runs a dispatch round with no event
+// asking for one, and its leader looks for scheduled jobs another broker stored.
+const DefaultClusterPoll = time.Second
+
+// readyEvent is what a write publishes when it may have made jobs ready.
+var readyEvent = store.Event{Kind: store.EventReady}
+
+// isLeader reports whether this broker runs the maintenance that must run once: always when it
+// is alone, else while it holds the cluster's leadership.
+func (b *Broker) isLeader() bool { return b.cluster == nil || b.leader.Load() }
+
+// Leader reports whether this broker runs the maintenance that must run once: always when it
+// is alone, else while it leads its cluster.
+func (b *Broker) Leader() bool { return b.isLeader() }
+
+// startCluster runs the broker's part in the cluster until it stops.
+func (b *Broker) startCluster() {
+	if b.cluster == nil {
+		return
+	}
+	b.clusterDone.Add(2)
+	go func() {
+		defer b.clusterDone.Done()
+		b.cluster.Listen(b.ctx, b.onClusterEvent)
+	}()
+	go func() {
+		defer b.clusterDone.Done()
+		b.cluster.Campaign(b.ctx, b.onLeadership)
+	}()
+	b.mu.Lock()
+	b.pollTimer = b.clk.AfterFunc(b.clusterPoll, b.pollTick)
+	b.mu.Unlock()
+}
+
+// onClusterEvent handles one event from the cluster. It runs on the listening goroutine and
+// must not block.
+func (b *Broker) onClusterEvent(e store.Event) {
+	switch e.Kind {
+	case store.EventReady:
+		if e.From != b.cluster.BrokerID() { // this broker's own writes signalled already
+			b.signal()
+		}
+	case store.EventResync:
+		b.signal()
+	}
+}
+
+// onLeadership is called by the campaign when this broker becomes or stops being the leader.
+func (b *Broker) onLeadership(leader bool) {
+	b.leader.Store(leader)
+	if !leader {
+		b.mu.Lock()
+		if b.schedTimer != nil {
+			b.schedTimer.Stop()
+			b.schedTimer = nil
+		}
+		b.mu.Unlock()
+		return
+	}
+	// Nothing the last leader left undone waits for a timer.
+	go func() {
+		b.promote(0)
+		b.Sweep()
+	}()
+}
+
+// pollTick asks for a dispatch round and, on the leader, promotes scheduled jobs (which also
+// arms the timer for the next one, stored through any broker), then arms the next poll.
+func (b *Broker) pollTick() {
+	b.signal()
+	if b.isLeader() {
+		b.promote(0)
+	}
+	b.mu.Lock()
+	if !b.shuttingDown {
+		b.pollTimer = b.clk.AfterFunc(b.clusterPoll, b.pollTick)
+	}
+	b.mu.Unlock()
+}
+
+// dropLostLeasesLocked forgets, in a cluster, the leases whose deadline passed more than a sweep
+// interval ago: the leader's sweep has ended them in the database by now (their token is
+// refused there), so their workers are told to stop and their capacity is freed. Alone, the
+// broker's own sweep ends them as it stores the expiry.
+func (b *Broker) dropLostLeasesLocked(now time.Time) {
+	if b.cluster == nil {
+		return
+	}
+	grace := b.cfg.SweepInterval
+	for _, l := range b.leases {
+		if l.finishing {
+			continue
+		}
+		reason, kind := CancelLeaseLost, breaker.LeaseExpired
+		switch {
+		case l.started && now.After(l.startedAt.Add(l.job.AttemptTimeout).Add(grace)):
+			reason, kind = CancelTimeout, breaker.Timeout
+		case now.After(l.deadline.Add(grace)):
+		default:
+			continue
+		}
+		sess := l.sess
+		if l.started {
+			b.endLeaseLocked(l, permitFailed, kind)
+		} else {
+			b.endLeaseLocked(l, permitReleased, 0)
+		}
+		if sess != nil {
+			sess.out.push(Cancel{Ref: l.ref, Reason: reason})
+		}
+	}
+}
+
+// releaseOwnLeases hands back, at shutdown in a cluster, the leases this broker handed out
+// whose user code never started, each fenced by its token; other brokers' leases are theirs.
+func (b *Broker) releaseOwnLeases(ctx context.Context) error {
+	b.mu.Lock()
+	var refs []job.LeaseRef
+	for _, l := range b.leases {
+		if !l.started && !l.finishing {
+			refs = append(refs, l.ref)
+		}
+	}
+	b.mu.Unlock()
+	if len(refs) == 0 {
+		return nil
+	}
+	return b.st.Write(ctx, "shutdown_release", func(tx store.Tx) error {
+		for _, r := range refs {
+			if _, err := tx.JobRelease(r); err != nil {
+				return err
+			}
+		}
+		tx.Publish(readyEvent)
+		return nil
+	})
+}
+
+// leasesInStore reads, in a cluster, the jobs whose lease is (or was last) each of refs: a job
+// leased again since, or gone, is left out. One transaction reads them all.
+func (b *Broker) leasesInStore(ctx context.Context, refs []job.LeaseRef) (map[job.LeaseRef]*job.Job, error) {
+	out := make(map[job.LeaseRef]*job.Job)
+	if len(refs) == 0 {
+		return out, nil
+	}
+	err := b.do(ctx, "adopt", func(tx store.Tx) error {
+		clear(out)
+		ids := make([]int64, len(refs))
+		for i, r := range refs {
+			ids[i] = r.JobID
+		}
+		jobs, err := tx.JobGetMany(ids)
+		if err != nil {
+			return err
+		}
+		byID := make(map[int64]*job.Job, len(jobs))
+		for _, j := range jobs {
+			byID[j.ID] = j
+		}
+		for _, r := range refs {
+			if j := byID[r.JobID]; j != nil && j.LeaseToken == r.Token {
+				out[r] = j
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// resultStored reports whether j, read under the token of a lease granted to workerID, shows
+// that lease's result stored: it moved on from LEASED or RUNNING under that token without
+// being released (a release, or the expiry of a lease never started, clears the worker).
+func resultStored(j *job.Job, workerID string) bool {
+	return j != nil && !j.State.Held() && j.WorkerID != "" && j.WorkerID == workerID
+}
+
+// storedResult answers, in a cluster, a result for a lease this broker does not hold
+// whose result is stored already (sent first through another broker, or before a restart):
+// the same outcome gets the decision the database shows, another outcome is refused. It
+// reports whether it answered.
+func (s *Session) storedResult(ctx context.Context, ref job.LeaseRef, success bool) bool {
+	b := s.b
+	if b.cluster == nil {
+		return false
+	}
+	jobs, err := b.st.JobGetMany(ctx, []int64{ref.JobID})
+	if err != nil || len(jobs) == 0 || jobs[0].LeaseToken != ref.Token || !resultStored(jobs[0], s.workerID) {
+		return false
+	}
+	j := jobs[0]
+	var d triage.Decision
+	switch {
+	case j.State == job.StateSucceeded && success:
+		d = triage.Success()
+	case j.State == job.StateDead && !success:
+		d = triage.Decision{Verdict: triage.Dead, Reason: j.DeadReason}
+	case (j.State == job.StatePending || j.State == job.StateScheduled) && !success:
+		d = triage.Decision{Verdict: triage.Retry, RetryAt: j.RunAt}
+	default:
+		s.refuse(ref, AboutResult, RefusedStale, "a different result for this lease is already stored")
+		return true
+	}
+	s.out.push(ResultAck{Ref: ref, Decision: d})
+	return true
+}

@@ -1,0 +1,204 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokertest"
+)
+
+// noPoll is a dispatch poll the tests never reach on the fake clock: whatever a broker does, an
+// event made it do.
+const noPoll = 1000 * time.Hour
+
+// twoBrokers starts broker a, waits until it leads, and starts b on its database; both listen.
+func twoBrokers(t *testing.T) (a, b *brokertest.Bundle) {
+	t.Helper()
+	a = brokertest.New(t, brokertest.Options{Cluster: true, ClusterPoll: noPoll})
+	a.WaitLeader()
+	b = brokertest.New(t, brokertest.Options{Join: a, ClusterPoll: noPoll})
+	a.WaitListening(2)
+	return a, b
+}
+
+func spec(typ string) *jobwirev1.JobSpec {
+	return &jobwirev1.JobSpec{Type: typ, Payload: []byte(`{}`)}
+}
+
+// A job enqueued through one broker is started by an idle worker connected to another at once:
+// the enqueue's commit notifies the other broker. Neither broker's dispatch poll runs (the fake
+// clock never reaches it), so only the notification can have woken it.
+func TestClusterJobEnqueuedOnOneBrokerStartsOnAnother(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	id := a.Enqueue(spec("t"))
+	got := w.Assignment()
+	if got.GetJob().GetId() != id {
+		t.Fatalf("the worker on the second broker got job %d, want %d", got.GetJob().GetId(), id)
+	}
+	w.Started(got)
+	ack(t, w.Succeed(got))
+	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+}
+
+// A worker whose stream broke reconnects to another broker with the lease it holds: that broker
+// adopts it from the database, and the result it then sends is accepted.
+func TestClusterWorkerKeepsItsLeaseOnAnotherBroker(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := a.Connect(brokertest.Hello("w1", 1, "t"))
+	id := a.Enqueue(spec("t"))
+	got := w.Assignment()
+	w.Started(got)
+	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	w.Kill()
+
+	hello := brokertest.Hello("w1", 1, "t")
+	hello.Held = []*jobwirev1.LeaseRef{brokertest.Ref(got)}
+	w2 := b.Connect(hello)
+	if lost := w2.Welcome.GetLost(); len(lost) != 0 {
+		t.Fatalf("the second broker lists %v lost, want the running lease adopted", lost)
+	}
+	ack(t, w2.Succeed(got))
+	j := waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	if n := j.GetAttempts(); n != 1 {
+		t.Fatalf("job after the result through another broker: %d attempts, want 1", n)
+	}
+
+	// The same result sent again, to the broker it was first meant for, is answered as stored,
+	// and a reconnect that still lists the lease does not call it lost.
+	w3 := a.Connect(hello)
+	if lost := w3.Welcome.GetLost(); len(lost) != 0 {
+		t.Fatalf("after its result was stored the lease is listed lost: %v", lost)
+	}
+	ack(t, w3.Succeed(got))
+}
+
+// A lease that is no longer current is refused by whichever broker receives its token: another
+// worker holds the job through the other broker under a newer token.
+func TestClusterStaleTokenIsRefusedByEveryBroker(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w1 := a.Connect(brokertest.Hello("w1", 1, "t"))
+	id := a.Enqueue(spec("t"))
+	old := w1.Assignment()
+	w1.Kill() // never started: the lease goes back, and the job to the next worker
+
+	w2 := b.Connect(brokertest.Hello("w2", 1, "t"))
+	cur := w2.Assignment()
+	if cur.GetJob().GetId() != id || cur.GetLeaseToken() == old.GetLeaseToken() {
+		t.Fatalf("second lease: job %d token %s, want job %d under a new token", cur.GetJob().GetId(), cur.GetLeaseToken(), id)
+	}
+	for name, bundle := range map[string]*brokertest.Bundle{"first": a, "second": b} {
+		hello := brokertest.Hello("w1", 1, "t")
+		hello.Held = []*jobwirev1.LeaseRef{brokertest.Ref(old)}
+		w := bundle.Connect(hello)
+		if lost := w.Welcome.GetLost(); len(lost) != 1 {
+			t.Fatalf("%s broker: a stale lease is not listed lost: %v", name, lost)
+		}
+		if r := w.Succeed(old).GetRefused(); r == nil || codes.Code(r.GetCode()) != codes.FailedPrecondition {
+			t.Fatalf("%s broker: a result under a stale token got %v, want it refused as stale", name, r)
+		}
+		w.Kill()
+	}
+	w2.Started(cur)
+	ack(t, w2.Succeed(cur))
+	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+}
+
+// A broker that restarts, or stops, hands back none of the other brokers' leases: a job leased
+// and one running through the first broker keep their leases in the database.
+func TestClusterRestartKeepsOtherBrokersLeases(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := a.Connect(brokertest.Hello("w1", 2, "t"))
+	running := a.Enqueue(spec("t"))
+	leased := a.Enqueue(spec("t"))
+	first, second := w.Assignment(), w.Assignment()
+	if first.GetJob().GetId() != running {
+		first, second = second, first
+	}
+	w.Started(first)
+	waitState(t, a, running, jobwirev1.JobState_JOB_STATE_RUNNING)
+	before := map[int64]string{running: storedLease(t, a, running), leased: storedLease(t, a, leased)}
+
+	b.Restart()
+	b.Stop()
+	for id, lease := range before {
+		if after := storedLease(t, a, id); after != lease {
+			t.Fatalf("job %d after another broker restarted and stopped: %s, was %s", id, after, lease)
+		}
+	}
+	ack(t, w.Succeed(first))
+	w.Started(second)
+	ack(t, w.Succeed(second))
+}
+
+// When the leader stops, another broker leads and runs the maintenance: it promotes a job
+// scheduled through the old leader, and ends the lease of a worker that went silent on it,
+// whose job then reaches a worker on the new leader.
+func TestClusterLeaderFailoverRunsMaintenance(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	if b.Broker.Leader() {
+		t.Fatal("two brokers lead")
+	}
+	silent := a.Connect(brokertest.Hello("silent", 1, "t"))
+	expiring := a.Enqueue(spec("t"))
+	lost := silent.Assignment()
+	silent.Started(lost)
+	waitState(t, a, expiring, jobwirev1.JobState_JOB_STATE_RUNNING)
+	scheduled := a.Enqueue(&jobwirev1.JobSpec{Type: "t", Payload: []byte(`{}`),
+		Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(10 * time.Second)}})
+
+	// The leader goes; its worker is cut off with it and never comes back.
+	a.Stop()
+	b.WaitLeader()
+	w := b.Connect(brokertest.Hello("w2", 2, "t"))
+	b.Clock.Advance(10 * time.Second) // the scheduled job is due, the silent worker's lease is not over
+	got := w.Assignment()
+	if got.GetJob().GetId() != scheduled {
+		t.Fatalf("after failover the new leader handed out job %d, want the scheduled job %d", got.GetJob().GetId(), scheduled)
+	}
+	// The silent worker's lease runs out (it was taken 10s ago); the new one's has time left.
+	b.Advance(brokertest.DefaultConfig().LeaseDuration - 10*time.Second)
+	waitNotState(t, b, expiring, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.Clock.Advance(5 * time.Second) // its retry's backoff (3s and up to 1s of jitter)
+	again := w.Assignment()
+	if again.GetJob().GetId() != expiring {
+		t.Fatalf("after its lease expired the new leader handed out job %d, want %d", again.GetJob().GetId(), expiring)
+	}
+	if again.GetAttempt() != 2 {
+		t.Fatalf("the expired job's next attempt is %d, want 2", again.GetAttempt())
+	}
+}
+
+// A broker that does not lead learns that the leader ended one of its leases: its worker is told
+// to stop, and the job goes on elsewhere.
+func TestClusterNonLeaderDropsALeaseTheLeaderExpired(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	id := a.Enqueue(spec("t"))
+	got := w.Assignment()
+	w.Started(got)
+	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	a.Advance(brokertest.DefaultConfig().LeaseDuration + brokertest.DefaultConfig().SweepInterval)
+	waitNotState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.Advance(brokertest.DefaultConfig().SweepInterval) // the non-leader's own sweep
+	m := w.Next()
+	if c := m.GetCancel(); c == nil || c.GetJobId() != id || c.GetReason() != jobwirev1.CancelReason_CANCEL_REASON_LEASE_LOST {
+		t.Fatalf("worker of an expired lease got %v, want a cancel for lease lost", m)
+	}
+}
+
+// waitNotState polls the job until it leaves state.
+func waitNotState(t *testing.T, b *brokertest.Bundle, id int64, state jobwirev1.JobState) {
+	t.Helper()
+	waitFor(t, func() bool { return getJob(t, b, id).GetState() != state })
+}
