@@ -202,6 +202,25 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 		break
 	}
 	settled := time.Since(began)
+
+	clients := map[int]*client.Client{}
+	for _, i := range brokers.live() {
+		c, err := client.Dial(ctx, brokers.addrs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	// Where the workers ended up, after their brokers died under them.
+	spread := make([]int, set.brokers)
+	for i, c := range clients {
+		ws, err := c.ListWorkers(ctx)
+		if err != nil {
+			t.Fatalf("broker %d: ListWorkers: %v", i, err)
+		}
+		spread[i] = len(ws)
+	}
 	stopWorkers()
 	if workersErr != nil {
 		t.Errorf("workers: %v", workersErr)
@@ -223,15 +242,6 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	bad = append(bad, l.zombie.accepted...)
 	bad = append(bad, brokers.problems()...)
 
-	clients := map[int]*client.Client{}
-	for _, i := range brokers.live() {
-		c, err := client.Dial(ctx, brokers.addrs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		clients[i] = c
-	}
 	view, err := agreeOnBreakers(ctx, clients, 15*time.Second)
 	if err != nil {
 		bad = append(bad, err.Error())
@@ -239,9 +249,9 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 
 	t.Logf("%d jobs acknowledged by %s (%d enqueue calls retried), all final by %s: %d SUCCEEDED, %d DEAD "+
 		"(%d of them jobs meant to succeed whose every attempt was lost or failed), %d attempts lost with a lease, "+
-		"%d successes under a lease that was no longer the job's; %d brokers killed; %s; breakers %v",
+		"%d successes under a lease that was no longer the job's; %d brokers killed; workers per broker at the end %v; %s; breakers %v",
 		len(ids), produced.Round(time.Millisecond), p.retries, settled.Round(time.Millisecond), tl.succeeded, tl.dead,
-		tl.unlucky, tl.leaseExpired, tl.staleRuns, brokers.kills, l.zombie, view)
+		tl.unlucky, tl.leaseExpired, tl.staleRuns, brokers.kills, spread, l.zombie, view)
 	if left > 0 {
 		t.Errorf("%d acknowledged jobs were still not final 2 minutes after the kills stopped", left)
 	}
