@@ -212,14 +212,23 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 		defer c.Close()
 		clients[i] = c
 	}
-	// Where the workers ended up, after their brokers died under them.
+	// Where the workers ended up, after their brokers died under them, once every one is back
+	// (or 10s have passed: this is for the log only).
 	spread := make([]int, set.brokers)
-	for i, c := range clients {
-		ws, err := c.ListWorkers(ctx)
-		if err != nil {
-			t.Fatalf("broker %d: ListWorkers: %v", i, err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		sum := 0
+		for i, c := range clients {
+			ws, err := c.ListWorkers(ctx)
+			if err != nil {
+				t.Fatalf("broker %d: ListWorkers: %v", i, err)
+			}
+			spread[i] = len(ws)
+			sum += len(ws)
 		}
-		spread[i] = len(ws)
+		if sum >= set.workers || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	stopWorkers()
 	if workersErr != nil {
