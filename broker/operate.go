@@ -99,8 +99,8 @@ type DeadErrorGroup struct {
 	Count         int64
 	LastSeen      time.Time
 	SampleMessage string
-	// Fingerprint, when set, narrows the group to the jobs of ErrorType whose message has this
-	// fingerprint (a generic error type is split this way).
+	// Fingerprint is set on the groups TopDeadErrors splits a generic error type into: the
+	// Fingerprint of the messages of the group's jobs.
 	Fingerprint string
 }
 
