@@ -511,6 +511,8 @@ func (b *Broker) promote(gen uint64) {
 	})
 	b.mu.Lock()
 	switch {
+	case errors.Is(err, ErrShuttingDown):
+		// A promote the leadership or the cluster poll started as the broker stopped.
 	case err != nil:
 		b.log.Error("promote scheduled jobs", "err", err)
 		b.scheduleLocked(b.now().Add(time.Second))

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -99,7 +100,9 @@ func (b *Broker) Sweep() {
 		return nil
 	})
 	if err != nil {
-		b.log.Error("sweep expired leases", "err", err)
+		if !errors.Is(err, ErrShuttingDown) {
+			b.log.Error("sweep expired leases", "err", err)
+		}
 		return
 	}
 	if len(outs) == 0 {

@@ -261,12 +261,17 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 		}
 		if conn != nil {
 			if err := s.heartbeat(ctx, conn); err != nil {
+				if ctx.Err() != nil {
+					return // stopping, not lost
+				}
 				stop(err)
 			}
 		}
 		if conn != nil && !leader {
 			ok, err := s.tryLead(ctx, conn)
 			switch {
+			case err != nil && ctx.Err() != nil:
+				return
 			case err != nil:
 				stop(err)
 			case ok:
