@@ -46,6 +46,8 @@ type Options struct {
 	// and how often the leader checks its hold on it (see Campaign). Zero:
 	// DefaultElectionInterval.
 	ElectionInterval time.Duration
+
+	tracer pgx.QueryTracer // tests: sees every statement and batch the connections send
 }
 
 // DefaultMaxConns is the pool size when neither Options nor the URL set one: the writer and the
@@ -120,6 +122,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	} else if !hasParam(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -181,7 +186,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 	receipt := s.receipts.Add(1)
 	mayHaveCommitted := false
 	return unavailable(s.retry.Do(ctx, op, func(ctx context.Context) error {
-		ptx, err := s.pool.Begin(ctx)
+		ptx, err := beginPipe(ctx, s.pool)
 		if err != nil {
 			return err
 		}
@@ -220,9 +225,8 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 const receiptSlots = 64
 
 func (t *tx) storeReceipt(broker, receipt int64) error {
-	_, err := t.tx.Exec(t.ctx, `INSERT INTO write_receipts (broker, slot, receipt) VALUES ($1, $2, $3)
+	return t.hold(`INSERT INTO write_receipts (broker, slot, receipt) VALUES ($1, $2, $3)
 		ON CONFLICT (broker, slot) DO UPDATE SET receipt = excluded.receipt`, broker, receipt%receiptSlots, receipt)
-	return err
 }
 
 func (t *tx) receiptStored(broker, receipt int64) (bool, error) {

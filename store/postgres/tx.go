@@ -47,6 +47,18 @@ func (t *tx) exec(sql string, args ...any) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
+// hold runs a statement whose only answer is success or failure: it is sent with the
+// transaction's next statement that returns something, or with COMMIT (see pipeTx), and an
+// error of its own fails that one.
+func (t *tx) hold(sql string, args ...any) error {
+	if p, ok := t.tx.(*pipeTx); ok {
+		p.hold(sql, args...)
+		return nil
+	}
+	_, err := t.tx.Exec(t.ctx, sql, args...)
+	return err
+}
+
 func (t *tx) queryJobs(sql string, args ...any) ([]*job.Job, error) {
 	return scanJobs(t.tx.Query(t.ctx, sql, args...))
 }
@@ -67,6 +79,11 @@ func (t *tx) Isolated(fn func() error) error {
 	outer, created := t.tx, len(t.newQueues)
 	t.tx = sp
 	ferr := fn()
+	if ferr == nil {
+		if p, ok := sp.(*pipeTx); ok && p.data > 0 {
+			ferr = p.flush(t.ctx) // what fn held must fail here, inside the savepoint
+		}
+	}
 	t.tx = outer
 	if ferr != nil {
 		if _, transient := Classify(ferr); transient {
@@ -138,8 +155,7 @@ func payloadOf(p *store.JobInsertParams) []byte {
 }
 
 // JobInsertMany inserts jobs in order: runs of jobs without an idempotency key go in with one
-// statement each, their ids drawn from the identity sequence first so that ids follow the
-// order of the call.
+// statement each, whose ids follow the order of the call.
 func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
 	out := make([]store.JobInsertResult, len(ps))
 	for i := 0; i < len(ps); {
@@ -164,29 +180,27 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 	return out, nil
 }
 
+// insertRunSQL inserts the jobs of its arrays with ids drawn from the identity sequence, the
+// lowest to the first job: the ids are drawn once (a materialized CTE is never evaluated
+// again), numbered in ascending order and joined to the jobs by position. The sequence is
+// named rather than looked up: pg_get_serial_sequence, evaluated once per row, cost ten times
+// what nextval does.
+const insertRunSQL = `WITH drawn AS MATERIALIZED (
+	SELECT id, row_number() OVER (ORDER BY id) AS n
+	FROM (SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, cardinality($1::text[]))) ids
+)
+INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at, created_at,
+	attempt_timeout_ns, metadata)
+SELECT drawn.id, u.type, u.queue, u.payload, u.priority, u.state, u.max_attempts, u.run_at, u.created_at,
+	u.timeout, u.metadata::jsonb
+FROM unnest($1::text[], $2::text[], $3::bytea[], $4::integer[], $5::smallint[], $6::integer[],
+	$7::bigint[], $8::bigint[], $9::bigint[], $10::text[])
+	WITH ORDINALITY AS u(type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata, n)
+JOIN drawn ON drawn.n = u.n
+RETURNING id`
+
 // insertRun inserts jobs without idempotency keys with one statement.
 func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
-	ids := make([]int64, 0, len(ps))
-	rows, err := t.tx.Query(t.ctx, `SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, $1)`, len(ps))
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(ids) != len(ps) {
-		return fmt.Errorf("drew %d job ids for %d jobs", len(ids), len(ps))
-	}
-	slices.Sort(ids)
 	var (
 		types, queues                   = make([]string, len(ps)), make([]string, len(ps))
 		payloads                        = make([][]byte, len(ps))
@@ -200,19 +214,26 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 			return err
 		}
 		st := initialState(p)
-		out[i] = store.JobInsertResult{ID: ids[i], State: st, RunAt: p.RunAt}
+		out[i] = store.JobInsertResult{State: st, RunAt: p.RunAt}
 		types[i], queues[i], payloads[i] = p.Type, p.Queue, payloadOf(p)
 		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
 		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
 	}
-	if _, err := t.exec(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
-		created_at, attempt_timeout_ns, metadata)
-		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
-			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
-			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata)`,
-		ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts, metas); err != nil {
+	rows, err := t.tx.Query(t.ctx, insertRunSQL, types, queues, payloads, priorities, states, maxAttempts,
+		runAts, created, timeouts, metas)
+	if err != nil {
 		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	if len(ids) != len(ps) {
+		return fmt.Errorf("inserted %d jobs of %d", len(ids), len(ps))
+	}
+	slices.Sort(ids) // RETURNING keeps no order; the lowest id is the first job's
+	for i := range out {
+		out[i].ID = ids[i]
 	}
 	for _, q := range queues {
 		if err := t.ensureQueue(q); err != nil {
@@ -227,7 +248,7 @@ func (t *tx) ensureQueue(name string) error {
 	if t.queues.known(name) || slices.Contains(t.newQueues, name) {
 		return nil
 	}
-	if _, err := t.exec(`INSERT INTO queues (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
+	if err := t.hold(`INSERT INTO queues (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
 		return err
 	}
 	t.newQueues = append(t.newQueues, name)
@@ -403,7 +424,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 			return false, err
 		}
 	}
-	_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+	err = t.hold(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 		failure_kind, error_type, message, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (job_id, number) DO UPDATE SET finished_at = excluded.finished_at,
 		outcome = excluded.outcome, failure_kind = excluded.failure_kind,
@@ -412,6 +433,22 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		int16(a.FailureKind), a.ErrorType, a.Message, a.Details)
 	return err == nil, err
 }
+
+// succeedManySQL stores successes fenced by their leases, adds them to the finished totals by
+// the jobs' own queue and type, and returns the leases it changed. A lease listed twice
+// changes its job once and is counted once.
+const succeedManySQL = `WITH done AS (
+	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished
+	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
+		AS u(id, seq, secret, attempts, started, finished)
+	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
+	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret, jobs.queue, jobs.type
+), totals AS (
+	INSERT INTO finished_totals (queue, type, state, n)
+	SELECT queue, type, 5, count(*) FROM done GROUP BY queue, type
+	ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n
+)
+SELECT id, lease_token, lease_secret FROM done`
 
 // JobSucceedMany writes a batch of successes with one statement, which returns the jobs it
 // changed: the others are checked one by one for a result stored before.
@@ -428,12 +465,7 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		ids[i], seqs[i], secrets[i] = p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:]
 		attempts[i], started[i], finished[i] = int32(p.Attempt.Number), nanos(p.Attempt.StartedAt), nanos(p.Now)
 	}
-	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started,
-		finished_at = u.finished
-		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
-			AS u(id, seq, secret, attempts, started, finished)
-		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
-		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets, attempts, started, finished)
+	rows, err := t.tx.Query(t.ctx, succeedManySQL, ids, seqs, secrets, attempts, started, finished)
 	if err != nil {
 		return nil, err
 	}
@@ -441,21 +473,13 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ queue, typ string }
-	succeeded := make(map[key]int, 1)
 	for i, p := range ps {
 		if changed[p.Ref] {
 			applied[i] = true
-			succeeded[key{p.Queue, p.Type}]++
-			delete(changed, p.Ref) // a result listed twice counts once
+			delete(changed, p.Ref) // a result listed twice is applied once
 			continue
 		}
 		if applied[i], err = t.alreadyApplied(p.Ref, job.StateSucceeded, p.Attempt.Number); err != nil {
-			return nil, err
-		}
-	}
-	for k, c := range succeeded {
-		if err := t.addFinished(k.queue, k.typ, job.StateSucceeded, c); err != nil {
 			return nil, err
 		}
 	}
@@ -627,7 +651,6 @@ func (t *tx) addFinished(queue, typ string, state job.State, n int) error {
 	if queue == "" || typ == "" {
 		return fmt.Errorf("finished totals: a job of queue %q and type %q", queue, typ)
 	}
-	_, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n) VALUES ($1, $2, $3, $4)
+	return t.hold(`INSERT INTO finished_totals (queue, type, state, n) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n`, queue, typ, int16(state), n)
-	return err
 }

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -60,15 +62,23 @@ func testInsertAndGet(t *testing.T, b *bundle) {
 	if _, err := b.s.JobGet(b.ctx, res[2].ID+100); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("JobGet of a missing job: %v, want ErrNotFound", err)
 	}
-	// Many jobs in one call (more than a store's multi-row chunk) keep the order of the call.
+	// Many jobs in one call (more than a store's multi-row chunk) keep the order of the call,
+	// and each id names its own job.
 	var many []*store.JobInsertParams
-	for range 70 {
-		many = append(many, b.job("bulk"))
+	for i := range 70 {
+		p := b.job("bulk")
+		p.Payload, p.Priority = fmt.Appendf(nil, `{"n":%d}`, i), i
+		many = append(many, p)
 	}
 	got := b.insert(many...)
 	for i := 1; i < len(got); i++ {
 		if got[i] <= got[i-1] {
 			t.Fatalf("ids of one call %v: want increasing", got)
+		}
+	}
+	for i, id := range got {
+		if j := b.get(id); !bytes.Equal(j.Payload, many[i].Payload) || j.Priority != i {
+			t.Fatalf("job %d, the call's job %d: payload %s, priority %d; want %s, %d", id, i, j.Payload, j.Priority, many[i].Payload, i)
 		}
 	}
 }

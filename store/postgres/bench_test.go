@@ -1,0 +1,136 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+)
+
+// benchBatch is how many jobs each BenchmarkWriterCycle transaction inserts, leases and
+// finishes: about what one group commit carries under load.
+const benchBatch = 100
+
+// BenchmarkWriterCycle is the broker writer's steady state under load, one transaction per
+// iteration: insert benchBatch jobs, store the successes of the jobs the previous iteration
+// leased, and lease benchBatch ready jobs (in a savepoint, as dispatch does). The table starts
+// with 100,000 finished jobs, so a statement that reads history instead of the partial indexes
+// shows. ns/op is one such transaction: benchBatch jobs inserted, leased and finished.
+func BenchmarkWriterCycle(b *testing.B) {
+	ctx := context.Background()
+	// One connection, so that its server process is the one doing every iteration's work.
+	s, err := Open(ctx, pgtest.URL(b), Options{MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Unix(1_800_000_000, 0)
+	fillFinished(ctx, b, s, 100_000, now)
+	batch := make([]*store.JobInsertParams, benchBatch)
+	for i := range batch {
+		batch[i] = &store.JobInsertParams{Type: "bench", Queue: "default", Payload: []byte(`{"n":1}`),
+			MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}
+	}
+	lease := store.JobLeaseParams{Types: []string{"bench"}, Limit: benchBatch, WorkerID: "bench",
+		Now: now, LeaseUntil: now.Add(time.Minute)}
+	var held []*job.Job
+	server := serverCPU(ctx, b, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		err := s.Write(ctx, "cycle", func(tx store.Tx) error {
+			if _, err := tx.JobInsertMany(batch); err != nil {
+				return err
+			}
+			finish := make([]*store.JobFinishParams, len(held))
+			for i, j := range held {
+				finish[i] = &store.JobFinishParams{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+					Queue: j.Queue, Type: j.Type, State: job.StateSucceeded, Now: now,
+					Attempt: job.Attempt{Number: 1, WorkerID: "bench", StartedAt: now, FinishedAt: now,
+						Outcome: job.OutcomeSucceeded}}
+			}
+			applied, err := tx.JobSucceedMany(finish)
+			if err != nil {
+				return err
+			}
+			for i, ok := range applied {
+				if !ok {
+					return fmt.Errorf("job %d: success refused", held[i].ID)
+				}
+			}
+			return tx.Isolated(func() error {
+				var err error
+				held, err = tx.JobLease(&lease)
+				return err
+			})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(held) != benchBatch {
+			b.Fatalf("leased %d jobs, want %d", len(held), benchBatch)
+		}
+	}
+	b.StopTimer()
+	if used, ok := server(); ok {
+		// The server's own CPU time, unlike ns/op, barely moves with what else the machine runs.
+		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "server-µs/op")
+	}
+}
+
+// serverCPU returns a function that reports how much CPU time the server process behind the
+// store's one connection has used since; false when that process cannot be read (a server on
+// another machine).
+func serverCPU(ctx context.Context, tb testing.TB, s *Store) func() (time.Duration, bool) {
+	tb.Helper()
+	var pid int32
+	if err := s.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		tb.Fatal(err)
+	}
+	read := func() (time.Duration, bool) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		// The fields after the command (which may hold spaces) close with ")": utime and
+		// stime are the 12th and 13th of them, in clock ticks (100 a second on Linux).
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			return 0, false
+		}
+		user, err1 := strconv.ParseInt(f[11], 10, 64)
+		sys, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, false
+		}
+		return time.Duration(user+sys) * 10 * time.Millisecond, true
+	}
+	start, ok := read()
+	return func() (time.Duration, bool) {
+		now, ok2 := read()
+		return now - start, ok && ok2
+	}
+}
+
+// fillFinished inserts n SUCCEEDED jobs of type "old".
+func fillFinished(ctx context.Context, tb testing.TB, s *Store, n int, now time.Time) {
+	tb.Helper()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at,
+		created_at, finished_at, attempt_timeout_ns, attempts)
+		SELECT 'old', 'default', '\x7b7d', 5, 3, $1, $1, $1, 60000000000, 1 FROM generate_series(1, $2)`,
+		nanos(now.Add(-time.Hour)), n); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE jobs`); err != nil {
+		tb.Fatal(err)
+	}
+}

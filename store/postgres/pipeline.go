@@ -1,0 +1,329 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pipeTx is a write transaction that saves round trips to the server. The statements whose
+// answer nobody waits for (BEGIN, savepoints, the write receipt, finished totals, a new
+// queue's row) are held and sent, in order, in one pgx batch with the next statement that is
+// waited for, or with COMMIT. A group commit that leases, finishes and inserts jobs thus costs
+// a round trip per statement that returns something, not one per statement. A held statement
+// that fails fails the statement it was sent with: the transaction is aborted either way, and
+// the error is the server's own, so Classify reads it as before.
+//
+// It is a pgx.Tx, so code written against one (and savepoints through Begin) works unchanged;
+// LargeObjects is the exception: the store keeps no large objects.
+type pipeTx struct {
+	*pipe
+	savepoint int // 0: the transaction itself; n: the savepoint sp_n (Begin)
+	closed    bool
+}
+
+// pipe is the state a transaction's savepoints share with it.
+type pipe struct {
+	pc    *pgxpool.Conn
+	conn  *pgx.Conn
+	held  []heldStmt
+	data  int // held statements that change data (not BEGIN or a savepoint's)
+	nest  int // savepoints taken
+	ended bool
+}
+
+type heldStmt struct {
+	sql  string
+	args []any
+}
+
+var _ pgx.Tx = (*pipeTx)(nil)
+
+// beginPipe takes a pooled connection and holds BEGIN: it is sent with the first statement.
+func beginPipe(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pipeTx{pipe: &pipe{pc: pc, conn: pc.Conn(), held: []heldStmt{{sql: "BEGIN"}}}}, nil
+}
+
+// hold queues a statement whose only answer is success or failure, to be sent with the next
+// one that is waited for.
+func (p *pipe) hold(sql string, args ...any) {
+	p.held = append(p.held, heldStmt{sql: sql, args: args})
+	p.data++
+}
+
+func (p *pipe) holdControl(sql string) { p.held = append(p.held, heldStmt{sql: sql}) }
+
+// send sends the held statements and then sql, as one batch, and returns the results of sql
+// to read (the caller closes them); the held statements' errors come first.
+func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if p.ended {
+		return nil, pgx.ErrTxClosed
+	}
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(p.held)+1)}
+	for _, h := range p.held {
+		b.Queue(h.sql, h.args...)
+	}
+	b.Queue(sql, args...)
+	held := len(p.held)
+	p.held, p.data = p.held[:0], 0
+	br := p.conn.SendBatch(ctx, b)
+	for range held {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+// flush sends what is held now, so that the errors of held statements are known (at the end
+// of a savepoint, say).
+func (p *pipe) flush(ctx context.Context) error {
+	if len(p.held) == 0 {
+		return nil
+	}
+	last := p.held[len(p.held)-1]
+	p.held = p.held[:len(p.held)-1]
+	_, err := p.Exec(ctx, last.sql, last.args...)
+	return err
+}
+
+func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if len(p.held) == 0 {
+		if p.ended {
+			return pgconn.CommandTag{}, pgx.ErrTxClosed
+		}
+		return p.conn.Exec(ctx, sql, args...)
+	}
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	return tag, errors.Join(err, br.Close())
+}
+
+func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if len(p.held) == 0 {
+		if p.ended {
+			return nil, pgx.ErrTxClosed
+		}
+		return p.conn.Query(ctx, sql, args...)
+	}
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, errors.Join(err, br.Close())
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	return &pipeRow{rows: rows, err: err}
+}
+
+func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if len(p.held) > 0 {
+		held := &pgx.Batch{}
+		for _, h := range p.held {
+			held.Queue(h.sql, h.args...)
+		}
+		b.QueuedQueries = append(held.QueuedQueries, b.QueuedQueries...)
+		p.held, p.data = p.held[:0], 0
+		return &skipResults{BatchResults: p.conn.SendBatch(ctx, b), skip: len(held.QueuedQueries)}
+	}
+	return p.conn.SendBatch(ctx, b)
+}
+
+func (p *pipe) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if err := p.flush(ctx); err != nil {
+		return 0, err
+	}
+	return p.conn.CopyFrom(ctx, table, columns, src)
+}
+
+func (p *pipe) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return p.conn.Prepare(ctx, name, sql)
+}
+
+// LargeObjects is not supported: the store keeps none.
+func (p *pipe) LargeObjects() pgx.LargeObjects {
+	panic("postgres: large objects are not supported in a write")
+}
+
+func (p *pipe) Conn() *pgx.Conn { return p.conn }
+
+// Begin holds a SAVEPOINT; its Commit and Rollback hold the statements that end it.
+func (t *pipeTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if t.closed || t.ended {
+		return nil, pgx.ErrTxClosed
+	}
+	t.nest++
+	t.holdControl("SAVEPOINT sp_" + strconv.Itoa(t.nest))
+	return &pipeTx{pipe: t.pipe, savepoint: t.nest}, nil
+}
+
+// Commit commits the transaction, sending what is held with COMMIT in one batch, and gives
+// the connection back to the pool; on a savepoint it holds RELEASE SAVEPOINT.
+func (t *pipeTx) Commit(ctx context.Context) error {
+	if t.closed || t.ended {
+		return pgx.ErrTxClosed
+	}
+	t.closed = true
+	if t.savepoint > 0 {
+		t.holdControl("RELEASE SAVEPOINT sp_" + strconv.Itoa(t.savepoint))
+		return nil
+	}
+	tag, err := t.Exec(ctx, "COMMIT")
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		// As pgx does: a transaction that cannot be ended cleanly goes with its connection.
+		if t.conn.PgConn().TxStatus() != 'I' {
+			_ = t.conn.Close(ctx)
+		}
+		t.end()
+		return err
+	}
+	t.end()
+	return nil
+}
+
+// Rollback rolls the transaction back and gives the connection back to the pool; on a
+// savepoint it holds ROLLBACK TO SAVEPOINT.
+func (t *pipeTx) Rollback(ctx context.Context) error {
+	if t.closed || t.ended {
+		return pgx.ErrTxClosed
+	}
+	t.closed = true
+	if t.savepoint > 0 {
+		t.held = append(t.held, heldStmt{sql: "ROLLBACK TO SAVEPOINT sp_" + strconv.Itoa(t.savepoint)})
+		return nil
+	}
+	t.held, t.data = nil, 0
+	var err error
+	if t.conn.PgConn().TxStatus() != 'I' && !t.conn.IsClosed() {
+		if _, err = t.conn.Exec(ctx, "ROLLBACK"); err != nil {
+			_ = t.conn.Close(ctx)
+		}
+	}
+	t.end()
+	return err
+}
+
+// end gives the connection back to the pool, which closes it instead when it is still in a
+// transaction.
+func (p *pipe) end() {
+	if !p.ended {
+		p.ended = true
+		p.pc.Release()
+	}
+}
+
+// batchRows are the rows of a batch's last statement; closing them closes the batch.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// pipeRow is QueryRow's answer, read as pgx reads one: no row is pgx.ErrNoRows.
+type pipeRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *pipeRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+// skipResults hides the results of the held statements sent ahead of a caller's batch.
+type skipResults struct {
+	pgx.BatchResults
+	skip int
+	err  error
+}
+
+func (s *skipResults) next() error {
+	for ; s.skip > 0; s.skip-- {
+		if _, err := s.BatchResults.Exec(); err != nil {
+			s.skip = 0
+			s.err = fmt.Errorf("a statement sent ahead of the batch: %w", err)
+		}
+	}
+	return s.err
+}
+
+func (s *skipResults) Exec() (pgconn.CommandTag, error) {
+	if err := s.next(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return s.BatchResults.Exec()
+}
+
+func (s *skipResults) Query() (pgx.Rows, error) {
+	if err := s.next(); err != nil {
+		return nil, err
+	}
+	return s.BatchResults.Query()
+}
+
+func (s *skipResults) QueryRow() pgx.Row {
+	if err := s.next(); err != nil {
+		return &pipeRow{err: err}
+	}
+	return s.BatchResults.QueryRow()
+}
