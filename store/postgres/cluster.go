@@ -128,9 +128,12 @@ func (t *tx) sendEvents(channel, from string) error {
 	return err
 }
 
-// connect opens a connection of its own, outside the pool, for listening or leading.
-func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
+// connect opens a connection of its own, outside the pool, for listening or leading. Its
+// application_name, "jobwire broker N listen" or "jobwire broker N leader", tells operators
+// (pg_stat_activity) which broker's which session it is.
+func (s *Store) connect(ctx context.Context, role string) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = s.sessionName(role)
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: keepAlive}
 	cfg.DialFunc = d.DialContext
 	return pgx.ConnectConfig(ctx, cfg)
@@ -186,7 +189,7 @@ func (s *Store) Listeners(ctx context.Context) (int, error) {
 func listenStatement(channel string) string { return `LISTEN ` + pgx.Identifier{channel}.Sanitize() }
 
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := s.connect(ctx)
+	conn, err := s.connect(ctx, "listen")
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +256,7 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 	defer tick.Stop()
 	for {
 		if conn == nil {
-			c, err := s.connect(ctx)
+			c, err := s.connect(ctx, "leader")
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("cannot connect to campaign for leadership; retrying", "broker", s.BrokerID(), "err", err)
 			}
@@ -316,3 +319,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// sessionName is the application_name of this broker's session for role.
+func (s *Store) sessionName(role string) string { return "jobwire broker " + s.BrokerID() + " " + role }

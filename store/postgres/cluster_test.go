@@ -160,7 +160,7 @@ func TestListenResyncsAfterItsConnectionIsLost(t *testing.T) {
 	waitListening(t, b)
 	var killed int
 	if err := a.pool.QueryRow(context.Background(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE query = $1`, listenStatement(b.channel)).Scan(&killed); err != nil || killed != 1 {
+		WHERE application_name = $1`, b.sessionName("listen")).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("terminate the listening session: %d sessions, %v", killed, err)
 	}
 	if e := nextEvent(t, events); e.Kind != store.EventResync {
