@@ -240,6 +240,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Counts reports whether a failure of kind k is evidence against the dependency under c: it
+// counts toward Threshold, reopens the breaker when a probe fails with it, or opens it under
+// OpenOnFatal.
+func (c Config) Counts(k FailureKind) bool { return c.counts(k) }
+
 // counts reports whether a failure of kind k is evidence against the dependency under c.
 func (c Config) counts(k FailureKind) bool {
 	return c.Count.Has(k) || (k == Fatal && c.OpenOnFatal)

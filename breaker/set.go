@@ -85,6 +85,9 @@ type Saved struct {
 	// slots in use: only in the state of a shared breaker (see [Shared]).
 	LastProbe int64        `json:",omitempty"`
 	Probes    []SavedProbe `json:",omitempty"`
+	// Version counts the stores of a shared breaker's state, so that a cache never goes back
+	// to an older one it reads late (see [Set.Load]).
+	Version int64 `json:",omitempty"`
 }
 
 // SavedProbe is a probe slot in use of a shared breaker.
@@ -137,6 +140,7 @@ type breaker struct {
 	successes int         // probe successes in a row, HALF_OPEN only
 	probes    []probe     // slots in use, HALF_OPEN only
 	lastProbe int64       // last probe number given out in this generation
+	version   int64       // stores of a shared breaker's state (Saved.Version)
 }
 
 // Set holds the breakers of every job type. It is safe for concurrent use: the dispatcher and the

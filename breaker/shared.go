@@ -122,8 +122,15 @@ func (sh *Shared) admin(st State, reason Reason) error {
 // Info describes the breaker as it is now.
 func (sh *Shared) Info() Info { return sh.b.info(sh.now) }
 
-// Saved is the breaker's complete state, probe slots included, to store.
-func (sh *Shared) Saved() Saved { return sh.b.full() }
+// Saved is the breaker's complete state, probe slots included, to store. Its Version is one
+// more than the stored one's when it changed.
+func (sh *Shared) Saved() Saved {
+	sv := sh.b.full()
+	if sh.Changed() {
+		sv.Version++
+	}
+	return sv
+}
 
 // Changed reports whether the breaker's state differs from the one it was built from: only then
 // need it be stored.
@@ -153,8 +160,9 @@ func (s *Set) Cache() {
 }
 
 // Load replaces the Set's breakers of the given types with stored states, probe slots included,
-// as they are: no transition is reported and the generation is kept. It checks every state first
-// and loads nothing if one is invalid. States of types whose breaker is disabled are skipped.
+// as they are: no transition is reported and the generation is kept. A state older (by Version)
+// than the one the Set holds is skipped: it was read before the newer one was stored. Load
+// checks every state first and loads nothing if one is invalid.
 func (s *Set) Load(states ...Saved) error {
 	for _, st := range states {
 		if st.Type == "" {
@@ -166,6 +174,9 @@ func (s *Set) Load(states ...Saved) error {
 	}
 	s.mu.Lock()
 	for _, st := range states {
+		if old := s.breakers[st.Type]; old != nil && old.version > st.Version {
+			continue
+		}
 		b := s.newBreaker(st.Type)
 		if !b.cfg.Disabled {
 			b.load(st)
@@ -184,7 +195,7 @@ func (b *breaker) load(st Saved) {
 	if n := len(b.failures) - b.cfg.Threshold; n > 0 {
 		b.failures = slices.Delete(b.failures, 0, n)
 	}
-	b.successes, b.lastProbe = st.ProbeSuccesses, st.LastProbe
+	b.successes, b.lastProbe, b.version = st.ProbeSuccesses, st.LastProbe, st.Version
 	b.probes = nil
 	if b.state == StateHalfOpen {
 		for _, p := range st.Probes {
@@ -196,7 +207,7 @@ func (b *breaker) load(st Saved) {
 // full is b's complete state: saved with the probe slots.
 func (b *breaker) full() Saved {
 	sv := b.saved()
-	sv.LastProbe = b.lastProbe
+	sv.LastProbe, sv.Version = b.lastProbe, b.version
 	for _, p := range b.probes {
 		sv.Probes = append(sv.Probes, SavedProbe{ID: p.id, Since: p.since, Job: p.job, Holder: p.holder})
 	}
@@ -207,6 +218,7 @@ func (b *breaker) full() Saved {
 func (sv Saved) equal(o Saved) bool {
 	return sv.Type == o.Type && sv.State == o.State && sv.OpenedAt.Equal(o.OpenedAt) &&
 		sv.Generation == o.Generation && sv.ProbeSuccesses == o.ProbeSuccesses && sv.LastProbe == o.LastProbe &&
+		sv.Version == o.Version &&
 		slices.EqualFunc(sv.Failures, o.Failures, time.Time.Equal) &&
 		slices.EqualFunc(sv.Probes, o.Probes, func(a, b SavedProbe) bool {
 			return a.ID == b.ID && a.Since.Equal(b.Since) && a.Job == b.Job && a.Holder == b.Holder

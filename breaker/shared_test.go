@@ -211,3 +211,34 @@ func TestCache(t *testing.T) {
 		t.Errorf("cached CLOSED Acquire = %+v, %v, want generation 4", p, ok)
 	}
 }
+
+// A cache keeps the newest state it was given: one read before a newer store is skipped.
+func TestCacheKeepsNewest(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, DefaultConfig(), nil)
+	tb.set.Cache()
+	sb := &sharedBundle{tb: tb}
+	sb.change(t, tb.set, func(sh *Shared) { sh.Force(StateOpen) })
+	older := *sb.stored
+	sb.change(t, tb.set, func(sh *Shared) { sh.Reset() })
+	if older.Version != 1 || sb.stored.Version != 2 {
+		t.Fatalf("versions = %d, %d, want 1, 2", older.Version, sb.stored.Version)
+	}
+	if err := tb.set.Load(*sb.stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.set.Load(older); err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.state(t, typ); got != StateClosed {
+		t.Errorf("cache = %v after a late older state, want the newer CLOSED", got)
+	}
+	sb.change(t, tb.set, func(sh *Shared) {
+		if sh.Changed() {
+			t.Error("building a breaker changed it")
+		}
+	})
+	if sb.stored.Version != 2 {
+		t.Errorf("an unchanged state got version %d, want 2", sb.stored.Version)
+	}
+}
