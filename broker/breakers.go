@@ -23,10 +23,17 @@ const (
 	permitFailed
 )
 
-func (b *Broker) permitRelease(p breaker.Permit) { b.breakers.Release(p) }
+// permitRelease gives back a permit whose job was never handed out. A shared breaker's probe
+// slot is released by the write that hands the job back instead.
+func (b *Broker) permitRelease(p breaker.Permit) {
+	if !b.sharedBreakers() {
+		b.breakers.Release(p)
+	}
+}
 
 // endLeaseLocked forgets a lease, freeing its capacity slot, and settles its breaker permit
-// exactly once: a lease already ended is left alone.
+// exactly once: a lease already ended is left alone. Shared breakers were settled by the write
+// that ended the lease (settleShared).
 func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKind) {
 	if b.leases[l.ref.JobID] != l {
 		return
@@ -34,6 +41,9 @@ func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKin
 	delete(b.leases, l.ref.JobID)
 	if l.sess != nil && l.sess.held[l.ref.JobID] == l {
 		delete(l.sess.held, l.ref.JobID)
+	}
+	if b.sharedBreakers() {
+		return
 	}
 	switch how {
 	case permitReleased:
@@ -106,12 +116,17 @@ func breakerKind(k job.FailureKind) breaker.FailureKind {
 // onBreakerTransition logs a transition and queues its state for storage. It may run while
 // the broker's lock is held, so it only records and signals.
 func (b *Broker) onBreakerTransition(t breaker.Transition) {
+	b.reportBreakerTransition(t)
+	b.queueBreakerSaves([]breaker.Saved{t.Saved})
+	b.signal()
+}
+
+// reportBreakerTransition logs a transition and counts it.
+func (b *Broker) reportBreakerTransition(t breaker.Transition) {
 	// Names, not numbers, whatever the log format: JSON logs would print the raw ints.
 	b.log.Info("circuit breaker transition", "type", t.Type, "from", t.From.String(), "to", t.To.String(),
 		"reason", t.Reason.String(), "generation", t.Generation)
 	b.obs.BreakerTransition(t.Type, t.From, t.To, t.Reason)
-	b.queueBreakerSaves([]breaker.Saved{t.Saved})
-	b.signal()
 }
 
 // persistBreakersLoop stores breaker states as they change, so that a restart does not slam
@@ -127,8 +142,14 @@ func (b *Broker) persistBreakersLoop() {
 		select {
 		case <-b.breakerDirty:
 			b.persistBreakers()
+		case <-b.breakerStale:
+			if err := b.refreshBreakers(b.ctx); err != nil {
+				b.log.Warn("refresh shared breakers", "err", err)
+			}
 		case <-b.stop:
-			b.queueBreakerSaves(b.breakers.Snapshot())
+			if !b.sharedBreakers() { // a cache's snapshot would overwrite newer stored states
+				b.queueBreakerSaves(b.breakers.Snapshot())
+			}
 			b.persistBreakers()
 			return
 		}
@@ -168,6 +189,9 @@ func (b *Broker) persistBreakers() {
 
 // restoreBreakers loads stored breaker states before the first dispatch.
 func (b *Broker) restoreBreakers(ctx context.Context) error {
+	if b.sharedBreakers() {
+		return b.refreshBreakers(ctx)
+	}
 	recs, err := b.st.BreakerLoadAll(ctx)
 	if err != nil {
 		return fmt.Errorf("load breakers: %w", err)
@@ -186,18 +210,35 @@ func (b *Broker) restoreBreakers(ctx context.Context) error {
 	return nil
 }
 
-// Breakers lists every circuit breaker.
-func (b *Broker) Breakers() []breaker.Info { return b.breakers.List() }
+// Breakers lists every circuit breaker. Shared breakers are read from the database first, so
+// every broker lists the same states.
+func (b *Broker) Breakers() []breaker.Info {
+	if b.sharedBreakers() {
+		if err := b.refreshBreakers(b.ctx); err != nil {
+			b.log.Warn("read shared breakers; listing the cached states", "err", err)
+		}
+	}
+	return b.breakers.List()
+}
 
-// ResetBreaker closes a type's breaker and forgets its failures.
+// ResetBreaker closes a type's breaker and forgets its failures, on every broker sharing it.
 func (b *Broker) ResetBreaker(jobType string) (breaker.Info, error) {
+	if b.sharedBreakers() {
+		return b.adminShared(jobType, (*breaker.Shared).Reset)
+	}
 	info, err := b.breakers.Reset(jobType)
 	b.signal()
 	return info, err
 }
 
-// ForceBreaker puts a type's breaker in a state.
+// ForceBreaker puts a type's breaker in a state, on every broker sharing it.
 func (b *Broker) ForceBreaker(jobType string, st breaker.State) (breaker.Info, error) {
+	if b.sharedBreakers() {
+		if !st.Valid() {
+			return breaker.Info{}, fmt.Errorf("%w: %v", breaker.ErrInvalidState, st)
+		}
+		return b.adminShared(jobType, func(sh *breaker.Shared) error { return sh.Force(st) })
+	}
 	info, err := b.breakers.Force(jobType, st)
 	b.signal()
 	return info, err

@@ -118,10 +118,14 @@ type Broker struct {
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
 	breakerDirty   chan struct{}
+	breakerStale   chan struct{} // shared breakers changed elsewhere: refresh the cache
 	breakerFailed  map[string]bool // types with a failure since their breaker was last saved
 	breakerSave    clock.Timer     // saves breakerFailed's breakers; nil when none waits
 	breakerStopped bool            // no more saves are scheduled once shutdown begins
-	nextSession    int64
+	// breakerHolder names this broker when its breakers are shared through the database with
+	// other brokers (see sharedbreakers.go); "" when they live in its memory.
+	breakerHolder string
+	nextSession   int64
 }
 
 // New builds a broker. Call Start before use.
@@ -183,6 +187,7 @@ func New(opts Options) (*Broker, error) {
 		breakerPending: make(map[string]breaker.Saved),
 		breakerFailed:  make(map[string]bool),
 		breakerDirty:   make(chan struct{}, 1),
+		breakerStale:   make(chan struct{}, 1),
 	}
 	bo := opts.Breakers
 	if bo == nil {
@@ -193,6 +198,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("breakers: %w", err)
 	}
 	b.breakers = set
+	if opts.Cluster != nil {
+		b.shareBreakers(opts.Cluster.BrokerID())
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.readyMaybe.Store(true)
 	return b, nil
@@ -433,14 +441,21 @@ func (e *finishedError) Is(target error) bool { return target == ErrFinished }
 // "ran to the end before the cancel" (a repeat of a cancel sees the job CANCELLED).
 func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	var before *job.Job
+	var ch breakerChanges
 	err := b.do(ctx, "cancel", func(tx store.Tx) error {
+		ch.reset()
 		var err error
 		before, err = tx.JobCancel(id, b.now())
-		return err
+		if err != nil || !b.sharedBreakers() || !before.State.Held() {
+			return err
+		}
+		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
+		return b.settleShared(tx, &ch, before.Type, id, b.keptPermit(ref), permitReleased, 0)
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.applyBreakerChanges(ch)
 	if before.State.Final() {
 		return nil, &finishedError{id: id, state: before.State}
 	}

@@ -70,7 +70,12 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		if e.From != b.cluster.BrokerID() { // this broker's own writes signalled already
 			b.signal()
 		}
+	case store.EventBreaker:
+		if e.From != b.cluster.BrokerID() { // this broker's own writes cached their states
+			b.breakersStale()
+		}
 	case store.EventResync:
+		b.breakersStale()
 		b.signal()
 	}
 }
@@ -143,27 +148,25 @@ func (b *Broker) dropLostLeasesLocked(now time.Time) {
 
 // releaseOwnLeases hands back, at shutdown in a cluster, the leases this broker handed out
 // whose user code never started, each fenced by its token; other brokers' leases are theirs.
+// The probe slots those jobs hold are released in the same write.
 func (b *Broker) releaseOwnLeases(ctx context.Context) error {
 	b.mu.Lock()
-	var refs []job.LeaseRef
+	var held []heldProbe
 	for _, l := range b.leases {
 		if !l.started && !l.finishing {
-			refs = append(refs, l.ref)
+			held = append(held, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 		}
 	}
 	b.mu.Unlock()
-	if len(refs) == 0 {
+	if len(held) == 0 {
 		return nil
 	}
-	return b.st.Write(ctx, "shutdown_release", func(tx store.Tx) error {
-		for _, r := range refs {
-			if _, err := tx.JobRelease(r); err != nil {
-				return err
-			}
-		}
-		tx.Publish(readyEvent)
-		return nil
-	})
+	var ch breakerChanges
+	err := b.st.Write(ctx, "shutdown_release", func(tx store.Tx) error { return b.releaseHeld(tx, &ch, held) })
+	if err == nil {
+		b.applyBreakerChanges(ch)
+	}
+	return err
 }
 
 // leasesInStore reads, in a cluster, the jobs whose lease is (or was last) each of refs: a job

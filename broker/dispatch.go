@@ -97,22 +97,26 @@ func (b *Broker) planRound(force bool) []*grant {
 					continue
 				}
 				g := &grant{sess: s, probe: true}
-				for range limit {
-					p, ok := b.breakers.Acquire(t)
-					if !ok {
-						break
+				taken := limit // a shared breaker's slots are taken in the lease (leaseProbes)
+				if !b.sharedBreakers() {
+					for range limit {
+						p, ok := b.breakers.Acquire(t)
+						if !ok {
+							break
+						}
+						g.permits = append(g.permits, p)
 					}
-					g.permits = append(g.permits, p)
+					taken = len(g.permits)
 				}
-				if len(g.permits) == 0 {
+				if taken == 0 {
 					continue
 				}
-				allowance[t] -= len(g.permits)
-				free -= len(g.permits)
+				allowance[t] -= taken
+				free -= taken
 				for _, q := range roomy {
-					plan.room[q] -= len(g.permits)
+					plan.room[q] -= taken
 				}
-				g.params = b.leaseParams(s, []string{t}, len(g.permits), now)
+				g.params = b.leaseParams(s, []string{t}, taken, now)
 				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
 				grants = append(grants, g)
@@ -155,7 +159,16 @@ func (b *Broker) planRound(force bool) []*grant {
 // leaseOp leases what grants plan and hands the jobs out once that is committed. If a grant
 // got all it asked for, there may be more: another round is asked for.
 func (b *Broker) leaseOp(grants []*grant) *op {
+	var ch breakerChanges // shared breakers read or changed
+	var shut bool         // the stored breakers held back types the cache let through
 	return &op{name: "lease", apply: func(tx store.Tx) error {
+		ch.reset()
+		if b.sharedBreakers() {
+			var err error
+			if shut, err = b.guardLeases(tx, &ch, grants); err != nil {
+				return err
+			}
+		}
 		// Once a grant comes back short, every ready job of its scope is taken: a later grant
 		// of another session with the same scope would find nothing, so it is not asked.
 		var drained map[string]bool
@@ -168,18 +181,27 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 			// One grant that cannot be stored (a statement the store refuses, say) must not
 			// keep the round's other sessions from their jobs: it fails alone.
 			g.failed = nil
+			var gch breakerChanges
 			err := tx.Isolated(func() error {
+				gch.reset()
+				if g.probe && b.sharedBreakers() {
+					return b.leaseProbes(tx, &gch, g)
+				}
 				jobs, err := tx.JobLease(&g.params)
 				g.leased = jobs
 				return err
 			})
 			if ie := (*store.IsolatedError)(nil); errors.As(err, &ie) {
 				g.leased, g.failed = nil, ie.Err
+				if b.sharedBreakers() && g.probe {
+					g.permits = nil
+				}
 				continue
 			}
 			if err != nil {
 				return err
 			}
+			ch = append(ch, gch...)
 			jobs := g.leased
 			if len(jobs) < g.params.Limit {
 				if drained == nil {
@@ -207,6 +229,10 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
 				b.readyMaybe.Store(true) // its jobs are still waiting
 			}
+		}
+		b.applyBreakerChanges(ch)
+		if shut {
+			b.signal()
 		}
 		if b.handOut(grants) {
 			b.signal()
@@ -288,7 +314,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 // a type whose breaker opened meanwhile, are handed back.
 func (b *Broker) handOut(grants []*grant) bool {
 	more := false
-	var back []job.LeaseRef
+	var back []heldProbe // jobs handed back, with the permits of probes
 	b.mu.Lock()
 	held := b.heldByQueueLocked()
 	for _, g := range grants {
@@ -310,7 +336,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 				if g.probe {
 					b.permitRelease(g.permits[i])
 				}
-				back = append(back, ref)
+				back = append(back, heldProbe{ref: ref, typ: j.Type, permit: probePermit(g, i)})
 				continue
 			}
 			var permit breaker.Permit
@@ -320,14 +346,14 @@ func (b *Broker) handOut(grants []*grant) bool {
 			case b.breakers != nil:
 				p, ok := b.breakers.Acquire(j.Type)
 				if !ok {
-					back = append(back, ref)
+					back = append(back, heldProbe{ref: ref, typ: j.Type})
 					continue
 				}
 				permit = p
 			}
 			if g.sess.closed {
 				b.permitRelease(permit)
-				back = append(back, ref)
+				back = append(back, heldProbe{ref: ref, typ: j.Type, permit: permit})
 				continue
 			}
 			payload := j.Payload
@@ -352,21 +378,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 	b.mu.Unlock()
 	if len(back) > 0 {
 		// handOut runs on the writer goroutine, which must not wait on its own queue.
-		go b.submit(&op{name: "release", apply: func(tx store.Tx) error {
-			for _, r := range back {
-				if _, err := tx.JobRelease(r); err != nil {
-					return err
-				}
-			}
-			tx.Publish(readyEvent)
-			return nil
-		}, done: func(err error) {
-			if err != nil {
-				b.log.Warn("could not hand back leased jobs", "jobs", len(back), "err", err)
-				return
-			}
-			b.signal()
-		}})
+		go b.submit(b.releaseOp(back, "could not hand back leased jobs"))
 	}
 	return more
 }
@@ -420,4 +432,28 @@ func leasedBytes(jobs []*job.Job) int {
 		n += len(j.Payload)
 	}
 	return n
+}
+
+// probePermit is the permit of g's i-th leased job if g leased probes.
+func probePermit(g *grant, i int) breaker.Permit {
+	if g.probe {
+		return g.permits[i]
+	}
+	return breaker.Permit{}
+}
+
+// releaseOp hands jobs back to PENDING, releasing the shared probe slots they hold in the same
+// write; failed is logged if it cannot be stored (the jobs then wait for their leases to expire).
+func (b *Broker) releaseOp(back []heldProbe, failed string) *op {
+	var ch breakerChanges
+	return &op{name: "release", apply: func(tx store.Tx) error {
+		return b.releaseHeld(tx, &ch, back)
+	}, done: func(err error) {
+		if err != nil {
+			b.log.Warn(failed, "jobs", len(back), "err", err)
+			return
+		}
+		b.applyBreakerChanges(ch)
+		b.signal()
+	}}
 }

@@ -328,7 +328,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		return
 	}
 	l.finishing = true
-	j, attemptNo, startedAt := l.job, l.attempt, l.startedAt
+	j, attemptNo, startedAt, permit := l.job, l.attempt, l.startedAt, l.permit
 	if !l.started {
 		startedAt = now // a worker that skipped Started: the attempt still counts
 		b.obs.AttemptStarted(j.Queue, j.Type, now.Sub(j.RunAt))
@@ -343,19 +343,41 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	}
 	params := finishParams(ref, j, d, a, now)
 	o := &op{name: "result", finishes: ref}
-	if d.Verdict == triage.Succeeded {
+	// How the result settles the breaker permit, which a shared breaker does in the result's
+	// own write.
+	how, kind := permitSucceeded, breaker.FailureKind(0)
+	switch {
+	case d.Verdict == triage.Succeeded:
+	case a.Outcome == job.OutcomeTimeout:
+		how, kind = permitFailed, breaker.Timeout
+	default:
+		how, kind = permitFailed, breakerKind(d.Kind)
+	}
+	shared := b.sharedBreakers() && (permit.Generation == 0 || permit.IsProbe())
+	if d.Verdict == triage.Succeeded && !shared {
 		o.succeed = params
 	}
+	var ch breakerChanges
 	o.apply = func(tx store.Tx) error {
+		ch.reset()
 		var err error
 		o.succeeded, err = tx.JobFinish(params)
+		if err != nil || !o.succeeded {
+			return err
+		}
 		if params.State == job.StatePending {
 			tx.Publish(readyEvent)
 		}
-		return err
+		if !b.sharedBreakers() {
+			return nil
+		}
+		return b.settleShared(tx, &ch, j.Type, ref.JobID, permit, how, kind)
 	}
 	o.done = func(err error) {
 		applied := o.succeeded
+		if err == nil {
+			b.applyBreakerChanges(ch)
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		cur := b.leaseLocked(ref)
@@ -384,14 +406,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			return
 		}
 		if cur != nil {
-			switch {
-			case d.Verdict == triage.Succeeded:
-				b.endLeaseLocked(cur, permitSucceeded, 0)
-			case a.Outcome == job.OutcomeTimeout:
-				b.endLeaseLocked(cur, permitFailed, breaker.Timeout)
-			default:
-				b.endLeaseLocked(cur, permitFailed, breakerKind(d.Kind))
-			}
+			b.endLeaseLocked(cur, how, kind)
 		}
 		end := AttemptEnd{Verdict: d.Verdict, Dead: d.Reason, Duration: now.Sub(startedAt)}
 		if failure != nil {
@@ -444,14 +459,23 @@ func (s *Session) Release(ref job.LeaseRef) {
 		return
 	}
 	l.finishing = true
+	held := []heldProbe{{ref: ref, typ: l.job.Type, permit: l.permit}}
 	b.mu.Unlock()
 	var ok bool
+	var ch breakerChanges
 	b.submit(&op{name: "release", apply: func(tx store.Tx) error {
+		ch.reset()
 		var err error
 		ok, err = tx.JobRelease(ref)
 		tx.Publish(readyEvent)
-		return err
+		if err != nil || !b.sharedBreakers() {
+			return err
+		}
+		return b.releaseProbes(tx, &ch, held, func(int) bool { return ok })
 	}, done: func(err error) {
+		if err == nil {
+			b.applyBreakerChanges(ch)
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		cur := b.leaseLocked(ref)
@@ -491,11 +515,11 @@ func (s *Session) Close() {
 		return
 	}
 	s.closed = true
-	var release []job.LeaseRef
+	var release []heldProbe
 	for _, l := range s.held {
 		switch {
 		case !l.started && !l.finishing:
-			release = append(release, l.ref)
+			release = append(release, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 			b.endLeaseLocked(l, permitReleased, 0)
 		case b.cluster != nil && !l.finishing:
 			// Its worker may come back on any broker, which adopts the lease from the
@@ -512,20 +536,7 @@ func (s *Session) Close() {
 	if len(release) == 0 {
 		return
 	}
-	b.submit(&op{name: "release", apply: func(tx store.Tx) error {
-		for _, r := range release {
-			if _, err := tx.JobRelease(r); err != nil {
-				return err
-			}
-		}
-		tx.Publish(readyEvent)
-		return nil
-	}, done: func(err error) {
-		if err != nil {
-			// They stay LEASED until their lease expires; the sweeper returns them then.
-			b.log.Warn("could not hand back jobs of a closed stream", "jobs", len(release), "err", err)
-			return
-		}
-		b.signal()
-	}})
+	// If this cannot be stored, they stay LEASED until their lease expires; the sweeper
+	// returns them then.
+	b.submit(b.releaseOp(release, "could not hand back jobs of a closed stream"))
 }

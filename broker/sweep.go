@@ -16,6 +16,12 @@ const sweepBatch = 500
 // sweepTick sweeps, then arms the next sweep.
 func (b *Broker) sweepTick() {
 	b.Sweep()
+	if b.sharedBreakers() {
+		// The fallback for breaker changes this broker did not hear of.
+		if err := b.refreshBreakers(b.ctx); err != nil {
+			b.log.Warn("refresh shared breakers", "err", err)
+		}
+	}
 	b.mu.Lock()
 	b.pruneRacedCancelsLocked()
 	// A worker whose stream has had messages waiting longer than a lease lasts has stopped
@@ -60,8 +66,10 @@ func (b *Broker) Sweep() {
 		}
 	}
 	var outs []*expired
+	var ch breakerChanges
 	err := b.do(b.ctx, "sweep", func(tx store.Tx) error {
 		outs = outs[:0]
+		ch.reset()
 		jobs, err := tx.JobHeldExpired(now, sweepBatch)
 		if err != nil {
 			return err
@@ -74,6 +82,12 @@ func (b *Broker) Sweep() {
 					return err
 				}
 				tx.Publish(readyEvent)
+				if e.applied && b.sharedBreakers() {
+					err = b.settleShared(tx, &ch, j.Type, j.ID, b.keptPermit(ref), permitReleased, 0)
+					if err != nil {
+						return err
+					}
+				}
 				outs = append(outs, e)
 				continue
 			}
@@ -95,6 +109,15 @@ func (b *Broker) Sweep() {
 			if e.params.State == job.StatePending {
 				tx.Publish(readyEvent)
 			}
+			if e.applied && b.sharedBreakers() {
+				kind := breaker.LeaseExpired
+				if e.cause == triage.Timeout {
+					kind = breaker.Timeout
+				}
+				if err := b.settleShared(tx, &ch, j.Type, j.ID, b.keptPermit(ref), permitFailed, kind); err != nil {
+					return err
+				}
+			}
 			outs = append(outs, e)
 		}
 		return nil
@@ -105,6 +128,7 @@ func (b *Broker) Sweep() {
 		}
 		return
 	}
+	b.applyBreakerChanges(ch)
 	if len(outs) == 0 {
 		return
 	}

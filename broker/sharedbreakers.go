@@ -1,0 +1,376 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/bits"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// Brokers that serve one database (Options.Cluster) share one circuit breaker per job type. The breaker's state
+// stored in the database is then the authority, and each broker's breaker.Set only a cache of it
+// (breaker.Set.Cache), read to plan dispatch rounds:
+//
+//   - Everything that can change a breaker is applied to its stored state inside a write
+//     transaction that holds the type's breaker locked (Tx.BreakerLock), by the broker it happens
+//     on, in the same transaction as the write that causes it: a result's failure with the
+//     result, a probe's slot with the lease of its job, a lease's end with the write that ends
+//     it, an operator's reset or force on its own. The transaction publishes store.EventBreaker
+//     when what dispatch depends on changed (state, generation, probes in flight).
+//   - The probe slots are stored with the job they were taken for, so whichever broker ends the
+//     job's lease (its result through another broker after a reconnect, the sweep of its expired
+//     lease, a cancel) frees the slot, also after the broker that dispatched it died. A probe
+//     that nobody ends frees its slot after ProbeTimeout.
+//   - A lease of jobs outside a probe reads the stored breakers of its types and leaves out the
+//     types not CLOSED there, so a broker whose cache still says CLOSED does not hand out jobs
+//     of a type another broker has just opened. What remains is the window of one transaction:
+//     jobs leased by a transaction that read CLOSED before another one committed the opening,
+//     as on one broker a job dispatched just before its breaker opens.
+//   - The hot paths cost nothing: a permit taken while CLOSED and a success outside a probe need
+//     no database work.
+//
+// Transitions are reported (logged, counted) by the broker whose transaction applied them,
+// once it committed, so each transition of the cluster is reported once, in generation order.
+// The cache catches up on the states its own transactions store and read, on store.EventBreaker
+// and store.EventResync (refreshBreakers), and at every sweep tick as a fallback.
+//
+// A lease ended twice in the database (two writes that both see it current, such as two sweeps)
+// would settle its permit twice: the sweep that expires leases runs on the leader only.
+
+// shareBreakers makes the broker's breakers shared through the database, as the broker named id
+// among the brokers that serve it (New does, for a broker with Options.Cluster).
+func (b *Broker) shareBreakers(id string) {
+	b.breakerHolder = id
+	b.breakers.Cache()
+}
+
+// sharedBreakers reports whether the breakers live in the database (see shareBreakers).
+func (b *Broker) sharedBreakers() bool { return b.breakerHolder != "" }
+
+// breakerChanges are the shared breakers one op's transaction read or changed, to give to the
+// cache and report once it commits. An op's apply may run more than once: it resets them first.
+type breakerChanges []*breaker.Shared
+
+func (c *breakerChanges) reset() { *c = (*c)[:0] }
+
+// lockBreaker reads typ's shared breaker in tx, holding it locked until tx ends.
+func (b *Broker) lockBreaker(tx store.Tx, typ string) (*breaker.Shared, error) {
+	initial, err := json.Marshal(breaker.Saved{Type: typ, State: breaker.StateClosed, Generation: 1})
+	if err != nil {
+		return nil, err
+	}
+	data, err := tx.BreakerLock(typ, initial)
+	if err != nil {
+		return nil, err
+	}
+	return b.sharedBreaker(typ, data)
+}
+
+// sharedBreaker builds typ's breaker from its stored document.
+func (b *Broker) sharedBreaker(typ string, data []byte) (*breaker.Shared, error) {
+	var saved breaker.Saved
+	if err := json.Unmarshal(data, &saved); err != nil {
+		return nil, fmt.Errorf("decode breaker state of %q: %w", typ, err)
+	}
+	return b.breakers.Shared(typ, &saved)
+}
+
+// storeBreaker stores sh if it changed, and tells the other brokers if dispatch depends on the
+// change.
+func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
+	if !sh.Changed() {
+		return nil
+	}
+	data, err := json.Marshal(sh.Saved())
+	if err != nil {
+		return err
+	}
+	saved := sh.Saved()
+	if err := tx.BreakerSave(store.BreakerRecord{Type: saved.Type, Data: data}); err != nil {
+		return err
+	}
+	if sh.Moved() {
+		tx.Publish(store.Event{Kind: store.EventBreaker, Key: saved.Type})
+	}
+	return nil
+}
+
+// changeBreaker applies fn to typ's shared breaker in tx and stores the result.
+func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn func(sh *breaker.Shared) error) error {
+	sh, err := b.lockBreaker(tx, typ)
+	if err != nil {
+		return err
+	}
+	if err := fn(sh); err != nil {
+		return err
+	}
+	if err := b.storeBreaker(tx, sh); err != nil {
+		return err
+	}
+	*ch = append(*ch, sh)
+	return nil
+}
+
+// settleShared ends, in tx, the breaker permit of job jobID's lease (of type typ) the way how
+// says: tx holds the write that ended the lease. known is the permit the broker kept with the
+// lease (zero if it kept none). Only a probe's permit is trusted as kept: any other permit was
+// granted while CLOSED, and the stored breaker says whether that is still so (see
+// breaker.Shared.Permit), whatever a cache knew of the generation.
+//
+// A success or release of a permit known not to be a probe, and a failure of a kind the breaker
+// does not count, change nothing and need no database work.
+func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, known breaker.Permit,
+	how permitEnd, kind breaker.FailureKind) error {
+	cfg := b.breakers.ConfigFor(typ)
+	if cfg.Disabled {
+		return nil
+	}
+	if known.Generation != 0 && !known.IsProbe() && (how != permitFailed || !cfg.Counts(kind)) {
+		return nil
+	}
+	if !known.IsProbe() {
+		known = breaker.Permit{}
+	}
+	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
+		p := sh.Permit(jobID, known)
+		switch how {
+		case permitReleased:
+			sh.Release(p)
+		case permitSucceeded:
+			sh.Success(p)
+		case permitFailed:
+			sh.Failure(p, kind)
+		}
+		return nil
+	})
+}
+
+// leaseProbes leases, in tx, the jobs of a probe grant: as many as the stored breaker has free
+// probe slots, each taking one for its job. The grant's permits are then the leased jobs', in
+// order.
+func (b *Broker) leaseProbes(tx store.Tx, ch *breakerChanges, g *grant) error {
+	typ := g.params.Types[0]
+	g.leased, g.permits = nil, nil
+	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
+		limit := g.params.Limit
+		if a := sh.Allowance(); a != breaker.Unlimited {
+			limit = min(limit, a)
+		}
+		if limit <= 0 {
+			return nil
+		}
+		p := g.params
+		p.Limit = 1 << (bits.Len(uint(limit)) - 1)
+		jobs, err := tx.JobLease(&p)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			permit, ok := sh.Acquire(j.ID, b.breakerHolder)
+			if !ok {
+				return fmt.Errorf("probe permit for job %d refused with %d slots free", j.ID, limit)
+			}
+			g.permits = append(g.permits, permit)
+		}
+		g.leased = jobs
+		return nil
+	})
+}
+
+// guardLeases leaves out of the grants that lease outside a probe the types whose stored
+// breaker is not CLOSED: a cache that says CLOSED may not know yet that another broker opened it.
+// The states read are added to ch for the cache; shut reports whether a type was left out, after
+// which the next round, planned on what the cache now knows, may probe it.
+func (b *Broker) guardLeases(tx store.Tx, ch *breakerChanges, grants []*grant) (shut bool, err error) {
+	var types []string
+	seen := make(map[string]bool)
+	for _, g := range grants {
+		if g.probe {
+			continue
+		}
+		g.params.ExcludeTypes = nil
+		for _, t := range g.params.Types {
+			if !seen[t] {
+				seen[t] = true
+				types = append(types, t)
+			}
+		}
+	}
+	if len(types) == 0 {
+		return false, nil
+	}
+	recs, err := tx.BreakerGet(types)
+	if err != nil {
+		return false, err
+	}
+	shutTypes := make(map[string]bool)
+	for _, r := range recs {
+		sh, err := b.sharedBreaker(r.Type, r.Data)
+		if err != nil {
+			return false, err
+		}
+		if sh.Allowance() != breaker.Unlimited {
+			shutTypes[r.Type] = true
+		}
+		*ch = append(*ch, sh)
+	}
+	if len(shutTypes) == 0 {
+		return false, nil
+	}
+	for _, g := range grants {
+		if g.probe {
+			continue
+		}
+		for _, t := range g.params.Types {
+			if shutTypes[t] {
+				g.params.ExcludeTypes = append(g.params.ExcludeTypes, t)
+			}
+		}
+	}
+	return true, nil
+}
+
+// applyBreakerChanges gives the states a committed transaction read or stored to the cache,
+// reports the transitions it made, and asks for a dispatch round if one moved a breaker. Call
+// it without b.mu held.
+func (b *Broker) applyBreakerChanges(ch breakerChanges) {
+	if len(ch) == 0 {
+		return
+	}
+	moved := false
+	for _, sh := range ch {
+		if err := b.breakers.Load(sh.Saved()); err != nil {
+			b.log.Error("cache breaker state", "err", err)
+		}
+		for _, t := range sh.Transitions() {
+			b.reportBreakerTransition(t)
+		}
+		moved = moved || sh.Moved()
+	}
+	if moved {
+		b.signal()
+	}
+}
+
+// refreshBreakers reads every stored breaker into the cache: at start, when another broker
+// changed one (store.EventBreaker), after events may have been lost (store.EventResync), and
+// at every sweep. A dispatch round follows if a breaker's state, generation or probes changed.
+func (b *Broker) refreshBreakers(ctx context.Context) error {
+	recs, err := b.st.BreakerLoadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("load breakers: %w", err)
+	}
+	states := make([]breaker.Saved, 0, len(recs))
+	for _, r := range recs {
+		var s breaker.Saved
+		if err := json.Unmarshal(r.Data, &s); err != nil {
+			return fmt.Errorf("decode breaker state of %q: %w", r.Type, err)
+		}
+		states = append(states, s)
+	}
+	before := b.breakers.List()
+	if err := b.breakers.Load(states...); err != nil {
+		return err
+	}
+	if !sameDispatch(before, b.breakers.List()) {
+		b.signal()
+	}
+	return nil
+}
+
+// breakersStale asks for the cache to be refreshed soon (by persistBreakersLoop), off the
+// caller's goroutine; requests made before the refresh starts are served by one.
+func (b *Broker) breakersStale() {
+	select {
+	case b.breakerStale <- struct{}{}:
+	default:
+	}
+}
+
+// sameDispatch reports whether two listings of breakers let the same jobs through.
+func sameDispatch(x, y []breaker.Info) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i].Type != y[i].Type || x[i].State != y[i].State || x[i].Generation != y[i].Generation ||
+			x[i].ProbesInFlight != y[i].ProbesInFlight {
+			return false
+		}
+	}
+	return true
+}
+
+// adminShared resets or forces typ's shared breaker in a transaction of its own.
+func (b *Broker) adminShared(typ string, fn func(sh *breaker.Shared) error) (breaker.Info, error) {
+	if typ == "" {
+		return breaker.Info{}, breaker.ErrEmptyType
+	}
+	if b.breakers.ConfigFor(typ).Disabled {
+		return breaker.Info{}, fmt.Errorf("%w: %q", breaker.ErrDisabled, typ)
+	}
+	var ch breakerChanges
+	err := b.do(b.ctx, "breaker_admin", func(tx store.Tx) error {
+		ch.reset()
+		return b.changeBreaker(tx, &ch, typ, fn)
+	})
+	if err != nil {
+		return breaker.Info{}, err
+	}
+	b.applyBreakerChanges(ch)
+	return ch[len(ch)-1].Info(), nil
+}
+
+// heldProbe is a lease whose job holds a probe slot, to release in the write that hands the
+// job back.
+type heldProbe struct {
+	ref    job.LeaseRef
+	typ    string
+	permit breaker.Permit
+}
+
+// releaseHeld hands the jobs of held back to PENDING in tx (each fenced by its lease), with the
+// shared probe slots they hold; ch gets the breakers changed.
+func (b *Broker) releaseHeld(tx store.Tx, ch *breakerChanges, held []heldProbe) error {
+	ch.reset()
+	released := make([]bool, len(held))
+	for i, h := range held {
+		var err error
+		if released[i], err = tx.JobRelease(h.ref); err != nil {
+			return err
+		}
+	}
+	tx.Publish(readyEvent)
+	if !b.sharedBreakers() {
+		return nil
+	}
+	return b.releaseProbes(tx, ch, held, func(i int) bool { return released[i] })
+}
+
+// releaseProbes releases, in tx, the probe slots of the jobs among hs that tx handed back
+// (released[i] says whether hs[i]'s was).
+func (b *Broker) releaseProbes(tx store.Tx, ch *breakerChanges, hs []heldProbe, released func(i int) bool) error {
+	for i, h := range hs {
+		if !h.permit.IsProbe() || !released(i) {
+			continue
+		}
+		if err := b.settleShared(tx, ch, h.typ, h.ref.JobID, h.permit, permitReleased, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keptPermit is the breaker permit this broker keeps with lease ref, zero if it keeps none.
+func (b *Broker) keptPermit(ref job.LeaseRef) breaker.Permit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l := b.leaseLocked(ref); l != nil {
+		return l.permit
+	}
+	return breaker.Permit{}
+}

@@ -1,0 +1,412 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+)
+
+// transitionLog records the breaker transitions one broker reports.
+type transitionLog struct {
+	nopObserver
+	broker string
+	mu     *sync.Mutex
+	all    *[]reported
+}
+
+type reported struct {
+	broker   string
+	typ      string
+	from, to breaker.State
+	reason   breaker.Reason
+}
+
+func (l transitionLog) BreakerTransition(typ string, from, to breaker.State, reason breaker.Reason) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*l.all = append(*l.all, reported{l.broker, typ, from, to, reason})
+}
+
+// cluster is several brokers on one PostgreSQL schema and one fake clock, sharing their breakers.
+type cluster struct {
+	clk     *clock.Fake
+	brokers []*Broker
+	stores  []*postgres.Store
+
+	mu          sync.Mutex
+	transitions []reported // in the order they were reported, across brokers
+}
+
+const payType = "pay"
+
+func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config) *cluster {
+	t.Helper()
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	c := &cluster{clk: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	for i := range n {
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: log, ElectionInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(Options{Store: st, Cluster: st, Config: conf, Clock: c.clk, Logger: log,
+			Breakers: &BreakerOptions{Default: cfg},
+			Observer: transitionLog{broker: fmt.Sprint(i), mu: &c.mu, all: &c.transitions}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_ = b.Shutdown(sctx)
+			st.Close()
+		})
+		c.brokers, c.stores = append(c.brokers, b), append(c.stores, st)
+	}
+	return c
+}
+
+// enqueue adds n jobs of payType through broker i; they fail for good at their first failure.
+func (c *cluster) enqueue(t *testing.T, i, n int) {
+	t.Helper()
+	specs := make([]JobSpec, n)
+	for i := range specs {
+		specs[i] = JobSpec{Type: payType, MaxAttempts: 1}
+	}
+	if _, err := c.brokers[i].Enqueue(context.Background(), specs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// worker opens a worker stream for payType on broker i.
+func (c *cluster) worker(t *testing.T, i, capacity int) *Session {
+	t.Helper()
+	s, _, err := c.brokers[i].Open(context.Background(), Hello{WorkerID: fmt.Sprintf("w%d-%d", i, capacity),
+		Types: []string{payType}, Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// settled waits until broker i has committed everything asked of it so far, the done callbacks
+// of its last batch (hand-outs included) too.
+func (c *cluster) settled(t *testing.T, i int) {
+	t.Helper()
+	b := c.brokers[i]
+	for range 2 {
+		if err := b.do(context.Background(), "barrier", func(store.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// assignments waits for n assignments on s.
+func assignments(t *testing.T, s *Session, n int) []Assignment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []Assignment
+	for len(out) < n {
+		msgs, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %d assignments, got %d: %v", n, len(out), err)
+		}
+		for _, m := range msgs {
+			if a, ok := m.(Assignment); ok {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// assigned counts the assignments waiting in s's outbox, without waiting.
+func assigned(s *Session) int {
+	n := 0
+	for _, m := range pendingMessages(s) {
+		if _, ok := m.(Assignment); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// report sends a's result (failure nil: success) and waits for it to be stored.
+func report(t *testing.T, s *Session, a Assignment, failure *job.Failure) {
+	t.Helper()
+	ref := job.LeaseRef{JobID: a.Job.ID, Token: a.Token}
+	s.Result(ref, failure)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		msgs, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the ack of job %d: %v", a.Job.ID, err)
+		}
+		for _, m := range msgs {
+			switch m := m.(type) {
+			case ResultAck:
+				if m.Ref == ref {
+					return
+				}
+			case Refused:
+				t.Fatalf("result of job %d refused: %+v", a.Job.ID, m)
+			}
+		}
+	}
+}
+
+var transient = &job.Failure{Kind: job.KindTransient, ErrorType: "DOWN", Message: "dependency down"}
+
+// info is broker i's listing of payType's breaker.
+func (c *cluster) info(t *testing.T, i int) breaker.Info {
+	t.Helper()
+	for _, in := range c.brokers[i].Breakers() {
+		if in.Type == payType {
+			return in
+		}
+	}
+	return breaker.Info{Type: payType, State: breaker.StateClosed, Generation: 1}
+}
+
+// wantState checks that every live broker lists payType's breaker in st at generation gen.
+func (c *cluster) wantState(t *testing.T, st breaker.State, gen int64, brokers ...int) {
+	t.Helper()
+	for _, i := range brokers {
+		if in := c.info(t, i); in.State != st || in.Generation != gen {
+			t.Errorf("broker %d lists %v generation %d, want %v generation %d", i, in.State, in.Generation, st, gen)
+		}
+	}
+}
+
+// wantTransitions checks that the cluster reported each transition once, in one generation
+// sequence, and returns them as "from->to reason" strings.
+func (c *cluster) wantTransitions(t *testing.T, want ...string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var got []string
+	for _, r := range c.transitions {
+		got = append(got, fmt.Sprintf("%v->%v %v", r.from, r.to, r.reason))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("transitions reported across brokers = %q, want %q", got, want)
+	}
+	for i := 1; i < len(c.transitions); i++ {
+		if c.transitions[i].from != c.transitions[i-1].to {
+			t.Errorf("transition %d starts from %v, but the one before ended in %v", i, c.transitions[i].from, c.transitions[i-1].to)
+		}
+	}
+}
+
+// Failures counted on three brokers open the one breaker they share, and all three see it;
+// after OpenFor exactly one probe runs across the cluster though workers wait on every broker;
+// its success closes the breaker everywhere; an operator's force and reset on one broker are
+// seen on the others; and the transitions are reported once each, in order.
+func TestSharedBreakerAcrossBrokers(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	cfg := breaker.DefaultConfig()
+	cfg.Threshold, cfg.HalfOpenProbes = 5, 1
+	c := newCluster(t, 3, DefaultConfig(), cfg)
+
+	// 2 + 2 + 1 failures, each broker's from its own worker. Each broker's jobs are enqueued
+	// only once the worker before is done, so that no worker takes another's.
+	for i, n := range []int{2, 2, 1} {
+		c.enqueue(t, i, n)
+		s := c.worker(t, i, n)
+		for _, a := range assignments(t, s, n) {
+			report(t, s, a, transient)
+		}
+		s.Close()
+	}
+	c.wantState(t, breaker.StateOpen, 2, 0, 1, 2)
+
+	// A worker on every broker, jobs waiting: OpenFor passes and each broker's timer asks for
+	// a probe round; one probe is leased in the whole cluster.
+	c.enqueue(t, 0, 6)
+	ws := []*Session{c.worker(t, 0, 4), c.worker(t, 1, 4), c.worker(t, 2, 4)}
+	for i := range ws {
+		c.settled(t, i)
+	}
+	c.clk.Advance(cfg.OpenFor)
+	var prober int
+	var probe Assignment
+	deadline := time.Now().Add(10 * time.Second)
+	for total := 0; total == 0; {
+		for i := range ws {
+			c.brokers[i].signal()
+			c.settled(t, i)
+		}
+		total = 0
+		for i, s := range ws {
+			if n := assigned(s); n > 0 {
+				total += n
+				prober = i
+			}
+		}
+		if total > 1 {
+			t.Fatalf("%d probes leased across the cluster with HalfOpenProbes 1", total)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no probe was leased after OpenFor")
+		}
+	}
+	for i := range ws { // every broker looks again while the probe runs
+		c.brokers[i].signal()
+		c.settled(t, i)
+	}
+	for i, s := range ws {
+		if n := assigned(s); (i == prober) != (n == 1) || n > 1 {
+			t.Fatalf("broker %d handed out %d probes (the prober is broker %d)", i, n, prober)
+		}
+	}
+	if in := c.info(t, (prober+1)%3); in.State != breaker.StateHalfOpen || in.ProbesInFlight != 1 {
+		t.Errorf("another broker lists %+v, want HALF_OPEN with 1 probe in flight", in)
+	}
+	probe = assignments(t, ws[prober], 1)[0]
+	report(t, ws[prober], probe, nil)
+	c.wantState(t, breaker.StateClosed, 4, 0, 1, 2)
+
+	// An operator on one broker, seen on the others.
+	if _, err := c.brokers[1].ForceBreaker(payType, breaker.StateOpen); err != nil {
+		t.Fatal(err)
+	}
+	c.wantState(t, breaker.StateOpen, 5, 0, 2)
+	if _, err := c.brokers[2].ResetBreaker(payType); err != nil {
+		t.Fatal(err)
+	}
+	c.wantState(t, breaker.StateClosed, 6, 0, 1)
+
+	c.wantTransitions(t, "CLOSED->OPEN threshold", "OPEN->HALF_OPEN open_elapsed",
+		"HALF_OPEN->CLOSED probes_succeeded", "CLOSED->OPEN forced", "OPEN->CLOSED reset")
+}
+
+// waitFor polls cond, asking every live broker of c for a dispatch round and waiting for it
+// between polls, until it holds.
+func (c *cluster) waitFor(t *testing.T, what string, live []int, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		for _, i := range live {
+			c.brokers[i].signal()
+			c.settled(t, i)
+		}
+	}
+}
+
+// A broker that dies holding the one probe slot does not keep the breaker shut: the slot is
+// freed by the sweep of the probe's expired lease on another broker (a probe that never
+// started is released; one that started fails with LEASE_EXPIRED, which reopens the breaker
+// until OpenFor), or by ProbeTimeout; then another broker probes.
+func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	tests := []struct {
+		name         string
+		started      bool
+		lease, probe time.Duration // LeaseDuration and ProbeTimeout
+	}{
+		{"lease of a probe never started expires", false, 30 * time.Second, 10 * time.Minute},
+		{"lease of a running probe expires", true, 30 * time.Second, 10 * time.Minute},
+		{"probe timeout", false, 10 * time.Minute, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conf := DefaultConfig()
+			conf.LeaseDuration = tt.lease
+			cfg := breaker.DefaultConfig()
+			cfg.ProbeTimeout = tt.probe
+			c := newCluster(t, 3, conf, cfg)
+			if _, err := c.brokers[1].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+				t.Fatal(err)
+			}
+			c.enqueue(t, 0, 3)
+			s0 := c.worker(t, 0, 4)
+			probe := assignments(t, s0, 1)[0]
+			if tt.started {
+				s0.Started(job.LeaseRef{JobID: probe.Job.ID, Token: probe.Token})
+				c.waitFor(t, "the probe is RUNNING", []int{0}, func() bool {
+					j, err := c.brokers[1].Get(context.Background(), probe.Job.ID)
+					return err == nil && j.State == job.StateRunning
+				})
+			}
+			// Broker 0 dies: nothing it held is settled.
+			c.stores[0].Close()
+			live := []int{1, 2}
+			ws := []*Session{c.worker(t, 1, 4), c.worker(t, 2, 4)}
+			c.waitFor(t, "both live brokers looked for work", live, func() bool { return true })
+			for i, s := range ws {
+				if n := assigned(s); n != 0 {
+					t.Fatalf("broker %d handed out %d jobs while the dead broker holds the probe slot", i+1, n)
+				}
+			}
+
+			c.clk.Advance(30 * time.Second)
+			if tt.started {
+				c.waitFor(t, "the failed probe reopened the breaker", live, func() bool {
+					return c.info(t, 1).State == breaker.StateOpen
+				})
+				c.clk.Advance(cfg.OpenFor)
+			}
+			probes := func() int { return assigned(ws[0]) + assigned(ws[1]) }
+			c.waitFor(t, "a live broker probes", live, func() bool { return probes() > 0 })
+			c.waitFor(t, "every live broker looked again", live, func() bool { return true })
+			if n := probes(); n != 1 {
+				t.Fatalf("live brokers handed out %d probes, want 1", n)
+			}
+			in := c.info(t, 2)
+			if in.State != breaker.StateHalfOpen || in.ProbesInFlight != 1 {
+				t.Errorf("breaker = %+v, want HALF_OPEN with one probe in flight", in)
+			}
+		})
+	}
+}
+
+// A broker whose cache still says CLOSED leases no job of a type another broker just opened:
+// the lease reads the stored breaker.
+func TestSharedBreakerLeaseGuard(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig())
+	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateOpen); err != nil {
+		t.Fatal(err)
+	}
+	if in, ok := c.brokers[1].breakers.Info(payType); ok && in.State != breaker.StateClosed {
+		t.Fatalf("broker 1's cache already knows: %+v", in)
+	}
+	c.enqueue(t, 1, 1)
+	s := c.worker(t, 1, 1)
+	c.settled(t, 1)
+	if n := assigned(s); n != 0 {
+		t.Fatalf("broker 1 handed out %d jobs of a type whose shared breaker is OPEN", n)
+	}
+	if in, _ := c.brokers[1].breakers.Info(payType); in.State != breaker.StateOpen {
+		t.Errorf("broker 1's cache after the lease: %+v, want OPEN", in)
+	}
+}
