@@ -410,3 +410,25 @@ func TestSharedBreakerLeaseGuard(t *testing.T) {
 		t.Errorf("broker 1's cache after the lease: %+v, want OPEN", in)
 	}
 }
+
+// A broker whose cache still shows a free probe slot that another broker has taken leases no
+// probe: the slots are counted on the stored breaker.
+func TestSharedBreakerStaleCacheProbes(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig())
+	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+		t.Fatal(err)
+	}
+	c.wantState(t, breaker.StateHalfOpen, 2, 1) // broker 1's cache: HALF_OPEN, no probe in flight
+	c.enqueue(t, 0, 3)
+	assignments(t, c.worker(t, 0, 4), 1)
+	if in, _ := c.brokers[1].breakers.Info(payType); in.ProbesInFlight != 0 {
+		t.Fatalf("broker 1's cache already knows of the probe: %+v", in)
+	}
+	s := c.worker(t, 1, 4)
+	c.settled(t, 1)
+	if n := assigned(s); n != 0 {
+		t.Fatalf("broker 1 handed out %d probes while broker 0 holds the only slot", n)
+	}
+}
