@@ -118,7 +118,7 @@ type Broker struct {
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
 	breakerDirty   chan struct{}
-	breakerStale   chan struct{} // shared breakers changed elsewhere: refresh the cache
+	breakerStale   chan struct{}   // shared breakers changed elsewhere: refresh the cache
 	breakerFailed  map[string]bool // types with a failure since their breaker was last saved
 	breakerSave    clock.Timer     // saves breakerFailed's breakers; nil when none waits
 	breakerStopped bool            // no more saves are scheduled once shutdown begins

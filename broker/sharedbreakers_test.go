@@ -51,7 +51,31 @@ type cluster struct {
 
 const payType = "pay"
 
-func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config) *cluster {
+// deafCluster is a cluster whose events never arrive.
+type deafCluster struct{ store.Cluster }
+
+func (deafCluster) Listen(ctx context.Context, _ func(store.Event)) { <-ctx.Done() }
+
+// leader waits until one of c's brokers leads and returns it.
+func (c *cluster) leader(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for i, b := range c.brokers {
+			if b.Leader() {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no broker leads")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// newCluster starts n brokers. Deaf ones hear no event from the others, as when notifications
+// are lost: their caches fall behind until they read the database.
+func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config, deaf bool) *cluster {
 	t.Helper()
 	url := pgtest.URL(t)
 	ctx := context.Background()
@@ -65,7 +89,11 @@ func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := New(Options{Store: st, Cluster: st, Config: conf, Clock: c.clk, Logger: log,
+		var cl store.Cluster = st
+		if deaf {
+			cl = deafCluster{st}
+		}
+		b, err := New(Options{Store: st, Cluster: cl, Config: conf, Clock: c.clk, Logger: log,
 			Breakers: &BreakerOptions{Default: cfg},
 			Observer: transitionLog{broker: fmt.Sprint(i), mu: &c.mu, all: &c.transitions}})
 		if err != nil {
@@ -229,7 +257,7 @@ func TestSharedBreakerAcrossBrokers(t *testing.T) {
 	pgtest.ServerURL(t)
 	cfg := breaker.DefaultConfig()
 	cfg.Threshold, cfg.HalfOpenProbes = 5, 1
-	c := newCluster(t, 3, DefaultConfig(), cfg)
+	c := newCluster(t, 3, DefaultConfig(), cfg, false)
 
 	// 2 + 2 + 1 failures, each broker's from its own worker. Each broker's jobs are enqueued
 	// only once the worker before is done, so that no worker takes another's.
@@ -342,35 +370,38 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			conf.LeaseDuration = tt.lease
 			cfg := breaker.DefaultConfig()
 			cfg.ProbeTimeout = tt.probe
-			c := newCluster(t, 3, conf, cfg)
-			if _, err := c.brokers[1].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+			c := newCluster(t, 3, conf, cfg, false)
+			// The broker that dies is not the leader, whose sweep expires its leases.
+			lead := c.leader(t)
+			dies := (lead + 1) % 3
+			live := []int{lead, (lead + 2) % 3}
+			if _, err := c.brokers[lead].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
 				t.Fatal(err)
 			}
-			c.enqueue(t, 0, 3)
-			s0 := c.worker(t, 0, 4)
-			probe := assignments(t, s0, 1)[0]
+			c.enqueue(t, dies, 3)
+			sd := c.worker(t, dies, 4)
+			probe := assignments(t, sd, 1)[0]
 			if tt.started {
-				s0.Started(job.LeaseRef{JobID: probe.Job.ID, Token: probe.Token})
-				c.waitFor(t, "the probe is RUNNING", []int{0}, func() bool {
-					j, err := c.brokers[1].Get(context.Background(), probe.Job.ID)
+				sd.Started(job.LeaseRef{JobID: probe.Job.ID, Token: probe.Token})
+				c.waitFor(t, "the probe is RUNNING", []int{dies}, func() bool {
+					j, err := c.brokers[lead].Get(context.Background(), probe.Job.ID)
 					return err == nil && j.State == job.StateRunning
 				})
 			}
-			// Broker 0 dies: nothing it held is settled.
-			c.stores[0].Close()
-			live := []int{1, 2}
-			ws := []*Session{c.worker(t, 1, 4), c.worker(t, 2, 4)}
+			// It dies: nothing it held is settled.
+			c.stores[dies].Close()
+			ws := []*Session{c.worker(t, live[0], 4), c.worker(t, live[1], 4)}
 			c.waitFor(t, "both live brokers looked for work", live, func() bool { return true })
 			for i, s := range ws {
 				if n := assigned(s); n != 0 {
-					t.Fatalf("broker %d handed out %d jobs while the dead broker holds the probe slot", i+1, n)
+					t.Fatalf("broker %d handed out %d jobs while the dead broker holds the probe slot", live[i], n)
 				}
 			}
 
 			c.clk.Advance(30 * time.Second)
 			if tt.started {
 				c.waitFor(t, "the failed probe reopened the breaker", live, func() bool {
-					return c.info(t, 1).State == breaker.StateOpen
+					return c.info(t, lead).State == breaker.StateOpen
 				})
 				c.clk.Advance(cfg.OpenFor)
 			}
@@ -380,7 +411,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			if n := probes(); n != 1 {
 				t.Fatalf("live brokers handed out %d probes, want 1", n)
 			}
-			in := c.info(t, 2)
+			in := c.info(t, live[1])
 			if in.State != breaker.StateHalfOpen || in.ProbesInFlight != 1 {
 				t.Errorf("breaker = %+v, want HALF_OPEN with one probe in flight", in)
 			}
@@ -393,7 +424,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 func TestSharedBreakerLeaseGuard(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig())
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), true)
 	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +447,7 @@ func TestSharedBreakerLeaseGuard(t *testing.T) {
 func TestSharedBreakerStaleCacheProbes(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig())
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), true)
 	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
 		t.Fatal(err)
 	}
