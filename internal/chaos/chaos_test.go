@@ -163,6 +163,10 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	chaosDone := make(chan error, 1)
 	go func() { chaosDone <- brokers.killAtRandom(chaosCtx, rand.New(rand.NewPCG(set.seed, 2)), t.Logf) }()
 
+	hung := &stalled{conn: zc.Conn(), l: l}
+	hungDone := make(chan struct{})
+	go func() { defer close(hungDone); hung.run(chaosCtx) }()
+
 	if err := p.run(ctx, set.chaosFor*4/5, 20); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
@@ -170,6 +174,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	if err := <-chaosDone; err != nil {
 		t.Fatal(err)
 	}
+	<-hungDone
 	for _, i := range brokers.down() {
 		if err := brokers.start(i); err != nil {
 			t.Fatal(err)
@@ -249,6 +254,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	}
 
 	bad = append(bad, l.zombie.accepted...)
+	bad = append(bad, hung.accepted...)
 	bad = append(bad, brokers.problems()...)
 
 	view, err := agreeOnBreakers(ctx, clients, 15*time.Second)
@@ -258,9 +264,9 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 
 	t.Logf("%d jobs acknowledged by %s (%d enqueue calls retried), all final by %s: %d SUCCEEDED, %d DEAD "+
 		"(%d of them jobs meant to succeed whose every attempt was lost or failed), %d attempts lost with a lease, "+
-		"%d successes under a lease that was no longer the job's; %d brokers killed; workers per broker at the end %v; %s; breakers %v",
+		"%d successes under a lease that was no longer the job's; %d brokers killed; workers per broker at the end %v; %s; %s; breakers %v",
 		len(ids), produced.Round(time.Millisecond), p.retries, settled.Round(time.Millisecond), tl.succeeded, tl.dead,
-		tl.unlucky, tl.leaseExpired, tl.staleRuns, brokers.kills, spread, l.zombie, view)
+		tl.unlucky, tl.leaseExpired, tl.staleRuns, brokers.kills, spread, l.zombie, hung, view)
 	if left > 0 {
 		t.Errorf("%d acknowledged jobs were still not final 2 minutes after the kills stopped", left)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -124,6 +125,23 @@ func (l *ledger) handle(ctx context.Context, j *worker.Job) error {
 	l.runs[j.ID] = append(l.runs[j.ID], run{attempt: j.Attempt, token: j.LeaseToken, ok: err == nil})
 	l.mu.Unlock()
 	return err
+}
+
+// startedUnderLater reports whether a handler started jobID under a lease granted after the
+// one of token (lease numbers grow with every lease of a job).
+func (l *ledger) startedUnderLater(jobID int64, token string) bool {
+	mine, err := job.ParseLeaseToken(token)
+	if err != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range l.leases[jobID] {
+		if later, err := job.ParseLeaseToken(t); err == nil && later.Seq > mine.Seq {
+			return true
+		}
+	}
+	return false
 }
 
 // interceptor records the ResultAcks on a worker's stream.
