@@ -73,9 +73,21 @@ func (c *cluster) leader(t *testing.T) int {
 	}
 }
 
-// newCluster starts n brokers. Deaf ones hear no event from the others, as when notifications
-// are lost: their caches fall behind until they read the database.
-func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config, deaf bool) *cluster {
+// membership is how the brokers of a test cluster take part in it.
+type membership int
+
+const (
+	listening membership = iota // with Options.Cluster: breakers shared, events heard
+	deaf                        // the same, but no event arrives, as when notifications are lost
+	alone                       // without Options.Cluster: each broker's breakers its own
+	// ownBreakers is listening with each broker's breakers its own, as alone: what the
+	// cluster costs without the shared breakers, for benchmarks.
+	ownBreakers
+)
+
+// newCluster starts n brokers on one database. Deaf ones' caches fall behind until they read
+// the database.
+func newCluster(t testing.TB, n int, conf Config, cfg breaker.Config, m membership) *cluster {
 	t.Helper()
 	url := pgtest.URL(t)
 	ctx := context.Background()
@@ -89,8 +101,11 @@ func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config, deaf bool)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cl store.Cluster = st
-		if deaf {
+		var cl store.Cluster
+		switch m {
+		case listening, ownBreakers:
+			cl = st
+		case deaf:
 			cl = deafCluster{st}
 		}
 		b, err := New(Options{Store: st, Cluster: cl, Config: conf, Clock: c.clk, Logger: log,
@@ -98,6 +113,12 @@ func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config, deaf bool)
 			Observer: transitionLog{broker: fmt.Sprint(i), mu: &c.mu, all: &c.transitions}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if m == ownBreakers {
+			if b.breakers, err = breaker.NewSet(c.clk, cfg, nil, b.onBreakerTransition); err != nil {
+				t.Fatal(err)
+			}
+			b.breakerHolder = ""
 		}
 		if err := b.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -114,7 +135,7 @@ func newCluster(t *testing.T, n int, conf Config, cfg breaker.Config, deaf bool)
 }
 
 // enqueue adds n jobs of payType through broker i; they fail for good at their first failure.
-func (c *cluster) enqueue(t *testing.T, i, n int) {
+func (c *cluster) enqueue(t testing.TB, i, n int) {
 	t.Helper()
 	specs := make([]JobSpec, n)
 	for i := range specs {
@@ -126,7 +147,7 @@ func (c *cluster) enqueue(t *testing.T, i, n int) {
 }
 
 // worker opens a worker stream for payType on broker i.
-func (c *cluster) worker(t *testing.T, i, capacity int) *Session {
+func (c *cluster) worker(t testing.TB, i, capacity int) *Session {
 	t.Helper()
 	s, _, err := c.brokers[i].Open(context.Background(), Hello{WorkerID: fmt.Sprintf("w%d-%d", i, capacity),
 		Types: []string{payType}, Capacity: capacity})
@@ -150,7 +171,7 @@ func (c *cluster) settled(t *testing.T, i int) {
 }
 
 // assignments waits for n assignments on s.
-func assignments(t *testing.T, s *Session, n int) []Assignment {
+func assignments(t testing.TB, s *Session, n int) []Assignment {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -208,7 +229,7 @@ func report(t *testing.T, s *Session, a Assignment, failure *job.Failure) {
 var transient = &job.Failure{Kind: job.KindTransient, ErrorType: "DOWN", Message: "dependency down"}
 
 // info is broker i's listing of payType's breaker.
-func (c *cluster) info(t *testing.T, i int) breaker.Info {
+func (c *cluster) info(t testing.TB, i int) breaker.Info {
 	t.Helper()
 	for _, in := range c.brokers[i].Breakers() {
 		if in.Type == payType {
@@ -257,7 +278,7 @@ func TestSharedBreakerAcrossBrokers(t *testing.T) {
 	pgtest.ServerURL(t)
 	cfg := breaker.DefaultConfig()
 	cfg.Threshold, cfg.HalfOpenProbes = 5, 1
-	c := newCluster(t, 3, DefaultConfig(), cfg, false)
+	c := newCluster(t, 3, DefaultConfig(), cfg, listening)
 
 	// 2 + 2 + 1 failures, each broker's from its own worker. Each broker's jobs are enqueued
 	// only once the worker before is done, so that no worker takes another's.
@@ -370,7 +391,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			conf.LeaseDuration = tt.lease
 			cfg := breaker.DefaultConfig()
 			cfg.ProbeTimeout = tt.probe
-			c := newCluster(t, 3, conf, cfg, false)
+			c := newCluster(t, 3, conf, cfg, listening)
 			// The broker that dies is not the leader, whose sweep expires its leases.
 			lead := c.leader(t)
 			dies := (lead + 1) % 3
@@ -424,7 +445,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 func TestSharedBreakerLeaseGuard(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), true)
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
 	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +468,7 @@ func TestSharedBreakerLeaseGuard(t *testing.T) {
 func TestSharedBreakerStaleCacheProbes(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), true)
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
 	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
 		t.Fatal(err)
 	}
