@@ -36,9 +36,9 @@ const (
 	envBin     = "JOBWIRE_CHAOS_BIN"
 )
 
-// defaultBrokers is one until brokers can share a database: until then a second broker on it
-// refuses to start, and the test kills and restarts the one.
-const defaultBrokers = 1
+// defaultBrokers is how many brokers share the database; with one, the test kills and restarts
+// that one (JOBWIRE_CHAOS_BROKERS=1).
+const defaultBrokers = 3
 
 // settings are one run's scale.
 type settings struct {
