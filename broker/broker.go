@@ -446,10 +446,14 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		ch.reset()
 		var err error
 		before, err = tx.JobCancel(id, b.now())
-		if err != nil || !b.sharedBreakers() || !before.State.Held() {
+		if err != nil || !before.State.Held() {
 			return err
 		}
 		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
+		tx.Publish(cancelEvent(ref)) // the broker whose worker holds it stops that worker
+		if !b.sharedBreakers() {
+			return nil
+		}
 		return b.settleShared(tx, &ch, before.Type, id, b.keptPermit(ref), permitReleased, 0)
 	})
 	if err != nil {
@@ -461,21 +465,25 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	}
 	b.obs.JobCancelled(before.Queue, before.Type)
 	if before.State.Held() {
-		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
-		b.mu.Lock()
-		if l := b.leaseLocked(ref); l != nil {
-			b.endLeaseLocked(l, permitReleased, 0)
-			if l.sess != nil {
-				l.sess.out.push(Cancel{Ref: l.ref, Reason: CancelRequested})
-			}
-		} else {
-			// The lease may be stored but not handed out yet: make sure it never is.
-			b.racedCancels[id] = racedCancel{token: before.LeaseToken, at: b.now()}
-		}
-		b.mu.Unlock()
-		b.signalCapacity()
+		b.cancelHeld(job.LeaseRef{JobID: id, Token: before.LeaseToken})
 	}
 	return b.st.JobGet(ctx, id)
+}
+
+// cancelHeld ends the lease of a job just cancelled and tells its worker to stop.
+func (b *Broker) cancelHeld(ref job.LeaseRef) {
+	b.mu.Lock()
+	if l := b.leaseLocked(ref); l != nil {
+		b.endLeaseLocked(l, permitReleased, 0)
+		if l.sess != nil {
+			l.sess.out.push(Cancel{Ref: l.ref, Reason: CancelRequested})
+		}
+	} else {
+		// The lease may be stored but not handed out yet: make sure it never is.
+		b.racedCancels[ref.JobID] = racedCancel{token: ref.Token, at: b.now()}
+	}
+	b.mu.Unlock()
+	b.signalCapacity()
 }
 
 // scheduleLocked makes sure the scheduler wakes by at: then SCHEDULED jobs due become PENDING.

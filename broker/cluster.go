@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -22,6 +24,8 @@ import (
 //   - Leadership. Maintenance that must run once runs on the leader only (isLeader): promoting
 //     scheduled jobs, the database sweep of expired leases and attempt timeouts, retention. A
 //     broker that becomes leader runs promote and sweep at once.
+//   - Cancels. A cancel of a held job publishes store.EventCancel, and the broker whose worker
+//     holds the lease tells it to stop.
 //   - Leases. A broker knows only the leases it handed out or adopted. It never releases
 //     another broker's leases (Start, Shutdown), adopts a reconnecting worker's leases from the
 //     database (Open), and forgets the running leases of a closed stream, whose worker may come
@@ -74,10 +78,35 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		if e.From != b.cluster.BrokerID() { // this broker's own writes cached their states
 			b.breakersStale()
 		}
+	case store.EventCancel:
+		if ref, ok := parseCancelKey(e.Key); ok && e.From != b.cluster.BrokerID() {
+			b.cancelHeld(ref) // whichever broker's worker holds it
+		}
 	case store.EventResync:
 		b.breakersStale()
 		b.signal()
 	}
+}
+
+// cancelEvent tells the brokers that the job held under ref was cancelled.
+func cancelEvent(ref job.LeaseRef) store.Event {
+	return store.Event{Kind: store.EventCancel, Key: strconv.FormatInt(ref.JobID, 10) + ":" + ref.Token.String()}
+}
+
+func parseCancelKey(key string) (job.LeaseRef, bool) {
+	id, token, ok := strings.Cut(key, ":")
+	if !ok {
+		return job.LeaseRef{}, false
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return job.LeaseRef{}, false
+	}
+	t, err := job.ParseLeaseToken(token)
+	if err != nil {
+		return job.LeaseRef{}, false
+	}
+	return job.LeaseRef{JobID: n, Token: t}, true
 }
 
 // onLeadership is called by the campaign when this broker becomes or stops being the leader.

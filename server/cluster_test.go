@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -201,4 +202,23 @@ func TestClusterNonLeaderDropsALeaseTheLeaderExpired(t *testing.T) {
 func waitNotState(t *testing.T, b *brokertest.Bundle, id int64, state jobwirev1.JobState) {
 	t.Helper()
 	waitFor(t, func() bool { return getJob(t, b, id).GetState() != state })
+}
+
+// A job cancelled through one broker while a worker of another runs it: that worker is told to
+// stop at once.
+func TestClusterCancelReachesTheWorkerOnAnotherBroker(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	id := a.Enqueue(spec("t"))
+	got := w.Assignment()
+	w.Started(got)
+	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	if _, err := a.Producer.CancelJob(context.Background(), &jobwirev1.CancelJobRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	m := w.Next()
+	if c := m.GetCancel(); c == nil || c.GetJobId() != id || c.GetReason() != jobwirev1.CancelReason_CANCEL_REASON_REQUESTED {
+		t.Fatalf("worker of a job cancelled through another broker got %v, want a cancel", m)
+	}
 }

@@ -43,6 +43,9 @@ const (
 	EventQueues EventKind = "queues"
 	// EventBreaker: a circuit breaker's shared state changed; Key is the job type.
 	EventBreaker EventKind = "breaker"
+	// EventCancel: a job held under a lease was cancelled; Key is the lease, "<job id>:<token>",
+	// so that the broker whose worker holds it tells the worker to stop.
+	EventCancel EventKind = "cancel"
 	// EventResync: events may have been lost; look at the database afresh.
 	EventResync EventKind = "resync"
 )
