@@ -103,6 +103,9 @@ type Tx interface {
 	// already RUNNING under the same lease and attempt is reported as started too: the same
 	// start stored again.
 	JobStart(p *JobStartParams) (bool, error)
+	// JobStartMany is JobStart for many leases at once; started[i] says whether ps[i] was
+	// current. A lease listed twice is started once.
+	JobStartMany(ps []*JobStartParams) (started []bool, err error)
 	// JobFinish ends a held job's attempt: it records the attempt and sets the job's next state.
 	JobFinish(p *JobFinishParams) (bool, error)
 	// JobSucceedMany is JobFinish for many successful attempts at once (every p.Attempt has
@@ -110,6 +113,9 @@ type Tx interface {
 	JobSucceedMany(ps []*JobFinishParams) (applied []bool, err error)
 	// JobRelease hands a LEASED job back to PENDING without spending an attempt.
 	JobRelease(ref job.LeaseRef) (bool, error)
+	// JobReleaseMany is JobRelease for many leases at once; released[i] says whether refs[i]
+	// was current.
+	JobReleaseMany(refs []job.LeaseRef) (released []bool, err error)
 	// JobExtendLeases moves the lease deadline of every current lease in refs to until and
 	// returns those it extended.
 	JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error)

@@ -492,9 +492,7 @@ func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 	if err != nil || n == 1 {
 		return n == 1, err
 	}
-	// Released already: PENDING under the same token (a new lease would have a new one).
-	st, _, token, err := t.leaseState(ref.JobID)
-	return err == nil && token == ref.Token && st == job.StatePending, err
+	return t.releasedAlready(ref)
 }
 
 func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -129,15 +130,20 @@ var fencedWrites = []fencedWrite{
 		for i, r := range refs {
 			ps[i] = f.finishParams(r, job.StateSucceeded)
 		}
-		applied, err := tx.JobSucceedMany(ps)
-		anyApplied := false
-		for _, a := range applied {
-			anyApplied = anyApplied || a
-		}
-		return anyApplied, err
+		return anyOf(tx.JobSucceedMany(ps))
 	}},
 	{name: "JobRelease", apply: func(f *fence, tx store.Tx, refs []job.LeaseRef) (bool, error) {
 		return tx.JobRelease(refs[0])
+	}},
+	{name: "JobStartMany", apply: func(f *fence, tx store.Tx, refs []job.LeaseRef) (bool, error) {
+		ps := make([]*store.JobStartParams, len(refs))
+		for i, r := range refs {
+			ps[i] = f.startParams(r)
+		}
+		return anyOf(tx.JobStartMany(ps))
+	}},
+	{name: "JobReleaseMany", apply: func(f *fence, tx store.Tx, refs []job.LeaseRef) (bool, error) {
+		return anyOf(tx.JobReleaseMany(refs))
 	}},
 	{name: "JobExtendLeases", running: true, apply: func(f *fence, tx store.Tx, refs []job.LeaseRef) (bool, error) {
 		out, err := tx.JobExtendLeases(refs, f.now.Add(time.Hour))
@@ -233,4 +239,9 @@ func testFencedWritesRerunAfterCommitReportApplied(t *testing.T, b *bundle) {
 			})
 		})
 	}
+}
+
+// anyOf reports whether a write of many applied to any of them.
+func anyOf(applied []bool, err error) (bool, error) {
+	return slices.Contains(applied, true), err
 }

@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// leaseArrays splits leases into the arrays a statement joins on (unnest): ids, token
+// sequence numbers and token secrets.
+func leaseArrays(n int, ref func(i int) job.LeaseRef) (ids, seqs []int64, secrets [][]byte) {
+	ids, seqs, secrets = make([]int64, n), make([]int64, n), make([][]byte, n)
+	for i := range n {
+		r := ref(i)
+		ids[i], seqs[i], secrets[i] = r.JobID, r.Token.Seq, r.Token.Secret[:]
+	}
+	return ids, seqs, secrets
+}
+
+// JobStartMany starts every current lease of ps with one statement, which returns those it
+// changed: the others are checked one by one for a start stored before, as JobStart does.
+func (t *tx) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
+	started := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return started, nil
+	}
+	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
+	now, until, deadline := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
+	for i, p := range ps {
+		now[i], until[i], deadline[i] = nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline)
+	}
+	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = u.now,
+		lease_expires_at = u.until, attempt_deadline = u.deadline
+		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
+			AS u(id, seq, secret, now, until, deadline)
+		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state = 3
+		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets, now, until, deadline)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := collectRefs(rows)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range ps {
+		if changed[p.Ref] {
+			started[i] = true
+			delete(changed, p.Ref) // a lease listed twice is started once
+			continue
+		}
+		if started[i], err = t.alreadyApplied(p.Ref, job.StateRunning, p.Attempt); err != nil {
+			return nil, err
+		}
+	}
+	return started, nil
+}
+
+// JobReleaseMany releases every current lease of refs with one statement; the others are
+// checked one by one for a release stored before, as JobRelease does.
+func (t *tx) JobReleaseMany(refs []job.LeaseRef) ([]bool, error) {
+	released := make([]bool, len(refs))
+	if len(refs) == 0 {
+		return released, nil
+	}
+	ids, seqs, secrets := leaseArrays(len(refs), func(i int) job.LeaseRef { return refs[i] })
+	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
+		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state = 3
+		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := collectRefs(rows)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range refs {
+		if changed[r] {
+			released[i] = true
+			delete(changed, r)
+			continue
+		}
+		if released[i], err = t.releasedAlready(r); err != nil {
+			return nil, err
+		}
+	}
+	return released, nil
+}
+
+// releasedAlready reports whether ref's job shows the release of ref: PENDING under the same
+// token (a new lease would have a new one).
+func (t *tx) releasedAlready(ref job.LeaseRef) (bool, error) {
+	st, _, token, err := t.leaseState(ref.JobID)
+	return err == nil && token == ref.Token && st == job.StatePending, err
+}
