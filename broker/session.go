@@ -228,19 +228,19 @@ func (s *Session) Started(ref job.LeaseRef) {
 	timeout, attempt := l.job.AttemptTimeout, l.attempt
 	b.obs.AttemptStarted(l.job.Queue, l.job.Type, now.Sub(l.job.RunAt))
 	b.mu.Unlock()
-	var ok bool
-	o := &op{name: "start", starts: ref}
+	o := &op{name: "start", starts: ref, start: &store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
+		LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)}}
 	o.apply = func(tx store.Tx) error {
 		if o.superseded {
-			ok = true
+			o.applied = true
 			return nil
 		}
 		var err error
-		ok, err = tx.JobStart(&store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
-			LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)})
+		o.applied, err = tx.JobStart(o.start)
 		return err
 	}
 	o.done = func(err error) {
+		ok := o.applied
 		switch {
 		case err != nil:
 			// The job stays LEASED in storage; its result still records the attempt.

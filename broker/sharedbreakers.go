@@ -337,12 +337,13 @@ type heldProbe struct {
 // shared probe slots they hold; ch gets the breakers changed.
 func (b *Broker) releaseHeld(tx store.Tx, ch *breakerChanges, held []heldProbe) error {
 	ch.reset()
-	released := make([]bool, len(held))
+	refs := make([]job.LeaseRef, len(held))
 	for i, h := range held {
-		var err error
-		if released[i], err = tx.JobRelease(h.ref); err != nil {
-			return err
-		}
+		refs[i] = h.ref
+	}
+	released, err := tx.JobReleaseMany(refs)
+	if err != nil {
+		return err
 	}
 	tx.Publish(readyEvent)
 	if !b.sharedBreakers() {

@@ -35,6 +35,10 @@ type op struct {
 	// for this op alone.
 	succeed   *store.JobFinishParams
 	succeeded bool
+	// start, when set, is a start that commit writes with the batch's other starts in one
+	// statement (see grouped), setting applied; apply does the same for this op alone.
+	start   *store.JobStartParams
+	applied bool
 
 	// deadline is when the caller waiting for the op stops waiting (zero: no deadline). The
 	// batch's storage retries stop at the earliest one rather than run on for nobody.
@@ -161,8 +165,7 @@ func (b *Broker) commit(batch []*op) {
 	if len(batch) > 1 {
 		name = "batch"
 	}
-	var succeeding []*op
-	var successes []*store.JobFinishParams
+	var g grouped
 	// Commit timing is a measurement of storage, not a decision, so it reads the wall clock.
 	began := time.Now()
 	ctx := b.ctx
@@ -170,24 +173,16 @@ func (b *Broker) commit(batch []*op) {
 		ctx = storeretry.WithDeadline(ctx, d)
 	}
 	err := b.st.Write(ctx, name, func(tx store.Tx) error {
-		succeeding, successes = succeeding[:0], successes[:0]
+		g.reset()
 		for _, o := range batch {
-			if o.succeed != nil {
-				succeeding, successes = append(succeeding, o), append(successes, o.succeed)
+			if g.add(o) {
 				continue
 			}
 			if err := o.apply(tx); err != nil {
 				return err
 			}
 		}
-		applied, err := tx.JobSucceedMany(successes)
-		if err != nil {
-			return err
-		}
-		for i, o := range succeeding {
-			o.succeeded = applied[i]
-		}
-		return nil
+		return g.write(tx)
 	})
 	b.obs.BatchCommitted(len(batch), time.Since(began), err)
 	var busy *storeretry.BusyError

@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/sqlite"
+)
+
+// manyCounter is a transaction that counts its calls of the writes of many.
+type manyCounter struct {
+	store.Tx
+	calls map[string][]int // method: the length of each call
+}
+
+func (c *manyCounter) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
+	c.calls["JobStartMany"] = append(c.calls["JobStartMany"], len(ps))
+	return c.Tx.JobStartMany(ps)
+}
+
+func (c *manyCounter) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
+	c.calls["JobSucceedMany"] = append(c.calls["JobSucceedMany"], len(ps))
+	return c.Tx.JobSucceedMany(ps)
+}
+
+func (c *manyCounter) JobStart(p *store.JobStartParams) (bool, error) {
+	c.calls["JobStart"] = append(c.calls["JobStart"], 1)
+	return c.Tx.JobStart(p)
+}
+
+// A batch's starts and successes are written one call per kind, each op gets its own outcome
+// (a stale lease is refused alone), and a superseded start writes nothing.
+func TestGroupedWritesOneCallPerKind(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Unix(1_700_000_000, 0)
+	var leased []*job.Job
+	err = st.Write(ctx, "setup", func(tx store.Tx) error {
+		var ps []*store.JobInsertParams
+		for range 7 {
+			ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
+				RunAt: now, Now: now, AttemptTimeout: time.Minute})
+		}
+		if _, err := tx.JobInsertMany(ps); err != nil {
+			return err
+		}
+		var err error
+		leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: 7, WorkerID: "w", Now: now,
+			LeaseUntil: now.Add(time.Minute)})
+		return err
+	})
+	if err != nil || len(leased) != 7 {
+		t.Fatalf("leased %d jobs: %v", len(leased), err)
+	}
+	ref := func(i int) job.LeaseRef { return job.LeaseRef{JobID: leased[i].ID, Token: leased[i].LeaseToken} }
+	stale := ref(0)
+	stale.Token.Seq += 5
+	// Each op can also write alone, as the broker's can, so that one left out of its group
+	// shows in the counts.
+	start := func(r job.LeaseRef) *op {
+		o := &op{starts: r, start: &store.JobStartParams{Ref: r, Attempt: 1, Now: now,
+			LeaseUntil: now.Add(time.Minute), AttemptDeadline: now.Add(time.Minute)}}
+		o.apply = func(tx store.Tx) (err error) { o.applied, err = tx.JobStart(o.start); return err }
+		return o
+	}
+	succeed := func(r job.LeaseRef) *op {
+		return &op{finishes: r, succeed: &store.JobFinishParams{Ref: r, Queue: "default", Type: "t",
+			State: job.StateSucceeded, Now: now, Attempt: job.Attempt{Number: 1, WorkerID: "w", StartedAt: now,
+				FinishedAt: now, Outcome: job.OutcomeSucceeded}}}
+	}
+	superseded := start(ref(6))
+	superseded.superseded = true
+	superseded.apply = func(store.Tx) error { superseded.applied = true; return nil }
+	batch := []*op{start(ref(0)), start(ref(1)), start(ref(2)), succeed(ref(3)), start(ref(4)), start(stale),
+		succeed(ref(5)), superseded, succeed(ref(6))}
+	counter := &manyCounter{calls: map[string][]int{}}
+	var g grouped
+	err = st.Write(ctx, "batch", func(tx store.Tx) error {
+		counter.Tx = tx
+		g.reset()
+		for _, o := range batch {
+			if g.add(o) {
+				continue
+			}
+			if err := o.apply(counter); err != nil {
+				return err
+			}
+		}
+		return g.write(counter)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int{"JobStartMany": {5}, "JobSucceedMany": {3}}
+	for m, n := range want {
+		if !slices.Equal(counter.calls[m], n) {
+			t.Errorf("%s calls %v, want %v", m, counter.calls[m], n)
+		}
+	}
+	if len(counter.calls) != len(want) {
+		t.Errorf("calls %v, want only %v", counter.calls, want)
+	}
+	var outcomes []bool
+	for _, o := range batch {
+		outcomes = append(outcomes, o.applied || o.succeeded)
+	}
+	if wantOut := []bool{true, true, true, true, true, false, true, true, true}; !slices.Equal(outcomes, wantOut) {
+		t.Fatalf("outcomes %v, want %v (only the stale start refused)", outcomes, wantOut)
+	}
+}
