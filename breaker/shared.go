@@ -26,6 +26,7 @@ type Shared struct {
 	now    time.Time
 	before Saved
 	trans  []Transition
+	taken  int // transitions TakeTransitions returned
 }
 
 // Shared builds job type t's breaker from stored, its state as a broker stored it (nil: none is
@@ -147,6 +148,14 @@ func (sh *Shared) Moved() bool {
 // Transitions are the changes of state made since the breaker was built, in order, to report
 // once its state is stored.
 func (sh *Shared) Transitions() []Transition { return sh.trans }
+
+// TakeTransitions returns the transitions not taken before, so that several holders of one
+// Shared report each once.
+func (sh *Shared) TakeTransitions() []Transition {
+	t := sh.trans[sh.taken:]
+	sh.taken = len(sh.trans)
+	return t
+}
 
 // Cache makes the Set a cache of shared breakers: their states are changed through [Shared]
 // and given to the Set with [Load]. The Set then reports no transition of its own (the broker

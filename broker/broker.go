@@ -119,6 +119,7 @@ type Broker struct {
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
 	breakerDirty   chan struct{}
 	breakerStale   chan struct{}   // shared breakers changed elsewhere: refresh the cache
+	breakerBatch   breakerBatch    // shared breakers locked by the batch being written
 	breakerFailed  map[string]bool // types with a failure since their breaker was last saved
 	breakerSave    clock.Timer     // saves breakerFailed's breakers; nil when none waits
 	breakerStopped bool            // no more saves are scheduled once shutdown begins

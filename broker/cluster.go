@@ -191,7 +191,8 @@ func (b *Broker) releaseOwnLeases(ctx context.Context) error {
 		return nil
 	}
 	var ch breakerChanges
-	err := b.st.Write(ctx, "shutdown_release", func(tx store.Tx) error { return b.releaseHeld(tx, &ch, held) })
+	// Through the writer, which is still running: it alone changes shared breakers.
+	err := b.do(ctx, "shutdown_release", func(tx store.Tx) error { return b.releaseHeld(tx, &ch, held) })
 	if err == nil {
 		b.applyBreakerChanges(ch)
 	}

@@ -164,6 +164,10 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 	return &op{name: "lease", apply: func(tx store.Tx) error {
 		ch.reset()
 		if b.sharedBreakers() {
+			// The lease reads the stored breakers: what the batch's ops changed is stored first.
+			if err := b.flushBreakers(tx); err != nil {
+				return err
+			}
 			var err error
 			if shut, err = b.guardLeases(tx, &ch, grants); err != nil {
 				return err

@@ -99,17 +99,58 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	return nil
 }
 
-// changeBreaker applies fn to typ's shared breaker in tx and stores the result.
+// breakerBatch holds the shared breakers that the writer's batch being written has locked, so
+// that its ops change each in memory and it is stored once (flushBreakers), not once per op: a
+// failing dependency's failures come in bursts. Only the writer goroutine uses it.
+type breakerBatch struct {
+	tx     store.Tx
+	locked map[string]*breaker.Shared
+}
+
+// batchBreakers starts keeping the breakers tx locks, for a writer's batch.
+func (b *Broker) batchBreakers(tx store.Tx) {
+	if b.sharedBreakers() {
+		b.breakerBatch = breakerBatch{tx: tx, locked: make(map[string]*breaker.Shared)}
+	}
+}
+
+// flushBreakers stores the breakers the batch being written in tx changed, and stops keeping
+// them: a write that reads the stored breakers (a lease) or changes them on its own comes after.
+func (b *Broker) flushBreakers(tx store.Tx) error {
+	bb := b.breakerBatch
+	if bb.tx != tx {
+		return nil
+	}
+	b.breakerBatch = breakerBatch{}
+	for _, sh := range bb.locked {
+		if err := b.storeBreaker(tx, sh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// changeBreaker applies fn to typ's shared breaker in tx. In a writer's batch the change is
+// stored with the batch's others (flushBreakers); any other write stores it at once.
 func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn func(sh *breaker.Shared) error) error {
-	sh, err := b.lockBreaker(tx, typ)
-	if err != nil {
-		return err
+	batched := b.breakerBatch.tx == tx
+	sh := b.breakerBatch.locked[typ]
+	if !batched || sh == nil {
+		var err error
+		if sh, err = b.lockBreaker(tx, typ); err != nil {
+			return err
+		}
+		if batched {
+			b.breakerBatch.locked[typ] = sh
+		}
 	}
 	if err := fn(sh); err != nil {
 		return err
 	}
-	if err := b.storeBreaker(tx, sh); err != nil {
-		return err
+	if !batched {
+		if err := b.storeBreaker(tx, sh); err != nil {
+			return err
+		}
 	}
 	*ch = append(*ch, sh)
 	return nil
@@ -246,7 +287,7 @@ func (b *Broker) applyBreakerChanges(ch breakerChanges) {
 		if err := b.breakers.Load(sh.Saved()); err != nil {
 			b.log.Error("cache breaker state", "err", err)
 		}
-		for _, t := range sh.Transitions() {
+		for _, t := range sh.TakeTransitions() { // ops of one batch may share sh
 			b.reportBreakerTransition(t)
 		}
 		moved = moved || sh.Moved()

@@ -484,3 +484,32 @@ func TestSharedBreakerStaleCacheProbes(t *testing.T) {
 		t.Fatalf("broker 1 handed out %d probes while broker 0 holds the only slot", n)
 	}
 }
+
+// Failures stored in one batch are applied to the breaker one by one and stored once: the
+// breaker opens at the threshold, and its transition is reported once.
+func TestSharedBreakerBatchedFailures(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c.enqueue(t, 0, 10)
+	s := c.worker(t, 0, 10)
+	as := assignments(t, s, 10)
+	for _, a := range as {
+		s.Result(job.LeaseRef{JobID: a.Job.ID, Token: a.Token}, transient)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for acked := 0; acked < len(as); {
+		msgs, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if _, ok := m.(ResultAck); ok {
+				acked++
+			}
+		}
+	}
+	c.wantState(t, breaker.StateOpen, 2, 0, 1)
+	c.wantTransitions(t, "CLOSED->OPEN threshold")
+}

@@ -174,6 +174,7 @@ func (b *Broker) commit(batch []*op) {
 	}
 	err := b.st.Write(ctx, name, func(tx store.Tx) error {
 		g.reset()
+		b.batchBreakers(tx)
 		for _, o := range batch {
 			if g.add(o) {
 				continue
@@ -182,8 +183,12 @@ func (b *Broker) commit(batch []*op) {
 				return err
 			}
 		}
+		if err := b.flushBreakers(tx); err != nil {
+			return err
+		}
 		return g.write(tx)
 	})
+	b.breakerBatch = breakerBatch{} // a failed batch's breakers were rolled back
 	b.obs.BatchCommitted(len(batch), time.Since(began), err)
 	var busy *storeretry.BusyError
 	if errors.As(err, &busy) && busy.StoppedForDeadline() {
