@@ -110,6 +110,7 @@ type Broker struct {
 	queueRules   map[string]queueRule
 	pausedQueues int
 	cappedQueues map[string]bool
+	queueReload  queueReload
 	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
 	// round stored the lease and has not handed it out. That round drops them.
 	racedCancels map[int64]racedCancel

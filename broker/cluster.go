@@ -82,8 +82,13 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		if ref, ok := parseCancelKey(e.Key); ok && e.From != b.cluster.BrokerID() {
 			b.cancelHeld(ref) // whichever broker's worker holds it
 		}
+	case store.EventQueues:
+		// This broker's own changes too: a read of the rules that began before such a change
+		// committed may have put an older rule back.
+		b.queuesChanged()
 	case store.EventResync:
 		b.breakersStale()
+		b.queuesChanged()
 		b.signal()
 	}
 }

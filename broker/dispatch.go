@@ -311,6 +311,8 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		Now:        now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration),
 		Random:     b.random,
+		// In a cluster the database's pauses and caps, over every broker's leases, decide.
+		EnforceQueues: b.cluster != nil,
 	}
 }
 

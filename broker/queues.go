@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jobwire/jobwire/store"
 )
@@ -35,14 +36,95 @@ func (b *Broker) loadQueueRules(ctx context.Context) error {
 		return fmt.Errorf("load queues: %w", err)
 	}
 	b.mu.Lock()
+	b.replaceQueueRulesLocked(recs)
+	b.mu.Unlock()
+	return nil
+}
+
+// replaceQueueRulesLocked makes recs the rules, and reports whether any queue's rule lets more
+// through than before (resumed, uncapped, or capped higher).
+func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened bool) {
+	old := b.queueRules
 	b.queueRules = make(map[string]queueRule)
 	b.cappedQueues = make(map[string]bool)
 	b.pausedQueues = 0
 	for _, r := range recs {
 		b.setQueueRuleLocked(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
 	}
-	b.mu.Unlock()
-	return nil
+	for name, was := range old {
+		now := b.queueRules[name]
+		if was.paused && !now.paused || was.limit > 0 && (now.limit == 0 || now.limit > was.limit) {
+			loosened = true
+		}
+	}
+	return loosened
+}
+
+// Several brokers on one database (Options.Cluster) each keep the rules in memory as a cache of
+// the queues table, which is the authority: every lease asks the store to enforce pauses and
+// caps from the database (JobLeaseParams.EnforceQueues), counting every broker's leases. The
+// cache only spares rounds that could lease nothing (a paused queue, a queue this broker alone
+// fills). A pause, resume or limit change publishes store.EventQueues; every broker, the one
+// that made it included, reads the rules again when it hears of it or of lost events
+// (queuesChanged), and one that sees a queue resumed or given more room runs a dispatch round.
+
+// freesRoomLocked reports whether ending a lease of queue makes room that other brokers must
+// hear of: in a cluster, a capped queue's jobs may wait on any broker for its room, so the
+// write that ends the lease publishes store.EventReady (a result then is not batched with
+// others' successes, whose statement publishes nothing).
+func (b *Broker) freesRoomLocked(queue string) bool {
+	return b.cluster != nil && b.cappedQueues[queue]
+}
+
+// queueReloadRetry is how long a broker waits to read the queues again after a read failed.
+const queueReloadRetry = time.Second
+
+// queueReload coalesces reloads of the rules: reports that come while one read runs are
+// served by one more read, not one each.
+type queueReload struct {
+	running bool // a read is under way
+	again   bool // a change was reported since it began
+}
+
+// queuesChanged reports that queue settings may have changed in the database: the rules are
+// read again off the caller's goroutine (it may be the cluster's event listener, which must
+// not block), and a dispatch round follows if a queue now lets more through.
+func (b *Broker) queuesChanged() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shuttingDown {
+		return
+	}
+	if b.queueReload.running {
+		b.queueReload.again = true
+		return
+	}
+	b.queueReload.running = true
+	go b.reloadQueueRules()
+}
+
+// reloadQueueRules reads the rules until no change was reported during a read.
+func (b *Broker) reloadQueueRules() {
+	for {
+		recs, err := b.st.QueueLoadAll(b.ctx)
+		b.mu.Lock()
+		loosened := false
+		if err == nil {
+			loosened = b.replaceQueueRulesLocked(recs)
+		} else if b.ctx.Err() == nil {
+			b.log.Warn("read queue settings again", "err", err, "retry_in", queueReloadRetry)
+			b.clk.AfterFunc(queueReloadRetry, b.queuesChanged)
+		}
+		again := b.queueReload.again && !b.shuttingDown
+		b.queueReload.again, b.queueReload.running = false, again
+		b.mu.Unlock()
+		if loosened {
+			b.signal()
+		}
+		if !again {
+			return
+		}
+	}
 }
 
 // setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce, and keeps
@@ -103,7 +185,14 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 // through what was held back (wake), asks for a dispatch round. A pause never does: a flood of
 // pauses then costs no dispatch rounds.
 func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
-	if err := b.do(ctx, "queue_change", write); err != nil {
+	err := b.do(ctx, "queue_change", func(tx store.Tx) error {
+		if err := write(tx); err != nil {
+			return err
+		}
+		tx.Publish(store.Event{Kind: store.EventQueues, Key: name})
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -171,8 +260,14 @@ func (b *Broker) planQueuesLocked() queuePlan {
 
 // mayHandOutLocked reports whether a job of queue may go to a worker now, given the leases
 // already held (held counts per capped queue and is updated by the caller). It catches a
-// pause or a lower cap that landed between leasing and handing out.
+// pause or a lower cap that landed between leasing and handing out. In a cluster the lease's
+// own transaction checked the queue's pause and cap in the database, against every broker's
+// leases, and a change committed after it comes after the lease: the cache, which may not
+// have heard of the latest change yet, must not overrule it.
 func (b *Broker) mayHandOutLocked(queue string, held map[string]int) bool {
+	if b.cluster != nil {
+		return true
+	}
 	r, ok := b.queueRules[queue]
 	if !ok {
 		return true

@@ -329,6 +329,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	}
 	l.finishing = true
 	j, attemptNo, startedAt, permit := l.job, l.attempt, l.startedAt, l.permit
+	frees := b.freesRoomLocked(j.Queue)
 	if !l.started {
 		startedAt = now // a worker that skipped Started: the attempt still counts
 		b.obs.AttemptStarted(j.Queue, j.Type, now.Sub(j.RunAt))
@@ -354,7 +355,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		how, kind = permitFailed, breakerKind(d.Kind)
 	}
 	shared := b.sharedBreakers() && (permit.Generation == 0 || permit.IsProbe())
-	if d.Verdict == triage.Succeeded && !shared {
+	if d.Verdict == triage.Succeeded && !shared && !frees {
 		o.succeed = params
 	}
 	var ch breakerChanges
@@ -365,7 +366,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		if err != nil || !o.succeeded {
 			return err
 		}
-		if params.State == job.StatePending {
+		if params.State == job.StatePending || frees {
 			tx.Publish(readyEvent)
 		}
 		if !b.sharedBreakers() {

@@ -215,3 +215,14 @@ func (w *RawWorker) HalfClose() {
 
 // Kill ends the stream abruptly, as a killed worker process would.
 func (w *RawWorker) Kill() { w.cancel() }
+
+// Poll returns the broker's next message if one has arrived, without waiting: a test driving
+// several workers at once reads each in turn.
+func (w *RawWorker) Poll() (*jobwirev1.ConnectResponse, bool) {
+	select {
+	case m, ok := <-w.recv:
+		return m, ok
+	default:
+		return nil, false
+	}
+}

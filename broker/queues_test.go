@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/store"
+)
+
+// assignedIDs lists the ids of the jobs s was handed.
+func assignedIDs(s *Session) []int64 {
+	var ids []int64
+	for _, m := range pendingMessages(s) {
+		if a, ok := m.(Assignment); ok {
+			ids = append(ids, a.Job.ID)
+		}
+	}
+	return ids
+}
+
+// waitUntil polls cond, failing t after a generous bound: it waits on work of the broker's own
+// goroutines, never on a timer of the broker's clock.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A pause or resume stored under the broker, as another broker on the same database stores it,
+// reaches the broker's rules when it hears of the change (queuesChanged), and a resume heard of
+// that way wakes dispatch.
+func TestQueuesChangedReadsRulesAgain(t *testing.T) {
+	t.Parallel()
+	b := newRaceBroker(t)
+	ctx := context.Background()
+	elsewhere := func(fn func(tx store.Tx) error) {
+		t.Helper()
+		if err := b.st.Write(ctx, "another broker", fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elsewhere(func(tx store.Tx) error { return tx.QueueSetPaused("mail", true) })
+	b.queuesChanged()
+	waitUntil(t, "the pause to reach the rules", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.queueRules["mail"].paused
+	})
+	s, _, err := b.Open(ctx, Hello{WorkerID: "w", Types: []string{"t"}, Capacity: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Enqueue(ctx, []JobSpec{{Type: "t", Queue: "mail"}, {Type: "t", Queue: "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mail, other := res[0].ID, res[1].ID
+	// Once the other queue's job is out, the round that handed it out has passed mail's over.
+	waitUntil(t, "the other queue's job to be handed out", func() bool { return slices.Contains(assignedIDs(s), other) })
+	if got := assignedIDs(s); slices.Contains(got, mail) {
+		t.Fatalf("handed out %v while mail was paused", got)
+	}
+	elsewhere(func(tx store.Tx) error { return tx.QueueSetPaused("mail", false) })
+	b.queuesChanged()
+	waitUntil(t, "the resumed queue's job to be handed out", func() bool { return slices.Contains(assignedIDs(s), mail) })
+}
+
+// heldReads is a store whose QueueLoadAll, once armed, reports each read it made on read and
+// returns it only when let through on release.
+type heldReads struct {
+	store.Store
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (h *heldReads) QueueLoadAll(ctx context.Context) ([]store.QueueRecord, error) {
+	recs, err := h.Store.QueueLoadAll(ctx)
+	if h.armed.Load() {
+		h.read <- struct{}{}
+		<-h.release
+	}
+	return recs, err
+}
+
+// A change reported while the rules are being read is served by one more read: the rules end
+// as the database holds them, not as the read under way saw it.
+func TestQueuesChangedDuringARead(t *testing.T) {
+	t.Parallel()
+	b := newRaceBroker(t)
+	h := &heldReads{Store: b.st, read: make(chan struct{}), release: make(chan struct{})}
+	b.st = h
+	h.armed.Store(true)
+	ctx := context.Background()
+	limit := func(n int) {
+		t.Helper()
+		err := h.Store.Write(ctx, "another broker", func(tx store.Tx) error {
+			if err := tx.QueueSetPaused("mail", true); err != nil {
+				return err
+			}
+			return tx.QueueSetLimit("mail", n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit(1)
+	b.queuesChanged()
+	<-h.read // the first read saw limit 1 and waits
+	limit(2)
+	b.queuesChanged()
+	b.queuesChanged() // served by the same second read
+	h.release <- struct{}{}
+	select {
+	case <-h.read: // the second read
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second read after a change reported during the first")
+	}
+	h.armed.Store(false)
+	h.release <- struct{}{}
+	waitUntil(t, "the reads to end", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return !b.queueReload.running
+	})
+	b.mu.Lock()
+	got := b.queueRules["mail"]
+	b.mu.Unlock()
+	if want := (queueRule{paused: true, limit: 2}); got != want {
+		t.Fatalf("rules hold %+v, want %+v", got, want)
+	}
+}
+
+// A broker whose cache is behind the database (it missed the events) does not undo what the
+// database let its lease take: with the cap raised through another broker, the jobs the lease
+// took under the new cap are handed out, not handed back for the old one.
+func TestClusterStaleCacheDoesNotUndoALease(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	ctx := context.Background()
+	if _, err := c.brokers[0].Enqueue(ctx, []JobSpec{{Type: payType, Queue: "capped"}, {Type: payType, Queue: "capped"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.brokers[0].SetQueueLimit(ctx, "capped", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.brokers[1].SetQueueLimit(ctx, "capped", 2); err != nil {
+		t.Fatal(err)
+	}
+	c.brokers[0].mu.Lock()
+	stale := c.brokers[0].queueRules["capped"].limit
+	c.brokers[0].mu.Unlock()
+	if stale != 1 {
+		t.Fatalf("the deaf broker's cache holds limit %d, want the old 1", stale)
+	}
+	s := c.worker(t, 0, 2)
+	assignments(t, s, 2)
+}
