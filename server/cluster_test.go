@@ -26,6 +26,19 @@ func twoBrokers(t *testing.T) (a, b *brokertest.Bundle) {
 	return a, b
 }
 
+// runJob enqueues a job of type "t" through a and has w, a worker of any broker, start it.
+func runJob(t *testing.T, a *brokertest.Bundle, w *brokertest.RawWorker) (int64, *jobwirev1.Assignment) {
+	t.Helper()
+	id := a.Enqueue(spec("t"))
+	got := w.Assignment()
+	if got.GetJob().GetId() != id {
+		t.Fatalf("the worker got job %d, want %d", got.GetJob().GetId(), id)
+	}
+	w.Started(got)
+	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	return id, got
+}
+
 func spec(typ string) *jobwirev1.JobSpec {
 	return &jobwirev1.JobSpec{Type: typ, Payload: []byte(`{}`)}
 }
@@ -53,10 +66,7 @@ func TestClusterWorkerKeepsItsLeaseOnAnotherBroker(t *testing.T) {
 	t.Parallel()
 	a, b := twoBrokers(t)
 	w := a.Connect(brokertest.Hello("w1", 1, "t"))
-	id := a.Enqueue(spec("t"))
-	got := w.Assignment()
-	w.Started(got)
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	id, got := runJob(t, a, w)
 	w.Kill()
 
 	hello := brokertest.Hello("w1", 1, "t")
@@ -150,10 +160,7 @@ func TestClusterLeaderFailoverRunsMaintenance(t *testing.T) {
 		t.Fatal("two brokers lead")
 	}
 	silent := a.Connect(brokertest.Hello("silent", 1, "t"))
-	expiring := a.Enqueue(spec("t"))
-	lost := silent.Assignment()
-	silent.Started(lost)
-	waitState(t, a, expiring, jobwirev1.JobState_JOB_STATE_RUNNING)
+	expiring, _ := runJob(t, a, silent)
 	scheduled := a.Enqueue(&jobwirev1.JobSpec{Type: "t", Payload: []byte(`{}`),
 		Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(10 * time.Second)}})
 
@@ -185,10 +192,7 @@ func TestClusterNonLeaderDropsALeaseTheLeaderExpired(t *testing.T) {
 	t.Parallel()
 	a, b := twoBrokers(t)
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
-	id := a.Enqueue(spec("t"))
-	got := w.Assignment()
-	w.Started(got)
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	id, _ := runJob(t, a, w)
 	a.Advance(brokertest.DefaultConfig().LeaseDuration + brokertest.DefaultConfig().SweepInterval)
 	waitNotState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	b.Advance(brokertest.DefaultConfig().SweepInterval) // the non-leader's own sweep
@@ -210,10 +214,7 @@ func TestClusterCancelReachesTheWorkerOnAnotherBroker(t *testing.T) {
 	t.Parallel()
 	a, b := twoBrokers(t)
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
-	id := a.Enqueue(spec("t"))
-	got := w.Assignment()
-	w.Started(got)
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	id, _ := runJob(t, a, w)
 	if _, err := a.Producer.CancelJob(context.Background(), &jobwirev1.CancelJobRequest{Id: id}); err != nil {
 		t.Fatal(err)
 	}
