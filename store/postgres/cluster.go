@@ -254,6 +254,7 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 	defer stop(nil)
 	tick := time.NewTicker(s.electionInterval)
 	defer tick.Stop()
+	var pruned time.Time // when this broker, leading, last forgot long-gone brokers
 	for {
 		if conn == nil {
 			c, err := s.connect(ctx, "leader")
@@ -269,6 +270,10 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 				}
 				stop(err)
 			}
+		}
+		if conn != nil && leader && time.Since(pruned) >= brokerPruneEvery {
+			pruned = time.Now()
+			s.pruneBrokers(ctx, conn)
 		}
 		if conn != nil && !leader {
 			ok, err := s.tryLead(ctx, conn)
@@ -288,6 +293,27 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// Brokers not seen for brokerForget are forgotten, with their write receipts, by the leader,
+// which looks every brokerPruneEvery. A receipt is only ever looked for within the write that
+// stored it, so a broker gone this long needs none of them.
+const (
+	brokerForget     = 7 * 24 * time.Hour
+	brokerPruneEvery = time.Hour
+)
+
+// pruneBrokers forgets the brokers not seen for brokerForget.
+func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tag, err := conn.Exec(ctx, `DELETE FROM brokers WHERE last_seen < $1`, time.Now().Add(-brokerForget).UnixNano())
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("forget brokers gone for long", "broker", s.BrokerID(), "err", err)
+	case err == nil && tag.RowsAffected() > 0:
+		s.log.Info("forgot brokers gone for long", "broker", s.BrokerID(), "brokers", tag.RowsAffected(), "unseen_for", brokerForget)
 	}
 }
 

@@ -356,3 +356,31 @@ func TestWriteReceiptsAreEachBrokersOwn(t *testing.T) {
 			"it must not take the first broker's receipt for its own", n, jobs)
 	}
 }
+
+// The leader forgets brokers not seen for a week, with their write receipts; the others stay.
+func TestLeaderForgetsBrokersGoneForLong(t *testing.T) {
+	t.Parallel()
+	s := openBroker(t, pgtest.URL(t), nil)
+	ctx := context.Background()
+	old := time.Now().Add(-brokerForget - time.Hour).UnixNano()
+	var gone int64
+	if err := s.pool.QueryRow(ctx, `INSERT INTO brokers (addr, pid, host, started_at, last_seen)
+		VALUES ('', 1, 'gone', $1, $1) RETURNING id`, old).Scan(&gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO write_receipts (broker, slot, receipt) VALUES ($1, 1, 1)`, gone); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Campaign(cctx, func(bool) {}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the gone broker to be forgotten", func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT (SELECT COUNT(*) FROM brokers WHERE id = $1) + (SELECT COUNT(*) FROM write_receipts WHERE broker = $1)`, gone).Scan(&n)
+		return err == nil && n == 0
+	})
+	if list, err := s.Brokers(ctx); err != nil || len(list) != 1 || list[0].ID != s.BrokerID() {
+		t.Fatalf("brokers after forgetting: %+v, %v; want this one", list, err)
+	}
+}
