@@ -19,6 +19,9 @@ type Source interface {
 	ListQueues(ctx context.Context, name string) ([]broker.QueueStats, error)
 	Breakers() []breaker.Info
 	WorkerTotals() (streams, free int)
+	// Leader reports whether this broker runs the maintenance that must run once (alone, or
+	// as its cluster's leader).
+	Leader() bool
 }
 
 // RetryCounts is the storage retry policy's counters (a *storeretry.Policy).
@@ -37,6 +40,8 @@ var (
 		"Age of the oldest ready job of a queue (0 when none is ready).", []string{"queue"}, nil)
 	descQueuePaused = prometheus.NewDesc("jobwire_queue_paused",
 		"1 when the queue is paused.", []string{"queue"}, nil)
+	descLeader = prometheus.NewDesc("jobwire_leader",
+		"1 when this broker runs the maintenance that must run once: it is alone, or it leads the brokers of its database.", nil, nil)
 	descWorkers = prometheus.NewDesc("jobwire_workers_connected",
 		"Connected worker streams.", nil, nil)
 	descFreeSlots = prometheus.NewDesc("jobwire_worker_free_slots",
@@ -87,7 +92,7 @@ func (m *Metrics) Watch(src Source, retries RetryCounts, clk clock.Clock, log *s
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueJobs, descOldestReady, descQueuePaused, descWorkers, descFreeSlots,
+	for _, d := range []*prometheus.Desc{descQueueJobs, descOldestReady, descQueuePaused, descWorkers, descFreeSlots, descLeader,
 		descBreakerState, descStorageRetries, descStorageExhausted, descScrapeErrors} {
 		ch <- d
 	}
@@ -107,6 +112,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	streams, free := c.src.WorkerTotals()
 	ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(streams))
 	ch <- prometheus.MustNewConstMetric(descFreeSlots, prometheus.GaugeValue, float64(free))
+	leader := 0.0
+	if c.src.Leader() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
 
 	// Types folded into Other report the worst state among them: 1 for a state means at least
 	// one of them is in it.

@@ -216,6 +216,7 @@ func TestScrapeCountsScriptedWorkload(t *testing.T) {
 		{"jobwire_queue_jobs", []string{"queue=mail", "state=running"}, 0},
 		{"jobwire_workers_connected", nil, 1},
 		{"jobwire_worker_free_slots", nil, 8},
+		{"jobwire_leader", nil, 1}, // alone, it runs the maintenance itself
 		{"grpc_server_handled_total", []string{"grpc_method=Enqueue", "grpc_code=OK"}, n + m + k + 1},
 	}
 	for _, w := range want {
