@@ -176,6 +176,14 @@ func (s *brokerSet) kill(i int) bool {
 	return true
 }
 
+// signal sends sig to broker i if it runs.
+func (s *brokerSet) signal(i int, sig syscall.Signal) bool {
+	s.mu.Lock()
+	p := s.procs[i]
+	s.mu.Unlock()
+	return p != nil && p.cmd.Process.Signal(sig) == nil
+}
+
 // live lists the brokers that run and listen now.
 func (s *brokerSet) live() []int {
 	s.mu.Lock()

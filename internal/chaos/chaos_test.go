@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,7 +287,9 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 // killAtRandom kills a random running broker with SIGKILL every one to three seconds and starts
 // it again after up to 1.5s, until ctx ends; then it waits for the restarts under way. With
 // several brokers it leaves one running, except one time in eight, when it kills every broker
-// that runs (a full outage).
+// that runs (a full outage). One time in five it freezes the broker instead (SIGSTOP) for one to
+// four seconds, longer than a lease at most: the others carry on, its workers' leases may expire
+// meanwhile, and it wakes up believing in them.
 func (s *brokerSet) killAtRandom(ctx context.Context, rng *rand.Rand, logf func(string, ...any)) error {
 	var restarts sync.WaitGroup
 	var mu sync.Mutex
@@ -294,7 +297,8 @@ func (s *brokerSet) killAtRandom(ctx context.Context, rng *rand.Rand, logf func(
 	defer restarts.Wait()
 	for {
 		wait := time.Second + time.Duration(rng.IntN(2000))*time.Millisecond
-		pick, outage := rng.IntN(len(s.addrs)), rng.IntN(8) == 0
+		pick, outage, freeze := rng.IntN(len(s.addrs)), rng.IntN(8) == 0, rng.IntN(5) == 0
+		frozenFor := time.Second + time.Duration(rng.IntN(3000))*time.Millisecond
 		downFor := make([]time.Duration, len(s.addrs))
 		for i := range downFor {
 			downFor[i] = 100*time.Millisecond + time.Duration(rng.IntN(1400))*time.Millisecond
@@ -318,6 +322,16 @@ func (s *brokerSet) killAtRandom(ctx context.Context, rng *rand.Rand, logf func(
 		case outage && len(s.addrs) > 1:
 			logf("%s: full outage", time.Now().Format("15:04:05.000"))
 		case len(s.addrs) > 1 && len(live) == 1:
+			continue
+		case freeze:
+			victim := live[pick%len(live)]
+			if s.signal(victim, syscall.SIGSTOP) {
+				logf("%s: froze broker %d for %s", time.Now().Format("15:04:05.000"), victim, frozenFor)
+				restarts.Go(func() {
+					time.Sleep(frozenFor)
+					s.signal(victim, syscall.SIGCONT)
+				})
+			}
 			continue
 		default:
 			victims = []int{live[pick%len(live)]}
