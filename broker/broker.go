@@ -380,14 +380,21 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	}
 	var results []store.JobInsertResult
 	o := &op{name: "enqueue"}
+	var scheduled time.Time // the earliest run_at of a job stored SCHEDULED
 	for _, p := range params {
 		o.readies = o.readies || !p.RunAt.After(now)
+		if p.RunAt.After(now) && (scheduled.IsZero() || p.RunAt.Before(scheduled)) {
+			scheduled = p.RunAt
+		}
 	}
 	o.apply = func(tx store.Tx) error {
 		var err error
 		results, err = tx.JobInsertMany(params)
 		if o.readies {
 			tx.Publish(readyEvent)
+		}
+		if !scheduled.IsZero() {
+			tx.Publish(scheduledEvent(scheduled))
 		}
 		return err
 	}

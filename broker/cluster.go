@@ -23,7 +23,8 @@ import (
 //     (EventResync), bound what a lost notification can delay.
 //   - Leadership. Maintenance that must run once runs on the leader only (isLeader): promoting
 //     scheduled jobs, the database sweep of expired leases and attempt timeouts, retention. A
-//     broker that becomes leader runs promote and sweep at once.
+//     broker that becomes leader runs promote and sweep at once. A job stored SCHEDULED through
+//     any broker publishes store.EventScheduled, so the leader's timer wakes for it.
 //   - Cancels. A cancel of a held job publishes store.EventCancel, and the broker whose worker
 //     holds the lease tells it to stop.
 //   - Leases. A broker knows only the leases it handed out or adopted. It never releases
@@ -78,6 +79,12 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		if e.From != b.cluster.BrokerID() { // this broker's own writes cached their states
 			b.breakersStale()
 		}
+	case store.EventScheduled:
+		if n, err := strconv.ParseInt(e.Key, 10, 64); err == nil && e.From != b.cluster.BrokerID() {
+			b.mu.Lock()
+			b.scheduleLocked(time.Unix(0, n)) // only the leader arms a timer
+			b.mu.Unlock()
+		}
 	case store.EventCancel:
 		if ref, ok := parseCancelKey(e.Key); ok && e.From != b.cluster.BrokerID() {
 			b.cancelHeld(ref) // whichever broker's worker holds it
@@ -91,6 +98,11 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		b.queuesChanged()
 		b.signal()
 	}
+}
+
+// scheduledEvent tells the leader a job was stored SCHEDULED until at.
+func scheduledEvent(at time.Time) store.Event {
+	return store.Event{Kind: store.EventScheduled, Key: strconv.FormatInt(at.UnixNano(), 10)}
 }
 
 // cancelEvent tells the brokers that the job held under ref was cancelled.

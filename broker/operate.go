@@ -170,7 +170,11 @@ func (b *Broker) RequeueDead(ctx context.Context, sel Selection, rq Requeue) (Bu
 			Priority: rq.Priority, Payload: rq.Payload, Now: now}); err != nil {
 			return err
 		}
-		if res.Affected > 0 && !runAt.After(now) {
+		switch {
+		case res.Affected == 0:
+		case runAt.After(now):
+			tx.Publish(scheduledEvent(runAt))
+		default:
 			tx.Publish(readyEvent)
 		}
 		res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)])

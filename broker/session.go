@@ -369,6 +369,9 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		if params.State == job.StatePending || frees {
 			tx.Publish(readyEvent)
 		}
+		if params.State == job.StateScheduled {
+			tx.Publish(scheduledEvent(params.RunAt))
+		}
 		if !b.sharedBreakers() {
 			return nil
 		}

@@ -223,3 +223,17 @@ func TestClusterCancelReachesTheWorkerOnAnotherBroker(t *testing.T) {
 		t.Fatalf("worker of a job cancelled through another broker got %v, want a cancel", m)
 	}
 }
+
+// A job delayed through a broker that does not lead is promoted on time by the leader, whose
+// timer the enqueue's notification set, and reaches a worker of the first broker.
+func TestClusterLeaderPromotesAJobDelayedThroughAnotherBroker(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	id := b.Enqueue(&jobwirev1.JobSpec{Type: "t", Payload: []byte(`{}`),
+		Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(10 * time.Second)}})
+	a.Clock.Advance(10 * time.Second)
+	if got := w.Assignment(); got.GetJob().GetId() != id {
+		t.Fatalf("the worker got job %d, want the delayed job %d", got.GetJob().GetId(), id)
+	}
+}

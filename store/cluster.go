@@ -43,6 +43,9 @@ const (
 	EventQueues EventKind = "queues"
 	// EventBreaker: a circuit breaker's shared state changed; Key is the job type.
 	EventBreaker EventKind = "breaker"
+	// EventScheduled: a job was stored SCHEDULED (delayed, or a retry waiting out its
+	// backoff); Key is its run_at in Unix nanoseconds, so the leader, which promotes, wakes then.
+	EventScheduled EventKind = "scheduled"
 	// EventCancel: a job held under a lease was cancelled; Key is the lease, "<job id>:<token>",
 	// so that the broker whose worker holds it tells the worker to stop.
 	EventCancel EventKind = "cancel"
