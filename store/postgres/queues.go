@@ -60,8 +60,10 @@ func (t *tx) queueRoom() (map[string]int, error) {
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(lockCappedSQL)
-	batch.Queue(`SELECT queue, count(*) FROM jobs WHERE state IN (3, 4) AND queue IN
-		(SELECT name FROM queues WHERE concurrency_limit > 0 AND NOT paused) GROUP BY queue`)
+	// One count per capped queue, each read from the held jobs of that queue alone
+	// (jobs_held_queue): a join would read every held job of every queue.
+	batch.Queue(`SELECT q.name, (SELECT count(*) FROM jobs WHERE state IN (3, 4) AND queue = q.name)
+		FROM queues q WHERE q.concurrency_limit > 0 AND NOT q.paused`)
 	res := t.tx.SendBatch(t.ctx, batch)
 	defer res.Close()
 	rows, err := res.Query()

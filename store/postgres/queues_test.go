@@ -259,15 +259,16 @@ func ids(jobs []*job.Job) []int64 {
 }
 
 // BenchmarkLeaseCapped is what enforcing a cap in the database adds to a lease: each iteration
-// is one write that leases one job of a capped queue (limit held+10, with the held jobs already
-// counting against it) and hands it back. "caps" is the room a single broker passes in
-// (JobLeaseParams.Caps); "enforced" locks the capped queues' rows and counts the held jobs
-// (JobLeaseParams.EnforceQueues); "enforced-uncapped" is an enforced lease when no queue is
-// capped, which costs the one statement that finds none to lock.
+// is one write that leases one job of a capped queue (limit: its held jobs + 10) and hands it
+// back. held jobs of the capped queue, and other held jobs of an uncapped queue, are leased
+// before. "caps" is the room a single broker passes in (JobLeaseParams.Caps); "enforced" locks
+// the capped queues' rows and counts their held jobs (JobLeaseParams.EnforceQueues);
+// "enforced-uncapped" is an enforced lease when no queue is capped, which finds nothing to
+// lock or count.
 func BenchmarkLeaseCapped(b *testing.B) {
-	for _, held := range []int{10, 1000} {
+	for _, c := range []struct{ held, other int }{{10, 0}, {1000, 0}, {10, 1000}} {
 		for _, mode := range []string{"caps", "enforced", "enforced-uncapped"} {
-			b.Run(fmt.Sprintf("held=%d/%s", held, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("held=%d/other=%d/%s", c.held, c.other, mode), func(b *testing.B) {
 				ctx := context.Background()
 				s, err := Open(ctx, pgtest.URL(b), Options{Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
@@ -275,29 +276,41 @@ func BenchmarkLeaseCapped(b *testing.B) {
 				}
 				defer s.Close()
 				now := time.Unix(1_700_000_000, 0)
-				var ps []*store.JobInsertParams
-				for range held + 100 {
-					ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "capped", Payload: []byte(`{}`),
-						MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute})
+				in := func(queue string, n int) []*store.JobInsertParams {
+					var ps []*store.JobInsertParams
+					for range n {
+						ps = append(ps, &store.JobInsertParams{Type: "t", Queue: queue, Payload: []byte(`{}`),
+							MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute})
+					}
+					return ps
 				}
-				lease := &store.JobLeaseParams{Types: []string{"t"}, Limit: held, WorkerID: "w", Now: now,
-					LeaseUntil: now.Add(time.Hour)}
+				lease := func(tx store.Tx, queue string, n int) error {
+					if n == 0 {
+						return nil
+					}
+					_, err := tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Queues: []string{queue}, Limit: n,
+						WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Hour)})
+					return err
+				}
 				err = s.Write(ctx, "setup", func(tx store.Tx) error {
-					if _, err := tx.JobInsertMany(ps); err != nil {
+					if _, err := tx.JobInsertMany(append(in("capped", c.held+100), in("other", c.other)...)); err != nil {
 						return err
 					}
 					if mode != "enforced-uncapped" {
-						if err := tx.QueueSetLimit("capped", held+10); err != nil {
+						if err := tx.QueueSetLimit("capped", c.held+10); err != nil {
 							return err
 						}
 					}
-					_, err := tx.JobLease(lease) // the held jobs
-					return err
+					if err := lease(tx, "capped", c.held); err != nil {
+						return err
+					}
+					return lease(tx, "other", c.other)
 				})
 				if err != nil {
 					b.Fatal(err)
 				}
-				p := store.JobLeaseParams{Types: []string{"t"}, Limit: 1, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Hour)}
+				p := store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"capped"}, Limit: 1, WorkerID: "w",
+					Now: now, LeaseUntil: now.Add(time.Hour)}
 				if mode == "caps" {
 					p.Caps = map[string]int{}
 				} else {
