@@ -192,22 +192,40 @@ func (b *Broker) restoreBreakers(ctx context.Context) error {
 	if b.sharedBreakers() {
 		return b.refreshBreakers(ctx)
 	}
-	recs, err := b.st.BreakerLoadAll(ctx)
+	saved, err := b.loadBreakers(ctx)
 	if err != nil {
-		return fmt.Errorf("load breakers: %w", err)
-	}
-	saved := make([]breaker.Saved, 0, len(recs))
-	for _, r := range recs {
-		var s breaker.Saved
-		if err := json.Unmarshal(r.Data, &s); err != nil {
-			return fmt.Errorf("decode breaker state of %q: %w", r.Type, err)
-		}
-		saved = append(saved, s)
+		return err
 	}
 	if err := b.breakers.Restore(saved); err != nil {
 		return fmt.Errorf("restore breakers: %w", err)
 	}
 	return nil
+}
+
+// loadBreakers reads every stored breaker state.
+func (b *Broker) loadBreakers(ctx context.Context) ([]breaker.Saved, error) {
+	recs, err := b.st.BreakerLoadAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load breakers: %w", err)
+	}
+	saved := make([]breaker.Saved, 0, len(recs))
+	for _, r := range recs {
+		s, err := decodeBreaker(r.Type, r.Data)
+		if err != nil {
+			return nil, err
+		}
+		saved = append(saved, s)
+	}
+	return saved, nil
+}
+
+// decodeBreaker reads the stored document of typ's breaker.
+func decodeBreaker(typ string, data []byte) (breaker.Saved, error) {
+	var s breaker.Saved
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("decode breaker state of %q: %w", typ, err)
+	}
+	return s, nil
 }
 
 // Breakers lists every circuit breaker. Shared breakers are read from the database first, so

@@ -72,9 +72,9 @@ func (b *Broker) lockBreaker(tx store.Tx, typ string) (*breaker.Shared, error) {
 
 // sharedBreaker builds typ's breaker from its stored document.
 func (b *Broker) sharedBreaker(typ string, data []byte) (*breaker.Shared, error) {
-	var saved breaker.Saved
-	if err := json.Unmarshal(data, &saved); err != nil {
-		return nil, fmt.Errorf("decode breaker state of %q: %w", typ, err)
+	saved, err := decodeBreaker(typ, data)
+	if err != nil {
+		return nil, err
 	}
 	return b.breakers.Shared(typ, &saved)
 }
@@ -301,17 +301,9 @@ func (b *Broker) applyBreakerChanges(ch breakerChanges) {
 // changed one (store.EventBreaker), after events may have been lost (store.EventResync), and
 // at every sweep. A dispatch round follows if a breaker's state, generation or probes changed.
 func (b *Broker) refreshBreakers(ctx context.Context) error {
-	recs, err := b.st.BreakerLoadAll(ctx)
+	states, err := b.loadBreakers(ctx)
 	if err != nil {
-		return fmt.Errorf("load breakers: %w", err)
-	}
-	states := make([]breaker.Saved, 0, len(recs))
-	for _, r := range recs {
-		var s breaker.Saved
-		if err := json.Unmarshal(r.Data, &s); err != nil {
-			return fmt.Errorf("decode breaker state of %q: %w", r.Type, err)
-		}
-		states = append(states, s)
+		return err
 	}
 	before := b.breakers.List()
 	if err := b.breakers.Load(states...); err != nil {
