@@ -249,9 +249,20 @@ func (b *Broker) leasesInStore(ctx context.Context, refs []job.LeaseRef) (map[jo
 
 // resultStored reports whether j, read under the token of a lease granted to workerID, shows
 // that lease's result stored: it moved on from LEASED or RUNNING under that token without
-// being released (a release, or the expiry of a lease never started, clears the worker).
+// being released (a release, or the expiry of a lease never started, clears the worker),
+// cancelled, or failed by the broker itself (an expired lease or attempt timeout, which the
+// sweep records as the job's last error).
 func resultStored(j *job.Job, workerID string) bool {
-	return j != nil && !j.State.Held() && j.WorkerID != "" && j.WorkerID == workerID
+	switch {
+	case j == nil || j.State.Held() || j.WorkerID == "" || j.WorkerID != workerID:
+		return false
+	case j.State == job.StateSucceeded:
+		return true
+	case j.State == job.StateCancelled:
+		return false
+	default:
+		return j.LastErrorType != leaseExpiredErrorType && j.LastErrorType != timeoutErrorType
+	}
 }
 
 // storedResult answers, in a cluster, a result for a lease this broker does not hold

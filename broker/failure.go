@@ -12,6 +12,9 @@ import (
 // broker cut it off or the worker reported it, so the dead-letter queue groups them together.
 const timeoutErrorType = "TIMEOUT"
 
+// leaseExpiredErrorType is the error type of an attempt whose lease ran out while it ran.
+const leaseExpiredErrorType = "LEASE_EXPIRED"
+
 func timeoutMessage(j *job.Job) string {
 	return fmt.Sprintf("attempt ran past its timeout of %s", j.AttemptTimeout)
 }

@@ -94,7 +94,7 @@ func (b *Broker) Sweep() {
 			a := job.Attempt{Number: j.Attempts, WorkerID: j.WorkerID, StartedAt: j.StartedAt,
 				FinishedAt: now, FailureKind: job.KindTransient}
 			if !j.LeaseExpiresAt.After(now) {
-				e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, "LEASE_EXPIRED"
+				e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, leaseExpiredErrorType
 				a.Message = fmt.Sprintf("lease expired: no heartbeat or result from worker %q", j.WorkerID)
 			} else {
 				e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, timeoutErrorType

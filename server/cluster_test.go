@@ -192,13 +192,22 @@ func TestClusterNonLeaderDropsALeaseTheLeaderExpired(t *testing.T) {
 	t.Parallel()
 	a, b := twoBrokers(t)
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
-	id, _ := runJob(t, a, w)
+	id, got := runJob(t, a, w)
 	a.Advance(brokertest.DefaultConfig().LeaseDuration + brokertest.DefaultConfig().SweepInterval)
 	waitNotState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	b.Advance(brokertest.DefaultConfig().SweepInterval) // the non-leader's own sweep
 	m := w.Next()
 	if c := m.GetCancel(); c == nil || c.GetJobId() != id || c.GetReason() != jobwirev1.CancelReason_CANCEL_REASON_LEASE_LOST {
 		t.Fatalf("worker of an expired lease got %v, want a cancel for lease lost", m)
+	}
+	// Reconnecting to either broker with it, the worker hears it is lost: the attempt was ended
+	// by the sweep, not by a result.
+	hello := brokertest.Hello("w1", 1, "t")
+	hello.Held = []*jobwirev1.LeaseRef{brokertest.Ref(got)}
+	for _, bundle := range []*brokertest.Bundle{a, b} {
+		if lost := bundle.Connect(hello).Welcome.GetLost(); len(lost) != 1 {
+			t.Fatalf("an expired lease is not listed lost: %v", lost)
+		}
 	}
 }
 
