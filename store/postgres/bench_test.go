@@ -24,11 +24,13 @@ const benchBatch = 100
 // iteration: insert benchBatch jobs, store the successes of the jobs the previous iteration
 // leased, and lease benchBatch ready jobs (in a savepoint, as dispatch does). The table starts
 // with 100,000 finished jobs, so a statement that reads history instead of the partial indexes
-// shows. ns/op is one such transaction: benchBatch jobs inserted, leased and finished.
+// shows. ns/op is one such transaction: benchBatch jobs inserted, leased and finished;
+// round-trips/op counts the statements and batches it sent.
 func BenchmarkWriterCycle(b *testing.B) {
 	ctx := context.Background()
 	// One connection, so that its server process is the one doing every iteration's work.
-	s, err := Open(ctx, pgtest.URL(b), Options{MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	trips := &tripCounter{}
+	s, err := Open(ctx, pgtest.URL(b), Options{MaxConns: 1, Logger: slog.New(slog.DiscardHandler), tracer: trips})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,6 +46,7 @@ func BenchmarkWriterCycle(b *testing.B) {
 		Now: now, LeaseUntil: now.Add(time.Minute)}
 	var held []*job.Job
 	server := serverCPU(ctx, b, s)
+	tripsBefore := trips.n.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -81,6 +84,7 @@ func BenchmarkWriterCycle(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(trips.n.Load()-tripsBefore)/float64(b.N), "round-trips/op")
 	if used, ok := server(); ok {
 		// The server's own CPU time, unlike ns/op, barely moves with what else the machine runs.
 		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "server-µs/op")
