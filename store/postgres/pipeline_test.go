@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,10 +55,29 @@ func (b *pipeBundle) types(t *testing.T) map[string]int64 {
 
 // tripCounter counts what the connections send: one statement or one batch is one round trip
 // (a statement's preparation on first use aside).
-type tripCounter struct{ n atomic.Int64 }
+type tripCounter struct {
+	n atomic.Int64
 
-func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	mu   sync.Mutex
+	sent []string // every statement, batched or not, in the order sent
+}
+
+func (c *tripCounter) record(sql string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, sql)
+}
+
+// statements returns what was sent so far.
+func (c *tripCounter) statements() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sent)
+}
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.record(d.SQL)
 	return ctx
 }
 func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -64,8 +85,10 @@ func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tr
 	c.n.Add(1)
 	return ctx
 }
-func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *tripCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.record(d.SQL)
+}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // The statements nobody waits for ride with the next one: a write that inserts jobs of a new
 // queue, finishes nothing and commits costs two round trips (BEGIN and the insert; the queue's

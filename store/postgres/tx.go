@@ -275,6 +275,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	}
 	var leased []*job.Job
 	bytes := 0 // payloads leased so far (MaxBytes)
+	if err := t.readInDispatchOrder(true); err != nil {
+		return nil, err
+	}
 	for len(leased) < p.Limit && (p.MaxBytes <= 0 || bytes < p.MaxBytes) {
 		q := leaseQuery(&scope, p.Limit-len(leased), leased)
 		jobs, err := t.queryJobs(q.sql.String(), q.args...)
@@ -316,6 +319,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 				break
 			}
 		}
+	}
+	if err := t.readInDispatchOrder(false); err != nil {
+		return nil, err
 	}
 	if len(leased) == 0 {
 		return nil, nil
