@@ -148,3 +148,38 @@ func TestClusterRoomFreedOnOneBrokerWakesAnother(t *testing.T) {
 		t.Fatalf("after the room was freed the second broker's worker got job %d, want %d", id, second)
 	}
 }
+
+// In a cluster too, jobs that were running when their broker restarted keep their places under
+// their queue's cap: the broker starts knowing no lease, and the database counts them.
+func TestClusterCapCountsJobsRunningAcrossARestart(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	ctx := context.Background()
+	const limit = 2
+	for range 2 * limit {
+		a.Enqueue(inQueue("capped"))
+	}
+	if _, err := a.Admin.SetQueueLimit(ctx, &jobwirev1.SetQueueLimitRequest{Queue: "capped", Limit: limit}); err != nil {
+		t.Fatal(err)
+	}
+	w1 := a.Connect(brokertest.Hello("w1", 5, "t"))
+	for range limit {
+		got := w1.Assignment()
+		w1.Started(got)
+		waitState(t, a, got.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+	}
+	a.Restart() // w1 does not come back
+	for name, bundle := range map[string]*brokertest.Bundle{"restarted": a, "other": b} {
+		w := bundle.Connect(brokertest.Hello("w-"+name, 5, "t"))
+		// A job of an uncapped queue reaches w once a dispatch round has run for it; capped
+		// jobs would have been leased by that round or an earlier one.
+		free := bundle.Enqueue(inQueue("free"))
+		if got := w.Assignment(); got.GetJob().GetId() != free {
+			t.Fatalf("%s broker: its worker got job %d of queue %q, want only job %d while the cap is taken",
+				name, got.GetJob().GetId(), got.GetJob().GetQueue(), free)
+		}
+	}
+	if n := heldIn(t, b, "capped"); n != limit {
+		t.Fatalf("%d of the capped queue's jobs held, want the %d running from before the restart", n, limit)
+	}
+}
