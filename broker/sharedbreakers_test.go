@@ -513,3 +513,55 @@ func TestSharedBreakerBatchedFailures(t *testing.T) {
 	c.wantState(t, breaker.StateOpen, 2, 0, 1)
 	c.wantTransitions(t, "CLOSED->OPEN threshold")
 }
+
+// A probe's slot is settled by the broker that ends its lease, though another broker dispatched
+// it: its result through another broker after its worker reconnected there, or a cancel there.
+func TestSharedBreakerProbeEndedElsewhere(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	tests := []struct {
+		name string
+		end  func(t *testing.T, c *cluster, a Assignment) // on broker 1
+		want breaker.State
+	}{
+		{"result after a reconnect", func(t *testing.T, c *cluster, a Assignment) {
+			ref := job.LeaseRef{JobID: a.Job.ID, Token: a.Token}
+			s, w, err := c.brokers[1].Open(context.Background(), Hello{WorkerID: a.Job.WorkerID,
+				Types: []string{payType}, Capacity: 4, Held: []job.LeaseRef{ref}})
+			if err != nil || len(w.Lost) != 0 {
+				t.Fatalf("reconnect: %v, lost %v", err, w.Lost)
+			}
+			t.Cleanup(s.Close)
+			report(t, s, a, nil)
+		}, breaker.StateClosed},
+		{"cancel", func(t *testing.T, c *cluster, a Assignment) {
+			if _, err := c.brokers[1].Cancel(context.Background(), a.Job.ID); err != nil {
+				t.Fatal(err)
+			}
+		}, breaker.StateHalfOpen},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+			if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+				t.Fatal(err)
+			}
+			c.enqueue(t, 0, 1)
+			s := c.worker(t, 0, 4)
+			a := assignments(t, s, 1)[0]
+			s.Started(job.LeaseRef{JobID: a.Job.ID, Token: a.Token})
+			c.waitFor(t, "the probe is RUNNING", []int{0}, func() bool {
+				j, err := c.brokers[1].Get(context.Background(), a.Job.ID)
+				return err == nil && j.State == job.StateRunning
+			})
+			s.Close() // its running lease stays in the database for the worker to take elsewhere
+			tt.end(t, c, a)
+			for i := range c.brokers {
+				if in := c.info(t, i); in.State != tt.want || in.ProbesInFlight != 0 {
+					t.Errorf("broker %d lists %+v, want %v with no probe in flight", i, in, tt.want)
+				}
+			}
+		})
+	}
+}
