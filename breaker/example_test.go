@@ -50,3 +50,53 @@ func Example() {
 	// invoice.send: HALF_OPEN -> CLOSED (probes_succeeded), generation 4
 	// allowance: true
 }
+
+// Two brokers share one breaker through a stored state: each change is made on the state as
+// stored (under the database's row lock, in a broker) and stored back, and each broker's Set
+// caches what was stored. Failures counted on either broker add up, and the one probe slot is
+// held across both.
+func ExampleSet_Shared() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := breaker.DefaultConfig()
+	cfg.Threshold = 2
+	a, _ := breaker.NewSet(clk, cfg, nil, nil)
+	b, _ := breaker.NewSet(clk, cfg, nil, nil)
+	a.Cache()
+	b.Cache()
+
+	var stored *breaker.Saved // the database row
+	change := func(set *breaker.Set, fn func(sh *breaker.Shared)) {
+		sh, err := set.Shared("invoice.send", stored)
+		if err != nil {
+			panic(err)
+		}
+		fn(sh)
+		saved := sh.Saved()
+		stored = &saved
+		for _, tr := range sh.Transitions() { // reported once the state is stored
+			fmt.Printf("%v -> %v (%v), generation %d\n", tr.From, tr.To, tr.Reason, tr.Generation)
+		}
+		_ = set.Load(saved) // the broker's cache; the others read it on the change's event
+	}
+
+	for job, set := range []*breaker.Set{a, b} {
+		change(set, func(sh *breaker.Shared) {
+			p, _ := sh.Acquire(int64(job), "")
+			sh.Failure(p, breaker.Transient)
+		})
+	}
+	clk.Advance(cfg.OpenFor)
+	change(a, func(sh *breaker.Shared) { sh.Acquire(7, "broker-a") })
+	change(b, func(sh *breaker.Shared) {
+		_, ok := sh.Acquire(8, "broker-b")
+		fmt.Println("second probe allowed:", ok)
+	})
+	// Broker b ends job 7's lease (its worker reconnected there), knowing no permit for it.
+	change(b, func(sh *breaker.Shared) { sh.Success(sh.Permit(7, breaker.Permit{})) })
+
+	// Output:
+	// CLOSED -> OPEN (threshold), generation 2
+	// OPEN -> HALF_OPEN (open_elapsed), generation 3
+	// second probe allowed: false
+	// HALF_OPEN -> CLOSED (probes_succeeded), generation 4
+}
