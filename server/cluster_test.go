@@ -246,3 +246,23 @@ func TestClusterLeaderPromotesAJobDelayedThroughAnotherBroker(t *testing.T) {
 		t.Fatalf("the worker got job %d, want the delayed job %d", got.GetJob().GetId(), id)
 	}
 }
+
+// A broker that does not lead keeps a lease its worker heartbeats, however long the job runs:
+// only a lease past the deadline its heartbeats set is taken for one the leader ended.
+func TestClusterNonLeaderKeepsAHeartbeatedLease(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	id, got := runJob(t, a, w)
+	lease := brokertest.DefaultConfig().LeaseDuration
+	for range 3 {
+		b.Clock.Advance(lease * 2 / 3)
+		if m := w.Heartbeat(brokertest.Ref(got)); m.GetHeartbeatAck() == nil {
+			t.Fatalf("heartbeat answered %v", m)
+		}
+		a.Advance(brokertest.DefaultConfig().SweepInterval) // the leader's sweep
+		b.Advance(brokertest.DefaultConfig().SweepInterval) // and the non-leader's
+	}
+	ack(t, w.Succeed(got))
+	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+}
