@@ -10,6 +10,7 @@ import (
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/store"
 )
 
 // noPoll is a dispatch poll the tests never reach on the fake clock: whatever a broker does, an
@@ -265,4 +266,33 @@ func TestClusterNonLeaderKeepsAHeartbeatedLease(t *testing.T) {
 	}
 	ack(t, w.Succeed(got))
 	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+}
+
+// A job whose notification never came (stored here without one) is still found by the other
+// broker's dispatch poll.
+func TestClusterPollFindsAJobWithoutNotification(t *testing.T) {
+	t.Parallel()
+	a := brokertest.New(t, brokertest.Options{Cluster: true, ClusterPoll: noPoll})
+	a.WaitLeader()
+	b := brokertest.New(t, brokertest.Options{Join: a, ClusterPoll: time.Second})
+	a.WaitListening(2)
+	// Once the worker has a first job, the round that leased it is over and saw no more.
+	w := b.Connect(brokertest.Hello("w1", 2, "t"))
+	first := a.Enqueue(spec("t"))
+	if got := w.Assignment(); got.GetJob().GetId() != first {
+		t.Fatalf("the worker got %v", got)
+	}
+	now := a.Clock.Now()
+	err := a.Store.Write(context.Background(), "test", func(tx store.Tx) error {
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
+			MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(time.Second)
+	if got := w.Assignment(); got.GetJob().GetId() == first {
+		t.Fatalf("the worker got %v again", got)
+	}
 }
