@@ -150,7 +150,8 @@ func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
 
 // PauseQueue stops dispatch from a queue, creating the queue if it is new (so a queue can be
 // paused before its first job). Jobs already handed to workers finish; nothing is assigned
-// from the queue once the call returns.
+// from the queue once the call returns, but in a cluster a lease another broker was storing
+// as the pause committed, whose own transaction still saw the queue running.
 func (b *Broker) PauseQueue(ctx context.Context, name string) error {
 	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetPaused(name, true) },
 		func(r *queueRule) { r.paused = true }, false)
