@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -19,9 +21,8 @@ func leaseArrays(n int, ref func(i int) job.LeaseRef) (ids, seqs []int64, secret
 // JobStartMany starts every current lease of ps with one statement, which returns those it
 // changed: the others are checked one by one for a start stored before, as JobStart does.
 func (t *tx) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
-	started := make([]bool, len(ps))
 	if len(ps) == 0 {
-		return started, nil
+		return nil, nil
 	}
 	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
 	now, until, deadline := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
@@ -37,29 +38,16 @@ func (t *tx) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	changed, err := collectRefs(rows)
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range ps {
-		if changed[p.Ref] {
-			started[i] = true
-			delete(changed, p.Ref) // a lease listed twice is started once
-			continue
-		}
-		if started[i], err = t.alreadyApplied(p.Ref, job.StateRunning, p.Attempt); err != nil {
-			return nil, err
-		}
-	}
-	return started, nil
+	return appliedMany(rows, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
+		return t.alreadyApplied(ps[i].Ref, job.StateRunning, ps[i].Attempt)
+	})
 }
 
 // JobReleaseMany releases every current lease of refs with one statement; the others are
 // checked one by one for a release stored before, as JobRelease does.
 func (t *tx) JobReleaseMany(refs []job.LeaseRef) ([]bool, error) {
-	released := make([]bool, len(refs))
 	if len(refs) == 0 {
-		return released, nil
+		return nil, nil
 	}
 	ids, seqs, secrets := leaseArrays(len(refs), func(i int) job.LeaseRef { return refs[i] })
 	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
@@ -69,21 +57,33 @@ func (t *tx) JobReleaseMany(refs []job.LeaseRef) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	return appliedMany(rows, len(refs), func(i int) job.LeaseRef { return refs[i] }, func(i int) (bool, error) {
+		return t.releasedAlready(refs[i])
+	})
+}
+
+// appliedMany reads the leases a write of many changed (rows of id, lease_token,
+// lease_secret) and reports, for each of n leases, whether it was applied: changed by the
+// write, or, when not, found already applied by repeated (a write run again after its commit).
+// A lease listed twice is applied once and reported applied both times.
+func appliedMany(rows pgx.Rows, n int, ref func(i int) job.LeaseRef, repeated func(i int) (bool, error)) ([]bool, error) {
 	changed, err := collectRefs(rows)
 	if err != nil {
 		return nil, err
 	}
-	for i, r := range refs {
+	applied := make([]bool, n)
+	for i := range n {
+		r := ref(i)
 		if changed[r] {
-			released[i] = true
+			applied[i] = true
 			delete(changed, r)
 			continue
 		}
-		if released[i], err = t.releasedAlready(r); err != nil {
+		if applied[i], err = repeated(i); err != nil {
 			return nil, err
 		}
 	}
-	return released, nil
+	return applied, nil
 }
 
 // releasedAlready reports whether ref's job shows the release of ref: PENDING under the same

@@ -453,37 +453,22 @@ SELECT id, lease_token, lease_secret FROM done`
 // JobSucceedMany writes a batch of successes with one statement, which returns the jobs it
 // changed: the others are checked one by one for a result stored before.
 func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
-	applied := make([]bool, len(ps))
 	if len(ps) == 0 {
-		return applied, nil
+		return nil, nil
 	}
-	ids, seqs := make([]int64, len(ps)), make([]int64, len(ps))
-	secrets := make([][]byte, len(ps))
+	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
 	attempts := make([]int32, len(ps))
 	started, finished := make([]int64, len(ps)), make([]int64, len(ps))
 	for i, p := range ps {
-		ids[i], seqs[i], secrets[i] = p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:]
 		attempts[i], started[i], finished[i] = int32(p.Attempt.Number), nanos(p.Attempt.StartedAt), nanos(p.Now)
 	}
 	rows, err := t.tx.Query(t.ctx, succeedManySQL, ids, seqs, secrets, attempts, started, finished)
 	if err != nil {
 		return nil, err
 	}
-	changed, err := collectRefs(rows)
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range ps {
-		if changed[p.Ref] {
-			applied[i] = true
-			delete(changed, p.Ref) // a result listed twice is applied once
-			continue
-		}
-		if applied[i], err = t.alreadyApplied(p.Ref, job.StateSucceeded, p.Attempt.Number); err != nil {
-			return nil, err
-		}
-	}
-	return applied, nil
+	return appliedMany(rows, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
+		return t.alreadyApplied(ps[i].Ref, job.StateSucceeded, ps[i].Attempt.Number)
+	})
 }
 
 func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
@@ -499,11 +484,7 @@ func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseR
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	ids, seqs := make([]int64, len(refs)), make([]int64, len(refs))
-	secrets := make([][]byte, len(refs))
-	for i, r := range refs {
-		ids[i], seqs[i], secrets[i] = r.JobID, r.Token.Seq, r.Token.Secret[:]
-	}
+	ids, seqs, secrets := leaseArrays(len(refs), func(i int) job.LeaseRef { return refs[i] })
 	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET lease_expires_at = $4
 		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
 		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
