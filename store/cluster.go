@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Cluster links the brokers that serve one database at the same time. A store whose database
 // several brokers may serve (PostgreSQL) offers one; a broker given none (SQLite) is alone, and
@@ -59,4 +62,20 @@ type Event struct {
 	Key  string
 	// From is the BrokerID of the broker that published it.
 	From string
+}
+
+// BrokerRecord is one broker that has opened the database, as the database knows it.
+type BrokerRecord struct {
+	ID        string
+	Addr      string // the address it said it listens on; empty if it gave none
+	PID       int
+	Host      string
+	StartedAt time.Time
+	// LastSeen is when it last wrote that it is alive (every election interval while it runs).
+	LastSeen time.Time
+	// Leader: it holds the leadership now.
+	Leader bool
+	// Alive: it was seen within a few election intervals. A broker that stopped or died stays
+	// listed, not alive, until the leader forgets it.
+	Alive bool
 }

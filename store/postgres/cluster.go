@@ -46,15 +46,11 @@ const (
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
 
 // BrokerRecord is one broker that has opened the database.
-type BrokerRecord struct {
-	ID        string
-	Addr      string // the address it said it listens on; empty if it gave none
-	PID       int
-	Host      string
-	StartedAt time.Time
-	// LastSeen is when it last wrote that it is alive (every election interval while it runs).
-	LastSeen time.Time
-}
+type BrokerRecord = store.BrokerRecord
+
+// aliveFor is how many election intervals a broker may go unseen and still be listed alive: its
+// heartbeat may wait up to one interval for its turn and another for its answer.
+const aliveFor = 3
 
 // register adds this store's row to the brokers table and takes its id.
 func (s *Store) register(ctx context.Context, addr string) error {
@@ -77,23 +73,32 @@ func (s *Store) register(ctx context.Context, addr string) error {
 // BrokerID is this store's broker number among every broker that has opened the database.
 func (s *Store) BrokerID() string { return strconv.FormatInt(s.brokerID, 10) }
 
-// Brokers lists every broker that has opened the database, oldest first.
+// Brokers lists every broker that has opened the database, oldest first, with which one leads
+// now: the broker whose "leader" session (application_name, see connect) holds the schema's
+// leader lock.
 func (s *Store) Brokers(ctx context.Context) ([]BrokerRecord, error) {
 	var out []BrokerRecord
 	err := s.read(ctx, "broker_list", func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := s.pool.Query(ctx, `SELECT id, addr, pid, host, started_at, last_seen FROM brokers ORDER BY id`)
+		rows, err := s.pool.Query(ctx, `SELECT b.id, b.addr, b.pid, b.host, b.started_at, b.last_seen,
+			EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+				AND l.classid = $1 AND l.objid = (`+schemaKey+`)::oid AND l.objsubid = 2
+				AND a.application_name = 'jobwire broker ' || b.id || ' leader')
+			FROM brokers b ORDER BY b.id`, lockLeader)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		now := time.Now()
 		for rows.Next() {
 			var r BrokerRecord
 			var id, started, seen int64
-			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen); err != nil {
+			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen, &r.Leader); err != nil {
 				return err
 			}
 			r.ID, r.StartedAt, r.LastSeen = strconv.FormatInt(id, 10), fromNanos(started), fromNanos(seen)
+			r.Alive = now.Sub(r.LastSeen) <= aliveFor*s.electionInterval
 			out = append(out, r)
 		}
 		return rows.Err()
