@@ -55,6 +55,9 @@ type Options struct {
 	// ClusterPoll is how often a broker in a cluster looks for ready jobs with no event telling
 	// it to (a lost notification delays a job at most this much). Zero: DefaultClusterPoll.
 	ClusterPoll time.Duration
+	// Addr is the address the broker listens on, which Brokers reports when it is alone (a
+	// cluster's store records its own). Empty: not known.
+	Addr string
 }
 
 // BreakerOptions configure the per-type circuit breakers.
@@ -77,6 +80,7 @@ type Broker struct {
 	breakers *breaker.Set
 	// cluster is nil when the broker is alone; see cluster.go.
 	cluster     store.Cluster
+	self        store.BrokerRecord // this broker as Brokers lists it when alone
 	clusterPoll time.Duration
 	leader      atomic.Bool // this broker leads the cluster (isLeader)
 	clusterDone sync.WaitGroup
@@ -170,6 +174,7 @@ func New(opts Options) (*Broker, error) {
 
 		cluster:     opts.Cluster,
 		clusterPoll: opts.ClusterPoll,
+		self:        loneRecord(opts.Addr, opts.Clock.Now()),
 		triager: &triage.Triager{
 			Policy:      opts.Config.policy,
 			AlwaysFatal: fatal,

@@ -473,6 +473,36 @@ func (c *Client) ListWorkers(ctx context.Context) ([]Worker, error) {
 	return out, nil
 }
 
+// BrokerEntry is one broker that serves the database, as the database knows it.
+type BrokerEntry struct {
+	// ID is its broker id, never reused within a PostgreSQL database; empty on SQLite.
+	ID   string
+	Addr string
+	Host string
+	PID  int
+	// StartedAt and LastSeen: when it started, and last wrote that it is alive.
+	StartedAt, LastSeen time.Time
+	// Leader: it runs the maintenance that must run once. Alive: it was seen within a few
+	// election intervals. Answering: it answered this call.
+	Leader, Alive, Answering bool
+}
+
+// ListBrokers returns the brokers that serve the database, oldest first: on PostgreSQL every
+// broker seen in the last week, on SQLite the one answering.
+func (c *Client) ListBrokers(ctx context.Context) ([]BrokerEntry, error) {
+	resp, err := c.admin.ListBrokers(ctx, &jobwirev1.ListBrokersRequest{})
+	if err != nil {
+		return nil, wrapErr("ListBrokers", err)
+	}
+	out := make([]BrokerEntry, 0, len(resp.GetBrokers()))
+	for _, b := range resp.GetBrokers() {
+		out = append(out, BrokerEntry{ID: b.GetId(), Addr: b.GetAddr(), Host: b.GetHost(), PID: int(b.GetPid()),
+			StartedAt: timeFromProto(b.GetStartedAt()), LastSeen: timeFromProto(b.GetLastSeen()),
+			Leader: b.GetLeader(), Alive: b.GetAlive(), Answering: b.GetAnswering()})
+	}
+	return out, nil
+}
+
 // ResetBreaker closes a job type's breaker and forgets its failures.
 func (c *Client) ResetBreaker(ctx context.Context, jobType string) (*Breaker, error) {
 	resp, err := c.admin.ResetBreaker(ctx, &jobwirev1.ResetBreakerRequest{Type: jobType})

@@ -26,3 +26,27 @@ func (a *admin) ListWorkers(context.Context, *jobwirev1.ListWorkersRequest) (*jo
 	}
 	return out, nil
 }
+
+// ListBrokers lists the brokers that serve the database, with which one leads and which one
+// answered.
+func (a *admin) ListBrokers(ctx context.Context, _ *jobwirev1.ListBrokersRequest) (*jobwirev1.ListBrokersResponse, error) {
+	list, self, err := a.b.Brokers(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &jobwirev1.ListBrokersResponse{Brokers: make([]*jobwirev1.BrokerEntry, 0, len(list))}
+	for _, r := range list {
+		out.Brokers = append(out.Brokers, &jobwirev1.BrokerEntry{
+			Id:        r.ID,
+			Addr:      r.Addr,
+			Host:      r.Host,
+			Pid:       int32(r.PID),
+			StartedAt: ts(r.StartedAt),
+			LastSeen:  ts(r.LastSeen),
+			Leader:    r.Leader,
+			Alive:     r.Alive,
+			Answering: r.ID == self,
+		})
+	}
+	return out, nil
+}

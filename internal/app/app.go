@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	// A PostgreSQL database may have other brokers: this one joins them.
 	cluster, _ := st.(store.Cluster)
 	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers,
-		Observer: obs, Tracer: tracer, Cluster: cluster})
+		Observer: obs, Tracer: tracer, Cluster: cluster, Addr: lis.Addr().String()})
 	if err != nil {
 		return err
 	}

@@ -2277,6 +2277,205 @@ func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
 	return nil
 }
 
+type ListBrokersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBrokersRequest) Reset() {
+	*x = ListBrokersRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBrokersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBrokersRequest) ProtoMessage() {}
+
+func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBrokersRequest.ProtoReflect.Descriptor instead.
+func (*ListBrokersRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
+}
+
+// BrokerEntry is one broker that serves the database.
+type BrokerEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its broker id, never reused within the database (PostgreSQL); empty on SQLite, whose one
+	// broker needs none.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The address it listens on, as it was started with; empty if not known.
+	Addr      string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Host      string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Pid       int32                  `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When it last wrote that it is alive (every election interval, 1 s, while it runs).
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// It holds the leadership now: it promotes scheduled jobs, sweeps expired leases and
+	// applies retention for the whole database.
+	Leader bool `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
+	// It was seen within a few election intervals. A broker that stopped or died stays listed,
+	// not alive, for a week.
+	Alive bool `protobuf:"varint,8,opt,name=alive,proto3" json:"alive,omitempty"`
+	// It is the broker that answered this call.
+	Answering     bool `protobuf:"varint,9,opt,name=answering,proto3" json:"answering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerEntry) Reset() {
+	*x = BrokerEntry{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerEntry) ProtoMessage() {}
+
+func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerEntry.ProtoReflect.Descriptor instead.
+func (*BrokerEntry) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *BrokerEntry) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BrokerEntry) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *BrokerEntry) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *BrokerEntry) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *BrokerEntry) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *BrokerEntry) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *BrokerEntry) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *BrokerEntry) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *BrokerEntry) GetAnswering() bool {
+	if x != nil {
+		return x.Answering
+	}
+	return false
+}
+
+type ListBrokersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Brokers       []*BrokerEntry `protobuf:"bytes,1,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBrokersResponse) Reset() {
+	*x = ListBrokersResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBrokersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBrokersResponse) ProtoMessage() {}
+
+func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBrokersResponse.ProtoReflect.Descriptor instead.
+func (*ListBrokersResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListBrokersResponse) GetBrokers() []*BrokerEntry {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -2442,12 +2641,27 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\bdraining\x18\b \x01(\bR\bdraining\x12=\n" +
 	"\fconnected_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\"G\n" +
 	"\x13ListWorkersResponse\x120\n" +
-	"\aworkers\x18\x01 \x03(\v2\x16.jobwire.v1.WorkerInfoR\aworkers*|\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.jobwire.v1.WorkerInfoR\aworkers\"\x14\n" +
+	"\x12ListBrokersRequest\"\x97\x02\n" +
+	"\vBrokerEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x12\n" +
+	"\x04host\x18\x03 \x01(\tR\x04host\x12\x10\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x16\n" +
+	"\x06leader\x18\a \x01(\bR\x06leader\x12\x14\n" +
+	"\x05alive\x18\b \x01(\bR\x05alive\x12\x1c\n" +
+	"\tanswering\x18\t \x01(\bR\tanswering\"H\n" +
+	"\x13ListBrokersResponse\x121\n" +
+	"\abrokers\x18\x01 \x03(\v2\x17.jobwire.v1.BrokerEntryR\abrokers*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xe2\t\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xb2\n" +
+	"\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -2465,7 +2679,8 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\fListBreakers\x12\x1f.jobwire.v1.ListBreakersRequest\x1a .jobwire.v1.ListBreakersResponse\x12Q\n" +
 	"\fResetBreaker\x12\x1f.jobwire.v1.ResetBreakerRequest\x1a .jobwire.v1.ResetBreakerResponse\x12Q\n" +
 	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n" +
-	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponseB\xa1\x01\n" +
+	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponse\x12N\n" +
+	"\vListBrokers\x12\x1e.jobwire.v1.ListBrokersRequest\x1a\x1f.jobwire.v1.ListBrokersResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -2483,7 +2698,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
 	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
@@ -2524,88 +2739,96 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*ListWorkersRequest)(nil),        // 36: jobwire.v1.ListWorkersRequest
 	(*WorkerInfo)(nil),                // 37: jobwire.v1.WorkerInfo
 	(*ListWorkersResponse)(nil),       // 38: jobwire.v1.ListWorkersResponse
-	nil,                               // 39: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 40: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 41: jobwire.v1.JobState
-	(*Job)(nil),                       // 42: jobwire.v1.Job
-	(DeadReason)(0),                   // 43: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 45: google.protobuf.Duration
+	(*ListBrokersRequest)(nil),        // 39: jobwire.v1.ListBrokersRequest
+	(*BrokerEntry)(nil),               // 40: jobwire.v1.BrokerEntry
+	(*ListBrokersResponse)(nil),       // 41: jobwire.v1.ListBrokersResponse
+	nil,                               // 42: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 43: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                     // 44: jobwire.v1.JobState
+	(*Job)(nil),                       // 45: jobwire.v1.Job
+	(DeadReason)(0),                   // 46: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 48: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	41, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	42, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	43, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	44, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	44, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	44, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	45, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	46, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	47, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	47, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	42, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	45, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	44, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	42, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	47, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	45, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	42, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	45, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	44, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	47, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	45, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	39, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	45, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	48, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	42, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	48, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	41, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	45, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	44, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	48, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	40, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	43, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	44, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	44, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	47, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	47, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
 	29, // 32: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
 	29, // 33: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
 	0,  // 34: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
 	29, // 35: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	44, // 36: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	47, // 36: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
 	37, // 37: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	1,  // 38: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 39: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 40: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 41: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 42: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 43: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 44: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 45: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 46: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 47: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 48: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	30, // 49: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	32, // 50: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	34, // 51: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	36, // 52: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	2,  // 53: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 54: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 55: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 56: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 57: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 58: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 59: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 60: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 61: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 62: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 63: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	31, // 64: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	33, // 65: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	35, // 66: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	38, // 67: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	53, // [53:68] is the sub-list for method output_type
-	38, // [38:53] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	47, // 38: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	47, // 39: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	40, // 40: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	1,  // 41: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	4,  // 42: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	7,  // 43: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	9,  // 44: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	11, // 45: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	14, // 46: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	16, // 47: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	19, // 48: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	21, // 49: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	23, // 50: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	25, // 51: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	30, // 52: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	32, // 53: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	34, // 54: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	36, // 55: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	39, // 56: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	2,  // 57: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	5,  // 58: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	8,  // 59: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	10, // 60: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	13, // 61: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	15, // 62: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	18, // 63: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	20, // 64: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	22, // 65: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	24, // 66: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	28, // 67: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	31, // 68: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	33, // 69: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	35, // 70: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	38, // 71: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	41, // 72: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -2621,7 +2844,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

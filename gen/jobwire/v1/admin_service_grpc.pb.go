@@ -34,6 +34,7 @@ const (
 	AdminService_ResetBreaker_FullMethodName      = "/jobwire.v1.AdminService/ResetBreaker"
 	AdminService_ForceBreaker_FullMethodName      = "/jobwire.v1.AdminService/ForceBreaker"
 	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
+	AdminService_ListBrokers_FullMethodName       = "/jobwire.v1.AdminService/ListBrokers"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -73,6 +74,9 @@ type AdminServiceClient interface {
 	ForceBreaker(ctx context.Context, in *ForceBreakerRequest, opts ...grpc.CallOption) (*ForceBreakerResponse, error)
 	// ListWorkers lists the connected worker streams with what they serve and hold.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
+	// ListBrokers lists the brokers that serve the database: on PostgreSQL every broker that has
+	// opened it and was seen in the last week, with which one leads; on SQLite the one answering.
+	ListBrokers(ctx context.Context, in *ListBrokersRequest, opts ...grpc.CallOption) (*ListBrokersResponse, error)
 }
 
 type adminServiceClient struct {
@@ -233,6 +237,16 @@ func (c *adminServiceClient) ListWorkers(ctx context.Context, in *ListWorkersReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ListBrokers(ctx context.Context, in *ListBrokersRequest, opts ...grpc.CallOption) (*ListBrokersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBrokersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBrokers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -270,6 +284,9 @@ type AdminServiceServer interface {
 	ForceBreaker(context.Context, *ForceBreakerRequest) (*ForceBreakerResponse, error)
 	// ListWorkers lists the connected worker streams with what they serve and hold.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
+	// ListBrokers lists the brokers that serve the database: on PostgreSQL every broker that has
+	// opened it and was seen in the last week, with which one leads; on SQLite the one answering.
+	ListBrokers(context.Context, *ListBrokersRequest) (*ListBrokersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -324,6 +341,9 @@ func (UnimplementedAdminServiceServer) ForceBreaker(context.Context, *ForceBreak
 }
 func (UnimplementedAdminServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBrokers(context.Context, *ListBrokersRequest) (*ListBrokersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBrokers not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -616,6 +636,24 @@ func _AdminService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListBrokers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBrokersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBrokers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBrokers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBrokers(ctx, req.(*ListBrokersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -682,6 +720,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListWorkers",
 			Handler:    _AdminService_ListWorkers_Handler,
+		},
+		{
+			MethodName: "ListBrokers",
+			Handler:    _AdminService_ListBrokers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -91,6 +91,11 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
                 )
+        self.ListBrokers = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListBrokers',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -203,6 +208,14 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListBrokers(self, request, context):
+        """ListBrokers lists the brokers that serve the database: on PostgreSQL every broker that has
+        opened it and was seen in the last week, with which one leads; on SQLite the one answering.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -280,6 +293,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'ListBrokers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBrokers,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -545,5 +563,22 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListWorkers',
             jobwire_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListBrokers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListBrokers',
+            jobwire_dot_v1_dot_admin__service__pb2.ListBrokersRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListBrokersResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
