@@ -180,6 +180,7 @@ var hostileArgs = map[string][][]string{
 	"tokens revoke":    {{hostile}},
 	"top":              {{"--count", "2", "--interval", "100ms"}},
 	"workers":          {nil},
+	"brokers":          {nil},
 }
 
 // noBroker are the commands that do not talk to a broker.

@@ -96,6 +96,7 @@ func init() {
 		{name: "tokens revoke", args: "ID [flags]", summary: "Revoke an API token at once, closing the worker streams it opened.", run: runTokensRevoke},
 		{name: "purge-succeeded", args: "--older-than D [flags]", summary: "Delete succeeded jobs that finished longer ago than D.", run: runPurgeSucceeded},
 		{name: "workers", args: "[flags]", summary: "List the connected worker streams with their types, queues and slots.", run: runWorkers},
+		{name: "brokers", args: "[flags]", summary: "List the brokers serving the database, with the leader and the one answering.", run: runBrokers},
 		{name: "top", args: "[--interval D] [--count N] [flags]", summary: "Show throughput, queues and open breakers, redrawn every second.", run: runTop},
 		{name: "version", args: "", summary: "Print the version.", run: runVersion},
 		{name: "help", args: "[COMMAND]", summary: "Show this help, or one command's.", run: runHelp},
