@@ -232,6 +232,8 @@ func TestDashboardInBrowser(t *testing.T) {
 			bb.open(t, page)
 			bb.screenshot(t, strings.ReplaceAll(page, "/", "-"))
 		}
+		bb.open(t, "overview")
+		bb.waitJS(t, "the broker listed as leader", `document.querySelector('tr[data-leader="1"]') !== null`)
 		bb.open(t, "workers")
 		bb.waitJS(t, "the worker row", `document.querySelector('tr[data-worker="killer-1"]') !== null`)
 		bb.open(t, "breakers")

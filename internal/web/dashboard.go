@@ -66,6 +66,7 @@ var rpcs = map[string]rpc{
 	"ResetBreaker":    call[jobwirev1.ResetBreakerRequest, jobwirev1.ResetBreakerResponse](jobwirev1.AdminService_ResetBreaker_FullMethodName, true),
 	"ForceBreaker":    call[jobwirev1.ForceBreakerRequest, jobwirev1.ForceBreakerResponse](jobwirev1.AdminService_ForceBreaker_FullMethodName, true),
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
+	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).

@@ -124,13 +124,15 @@ func TestDashboardLoginSetsAStrictHttpOnlyCookie(t *testing.T) {
 	}
 	// The broker's own authorisation applies too: a viewer's cookie reads through the
 	// admin service, as the viewer's token would over gRPC.
-	resp, err = c.Get(ab.url + "/api/rpc/ListWorkers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("ListWorkers with a viewer cookie = %d", resp.StatusCode)
+	for _, rpc := range []string{"ListWorkers", "ListBrokers"} {
+		resp, err = c.Get(ab.url + "/api/rpc/" + rpc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s with a viewer cookie = %d", rpc, resp.StatusCode)
+		}
 	}
 	resp, err = c.PostForm(ab.url+"/logout", nil)
 	if err != nil {

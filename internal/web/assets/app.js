@@ -127,14 +127,16 @@ pages.overview = {
     this.totals = el("div", { class: "cards" });
     this.queues = el("div");
     this.breakers = el("div");
+    this.brokers = el("div");
     append(main, [el("h1", {}, "Overview"),
       el("section", {}, el("h2", {}, "Throughput, last minutes (per second)"), this.graph),
       el("h2", {}, "Jobs by state"), this.totals,
       el("section", {}, el("h2", {}, "Queues"), this.queues),
-      el("section", {}, el("h2", {}, "Breakers not closed"), this.breakers)]);
+      el("section", {}, el("h2", {}, "Breakers not closed"), this.breakers),
+      el("section", {}, el("h2", {}, "Brokers serving the database"), this.brokers)]);
   },
   async refresh() {
-    const [stats, tp, br] = await Promise.all([read("GetStats"), answer(await fetch("/api/throughput")), read("ListBreakers")]);
+    const [stats, tp, br, bk] = await Promise.all([read("GetStats"), answer(await fetch("/api/throughput")), read("ListBreakers"), read("ListBrokers")]);
     clear(this.graph).appendChild(throughputGraph(tp.samples || []));
     const byState = {};
     for (const c of stats.counts || []) byState[jobState(c.state)] = (byState[jobState(c.state)] || 0) + Number(c.count);
@@ -147,6 +149,13 @@ pages.overview = {
     clear(this.breakers).appendChild(table(["Job type", "State", "Failures in window", "Next probe"],
       open.map((b) => el("tr", { class: "alert" }, td(b.type), td(badge(short(b.state, "BREAKER_STATE_"))), num(b.failures_in_window), td(fmtTime(b.next_probe_at)))),
       "Every breaker is closed."));
+    // A broker that stopped or died stays listed, not alive, until the leader forgets it.
+    clear(this.brokers).appendChild(table(["Broker", "Address", "Host", ["PID", "num"], "Started", "Last seen", "Role", "State"],
+      (bk.brokers || []).map((b) => el("tr", { class: b.alive ? "" : "alert", dataset: { broker: b.id || "-", leader: b.leader ? "1" : "0" } },
+        td(el("span", {}, b.id || "-", b.answering ? " (this one)" : "")), td(b.addr || "-"), td(b.host || "-"), num(b.pid),
+        td(fmtTime(b.started_at)), td(fmtTime(b.last_seen)), td(b.leader ? badge("leader", "CLOSED") : "follower"),
+        td(b.alive ? "alive" : badge("not seen", "OPEN")))),
+      "No broker listed."));
   },
 };
 
