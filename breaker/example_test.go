@@ -82,7 +82,7 @@ func ExampleSet_Shared() {
 	for job, set := range []*breaker.Set{a, b} {
 		change(set, func(sh *breaker.Shared) {
 			p, _ := sh.Acquire(int64(job), "")
-			sh.Failure(p, breaker.Transient)
+			sh.Failure(p, breaker.Transient, breaker.Attempt{Job: int64(job), Number: 1})
 		})
 	}
 	clk.Advance(cfg.OpenFor)

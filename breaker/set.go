@@ -85,6 +85,9 @@ type Saved struct {
 	// slots in use: only in the state of a shared breaker (see [Shared]).
 	LastProbe int64        `json:",omitempty"`
 	Probes    []SavedProbe `json:",omitempty"`
+	// Counted are the job attempts whose failures a shared breaker counted lately, so that an
+	// attempt's failure applied again counts once (see [Shared.Failure]).
+	Counted []SavedAttempt `json:",omitempty"`
 	// Version counts the stores of a shared breaker's state, so that a cache never goes back
 	// to an older one it reads late (see [Set.Load]).
 	Version int64 `json:",omitempty"`
@@ -136,11 +139,12 @@ type breaker struct {
 	state     State
 	gen       int64
 	openedAt  time.Time
-	failures  []time.Time // counted failures, at most cfg.Threshold, oldest first
-	successes int         // probe successes in a row, HALF_OPEN only
-	probes    []probe     // slots in use, HALF_OPEN only
-	lastProbe int64       // last probe number given out in this generation
-	version   int64       // stores of a shared breaker's state (Saved.Version)
+	failures  []time.Time    // counted failures, at most cfg.Threshold, oldest first
+	successes int            // probe successes in a row, HALF_OPEN only
+	probes    []probe        // slots in use, HALF_OPEN only
+	lastProbe int64          // last probe number given out in this generation
+	version   int64          // stores of a shared breaker's state (Saved.Version)
+	counted   []SavedAttempt // attempts whose failures a shared breaker counted (Saved.Counted)
 }
 
 // Set holds the breakers of every job type. It is safe for concurrent use: the dispatcher and the
@@ -333,15 +337,17 @@ func (s *Set) Failure(p Permit, kind FailureKind) {
 	s.flush()
 }
 
-func (b *breaker) failure(p Permit, kind FailureKind, now time.Time, emit func(Transition)) {
+// failure applies a failure and reports whether it was counted.
+func (b *breaker) failure(p Permit, kind FailureKind, now time.Time, emit func(Transition)) bool {
 	if !b.current(p, now, emit) {
-		return
+		return false
 	}
 	switch {
 	case p.IsProbe():
 		if b.takeProbe(p.Probe) && b.cfg.counts(kind) {
 			b.recordFailure(now)
 			b.transition(StateOpen, ReasonProbeFailed, now, emit)
+			return true
 		}
 	case b.state == StateClosed && b.cfg.counts(kind):
 		b.recordFailure(now)
@@ -350,7 +356,9 @@ func (b *breaker) failure(p Permit, kind FailureKind, now time.Time, emit func(T
 		} else if b.failuresIn(now) >= b.cfg.Threshold {
 			b.transition(StateOpen, ReasonThreshold, now, emit)
 		}
+		return true
 	}
+	return false
 }
 
 // current reports whether p is of b's current generation, after applying due changes.

@@ -17,7 +17,8 @@ import (
 // The stored state of a shared breaker is complete: besides the failures in the window it holds
 // the probe slots in use, each with the job it was taken for and the broker that took it, so
 // any broker that ends the job's lease (its result, its lease expiring, a cancel) frees the slot,
-// also after the broker that dispatched the probe is gone.
+// also after the broker that dispatched the probe is gone; and the attempts whose failures it
+// counted lately, so that an attempt's failure applied twice counts once ([Shared.Failure]).
 
 // Shared is one breaker of several brokers, built from its stored state for the span of one
 // database transaction. It is not safe for concurrent use.
@@ -95,8 +96,54 @@ func (sh *Shared) Permit(job int64, known Permit) Permit {
 // Success is [Set.Success] on this breaker.
 func (sh *Shared) Success(p Permit) { sh.b.success(p, sh.now, sh.emit) }
 
-// Failure is [Set.Failure] on this breaker.
-func (sh *Shared) Failure(p Permit, kind FailureKind) { sh.b.failure(p, kind, sh.now, sh.emit) }
+// Attempt names one attempt of a job: the job's id and the attempt's number.
+type Attempt struct {
+	Job    int64
+	Number int
+}
+
+// SavedAttempt is an attempt whose failure a shared breaker counted, and when.
+type SavedAttempt struct {
+	Job     int64
+	Attempt int
+	At      time.Time
+}
+
+// Failure is [Set.Failure] on this breaker, for the failure of attempt a. A failure of an
+// attempt whose failure the breaker counted already is ignored.
+//
+// One attempt's failure can reach a shared breaker twice: two transactions that both end the
+// same lease (a worker's failure and the sweep of its expired lease, or the sweeps of two
+// brokers that both lead for a moment) both write it, and the second is told by the store that
+// its write is already applied, which cannot be told from applying it. A probe's failure is
+// found once by its slot, and a failure of another generation is ignored, but a failure while
+// CLOSED carries nothing that says it was counted. So the breaker remembers the attempts it
+// counted, with the failures: at most Threshold of them within Window, which bounds the stored
+// state as the failures do. The store could instead report "applied now" apart from "already
+// applied", but every fenced write of both stores would have to, for the sake of this one
+// caller; here the breaker itself knows, whichever broker and store path apply the failure.
+//
+// The attempts are kept across transitions, so a repeat is ignored also after the breaker went
+// round back to CLOSED. One is forgotten once Threshold attempts were counted after it, or once
+// it left Window and another failure is counted; a repeat of it then counts again. Repeats come
+// within moments of each other, while the Threshold failures after one opened the breaker,
+// where a failure while CLOSED is stale.
+func (sh *Shared) Failure(p Permit, kind FailureKind, a Attempt) {
+	b := sh.b
+	for _, c := range b.counted {
+		if c.Job == a.Job && c.Attempt == a.Number {
+			return
+		}
+	}
+	if !b.failure(p, kind, sh.now, sh.emit) {
+		return
+	}
+	b.counted = slices.DeleteFunc(b.counted, func(c SavedAttempt) bool { return !b.inWindow(c.At, sh.now) })
+	b.counted = append(b.counted, SavedAttempt{Job: a.Job, Attempt: a.Number, At: sh.now})
+	if n := len(b.counted) - b.cfg.Threshold; n > 0 {
+		b.counted = slices.Delete(b.counted, 0, n)
+	}
+}
 
 // Release is [Set.Release] on this breaker.
 func (sh *Shared) Release(p Permit) { sh.b.release(p, sh.now, sh.emit) }
@@ -205,6 +252,7 @@ func (b *breaker) load(st Saved) {
 		b.failures = slices.Delete(b.failures, 0, n)
 	}
 	b.successes, b.lastProbe, b.version = st.ProbeSuccesses, st.LastProbe, st.Version
+	b.counted = slices.Clone(st.Counted)
 	b.probes = nil
 	if b.state == StateHalfOpen {
 		for _, p := range st.Probes {
@@ -216,7 +264,7 @@ func (b *breaker) load(st Saved) {
 // full is b's complete state: saved with the probe slots.
 func (b *breaker) full() Saved {
 	sv := b.saved()
-	sv.LastProbe, sv.Version = b.lastProbe, b.version
+	sv.LastProbe, sv.Version, sv.Counted = b.lastProbe, b.version, slices.Clone(b.counted)
 	for _, p := range b.probes {
 		sv.Probes = append(sv.Probes, SavedProbe{ID: p.id, Since: p.since, Job: p.job, Holder: p.holder})
 	}
@@ -229,6 +277,9 @@ func (sv Saved) equal(o Saved) bool {
 		sv.Generation == o.Generation && sv.ProbeSuccesses == o.ProbeSuccesses && sv.LastProbe == o.LastProbe &&
 		sv.Version == o.Version &&
 		slices.EqualFunc(sv.Failures, o.Failures, time.Time.Equal) &&
+		slices.EqualFunc(sv.Counted, o.Counted, func(a, b SavedAttempt) bool {
+			return a.Job == b.Job && a.Attempt == b.Attempt && a.At.Equal(b.At)
+		}) &&
 		slices.EqualFunc(sv.Probes, o.Probes, func(a, b SavedProbe) bool {
 			return a.ID == b.ID && a.Since.Equal(b.Since) && a.Job == b.Job && a.Holder == b.Holder
 		})

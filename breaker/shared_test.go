@@ -49,7 +49,7 @@ func TestSharedAcrossSets(t *testing.T) {
 			if !ok || p.IsProbe() {
 				t.Fatalf("Acquire while CLOSED = %+v, %v", p, ok)
 			}
-			sh.Failure(p, Transient)
+			sh.Failure(p, Transient, Attempt{Job: int64(i + 1), Number: 1})
 		})
 		if want := i == len(sets)-1; sh.Moved() != want {
 			t.Errorf("failure %d: Moved = %v, want %v", i+1, sh.Moved(), want)
@@ -240,5 +240,54 @@ func TestCacheKeepsNewest(t *testing.T) {
 	})
 	if sb.stored.Version != 2 {
 		t.Errorf("an unchanged state got version %d, want 2", sb.stored.Version)
+	}
+}
+
+// An attempt's failure applied again, by the Set that counted it or another one reading the
+// stored state, counts once, also after the breaker went round back to CLOSED; the job's next
+// attempt counts; and at most Threshold attempts are remembered.
+func TestSharedFailureOncePerAttempt(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Threshold = 3
+	tb := setup(t, cfg, nil)
+	other, err := NewSet(tb.clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &sharedBundle{tb: tb}
+	steps := []struct {
+		name     string
+		set      *Set
+		a        Attempt
+		reset    bool  // an operator's reset first
+		failures int   // stored failures after the step
+		state    State // stored state after the step
+	}{
+		{"first failure", tb.set, Attempt{1, 1}, false, 1, StateClosed},
+		{"the same attempt on another Set", other, Attempt{1, 1}, false, 1, StateClosed},
+		{"the same attempt on the same Set", tb.set, Attempt{1, 1}, false, 1, StateClosed},
+		{"the job's next attempt", other, Attempt{1, 2}, false, 2, StateClosed},
+		{"another job opens", tb.set, Attempt{2, 1}, false, 3, StateOpen},
+		{"a counted attempt after a reset", other, Attempt{2, 1}, true, 0, StateClosed},
+		{"a new one after the reset", tb.set, Attempt{3, 1}, false, 1, StateClosed},
+		{"and another", tb.set, Attempt{4, 1}, false, 2, StateClosed},
+		{"the oldest remembered is forgotten", other, Attempt{1, 2}, false, 3, StateOpen},
+	}
+	for _, st := range steps {
+		sb.change(t, st.set, func(sh *Shared) {
+			if st.reset {
+				if err := sh.Reset(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sh.Failure(sh.Permit(st.a.Job, Permit{}), Transient, st.a)
+		})
+		if got := len(sb.stored.Failures); got != st.failures || sb.stored.State != st.state {
+			t.Errorf("%s: %d failures, %v; want %d, %v", st.name, got, sb.stored.State, st.failures, st.state)
+		}
+		if got := len(sb.stored.Counted); got > cfg.Threshold {
+			t.Errorf("%s: %d attempts remembered, more than Threshold %d", st.name, got, cfg.Threshold)
+		}
 	}
 }

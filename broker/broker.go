@@ -468,7 +468,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		if !b.sharedBreakers() {
 			return nil
 		}
-		return b.settleShared(tx, &ch, before.Type, id, b.keptPermit(ref), permitReleased, 0)
+		return b.settleShared(tx, &ch, before.Type, id, 0, b.keptPermit(ref), permitReleased, 0)
 	})
 	if err != nil {
 		return nil, err

@@ -375,7 +375,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		if !b.sharedBreakers() {
 			return nil
 		}
-		return b.settleShared(tx, &ch, j.Type, ref.JobID, permit, how, kind)
+		return b.settleShared(tx, &ch, j.Type, ref.JobID, attemptNo, permit, how, kind)
 	}
 	o.done = func(err error) {
 		applied := o.succeeded

@@ -38,8 +38,12 @@ import (
 // The cache catches up on the states its own transactions store and read, on store.EventBreaker
 // and store.EventResync (refreshBreakers), and at every sweep tick as a fallback.
 //
-// A lease ended twice in the database (two writes that both see it current, such as two sweeps)
-// would settle its permit twice: the sweep that expires leases runs on the leader only.
+// A lease may be ended twice in the database: a worker's failure and the sweep of its expired
+// lease, or the sweeps of two brokers that both lead for a moment, each read the lease current,
+// and the second write is told it is already applied. Each then settles the permit. Settling a
+// probe's permit again finds its slot gone, and a permit of an older generation counts nowhere;
+// a failure while CLOSED is counted once because the breaker remembers the attempts it counted
+// (breaker.Shared.Failure).
 
 // shareBreakers makes the broker's breakers shared through the database, as the broker named id
 // among the brokers that serve it (New does, for a broker with Options.Cluster).
@@ -157,15 +161,17 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 }
 
 // settleShared ends, in tx, the breaker permit of job jobID's lease (of type typ) the way how
-// says: tx holds the write that ended the lease. known is the permit the broker kept with the
-// lease (zero if it kept none). Only a probe's permit is trusted as kept: any other permit was
+// says: tx holds the write that ended the lease, for the job's attempt number attempt (it names
+// a failure, which the breaker counts once however many writes apply it: see
+// breaker.Shared.Failure). known is the permit the broker kept with the lease (zero if it kept
+// none). Only a probe's permit is trusted as kept: any other permit was
 // granted while CLOSED, and the stored breaker says whether that is still so (see
 // breaker.Shared.Permit), whatever a cache knew of the generation.
 //
 // A success or release of a permit known not to be a probe, and a failure of a kind the breaker
 // does not count, change nothing and need no database work.
-func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, known breaker.Permit,
-	how permitEnd, kind breaker.FailureKind) error {
+func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
+	known breaker.Permit, how permitEnd, kind breaker.FailureKind) error {
 	cfg := b.breakers.ConfigFor(typ)
 	if cfg.Disabled {
 		return nil
@@ -184,7 +190,7 @@ func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID
 		case permitSucceeded:
 			sh.Success(p)
 		case permitFailed:
-			sh.Failure(p, kind)
+			sh.Failure(p, kind, breaker.Attempt{Job: jobID, Number: attempt})
 		}
 		return nil
 	})
@@ -392,7 +398,7 @@ func (b *Broker) releaseProbes(tx store.Tx, ch *breakerChanges, hs []heldProbe, 
 		if !h.permit.IsProbe() || !released(i) {
 			continue
 		}
-		if err := b.settleShared(tx, ch, h.typ, h.ref.JobID, h.permit, permitReleased, 0); err != nil {
+		if err := b.settleShared(tx, ch, h.typ, h.ref.JobID, 0, h.permit, permitReleased, 0); err != nil {
 			return err
 		}
 	}

@@ -550,11 +550,7 @@ func TestSharedBreakerProbeEndedElsewhere(t *testing.T) {
 			c.enqueue(t, 0, 1)
 			s := c.worker(t, 0, 4)
 			a := assignments(t, s, 1)[0]
-			s.Started(job.LeaseRef{JobID: a.Job.ID, Token: a.Token})
-			c.waitFor(t, "the probe is RUNNING", []int{0}, func() bool {
-				j, err := c.brokers[1].Get(context.Background(), a.Job.ID)
-				return err == nil && j.State == job.StateRunning
-			})
+			c.start(t, s, a)
 			s.Close() // its running lease stays in the database for the worker to take elsewhere
 			tt.end(t, c, a)
 			for i := range c.brokers {
@@ -563,5 +559,139 @@ func TestSharedBreakerProbeEndedElsewhere(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// start tells broker 0, through s, that a's job started, and waits until broker 1 reads it
+// RUNNING.
+func (c *cluster) start(t *testing.T, s *Session, a Assignment) {
+	t.Helper()
+	s.Started(job.LeaseRef{JobID: a.Job.ID, Token: a.Token})
+	c.waitFor(t, "the job is RUNNING", []int{0}, func() bool {
+		j, err := c.brokers[1].Get(context.Background(), a.Job.ID)
+		return err == nil && j.State == job.StateRunning
+	})
+}
+
+// heldExpired reads, in a write of b, the held jobs whose leases have run out at at, as a
+// sweep at at would, and checks that they are the job id alone.
+func heldExpired(t *testing.T, b *Broker, at time.Time, id int64) []*job.Job {
+	t.Helper()
+	var stale []*job.Job
+	err := b.do(context.Background(), "read", func(tx store.Tx) error {
+		var err error
+		stale, err = tx.JobHeldExpired(at, sweepBatch)
+		return err
+	})
+	if err != nil || len(stale) != 1 || stale[0].ID != id {
+		t.Fatalf("expired leases at %v: %v, %v; want job %d", at, stale, err, id)
+	}
+	return stale
+}
+
+// sweepStale sweeps on b, at at, the held jobs read before, as a sweep whose read came before
+// another write ended their leases, and reports whether the store called every write applied.
+func sweepStale(t *testing.T, b *Broker, at time.Time, stale []*job.Job) bool {
+	t.Helper()
+	outs := b.expire(at, func(store.Tx) ([]*job.Job, error) { return stale, nil })
+	if len(outs) != len(stale) {
+		t.Fatalf("the sweep of %d jobs did %d", len(stale), len(outs))
+	}
+	for _, e := range outs {
+		if !e.applied {
+			return false
+		}
+	}
+	return true
+}
+
+// One attempt's failure applied by two writes counts once in the shared breaker. Each write
+// ends the same lease, read current before either committed: a worker's failure and the sweep
+// of its expired lease, or the sweeps of two brokers that both lead for a moment. The second
+// is told by the store that it is already applied.
+func TestSharedBreakerFailureAppliedTwice(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	tests := []struct {
+		name  string
+		first func(t *testing.T, c *cluster, s *Session, a Assignment, sweep func(i int) bool)
+	}{
+		{"a worker's failure, then a sweep", func(t *testing.T, c *cluster, s *Session, a Assignment, _ func(int) bool) {
+			report(t, s, a, transient)
+		}},
+		{"a sweep on each broker", func(t *testing.T, c *cluster, _ *Session, _ Assignment, sweep func(int) bool) {
+			if !sweep(0) {
+				t.Fatal("the first sweep found the lease stale")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conf := DefaultConfig()
+			conf.LeaseDuration = 30 * time.Second
+			c := newCluster(t, 2, conf, breaker.DefaultConfig(), listening)
+			c.enqueue(t, 0, 1)
+			s := c.worker(t, 0, 1)
+			a := assignments(t, s, 1)[0]
+			c.start(t, s, a)
+			// What a sweep reads once the lease ran out. The clock stays, so that no
+			// broker's own sweep expires it.
+			later := c.clk.Now().Add(2 * conf.LeaseDuration)
+			stale := heldExpired(t, c.brokers[1], later, a.Job.ID)
+			sweep := func(i int) bool { return sweepStale(t, c.brokers[i], later, stale) }
+
+			tt.first(t, c, s, a, sweep)
+			if got := c.info(t, 0).FailuresInWindow; got != 1 {
+				t.Fatalf("failures after the first write = %d, want 1", got)
+			}
+			if !sweep(1) {
+				t.Fatal("the store called the repeated write stale, not already applied: the test shows nothing")
+			}
+			for i := range c.brokers {
+				if in := c.info(t, i); in.FailuresInWindow != 1 || in.State != breaker.StateClosed {
+					t.Errorf("broker %d lists %+v, want CLOSED with the one failure", i, in)
+				}
+			}
+		})
+	}
+}
+
+// A broker alone (SQLite, its breakers in memory) counts a failure applied twice once too: the
+// permit is settled by whichever write's broker-side end finds the lease still kept in memory.
+func TestBreakerFailureAppliedTwiceAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newRaceBroker(t)
+	if _, err := b.Enqueue(ctx, []JobSpec{{Type: payType, MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := b.Open(ctx, Hello{WorkerID: "w", Types: []string{payType}, Capacity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	a := assignments(t, s, 1)[0]
+	ref := job.LeaseRef{JobID: a.Job.ID, Token: a.Token}
+	s.Started(ref)
+	later := b.now().Add(2 * b.cfg.LeaseDuration)
+	var stale []*job.Job
+	deadline := time.Now().Add(10 * time.Second)
+	for len(stale) == 0 { // once Started is stored
+		if time.Now().After(deadline) {
+			t.Fatal("the job never ran")
+		}
+		if j, err := b.Get(ctx, a.Job.ID); err == nil && j.State == job.StateRunning {
+			stale = heldExpired(t, b, later, a.Job.ID)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	report(t, s, a, transient)
+	if !sweepStale(t, b, later, stale) {
+		t.Fatal("the store called the sweep's write stale, not already applied: the test shows nothing")
+	}
+	if in, _ := b.breakers.Info(payType); in.FailuresInWindow != 1 {
+		t.Errorf("breaker after a failure applied twice: %+v, want 1 failure", in)
 	}
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/job"
@@ -65,58 +66,25 @@ func (b *Broker) Sweep() {
 			return
 		}
 	}
+	b.expire(now, func(tx store.Tx) ([]*job.Job, error) { return tx.JobHeldExpired(now, sweepBatch) })
+}
+
+// expire ends, as of now, the leases of the held jobs list reads in the sweep's transaction,
+// and returns what it did to each (nothing if the transaction failed).
+func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error)) []*expired {
 	var outs []*expired
 	var ch breakerChanges
 	err := b.do(b.ctx, "sweep", func(tx store.Tx) error {
 		outs = outs[:0]
 		ch.reset()
-		jobs, err := tx.JobHeldExpired(now, sweepBatch)
+		jobs, err := list(tx)
 		if err != nil {
 			return err
 		}
 		for _, j := range jobs {
-			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
-			e := &expired{j: j, running: j.State == job.StateRunning}
-			if !e.running {
-				if e.applied, err = tx.JobRelease(ref); err != nil {
-					return err
-				}
-				tx.Publish(readyEvent)
-				if e.applied && b.sharedBreakers() {
-					err = b.settleShared(tx, &ch, j.Type, j.ID, b.keptPermit(ref), permitReleased, 0)
-					if err != nil {
-						return err
-					}
-				}
-				outs = append(outs, e)
-				continue
-			}
-			a := job.Attempt{Number: j.Attempts, WorkerID: j.WorkerID, StartedAt: j.StartedAt,
-				FinishedAt: now, FailureKind: job.KindTransient}
-			if !j.LeaseExpiresAt.After(now) {
-				e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, leaseExpiredErrorType
-				a.Message = fmt.Sprintf("lease expired: no heartbeat or result from worker %q", j.WorkerID)
-			} else {
-				e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, timeoutErrorType
-				a.Message = timeoutMessage(j)
-			}
-			e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
-				CreatedAt: j.LifetimeStart(), Cause: e.cause}, now)
-			e.params = finishParams(ref, j, e.decision, a, now)
-			if e.applied, err = tx.JobFinish(e.params); err != nil {
+			e, err := b.expireHeld(tx, &ch, j, now)
+			if err != nil {
 				return err
-			}
-			if e.params.State == job.StatePending {
-				tx.Publish(readyEvent)
-			}
-			if e.applied && b.sharedBreakers() {
-				kind := breaker.LeaseExpired
-				if e.cause == triage.Timeout {
-					kind = breaker.Timeout
-				}
-				if err := b.settleShared(tx, &ch, j.Type, j.ID, b.keptPermit(ref), permitFailed, kind); err != nil {
-					return err
-				}
 			}
 			outs = append(outs, e)
 		}
@@ -126,11 +94,11 @@ func (b *Broker) Sweep() {
 		if !errors.Is(err, ErrShuttingDown) {
 			b.log.Error("sweep expired leases", "err", err)
 		}
-		return
+		return nil
 	}
 	b.applyBreakerChanges(ch)
 	if len(outs) == 0 {
-		return
+		return nil
 	}
 	b.mu.Lock()
 	for _, e := range outs {
@@ -169,4 +137,56 @@ func (b *Broker) Sweep() {
 	}
 	b.mu.Unlock()
 	b.signal()
+	return outs
+}
+
+// expireHeld ends, in tx, the lease of j, which JobHeldExpired listed at now as run out or past
+// its attempt timeout. The store reports the write applied also when j's lease was ended the
+// same way already by a write that committed after j was read (a result, another sweep); the
+// breaker counts such a failure once (settleShared).
+func (b *Broker) expireHeld(tx store.Tx, ch *breakerChanges, j *job.Job, now time.Time) (*expired, error) {
+	ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+	e := &expired{j: j, running: j.State == job.StateRunning}
+	var err error
+	if !e.running {
+		if e.applied, err = tx.JobRelease(ref); err != nil {
+			return nil, err
+		}
+		tx.Publish(readyEvent)
+		if e.applied && b.sharedBreakers() {
+			err = b.settleShared(tx, ch, j.Type, j.ID, 0, b.keptPermit(ref), permitReleased, 0)
+			if err != nil {
+				return nil, err
+			}
+		}
+		return e, nil
+	}
+	a := job.Attempt{Number: j.Attempts, WorkerID: j.WorkerID, StartedAt: j.StartedAt,
+		FinishedAt: now, FailureKind: job.KindTransient}
+	if !j.LeaseExpiresAt.After(now) {
+		e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, leaseExpiredErrorType
+		a.Message = fmt.Sprintf("lease expired: no heartbeat or result from worker %q", j.WorkerID)
+	} else {
+		e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, timeoutErrorType
+		a.Message = timeoutMessage(j)
+	}
+	e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
+		CreatedAt: j.LifetimeStart(), Cause: e.cause}, now)
+	e.params = finishParams(ref, j, e.decision, a, now)
+	if e.applied, err = tx.JobFinish(e.params); err != nil {
+		return nil, err
+	}
+	if e.params.State == job.StatePending {
+		tx.Publish(readyEvent)
+	}
+	if e.applied && b.sharedBreakers() {
+		kind := breaker.LeaseExpired
+		if e.cause == triage.Timeout {
+			kind = breaker.Timeout
+		}
+		if err := b.settleShared(tx, ch, j.Type, j.ID, j.Attempts, b.keptPermit(ref), permitFailed, kind); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
