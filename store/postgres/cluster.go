@@ -129,8 +129,8 @@ func (t *tx) sendEvents(channel, from string) error {
 		}
 		payloads = append(payloads, string(b))
 	}
-	_, err := t.tx.Exec(t.ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, payloads)
-	return err
+	// Held: it goes to the server with COMMIT, in the same round trip.
+	return t.hold(`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, payloads)
 }
 
 // connect opens a connection of its own, outside the pool, for listening or leading. Its
