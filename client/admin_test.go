@@ -201,6 +201,10 @@ func TestAdminResponsesAreConverted(t *testing.T) {
 			SessionId: "s1", WorkerId: "mailer-1", JobTypes: []string{"email.send"}, Capacity: 8,
 			LeasesHeld: 3, Running: 2, Draining: true, ConnectedAt: timestamppb.New(t0),
 		}}}),
+		"ListBrokers": reply(&jobwirev1.ListBrokersResponse{Brokers: []*jobwirev1.BrokerEntry{{
+			Id: "7", Addr: "10.0.0.5:7070", Host: "db-a", Pid: 4242, StartedAt: timestamppb.New(t0),
+			LastSeen: timestamppb.New(t0.Add(time.Minute)), Leader: true, Alive: true, Answering: true,
+		}}}),
 	})
 	ctx := t.Context()
 
@@ -266,6 +270,16 @@ func TestAdminResponsesAreConverted(t *testing.T) {
 		LeasesHeld: 3, Running: 2, Draining: true, ConnectedAt: t0}
 	if len(workers) != 1 || fmt.Sprintf("%+v", workers[0]) != fmt.Sprintf("%+v", wantWorker) {
 		t.Errorf("workers = %+v, want [%+v]", workers, wantWorker)
+	}
+
+	brokers, err := b.client.ListBrokers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBroker := BrokerEntry{ID: "7", Addr: "10.0.0.5:7070", Host: "db-a", PID: 4242, StartedAt: t0,
+		LastSeen: t0.Add(time.Minute), Leader: true, Alive: true, Answering: true}
+	if len(brokers) != 1 || fmt.Sprintf("%+v", brokers[0]) != fmt.Sprintf("%+v", wantBroker) {
+		t.Errorf("brokers = %+v, want [%+v]", brokers, wantBroker)
 	}
 }
 
