@@ -123,8 +123,11 @@ type Broker struct {
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
 	breakerDirty   chan struct{}
-	breakerStale   chan struct{}   // shared breakers changed elsewhere: refresh the cache
-	breakerBatch   breakerBatch    // shared breakers locked by the batch being written
+	breakerStale   chan struct{} // shared breakers changed elsewhere: refresh the cache
+	breakerBatch   breakerBatch  // shared breaker changes of the batch being written
+	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
+	// row lock the writer takes, on the writer goroutine.
+	lockingBreaker func(typ string, locked bool)
 	breakerFailed  map[string]bool // types with a failure since their breaker was last saved
 	breakerSave    clock.Timer     // saves breakerFailed's breakers; nil when none waits
 	breakerStopped bool            // no more saves are scheduled once shutdown begins

@@ -161,13 +161,17 @@ func (b *Broker) planRound(force bool) []*grant {
 func (b *Broker) leaseOp(grants []*grant) *op {
 	var ch breakerChanges // shared breakers read or changed
 	var shut bool         // the stored breakers held back types the cache let through
-	return &op{name: "lease", apply: func(tx store.Tx) error {
+	var probes []string   // the probe grants' types, whose breakers the batch locks before the lease
+	for _, g := range grants {
+		if g.probe {
+			probes = append(probes, g.params.Types[0])
+		}
+	}
+	// The lease locks capped queues and reads the stored breakers: it applies after the batch's
+	// breakers, its probe types' among them, are locked and stored (applyBatch).
+	return &op{name: "lease", locksQueues: true, probeTypes: probes, apply: func(tx store.Tx) error {
 		ch.reset()
 		if b.sharedBreakers() {
-			// The lease reads the stored breakers: what the batch's ops changed is stored first.
-			if err := b.flushBreakers(tx); err != nil {
-				return err
-			}
 			var err error
 			if shut, err = b.guardLeases(tx, &ch, grants); err != nil {
 				return err

@@ -186,13 +186,14 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 // through what was held back (wake), asks for a dispatch round. A pause never does: a flood of
 // pauses then costs no dispatch rounds.
 func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
-	err := b.do(ctx, "queue_change", func(tx store.Tx) error {
+	// A queue change locks the capped queues: after the batch's breakers (see breakerBatch).
+	err := b.doOp(ctx, &op{name: "queue_change", locksQueues: true, apply: func(tx store.Tx) error {
 		if err := write(tx); err != nil {
 			return err
 		}
 		tx.Publish(store.Event{Kind: store.EventQueues, Key: name})
 		return nil
-	})
+	}})
 	if err != nil {
 		return err
 	}

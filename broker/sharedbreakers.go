@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/job"
@@ -67,9 +68,15 @@ func (b *Broker) lockBreaker(tx store.Tx, typ string) (*breaker.Shared, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b.lockingBreaker != nil {
+		b.lockingBreaker(typ, false)
+	}
 	data, err := tx.BreakerLock(typ, initial)
 	if err != nil {
 		return nil, err
+	}
+	if b.lockingBreaker != nil {
+		b.lockingBreaker(typ, true)
 	}
 	return b.sharedBreaker(typ, data)
 }
@@ -103,58 +110,131 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	return nil
 }
 
-// breakerBatch holds the shared breakers that the writer's batch being written has locked, so
-// that its ops change each in memory and it is stored once (flushBreakers), not once per op: a
-// failing dependency's failures come in bursts. Only the writer goroutine uses it.
+// breakerBatch holds the changes the ops of the writer's batch being written make to shared
+// breakers, so that each breaker is locked, changed in memory by every op and stored once
+// (flushBreakers), not once per op: a failing dependency's failures come in bursts. Only the
+// writer goroutine uses it.
+//
+// Lock order. Brokers that serve one database lock rows of jobs, breakers and capped queues
+// in their write transactions; two transactions that lock two rows in opposite orders deadlock
+// (the database breaks that only after its deadlock timeout, stalling a writer's every op). So
+// every write transaction locks in one order (applyBatch): first the jobs its ops write, then
+// the breakers, all at once and sorted by type (flushBreakers: the types the ops change and the
+// round's probe types), then the capped queues, all at once and sorted by name (the lease's
+// EnforceQueues, a queue change; the jobs a lease takes it skips when locked, so they never
+// wait). The ops' apply therefore only record their breaker changes (changeBreaker); nothing
+// in it reads a breaker before the flush, and nothing after the flush locks a breaker the flush
+// did not. A batch that changes no breaker and leases no probe locks none.
 type breakerBatch struct {
-	tx     store.Tx
+	tx      store.Tx
+	probes  []string         // the types of the round's probe grants, locked with the changed ones
+	pending []breakerPending // changes recorded by the ops, applied at the flush in op order
+	flushed bool
+	// locked are the types the flush locked, with the breaker read for a probe type no op
+	// changed, until its lease takes it (nil after, and for the types the ops changed).
 	locked map[string]*breaker.Shared
 }
 
-// batchBreakers starts keeping the breakers tx locks, for a writer's batch.
-func (b *Broker) batchBreakers(tx store.Tx) {
-	if b.sharedBreakers() {
-		b.breakerBatch = breakerBatch{tx: tx, locked: make(map[string]*breaker.Shared)}
-	}
+// breakerPending is a change an op records for the flush.
+type breakerPending struct {
+	typ string
+	ch  *breakerChanges
+	fn  func(sh *breaker.Shared) error
 }
 
-// flushBreakers stores the breakers the batch being written in tx changed, and stops keeping
-// them: a write that reads the stored breakers (a lease) or changes them on its own comes after.
+// batchBreakers starts keeping the breaker changes of batch's ops written in tx.
+func (b *Broker) batchBreakers(tx store.Tx, batch []*op) {
+	if !b.sharedBreakers() {
+		return
+	}
+	bb := breakerBatch{tx: tx}
+	for _, o := range batch {
+		bb.probes = append(bb.probes, o.probeTypes...)
+	}
+	b.breakerBatch = bb
+}
+
+// flushBreakers locks, in tx, the breakers the batch changes and its round probes, sorted by
+// type (see breakerBatch for why), applies the ops' changes and stores them. What reads the
+// stored breakers (a lease) or locks a queue comes after. A second call does nothing.
 func (b *Broker) flushBreakers(tx store.Tx) error {
-	bb := b.breakerBatch
-	if bb.tx != tx {
+	bb := &b.breakerBatch
+	if bb.tx != tx || bb.flushed {
 		return nil
 	}
-	b.breakerBatch = breakerBatch{}
-	for _, sh := range bb.locked {
-		if err := b.storeBreaker(tx, sh); err != nil {
+	bb.flushed = true
+	if len(bb.pending) == 0 && len(bb.probes) == 0 {
+		return nil
+	}
+	types := slices.Clone(bb.probes)
+	for _, c := range bb.pending {
+		types = append(types, c.typ)
+	}
+	slices.Sort(types)
+	types = slices.Compact(types)
+	bb.locked = make(map[string]*breaker.Shared, len(types))
+	for _, typ := range types {
+		sh, err := b.lockBreaker(tx, typ)
+		if err != nil {
 			return err
 		}
+		bb.locked[typ] = sh
+	}
+	changed := make(map[string]bool, len(bb.pending))
+	for _, c := range bb.pending {
+		sh := bb.locked[c.typ]
+		if err := c.fn(sh); err != nil {
+			return err
+		}
+		*c.ch = append(*c.ch, sh)
+		changed[c.typ] = true
+	}
+	bb.pending = nil
+	for _, typ := range types {
+		if !changed[typ] {
+			continue // a probe type: stored if its lease changes it (changeBreaker)
+		}
+		if err := b.storeBreaker(tx, bb.locked[typ]); err != nil {
+			return err
+		}
+		// The ops' callers read sh once committed, some off the writer goroutine: a probe's
+		// lease of the type reads it again rather than share it.
+		bb.locked[typ] = nil
 	}
 	return nil
 }
 
 // changeBreaker applies fn to typ's shared breaker in tx. In a writer's batch the change is
-// stored with the batch's others (flushBreakers); any other write stores it at once.
+// recorded and made by flushBreakers, which adds the breaker to ch then; once the batch's
+// breakers are flushed (a probe's lease), typ must be among those the flush locked. A write
+// outside a batch changes and stores it at once.
 func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn func(sh *breaker.Shared) error) error {
-	batched := b.breakerBatch.tx == tx
-	sh := b.breakerBatch.locked[typ]
-	if !batched || sh == nil {
-		var err error
-		if sh, err = b.lockBreaker(tx, typ); err != nil {
-			return err
+	var sh *breaker.Shared
+	bb := &b.breakerBatch
+	if bb.tx == tx {
+		if !bb.flushed {
+			bb.pending = append(bb.pending, breakerPending{typ: typ, ch: ch, fn: fn})
+			return nil
 		}
-		if batched {
-			b.breakerBatch.locked[typ] = sh
+		read, ok := bb.locked[typ]
+		if !ok {
+			return fmt.Errorf("breaker %q locked after the batch's breakers: it would break the lock order", typ)
+		}
+		// The breaker the flush read is used once: a second use re-reads what tx stored, as
+		// a use that failed (an isolated lease) may have changed it in memory only.
+		sh, bb.locked[typ] = read, nil
+	}
+	if sh == nil {
+		var err error
+		if sh, err = b.lockBreaker(tx, typ); err != nil { // in a batch, tx holds it already
+			return err
 		}
 	}
 	if err := fn(sh); err != nil {
 		return err
 	}
-	if !batched {
-		if err := b.storeBreaker(tx, sh); err != nil {
-			return err
-		}
+	if err := b.storeBreaker(tx, sh); err != nil {
+		return err
 	}
 	*ch = append(*ch, sh)
 	return nil

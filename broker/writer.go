@@ -40,6 +40,12 @@ type op struct {
 	start   *store.JobStartParams
 	applied bool
 
+	// locksQueues marks an op that may lock queues' rows (a lease, a queue change): it applies
+	// after the batch's breakers are locked (see breakerBatch). probeTypes are the types whose
+	// breakers a lease's probe grants lock, locked with the batch's others.
+	locksQueues bool
+	probeTypes  []string
+
 	// deadline is when the caller waiting for the op stops waiting (zero: no deadline). The
 	// batch's storage retries stop at the earliest one rather than run on for nobody.
 	deadline time.Time
@@ -174,19 +180,7 @@ func (b *Broker) commit(batch []*op) {
 	}
 	err := b.st.Write(ctx, name, func(tx store.Tx) error {
 		g.reset()
-		b.batchBreakers(tx)
-		for _, o := range batch {
-			if g.add(o) {
-				continue
-			}
-			if err := o.apply(tx); err != nil {
-				return err
-			}
-		}
-		if err := b.flushBreakers(tx); err != nil {
-			return err
-		}
-		return g.write(tx)
+		return b.applyBatch(tx, batch, &g)
 	})
 	b.breakerBatch = breakerBatch{} // a failed batch's breakers were rolled back
 	b.obs.BatchCommitted(len(batch), time.Since(began), err)
@@ -214,13 +208,49 @@ func (b *Broker) commit(batch []*op) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.
 		for _, o := range batch {
 			o.superseded = false
-			o.done(b.st.Write(b.ctx, o.name, o.apply))
+			err := b.st.Write(b.ctx, o.name, func(tx store.Tx) error { return b.applyBatch(tx, []*op{o}, nil) })
+			b.breakerBatch = breakerBatch{}
+			o.done(err)
 		}
 		return
 	}
 	for _, o := range batch {
 		o.done(err)
 	}
+}
+
+// applyBatch applies batch's ops in tx, g gathering those it stores many to a statement (nil: each
+// applies alone). It keeps the lock order of the rows brokers that share a database contend
+// for: first the jobs the ops and g write, then the breakers the batch changes or probes
+// (flushBreakers, sorted by type), then the capped queues (the ops that lock them, the round's
+// lease last, each locking all capped queues in name order); see breakerBatch.
+func (b *Broker) applyBatch(tx store.Tx, batch []*op, g *grouped) error {
+	b.batchBreakers(tx, batch)
+	for _, o := range batch {
+		if o.locksQueues || (g != nil && g.add(o)) {
+			continue
+		}
+		if err := o.apply(tx); err != nil {
+			return err
+		}
+	}
+	if g != nil {
+		if err := g.write(tx); err != nil {
+			return err
+		}
+	}
+	if err := b.flushBreakers(tx); err != nil {
+		return err
+	}
+	for _, o := range batch {
+		if !o.locksQueues {
+			continue
+		}
+		if err := o.apply(tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // failPending answers ops still queued at shutdown.
