@@ -71,7 +71,8 @@ type BrokerRecord struct {
 	PID       int
 	Host      string
 	StartedAt time.Time
-	// LastSeen is when it last wrote that it is alive (every election interval while it runs).
+	// LastSeen is when it last wrote that it is alive (every election interval while it runs),
+	// by the database server's clock.
 	LastSeen time.Time
 	// Leader: it holds the leadership now.
 	Leader bool

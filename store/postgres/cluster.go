@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,6 +35,18 @@ var _ store.Cluster = (*Store)(nil)
 // and how often the leader checks that the session holding it is alive.
 const DefaultElectionInterval = time.Second
 
+// DefaultLeaderTimeout is how long the leader may go without recording that it is alive
+// before another broker ends its session and takes the leadership (Options.LeaderTimeout):
+// five election intervals, far more than a busy but running broker ever lets pass between two
+// heartbeats, little enough that scheduled jobs wait seconds, not for as long as a frozen
+// leader stays frozen.
+const DefaultLeaderTimeout = 5 * time.Second
+
+// dbNow is the database server's clock in Unix nanoseconds, the unit of the brokers table.
+// last_seen is written and compared with it alone, so brokers whose machines' clocks disagree
+// still agree on how long ago another was seen.
+const dbNow = `(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`
+
 // Reconnect backoff of the listening and leadership connections.
 const (
 	reconnectMin = 100 * time.Millisecond
@@ -55,10 +68,9 @@ const aliveFor = 3
 // register adds this store's row to the brokers table and takes its id.
 func (s *Store) register(ctx context.Context, addr string) error {
 	host, _ := os.Hostname()
-	now := time.Now().UnixNano()
 	var id int64
 	if err := s.pool.QueryRow(ctx, `INSERT INTO brokers (addr, pid, host, started_at, last_seen)
-		VALUES ($1, $2, $3, $4, $4) RETURNING id`, addr, os.Getpid(), host, now).Scan(&id); err != nil {
+		VALUES ($1, $2, $3, `+dbNow+`, `+dbNow+`) RETURNING id`, addr, os.Getpid(), host).Scan(&id); err != nil {
 		return fmt.Errorf("register the broker: %w", err)
 	}
 	var schema string
@@ -84,21 +96,22 @@ func (s *Store) Brokers(ctx context.Context) ([]BrokerRecord, error) {
 			EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 				WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 				AND l.classid = $1 AND l.objid = (`+schemaKey+`)::oid AND l.objsubid = 2
-				AND a.application_name = 'jobwire broker ' || b.id || ' leader')
+				AND a.application_name = 'jobwire broker ' || b.id || ' leader'),
+			`+dbNow+` - b.last_seen
 			FROM brokers b ORDER BY b.id`, lockLeader)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		now := time.Now()
 		for rows.Next() {
 			var r BrokerRecord
-			var id, started, seen int64
-			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen, &r.Leader); err != nil {
+			var id, started, seen, silent int64
+			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen, &r.Leader, &silent); err != nil {
 				return err
 			}
 			r.ID, r.StartedAt, r.LastSeen = strconv.FormatInt(id, 10), fromNanos(started), fromNanos(seen)
-			r.Alive = now.Sub(r.LastSeen) <= aliveFor*s.electionInterval
+			// By the database's clock, which wrote last_seen: this machine's may be off.
+			r.Alive = time.Duration(silent) <= aliveFor*s.electionInterval
 			out = append(out, r)
 		}
 		return rows.Err()
@@ -225,9 +238,20 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(store.Event
 //
 // The leader is the broker whose connection holds the schema's leader lock, a session advisory
 // lock: PostgreSQL lets it go the moment that session ends, however the broker ended. A broker
-// that does not lead tries to take it every election interval (DefaultElectionInterval). The
-// leader runs a statement on that connection as often (it records the broker's last_seen) and
-// stops leading (lead(false)) as soon as one fails or does not answer within the interval.
+// that does not lead tries to take it every election interval (DefaultElectionInterval). Every
+// broker, leading or not, records that it is alive (its last_seen, by the database's clock) on
+// that same connection as often: the leader stops leading (lead(false)) as soon as that fails
+// or does not answer within the interval, and before anything else when it runs again after
+// being frozen (its next check finds its session ended).
+//
+// A frozen leader (a stopped process, a paused machine, a stall of many seconds) keeps its
+// connection, and the lock, open. So a broker that fails to take the lock looks at the
+// holder's last_seen: when it was not seen for the leader timeout (Options.LeaderTimeout), the
+// broker ends the holder's session (pg_terminate_backend, which needs the brokers to share a
+// role, or to be members of pg_signal_backend), logs it, and takes the lock. Because the
+// heartbeat is written on the connection that holds the lock, a broker that keeps writing it
+// holds a live session and keeps the leadership; one that cannot write it for an interval
+// has let the lock go itself.
 //
 // Failover: after a leader process dies (a crash, SIGKILL) its machine closes the connection,
 // PostgreSQL drops its session and the lock with it, and another broker leads within one
@@ -261,6 +285,9 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 	defer tick.Stop()
 	var pruned time.Time // when this broker, leading, last forgot long-gone brokers
 	for {
+		if s.campaignHook != nil {
+			s.campaignHook()
+		}
 		if conn == nil {
 			c, err := s.connect(ctx, "leader")
 			if err != nil && ctx.Err() == nil {
@@ -282,6 +309,9 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 		}
 		if conn != nil && !leader {
 			ok, err := s.tryLead(ctx, conn)
+			if err == nil && !ok && s.endSilentLeader(ctx, conn) {
+				ok, err = s.tryLead(ctx, conn)
+			}
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return
@@ -311,9 +341,10 @@ const (
 
 // pruneBrokers forgets the brokers not seen for brokerForget.
 func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Within an interval, like everything on this connection, so the heartbeat keeps its pace.
+	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
 	defer cancel()
-	tag, err := conn.Exec(ctx, `DELETE FROM brokers WHERE last_seen < $1`, time.Now().Add(-brokerForget).UnixNano())
+	tag, err := conn.Exec(ctx, `DELETE FROM brokers WHERE last_seen < `+dbNow+` - $1`, brokerForget.Nanoseconds())
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("forget brokers gone for long", "broker", s.BrokerID(), "err", err)
@@ -326,8 +357,42 @@ func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
 func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
 	defer cancel()
-	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = $1 WHERE id = $2`, time.Now().UnixNano(), s.brokerID)
+	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = `+dbNow+` WHERE id = $1`, s.brokerID)
 	return err
+}
+
+// endSilentLeader ends the session holding the leader lock if the broker it belongs to (by its
+// application_name, see connect) has not recorded that it is alive for the leader timeout, by
+// the database's clock, and waits up to an interval for that session to end. It reports
+// whether it ended one. One statement finds the holder, measures its silence and ends it, so
+// a heartbeat that lands first spares it.
+func (s *Store) endSilentLeader(ctx context.Context, conn *pgx.Conn) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.electionInterval)
+	defer cancel()
+	var pid int32
+	var id, silent int64
+	var ended bool
+	err := conn.QueryRow(ctx, `SELECT a.pid, b.id, `+dbNow+` - b.last_seen, pg_terminate_backend(a.pid, $3)
+		FROM pg_locks l
+		JOIN pg_stat_activity a ON a.pid = l.pid
+		JOIN brokers b ON a.application_name = 'jobwire broker ' || b.id || ' leader'
+		WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1 AND l.objsubid = 2
+		AND l.objid::bigint = (`+schemaKey+`::bigint & 4294967295)
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND `+dbNow+` - b.last_seen > $2`,
+		lockLeader, s.leaderTimeout.Nanoseconds(), s.electionInterval.Milliseconds()).Scan(&pid, &id, &silent, &ended)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false // the leader is alive, or the lock is free again
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("cannot end the session of a silent leader", "broker", s.BrokerID(), "err", err)
+		}
+		return false
+	}
+	s.log.Warn("ended the session of a silent leader to take over", "broker", s.BrokerID(),
+		"leader", strconv.FormatInt(id, 10), "silent_for", time.Duration(silent).Round(time.Millisecond), "pid", pid, "ended", ended)
+	return true
 }
 
 // tryLead takes the leader lock if no session holds it.

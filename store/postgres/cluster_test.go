@@ -44,14 +44,19 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-// openBroker opens a store on u as one broker, with its log in buf (nil: discarded).
-func openBroker(t *testing.T, u string, buf *logBuffer) *Store {
+// openBroker opens a store on u as one broker, with its log in buf (nil: discarded); tune, if
+// any, changes its options.
+func openBroker(t *testing.T, u string, buf *logBuffer, tune ...func(*Options)) *Store {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if buf != nil {
 		log = slog.New(slog.NewTextHandler(buf, nil))
 	}
-	s, err := Open(context.Background(), u, Options{Logger: log, ElectionInterval: testElection, Addr: "127.0.0.1:7070"})
+	opts := Options{Logger: log, ElectionInterval: testElection, Addr: "127.0.0.1:7070"}
+	for _, f := range tune {
+		f(&opts)
+	}
+	s, err := Open(context.Background(), u, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +224,13 @@ func (l *leaders) set(i int, on bool) {
 	l.most = max(l.most, n)
 }
 
+// is reports whether broker i leads.
+func (l *leaders) is(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading[i]
+}
+
 // leader is the one broker leading, or -1.
 func (l *leaders) leader() int {
 	l.mu.Lock()
@@ -382,5 +394,69 @@ func TestLeaderForgetsBrokersGoneForLong(t *testing.T) {
 	})
 	if list, err := s.Brokers(ctx); err != nil || len(list) != 1 || list[0].ID != s.BrokerID() {
 		t.Fatalf("brokers after forgetting: %+v, %v; want this one", list, err)
+	}
+}
+
+// A frozen leader (its process stopped while its connection stays open) keeps the leader lock,
+// but not the leadership: once it has not been seen for the leader timeout, another broker ends
+// its session, says so, and leads. The old leader, running again, finds its session gone at its
+// first check and stops leading.
+func TestFrozenLeaderIsReplaced(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	const timeout = 10 * testElection
+	var logs [2]logBuffer
+	var stores [2]*Store
+	var frozen [2]atomic.Bool
+	thaw := make(chan struct{})
+	resume := sync.OnceFunc(func() { close(thaw) })
+	l := &leaders{leading: map[int]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); resume(); wg.Wait() })
+	for i := range stores {
+		stores[i] = openBroker(t, u, &logs[i], func(o *Options) { o.LeaderTimeout = timeout })
+		// Frozen, a broker neither writes its heartbeat nor checks its session: its campaign
+		// stops where a stopped process would.
+		stores[i].campaignHook = func() {
+			if frozen[i].Load() {
+				<-thaw
+			}
+		}
+		wg.Go(func() { stores[i].Campaign(ctx, func(on bool) { l.set(i, on) }) })
+	}
+	waitFor(t, "a leader", func() bool { return l.leader() >= 0 })
+	old := l.leader()
+	other := 1 - old
+	frozen[old].Store(true)
+	waitFor(t, "the other broker to take over", func() bool { return l.is(other) })
+	took := logs[other].String()
+	want := `msg="ended the session of a silent leader to take over" broker=` + stores[other].BrokerID() +
+		` leader=` + stores[old].BrokerID() + ` silent_for=`
+	if !strings.Contains(took, want) {
+		t.Fatalf("the new leader's log does not say whose session it ended:\n%s", took)
+	}
+	if !l.is(old) {
+		t.Fatal("the frozen leader stopped leading while frozen")
+	}
+
+	frozen[old].Store(false)
+	resume()
+	waitFor(t, "the old leader to stop leading", func() bool { return !l.is(old) })
+	if s := logs[old].String(); !strings.Contains(s, `msg="lost leadership" broker=`+stores[old].BrokerID()) {
+		t.Fatalf("the old leader's log does not say it lost the leadership:\n%s", s)
+	}
+	if !l.is(other) {
+		t.Fatal("the new leader stopped leading when the old one woke up")
+	}
+}
+
+// A leader timeout that a broker's own heartbeat rounds could outlast is refused.
+func TestLeaderTimeoutShorterThanThreeIntervalsIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Open(context.Background(), pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler),
+		ElectionInterval: testElection, LeaderTimeout: 2 * testElection})
+	if err == nil || !strings.Contains(err.Error(), "the leader timeout (100ms) must be at least three election intervals (150ms)") {
+		t.Fatalf("open: %v", err)
 	}
 }

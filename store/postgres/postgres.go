@@ -46,6 +46,12 @@ type Options struct {
 	// and how often the leader checks its hold on it (see Campaign). Zero:
 	// DefaultElectionInterval.
 	ElectionInterval time.Duration
+	// LeaderTimeout is how long the leader may go without recording that it is alive (its
+	// heartbeat, every election interval) before another broker ends its database session
+	// and takes the leadership: the failover time for a frozen leader (see Campaign). It must
+	// be at least three election intervals. Zero: DefaultLeaderTimeout, or five election
+	// intervals if that is longer.
+	LeaderTimeout time.Duration
 
 	tracer pgx.QueryTracer // tests: sees every statement and batch the connections send
 }
@@ -71,6 +77,8 @@ type Store struct {
 	brokerID         int64  // this store's row in the brokers table
 	channel          string // the schema's notification channel
 	electionInterval time.Duration
+	leaderTimeout    time.Duration
+	campaignHook     func() // tests: runs at the start of each round of Campaign
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error
@@ -142,8 +150,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.ElectionInterval <= 0 {
 		opts.ElectionInterval = DefaultElectionInterval
 	}
+	switch {
+	case opts.LeaderTimeout == 0:
+		opts.LeaderTimeout = max(DefaultLeaderTimeout, 5*opts.ElectionInterval)
+	case opts.LeaderTimeout < 3*opts.ElectionInterval:
+		pool.Close()
+		return nil, fmt.Errorf("open %s: the leader timeout (%s) must be at least three election intervals (%s)",
+			Redact(url), opts.LeaderTimeout, 3*opts.ElectionInterval)
+	}
 	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &queueSet{m: map[string]bool{}},
-		electionInterval: opts.ElectionInterval, commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
+		electionInterval: opts.ElectionInterval, leaderTimeout: opts.LeaderTimeout, commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
