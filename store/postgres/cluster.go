@@ -310,7 +310,12 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 		if conn != nil && !leader {
 			ok, err := s.tryLead(ctx, conn)
 			if err == nil && !ok && s.endSilentLeader(ctx, conn) {
-				ok, err = s.tryLead(ctx, conn)
+				// The lock goes as the ended session goes, within moments.
+				for range 10 {
+					if ok, err = s.tryLead(ctx, conn); ok || err != nil || !sleep(ctx, s.electionInterval/10) {
+						break
+					}
+				}
 			}
 			switch {
 			case err != nil && ctx.Err() != nil:
@@ -363,16 +368,14 @@ func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 
 // endSilentLeader ends the session holding the leader lock if the broker it belongs to (by its
 // application_name, see connect) has not recorded that it is alive for the leader timeout, by
-// the database's clock, and waits up to an interval for that session to end. It reports
-// whether it ended one. One statement finds the holder, measures its silence and ends it, so
+// the database's clock. It reports whether it ended one. One statement finds the holder, measures its silence and ends it, so
 // a heartbeat that lands first spares it.
-func (s *Store) endSilentLeader(ctx context.Context, conn *pgx.Conn) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*s.electionInterval)
+func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) bool {
+	ctx, cancel := context.WithTimeout(outer, s.electionInterval)
 	defer cancel()
 	var pid int32
 	var id, silent int64
-	var ended bool
-	err := conn.QueryRow(ctx, `SELECT a.pid, b.id, `+dbNow+` - b.last_seen, pg_terminate_backend(a.pid, $3)
+	err := conn.QueryRow(ctx, `SELECT a.pid, b.id, `+dbNow+` - b.last_seen, pg_terminate_backend(a.pid)
 		FROM pg_locks l
 		JOIN pg_stat_activity a ON a.pid = l.pid
 		JOIN brokers b ON a.application_name = 'jobwire broker ' || b.id || ' leader'
@@ -380,18 +383,18 @@ func (s *Store) endSilentLeader(ctx context.Context, conn *pgx.Conn) bool {
 		AND l.objid::bigint = (`+schemaKey+`::bigint & 4294967295)
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		AND `+dbNow+` - b.last_seen > $2`,
-		lockLeader, s.leaderTimeout.Nanoseconds(), s.electionInterval.Milliseconds()).Scan(&pid, &id, &silent, &ended)
+		lockLeader, s.leaderTimeout.Nanoseconds()).Scan(&pid, &id, &silent, new(bool))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false // the leader is alive, or the lock is free again
 	case err != nil:
-		if ctx.Err() == nil {
+		if outer.Err() == nil {
 			s.log.Warn("cannot end the session of a silent leader", "broker", s.BrokerID(), "err", err)
 		}
 		return false
 	}
 	s.log.Warn("ended the session of a silent leader to take over", "broker", s.BrokerID(),
-		"leader", strconv.FormatInt(id, 10), "silent_for", time.Duration(silent).Round(time.Millisecond), "pid", pid, "ended", ended)
+		"leader", strconv.FormatInt(id, 10), "silent_for", time.Duration(silent).Round(time.Millisecond), "pid", pid)
 	return true
 }
 
