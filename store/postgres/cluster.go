@@ -368,8 +368,8 @@ func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 
 // endSilentLeader ends the session holding the leader lock if the broker it belongs to (by its
 // application_name, see connect) has not recorded that it is alive for the leader timeout, by
-// the database's clock. It reports whether it ended one. One statement finds the holder, measures its silence and ends it, so
-// a heartbeat that lands first spares it.
+// the database's clock. It reports whether it ended one. One statement finds the holder,
+// measures its silence and ends it, so a heartbeat that committed before it spares the holder.
 func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) bool {
 	ctx, cancel := context.WithTimeout(outer, s.electionInterval)
 	defer cancel()
