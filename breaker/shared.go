@@ -3,6 +3,7 @@ package breaker
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -21,12 +22,16 @@ import (
 // counted lately, so that an attempt's failure applied twice counts once ([Shared.Failure]).
 
 // Shared is one breaker of several brokers, built from its stored state for the span of one
-// database transaction. It is not safe for concurrent use.
+// database transaction. It is not safe for concurrent use while it is changed; once its
+// transaction committed, the ops of one batch that shared it may each call TakeTransitions,
+// Saved and Moved from their own goroutines.
 type Shared struct {
 	b      *breaker
 	now    time.Time
 	before Saved
 	trans  []Transition
+
+	takeMu sync.Mutex
 	taken  int // transitions TakeTransitions returned
 }
 
@@ -199,6 +204,8 @@ func (sh *Shared) Transitions() []Transition { return sh.trans }
 // TakeTransitions returns the transitions not taken before, so that several holders of one
 // Shared report each once.
 func (sh *Shared) TakeTransitions() []Transition {
+	sh.takeMu.Lock()
+	defer sh.takeMu.Unlock()
 	t := sh.trans[sh.taken:]
 	sh.taken = len(sh.trans)
 	return t

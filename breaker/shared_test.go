@@ -291,3 +291,36 @@ func TestSharedFailureOncePerAttempt(t *testing.T) {
 		}
 	}
 }
+
+// The ops of one batch that changed the same breaker report its transitions after the commit,
+// each from its caller's goroutine: every transition goes to exactly one of them.
+func TestSharedTransitionsTakenOnceAcrossGoroutines(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, DefaultConfig(), nil)
+	sh, err := tb.set.Shared(typ, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []State{StateOpen, StateHalfOpen, StateClosed} {
+		if err := sh.Force(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const takers = 8
+	got := make(chan int, takers)
+	start := make(chan struct{})
+	for range takers {
+		go func() {
+			<-start
+			got <- len(sh.TakeTransitions())
+		}()
+	}
+	close(start)
+	total := 0
+	for range takers {
+		total += <-got
+	}
+	if want := len(sh.Transitions()); total != want || want != 3 {
+		t.Errorf("transitions taken %d times in all, want each of the %d once (3 forced)", total, want)
+	}
+}
