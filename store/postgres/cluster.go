@@ -241,8 +241,8 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(store.Event
 // that does not lead tries to take it every election interval (DefaultElectionInterval). Every
 // broker, leading or not, records that it is alive (its last_seen, by the database's clock) on
 // that same connection as often: the leader stops leading (lead(false)) as soon as that fails
-// or does not answer within the interval, and before anything else when it runs again after
-// being frozen (its next check finds its session ended).
+// or does not answer within half the leader timeout (see heartbeat), and before anything else
+// when it runs again after being frozen (its next check finds its session ended).
 //
 // A frozen leader (a stopped process, a paused machine, a stall of many seconds) keeps its
 // connection, and the lock, open. So a broker that fails to take the lock looks at the
@@ -250,14 +250,14 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(store.Event
 // broker ends the holder's session (pg_terminate_backend, which needs the brokers to share a
 // role, or to be members of pg_signal_backend), logs it, and takes the lock. Because the
 // heartbeat is written on the connection that holds the lock, a broker that keeps writing it
-// holds a live session and keeps the leadership; one that cannot write it for an interval
-// has let the lock go itself.
+// holds a live session and keeps the leadership; one that cannot write it for half the leader
+// timeout has let the lock go itself.
 //
 // Failover: after a leader process dies (a crash, SIGKILL) its machine closes the connection,
 // PostgreSQL drops its session and the lock with it, and another broker leads within one
 // election interval. When the leader's machine or network is lost instead, PostgreSQL holds the
 // lock until it notices the session is dead (its tcp_keepalives_* settings); the old leader
-// stops leading within about two intervals of losing the database. When the session ends on
+// stops leading within an interval and half the leader timeout of losing the database. When the session ends on
 // the database's side while the broker lives (pg_terminate_backend, a server restart), another
 // broker may take the lock before the old leader's next check: both lead for at most one
 // interval, which the leader's duties tolerate (store.Cluster).
@@ -358,9 +358,17 @@ func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// heartbeat records that the broker is alive, through conn, within one election interval.
+// heartbeat records that the broker is alive, through conn, within half the leader timeout.
+//
+// Slower than an election interval is not yet lost: on a loaded database (or a loaded test
+// machine) one slow answer would otherwise make the leader give the leadership up for nothing,
+// and the brokers would trade it back and forth. Half the leader timeout still ends the wait
+// before anyone may end the leader's session for its silence: the last heartbeat that answered
+// was at most an interval before this one began, and an interval is at most a third of the
+// leader timeout (Open checks), so a leader that gives up here does so before the others may
+// take over.
 func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
-	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	ctx, cancel := context.WithTimeout(ctx, s.leaderTimeout/2)
 	defer cancel()
 	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = `+dbNow+` WHERE id = $1`, s.brokerID)
 	return err
