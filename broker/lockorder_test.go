@@ -102,6 +102,25 @@ func inOneBatch(t *testing.T, b *Broker, ops ...*op) func() []error {
 	}
 }
 
+// bothBatches releases the two brokers' batches from inOneBatch at once and fails the test on
+// any error of round's ops.
+func bothBatches(t *testing.T, round int, batches ...func() []error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([][]error, len(batches))
+	for i, release := range batches {
+		wg.Go(func() { errs[i] = release() })
+	}
+	wg.Wait()
+	for i, es := range errs {
+		for _, err := range es {
+			if err != nil {
+				t.Fatalf("round %d, broker %d: %v", round, i, err)
+			}
+		}
+	}
+}
+
 // lockOrderCluster is two brokers on one database that report their breaker locks to race.
 func lockOrderCluster(t *testing.T) (*cluster, *lockRace) {
 	t.Helper()
@@ -189,20 +208,9 @@ func TestSharedBreakerLockedBeforeQueues(t *testing.T) {
 	for round := range rounds {
 		race.arm()
 		jobID := int64(round*2 + 1)
-		a := inOneBatch(t, c.brokers[0], queueOp(0), failOp(c.brokers[0], jobID, payType))
-		b := inOneBatch(t, c.brokers[1], failOp(c.brokers[1], jobID+1, payType), queueOp(1))
-		var wg sync.WaitGroup
-		var errs [2][]error
-		wg.Go(func() { errs[0] = a() })
-		wg.Go(func() { errs[1] = b() })
-		wg.Wait()
-		for i, es := range errs {
-			for _, err := range es {
-				if err != nil {
-					t.Fatalf("round %d, broker %d: %v", round, i, err)
-				}
-			}
-		}
+		bothBatches(t, round,
+			inOneBatch(t, c.brokers[0], queueOp(0), failOp(c.brokers[0], jobID, payType)),
+			inOneBatch(t, c.brokers[1], failOp(c.brokers[1], jobID+1, payType), queueOp(1)))
 	}
 	noDeadlocks(t, c)
 }
@@ -247,20 +255,9 @@ func TestSharedBreakerProbeLockedBeforeQueues(t *testing.T) {
 	const rounds = 3
 	for round := range rounds {
 		race.arm()
-		a := inOneBatch(t, c.brokers[0], failOp(c.brokers[0], int64(round+1), payType), leaseOp(0, c.brokers[0], false))
-		b := inOneBatch(t, c.brokers[1], leaseOp(1, c.brokers[1], true))
-		var wg sync.WaitGroup
-		var errs [2][]error
-		wg.Go(func() { errs[0] = a() })
-		wg.Go(func() { errs[1] = b() })
-		wg.Wait()
-		for i, es := range errs {
-			for _, err := range es {
-				if err != nil {
-					t.Fatalf("round %d, broker %d: %v", round, i, err)
-				}
-			}
-		}
+		bothBatches(t, round,
+			inOneBatch(t, c.brokers[0], failOp(c.brokers[0], int64(round+1), payType), leaseOp(0, c.brokers[0], false)),
+			inOneBatch(t, c.brokers[1], leaseOp(1, c.brokers[1], true)))
 	}
 	noDeadlocks(t, c)
 }
