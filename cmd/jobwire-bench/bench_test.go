@@ -8,35 +8,6 @@ import (
 	"time"
 )
 
-func TestPercentile(t *testing.T) {
-	t.Parallel()
-	hundred := make([]int64, 100)
-	for i := range hundred {
-		hundred[i] = int64(i + 1)
-	}
-	tests := []struct {
-		name   string
-		sorted []int64
-		p      float64
-		want   int64
-	}{
-		{"one sample", []int64{7}, 99, 7},
-		{"median of 1..100", hundred, 50, 50},
-		{"p99 of 1..100", hundred, 99, 99},
-		{"p100 is the max", hundred, 100, 100},
-		{"p0 is the min", hundred, 0, 1},
-		{"p99 of two", []int64{1, 2}, 99, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := percentile(tt.sorted, tt.p); got != tt.want {
-				t.Errorf("percentile(p%v) = %d, want %d", tt.p, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	if s := summarize(nil); s != nil {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jobwire/jobwire/internal/percentile"
 )
 
 // latencyStats summarises latency samples, in milliseconds.
@@ -28,14 +30,8 @@ func summarize(samples []int64) *latencyStats {
 	s := slices.Clone(samples)
 	slices.Sort(s)
 	ms := func(ns int64) float64 { return float64(ns) / float64(time.Millisecond) }
-	return &latencyStats{Samples: len(s), P50ms: ms(percentile(s, 50)), P90ms: ms(percentile(s, 90)),
-		P99ms: ms(percentile(s, 99)), MaxMs: ms(s[len(s)-1])}
-}
-
-// percentile returns the nearest-rank p-th percentile of sorted.
-func percentile(sorted []int64, p float64) int64 {
-	rank := int(p/100*float64(len(sorted))+0.999999) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
+	return &latencyStats{Samples: len(s), P50ms: ms(percentile.NearestRank(s, 50)),
+		P90ms: ms(percentile.NearestRank(s, 90)), P99ms: ms(percentile.NearestRank(s, 99)), MaxMs: ms(s[len(s)-1])}
 }
 
 const rowFormat = "%-13s %9s %8s %11s %9s %9s  %s\n"

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/percentile"
 )
 
 func main() {
@@ -179,10 +180,8 @@ func (l *latencies) percentiles() (p50, p99 time.Duration, n int) {
 		return 0, 0, 0
 	}
 	slices.Sort(d)
-	at := func(q float64) time.Duration {
-		return d[min(len(d)-1, int(q*float64(len(d))))].Round(10 * time.Microsecond)
-	}
-	return at(0.50), at(0.99), len(d)
+	at := func(p float64) time.Duration { return percentile.NearestRank(d, p).Round(10 * time.Microsecond) }
+	return at(50), at(99), len(d)
 }
 
 // runBystander enqueues a job and reads it back, about 200 times a second, timing each pair.
