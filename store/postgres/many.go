@@ -86,9 +86,8 @@ func appliedMany(rows pgx.Rows, n int, ref func(i int) job.LeaseRef, repeated fu
 	return applied, nil
 }
 
-// releasedAlready reports whether ref's job shows the release of ref: PENDING under the same
-// token (a new lease would have a new one).
+// releasedAlready reports whether ref's job shows the release of ref (store.LeaseState.Released).
 func (t *tx) releasedAlready(ref job.LeaseRef) (bool, error) {
-	st, _, token, err := t.leaseState(ref.JobID)
-	return err == nil && token == ref.Token && st == job.StatePending, err
+	ls, err := t.leaseState(ref.JobID)
+	return err == nil && ls.Released(ref), err
 }

@@ -596,32 +596,29 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 	return err
 }
 
-// alreadyApplied is the rule of store.Tx for writes fenced by a lease, run again after their
-// commit: a write that matched no row reports success when the job already shows its effect,
-// under the same lease token, with the same attempt count and in the state the write moves it
-// to. Anything else, an older or newer token included, is stale.
+// alreadyApplied reports whether a write fenced by ref that matched no row is already stored
+// (store.LeaseState.Applied).
 func (t *tx) alreadyApplied(ref job.LeaseRef, state job.State, attempts int) (bool, error) {
-	st, n, token, err := t.leaseState(ref.JobID)
-	return err == nil && token == ref.Token && n == attempts && st == state, err
+	ls, err := t.leaseState(ref.JobID)
+	return err == nil && ls.Applied(ref, state, attempts), err
 }
 
-// leaseState reads a job's state, attempt count and lease token; a job that does not exist
-// has the zero token, which no lease matches.
-func (t *tx) leaseState(id int64) (job.State, int, job.LeaseToken, error) {
+// leaseState reads what a fenced write that matched no row needs of its job.
+func (t *tx) leaseState(id int64) (store.LeaseState, error) {
 	var st int16
-	var attempts int
-	var token job.LeaseToken
+	var ls store.LeaseState
 	var secret []byte
 	err := t.tx.QueryRow(t.ctx, `SELECT state, attempts, lease_token, lease_secret FROM jobs WHERE id = $1`, id).
-		Scan(&st, &attempts, &token.Seq, &secret)
+		Scan(&st, &ls.Attempts, &ls.Token.Seq, &secret)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, job.LeaseToken{}, nil
+		return store.LeaseState{}, nil
 	}
 	if err != nil {
-		return 0, 0, job.LeaseToken{}, err
+		return store.LeaseState{}, err
 	}
-	copy(token.Secret[:], secret)
-	return job.State(st), attempts, token, nil
+	ls.State = job.State(st)
+	copy(ls.Token.Secret[:], secret)
+	return ls, nil
 }
 
 // addFinished adds n (negative: takes) to the total of finished jobs in one queue, type and

@@ -330,10 +330,8 @@ func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 	if err != nil || n == 1 {
 		return n == 1, err
 	}
-	// Released already: PENDING under the same token (a new lease would have a new one). A
-	// release spends no attempt, so the attempt count cannot tell it from another.
-	st, _, token, err := t.leaseState(ref.JobID)
-	return err == nil && token == ref.Token && st == job.StatePending, err
+	ls, err := t.leaseState(ref.JobID)
+	return err == nil && ls.Released(ref), err
 }
 
 func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
@@ -432,31 +430,29 @@ func (t *tx) alreadyFinished(p *store.JobFinishParams) (bool, error) {
 	return t.alreadyApplied(p.Ref, p.State, p.Attempt.Number)
 }
 
-// alreadyApplied is the rule of store.Tx for writes fenced by a lease, run again after their
-// commit: a write that matched no row reports success when the job already shows its effect,
-// under the same lease token, with the same attempt count and in the state the write moves it
-// to. Anything else, an older or newer token included, is stale.
+// alreadyApplied reports whether a write fenced by ref that matched no row is already stored
+// (store.LeaseState.Applied).
 func (t *tx) alreadyApplied(ref job.LeaseRef, state job.State, attempts int) (bool, error) {
-	st, n, token, err := t.leaseState(ref.JobID)
-	return err == nil && token == ref.Token && n == attempts && st == state, err
+	ls, err := t.leaseState(ref.JobID)
+	return err == nil && ls.Applied(ref, state, attempts), err
 }
 
-// leaseState reads a job's state, attempt count and lease token; a job that does not exist
-// has the zero token, which no lease matches.
-func (t *tx) leaseState(id int64) (job.State, int, job.LeaseToken, error) {
-	var st, attempts int
-	var token job.LeaseToken
+// leaseState reads what a fenced write that matched no row needs of its job.
+func (t *tx) leaseState(id int64) (store.LeaseState, error) {
+	var st int
+	var ls store.LeaseState
 	var secret []byte
 	err := t.queryRow(`SELECT state, attempts, lease_token, lease_secret FROM jobs WHERE id = ?`, id).
-		Scan(&st, &attempts, &token.Seq, &secret)
+		Scan(&st, &ls.Attempts, &ls.Token.Seq, &secret)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, job.LeaseToken{}, nil
+		return store.LeaseState{}, nil
 	}
 	if err != nil {
-		return 0, 0, job.LeaseToken{}, err
+		return store.LeaseState{}, err
 	}
-	copy(token.Secret[:], secret)
-	return job.State(st), attempts, token, nil
+	ls.State = job.State(st)
+	copy(ls.Token.Secret[:], secret)
+	return ls, nil
 }
 
 // succeedManyMin is the smallest batch of successes written with one statement: below it,
