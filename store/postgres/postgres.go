@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,7 +70,7 @@ type Store struct {
 	url      string // for messages, without the password
 	retry    Retrier
 	log      *slog.Logger
-	queues   *queueSet
+	queues   *store.KnownQueues
 	receipts atomic.Int64 // the last receipt number a Write took, among this broker's
 
 	brokerID         int64  // this store's row in the brokers table
@@ -85,27 +84,6 @@ type Store struct {
 }
 
 var _ store.Store = (*Store)(nil)
-
-// queueSet remembers which queues have a row, so enqueues skip the upsert that creates one.
-// Queue rows are never deleted, so what it holds stays true.
-type queueSet struct {
-	mu sync.Mutex
-	m  map[string]bool
-}
-
-func (q *queueSet) known(name string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.m[name]
-}
-
-func (q *queueSet) add(names []string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, n := range names {
-		q.m[n] = true
-	}
-}
 
 // IsURL reports whether db names a PostgreSQL database (a postgres:// or postgresql:// URL)
 // rather than a SQLite file.
@@ -158,7 +136,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: the leader timeout (%s) must be at least three election intervals (%s)",
 			Redact(url), opts.LeaderTimeout, 3*opts.ElectionInterval)
 	}
-	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &queueSet{m: map[string]bool{}},
+	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &store.KnownQueues{},
 		electionInterval: opts.ElectionInterval, leaderTimeout: opts.LeaderTimeout, commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
@@ -232,7 +210,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 			return err
 		}
 		committed = true
-		s.queues.add(t.newQueues)
+		s.queues.Add(t.newQueues)
 		return nil
 	}))
 }

@@ -19,7 +19,7 @@ import (
 type tx struct {
 	ctx       context.Context
 	tx        pgx.Tx
-	queues    *queueSet
+	queues    *store.KnownQueues
 	newQueues []string // queue rows this transaction created
 	// events are what the transaction publishes at commit (Publish), each once.
 	events map[store.Event]bool
@@ -239,7 +239,7 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 
 // ensureQueue creates the queue's row on its first job.
 func (t *tx) ensureQueue(name string) error {
-	if t.queues.known(name) || slices.Contains(t.newQueues, name) {
+	if t.queues.Known(name) || slices.Contains(t.newQueues, name) {
 		return nil
 	}
 	if err := t.hold(`INSERT INTO queues (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {

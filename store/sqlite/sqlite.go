@@ -72,33 +72,10 @@ type Store struct {
 	cp                      *sql.DB // background checkpoints
 	log                     *slog.Logger
 	stmts                   *stmtCache
-	queues                  *queueSet    // queues known to have a row
-	receipts                atomic.Int64 // the last receipt number a Write took
+	queues                  *store.KnownQueues // queues known to have a row
+	receipts                atomic.Int64       // the last receipt number a Write took
 
 	stopCheckpoints, checkpointsDone chan struct{}
-}
-
-// queueSet remembers which queues have a row, so enqueues skip the upsert that creates one.
-type queueSet struct {
-	mu sync.Mutex
-	m  map[string]bool
-}
-
-func (q *queueSet) known(name string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.m[name]
-}
-
-func (q *queueSet) add(names []string) {
-	if len(names) == 0 {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, n := range names {
-		q.m[n] = true
-	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -186,7 +163,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	cp.SetMaxOpenConns(1)
 	s := &Store{w: w, wc: wc, begin: txStmts[0], commit: txStmts[1], rollback: txStmts[2],
-		r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(wc), queues: &queueSet{m: map[string]bool{}},
+		r: r, cp: cp, log: opts.Logger, retry: opts.Retry, stmts: newStmtCache(wc), queues: &store.KnownQueues{},
 		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
 	s.receipts.Store(lastReceipt)
 	go s.checkpointLoop()
@@ -296,7 +273,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 			return err
 		}
 		committed = true
-		s.queues.add(t.newQueues)
+		s.queues.Add(t.newQueues)
 		return nil
 	}))
 }

@@ -27,7 +27,7 @@ const (
 type tx struct {
 	ctx       context.Context // not cancellable: see Store.Write
 	cache     *stmtCache      // its connection holds the transaction
-	queues    *queueSet
+	queues    *store.KnownQueues
 	newQueues []string // queue rows this transaction created
 }
 
@@ -539,7 +539,7 @@ func (t *tx) addFinished(queue, typ string, state job.State, n int) error {
 
 // ensureQueue creates the queue's row on its first job.
 func (t *tx) ensureQueue(name string) error {
-	if t.queues.known(name) {
+	if t.queues.Known(name) {
 		return nil
 	}
 	if _, err := t.exec(`INSERT INTO queues (name) VALUES (?) ON CONFLICT DO NOTHING`, name); err != nil {
