@@ -179,7 +179,7 @@ func (sh *Shared) Info() Info { return sh.b.info(sh.now) }
 // more than the stored one's when it changed.
 func (sh *Shared) Saved() Saved {
 	sv := sh.b.full()
-	if sh.Changed() {
+	if !sv.equal(sh.before) {
 		sv.Version++
 	}
 	return sv

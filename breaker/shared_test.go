@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jobwire/jobwire/internal/clock"
 )
 
 // sharedBundle is a stored breaker state that several Sets (brokers) change in turn, as brokers
@@ -322,5 +324,40 @@ func TestSharedTransitionsTakenOnceAcrossGoroutines(t *testing.T) {
 	}
 	if want := len(sh.Transitions()); total != want || want != 3 {
 		t.Errorf("transitions taken %d times in all, want each of the %d once (3 forced)", total, want)
+	}
+}
+
+// BenchmarkSharedFailure is a failure applied to a stored shared breaker as a broker applies it
+// to one result: build it from the stored state, count the failure, and read the state to store
+// and to cache. The stored state holds Threshold-1 failures and as many counted attempts.
+func BenchmarkSharedFailure(b *testing.B) {
+	cfg := DefaultConfig()
+	set, err := NewSet(clock.NewFake(t0), cfg, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var stored *Saved
+	for i := range cfg.Threshold - 1 {
+		sh, err := set.Shared(typ, stored)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sh.Failure(sh.Permit(int64(i+1), Permit{}), Transient, Attempt{int64(i + 1), 1})
+		sv := sh.Saved()
+		stored = &sv
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		sh, err := set.Shared(typ, stored)
+		if err != nil {
+			b.Fatal(err)
+		}
+		a := Attempt{int64(1000 + i), 1}
+		sh.Failure(sh.Permit(a.Job, Permit{}), Transient, a)
+		if !sh.Changed() {
+			b.Fatal("a counted failure did not change the breaker")
+		}
+		_ = sh.Saved() // to store
+		_ = sh.Saved() // to cache
 	}
 }
