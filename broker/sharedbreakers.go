@@ -96,11 +96,11 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	if !sh.Changed() {
 		return nil
 	}
-	data, err := json.Marshal(sh.Saved())
+	saved := sh.Saved()
+	data, err := json.Marshal(saved)
 	if err != nil {
 		return err
 	}
-	saved := sh.Saved()
 	if err := tx.BreakerSave(store.BreakerRecord{Type: saved.Type, Data: data}); err != nil {
 		return err
 	}
