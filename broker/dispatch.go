@@ -210,8 +210,7 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				return err
 			}
 			ch = append(ch, gch...)
-			jobs := g.leased
-			if len(jobs) < g.params.Limit {
+			if !g.full() {
 				if drained == nil {
 					drained = make(map[string]bool)
 				}
@@ -328,7 +327,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 	b.mu.Lock()
 	held := b.heldByQueueLocked()
 	for _, g := range grants {
-		if (len(g.leased) == g.params.Limit || leasedBytes(g.leased) >= g.params.MaxBytes) && !g.probe {
+		if g.full() && !g.probe {
 			more = true
 		}
 		for i, j := range g.leased {
@@ -434,14 +433,21 @@ func leaseScope(p *store.JobLeaseParams) string {
 		strconv.FormatBool(p.ExcludePaused)
 }
 
-// leasedBytes sums the payloads of leased jobs: a grant that reached its MaxBytes may have
-// left jobs waiting.
-func leasedBytes(jobs []*job.Job) int {
+// full reports whether g leased all it asked for, by count or by payload bytes (MaxBytes): only
+// a grant that came back short took every ready job of its scope, and one that is full may
+// have left jobs waiting.
+func (g *grant) full() bool {
+	if len(g.leased) >= g.params.Limit {
+		return true
+	}
+	if g.params.MaxBytes <= 0 {
+		return false
+	}
 	n := 0
-	for _, j := range jobs {
+	for _, j := range g.leased {
 		n += len(j.Payload)
 	}
-	return n
+	return n >= g.params.MaxBytes
 }
 
 // probePermit is the permit of g's i-th leased job if g leased probes.
