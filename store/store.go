@@ -280,6 +280,33 @@ type DeadJobFilter struct {
 	DeadBefore time.Time // finished_at < DeadBefore
 }
 
+// Conds calls add with each condition f sets, as a column with its comparison ("queue =") and
+// the value to compare with, in a fixed order, so both stores filter dead jobs by the same
+// rules and each only renders them in its SQL. A nil or zero filter sets none.
+func (f *DeadJobFilter) Conds(add func(cond string, v any)) {
+	if f == nil {
+		return
+	}
+	if f.Queue != "" {
+		add("queue =", f.Queue)
+	}
+	if f.Type != "" {
+		add("type =", f.Type)
+	}
+	if f.Reason != job.DeadNone {
+		add("dead_reason =", int64(f.Reason))
+	}
+	if f.ErrorType != "" {
+		add("last_error_type =", f.ErrorType)
+	}
+	if !f.DeadAfter.IsZero() {
+		add("finished_at >=", f.DeadAfter.UnixNano())
+	}
+	if !f.DeadBefore.IsZero() {
+		add("finished_at <", f.DeadBefore.UnixNano())
+	}
+}
+
 // DeadCursor is a position in the dead-letter queue's newest-first order.
 type DeadCursor struct {
 	FinishedAt time.Time

@@ -19,30 +19,10 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// deadWhere appends the conditions of f to a query that already selects dead jobs.
+// deadWhere appends the conditions of f (store.DeadJobFilter.Conds) to a query that already
+// selects dead jobs.
 func deadWhere(q *query, f *store.DeadJobFilter) {
-	if f == nil {
-		return
-	}
-	add := func(cond string, v any) { q.sql.WriteString(" AND " + cond + " " + q.arg(v)) }
-	if f.Queue != "" {
-		add("queue =", f.Queue)
-	}
-	if f.Type != "" {
-		add("type =", f.Type)
-	}
-	if f.Reason != job.DeadNone {
-		add("dead_reason =", int16(f.Reason))
-	}
-	if f.ErrorType != "" {
-		add("last_error_type =", f.ErrorType)
-	}
-	if !f.DeadAfter.IsZero() {
-		add("finished_at >=", nanos(f.DeadAfter))
-	}
-	if !f.DeadBefore.IsZero() {
-		add("finished_at <", nanos(f.DeadBefore))
-	}
+	f.Conds(func(cond string, v any) { q.sql.WriteString(" AND " + cond + " " + q.arg(v)) })
 }
 
 func queryIDs(ctx context.Context, db querier, sql string, args ...any) ([]int64, error) {

@@ -25,34 +25,13 @@ type querier interface {
 // idChunk bounds the ids bound into one statement, well under SQLite's variable limit.
 const idChunk = 500
 
-// deadWhere appends the conditions of f to a query that already has a WHERE clause selecting
-// dead jobs.
+// deadWhere appends the conditions of f (store.DeadJobFilter.Conds) to a query that already
+// has a WHERE clause selecting dead jobs, and their values to args.
 func deadWhere(q *strings.Builder, args []any, f *store.DeadJobFilter) []any {
-	if f == nil {
-		return args
-	}
-	add := func(cond string, v any) {
-		q.WriteString(" AND " + cond)
+	f.Conds(func(cond string, v any) {
+		q.WriteString(" AND " + cond + " ?")
 		args = append(args, v)
-	}
-	if f.Queue != "" {
-		add("queue = ?", f.Queue)
-	}
-	if f.Type != "" {
-		add("type = ?", f.Type)
-	}
-	if f.Reason != job.DeadNone {
-		add("dead_reason = ?", int(f.Reason))
-	}
-	if f.ErrorType != "" {
-		add("last_error_type = ?", f.ErrorType)
-	}
-	if !f.DeadAfter.IsZero() {
-		add("finished_at >= ?", nanos(f.DeadAfter))
-	}
-	if !f.DeadBefore.IsZero() {
-		add("finished_at < ?", nanos(f.DeadBefore))
-	}
+	})
 	return args
 }
 
