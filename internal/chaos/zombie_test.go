@@ -93,6 +93,13 @@ func (z *zombie) send(ctx context.Context, jobID int64, stale string) (*jobwirev
 	}
 }
 
+// answered counts the replays a broker decided on, refused or accepted.
+func (z *zombie) answered() int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.refused + len(z.accepted)
+}
+
 func (z *zombie) String() string {
 	z.mu.Lock()
 	defer z.mu.Unlock()
