@@ -45,6 +45,10 @@ type expired struct {
 	decision triage.Decision
 	params   *store.JobFinishParams
 	applied  bool
+	// how and kind settle the lease's breaker permit: released for a job that never started,
+	// failed (LeaseExpired or Timeout) for a running one.
+	how  permitEnd
+	kind breaker.FailureKind
 }
 
 // Sweep ends leases that ran out and attempts that outlived their timeout (in a cluster, the
@@ -112,13 +116,13 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 		}
 		if !e.running {
 			if l != nil {
-				b.endLeaseLocked(l, permitReleased, 0)
+				b.endLeaseLocked(l, e.how, e.kind)
 			}
 			continue
 		}
-		kind, reason, cause := breaker.LeaseExpired, CancelLeaseLost, CauseLeaseExpired
+		reason, cause := CancelLeaseLost, CauseLeaseExpired
 		if e.cause == triage.Timeout {
-			kind, reason, cause = breaker.Timeout, CancelTimeout, CauseTimeout
+			reason, cause = CancelTimeout, CauseTimeout
 		}
 		b.obs.AttemptEnded(e.j.Queue, e.j.Type, AttemptEnd{Cause: cause, Verdict: e.decision.Verdict,
 			Dead: e.decision.Reason, Duration: now.Sub(e.j.StartedAt)})
@@ -126,7 +130,7 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 			"outcome", e.params.Attempt.Outcome, "decision", e.decision.Verdict)
 		if l != nil {
 			sess := l.sess
-			b.endLeaseLocked(l, permitFailed, kind)
+			b.endLeaseLocked(l, e.how, e.kind)
 			if sess != nil {
 				sess.out.push(Cancel{Ref: ref, Reason: reason})
 			}
@@ -146,47 +150,54 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 // breaker counts such a failure once (settleShared).
 func (b *Broker) expireHeld(tx store.Tx, ch *breakerChanges, j *job.Job, now time.Time) (*expired, error) {
 	ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
-	e := &expired{j: j, running: j.State == job.StateRunning}
+	e := &expired{j: j, running: j.State == job.StateRunning, how: permitReleased}
+	if err := b.endExpired(tx, e, ref, now); err != nil {
+		return nil, err
+	}
+	if e.applied && b.sharedBreakers() {
+		attempt := 0 // a job that never started spent no attempt
+		if e.running {
+			attempt = j.Attempts
+		}
+		if err := b.settleShared(tx, ch, j.Type, j.ID, attempt, b.keptPermit(ref), e.how, e.kind); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// endExpired writes, in tx, the end of e's lease: a job that never started goes back to
+// PENDING, a running one's attempt fails.
+func (b *Broker) endExpired(tx store.Tx, e *expired, ref job.LeaseRef, now time.Time) error {
+	j := e.j
 	var err error
 	if !e.running {
 		if e.applied, err = tx.JobRelease(ref); err != nil {
-			return nil, err
+			return err
 		}
 		tx.Publish(readyEvent)
-		if e.applied && b.sharedBreakers() {
-			err = b.settleShared(tx, ch, j.Type, j.ID, 0, b.keptPermit(ref), permitReleased, 0)
-			if err != nil {
-				return nil, err
-			}
-		}
-		return e, nil
+		return nil
 	}
 	a := job.Attempt{Number: j.Attempts, WorkerID: j.WorkerID, StartedAt: j.StartedAt,
 		FinishedAt: now, FailureKind: job.KindTransient}
+	e.how = permitFailed
 	if !j.LeaseExpiresAt.After(now) {
-		e.cause, a.Outcome, a.ErrorType = triage.LeaseExpired, job.OutcomeLeaseExpired, leaseExpiredErrorType
+		e.cause, e.kind = triage.LeaseExpired, breaker.LeaseExpired
+		a.Outcome, a.ErrorType = job.OutcomeLeaseExpired, leaseExpiredErrorType
 		a.Message = fmt.Sprintf("lease expired: no heartbeat or result from worker %q", j.WorkerID)
 	} else {
-		e.cause, a.Outcome, a.ErrorType = triage.Timeout, job.OutcomeTimeout, timeoutErrorType
+		e.cause, e.kind = triage.Timeout, breaker.Timeout
+		a.Outcome, a.ErrorType = job.OutcomeTimeout, timeoutErrorType
 		a.Message = timeoutMessage(j)
 	}
 	e.decision = b.triager.Failed(j.Type, triage.Attempt{Number: j.Attempts, MaxAttempts: j.MaxAttempts,
 		CreatedAt: j.LifetimeStart(), Cause: e.cause}, now)
 	e.params = finishParams(ref, j, e.decision, a, now)
 	if e.applied, err = tx.JobFinish(e.params); err != nil {
-		return nil, err
+		return err
 	}
 	if e.params.State == job.StatePending {
 		tx.Publish(readyEvent)
 	}
-	if e.applied && b.sharedBreakers() {
-		kind := breaker.LeaseExpired
-		if e.cause == triage.Timeout {
-			kind = breaker.Timeout
-		}
-		if err := b.settleShared(tx, ch, j.Type, j.ID, j.Attempts, b.keptPermit(ref), permitFailed, kind); err != nil {
-			return nil, err
-		}
-	}
-	return e, nil
+	return nil
 }
