@@ -58,9 +58,6 @@ const (
 // default of hours: the listening connection would otherwise wait for notifications forever.
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
 
-// BrokerRecord is one broker that has opened the database.
-type BrokerRecord = store.BrokerRecord
-
 // aliveFor is how many election intervals a broker may go unseen and still be listed alive: its
 // heartbeat may wait up to one interval for its turn and another for its answer.
 const aliveFor = 3
@@ -88,8 +85,8 @@ func (s *Store) BrokerID() string { return strconv.FormatInt(s.brokerID, 10) }
 // Brokers lists every broker that has opened the database, oldest first, with which one leads
 // now: the broker whose "leader" session (application_name, see connect) holds the schema's
 // leader lock.
-func (s *Store) Brokers(ctx context.Context) ([]BrokerRecord, error) {
-	var out []BrokerRecord
+func (s *Store) Brokers(ctx context.Context) ([]store.BrokerRecord, error) {
+	var out []store.BrokerRecord
 	err := s.read(ctx, "broker_list", func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, `SELECT b.id, b.addr, b.pid, b.host, b.started_at, b.last_seen,
@@ -104,7 +101,7 @@ func (s *Store) Brokers(ctx context.Context) ([]BrokerRecord, error) {
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var r BrokerRecord
+			var r store.BrokerRecord
 			var id, started, seen, silent int64
 			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen, &r.Leader, &silent); err != nil {
 				return err
