@@ -307,6 +307,20 @@ func (f *DeadJobFilter) Conds(add func(cond string, v any)) {
 	}
 }
 
+// InIDOrder returns the jobs of byID in the order of ids, each once, leaving out the ids byID
+// lacks: what JobGetMany returns from a store's read of the rows, which comes in no order. It
+// empties byID.
+func InIDOrder(ids []int64, byID map[int64]*job.Job) []*job.Job {
+	out := make([]*job.Job, 0, len(byID))
+	for _, id := range ids {
+		if j := byID[id]; j != nil {
+			out = append(out, j)
+			delete(byID, id) // an id given twice is listed once
+		}
+	}
+	return out
+}
+
 // DeadCursor is a position in the dead-letter queue's newest-first order.
 type DeadCursor struct {
 	FinishedAt time.Time

@@ -42,14 +42,7 @@ func getMany(ctx context.Context, db querier, ids []int64) ([]*job.Job, error) {
 	for _, j := range jobs {
 		byID[j.ID] = j
 	}
-	out := make([]*job.Job, 0, len(byID))
-	for _, id := range ids {
-		if j := byID[id]; j != nil {
-			out = append(out, j)
-			delete(byID, id) // an id given twice is listed once
-		}
-	}
-	return out, nil
+	return store.InIDOrder(ids, byID), nil
 }
 
 func deadIDs(ctx context.Context, db querier, f *store.DeadJobFilter, limit int) ([]int64, error) {
