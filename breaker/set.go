@@ -593,17 +593,26 @@ func (s *Set) admin(t string, st State, reason Reason) (Info, error) {
 	}
 	s.mu.Lock()
 	b := s.get(t, true)
-	if b.cfg.Disabled {
-		s.mu.Unlock()
-		return Info{}, fmt.Errorf("%w: %q", ErrDisabled, t)
-	}
 	now := s.clk.Now()
-	b.advance(now, s.emit)
-	b.transition(st, reason, now, s.emit)
+	if err := b.admin(st, reason, now, s.emit); err != nil {
+		s.mu.Unlock()
+		return Info{}, err
+	}
 	info := b.info(now)
 	s.mu.Unlock()
 	s.flush()
 	return info, nil
+}
+
+// admin is an operator's change of b to st: a Reset or a Force, of a Set's breaker or a
+// [Shared] one. A disabled breaker has no state to change.
+func (b *breaker) admin(st State, reason Reason, now time.Time, emit func(Transition)) error {
+	if b.cfg.Disabled {
+		return fmt.Errorf("%w: %q", ErrDisabled, b.typ)
+	}
+	b.advance(now, emit)
+	b.transition(st, reason, now, emit)
+	return nil
 }
 
 // Snapshot returns the durable state of every enabled breaker, sorted by job type. Failures while

@@ -154,22 +154,14 @@ func (sh *Shared) Failure(p Permit, kind FailureKind, a Attempt) {
 func (sh *Shared) Release(p Permit) { sh.b.release(p, sh.now, sh.emit) }
 
 // Reset is [Set.Reset] on this breaker.
-func (sh *Shared) Reset() error { return sh.admin(StateClosed, ReasonReset) }
+func (sh *Shared) Reset() error { return sh.b.admin(StateClosed, ReasonReset, sh.now, sh.emit) }
 
 // Force is [Set.Force] on this breaker.
 func (sh *Shared) Force(st State) error {
 	if !st.Valid() {
 		return fmt.Errorf("%w: %v", ErrInvalidState, st)
 	}
-	return sh.admin(st, ReasonForced)
-}
-
-func (sh *Shared) admin(st State, reason Reason) error {
-	if sh.b.cfg.Disabled {
-		return fmt.Errorf("%w: %q", ErrDisabled, sh.b.typ)
-	}
-	sh.b.transition(st, reason, sh.now, sh.emit)
-	return nil
+	return sh.b.admin(st, ReasonForced, sh.now, sh.emit)
 }
 
 // Info describes the breaker as it is now.
