@@ -325,7 +325,13 @@ func (b *Broker) handOut(grants []*grant) bool {
 	more := false
 	var back []heldProbe // jobs handed back, with the permits of probes
 	b.mu.Lock()
-	held := b.heldByQueueLocked()
+	// Alone, pauses and caps are checked again against the leases held (mayHandOutLocked); in
+	// a cluster the lease's statement checked them, so the leases are not counted.
+	alone := b.cluster == nil
+	var held map[string]int
+	if alone {
+		held = b.heldByQueueLocked()
+	}
 	for _, g := range grants {
 		if g.full() && !g.probe {
 			more = true
@@ -340,7 +346,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 				}
 				continue
 			}
-			if !b.mayHandOutLocked(j.Queue, held) {
+			if alone && !b.mayHandOutLocked(j.Queue, held) {
 				// The queue was paused, or its cap lowered, while this lease was stored.
 				if g.probe {
 					b.permitRelease(g.permits[i])
@@ -371,7 +377,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 			l := &lease{sess: g.sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
 			g.sess.held[j.ID] = l
 			b.leases[j.ID] = l
-			if r := b.queueRules[j.Queue]; r.limit > 0 {
+			if r := b.queueRules[j.Queue]; alone && r.limit > 0 {
 				held[j.Queue]++
 			}
 			b.traceDelivery(&kept, l.attempt, g.sess)

@@ -260,16 +260,13 @@ func (b *Broker) planQueuesLocked() queuePlan {
 	return p
 }
 
-// mayHandOutLocked reports whether a job of queue may go to a worker now, given the leases
-// already held (held counts per capped queue and is updated by the caller). It catches a
-// pause or a lower cap that landed between leasing and handing out. In a cluster the lease's
-// own transaction checked the queue's pause and cap in the database, against every broker's
-// leases, and a change committed after it comes after the lease: the cache, which may not
-// have heard of the latest change yet, must not overrule it.
+// mayHandOutLocked reports whether a job of queue may go to a lone broker's worker now, given
+// the leases already held (held counts per capped queue and is updated by the caller). It
+// catches a pause or a lower cap that landed between leasing and handing out. In a cluster
+// handOut does not ask: the lease's own transaction checked the queue's pause and cap in the
+// database, against every broker's leases, and a change committed after it comes after the
+// lease: the cache, which may not have heard of the latest change yet, must not overrule it.
 func (b *Broker) mayHandOutLocked(queue string, held map[string]int) bool {
-	if b.cluster != nil {
-		return true
-	}
 	r, ok := b.queueRules[queue]
 	if !ok {
 		return true
