@@ -133,6 +133,20 @@ func lockOrderCluster(t *testing.T) (*cluster, *lockRace) {
 	return c, race
 }
 
+// cappedName is the capped queue the lock-order tests' queue changes and leases lock.
+const cappedName = "capped"
+
+// cappedQueue gives c a capped queue, cappedName, holding one job of payType.
+func cappedQueue(t *testing.T, c *cluster) {
+	t.Helper()
+	if _, err := c.brokers[0].Enqueue(context.Background(), []JobSpec{{Type: payType, Queue: cappedName}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.brokers[0].SetQueueLimit(context.Background(), cappedName, 5); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // noDeadlocks checks that no broker of c had a transaction aborted as deadlocked (40P01) and
 // retried.
 func noDeadlocks(t *testing.T, c *cluster) {
@@ -186,21 +200,15 @@ func TestSharedBreakerLockOrder(t *testing.T) {
 func TestSharedBreakerLockedBeforeQueues(t *testing.T) {
 	t.Parallel()
 	c, race := lockOrderCluster(t)
-	const capped = "capped"
-	if _, err := c.brokers[0].Enqueue(context.Background(), []JobSpec{{Type: payType, Queue: capped}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.brokers[0].SetQueueLimit(context.Background(), capped, 5); err != nil {
-		t.Fatal(err)
-	}
+	cappedQueue(t, c)
 	queueOp := func(i int) *op {
 		return &op{name: "queue_change", locksQueues: true, apply: func(tx store.Tx) error {
 			hook := race.hook(i)
-			hook("queue "+capped, false)
-			if err := tx.QueueSetLimit(capped, 5); err != nil {
+			hook("queue "+cappedName, false)
+			if err := tx.QueueSetLimit(cappedName, 5); err != nil {
 				return err
 			}
-			hook("queue "+capped, true)
+			hook("queue "+cappedName, true)
 			return nil
 		}}
 	}
@@ -221,13 +229,7 @@ func TestSharedBreakerLockedBeforeQueues(t *testing.T) {
 func TestSharedBreakerProbeLockedBeforeQueues(t *testing.T) {
 	t.Parallel()
 	c, race := lockOrderCluster(t)
-	const capped = "capped"
-	if _, err := c.brokers[0].Enqueue(context.Background(), []JobSpec{{Type: payType, Queue: capped}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.brokers[0].SetQueueLimit(context.Background(), capped, 5); err != nil {
-		t.Fatal(err)
-	}
+	cappedQueue(t, c)
 	// leaseOp stands for a round whose first grant leases from the capped queue and, if
 	// probe, whose second is a probe of payType.
 	leaseOp := func(i int, b *Broker, probe bool) *op {
@@ -239,12 +241,12 @@ func TestSharedBreakerProbeLockedBeforeQueues(t *testing.T) {
 		o.apply = func(tx store.Tx) error {
 			ch.reset()
 			hook := race.hook(i)
-			hook("queue "+capped, false)
-			if _, err := tx.JobLease(&store.JobLeaseParams{Types: []string{"nothing"}, Queues: []string{capped},
+			hook("queue "+cappedName, false)
+			if _, err := tx.JobLease(&store.JobLeaseParams{Types: []string{"nothing"}, Queues: []string{cappedName},
 				Limit: 1, EnforceQueues: true}); err != nil {
 				return err
 			}
-			hook("queue "+capped, true)
+			hook("queue "+cappedName, true)
 			if !probe {
 				return nil
 			}
