@@ -3,12 +3,15 @@
 package migration
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Migration is one schema change.
@@ -50,4 +53,22 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// Apply runs apply, which must apply a migration together with its row in the store's
+// schema_migrations, for each of ms newer than current and no newer than last, in order. Each one
+// applied is logged with its duration: some read every job once, which on a large database holds
+// up the start.
+func Apply(ctx context.Context, ms []Migration, current, last int, log *slog.Logger, apply func(context.Context, Migration) error) error {
+	for _, m := range ms {
+		if m.Version <= current || m.Version > last {
+			continue
+		}
+		start := time.Now()
+		if err := apply(ctx, m); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+		log.Info("applied storage migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"embed"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,22 +59,13 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	for _, m := range ms {
-		if m.Version <= current || m.Version > last {
-			continue
-		}
-		start := time.Now()
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	return migration.Apply(ctx, ms, current, last, s.log, func(ctx context.Context, m migration.Migration) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err
 		})
-		if err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
-		}
-		s.log.Info("applied storage migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
-	}
-	return nil
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"time"
 
 	"github.com/jobwire/jobwire/store/migration"
 )
@@ -19,9 +18,8 @@ var migrationFiles embed.FS
 func migrations() ([]migration.Migration, error) { return migration.Load(migrationFiles, "migrations") }
 
 // migrate applies every migration newer than the database's version, each in its own
-// transaction together with its row in schema_migrations. Each one applied is logged with its
-// duration: some read every job once (004 counts the finished ones), which on a large database
-// holds up the start.
+// transaction together with its row in schema_migrations (004 reads every finished job once,
+// which on a large database holds up the start).
 func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	return migrateTo(ctx, db, log, math.MaxInt)
 }
@@ -40,27 +38,19 @@ func migrateTo(ctx context.Context, db *sql.DB, log *slog.Logger, last int) erro
 	if err != nil {
 		return err
 	}
-	for _, m := range ms {
-		if m.Version <= current || m.Version > last {
-			continue
-		}
-		start := time.Now()
+	return migration.Apply(ctx, ms, current, last, log, func(ctx context.Context, m migration.Migration) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("migration %s: %w", m.Name, err)
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("migration %s: %w", m.Name, err)
+			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
-		}
-		log.Info("applied storage migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
-	}
-	return nil
+		return tx.Commit()
+	})
 }
