@@ -12,7 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storeretry"
 )
 
 // Several brokers serve one database at once, each through its own Store. The store is their
@@ -412,16 +414,9 @@ func (s *Store) tryLead(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	return ok, err
 }
 
-// sleep waits d, or until ctx ends; it reports whether it waited d.
+// sleep waits d, or until ctx ends, as the store's retries do; it reports whether it waited d.
 func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return storeretry.ClockSleep(clock.Real{})(ctx, d) == nil
 }
 
 // sessionName is the application_name of this broker's session for role.
