@@ -68,7 +68,7 @@ func TestListBrokersShowsTheClusterAndItsLeader(t *testing.T) {
 	a.Stop()
 	b.WaitLeader()
 	var list []*jobwirev1.BrokerEntry
-	waitFor(t, func() bool {
+	brokertest.WaitFor(t, "only b to lead, the first broker listed not alive", func() bool {
 		list = listBrokers(t, b)
 		got := leaders(list)
 		return len(got) == 1 && got[0] == bID && !list[0].GetAlive()

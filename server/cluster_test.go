@@ -215,7 +215,7 @@ func TestClusterNonLeaderDropsALeaseTheLeaderExpired(t *testing.T) {
 // waitNotState polls the job until it leaves state.
 func waitNotState(t *testing.T, b *brokertest.Bundle, id int64, state jobwirev1.JobState) {
 	t.Helper()
-	waitFor(t, func() bool { return getJob(t, b, id).GetState() != state })
+	brokertest.WaitFor(t, "the job to leave its state", func() bool { return getJob(t, b, id).GetState() != state })
 }
 
 // A job cancelled through one broker while a worker of another runs it: that worker is told to

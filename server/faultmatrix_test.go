@@ -258,7 +258,7 @@ var faultCases = []faultCase{
 			// The failure counted while CLOSED is saved a second later.
 			fx.b.Advance(time.Second)
 			var recs []store.BreakerRecord
-			waitFor(t, func() bool {
+			brokertest.WaitFor(t, "the breaker to be saved after a retry", func() bool {
 				var err error
 				recs, err = fx.b.Store.BreakerLoadAll(context.Background())
 				return err == nil && len(recs) == 1 && fx.f.Tries("breaker_save") >= 2
@@ -393,7 +393,7 @@ func finish(t *testing.T, fx *faultFixture, a *jobwirev1.Assignment) {
 // is through, with its retry.
 func waitStored(t *testing.T, fx *faultFixture, id int64, state jobwirev1.JobState) {
 	t.Helper()
-	waitFor(t, func() bool { return fx.f.Pending() == 0 })
+	brokertest.WaitFor(t, "the injected faults to be used up", func() bool { return fx.f.Pending() == 0 })
 	waitState(t, fx.b, id, state)
 }
 

@@ -110,7 +110,7 @@ func TestClusterOnlyTheLeaderRunsMaintenance(t *testing.T) {
 			x.Broker.Sweep() // a direct call is guarded too
 		}
 		a.Clock.Advance(interval) // every broker's sweep, poll and retention timers fire
-		waitFor(t, func() bool {
+		brokertest.WaitFor(t, "the leader's duties to run this round", func() bool {
 			for _, what := range leaderOnly {
 				if counts[0].get(what) < round {
 					return false

@@ -44,7 +44,7 @@ func TestStartThatCouldNotBeStoredIsRecordedByTheResult(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w.Assignment()
 	w.Started(a)
-	waitFor(t, func() bool { return f.Tries("start") > brokertest.DefaultFaultRetries.MaxTransientRetries })
+	brokertest.WaitFor(t, "start to be retried past the limit", func() bool { return f.Tries("start") > brokertest.DefaultFaultRetries.MaxTransientRetries })
 	// Messages come in order: a Refused for the start would come before the result's answer.
 	if r := ack(t, w.Succeed(a)); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
 		t.Fatalf("decision %s, want SUCCEEDED", r.GetDecision())

@@ -208,7 +208,7 @@ func TestResultsSurviveALockHeldByAnotherConnection(t *testing.T) {
 	for i := range ids {
 		ids[i] = enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	}
-	waitFor(t, func() bool { return running.Load() == concurrency })
+	brokertest.WaitFor(t, "every handler to run", func() bool { return running.Load() == concurrency })
 
 	release := holdWriteLock(t, b.DBPath)
 	close(gate) // the first handlers report while the lock is held
@@ -238,18 +238,6 @@ var errDependency = &dependencyError{}
 type dependencyError struct{}
 
 func (*dependencyError) Error() string { return "bad input" }
-
-// waitFor polls cond until it holds, failing after brokertest.WaitTimeout.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(brokertest.WaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // A lock held past every retry gives the producer UNAVAILABLE with a message that says storage
 // is busy and to retry; the exhaustion is logged; once the lock goes the same broker enqueues

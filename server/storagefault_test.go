@@ -112,7 +112,7 @@ func TestStorageRetryStopsAtTheCallersDeadline(t *testing.T) {
 		_, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "t"}})
 		done <- err
 	}()
-	waitFor(t, func() bool { return f.Tries("enqueue") >= 2 })
+	brokertest.WaitFor(t, "the enqueue to be retried", func() bool { return f.Tries("enqueue") >= 2 })
 	end()
 	if err := <-done; err != nil {
 		t.Fatalf("enqueue without a deadline: %v", err)

@@ -24,7 +24,7 @@ func TestListWorkersShowsStreamsAndLeases(t *testing.T) {
 	w.Started(first)
 
 	var mailer *jobwirev1.WorkerInfo
-	waitFor(t, func() bool { // the Started message is stored after the assignment
+	brokertest.WaitFor(t, "the worker to show as running the job", func() bool { // the Started message is stored after the assignment
 		res, err := b.Admin.ListWorkers(ctx, &jobwirev1.ListWorkersRequest{})
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ package brokertest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -339,27 +340,14 @@ func (b *Bundle) WaitListening(n int) {
 	if !ok {
 		b.t.Fatal("WaitListening: the broker is not on PostgreSQL")
 	}
-	deadline := time.Now().Add(WaitTimeout)
-	for {
+	WaitFor(b.t, fmt.Sprintf("%d brokers to listen for cluster events", n), func() bool {
 		got, err := st.Listeners(context.Background())
-		if err == nil && got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%d brokers listen for cluster events, want %d (%v)", got, n, err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return err == nil && got == n
+	})
 }
 
 // WaitLeader waits until the broker leads its cluster.
 func (b *Bundle) WaitLeader() {
 	b.t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
-	for !b.Broker.Leader() {
-		if time.Now().After(deadline) {
-			b.t.Fatalf("the broker did not become leader within %s", WaitTimeout)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	WaitFor(b.t, "the broker to lead", b.Broker.Leader)
 }

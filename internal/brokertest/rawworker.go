@@ -14,6 +14,19 @@ import (
 // against hangs, not a timing assertion.
 const WaitTimeout = 10 * time.Second
 
+// WaitFor polls cond until it holds, failing t after WaitTimeout. It is for work of the
+// broker's own goroutines: a timer of the fake clock fires only when the test advances it.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", WaitTimeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // RawWorker speaks the worker protocol message by message, so tests can check each rule.
 type RawWorker struct {
 	t       testing.TB
