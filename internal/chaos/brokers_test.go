@@ -56,8 +56,18 @@ type brokerProc struct {
 	ready bool
 }
 
-func newBrokerSet(t *testing.T, n int, bin, db, config, dir string) *brokerSet {
+// newBrokerSet prepares n brokers on db, with the jobwire command ($JOBWIRE_CHAOS_BIN, or one
+// built into dir), brokerConfig, and their logs in dir.
+func newBrokerSet(t *testing.T, n int, db, dir string) *brokerSet {
 	t.Helper()
+	bin := os.Getenv(envBin)
+	if bin == "" {
+		bin = buildBroker(t, dir, os.Getenv(envRace) == "1")
+	}
+	config := filepath.Join(dir, "jobwire.yaml")
+	if err := os.WriteFile(config, []byte(brokerConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s := &brokerSet{bin: bin, db: db, config: config, dir: dir, procs: make([]*brokerProc, n), starts: make([]int, n)}
 	for range n {
 		s.addrs = append(s.addrs, freeAddr(t))

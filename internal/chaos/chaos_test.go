@@ -114,15 +114,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	began := time.Now()
 
 	dir := t.TempDir()
-	bin := os.Getenv(envBin)
-	if bin == "" {
-		bin = buildBroker(t, dir, os.Getenv(envRace) == "1")
-	}
-	cfgPath := filepath.Join(dir, "jobwire.yaml")
-	if err := os.WriteFile(cfgPath, []byte(brokerConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	brokers := newBrokerSet(t, set.brokers, bin, db, cfgPath, dir)
+	brokers := newBrokerSet(t, set.brokers, db, dir)
 	for i := range set.brokers {
 		if err := brokers.start(i); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -28,16 +27,8 @@ const frozenWait = postgres.DefaultLeaderTimeout + 25*time.Second
 func TestFrozenLeaderIsReplaced(t *testing.T) {
 	db := pgtest.URL(t)
 	dir := t.TempDir()
-	bin := os.Getenv(envBin)
-	if bin == "" {
-		bin = buildBroker(t, dir, os.Getenv(envRace) == "1")
-	}
-	cfgPath := filepath.Join(dir, "jobwire.yaml")
-	if err := os.WriteFile(cfgPath, []byte(brokerConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
-	brokers := newBrokerSet(t, n, bin, db, cfgPath, dir)
+	brokers := newBrokerSet(t, n, db, dir)
 	for i := range n {
 		if err := brokers.start(i); err != nil {
 			t.Fatal(err)
