@@ -31,8 +31,11 @@ type grant struct {
 
 // planRound decides what to lease to every session with free capacity. It runs on the writer
 // goroutine only. Unless force (the batch being committed makes jobs ready), it plans nothing
-// when no job may be waiting.
-func (b *Broker) planRound(force bool) []*grant {
+// when no job may be waiting. freed are the slots, per session, that the batch the round joins
+// frees (freedSlots): the batch answers its results before it hands out its lease, so a
+// worker's slot stays busy for the one commit that stores its result, not for that commit and
+// the next round's.
+func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	if !b.readyMaybe.Load() && !force {
 		return nil
 	}
@@ -54,7 +57,7 @@ func (b *Broker) planRound(force bool) []*grant {
 	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
-		free := s.capacity - len(s.held)
+		free := s.capacity - len(s.held) + freed[s]
 		if s.draining || s.closed {
 			continue
 		}

@@ -343,7 +343,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		d, a = b.triageFailure(j, a, *failure, now)
 	}
 	params := finishParams(ref, j, d, a, now)
-	o := &op{name: "result", finishes: ref}
+	o := &op{name: "result", finishes: ref, frees: s}
 	// How the result settles the breaker permit, which a shared breaker does in the result's
 	// own write.
 	how, kind := permitSucceeded, breaker.FailureKind(0)
@@ -467,7 +467,7 @@ func (s *Session) Release(ref job.LeaseRef) {
 	b.mu.Unlock()
 	var ok bool
 	var ch breakerChanges
-	b.submit(&op{name: "release", apply: func(tx store.Tx) error {
+	b.submit(&op{name: "release", frees: s, apply: func(tx store.Tx) error {
 		ch.reset()
 		var err error
 		ok, err = tx.JobRelease(ref)

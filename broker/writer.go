@@ -26,6 +26,14 @@ type op struct {
 	superseded       bool
 	waited           bool // a start already held back once (see holdStarts)
 
+	// frees is the session whose slot the op frees once it commits: a result or a release
+	// answers its worker (ResultAck, Refused) in its done, which runs before the done of the
+	// batch's lease, so the batch's own round may count that slot as free (freedSlots).
+	frees *Session
+	// usesFreed marks a lease that counted such slots: it stands or falls with its batch
+	// and is never written alone (see commit).
+	usesFreed bool
+
 	// readies marks an op that makes jobs ready (an enqueue): the writer plans a dispatch
 	// round into the same transaction, so those jobs are leased by the commit that stores them.
 	readies bool
@@ -140,9 +148,12 @@ func (b *Broker) writeLoop() {
 		for _, o := range batch {
 			readies = readies || o.readies
 		}
-		if dispatch || readies {
-			if grants := b.planRound(readies); len(grants) > 0 {
-				batch = append(batch, b.leaseOp(grants))
+		freed := freedSlots(batch)
+		if dispatch || readies || freed != nil {
+			if grants := b.planRound(readies, freed); len(grants) > 0 {
+				o := b.leaseOp(grants)
+				o.usesFreed = len(freed) > 0
+				batch = append(batch, o)
 			}
 		}
 		if len(batch) > 0 {
@@ -206,7 +217,13 @@ func (b *Broker) commit(batch []*op) {
 	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) &&
 		!errors.Is(err, store.ErrUnavailable) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.
+		// A lease that counted the slots of the batch's results fails with the batch: alone, it
+		// could hand a worker a job for a slot whose result was not stored.
 		for _, o := range batch {
+			if o.usesFreed {
+				o.done(err)
+				continue
+			}
 			o.superseded = false
 			err := b.st.Write(b.ctx, o.name, func(tx store.Tx) error { return b.applyBatch(tx, []*op{o}, nil) })
 			b.breakerBatch = breakerBatch{}
@@ -284,6 +301,22 @@ func markSuperseded(batch []*op) {
 			o.superseded = true
 		}
 	}
+}
+
+// freedSlots counts, per session, the slots that batch's results and releases free once it
+// commits; nil when none.
+func freedSlots(batch []*op) map[*Session]int {
+	var freed map[*Session]int
+	for _, o := range batch {
+		if o.frees == nil {
+			continue
+		}
+		if freed == nil {
+			freed = make(map[*Session]int)
+		}
+		freed[o.frees]++
+	}
+	return freed
 }
 
 // earliestDeadline is the earliest deadline of the ops' callers, zero when none has one.
