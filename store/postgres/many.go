@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -18,6 +16,22 @@ func leaseArrays(n int, ref func(i int) job.LeaseRef) (ids, seqs []int64, secret
 	return ids, seqs, secrets
 }
 
+// The writes of many leases at once (see joinByKey). Each joins the arrays of its leases (ids,
+// token numbers, token secrets, then per-lease values) to jobs, is fenced by the leases, and
+// returns the leases it changed.
+const (
+	startManySQL = `UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = u.now,
+	lease_expires_at = u.until, attempt_deadline = u.deadline
+	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
+		AS u(id, seq, secret, now, until, deadline)
+	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 = 3
+	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`
+	releaseManySQL = `UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
+	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 = 3
+	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`
+)
+
 // JobStartMany starts every current lease of ps with one statement, which returns those it
 // changed: the others are checked one by one for a start stored before, as JobStart does.
 func (t *tx) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
@@ -29,16 +43,11 @@ func (t *tx) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
 	for i, p := range ps {
 		now[i], until[i], deadline[i] = nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline)
 	}
-	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = u.now,
-		lease_expires_at = u.until, attempt_deadline = u.deadline
-		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
-			AS u(id, seq, secret, now, until, deadline)
-		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state = 3
-		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets, now, until, deadline)
+	changed, err := t.updateLeases(startManySQL, ids, seqs, secrets, now, until, deadline)
 	if err != nil {
 		return nil, err
 	}
-	return appliedMany(rows, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
+	return appliedMany(changed, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
 		return t.alreadyApplied(ps[i].Ref, job.StateRunning, ps[i].Attempt)
 	})
 }
@@ -50,27 +59,39 @@ func (t *tx) JobReleaseMany(refs []job.LeaseRef) ([]bool, error) {
 		return nil, nil
 	}
 	ids, seqs, secrets := leaseArrays(len(refs), func(i int) job.LeaseRef { return refs[i] })
-	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
-		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
-		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state = 3
-		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets)
+	changed, err := t.updateLeases(releaseManySQL, ids, seqs, secrets)
 	if err != nil {
 		return nil, err
 	}
-	return appliedMany(rows, len(refs), func(i int) job.LeaseRef { return refs[i] }, func(i int) (bool, error) {
+	return appliedMany(changed, len(refs), func(i int) job.LeaseRef { return refs[i] }, func(i int) (bool, error) {
 		return t.releasedAlready(refs[i])
 	})
 }
 
-// appliedMany reads the leases a write of many changed (rows of id, lease_token,
-// lease_secret) and reports, for each of n leases, whether it was applied: changed by the
-// write, or, when not, found already applied by repeated (a write run again after its commit).
-// A lease listed twice is applied once and reported applied both times.
-func appliedMany(rows pgx.Rows, n int, ref func(i int) job.LeaseRef, repeated func(i int) (bool, error)) ([]bool, error) {
+// updateLeases runs a write of many leases, a statement that joins the arrays of their ids to
+// jobs and returns the rows it changed (id, lease_token, lease_secret), with the planner held
+// to probing the primary key (joinByKey), and returns the leases it changed.
+func (t *tx) updateLeases(sql string, args ...any) (map[job.LeaseRef]bool, error) {
+	if err := t.joinByKey(true); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
 	changed, err := collectRefs(rows)
 	if err != nil {
 		return nil, err
 	}
+	return changed, t.joinByKey(false)
+}
+
+// appliedMany reports, for each of n leases a write of many was given, whether it was applied:
+// changed by the write (in changed, which it empties), or, when not, found already applied by
+// repeated (a write run again after its commit). A lease listed twice is applied once and
+// reported applied both times.
+func appliedMany(changed map[job.LeaseRef]bool, n int, ref func(i int) job.LeaseRef, repeated func(i int) (bool, error)) ([]bool, error) {
+	var err error
 	applied := make([]bool, n)
 	for i := range n {
 		r := ref(i)

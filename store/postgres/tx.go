@@ -326,12 +326,14 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	for i, j := range leased {
 		ids[i], seqs[i], secrets[i] = j.ID, j.LeaseToken.Seq, j.LeaseToken.Secret[:]
 	}
-	n, err := t.exec(`UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret = u.secret, lease_expires_at = $4,
-		worker_id = $5, lease_owner = $6
-		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
-		WHERE jobs.id = u.id AND jobs.state = 2`,
-		ids, seqs, secrets, nanos(p.LeaseUntil), p.WorkerID, p.Owner)
+	if err := t.joinByKey(true); err != nil {
+		return nil, err
+	}
+	n, err := t.exec(leaseSQL, ids, seqs, secrets, nanos(p.LeaseUntil), p.WorkerID, p.Owner)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.joinByKey(false); err != nil {
 		return nil, err
 	}
 	if int(n) != len(leased) {
@@ -434,6 +436,18 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 	return err == nil, err
 }
 
+// extendLeasesSQL moves the expiry of many leases (see joinByKey).
+const extendLeasesSQL = `UPDATE jobs SET lease_expires_at = $4
+	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
+	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`
+
+// leaseSQL leases the jobs a lease's read locked, each with its token (see joinByKey).
+const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret = u.secret, lease_expires_at = $4,
+	worker_id = $5, lease_owner = $6
+	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+	WHERE jobs.id = u.id AND jobs.state + 0 = 2`
+
 // succeedManySQL stores successes fenced by their leases, adds them to the finished totals by
 // the jobs' own queue and type, and returns the leases it changed. A lease listed twice
 // changes its job once and is counted once.
@@ -441,7 +455,7 @@ const succeedManySQL = `WITH done AS (
 	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished
 	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
 		AS u(id, seq, secret, attempts, started, finished)
-	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
+	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
 	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret, jobs.queue, jobs.type
 ), totals AS (
 	INSERT INTO finished_totals (queue, type, state, n)
@@ -462,11 +476,11 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	for i, p := range ps {
 		attempts[i], started[i], finished[i] = int32(p.Attempt.Number), nanos(p.Attempt.StartedAt), nanos(p.Now)
 	}
-	rows, err := t.tx.Query(t.ctx, succeedManySQL, ids, seqs, secrets, attempts, started, finished)
+	changed, err := t.updateLeases(succeedManySQL, ids, seqs, secrets, attempts, started, finished)
 	if err != nil {
 		return nil, err
 	}
-	return appliedMany(rows, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
+	return appliedMany(changed, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
 		return t.alreadyApplied(ps[i].Ref, job.StateSucceeded, ps[i].Attempt.Number)
 	})
 }
@@ -485,14 +499,7 @@ func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseR
 		return nil, nil
 	}
 	ids, seqs, secrets := leaseArrays(len(refs), func(i int) job.LeaseRef { return refs[i] })
-	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET lease_expires_at = $4
-		FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
-		WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state IN (3, 4)
-		RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`, ids, seqs, secrets, nanos(until))
-	if err != nil {
-		return nil, err
-	}
-	extended, err := collectRefs(rows)
+	extended, err := t.updateLeases(extendLeasesSQL, ids, seqs, secrets, nanos(until))
 	if err != nil {
 		return nil, err
 	}

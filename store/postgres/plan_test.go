@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+)
+
+// The writes of many jobs probe jobs' primary key once per job, whatever the planner thought
+// of the table when it planned them. The trap is the one a new database sets: the server keeps
+// a prepared statement's generic plan, made while the table was nearly empty, as the table
+// grows; under joinByKey that plan still probes the primary key.
+func TestManyWritesProbeThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ids, seqs, secrets := make([]int64, 100), make([]int64, 100), make([][]byte, 100)
+	ints, times := make([]int32, 100), make([]int64, 100)
+	for i := range ids {
+		ids[i], secrets[i] = int64(2400+2*i), make([]byte, 16)
+	}
+	writes := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"lease", leaseSQL, []any{ids, seqs, secrets, int64(1), "w", "o"}},
+		{"start", startManySQL, []any{ids, seqs, secrets, times, times, times}},
+		{"release", releaseManySQL, []any{ids, seqs, secrets}},
+		{"success", succeedManySQL, []any{ids, seqs, secrets, ints, times, times}},
+		{"heartbeat", extendLeasesSQL, []any{ids, seqs, secrets, int64(1)}},
+	}
+	// Plan each write once, on the empty table, and keep the plan.
+	exec(`SET plan_cache_mode = force_generic_plan`)
+	tx := &tx{ctx: ctx, tx: nil}
+	for i, w := range writes {
+		tx.tx, err = conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.joinByKey(true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.tx.Prepare(ctx, w.name, w.sql); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.tx.Exec(ctx, w.name, writes[i].args...); err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		if err := tx.tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
+		SELECT 't', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 20000)`)
+	for _, w := range writes {
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE `+w.name+`(`+placeholders(len(w.args))+`)`,
+			append([]any{pgx.QueryExecModeSimpleProtocol}, w.args...)...)
+		if err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		plan := strings.Join(lines, "\n")
+		if !strings.Contains(plan, "Index Scan using jobs_pkey") || strings.Contains(plan, "Seq Scan on jobs") ||
+			strings.Contains(plan, "Bitmap") || strings.Contains(plan, "Hash Join") {
+			t.Errorf("%s does not probe the primary key once per job:\n%s", w.name, plan)
+		}
+	}
+}
+
+// placeholders lists n parameters: $1, $2, ...
+func placeholders(n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(i+1)
+	}
+	return strings.Join(ps, ", ")
+}
