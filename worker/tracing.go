@@ -18,11 +18,19 @@ const tracerName = "github.com/jobwire/jobwire/worker"
 // traceContext reads the W3C trace context the producer wrote into the job's metadata.
 var traceContext = propagation.TraceContext{}
 
+// tracer is the tracer of the handler spans: the provider of Options, else the global one.
+// It is looked up once per worker: a provider's Tracer takes a lock and a map lookup, a cost
+// every job paid. The global provider's tracer, taken before a provider is set, follows the
+// one set later.
 func (w *Worker) tracer() trace.Tracer {
-	if w.opts.TracerProvider != nil {
-		return w.opts.TracerProvider.Tracer(tracerName)
-	}
-	return otel.GetTracerProvider().Tracer(tracerName)
+	w.tracerOnce.Do(func() {
+		if w.opts.TracerProvider != nil {
+			w.tr = w.opts.TracerProvider.Tracer(tracerName)
+			return
+		}
+		w.tr = otel.GetTracerProvider().Tracer(tracerName)
+	})
+	return w.tr
 }
 
 // startProcess starts the span a handler runs in: "process <queue>", a child of the

@@ -99,6 +99,9 @@ type Worker struct {
 	// slots holds one token per running handler, so no more than Concurrency run even when the
 	// broker frees a cancelled job's slot before its handler has returned.
 	slots chan struct{}
+
+	tracerOnce sync.Once
+	tr         trace.Tracer // see tracer
 	hooks testHooks
 
 	mu       sync.Mutex
