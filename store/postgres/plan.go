@@ -20,7 +20,7 @@ func (t *tx) readInDispatchOrder(on bool) error {
 // on state matches.
 //
 // Left to the planner, they read instead the partial index of the state they check
-// (jobs_ready, jobs_held, jobs_held_queue) and hash-joined it, or the whole table. Those
+// (jobs_ready, jobs_held_queue) and hash-joined it, or the whole table. Those
 // indexes keep an entry for every version of every job that passed through their state until
 // a vacuum removes it, and the planner, which counts live rows only, took them for a few
 // hundred: under a steady load, storing a hundred successes or leases read tens of thousands
