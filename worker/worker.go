@@ -102,6 +102,7 @@ type Worker struct {
 
 	tracerOnce sync.Once
 	tr         trace.Tracer // see tracer
+
 	hooks testHooks
 
 	mu       sync.Mutex
