@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -395,16 +396,25 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 			scheduled = p.RunAt
 		}
 	}
-	o.apply = func(tx store.Tx) error {
-		var err error
-		results, err = tx.JobInsertMany(params)
+	o.inserted = func(tx store.Tx, rs []store.JobInsertResult) {
+		results = rs
 		if o.readies {
 			tx.Publish(readyEvent)
 		}
 		if !scheduled.IsZero() {
 			tx.Publish(scheduledEvent(scheduled))
 		}
-		return err
+	}
+	o.apply = func(tx store.Tx) error {
+		rs, err := tx.JobInsertMany(params)
+		if err != nil {
+			return err
+		}
+		o.inserted(tx, rs)
+		return nil
+	}
+	if !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool { return p.IdempotencyKey != "" }) {
+		o.insert = params
 	}
 	spans := b.startEnqueueSpans(ctx, params)
 	err := b.doOp(ctx, o)

@@ -5,25 +5,30 @@ import (
 )
 
 // grouped gathers the writes of a batch that commit stores many to a statement: successes
-// (tx.JobSucceedMany) and starts (tx.JobStartMany). On a store with a round trip per
-// statement, a batch of N of them then costs two, not N. (A release stays an op of its own:
-// with shared breakers it also settles its probe in the same transaction.)
+// (tx.JobSucceedMany), starts (tx.JobStartMany) and the jobs of enqueues without idempotency
+// keys (tx.JobInsertMany). On a store with a round trip per statement, a batch of N of them
+// then costs one or two, not N or 2N. (A release stays an op of its own: with shared breakers
+// it also settles its probe in the same transaction. So does an enqueue with an idempotency
+// key: a key taken by a job of other content fails that enqueue alone.)
 type grouped struct {
-	succeeding, starting []*op
-	successes            []*store.JobFinishParams
-	starts               []*store.JobStartParams
+	succeeding, starting, inserting []*op
+	successes                       []*store.JobFinishParams
+	starts                          []*store.JobStartParams
+	inserts                         []*store.JobInsertParams
 }
 
 // reset empties g for another run of the transaction.
 func (g *grouped) reset() {
-	g.succeeding, g.starting = g.succeeding[:0], g.starting[:0]
-	g.successes, g.starts = g.successes[:0], g.starts[:0]
+	g.succeeding, g.starting, g.inserting = g.succeeding[:0], g.starting[:0], g.inserting[:0]
+	g.successes, g.starts, g.inserts = g.successes[:0], g.starts[:0], g.inserts[:0]
 }
 
 // add takes o into the group of its write, and reports false for an op that writes alone
 // (through apply). A superseded start writes nothing and is left to apply.
 func (g *grouped) add(o *op) bool {
 	switch {
+	case o.insert != nil:
+		g.inserting, g.inserts = append(g.inserting, o), append(g.inserts, o.insert...)
 	case o.succeed != nil:
 		g.succeeding, g.successes = append(g.succeeding, o), append(g.successes, o.succeed)
 	case o.start != nil && !o.superseded:
@@ -36,6 +41,16 @@ func (g *grouped) add(o *op) bool {
 
 // write stores what g gathered and sets each op's outcome.
 func (g *grouped) write(tx store.Tx) error {
+	if len(g.inserts) > 0 {
+		results, err := tx.JobInsertMany(g.inserts)
+		if err != nil {
+			return err
+		}
+		for _, o := range g.inserting {
+			o.inserted(tx, results[:len(o.insert)])
+			results = results[len(o.insert):]
+		}
+	}
 	if len(g.starts) > 0 {
 		started, err := tx.JobStartMany(g.starts)
 		if err != nil {

@@ -117,3 +117,64 @@ func TestGroupedWritesOneCallPerKind(t *testing.T) {
 		t.Fatalf("outcomes %v, want %v (only the stale start refused)", outcomes, wantOut)
 	}
 }
+
+func (c *manyCounter) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
+	c.calls["JobInsertMany"] = append(c.calls["JobInsertMany"], len(ps))
+	return c.Tx.JobInsertMany(ps)
+}
+
+// The jobs of a batch's enqueues are inserted with one call, and each enqueue gets the results
+// of its own jobs, in its order.
+func TestGroupedEnqueuesInsertWithOneCall(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Unix(1_700_000_000, 0)
+	enqueue := func(types ...string) (*op, *[]store.JobInsertResult) {
+		var got []store.JobInsertResult
+		o := &op{}
+		for _, typ := range types {
+			o.insert = append(o.insert, &store.JobInsertParams{Type: typ, Queue: "default", Payload: []byte(`{}`),
+				MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute})
+		}
+		o.inserted = func(_ store.Tx, rs []store.JobInsertResult) { got = rs }
+		return o, &got
+	}
+	a, gotA := enqueue("a1", "a2")
+	b, gotB := enqueue("b1", "b2", "b3")
+	counter := &manyCounter{calls: map[string][]int{}}
+	var g grouped
+	err = st.Write(ctx, "batch", func(tx store.Tx) error {
+		counter.Tx = tx
+		g.reset()
+		for _, o := range []*op{a, b} {
+			if !g.add(o) {
+				t.Fatal("an enqueue without idempotency keys was not grouped")
+			}
+		}
+		return g.write(counter)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{5}; !slices.Equal(counter.calls["JobInsertMany"], want) {
+		t.Fatalf("JobInsertMany calls %v, want %v", counter.calls["JobInsertMany"], want)
+	}
+	for _, c := range []struct {
+		got   []store.JobInsertResult
+		types []string
+	}{{*gotA, []string{"a1", "a2"}}, {*gotB, []string{"b1", "b2", "b3"}}} {
+		if len(c.got) != len(c.types) {
+			t.Fatalf("results %v for jobs %v", c.got, c.types)
+		}
+		for i, r := range c.got {
+			j, err := st.JobGet(ctx, r.ID)
+			if err != nil || j.Type != c.types[i] {
+				t.Fatalf("result %d of %v is job %d (%v, %v)", i, c.types, r.ID, j, err)
+			}
+		}
+	}
+}

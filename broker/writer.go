@@ -47,6 +47,11 @@ type op struct {
 	// statement (see grouped), setting applied; apply does the same for this op alone.
 	start   *store.JobStartParams
 	applied bool
+	// insert, when set, are jobs without idempotency keys that commit stores with the batch's
+	// other such jobs in one statement (see grouped), then hands their results to inserted;
+	// apply does the same for this op alone.
+	insert   []*store.JobInsertParams
+	inserted func(tx store.Tx, results []store.JobInsertResult)
 
 	// locksQueues marks an op that may lock queues' rows (a lease, a queue change): it applies
 	// after the batch's breakers are locked (see breakerBatch). probeTypes are the types whose

@@ -220,7 +220,9 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
 		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
 	}
-	if _, err := t.exec(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
+	// Held: nothing waits for its answer, and an error of its own fails the statement it is sent
+	// with, in this transaction.
+	if err := t.hold(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
 		created_at, attempt_timeout_ns, metadata)
 		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
