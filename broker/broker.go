@@ -90,8 +90,10 @@ type Broker struct {
 	ctx    context.Context // ends when the broker stops; for work no caller waits on
 	cancel context.CancelFunc
 
-	ops  chan *op
-	wake chan struct{}
+	ops chan *op
+	// enqueues feeds the enqueue writer (enqueuer.go), in a cluster only.
+	enqueues chan *op
+	wake     chan struct{}
 	// readyMaybe is false only when the last dispatch round leased every ready job it could
 	// see and nothing has made more ready since (see signal).
 	readyMaybe atomic.Bool
@@ -189,6 +191,7 @@ func New(opts Options) (*Broker, error) {
 			},
 		},
 		ops:            make(chan *op, 4*opts.Config.MaxBatch),
+		enqueues:       make(chan *op, 4*opts.Config.MaxBatch),
 		wake:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		leases:         make(map[int64]*lease),
@@ -265,6 +268,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.stopped.Add(2)
 	go b.writeLoop()
 	go b.persistBreakersLoop()
+	if b.cluster != nil {
+		b.stopped.Add(1)
+		go b.enqueueLoop()
+	}
 	b.mu.Lock()
 	if hasNext {
 		b.scheduleLocked(next)
@@ -417,7 +424,12 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		o.insert = params
 	}
 	spans := b.startEnqueueSpans(ctx, params)
-	err := b.doOp(ctx, o)
+	var err error
+	if b.cluster != nil && len(params) >= SeparateEnqueueJobs {
+		err = b.doOpOn(ctx, b.enqueues, o)
+	} else {
+		err = b.doOp(ctx, o)
+	}
 	endEnqueueSpans(spans, results, err)
 	if err != nil {
 		return nil, err

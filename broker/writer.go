@@ -65,9 +65,12 @@ type op struct {
 }
 
 // submit queues an op for the writer.
-func (b *Broker) submit(o *op) {
+func (b *Broker) submit(o *op) { b.submitTo(b.ops, o) }
+
+// submitTo queues an op for the writer that reads ops.
+func (b *Broker) submitTo(ops chan<- *op, o *op) {
 	select {
-	case b.ops <- o:
+	case ops <- o:
 	case <-b.stop:
 		o.done(ErrShuttingDown)
 	}
@@ -79,11 +82,15 @@ func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) er
 }
 
 // doOp runs o (whose done must be unset) through the writer and waits for its commit.
-func (b *Broker) doOp(ctx context.Context, o *op) error {
+func (b *Broker) doOp(ctx context.Context, o *op) error { return b.doOpOn(ctx, b.ops, o) }
+
+// doOpOn runs o (whose done must be unset) through the writer that reads ops and waits for its
+// commit.
+func (b *Broker) doOpOn(ctx context.Context, ops chan<- *op, o *op) error {
 	errc := make(chan error, 1)
 	o.done = func(err error) { errc <- err }
 	o.deadline, _ = ctx.Deadline()
-	b.submit(o)
+	b.submitTo(ops, o)
 	select {
 	case err := <-errc:
 		return err
@@ -182,23 +189,44 @@ func holdStarts(batch, held []*op) ([]*op, []*op) {
 	return keep, held
 }
 
+// commit writes batch in one transaction and answers its ops.
 func (b *Broker) commit(batch []*op) {
-	name := batch[0].name
-	if len(batch) > 1 {
-		name = "batch"
-	}
 	var g grouped
 	// Commit timing is a measurement of storage, not a decision, so it reads the wall clock.
 	began := time.Now()
-	ctx := b.ctx
-	if d := earliestDeadline(batch); !d.IsZero() {
-		ctx = storeretry.WithDeadline(ctx, d)
-	}
-	err := b.st.Write(ctx, name, func(tx store.Tx) error {
+	err := b.st.Write(b.batchContext(batch), batchName(batch), func(tx store.Tx) error {
 		g.reset()
 		return b.applyBatch(tx, batch, &g)
 	})
 	b.breakerBatch = breakerBatch{} // a failed batch's breakers were rolled back
+	b.finish(batch, began, err, b.commit, func(o *op) error {
+		err := b.st.Write(b.ctx, o.name, func(tx store.Tx) error { return b.applyBatch(tx, []*op{o}, nil) })
+		b.breakerBatch = breakerBatch{}
+		return err
+	})
+}
+
+// batchName names a batch's write for logs and counters.
+func batchName(batch []*op) string {
+	if len(batch) > 1 {
+		return "batch"
+	}
+	return batch[0].name
+}
+
+// batchContext is the writer's context, with the earliest deadline of batch's callers for the
+// storage retries to keep to.
+func (b *Broker) batchContext(batch []*op) context.Context {
+	if d := earliestDeadline(batch); !d.IsZero() {
+		return storeretry.WithDeadline(b.ctx, d)
+	}
+	return b.ctx
+}
+
+// finish answers batch's ops once its write, begun at began, ended with err. A batch that
+// failed as a whole for one op's sake is written again without that op's callers (again) or
+// op by op (alone), so that only the faulty op fails.
+func (b *Broker) finish(batch []*op, began time.Time, err error, again func([]*op), alone func(*op) error) {
 	b.obs.BatchCommitted(len(batch), time.Since(began), err)
 	var busy *storeretry.BusyError
 	if errors.As(err, &busy) && busy.StoppedForDeadline() {
@@ -213,7 +241,7 @@ func (b *Broker) commit(batch []*op) {
 			o.done(err)
 		}
 		if len(rest) > 0 {
-			b.commit(rest)
+			again(rest)
 		}
 		return
 	}
@@ -230,9 +258,7 @@ func (b *Broker) commit(batch []*op) {
 				continue
 			}
 			o.superseded = false
-			err := b.st.Write(b.ctx, o.name, func(tx store.Tx) error { return b.applyBatch(tx, []*op{o}, nil) })
-			b.breakerBatch = breakerBatch{}
-			o.done(err)
+			o.done(alone(o))
 		}
 		return
 	}
