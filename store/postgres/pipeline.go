@@ -204,15 +204,17 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 }
 
 // Rollback rolls the transaction back and gives the connection back to the pool; on a
-// savepoint it holds ROLLBACK TO SAVEPOINT.
+// savepoint it sends ROLLBACK TO SAVEPOINT at once. Held, it would ride with the next
+// statement, and pgx prepares a statement it has not seen before sending the batch: in a
+// transaction a failed part aborted, that preparation fails.
 func (t *pipeTx) Rollback(ctx context.Context) error {
 	if t.closed || t.ended {
 		return pgx.ErrTxClosed
 	}
 	t.closed = true
 	if t.savepoint > 0 {
-		t.held = append(t.held, heldStmt{sql: "ROLLBACK TO SAVEPOINT sp_" + strconv.Itoa(t.savepoint)})
-		return nil
+		_, err := t.Exec(ctx, "ROLLBACK TO SAVEPOINT sp_"+strconv.Itoa(t.savepoint))
+		return err
 	}
 	t.held, t.data = nil, 0
 	var err error

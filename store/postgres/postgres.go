@@ -71,6 +71,7 @@ type Store struct {
 	retry    Retrier
 	log      *slog.Logger
 	queues   *store.KnownQueues
+	ids      idCache
 	receipts atomic.Int64 // the last receipt number a Write took, among this broker's
 
 	brokerID         int64  // this store's row in the brokers table
@@ -190,7 +191,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 				_ = ptx.Rollback(context.WithoutCancel(ctx))
 			}
 		}()
-		t := &tx{ctx: ctx, tx: ptx, queues: s.queues}
+		t := &tx{ctx: ctx, tx: ptx, queues: s.queues, ids: &s.ids}
 		if mayHaveCommitted {
 			if done, err := t.receiptStored(s.brokerID, receipt); err != nil || done {
 				return err
