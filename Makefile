@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -96,6 +96,10 @@ mutate:
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:
 	$(GO) run ./cmd/jobwire-bench $(BENCH_ARGS)
+
+## bench-river: River and Jobwire side by side on a private PostgreSQL, in ROUNDS interleaved rounds (default 5)
+bench-river:
+	scripts/with-postgres.sh --durable scripts/vs-river.sh $(or $(ROUNDS),5)
 
 # Native Go fuzz targets, as package:Target. Their seed corpora also run as plain tests.
 FUZZ_TARGETS := server:FuzzValidateRequest server:FuzzTruncate internal/config:FuzzParse security:FuzzWorkerStream

@@ -1,0 +1,224 @@
+// Command river measures River (github.com/riverqueue/river) on PostgreSQL the way
+// jobwire-bench measures Jobwire, so that the two can be run side by side on one machine and
+// one database (docs/performance.md):
+//
+//   - drain: -jobs jobs inserted (InsertMany, 1,000 at a time), then a client works them;
+//   - e2e-100: four producers insert batches of 100 while a client works them;
+//   - latency: an open-loop producer inserts one job at a time at -rate a second for
+//     -duration; each job carries the time taken just before its insert, and its worker
+//     records how long it took to start (the first second is not counted).
+//
+// Handlers do nothing. A run is timed from the client's start until River reports the last
+// job completed. Each run creates a schema of its own and migrates it.
+//
+// This is a module of its own so that Jobwire does not depend on River.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// noopArgs is the benchmark's job; Sent is when a latency job was inserted (Unix ns).
+type noopArgs struct {
+	N    int   `json:"n"`
+	Sent int64 `json:"sent"`
+}
+
+func (noopArgs) Kind() string { return "noop" }
+
+// noopWorker does nothing but record how long a latency job took to start.
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	mu      *sync.Mutex
+	latency *[]time.Duration
+}
+
+func (w noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
+	if j.Args.Sent != 0 {
+		d := time.Since(time.Unix(0, j.Args.Sent))
+		w.mu.Lock()
+		*w.latency = append(*w.latency, d)
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+func main() {
+	url := flag.String("db", "", "PostgreSQL URL (required)")
+	scenario := flag.String("scenario", "drain", "drain, e2e-100 or latency")
+	jobs := flag.Int("jobs", 20000, "jobs of drain and e2e-100")
+	workers := flag.Int("workers", 512, "the queue's MaxWorkers")
+	cooldown := flag.Duration("fetch-cooldown", 0, "Config.FetchCooldown (0: River's default)")
+	poll := flag.Duration("fetch-poll", 0, "Config.FetchPollInterval (0: River's default)")
+	rate := flag.Int("rate", 1000, "latency: jobs a second")
+	duration := flag.Duration("duration", 5*time.Second, "latency: how long to produce")
+	flag.Parse()
+	if *url == "" {
+		log.Fatal("-db is required")
+	}
+	ctx := context.Background()
+	rc, pool := setup(ctx, *url, *workers, *cooldown, *poll)
+	defer pool.Close()
+	var mu sync.Mutex
+	var latency []time.Duration
+	ws := river.NewWorkers()
+	river.AddWorker(ws, noopWorker{mu: &mu, latency: &latency})
+	client, err := river.NewClient(riverpgxv5.New(pool), withWorkers(rc, ws))
+	if err != nil {
+		log.Fatal(err)
+	}
+	switch *scenario {
+	case "drain", "e2e-100":
+		took := throughput(ctx, client, *scenario, *jobs)
+		fmt.Printf("river %s %d jobs %.2fs %.0f jobs/s (MaxWorkers %d)\n", *scenario, *jobs, took.Seconds(),
+			float64(*jobs)/took.Seconds(), *workers)
+	case "latency":
+		if err := client.Start(ctx); err != nil {
+			log.Fatal(err)
+		}
+		produce(ctx, client, *rate, *duration)
+		time.Sleep(500 * time.Millisecond) // the last jobs start
+		mu.Lock()
+		xs := slices.Clone(latency)
+		mu.Unlock()
+		slices.Sort(xs)
+		if len(xs) == 0 {
+			log.Fatal("no job started")
+		}
+		pct := func(p float64) float64 { return float64(xs[int(math.Ceil(p*float64(len(xs))))-1]) / 1e6 }
+		fmt.Printf("river latency %d/s: %d samples p50 %.2f ms p99 %.2f ms\n", *rate, len(xs), pct(0.5), pct(0.99))
+	default:
+		log.Fatalf("unknown scenario %q", *scenario)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = client.Stop(sctx)
+}
+
+// setup creates a fresh schema, migrates it and returns the client's configuration (without
+// workers) and a pool on that schema.
+func setup(ctx context.Context, url string, workers int, cooldown, poll time.Duration) (*river.Config, *pgxpool.Pool) {
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("river_bench_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mig, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		log.Fatal(err)
+	}
+	rc := &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}}
+	if cooldown > 0 {
+		rc.FetchCooldown = cooldown
+	}
+	if poll > 0 {
+		rc.FetchPollInterval = poll
+	}
+	return rc, pool
+}
+
+func withWorkers(c *river.Config, ws *river.Workers) *river.Config {
+	c.Workers = ws
+	return c
+}
+
+// throughput runs drain or e2e-100 and returns how long the client took to complete every job.
+func throughput(ctx context.Context, client *river.Client[pgx.Tx], scenario string, jobs int) time.Duration {
+	batch := func(n int) []river.InsertManyParams {
+		ps := make([]river.InsertManyParams, n)
+		for i := range ps {
+			ps[i] = river.InsertManyParams{Args: noopArgs{N: i}}
+		}
+		return ps
+	}
+	if scenario == "drain" {
+		for i := 0; i < jobs; i += 1000 {
+			if _, err := client.InsertMany(ctx, batch(min(1000, jobs-i))); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	completed, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+		Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: jobs + 1})
+	defer cancel()
+	var done atomic.Int64
+	finished := make(chan struct{})
+	go func() {
+		for range completed {
+			if done.Add(1) == int64(jobs) {
+				close(finished)
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if scenario == "e2e-100" {
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for i := 0; i < jobs/4; i += 100 {
+					if _, err := client.InsertMany(ctx, batch(100)); err != nil {
+						log.Fatal(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	<-finished
+	return time.Since(start)
+}
+
+// produce inserts one job at a time at rate a second for d; the jobs of the first second
+// carry no time and are not counted.
+func produce(ctx context.Context, client *river.Client[pgx.Tx], rate int, d time.Duration) {
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	warm, end := time.Now().Add(time.Second), time.Now().Add(d)
+	for now := range tick.C {
+		if now.After(end) {
+			return
+		}
+		args := noopArgs{}
+		if !now.Before(warm) {
+			args.Sent = time.Now().UnixNano()
+		}
+		if _, err := client.Insert(ctx, args, nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
