@@ -330,7 +330,7 @@ func (b *Broker) guardLeases(tx store.Tx, ch *breakerChanges, grants []*grant) (
 	if len(types) == 0 {
 		return false, nil
 	}
-	recs, err := tx.BreakerGet(types)
+	recs, err := tx.LeaseGuard(types)
 	if err != nil {
 		return false, err
 	}

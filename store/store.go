@@ -146,6 +146,11 @@ type Tx interface {
 	// BreakerGet reads the stored breaker states of types, without locking them, in type
 	// order; types with none are left out.
 	BreakerGet(types []string) ([]BreakerRecord, error)
+	// LeaseGuard is BreakerGet for the leases that follow in this transaction: a store that
+	// enforces queue rules in the database (JobLeaseParams.EnforceQueues) also locks and counts
+	// the capped queues for them, as their first lease would, in the same round trip. It must
+	// come after the transaction's breaker locks (the lock order: jobs, breakers, queues).
+	LeaseGuard(types []string) ([]BreakerRecord, error)
 
 	// JobDeadIDs lists the ids of the dead jobs f matches, newest first, at most limit.
 	JobDeadIDs(f *DeadJobFilter, limit int) ([]int64, error)

@@ -26,8 +26,35 @@ func (t *tx) BreakerLock(typ string, initial []byte) ([]byte, error) {
 	return nil, errors.New("breaker row of type " + typ + " vanished while being locked")
 }
 
+const breakerGetSQL = `SELECT type, data FROM breakers WHERE type = ANY($1) ORDER BY type`
+
 func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
-	rows, err := t.tx.Query(t.ctx, `SELECT type, data FROM breakers WHERE type = ANY($1) ORDER BY type`, types)
+	return scanBreakers(t.tx.Query(t.ctx, breakerGetSQL, types))
+}
+
+// LeaseGuard reads the breakers and counts the capped queues' room (queueRoom) in one batch:
+// one round trip where a lease round took two.
+func (t *tx) LeaseGuard(types []string) ([]store.BreakerRecord, error) {
+	if t.room != nil {
+		return t.BreakerGet(types)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(breakerGetSQL, types)
+	queueRoomBatch(batch)
+	res := t.tx.SendBatch(t.ctx, batch)
+	defer res.Close()
+	recs, err := scanBreakers(res.Query())
+	if err != nil {
+		return nil, err
+	}
+	if t.room, err = readQueueRoom(res); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// scanBreakers reads breaker records (type, data).
+func scanBreakers(rows pgx.Rows, err error) ([]store.BreakerRecord, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -44,3 +44,6 @@ func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
 	}
 	return out, rows.Err()
 }
+
+// LeaseGuard is BreakerGet: SQLite's single broker enforces queue rules in memory.
+func (t *tx) LeaseGuard(types []string) ([]store.BreakerRecord, error) { return t.BreakerGet(types) }

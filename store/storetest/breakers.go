@@ -14,7 +14,7 @@ var _ = register(
 )
 
 // BreakerLock stores the initial state of a type with none and reads a stored one; BreakerGet
-// reads the asked types that have a state.
+// and LeaseGuard read the asked types that have a state.
 func testBreakerLockAndGet(t *testing.T, b *bundle) {
 	b.write(func(tx store.Tx) error {
 		got, err := tx.BreakerGet([]string{"a", "b"})
@@ -43,6 +43,12 @@ func testBreakerLockAndGet(t *testing.T, b *bundle) {
 		if len(got) != 0 {
 			t.Errorf("BreakerGet(nil) = %v", got)
 		}
+		return err
+	})
+	// LeaseGuard reads what BreakerGet does, whatever else it does for the leases after it.
+	b.write(func(tx store.Tx) error {
+		got, err := tx.LeaseGuard([]string{"c", "b", "a"})
+		equal(t, "LeaseGuard", got, []store.BreakerRecord{{Type: "a", Data: []byte(`{"init":1}`)}, {Type: "b", Data: []byte(`{"b":1}`)}})
 		return err
 	})
 }
