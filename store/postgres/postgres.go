@@ -55,8 +55,9 @@ type Options struct {
 	tracer pgx.QueryTracer // tests: sees every statement and batch the connections send
 }
 
-// DefaultMaxConns is the pool size when neither Options nor the URL set one: the writer and the
-// broker's readers (stats, listings, the dashboard) rarely need more than a few at once.
+// DefaultMaxConns is the pool size when neither Options nor the URL set one: the two writers
+// (the broker's and its enqueue writer's) and the broker's readers (stats, listings, the
+// dashboard) rarely need more than a few at once.
 const DefaultMaxConns = 8
 
 // Retrier runs a storage operation, retrying it when it fails with a short-lived fault.
