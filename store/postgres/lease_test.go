@@ -118,7 +118,7 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 		if err := tx.readInDispatchOrder(true); err != nil {
 			return err
 		}
-		q := leaseQuery(params, params.Limit, nil)
+		q := leaseQuery(params, params.Limit, nil, jobColumns)
 		rows, err := tx.tx.Query(ctx, `EXPLAIN `+q.sql.String(), q.args...)
 		if err != nil {
 			return err
@@ -139,7 +139,7 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 		switch {
 		case strings.HasPrefix(sql, "SET LOCAL enable_sort"), strings.HasPrefix(sql, "RESET enable_sort"):
 			order = append(order, sql)
-		case strings.HasPrefix(sql, "SELECT "+jobColumns):
+		case strings.HasPrefix(sql, "SELECT "+jobColumns), strings.HasPrefix(sql, "WITH picked AS (SELECT "):
 			order = append(order, "lease")
 		}
 	}

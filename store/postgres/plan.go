@@ -41,8 +41,11 @@ func (t *tx) joinByKey(on bool) error {
 // keyJoinOff are the planner's settings joinByKey turns off: with them off and the partial
 // indexes out of reach, a nested loop that probes the primary key is the only plan left. The
 // sequential scan is among them because a statement's plan is kept (pgx prepares it) and may
-// have been made while the table was small, when reading all of it looked cheaper.
-var keyJoinOff = []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan"}
+// have been made while the table was small, when reading all of it looked cheaper. JIT
+// compilation is too: a plan that cannot avoid a node these settings disable (a sort in the
+// lease's read, say) costs a huge number, which switched JIT on for it, and compiling a
+// statement took 200 ms (seen in the store's tests).
+var keyJoinOff = []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan", "jit"}
 
 // setLocal sends a planner setting, held for the next statement that is waited for.
 func (t *tx) setLocal(sql string) error {

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -263,13 +264,16 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		scope.ExcludePaused = true
 		scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
 	}
+	if len(caps) == 0 {
+		return t.leaseAtOnce(&scope)
+	}
 	var leased []*job.Job
 	bytes := 0 // payloads leased so far (MaxBytes)
 	if err := t.readInDispatchOrder(true); err != nil {
 		return nil, err
 	}
 	for len(leased) < p.Limit && (p.MaxBytes <= 0 || bytes < p.MaxBytes) {
-		q := leaseQuery(&scope, p.Limit-len(leased), leased)
+		q := leaseQuery(&scope, p.Limit-len(leased), leased, jobColumns)
 		jobs, err := t.queryJobs(q.sql.String(), q.args...)
 		if err != nil {
 			return nil, err
@@ -339,11 +343,87 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	return leased, nil
 }
 
-// leaseQuery selects and locks up to limit ready jobs p may lease, in dispatch order.
-// Jobs of taken, read by an earlier round of this lease, are left out.
-func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job) *query {
+// leaseAtOnce leases what p asks for with one statement, when no queue cap can cut the lease
+// short: it selects and locks the ready jobs in dispatch order (leaseQuery) and leases them,
+// and returns them in dispatch order. One round trip, where reading the jobs and then leasing
+// them took two. Each job's token is its last one's number plus one, with a secret from
+// p.Random: the statement takes one secret per job it may lease. The jobs past p.MaxBytes,
+// counted in dispatch order, are released again, in the same transaction (rare: a grant's
+// bytes are an outbox's worth).
+func (t *tx) leaseAtOnce(p *store.JobLeaseParams) ([]*job.Job, error) {
+	secrets := make([][]byte, p.Limit)
+	for i := range secrets {
+		token, err := job.NewLeaseToken(0, p.Random)
+		if err != nil {
+			return nil, err
+		}
+		secrets[i] = token.Secret[:]
+	}
+	q := leaseQuery(p, p.Limit, nil, `id`)
+	// The secrets are handed out in any order (row_number over no order): they are random.
+	sql := `WITH picked AS (` + q.sql.String() + `), numbered AS (SELECT id, row_number() OVER () AS n FROM picked)
+	UPDATE jobs SET state = 3, lease_token = jobs.lease_token + 1, lease_secret = (` + q.arg(secrets) + `::bytea[])[numbered.n],
+		lease_expires_at = ` + q.arg(nanos(p.LeaseUntil)) + `, worker_id = ` + q.arg(p.WorkerID) + `,
+		lease_owner = ` + q.arg(p.Owner) + `
+	FROM numbered WHERE jobs.id = numbered.id AND jobs.state + 0 = 2
+	RETURNING ` + leasedColumns
+	if err := t.readInDispatchOrder(true); err != nil {
+		return nil, err
+	}
+	if err := t.joinByKey(true); err != nil {
+		return nil, err
+	}
+	jobs, err := t.queryJobs(sql, q.args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.readInDispatchOrder(false); err != nil {
+		return nil, err
+	}
+	if err := t.joinByKey(false); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(jobs, func(a, b *job.Job) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+	})
+	if p.MaxBytes <= 0 {
+		return jobs, nil
+	}
+	bytes, keep := 0, len(jobs)
+	for i, j := range jobs {
+		if bytes >= p.MaxBytes {
+			keep = i
+			break
+		}
+		bytes += len(j.Payload)
+	}
+	if keep == len(jobs) {
+		return jobs, nil
+	}
+	extra := make([]job.LeaseRef, 0, len(jobs)-keep)
+	for _, j := range jobs[keep:] {
+		extra = append(extra, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken})
+	}
+	if _, err := t.JobReleaseMany(extra); err != nil {
+		return nil, err
+	}
+	return jobs[:keep], nil
+}
+
+// leasedColumns are jobColumns as the lease's UPDATE returns them, of the jobs it changed.
+var leasedColumns = func() string {
+	cols := strings.Split(jobColumns, ",")
+	for i, c := range cols {
+		cols[i] = "jobs." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// leaseQuery selects and locks up to limit ready jobs p may lease, in dispatch order, reading
+// cols of each. Jobs of taken, read by an earlier round of this lease, are left out.
+func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string) *query {
 	q := &query{}
-	q.sql.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE state = 2 AND type = ANY(` + q.arg(p.Types) + `)`)
+	q.sql.WriteString(`SELECT ` + cols + ` FROM jobs WHERE state = 2 AND type = ANY(` + q.arg(p.Types) + `)`)
 	if len(taken) > 0 {
 		ids := make([]int64, len(taken))
 		for i, j := range taken {
