@@ -31,7 +31,7 @@ type op struct {
 	// batch's lease, so the batch's own round may count that slot as free (freedSlots).
 	frees *Session
 	// usesFreed marks a lease that counted such slots: it stands or falls with its batch
-	// and is never written alone (see commit).
+	// and is never written alone (see finish).
 	usesFreed bool
 
 	// readies marks an op that makes jobs ready (an enqueue): the writer plans a dispatch
