@@ -245,10 +245,11 @@ func (p queuePlan) paused(q string) bool { return p.rules[q].paused }
 // planQueuesLocked reads the rules and held leases into a plan for one round. It visits the
 // capped queues only: paused ones are looked up by name as needed.
 func (b *Broker) planQueuesLocked() queuePlan {
-	p := queuePlan{rules: b.queueRules, anyPaused: b.pausedQueues > 0, room: make(map[string]int)}
+	p := queuePlan{rules: b.queueRules, anyPaused: b.pausedQueues > 0}
 	if len(b.cappedQueues) == 0 {
-		return p
+		return p // no room to count: a nil map reads as no capped queue
 	}
+	p.room = make(map[string]int, len(b.cappedQueues))
 	held := b.heldByQueueLocked()
 	for name := range b.cappedQueues {
 		if r := b.queueRules[name]; !r.paused {
