@@ -60,18 +60,7 @@ func (b *Broker) enqueueLoop() {
 func (b *Broker) commitEnqueues(batch []*op) {
 	var g grouped
 	began := time.Now()
-	err := b.st.Write(b.batchContext(batch), batchName(batch), func(tx store.Tx) error {
-		g.reset()
-		for _, o := range batch {
-			if g.add(o) {
-				continue
-			}
-			if err := o.apply(tx); err != nil {
-				return err
-			}
-		}
-		return g.write(tx)
-	})
+	err := b.st.Write(b.batchContext(batch), batchName(batch), func(tx store.Tx) error { return g.apply(tx, batch) })
 	readies := false
 	for _, o := range batch {
 		readies = readies || o.readies

@@ -39,6 +39,22 @@ func (g *grouped) add(o *op) bool {
 	return true
 }
 
+// apply runs batch in tx: the ops g groups are gathered and written together at the end, the
+// others apply alone as they come. For ops that touch no breaker and lock no queue (the
+// enqueue writer's); the writer's batches keep that lock order (applyBatch).
+func (g *grouped) apply(tx store.Tx, batch []*op) error {
+	g.reset()
+	for _, o := range batch {
+		if g.add(o) {
+			continue
+		}
+		if err := o.apply(tx); err != nil {
+			return err
+		}
+	}
+	return g.write(tx)
+}
+
 // write stores what g gathered and sets each op's outcome.
 func (g *grouped) write(tx store.Tx) error {
 	if len(g.inserts) > 0 {

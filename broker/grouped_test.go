@@ -33,18 +33,25 @@ func (c *manyCounter) JobStart(p *store.JobStartParams) (bool, error) {
 	return c.Tx.JobStart(p)
 }
 
+// openStore opens a SQLite store in t's temporary directory, closed when t ends.
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 // A batch's starts and successes are written one call per kind, each op gets its own outcome
 // (a stale lease is refused alone), and a superseded start writes nothing.
 func TestGroupedWritesOneCallPerKind(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	now := time.Unix(1_700_000_000, 0)
 	var leased []*job.Job
-	err = st.Write(ctx, "setup", func(tx store.Tx) error {
+	err := st.Write(ctx, "setup", func(tx store.Tx) error {
 		var ps []*store.JobInsertParams
 		for range 7 {
 			ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
@@ -86,16 +93,7 @@ func TestGroupedWritesOneCallPerKind(t *testing.T) {
 	var g grouped
 	err = st.Write(ctx, "batch", func(tx store.Tx) error {
 		counter.Tx = tx
-		g.reset()
-		for _, o := range batch {
-			if g.add(o) {
-				continue
-			}
-			if err := o.apply(counter); err != nil {
-				return err
-			}
-		}
-		return g.write(counter)
+		return g.apply(counter, batch)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,11 +125,7 @@ func (c *manyCounter) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobIns
 // of its own jobs, in its order.
 func TestGroupedEnqueuesInsertWithOneCall(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	now := time.Unix(1_700_000_000, 0)
 	enqueue := func(types ...string) (*op, *[]store.JobInsertResult) {
 		var got []store.JobInsertResult
@@ -147,7 +141,7 @@ func TestGroupedEnqueuesInsertWithOneCall(t *testing.T) {
 	b, gotB := enqueue("b1", "b2", "b3")
 	counter := &manyCounter{calls: map[string][]int{}}
 	var g grouped
-	err = st.Write(ctx, "batch", func(tx store.Tx) error {
+	err := st.Write(ctx, "batch", func(tx store.Tx) error {
 		counter.Tx = tx
 		g.reset()
 		for _, o := range []*op{a, b} {
