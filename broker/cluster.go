@@ -209,7 +209,10 @@ func (b *Broker) releaseOwnLeases(ctx context.Context) error {
 	}
 	var ch breakerChanges
 	// Through the writer, which is still running: it alone changes shared breakers.
-	err := b.do(ctx, "shutdown_release", func(tx store.Tx) error { return b.releaseHeld(tx, &ch, held) })
+	err := b.do(ctx, "shutdown_release", func(tx store.Tx) error {
+		_, err := b.releaseHeld(tx, &ch, held)
+		return err
+	})
 	if err == nil {
 		b.applyBreakerChanges(ch)
 	}

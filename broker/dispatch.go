@@ -472,7 +472,8 @@ func probePermit(g *grant, i int) breaker.Permit {
 func (b *Broker) releaseOp(back []heldProbe, failed string) *op {
 	var ch breakerChanges
 	return &op{name: "release", apply: func(tx store.Tx) error {
-		return b.releaseHeld(tx, &ch, back)
+		_, err := b.releaseHeld(tx, &ch, back)
+		return err
 	}, done: func(err error) {
 		if err != nil {
 			b.log.Warn(failed, "jobs", len(back), "err", err)

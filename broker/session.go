@@ -372,9 +372,6 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		if params.State == job.StateScheduled {
 			tx.Publish(scheduledEvent(params.RunAt))
 		}
-		if !b.sharedBreakers() {
-			return nil
-		}
 		return b.settleShared(tx, &ch, j.Type, ref.JobID, attemptNo, permit, how, kind)
 	}
 	o.done = func(err error) {
@@ -468,14 +465,9 @@ func (s *Session) Release(ref job.LeaseRef) {
 	var ok bool
 	var ch breakerChanges
 	b.submit(&op{name: "release", frees: s, apply: func(tx store.Tx) error {
-		ch.reset()
-		var err error
-		ok, err = tx.JobRelease(ref)
-		tx.Publish(readyEvent)
-		if err != nil || !b.sharedBreakers() {
-			return err
-		}
-		return b.releaseProbes(tx, &ch, held, func(int) bool { return ok })
+		released, err := b.releaseHeld(tx, &ch, held)
+		ok = err == nil && released[0]
+		return err
 	}, done: func(err error) {
 		if err == nil {
 			b.applyBreakerChanges(ch)

@@ -240,7 +240,7 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 	return nil
 }
 
-// settleShared ends, in tx, the breaker permit of job jobID's lease (of type typ) the way how
+// settleShared ends, in tx, the shared breaker permit of job jobID's lease (of type typ) the way how
 // says: tx holds the write that ended the lease, for the job's attempt number attempt (it names
 // a failure, which the breaker counts once however many writes apply it: see
 // breaker.Shared.Failure). known is the permit the broker kept with the lease (zero if it kept
@@ -252,6 +252,9 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 // does not count, change nothing and need no database work.
 func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
 	known breaker.Permit, how permitEnd, kind breaker.FailureKind) error {
+	if !b.sharedBreakers() {
+		return nil // a broker's own breakers settle in memory, once the write commits
+	}
 	cfg := b.breakers.ConfigFor(typ)
 	if cfg.Disabled {
 		return nil
@@ -453,8 +456,8 @@ type heldProbe struct {
 }
 
 // releaseHeld hands the jobs of held back to PENDING in tx (each fenced by its lease), with the
-// shared probe slots they hold; ch gets the breakers changed.
-func (b *Broker) releaseHeld(tx store.Tx, ch *breakerChanges, held []heldProbe) error {
+// shared probe slots they hold, and reports which it released; ch gets the breakers changed.
+func (b *Broker) releaseHeld(tx store.Tx, ch *breakerChanges, held []heldProbe) ([]bool, error) {
 	ch.reset()
 	refs := make([]job.LeaseRef, len(held))
 	for i, h := range held {
@@ -462,13 +465,10 @@ func (b *Broker) releaseHeld(tx store.Tx, ch *breakerChanges, held []heldProbe) 
 	}
 	released, err := tx.JobReleaseMany(refs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tx.Publish(readyEvent)
-	if !b.sharedBreakers() {
-		return nil
-	}
-	return b.releaseProbes(tx, ch, held, func(i int) bool { return released[i] })
+	return released, b.releaseProbes(tx, ch, held, func(i int) bool { return released[i] })
 }
 
 // releaseProbes releases, in tx, the probe slots of the jobs among hs that tx handed back

@@ -154,7 +154,7 @@ func (b *Broker) expireHeld(tx store.Tx, ch *breakerChanges, j *job.Job, now tim
 	if err := b.endExpired(tx, e, ref, now); err != nil {
 		return nil, err
 	}
-	if e.applied && b.sharedBreakers() {
+	if e.applied {
 		attempt := 0 // a job that never started spent no attempt
 		if e.running {
 			attempt = j.Attempts
