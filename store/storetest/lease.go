@@ -152,7 +152,7 @@ func testLeaseMaxBytes(t *testing.T, b *bundle) {
 		maxBytes int
 		want     []int64
 	}{{15, got[:2]}, {5, got[:1]}, {20, got[:2]}, {21, got[:3]}, {0, got}} {
-		var jobs []*job.Job
+		var jobs, rest []*job.Job
 		errUndo := errors.New("undo")
 		err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
 			p := b.leaseParams(10, "t")
@@ -161,12 +161,17 @@ func testLeaseMaxBytes(t *testing.T, b *bundle) {
 			if jobs, err = tx.JobLease(p); err != nil {
 				return err
 			}
+			// The jobs past the limit are still ready, whatever the store did to stop there.
+			if rest, err = tx.JobLease(b.leaseParams(10, "t")); err != nil {
+				return err
+			}
 			return errUndo
 		})
 		if !errors.Is(err, errUndo) {
 			t.Fatal(err)
 		}
 		equal(t, fmt.Sprintf("leased with MaxBytes %d", c.maxBytes), ids(jobs), c.want)
+		equal(t, fmt.Sprintf("left ready by MaxBytes %d", c.maxBytes), ids(rest), got[len(c.want):])
 	}
 }
 
