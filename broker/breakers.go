@@ -171,7 +171,8 @@ func (b *Broker) persistBreakers() {
 			b.log.Error("encode breaker state", "type", typ, "err", err)
 			continue
 		}
-		recs = append(recs, store.BreakerRecord{Type: typ, Data: data})
+		shut := saved.State != breaker.StateClosed && !b.breakers.ConfigFor(typ).Disabled
+		recs = append(recs, store.BreakerRecord{Type: typ, Data: data, Shut: shut})
 	}
 	// Straight to the store: the writer may already be stopped at shutdown.
 	err := b.st.Write(context.WithoutCancel(b.ctx), "breaker_save", func(tx store.Tx) error {
@@ -190,6 +191,9 @@ func (b *Broker) persistBreakers() {
 // restoreBreakers loads stored breaker states before the first dispatch.
 func (b *Broker) restoreBreakers(ctx context.Context) error {
 	if b.sharedBreakers() {
+		if err := b.unshutDisabledBreakers(ctx); err != nil {
+			return err
+		}
 		return b.refreshBreakers(ctx)
 	}
 	saved, err := b.loadBreakers(ctx)
@@ -208,6 +212,11 @@ func (b *Broker) loadBreakers(ctx context.Context) ([]breaker.Saved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load breakers: %w", err)
 	}
+	return decodeBreakers(recs)
+}
+
+// decodeBreakers reads stored breakers' documents.
+func decodeBreakers(recs []store.BreakerRecord) ([]breaker.Saved, error) {
 	saved := make([]breaker.Saved, 0, len(recs))
 	for _, r := range recs {
 		s, err := decodeBreaker(r.Type, r.Data)
@@ -217,6 +226,37 @@ func (b *Broker) loadBreakers(ctx context.Context) ([]breaker.Saved, error) {
 		saved = append(saved, s)
 	}
 	return saved, nil
+}
+
+// unshutDisabledBreakers clears the shut mark of the stored breakers that this broker's
+// configuration disables: a breaker disabled after it opened is never stored again, and the
+// leases' statements would go on holding its type back (JobLeaseParams.ExcludeShut).
+func (b *Broker) unshutDisabledBreakers(ctx context.Context) error {
+	recs, err := b.st.BreakerLoadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("load breakers: %w", err)
+	}
+	var clear []store.BreakerRecord
+	for _, r := range recs {
+		if r.Shut && b.breakers.ConfigFor(r.Type).Disabled {
+			clear = append(clear, r)
+		}
+	}
+	if len(clear) == 0 {
+		return nil
+	}
+	return b.st.Write(ctx, "breaker_save", func(tx store.Tx) error {
+		for _, r := range clear {
+			data, err := tx.BreakerLock(r.Type, r.Data) // the document as it is now
+			if err != nil {
+				return err
+			}
+			if err := tx.BreakerSave(store.BreakerRecord{Type: r.Type, Data: data}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // decodeBreaker reads the stored document of typ's breaker.

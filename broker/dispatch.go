@@ -120,6 +120,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 					plan.room[q] -= taken
 				}
 				g.params = b.leaseParams(s, []string{t}, taken, now)
+				g.params.ExcludeShut = false // a probe's type is shut: the probe is what it lets through
 				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
 				grants = append(grants, g)
@@ -163,20 +164,30 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 // got all it asked for, there may be more: another round is asked for.
 func (b *Broker) leaseOp(grants []*grant) *op {
 	var ch breakerChanges // shared breakers read or changed
-	var shut bool         // the stored breakers held back types the cache let through
 	var probes []string   // the probe grants' types, whose breakers the batch locks before the lease
+	var leased []string   // the other grants' types, whose shut breakers the lease's statement left out
 	for _, g := range grants {
 		if g.probe {
 			probes = append(probes, g.params.Types[0])
+		} else if g.params.ExcludeShut {
+			leased = append(leased, g.params.Types...)
 		}
 	}
+	slices.Sort(leased)
+	leased = slices.Compact(leased)
+	var shut []store.BreakerRecord // of leased, read as the lease commits
 	// The lease locks capped queues and reads the stored breakers: it applies after the batch's
 	// breakers, its probe types' among them, are locked and stored (applyBatch).
 	return &op{name: "lease", locksQueues: true, probeTypes: probes, apply: func(tx store.Tx) error {
 		ch.reset()
-		if b.sharedBreakers() {
-			var err error
-			if shut, err = b.guardLeases(tx, &ch, grants); err != nil {
+		shut = nil
+		if len(leased) > 0 {
+			// A cache that says CLOSED while the stored breaker is shut (another broker opened
+			// it) lets grants through that the lease then leaves out: reading the shut ones with
+			// the lease puts the cache right, and a round may probe them.
+			if err := tx.BreakerShutAtCommit(leased, func(recs []store.BreakerRecord, err error) {
+				shut = recs
+			}); err != nil {
 				return err
 			}
 		}
@@ -184,14 +195,24 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 		// of another session with the same scope would find nothing, so it is not asked.
 		var drained map[string]bool
 		for _, g := range grants {
-			g.leased = nil
+			g.leased, g.failed = nil, nil
 			scope := leaseScope(&g.params)
 			if drained[scope] {
 				continue
 			}
+			if !g.probe && g.params.SkipCapped {
+				// Nothing in the transaction depends on what this lease takes (no cap to count
+				// down, no probe slot to take), so the store may send it with COMMIT; its failure
+				// then fails the batch, not this grant alone.
+				if err := tx.JobLeaseAtCommit(&g.params, func(jobs []*job.Job, err error) {
+					g.leased, g.failed = jobs, err
+				}); err != nil {
+					return err
+				}
+				continue
+			}
 			// One grant that cannot be stored (a statement the store refuses, say) must not
 			// keep the round's other sessions from their jobs: it fails alone.
-			g.failed = nil
 			var gch breakerChanges
 			err := tx.Isolated(func() error {
 				gch.reset()
@@ -241,8 +262,10 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 			}
 		}
 		b.applyBreakerChanges(ch)
-		if shut {
-			b.signal()
+		if len(shut) > 0 {
+			if err := b.cacheBreakers(shut); err != nil {
+				b.log.Error("cache breaker state", "err", err)
+			}
 		}
 		if b.handOut(grants) {
 			b.signal()
@@ -307,6 +330,7 @@ func dispatchScope(s *Session, plan queuePlan) (*queueScope, []string) {
 // leaseParams asks for up to limit jobs, rounded down to a power of two: the store writes the
 // limit into its statement, and a few distinct statements stay compiled. A grant that gets all it
 // asked for is followed by another round (handOut), which takes the rest.
+// Call it with b.mu held.
 func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time) store.JobLeaseParams {
 	return store.JobLeaseParams{
 		Types:      types,
@@ -317,8 +341,14 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		Now:        now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration),
 		Random:     b.random,
-		// In a cluster the database's pauses and caps, over every broker's leases, decide.
+		// In a cluster the database's pauses and caps, over every broker's leases, decide, and
+		// so do its breakers: a cache that says CLOSED may not know yet that another broker
+		// opened one. While no queue is known to be capped, the lease leaves out the jobs of
+		// any queue the database says is (one capped meanwhile): it then needs no count of
+		// room (see replaceQueueRulesLocked).
 		EnforceQueues: b.cluster != nil,
+		SkipCapped:    b.cluster != nil && len(b.cappedQueues) == 0,
+		ExcludeShut:   b.sharedBreakers(),
 	}
 }
 

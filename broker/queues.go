@@ -41,8 +41,10 @@ func (b *Broker) loadQueueRules(ctx context.Context) error {
 	return nil
 }
 
-// replaceQueueRulesLocked makes recs the rules, and reports whether any queue's rule lets more
-// through than before (resumed, uncapped, or capped higher).
+// replaceQueueRulesLocked makes recs the rules, and reports whether a round may now lease jobs
+// that earlier rounds left: a queue resumed, uncapped or capped higher, or capped for the first
+// time (a round that knows of no capped queue leaves the jobs of any queue the database says is
+// capped to one that counts its room, JobLeaseParams.SkipCapped).
 func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened bool) {
 	old := b.queueRules
 	b.queueRules = make(map[string]queueRule)
@@ -54,6 +56,11 @@ func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened boo
 	for name, was := range old {
 		now := b.queueRules[name]
 		if was.paused && !now.paused || was.limit > 0 && (now.limit == 0 || now.limit > was.limit) {
+			loosened = true
+		}
+	}
+	for name := range b.cappedQueues {
+		if old[name].limit == 0 {
 			loosened = true
 		}
 	}

@@ -164,3 +164,32 @@ func TestClusterStaleCacheDoesNotUndoALease(t *testing.T) {
 	s := c.worker(t, 0, 2)
 	assignments(t, s, 2)
 }
+
+// A broker that knows of no capped queue leases without counting room (SkipCapped), so a queue
+// another broker capped meanwhile is left out rather than overfilled; once the broker hears of
+// the cap, a round leases the queue's jobs up to it.
+func TestClusterQueueCappedElsewhere(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	ctx := context.Background()
+	res, err := c.brokers[0].Enqueue(ctx, []JobSpec{{Type: payType, Queue: "capped"}, {Type: payType, Queue: "capped"},
+		{Type: payType, Queue: "free"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.brokers[1].SetQueueLimit(ctx, "capped", 1); err != nil {
+		t.Fatal(err)
+	}
+	s := c.worker(t, 0, 5)
+	waitUntil(t, "the free queue's job to be handed out", func() bool { return slices.Contains(assignedIDs(s), res[2].ID) })
+	c.settled(t, 0)
+	if got := assignedIDs(s); len(got) != 1 {
+		t.Fatalf("handed out %v from a queue capped elsewhere, unknown to this broker", got)
+	}
+	c.brokers[0].queuesChanged() // it hears of the cap
+	waitUntil(t, "one capped job to be handed out", func() bool { return len(assignedIDs(s)) == 2 })
+	c.settled(t, 0)
+	if got := assignedIDs(s); len(got) != 2 {
+		t.Fatalf("handed out %v, want the free job and one capped one", got)
+	}
+}

@@ -101,7 +101,10 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.BreakerSave(store.BreakerRecord{Type: saved.Type, Data: data}); err != nil {
+	// Shut is what a lease's statement reads (ExcludeShut): every state but CLOSED holds the
+	// type back from all but its probes.
+	shut := sh.Allowance() != breaker.Unlimited
+	if err := tx.BreakerSave(store.BreakerRecord{Type: saved.Type, Data: data, Shut: shut}); err != nil {
 		return err
 	}
 	if sh.Moved() {
@@ -311,59 +314,6 @@ func (b *Broker) leaseProbes(tx store.Tx, ch *breakerChanges, g *grant) error {
 	})
 }
 
-// guardLeases leaves out of the grants that lease outside a probe the types whose stored
-// breaker is not CLOSED: a cache that says CLOSED may not know yet that another broker opened it.
-// The states read are added to ch for the cache; shut reports whether a type was left out, after
-// which the next round, planned on what the cache now knows, may probe it.
-func (b *Broker) guardLeases(tx store.Tx, ch *breakerChanges, grants []*grant) (shut bool, err error) {
-	var types []string
-	seen := make(map[string]bool)
-	for _, g := range grants {
-		if g.probe {
-			continue
-		}
-		g.params.ExcludeTypes = nil
-		for _, t := range g.params.Types {
-			if !seen[t] {
-				seen[t] = true
-				types = append(types, t)
-			}
-		}
-	}
-	if len(types) == 0 {
-		return false, nil
-	}
-	recs, err := tx.LeaseGuard(types)
-	if err != nil {
-		return false, err
-	}
-	shutTypes := make(map[string]bool)
-	for _, r := range recs {
-		sh, err := b.sharedBreaker(r.Type, r.Data)
-		if err != nil {
-			return false, err
-		}
-		if sh.Allowance() != breaker.Unlimited {
-			shutTypes[r.Type] = true
-		}
-		*ch = append(*ch, sh)
-	}
-	if len(shutTypes) == 0 {
-		return false, nil
-	}
-	for _, g := range grants {
-		if g.probe {
-			continue
-		}
-		for _, t := range g.params.Types {
-			if shutTypes[t] {
-				g.params.ExcludeTypes = append(g.params.ExcludeTypes, t)
-			}
-		}
-	}
-	return true, nil
-}
-
 // applyBreakerChanges gives the states a committed transaction read or stored to the cache,
 // reports the transitions it made, and asks for a dispatch round if one moved a breaker. Call
 // it without b.mu held.
@@ -390,7 +340,17 @@ func (b *Broker) applyBreakerChanges(ch breakerChanges) {
 // changed one (store.EventBreaker), after events may have been lost (store.EventResync), and
 // at every sweep. A dispatch round follows if a breaker's state, generation or probes changed.
 func (b *Broker) refreshBreakers(ctx context.Context) error {
-	states, err := b.loadBreakers(ctx)
+	recs, err := b.st.BreakerLoadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("load breakers: %w", err)
+	}
+	return b.cacheBreakers(recs)
+}
+
+// cacheBreakers loads stored breakers into the cache, and asks for a dispatch round if that
+// changes what dispatch lets through.
+func (b *Broker) cacheBreakers(recs []store.BreakerRecord) error {
+	states, err := decodeBreakers(recs)
 	if err != nil {
 		return err
 	}

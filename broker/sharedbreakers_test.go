@@ -41,6 +41,7 @@ func (l transitionLog) BreakerTransition(typ string, from, to breaker.State, rea
 
 // cluster is several brokers on one PostgreSQL schema and one fake clock, sharing their breakers.
 type cluster struct {
+	url     string
 	clk     *clock.Fake
 	brokers []*Broker
 	stores  []*postgres.Store
@@ -89,15 +90,24 @@ const (
 // the database.
 func newCluster(t testing.TB, n int, conf Config, cfg breaker.Config, m membership) *cluster {
 	t.Helper()
-	url := pgtest.URL(t)
+	c := &cluster{url: pgtest.URL(t), clk: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}
+	for range n {
+		c.startBroker(t, conf, cfg, m)
+	}
+	return c
+}
+
+// startBroker starts one more broker of c, with its own configuration.
+func (c *cluster) startBroker(t testing.TB, conf Config, cfg breaker.Config, m membership) {
+	t.Helper()
 	ctx := context.Background()
-	c := &cluster{clk: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	for i := range n {
-		st, err := postgres.Open(ctx, url, postgres.Options{Logger: log, ElectionInterval: 20 * time.Millisecond})
+	i := len(c.brokers)
+	{
+		st, err := postgres.Open(ctx, c.url, postgres.Options{Logger: log, ElectionInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +141,6 @@ func newCluster(t testing.TB, n int, conf Config, cfg breaker.Config, m membersh
 		})
 		c.brokers, c.stores = append(c.brokers, b), append(c.stores, st)
 	}
-	return c
 }
 
 // enqueue adds n jobs of payType through broker i; they fail for good at their first failure.
@@ -441,7 +450,8 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 }
 
 // A broker whose cache still says CLOSED leases no job of a type another broker just opened:
-// the lease reads the stored breaker.
+// the lease's statement leaves out the types whose stored breaker is shut, and the read of those
+// breakers that rides with it puts the cache right.
 func TestSharedBreakerLeaseGuard(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
@@ -461,6 +471,22 @@ func TestSharedBreakerLeaseGuard(t *testing.T) {
 	if in, _ := c.brokers[1].breakers.Info(payType); in.State != breaker.StateOpen {
 		t.Errorf("broker 1's cache after the lease: %+v, want OPEN", in)
 	}
+}
+
+// A breaker stored shut whose type a broker's configuration disables holds nothing back on
+// that broker: it clears the mark as it starts, which the leases' statements read.
+func TestSharedBreakerDisabledAfterItOpened(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateOpen); err != nil {
+		t.Fatal(err)
+	}
+	off := breaker.DefaultConfig()
+	off.Disabled = true
+	c.startBroker(t, DefaultConfig(), off, listening)
+	c.enqueue(t, 1, 1)
+	assignments(t, c.worker(t, 1, 1), 1)
 }
 
 // A broker whose cache still shows a free probe slot that another broker has taken leases no

@@ -99,6 +99,14 @@ type Tx interface {
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.
 	JobLease(p *JobLeaseParams) ([]*job.Job, error)
+	// JobLeaseAtCommit is JobLease for a lease that is the transaction's last word: nothing
+	// else in the transaction depends on which jobs it takes. A store may then send it with
+	// COMMIT, saving the round trip of waiting for it; a failure of its statement then fails
+	// the whole transaction, so it is never made inside Isolated. got receives the leased jobs,
+	// or the error of reading them (they then stay leased until their lease runs out), at the
+	// latest as the transaction ends; the transaction may still fail after it, so callers act
+	// on the jobs only once Write has returned nil.
+	JobLeaseAtCommit(p *JobLeaseParams, got func([]*job.Job, error)) error
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
 	// start stored again.
@@ -146,11 +154,11 @@ type Tx interface {
 	// BreakerGet reads the stored breaker states of types, without locking them, in type
 	// order; types with none are left out.
 	BreakerGet(types []string) ([]BreakerRecord, error)
-	// LeaseGuard is BreakerGet for the leases that follow in this transaction: a store that
-	// enforces queue rules in the database (JobLeaseParams.EnforceQueues) also locks and counts
-	// the capped queues for them, as their first lease would, in the same round trip. It must
-	// come after the transaction's breaker locks (the lock order: jobs, breakers, queues).
-	LeaseGuard(types []string) ([]BreakerRecord, error)
+	// BreakerShutAtCommit is BreakerGet of the types' shut breakers (BreakerRecord.Shut) for a
+	// caller that wants them only once the transaction is over: a store may send it with
+	// COMMIT. got receives them, or the error of reading them, at the latest as the transaction
+	// ends; callers act on them only once Write has returned nil.
+	BreakerShutAtCommit(types []string, got func([]BreakerRecord, error)) error
 
 	// JobDeadIDs lists the ids of the dead jobs f matches, newest first, at most limit.
 	JobDeadIDs(f *DeadJobFilter, limit int) ([]int64, error)
@@ -214,6 +222,16 @@ type JobLeaseParams struct {
 	// store joins the table rather than listing names.
 	ExcludePaused bool
 	ExcludeTypes  []string // never these (breaker open)
+	// ExcludeShut leaves out every type whose stored breaker is shut (BreakerRecord.Shut),
+	// read by the lease's own statement: brokers that share breakers lease nothing of a type
+	// another broker has just opened, though their caches do not know it yet.
+	ExcludeShut bool
+	// SkipCapped, with EnforceQueues, leaves out the jobs of every queue the queues table
+	// marks capped (as well as the paused ones), rather than counting the capped queues' room
+	// under their locks: for a caller that knows of no capped queue, a lease of one statement.
+	// A queue capped meanwhile by another broker is thus never overfilled, only left for a
+	// lease without SkipCapped.
+	SkipCapped bool
 	// Caps holds how many more jobs each capped queue may have leased; queues not in it have
 	// no cap. The store leases a capped queue's job only while its number is above zero, and
 	// takes one from it for each: callers share one map between the leases of a round.
@@ -401,6 +419,9 @@ type RecentCounts struct {
 type BreakerRecord struct {
 	Type string
 	Data []byte
+	// Shut says the breaker holds its type's jobs back from every lease but its probes (it is
+	// not CLOSED): JobLeaseParams.ExcludeShut reads it in the database.
+	Shut bool
 }
 
 // IsolatedError is the failure of one part of a transaction (Tx.Isolated): what the part wrote

@@ -26,41 +26,41 @@ func (t *tx) BreakerLock(typ string, initial []byte) ([]byte, error) {
 	return nil, errors.New("breaker row of type " + typ + " vanished while being locked")
 }
 
-const breakerGetSQL = `SELECT type, data FROM breakers WHERE type = ANY($1) ORDER BY type`
-
 func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
-	return scanBreakers(t.tx.Query(t.ctx, breakerGetSQL, types))
+	return scanBreakers(t.tx.Query(t.ctx, `SELECT type, data, shut FROM breakers WHERE type = ANY($1) ORDER BY type`, types))
 }
 
-// LeaseGuard reads the breakers and counts the capped queues' room (queueRoom) in one batch:
-// one round trip where a lease round took two.
-func (t *tx) LeaseGuard(types []string) ([]store.BreakerRecord, error) {
-	if t.room != nil {
-		return t.BreakerGet(types)
+const breakerShutSQL = `SELECT type, data, shut FROM breakers WHERE type = ANY($1) AND shut ORDER BY type`
+
+// BreakerShutAtCommit sends its read with COMMIT (pipeTx.later).
+func (t *tx) BreakerShutAtCommit(types []string, got func([]store.BreakerRecord, error)) error {
+	pt, piped := t.tx.(*pipeTx)
+	if !piped {
+		recs, err := scanBreakers(t.tx.Query(t.ctx, breakerShutSQL, types))
+		if err == nil {
+			got(recs, nil)
+		}
+		return err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(breakerGetSQL, types)
-	queueRoomBatch(batch)
-	res := t.tx.SendBatch(t.ctx, batch)
-	defer res.Close()
-	recs, err := scanBreakers(res.Query())
-	if err != nil {
-		return nil, err
-	}
-	if t.room, err = readQueueRoom(res); err != nil {
-		return nil, err
-	}
-	return recs, nil
+	pt.later(breakerShutSQL, []any{types}, func(rows pgx.Rows) error {
+		recs, err := scanBreakers(rows, nil)
+		if pt.statementFailed(err) {
+			return err
+		}
+		got(recs, err)
+		return nil
+	})
+	return nil
 }
 
-// scanBreakers reads breaker records (type, data).
+// scanBreakers reads breaker records (type, data, shut).
 func scanBreakers(rows pgx.Rows, err error) ([]store.BreakerRecord, error) {
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.BreakerRecord, error) {
 		var r store.BreakerRecord
-		err := row.Scan(&r.Type, &r.Data)
+		err := row.Scan(&r.Type, &r.Data, &r.Shut)
 		return r, err
 	})
 }

@@ -137,13 +137,15 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 	var order []string
 	for _, sql := range sent.statements() {
 		switch {
-		case strings.HasPrefix(sql, "SET LOCAL enable_sort"), strings.HasPrefix(sql, "RESET enable_sort"):
-			order = append(order, sql)
+		case strings.HasPrefix(sql, "SELECT set_config('jobwire.kept_'") && strings.Contains(sql, "enable_sort"):
+			order = append(order, "sort off")
+		case strings.HasPrefix(sql, "SELECT set_config(n, current_setting('jobwire.kept_'") && strings.Contains(sql, "enable_sort"):
+			order = append(order, "sort back")
 		case strings.HasPrefix(sql, "SELECT "+jobColumns), strings.HasPrefix(sql, "WITH picked AS (SELECT "):
 			order = append(order, "lease")
 		}
 	}
-	want := "SET LOCAL enable_sort = off, lease, RESET enable_sort"
+	want := "sort off, lease, sort back"
 	if got := strings.Join(order[:3], ", "); got != want {
 		t.Fatalf("JobLease sent %v, want %s first", order, want)
 	}

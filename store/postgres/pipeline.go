@@ -14,10 +14,12 @@ import (
 // pipeTx is a write transaction that saves round trips to the server. The statements whose
 // answer nobody waits for (BEGIN, savepoints, the write receipt, finished totals, a new
 // queue's row) are held and sent, in order, in one pgx batch with the next statement that is
-// waited for, or with COMMIT. A group commit that leases, finishes and inserts jobs thus costs
-// a round trip per statement that returns something, not one per statement. A held statement
-// that fails fails the statement it was sent with: the transaction is aborted either way, and
-// the error is the server's own, so Classify reads it as before.
+// waited for, or with COMMIT. So is a statement whose answer is wanted only once the
+// transaction is over (later: a dispatch round's lease), read as its batch is. A group commit
+// that leases, finishes and inserts jobs thus costs a round trip per statement that returns
+// something the transaction goes on with, not one per statement. A held statement that fails
+// fails the statement it was sent with: the transaction is aborted either way, and the error
+// is the server's own, so Classify reads it as before.
 //
 // It is a pgx.Tx, so code written against one (and savepoints through Begin) works unchanged;
 // LargeObjects is the exception: the store keeps no large objects.
@@ -40,6 +42,8 @@ type pipe struct {
 type heldStmt struct {
 	sql  string
 	args []any
+	// read, when set, reads the statement's rows (later) and returns the statement's error.
+	read func(pgx.Rows) error
 }
 
 var _ pgx.Tx = (*pipeTx)(nil)
@@ -62,27 +66,73 @@ func (p *pipe) hold(sql string, args ...any) {
 
 func (p *pipe) holdControl(sql string) { p.held = append(p.held, heldStmt{sql: sql}) }
 
+// later holds a statement whose rows read gets when its batch is sent: with the next statement
+// that is waited for, or with COMMIT. read must close the rows, and return the statement's own
+// error only (statementFailed): any other error returned would fail a batch whose COMMIT may
+// already have gone through.
+func (p *pipe) later(sql string, args []any, read func(pgx.Rows) error) {
+	p.held = append(p.held, heldStmt{sql: sql, args: args, read: read})
+	p.data++
+}
+
+// statementFailed reports whether err, from reading a later statement's rows, is the
+// statement's own (the server's, or the connection's): the batch, COMMIT included, failed with
+// it. Any other error is the reader's, after the server ran the whole batch.
+func (p *pipe) statementFailed(err error) bool {
+	var pgErr *pgconn.PgError
+	return err != nil && (errors.As(err, &pgErr) || p.conn.IsClosed())
+}
+
+// batchOf queues held, then extra, in a new batch.
+func batchOf(held []heldStmt, extra ...heldStmt) *pgx.Batch {
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(held)+len(extra))}
+	for _, h := range append(held, extra...) {
+		b.Queue(h.sql, h.args...)
+	}
+	return b
+}
+
+// readHeld reads the results of held, sent at the head of br, in order: the first error is
+// that of the statement that failed, after which the server ran none of the batch.
+func readHeld(br pgx.BatchResults, held []heldStmt) error {
+	for _, h := range held {
+		if h.read == nil {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			continue
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if err := h.read(rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // send sends the held statements and then sql, as one batch, and returns the results of sql
 // to read (the caller closes them); the held statements' errors come first.
 func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	if p.ended {
 		return nil, pgx.ErrTxClosed
 	}
-	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(p.held)+1)}
-	for _, h := range p.held {
-		b.Queue(h.sql, h.args...)
-	}
-	b.Queue(sql, args...)
-	held := len(p.held)
-	p.held, p.data = p.held[:0], 0
-	br := p.conn.SendBatch(ctx, b)
-	for range held {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return nil, err
-		}
+	held := p.take()
+	br := p.conn.SendBatch(ctx, batchOf(held, heldStmt{sql: sql, args: args}))
+	if err := readHeld(br, held); err != nil {
+		_ = br.Close()
+		return nil, err
 	}
 	return br, nil
+}
+
+// take empties the held statements and returns them.
+func (p *pipe) take() []heldStmt {
+	held := p.held
+	p.held, p.data = nil, 0
+	return held
 }
 
 // flush sends what is held now, so that the errors of held statements are known (at the end
@@ -91,10 +141,13 @@ func (p *pipe) flush(ctx context.Context) error {
 	if len(p.held) == 0 {
 		return nil
 	}
-	last := p.held[len(p.held)-1]
-	p.held = p.held[:len(p.held)-1]
-	_, err := p.Exec(ctx, last.sql, last.args...)
-	return err
+	if p.ended {
+		return pgx.ErrTxClosed
+	}
+	held := p.take()
+	br := p.conn.SendBatch(ctx, batchOf(held))
+	err := readHeld(br, held)
+	return errors.Join(err, br.Close())
 }
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -137,13 +190,9 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 
 func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if len(p.held) > 0 {
-		held := &pgx.Batch{}
-		for _, h := range p.held {
-			held.Queue(h.sql, h.args...)
-		}
-		b.QueuedQueries = append(held.QueuedQueries, b.QueuedQueries...)
-		p.held, p.data = p.held[:0], 0
-		return &skipResults{BatchResults: p.conn.SendBatch(ctx, b), skip: len(held.QueuedQueries)}
+		held := p.take()
+		b.QueuedQueries = append(batchOf(held).QueuedQueries, b.QueuedQueries...)
+		return &skipResults{BatchResults: p.conn.SendBatch(ctx, b), held: held}
 	}
 	return p.conn.SendBatch(ctx, b)
 }
@@ -295,18 +344,24 @@ func (r *pipeRow) Scan(dest ...any) error {
 // skipResults hides the results of the held statements sent ahead of a caller's batch.
 type skipResults struct {
 	pgx.BatchResults
-	skip int
+	held []heldStmt // not read yet
 	err  error
 }
 
 func (s *skipResults) next() error {
-	for ; s.skip > 0; s.skip-- {
-		if _, err := s.BatchResults.Exec(); err != nil {
-			s.skip = 0
+	if s.held != nil {
+		if err := readHeld(s.BatchResults, s.held); err != nil {
 			s.err = fmt.Errorf("a statement sent ahead of the batch: %w", err)
 		}
+		s.held = nil
 	}
 	return s.err
+}
+
+// Close reads what is held first: a statement sent later must be read even when the batch's
+// own results are not.
+func (s *skipResults) Close() error {
+	return errors.Join(s.next(), s.BatchResults.Close())
 }
 
 func (s *skipResults) Exec() (pgconn.CommandTag, error) {

@@ -1,17 +1,14 @@
 package postgres
 
+import "strings"
+
 // readInDispatchOrder turns, for the statements that follow, sorting off (on: back to the
 // server's setting), so the lease reads the ready jobs through the index that holds them in
 // dispatch order and stops at its limit, whatever the planner's statistics say. Without it a
 // fresh or freshly analysed table (few ready jobs seen) got a plan that reads every ready job
 // and every dead index entry, then sorts them: 7 to 9 ms per lease with 2,500 jobs ready, where
 // the index takes 0.1. SET LOCAL ends with the transaction, or with a savepoint rolled back.
-func (t *tx) readInDispatchOrder(on bool) error {
-	if on {
-		return t.setLocal("SET LOCAL enable_sort = off")
-	}
-	return t.setLocal("RESET enable_sort")
-}
+func (t *tx) readInDispatchOrder(on bool) error { return t.plannerOff(on, "enable_sort") }
 
 // joinByKey turns, for the statements that follow, hash and merge joins and sequential scans
 // off (on: back to the server's settings), so that a write of many jobs at once, which joins the arrays of their
@@ -25,18 +22,7 @@ func (t *tx) readInDispatchOrder(on bool) error {
 // a vacuum removes it, and the planner, which counts live rows only, took them for a few
 // hundred: under a steady load, storing a hundred successes or leases read tens of thousands
 // of index entries, or the whole table (TestManyWritesProbeThePrimaryKey).
-func (t *tx) joinByKey(on bool) error {
-	for _, name := range keyJoinOff {
-		sql := "SET LOCAL " + name + " = off"
-		if !on {
-			sql = "RESET " + name
-		}
-		if err := t.setLocal(sql); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (t *tx) joinByKey(on bool) error { return t.plannerOff(on, keyJoinOff...) }
 
 // keyJoinOff are the planner's settings joinByKey turns off: with them off and the partial
 // indexes out of reach, a nested loop that probes the primary key is the only plan left. The
@@ -46,6 +32,23 @@ func (t *tx) joinByKey(on bool) error {
 // lease's read, say) costs a huge number, which switched JIT on for it, and compiling a
 // statement took 200 ms (seen in the store's tests).
 var keyJoinOff = []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan", "jit"}
+
+// plannerOff turns the planner settings names off for the statements that follow in the
+// transaction (on), or back to what they were (off), with one statement either way: each
+// statement of a write's batch costs the server its own parse, bind and execute, and turning
+// five settings off and back one statement each, around every lease and write of many, made
+// up most of a small group commit's time on the server. The values before are kept in
+// settings of the transaction's own (jobwire.kept_NAME), so the server's configuration is
+// restored whatever it is. Like SET LOCAL, both end with the transaction, or with a savepoint
+// rolled back.
+func (t *tx) plannerOff(on bool, names ...string) error {
+	list := "'{" + strings.Join(names, ",") + "}'::text[]"
+	if on {
+		return t.setLocal(`SELECT set_config('jobwire.kept_' || n, current_setting(n), true), set_config(n, 'off', true)
+			FROM unnest(` + list + `) AS n`)
+	}
+	return t.setLocal(`SELECT set_config(n, current_setting('jobwire.kept_' || n), true) FROM unnest(` + list + `) AS n`)
+}
 
 // setLocal sends a planner setting, held for the next statement that is waited for.
 func (t *tx) setLocal(sql string) error {

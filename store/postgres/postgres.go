@@ -393,14 +393,14 @@ func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, erro
 	var out []store.BreakerRecord
 	err := s.read(ctx, "breaker_load", func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := s.pool.Query(ctx, `SELECT type, data FROM breakers ORDER BY type`)
+		rows, err := s.pool.Query(ctx, `SELECT type, data, shut FROM breakers ORDER BY type`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var r store.BreakerRecord
-			if err := rows.Scan(&r.Type, &r.Data); err != nil {
+			if err := rows.Scan(&r.Type, &r.Data, &r.Shut); err != nil {
 				return err
 			}
 			out = append(out, r)

@@ -340,32 +340,3 @@ func BenchmarkLeaseCapped(b *testing.B) {
 		}
 	}
 }
-
-// LeaseGuard counts the capped queues' room for the leases after it, in its own round trip:
-// they hold to the cap and neither lock nor count again.
-func TestLeaseGuardCountsTheRoomForTheLease(t *testing.T) {
-	t.Parallel()
-	cb := setupCaps(t, 5)
-	var leased []*job.Job
-	var rounds []int
-	err := cb.a.Write(cb.ctx, "lease", func(stx store.Tx) error {
-		tx := stx.(*tx)
-		if _, err := tx.LeaseGuard([]string{"t"}); err != nil {
-			return err
-		}
-		room := tx.room
-		rounds = append(rounds, len(room))
-		var err error
-		leased, err = cb.lease(tx, 10)
-		if len(tx.room) != len(room) || tx.room["capped"] != 0 {
-			return fmt.Errorf("the lease counted the room again, or did not take from it: %v", tx.room)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(leased) != 3 || rounds[0] != 1 {
-		t.Fatalf("leased %d jobs with the room LeaseGuard counted (%d capped queues), want the cap, 3", len(leased), rounds[0])
-	}
-}

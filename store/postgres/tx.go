@@ -252,23 +252,86 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Limit <= 0 || len(p.Types) == 0 {
 		return nil, nil
 	}
-	// Read the ready jobs in dispatch order, locking them (SKIP LOCKED: rows another
-	// transaction holds are someone else's), then lease them with one statement. A capped
-	// queue drops out the moment its room is used up: the read then starts again without it.
-	scope := *p
-	caps := p.Caps
-	if p.EnforceQueues {
-		room, err := t.queueRoom()
-		if err != nil {
-			return nil, err
-		}
-		caps = room
-		scope.ExcludePaused = true
-		scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
+	scope, caps, err := t.leaseScope(p)
+	if err != nil {
+		return nil, err
 	}
 	if len(caps) == 0 {
-		return t.leaseAtOnce(&scope)
+		return t.leaseAtOnce(scope)
 	}
+	return t.leaseCapped(scope, caps)
+}
+
+// JobLeaseAtCommit sends a lease that no queue cap can cut short with COMMIT (see pipeTx.later):
+// a dispatch round that leases in a transaction of its own then costs the round trips of its
+// other statements only. A capped lease reads and leases at once, as JobLease does.
+func (t *tx) JobLeaseAtCommit(p *store.JobLeaseParams, got func([]*job.Job, error)) error {
+	if p.Limit <= 0 || len(p.Types) == 0 {
+		got(nil, nil)
+		return nil
+	}
+	scope, caps, err := t.leaseScope(p)
+	if err != nil {
+		return err
+	}
+	pt, piped := t.tx.(*pipeTx)
+	if len(caps) > 0 || !piped {
+		jobs, err := t.JobLease(p)
+		if err == nil {
+			got(jobs, nil)
+		}
+		return err
+	}
+	sql, args, err := leaseAtOnceSQL(scope)
+	if err != nil {
+		return err
+	}
+	if err := t.leaseSettings(true); err != nil {
+		return err
+	}
+	pt.later(sql, args, func(rows pgx.Rows) error {
+		jobs, err := scanJobs(rows, nil)
+		if pt.statementFailed(err) {
+			return err
+		}
+		if err != nil {
+			got(nil, fmt.Errorf("read the leased jobs: %w", err))
+			return nil
+		}
+		sortForDispatch(jobs)
+		got(jobs, nil)
+		return nil
+	})
+	return t.leaseSettings(false)
+}
+
+// leaseScope is what a lease of p may take once the queues' rules are applied, and how many
+// more jobs each capped queue may have leased (none capped: nil). With EnforceQueues, the room
+// is counted in the database under the capped queues' locks, unless SkipCapped leaves their
+// jobs out altogether.
+func (t *tx) leaseScope(p *store.JobLeaseParams) (*store.JobLeaseParams, map[string]int, error) {
+	scope := *p
+	if !p.EnforceQueues {
+		return &scope, p.Caps, nil
+	}
+	scope.ExcludePaused = true
+	if p.SkipCapped {
+		return &scope, nil, nil
+	}
+	room, err := t.queueRoom()
+	if err != nil {
+		return nil, nil, err
+	}
+	scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
+	return &scope, room, nil
+}
+
+// leaseCapped leases what p asks for where caps, shared by the leases of the transaction, can
+// cut it short: it reads the ready jobs in dispatch order, locking them (SKIP LOCKED: rows
+// another transaction holds are someone else's), then leases them with one statement. A capped
+// queue drops out the moment its room is used up: the read then starts again without it.
+func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.Job, error) {
+	scope := *p
 	var leased []*job.Job
 	bytes := 0 // payloads leased so far (MaxBytes)
 	if err := t.readInDispatchOrder(true); err != nil {
@@ -345,14 +408,33 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	return leased, nil
 }
 
-// leaseAtOnce leases what p asks for with one statement, when no queue cap can cut the lease
-// short: it selects and locks the ready jobs in dispatch order (leaseQuery) and leases them,
-// and returns them in dispatch order. One round trip, where reading the jobs and then leasing
-// them took two. Each job's token is its last one's number plus one, with a secret drawn from
-// p.Random. The jobs past p.MaxBytes,
-// counted in dispatch order, are released again, in the same transaction (rare: a grant's
-// bytes are an outbox's worth).
+// leaseAtOnce leases what p asks for with one statement (leaseAtOnceSQL), when no queue cap
+// can cut the lease short, and returns the jobs in dispatch order.
 func (t *tx) leaseAtOnce(p *store.JobLeaseParams) ([]*job.Job, error) {
+	sql, args, err := leaseAtOnceSQL(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.leaseSettings(true); err != nil {
+		return nil, err
+	}
+	jobs, err := t.queryJobs(sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.leaseSettings(false); err != nil {
+		return nil, err
+	}
+	sortForDispatch(jobs)
+	return jobs, nil
+}
+
+// leaseAtOnceSQL is one statement that selects and locks the ready jobs p may lease in
+// dispatch order (leaseQuery) and leases them: one round trip, where reading the jobs and then
+// leasing them took two. Each job's token is its last one's number plus one, with a secret
+// drawn from p.Random. With p.MaxBytes, the jobs past it, counted in dispatch order, are left
+// ready (locked by the transaction until it ends, as read, but not leased).
+func leaseAtOnceSQL(p *store.JobLeaseParams) (string, []any, error) {
 	random := p.Random
 	if random == nil {
 		random = rand.Reader
@@ -362,58 +444,44 @@ func (t *tx) leaseAtOnce(p *store.JobLeaseParams) ([]*job.Job, error) {
 	// that takes a few jobs of a limit of hundreds cost more than its lease.
 	secrets := make([]byte, job.SecretSize*p.Limit)
 	if _, err := io.ReadFull(random, secrets); err != nil {
-		return nil, fmt.Errorf("lease token: read random secrets: %w", err)
+		return "", nil, fmt.Errorf("lease token: read random secrets: %w", err)
 	}
-	q := leaseQuery(p, p.Limit, nil, `id`)
+	cols, within := `id`, ``
+	if p.MaxBytes > 0 {
+		cols = `id, priority, run_at, octet_length(payload) AS size`
+	}
+	q := leaseQuery(p, p.Limit, nil, cols)
+	numbered := `SELECT id, row_number() OVER () AS n FROM picked`
+	if p.MaxBytes > 0 {
+		// A job is leased while the payloads before it stay under MaxBytes: the first always is.
+		numbered = `SELECT id, row_number() OVER () AS n,
+			sum(size) OVER (ORDER BY priority DESC, run_at, id ROWS UNBOUNDED PRECEDING) - size AS before FROM picked`
+		within = ` AND numbered.before < ` + q.arg(p.MaxBytes)
+	}
 	// The secrets are handed out in any order (row_number over no order): they are random.
-	sql := `WITH picked AS (` + q.sql.String() + `), numbered AS (SELECT id, row_number() OVER () AS n FROM picked)
+	sql := `WITH picked AS (` + q.sql.String() + `), numbered AS (` + numbered + `)
 	UPDATE jobs SET state = 3, lease_token = jobs.lease_token + 1,
 		lease_secret = substring(` + q.arg(secrets) + `::bytea FROM ((numbered.n - 1) * ` + strconv.Itoa(job.SecretSize) + ` + 1)::int FOR ` + strconv.Itoa(job.SecretSize) + `),
 		lease_expires_at = ` + q.arg(nanos(p.LeaseUntil)) + `, worker_id = ` + q.arg(p.WorkerID) + `,
 		lease_owner = ` + q.arg(p.Owner) + `
-	FROM numbered WHERE jobs.id = numbered.id AND jobs.state + 0 = 2
+	FROM numbered WHERE jobs.id = numbered.id AND jobs.state + 0 = 2` + within + `
 	RETURNING ` + leasedColumns
-	if err := t.readInDispatchOrder(true); err != nil {
-		return nil, err
-	}
-	if err := t.joinByKey(true); err != nil {
-		return nil, err
-	}
-	jobs, err := t.queryJobs(sql, q.args...)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.readInDispatchOrder(false); err != nil {
-		return nil, err
-	}
-	if err := t.joinByKey(false); err != nil {
-		return nil, err
-	}
+	return sql, q.args, nil
+}
+
+// leaseSettings turns the planner settings a lease's statement needs on before it and off
+// after it (readInDispatchOrder, joinByKey); they ride with the statements around them.
+func (t *tx) leaseSettings(on bool) error { return t.plannerOff(on, leaseOff...) }
+
+// leaseOff are the settings a lease's one statement turns off: readInDispatchOrder's and
+// joinByKey's.
+var leaseOff = append([]string{"enable_sort"}, keyJoinOff...)
+
+// sortForDispatch puts leased jobs in dispatch order: an UPDATE returns them in any order.
+func sortForDispatch(jobs []*job.Job) {
 	slices.SortFunc(jobs, func(a, b *job.Job) int {
 		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 	})
-	if p.MaxBytes <= 0 {
-		return jobs, nil
-	}
-	bytes, keep := 0, len(jobs)
-	for i, j := range jobs {
-		if bytes >= p.MaxBytes {
-			keep = i
-			break
-		}
-		bytes += len(j.Payload)
-	}
-	if keep == len(jobs) {
-		return jobs, nil
-	}
-	extra := make([]job.LeaseRef, 0, len(jobs)-keep)
-	for _, j := range jobs[keep:] {
-		extra = append(extra, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken})
-	}
-	if _, err := t.JobReleaseMany(extra); err != nil {
-		return nil, err
-	}
-	return jobs[:keep], nil
 }
 
 // leasedColumns are jobColumns as the lease's UPDATE returns them, of the jobs it changed.
@@ -446,8 +514,15 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 	if len(p.ExcludeQueues) > 0 {
 		q.sql.WriteString(` AND NOT (queue = ANY(` + q.arg(p.ExcludeQueues) + `))`)
 	}
-	if p.ExcludePaused {
+	switch {
+	case p.EnforceQueues && p.SkipCapped:
+		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue
+			AND (queues.paused OR queues.concurrency_limit > 0))`)
+	case p.ExcludePaused:
 		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)
+	}
+	if p.ExcludeShut {
+		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
 	}
 	q.sql.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
 	return q
@@ -680,8 +755,8 @@ func (t *tx) JobReleaseAllLeased() (int, error) {
 }
 
 func (t *tx) BreakerSave(r store.BreakerRecord) error {
-	_, err := t.exec(`INSERT INTO breakers (type, data) VALUES ($1, $2)
-		ON CONFLICT (type) DO UPDATE SET data = excluded.data`, r.Type, r.Data)
+	_, err := t.exec(`INSERT INTO breakers (type, data, shut) VALUES ($1, $2, $3)
+		ON CONFLICT (type) DO UPDATE SET data = excluded.data, shut = excluded.shut`, r.Type, r.Data, r.Shut)
 	return err
 }
 

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/jobwire/jobwire/store"
@@ -21,12 +22,22 @@ func (t *tx) BreakerLock(typ string, initial []byte) ([]byte, error) {
 	return data, err
 }
 
+// BreakerShutAtCommit reads at once: a statement costs no round trip here.
+func (t *tx) BreakerShutAtCommit(types []string, got func([]store.BreakerRecord, error)) error {
+	recs, err := t.BreakerGet(types)
+	if err != nil {
+		return err
+	}
+	got(slices.DeleteFunc(recs, func(r store.BreakerRecord) bool { return !r.Shut }), nil)
+	return nil
+}
+
 func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
 	if len(types) == 0 {
 		return nil, nil
 	}
 	var q strings.Builder
-	q.WriteString(`SELECT type, data FROM breakers WHERE 1`)
+	q.WriteString(`SELECT type, data, shut FROM breakers WHERE 1`)
 	args := in(&q, nil, "type", false, types)
 	q.WriteString(` ORDER BY type`)
 	rows, err := t.query(q.String(), args...)
@@ -37,13 +48,10 @@ func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
 	var out []store.BreakerRecord
 	for rows.Next() {
 		var r store.BreakerRecord
-		if err := rows.Scan(&r.Type, &r.Data); err != nil {
+		if err := rows.Scan(&r.Type, &r.Data, &r.Shut); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
 }
-
-// LeaseGuard is BreakerGet: SQLite's single broker enforces queue rules in memory.
-func (t *tx) LeaseGuard(types []string) ([]store.BreakerRecord, error) { return t.BreakerGet(types) }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -77,6 +78,39 @@ func TestMigrationKeepsIDsAndStopsReusingThem(t *testing.T) {
 	}
 	if r := insert(t, st, "other", "k"); r.Duplicate || r.ID <= 4 {
 		t.Fatalf("key k for another type: %+v, want a new job after 4", r)
+	}
+}
+
+// Breakers stored before migration 011 are shut as their document's state says: every state
+// but CLOSED (1) holds its type back.
+func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateTo(ctx, old, slog.New(slog.DiscardHandler), 10); err != nil {
+		t.Fatalf("old schema: %v", err)
+	}
+	if _, err := old.ExecContext(ctx, `INSERT INTO breakers (type, data) VALUES ('closed', CAST('{"State":1}' AS BLOB)),
+		('open', CAST('{"State":2}' AS BLOB)), ('half', CAST('{"State":3,"Generation":4}' AS BLOB))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := openAt(t, path).BreakerLoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := map[string]bool{}
+	for _, r := range recs {
+		shut[r.Type] = r.Shut
+	}
+	if want := map[string]bool{"closed": false, "open": true, "half": true}; !reflect.DeepEqual(shut, want) {
+		t.Fatalf("shut after the migration: %v, want %v", shut, want)
 	}
 }
 

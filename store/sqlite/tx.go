@@ -154,6 +154,16 @@ func (t *tx) Isolated(fn func() error) error {
 	return err
 }
 
+// JobLeaseAtCommit is JobLease: a statement costs no round trip here.
+func (t *tx) JobLeaseAtCommit(p *store.JobLeaseParams, got func([]*job.Job, error)) error {
+	jobs, err := t.JobLease(p)
+	if err != nil {
+		return err
+	}
+	got(jobs, nil)
+	return nil
+}
+
 func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Limit <= 0 || len(p.Types) == 0 {
 		return nil, nil
@@ -168,13 +178,16 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	scope := *p
 	caps := p.Caps
 	if p.EnforceQueues {
-		room, err := t.queueRoom()
-		if err != nil {
-			return nil, err
-		}
-		caps = room
 		scope.ExcludePaused = true
-		scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
+		caps = nil
+		if !p.SkipCapped {
+			room, err := t.queueRoom()
+			if err != nil {
+				return nil, err
+			}
+			caps = room
+			scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
+		}
 	}
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
@@ -245,8 +258,15 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	args = in(&sel, args, "type", true, p.ExcludeTypes)
 	args = in(&sel, args, "queue", false, p.Queues)
 	args = in(&sel, args, "queue", true, p.ExcludeQueues)
-	if p.ExcludePaused {
+	switch {
+	case p.EnforceQueues && p.SkipCapped:
+		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue
+			AND (queues.paused OR queues.concurrency_limit > 0))`)
+	case p.ExcludePaused:
 		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)
+	}
+	if p.ExcludeShut {
+		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
 	}
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
@@ -417,8 +437,8 @@ func (t *tx) JobReleaseAllLeased() (int, error) {
 }
 
 func (t *tx) BreakerSave(r store.BreakerRecord) error {
-	_, err := t.exec(`INSERT INTO breakers (type, data) VALUES (?, ?)
-		ON CONFLICT (type) DO UPDATE SET data = excluded.data`, r.Type, r.Data)
+	_, err := t.exec(`INSERT INTO breakers (type, data, shut) VALUES (?, ?, ?)
+		ON CONFLICT (type) DO UPDATE SET data = excluded.data, shut = excluded.shut`, r.Type, r.Data, r.Shut)
 	return err
 }
 

@@ -14,7 +14,8 @@ var _ = register(
 )
 
 // BreakerLock stores the initial state of a type with none and reads a stored one; BreakerGet
-// and LeaseGuard read the asked types that have a state.
+// and BreakerLoadAll read the asked types that have a state, shut or not as last saved, and
+// BreakerShutAtCommit the shut ones.
 func testBreakerLockAndGet(t *testing.T, b *bundle) {
 	b.write(func(tx store.Tx) error {
 		got, err := tx.BreakerGet([]string{"a", "b"})
@@ -26,7 +27,7 @@ func testBreakerLockAndGet(t *testing.T, b *bundle) {
 			return err
 		}
 		equal(t, "BreakerLock of a type with no state", string(data), `{"init":1}`)
-		if err := tx.BreakerSave(store.BreakerRecord{Type: "b", Data: []byte(`{"b":1}`)}); err != nil {
+		if err := tx.BreakerSave(store.BreakerRecord{Type: "b", Data: []byte(`{"b":1}`), Shut: true}); err != nil {
 			return err
 		}
 		data, err = tx.BreakerLock("b", []byte(`{"init":1}`))
@@ -35,7 +36,7 @@ func testBreakerLockAndGet(t *testing.T, b *bundle) {
 	})
 	b.write(func(tx store.Tx) error {
 		got, err := tx.BreakerGet([]string{"c", "b", "a"})
-		equal(t, "BreakerGet", got, []store.BreakerRecord{{Type: "a", Data: []byte(`{"init":1}`)}, {Type: "b", Data: []byte(`{"b":1}`)}})
+		equal(t, "BreakerGet", got, []store.BreakerRecord{{Type: "a", Data: []byte(`{"init":1}`)}, {Type: "b", Data: []byte(`{"b":1}`), Shut: true}})
 		if err != nil {
 			return err
 		}
@@ -45,12 +46,33 @@ func testBreakerLockAndGet(t *testing.T, b *bundle) {
 		}
 		return err
 	})
-	// LeaseGuard reads what BreakerGet does, whatever else it does for the leases after it.
 	b.write(func(tx store.Tx) error {
-		got, err := tx.LeaseGuard([]string{"c", "b", "a"})
-		equal(t, "LeaseGuard", got, []store.BreakerRecord{{Type: "a", Data: []byte(`{"init":1}`)}, {Type: "b", Data: []byte(`{"b":1}`)}})
-		return err
+		return tx.BreakerSave(store.BreakerRecord{Type: "a", Data: []byte(`{"a":2}`), Shut: true})
 	})
+	b.write(func(tx store.Tx) error {
+		return tx.BreakerSave(store.BreakerRecord{Type: "b", Data: []byte(`{"b":2}`)})
+	})
+	all, err := b.s.BreakerLoadAll(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "BreakerLoadAll after saving again", all,
+		[]store.BreakerRecord{{Type: "a", Data: []byte(`{"a":2}`), Shut: true}, {Type: "b", Data: []byte(`{"b":2}`)}})
+	// BreakerShutAtCommit reads the shut ones among the asked types.
+	var shut []store.BreakerRecord
+	calls := 0
+	b.write(func(tx store.Tx) error {
+		return tx.BreakerShutAtCommit([]string{"c", "b", "a"}, func(recs []store.BreakerRecord, err error) {
+			shut, calls = recs, calls+1
+			if err != nil {
+				t.Errorf("BreakerShutAtCommit: %v", err)
+			}
+		})
+	})
+	if calls != 1 {
+		t.Fatalf("BreakerShutAtCommit called got %d times, want once", calls)
+	}
+	equal(t, "BreakerShutAtCommit", shut, []store.BreakerRecord{{Type: "a", Data: []byte(`{"a":2}`), Shut: true}})
 }
 
 // Writes that read a breaker with BreakerLock and store it changed never lose one another's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ var _ = register(
 	testCase{"LeaseScope", testLeaseScope},
 	testCase{"LeaseCaps", testLeaseCaps},
 	testCase{"LeaseMaxBytes", testLeaseMaxBytes},
+	testCase{"LeaseAtCommit", testLeaseAtCommit},
+	testCase{"LeaseExcludeShut", testLeaseExcludeShut},
 	testCase{"LeaseTokens", testLeaseTokens},
 	testCase{"JobStart", testJobStart},
 	testCase{"JobFinish", testJobFinish},
@@ -152,27 +155,119 @@ func testLeaseMaxBytes(t *testing.T, b *bundle) {
 		maxBytes int
 		want     []int64
 	}{{15, got[:2]}, {5, got[:1]}, {20, got[:2]}, {21, got[:3]}, {0, got}} {
-		var jobs, rest []*job.Job
-		errUndo := errors.New("undo")
-		err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+		for _, atCommit := range []bool{false, true} {
 			p := b.leaseParams(10, "t")
 			p.MaxBytes = c.maxBytes
-			var err error
-			if jobs, err = tx.JobLease(p); err != nil {
+			var jobs, rest []*job.Job
+			errUndo := errors.New("undo")
+			err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+				var err error
+				if atCommit {
+					err = tx.JobLeaseAtCommit(p, func(js []*job.Job, err error) { jobs = js })
+				} else {
+					jobs, err = tx.JobLease(p)
+				}
 				return err
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 			// The jobs past the limit are still ready, whatever the store did to stop there.
-			if rest, err = tx.JobLease(b.leaseParams(10, "t")); err != nil {
-				return err
+			err = b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+				var err error
+				if rest, err = tx.JobLease(b.leaseParams(10, "t")); err != nil {
+					return err
+				}
+				return errUndo
+			})
+			if !errors.Is(err, errUndo) {
+				t.Fatal(err)
 			}
-			return errUndo
-		})
-		if !errors.Is(err, errUndo) {
-			t.Fatal(err)
+			what := fmt.Sprintf("MaxBytes %d (at commit: %v)", c.maxBytes, atCommit)
+			equal(t, "leased with "+what, ids(jobs), c.want)
+			equal(t, "left ready by "+what, ids(rest), got[len(c.want):])
+			b.write(func(tx store.Tx) error { // ready again for the next case
+				refs := make([]job.LeaseRef, len(jobs))
+				for i, j := range jobs {
+					refs[i] = refOf(j)
+				}
+				_, err := tx.JobReleaseMany(refs)
+				return err
+			})
 		}
-		equal(t, fmt.Sprintf("leased with MaxBytes %d", c.maxBytes), ids(jobs), c.want)
-		equal(t, fmt.Sprintf("left ready by MaxBytes %d", c.maxBytes), ids(rest), got[len(c.want):])
 	}
+}
+
+// JobLeaseAtCommit leases what JobLease would, in dispatch order with fresh tokens, and hands
+// the jobs over before Write returns; a write that fails after it leases nothing.
+func testLeaseAtCommit(t *testing.T, b *bundle) {
+	low := b.insert(b.job("t"))
+	p := b.job("t")
+	p.Priority = 5
+	high := b.insert(p)
+	errUndo := errors.New("undo")
+	called := false
+	err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+		return errors.Join(tx.JobLeaseAtCommit(b.leaseParams(10, "t"), func([]*job.Job, error) { called = true }), errUndo)
+	})
+	if !errors.Is(err, errUndo) {
+		t.Fatal(err)
+	}
+	if st := b.state(low[0]); st != job.StatePending {
+		t.Fatalf("a failed write's lease at commit left job %d %v (got called: %v)", low[0], st, called)
+	}
+	var jobs []*job.Job
+	var gotErr error
+	calls := 0
+	b.write(func(tx store.Tx) error {
+		return tx.JobLeaseAtCommit(b.leaseParams(10, "t"), func(js []*job.Job, err error) {
+			jobs, gotErr = js, err
+			calls++
+		})
+	})
+	if calls != 1 || gotErr != nil {
+		t.Fatalf("got called %d times, last with %v; want once, without error", calls, gotErr)
+	}
+	equal(t, "leased at commit", ids(jobs), []int64{high[0], low[0]})
+	for _, j := range jobs {
+		stored := b.get(j.ID)
+		if j.State != job.StateLeased || stored.State != job.StateLeased || stored.LeaseToken != j.LeaseToken ||
+			j.LeaseToken.Seq != 1 || j.WorkerID != "w" {
+			t.Fatalf("job %d handed over as %v %v, stored %v %v", j.ID, j.State, j.LeaseToken, stored.State, stored.LeaseToken)
+		}
+	}
+	// Nothing to lease: got hears so, and no job.
+	calls = 0
+	b.write(func(tx store.Tx) error {
+		return tx.JobLeaseAtCommit(b.leaseParams(10, "t"), func(js []*job.Job, err error) {
+			jobs, gotErr = js, err
+			calls++
+		})
+	})
+	if calls != 1 || len(jobs) != 0 || gotErr != nil {
+		t.Fatalf("an empty lease at commit: got called %d times with %v, %v", calls, ids(jobs), gotErr)
+	}
+}
+
+// ExcludeShut leaves out the types whose stored breaker is shut, and only those: a type with
+// no stored breaker, or one saved open again, is leased.
+func testLeaseExcludeShut(t *testing.T, b *bundle) {
+	shut, open, none := b.insert(b.job("shut"))[0], b.insert(b.job("open"))[0], b.insert(b.job("none"))[0]
+	b.write(func(tx store.Tx) error {
+		if err := tx.BreakerSave(store.BreakerRecord{Type: "shut", Data: []byte(`{}`), Shut: true}); err != nil {
+			return err
+		}
+		return tx.BreakerSave(store.BreakerRecord{Type: "open", Data: []byte(`{}`)})
+	})
+	p := b.leaseParams(10, "shut", "open", "none")
+	p.ExcludeShut = true
+	got := ids(b.lease(p))
+	slices.Sort(got)
+	equal(t, "leased with ExcludeShut", got, []int64{open, none})
+	b.write(func(tx store.Tx) error {
+		return tx.BreakerSave(store.BreakerRecord{Type: "shut", Data: []byte(`{}`)})
+	})
+	equal(t, "leased once the breaker is saved open", ids(b.lease(p)), []int64{shut})
 }
 
 // Each lease gets a new token: the job's lease count as Seq and a secret from p.Random; the

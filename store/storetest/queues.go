@@ -12,6 +12,7 @@ import (
 var _ = register(
 	testCase{"LeaseEnforceQueues", testLeaseEnforceQueues},
 	testCase{"LeaseEnforceQueuesInOneWrite", testLeaseEnforceQueuesInOneWrite},
+	testCase{"LeaseSkipCapped", testLeaseSkipCapped},
 )
 
 // insertIn adds n jobs of type "t" to queue, in dispatch order, and returns their ids.
@@ -106,4 +107,22 @@ func testLeaseEnforceQueuesInOneWrite(t *testing.T, b *bundle) {
 		return lease()
 	})
 	equal(t, "leases in one write", got, [][]int64{capped[:1], capped[:1], capped[1:2], {}, capped[2:3]})
+}
+
+// SkipCapped leaves out the jobs of every queue the database marks capped, room or not, as
+// well as the paused ones; without it the same lease takes the capped queue's room.
+func testLeaseSkipCapped(t *testing.T, b *bundle) {
+	capped := b.insertIn("capped", 2, 10)
+	free := b.insertIn("free", 2, 0)
+	b.insertIn("paused", 1, 20)
+	b.write(func(tx store.Tx) error {
+		if err := tx.QueueSetLimit("capped", 5); err != nil {
+			return err
+		}
+		return tx.QueueSetPaused("paused", true)
+	})
+	p := b.enforcing(10)
+	p.SkipCapped = true
+	equal(t, "leased with SkipCapped", ids(b.lease(p)), free)
+	equal(t, "leased without it", ids(b.lease(b.enforcing(10))), capped)
 }
