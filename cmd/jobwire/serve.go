@@ -26,7 +26,7 @@ type serveFlags struct {
 	listen, db, config, durability, logLevel stringFlag
 	httpListen, metrics                      stringFlag
 	maxRetries                               intFlag
-	baseDelay, commandTimeout                durationFlag
+	baseDelay, commandTimeout, leaderTimeout durationFlag
 	security                                 securityFlags
 
 	envErr error // the first bad JOBWIRE_* value
@@ -44,7 +44,8 @@ type serveVar struct {
 // environment is kept in envErr and reported after the command line is parsed, so that -h
 // still works.
 func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
-	sf := &serveFlags{maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag()}
+	sf := &serveFlags{maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag(),
+		leaderTimeout: newDurationFlag()}
 	vars := []serveVar{
 		{&sf.listen, "listen", "JOBWIRE_LISTEN", "address to listen on, host:port (default 127.0.0.1:7070)"},
 		{&sf.db, "db", "JOBWIRE_DB", "SQLite database file, whose directory must exist, or a postgres:// URL (default ./jobwire.db)"},
@@ -60,6 +61,8 @@ func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 			"wait before the first storage retry, doubled for each further one (default 200ms)"},
 		{&sf.commandTimeout, "command-timeout", "JOBWIRE_COMMAND_TIMEOUT",
 			"longest one storage command may run before it is interrupted and retried (default 30s)"},
+		{&sf.leaderTimeout, "leader-timeout", "JOBWIRE_LEADER_TIMEOUT",
+			"with PostgreSQL, how long the leader of several brokers may go silent before another takes over (default 5s, at least 3s)"},
 	}
 	vars = append(vars, sf.security.vars(e)...)
 	for _, v := range vars {
@@ -262,6 +265,15 @@ func (sf *serveFlags) apply(cfg *config.Config) error {
 			return usageErrorf("%s must be positive, got 0s", sf.commandTimeout.setBy("command-timeout"))
 		}
 		cfg.Storage.CommandTimeout = sf.commandTimeout.v
+	}
+	if sf.leaderTimeout.set {
+		if err := config.CheckLeaderTimeout(sf.leaderTimeout.v); err != nil {
+			return usageErrorf("%s %v", sf.leaderTimeout.setBy("leader-timeout"), err)
+		}
+		cfg.LeaderTimeout = sf.leaderTimeout.v
+	}
+	if cfg.LeaderTimeout != 0 && !postgres.IsURL(cfg.DB) {
+		return usageErrorf("a leader timeout applies only to several brokers on a PostgreSQL database; %q is a SQLite file", cfg.DB)
 	}
 	listenFrom, dbFrom := "listen in the configuration file", "db in the configuration file"
 	if sf.listen.set || sf.config.v == "" {

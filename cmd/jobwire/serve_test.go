@@ -59,6 +59,12 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 		{"base delay negative", []string{"--transient-retry-base-delay=-5ms"}, nil, "--transient-retry-base-delay: must be a duration"},
 		{"command timeout zero", []string{"--command-timeout", "0s"}, nil, "--command-timeout must be positive, got 0s"},
 		{"command timeout without unit", []string{"--command-timeout", "30"}, nil, `invalid value "30" for flag --command-timeout: must be a duration`},
+		{"leader timeout too short", []string{"--db", "postgres://jobwire@127.0.0.1:1/jobwire", "--leader-timeout", "1s"}, nil,
+			"--leader-timeout must be at least 3s (three election intervals), got 1s"},
+		{"leader timeout from the environment", []string{"--db", "postgres://jobwire@127.0.0.1:1/jobwire"},
+			map[string]string{"JOBWIRE_LEADER_TIMEOUT": "2s"}, "JOBWIRE_LEADER_TIMEOUT must be at least 3s"},
+		{"leader timeout with SQLite", []string{"--leader-timeout", "10s"}, nil,
+			"a leader timeout applies only to several brokers on a PostgreSQL database;"},
 		{"durability", []string{"--durability", "fast"}, nil, `--durability must be normal or full, got "fast"`},
 		{"log level", []string{"--log-level", "loud"}, nil, `--log-level must be debug, info, warn or error, got "loud"`},
 		{"config with an unknown key", []string{"--config", badConfig}, nil, "jobwire serve: " + badConfig + ` line 2: unknown key "retyr" (did you mean "retry"?)` + "\n"},
@@ -94,6 +100,23 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 				t.Errorf("the database %s was created (stat: %v); bad input must be refused before touching the disk", db, err)
 			}
 		})
+	}
+}
+
+// --leader-timeout reaches the configuration the PostgreSQL store is opened with.
+func TestServeLeaderTimeout(t *testing.T) {
+	t.Parallel()
+	fs := flagsFor(find("serve"))
+	sf := addServeFlags(&env{getenv: func(string) string { return "" }}, fs)
+	if _, err := parse(fs, []string{"--db", "postgres://jobwire@db.example/jobwire", "--leader-timeout", "7s"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	if err := sf.apply(&cfg); err != nil {
+		t.Fatalf("apply() = %v", err)
+	}
+	if cfg.LeaderTimeout != 7*time.Second {
+		t.Fatalf("leader timeout %s, want 7s", cfg.LeaderTimeout)
 	}
 }
 

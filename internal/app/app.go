@@ -230,7 +230,8 @@ func openStore(ctx context.Context, cfg config.Config, addr string, log *slog.Lo
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := postgres.Open(ctx, cfg.DB, postgres.Options{Retry: policy, Logger: log, Addr: addr})
+		st, err := postgres.Open(ctx, cfg.DB, postgres.Options{Retry: policy, Logger: log, Addr: addr,
+			LeaderTimeout: cfg.LeaderTimeout})
 		if err != nil {
 			return nil, nil, fmt.Errorf("open database %s: %w", postgres.Redact(cfg.DB), err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/retry"
+	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -94,6 +95,7 @@ type StorageFile struct {
 	TransientRetryBaseDelay *time.Duration `yaml:"transient_retry_base_delay"`
 	CommandTimeout          *time.Duration `yaml:"command_timeout"`
 	BusyTimeout             *time.Duration `yaml:"busy_timeout"`
+	LeaderTimeout           *time.Duration `yaml:"leader_timeout"`
 }
 
 // Config is the checked configuration, ready to build a broker from.
@@ -105,9 +107,13 @@ type Config struct {
 	Breakers    broker.BreakerOptions
 	Storage     storeretry.Options
 	BusyTimeout time.Duration
-	MaxPayload  int
-	LogLevel    string
-	LogFormat   string
+	// LeaderTimeout is how long the leader of several brokers on one PostgreSQL database may go
+	// without recording that it is alive before another takes over (postgres.Options); zero is
+	// the store's default. Only a PostgreSQL database has a leader.
+	LeaderTimeout time.Duration
+	MaxPayload    int
+	LogLevel      string
+	LogFormat     string
 	// HTTPListen is where /metrics, /healthz, /readyz and the dashboard are served; HTTPOff
 	// turns the listener off.
 	HTTPListen  string
@@ -291,6 +297,12 @@ func (f File) apply(c Config, ck *checker) Config {
 	if c.BusyTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("storage.busy_timeout must not be negative, got %s", c.BusyTimeout))
 	}
+	if s.LeaderTimeout != nil {
+		c.LeaderTimeout = *s.LeaderTimeout
+		if err := CheckLeaderTimeout(c.LeaderTimeout); err != nil {
+			errs = append(errs, "storage.leader_timeout "+err.Error())
+		}
+	}
 	storageNames := goToYAML(reflect.TypeFor[StorageFile]())
 	if err := c.Storage.Validate(); err != nil {
 		for _, e := range splitJoined(err) {
@@ -399,6 +411,16 @@ func CheckHTTPListen(addr string) error {
 	}
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
 		return fmt.Errorf("must be host:port (such as 127.0.0.1:7071) or off, got %q", addr)
+	}
+	return nil
+}
+
+// CheckLeaderTimeout checks a leader timeout: at least three of the store's election intervals,
+// so that a leader's heartbeat, written every interval, is missed several times over before
+// another broker ends its session.
+func CheckLeaderTimeout(d time.Duration) error {
+	if least := 3 * postgres.DefaultElectionInterval; d < least {
+		return fmt.Errorf("must be at least %s (three election intervals), got %s", least, d)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ job_types:
   email.send:
     retry: {max_attempts: 9}
     breaker: {disabled: true}
-storage: {max_transient_retries: 5, command_timeout: 2s}
+storage: {max_transient_retries: 5, command_timeout: 2s, leader_timeout: 9s}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +49,9 @@ storage: {max_transient_retries: 5, command_timeout: 2s}
 	}
 	if cfg.Storage.MaxTransientRetries != 5 || cfg.Storage.CommandTimeout != 2*time.Second || cfg.Storage.TransientRetryBaseDelay != 200*time.Millisecond {
 		t.Fatalf("storage: %+v", cfg.Storage)
+	}
+	if cfg.LeaderTimeout != 9*time.Second {
+		t.Fatalf("leader timeout %s, want 9s", cfg.LeaderTimeout)
 	}
 }
 
@@ -86,6 +89,7 @@ func TestParseRejectsBadValuesInOneSentenceEach(t *testing.T) {
 		{"breaker: {count: [], open_on_fatal: false}", "line 1: breaker.count is empty and open_on_fatal is false, so the breaker could never open; set disabled instead"},
 		{"storage:\n  command_timeout: 0s", "line 2: storage.command_timeout must be positive, got 0s"},
 		{"storage: {max_transient_retries: -1}", "line 1: storage.max_transient_retries must be zero or more, got -1"},
+		{"storage:\n  leader_timeout: 2s", "line 2: storage.leader_timeout must be at least 3s (three election intervals), got 2s"},
 		{"max_payload_bytes: -1", "line 1: max_payload_bytes must be 1..67108864, got -1"},
 		{"log_level: loud", `line 1: log_level must be debug, info, warn or error, got "loud"`},
 		{"retention: {succeeded: 0s}", "line 1: retention.succeeded must be at least 1m, got 0s"},
