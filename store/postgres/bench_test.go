@@ -22,7 +22,8 @@ const benchBatch = 100
 
 // BenchmarkWriterCycle is the broker writer's steady state under load, one transaction per
 // iteration: insert benchBatch jobs, store the successes of the jobs the previous iteration
-// leased, and lease benchBatch ready jobs (in a savepoint, as dispatch does). The table starts
+// leased, and lease benchBatch ready jobs at commit, as a cluster's dispatch does (breakers and
+// queue pauses and caps enforced by the lease's statement). The table starts
 // with 100,000 finished jobs, so a statement that reads history instead of the partial indexes
 // shows. ns/op is one such transaction: benchBatch jobs inserted, leased and finished;
 // round-trips/op counts the statements and batches it sent.
@@ -43,7 +44,7 @@ func BenchmarkWriterCycle(b *testing.B) {
 			MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}
 	}
 	lease := store.JobLeaseParams{Types: []string{"bench"}, Limit: benchBatch, WorkerID: "bench",
-		Now: now, LeaseUntil: now.Add(time.Minute)}
+		Now: now, LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, ExcludeShut: true}
 	var held []*job.Job
 	server := serverCPU(ctx, b, s)
 	tripsBefore := trips.n.Load()
@@ -70,11 +71,7 @@ func BenchmarkWriterCycle(b *testing.B) {
 					return fmt.Errorf("job %d: success refused", held[i].ID)
 				}
 			}
-			return tx.Isolated(func() error {
-				var err error
-				held, err = tx.JobLease(&lease)
-				return err
-			})
+			return tx.JobLeaseAtCommit(&lease, func(jobs []*job.Job, err error) { held = jobs })
 		})
 		if err != nil {
 			b.Fatal(err)
