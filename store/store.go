@@ -105,7 +105,9 @@ type Tx interface {
 	// the whole transaction, so it is never made inside Isolated. got receives the leased jobs,
 	// or the error of reading them (they then stay leased until their lease runs out), at the
 	// latest as the transaction ends; the transaction may still fail after it, so callers act
-	// on the jobs only once Write has returned nil.
+	// on the jobs only once Write has returned nil. If the connection is lost with the answer
+	// of a COMMIT that went through, got is not called at all, and the jobs stay leased until
+	// their lease runs out: late, never lost.
 	JobLeaseAtCommit(p *JobLeaseParams, got func([]*job.Job, error)) error
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
