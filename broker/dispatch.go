@@ -191,24 +191,15 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				return err
 			}
 		}
+		if err := leaseAtCommit(tx, grants); err != nil {
+			return err
+		}
 		// Once a grant comes back short, every ready job of its scope is taken: a later grant
 		// of another session with the same scope would find nothing, so it is not asked.
 		var drained map[string]bool
 		for _, g := range grants {
-			g.leased, g.failed = nil, nil
 			scope := leaseScope(&g.params)
-			if drained[scope] {
-				continue
-			}
-			if !g.probe && g.params.SkipCapped {
-				// Nothing in the transaction depends on what this lease takes (no cap to count
-				// down, no probe slot to take), so the store may send it with COMMIT; its failure
-				// then fails the batch, not this grant alone.
-				if err := tx.JobLeaseAtCommit(&g.params, func(jobs []*job.Job, err error) {
-					g.leased, g.failed = jobs, err
-				}); err != nil {
-					return err
-				}
+			if drained[scope] || g.atCommit() {
 				continue
 			}
 			// One grant that cannot be stored (a statement the store refuses, say) must not
@@ -271,6 +262,49 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 			b.signal()
 		}
 	}}
+}
+
+// atCommit reports whether g leases at commit (leaseAtCommit): outside a probe, with no queue
+// cap to count down.
+func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped }
+
+// leaseAtCommit asks the store for the leases of the grants that lease at commit, one lease
+// of many per scope: nothing in the transaction depends on what they take (no cap to count
+// down, no probe slot to take), so the store may send them with COMMIT, in one statement for
+// every worker stream of a scope. Their failure then fails the batch, not one grant alone.
+func leaseAtCommit(tx store.Tx, grants []*grant) error {
+	var scopes []string
+	byScope := make(map[string][]*grant)
+	for _, g := range grants {
+		g.leased, g.failed = nil, nil
+		if !g.atCommit() {
+			continue
+		}
+		sc := leaseScope(&g.params)
+		if byScope[sc] == nil {
+			scopes = append(scopes, sc)
+		}
+		byScope[sc] = append(byScope[sc], g)
+	}
+	for _, sc := range scopes {
+		gs := byScope[sc]
+		ps := make([]*store.JobLeaseParams, len(gs))
+		for i, g := range gs {
+			ps[i] = &g.params
+		}
+		err := tx.JobLeaseAtCommit(ps, func(jobs [][]*job.Job, err error) {
+			for i, g := range gs {
+				g.leased, g.failed = nil, err
+				if err == nil {
+					g.leased = jobs[i]
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // queueScope is the queues one grant may lease from: Queues when the session names its

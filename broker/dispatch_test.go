@@ -2,7 +2,11 @@ package broker
 
 import (
 	"context"
+	"reflect"
 	"testing"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
 )
 
 // A grant that stops at its MaxBytes (its session's outbox is almost full) leaves jobs ready:
@@ -31,5 +35,62 @@ func TestLeaseRoundGrantStoppedByBytesLeavesScopeOpen(t *testing.T) {
 	}
 	if len(byBytes.leased) != 1 || len(other.leased) != 2 {
 		t.Fatalf("leased %d and %d jobs, want 1 and 2", len(byBytes.leased), len(other.leased))
+	}
+}
+
+// atCommitTx records the leases asked for at commit, and gives each lease its limit in jobs.
+type atCommitTx struct {
+	store.Tx
+	calls [][]*store.JobLeaseParams
+}
+
+func (tx *atCommitTx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job, error)) error {
+	tx.calls = append(tx.calls, ps)
+	out := make([][]*job.Job, len(ps))
+	for i, p := range ps {
+		for range p.Limit {
+			out[i] = append(out[i], &job.Job{ID: int64(len(tx.calls)*100 + i*10 + len(out[i]))})
+		}
+	}
+	got(out, nil)
+	return nil
+}
+
+// The grants of a round that lease at commit go to the store as one call per scope, in the
+// round's order, so that a round of many worker streams costs one statement per scope; probes
+// and capped leases are left to lease one by one.
+func TestLeaseAtCommitOneCallPerScope(t *testing.T) {
+	t.Parallel()
+	newGrant := func(sess string, limit int, types ...string) *grant {
+		return &grant{sess: &Session{id: sess}, params: store.JobLeaseParams{Types: types, Limit: limit, WorkerID: sess,
+			EnforceQueues: true, SkipCapped: true, ExcludeShut: true}}
+	}
+	a1, b1, a2, a3 := newGrant("w1", 1, "a"), newGrant("w2", 2, "b"), newGrant("w3", 4, "a"), newGrant("w4", 8, "a")
+	probe := newGrant("w5", 1, "a")
+	probe.probe = true
+	capped := newGrant("w6", 1, "a")
+	capped.params.SkipCapped = false
+	tx := &atCommitTx{}
+	if err := leaseAtCommit(tx, []*grant{a1, b1, probe, a2, capped, a3}); err != nil {
+		t.Fatal(err)
+	}
+	var workers [][]string
+	for _, call := range tx.calls {
+		var ws []string
+		for _, p := range call {
+			ws = append(ws, p.WorkerID)
+		}
+		workers = append(workers, ws)
+	}
+	if want := [][]string{{"w1", "w3", "w4"}, {"w2"}}; !reflect.DeepEqual(workers, want) {
+		t.Fatalf("leases at commit asked for %v, want %v", workers, want)
+	}
+	for _, g := range []*grant{a1, b1, a2, a3} {
+		if len(g.leased) != g.params.Limit {
+			t.Errorf("grant of %s got %d jobs, want its %d", g.params.WorkerID, len(g.leased), g.params.Limit)
+		}
+	}
+	if probe.leased != nil || capped.leased != nil {
+		t.Errorf("a probe or a capped lease went at commit")
 	}
 }

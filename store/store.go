@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jobwire/jobwire/job"
@@ -99,16 +101,19 @@ type Tx interface {
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.
 	JobLease(p *JobLeaseParams) ([]*job.Job, error)
-	// JobLeaseAtCommit is JobLease for a lease that is the transaction's last word: nothing
-	// else in the transaction depends on which jobs it takes. A store may then send it with
-	// COMMIT, saving the round trip of waiting for it; a failure of its statement then fails
-	// the whole transaction, so it is never made inside Isolated. got receives the leased jobs,
-	// or the error of reading them (they then stay leased until their lease runs out), at the
-	// latest as the transaction ends; the transaction may still fail after it, so callers act
-	// on the jobs only once Write has returned nil. If the connection is lost with the answer
-	// of a COMMIT that went through, got is not called at all, and the jobs stay leased until
-	// their lease runs out: late, never lost.
-	JobLeaseAtCommit(p *JobLeaseParams, got func([]*job.Job, error)) error
+	// JobLeaseAtCommit is JobLease for leases that are the transaction's last word: nothing
+	// else in the transaction depends on which jobs they take. All of ps have one scope
+	// (SameLeaseScope); each has its own Limit, MaxBytes, WorkerID, Owner and LeaseUntil, and
+	// the first takes the first jobs in dispatch order, the next the following ones. A store
+	// may send them with COMMIT, saving the round trip of waiting for them; a failure of their
+	// statement then fails the whole transaction, so they are never made inside Isolated. got
+	// receives the jobs of each lease, in the order of ps, or the error of reading them (they
+	// then stay leased until their lease runs out), at the latest as the transaction ends; the
+	// transaction may still fail after it, so callers act on the jobs only once Write has
+	// returned nil. If the connection is lost with the answer of a COMMIT that went through,
+	// got is not called at all, and the jobs stay leased until their lease runs out: late,
+	// never lost.
+	JobLeaseAtCommit(ps []*JobLeaseParams, got func([][]*job.Job, error)) error
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
 	// start stored again.
@@ -259,6 +264,33 @@ type JobLeaseParams struct {
 	// Random supplies each lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader,
 	// so tokens cannot be guessed.
 	Random io.Reader
+}
+
+// SameLeaseScope reports whether two leases select from the same jobs under the same rules:
+// the same types, queues and exclusions, and the same rules enforced. Their limits, payload
+// bounds and holders may differ.
+func SameLeaseScope(a, b *JobLeaseParams) bool {
+	return slices.Equal(a.Types, b.Types) && slices.Equal(a.Queues, b.Queues) &&
+		slices.Equal(a.ExcludeQueues, b.ExcludeQueues) && slices.Equal(a.ExcludeTypes, b.ExcludeTypes) &&
+		a.ExcludePaused == b.ExcludePaused && a.ExcludeShut == b.ExcludeShut && a.SkipCapped == b.SkipCapped &&
+		a.EnforceQueues == b.EnforceQueues && maps.Equal(a.Caps, b.Caps)
+}
+
+// WithinBytes is how many of jobs, in order, a lease bounded by maxBytes keeps
+// (JobLeaseParams.MaxBytes): every job whose predecessors' payloads stay under it, so at least
+// one. Zero or less: all of them.
+func WithinBytes(jobs []*job.Job, maxBytes int) int {
+	if maxBytes <= 0 {
+		return len(jobs)
+	}
+	bytes := 0
+	for i, j := range jobs {
+		if bytes >= maxBytes {
+			return i
+		}
+		bytes += len(j.Payload)
+	}
+	return len(jobs)
 }
 
 // JobStartParams marks user code started.

@@ -71,7 +71,7 @@ func BenchmarkWriterCycle(b *testing.B) {
 					return fmt.Errorf("job %d: success refused", held[i].ID)
 				}
 			}
-			return tx.JobLeaseAtCommit(&lease, func(jobs []*job.Job, err error) { held = jobs })
+			return tx.JobLeaseAtCommit([]*store.JobLeaseParams{&lease}, func(jobs [][]*job.Job, err error) { held = jobs[0] })
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,35 +263,48 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	return t.leaseCapped(scope, caps)
 }
 
-// JobLeaseAtCommit sends a lease that no queue cap can cut short with COMMIT (see pipeTx.later):
-// a dispatch round that leases in a transaction of its own then costs the round trips of its
-// other statements only. A capped lease reads and leases at once, as JobLease does.
-func (t *tx) JobLeaseAtCommit(p *store.JobLeaseParams, got func([]*job.Job, error)) error {
-	if p.Limit <= 0 || len(p.Types) == 0 {
+// JobLeaseAtCommit sends the leases, one statement for them all, with COMMIT (see
+// pipeTx.later): a dispatch round that leases in a transaction of its own then costs the round
+// trips of its other statements only, and a round of many worker streams one statement, not one
+// per stream. Leases that a queue cap can cut short read and lease at once, one by one, as
+// JobLease does.
+func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job, error)) error {
+	if len(ps) == 0 {
 		got(nil, nil)
 		return nil
 	}
-	scope, caps, err := t.leaseScope(p)
+	for _, p := range ps[1:] {
+		if !store.SameLeaseScope(ps[0], p) {
+			return errors.New("leases at commit of different scopes (types, queues or rules) in one call")
+		}
+	}
+	scope, caps, err := t.leaseScope(ps[0])
 	if err != nil {
 		return err
 	}
 	pt, piped := t.tx.(*pipeTx)
 	if len(caps) > 0 || !piped {
-		jobs, err := t.JobLease(p)
-		if err == nil {
-			got(jobs, nil)
+		out := make([][]*job.Job, len(ps))
+		for i, p := range ps {
+			if out[i], err = t.JobLease(p); err != nil {
+				return err
+			}
 		}
-		return err
+		got(out, nil)
+		return nil
 	}
-	sql, args, err := leaseAtOnceSQL(scope)
-	if err != nil {
+	sql, args, err := leaseAtOnceSQL(scope, ps)
+	if sql == "" || err != nil {
+		if err == nil {
+			got(make([][]*job.Job, len(ps)), nil)
+		}
 		return err
 	}
 	if err := t.leaseSettings(true); err != nil {
 		return err
 	}
 	pt.later(sql, args, func(rows pgx.Rows) error {
-		jobs, err := scanJobs(rows, nil)
+		out, err := scanLeased(rows, len(ps))
 		if pt.statementFailed(err) {
 			return err
 		}
@@ -298,8 +312,7 @@ func (t *tx) JobLeaseAtCommit(p *store.JobLeaseParams, got func([]*job.Job, erro
 			got(nil, fmt.Errorf("read the leased jobs: %w", err))
 			return nil
 		}
-		sortForDispatch(jobs)
-		got(jobs, nil)
+		got(out, nil)
 		return nil
 	})
 	return t.leaseSettings(false)
@@ -411,63 +424,112 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 // leaseAtOnce leases what p asks for with one statement (leaseAtOnceSQL), when no queue cap
 // can cut the lease short, and returns the jobs in dispatch order.
 func (t *tx) leaseAtOnce(p *store.JobLeaseParams) ([]*job.Job, error) {
-	sql, args, err := leaseAtOnceSQL(p)
-	if err != nil {
+	sql, args, err := leaseAtOnceSQL(p, []*store.JobLeaseParams{p})
+	if sql == "" || err != nil {
 		return nil, err
 	}
 	if err := t.leaseSettings(true); err != nil {
 		return nil, err
 	}
-	jobs, err := t.queryJobs(sql, args...)
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := scanLeased(rows, 1)
 	if err != nil {
 		return nil, err
 	}
 	if err := t.leaseSettings(false); err != nil {
 		return nil, err
 	}
-	sortForDispatch(jobs)
-	return jobs, nil
+	return out[0], nil
 }
 
-// leaseAtOnceSQL is one statement that selects and locks the ready jobs p may lease in
-// dispatch order (leaseQuery) and leases them: one round trip, where reading the jobs and then
-// leasing them took two. Each job's token is its last one's number plus one, with a secret
-// drawn from p.Random. With p.MaxBytes, the jobs past it, counted in dispatch order, are left
-// ready (locked by the transaction until it ends, as read, but not leased).
-func leaseAtOnceSQL(p *store.JobLeaseParams) (string, []any, error) {
-	random := p.Random
+// leaseAtOnceSQL is one statement that selects and locks the ready jobs the leases ps may take
+// (all of scope, the leases' scope with the queues' rules applied) in dispatch order
+// (leaseQuery), and leases them: the first ps[0].Limit to the first lease, the next to the
+// second, and so on. One round trip, where reading the jobs and then leasing them took two, and
+// one statement for every worker stream of a round. Each job's token is its last one's number
+// plus one, with a secret drawn from ps[0].Random. A lease's jobs past its MaxBytes, counted in
+// dispatch order, are left ready (locked by the transaction until it ends, as read, but not
+// leased). The statement returns each job with the 1-based number of its lease (scanLeased). An
+// empty sql: nothing to lease.
+func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (string, []any, error) {
+	total := 0
+	starts := make([]int64, len(ps)) // the first row number of each lease's jobs
+	untils, maxBytes := make([]int64, len(ps)), make([]int64, len(ps))
+	workers, owners := make([]string, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		starts[i] = int64(total + 1)
+		total += max(p.Limit, 0)
+		untils[i], workers[i], owners[i] = nanos(p.LeaseUntil), p.WorkerID, p.Owner
+		maxBytes[i] = math.MaxInt64
+		if p.MaxBytes > 0 {
+			maxBytes[i] = int64(p.MaxBytes)
+		}
+	}
+	if total == 0 || len(scope.Types) == 0 {
+		return "", nil, nil
+	}
+	random := ps[0].Random
 	if random == nil {
 		random = rand.Reader
 	}
-	// One secret for each job the lease may take, drawn at once and sent as one value: the n-th
-	// job gets the n-th 16 bytes. Drawn one by one, and sent as an array, the secrets of a round
-	// that takes a few jobs of a limit of hundreds cost more than its lease.
-	secrets := make([]byte, job.SecretSize*p.Limit)
+	// One secret for each job the leases may take, drawn at once and sent as one value: the
+	// n-th job gets the n-th 16 bytes. Drawn one by one, and sent as an array, the secrets of a
+	// round that takes a few jobs of a limit of hundreds cost more than its lease.
+	secrets := make([]byte, job.SecretSize*total)
 	if _, err := io.ReadFull(random, secrets); err != nil {
 		return "", nil, fmt.Errorf("lease token: read random secrets: %w", err)
 	}
-	cols, within := `id`, ``
-	if p.MaxBytes > 0 {
-		cols = `id, priority, run_at, octet_length(payload) AS size`
-	}
-	q := leaseQuery(p, p.Limit, nil, cols)
-	numbered := `SELECT id, row_number() OVER () AS n FROM picked`
-	if p.MaxBytes > 0 {
-		// A job is leased while the payloads before it stay under MaxBytes: the first always is.
-		numbered = `SELECT id, row_number() OVER () AS n,
-			sum(size) OVER (ORDER BY priority DESC, run_at, id ROWS UNBOUNDED PRECEDING) - size AS before FROM picked`
-		within = ` AND numbered.before < ` + q.arg(p.MaxBytes)
-	}
-	// The secrets are handed out in any order (row_number over no order): they are random.
-	sql := `WITH picked AS (` + q.sql.String() + `), numbered AS (` + numbered + `)
+	q := leaseQuery(scope, total, nil, `id, priority, run_at, octet_length(payload) AS size`)
+	size := strconv.Itoa(job.SecretSize)
+	sql := `WITH picked AS (` + q.sql.String() + `),
+	numbered AS (SELECT id, size, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n FROM picked),
+	shared AS (SELECT id, size, n, width_bucket(n, ` + q.arg(starts) + `::bigint[]) AS i FROM numbered),
+	sized AS (SELECT id, n, i, sum(size) OVER (PARTITION BY i ORDER BY n ROWS UNBOUNDED PRECEDING) - size AS before
+		FROM shared)
 	UPDATE jobs SET state = 3, lease_token = jobs.lease_token + 1,
-		lease_secret = substring(` + q.arg(secrets) + `::bytea FROM ((numbered.n - 1) * ` + strconv.Itoa(job.SecretSize) + ` + 1)::int FOR ` + strconv.Itoa(job.SecretSize) + `),
-		lease_expires_at = ` + q.arg(nanos(p.LeaseUntil)) + `, worker_id = ` + q.arg(p.WorkerID) + `,
-		lease_owner = ` + q.arg(p.Owner) + `
-	FROM numbered WHERE jobs.id = numbered.id AND jobs.state + 0 = 2` + within + `
-	RETURNING ` + leasedColumns
+		lease_secret = substring(` + q.arg(secrets) + `::bytea FROM ((sized.n - 1) * ` + size + ` + 1)::int FOR ` + size + `),
+		lease_expires_at = (` + q.arg(untils) + `::bigint[])[sized.i],
+		worker_id = (` + q.arg(workers) + `::text[])[sized.i], lease_owner = (` + q.arg(owners) + `::text[])[sized.i]
+	FROM sized WHERE jobs.id = sized.id AND jobs.state + 0 = 2 AND sized.before < (` + q.arg(maxBytes) + `::bigint[])[sized.i]
+	RETURNING ` + leasedColumns + `, sized.i`
 	return sql, q.args, nil
 }
+
+// scanLeased reads the rows of leaseAtOnceSQL's statement into the jobs of each of its n
+// leases, each in dispatch order, and closes them.
+func scanLeased(rows pgx.Rows, n int) ([][]*job.Job, error) {
+	defer rows.Close()
+	out := make([][]*job.Job, n)
+	for rows.Next() {
+		var i int
+		j, err := scanJob(withExtra{rows, &i})
+		if err != nil {
+			return nil, err
+		}
+		if i < 1 || i > n {
+			return nil, fmt.Errorf("job %d leased for lease %d of %d", j.ID, i, n)
+		}
+		out[i-1] = append(out[i-1], j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, jobs := range out {
+		sortForDispatch(jobs)
+	}
+	return out, nil
+}
+
+// withExtra is a row whose Scan reads one more column, after the ones asked for, into extra.
+type withExtra struct {
+	pgx.Row
+	extra any
+}
+
+func (r withExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra)...) }
 
 // leaseSettings turns the planner settings a lease's statement needs on before it and off
 // after it (readInDispatchOrder, joinByKey); they ride with the statements around them.

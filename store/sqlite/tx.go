@@ -154,13 +154,38 @@ func (t *tx) Isolated(fn func() error) error {
 	return err
 }
 
-// JobLeaseAtCommit is JobLease: a statement costs no round trip here.
-func (t *tx) JobLeaseAtCommit(p *store.JobLeaseParams, got func([]*job.Job, error)) error {
-	jobs, err := t.JobLease(p)
-	if err != nil {
-		return err
+// JobLeaseAtCommit leases at once: a statement costs no round trip here. As one statement
+// does on PostgreSQL, each lease takes its slice of the dispatch order, its Limit jobs after
+// the earlier leases' slices, and the jobs of its slice past its MaxBytes stay ready: each
+// lease takes its whole slice, and what passes its MaxBytes is handed back once every slice is
+// taken.
+func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job, error)) error {
+	for _, p := range ps[min(1, len(ps)):] {
+		if !store.SameLeaseScope(ps[0], p) {
+			return errors.New("leases at commit of different scopes (types, queues or rules) in one call")
+		}
 	}
-	got(jobs, nil)
+	out := make([][]*job.Job, len(ps))
+	var back []job.LeaseRef
+	for i, p := range ps {
+		whole := *p
+		whole.MaxBytes = 0
+		jobs, err := t.JobLease(&whole)
+		if err != nil {
+			return err
+		}
+		keep := store.WithinBytes(jobs, p.MaxBytes)
+		for _, j := range jobs[keep:] {
+			back = append(back, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken})
+		}
+		out[i] = jobs[:keep]
+	}
+	if len(back) > 0 {
+		if _, err := t.JobReleaseMany(back); err != nil {
+			return err
+		}
+	}
+	got(out, nil)
 	return nil
 }
 

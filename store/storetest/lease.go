@@ -18,6 +18,7 @@ var _ = register(
 	testCase{"LeaseCaps", testLeaseCaps},
 	testCase{"LeaseMaxBytes", testLeaseMaxBytes},
 	testCase{"LeaseAtCommit", testLeaseAtCommit},
+	testCase{"LeaseManyAtCommit", testLeaseManyAtCommit},
 	testCase{"LeaseExcludeShut", testLeaseExcludeShut},
 	testCase{"LeaseTokens", testLeaseTokens},
 	testCase{"JobStart", testJobStart},
@@ -163,7 +164,7 @@ func testLeaseMaxBytes(t *testing.T, b *bundle) {
 			err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
 				var err error
 				if atCommit {
-					err = tx.JobLeaseAtCommit(p, func(js []*job.Job, err error) { jobs = js })
+					err = tx.JobLeaseAtCommit([]*store.JobLeaseParams{p}, func(js [][]*job.Job, err error) { jobs = js[0] })
 				} else {
 					jobs, err = tx.JobLease(p)
 				}
@@ -208,7 +209,9 @@ func testLeaseAtCommit(t *testing.T, b *bundle) {
 	errUndo := errors.New("undo")
 	called := false
 	err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
-		return errors.Join(tx.JobLeaseAtCommit(b.leaseParams(10, "t"), func([]*job.Job, error) { called = true }), errUndo)
+		return errors.Join(tx.JobLeaseAtCommit([]*store.JobLeaseParams{b.leaseParams(10, "t")}, func([][]*job.Job, error) {
+			called = true
+		}), errUndo)
 	})
 	if !errors.Is(err, errUndo) {
 		t.Fatal(err)
@@ -220,8 +223,8 @@ func testLeaseAtCommit(t *testing.T, b *bundle) {
 	var gotErr error
 	calls := 0
 	b.write(func(tx store.Tx) error {
-		return tx.JobLeaseAtCommit(b.leaseParams(10, "t"), func(js []*job.Job, err error) {
-			jobs, gotErr = js, err
+		return tx.JobLeaseAtCommit([]*store.JobLeaseParams{b.leaseParams(10, "t")}, func(js [][]*job.Job, err error) {
+			jobs, gotErr = js[0], err
 			calls++
 		})
 	})
@@ -239,13 +242,67 @@ func testLeaseAtCommit(t *testing.T, b *bundle) {
 	// Nothing to lease: got hears so, and no job.
 	calls = 0
 	b.write(func(tx store.Tx) error {
-		return tx.JobLeaseAtCommit(b.leaseParams(10, "t"), func(js []*job.Job, err error) {
-			jobs, gotErr = js, err
+		return tx.JobLeaseAtCommit([]*store.JobLeaseParams{b.leaseParams(10, "t")}, func(js [][]*job.Job, err error) {
+			jobs, gotErr = js[0], err
 			calls++
 		})
 	})
 	if calls != 1 || len(jobs) != 0 || gotErr != nil {
 		t.Fatalf("an empty lease at commit: got called %d times with %v, %v", calls, ids(jobs), gotErr)
+	}
+}
+
+// Several leases of one scope at commit share the ready jobs in dispatch order, the first the
+// first ones, each up to its limit and payload bound, each with its own holder; leases of
+// different scopes are refused.
+func testLeaseManyAtCommit(t *testing.T, b *bundle) {
+	var ps []*store.JobInsertParams
+	for range 7 {
+		p := b.job("t")
+		p.Payload = []byte("0123456789")
+		ps = append(ps, p)
+	}
+	got := b.insert(ps...)
+	first, second, third := b.leaseParams(2, "t"), b.leaseParams(4, "t"), b.leaseParams(4, "t")
+	first.WorkerID, second.WorkerID, third.WorkerID = "w1", "w2", "w3"
+	second.MaxBytes = 25 // three jobs: the third starts at 20 bytes
+	third.Owner = "tok_3"
+	var leased [][]*job.Job
+	b.write(func(tx store.Tx) error {
+		return tx.JobLeaseAtCommit([]*store.JobLeaseParams{first, second, third}, func(js [][]*job.Job, err error) {
+			leased = js
+			if err != nil {
+				t.Errorf("got %v", err)
+			}
+		})
+	})
+	if len(leased) != 3 {
+		t.Fatalf("got the jobs of %d leases, want 3", len(leased))
+	}
+	equal(t, "first lease", ids(leased[0]), got[:2])
+	equal(t, "second lease, bounded by its bytes", ids(leased[1]), got[2:5])
+	// The third lease's slice of the dispatch order starts after the second's whole limit: the
+	// job the second's bytes left is ready for the next round.
+	equal(t, "third lease", ids(leased[2]), got[6:7])
+	for i, want := range []string{"w1", "w2", "w3"} {
+		for _, j := range leased[i] {
+			stored := b.get(j.ID)
+			if stored.WorkerID != want || stored.State != job.StateLeased || stored.LeaseToken != j.LeaseToken {
+				t.Fatalf("job %d of lease %d stored as %s %v %v, want leased to %s with %v", j.ID, i+1,
+					stored.WorkerID, stored.State, stored.LeaseToken, want, j.LeaseToken)
+			}
+		}
+	}
+	if j := b.get(leased[2][0].ID); j.LeaseOwner != "tok_3" {
+		t.Fatalf("third lease's owner %q, want tok_3", j.LeaseOwner)
+	}
+	equal(t, "left ready", b.state(got[5]), job.StatePending)
+	other := b.leaseParams(1, "other")
+	err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+		return tx.JobLeaseAtCommit([]*store.JobLeaseParams{b.leaseParams(1, "t"), other}, func([][]*job.Job, error) {})
+	})
+	if err == nil {
+		t.Fatal("leases of two scopes at commit in one call were taken")
 	}
 }
 

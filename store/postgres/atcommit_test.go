@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func TestLeaseAtCommitCostsNoRoundTrip(t *testing.T) {
 			if !leasing {
 				return nil
 			}
-			return tx.JobLeaseAtCommit(lease, func(jobs []*job.Job, err error) { leased = jobs })
+			return tx.JobLeaseAtCommit([]*store.JobLeaseParams{lease}, func(jobs [][]*job.Job, err error) { leased = jobs[0] })
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -155,5 +156,44 @@ func TestPlannerOffRestoresTheSettings(t *testing.T) {
 	want := [][2]string{{"on", "off"}, {"off", "off"}, {"on", "off"}}
 	if !reflect.DeepEqual(seen, want) {
 		t.Fatalf("enable_sort and jit: %v, want %v", seen, want)
+	}
+}
+
+// The leases of a round's worker streams go as one statement: a round of many streams costs
+// the server one lease, not one per stream.
+func TestLeasesAtCommitShareOneStatement(t *testing.T) {
+	t.Parallel()
+	b := setupPipe(t)
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	var ps []*store.JobLeaseParams
+	for _, w := range []string{"w1", "w2", "w3"} {
+		ps = append(ps, &store.JobLeaseParams{Types: []string{"a"}, Limit: 2, WorkerID: w, Now: now,
+			LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, ExcludeShut: true})
+	}
+	var leased [][]*job.Job
+	before := len(b.trips.statements())
+	err := b.s.Write(ctx, "test", func(tx store.Tx) error {
+		for range 5 {
+			if err := b.insert(tx, "a"); err != nil {
+				return err
+			}
+		}
+		return tx.JobLeaseAtCommit(ps, func(jobs [][]*job.Job, err error) { leased = jobs })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := 0
+	for _, sql := range b.trips.statements()[before:] {
+		if strings.HasPrefix(sql, "WITH picked AS") {
+			leases++
+		}
+	}
+	if leases != 1 {
+		t.Fatalf("three leases at commit sent %d lease statements, want 1", leases)
+	}
+	if len(leased) != 3 || len(leased[0]) != 2 || len(leased[1]) != 2 || len(leased[2]) != 1 {
+		t.Fatalf("leased %v jobs per lease, want 2, 2 and 1", leased)
 	}
 }
