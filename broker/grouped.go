@@ -1,8 +1,14 @@
 package broker
 
 import (
+	"errors"
+
 	"github.com/jobwire/jobwire/store"
 )
+
+// errAnswerLost: a write sent with COMMIT whose answer never came (the connection was lost
+// with it), though the transaction committed.
+var errAnswerLost = errors.New("the store's answer to this write was lost; whether it was stored is not known")
 
 // grouped gathers the writes of a batch that commit stores many to a statement: successes
 // (tx.JobSucceedMany), starts (tx.JobStartMany) and the jobs of enqueues without idempotency
@@ -77,12 +83,21 @@ func (g *grouped) write(tx store.Tx) error {
 		}
 	}
 	if len(g.successes) > 0 {
-		succeeded, err := tx.JobSucceedMany(g.successes)
+		// Nothing later in the transaction depends on which successes apply: they touch no
+		// breaker and free no queue room (Session.Result groups only those), so the store may
+		// send them with COMMIT. A success whose answer cannot be read is refused as storage's
+		// failure, and its worker sends it again.
+		succeeding := g.succeeding
+		for _, o := range succeeding {
+			o.succeeded, o.unread = false, errAnswerLost
+		}
+		err := tx.JobSucceedManyAtCommit(g.successes, func(succeeded []bool, err error) {
+			for i, o := range succeeding {
+				o.succeeded, o.unread = err == nil && succeeded[i], err
+			}
+		})
 		if err != nil {
 			return err
-		}
-		for i, o := range g.succeeding {
-			o.succeeded = succeeded[i]
 		}
 	}
 	return nil

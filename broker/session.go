@@ -362,6 +362,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	o.apply = func(tx store.Tx) error {
 		ch.reset()
 		var err error
+		o.succeeded, o.unread = false, nil
 		o.succeeded, err = tx.JobFinish(params)
 		if err != nil || !o.succeeded {
 			return err
@@ -376,6 +377,9 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	}
 	o.done = func(err error) {
 		applied := o.succeeded
+		if err == nil && o.succeed != nil && o.unread != nil {
+			err = o.unread // stored with others at commit, and its answer not known
+		}
 		if err == nil {
 			b.applyBreakerChanges(ch)
 		}

@@ -43,6 +43,10 @@ type op struct {
 	// for this op alone.
 	succeed   *store.JobFinishParams
 	succeeded bool
+	// unread is why the store could not say whether succeed applied (its answer, sent with
+	// COMMIT, was lost or unreadable): the op is answered as failed by storage, and its worker
+	// sends the result again, which the store then finds applied or not.
+	unread error
 	// start, when set, is a start that commit writes with the batch's other starts in one
 	// statement (see grouped), setting applied; apply does the same for this op alone.
 	start   *store.JobStartParams

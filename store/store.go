@@ -126,6 +126,12 @@ type Tx interface {
 	// JobSucceedMany is JobFinish for many successful attempts at once (every p.Attempt has
 	// outcome SUCCEEDED); applied[i] says whether ps[i] was current.
 	JobSucceedMany(ps []*JobFinishParams) (applied []bool, err error)
+	// JobSucceedManyAtCommit is JobSucceedMany for successes whose answer is wanted only once
+	// the transaction is over: a store may send them with COMMIT. got receives applied, or the
+	// error of reading it, as JobLeaseAtCommit's got does, with the same care: the
+	// transaction may still fail after it, and it is not called when the connection is lost
+	// with the answer of a COMMIT that went through.
+	JobSucceedManyAtCommit(ps []*JobFinishParams, got func(applied []bool, err error)) error
 	// JobRelease hands a LEASED job back to PENDING without spending an attempt.
 	JobRelease(ref job.LeaseRef) (bool, error)
 	// JobReleaseMany is JobRelease for many leases at once; released[i] says whether refs[i]

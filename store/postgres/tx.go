@@ -670,38 +670,113 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 // succeedManySQL stores successes fenced by their leases, adds them to the finished totals by
 // the jobs' own queue and type, and returns the leases it changed. A lease listed twice
 // changes its job once and is counted once.
-const succeedManySQL = `WITH done AS (
+// succeedManySQL stores many successes and says which of them are applied: a row (ordinal,
+// true) for each stored now, and for each of them a row (ordinal, whether the job, as the
+// statement's snapshot shows it, holds the success already: store.LeaseState.Applied). The
+// snapshot does not show the UPDATE's own changes, so the two kinds of rows never both say true
+// of one write; appliedOf joins them. (Joining the UPDATE's rows to the writes in SQL would
+// rescan them once per write under joinByKey's settings.)
+const succeedManySQL = `WITH u AS (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
+		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
+), done AS (
 	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished
-	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
-		AS u(id, seq, secret, attempts, started, finished)
+	FROM u
 	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
-	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret, jobs.queue, jobs.type
+	RETURNING u.ord, jobs.queue, jobs.type
 ), totals AS (
 	INSERT INTO finished_totals (queue, type, state, n)
 	SELECT queue, type, 5, count(*) FROM done GROUP BY queue, type
 	ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n
 )
-SELECT id, lease_token, lease_secret FROM done`
+SELECT ord, true FROM done
+UNION ALL
+SELECT u.ord, j.state = 5 AND j.lease_token = u.seq AND j.lease_secret = u.secret AND j.attempts = u.attempts
+FROM u JOIN jobs j ON j.id = u.id`
 
-// JobSucceedMany writes a batch of successes with one statement, which returns the jobs it
-// changed: the others are checked one by one for a result stored before.
+// JobSucceedMany writes a batch of successes with one statement, which also says which of them
+// were stored before.
 func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
+	args := succeedManyArgs(ps)
+	if err := t.joinByKey(true); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.Query(t.ctx, succeedManySQL, args...)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := appliedOf(rows, ps)
+	if err != nil {
+		return nil, err
+	}
+	return applied, t.joinByKey(false)
+}
+
+// JobSucceedManyAtCommit sends JobSucceedMany's statement with COMMIT (pipeTx.later): a group
+// commit that stores successes and leases at commit then costs one round trip.
+func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool, error)) error {
+	pt, piped := t.tx.(*pipeTx)
+	if len(ps) == 0 || !piped {
+		applied, err := t.JobSucceedMany(ps)
+		if err == nil {
+			got(applied, nil)
+		}
+		return err
+	}
+	if err := t.joinByKey(true); err != nil {
+		return err
+	}
+	pt.later(succeedManySQL, succeedManyArgs(ps), func(rows pgx.Rows) error {
+		applied, err := appliedOf(rows, ps)
+		if pt.statementFailed(err) {
+			return err
+		}
+		got(applied, err)
+		return nil
+	})
+	return t.joinByKey(false)
+}
+
+// succeedManyArgs are succeedManySQL's arguments for ps.
+func succeedManyArgs(ps []*store.JobFinishParams) []any {
 	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
 	attempts := make([]int32, len(ps))
 	started, finished := make([]int64, len(ps)), make([]int64, len(ps))
 	for i, p := range ps {
 		attempts[i], started[i], finished[i] = int32(p.Attempt.Number), nanos(p.Attempt.StartedAt), nanos(p.Now)
 	}
-	changed, err := t.updateLeases(succeedManySQL, ids, seqs, secrets, attempts, started, finished)
-	if err != nil {
+	return []any{ids, seqs, secrets, attempts, started, finished}
+}
+
+// appliedOf reads succeedManySQL's rows for ps, and closes them: a success is applied if a row
+// says so, and a lease listed twice, stored once, is applied both times.
+func appliedOf(rows pgx.Rows, ps []*store.JobFinishParams) ([]bool, error) {
+	defer rows.Close()
+	byRef := make(map[job.LeaseRef]bool, len(ps))
+	for rows.Next() {
+		var ord int64
+		var ok bool
+		if err := rows.Scan(&ord, &ok); err != nil {
+			return nil, err
+		}
+		if ord < 1 || ord > int64(len(ps)) {
+			return nil, fmt.Errorf("answer for write %d of %d", ord, len(ps))
+		}
+		if ok {
+			byRef[ps[ord-1].Ref] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return appliedMany(changed, len(ps), func(i int) job.LeaseRef { return ps[i].Ref }, func(i int) (bool, error) {
-		return t.alreadyApplied(ps[i].Ref, job.StateSucceeded, ps[i].Attempt.Number)
-	})
+	applied := make([]bool, len(ps))
+	for i, p := range ps {
+		applied[i] = byRef[p.Ref]
+	}
+	return applied, nil
 }
 
 func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {

@@ -474,7 +474,28 @@ func testJobFinish(t *testing.T, b *bundle) {
 // JobSucceedMany applies the results under current leases and reports which; the totals count
 // each applied result once, however the batch is made up.
 func testJobSucceedMany(t *testing.T, b *bundle) {
-	for _, n := range []int{1, 3, 6, 40} {
+	for i, n := range []int{1, 3, 6, 40, 1, 3, 6, 40} {
+		atCommit := i >= 4 // the same through JobSucceedManyAtCommit
+		succeedMany := func(batch []*store.JobFinishParams) (applied []bool) {
+			calls := 0
+			b.write(func(tx store.Tx) error {
+				if !atCommit {
+					var err error
+					applied, err = tx.JobSucceedMany(batch)
+					return err
+				}
+				return tx.JobSucceedManyAtCommit(batch, func(a []bool, err error) {
+					applied, calls = a, calls+1
+					if err != nil {
+						t.Errorf("JobSucceedManyAtCommit: %v", err)
+					}
+				})
+			})
+			if atCommit && calls != 1 {
+				t.Fatalf("JobSucceedManyAtCommit called got %d times, want once", calls)
+			}
+			return applied
+		}
 		var ps []*store.JobInsertParams
 		for range n {
 			ps = append(ps, b.job("t"))
@@ -490,31 +511,21 @@ func testJobSucceedMany(t *testing.T, b *bundle) {
 		}
 		stale := b.finishParams(job.LeaseRef{JobID: jobs[0].ID, Token: job.LeaseToken{Seq: 9}}, job.StateSucceeded)
 		batch := append([]*store.JobFinishParams{stale}, fs...)
-		var applied []bool
-		b.write(func(tx store.Tx) error {
-			var err error
-			applied, err = tx.JobSucceedMany(batch)
-			return err
-		})
+		applied := succeedMany(batch)
 		want := make([]bool, len(batch))
 		for i := 1; i < len(want); i++ {
 			want[i] = true
 		}
 		equal(t, "applied", applied, want)
 		// The same batch again: acknowledged, counted once.
-		b.write(func(tx store.Tx) error {
-			var err error
-			applied, err = tx.JobSucceedMany(batch)
-			return err
-		})
-		equal(t, "applied again", applied, want)
+		equal(t, "applied again", succeedMany(batch), want)
 		for _, j := range jobs {
 			if got := b.get(j.ID); got.State != job.StateSucceeded || got.Attempts != 1 {
 				t.Fatalf("job %d after JobSucceedMany: %s attempts %d", j.ID, got.State, got.Attempts)
 			}
 		}
 	}
-	equal(t, "counts", b.counts(), []store.StateCount{{Queue: "default", Type: "t", State: job.StateSucceeded, Count: 50}})
+	equal(t, "counts", b.counts(), []store.StateCount{{Queue: "default", Type: "t", State: job.StateSucceeded, Count: 100}})
 }
 
 // JobRelease hands a LEASED job back without spending an attempt; a RUNNING one is not
