@@ -671,11 +671,11 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 // the jobs' own queue and type, and returns the leases it changed. A lease listed twice
 // changes its job once and is counted once.
 // succeedManySQL stores many successes and says which of them are applied: a row (ordinal,
-// true) for each stored now, and for each of them a row (ordinal, whether the job, as the
-// statement's snapshot shows it, holds the success already: store.LeaseState.Applied). The
-// snapshot does not show the UPDATE's own changes, so the two kinds of rows never both say true
-// of one write; appliedOf joins them. (Joining the UPDATE's rows to the writes in SQL would
-// rescan them once per write under joinByKey's settings.)
+// true) for each stored now, and for each of the others a row (ordinal, whether the job, as the
+// statement's snapshot shows it, holds the success already: store.LeaseState.Applied); the
+// snapshot does not show the UPDATE's own changes. appliedOf joins the two. (Joining the
+// UPDATE's rows to the writes in SQL would rescan them once per write under joinByKey's
+// settings; NOT IN is hashed, and only the writes not stored now are looked up again.)
 const succeedManySQL = `WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
 		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
@@ -692,7 +692,7 @@ const succeedManySQL = `WITH u AS (
 SELECT ord, true FROM done
 UNION ALL
 SELECT u.ord, j.state = 5 AND j.lease_token = u.seq AND j.lease_secret = u.secret AND j.attempts = u.attempts
-FROM u JOIN jobs j ON j.id = u.id`
+FROM u JOIN jobs j ON j.id = u.id WHERE u.ord NOT IN (SELECT ord FROM done)`
 
 // JobSucceedMany writes a batch of successes with one statement, which also says which of them
 // were stored before.
