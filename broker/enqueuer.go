@@ -32,14 +32,8 @@ func (b *Broker) enqueueLoop() {
 		case o := <-b.enqueues:
 			batch = append(batch, o)
 		case <-b.stop:
-			for {
-				select {
-				case o := <-b.enqueues:
-					o.done(ErrShuttingDown)
-				default:
-					return
-				}
-			}
+			failPending(b.enqueues)
+			return
 		}
 	fill:
 		for len(batch) < b.cfg.MaxBatch {

@@ -143,7 +143,7 @@ func (b *Broker) writeLoop() {
 			for _, o := range batch {
 				o.done(ErrShuttingDown)
 			}
-			b.failPending()
+			failPending(b.ops)
 			return
 		}
 		window.Stop()
@@ -305,11 +305,11 @@ func (b *Broker) applyBatch(tx store.Tx, batch []*op, g *grouped) error {
 	return nil
 }
 
-// failPending answers ops still queued at shutdown.
-func (b *Broker) failPending() {
+// failPending answers the ops still queued on ops at shutdown.
+func failPending(ops <-chan *op) {
 	for {
 		select {
-		case o := <-b.ops:
+		case o := <-ops:
 			o.done(ErrShuttingDown)
 		default:
 			return
