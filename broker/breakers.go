@@ -165,14 +165,13 @@ func (b *Broker) persistBreakers() {
 		return
 	}
 	recs := make([]store.BreakerRecord, 0, len(pending))
-	for typ, saved := range pending {
-		data, err := json.Marshal(saved)
+	for _, saved := range pending {
+		rec, err := b.encodeBreaker(saved)
 		if err != nil {
-			b.log.Error("encode breaker state", "type", typ, "err", err)
+			b.log.Error("store breaker state", "err", err)
 			continue
 		}
-		shut := saved.State != breaker.StateClosed && !b.breakers.ConfigFor(typ).Disabled
-		recs = append(recs, store.BreakerRecord{Type: typ, Data: data, Shut: shut})
+		recs = append(recs, rec)
 	}
 	// Straight to the store: the writer may already be stopped at shutdown.
 	err := b.st.Write(context.WithoutCancel(b.ctx), "breaker_save", func(tx store.Tx) error {
@@ -257,6 +256,18 @@ func (b *Broker) unshutDisabledBreakers(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// encodeBreaker is the stored record of a breaker's state: its document, and whether it holds
+// its type back from every lease but its probes (Shut, which a lease's statement reads:
+// JobLeaseParams.ExcludeShut), as every state but CLOSED does unless the breaker is disabled.
+func (b *Broker) encodeBreaker(saved breaker.Saved) (store.BreakerRecord, error) {
+	data, err := json.Marshal(saved)
+	if err != nil {
+		return store.BreakerRecord{}, fmt.Errorf("encode breaker state of %q: %w", saved.Type, err)
+	}
+	shut := saved.State != breaker.StateClosed && !b.breakers.ConfigFor(saved.Type).Disabled
+	return store.BreakerRecord{Type: saved.Type, Data: data, Shut: shut}, nil
 }
 
 // decodeBreaker reads the stored document of typ's breaker.

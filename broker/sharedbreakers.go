@@ -96,19 +96,15 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	if !sh.Changed() {
 		return nil
 	}
-	saved := sh.Saved()
-	data, err := json.Marshal(saved)
+	rec, err := b.encodeBreaker(sh.Saved())
 	if err != nil {
 		return err
 	}
-	// Shut is what a lease's statement reads (ExcludeShut): every state but CLOSED holds the
-	// type back from all but its probes.
-	shut := sh.Allowance() != breaker.Unlimited
-	if err := tx.BreakerSave(store.BreakerRecord{Type: saved.Type, Data: data, Shut: shut}); err != nil {
+	if err := tx.BreakerSave(rec); err != nil {
 		return err
 	}
 	if sh.Moved() {
-		tx.Publish(store.Event{Kind: store.EventBreaker, Key: saved.Type})
+		tx.Publish(store.Event{Kind: store.EventBreaker, Key: rec.Type})
 	}
 	return nil
 }
