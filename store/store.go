@@ -282,6 +282,16 @@ func SameLeaseScope(a, b *JobLeaseParams) bool {
 		a.EnforceQueues == b.EnforceQueues && maps.Equal(a.Caps, b.Caps)
 }
 
+// CheckLeaseScope refuses leases asked for together (Tx.JobLeaseAtCommit) whose scopes differ.
+func CheckLeaseScope(ps []*JobLeaseParams) error {
+	for _, p := range ps[min(1, len(ps)):] {
+		if !SameLeaseScope(ps[0], p) {
+			return errors.New("leases at commit of different scopes (types, queues or rules) in one call")
+		}
+	}
+	return nil
+}
+
 // WithinBytes is how many of jobs, in order, a lease bounded by maxBytes keeps
 // (JobLeaseParams.MaxBytes): every job whose predecessors' payloads stay under it, so at least
 // one. Zero or less: all of them.

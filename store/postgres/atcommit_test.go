@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,80 +16,92 @@ import (
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
+	"github.com/jobwire/jobwire/store/storetest"
 )
 
-// Breakers stored before migration 005 are shut as their document's state says: every state
-// but CLOSED (1) holds its type back.
+// Breakers stored before migration 005 are shut as their document's state says.
 func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u := pgtest.URL(t)
-	s, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
+	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	// The schema as it was before 005, with a breaker in each state.
-	for _, sql := range []string{
-		`ALTER TABLE breakers DROP COLUMN shut`,
-		`DELETE FROM schema_migrations WHERE version >= 5`,
-		`INSERT INTO breakers (type, data) VALUES ('closed', '{"State":1}'), ('open', '{"State":2}'),
-			('half', '{"State":3,"Generation":4}')`,
-	} {
+	for _, sql := range []string{`ALTER TABLE breakers DROP COLUMN shut`, `DELETE FROM schema_migrations WHERE version >= 5`} {
 		if _, err := s.pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for typ, data := range storetest.OldBreakerStates {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO breakers (type, data) VALUES ($1, $2)`, typ, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := s.migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := s.BreakerLoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shut := map[string]bool{}
-	for _, r := range recs {
-		shut[r.Type] = r.Shut
-	}
-	if want := map[string]bool{"closed": false, "open": true, "half": true}; !reflect.DeepEqual(shut, want) {
-		t.Fatalf("shut after the migration: %v, want %v", shut, want)
-	}
+	storetest.WantShutFromState(t, s)
 }
 
-// A dispatch round's lease rides with COMMIT: a write that inserts a job and leases it at
-// commit costs the round trips of the insert alone.
-func TestLeaseAtCommitCostsNoRoundTrip(t *testing.T) {
+// atCommitLease is a lease of up to limit jobs of type "a" for worker, as a cluster's dispatch
+// asks for them at commit.
+func atCommitLease(worker string, limit int) *store.JobLeaseParams {
+	now := time.Unix(1_700_000_000, 0)
+	return &store.JobLeaseParams{Types: []string{"a"}, Limit: limit, WorkerID: worker, Now: now,
+		LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, ExcludeShut: true, MaxBytes: 1 << 20}
+}
+
+// What a dispatch round and its results write rides with COMMIT: a write that inserts a job,
+// stores the successes of the jobs the last one leased, reads the shut breakers and leases
+// costs the round trips of the insert alone.
+func TestWritesAtCommitCostNoRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setupPipe(t)
 	ctx := context.Background()
-	now := time.Unix(1_700_000_000, 0)
-	lease := &store.JobLeaseParams{Types: []string{"a"}, Limit: 4, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute),
-		EnforceQueues: true, SkipCapped: true, ExcludeShut: true, MaxBytes: 1 << 20}
-	write := func(leasing bool) (trips int64, leased []*job.Job) {
+	var leased []*job.Job
+	write := func(atCommit bool) (trips int64) {
+		t.Helper()
 		before := b.trips.n.Load()
+		var applied []bool
 		err := b.s.Write(ctx, "test", func(tx store.Tx) error {
-			if err := b.insert(tx, "a"); err != nil {
+			if err := b.insert(tx, "a"); err != nil || !atCommit {
 				return err
 			}
-			if !leasing {
-				return nil
+			var successes []*store.JobFinishParams
+			for _, j := range leased {
+				successes = append(successes, &store.JobFinishParams{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+					Queue: j.Queue, Type: j.Type, State: job.StateSucceeded, Now: j.RunAt,
+					Attempt: job.Attempt{Number: 1, StartedAt: j.RunAt, FinishedAt: j.RunAt, Outcome: job.OutcomeSucceeded}})
 			}
-			return tx.JobLeaseAtCommit([]*store.JobLeaseParams{lease}, func(jobs [][]*job.Job, err error) { leased = jobs[0] })
+			if err := tx.JobSucceedManyAtCommit(successes, func(a []bool, err error) { applied = a }); err != nil {
+				return err
+			}
+			if err := tx.BreakerShutAtCommit([]string{"a"}, func([]store.BreakerRecord, error) {}); err != nil {
+				return err
+			}
+			return tx.JobLeaseAtCommit([]*store.JobLeaseParams{atCommitLease("w", 4)}, func(jobs [][]*job.Job, err error) {
+				leased = jobs[0]
+			})
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b.trips.n.Load() - before, leased
+		if slices.Contains(applied, false) {
+			t.Fatalf("successes at commit applied: %v", applied)
+		}
+		return b.trips.n.Load() - before
 	}
 	write(true) // the statements are prepared on first use
-	write(false)
-	alone, _ := write(false)
-	with, leased := write(true)
+	write(true)
+	alone := write(false)
+	with := write(true)
 	if with != alone {
-		t.Fatalf("an insert and a lease at commit took %d round trips, the insert alone %d", with, alone)
+		t.Fatalf("an insert with successes, a breaker read and a lease at commit took %d round trips, the insert alone %d", with, alone)
 	}
-	if len(leased) != 3 {
-		t.Fatalf("leased %d jobs at commit, want the 3 ready", len(leased))
+	if len(leased) != 2 {
+		t.Fatalf("leased %d jobs at commit, want the 2 ready", len(leased))
 	}
 }
 
@@ -165,12 +178,7 @@ func TestLeasesAtCommitShareOneStatement(t *testing.T) {
 	t.Parallel()
 	b := setupPipe(t)
 	ctx := context.Background()
-	now := time.Unix(1_700_000_000, 0)
-	var ps []*store.JobLeaseParams
-	for _, w := range []string{"w1", "w2", "w3"} {
-		ps = append(ps, &store.JobLeaseParams{Types: []string{"a"}, Limit: 2, WorkerID: w, Now: now,
-			LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, ExcludeShut: true})
-	}
+	ps := []*store.JobLeaseParams{atCommitLease("w1", 2), atCommitLease("w2", 2), atCommitLease("w3", 2)}
 	var leased [][]*job.Job
 	before := len(b.trips.statements())
 	err := b.s.Write(ctx, "test", func(tx store.Tx) error {

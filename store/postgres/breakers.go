@@ -32,25 +32,10 @@ func (t *tx) BreakerGet(types []string) ([]store.BreakerRecord, error) {
 
 const breakerShutSQL = `SELECT type, data, shut FROM breakers WHERE type = ANY($1) AND shut ORDER BY type`
 
-// BreakerShutAtCommit sends its read with COMMIT (pipeTx.later).
+// BreakerShutAtCommit sends its read with COMMIT (runRows).
 func (t *tx) BreakerShutAtCommit(types []string, got func([]store.BreakerRecord, error)) error {
-	pt, piped := t.tx.(*pipeTx)
-	if !piped {
-		recs, err := scanBreakers(t.tx.Query(t.ctx, breakerShutSQL, types))
-		if err == nil {
-			got(recs, nil)
-		}
-		return err
-	}
-	pt.later(breakerShutSQL, []any{types}, func(rows pgx.Rows) error {
-		recs, err := scanBreakers(rows, nil)
-		if pt.statementFailed(err) {
-			return err
-		}
-		got(recs, err)
-		return nil
-	})
-	return nil
+	read := func(rows pgx.Rows) ([]store.BreakerRecord, error) { return scanBreakers(rows, nil) }
+	return runRows(t, true, breakerShutSQL, []any{types}, read, got)
 }
 
 // scanBreakers reads breaker records (type, data, shut).

@@ -83,6 +83,34 @@ func (p *pipe) statementFailed(err error) bool {
 	return err != nil && (errors.As(err, &pgErr) || p.conn.IsClosed())
 }
 
+// runRows runs sql and hands what read makes of its rows (read closes them) to got: at once,
+// or, when later and tx is a pipeTx, with the transaction's next waited statement or COMMIT
+// (pipe.later). Run at once, any error is returned. Later, an error of the statement's own
+// fails the transaction, and one of reading goes to got alone: COMMIT may have gone through.
+func runRows[T any](t *tx, later bool, sql string, args []any, read func(pgx.Rows) (T, error), got func(T, error)) error {
+	if pt, piped := t.tx.(*pipeTx); later && piped {
+		pt.later(sql, args, func(rows pgx.Rows) error {
+			v, err := read(rows)
+			if pt.statementFailed(err) {
+				return err
+			}
+			got(v, err)
+			return nil
+		})
+		return nil
+	}
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	v, err := read(rows)
+	if err != nil {
+		return err
+	}
+	got(v, nil)
+	return nil
+}
+
 // batchOf queues held, then extra, in a new batch.
 func batchOf(held []heldStmt, extra ...heldStmt) *pgx.Batch {
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(held)+len(extra))}

@@ -392,20 +392,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job
 func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, error) {
 	var out []store.BreakerRecord
 	err := s.read(ctx, "breaker_load", func(ctx context.Context) error {
-		out = out[:0]
-		rows, err := s.pool.Query(ctx, `SELECT type, data, shut FROM breakers ORDER BY type`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r store.BreakerRecord
-			if err := rows.Scan(&r.Type, &r.Data, &r.Shut); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		var err error
+		out, err = scanBreakers(s.pool.Query(ctx, `SELECT type, data, shut FROM breakers ORDER BY type`))
+		return err
 	})
 	return out, err
 }

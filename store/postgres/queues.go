@@ -59,28 +59,13 @@ func (t *tx) queueRoom() (map[string]int, error) {
 		return t.room, nil
 	}
 	batch := &pgx.Batch{}
-	queueRoomBatch(batch)
-	res := t.tx.SendBatch(t.ctx, batch)
-	defer res.Close()
-	room, err := readQueueRoom(res)
-	if err != nil {
-		return nil, err
-	}
-	t.room = room
-	return room, nil
-}
-
-// queueRoomBatch queues queueRoom's statements: the capped queues' locks, then their counts.
-func queueRoomBatch(batch *pgx.Batch) {
 	batch.Queue(lockCappedSQL)
 	// One count per capped queue, each read from the held jobs of that queue alone
 	// (jobs_held_queue): a join would read every held job of every queue.
 	batch.Queue(`SELECT q.name, (SELECT count(*) FROM jobs WHERE state IN (3, 4) AND queue = q.name)
 		FROM queues q WHERE q.concurrency_limit > 0 AND NOT q.paused`)
-}
-
-// readQueueRoom reads the results of queueRoomBatch's statements from res.
-func readQueueRoom(res pgx.BatchResults) (map[string]int, error) {
+	res := t.tx.SendBatch(t.ctx, batch)
+	defer res.Close()
 	rows, err := res.Query()
 	if err != nil {
 		return nil, err
@@ -111,6 +96,7 @@ func readQueueRoom(res pgx.BatchResults) (map[string]int, error) {
 	for name, limit := range limits {
 		room[name] = max(0, limit-held[name])
 	}
+	t.room = room
 	return room, nil
 }
 

@@ -258,7 +258,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		return nil, err
 	}
 	if len(caps) == 0 {
-		return t.leaseAtOnce(scope)
+		var leased []*job.Job
+		err := t.leaseAtOnce(scope, []*store.JobLeaseParams{p}, false, func(out [][]*job.Job, _ error) { leased = out[0] })
+		return leased, err
 	}
 	return t.leaseCapped(scope, caps)
 }
@@ -273,49 +275,24 @@ func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job,
 		got(nil, nil)
 		return nil
 	}
-	for _, p := range ps[1:] {
-		if !store.SameLeaseScope(ps[0], p) {
-			return errors.New("leases at commit of different scopes (types, queues or rules) in one call")
-		}
+	if err := store.CheckLeaseScope(ps); err != nil {
+		return err
 	}
 	scope, caps, err := t.leaseScope(ps[0])
 	if err != nil {
 		return err
 	}
-	pt, piped := t.tx.(*pipeTx)
-	if len(caps) > 0 || !piped {
-		out := make([][]*job.Job, len(ps))
-		for i, p := range ps {
-			if out[i], err = t.JobLease(p); err != nil {
-				return err
-			}
-		}
-		got(out, nil)
-		return nil
+	if len(caps) == 0 {
+		return t.leaseAtOnce(scope, ps, true, got)
 	}
-	sql, args, err := leaseAtOnceSQL(scope, ps)
-	if sql == "" || err != nil {
-		if err == nil {
-			got(make([][]*job.Job, len(ps)), nil)
-		}
-		return err
-	}
-	if err := t.leaseSettings(true); err != nil {
-		return err
-	}
-	pt.later(sql, args, func(rows pgx.Rows) error {
-		out, err := scanLeased(rows, len(ps))
-		if pt.statementFailed(err) {
+	out := make([][]*job.Job, len(ps))
+	for i, p := range ps {
+		if out[i], err = t.JobLease(p); err != nil {
 			return err
 		}
-		if err != nil {
-			got(nil, fmt.Errorf("read the leased jobs: %w", err))
-			return nil
-		}
-		got(out, nil)
-		return nil
-	})
-	return t.leaseSettings(false)
+	}
+	got(out, nil)
+	return nil
 }
 
 // leaseScope is what a lease of p may take once the queues' rules are applied, and how many
@@ -421,28 +398,25 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 	return leased, nil
 }
 
-// leaseAtOnce leases what p asks for with one statement (leaseAtOnceSQL), when no queue cap
-// can cut the lease short, and returns the jobs in dispatch order.
-func (t *tx) leaseAtOnce(p *store.JobLeaseParams) ([]*job.Job, error) {
-	sql, args, err := leaseAtOnceSQL(p, []*store.JobLeaseParams{p})
+// leaseAtOnce leases what ps ask for, all of scope, with one statement (leaseAtOnceSQL), when
+// no queue cap can cut the leases short, sent at once or, later, with COMMIT (runRows), and
+// hands got each lease's jobs in dispatch order.
+func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams, later bool, got func([][]*job.Job, error)) error {
+	sql, args, err := leaseAtOnceSQL(scope, ps)
 	if sql == "" || err != nil {
-		return nil, err
+		if err == nil {
+			got(make([][]*job.Job, len(ps)), nil)
+		}
+		return err
 	}
 	if err := t.leaseSettings(true); err != nil {
-		return nil, err
+		return err
 	}
-	rows, err := t.tx.Query(t.ctx, sql, args...)
-	if err != nil {
-		return nil, err
+	read := func(rows pgx.Rows) ([][]*job.Job, error) { return scanLeased(rows, len(ps)) }
+	if err := runRows(t, later, sql, args, read, got); err != nil {
+		return err
 	}
-	out, err := scanLeased(rows, 1)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.leaseSettings(false); err != nil {
-		return nil, err
-	}
-	return out[0], nil
+	return t.leaseSettings(false)
 }
 
 // leaseAtOnceSQL is one statement that selects and locks the ready jobs the leases ps may take
@@ -668,9 +642,8 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 	WHERE jobs.id = u.id AND jobs.state + 0 = 2`
 
 // succeedManySQL stores successes fenced by their leases, adds them to the finished totals by
-// the jobs' own queue and type, and returns the leases it changed. A lease listed twice
-// changes its job once and is counted once.
-// succeedManySQL stores many successes and says which of them are applied: a row (ordinal,
+// the jobs' own queue and type (a lease listed twice changes its job once and is counted
+// once), and says which of them are applied: a row (ordinal,
 // true) for each stored now, and for each of the others a row (ordinal, whether the job, as the
 // statement's snapshot shows it, holds the success already: store.LeaseState.Applied); the
 // snapshot does not show the UPDATE's own changes. appliedOf joins the two. (Joining the
@@ -697,46 +670,30 @@ FROM u JOIN jobs j ON j.id = u.id WHERE u.ord NOT IN (SELECT ord FROM done)`
 // JobSucceedMany writes a batch of successes with one statement, which also says which of them
 // were stored before.
 func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	args := succeedManyArgs(ps)
-	if err := t.joinByKey(true); err != nil {
-		return nil, err
-	}
-	rows, err := t.tx.Query(t.ctx, succeedManySQL, args...)
-	if err != nil {
-		return nil, err
-	}
-	applied, err := appliedOf(rows, ps)
-	if err != nil {
-		return nil, err
-	}
-	return applied, t.joinByKey(false)
+	var applied []bool
+	err := t.succeedMany(ps, false, func(a []bool, _ error) { applied = a })
+	return applied, err
 }
 
 // JobSucceedManyAtCommit sends JobSucceedMany's statement with COMMIT (pipeTx.later): a group
 // commit that stores successes and leases at commit then costs one round trip.
 func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool, error)) error {
-	pt, piped := t.tx.(*pipeTx)
-	if len(ps) == 0 || !piped {
-		applied, err := t.JobSucceedMany(ps)
-		if err == nil {
-			got(applied, nil)
-		}
-		return err
+	return t.succeedMany(ps, true, got)
+}
+
+// succeedMany runs succeedManySQL for ps, at once or, later, with COMMIT (runRows).
+func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]bool, error)) error {
+	if len(ps) == 0 {
+		got(nil, nil)
+		return nil
 	}
 	if err := t.joinByKey(true); err != nil {
 		return err
 	}
-	pt.later(succeedManySQL, succeedManyArgs(ps), func(rows pgx.Rows) error {
-		applied, err := appliedOf(rows, ps)
-		if pt.statementFailed(err) {
-			return err
-		}
-		got(applied, err)
-		return nil
-	})
+	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
+	if err := runRows(t, later, succeedManySQL, succeedManyArgs(ps), read, got); err != nil {
+		return err
+	}
 	return t.joinByKey(false)
 }
 

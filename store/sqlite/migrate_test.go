@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"log/slog"
 	"path/filepath"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storetest"
 )
 
 // A database made before migration 005 keeps every job id, attempt and total; jobs inserted
@@ -81,8 +81,7 @@ func TestMigrationKeepsIDsAndStopsReusingThem(t *testing.T) {
 	}
 }
 
-// Breakers stored before migration 011 are shut as their document's state says: every state
-// but CLOSED (1) holds its type back.
+// Breakers stored before migration 011 are shut as their document's state says.
 func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -94,24 +93,15 @@ func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
 	if err := migrateTo(ctx, old, slog.New(slog.DiscardHandler), 10); err != nil {
 		t.Fatalf("old schema: %v", err)
 	}
-	if _, err := old.ExecContext(ctx, `INSERT INTO breakers (type, data) VALUES ('closed', CAST('{"State":1}' AS BLOB)),
-		('open', CAST('{"State":2}' AS BLOB)), ('half', CAST('{"State":3,"Generation":4}' AS BLOB))`); err != nil {
-		t.Fatal(err)
+	for typ, data := range storetest.OldBreakerStates {
+		if _, err := old.ExecContext(ctx, `INSERT INTO breakers (type, data) VALUES (?, ?)`, typ, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := openAt(t, path).BreakerLoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shut := map[string]bool{}
-	for _, r := range recs {
-		shut[r.Type] = r.Shut
-	}
-	if want := map[string]bool{"closed": false, "open": true, "half": true}; !reflect.DeepEqual(shut, want) {
-		t.Fatalf("shut after the migration: %v, want %v", shut, want)
-	}
+	storetest.WantShutFromState(t, openAt(t, path))
 }
 
 // After the jobs with the largest ids are deleted, a new job still gets an id never used.

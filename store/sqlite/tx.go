@@ -160,10 +160,8 @@ func (t *tx) Isolated(fn func() error) error {
 // lease takes its whole slice, and what passes its MaxBytes is handed back once every slice is
 // taken.
 func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job, error)) error {
-	for _, p := range ps[min(1, len(ps)):] {
-		if !store.SameLeaseScope(ps[0], p) {
-			return errors.New("leases at commit of different scopes (types, queues or rules) in one call")
-		}
+	if err := store.CheckLeaseScope(ps); err != nil {
+		return err
 	}
 	out := make([][]*job.Job, len(ps))
 	var back []job.LeaseRef

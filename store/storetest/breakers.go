@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"testing"
@@ -109,4 +110,24 @@ func testBreakerLockSerializes(t *testing.T, b *bundle) {
 		t.Fatal(err)
 	}
 	equal(t, "counter after concurrent locked increments", got, []store.BreakerRecord{{Type: "count", Data: []byte(strconv.Itoa(writers * each))}})
+}
+
+// OldBreakerStates are breaker documents by type as they were stored before breakers had a shut
+// mark, one in each state. A store's migration test stores them in its old schema, migrates,
+// and checks them with WantShutFromState.
+var OldBreakerStates = map[string]string{"closed": `{"State":1}`, "open": `{"State":2}`, "half": `{"State":3,"Generation":4}`}
+
+// WantShutFromState fails t unless s holds the breakers of OldBreakerStates, each shut as its
+// document's state says: every state but CLOSED (1) holds its type back.
+func WantShutFromState(t *testing.T, s store.Store) {
+	t.Helper()
+	recs, err := s.BreakerLoadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := map[string]bool{}
+	for _, r := range recs {
+		shut[r.Type] = r.Shut
+	}
+	equal(t, "shut after the migration", shut, map[string]bool{"closed": false, "open": true, "half": true})
 }
