@@ -274,7 +274,7 @@ func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped }
 // every worker stream of a scope. Their failure then fails the batch, not one grant alone.
 func leaseAtCommit(tx store.Tx, grants []*grant) error {
 	var scopes []string
-	byScope := make(map[string][]*grant)
+	var byScope map[string][]*grant // none on a store alone, whose leases never go at commit
 	for _, g := range grants {
 		g.leased, g.failed = nil, nil
 		if !g.atCommit() {
@@ -282,6 +282,9 @@ func leaseAtCommit(tx store.Tx, grants []*grant) error {
 		}
 		sc := leaseScope(&g.params)
 		if byScope[sc] == nil {
+			if byScope == nil {
+				byScope = make(map[string][]*grant)
+			}
 			scopes = append(scopes, sc)
 		}
 		byScope[sc] = append(byScope[sc], g)

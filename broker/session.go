@@ -362,7 +362,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	o.apply = func(tx store.Tx) error {
 		ch.reset()
 		var err error
-		o.succeeded, o.unread = false, nil
+		o.unread = nil // answered here, not at commit
 		o.succeeded, err = tx.JobFinish(params)
 		if err != nil || !o.succeeded {
 			return err
