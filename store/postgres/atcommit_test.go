@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
-	"github.com/jobwire/jobwire/store/postgres/pgtest"
 	"github.com/jobwire/jobwire/store/storetest"
 )
 
@@ -23,10 +21,7 @@ import (
 func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t)
 	defer s.Close()
 	// The schema as it was before 005, with a breaker in each state.
 	for _, sql := range []string{`ALTER TABLE breakers DROP COLUMN shut`, `DELETE FROM schema_migrations WHERE version >= 5`} {
@@ -134,13 +129,10 @@ func TestLaterStatementFailureFailsTheWrite(t *testing.T) {
 // value or one the transaction set itself.
 func TestPlannerOffRestoresTheSettings(t *testing.T) {
 	t.Parallel()
-	s, err := Open(context.Background(), pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t)
 	defer s.Close()
 	var seen [][2]string
-	err = s.Write(context.Background(), "test", func(stx store.Tx) error {
+	err := s.Write(context.Background(), "test", func(stx store.Tx) error {
 		t := stx.(*tx)
 		show := func() error {
 			var sort, jit string

@@ -2,14 +2,11 @@ package postgres
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
 // The writes of many jobs probe jobs' primary key once per job, whatever the planner thought
@@ -19,10 +16,7 @@ import (
 func TestManyWritesProbeThePrimaryKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t)
 	defer s.Close()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

@@ -143,15 +143,21 @@ func testLeaseCaps(t *testing.T, b *bundle) {
 	equal(t, "with room again", ids(b.lease(p)), []int64{got[2]})
 }
 
+// insertTenBytes adds n jobs of type "t" with a payload of 10 bytes each, for the cases of
+// MaxBytes, and returns their ids.
+func (b *bundle) insertTenBytes(n int) []int64 {
+	b.t.Helper()
+	ps := make([]*store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = b.job("t")
+		ps[i].Payload = []byte("0123456789")
+	}
+	return b.insert(ps...)
+}
+
 // A lease with MaxBytes stops once the leased payloads reach it, but always leases one job.
 func testLeaseMaxBytes(t *testing.T, b *bundle) {
-	var ps []*store.JobInsertParams
-	for range 4 {
-		p := b.job("t")
-		p.Payload = []byte("0123456789")
-		ps = append(ps, p)
-	}
-	got := b.insert(ps...)
+	got := b.insertTenBytes(4)
 	for _, c := range []struct {
 		maxBytes int
 		want     []int64
@@ -256,13 +262,7 @@ func testLeaseAtCommit(t *testing.T, b *bundle) {
 // first ones, each up to its limit and payload bound, each with its own holder; leases of
 // different scopes are refused.
 func testLeaseManyAtCommit(t *testing.T, b *bundle) {
-	var ps []*store.JobInsertParams
-	for range 7 {
-		p := b.job("t")
-		p.Payload = []byte("0123456789")
-		ps = append(ps, p)
-	}
-	got := b.insert(ps...)
+	got := b.insertTenBytes(7)
 	first, second, third := b.leaseParams(2, "t"), b.leaseParams(4, "t"), b.leaseParams(4, "t")
 	first.WorkerID, second.WorkerID, third.WorkerID = "w1", "w2", "w3"
 	second.MaxBytes = 25 // three jobs: the third starts at 20 bytes
