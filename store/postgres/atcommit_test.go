@@ -164,6 +164,63 @@ func TestPlannerOffRestoresTheSettings(t *testing.T) {
 	}
 }
 
+// In a write, turning settings back waits for the next statement they could change: a setting
+// turned off again meanwhile costs no statement, and neither does one followed only by
+// statements no setting changes (plannerNeutral) or COMMIT.
+func TestPlannerSettingsWaitToBeTurnedBack(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	defer s.Close()
+	var seen [][3]string
+	err := s.Write(context.Background(), "test", func(stx store.Tx) error {
+		x := stx.(*tx)
+		p := x.tx.(*pipeTx)
+		show := func() error {
+			var sort, jit, seqscan string
+			err := x.tx.QueryRow(x.ctx, `SELECT current_setting('enable_sort'), current_setting('jit'), current_setting('enable_seqscan')`).
+				Scan(&sort, &jit, &seqscan)
+			seen = append(seen, [3]string{sort, jit, seqscan})
+			return err
+		}
+		held := func(step string, want ...string) {
+			var sqls []string
+			for _, h := range p.held {
+				sqls = append(sqls, h.sql)
+			}
+			if !reflect.DeepEqual(sqls, want) {
+				t.Errorf("%s: held %q, want %q", step, sqls, want)
+			}
+		}
+		_ = x.plannerOff(true, "enable_sort", "jit")
+		_ = x.plannerOff(false, "enable_sort", "jit")
+		_ = x.plannerOff(true, "jit", "enable_seqscan")
+		held("turned off again", "BEGIN", plannerSQL(true, []string{"enable_sort", "jit"}),
+			plannerSQL(false, []string{"enable_sort"}), plannerSQL(true, []string{"enable_seqscan"}))
+		if err := show(); err != nil {
+			return err
+		}
+		_ = x.plannerOff(false, "jit", "enable_seqscan")
+		if err := x.hold(notifySQL, "jobwire_test", []string{}); err != nil {
+			return err
+		}
+		held("a statement no setting changes", notifySQL)
+		if err := show(); err != nil {
+			return err
+		}
+		_ = x.plannerOff(true, "enable_sort")
+		_ = x.plannerOff(false, "enable_sort")
+		held("turned back at commit only", plannerSQL(true, []string{"enable_sort"}))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][3]string{{"on", "off", "off"}, {"on", "on", "on"}}
+	if !reflect.DeepEqual(seen, want) {
+		t.Fatalf("enable_sort, jit and enable_seqscan: %v, want %v", seen, want)
+	}
+}
+
 // The leases of a round's worker streams go as one statement: a round of many streams costs
 // the server one lease, not one per stream.
 func TestLeasesAtCommitShareOneStatement(t *testing.T) {

@@ -142,8 +142,10 @@ func (t *tx) sendEvents(channel, from string) error {
 		payloads = append(payloads, string(b))
 	}
 	// Held: it goes to the server with COMMIT, in the same round trip.
-	return t.hold(`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, payloads)
+	return t.hold(notifySQL, channel, payloads)
 }
+
+const notifySQL = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
 
 // connect opens a connection of its own, outside the pool, for listening or leading. Its
 // application_name, "jobwire broker N listen" or "jobwire broker N leader", tells operators

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,9 @@ type pipe struct {
 	data  int // held statements that change data (not BEGIN or a savepoint's)
 	nest  int // savepoints taken
 	ended bool
+	// back are planner settings turned off (plannerOff) and not yet turned back: that waits
+	// for the next statement they could change (restorePlanner).
+	back []string
 }
 
 type heldStmt struct {
@@ -60,17 +64,68 @@ func beginPipe(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
 // hold queues a statement whose only answer is success or failure, to be sent with the next
 // one that is waited for.
 func (p *pipe) hold(sql string, args ...any) {
+	p.restorePlanner(sql)
 	p.held = append(p.held, heldStmt{sql: sql, args: args})
 	p.data++
 }
 
-func (p *pipe) holdControl(sql string) { p.held = append(p.held, heldStmt{sql: sql}) }
+// holdControl queues a statement that changes no data: a savepoint's, or a planner setting's.
+func (p *pipe) holdControl(sql string) {
+	p.restorePlanner(sql)
+	p.held = append(p.held, heldStmt{sql: sql})
+}
+
+// plannerOff turns names off for the statements that follow (on), or marks them to be turned
+// back (off) before the next statement they could change. Turning off a setting still
+// waiting to be turned back costs nothing: it was never turned back. One that is waiting and
+// not asked for again is turned back first.
+func (p *pipe) plannerOff(on bool, names []string) {
+	if !on {
+		for _, n := range names {
+			if !slices.Contains(p.back, n) {
+				p.back = append(p.back, n)
+			}
+		}
+		return
+	}
+	var back, off []string
+	for _, n := range p.back {
+		if !slices.Contains(names, n) {
+			back = append(back, n)
+		}
+	}
+	for _, n := range names {
+		if !slices.Contains(p.back, n) {
+			off = append(off, n)
+		}
+	}
+	p.back = nil
+	if len(back) > 0 {
+		p.held = append(p.held, heldStmt{sql: plannerSQL(false, back)})
+	}
+	if len(off) > 0 {
+		p.held = append(p.held, heldStmt{sql: plannerSQL(true, off)})
+	}
+}
+
+// restorePlanner holds the statement that turns back the settings waiting for it, unless sql
+// is one they cannot change (plannerNeutral). COMMIT never needs it: the settings end with
+// the transaction.
+func (p *pipe) restorePlanner(sql string) {
+	if len(p.back) == 0 || plannerNeutral[sql] {
+		return
+	}
+	back := p.back
+	p.back = nil
+	p.held = append(p.held, heldStmt{sql: plannerSQL(false, back)})
+}
 
 // later holds a statement whose rows read gets when its batch is sent: with the next statement
 // that is waited for, or with COMMIT. read must close the rows, and return the statement's own
 // error only (statementFailed): any other error returned would fail a batch whose COMMIT may
 // already have gone through.
 func (p *pipe) later(sql string, args []any, read func(pgx.Rows) error) {
+	p.restorePlanner(sql)
 	p.held = append(p.held, heldStmt{sql: sql, args: args, read: read})
 	p.data++
 }
@@ -179,6 +234,7 @@ func (p *pipe) flush(ctx context.Context) error {
 }
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	p.restorePlanner(sql)
 	if len(p.held) == 0 {
 		if p.ended {
 			return pgconn.CommandTag{}, pgx.ErrTxClosed
@@ -194,6 +250,7 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.restorePlanner(sql)
 	if len(p.held) == 0 {
 		if p.ended {
 			return nil, pgx.ErrTxClosed
@@ -217,6 +274,7 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 }
 
 func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	p.restorePlanner("")
 	if len(p.held) > 0 {
 		held := p.take()
 		b.QueuedQueries = append(batchOf(held).QueuedQueries, b.QueuedQueries...)
@@ -226,6 +284,7 @@ func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 func (p *pipe) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	p.restorePlanner("")
 	if err := p.flush(ctx); err != nil {
 		return 0, err
 	}
@@ -264,6 +323,7 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 		t.holdControl("RELEASE SAVEPOINT sp_" + strconv.Itoa(t.savepoint))
 		return nil
 	}
+	t.back = nil // the settings end with the transaction
 	tag, err := t.Exec(ctx, "COMMIT")
 	if err == nil && tag.String() == "ROLLBACK" {
 		err = pgx.ErrTxCommitRollback
@@ -293,7 +353,7 @@ func (t *pipeTx) Rollback(ctx context.Context) error {
 		_, err := t.Exec(ctx, "ROLLBACK TO SAVEPOINT sp_"+strconv.Itoa(t.savepoint))
 		return err
 	}
-	t.held, t.data = nil, 0
+	t.held, t.data, t.back = nil, 0, nil
 	var err error
 	if t.conn.PgConn().TxStatus() != 'I' && !t.conn.IsClosed() {
 		if _, err = t.conn.Exec(ctx, "ROLLBACK"); err != nil {

@@ -41,21 +41,31 @@ var keyJoinOff = []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan
 // settings of the transaction's own (jobwire.kept_NAME), so the server's configuration is
 // restored whatever it is. Like SET LOCAL, both end with the transaction, or with a savepoint
 // rolled back.
+//
+// In a write (pipeTx) turning settings back waits for the next statement they could change
+// (pipe.plannerOff): a write of many followed by a lease keeps the settings both turn off,
+// and one that ends with statements no setting changes (plannerNeutral), as a group commit
+// does, never turns them back.
 func (t *tx) plannerOff(on bool, names ...string) error {
-	list := "'{" + strings.Join(names, ",") + "}'::text[]"
-	if on {
-		return t.setLocal(`SELECT set_config('jobwire.kept_' || n, current_setting(n), true), set_config(n, 'off', true)
-			FROM unnest(` + list + `) AS n`)
-	}
-	return t.setLocal(`SELECT set_config(n, current_setting('jobwire.kept_' || n), true) FROM unnest(` + list + `) AS n`)
-}
-
-// setLocal sends a planner setting, held for the next statement that is waited for.
-func (t *tx) setLocal(sql string) error {
 	if p, ok := t.tx.(*pipeTx); ok {
-		p.holdControl(sql) // not data: a savepoint need not be flushed for it
+		p.plannerOff(on, names)
 		return nil
 	}
-	_, err := t.tx.Exec(t.ctx, sql)
+	_, err := t.tx.Exec(t.ctx, plannerSQL(on, names))
 	return err
 }
+
+// plannerSQL is the statement that turns names off (on) or back (off).
+func plannerSQL(on bool, names []string) string {
+	list := "'{" + strings.Join(names, ",") + "}'::text[]"
+	if on {
+		return `SELECT set_config('jobwire.kept_' || n, current_setting(n), true), set_config(n, 'off', true)
+			FROM unnest(` + list + `) AS n`
+	}
+	return `SELECT set_config(n, current_setting('jobwire.kept_' || n), true) FROM unnest(` + list + `) AS n`
+}
+
+// plannerNeutral are the statements of a write whose plan none of the settings plannerOff
+// turns off can change: they write or read a small table by its key, or no table at all. They
+// run with the settings as they are, so settings waiting to be turned back still wait.
+var plannerNeutral = map[string]bool{receiptSQL: true, notifySQL: true, breakerShutSQL: true}

@@ -221,9 +221,11 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 const receiptSlots = 64
 
 func (t *tx) storeReceipt(broker, receipt int64) error {
-	return t.hold(`INSERT INTO write_receipts (broker, slot, receipt) VALUES ($1, $2, $3)
-		ON CONFLICT (broker, slot) DO UPDATE SET receipt = excluded.receipt`, broker, receipt%receiptSlots, receipt)
+	return t.hold(receiptSQL, broker, receipt%receiptSlots, receipt)
 }
+
+const receiptSQL = `INSERT INTO write_receipts (broker, slot, receipt) VALUES ($1, $2, $3)
+	ON CONFLICT (broker, slot) DO UPDATE SET receipt = excluded.receipt`
 
 func (t *tx) receiptStored(broker, receipt int64) (bool, error) {
 	var n int

@@ -59,10 +59,13 @@ func testBreakerLockAndGet(t *testing.T, b *bundle) {
 	}
 	equal(t, "BreakerLoadAll after saving again", all,
 		[]store.BreakerRecord{{Type: "a", Data: []byte(`{"a":2}`), Shut: true}, {Type: "b", Data: []byte(`{"b":2}`)}})
-	// BreakerShutAtCommit reads the shut ones among the asked types.
+	// BreakerShutAtCommit reads the shut ones among the asked types, and no other shut one.
 	var shut []store.BreakerRecord
 	calls := 0
 	b.write(func(tx store.Tx) error {
+		if err := tx.BreakerSave(store.BreakerRecord{Type: "d", Data: []byte(`{"d":1}`), Shut: true}); err != nil {
+			return err
+		}
 		return tx.BreakerShutAtCommit([]string{"c", "b", "a"}, func(recs []store.BreakerRecord, err error) {
 			shut, calls = recs, calls+1
 			if err != nil {
