@@ -71,7 +71,7 @@ func TestCancelRacingDispatchWins(t *testing.T) {
 			s := &Session{b: b, id: "manual", workerID: "w1", types: []string{"t"}, capacity: 1,
 				out: newOutbox(b.now), held: map[int64]*lease{}}
 
-			g := &grant{sess: s, params: b.leaseParams(s, []string{"t"}, 1, b.now())}
+			g := &grant{sess: s, params: b.leaseParams(s, []string{"t"}, 1, b.now(), false)}
 			if tt.probe {
 				if _, err := b.ForceBreaker("t", breaker.StateHalfOpen); err != nil {
 					t.Fatal(err)

@@ -119,8 +119,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 				for _, q := range roomy {
 					plan.room[q] -= taken
 				}
-				g.params = b.leaseParams(s, []string{t}, taken, now)
-				g.params.ExcludeShut = false // a probe's type is shut: the probe is what it lets through
+				g.params = b.leaseParams(s, []string{t}, taken, now, true)
 				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
 				grants = append(grants, g)
@@ -135,7 +134,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		// round's grants in the order they run), so a capped queue never goes ahead of a more
 		// urgent job of another queue.
 		if scope, _ := dispatchScope(s, plan); scope != nil && free > 0 {
-			g := &grant{sess: s, params: b.leaseParams(s, open, free, now)}
+			g := &grant{sess: s, params: b.leaseParams(s, open, free, now, false)}
 			g.params.MaxBytes = maxBytes
 			scope.apply(&g.params)
 			if len(plan.capped) > 0 {
@@ -181,6 +180,9 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 	return &op{name: "lease", locksQueues: true, probeTypes: probes, apply: func(tx store.Tx) error {
 		ch.reset()
 		shut = nil
+		for _, g := range grants {
+			g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
+		}
 		if len(leased) > 0 {
 			// A cache that says CLOSED while the stored breaker is shut (another broker opened
 			// it) lets grants through that the lease then leaves out: reading the shut ones with
@@ -198,8 +200,11 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 		// of another session with the same scope would find nothing, so it is not asked.
 		var drained map[string]bool
 		for _, g := range grants {
+			if g.atCommit() {
+				continue
+			}
 			scope := leaseScope(&g.params)
-			if drained[scope] || g.atCommit() {
+			if drained[scope] {
 				continue
 			}
 			// One grant that cannot be stored (a statement the store refuses, say) must not
@@ -276,7 +281,6 @@ func leaseAtCommit(tx store.Tx, grants []*grant) error {
 	var scopes []string
 	var byScope map[string][]*grant // none on a store alone, whose leases never go at commit
 	for _, g := range grants {
-		g.leased, g.failed = nil, nil
 		if !g.atCommit() {
 			continue
 		}
@@ -366,9 +370,10 @@ func dispatchScope(s *Session, plan queuePlan) (*queueScope, []string) {
 
 // leaseParams asks for up to limit jobs, rounded down to a power of two: the store writes the
 // limit into its statement, and a few distinct statements stay compiled. A grant that gets all it
-// asked for is followed by another round (handOut), which takes the rest.
+// asked for is followed by another round (handOut), which takes the rest. A probe's lease takes
+// jobs of a type whose breaker is shut: that is what the probe lets through.
 // Call it with b.mu held.
-func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time) store.JobLeaseParams {
+func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time, probe bool) store.JobLeaseParams {
 	return store.JobLeaseParams{
 		Types:      types,
 		Queues:     s.queues,
@@ -385,7 +390,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		// room (see replaceQueueRulesLocked).
 		EnforceQueues: b.cluster != nil,
 		SkipCapped:    b.cluster != nil && len(b.cappedQueues) == 0,
-		ExcludeShut:   b.sharedBreakers(),
+		ExcludeShut:   b.sharedBreakers() && !probe,
 	}
 }
 

@@ -24,9 +24,9 @@ func TestLeaseRoundGrantStoppedByBytesLeavesScopeOpen(t *testing.T) {
 		return &Session{b: b, id: id, workerID: id, types: []string{"t"}, capacity: 5,
 			out: newOutbox(b.now), held: map[int64]*lease{}}
 	}
-	byBytes := &grant{sess: session("w1"), params: b.leaseParams(session("w1"), []string{"t"}, 5, b.now())}
+	byBytes := &grant{sess: session("w1"), params: b.leaseParams(session("w1"), []string{"t"}, 5, b.now(), false)}
 	byBytes.params.MaxBytes = 1 // stops after the first job
-	other := &grant{sess: session("w2"), params: b.leaseParams(session("w2"), []string{"t"}, 5, b.now())}
+	other := &grant{sess: session("w2"), params: b.leaseParams(session("w2"), []string{"t"}, 5, b.now(), false)}
 	other.params.MaxBytes = OutboxGrantBytes
 
 	// doOp answers the op itself, so the jobs stay leased and are not handed out.
