@@ -50,7 +50,8 @@ func atCommitLease(worker string, limit int) *store.JobLeaseParams {
 
 // What a dispatch round and its results write rides with COMMIT: a write that inserts a job,
 // stores the successes of the jobs the last one leased, reads the shut breakers and leases
-// costs the round trips of the insert alone.
+// costs the round trips of the insert alone, and turns planner settings off twice and never
+// back.
 func TestWritesAtCommitCostNoRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setupPipe(t)
@@ -91,9 +92,21 @@ func TestWritesAtCommitCostNoRoundTrip(t *testing.T) {
 	write(true) // the statements are prepared on first use
 	write(true)
 	alone := write(false)
+	sentBefore := len(b.trips.statements())
 	with := write(true)
 	if with != alone {
 		t.Fatalf("an insert with successes, a breaker read and a lease at commit took %d round trips, the insert alone %d", with, alone)
+	}
+	// The planner settings: turned off for the successes, the lease adds its own, and nothing
+	// is turned back (the statements after them and COMMIT need none).
+	var settings []string
+	for _, sql := range b.trips.statements()[sentBefore:] {
+		if strings.Contains(sql, "jobwire.kept_") {
+			settings = append(settings, sql)
+		}
+	}
+	if want := []string{plannerSQL(true, keyJoinOff), plannerSQL(true, []string{"enable_sort"})}; !slices.Equal(settings, want) {
+		t.Fatalf("planner settings sent with the write: %q, want %q", settings, want)
 	}
 	if len(leased) != 2 {
 		t.Fatalf("leased %d jobs at commit, want the 2 ready", len(leased))
@@ -131,15 +144,10 @@ func TestPlannerOffRestoresTheSettings(t *testing.T) {
 	t.Parallel()
 	s := open(t)
 	defer s.Close()
-	var seen [][2]string
+	var seen [][]string
 	err := s.Write(context.Background(), "test", func(stx store.Tx) error {
 		t := stx.(*tx)
-		show := func() error {
-			var sort, jit string
-			err := t.tx.QueryRow(t.ctx, `SELECT current_setting('enable_sort'), current_setting('jit')`).Scan(&sort, &jit)
-			seen = append(seen, [2]string{sort, jit})
-			return err
-		}
+		show := func() error { return t.showSettings(&seen, "enable_sort", "jit") }
 		steps := []func() error{
 			func() error { _, err := t.tx.Exec(t.ctx, `SET LOCAL jit = off`); return err },
 			show,
@@ -158,10 +166,19 @@ func TestPlannerOffRestoresTheSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][2]string{{"on", "off"}, {"off", "off"}, {"on", "off"}}
+	want := [][]string{{"on", "off"}, {"off", "off"}, {"on", "off"}}
 	if !reflect.DeepEqual(seen, want) {
 		t.Fatalf("enable_sort and jit: %v, want %v", seen, want)
 	}
+}
+
+// showSettings appends the current values of the settings names to seen.
+func (t *tx) showSettings(seen *[][]string, names ...string) error {
+	var values []string
+	err := t.tx.QueryRow(t.ctx, `SELECT array_agg(current_setting(n) ORDER BY i) FROM unnest($1::text[]) WITH ORDINALITY AS u(n, i)`,
+		names).Scan(&values)
+	*seen = append(*seen, values)
+	return err
 }
 
 // In a write, turning settings back waits for the next statement they could change: a setting
@@ -171,17 +188,11 @@ func TestPlannerSettingsWaitToBeTurnedBack(t *testing.T) {
 	t.Parallel()
 	s := open(t)
 	defer s.Close()
-	var seen [][3]string
+	var seen [][]string
 	err := s.Write(context.Background(), "test", func(stx store.Tx) error {
 		x := stx.(*tx)
 		p := x.tx.(*pipeTx)
-		show := func() error {
-			var sort, jit, seqscan string
-			err := x.tx.QueryRow(x.ctx, `SELECT current_setting('enable_sort'), current_setting('jit'), current_setting('enable_seqscan')`).
-				Scan(&sort, &jit, &seqscan)
-			seen = append(seen, [3]string{sort, jit, seqscan})
-			return err
-		}
+		show := func() error { return x.showSettings(&seen, "enable_sort", "jit", "enable_seqscan") }
 		held := func(step string, want ...string) {
 			var sqls []string
 			for _, h := range p.held {
@@ -215,7 +226,7 @@ func TestPlannerSettingsWaitToBeTurnedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][3]string{{"on", "off", "off"}, {"on", "on", "on"}}
+	want := [][]string{{"on", "off", "off"}, {"on", "on", "on"}}
 	if !reflect.DeepEqual(seen, want) {
 		t.Fatalf("enable_sort, jit and enable_seqscan: %v, want %v", seen, want)
 	}

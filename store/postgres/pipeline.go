@@ -69,7 +69,7 @@ func (p *pipe) hold(sql string, args ...any) {
 	p.data++
 }
 
-// holdControl queues a statement that changes no data: a savepoint's, or a planner setting's.
+// holdControl queues a statement that changes no data: a savepoint's.
 func (p *pipe) holdControl(sql string) {
 	p.restorePlanner(sql)
 	p.held = append(p.held, heldStmt{sql: sql})

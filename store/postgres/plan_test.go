@@ -94,3 +94,31 @@ func placeholders(n int) string {
 	}
 	return strings.Join(ps, ", ")
 }
+
+// The shut-breaker read, sent with every lease's COMMIT, reads the few shut breakers through
+// their index (migration 006), not the row of every job type.
+func TestShutBreakerReadUsesItsIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	for _, sql := range []string{
+		`INSERT INTO breakers (type, data, shut) SELECT 't' || n, '{}', n % 1000 = 0 FROM generate_series(1, 5000) AS n`,
+		`ANALYZE breakers`,
+	} {
+		if _, err := s.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `EXPLAIN `+breakerShutSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "breakers_shut") {
+		t.Fatalf("the shut-breaker read does not use breakers_shut:\n%s", plan)
+	}
+}
