@@ -86,6 +86,7 @@ type Broker struct {
 	leader      atomic.Bool // this broker leads the cluster (isLeader)
 	clusterDone sync.WaitGroup
 	pollTimer   clock.Timer
+	rebalancing atomic.Bool // a rebalance is under way (rebalance.go)
 
 	ctx    context.Context // ends when the broker stops; for work no caller waits on
 	cancel context.CancelFunc
@@ -122,6 +123,7 @@ type Broker struct {
 	// round stored the lease and has not handed it out. That round drops them.
 	racedCancels map[int64]racedCancel
 	recent       recentResults // answers to stored results, for repeats
+	moves        moves         // moves of workers to other brokers (rebalance.go)
 
 	breakerMu      sync.Mutex
 	breakerPending map[string]breaker.Saved // latest state per type, not yet stored

@@ -21,6 +21,9 @@ func (b *Broker) Brokers(ctx context.Context) (list []store.BrokerRecord, self s
 	if b.cluster == nil || !ok {
 		r := b.self
 		r.LastSeen = b.clk.Now()
+		b.mu.Lock()
+		r.Workers = len(b.sessions)
+		b.mu.Unlock()
 		return []store.BrokerRecord{r}, r.ID, nil
 	}
 	list, err = l.Brokers(ctx)

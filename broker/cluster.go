@@ -53,6 +53,7 @@ func (b *Broker) startCluster() {
 	if b.cluster == nil {
 		return
 	}
+	b.publishWorkers()
 	b.clusterDone.Add(2)
 	go func() {
 		defer b.clusterDone.Done()
@@ -146,12 +147,14 @@ func (b *Broker) onLeadership(leader bool) {
 }
 
 // pollTick asks for a dispatch round and, on the leader, promotes scheduled jobs (which also
-// arms the timer for the next one, stored through any broker), then arms the next poll.
+// arms the timer for the next one, stored through any broker), looks whether workers need
+// evening out (rebalance), then arms the next poll.
 func (b *Broker) pollTick() {
 	b.signal()
 	if b.isLeader() {
 		b.promote(0)
 	}
+	go b.rebalance()
 	b.mu.Lock()
 	if !b.shuttingDown {
 		b.pollTimer = b.clk.AfterFunc(b.clusterPoll, b.pollTick)

@@ -44,6 +44,7 @@ type outbox struct {
 	closed     bool
 	overflowed error
 	overflow   chan struct{} // closed on overflow
+	ended      error         // why the broker closed it (closeWith); nil: errSessionClosed
 }
 
 func newOutbox(now func() time.Time) *outbox {
@@ -116,9 +117,16 @@ func (o *outbox) checkStalled(now time.Time, limit time.Duration) {
 	}
 }
 
-func (o *outbox) close() {
+func (o *outbox) close() { o.closeWith(nil) }
+
+// closeWith closes the outbox for err: what waits is still sent, then the send loop ends with
+// err (errSessionClosed when nil), and what is pushed from now on is dropped, as after the
+// stream ends.
+func (o *outbox) closeWith(err error) {
 	o.mu.Lock()
-	o.closed = true
+	if !o.closed {
+		o.closed, o.ended = true, err
+	}
 	o.mu.Unlock()
 	o.wake()
 }
@@ -146,9 +154,12 @@ func (o *outbox) next(ctx context.Context) ([]Message, int, error) {
 			o.mu.Unlock()
 			return msgs, n, nil
 		}
-		closed := o.closed
+		closed, ended := o.closed, o.ended
 		o.mu.Unlock()
 		if closed {
+			if ended != nil {
+				return nil, 0, ended
+			}
 			return nil, 0, errSessionClosed
 		}
 		select {

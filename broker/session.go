@@ -21,6 +21,9 @@ type Hello struct {
 	Queues   []string // empty: every queue
 	Capacity int
 	Held     []job.LeaseRef
+	// Movable: the worker's connection spreads over several brokers, so it may be moved to
+	// another (rebalance.go).
+	Movable bool
 	// Owner is who the stream authenticated as: the token's accessor id, or "" when auth is
 	// off. Leases are granted to the worker id and owner together, and only a stream with both
 	// the same adopts them (see Open).
@@ -39,6 +42,7 @@ type Session struct {
 	capacity int
 	out      *outbox
 	since    time.Time // when the stream opened
+	movable  bool      // Hello.Movable
 
 	// Guarded by b.mu.
 	held     map[int64]*lease
@@ -79,6 +83,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		types:    slices.Clone(h.Types),
 		queues:   slices.Clone(h.Queues),
 		capacity: h.Capacity,
+		movable:  h.Movable,
 		out:      newOutbox(b.now),
 		since:    b.now(),
 		held:     make(map[int64]*lease),
@@ -144,6 +149,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		s.held[ref.JobID] = l
 	}
 	b.sessions = append(b.sessions, s)
+	b.returnedLocked(s.workerID, b.clk.Now())
 	b.signal() // it may serve types or queues no one served
 
 	return s, w, nil

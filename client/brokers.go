@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/jobwire/jobwire/internal/brokerset"
 )
 
 // schemes keeps each DialBrokers connection's resolver scheme unique within the process.
@@ -25,6 +26,9 @@ var schemes atomic.Int64
 //
 // A worker takes the connection too, worker.New(c.Conn(), ...): its stream goes to a broker
 // that is up, and when that broker goes away it reconnects to another and keeps its leases.
+// Such a worker says it may be moved (Hello.movable): when a broker comes back, brokers that
+// hold more workers than it end some of their streams, and those workers reconnect, evening
+// the workers out again.
 //
 // WithBlock waits until at least one broker is ready.
 func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Client, error) {
@@ -38,7 +42,7 @@ func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Clie
 		}
 		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
 	}
-	r := manual.NewBuilderWithScheme(fmt.Sprintf("jobwire-brokers-%d", schemes.Add(1)))
+	r := manual.NewBuilderWithScheme(brokerset.Scheme(schemes.Add(1)))
 	r.InitialState(state)
 	base := []grpc.DialOption{
 		grpc.WithResolvers(r),
@@ -50,5 +54,5 @@ func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Clie
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
-	return dial(ctx, strings.Join(addrs, ","), r.Scheme()+":///brokers", base, opts)
+	return dial(ctx, strings.Join(addrs, ","), brokerset.Target(r.Scheme(), len(addrs)), base, opts)
 }

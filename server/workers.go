@@ -45,6 +45,7 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 		Queues:   hello.GetQueues(),
 		Capacity: int(hello.GetCapacity()),
 		Held:     refsFromProto(hello.GetHeld()),
+		Movable:  hello.GetMovable(),
 		Owner:    streamOwner(ctx),
 	})
 	if err != nil {
@@ -90,6 +91,9 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			}
 			if errors.Is(err, broker.ErrOutboxFull) {
 				return status.Errorf(codes.ResourceExhausted, "%v; the stream is closed, reconnect and read it", err)
+			}
+			if errors.Is(err, broker.ErrMoved) {
+				return status.Error(codes.Unavailable, err.Error())
 			}
 			// The broker closed the session (shutdown): end the stream cleanly.
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")

@@ -46,6 +46,7 @@ func (a *admin) ListBrokers(ctx context.Context, _ *jobwirev1.ListBrokersRequest
 			Leader:    r.Leader,
 			Alive:     r.Alive,
 			Answering: r.ID == self,
+			Workers:   int32(r.Workers),
 		})
 	}
 	return out, nil

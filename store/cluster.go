@@ -79,4 +79,6 @@ type BrokerRecord struct {
 	// Alive: it was seen within a few election intervals. A broker that stopped or died stays
 	// listed, not alive, until the leader forgets it.
 	Alive bool
+	// Workers is how many worker streams it served when it last wrote that it is alive.
+	Workers int
 }

@@ -88,6 +88,18 @@ type testBundle struct {
 // zero reconnect delays. opts fields left zero get test defaults.
 func setup(t *testing.T, opts Options) *testBundle {
 	t.Helper()
+	return setupOn(t, opts, func(addr string) (grpc.ClientConnInterface, func() error, error) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, err
+		}
+		return conn, conn.Close, nil
+	})
+}
+
+// setupOn is setup with the worker's connection to the broker at addr made by dial.
+func setupOn(t *testing.T, opts Options, dial func(addr string) (grpc.ClientConnInterface, func() error, error)) *testBundle {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -98,11 +110,11 @@ func setup(t *testing.T, opts Options) *testBundle {
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, closeConn, err := dial(lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	t.Cleanup(func() { _ = closeConn() })
 
 	fake := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	if opts.ID == "" {

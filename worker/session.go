@@ -115,6 +115,7 @@ func (w *Worker) runSession(ctx context.Context) (welcomed bool, err error) {
 		Queues:   w.opts.Queues,
 		Capacity: int32(w.opts.Concurrency),
 		Held:     w.heldLocked(),
+		Movable:  w.movable,
 	}
 	w.mu.Unlock()
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokerset"
 	"github.com/jobwire/jobwire/internal/clock"
 )
 
@@ -96,6 +97,9 @@ type Worker struct {
 	opts   Options
 	log    *slog.Logger
 	clock  clock.Clock
+	// movable: conn spreads over several brokers (client.DialBrokers), so a broker may move
+	// this worker to another (Hello.movable).
+	movable bool
 	// slots holds one token per running handler, so no more than Concurrency run even when the
 	// broker frees a cancelled job's slot before its handler has returned.
 	slots chan struct{}
@@ -159,8 +163,11 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
 		opts.ShutdownGrace = defaultShutdownGrace
 	}
 	opts.Queues = slices.Clone(opts.Queues)
+	// A channel that spreads over several brokers may take the next stream to another one.
+	target, _ := conn.(interface{ Target() string })
 	w := &Worker{
 		client:   jobwirev1.NewWorkerServiceClient(conn),
+		movable:  target != nil && brokerset.Spans(target.Target()),
 		opts:     opts,
 		log:      opts.Logger,
 		clock:    opts.Clock,

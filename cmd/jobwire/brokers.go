@@ -7,8 +7,8 @@ import (
 )
 
 // runBrokers lists the brokers that serve the database (AdminService.ListBrokers): on
-// PostgreSQL every broker seen in the last week, with the leader and the one that answered
-// marked; on SQLite the one broker.
+// PostgreSQL every broker seen in the last week, with the leader, the worker streams each
+// served when last seen, and the one that answered marked; on SQLite the one broker.
 func runBrokers(ctx context.Context, e *env, c *command, args []string) error {
 	cf, err := parseCommonOnly(e, c, args)
 	if err != nil {
@@ -18,10 +18,10 @@ func runBrokers(ctx context.Context, e *env, c *command, args []string) error {
 		return b.admin.ListBrokers(ctx, &jobwirev1.ListBrokersRequest{})
 	}, func(resp *jobwirev1.ListBrokersResponse) error {
 		tw := newTable(e.stdout)
-		row(tw, "ID", "ADDRESS", "HOST", "PID", "STARTED", "LAST SEEN", "LEADER", "ALIVE", "ANSWERED")
+		row(tw, "ID", "ADDRESS", "HOST", "PID", "STARTED", "LAST SEEN", "LEADER", "ALIVE", "WORKERS", "ANSWERED")
 		for _, b := range resp.GetBrokers() {
 			row(tw, orDash(b.GetId()), orDash(b.GetAddr()), orDash(b.GetHost()), b.GetPid(),
-				fmtTime(b.GetStartedAt()), fmtTime(b.GetLastSeen()), b.GetLeader(), b.GetAlive(), b.GetAnswering())
+				fmtTime(b.GetStartedAt()), fmtTime(b.GetLastSeen()), b.GetLeader(), b.GetAlive(), b.GetWorkers(), b.GetAnswering())
 		}
 		return tw.Flush()
 	})

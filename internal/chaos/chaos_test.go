@@ -131,7 +131,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 	defer zc.Close()
 	l.zombie = &zombie{conn: zc.Conn(), l: l}
 	workCtx, stopWork := context.WithCancel(ctx)
-	waitWorkers, err := startWorkers(workCtx, set.workers, set.slots, brokers.addrs, l, filepath.Join(dir, "workers.log"))
+	waitWorkers, err := startWorkers(workCtx, "chaos-worker", set.workers, set.slots, brokers.addrs, l, filepath.Join(dir, "workers.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

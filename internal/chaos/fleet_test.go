@@ -171,9 +171,10 @@ func (s *ackStream) RecvMsg(m any) error {
 	return err
 }
 
-// startWorkers runs n Go SDK workers, each on a connection to every broker, until ctx ends.
-// The returned function waits for them to stop.
-func startWorkers(ctx context.Context, n, concurrency int, addrs []string, l *ledger, logPath string) (func() error, error) {
+// startWorkers runs n Go SDK workers, named name-0 to name-(n-1), each on a connection to every
+// broker of addrs (client.DialBrokers), until ctx ends. The returned function waits for them to
+// stop.
+func startWorkers(ctx context.Context, name string, n, concurrency int, addrs []string, l *ledger, logPath string) (func() error, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func startWorkers(ctx context.Context, n, concurrency int, addrs []string, l *le
 		}
 		conns = append(conns, conn)
 		w, err := worker.New(conn.Conn(), worker.Options{
-			ID:               fmt.Sprintf("chaos-worker-%d", i),
+			ID:               fmt.Sprintf("%s-%d", name, i),
 			Concurrency:      concurrency,
 			ShutdownGrace:    5 * time.Second,
 			ReconnectBackoff: worker.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},

@@ -60,7 +60,7 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*frozenWait)
 	defer cancel()
 	workCtx, stopWork := context.WithCancel(ctx)
-	waitWorkers, err := startWorkers(workCtx, 1, 4, others, newLedger(), filepath.Join(dir, "workers.log"))
+	waitWorkers, err := startWorkers(workCtx, "chaos-worker", 1, 4, others, newLedger(), filepath.Join(dir, "workers.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func (s *Store) Brokers(ctx context.Context) ([]store.BrokerRecord, error) {
 				WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 				AND l.classid = $1 AND l.objid = (`+schemaKey+`)::oid AND l.objsubid = 2
 				AND a.application_name = 'jobwire broker ' || b.id || ' leader'),
-			`+dbNow+` - b.last_seen
+			`+dbNow+` - b.last_seen, b.workers
 			FROM brokers b ORDER BY b.id`, lockLeader)
 		if err != nil {
 			return err
@@ -105,7 +105,7 @@ func (s *Store) Brokers(ctx context.Context) ([]store.BrokerRecord, error) {
 		for rows.Next() {
 			var r store.BrokerRecord
 			var id, started, seen, silent int64
-			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen, &r.Leader, &silent); err != nil {
+			if err := rows.Scan(&id, &r.Addr, &r.PID, &r.Host, &started, &seen, &r.Leader, &silent, &r.Workers); err != nil {
 				return err
 			}
 			r.ID, r.StartedAt, r.LastSeen = strconv.FormatInt(id, 10), fromNanos(started), fromNanos(seen)
@@ -371,9 +371,17 @@ func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
 func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, s.leaderTimeout/2)
 	defer cancel()
-	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = `+dbNow+` WHERE id = $1`, s.brokerID)
+	workers := 0
+	if count := s.workers.Load(); count != nil {
+		workers = (*count)()
+	}
+	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = `+dbNow+`, workers = $2 WHERE id = $1`, s.brokerID, workers)
 	return err
 }
+
+// CountWorkers gives the heartbeat the count of the broker's worker streams to write beside its
+// last_seen (store.BrokerRecord.Workers), so that each broker sees where the workers are.
+func (s *Store) CountWorkers(count func() int) { s.workers.Store(&count) }
 
 // endSilentLeader ends the session holding the leader lock if the broker it belongs to (by its
 // application_name, see connect) has not recorded that it is alive for the leader timeout, by

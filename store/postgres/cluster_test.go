@@ -459,3 +459,37 @@ func TestLeaderTimeoutShorterThanThreeIntervalsIsRefused(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 }
+
+// Each broker's heartbeat writes its count of worker streams beside its last_seen, and every
+// broker lists the others' counts.
+func TestBrokersListTheirWorkers(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := openBroker(t, url, nil), openBroker(t, url, nil)
+	var workers atomic.Int64
+	workers.Store(3)
+	a.CountWorkers(func() int { return int(workers.Load()) })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, s := range []*Store{a, b} {
+		wg.Go(func() { s.Campaign(ctx, func(bool) {}) })
+	}
+	counts := func() map[string]int {
+		list, err := b.Brokers(ctx)
+		if err != nil {
+			return nil
+		}
+		out := map[string]int{}
+		for _, r := range list {
+			out[r.ID] = r.Workers
+		}
+		return out
+	}
+	waitFor(t, "broker a's 3 workers to be listed", func() bool {
+		c := counts()
+		return c[a.BrokerID()] == 3 && c[b.BrokerID()] == 0
+	})
+	workers.Store(5)
+	waitFor(t, "broker a's 5 workers to be listed", func() bool { return counts()[a.BrokerID()] == 5 })
+}

@@ -80,6 +80,8 @@ type Store struct {
 	electionInterval time.Duration
 	leaderTimeout    time.Duration
 	campaignHook     func() // tests: runs at the start of each round of Campaign
+	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
+	workers atomic.Pointer[func() int]
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error

@@ -2333,7 +2333,9 @@ type BrokerEntry struct {
 	// not alive, for a week.
 	Alive bool `protobuf:"varint,8,opt,name=alive,proto3" json:"alive,omitempty"`
 	// It is the broker that answered this call.
-	Answering     bool `protobuf:"varint,9,opt,name=answering,proto3" json:"answering,omitempty"`
+	Answering bool `protobuf:"varint,9,opt,name=answering,proto3" json:"answering,omitempty"`
+	// The worker streams connected to it, as of its last_seen.
+	Workers       int32 `protobuf:"varint,10,opt,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2429,6 +2431,13 @@ func (x *BrokerEntry) GetAnswering() bool {
 		return x.Answering
 	}
 	return false
+}
+
+func (x *BrokerEntry) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
 }
 
 type ListBrokersResponse struct {
@@ -2642,7 +2651,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\fconnected_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\"G\n" +
 	"\x13ListWorkersResponse\x120\n" +
 	"\aworkers\x18\x01 \x03(\v2\x16.jobwire.v1.WorkerInfoR\aworkers\"\x14\n" +
-	"\x12ListBrokersRequest\"\x97\x02\n" +
+	"\x12ListBrokersRequest\"\xb1\x02\n" +
 	"\vBrokerEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x12\n" +
@@ -2653,7 +2662,9 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x16\n" +
 	"\x06leader\x18\a \x01(\bR\x06leader\x12\x14\n" +
 	"\x05alive\x18\b \x01(\bR\x05alive\x12\x1c\n" +
-	"\tanswering\x18\t \x01(\bR\tanswering\"H\n" +
+	"\tanswering\x18\t \x01(\bR\tanswering\x12\x18\n" +
+	"\aworkers\x18\n" +
+	" \x01(\x05R\aworkers\"H\n" +
 	"\x13ListBrokersResponse\x121\n" +
 	"\abrokers\x18\x01 \x03(\v2\x17.jobwire.v1.BrokerEntryR\abrokers*|\n" +
 	"\fBreakerState\x12\x1d\n" +

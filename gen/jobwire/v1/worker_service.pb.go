@@ -569,7 +569,13 @@ type Hello struct {
 	// Leases the worker still holds from an earlier stream (after a reconnect), at most capacity
 	// entries. The broker adopts those that are still valid and were granted to this worker id
 	// (and, with auth on, this token) and lists the others in Welcome.lost.
-	Held          []*LeaseRef `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
+	Held []*LeaseRef `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
+	// The worker's connection spreads over several brokers of one database, so that a new stream
+	// may reach another broker than this one (the Go SDK sets it on a client.DialBrokers
+	// connection). A broker that holds two or more worker streams more than another live broker
+	// of its database ends one movable stream at a time with UNAVAILABLE, so that the workers
+	// even out after a broker comes back; a worker that is not movable is never moved.
+	Movable       bool `protobuf:"varint,6,opt,name=movable,proto3" json:"movable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +643,13 @@ func (x *Hello) GetHeld() []*LeaseRef {
 		return x.Held
 	}
 	return nil
+}
+
+func (x *Hello) GetMovable() bool {
+	if x != nil {
+		return x.Movable
+	}
+	return false
 }
 
 // Started says user code began running the job. The attempt counts from here.
@@ -1561,13 +1574,14 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\bLeaseRef\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
-	"leaseTokenJ\x04\b\x02\x10\x03\"\x9f\x01\n" +
+	"leaseTokenJ\x04\b\x02\x10\x03\"\xb9\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1b\n" +
 	"\tjob_types\x18\x02 \x03(\tR\bjobTypes\x12\x16\n" +
 	"\x06queues\x18\x03 \x03(\tR\x06queues\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12(\n" +
-	"\x04held\x18\x05 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04held\"G\n" +
+	"\x04held\x18\x05 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04held\x12\x18\n" +
+	"\amovable\x18\x06 \x01(\bR\amovable\"G\n" +
 	"\aStarted\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +

@@ -1,0 +1,29 @@
+// Package brokerset names the gRPC channels that spread over several brokers of one database
+// (client.DialBrokers), so that a worker made on one can say that it may be moved to another
+// broker (Hello.movable).
+package brokerset
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+const prefix = "jobwire-brokers-"
+
+// Scheme is the resolver scheme of the n-th such channel of the process: unique, because gRPC
+// keeps a channel's resolver by its scheme.
+func Scheme(n int64) string { return fmt.Sprintf("%s%d", prefix, n) }
+
+// Target is the target of a channel with this scheme over this many brokers.
+func Target(scheme string, brokers int) string { return fmt.Sprintf("%s:///%d", scheme, brokers) }
+
+// Spans reports whether a channel with this target spreads over several brokers.
+func Spans(target string) bool {
+	scheme, n, ok := strings.Cut(target, ":///")
+	if !ok || !strings.HasPrefix(scheme, prefix) {
+		return false
+	}
+	brokers, err := strconv.Atoi(n)
+	return err == nil && brokers > 1
+}
