@@ -572,9 +572,10 @@ type Hello struct {
 	Held []*LeaseRef `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
 	// The worker's connection spreads over several brokers of one database, so that a new stream
 	// may reach another broker than this one (the Go SDK sets it on a client.DialBrokers
-	// connection). A broker that holds two or more worker streams more than another live broker
-	// of its database ends one movable stream at a time with UNAVAILABLE, so that the workers
-	// even out after a broker comes back; a worker that is not movable is never moved.
+	// connection of several addresses). A broker that holds two or more worker streams more than
+	// another live broker of its database ends one movable stream at a time with UNAVAILABLE, so
+	// that the workers even out after a broker comes back; a worker that is not movable is never
+	// moved.
 	Movable       bool `protobuf:"varint,6,opt,name=movable,proto3" json:"movable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
