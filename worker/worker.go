@@ -74,6 +74,12 @@ type Options struct {
 	// inside this module pass a clock.Fake to move time by hand. The attempt timeout is a
 	// context deadline and always follows the wall clock.
 	Clock clock.Clock
+	// Movable says the connection reaches several brokers of one database through one address
+	// (a load balancer, or a DNS name of several), so that a new stream may land on another
+	// broker: brokers then even out their workers by ending a movable worker's stream, and it
+	// reconnects (Hello.movable). A client.DialBrokers connection of several addresses is
+	// movable without it.
+	Movable bool
 	// TracerProvider receives the handler spans ("process <queue>", children of the producer's
 	// trace). Nil means the global provider (otel.GetTracerProvider).
 	TracerProvider trace.TracerProvider
@@ -167,7 +173,7 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
 	target, _ := conn.(interface{ Target() string })
 	w := &Worker{
 		client:   jobwirev1.NewWorkerServiceClient(conn),
-		movable:  target != nil && brokerset.Spans(target.Target()),
+		movable:  opts.Movable || (target != nil && brokerset.Spans(target.Target())),
 		opts:     opts,
 		log:      opts.Logger,
 		clock:    opts.Clock,

@@ -95,6 +95,12 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Jitter source in [0, 1). Default Math.random. */
   random?: () => number;
+  /**
+   * The address reaches several brokers of one database (a load balancer, or a DNS name of
+   * several), so a new stream may land on another broker: brokers then even out their workers
+   * by ending a movable worker's stream (UNAVAILABLE), and it reconnects. Default false.
+   */
+  movable?: boolean;
 }
 
 /** Runs handlers for jobs pushed by a Jobwire broker over one gRPC stream. */

@@ -168,6 +168,9 @@ class Worker {
    *   for a broker that requires one; strings are file paths, read at construction
    * @param {Logger} [opts.logger] default: stderr
    * @param {() => number} [opts.random] jitter source in [0, 1)
+   * @param {boolean} [opts.movable] the address reaches several brokers of one database (a load
+   *   balancer, or a DNS name of several), so a new stream may land on another broker: brokers then
+   *   even out their workers by ending a movable worker's stream (UNAVAILABLE), and it reconnects
    */
   constructor(opts = {}) {
     this.address = opts.address ?? '127.0.0.1:7070';
@@ -178,6 +181,7 @@ class Worker {
       throw new RangeError('capacity must be an integer in 1..10000');
     }
     this.queues = [...(opts.queues ?? [])];
+    this.movable = opts.movable ?? false;
     this.gracePeriodMs = opts.gracePeriodMs ?? 30000;
     this.finishTimeoutMs = opts.finishTimeoutMs ?? 10000;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 10000;
@@ -360,6 +364,7 @@ class Worker {
           queues: this.queues,
           capacity: this.capacity,
           held: [...this.jobs.values()].map((j) => j.ref),
+          movable: this.movable,
         },
       });
     });

@@ -175,6 +175,13 @@ const until = async (cond) => {
   }
 };
 
+test('a movable worker says so in its hello', async (t) => {
+  const b = await setup(t, { movable: true });
+  const { s, hello } = await b.start();
+  assert.equal(hello.movable, true);
+  await b.stopAndExpectDrain(s);
+});
+
 test('hello, started, result, ack', async (t) => {
   const b = await setup(t, { queues: ['q1'] });
   const { s, hello } = await b.start();
@@ -183,6 +190,7 @@ test('hello, started, result, ack', async (t) => {
   assert.deepEqual(hello.queues, ['q1']);
   assert.equal(hello.capacity, 2);
   assert.deepEqual(hello.held, []);
+  assert.equal(hello.movable, false);
 
   s.send(assignment(1));
   const started = await s.recv('started');

@@ -150,6 +150,7 @@ class Worker:
         tls_cert: Optional[str] = None,
         tls_key: Optional[str] = None,
         rand: Callable[[], float] = random.random,
+        movable: bool = False,
     ):
         """Configure a worker.
 
@@ -161,6 +162,10 @@ class Worker:
             the CA certificates in the PEM file tls_ca (default: the system's), and presenting
             the client certificate tls_cert with its key tls_key to a broker that requires one.
             The files are read here, so a missing one fails at once.
+        movable: the address reaches several brokers of one database (a load balancer, or a
+            DNS name of several), so that a new stream may land on another broker: brokers then
+            even out their workers by ending a movable worker's stream (UNAVAILABLE), and it
+            reconnects. Leave it False for an address of one broker.
         """
         if not 1 <= capacity <= 10000:
             raise ValueError("capacity must be in 1..10000")
@@ -170,6 +175,7 @@ class Worker:
             raise ValueError("worker_id must be 1..255 characters")
         self.capacity = capacity
         self.queues = tuple(queues)
+        self.movable = movable
         self.grace_period = grace_period
         self.finish_timeout = finish_timeout
         self.connect_timeout = connect_timeout
@@ -295,6 +301,7 @@ class Worker:
                         queues=list(self.queues),
                         capacity=self.capacity,
                         held=held,
+                        movable=self.movable,
                     )
                 )
             )

@@ -183,6 +183,7 @@ class WorkerStreamTest(BrokerTestCase):
         self.assertEqual(list(hello.queues), ["q1"])
         self.assertEqual(hello.capacity, 2)
         self.assertEqual(len(hello.held), 0)
+        self.assertFalse(hello.movable)
 
         s.send(assignment=assignment(1))
         started = await s.recv("started")
@@ -192,6 +193,12 @@ class WorkerStreamTest(BrokerTestCase):
         self.assertTrue(result.HasField("success"))
         s.send(result_ack=ack(1))
 
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_movable_worker_says_so_in_hello(self):
+        w = self.make_worker(movable=True)
+        task, s, hello = await self.start(w)
+        self.assertTrue(hello.movable)
         await self.stop_and_expect_drain(w, task, s)
 
     async def test_handler_sees_metadata_and_trace_context(self):
