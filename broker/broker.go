@@ -86,7 +86,6 @@ type Broker struct {
 	leader      atomic.Bool // this broker leads the cluster (isLeader)
 	clusterDone sync.WaitGroup
 	pollTimer   clock.Timer
-	rebalancing atomic.Bool // a rebalance is under way (rebalance.go)
 
 	ctx    context.Context // ends when the broker stops; for work no caller waits on
 	cancel context.CancelFunc

@@ -154,7 +154,7 @@ func (b *Broker) pollTick() {
 	if b.isLeader() {
 		b.promote(0)
 	}
-	go b.rebalance()
+	b.rebalance()
 	b.mu.Lock()
 	if !b.shuttingDown {
 		b.pollTimer = b.clk.AfterFunc(b.clusterPoll, b.pollTick)

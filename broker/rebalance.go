@@ -1,9 +1,9 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -40,8 +40,12 @@ const (
 )
 
 // workerCounter is what a cluster's store offers to publish this broker's count of worker
-// streams with its heartbeat.
-type workerCounter interface{ CountWorkers(count func() int) }
+// streams with its heartbeat, and to tell the other live brokers' counts as that heartbeat read
+// them (by broker id; nil before the first).
+type workerCounter interface {
+	CountWorkers(count func() int)
+	PeerWorkers() map[string]int
+}
 
 // moves is the state of the broker's moves of workers; guarded by Broker.mu.
 type moves struct {
@@ -70,43 +74,34 @@ func (b *Broker) publishWorkers() {
 }
 
 // rebalance moves one movable worker stream away if this broker holds two or more streams more
-// than the live broker with the fewest. It runs on every poll; one at a time.
+// than the live broker with the fewest. It runs on every poll, on the counts the last heartbeat
+// read, so it costs the database nothing.
 func (b *Broker) rebalance() {
-	l, ok := b.cluster.(brokerLister)
-	if !ok || !b.rebalancing.CompareAndSwap(false, true) {
+	c, ok := b.cluster.(workerCounter)
+	if !ok {
 		return
 	}
-	defer b.rebalancing.Store(false)
-	ctx, cancel := context.WithTimeout(b.ctx, b.clusterPoll)
-	defer cancel()
-	list, err := l.Brokers(ctx)
-	if err != nil {
-		return // the next poll looks again; a database that fails is logged by the writes
+	peers := c.PeerWorkers()
+	ids := make([]string, 0, len(peers))
+	others := make([]int, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
 	}
-	self := b.cluster.BrokerID()
+	slices.Sort(ids)
+	for _, id := range ids {
+		others = append(others, peers[id])
+	}
+	names := strings.Join(ids, " ")
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var others []int
-	var names strings.Builder
-	toWorkers := -1
-	for _, r := range list {
-		if !r.Alive || r.ID == self {
-			continue
-		}
-		others = append(others, r.Workers)
-		names.WriteString(r.ID + " ")
-		if r.ID == b.moves.to {
-			toWorkers = r.Workers
-		}
-	}
 	now := b.clk.Now()
 	for id, at := range b.moves.sent {
 		if now.Sub(at) >= bounceWindow {
 			delete(b.moves.sent, id)
 		}
 	}
-	if names.String() != b.moves.others || toWorkers > b.moves.toWorkers {
-		b.moves.others, b.moves.gap, b.moves.next = names.String(), 0, time.Time{}
+	if n, ok := peers[b.moves.to]; names != b.moves.others || (ok && n > b.moves.toWorkers) {
+		b.moves.others, b.moves.gap, b.moves.next = names, 0, time.Time{}
 	}
 	fewest, uneven := unevenWorkers(len(b.sessions), others)
 	if !uneven {
@@ -122,9 +117,9 @@ func (b *Broker) rebalance() {
 		b.moves.sent = make(map[string]time.Time)
 	}
 	b.moves.sent[s.workerID] = now
-	for _, r := range list {
-		if r.Alive && r.ID != self && r.Workers == fewest {
-			b.moves.to, b.moves.toWorkers = r.ID, fewest
+	for _, id := range ids {
+		if peers[id] == fewest {
+			b.moves.to, b.moves.toWorkers = id, fewest
 			break
 		}
 	}

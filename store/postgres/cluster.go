@@ -375,13 +375,43 @@ func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	if count := s.workers.Load(); count != nil {
 		workers = (*count)()
 	}
-	_, err := conn.Exec(ctx, `UPDATE brokers SET last_seen = `+dbNow+`, workers = $2 WHERE id = $1`, s.brokerID, workers)
-	return err
+	// The same statement reads the other live brokers' counts (PeerWorkers): knowing where the
+	// workers are costs no statement of its own.
+	rows, err := conn.Query(ctx, `WITH me AS (UPDATE brokers SET last_seen = `+dbNow+`, workers = $2 WHERE id = $1)
+		SELECT id, workers FROM brokers WHERE id <> $1 AND `+dbNow+` - last_seen <= $3`,
+		s.brokerID, workers, aliveFor*s.electionInterval.Nanoseconds())
+	if err != nil {
+		return err
+	}
+	peers := map[string]int{}
+	for rows.Next() {
+		var id int64
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		peers[strconv.FormatInt(id, 10)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	s.peers.Store(&peers)
+	return nil
 }
 
 // CountWorkers gives the heartbeat the count of the broker's worker streams to write beside its
 // last_seen (store.BrokerRecord.Workers), so that each broker sees where the workers are.
 func (s *Store) CountWorkers(count func() int) { s.workers.Store(&count) }
+
+// PeerWorkers are the worker streams of every other live broker (by broker id), as the last
+// heartbeat read them; nil before the first.
+func (s *Store) PeerWorkers() map[string]int {
+	if p := s.peers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // endSilentLeader ends the session holding the leader lock if the broker it belongs to (by its
 // application_name, see connect) has not recorded that it is alive for the leader timeout, by

@@ -460,8 +460,8 @@ func TestLeaderTimeoutShorterThanThreeIntervalsIsRefused(t *testing.T) {
 	}
 }
 
-// Each broker's heartbeat writes its count of worker streams beside its last_seen, and every
-// broker lists the others' counts.
+// Each broker's heartbeat writes its count of worker streams beside its last_seen and reads the
+// other live brokers' counts, and every broker lists them all.
 func TestBrokersListTheirWorkers(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
@@ -490,6 +490,15 @@ func TestBrokersListTheirWorkers(t *testing.T) {
 		c := counts()
 		return c[a.BrokerID()] == 3 && c[b.BrokerID()] == 0
 	})
+	// Each heartbeat also reads the other live brokers' counts.
+	waitFor(t, "broker b's heartbeat to read broker a's 3 workers", func() bool {
+		p := b.PeerWorkers()
+		return len(p) == 1 && p[a.BrokerID()] == 3
+	})
 	workers.Store(5)
 	waitFor(t, "broker a's 5 workers to be listed", func() bool { return counts()[a.BrokerID()] == 5 })
+	waitFor(t, "broker b's heartbeat to read them", func() bool { return b.PeerWorkers()[a.BrokerID()] == 5 })
+	if p := a.PeerWorkers(); len(p) != 1 || p[b.BrokerID()] != 0 {
+		t.Fatalf("broker a sees %v, want broker %s with no workers", p, b.BrokerID())
+	}
 }

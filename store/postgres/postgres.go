@@ -82,6 +82,7 @@ type Store struct {
 	campaignHook     func() // tests: runs at the start of each round of Campaign
 	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
 	workers atomic.Pointer[func() int]
+	peers   atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error
