@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
@@ -500,5 +501,60 @@ func TestBrokersListTheirWorkers(t *testing.T) {
 	waitFor(t, "broker b's heartbeat to read them", func() bool { return b.PeerWorkers()[a.BrokerID()] == 5 })
 	if p := a.PeerWorkers(); len(p) != 1 || p[b.BrokerID()] != 0 {
 		t.Fatalf("broker a sees %v, want broker %s with no workers", p, b.BrokerID())
+	}
+}
+
+// A leader whose pool is exhausted (every connection held by slow writes, say) keeps the
+// leadership: it records that it is alive on the connection that holds the leader lock, not
+// through the pool, so the other brokers never find it silent and never end its session.
+func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	const interval, timeout = 100 * time.Millisecond, 900 * time.Millisecond
+	tune := func(o *Options) { o.ElectionInterval, o.LeaderTimeout, o.MaxConns = interval, timeout, 2 }
+	var logA, logB logBuffer
+	a, b := openBroker(t, u, &logA, tune), openBroker(t, u, &logB, tune)
+	var roundsA, roundsB atomic.Int64
+	a.campaignHook = func() { roundsA.Add(1) }
+	b.campaignHook = func() { roundsB.Add(1) }
+	l := &leaders{leading: map[int]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { a.Campaign(ctx, func(on bool) { l.set(0, on) }) })
+	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
+	wg.Go(func() { b.Campaign(ctx, func(on bool) { l.set(1, on) }) })
+
+	var held []*pgxpool.Conn
+	for range 2 {
+		c, err := a.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// Released before the pool closes even if the test fails first: a pool waits for its
+	// connections to come back.
+	release := sync.OnceFunc(func() {
+		for _, c := range held {
+			c.Release()
+		}
+	})
+	t.Cleanup(release)
+	// Three leader timeouts of rounds on both brokers, with a's pool empty all along.
+	fromA, fromB := roundsA.Load(), roundsB.Load()
+	need := int64(3 * timeout / interval)
+	waitFor(t, "three leader timeouts of campaign rounds", func() bool {
+		return roundsA.Load()-fromA >= need && roundsB.Load()-fromB >= need
+	})
+	release()
+	if !l.is(0) || l.is(1) || l.most != 1 {
+		t.Fatalf("broker a leads: %v, broker b leads: %v, most at once: %d", l.is(0), l.is(1), l.most)
+	}
+	if s := logA.String(); strings.Contains(s, "lost leadership") {
+		t.Fatalf("the busy leader lost the leadership:\n%s", s)
+	}
+	if s := logB.String(); strings.Contains(s, "ended the session of a silent leader") {
+		t.Fatalf("the other broker ended the busy leader's session:\n%s", s)
 	}
 }
