@@ -285,6 +285,7 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 	tick := time.NewTicker(s.electionInterval)
 	defer tick.Stop()
 	var pruned time.Time // when this broker, leading, last forgot long-gone brokers
+	cannotEnd := false   // the last round failed to end a silent leader's session
 	for {
 		if s.campaignHook != nil {
 			s.campaignHook()
@@ -310,7 +311,17 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 		}
 		if conn != nil && !leader {
 			ok, err := s.tryLead(ctx, conn)
-			if err == nil && !ok && s.endSilentLeader(ctx, conn) {
+			ended := false
+			if err == nil && !ok {
+				var endErr error
+				ended, endErr = s.endSilentLeader(ctx, conn)
+				// Said once: the failure repeats every round for as long as the leader is silent.
+				if endErr != nil && !cannotEnd && ctx.Err() == nil {
+					s.log.Warn("cannot end the session of a silent leader", "broker", s.BrokerID(), "err", endErr)
+				}
+				cannotEnd = endErr != nil
+			}
+			if ended {
 				// The lock goes as the ended session goes, within moments.
 				for range 10 {
 					if ok, err = s.tryLead(ctx, conn); ok || err != nil || !sleep(ctx, s.electionInterval/10) {
@@ -417,7 +428,9 @@ func (s *Store) PeerWorkers() map[string]int {
 // application_name, see connect) has not recorded that it is alive for the leader timeout, by
 // the database's clock. It reports whether it ended one. One statement finds the holder,
 // measures its silence and ends it, so a heartbeat that committed before it spares the holder.
-func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) bool {
+// An error says it found a silent leader and could not end its session (a role without the
+// right to, see docs/deploying.md), or could not look.
+func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) (bool, error) {
 	ctx, cancel := context.WithTimeout(outer, s.electionInterval)
 	defer cancel()
 	var pid int32
@@ -433,16 +446,13 @@ func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) bool {
 		lockLeader, s.leaderTimeout.Nanoseconds()).Scan(&pid, &id, &silent, new(bool))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return false // the leader is alive, or the lock is free again
+		return false, nil // the leader is alive, or the lock is free again
 	case err != nil:
-		if outer.Err() == nil {
-			s.log.Warn("cannot end the session of a silent leader", "broker", s.BrokerID(), "err", err)
-		}
-		return false
+		return false, err
 	}
 	s.log.Warn("ended the session of a silent leader to take over", "broker", s.BrokerID(),
 		"leader", strconv.FormatInt(id, 10), "silent_for", time.Duration(silent).Round(time.Millisecond), "pid", pid)
-	return true
+	return true, nil
 }
 
 // tryLead takes the leader lock if no session holds it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -223,6 +224,13 @@ func (l *leaders) set(i int, on bool) {
 		}
 	}
 	l.most = max(l.most, n)
+}
+
+// mostAtOnce is the most brokers that ever led at once.
+func (l *leaders) mostAtOnce() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.most
 }
 
 // is reports whether broker i leads.
@@ -451,6 +459,118 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	}
 }
 
+// A broker connected as another role cannot end a frozen leader's session (pg_terminate_backend
+// ends only sessions of the caller's own role): it says so and does not lead, and the leader,
+// once it runs again, has kept the leadership. docs/deploying.md ("Role") says the same. Neither
+// role is a superuser (whose sessions only a superuser may end).
+func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	asA, asB := roleURL(t, u, "a"), roleURL(t, u, "b")
+	const timeout = 10 * testElection
+	var logs [2]logBuffer
+	frozen := atomic.Bool{}
+	thaw := make(chan struct{})
+	resume := sync.OnceFunc(func() { close(thaw) })
+	l := &leaders{leading: map[int]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); resume(); wg.Wait() })
+	tune := func(o *Options) { o.LeaderTimeout = timeout }
+	var roundsA, roundsB atomic.Int64
+	a := openBroker(t, asA, &logs[0], tune)
+	a.campaignHook = func() {
+		if frozen.Load() {
+			<-thaw
+		}
+		roundsA.Add(1)
+	}
+	wg.Go(func() { a.Campaign(ctx, func(on bool) { l.set(0, on) }) })
+	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
+	b := openBroker(t, asB, &logs[1], tune)
+	b.campaignHook = func() { roundsB.Add(1) }
+	wg.Go(func() { b.Campaign(ctx, func(on bool) { l.set(1, on) }) })
+
+	frozen.Store(true)
+	said := `msg="cannot end the session of a silent leader" broker=` + b.BrokerID()
+	waitFor(t, "broker b to find it cannot end the silent leader", func() bool {
+		return strings.Contains(logs[1].String(), said)
+	})
+	// Twenty more rounds of b with a frozen: b tries every round, and says so once.
+	from := roundsB.Load()
+	waitFor(t, "twenty rounds of broker b", func() bool { return roundsB.Load()-from >= 20 })
+	if l.is(1) {
+		t.Fatal("broker b leads beside the frozen leader")
+	}
+	if s := logs[1].String(); strings.Count(s, said) != 1 || !strings.Contains(s, "(SQLSTATE 42501)") {
+		t.Fatalf("broker b's log, want one warning with the server's insufficient_privilege error:\n%s", s)
+	}
+	frozen.Store(false)
+	resume()
+	// Two leader timeouts of rounds of a running again: it keeps leading, and b never does.
+	from = roundsA.Load()
+	need := int64(2 * timeout / testElection)
+	waitFor(t, "two leader timeouts of broker a's rounds", func() bool { return roundsA.Load()-from >= need })
+	if most := l.mostAtOnce(); l.is(1) || !l.is(0) || most != 1 {
+		t.Fatalf("after the leader ran again: a leads %v, b leads %v, most at once %d\n%s", l.is(0), l.is(1), most, logs[0].String())
+	}
+	if strings.Contains(logs[0].String(), "lost leadership") {
+		t.Fatalf("the leader lost the leadership:\n%s", logs[0].String())
+	}
+}
+
+// roleURL makes a login role for the test (named for u's schema and suffix), neither a
+// superuser nor a member of pg_signal_backend, with the rights a broker needs on u's schema:
+// USAGE and CREATE (opening a store creates schema_migrations if missing, and the server checks
+// the right even when it exists), and all on its tables. It returns u connecting as that role,
+// and drops the role when the test ends.
+func roleURL(t *testing.T, u, suffix string) string {
+	t.Helper()
+	ctx := context.Background()
+	// The tables: opening a store migrates the schema.
+	s, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := parsed.Query().Get("search_path")
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	role := schema + "_" + suffix
+	for _, sql := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE, CREATE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT ALL ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+		`GRANT ALL ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Errorf("connect to drop role %s: %v", role, err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, sql := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				t.Errorf("%s: %v", sql, err)
+			}
+		}
+	})
+	parsed.User = url.User(role)
+	return parsed.String()
+}
+
 // A leader timeout that a broker's own heartbeat rounds could outlast is refused.
 func TestLeaderTimeoutShorterThanThreeIntervalsIsRefused(t *testing.T) {
 	t.Parallel()
@@ -548,8 +668,8 @@ func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
 		return roundsA.Load()-fromA >= need && roundsB.Load()-fromB >= need
 	})
 	release()
-	if !l.is(0) || l.is(1) || l.most != 1 {
-		t.Fatalf("broker a leads: %v, broker b leads: %v, most at once: %d", l.is(0), l.is(1), l.most)
+	if most := l.mostAtOnce(); !l.is(0) || l.is(1) || most != 1 {
+		t.Fatalf("broker a leads: %v, broker b leads: %v, most at once: %d", l.is(0), l.is(1), most)
 	}
 	if s := logA.String(); strings.Contains(s, "lost leadership") {
 		t.Fatalf("the busy leader lost the leadership:\n%s", s)
