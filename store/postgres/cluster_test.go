@@ -520,10 +520,9 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 }
 
 // roleURL makes a login role for the test (named for u's schema and suffix), neither a
-// superuser nor a member of pg_signal_backend, with the rights a broker needs on u's schema:
-// USAGE and CREATE (opening a store creates schema_migrations if missing, and the server checks
-// the right even when it exists), and all on its tables. It returns u connecting as that role,
-// and drops the role when the test ends.
+// superuser nor a member of pg_signal_backend, with the rights a broker needs on u's schema,
+// whose migrations it applies first: USAGE on the schema (not CREATE), and all on its tables.
+// It returns u connecting as that role, and drops the role when the test ends.
 func roleURL(t *testing.T, u, suffix string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -546,7 +545,7 @@ func roleURL(t *testing.T, u, suffix string) string {
 	role := schema + "_" + suffix
 	for _, sql := range []string{
 		`CREATE ROLE ` + role + ` LOGIN`,
-		`GRANT USAGE, CREATE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
 		`GRANT ALL ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
 		`GRANT ALL ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
 	} {

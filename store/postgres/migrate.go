@@ -51,9 +51,18 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, lockMigrate)
 	}()
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+	// Created only when missing: PostgreSQL checks the right to create in the schema even for
+	// a table that exists, and a broker whose role may only use the tables opens a schema
+	// that is up to date.
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return fmt.Errorf("look for schema_migrations: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL)`); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
 	}
 	var current int
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
