@@ -207,6 +207,61 @@ func TestBrokerIDsAreNeverReused(t *testing.T) {
 }
 
 // leaders follows the leadership of several campaigning brokers.
+// campaigns runs brokers' campaigns until the test ends (or stop), recording who leads.
+type campaigns struct {
+	*leaders
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newCampaigns(t *testing.T) *campaigns {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &campaigns{leaders: &leaders{leading: map[int]bool{}}, ctx: ctx, cancel: cancel}
+	t.Cleanup(c.stop)
+	return c
+}
+
+// run starts s's campaign as broker i.
+func (c *campaigns) run(i int, s *Store) {
+	c.wg.Go(func() { s.Campaign(c.ctx, func(on bool) { c.set(i, on) }) })
+}
+
+// stop ends the campaigns and waits for them.
+func (c *campaigns) stop() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// freezer holds a broker's campaign at the start of its rounds while frozen: the broker neither
+// writes its heartbeat nor checks its session, as a stopped process would not. Made after the
+// test's campaigns, it lets them go before they are stopped.
+type freezer struct {
+	frozen atomic.Bool
+	thaw   chan struct{}
+	once   sync.Once
+}
+
+func newFreezer(t *testing.T) *freezer {
+	f := &freezer{thaw: make(chan struct{})}
+	t.Cleanup(f.resume)
+	return f
+}
+
+// hold is the campaign's hook.
+func (f *freezer) hold() {
+	if f.frozen.Load() {
+		<-f.thaw
+	}
+}
+
+func (f *freezer) freeze() { f.frozen.Store(true) }
+
+func (f *freezer) resume() {
+	f.frozen.Store(false)
+	f.once.Do(func() { close(f.thaw) })
+}
+
 type leaders struct {
 	mu      sync.Mutex
 	leading map[int]bool
@@ -260,13 +315,10 @@ func TestCampaignElectsOneLeaderAndFailsOver(t *testing.T) {
 	u := pgtest.URL(t)
 	var logs [3]logBuffer
 	var stores [3]*Store
-	l := &leaders{leading: map[int]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	l := newCampaigns(t)
 	for i := range stores {
 		stores[i] = openBroker(t, u, &logs[i])
-		wg.Go(func() { stores[i].Campaign(ctx, func(on bool) { l.set(i, on) }) })
+		l.run(i, stores[i])
 	}
 	waitFor(t, "a leader", func() bool { return l.leader() >= 0 })
 	first := l.leader()
@@ -293,8 +345,7 @@ func TestCampaignElectsOneLeaderAndFailsOver(t *testing.T) {
 	if !strings.Contains(logs[second].String(), `msg="became leader" broker=`+stores[second].BrokerID()) {
 		t.Fatalf("the new leader's log does not say it was elected:\n%s", logs[second].String())
 	}
-	cancel()
-	wg.Wait()
+	l.stop()
 	if l.leader() != -1 {
 		t.Fatalf("broker %d still leads after its campaign ended", l.leader())
 	}
@@ -416,28 +467,18 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	const timeout = 10 * testElection
 	var logs [2]logBuffer
 	var stores [2]*Store
-	var frozen [2]atomic.Bool
-	thaw := make(chan struct{})
-	resume := sync.OnceFunc(func() { close(thaw) })
-	l := &leaders{leading: map[int]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); resume(); wg.Wait() })
+	var frozen [2]*freezer
+	l := newCampaigns(t)
 	for i := range stores {
 		stores[i] = openBroker(t, u, &logs[i], func(o *Options) { o.LeaderTimeout = timeout })
-		// Frozen, a broker neither writes its heartbeat nor checks its session: its campaign
-		// stops where a stopped process would.
-		stores[i].campaignHook = func() {
-			if frozen[i].Load() {
-				<-thaw
-			}
-		}
-		wg.Go(func() { stores[i].Campaign(ctx, func(on bool) { l.set(i, on) }) })
+		frozen[i] = newFreezer(t)
+		stores[i].campaignHook = frozen[i].hold
+		l.run(i, stores[i])
 	}
 	waitFor(t, "a leader", func() bool { return l.leader() >= 0 })
 	old := l.leader()
 	other := 1 - old
-	frozen[old].Store(true)
+	frozen[old].freeze()
 	waitFor(t, "the other broker to take over", func() bool { return l.is(other) })
 	took := logs[other].String()
 	want := `msg="ended the session of a silent leader to take over" broker=` + stores[other].BrokerID() +
@@ -448,8 +489,7 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	// The frozen broker still takes itself for the leader here: only its campaign, held in
 	// campaignHook, could say otherwise, so there is nothing to check about it until it runs.
 
-	frozen[old].Store(false)
-	resume()
+	frozen[old].resume()
 	waitFor(t, "the old leader to stop leading", func() bool { return !l.is(old) })
 	if s := logs[old].String(); !strings.Contains(s, `msg="lost leadership" broker=`+stores[old].BrokerID()) {
 		t.Fatalf("the old leader's log does not say it lost the leadership:\n%s", s)
@@ -469,29 +509,22 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 	asA, asB := roleURL(t, u, "a"), roleURL(t, u, "b")
 	const timeout = 10 * testElection
 	var logs [2]logBuffer
-	frozen := atomic.Bool{}
-	thaw := make(chan struct{})
-	resume := sync.OnceFunc(func() { close(thaw) })
-	l := &leaders{leading: map[int]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); resume(); wg.Wait() })
+	l := newCampaigns(t)
+	frozen := newFreezer(t)
 	tune := func(o *Options) { o.LeaderTimeout = timeout }
 	var roundsA, roundsB atomic.Int64
 	a := openBroker(t, asA, &logs[0], tune)
 	a.campaignHook = func() {
-		if frozen.Load() {
-			<-thaw
-		}
+		frozen.hold()
 		roundsA.Add(1)
 	}
-	wg.Go(func() { a.Campaign(ctx, func(on bool) { l.set(0, on) }) })
+	l.run(0, a)
 	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
 	b := openBroker(t, asB, &logs[1], tune)
 	b.campaignHook = func() { roundsB.Add(1) }
-	wg.Go(func() { b.Campaign(ctx, func(on bool) { l.set(1, on) }) })
+	l.run(1, b)
 
-	frozen.Store(true)
+	frozen.freeze()
 	said := `msg="cannot end the session of a silent leader" broker=` + b.BrokerID()
 	waitFor(t, "broker b to find it cannot end the silent leader", func() bool {
 		return strings.Contains(logs[1].String(), said)
@@ -505,8 +538,7 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 	if s := logs[1].String(); strings.Count(s, said) != 1 || !strings.Contains(s, "(SQLSTATE 42501)") {
 		t.Fatalf("broker b's log, want one warning with the server's insufficient_privilege error:\n%s", s)
 	}
-	frozen.Store(false)
-	resume()
+	frozen.resume()
 	// Two leader timeouts of rounds of a running again: it keeps leading, and b never does.
 	from = roundsA.Load()
 	need := int64(2 * timeout / testElection)
@@ -589,12 +621,11 @@ func TestBrokersListTheirWorkers(t *testing.T) {
 	var workers atomic.Int64
 	workers.Store(3)
 	a.CountWorkers(func() int { return int(workers.Load()) })
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	for _, s := range []*Store{a, b} {
-		wg.Go(func() { s.Campaign(ctx, func(bool) {}) })
+	cs := newCampaigns(t)
+	for i, s := range []*Store{a, b} {
+		cs.run(i, s)
 	}
+	ctx := cs.ctx
 	counts := func() map[string]int {
 		list, err := b.Brokers(ctx)
 		if err != nil {
@@ -636,17 +667,14 @@ func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
 	var roundsA, roundsB atomic.Int64
 	a.campaignHook = func() { roundsA.Add(1) }
 	b.campaignHook = func() { roundsB.Add(1) }
-	l := &leaders{leading: map[int]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Go(func() { a.Campaign(ctx, func(on bool) { l.set(0, on) }) })
+	l := newCampaigns(t)
+	l.run(0, a)
 	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
-	wg.Go(func() { b.Campaign(ctx, func(on bool) { l.set(1, on) }) })
+	l.run(1, b)
 
 	var held []*pgxpool.Conn
 	for range 2 {
-		c, err := a.pool.Acquire(ctx)
+		c, err := a.pool.Acquire(l.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
