@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
 const (
@@ -51,45 +52,57 @@ var scenarios = []scenario{
 }
 
 // TestConformance runs every scenario against the conformance worker of every language, each
-// scenario with its own broker process and database.
+// scenario with its own broker process and database: a SQLite file, then a PostgreSQL schema
+// (the server JOBWIRE_TEST_POSTGRES names; without it those columns are skipped, and fail under
+// CI).
 func TestConformance(t *testing.T) {
 	if buildSkipped {
 		t.Skip("conformance suite skipped in -short mode: it runs real broker and worker processes")
 	}
-	for _, lang := range languages {
-		t.Run(lang.name, func(t *testing.T) {
-			t.Parallel()
-			if reason := lang.missing(); reason != "" {
-				strict := os.Getenv(strictEnv) == "1"
-				status := "SKIP"
-				if strict {
-					status = "FAIL"
+	for _, store := range stores {
+		for _, lang := range languages {
+			col := column(lang, store)
+			t.Run(col, func(t *testing.T) {
+				t.Parallel()
+				skip := func(reason string, strict bool) {
+					status := "SKIP"
+					if strict {
+						status = "FAIL"
+					}
+					for _, sc := range scenarios {
+						results.record(col, sc.name, outcome{status: status})
+					}
+					if strict {
+						t.Fatal(reason)
+					}
+					t.Skip(reason)
+				}
+				if reason := lang.missing(); reason != "" {
+					skip(fmt.Sprintf("%s runtime missing: %s (%s=1 makes this a failure)", lang.name, reason, strictEnv),
+						os.Getenv(strictEnv) == "1")
+				}
+				if store == storePostgres && os.Getenv(pgtest.EnvURL) == "" {
+					skip(fmt.Sprintf("%s is not set: no PostgreSQL server for the brokers (`make test` starts one)", pgtest.EnvURL),
+						pgtest.Required())
 				}
 				for _, sc := range scenarios {
-					results.record(lang.name, sc.name, outcome{status: status})
-				}
-				if strict {
-					t.Fatalf("%s runtime missing and %s=1: %s", lang.name, strictEnv, reason)
-				}
-				t.Skipf("%s runtime missing: %s", lang.name, reason)
-			}
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) {
-					start := time.Now()
-					t.Cleanup(func() {
-						status := "PASS"
-						switch {
-						case t.Failed():
-							status = "FAIL"
-						case t.Skipped():
-							status = "SKIP"
-						}
-						results.record(lang.name, sc.name, outcome{status: status, duration: time.Since(start)})
+					t.Run(sc.name, func(t *testing.T) {
+						start := time.Now()
+						t.Cleanup(func() {
+							status := "PASS"
+							switch {
+							case t.Failed():
+								status = "FAIL"
+							case t.Skipped():
+								status = "SKIP"
+							}
+							results.record(col, sc.name, outcome{status: status, duration: time.Since(start)})
+						})
+						sc.run(newEnv(t, lang, store, sc.cfg))
 					})
-					sc.run(newEnv(t, lang, sc.cfg))
-				})
-			}
-		})
+				}
+			})
+		}
 	}
 }
 

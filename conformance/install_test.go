@@ -42,7 +42,7 @@ func TestInstalledPythonPackageRunsTheREADMEWorker(t *testing.T) {
 		t.Fatalf("jobwire was imported from %s, not from the package installed in %s", got, venv)
 	}
 
-	e := newEnv(t, lang, brokerConfig{})
+	e := newEnv(t, lang, storeSQLite, brokerConfig{})
 	script := filepath.Join(scratch, "app", "worker.py")
 	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "python", "README.md"), "python", e.broker.addr, script)
 	w := e.spawn("installed-worker", []string{python, "-u", script})
@@ -78,7 +78,7 @@ func TestPackedNodePackageRunsTheREADMEWorker(t *testing.T) {
 		t.Fatalf("@jobwire/worker resolved to %s, not to the installed package", got)
 	}
 
-	e := newEnv(t, lang, brokerConfig{})
+	e := newEnv(t, lang, storeSQLite, brokerConfig{})
 	script := filepath.Join(app, "worker.js")
 	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "node", "README.md"), "js", e.broker.addr, script)
 	w := e.spawn("installed-worker", []string{"node", script})

@@ -168,9 +168,11 @@ func (r *resultTable) print(w io.Writer, elapsed time.Duration) {
 		return
 	}
 	var langs []string
-	for _, l := range languages {
-		if r.byLang[l.name] != nil {
-			langs = append(langs, l.name)
+	for _, st := range stores {
+		for _, l := range languages {
+			if col := column(l, st); r.byLang[col] != nil {
+				langs = append(langs, col)
+			}
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

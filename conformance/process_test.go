@@ -23,6 +23,7 @@ import (
 
 	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/internal/testcerts"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
 // language is one worker library under test and what its conformance worker reports.
@@ -142,9 +143,26 @@ type env struct {
 	logSeqs map[string]int
 }
 
-// newEnv starts a broker with cfg and connects a client to it. Everything is stopped when the test
-// ends; the processes' logs are printed if it failed.
-func newEnv(t *testing.T, lang *language, cfg brokerConfig) *env {
+// The stores a scenario's broker runs on: a SQLite file of its own, or a PostgreSQL schema of its
+// own on the server pgtest names.
+const (
+	storeSQLite   = "sqlite"
+	storePostgres = "postgres"
+)
+
+var stores = []string{storeSQLite, storePostgres}
+
+// column names the results of lang's worker against a broker on store.
+func column(lang *language, store string) string {
+	if store == storePostgres {
+		return lang.name + "-pg"
+	}
+	return lang.name
+}
+
+// newEnv starts a broker on store with cfg and connects a client to it. Everything is stopped
+// when the test ends; the processes' logs are printed if it failed.
+func newEnv(t *testing.T, lang *language, store string, cfg brokerConfig) *env {
 	t.Helper()
 	root := t.TempDir()
 	e := &env{t: t, lang: lang, cfg: cfg, dir: filepath.Join(root, "state"), logDir: filepath.Join(root, "logs"), logSeqs: map[string]int{}}
@@ -161,7 +179,11 @@ func newEnv(t *testing.T, lang *language, cfg brokerConfig) *env {
 	// temporary directory goes.
 	t.Cleanup(e.dumpLogsIfFailed)
 	t.Cleanup(e.killAll)
-	e.broker = &brokerProc{env: e, addr: freeAddr(t), db: filepath.Join(root, "jobwire.db"), cfg: cfgPath}
+	db := filepath.Join(root, "jobwire.db")
+	if store == storePostgres {
+		db = pgtest.URL(t)
+	}
+	e.broker = &brokerProc{env: e, addr: freeAddr(t), db: db, cfg: cfgPath}
 	// The client must find a restarted broker quickly, so its reconnect backoff is short.
 	opts := []client.DialOption{client.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
