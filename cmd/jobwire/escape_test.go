@@ -184,7 +184,7 @@ var hostileArgs = map[string][][]string{
 }
 
 // noBroker are the commands that do not talk to a broker.
-var noBroker = map[string]bool{"serve": true, "version": true, "help": true}
+var noBroker = map[string]bool{"serve": true, "migrate": true, "version": true, "help": true}
 
 // Whatever a hostile worker or user put in a string, no command prints a control character
 // (but its own line breaks) or a byte that is not UTF-8, on stdout or stderr, in text or JSON,

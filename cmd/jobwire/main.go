@@ -74,6 +74,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{name: "serve", args: "[flags]", summary: "Run the broker.", run: runServe},
+		{name: "migrate", args: "[--db DB] [flags]", summary: "Apply the database's pending migrations, without serving.", run: runMigrate},
 		{name: "enqueue", args: "--type T [--payload JSON] [flags]", summary: "Enqueue one job and print its id.", run: runEnqueue},
 		{name: "job get", args: "ID [flags]", summary: "Show a job with its attempt history.", run: runJobGet},
 		{name: "job cancel", args: "ID [flags]", summary: "Cancel a job that has not finished.", run: runJobCancel},

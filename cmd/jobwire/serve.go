@@ -48,8 +48,8 @@ func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 		leaderTimeout: newDurationFlag()}
 	vars := []serveVar{
 		{&sf.listen, "listen", "JOBWIRE_LISTEN", "address to listen on, host:port (default 127.0.0.1:7070)"},
-		{&sf.db, "db", "JOBWIRE_DB", "SQLite database file, whose directory must exist, or a postgres:// URL (default ./jobwire.db)"},
-		{&sf.config, "config", "JOBWIRE_CONFIG", "YAML configuration file (optional)"},
+		dbVar(&sf.db),
+		configVar(&sf.config),
 		{&sf.durability, "durability", "JOBWIRE_DURABILITY", "normal or full"},
 		{&sf.logLevel, "log-level", "JOBWIRE_LOG_LEVEL", "debug, info, warn or error"},
 		{&sf.httpListen, "http-listen", "JOBWIRE_HTTP_LISTEN",
@@ -65,17 +65,36 @@ func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 			"with PostgreSQL, how long the leader of several brokers may go silent before another takes over (default 5s, at least 3s)"},
 	}
 	vars = append(vars, sf.security.vars(e)...)
+	sf.envErr = addEnvFlags(e, fs, vars)
+	return sf
+}
+
+// addEnvFlags registers vars with fs, each set first from its environment variable, and
+// returns the first bad value found there: it is reported after the command line is parsed,
+// so that -h still works.
+func addEnvFlags(e *env, fs *flag.FlagSet, vars []serveVar) error {
+	var envErr error
 	for _, v := range vars {
 		if s := e.getenv(v.env); s != "" {
 			if err := v.v.Set(s); err == nil {
 				v.v.markFrom(v.env)
-			} else if sf.envErr == nil {
-				sf.envErr = usageErrorf("%s=%q: %v", v.env, s, err)
+			} else if envErr == nil {
+				envErr = usageErrorf("%s=%q: %v", v.env, s, err)
 			}
 		}
 		fs.Var(v.v, v.name, v.usage+" (env "+v.env+")")
 	}
-	return sf
+	return envErr
+}
+
+// dbVar is the --db flag, serve's and migrate's.
+func dbVar(db *stringFlag) serveVar {
+	return serveVar{db, "db", "JOBWIRE_DB", "SQLite database file, whose directory must exist, or a postgres:// URL (default ./jobwire.db)"}
+}
+
+// configVar is the --config flag, serve's and migrate's.
+func configVar(config *stringFlag) serveVar {
+	return serveVar{config, "config", "JOBWIRE_CONFIG", "YAML configuration file (optional)"}
 }
 
 // envValue is a serve flag: a flag.Value that remembers whether it was set and from where.

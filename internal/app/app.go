@@ -259,6 +259,22 @@ func openStore(ctx context.Context, cfg config.Config, addr string, log *slog.Lo
 	return unlockingStore{Store: st, unlock: unlock}, policy, nil
 }
 
+// Migrate applies the migrations the store db names lacks, as a broker's start would, without
+// serving: a PostgreSQL database is not joined as a broker, and a SQLite file is locked
+// meanwhile (it fails while a broker serves the file). It returns the names of the migrations
+// it applied.
+func Migrate(ctx context.Context, db string, log *slog.Logger) ([]string, error) {
+	if postgres.IsURL(db) {
+		return postgres.Migrate(ctx, db, log) // its errors name the database
+	}
+	applied, err := sqlite.Migrate(ctx, db, "", log)
+	var inUse *sqlite.InUseError
+	if err != nil && !errors.As(err, &inUse) {
+		err = fmt.Errorf("%s: %w", db, err)
+	}
+	return applied, err
+}
+
 // unlockingStore gives the SQLite file's lock up once the store is closed.
 type unlockingStore struct {
 	*sqlite.Store

@@ -58,17 +58,18 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 // Apply runs apply, which must apply a migration together with its row in the store's
 // schema_migrations, for each of ms newer than current and no newer than last, in order. Each one
 // applied is logged with its duration: some read every job once, which on a large database holds
-// up the start.
-func Apply(ctx context.Context, ms []Migration, current, last int, log *slog.Logger, apply func(context.Context, Migration) error) error {
+// up the start. It returns the names of those it applied, the last one failed excepted.
+func Apply(ctx context.Context, ms []Migration, current, last int, log *slog.Logger, apply func(context.Context, Migration) error) (applied []string, err error) {
 	for _, m := range ms {
 		if m.Version <= current || m.Version > last {
 			continue
 		}
 		start := time.Now()
 		if err := apply(ctx, m); err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
+			return applied, fmt.Errorf("migration %s: %w", m.Name, err)
 		}
+		applied = append(applied, m.Name)
 		log.Info("applied storage migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return nil
+	return applied, nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobwire/jobwire/store/migration"
 )
@@ -29,24 +31,45 @@ const (
 const schemaKey = `hashtext(current_schema())`
 
 func (s *Store) migrate(ctx context.Context) error {
+	_, err := s.migrateTo(ctx, math.MaxInt)
+	return err
+}
+
+// Migrate applies the migrations the database at url lacks, under the same advisory lock as
+// Open, and returns the names of those it applied. It is Open's first step alone: it does not
+// join the brokers serving the database, so that a role allowed to change the schema can
+// migrate it for brokers whose role may only use its tables.
+func Migrate(ctx context.Context, url string, log *slog.Logger) ([]string, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", Redact(url), err)
+	}
+	defer pool.Close()
+	s := &Store{pool: pool, url: Redact(url), log: log}
 	return s.migrateTo(ctx, math.MaxInt)
 }
 
 // migrateTo applies every migration newer than the schema's version, up to last, each in its
-// own transaction together with its row in schema_migrations. Brokers that start together take
-// turns on an advisory lock, so each migration runs once.
-func (s *Store) migrateTo(ctx context.Context, last int) error {
+// own transaction together with its row in schema_migrations, and returns the names of those it
+// applied. Brokers that start together take turns on an advisory lock, so each migration runs
+// once.
+func (s *Store) migrateTo(ctx context.Context, last int) ([]string, error) {
 	ms, err := migrations()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", s.url, err)
+		return nil, fmt.Errorf("open %s: %w", s.url, err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, `+schemaKey+`)`, lockMigrate); err != nil {
-		return fmt.Errorf("lock for migrations: %w", err)
+		return nil, fmt.Errorf("lock for migrations: %w", err)
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, lockMigrate)
@@ -56,17 +79,17 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 	// that is up to date.
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
-		return fmt.Errorf("look for schema_migrations: %w", err)
+		return nil, fmt.Errorf("look for schema_migrations: %w", err)
 	}
 	if !exists {
 		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version integer PRIMARY KEY, name text NOT NULL)`); err != nil {
-			return fmt.Errorf("create schema_migrations: %w", err)
+			return nil, fmt.Errorf("create schema_migrations: %w", err)
 		}
 	}
 	var current int
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+		return nil, fmt.Errorf("read schema version: %w", err)
 	}
 	return migration.Apply(ctx, ms, current, last, s.log, func(ctx context.Context, m migration.Migration) error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

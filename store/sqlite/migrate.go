@@ -21,22 +21,42 @@ func migrations() ([]migration.Migration, error) { return migration.Load(migrati
 // transaction together with its row in schema_migrations (004 reads every finished job once,
 // which on a large database holds up the start).
 func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
+	_, err := migrateTo(ctx, db, log, math.MaxInt)
+	return err
+}
+
+// Migrate applies the migrations the database file at path lacks and returns the names of
+// those it applied, holding the file's broker lock meanwhile (LockFile, for owner): it fails
+// with *InUseError while a broker serves the file.
+func Migrate(ctx context.Context, path, owner string, log *slog.Logger) ([]string, error) {
+	release, err := LockFile(path, owner)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	db, err := sql.Open("sqlite", dataSource(path, SyncNormal, DefaultBusyTimeout))
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
 	return migrateTo(ctx, db, log, math.MaxInt)
 }
 
-// migrateTo applies the migrations up to version last; tests build older schemas with it.
-func migrateTo(ctx context.Context, db *sql.DB, log *slog.Logger, last int) error {
+// migrateTo applies the migrations up to version last and returns the names of those it
+// applied; tests build older schemas with it.
+func migrateTo(ctx context.Context, db *sql.DB, log *slog.Logger, last int) ([]string, error) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var current int
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+		return nil, fmt.Errorf("read schema version: %w", err)
 	}
 	ms, err := migrations()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return migration.Apply(ctx, ms, current, last, log, func(ctx context.Context, m migration.Migration) error {
 		tx, err := db.BeginTx(ctx, nil)

@@ -23,7 +23,7 @@ func TestMigrationKeepsIDsAndStopsReusingThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateTo(ctx, old, slog.New(slog.DiscardHandler), 7); err != nil {
+	if _, err := migrateTo(ctx, old, slog.New(slog.DiscardHandler), 7); err != nil {
 		t.Fatalf("old schema: %v", err)
 	}
 	// Jobs 1..4 (4 dead, with an attempt), then 3 and 4 deleted: the old schema gives the next
@@ -90,7 +90,7 @@ func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateTo(ctx, old, slog.New(slog.DiscardHandler), 10); err != nil {
+	if _, err := migrateTo(ctx, old, slog.New(slog.DiscardHandler), 10); err != nil {
 		t.Fatalf("old schema: %v", err)
 	}
 	for typ, data := range storetest.OldBreakerStates {

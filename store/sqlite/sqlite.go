@@ -80,6 +80,23 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// DefaultBusyTimeout is how long a statement waits for a lock another connection holds when
+// Options.BusyTimeout is zero.
+const DefaultBusyTimeout = 5 * time.Second
+
+// dataSource is the driver's name for the database at path, with the store's pragmas and extra.
+func dataSource(path string, sync Synchronous, busyTimeout time.Duration, extra ...string) string {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "synchronous("+string(sync)+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	for _, e := range extra {
+		q.Add("_pragma", e)
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
 // Open opens (creating if needed) the database at path and applies migrations.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Synchronous == "" {
@@ -89,7 +106,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("synchronous must be NORMAL or FULL, got %q", opts.Synchronous)
 	}
 	if opts.BusyTimeout == 0 {
-		opts.BusyTimeout = 5 * time.Second
+		opts.BusyTimeout = DefaultBusyTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -101,17 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		opts.Retry = p
 	}
-	dsn := func(extra ...string) string {
-		q := url.Values{}
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
-		q.Add("_pragma", "synchronous("+string(opts.Synchronous)+")")
-		q.Add("_pragma", "foreign_keys(1)")
-		for _, e := range extra {
-			q.Add("_pragma", e)
-		}
-		return "file:" + path + "?" + q.Encode()
-	}
+	dsn := func(extra ...string) string { return dataSource(path, opts.Synchronous, opts.BusyTimeout, extra...) }
 	// The writer checkpoints only as a backstop (walBackstopPages); checkpointLoop does it in the
 	// background, so a commit never stalls behind copying the log into the database.
 	w, err := sql.Open("sqlite", dsn(fmt.Sprintf("wal_autocheckpoint(%d)", walBackstopPages)))

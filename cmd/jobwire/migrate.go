@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jobwire/jobwire/internal/app"
+	"github.com/jobwire/jobwire/internal/config"
+	"github.com/jobwire/jobwire/store/postgres"
+)
+
+// runMigrate applies the database's pending migrations and exits, without serving. A broker
+// applies them itself at start; this is for brokers whose database role may only use the tables
+// (docs/deploying.md), which need the schema migrated first by a role that may change it.
+func runMigrate(ctx context.Context, e *env, c *command, args []string) error {
+	fs := flagsFor(c)
+	var db, cfgFile stringFlag
+	envErr := addEnvFlags(e, fs, []serveVar{dbVar(&db), configVar(&cfgFile)})
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if envErr != nil {
+		return envErr
+	}
+	if len(rest) > 0 {
+		return usageErrorf("migrate takes no arguments, got %q", rest[0])
+	}
+	cfg, err := config.Load(cfgFile.v)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	dbFrom := "db in the configuration file"
+	if db.set {
+		cfg.DB = db.v
+	}
+	if db.set || cfgFile.v == "" {
+		dbFrom = db.setBy("db")
+	}
+	if err := checkDBPath(cfg.DB); err != nil {
+		return usageErrorf("%s %v", dbFrom, err)
+	}
+	applied, err := app.Migrate(ctx, cfg.DB, slog.New(slog.DiscardHandler))
+	for _, name := range applied {
+		fmt.Fprintf(e.stdout, "applied %s\n", name)
+	}
+	if err != nil {
+		return err
+	}
+	name := cfg.DB
+	if postgres.IsURL(name) {
+		name = postgres.Redact(name)
+	}
+	switch len(applied) {
+	case 0:
+		fmt.Fprintf(e.stdout, "%s is up to date; nothing to apply\n", name)
+	default:
+		fmt.Fprintf(e.stdout, "%s is up to date; %d migrations applied\n", name, len(applied))
+	}
+	return nil
+}
