@@ -82,3 +82,16 @@ type BrokerRecord struct {
 	// Workers is how many worker streams it served when it last wrote that it is alive.
 	Workers int
 }
+
+// PoolStats are the counters of a store's pool of database connections (a PostgreSQL store's),
+// for sizing it (docs/deploying.md): how many connections are in use against the most it may
+// open, and how often and how long a write or read waited for one.
+type PoolStats struct {
+	Max, InUse, Idle, Constructing int32
+	// Acquires counts the connections taken from the pool; EmptyAcquires those that found none
+	// idle and waited for one to be opened or given back; CanceledAcquires those whose caller
+	// gave up waiting.
+	Acquires, EmptyAcquires, CanceledAcquires int64
+	// AcquireWait is the time all successful acquires took together.
+	AcquireWait time.Duration
+}

@@ -172,6 +172,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		}
 		if m != nil {
 			m.Watch(b, policy, clock.Real{}, log)
+			if pool, ok := st.(metrics.Pool); ok {
+				m.WatchPool(pool)
+			}
 			grpcm.InitializeMetrics(gs)
 			wopts.Metrics = m.Handler()
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,9 @@ import (
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/web"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
 	"github.com/jobwire/jobwire/store/storeretry"
 	"github.com/jobwire/jobwire/worker"
 )
@@ -51,22 +56,28 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	tb := &testBundle{b: b, m: m}
 	tb.scrape = func() scrape {
 		t.Helper()
-		resp, err := http.Get(srv.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /metrics: %s", resp.Status)
-		}
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(resp.Body)
-		if err != nil {
-			t.Fatalf("parse /metrics: %v", err)
-		}
-		return scrape{t: t, fams: fams}
+		return scrapeURL(t, srv.URL+"/metrics")
 	}
 	return tb
+}
+
+// scrapeURL reads and parses the metrics served at url.
+func scrapeURL(t *testing.T, url string) scrape {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	return scrape{t: t, fams: fams}
 }
 
 // scrape is one parsed /metrics answer.
@@ -383,21 +394,71 @@ func TestScrapeShowsStorageRetries(t *testing.T) {
 	m.Watch(b.Broker, policy, b.Clock, nil)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := scrape{t: t, fams: fams}
+	s := scrapeURL(t, srv.URL)
 	if got := s.value("jobwire_storage_retries_total", "cause=SQLITE_BUSY"); got != 3 {
 		t.Errorf("storage_retries_total = %v, want 3 (one, then two before giving up)", got)
 	}
 	if got := s.value("jobwire_storage_retries_exhausted_total", "cause=SQLITE_BUSY"); got != 1 {
 		t.Errorf("storage_retries_exhausted_total = %v, want 1", got)
+	}
+}
+
+// A PostgreSQL store's connection pool is scraped: its size, the connections in use, the takes,
+// and the waits for a connection that their caller gave up.
+func TestScrapeShowsThePostgresPool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgtest.URL(t), postgres.Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m := metrics.New(metrics.Options{})
+	m.WatchPool(st)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	before := scrapeURL(t, srv.URL)
+	if got := before.value("jobwire_db_pool_max_connections"); got != 3 {
+		t.Errorf("db_pool_max_connections = %v, want 3", got)
+	}
+
+	// Three writes that wait inside their transaction hold every connection.
+	release := make(chan struct{})
+	var writes sync.WaitGroup
+	for range 3 {
+		writes.Go(func() {
+			if err := st.Write(ctx, "hold", func(store.Tx) error { <-release; return nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "three writes to hold every connection", func() bool { return st.PoolStats().InUse == 3 })
+	during := scrapeURL(t, srv.URL)
+	if got := during.value("jobwire_db_pool_connections", "state=in_use"); got != 3 {
+		t.Errorf("db_pool_connections{in_use} = %v with every connection held, want 3", got)
+	}
+	// A read finds none and gives up waiting.
+	readCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = st.JobCounts(readCtx)
+	cancel()
+	if err == nil {
+		t.Fatal("a read with every connection held and a 50ms deadline succeeded")
+	}
+	close(release)
+	writes.Wait()
+
+	after := scrapeURL(t, srv.URL)
+	if got := after.value("jobwire_db_pool_acquires_canceled_total"); got < 1 {
+		t.Errorf("db_pool_acquires_canceled_total = %v after a read gave up waiting, want at least 1", got)
+	}
+	if a, b := after.value("jobwire_db_pool_acquires_total"), before.value("jobwire_db_pool_acquires_total"); a < b+3 {
+		t.Errorf("db_pool_acquires_total went from %v to %v over three writes", b, a)
+	}
+	// Opening a connection is a wait too: the three writes found the pool short of one.
+	if got := after.value("jobwire_db_pool_acquire_waits_total"); got < 1 {
+		t.Errorf("db_pool_acquire_waits_total = %v, want at least 1", got)
+	}
+	if got := after.value("jobwire_db_pool_connections", "state=in_use"); got != 0 {
+		t.Errorf("db_pool_connections{in_use} = %v once the writes are done, want 0", got)
 	}
 }

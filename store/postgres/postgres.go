@@ -161,6 +161,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// PoolStats reads the counters of the store's connection pool.
+func (s *Store) PoolStats() store.PoolStats {
+	st := s.pool.Stat()
+	return store.PoolStats{Max: st.MaxConns(), InUse: st.AcquiredConns(), Idle: st.IdleConns(),
+		Constructing: st.ConstructingConns(), Acquires: st.AcquireCount(), EmptyAcquires: st.EmptyAcquireCount(),
+		CanceledAcquires: st.CanceledAcquireCount(), AcquireWait: st.AcquireDuration()}
+}
+
 // StorageRetries returns how many storage operations were retried, keyed by the error code that
 // caused the retry (e.g. "40001", "CONNECTION_LOST"), since the store was opened; empty when the
 // store's Retrier does not count.
