@@ -35,9 +35,9 @@ func (t *tx) joinByKey(on bool) error { return t.plannerOff(on, keyJoinOff...) }
 // Custom plans are off too (plan_cache_mode): with the join settled, the plan the server
 // keeps is the one wanted, and planning anew only costs. Left to choose, the server weighed
 // its kept plan, costed for an array of a hundred jobs (a parameter's length is unknown)
-// against plans made for the array at hand, one or two jobs at a time, and planned the
-// successes' write anew on about half of its calls at 1,000 jobs/s: 200 µs a plan, for a
-// statement that runs in 70 (TestManyWritesKeepTheirPlan).
+// against plans made for the array at hand, one or two jobs at a time, and in some runs at
+// 1,000 jobs/s planned the successes' write anew on about half of its calls: 200 µs a plan,
+// for a statement that runs in 70 (TestManyWritesKeepTheirPlan).
 var keyJoinOff = []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan", "jit", "plan_cache_mode"}
 
 // offValue is the value plannerOff gives the setting name: off, but for plan_cache_mode,
