@@ -31,15 +31,11 @@ func runMigrate(ctx context.Context, e *env, c *command, args []string) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	dbFrom := "db in the configuration file"
 	if db.set {
 		cfg.DB = db.v
 	}
-	if db.set || cfgFile.v == "" {
-		dbFrom = db.setBy("db")
-	}
-	if err := checkDBPath(cfg.DB); err != nil {
-		return usageErrorf("%s %v", dbFrom, err)
+	if err := checkDB(cfg.DB, &db, &cfgFile); err != nil {
+		return err
 	}
 	applied, err := app.Migrate(ctx, cfg.DB, slog.New(slog.DiscardHandler))
 	for _, name := range applied {
@@ -52,10 +48,9 @@ func runMigrate(ctx context.Context, e *env, c *command, args []string) error {
 	if postgres.IsURL(name) {
 		name = postgres.Redact(name)
 	}
-	switch len(applied) {
-	case 0:
+	if len(applied) == 0 {
 		fmt.Fprintf(e.stdout, "%s is up to date; nothing to apply\n", name)
-	default:
+	} else {
 		fmt.Fprintf(e.stdout, "%s is up to date; %d migrations applied\n", name, len(applied))
 	}
 	return nil

@@ -294,20 +294,30 @@ func (sf *serveFlags) apply(cfg *config.Config) error {
 	if cfg.LeaderTimeout != 0 && !postgres.IsURL(cfg.DB) {
 		return usageErrorf("a leader timeout applies only to several brokers on a PostgreSQL database; %q is a SQLite file", cfg.DB)
 	}
-	listenFrom, dbFrom := "listen in the configuration file", "db in the configuration file"
+	listenFrom := "listen in the configuration file"
 	if sf.listen.set || sf.config.v == "" {
 		listenFrom = sf.listen.setBy("listen")
-	}
-	if sf.db.set || sf.config.v == "" {
-		dbFrom = sf.db.setBy("db")
 	}
 	if err := checkListenAddr(cfg.Listen); err != nil {
 		return usageErrorf("%s %v", listenFrom, err)
 	}
-	if err := checkDBPath(cfg.DB); err != nil {
-		return usageErrorf("%s %v", dbFrom, err)
+	if err := checkDB(cfg.DB, &sf.db, &sf.config); err != nil {
+		return err
 	}
 	return sf.security.apply(cfg)
+}
+
+// checkDB checks the database db names (checkDBPath) and names where it came from when it is
+// wrong: the --db flag or JOBWIRE_DB, else the configuration file given with config.
+func checkDB(db string, dbFlag, config *stringFlag) error {
+	if err := checkDBPath(db); err != nil {
+		from := "db in the configuration file"
+		if dbFlag.set || config.v == "" {
+			from = dbFlag.setBy("db")
+		}
+		return usageErrorf("%s %v", from, err)
+	}
+	return nil
 }
 
 // checkListenAddr checks a listening address: host:port, where the host may be empty (every
