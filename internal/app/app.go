@@ -268,14 +268,9 @@ func openStore(ctx context.Context, cfg config.Config, addr string, log *slog.Lo
 // it applied.
 func Migrate(ctx context.Context, db string, log *slog.Logger) ([]string, error) {
 	if postgres.IsURL(db) {
-		return postgres.Migrate(ctx, db, log) // its errors name the database
+		return postgres.Migrate(ctx, db, log)
 	}
-	applied, err := sqlite.Migrate(ctx, db, "", log)
-	var inUse *sqlite.InUseError
-	if err != nil && !errors.As(err, &inUse) {
-		err = fmt.Errorf("%s: %w", db, err)
-	}
-	return applied, err
+	return sqlite.Migrate(ctx, db, log)
 }
 
 // unlockingStore gives the SQLite file's lock up once the store is closed.

@@ -31,7 +31,7 @@ const (
 const schemaKey = `hashtext(current_schema())`
 
 func (s *Store) migrate(ctx context.Context) error {
-	_, err := s.migrateTo(ctx, math.MaxInt)
+	_, err := migrateTo(ctx, s.pool, s.url, s.log, math.MaxInt)
 	return err
 }
 
@@ -50,22 +50,21 @@ func Migrate(ctx context.Context, url string, log *slog.Logger) ([]string, error
 		return nil, fmt.Errorf("open %s: %w", Redact(url), err)
 	}
 	defer pool.Close()
-	s := &Store{pool: pool, url: Redact(url), log: log}
-	return s.migrateTo(ctx, math.MaxInt)
+	return migrateTo(ctx, pool, Redact(url), log, math.MaxInt)
 }
 
 // migrateTo applies every migration newer than the schema's version, up to last, each in its
-// own transaction together with its row in schema_migrations, and returns the names of those it
-// applied. Brokers that start together take turns on an advisory lock, so each migration runs
-// once.
-func (s *Store) migrateTo(ctx context.Context, last int) ([]string, error) {
+// own transaction together with its row in schema_migrations, on a connection of pool (to the
+// database redacted names), and returns the names of those it applied. Brokers that start
+// together take turns on an advisory lock, so each migration runs once.
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, redacted string, log *slog.Logger, last int) ([]string, error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.url, err)
+		return nil, fmt.Errorf("open %s: %w", redacted, err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, `+schemaKey+`)`, lockMigrate); err != nil {
@@ -91,7 +90,7 @@ func (s *Store) migrateTo(ctx context.Context, last int) ([]string, error) {
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return nil, fmt.Errorf("read schema version: %w", err)
 	}
-	return migration.Apply(ctx, ms, current, last, s.log, func(ctx context.Context, m migration.Migration) error {
+	return migration.Apply(ctx, ms, current, last, log, func(ctx context.Context, m migration.Migration) error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err

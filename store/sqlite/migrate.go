@@ -26,21 +26,25 @@ func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 }
 
 // Migrate applies the migrations the database file at path lacks and returns the names of
-// those it applied, holding the file's broker lock meanwhile (LockFile, for owner): it fails
-// with *InUseError while a broker serves the file.
-func Migrate(ctx context.Context, path, owner string, log *slog.Logger) ([]string, error) {
-	release, err := LockFile(path, owner)
+// those it applied, holding the file's broker lock meanwhile (LockFile): it fails with
+// *InUseError while a broker serves the file. Its errors name the file.
+func Migrate(ctx context.Context, path string, log *slog.Logger) ([]string, error) {
+	release, err := LockFile(path, "")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	db, err := sql.Open("sqlite", dataSource(path, SyncNormal, DefaultBusyTimeout))
+	db, err := sql.Open("sqlite", dataSource(path, SyncNormal, defaultBusyTimeout))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	return migrateTo(ctx, db, log, math.MaxInt)
+	applied, err := migrateTo(ctx, db, log, math.MaxInt)
+	if err != nil {
+		return applied, fmt.Errorf("%s: %w", path, err)
+	}
+	return applied, nil
 }
 
 // migrateTo applies the migrations up to version last and returns the names of those it

@@ -80,9 +80,9 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// DefaultBusyTimeout is how long a statement waits for a lock another connection holds when
+// defaultBusyTimeout is how long a statement waits for a lock another connection holds when
 // Options.BusyTimeout is zero.
-const DefaultBusyTimeout = 5 * time.Second
+const defaultBusyTimeout = 5 * time.Second
 
 // dataSource is the driver's name for the database at path, with the store's pragmas and extra.
 func dataSource(path string, sync Synchronous, busyTimeout time.Duration, extra ...string) string {
@@ -106,7 +106,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("synchronous must be NORMAL or FULL, got %q", opts.Synchronous)
 	}
 	if opts.BusyTimeout == 0 {
-		opts.BusyTimeout = DefaultBusyTimeout
+		opts.BusyTimeout = defaultBusyTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
