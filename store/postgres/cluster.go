@@ -285,7 +285,7 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 	tick := time.NewTicker(s.electionInterval)
 	defer tick.Stop()
 	var pruned time.Time // when this broker, leading, last forgot long-gone brokers
-	cannotEnd := false   // the last round failed to end a silent leader's session
+	cannotEnd := false   // the last round found a silent leader it could not end
 	for {
 		if s.campaignHook != nil {
 			s.campaignHook()
@@ -311,16 +311,16 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 		}
 		if conn != nil && !leader {
 			ok, err := s.tryLead(ctx, conn)
-			ended := false
+			var ended bool
+			var endErr error
 			if err == nil && !ok {
-				var endErr error
 				ended, endErr = s.endSilentLeader(ctx, conn)
-				// Said once: the failure repeats every round for as long as the leader is silent.
-				if endErr != nil && !cannotEnd && ctx.Err() == nil {
-					s.log.Warn("cannot end the session of a silent leader", "broker", s.BrokerID(), "err", endErr)
-				}
-				cannotEnd = endErr != nil
 			}
+			// Said once: the failure repeats every round for as long as the leader is silent.
+			if endErr != nil && !cannotEnd && ctx.Err() == nil {
+				s.log.Warn("cannot end the session of a silent leader", "broker", s.BrokerID(), "err", endErr)
+			}
+			cannotEnd = endErr != nil
 			if ended {
 				// The lock goes as the ended session goes, within moments.
 				for range 10 {
