@@ -207,24 +207,53 @@ func TestBrokerIDsAreNeverReused(t *testing.T) {
 }
 
 // leaders follows the leadership of several campaigning brokers.
-// campaigns runs brokers' campaigns until the test ends (or stop), recording who leads.
+// campaigns runs brokers' campaigns until the test ends (or stop), recording who leads and
+// counting each broker's rounds.
 type campaigns struct {
 	*leaders
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	rounds map[int]*atomic.Int64 // written by run only, on the test's goroutine
 }
 
 func newCampaigns(t *testing.T) *campaigns {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &campaigns{leaders: &leaders{leading: map[int]bool{}}, ctx: ctx, cancel: cancel}
+	c := &campaigns{leaders: &leaders{leading: map[int]bool{}}, ctx: ctx, cancel: cancel, rounds: map[int]*atomic.Int64{}}
 	t.Cleanup(c.stop)
 	return c
 }
 
-// run starts s's campaign as broker i.
+// run starts s's campaign as broker i, counting its rounds after the hook s already has (a
+// freezer's, say).
 func (c *campaigns) run(i int, s *Store) {
+	n := &atomic.Int64{}
+	c.rounds[i] = n
+	hook := s.campaignHook
+	s.campaignHook = func() {
+		if hook != nil {
+			hook()
+		}
+		n.Add(1)
+	}
 	c.wg.Go(func() { s.Campaign(c.ctx, func(on bool) { c.set(i, on) }) })
+}
+
+// waitRounds waits until each of brokers has run n more rounds than when it was called.
+func (c *campaigns) waitRounds(t *testing.T, n int64, brokers ...int) {
+	t.Helper()
+	from := make([]int64, len(brokers))
+	for j, i := range brokers {
+		from[j] = c.rounds[i].Load()
+	}
+	waitFor(t, fmt.Sprintf("%d rounds of brokers %v", n, brokers), func() bool {
+		for j, i := range brokers {
+			if c.rounds[i].Load()-from[j] < n {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // stop ends the campaigns and waits for them.
@@ -512,16 +541,11 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 	l := newCampaigns(t)
 	frozen := newFreezer(t)
 	tune := func(o *Options) { o.LeaderTimeout = timeout }
-	var roundsA, roundsB atomic.Int64
 	a := openBroker(t, asA, &logs[0], tune)
-	a.campaignHook = func() {
-		frozen.hold()
-		roundsA.Add(1)
-	}
+	a.campaignHook = frozen.hold
 	l.run(0, a)
 	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
 	b := openBroker(t, asB, &logs[1], tune)
-	b.campaignHook = func() { roundsB.Add(1) }
 	l.run(1, b)
 
 	frozen.freeze()
@@ -530,8 +554,7 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 		return strings.Contains(logs[1].String(), said)
 	})
 	// Twenty more rounds of b with a frozen: b tries every round, and says so once.
-	from := roundsB.Load()
-	waitFor(t, "twenty rounds of broker b", func() bool { return roundsB.Load()-from >= 20 })
+	l.waitRounds(t, 20, 1)
 	if l.is(1) {
 		t.Fatal("broker b leads beside the frozen leader")
 	}
@@ -540,9 +563,7 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 	}
 	frozen.resume()
 	// Two leader timeouts of rounds of a running again: it keeps leading, and b never does.
-	from = roundsA.Load()
-	need := int64(2 * timeout / testElection)
-	waitFor(t, "two leader timeouts of broker a's rounds", func() bool { return roundsA.Load()-from >= need })
+	l.waitRounds(t, int64(2*timeout/testElection), 0)
 	if most := l.mostAtOnce(); l.is(1) || !l.is(0) || most != 1 {
 		t.Fatalf("after the leader ran again: a leads %v, b leads %v, most at once %d\n%s", l.is(0), l.is(1), most, logs[0].String())
 	}
@@ -558,12 +579,9 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 func roleURL(t *testing.T, u, suffix string) string {
 	t.Helper()
 	ctx := context.Background()
-	// The tables: opening a store migrates the schema.
-	s, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
+	if _, err := Migrate(ctx, u, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	_ = s.Close()
 	parsed, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
@@ -664,9 +682,6 @@ func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
 	tune := func(o *Options) { o.ElectionInterval, o.LeaderTimeout, o.MaxConns = interval, timeout, 2 }
 	var logA, logB logBuffer
 	a, b := openBroker(t, u, &logA, tune), openBroker(t, u, &logB, tune)
-	var roundsA, roundsB atomic.Int64
-	a.campaignHook = func() { roundsA.Add(1) }
-	b.campaignHook = func() { roundsB.Add(1) }
 	l := newCampaigns(t)
 	l.run(0, a)
 	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
@@ -689,11 +704,7 @@ func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
 	})
 	t.Cleanup(release)
 	// Three leader timeouts of rounds on both brokers, with a's pool empty all along.
-	fromA, fromB := roundsA.Load(), roundsB.Load()
-	need := int64(3 * timeout / interval)
-	waitFor(t, "three leader timeouts of campaign rounds", func() bool {
-		return roundsA.Load()-fromA >= need && roundsB.Load()-fromB >= need
-	})
+	l.waitRounds(t, int64(3*timeout/interval), 0, 1)
 	release()
 	if most := l.mostAtOnce(); !l.is(0) || l.is(1) || most != 1 {
 		t.Fatalf("broker a leads: %v, broker b leads: %v, most at once: %d", l.is(0), l.is(1), most)
