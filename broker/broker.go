@@ -426,9 +426,18 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	}
 	spans := b.startEnqueueSpans(ctx, params)
 	var err error
-	if b.cluster != nil && len(params) >= SeparateEnqueueJobs {
+	switch {
+	case b.cluster != nil && len(params) >= SeparateEnqueueJobs:
 		err = b.doOpOn(ctx, b.enqueues, o)
-	} else {
+	case b.cluster != nil && o.insert != nil:
+		o.offers = b.planOffers(params, now)
+		// Jobs all offered need no round, and the other brokers no word of them: were one not
+		// leased after all, settleOffers asks for the round.
+		if o.offers != nil && offeredAll(params, o.offers, now) {
+			o.readies = false
+		}
+		err = b.doOp(ctx, o)
+	default:
 		err = b.doOp(ctx, o)
 	}
 	endEnqueueSpans(spans, results, err)

@@ -57,7 +57,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
-		free := s.capacity - len(s.held) + freed[s]
+		free := s.capacity - len(s.held) - s.offered + freed[s]
 		if s.draining || s.closed {
 			continue
 		}

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -64,7 +65,7 @@ func (g *grouped) apply(tx store.Tx, batch []*op) error {
 // write stores what g gathered and sets each op's outcome.
 func (g *grouped) write(tx store.Tx) error {
 	if len(g.inserts) > 0 {
-		results, err := tx.JobInsertMany(g.inserts)
+		results, err := g.insert(tx)
 		if err != nil {
 			return err
 		}
@@ -101,4 +102,31 @@ func (g *grouped) write(tx store.Tx) error {
 		}
 	}
 	return nil
+}
+
+// insert stores the gathered jobs, leasing those offered to a worker (offer.go) if any are.
+func (g *grouped) insert(tx store.Tx) ([]store.JobInsertResult, error) {
+	var offers []*store.JobOffer
+	for _, o := range g.inserting {
+		o.leased = nil
+		if o.offers != nil && offers == nil {
+			offers = make([]*store.JobOffer, 0, len(g.inserts))
+		}
+	}
+	if offers == nil {
+		return tx.JobInsertMany(g.inserts)
+	}
+	for _, o := range g.inserting {
+		if o.offers == nil {
+			offers = append(offers, make([]*store.JobOffer, len(o.insert))...)
+			continue
+		}
+		offers = append(offers, storeOffers(o.offers)...)
+	}
+	inserting := g.inserting
+	return tx.JobInsertOfferedAtCommit(g.inserts, offers, func(leased []*job.Job, err error) {
+		if err == nil {
+			leasedOf(inserting, leased)
+		}
+	})
 }

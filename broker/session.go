@@ -46,6 +46,7 @@ type Session struct {
 
 	// Guarded by b.mu.
 	held     map[int64]*lease
+	offered  int // slots promised to new jobs whose insert is being written (offer.go)
 	draining bool
 	closed   bool
 }

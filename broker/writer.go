@@ -56,6 +56,11 @@ type op struct {
 	// apply does the same for this op alone.
 	insert   []*store.JobInsertParams
 	inserted func(tx store.Tx, results []store.JobInsertResult)
+	// offers, when set, has one entry per job of insert: the worker slot it is offered to, or
+	// nil (see offer.go). leased are the jobs the insert leased, nil where it did not; nil as
+	// a whole until the store answers.
+	offers []*offer
+	leased []*job.Job
 
 	// locksQueues marks an op that may lock queues' rows (a lease, a queue change): it applies
 	// after the batch's breakers are locked (see breakerBatch). probeTypes are the types whose
@@ -203,6 +208,9 @@ func (b *Broker) commit(batch []*op) {
 		return b.applyBatch(tx, batch, &g)
 	})
 	b.breakerBatch = breakerBatch{} // a failed batch's breakers were rolled back
+	if b.settleOffers(batch, err) {
+		b.signal()
+	}
 	b.finish(batch, began, err, b.commit, func(o *op) error {
 		err := b.st.Write(b.ctx, o.name, func(tx store.Tx) error { return b.applyBatch(tx, []*op{o}, nil) })
 		b.breakerBatch = breakerBatch{}

@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -114,6 +115,15 @@ type Tx interface {
 	// got is not called at all, and the jobs stay leased until their lease runs out: late,
 	// never lost.
 	JobLeaseAtCommit(ps []*JobLeaseParams, got func([][]*job.Job, error)) error
+	// JobInsertOfferedAtCommit inserts jobs without idempotency keys, ready now, as
+	// JobInsertMany does, and leases job i to offers[i] (when not nil) in the same write, with
+	// a new fencing token, when that lease can go ahead of nothing and past no rule: no ready
+	// job stored before this call has at least its priority, its queue is neither paused nor
+	// capped, and no stored breaker is shut for its type. Otherwise job i stays PENDING, as
+	// JobInsertMany stores it. It lets a broker with a free worker slot hand a new job out with
+	// the commit that stores it, without a lease of its own. got receives the leased jobs (nil
+	// for one left PENDING), with the care JobLeaseAtCommit's got needs.
+	JobInsertOfferedAtCommit(ps []*JobInsertParams, offers []*JobOffer, got func([]*job.Job, error)) ([]JobInsertResult, error)
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
 	// start stored again.
@@ -224,6 +234,32 @@ type JobInsertResult struct {
 	Duplicate bool
 	State     job.State
 	RunAt     time.Time
+}
+
+// JobOffer is the lease a new job is offered with (Tx.JobInsertOfferedAtCommit).
+type JobOffer struct {
+	WorkerID   string
+	Owner      string // as JobLeaseParams.Owner
+	LeaseUntil time.Time
+	// Random supplies the lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader.
+	Random io.Reader
+}
+
+// CheckOffers refuses offers that do not pair with ps (Tx.JobInsertOfferedAtCommit): one per
+// job, for jobs with no idempotency key that are ready now.
+func CheckOffers(ps []*JobInsertParams, offers []*JobOffer) error {
+	if len(offers) != len(ps) {
+		return fmt.Errorf("%d offers for %d jobs", len(offers), len(ps))
+	}
+	for i, p := range ps {
+		if p.IdempotencyKey != "" {
+			return fmt.Errorf("job %d of an offered insert has an idempotency key", i)
+		}
+		if offers[i] != nil && p.RunAt.After(p.Now) {
+			return fmt.Errorf("job %d is offered but scheduled for later", i)
+		}
+	}
+	return nil
 }
 
 // JobLeaseParams selects ready jobs for one worker.

@@ -118,14 +118,19 @@ func TestManyWritesKeepTheirPlan(t *testing.T) {
 			if _, err := tx.JobReleaseMany([]job.LeaseRef{ref}); err != nil {
 				return err
 			}
-			_, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now)
+			if _, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now); err != nil {
+				return err
+			}
+			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{{Type: "t", Queue: "default", MaxAttempts: 1,
+				RunAt: now, Now: now}}, []*store.JobOffer{{WorkerID: "w", LeaseUntil: now}}, func([]*job.Job, error) {})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	for name, sql := range map[string]string{"success": succeedManySQL, "release": releaseManySQL, "heartbeat": extendLeasesSQL} {
+	for name, sql := range map[string]string{"success": succeedManySQL, "release": releaseManySQL, "heartbeat": extendLeasesSQL,
+		"offered insert": offeredInsertSQL} {
 		var custom, generic int64
 		err := s.pool.QueryRow(ctx, `SELECT custom_plans, generic_plans FROM pg_prepared_statements WHERE statement = $1`,
 			sql).Scan(&custom, &generic)

@@ -237,6 +237,117 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 	return nil
 }
 
+// JobInsertOfferedAtCommit inserts ps with one statement, sent with COMMIT, that also leases
+// each offered job whose lease goes ahead of nothing and past no rule (see store.Tx): the job
+// is stored LEASED, as the lease's own statement would leave it, and never passes through
+// PENDING, so no lease of another broker can see it. Checked in the statement, from its
+// snapshot: the ready set's first entry at the job's priority or above (jobs_ready), the
+// queue's row and the type's breaker row.
+func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer, got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
+	if err := store.CheckOffers(ps, offers); err != nil {
+		return nil, err
+	}
+	out := make([]store.JobInsertResult, len(ps))
+	if len(ps) == 0 {
+		got(nil, nil)
+		return out, nil
+	}
+	ids, err := t.ids.take(t, len(ps))
+	if err != nil {
+		return nil, err
+	}
+	var (
+		types, queues                   = make([]string, len(ps)), make([]string, len(ps))
+		payloads                        = make([][]byte, len(ps))
+		priorities, states, maxAttempts = make([]int32, len(ps)), make([]int16, len(ps)), make([]int32, len(ps))
+		runAts, created, timeouts       = make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
+		metas                           = make([]*string, len(ps))
+		offered                         = make([]bool, len(ps))
+		untils                          = make([]int64, len(ps))
+		workers, owners                 = make([]string, len(ps)), make([]string, len(ps))
+		secrets                         = make([]byte, job.SecretSize*len(ps))
+	)
+	index := make(map[int64]int, len(ps))
+	for i, p := range ps {
+		if metas[i], err = encodeMetadata(p.Metadata); err != nil {
+			return nil, err
+		}
+		st := initialState(p)
+		out[i] = store.JobInsertResult{ID: ids[i], State: st, RunAt: p.RunAt}
+		index[ids[i]] = i
+		types[i], queues[i], payloads[i] = p.Type, p.Queue, payloadOf(p)
+		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
+		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
+		if o := offers[i]; o != nil {
+			token, err := job.NewLeaseToken(0, o.Random)
+			if err != nil {
+				return nil, fmt.Errorf("lease token: %w", err)
+			}
+			copy(secrets[i*job.SecretSize:], token.Secret[:])
+			offered[i], untils[i], workers[i], owners[i] = true, nanos(o.LeaseUntil), o.WorkerID, o.Owner
+		}
+	}
+	for _, q := range queues {
+		if err := t.ensureQueue(q); err != nil {
+			return nil, err
+		}
+	}
+	read := func(rows pgx.Rows) ([]*job.Job, error) {
+		leased := make([]*job.Job, len(ps))
+		jobs, err := scanJobs(rows, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			i, ok := index[j.ID]
+			if !ok {
+				return nil, fmt.Errorf("offered insert returned job %d, not one of its own", j.ID)
+			}
+			leased[i] = j
+		}
+		return leased, nil
+	}
+	// Its plan is kept: left to choose, the server planned it anew on every call (0.6 ms a
+	// plan, for a statement that runs in 0.1). It takes the settings of a write of many
+	// (joinByKey), which the successes' write in the same group commit then keeps: its reads
+	// are by key or of jobs_ready's first entries either way.
+	if err := t.joinByKey(true); err != nil {
+		return nil, err
+	}
+	err = runRows(t, true, offeredInsertSQL, []any{ids, types, queues, payloads, priorities, states, maxAttempts,
+		runAts, created, timeouts, metas, offered, untils, workers, owners, secrets}, read, got)
+	if err != nil {
+		return nil, err
+	}
+	return out, t.joinByKey(false)
+}
+
+// offeredInsertSQL is JobInsertOfferedAtCommit's statement. A job is leased (state 3, its first
+// token, the n-th secret) when it was offered and, in the statement's snapshot, no ready job
+// has at least its priority (the first entry of jobs_ready that far), its queue is neither
+// paused nor capped, and its type's breaker is not shut; it returns the leased jobs only.
+const offeredInsertSQL = `WITH u AS (
+		SELECT u.*, u.offered
+			AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.state = 2 AND r.priority >= u.priority)
+			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = u.queue
+				AND (queues.paused OR queues.concurrency_limit > 0))
+			AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type AND breakers.shut) AS lease
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
+			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::boolean[],
+			$13::bigint[], $14::text[], $15::text[]) WITH ORDINALITY
+			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata,
+				offered, until, worker, owner, n)),
+	ins AS (INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at, created_at,
+			attempt_timeout_ns, metadata, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner)
+		SELECT id, type, queue, payload, priority, CASE WHEN lease THEN 3 ELSE state END, max_attempts, run_at,
+			created_at, timeout, metadata::jsonb, CASE WHEN lease THEN 1 ELSE 0 END,
+			CASE WHEN lease THEN substring($16::bytea FROM ((n - 1) * 16 + 1)::int FOR 16) END,
+			CASE WHEN lease THEN until END, CASE WHEN lease THEN worker ELSE '' END,
+			CASE WHEN lease THEN owner ELSE '' END
+		FROM u
+		RETURNING ` + jobColumns + `)
+	SELECT * FROM ins WHERE state = 3`
+
 // ensureQueue creates the queue's row on its first job.
 func (t *tx) ensureQueue(name string) error {
 	if t.queues.Known(name) || slices.Contains(t.newQueues, name) {

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"slices"
+	"time"
+
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// Offers. In a cluster, a small enqueue whose jobs a connected worker has room for is written
+// by the enqueue writer, not the writer, and each such job is offered to one worker stream: the
+// insert itself leases it (store.Tx.JobInsertOfferedAtCommit), so the commit that stores the
+// job is also the one that hands it out, and it waits neither for the writer's transaction
+// under way nor for a dispatch round. The store leases an offered job only when that goes
+// ahead of no waiting job and past no pause, cap or shut breaker in the database; otherwise it
+// stays PENDING and the next round leases it, as any enqueue's job.
+//
+// An offer holds its worker's slot (Session.offered) from the moment it is planned until the
+// write is settled, so the writer's rounds never hand the same slot out twice.
+
+// offer is the slot of one worker stream promised to one new job.
+type offer struct {
+	sess *Session
+	store.JobOffer
+}
+
+// planOffers promises a slot to each job of params that a worker stream may take now, and
+// returns the offers (nil entries for the jobs not offered), or nil when none is offered. It
+// offers nothing while some queue is capped: a cap's room is counted by the rounds alone.
+func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) []*offer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shuttingDown || len(b.cappedQueues) > 0 || len(b.sessions) == 0 {
+		return nil
+	}
+	var offers []*offer
+	for i, p := range params {
+		if p.RunAt.After(now) || b.queueRules[p.Queue].paused {
+			continue
+		}
+		if b.breakers != nil && b.breakers.Allowance(p.Type) != breaker.Unlimited {
+			continue
+		}
+		s := b.offerSessionLocked(p)
+		if s == nil {
+			continue
+		}
+		if offers == nil {
+			offers = make([]*offer, len(params))
+		}
+		s.offered++
+		offers[i] = &offer{sess: s, JobOffer: store.JobOffer{WorkerID: s.workerID, Owner: s.owner,
+			LeaseUntil: now.Add(b.cfg.LeaseDuration), Random: b.random}}
+	}
+	return offers
+}
+
+// offerSessionLocked picks the first stream in dispatch rotation order that takes p's job and
+// has a slot and outbox room for it, and moves it to the back of the rotation.
+func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
+	for i, s := range b.sessions {
+		if s.draining || s.closed || !s.serves(p.Queue) || !slices.Contains(s.types, p.Type) {
+			continue
+		}
+		if s.capacity-len(s.held)-s.offered <= 0 {
+			continue
+		}
+		if waiting, overflowed := s.out.size(); overflowed || waiting+len(p.Payload) > OutboxGrantBytes {
+			continue
+		}
+		b.sessions = append(append(b.sessions[:i:i], b.sessions[i+1:]...), s)
+		return s
+	}
+	return nil
+}
+
+// storeOffers is offers as the store takes them, one per job.
+func storeOffers(offers []*offer) []*store.JobOffer {
+	out := make([]*store.JobOffer, len(offers))
+	for i, o := range offers {
+		if o != nil {
+			out[i] = &o.JobOffer
+		}
+	}
+	return out
+}
+
+// offeredAll reports whether every job of params that is ready now has an offer.
+func offeredAll(params []*store.JobInsertParams, offers []*offer, now time.Time) bool {
+	for i, p := range params {
+		if offers[i] == nil && !p.RunAt.After(now) {
+			return false
+		}
+	}
+	return true
+}
+
+// settleOffers ends the offers of batch's ops once their write ended with err: the jobs the
+// insert leased are handed out (handOut, which hands back those it cannot deliver), and then
+// the slots are let go. It reports whether a dispatch round is wanted: an offered job was left
+// ready. The offers are dropped either way, so an op written again (split from a failed batch)
+// is written as a plain enqueue that makes its jobs ready.
+func (b *Broker) settleOffers(batch []*op, err error) (round bool) {
+	var grants []*grant
+	var bySess map[*Session]*grant
+	for _, o := range batch {
+		if o.offers == nil {
+			continue
+		}
+		// Without the store's answer (lost with a COMMIT that went through) the jobs may be
+		// leased or waiting: a round is asked for, and a leased one waits for its lease to run
+		// out.
+		if err != nil || o.leased == nil {
+			round = round || err == nil
+			o.readies = o.readies || err != nil
+			continue
+		}
+		for i, j := range o.leased {
+			if j == nil {
+				round = round || o.offers[i] != nil
+				continue
+			}
+			s := o.offers[i].sess
+			g := bySess[s]
+			if g == nil {
+				if bySess == nil {
+					bySess = make(map[*Session]*grant)
+				}
+				g = &grant{sess: s}
+				bySess[s] = g
+				grants = append(grants, g)
+			}
+			g.leased = append(g.leased, j)
+		}
+	}
+	for _, g := range grants {
+		g.params.Limit = len(g.leased) + 1 // not full: the jobs asked for were all offered
+	}
+	if len(grants) > 0 {
+		b.handOut(grants)
+	}
+	b.mu.Lock()
+	for _, o := range batch {
+		for _, of := range o.offers {
+			if of != nil {
+				of.sess.offered--
+			}
+		}
+		o.offers, o.leased = nil, nil
+	}
+	b.mu.Unlock()
+	return round
+}
+
+// leasedOf splits the jobs an offered insert of ops' jobs leased among the ops with offers.
+func leasedOf(ops []*op, leased []*job.Job) {
+	for _, o := range ops {
+		n := len(o.insert)
+		if o.offers != nil {
+			o.leased = leased[:n:n]
+		}
+		leased = leased[n:]
+	}
+}

@@ -1,0 +1,152 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+var _ = register(
+	testCase{"InsertOffered", testInsertOffered},
+	testCase{"InsertOfferedGoesAheadOfNothing", testInsertOfferedGoesAheadOfNothing},
+	testCase{"InsertOfferedPastNoRule", testInsertOfferedPastNoRule},
+	testCase{"InsertOfferedRefusesBadCalls", testInsertOfferedRefusesBadCalls},
+)
+
+// offerTo is an offer of a one-minute lease to worker "w" for owner "tok_1", its secret all
+// fill bytes.
+func (b *bundle) offerTo(fill byte) *store.JobOffer {
+	return &store.JobOffer{WorkerID: "w", Owner: "tok_1", LeaseUntil: b.now.Add(time.Minute),
+		Random: bytes.NewReader(bytes.Repeat([]byte{fill}, job.SecretSize))}
+}
+
+// insertOffered inserts ps with offers and returns their ids and what got was handed.
+func (b *bundle) insertOffered(ps []*store.JobInsertParams, offers []*store.JobOffer) ([]int64, []*job.Job) {
+	b.t.Helper()
+	var leased []*job.Job
+	var res []store.JobInsertResult
+	called := 0
+	b.write(func(tx store.Tx) error {
+		var err error
+		res, err = tx.JobInsertOfferedAtCommit(ps, offers, func(jobs []*job.Job, err error) {
+			called++
+			if err != nil {
+				b.t.Errorf("reading the offered insert: %v", err)
+			}
+			leased = jobs
+		})
+		return err
+	})
+	if called != 1 || len(leased) != len(ps) {
+		b.t.Fatalf("got called %d times with %d jobs, want once with %d", called, len(leased), len(ps))
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids, leased
+}
+
+// An offered job is stored LEASED, with the offer's holder and deadline and a first token,
+// exactly as a lease would leave it; a job without an offer stays PENDING. The leased job's
+// token is current (JobStart), and no lease takes it again.
+func testInsertOffered(t *testing.T, b *bundle) {
+	stored, leased := b.insertOffered([]*store.JobInsertParams{b.job("t"), b.job("t")},
+		[]*store.JobOffer{b.offerTo(0xab), nil})
+	want := job.LeaseToken{Seq: 1}
+	copy(want.Secret[:], bytes.Repeat([]byte{0xab}, job.SecretSize))
+	if leased[0] == nil || leased[1] != nil {
+		t.Fatalf("leased %v, want the first job only", leased)
+	}
+	for _, j := range []*job.Job{leased[0], b.get(stored[0])} {
+		if j.ID != stored[0] || j.State != job.StateLeased || j.LeaseToken != want || j.WorkerID != "w" ||
+			j.LeaseOwner != "tok_1" || !j.LeaseExpiresAt.Equal(b.now.Add(time.Minute)) || j.Attempts != 0 ||
+			string(j.Payload) != `{}` {
+			t.Fatalf("offered job %+v: want job %d LEASED to w for tok_1 until %s with token %v, its payload, no attempt spent",
+				j, stored[0], b.now.Add(time.Minute), want)
+		}
+	}
+	equal(t, "the job without an offer", b.state(stored[1]), job.StatePending)
+	equal(t, "a lease after it", ids(b.lease(b.leaseParams(10, "t"))), []int64{stored[1]})
+	b.start(refOf(leased[0]))
+	equal(t, "the offered job once started", b.state(stored[0]), job.StateRunning)
+}
+
+// An offer goes ahead of no job that waits: a ready job of the same or a higher priority,
+// stored before, keeps the new job PENDING; one of a lower priority does not.
+func testInsertOfferedGoesAheadOfNothing(t *testing.T, b *bundle) {
+	low := b.job("t")
+	low.Priority = -1
+	b.insert(low)
+	_, leased := b.insertOffered([]*store.JobInsertParams{b.job("t")}, []*store.JobOffer{b.offerTo(1)})
+	if leased[0] == nil {
+		t.Fatal("a job offered ahead of a lower priority's was not leased")
+	}
+	waiting := b.insert(b.job("other"))[0]
+	behind, leased := b.insertOffered([]*store.JobInsertParams{b.job("t")}, []*store.JobOffer{b.offerTo(2)})
+	if leased[0] != nil {
+		t.Fatalf("a job offered while job %d of its priority waited was leased", waiting)
+	}
+	equal(t, "the job offered behind a waiting one", b.state(behind[0]), job.StatePending)
+	urgent := b.job("t")
+	urgent.Priority = 1
+	if _, leased := b.insertOffered([]*store.JobInsertParams{urgent}, []*store.JobOffer{b.offerTo(3)}); leased[0] == nil {
+		t.Fatal("a job offered ahead of lower priorities' was not leased")
+	}
+}
+
+// An offer goes past no rule the database holds: a paused or capped queue, or a shut breaker
+// of the job's type, keeps the job PENDING.
+func testInsertOfferedPastNoRule(t *testing.T, b *bundle) {
+	b.insertIn("paused", 1, -1) // the queues' rows; their jobs wait behind the offered ones
+	b.insertIn("capped", 1, -1)
+	b.write(func(tx store.Tx) error {
+		if err := tx.QueueSetPaused("paused", true); err != nil {
+			return err
+		}
+		if err := tx.QueueSetLimit("capped", 5); err != nil {
+			return err
+		}
+		return tx.BreakerSave(store.BreakerRecord{Type: "shut", Data: []byte(`{}`), Shut: true})
+	})
+	paused, capped, shut, free := b.job("t"), b.job("t"), b.job("shut"), b.job("t")
+	paused.Queue, capped.Queue = "paused", "capped"
+	ps := []*store.JobInsertParams{paused, capped, shut, free}
+	stored, leased := b.insertOffered(ps, []*store.JobOffer{b.offerTo(1), b.offerTo(2), b.offerTo(3), b.offerTo(4)})
+	for i, what := range []string{"paused queue", "capped queue", "shut breaker"} {
+		if leased[i] != nil || b.state(stored[i]) != job.StatePending {
+			t.Errorf("the job offered in spite of a %s: leased %v, state %s, want PENDING", what, leased[i], b.state(stored[i]))
+		}
+	}
+	if leased[3] == nil {
+		t.Error("the job offered under no rule was not leased")
+	}
+}
+
+// Offers pair with jobs one to one, for jobs without idempotency keys that are ready now.
+func testInsertOfferedRefusesBadCalls(t *testing.T, b *bundle) {
+	keyed, later := b.job("t"), b.job("t")
+	keyed.IdempotencyKey = "k"
+	later.RunAt = b.now.Add(time.Hour)
+	for _, c := range []struct {
+		name   string
+		ps     []*store.JobInsertParams
+		offers []*store.JobOffer
+	}{
+		{"fewer offers than jobs", []*store.JobInsertParams{b.job("t"), b.job("t")}, []*store.JobOffer{b.offerTo(1)}},
+		{"an idempotency key", []*store.JobInsertParams{keyed}, []*store.JobOffer{nil}},
+		{"an offered job for later", []*store.JobInsertParams{later}, []*store.JobOffer{b.offerTo(1)}},
+	} {
+		err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+			_, err := tx.JobInsertOfferedAtCommit(c.ps, c.offers, func([]*job.Job, error) {})
+			return err
+		})
+		if err == nil {
+			t.Errorf("%s: taken", c.name)
+		}
+	}
+	equal(t, "jobs stored by refused calls", len(b.counts()), 0)
+}
