@@ -111,9 +111,11 @@ func (b *Broker) settleOffers(batch []*op, err error) (round bool) {
 		}
 		// Without the store's answer (lost with a COMMIT that went through) the jobs may be
 		// leased or waiting: a round is asked for, and a leased one waits for its lease to run
-		// out.
+		// out. A failed write may be split and its ops written again alone (finish), their
+		// jobs PENDING: they make their jobs ready as any enqueue does, and the round asked for
+		// here runs after them.
 		if err != nil || o.leased == nil {
-			round = round || err == nil
+			round = true
 			o.readies = o.readies || err != nil
 			continue
 		}

@@ -43,8 +43,8 @@ func (b *Broker) WorkerTotals() (streams, free int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range b.sessions {
-		if !s.draining && s.capacity > len(s.held) {
-			free += s.capacity - len(s.held)
+		if n := s.capacity - len(s.held) - s.offered; !s.draining && n > 0 {
+			free += n
 		}
 	}
 	return len(b.sessions), free
