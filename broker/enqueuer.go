@@ -14,11 +14,12 @@ import (
 // another on one connection, so inserting a producer's large batches there makes every lease
 // and result wait for them. The enqueue writer commits such batches on a connection of its
 // own, group-committing the enqueues that arrive together, and then asks the writer for a
-// dispatch round. A small enqueue stays with the writer, which plans a round into the very
-// transaction that stores it: a single job is leased by the commit that stores it, where the
-// enqueue writer would make it wait for a second commit. Only a cluster's store takes
-// concurrent writers (SQLite has one write transaction at a time), and only a cluster enforces
-// queue caps and breakers in the database, which is what lets a lease run beside an insert.
+// dispatch round. A small enqueue stays with the writer, whose commit that stores it also
+// leases it (by its own insert when a worker has a slot for it, see offer.go, or by a round
+// planned into the same transaction), where the enqueue writer would make it wait for a second
+// commit. Only a cluster's store takes concurrent writers (SQLite has one write transaction at
+// a time), and only a cluster enforces queue caps and breakers in the database, which is what
+// lets a lease run beside an insert.
 const SeparateEnqueueJobs = 10
 
 // enqueueLoop is the enqueue writer: it commits the enqueues waiting (up to MaxBatch) in one
