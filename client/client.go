@@ -25,6 +25,13 @@ type Client struct {
 	tracer   trace.Tracer // nil: the global provider's
 }
 
+// streamWindow and connWindow are the flow-control windows of a call and of a connection, in
+// bytes: the broker's defaults (server.DefaultTransport).
+const (
+	streamWindow = 1 << 20
+	connWindow   = 4 << 20
+)
+
 // DialOption configures Dial. Only this package can implement it, so the set of options stays
 // a documented, closed list.
 type DialOption interface {
@@ -81,7 +88,11 @@ func dial(ctx context.Context, name, target string, base []grpc.DialOption, opts
 	if cfg.err != nil {
 		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, cfg.err)
 	}
-	grpcOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, base...)
+	grpcOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Fixed flow-control windows, as the broker's (server.Transport): grpc-go's probing of
+		// the bandwidth-delay product pings the broker for each burst of data read, which for
+		// one small job at a time is an extra frame and wake-up each way per message.
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow)}, base...)
 	grpcOpts = append(grpcOpts, cfg.grpcOpts...)
 	conn, err := grpc.NewClient(target, grpcOpts...)
 	if err != nil {

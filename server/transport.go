@@ -33,11 +33,18 @@ type Transport struct {
 	// for its calls to end), so clients pick up new certificates and spread over brokers.
 	// Workers reconnect and adopt their leases.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// StreamWindow and ConnWindow are the flow-control windows, in bytes, of each call and of
+	// each connection: how much a client may send that the broker has not yet read. Fixed
+	// (64 KiB or more), they also turn off grpc-go's probing of the bandwidth-delay product,
+	// which pings the client for each burst of data it reads: for a stream of small messages,
+	// one job at a time, an extra frame and wake-up each way per message. Zero keeps grpc-go's
+	// probing windows, which grow up to 16 MiB a connection.
+	StreamWindow, ConnWindow int32
 }
 
 // DefaultTransport: 1024 connections, 128 calls per connection, 4 MiB messages, a 5 s
 // handshake, pings at most every 10 s, idle connections closed after 5 min and every connection
-// after 30 min (1 min grace).
+// after 30 min (1 min grace), fixed windows of 1 MiB a call and 4 MiB a connection.
 func DefaultTransport() Transport {
 	return Transport{
 		MaxConnections:        1024,
@@ -50,12 +57,23 @@ func DefaultTransport() Transport {
 		MaxConnectionIdle:     5 * time.Minute,
 		MaxConnectionAge:      30 * time.Minute,
 		MaxConnectionAgeGrace: time.Minute,
+		StreamWindow:          StreamWindow,
+		ConnWindow:            ConnWindow,
 	}
 }
 
+// StreamWindow and ConnWindow are the default flow-control windows of a call and of a
+// connection (Transport): large enough that a job's payload (MaxRecvMsgSize at most) never
+// waits for more than a few window updates, small enough that 1024 connections cannot make
+// the broker hold more than 4 GiB of unread requests.
+const (
+	StreamWindow = 1 << 20
+	ConnWindow   = 4 << 20
+)
+
 // ServerOptions are the grpc.ServerOptions that enforce t.
 func (t Transport) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(t.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(t.MaxRecvMsgSize),
 		grpc.ConnectionTimeout(t.ConnectionTimeout),
@@ -66,6 +84,13 @@ func (t Transport) ServerOptions() []grpc.ServerOption {
 			MaxConnectionAge:  t.MaxConnectionAge, MaxConnectionAgeGrace: t.MaxConnectionAgeGrace,
 		}),
 	}
+	if t.StreamWindow > 0 {
+		opts = append(opts, grpc.InitialWindowSize(t.StreamWindow))
+	}
+	if t.ConnWindow > 0 {
+		opts = append(opts, grpc.InitialConnWindowSize(t.ConnWindow))
+	}
+	return opts
 }
 
 // Listener wraps lis so that at most t.MaxConnections connections are open at once.

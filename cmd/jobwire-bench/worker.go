@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/worker"
 )
@@ -136,13 +136,14 @@ func runWorker(ctx context.Context, args []string) error {
 	}
 	out := &lineWriter{w: bufio.NewWriter(os.Stdout)}
 	counter := &ackCounter{welcome: make(chan struct{})}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainStreamInterceptor(counter.interceptor))
+	// Dialled as the SDK dials, with its defaults, as a user's worker would be.
+	c, err := client.Dial(context.Background(), *addr,
+		client.WithDialOptions(grpc.WithChainStreamInterceptor(counter.interceptor)))
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	w, err := worker.New(conn, worker.Options{
+	defer c.Close()
+	w, err := worker.New(c.Conn(), worker.Options{
 		ID:            *id,
 		Concurrency:   *concurrency,
 		ShutdownGrace: 10 * time.Second,

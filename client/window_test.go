@@ -1,0 +1,108 @@
+package client_test
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/internal/brokertest"
+)
+
+// frames counts the HTTP/2 PING frames (not their acknowledgements) in one direction of a
+// connection, read as the bytes pass.
+type frames struct {
+	mu      sync.Mutex
+	preface int    // bytes of the client's connection preface still to skip
+	head    []byte // a frame header read in part
+	skip    int    // bytes of the current frame's payload still to pass
+	pings   int
+}
+
+func (f *frames) feed(p []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(p) > 0 {
+		switch {
+		case f.preface > 0:
+			n := min(f.preface, len(p))
+			f.preface, p = f.preface-n, p[n:]
+		case f.skip > 0:
+			n := min(f.skip, len(p))
+			f.skip, p = f.skip-n, p[n:]
+		default:
+			n := min(9-len(f.head), len(p))
+			f.head, p = append(f.head, p[:n]...), p[n:]
+			if len(f.head) < 9 {
+				continue
+			}
+			length := int(binary.BigEndian.Uint32(append([]byte{0}, f.head[:3]...)))
+			const ping, ack = 0x6, 0x1
+			if f.head[3] == ping && f.head[4]&ack == 0 {
+				f.pings++
+			}
+			f.head, f.skip = f.head[:0], length
+		}
+	}
+}
+
+func (f *frames) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pings
+}
+
+// countingConn counts the PING frames the client sends and those it receives.
+type countingConn struct {
+	net.Conn
+	sent, received *frames
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.sent.feed(p)
+	return c.Conn.Write(p)
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.received.feed(p[:n])
+	return n, err
+}
+
+// Neither the Go SDK nor the broker pings the other while jobs are enqueued one at a time:
+// their flow-control windows are fixed, so grpc-go does not probe the bandwidth-delay product
+// with a PING for each burst of data it reads (an extra frame and wake-up each way per
+// message).
+func TestNoPingsPerMessage(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	sent, received := &frames{preface: len("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")}, &frames{}
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, sent: sent, received: received}, nil
+	}
+	ctx := context.Background()
+	c, err := client.Dial(ctx, b.Addr, client.WithDialOptions(grpc.WithContextDialer(dialer)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 100 {
+		if _, err := c.Enqueue(ctx, "t", []byte(`{"n":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sent.count(); n != 0 {
+		t.Errorf("the client sent %d pings for 100 enqueues", n)
+	}
+	if n := received.count(); n != 0 {
+		t.Errorf("the broker sent %d pings for 100 enqueues", n)
+	}
+}
