@@ -3,6 +3,7 @@ package security
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +328,23 @@ func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
 	}
 	if err := stream.RecvMsg(&out); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Hello with invalid UTF-8: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// Worker streams hold a call for as long as they are open: with fewer stream workers
+// (Transport.StreamWorkers) than open streams, other calls still run, each on a goroutine of
+// its own, rather than wait for a stream to end.
+func TestStreamWorkersHeldByWorkerStreams(t *testing.T) {
+	t.Parallel()
+	tr := server.DefaultTransport()
+	tr.StreamWorkers = 1
+	b := brokertest.New(t, brokertest.Options{Transport: tr})
+	for i := range 3 {
+		b.Connect(brokertest.Hello(fmt.Sprintf("w%d", i), 1, "t"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
+	if _, err := b.Producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "t"}}); err != nil {
+		t.Fatalf("an enqueue while 3 worker streams hold the one stream worker: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net"
+	"runtime"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -40,11 +41,18 @@ type Transport struct {
 	// one job at a time, an extra frame and wake-up each way per message. Zero keeps grpc-go's
 	// probing windows, which grow up to 16 MiB a connection.
 	StreamWindow, ConnWindow int32
+	// StreamWorkers is how many goroutines grpc-go keeps to run calls (grpc.NumStreamWorkers,
+	// an experimental option): a call taken by one of them reuses its grown stack instead of
+	// starting a goroutine, and when all are busy (worker streams hold theirs for as long as
+	// they are open) the call gets a goroutine of its own, as without them. Zero: a goroutine
+	// per call.
+	StreamWorkers uint32
 }
 
 // DefaultTransport: 1024 connections, 128 calls per connection, 4 MiB messages, a 5 s
 // handshake, pings at most every 10 s, idle connections closed after 5 min and every connection
-// after 30 min (1 min grace), fixed windows of 1 MiB a call and 4 MiB a connection.
+// after 30 min (1 min grace), fixed windows of 1 MiB a call and 4 MiB a connection, and a
+// stream worker per CPU the process may use.
 func DefaultTransport() Transport {
 	return Transport{
 		MaxConnections:        1024,
@@ -59,6 +67,7 @@ func DefaultTransport() Transport {
 		MaxConnectionAgeGrace: time.Minute,
 		StreamWindow:          StreamWindow,
 		ConnWindow:            ConnWindow,
+		StreamWorkers:         uint32(runtime.GOMAXPROCS(0)),
 	}
 }
 
@@ -83,6 +92,9 @@ func (t Transport) ServerOptions() []grpc.ServerOption {
 			MaxConnectionIdle: t.MaxConnectionIdle,
 			MaxConnectionAge:  t.MaxConnectionAge, MaxConnectionAgeGrace: t.MaxConnectionAgeGrace,
 		}),
+	}
+	if t.StreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(t.StreamWorkers))
 	}
 	if t.StreamWindow > 0 {
 		opts = append(opts, grpc.InitialWindowSize(t.StreamWindow))
