@@ -29,15 +29,7 @@ func newRaceBroker(t *testing.T) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_ = b.Shutdown(sctx)
-		_ = st.Close()
-	})
+	startForTest(t, b, st.Close)
 	return b
 }
 

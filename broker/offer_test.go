@@ -57,15 +57,7 @@ func offerBroker(t *testing.T) (*Broker, *namedWrites) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_ = b.Shutdown(sctx)
-		st.Close()
-	})
+	startForTest(t, b, st.Close)
 	return b, w
 }
 

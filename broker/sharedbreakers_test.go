@@ -130,15 +130,7 @@ func (c *cluster) startBroker(t testing.TB, conf Config, cfg breaker.Config, m m
 			}
 			b.breakerHolder = ""
 		}
-		if err := b.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			_ = b.Shutdown(sctx)
-			st.Close()
-		})
+		startForTest(t, b, st.Close)
 		c.brokers, c.stores = append(c.brokers, b), append(c.stores, st)
 	}
 }

@@ -196,9 +196,29 @@ const drawIDsSQL = `SELECT nextval('jobs_id_seq') FROM generate_series(1, $1)`
 // draws and inserts: the server plans such a statement afresh on every run (0.2 ms, more than
 // the insert of one job).
 func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
-	ids, err := t.ids.take(t, len(ps))
+	rows, err := t.insertRows(ps, out)
 	if err != nil {
 		return err
+	}
+	// Held: nothing waits for its answer, and an error of its own fails the statement it is sent
+	// with, in this transaction.
+	return t.hold(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
+		created_at, attempt_timeout_ns, metadata)
+		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
+			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
+			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata)`,
+		rows...)
+}
+
+// insertRows draws ids for ps (idCache), sets out to what becomes of each, creates the rows of
+// their queues, and returns their columns, an array each, in the order the inserts' unnest
+// reads them: id, type, queue, payload, priority, state, max_attempts, run_at, created_at,
+// timeout, metadata.
+func (t *tx) insertRows(ps []*store.JobInsertParams, out []store.JobInsertResult) ([]any, error) {
+	ids, err := t.ids.take(t, len(ps))
+	if err != nil {
+		return nil, err
 	}
 	var (
 		types, queues                   = make([]string, len(ps)), make([]string, len(ps))
@@ -210,7 +230,7 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 	for i, p := range ps {
 		var err error
 		if metas[i], err = encodeMetadata(p.Metadata); err != nil {
-			return err
+			return nil, err
 		}
 		st := initialState(p)
 		out[i] = store.JobInsertResult{ID: ids[i], State: st, RunAt: p.RunAt}
@@ -218,23 +238,12 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
 		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
 	}
-	// Held: nothing waits for its answer, and an error of its own fails the statement it is sent
-	// with, in this transaction.
-	if err := t.hold(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
-		created_at, attempt_timeout_ns, metadata)
-		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
-			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
-			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata)`,
-		ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts, metas); err != nil {
-		return err
-	}
 	for _, q := range queues {
 		if err := t.ensureQueue(q); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return []any{ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts, metas}, nil
 }
 
 // JobInsertOfferedAtCommit inserts ps with one statement, sent with COMMIT, that also leases
@@ -252,45 +261,28 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 		got(nil, nil)
 		return out, nil
 	}
-	ids, err := t.ids.take(t, len(ps))
+	args, err := t.insertRows(ps, out)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		types, queues                   = make([]string, len(ps)), make([]string, len(ps))
-		payloads                        = make([][]byte, len(ps))
-		priorities, states, maxAttempts = make([]int32, len(ps)), make([]int16, len(ps)), make([]int32, len(ps))
-		runAts, created, timeouts       = make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
-		metas                           = make([]*string, len(ps))
-		offered                         = make([]bool, len(ps))
-		untils                          = make([]int64, len(ps))
-		workers, owners                 = make([]string, len(ps)), make([]string, len(ps))
-		secrets                         = make([]byte, job.SecretSize*len(ps))
+		offered         = make([]bool, len(ps))
+		untils          = make([]int64, len(ps))
+		workers, owners = make([]string, len(ps)), make([]string, len(ps))
+		secrets         = make([]byte, job.SecretSize*len(ps))
 	)
 	index := make(map[int64]int, len(ps))
-	for i, p := range ps {
-		if metas[i], err = encodeMetadata(p.Metadata); err != nil {
-			return nil, err
+	for i, o := range offers {
+		index[out[i].ID] = i
+		if o == nil {
+			continue
 		}
-		st := initialState(p)
-		out[i] = store.JobInsertResult{ID: ids[i], State: st, RunAt: p.RunAt}
-		index[ids[i]] = i
-		types[i], queues[i], payloads[i] = p.Type, p.Queue, payloadOf(p)
-		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
-		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
-		if o := offers[i]; o != nil {
-			token, err := job.NewLeaseToken(0, o.Random)
-			if err != nil {
-				return nil, fmt.Errorf("lease token: %w", err)
-			}
-			copy(secrets[i*job.SecretSize:], token.Secret[:])
-			offered[i], untils[i], workers[i], owners[i] = true, nanos(o.LeaseUntil), o.WorkerID, o.Owner
+		token, err := job.NewLeaseToken(0, o.Random)
+		if err != nil {
+			return nil, fmt.Errorf("lease token: %w", err)
 		}
-	}
-	for _, q := range queues {
-		if err := t.ensureQueue(q); err != nil {
-			return nil, err
-		}
+		copy(secrets[i*job.SecretSize:], token.Secret[:])
+		offered[i], untils[i], workers[i], owners[i] = true, nanos(o.LeaseUntil), o.WorkerID, o.Owner
 	}
 	read := func(rows pgx.Rows) ([]*job.Job, error) {
 		leased := make([]*job.Job, len(ps))
@@ -314,8 +306,7 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	if err := t.joinByKey(true); err != nil {
 		return nil, err
 	}
-	err = runRows(t, true, offeredInsertSQL, []any{ids, types, queues, payloads, priorities, states, maxAttempts,
-		runAts, created, timeouts, metas, offered, untils, workers, owners, secrets}, read, got)
+	err = runRows(t, true, offeredInsertSQL, append(args, offered, untils, workers, owners, secrets), read, got)
 	if err != nil {
 		return nil, err
 	}
