@@ -9,16 +9,19 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// Offers. In a cluster, a small enqueue whose jobs a connected worker has room for is written
-// by the enqueue writer, not the writer, and each such job is offered to one worker stream: the
-// insert itself leases it (store.Tx.JobInsertOfferedAtCommit), so the commit that stores the
-// job is also the one that hands it out, and it waits neither for the writer's transaction
-// under way nor for a dispatch round. The store leases an offered job only when that goes
-// ahead of no waiting job and past no pause, cap or shut breaker in the database; otherwise it
-// stays PENDING and the next round leases it, as any enqueue's job.
+// Offers. In a cluster, each job of a small enqueue that a connected worker has room for is
+// offered to that worker's stream: the insert itself leases it
+// (store.Tx.JobInsertOfferedAtCommit), in the writer's transaction, so the commit that stores
+// the job hands it out without a dispatch round, its lease statement or a notification to the
+// other brokers. The store leases an offered job only when that goes ahead of no waiting job
+// and past no pause, cap or shut breaker in the database; otherwise it stays PENDING and the
+// round its write then asks for leases it, as any enqueue's job.
 //
 // An offer holds its worker's slot (Session.offered) from the moment it is planned until the
 // write is settled, so the writer's rounds never hand the same slot out twice.
+//
+// Offers go through the writer, not the enqueue writer: on two CPUs a second connection writing
+// at the same time made both connections' transactions slower (docs/performance.md).
 
 // offer is the slot of one worker stream promised to one new job.
 type offer struct {
