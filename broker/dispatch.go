@@ -57,7 +57,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
-		free := s.capacity - len(s.held) - s.offered + freed[s]
+		free := s.freeLocked() + freed[s]
 		if s.draining || s.closed {
 			continue
 		}
@@ -145,7 +145,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	}
 	// Rotate so that no session is always first to take scarce jobs.
 	if n > 1 {
-		b.sessions = append(b.sessions[1:], b.sessions[0])
+		b.toBackLocked(0)
 	}
 	// Only a round that offers every session room, under no breaker or cap that holds jobs
 	// back, sees the whole ready set: if its grants then come back short (handOut), no job is
@@ -157,6 +157,13 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	b.armBreakerTimerLocked()
 	b.mu.Unlock()
 	return grants
+}
+
+// toBackLocked moves the i-th session to the back of the dispatch rotation, in place.
+func (b *Broker) toBackLocked(i int) {
+	s := b.sessions[i]
+	copy(b.sessions[i:], b.sessions[i+1:])
+	b.sessions[len(b.sessions)-1] = s
 }
 
 // leaseOp leases what grants plan and hands the jobs out once that is committed. If a grant

@@ -67,13 +67,13 @@ func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
 		if s.draining || s.closed || !s.serves(p.Queue) || !slices.Contains(s.types, p.Type) {
 			continue
 		}
-		if s.capacity-len(s.held)-s.offered <= 0 {
+		if s.freeLocked() <= 0 {
 			continue
 		}
 		if waiting, overflowed := s.out.size(); overflowed || waiting+len(p.Payload) > OutboxGrantBytes {
 			continue
 		}
-		b.sessions = append(append(b.sessions[:i:i], b.sessions[i+1:]...), s)
+		b.toBackLocked(i)
 		return s
 	}
 	return nil
@@ -106,6 +106,9 @@ func offeredAll(params []*store.JobInsertParams, offers []*offer, now time.Time)
 // ready. The offers are dropped either way, so an op written again (split from a failed batch)
 // is written as a plain enqueue that makes its jobs ready.
 func (b *Broker) settleOffers(batch []*op, err error) (round bool) {
+	if !slices.ContainsFunc(batch, func(o *op) bool { return o.offers != nil }) {
+		return false
+	}
 	var grants []*grant
 	var bySess map[*Session]*grant
 	for _, o := range batch {
@@ -140,11 +143,8 @@ func (b *Broker) settleOffers(batch []*op, err error) (round bool) {
 			g.leased = append(g.leased, j)
 		}
 	}
-	for _, g := range grants {
-		g.params.Limit = len(g.leased) + 1 // not full: the jobs asked for were all offered
-	}
 	if len(grants) > 0 {
-		b.handOut(grants)
+		b.handOut(grants) // whether a round may find more is for rounds to ask
 	}
 	b.mu.Lock()
 	for _, o := range batch {

@@ -168,6 +168,10 @@ func heldLease(sess *Session, ref job.LeaseRef, j *job.Job) *lease {
 // ID names the session in logs.
 func (s *Session) ID() string { return s.id }
 
+// freeLocked is how many more jobs the stream may be handed: its capacity less the leases it
+// holds and the slots promised to offers being written (offer.go). Call it with b.mu held.
+func (s *Session) freeLocked() int { return s.capacity - len(s.held) - s.offered }
+
 // Capacity is how many jobs the worker said it can hold at once.
 func (s *Session) Capacity() int { return s.capacity }
 

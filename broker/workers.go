@@ -43,7 +43,7 @@ func (b *Broker) WorkerTotals() (streams, free int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range b.sessions {
-		if n := s.capacity - len(s.held) - s.offered; !s.draining && n > 0 {
+		if n := s.freeLocked(); !s.draining && n > 0 {
 			free += n
 		}
 	}
