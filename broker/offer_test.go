@@ -16,8 +16,9 @@ import (
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
-// leaseCalls is a store that lists the calls its writes make that lease jobs: "lease" for
-// JobLease and JobLeaseAtCommit, "offered insert" for JobInsertOfferedAtCommit.
+// leaseCalls is a store that lists the calls its writes make that lease jobs or make them
+// known as ready: "lease" for JobLease and JobLeaseAtCommit, "offered insert" for
+// JobInsertOfferedAtCommit, "ready" for publishing that jobs are ready.
 type leaseCalls struct {
 	store.Store
 	mu    sync.Mutex
@@ -61,6 +62,13 @@ func (t recordingTx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 func (t recordingTx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job, error)) error {
 	t.w.note("lease")
 	return t.Tx.JobLeaseAtCommit(ps, got)
+}
+
+func (t recordingTx) Publish(e store.Event) {
+	if e.Kind == store.EventReady {
+		t.w.note("ready")
+	}
+	t.Tx.Publish(e)
 }
 
 func (t recordingTx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer,
@@ -111,7 +119,7 @@ func settle(t *testing.T, b *Broker) {
 }
 
 // In a cluster, a job enqueued while a worker has room is leased by the insert that stores it
-// and handed out: no dispatch round leases it.
+// and handed out: no dispatch round leases it, and the other brokers are not told it is ready.
 func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 	t.Parallel()
 	b, w := offerBroker(t)
@@ -127,7 +135,7 @@ func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 		t.Fatalf("assignment %+v (token %v), want job %d, attempt 1, first lease", a.Job, a.Token, ids[0].ID)
 	}
 	if calls := w.since(before); !slices.Equal(calls, []string{"offered insert"}) {
-		t.Fatalf("leasing calls after the enqueue: %q, want one offered insert and no lease", calls)
+		t.Fatalf("calls after the enqueue: %q, want one offered insert, no lease and no word to other brokers", calls)
 	}
 	b.mu.Lock()
 	offered := s.offered
