@@ -11,9 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
+	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -25,15 +23,17 @@ type EmailArgs struct {
 var errMailboxFull = errors.New("mailbox full")
 
 // A worker process registers its handlers, then runs until it is told to stop. Stopping is
-// graceful: running jobs get Options.ShutdownGrace to finish.
+// graceful: running jobs get Options.ShutdownGrace to finish. The connection comes from
+// client.Dial, which sets the SDK's gRPC options (TLS and tokens, fixed flow-control windows);
+// any grpc.ClientConnInterface works.
 func Example() {
-	conn, err := grpc.NewClient("localhost:7070", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := client.Dial(context.Background(), "localhost:7070")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer conn.Close()
+	defer c.Close()
 
-	w, err := worker.New(conn, worker.Options{
+	w, err := worker.New(c.Conn(), worker.Options{
 		ID:            "mailer-1",
 		Queues:        []string{"mail"},
 		Concurrency:   8,
