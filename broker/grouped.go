@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -106,22 +107,19 @@ func (g *grouped) write(tx store.Tx) error {
 
 // insert stores the gathered jobs, leasing those offered to a worker (offer.go) if any are.
 func (g *grouped) insert(tx store.Tx) ([]store.JobInsertResult, error) {
-	var offers []*store.JobOffer
-	for _, o := range g.inserting {
-		o.leased = nil
-		if o.offers != nil && offers == nil {
-			offers = make([]*store.JobOffer, 0, len(g.inserts))
-		}
-	}
-	if offers == nil {
+	if !slices.ContainsFunc(g.inserting, func(o *op) bool { return o.offers != nil }) {
 		return tx.JobInsertMany(g.inserts)
 	}
+	offers := make([]*store.JobOffer, 0, len(g.inserts)) // one per job, nil where not offered
 	for _, o := range g.inserting {
-		if o.offers == nil {
-			offers = append(offers, make([]*store.JobOffer, len(o.insert))...)
-			continue
+		o.leased = nil
+		for i := range o.insert {
+			var offer *store.JobOffer
+			if o.offers != nil && o.offers[i] != nil {
+				offer = &o.offers[i].JobOffer
+			}
+			offers = append(offers, offer)
 		}
-		offers = append(offers, storeOffers(o.offers)...)
 	}
 	inserting := g.inserting
 	return tx.JobInsertOfferedAtCommit(g.inserts, offers, func(leased []*job.Job, err error) {

@@ -79,17 +79,6 @@ func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
 	return nil
 }
 
-// storeOffers is offers as the store takes them, one per job.
-func storeOffers(offers []*offer) []*store.JobOffer {
-	out := make([]*store.JobOffer, len(offers))
-	for i, o := range offers {
-		if o != nil {
-			out[i] = &o.JobOffer
-		}
-	}
-	return out
-}
-
 // offeredAll reports whether every job of params that is ready now has an offer.
 func offeredAll(params []*store.JobInsertParams, offers []*offer, now time.Time) bool {
 	for i, p := range params {
