@@ -71,7 +71,8 @@ func main() {
 		log.Fatal("-db is required")
 	}
 	ctx := context.Background()
-	rc, pool := setup(ctx, *url, *workers, *cooldown, *poll)
+	rc, pool, schema := setup(ctx, *url, *workers, *cooldown, *poll)
+	defer dropSchema(*url, schema)
 	defer pool.Close()
 	var mu sync.Mutex
 	var latency []time.Duration
@@ -110,8 +111,8 @@ func main() {
 }
 
 // setup creates a fresh schema, migrates it and returns the client's configuration (without
-// workers) and a pool on that schema.
-func setup(ctx context.Context, url string, workers int, cooldown, poll time.Duration) (*river.Config, *pgxpool.Pool) {
+// workers), a pool on that schema and the schema's name.
+func setup(ctx context.Context, url string, workers int, cooldown, poll time.Duration) (*river.Config, *pgxpool.Pool, string) {
 	admin, err := pgxpool.New(ctx, url)
 	if err != nil {
 		log.Fatal(err)
@@ -145,7 +146,22 @@ func setup(ctx context.Context, url string, workers int, cooldown, poll time.Dur
 	if poll > 0 {
 		rc.FetchPollInterval = poll
 	}
-	return rc, pool
+	return rc, pool, schema
+}
+
+// dropSchema drops the run's schema once its pool is closed, so runs leave nothing behind.
+func dropSchema(url, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		log.Printf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		log.Printf("drop schema %s: %v", schema, err)
+	}
 }
 
 func withWorkers(c *river.Config, ws *river.Workers) *river.Config {

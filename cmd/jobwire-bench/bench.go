@@ -152,7 +152,7 @@ func (e *scenarioEnv) addrs() []string {
 
 // onBroker runs fn against fresh brokers on a fresh database and stops them afterwards.
 func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Context, *scenarioEnv) ([]result, error)) ([]result, error) {
-	db, err := scenarioDB(ctx, &b.cfg, b.dir, name)
+	db, drop, err := scenarioDB(ctx, &b.cfg, b.dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Conte
 				errs = append(errs, fmt.Errorf("broker: %w", err))
 			}
 		}
-		return errors.Join(errs...)
+		return errors.Join(append(errs, drop())...)
 	}
 	for i := range b.cfg.Brokers {
 		brokerName := name

@@ -37,13 +37,26 @@ type brokerProc struct {
 	done chan error
 }
 
-// scenarioDB returns a fresh database for one scenario: a SQLite file in dir, or a new schema
-// of the PostgreSQL database, which every broker of the scenario shares.
-func scenarioDB(ctx context.Context, cfg *benchConfig, dir, scenario string) (string, error) {
-	if cfg.Postgres != "" {
-		return freshSchema(ctx, cfg.Postgres, scenario)
+// scenarioDB returns a fresh database for one scenario: a SQLite file in dir (removed with
+// dir), or a new schema of the PostgreSQL database, which every broker of the scenario
+// shares. drop removes that schema, once the scenario's brokers have stopped, unless the run
+// keeps its databases (--keep): a run leaves nothing behind in the database it was given.
+func scenarioDB(ctx context.Context, cfg *benchConfig, dir, scenario string) (db string, drop func() error, err error) {
+	if cfg.Postgres == "" {
+		return filepath.Join(dir, scenario+".db"), func() error { return nil }, nil
 	}
-	return filepath.Join(dir, scenario+".db"), nil
+	db, schema, err := freshSchema(ctx, cfg.Postgres, scenario)
+	if err != nil {
+		return "", nil, err
+	}
+	drop = func() error {
+		if cfg.keep {
+			fmt.Fprintf(os.Stderr, "jobwire-bench: kept schema %s\n", schema)
+			return nil
+		}
+		return dropSchema(cfg.Postgres, schema)
+	}
+	return db, drop, nil
 }
 
 // startBroker starts a broker named name on a free loopback port on db and waits until it
@@ -116,26 +129,42 @@ func startBroker(ctx context.Context, cfg *benchConfig, dir, db, name string) (*
 }
 
 // freshSchema creates a new schema for one scenario's broker in the database at dbURL and
-// returns a URL whose connections use it. Schemas are named after the scenario and the time,
-// and left in place (drop them with DROP SCHEMA ... CASCADE).
-func freshSchema(ctx context.Context, dbURL, scenario string) (string, error) {
+// returns it and a URL whose connections use it. Schemas are named after the scenario and the
+// time.
+func freshSchema(ctx context.Context, dbURL, scenario string) (db, schema string, err error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return "", fmt.Errorf("connect to %s: %w", postgres.Redact(dbURL), err)
+		return "", "", fmt.Errorf("connect to %s: %w", postgres.Redact(dbURL), err)
 	}
 	defer conn.Close(ctx)
-	schema := "jobwire_bench_" + strings.ReplaceAll(scenario, "-", "_") + "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	schema = "jobwire_bench_" + strings.ReplaceAll(scenario, "-", "_") + "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		return "", fmt.Errorf("create schema %s: %w", schema, err)
+		return "", "", fmt.Errorf("create schema %s: %w", schema, err)
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String(), schema, nil
+}
+
+// dropSchema drops a scenario's schema and everything in it. It has a context of its own, so
+// a run stopped by a signal still cleans up after itself.
+func dropSchema(dbURL, schema string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", postgres.Redact(dbURL), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
 }
 
 // logField returns the value of key=value in a slog text line.

@@ -80,7 +80,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
-	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (databases, broker logs)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (SQLite databases, broker logs) and, with --db, each scenario's schema")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			os.Exit(0)
