@@ -219,22 +219,32 @@ func throughput(ctx context.Context, client *river.Client[pgx.Tx], scenario stri
 	return time.Since(start)
 }
 
-// produce inserts one job at a time at rate a second for d; the jobs of the first second
-// carry no time and are not counted.
+// produce inserts one job at a time at rate a second for d, in an open loop as jobwire-bench's
+// latency scenario does: the i-th insert is due at i/rate seconds, each runs in a goroutine of
+// its own, and a slow insert delays none of the next ones (with a ticker, which drops ticks
+// while its reader is busy, slow periods would go unsampled and the rate would fall short).
+// The jobs of the first second carry no time and are not counted. It returns once every
+// insert has returned.
 func produce(ctx context.Context, client *river.Client[pgx.Tx], rate int, d time.Duration) {
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	warm, end := time.Now().Add(time.Second), time.Now().Add(d)
-	for now := range tick.C {
-		if now.After(end) {
-			return
+	interval := time.Second / time.Duration(rate)
+	total := int(d / interval)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range total {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 0 {
+			time.Sleep(wait)
 		}
-		args := noopArgs{}
-		if !now.Before(warm) {
-			args.Sent = time.Now().UnixNano()
-		}
-		if _, err := client.Insert(ctx, args, nil); err != nil {
-			log.Fatal(err)
-		}
+		measure := due.Sub(start) >= time.Second
+		wg.Go(func() {
+			args := noopArgs{}
+			if measure {
+				args.Sent = time.Now().UnixNano()
+			}
+			if _, err := client.Insert(ctx, args, nil); err != nil {
+				log.Fatal(err)
+			}
+		})
 	}
+	wg.Wait()
 }
