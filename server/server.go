@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -71,32 +70,18 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 		panic("server: RequireAuth needs an Authenticator")
 	}
 	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer(), auth: opts.Auth}
-	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		opts.Logger.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(func(c codes.Code) logging.Level {
-			switch c {
-			case codes.OK, codes.Canceled, codes.NotFound, codes.AlreadyExists:
-				return logging.LevelDebug
-			case codes.Internal, codes.Unknown, codes.DataLoss:
-				return logging.LevelError
-			}
-			return logging.LevelInfo
-		}),
-	}
+	calls := callLog{log: opts.Logger}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		opts.Logger.ErrorContext(ctx, "panic in handler", "panic", p)
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
 	unary := []grpc.UnaryServerInterceptor{
-		logging.UnaryServerInterceptor(logger, logOpts...),
+		calls.unary,
 		recovery.UnaryServerInterceptor(recoverOpt),
 		utf8Unary,
 	}
 	stream := []grpc.StreamServerInterceptor{
-		logging.StreamServerInterceptor(logger, logOpts...),
+		calls.stream,
 		recovery.StreamServerInterceptor(recoverOpt),
 		utf8Stream,
 	}

@@ -73,6 +73,8 @@ type Options struct {
 	Faults *Faults
 	// Quiet discards the broker's log (a fuzz target may not log through its testing.F).
 	Quiet bool
+	// Logger, when set, is the broker's log (instead of the test's, at warnings).
+	Logger *slog.Logger
 	// Transport bounds connections and streams (zero: server.DefaultTransport).
 	Transport server.Transport
 	// WrapStore, when set, wraps the store the broker writes through (to make one kind of
@@ -176,6 +178,9 @@ func (b *Bundle) start() {
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if b.opts.Quiet {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if b.opts.Logger != nil {
+		log = b.opts.Logger
 	}
 	retry := b.opts.Retry
 	if b.opts.Faults != nil {
