@@ -430,12 +430,11 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	case b.cluster != nil && len(params) >= SeparateEnqueueJobs:
 		err = b.doOpOn(ctx, b.enqueues, o)
 	case b.cluster != nil && o.insert != nil:
-		o.offers = b.planOffers(params, now)
 		// Jobs all offered need no round, and the other brokers no word of them: were one not
 		// leased after all, settleOffers asks for the round.
-		if o.offers != nil && offeredAll(params, o.offers, now) {
-			o.readies = false
-		}
+		var all bool
+		o.offers, all = b.planOffers(params, now)
+		o.readies = o.readies && !all
 		err = b.doOp(ctx, o)
 	default:
 		err = b.doOp(ctx, o)

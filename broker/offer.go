@@ -30,24 +30,23 @@ type offer struct {
 }
 
 // planOffers promises a slot to each job of params that a worker stream may take now, and
-// returns the offers (nil entries for the jobs not offered), or nil when none is offered. It
-// offers nothing while some queue is capped: a cap's room is counted by the rounds alone.
-func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) []*offer {
+// returns the offers (nil entries for the jobs not offered), or nil when none is offered, and
+// whether every job ready now has one. It offers nothing while some queue is capped: a cap's
+// room is counted by the rounds alone.
+func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (offers []*offer, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.shuttingDown || len(b.cappedQueues) > 0 || len(b.sessions) == 0 {
-		return nil
+		return nil, false
 	}
-	var offers []*offer
+	all = true
 	for i, p := range params {
-		if p.RunAt.After(now) || b.queueRules[p.Queue].paused {
-			continue
-		}
-		if b.breakers != nil && b.breakers.Allowance(p.Type) != breaker.Unlimited {
+		if p.RunAt.After(now) {
 			continue
 		}
 		s := b.offerSessionLocked(p)
 		if s == nil {
+			all = false
 			continue
 		}
 		if offers == nil {
@@ -57,12 +56,16 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) []*o
 		offers[i] = &offer{sess: s, JobOffer: store.JobOffer{WorkerID: s.workerID, Owner: s.owner,
 			LeaseUntil: now.Add(b.cfg.LeaseDuration), Random: b.random}}
 	}
-	return offers
+	return offers, all && offers != nil
 }
 
 // offerSessionLocked picks the first stream in dispatch rotation order that takes p's job and
-// has a slot and outbox room for it, and moves it to the back of the rotation.
+// has a slot and outbox room for it, and moves it to the back of the rotation. It picks none
+// for a job of a paused queue, or of a type whose breaker limits dispatch.
 func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
+	if b.queueRules[p.Queue].paused || (b.breakers != nil && b.breakers.Allowance(p.Type) != breaker.Unlimited) {
+		return nil
+	}
 	for i, s := range b.sessions {
 		if s.draining || s.closed || !s.serves(p.Queue) || !slices.Contains(s.types, p.Type) {
 			continue
@@ -77,16 +80,6 @@ func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
 		return s
 	}
 	return nil
-}
-
-// offeredAll reports whether every job of params that is ready now has an offer.
-func offeredAll(params []*store.JobInsertParams, offers []*offer, now time.Time) bool {
-	for i, p := range params {
-		if offers[i] == nil && !p.RunAt.After(now) {
-			return false
-		}
-	}
-	return true
 }
 
 // settleOffers ends the offers of batch's ops once their write ended with err: the jobs the
