@@ -29,16 +29,8 @@ const benchBatch = 100
 // shows. ns/op is one such transaction: benchBatch jobs inserted, leased and finished;
 // round-trips/op counts the statements and batches it sent.
 func BenchmarkWriterCycle(b *testing.B) {
-	ctx := context.Background()
-	// One connection, so that its server process is the one doing every iteration's work.
-	trips := &tripCounter{}
-	s, err := Open(ctx, pgtest.URL(b), Options{MaxConns: 1, Logger: slog.New(slog.DiscardHandler), tracer: trips})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	now := time.Unix(1_800_000_000, 0)
-	fillFinished(ctx, b, s, 100_000, now)
+	s, report := cycleStore(b, 100_000, now)
 	batch := make([]*store.JobInsertParams, benchBatch)
 	for i := range batch {
 		batch[i] = &store.JobInsertParams{Type: "bench", Queue: "default", Payload: []byte(`{"n":1}`),
@@ -48,12 +40,8 @@ func BenchmarkWriterCycle(b *testing.B) {
 		Now: now, LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, ExcludeShut: true}
 	var held []*job.Job
 	var refused error
-	server := serverCPU(ctx, b, s)
-	tripsBefore := trips.n.Load()
-	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
-		err := s.Write(ctx, "cycle", func(tx store.Tx) error {
+		err := s.Write(context.Background(), "cycle", func(tx store.Tx) error {
 			if _, err := tx.JobInsertMany(batch); err != nil {
 				return err
 			}
@@ -86,11 +74,69 @@ func BenchmarkWriterCycle(b *testing.B) {
 			b.Fatalf("leased %d jobs, want %d", len(held), benchBatch)
 		}
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(trips.n.Load()-tripsBefore)/float64(b.N), "round-trips/op")
-	if used, ok := server(); ok {
-		// The server's own CPU time, unlike ns/op, barely moves with what else the machine runs.
-		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "server-µs/op")
+	report()
+}
+
+// BenchmarkSmallCycle is the writer's cycle at a low rate (1,000 jobs/s, one job at a time):
+// one job inserted and leased by its insert (an offer), and the success of the job the
+// iteration before leased.
+func BenchmarkSmallCycle(b *testing.B) {
+	now := time.Unix(1_800_000_000, 0)
+	s, report := cycleStore(b, 10_000, now)
+	ins := []*store.JobInsertParams{{Type: "bench", Queue: "default", Payload: []byte(`{"n":1}`),
+		MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}}
+	offer := []*store.JobOffer{{WorkerID: "w", Owner: "b", LeaseUntil: now.Add(time.Minute)}}
+	var held *job.Job
+	for b.Loop() {
+		prev := held
+		err := s.Write(context.Background(), "cycle", func(tx store.Tx) error {
+			if _, err := tx.JobInsertOfferedAtCommit(ins, offer, func(jobs []*job.Job, err error) {
+				if err == nil {
+					held = jobs[0]
+				}
+			}); err != nil {
+				return err
+			}
+			if prev == nil {
+				return nil
+			}
+			return tx.JobSucceedManyAtCommit([]*store.JobFinishParams{{Ref: job.LeaseRef{JobID: prev.ID, Token: prev.LeaseToken},
+				Queue: prev.Queue, Type: prev.Type, State: job.StateSucceeded, Now: now,
+				Attempt: job.Attempt{Number: 1, WorkerID: "w", StartedAt: now, FinishedAt: now, Outcome: job.OutcomeSucceeded}}},
+				func([]bool, error) {})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if held == nil || held == prev {
+			b.Fatal("the offered job was not leased")
+		}
+	}
+	report()
+}
+
+// cycleStore opens a store on one connection, so that its server process is the one doing
+// every iteration's work, with history finished jobs in it. report, called after the loop,
+// adds round-trips/op (statements and batches sent) and server-µs/op: the CPU time of that
+// server process, which unlike ns/op barely moves with what else the machine runs.
+func cycleStore(b *testing.B, history int, now time.Time) (s *Store, report func()) {
+	ctx := context.Background()
+	trips := &tripCounter{}
+	s, err := Open(ctx, pgtest.URL(b), Options{MaxConns: 1, Logger: slog.New(slog.DiscardHandler), tracer: trips})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	fillFinished(ctx, b, s, history, now)
+	server := serverCPU(ctx, b, s)
+	before := trips.n.Load()
+	b.ReportAllocs()
+	return s, func() {
+		b.StopTimer()
+		b.ReportMetric(float64(trips.n.Load()-before)/float64(b.N), "round-trips/op")
+		if used, ok := server(); ok {
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "server-µs/op")
+		}
 	}
 }
 
