@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -36,15 +37,15 @@ func TestCallLogStreamKinds(t *testing.T) {
 		client, server bool
 		want           string
 	}{{true, true, "bidi_stream"}, {true, false, "client_stream"}, {false, true, "server_stream"}} {
-		h := &capture{}
+		h := &LogRecords{Level: slog.LevelDebug}
 		l := callLog{log: slog.New(h)}
 		info := &grpc.StreamServerInfo{FullMethod: "/s.S/M", IsClientStream: tc.client, IsServerStream: tc.server}
 		_ = l.stream(nil, stubStream{ctx: context.Background()}, info, func(any, grpc.ServerStream) error {
 			return status.Error(codes.Internal, "boom")
 		})
-		if h.kind != tc.want || h.level != slog.LevelError || h.code != "Internal" {
-			t.Errorf("client %v server %v: logged kind %q level %v code %q, want %q at ERROR, Internal",
-				tc.client, tc.server, h.kind, h.level, h.code, tc.want)
+		got := h.Calls("M")
+		if len(got) != 1 || got[0]["grpc.method_type"] != tc.want || got[0]["level"] != "ERROR" || got[0]["grpc.code"] != "Internal" {
+			t.Errorf("client %v server %v: logged %v, want one %s at ERROR, Internal", tc.client, tc.server, got, tc.want)
 		}
 	}
 }
@@ -53,28 +54,44 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// capture keeps the last record's level, kind and code.
-type capture struct {
-	level      slog.Level
-	kind, code string
+// LogRecords is a slog.Handler that keeps what it is given from Level up, for the call log's
+// tests here and in package server_test.
+type LogRecords struct {
+	Level slog.Level
+	mu    sync.Mutex
+	got   []slog.Record
 }
 
-func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	c.level = r.Level
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "grpc.method_type":
-			c.kind = a.Value.String()
-		case "grpc.code":
-			c.code = a.Value.String()
-		}
-		return true
-	})
+func (r *LogRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= r.Level }
+func (r *LogRecords) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, rec.Clone())
 	return nil
 }
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *capture) WithGroup(string) slog.Handler      { return c }
+func (r *LogRecords) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *LogRecords) WithGroup(string) slog.Handler      { return r }
+
+// Calls returns the "finished call" lines for method, each as its level and attributes.
+func (r *LogRecords) Calls(method string) []map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []map[string]string
+	for _, rec := range r.got {
+		if rec.Message != "finished call" {
+			continue
+		}
+		m := map[string]string{"level": rec.Level.String()}
+		rec.Attrs(func(a slog.Attr) bool {
+			m[a.Key] = a.Value.String()
+			return true
+		})
+		if m["grpc.method"] == method {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 // stubStream is a grpc.ServerStream with a context and nothing else.
 type stubStream struct{ ctx context.Context }

@@ -4,50 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/server"
 )
-
-// records is a slog.Handler that keeps what it is given, from level up.
-type records struct {
-	level slog.Level
-	mu    sync.Mutex
-	got   []slog.Record
-}
-
-func (r *records) Enabled(_ context.Context, l slog.Level) bool { return l >= r.level }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, rec.Clone())
-	return nil
-}
-func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *records) WithGroup(string) slog.Handler      { return r }
-
-// calls returns the "finished call" records for method, each as its level and attributes.
-func (r *records) calls(method string) []map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]string
-	for _, rec := range r.got {
-		if rec.Message != "finished call" {
-			continue
-		}
-		m := map[string]string{"level": rec.Level.String()}
-		rec.Attrs(func(a slog.Attr) bool {
-			m[a.Key] = a.Value.String()
-			return true
-		})
-		if m["grpc.method"] == method {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // TestCallLog checks, through a real server, that a finished call is logged at the level its
 // code decides, with the call's service, method, kind, code and error, and that an OK call is
@@ -67,10 +29,10 @@ func TestCallLog(t *testing.T) {
 		{"refused at warn", slog.LevelWarn, &jobwirev1.JobSpec{Type: ""}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &records{level: tc.level}
+			h := &server.LogRecords{Level: tc.level}
 			b := brokertest.New(t, brokertest.Options{Logger: slog.New(h)})
 			_, _ = b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: tc.spec})
-			got := h.calls("Enqueue")
+			got := h.Calls("Enqueue")
 			if tc.want == nil {
 				if len(got) != 0 {
 					t.Fatalf("logged %v, want nothing", got)
