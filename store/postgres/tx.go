@@ -313,11 +313,15 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	return out, t.joinByKey(false)
 }
 
+// secretSize is job.SecretSize in SQL: the statements that lease cut each job's secret out of
+// one value holding them all.
+var secretSize = strconv.Itoa(job.SecretSize)
+
 // offeredInsertSQL is JobInsertOfferedAtCommit's statement. A job is leased (state 3, its first
 // token, the n-th secret) when it was offered and, in the statement's snapshot, no ready job
 // has at least its priority (the first entry of jobs_ready that far), its queue is neither
 // paused nor capped, and its type's breaker is not shut; it returns the leased jobs only.
-const offeredInsertSQL = `WITH u AS (
+var offeredInsertSQL = `WITH u AS (
 		SELECT u.*, u.offered
 			AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.state = 2 AND r.priority >= u.priority)
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = u.queue
@@ -332,7 +336,7 @@ const offeredInsertSQL = `WITH u AS (
 			attempt_timeout_ns, metadata, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner)
 		SELECT id, type, queue, payload, priority, CASE WHEN lease THEN 3 ELSE state END, max_attempts, run_at,
 			created_at, timeout, metadata::jsonb, CASE WHEN lease THEN 1 ELSE 0 END,
-			CASE WHEN lease THEN substring($16::bytea FROM ((n - 1) * 16 + 1)::int FOR 16) END,
+			CASE WHEN lease THEN substring($16::bytea FROM ((n - 1) * ` + secretSize + ` + 1)::int FOR ` + secretSize + `) END,
 			CASE WHEN lease THEN until END, CASE WHEN lease THEN worker ELSE '' END,
 			CASE WHEN lease THEN owner ELSE '' END
 		FROM u
@@ -559,14 +563,13 @@ func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (st
 		return "", nil, fmt.Errorf("lease token: read random secrets: %w", err)
 	}
 	q := leaseQuery(scope, total, nil, `id, priority, run_at, octet_length(payload) AS size`)
-	size := strconv.Itoa(job.SecretSize)
 	sql := `WITH picked AS (` + q.sql.String() + `),
 	numbered AS (SELECT id, size, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n FROM picked),
 	shared AS (SELECT id, size, n, width_bucket(n, ` + q.arg(starts) + `::bigint[]) AS i FROM numbered),
 	sized AS (SELECT id, n, i, sum(size) OVER (PARTITION BY i ORDER BY n ROWS UNBOUNDED PRECEDING) - size AS before
 		FROM shared)
 	UPDATE jobs SET state = 3, lease_token = jobs.lease_token + 1,
-		lease_secret = substring(` + q.arg(secrets) + `::bytea FROM ((sized.n - 1) * ` + size + ` + 1)::int FOR ` + size + `),
+		lease_secret = substring(` + q.arg(secrets) + `::bytea FROM ((sized.n - 1) * ` + secretSize + ` + 1)::int FOR ` + secretSize + `),
 		lease_expires_at = (` + q.arg(untils) + `::bigint[])[sized.i],
 		worker_id = (` + q.arg(workers) + `::text[])[sized.i], lease_owner = (` + q.arg(owners) + `::text[])[sized.i]
 	FROM sized WHERE jobs.id = sized.id AND jobs.state + 0 = 2 AND sized.before < (` + q.arg(maxBytes) + `::bigint[])[sized.i]
