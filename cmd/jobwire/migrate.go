@@ -7,7 +7,6 @@ import (
 
 	"github.com/jobwire/jobwire/internal/app"
 	"github.com/jobwire/jobwire/internal/config"
-	"github.com/jobwire/jobwire/store/postgres"
 )
 
 // runMigrate applies the database's pending migrations and exits, without serving. A broker
@@ -44,10 +43,7 @@ func runMigrate(ctx context.Context, e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	name := cfg.DB
-	if postgres.IsURL(name) {
-		name = postgres.Redact(name)
-	}
+	name := app.DBName(cfg.DB)
 	if len(applied) == 0 {
 		fmt.Fprintf(e.stdout, "%s is up to date; nothing to apply\n", name)
 	} else {

@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(transport.Listener(lis)) }()
-	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", dbName(cfg.DB), "store", storeKind(cfg.DB),
+	log.Info("jobwire broker listening", "addr", lis.Addr().String(), "db", DBName(cfg.DB), "store", storeKind(cfg.DB),
 		"tls", cfg.TLS.Enabled(), "auth", cfg.Auth)
 	if ready != nil {
 		ready(addrs)
@@ -284,8 +284,8 @@ func (s unlockingStore) Close() error {
 	return s.Store.Close()
 }
 
-// dbName is the database as logs show it: a URL without its password.
-func dbName(db string) string {
+// DBName is the database as logs and the command line show it: a URL without its password.
+func DBName(db string) string {
 	if postgres.IsURL(db) {
 		return postgres.Redact(db)
 	}
