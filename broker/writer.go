@@ -71,6 +71,8 @@ type op struct {
 	// deadline is when the caller waiting for the op stops waiting (zero: no deadline). The
 	// batch's storage retries stop at the earliest one rather than run on for nobody.
 	deadline time.Time
+	// state tells whether the writer took the op or its caller withdrew it (see reach.go).
+	state opState
 }
 
 // submit queues an op for the writer.
@@ -96,6 +98,16 @@ func (b *Broker) doOp(ctx context.Context, o *op) error { return b.doOpOn(ctx, b
 // doOpOn runs o (whose done must be unset) through the writer that reads ops and waits for its
 // commit.
 func (b *Broker) doOpOn(ctx context.Context, ops chan<- *op, o *op) error {
+	var lost <-chan struct{}
+	// A caller is not held while the database is silent (reach.go). The broker's own writes
+	// (on b.ctx: sweeps, promotion) wait: nobody waits on them, and the first to get through
+	// tells the broker that its database answers again.
+	if ctx != b.ctx {
+		if err := b.Unreachable(); err != nil {
+			return err
+		}
+		lost = b.lost()
+	}
 	errc := make(chan error, 1)
 	o.done = func(err error) { errc <- err }
 	o.deadline, _ = ctx.Deadline()
@@ -103,6 +115,8 @@ func (b *Broker) doOpOn(ctx context.Context, ops chan<- *op, o *op) error {
 	select {
 	case err := <-errc:
 		return err
+	case <-lost:
+		return b.unreached(o)
 	case <-b.stop:
 		return ErrShuttingDown
 	case <-ctx.Done():
@@ -140,7 +154,9 @@ func (b *Broker) writeLoop() {
 		}
 		select {
 		case o := <-b.ops:
-			batch = append(batch, o)
+			if o.take() {
+				batch = append(batch, o)
+			}
 		case <-b.wake:
 			dispatch = true
 		case <-wait:
@@ -156,7 +172,9 @@ func (b *Broker) writeLoop() {
 		for len(batch) < b.cfg.MaxBatch {
 			select {
 			case o := <-b.ops:
-				batch = append(batch, o)
+				if o.take() {
+					batch = append(batch, o)
+				}
 			case <-b.wake:
 				dispatch = true
 			default:

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -291,14 +293,19 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 			s.campaignHook()
 		}
 		if conn == nil {
+			call := s.reachBegin()
 			c, err := s.connect(ctx, "leader")
+			call.end(ctx, err)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("cannot connect to campaign for leadership; retrying", "broker", s.BrokerID(), "err", err)
 			}
 			conn = c
 		}
 		if conn != nil {
-			if err := s.heartbeat(ctx, conn); err != nil {
+			call := s.reachBegin()
+			err := s.heartbeat(ctx, conn)
+			call.end(ctx, err)
+			if err != nil {
 				if ctx.Err() != nil {
 					return // stopping, not lost
 				}
@@ -471,3 +478,35 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // sessionName is the application_name of this broker's session for role.
 func (s *Store) sessionName(role string) string { return "jobwire broker " + s.BrokerID() + " " + role }
+
+// ReportReach makes the store tell t of its own calls that reach the database: the heartbeat
+// and the connecting of the leadership connection, once an election interval, so that a broker
+// hears the database is silent (or answers again) while no call of its own waits on it.
+func (s *Store) ReportReach(t *reach.Tracker) { s.reach.Store(t) }
+
+// reachCall is one of the store's own calls, told to the tracker given to ReportReach, if any.
+type reachCall struct{ c *reach.Call }
+
+func (s *Store) reachBegin() reachCall {
+	t := s.reach.Load()
+	if t == nil {
+		return reachCall{}
+	}
+	c := t.Begin()
+	return reachCall{c: &c}
+}
+
+// end tells the tracker how the call ended: answered (an error of the server's own is an
+// answer too), abandoned when ctx (the store's caller's) ended, or else unreached.
+func (r reachCall) end(ctx context.Context, err error) {
+	var pgErr *pgconn.PgError
+	switch {
+	case r.c == nil:
+	case err == nil, errors.As(err, &pgErr):
+		r.c.End(reach.Answered)
+	case ctx.Err() != nil:
+		r.c.End(reach.Abandoned)
+	default:
+		r.c.End(reach.Unreached)
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -83,6 +84,7 @@ type Store struct {
 	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
 	workers atomic.Pointer[func() int]
 	peers   atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
+	reach   atomic.Pointer[reach.Tracker]  // hears of the heartbeat (ReportReach); nil: nobody
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error
