@@ -164,9 +164,14 @@ func (b *Broker) onReach(down bool) {
 		return
 	}
 	b.log.Warn("cannot reach the database: refusing calls until it answers", "silence", b.reach.Bound())
+	since, down := b.reach.Down()
+	if !down {
+		return
+	}
+	// From the silence's start, not from now: this may run a while after it was lost.
 	b.mu.Lock()
 	if !b.shuttingDown {
-		b.clk.AfterFunc(b.reach.Bound(), b.moveAwayUnreached)
+		b.clk.AfterFunc(since.Add(2*b.reach.Bound()).Sub(b.clk.Now()), b.moveAwayUnreached)
 	}
 	b.mu.Unlock()
 }

@@ -126,7 +126,8 @@ func (t *Tracker) Lost() <-chan struct{} {
 
 // Watch calls fn with true each time the tracker goes down and with false each time it comes
 // back, in order, one call at a time, on a goroutine of the tracker's callers or its clock. fn
-// must not call the tracker.
+// may ask the tracker (Down); it may run some time after the change, when the tracker has
+// changed again.
 func (t *Tracker) Watch(fn func(down bool)) {
 	t.mu.Lock()
 	t.watch = append(t.watch, fn)
