@@ -152,6 +152,26 @@ func mutations() []mutation {
 	add(mutation{name: "storage retries: the retry wait passes its ceiling", file: "store/storeretry/storeretry.go",
 		from: "if d > maxDuration-j {", to: "if false {",
 		pkgs: []string{"./store/storeretry"}, run: ""})
+
+	// A broker cut off from its database: what it withdraws is never written, what it cannot
+	// vouch for is not resent without a key.
+	add(mutation{name: "unreachable: the writer writes an enqueue its caller withdrew", file: "broker/reach.go",
+		from: "return o.state.v.CompareAndSwap(opQueued, opTaken) || o.state.v.Load() == opTaken", to: "return true",
+		pkgs: []string{"./broker"}, run: "TestSilentDatabaseWithdrawsQueuedEnqueues"})
+	add(mutation{name: "unreachable: a queued enqueue is said to be maybe applied", file: "broker/reach.go",
+		from: "func (o *op) withdraw() bool { return o.state.v.CompareAndSwap(opQueued, opWithdrawn) }",
+		to:   "func (o *op) withdraw() bool { return false }",
+		pkgs: []string{"./broker"}, run: "TestSilentDatabaseWithdrawsQueuedEnqueues"})
+	add(mutation{name: "unreachable: a slow call is silence though others are answered", file: "store/reach/reach.go",
+		from: "if start.Before(t.lastOK) {", to: "if false {",
+		pkgs: []string{"./store/reach"}, run: ""})
+	add(mutation{name: "unreachable: a call that may have been applied is resent without a key", file: "client/resend.go",
+		from: "if j.GetIdempotencyKey() == \"\" {\n\t\t\t\treturn false", to: "if j.GetIdempotencyKey() == \"\" {\n\t\t\t\tcontinue",
+		pkgs: []string{"./client"}, run: "TestMayResend"})
+	add(mutation{name: "unreachable: streams that are not movable are ended too", file: "broker/reach.go",
+		from: "if !s.movable || s.draining || s.closed {\n\t\t\tcontinue\n\t\t}\n\t\ts.draining = true\n\t\ts.out.closeWith(err)",
+		to:   "if s.draining || s.closed {\n\t\t\tcontinue\n\t\t}\n\t\ts.draining = true\n\t\ts.out.closeWith(err)",
+		pkgs: []string{srvPkg}, run: "TestUnreachableDatabaseMovesMovableWorkersAway"})
 	return ms
 }
 
