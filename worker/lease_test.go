@@ -160,3 +160,37 @@ func TestAnsweredHeartbeatsKeepTheLease(t *testing.T) {
 	bs.ack(ref)
 	tb.shutdown(t, bs)
 }
+
+func TestHeartbeatsOfAnEarlierStreamAreForgotten(t *testing.T) {
+	t.Parallel()
+	tb, bs, g := setupGated(t)
+	start := tb.clock.Now()
+
+	ref := bs.assign(1, "job", "")
+	bs.started(ref)
+	g.waitEntered(t)
+	// A heartbeat the broker never answers: the stream breaks.
+	tb.clock.Advance(testHeartbeat)
+	bs.heartbeat()
+	bs.kill(codes.Unavailable)
+
+	bs2 := tb.connect(t)
+	bs2.barrier(2)
+	if got, want := tb.leaseEnd(t, ref), start.Add(testLeaseAllowance); !got.Equal(want) {
+		t.Fatalf("after the reconnect the lease ends at %s, want it unchanged, %s", got, want)
+	}
+	tb.clock.Advance(testHeartbeat)
+	sent := tb.clock.Now()
+	bs2.heartbeat()
+	bs2.send(&jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_HeartbeatAck{HeartbeatAck: &jobwirev1.HeartbeatAck{
+		Extended: []*jobwirev1.LeaseRef{ref},
+	}}})
+	bs2.barrier(3)
+	if got, want := tb.leaseEnd(t, ref), sent.Add(testLeaseAllowance); !got.Equal(want) {
+		t.Fatalf("lease ends at %s, want it counted from the new stream's heartbeat, %s", got, want)
+	}
+	g.proceed <- nil
+	bs2.result(ref)
+	bs2.ack(ref)
+	tb.shutdown(t, bs2)
+}
