@@ -43,7 +43,7 @@ class LocalLeaseTest(BrokerTestCase):
         s.send(assignment=assignment(1, "block"))
         await s.recv("started")
         await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
-        self.assertGreaterEqual(loop.time() - sent, 0.75)
+        self.assertGreaterEqual(loop.time() - sent, 0.7)
         self.assertEqual(self.cancel_reasons, [CANCEL_LEASE_LOST])
         # The job is forgotten: the next message is the Drain, not a Result.
         await self.stop_and_expect_drain(w, task, s)
