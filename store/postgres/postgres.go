@@ -212,6 +212,9 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		if err := fn(t); err != nil {
 			return err
 		}
+		if err := t.flushFinished(); err != nil {
+			return err
+		}
 		if err := t.storeReceipt(s.brokerID, receipt); err != nil {
 			return err
 		}
