@@ -21,9 +21,11 @@ import (
 
 // grant is one lease request of a round: up to limit jobs of types for one session.
 type grant struct {
-	sess    *Session
-	params  store.JobLeaseParams
-	permits []breaker.Permit // probe permits taken before leasing; unused ones go back
+	sess   *Session
+	params store.JobLeaseParams
+	// permits are a probe grant's, one per leased job in order: a shared breaker's slots are
+	// taken by the lease (leaseProbes), a broker's own by handOut.
+	permits []breaker.Permit
 	probe   bool
 	leased  []*job.Job
 	failed  error // the store refused this grant alone
@@ -89,39 +91,29 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 			switch {
 			case a > 0 && free > 0:
 				// A probe may come from any queue the session serves that is not paused and
-				// has room; it is held to the smallest room among them, and that much room
-				// is set aside in each, so no cap is passed whichever queue it comes from.
-				scope, roomy := dispatchScope(s, plan)
+				// has room. It takes a capped queue's room only for a job it leases there:
+				// the store counts the room down as it leases (Caps, the map the round's
+				// grants share, in the order they run; in a cluster, the database's count).
+				// Set aside here, in every capped queue the session serves, the room went
+				// unused whenever the type had no job waiting, round after round: a queue
+				// capped at 1 ran nothing while any type its workers serve was HALF_OPEN.
+				// Nor is a probe slot taken before a job is found (handOut takes it), so a
+				// HALF_OPEN breaker whose type has no job waiting is left as it is, its
+				// slots free for the first job that comes.
+				scope, _ := dispatchScope(s, plan)
 				limit := min(a, free)
-				for _, q := range roomy {
-					limit = min(limit, plan.room[q])
-				}
-				if scope == nil || limit <= 0 {
+				if scope == nil {
 					continue
 				}
 				g := &grant{sess: s, probe: true}
-				taken := limit // a shared breaker's slots are taken in the lease (leaseProbes)
-				if !b.sharedBreakers() {
-					for range limit {
-						p, ok := b.breakers.Acquire(t)
-						if !ok {
-							break
-						}
-						g.permits = append(g.permits, p)
-					}
-					taken = len(g.permits)
-				}
-				if taken == 0 {
-					continue
-				}
-				allowance[t] -= taken
-				free -= taken
-				for _, q := range roomy {
-					plan.room[q] -= taken
-				}
-				g.params = b.leaseParams(s, []string{t}, taken, now, true)
+				allowance[t] -= limit
+				free -= limit
+				g.params = b.leaseParams(s, []string{t}, limit, now, true)
 				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
+				if len(plan.capped) > 0 {
+					g.params.Caps = plan.room
+				}
 				grants = append(grants, g)
 			}
 		}
@@ -418,19 +410,33 @@ func (b *Broker) handOut(grants []*grant) bool {
 		if g.full() && !g.probe {
 			more = true
 		}
+		if g.probe && !b.sharedBreakers() {
+			// The probe slots are taken now, for the jobs the lease found: none for a type
+			// that has no job waiting. Only this goroutine takes slots, so the planned
+			// allowance is still free, unless a probe's failure reopened the breaker
+			// meanwhile; a job without a slot goes back.
+			g.permits = nil
+			for range g.leased {
+				p, ok := b.breakers.Acquire(g.params.Types[0])
+				if !ok {
+					break
+				}
+				g.permits = append(g.permits, p)
+			}
+		}
 		for i, j := range g.leased {
 			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
 			if b.takeRacedCancelLocked(ref) {
 				// Cancelled after this lease committed: the job stays CANCELLED and no
 				// worker hears of it.
-				if g.probe {
+				if g.probe && i < len(g.permits) {
 					b.permitRelease(g.permits[i])
 				}
 				continue
 			}
 			if alone && !b.mayHandOutLocked(j.Queue, held) {
 				// The queue was paused, or its cap lowered, while this lease was stored.
-				if g.probe {
+				if g.probe && i < len(g.permits) {
 					b.permitRelease(g.permits[i])
 				}
 				back = append(back, heldProbe{ref: ref, typ: j.Type, permit: probePermit(g, i)})
@@ -438,6 +444,10 @@ func (b *Broker) handOut(grants []*grant) bool {
 			}
 			var permit breaker.Permit
 			switch {
+			case g.probe && i >= len(g.permits):
+				// The breaker reopened, or another probe took the slot, since the round.
+				back = append(back, heldProbe{ref: ref, typ: j.Type})
+				continue
 			case g.probe:
 				permit = g.permits[i]
 			case b.breakers != nil:
@@ -466,12 +476,14 @@ func (b *Broker) handOut(grants []*grant) bool {
 			g.sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
 				LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 		}
-		if g.probe {
+		if g.probe && len(g.permits) > len(g.leased) {
 			for _, p := range g.permits[len(g.leased):] {
 				b.permitRelease(p)
 			}
 		}
 	}
+	// The probes taken above each have a moment their slot times out.
+	b.armBreakerTimerLocked()
 	b.mu.Unlock()
 	if len(back) > 0 {
 		// handOut runs on the writer goroutine, which must not wait on its own queue.
@@ -488,9 +500,9 @@ func withPayload(j *job.Job, payload []byte) *job.Job {
 
 // armBreakerTimerLocked keeps one timer armed for the moment time alone next changes what a
 // breaker lets through (an OPEN breaker turning HALF_OPEN, a silent probe's slot timing out), so
-// the writer runs a dispatch round then even if nothing else happens. Every round calls it, after
-// taking its probe permits, so the timer follows NextChange whenever that moment moves, earlier
-// or later; with no such moment pending the timer is stopped.
+// the writer runs a dispatch round then even if nothing else happens. Every round calls it, and
+// so does every hand-out after taking its probe permits, so the timer follows NextChange whenever
+// that moment moves, earlier or later; with no such moment pending the timer is stopped.
 func (b *Broker) armBreakerTimerLocked() {
 	if b.breakers == nil {
 		return
@@ -540,7 +552,7 @@ func (g *grant) full() bool {
 
 // probePermit is the permit of g's i-th leased job if g leased probes.
 func probePermit(g *grant, i int) breaker.Permit {
-	if g.probe {
+	if g.probe && i < len(g.permits) {
 		return g.permits[i]
 	}
 	return breaker.Permit{}
