@@ -27,8 +27,13 @@ type grant struct {
 	// taken by the lease (leaseProbes), a broker's own by handOut.
 	permits []breaker.Permit
 	probe   bool
-	leased  []*job.Job
-	failed  error // the store refused this grant alone
+	// A probe grant sets aside reserved of its session's free slots; those its lease leaves
+	// unused go to open, the session's grant of the round for its other types, whose own
+	// slots are free (leaseOp): a type with no job waiting keeps no worker's slot.
+	reserved, free int
+	open           *grant
+	leased         []*job.Job
+	failed         error // the store refused this grant alone
 }
 
 // planRound decides what to lease to every session with free capacity. It runs on the writer
@@ -74,6 +79,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		// The jobs of one round wait in the session's outbox until its worker reads them.
 		maxBytes := OutboxGrantBytes - waiting
 		var open []string
+		var probes []*grant // the session's probe grants
 		for _, t := range s.types {
 			a, seen := allowance[t]
 			if !seen {
@@ -105,9 +111,10 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 				if scope == nil {
 					continue
 				}
-				g := &grant{sess: s, probe: true}
+				g := &grant{sess: s, probe: true, reserved: limit}
 				allowance[t] -= limit
 				free -= limit
+				probes = append(probes, g)
 				g.params = b.leaseParams(s, []string{t}, limit, now, true)
 				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
@@ -125,14 +132,22 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		// queue's jobs only while the round's room for it lasts (Caps: one map, shared by the
 		// round's grants in the order they run), so a capped queue never goes ahead of a more
 		// urgent job of another queue.
-		if scope, _ := dispatchScope(s, plan); scope != nil && free > 0 {
-			g := &grant{sess: s, params: b.leaseParams(s, open, free, now, false)}
+		// Made even when the probes set every free slot aside: what they leave unused is its.
+		reserved := 0
+		for _, p := range probes {
+			reserved += p.reserved
+		}
+		if scope, _ := dispatchScope(s, plan); scope != nil && free+reserved > 0 {
+			g := &grant{sess: s, params: b.leaseParams(s, open, free, now, false), free: free}
 			g.params.MaxBytes = maxBytes
 			scope.apply(&g.params)
 			if len(plan.capped) > 0 {
 				g.params.Caps = plan.room
 			}
 			grants = append(grants, g)
+			for _, p := range probes {
+				p.open = g
+			}
 		}
 	}
 	// Rotate so that no session is always first to take scarce jobs.
@@ -181,6 +196,9 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 		shut = nil
 		for _, g := range grants {
 			g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
+			if g.open != nil {
+				g.open.params.Limit = limitOf(g.open.free)
+			}
 		}
 		if len(leased) > 0 {
 			// A cache that says CLOSED while the stored breaker is shut (another broker opened
@@ -192,18 +210,16 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				return err
 			}
 		}
-		if err := leaseAtCommit(tx, grants); err != nil {
-			return err
-		}
 		// Once a grant comes back short, every ready job of its scope is taken: a later grant
 		// of another session with the same scope would find nothing, so it is not asked.
 		var drained map[string]bool
 		for _, g := range grants {
-			if g.atCommit() {
+			if g.atCommit() || g.params.Limit <= 0 {
 				continue
 			}
 			scope := leaseScope(&g.params)
 			if drained[scope] {
+				g.giveBack()
 				continue
 			}
 			// One grant that cannot be stored (a statement the store refuses, say) must not
@@ -229,6 +245,7 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				return err
 			}
 			ch = append(ch, gch...)
+			g.giveBack()
 			if !g.full() {
 				if drained == nil {
 					drained = make(map[string]bool)
@@ -236,7 +253,9 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				drained[scope] = true
 			}
 		}
-		return nil
+		// After the probes, whose unused slots the leases at commit may take. Sent with COMMIT
+		// all the same.
+		return leaseAtCommit(tx, grants)
 	}, done: func(err error) {
 		if err != nil {
 			b.log.Error("lease jobs", "err", err)
@@ -268,6 +287,15 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 	}}
 }
 
+// giveBack gives the slots probe grant g set aside and did not lease to its session's grant for
+// the other types, which leases after it.
+func (g *grant) giveBack() {
+	if g.open != nil && len(g.leased) < g.reserved {
+		g.open.free += g.reserved - len(g.leased)
+		g.open.params.Limit = limitOf(g.open.free)
+	}
+}
+
 // atCommit reports whether g leases at commit (leaseAtCommit): outside a probe, with no queue
 // cap to count down.
 func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped }
@@ -280,7 +308,7 @@ func leaseAtCommit(tx store.Tx, grants []*grant) error {
 	var scopes []string
 	var byScope map[string][]*grant // none on a store alone, whose leases never go at commit
 	for _, g := range grants {
-		if !g.atCommit() {
+		if !g.atCommit() || g.params.Limit <= 0 {
 			continue
 		}
 		sc := leaseScope(&g.params)
@@ -376,7 +404,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 	return store.JobLeaseParams{
 		Types:      types,
 		Queues:     s.queues,
-		Limit:      1 << (bits.Len(uint(limit)) - 1),
+		Limit:      limitOf(limit),
 		WorkerID:   s.workerID,
 		Owner:      s.owner,
 		Now:        now,
@@ -391,6 +419,15 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		SkipCapped:    b.cluster != nil && len(b.cappedQueues) == 0,
 		ExcludeShut:   b.sharedBreakers() && !probe,
 	}
+}
+
+// limitOf is a lease's limit for n free slots: n rounded down to a power of two (leaseParams),
+// 0 for none.
+func limitOf(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return 1 << (bits.Len(uint(n)) - 1)
 }
 
 // handOut turns leased jobs into assignments. Jobs for a session that closed meanwhile, or of
@@ -537,6 +574,9 @@ func leaseScope(p *store.JobLeaseParams) string {
 // a grant that came back short took every ready job of its scope, and one that is full may
 // have left jobs waiting.
 func (g *grant) full() bool {
+	if g.params.Limit <= 0 {
+		return false // it asked for nothing (its probes took every slot)
+	}
 	if len(g.leased) >= g.params.Limit {
 		return true
 	}

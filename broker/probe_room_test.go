@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
@@ -22,13 +24,13 @@ func breakerInfo(b *Broker, typ string) (breaker.Info, bool) {
 }
 
 // halfOpenIdle puts idleType's breaker in HALF_OPEN and opens a worker stream for payType and
-// idleType on b, with room for two jobs.
-func halfOpenIdle(t *testing.T, b *Broker) *Session {
+// idleType on b, with room for capacity jobs.
+func halfOpenIdle(t *testing.T, b *Broker, capacity int) *Session {
 	t.Helper()
 	if _, err := b.ForceBreaker(idleType, breaker.StateHalfOpen); err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := b.Open(context.Background(), Hello{WorkerID: "w", Types: []string{payType, idleType}, Capacity: 2})
+	s, _, err := b.Open(context.Background(), Hello{WorkerID: "w", Types: []string{payType, idleType}, Capacity: capacity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func testProbeLeavesCappedRoom(t *testing.T, b *Broker) {
 	if err := b.SetQueueLimit(ctx, "capped", 1); err != nil {
 		t.Fatal(err)
 	}
-	s := halfOpenIdle(t, b)
+	s := halfOpenIdle(t, b, 2)
 	got := assignments(t, s, 1)
 	if got[0].Job.ID != res[0].ID {
 		t.Fatalf("handed out job %d, want the capped queue's %d", got[0].Job.ID, res[0].ID)
@@ -76,7 +78,7 @@ func TestSharedProbeLeavesCappedRoom(t *testing.T) {
 // move. The first job of the type to come is its probe, and its success closes the breaker.
 func testHalfOpenWaitsForAJob(t *testing.T, b *Broker, probeTimeout func() bool) {
 	ctx := context.Background()
-	s := halfOpenIdle(t, b)
+	s := halfOpenIdle(t, b, 2)
 	if _, err := b.Enqueue(ctx, []JobSpec{{Type: payType}}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,4 +131,66 @@ func TestSharedHalfOpenWaitsForAJob(t *testing.T) {
 		defer b.mu.Unlock()
 		return !b.breakerAt.IsZero()
 	})
+}
+
+// A HALF_OPEN breaker of a type that has no job waiting keeps no worker's slot either: a worker
+// with room for one job, serving that type and another, is handed the other's job. (The round's
+// probe grant set the slot aside, and the worker's other types were asked for nothing.) When a
+// job of the type is waiting, it goes first: it is the probe.
+func testProbeLeavesWorkerSlot(t *testing.T, b *Broker) {
+	ctx := context.Background()
+	res, err := b.Enqueue(ctx, []JobSpec{{Type: payType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := halfOpenIdle(t, b, 1)
+	a := assignments(t, s, 1)[0]
+	if a.Job.ID != res[0].ID {
+		t.Fatalf("handed out job %d, want %d", a.Job.ID, res[0].ID)
+	}
+	probe, err := b.Enqueue(ctx, []JobSpec{{Type: idleType}, {Type: payType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := succeedThenNext(t, s, a); got.Job.ID != probe[0].ID {
+		t.Fatalf("handed out job %d with a probe waiting, want the probe %d", got.Job.ID, probe[0].ID)
+	}
+	if in, _ := breakerInfo(b, idleType); in.State != breaker.StateHalfOpen || in.ProbesInFlight != 1 {
+		t.Fatalf("the idle type's breaker with its probe out: %+v", in)
+	}
+}
+
+// succeedThenNext reports a's success and returns the next assignment s is handed, which may
+// come with the result's acknowledgement.
+func succeedThenNext(t *testing.T, s *Session, a Assignment) Assignment {
+	t.Helper()
+	s.Result(job.LeaseRef{JobID: a.Job.ID, Token: a.Token}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		msgs, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for an assignment after the success of job %d: %v", a.Job.ID, err)
+		}
+		for _, m := range msgs {
+			switch m := m.(type) {
+			case Assignment:
+				return m
+			case Refused:
+				t.Fatalf("result of job %d refused: %+v", a.Job.ID, m)
+			}
+		}
+	}
+}
+
+func TestProbeLeavesWorkerSlot(t *testing.T) {
+	t.Parallel()
+	testProbeLeavesWorkerSlot(t, newRaceBroker(t))
+}
+
+func TestSharedProbeLeavesWorkerSlot(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	testProbeLeavesWorkerSlot(t, c.brokers[0])
 }
