@@ -299,8 +299,9 @@ func (b *Broker) finish(batch []*op, began time.Time, err error, again func([]*o
 
 // applyBatch applies batch's ops in tx, g gathering those it stores many to a statement (nil: each
 // applies alone). It keeps the lock order of the rows brokers that share a database contend
-// for: first the jobs the ops and g write, then the breakers the batch changes or probes
-// (flushBreakers, sorted by type), then the capped queues (the ops that lock them, the round's
+// for: first the jobs the ops and g write, then the finished totals they change (the store
+// writes them at once, sorted, before it locks a breaker or a queue), then the breakers the
+// batch changes or probes (flushBreakers, sorted by type), then the capped queues (the ops that lock them, the round's
 // lease last, each locking all capped queues in name order); see breakerBatch.
 func (b *Broker) applyBatch(tx store.Tx, batch []*op, g *grouped) error {
 	b.batchBreakers(tx, batch)

@@ -133,6 +133,12 @@ func mutations() []mutation {
 	add(mutation{name: "breaker: a failed attempt is not counted", file: "broker/breakers.go",
 		from: "b.breakers.Failure(l.permit, kind)", to: "b.breakers.Release(l.permit)",
 		pkgs: []string{srvPkg}, run: matrix + "/result"})
+	add(mutation{name: "breaker: a probe that found no job keeps its worker's slot", file: "broker/dispatch.go",
+		from: "if g.open != nil && len(g.leased) < g.reserved {", to: "if false {",
+		pkgs: []string{"./broker"}, run: "TestProbeLeavesWorkerSlot$"})
+	add(mutation{name: "breaker: a probe handed out has no timer for its slot's timeout", file: "broker/dispatch.go",
+		from: "slot times out.\n\tb.armBreakerTimerLocked()\n", to: "slot times out.\n",
+		pkgs: []string{"./broker"}, run: "TestHalfOpenWaitsForAJob$"})
 
 	// Max attempts and always-fatal types.
 	add(mutation{name: "max attempts: one attempt more than allowed", file: "triage/triage.go",

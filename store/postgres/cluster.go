@@ -112,7 +112,7 @@ func (s *Store) Brokers(ctx context.Context) ([]store.BrokerRecord, error) {
 			}
 			r.ID, r.StartedAt, r.LastSeen = strconv.FormatInt(id, 10), fromNanos(started), fromNanos(seen)
 			// By the database's clock, which wrote last_seen: this machine's may be off.
-			r.Alive = time.Duration(silent) <= aliveFor*s.electionInterval
+			r.Alive = time.Duration(silent) <= s.aliveWindow
 			out = append(out, r)
 		}
 		return rows.Err()
@@ -366,7 +366,7 @@ const (
 // pruneBrokers forgets the brokers not seen for brokerForget.
 func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
 	// Within an interval, like everything on this connection, so the heartbeat keeps its pace.
-	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	ctx, cancel := context.WithTimeout(ctx, s.roundBound)
 	defer cancel()
 	tag, err := conn.Exec(ctx, `DELETE FROM brokers WHERE last_seen < `+dbNow+` - $1`, brokerForget.Nanoseconds())
 	switch {
@@ -397,7 +397,7 @@ func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	// workers are costs no statement of its own.
 	rows, err := conn.Query(ctx, `WITH me AS (UPDATE brokers SET last_seen = `+dbNow+`, workers = $2 WHERE id = $1)
 		SELECT id, workers FROM brokers WHERE id <> $1 AND `+dbNow+` - last_seen <= $3`,
-		s.brokerID, workers, aliveFor*s.electionInterval.Nanoseconds())
+		s.brokerID, workers, s.aliveWindow.Nanoseconds())
 	if err != nil {
 		return err
 	}
@@ -438,7 +438,7 @@ func (s *Store) PeerWorkers() map[string]int {
 // An error says it found a silent leader and could not end its session (a role without the
 // right to, see docs/deploying.md), or could not look.
 func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) (bool, error) {
-	ctx, cancel := context.WithTimeout(outer, s.electionInterval)
+	ctx, cancel := context.WithTimeout(outer, s.roundBound)
 	defer cancel()
 	var pid int32
 	var id, silent int64
@@ -464,7 +464,7 @@ func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) (bool, er
 
 // tryLead takes the leader lock if no session holds it.
 func (s *Store) tryLead(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	ctx, cancel := context.WithTimeout(ctx, s.roundBound)
 	defer cancel()
 	var ok bool
 	err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, lockLeader).Scan(&ok)
