@@ -95,6 +95,7 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.RequireAuth {
 		unary = append(unary, s.authorizeUnary)
 	}
+	unary = append(unary, s.actorUnary)
 	if opts.Transport == (Transport{}) {
 		opts.Transport = DefaultTransport()
 	}

@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	if err != nil {
 		return err
 	}
-	authn := auth.New(auth.Options{Store: st, Logger: log})
+	authn := auth.New(auth.Options{Store: st, Logger: log, Audit: b.AuditToken})
 	if cfg.Auth {
 		if err := bootstrap(ctx, authn, cfg, log); err != nil {
 			return err
