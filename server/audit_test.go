@@ -275,3 +275,45 @@ func TestListAuditEventsValidation(t *testing.T) {
 		wantCode(t, err, codes.InvalidArgument, tt.text)
 	}
 }
+
+// answeringID is the broker id of the broker b answers as.
+func answeringID(t *testing.T, b *brokertest.Bundle) string {
+	t.Helper()
+	res, err := b.Admin.ListBrokers(context.Background(), &jobwirev1.ListBrokersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, br := range res.GetBrokers() {
+		if br.GetAnswering() {
+			return br.GetId()
+		}
+	}
+	t.Fatal("no broker answered as itself")
+	return ""
+}
+
+// On a PostgreSQL database served by several brokers, each event names the broker that did the
+// action, and every broker lists the one trail. A shared breaker is stored in the database: its
+// event is stored in the same write.
+func TestClusterAuditNamesTheBroker(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	ctx := context.Background()
+	if _, err := a.Admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Admin.ForceBreaker(ctx, &jobwirev1.ForceBreakerRequest{Type: "pay", State: jobwirev1.BreakerState_BREAKER_STATE_OPEN}); err != nil {
+		t.Fatal(err)
+	}
+	idA, idB := answeringID(t, a), answeringID(t, b)
+	if idA == "" || idA == idB {
+		t.Fatalf("broker ids %q and %q, want two ids", idA, idB)
+	}
+	for name, x := range map[string]*brokertest.Bundle{"a": a, "b": b} {
+		evs := auditEvents(t, x, &jobwirev1.ListAuditEventsRequest{})
+		if len(evs) != 2 || evs[0].GetAction() != "breaker.force" || evs[0].GetBrokerId() != idB ||
+			evs[1].GetAction() != "queue.pause" || evs[1].GetBrokerId() != idA {
+			t.Errorf("broker %s lists %v, want the force on %s after the pause on %s", name, evs, idB, idA)
+		}
+	}
+}
