@@ -18,6 +18,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/worker"
 )
 
 // auditEvents lists the whole trail through the admin service, newest first.
@@ -315,5 +316,52 @@ func TestClusterAuditNamesTheBroker(t *testing.T) {
 			evs[1].GetAction() != "queue.pause" || evs[1].GetBrokerId() != idA {
 			t.Errorf("broker %s lists %v, want the force on %s after the pause on %s", name, evs, idB, idA)
 		}
+	}
+}
+
+// A purge of succeeded jobs deletes in batches, each its own write: its one audit event counts
+// the jobs of every batch.
+func TestPurgeInManyBatchesIsOneEventCountingThemAll(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	const n = 1234 // three batches of at most 500
+	specs := make([]*jobwirev1.JobSpec, n)
+	for i := range specs {
+		specs[i] = &jobwirev1.JobSpec{Type: "t"}
+	}
+	if _, err := b.Producer.EnqueueBatch(ctx, &jobwirev1.EnqueueBatchRequest{Jobs: specs}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(b.Conn, worker.Options{ID: "w1", Concurrency: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("t", func(context.Context, *worker.Job) error { return nil })
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	brokertest.WaitFor(t, "every job to succeed", func() bool {
+		st, err := b.Admin.GetStats(ctx, &jobwirev1.GetStatsRequest{})
+		if err != nil {
+			return false
+		}
+		var succeeded int64
+		for _, c := range st.GetCounts() {
+			if c.GetState() == jobwirev1.JobState_JOB_STATE_SUCCEEDED {
+				succeeded += c.GetCount()
+			}
+		}
+		return succeeded == n
+	})
+	stop()
+	<-done
+	b.Clock.Advance(time.Hour)
+	res, err := b.Admin.PurgeFinishedJobs(ctx, &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(time.Minute)})
+	if err != nil || res.GetPurged() != n {
+		t.Fatalf("purge answered %v, %v; want %d deleted", res, err, n)
+	}
+	if e := onlyAudit(t, b, "jobs.purge_succeeded"); e.GetCount() != n {
+		t.Fatalf("the purge's audit event counts %d jobs, want %d", e.GetCount(), n)
 	}
 }
