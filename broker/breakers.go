@@ -291,24 +291,35 @@ func (b *Broker) Breakers() []breaker.Info {
 }
 
 // ResetBreaker closes a type's breaker and forgets its failures, on every broker sharing it.
-func (b *Broker) ResetBreaker(jobType string) (breaker.Info, error) {
+// ctx's actor is recorded as having done it: in the write that stores a shared breaker, and
+// right after the change for a breaker kept in memory.
+func (b *Broker) ResetBreaker(ctx context.Context, jobType string) (breaker.Info, error) {
+	ev := store.AuditEvent{Action: AuditBreakerReset, Target: jobType}
 	if b.sharedBreakers() {
-		return b.adminShared(jobType, (*breaker.Shared).Reset)
+		return b.adminShared(ctx, jobType, ev, (*breaker.Shared).Reset)
 	}
 	info, err := b.breakers.Reset(jobType)
 	b.signal()
-	return info, err
+	if err != nil {
+		return info, err
+	}
+	return info, b.auditAfter(ctx, ev)
 }
 
-// ForceBreaker puts a type's breaker in a state, on every broker sharing it.
-func (b *Broker) ForceBreaker(jobType string, st breaker.State) (breaker.Info, error) {
+// ForceBreaker puts a type's breaker in a state, on every broker sharing it, and records ctx's
+// actor as having done it, as ResetBreaker does.
+func (b *Broker) ForceBreaker(ctx context.Context, jobType string, st breaker.State) (breaker.Info, error) {
+	ev := store.AuditEvent{Action: AuditBreakerForce, Target: jobType, Detail: "state=" + st.String()}
 	if b.sharedBreakers() {
 		if !st.Valid() {
 			return breaker.Info{}, fmt.Errorf("%w: %v", breaker.ErrInvalidState, st)
 		}
-		return b.adminShared(jobType, func(sh *breaker.Shared) error { return sh.Force(st) })
+		return b.adminShared(ctx, jobType, ev, func(sh *breaker.Shared) error { return sh.Force(st) })
 	}
 	info, err := b.breakers.Force(jobType, st)
 	b.signal()
-	return info, err
+	if err != nil {
+		return info, err
+	}
+	return info, b.auditAfter(ctx, ev)
 }

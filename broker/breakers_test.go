@@ -62,14 +62,14 @@ func TestBreakerTransitionsAreLogged(t *testing.T) {
 		_ = b.Shutdown(ctx)
 	})
 
-	if _, err := b.ForceBreaker("mail", breaker.StateOpen); err != nil {
+	if _, err := b.ForceBreaker(context.Background(), "mail", breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(breaker.DefaultOpenFor)
 	if got := b.Breakers(); len(got) != 1 || got[0].State != breaker.StateHalfOpen {
 		t.Fatalf("after OpenFor: %+v", got)
 	}
-	if _, err := b.ResetBreaker("mail"); err != nil {
+	if _, err := b.ResetBreaker(context.Background(), "mail"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -503,8 +504,15 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		ch.reset()
 		var err error
 		before, err = tx.JobCancel(id, b.now())
-		if err != nil || !before.State.Held() {
+		if err != nil || before.State.Final() {
 			return err
+		}
+		if err := b.audit(ctx, tx, &store.AuditEvent{Action: AuditJobCancel, Target: strconv.FormatInt(id, 10),
+			Detail: "was " + before.State.String(), Count: 1, JobIDs: []int64{id}}); err != nil {
+			return err
+		}
+		if !before.State.Held() {
+			return nil
 		}
 		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
 		tx.Publish(cancelEvent(ref)) // the broker whose worker holds it stops that worker

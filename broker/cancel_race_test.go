@@ -65,7 +65,7 @@ func TestCancelRacingDispatchWins(t *testing.T) {
 
 			g := &grant{sess: s, params: b.leaseParams(s, []string{"t"}, 1, b.now(), false)}
 			if tt.probe {
-				if _, err := b.ForceBreaker("t", breaker.StateHalfOpen); err != nil {
+				if _, err := b.ForceBreaker(context.Background(), "t", breaker.StateHalfOpen); err != nil {
 					t.Fatal(err)
 				}
 				g.probe = true // handOut takes the probe's slot for the job leased

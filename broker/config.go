@@ -37,14 +37,17 @@ type Retention struct {
 	Succeeded time.Duration
 	// Dead is how long DEAD and CANCELLED jobs are kept, so there is time to look at them.
 	Dead time.Duration
+	// Audit is how long audit events (operator actions) are kept.
+	Audit time.Duration
 	// Interval is how often expired jobs are looked for.
 	Interval time.Duration
 }
 
-// DefaultRetention keeps succeeded jobs 7 days and dead or cancelled ones 30 days, checking
-// every minute.
+// DefaultRetention keeps succeeded jobs 7 days, dead or cancelled ones 30 days and audit
+// events 90 days, checking every minute.
 func DefaultRetention() Retention {
-	return Retention{Succeeded: 7 * 24 * time.Hour, Dead: 30 * 24 * time.Hour, Interval: time.Minute}
+	return Retention{Succeeded: 7 * 24 * time.Hour, Dead: 30 * 24 * time.Hour, Audit: 90 * 24 * time.Hour,
+		Interval: time.Minute}
 }
 
 // DefaultConfig is the documented default configuration.
@@ -88,6 +91,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.Dead < time.Minute {
 		errs = append(errs, fmt.Errorf("retention.dead must be at least 1m, got %s", c.Retention.Dead))
+	}
+	if c.Retention.Audit < time.Minute {
+		errs = append(errs, fmt.Errorf("retention.audit must be at least 1m, got %s", c.Retention.Audit))
 	}
 	if c.Retention.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("retention interval must be positive, got %s", c.Retention.Interval))

@@ -177,8 +177,11 @@ func (b *Broker) RequeueDead(ctx context.Context, sel Selection, rq Requeue) (Bu
 		default:
 			tx.Publish(readyEvent)
 		}
-		res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)])
-		return err
+		if res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)]); err != nil {
+			return err
+		}
+		return b.audit(ctx, tx, &store.AuditEvent{Action: AuditDeadRequeue, Detail: describeRequeue(sel, rq),
+			Count: int64(res.Affected), JobIDs: ids})
 	})
 	if err != nil {
 		return BulkResult{}, err
@@ -211,8 +214,11 @@ func (b *Broker) PurgeDead(ctx context.Context, sel Selection) (BulkResult, erro
 		if res.Sample, err = tx.JobGetMany(ids[:min(len(ids), SampleSize)]); err != nil {
 			return err
 		}
-		res.Affected, err = tx.JobDeleteDead(ids)
-		return err
+		if res.Affected, err = tx.JobDeleteDead(ids); err != nil {
+			return err
+		}
+		return b.audit(ctx, tx, &store.AuditEvent{Action: AuditDeadPurge, Detail: describeSelection(sel),
+			Count: int64(res.Affected), JobIDs: ids})
 	})
 	if err != nil {
 		return BulkResult{}, err
@@ -291,9 +297,11 @@ func dedupe(ids []int64) []int64 {
 }
 
 // PurgeSucceeded deletes SUCCEEDED jobs that finished more than olderThan ago, in small
-// batches, and returns how many it deleted (also when it stops early with an error).
+// batches, and returns how many it deleted (also when it stops early with an error). Its audit
+// event is stored with the first batch and counts each batch in the batch's own write.
 func (b *Broker) PurgeSucceeded(ctx context.Context, olderThan time.Duration) (int64, error) {
-	return b.deleteFinished(ctx, []job.State{job.StateSucceeded}, b.now().Add(-olderThan))
+	ev := &store.AuditEvent{Action: AuditSucceededPurge, Detail: "older_than=" + olderThan.String()}
+	return b.deleteFinished(ctx, []job.State{job.StateSucceeded}, b.now().Add(-olderThan), ev)
 }
 
 // ApplyRetention deletes the finished jobs past their retention period: succeeded ones after
@@ -301,17 +309,21 @@ func (b *Broker) PurgeSucceeded(ctx context.Context, olderThan time.Duration) (i
 // Retention.Interval; tests call it after moving a fake clock.
 func (b *Broker) ApplyRetention(ctx context.Context) (int64, error) {
 	now := b.now()
-	n, err := b.deleteFinished(ctx, []job.State{job.StateSucceeded}, now.Add(-b.cfg.Retention.Succeeded))
+	n, err := b.deleteFinished(ctx, []job.State{job.StateSucceeded}, now.Add(-b.cfg.Retention.Succeeded), nil)
 	if err != nil {
 		return n, err
 	}
-	m, err := b.deleteFinished(ctx, []job.State{job.StateDead, job.StateCancelled}, now.Add(-b.cfg.Retention.Dead))
+	m, err := b.deleteFinished(ctx, []job.State{job.StateDead, job.StateCancelled}, now.Add(-b.cfg.Retention.Dead), nil)
 	return n + m, err
 }
 
-// deleteFinished deletes finished jobs in batches, each its own write through the writer.
-func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before time.Time) (int64, error) {
+// deleteFinished deletes finished jobs in batches, each its own write through the writer. An
+// operator's purge passes its audit event, ev: the first batch stores it, counting its jobs,
+// and each later batch adds its own to it, so the event counts exactly the batches that
+// committed. Retention passes none.
+func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before time.Time, ev *store.AuditEvent) (int64, error) {
 	var total int64
+	recorded := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
@@ -321,11 +333,19 @@ func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before 
 			var err error
 			n, err = tx.JobDeleteFinished(&store.JobDeleteFinishedParams{States: states,
 				FinishedBefore: before, Limit: retentionBatch})
-			return err
+			switch {
+			case err != nil || ev == nil:
+				return err
+			case !recorded:
+				ev.Count = int64(n)
+				return b.audit(ctx, tx, ev)
+			}
+			return tx.AuditAddCount(ev.ID, int64(n))
 		})
 		if err != nil {
 			return total, err
 		}
+		recorded = true
 		total += int64(n)
 		if n < retentionBatch {
 			return total, nil
@@ -345,6 +365,16 @@ func (b *Broker) retentionTick() {
 		b.log.Error("delete jobs past retention", "deleted", n, "err", err)
 	case n > 0:
 		b.log.Info("deleted jobs past retention", "jobs", n)
+	}
+	n, err = 0, nil
+	if b.isLeader() {
+		n, err = b.ApplyAuditRetention(b.ctx)
+	}
+	switch {
+	case err != nil && !errors.Is(err, ErrShuttingDown) && !errors.Is(err, context.Canceled):
+		b.log.Error("delete audit events past retention", "deleted", n, "err", err)
+	case n > 0:
+		b.log.Info("deleted audit events past retention", "events", n)
 	}
 	b.mu.Lock()
 	if !b.shuttingDown {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jobwire/jobwire/store"
@@ -160,14 +161,16 @@ func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
 // from the queue once the call returns, but in a cluster a lease another broker was storing
 // as the pause committed, whose own transaction still saw the queue running.
 func (b *Broker) PauseQueue(ctx context.Context, name string) error {
-	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetPaused(name, true) },
+	return b.changeQueue(ctx, name, store.AuditEvent{Action: AuditQueuePause, Target: name},
+		func(tx store.Tx) error { return tx.QueueSetPaused(name, true) },
 		func(r *queueRule) { r.paused = true }, false)
 }
 
 // ResumeQueue restarts dispatch from a queue. A queue that does not exist is store.ErrNotFound
 // (only pausing creates one).
 func (b *Broker) ResumeQueue(ctx context.Context, name string) error {
-	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetPaused(name, false) },
+	return b.changeQueue(ctx, name, store.AuditEvent{Action: AuditQueueResume, Target: name},
+		func(tx store.Tx) error { return tx.QueueSetPaused(name, false) },
 		func(r *queueRule) { r.paused = false }, true)
 }
 
@@ -185,21 +188,23 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 	if full {
 		return ErrTooManyCappedQueues
 	}
-	return b.changeQueue(ctx, name, func(tx store.Tx) error { return tx.QueueSetLimit(name, limit) },
+	ev := store.AuditEvent{Action: AuditQueueLimit, Target: name, Detail: "limit=" + strconv.Itoa(limit)}
+	return b.changeQueue(ctx, name, ev, func(tx store.Tx) error { return tx.QueueSetLimit(name, limit) },
 		func(r *queueRule) { r.limit = limit }, true)
 }
 
-// changeQueue stores a queue change, then applies it to the in-memory rules and, if it may let
-// through what was held back (wake), asks for a dispatch round. A pause never does: a flood of
-// pauses then costs no dispatch rounds.
-func (b *Broker) changeQueue(ctx context.Context, name string, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
+// changeQueue stores a queue change with its audit event, then applies it to the in-memory
+// rules and, if it may let through what was held back (wake), asks for a dispatch round. A
+// pause never does: a flood of pauses then costs no dispatch rounds.
+func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEvent, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
 	// A queue change locks the capped queues: after the batch's breakers (see breakerBatch).
 	err := b.doOp(ctx, &op{name: "queue_change", locksQueues: true, apply: func(tx store.Tx) error {
 		if err := write(tx); err != nil {
 			return err
 		}
 		tx.Publish(store.Event{Kind: store.EventQueues, Key: name})
-		return nil
+		e := ev
+		return b.audit(ctx, tx, &e)
 	}})
 	if err != nil {
 		return err

@@ -384,7 +384,7 @@ func sameDispatch(x, y []breaker.Info) bool {
 }
 
 // adminShared resets or forces typ's shared breaker in a transaction of its own.
-func (b *Broker) adminShared(typ string, fn func(sh *breaker.Shared) error) (breaker.Info, error) {
+func (b *Broker) adminShared(ctx context.Context, typ string, ev store.AuditEvent, fn func(sh *breaker.Shared) error) (breaker.Info, error) {
 	if typ == "" {
 		return breaker.Info{}, breaker.ErrEmptyType
 	}
@@ -394,7 +394,11 @@ func (b *Broker) adminShared(typ string, fn func(sh *breaker.Shared) error) (bre
 	var ch breakerChanges
 	err := b.do(b.ctx, "breaker_admin", func(tx store.Tx) error {
 		ch.reset()
-		return b.changeBreaker(tx, &ch, typ, fn)
+		if err := b.changeBreaker(tx, &ch, typ, fn); err != nil {
+			return err
+		}
+		e := ev
+		return b.audit(ctx, tx, &e)
 	})
 	if err != nil {
 		return breaker.Info{}, err

@@ -340,11 +340,11 @@ func TestSharedBreakerAcrossBrokers(t *testing.T) {
 	c.wantState(t, breaker.StateClosed, 4, 0, 1, 2)
 
 	// An operator on one broker, seen on the others.
-	if _, err := c.brokers[1].ForceBreaker(payType, breaker.StateOpen); err != nil {
+	if _, err := c.brokers[1].ForceBreaker(context.Background(), payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
 	c.wantState(t, breaker.StateOpen, 5, 0, 2)
-	if _, err := c.brokers[2].ResetBreaker(payType); err != nil {
+	if _, err := c.brokers[2].ResetBreaker(context.Background(), payType); err != nil {
 		t.Fatal(err)
 	}
 	c.wantState(t, breaker.StateClosed, 6, 0, 1)
@@ -397,7 +397,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			lead := c.leader(t)
 			dies := (lead + 1) % 3
 			live := []int{lead, (lead + 2) % 3}
-			if _, err := c.brokers[lead].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+			if _, err := c.brokers[lead].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
 				t.Fatal(err)
 			}
 			c.enqueue(t, dies, 3)
@@ -448,7 +448,7 @@ func TestSharedBreakerLeaseGuard(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
 	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
-	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateOpen); err != nil {
+	if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
 	if in, ok := c.brokers[1].breakers.Info(payType); ok && in.State != breaker.StateClosed {
@@ -471,7 +471,7 @@ func TestSharedBreakerDisabledAfterItOpened(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
 	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
-	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateOpen); err != nil {
+	if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
 	off := breaker.DefaultConfig()
@@ -487,7 +487,7 @@ func TestSharedBreakerStaleCacheProbes(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
 	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
-	if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+	if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
 		t.Fatal(err)
 	}
 	c.wantState(t, breaker.StateHalfOpen, 2, 1) // broker 1's cache: HALF_OPEN, no probe in flight
@@ -562,7 +562,7 @@ func TestSharedBreakerProbeEndedElsewhere(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
-			if _, err := c.brokers[0].ForceBreaker(payType, breaker.StateHalfOpen); err != nil {
+			if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
 				t.Fatal(err)
 			}
 			c.enqueue(t, 0, 1)

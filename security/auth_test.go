@@ -142,6 +142,7 @@ var allowedRoles = map[string][]auth.Role{
 	jobwirev1.AdminService_ListBreakers_FullMethodName:    {auth.RoleViewer},
 	jobwirev1.AdminService_ListWorkers_FullMethodName:     {auth.RoleViewer},
 	jobwirev1.AdminService_ListBrokers_FullMethodName:     {auth.RoleViewer},
+	jobwirev1.AdminService_ListAuditEvents_FullMethodName: {auth.RoleViewer},
 }
 
 // TestRoles: each role may make exactly its calls; any other is PERMISSION_DENIED with a

@@ -28,16 +28,16 @@ func (a *admin) ListBreakers(context.Context, *jobwirev1.ListBreakersRequest) (*
 	return out, nil
 }
 
-func (a *admin) ResetBreaker(_ context.Context, req *jobwirev1.ResetBreakerRequest) (*jobwirev1.ResetBreakerResponse, error) {
-	info, err := a.b.ResetBreaker(req.GetType())
+func (a *admin) ResetBreaker(ctx context.Context, req *jobwirev1.ResetBreakerRequest) (*jobwirev1.ResetBreakerResponse, error) {
+	info, err := a.b.ResetBreaker(ctx, req.GetType())
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &jobwirev1.ResetBreakerResponse{Breaker: breakerToProto(info)}, nil
 }
 
-func (a *admin) ForceBreaker(_ context.Context, req *jobwirev1.ForceBreakerRequest) (*jobwirev1.ForceBreakerResponse, error) {
-	info, err := a.b.ForceBreaker(req.GetType(), breakerStateFromProto[req.GetState()])
+func (a *admin) ForceBreaker(ctx context.Context, req *jobwirev1.ForceBreakerRequest) (*jobwirev1.ForceBreakerResponse, error) {
+	info, err := a.b.ForceBreaker(ctx, req.GetType(), breakerStateFromProto[req.GetState()])
 	if err != nil {
 		return nil, toStatus(err)
 	}

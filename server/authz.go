@@ -56,6 +56,7 @@ var access = map[string]rule{
 	jobwirev1.AdminService_ListBreakers_FullMethodName:      viewer,
 	jobwirev1.AdminService_ListWorkers_FullMethodName:       viewer,
 	jobwirev1.AdminService_ListBrokers_FullMethodName:       viewer,
+	jobwirev1.AdminService_ListAuditEvents_FullMethodName:   viewer,
 	jobwirev1.AdminService_RequeueDeadJobs_FullMethodName:   adminOnly,
 	jobwirev1.AdminService_PurgeDeadJobs_FullMethodName:     adminOnly,
 	jobwirev1.AdminService_PurgeFinishedJobs_FullMethodName: adminOnly,

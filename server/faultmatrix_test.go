@@ -202,6 +202,7 @@ var faultCases = []faultCase{
 			}
 			checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_CANCELLED, 1,
 				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED)
+			onlyAudit(t, fx.b, "job.cancel")
 		}},
 	{kind: "requeue", ops: []string{"dlq_requeue", "batch"}, capacity: 1, failures: 1,
 		setup: dead,
@@ -217,6 +218,7 @@ var faultCases = []faultCase{
 				t.Fatalf("assignment = %v, want the requeued job %d at attempt 1 of its new run", a, id)
 			}
 			checkJob(t, fx.b, id, leased, 0, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_FAILED)
+			onlyAudit(t, fx.b, "dlq.requeue")
 		}},
 	{kind: "purge", ops: []string{"dlq_purge", "batch"}, capacity: 1, failures: 1,
 		setup: dead,
@@ -228,6 +230,7 @@ var faultCases = []faultCase{
 				t.Fatalf("purge answered %v, %v; want 1 matched and 1 deleted", res, err)
 			}
 			onlyJobs(t, fx.b)
+			onlyAudit(t, fx.b, "dlq.purge")
 		}},
 	{kind: "pause", ops: []string{"queue_change", "batch"},
 		write: func(t *testing.T, fx *faultFixture, _ any) {
@@ -236,6 +239,7 @@ var faultCases = []faultCase{
 				t.Fatalf("pause answered %v, %v; want the queue paused", res, err)
 			}
 			checkQueue(t, fx.b, "q", true, 0)
+			onlyAudit(t, fx.b, "queue.pause")
 		}},
 	{kind: "limit", ops: []string{"queue_change", "batch"},
 		setup: func(t *testing.T, fx *faultFixture) any {
@@ -247,6 +251,7 @@ var faultCases = []faultCase{
 				t.Fatalf("limit answered %v, %v; want a limit of 3", res, err)
 			}
 			checkQueue(t, fx.b, "q", false, 3)
+			onlyAudit(t, fx.b, "queue.limit")
 		}},
 	{kind: "breaker save", ops: []string{"breaker_save"}, capacity: 1, failures: 1,
 		setup: func(t *testing.T, fx *faultFixture) any {
@@ -282,6 +287,38 @@ var faultCases = []faultCase{
 				t.Fatalf("purge of finished jobs answered %v, %v; want 1 deleted", res, err)
 			}
 			onlyJobs(t, fx.b)
+			if e := onlyAudit(t, fx.b, "jobs.purge_succeeded"); e.GetCount() != 1 {
+				t.Fatalf("the purge's audit event counts %d jobs, want 1", e.GetCount())
+			}
+		}},
+	// A breaker of a broker alone lives in memory: its audit event is a write of its own.
+	{kind: "breaker audit", ops: []string{"audit", "batch"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Admin.ForceBreaker(context.Background(), &jobwirev1.ForceBreakerRequest{Type: "pay",
+				State: jobwirev1.BreakerState_BREAKER_STATE_OPEN})
+			if err != nil || res.GetBreaker().GetState() != jobwirev1.BreakerState_BREAKER_STATE_OPEN {
+				t.Fatalf("force answered %v, %v; want the breaker OPEN", res, err)
+			}
+			if e := onlyAudit(t, fx.b, "breaker.force"); e.GetTarget() != "pay" {
+				t.Fatalf("the audit event names breaker %q, want pay", e.GetTarget())
+			}
+		}},
+	{kind: "audit retention", ops: []string{"delete_audit", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			if _, err := fx.b.Admin.PauseQueue(context.Background(), &jobwirev1.PauseQueueRequest{Queue: "q"}); err != nil {
+				t.Fatal(err)
+			}
+			fx.b.Clock.Advance(2 * time.Hour) // past the fixture's audit retention, short of a sweep
+			return nil
+		},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			n, err := fx.b.Broker.ApplyAuditRetention(context.Background())
+			if err != nil || n != 1 {
+				t.Fatalf("audit retention deleted %d events (%v), want 1", n, err)
+			}
+			if evs := auditEvents(t, fx.b, &jobwirev1.ListAuditEventsRequest{}); len(evs) != 0 {
+				t.Fatalf("audit events left: %v", evs)
+			}
 		}},
 	{kind: "lease expiry", ops: []string{"sweep", "batch"}, capacity: 1, failures: 1,
 		setup: started,
@@ -322,6 +359,7 @@ func TestStorageFaultMatrix(t *testing.T) {
 				t.Parallel()
 				cfg := brokertest.DefaultConfig()
 				cfg.Retention.Interval = 24 * time.Hour // only the call under test deletes jobs
+				cfg.Retention.Audit = time.Hour
 				f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
 				fx := &faultFixture{f: f, b: brokertest.New(t, brokertest.Options{Faults: f, Config: cfg})}
 				if tc.capacity > 0 {

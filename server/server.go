@@ -91,7 +91,8 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 		unary = append(unary, grpcauth.UnaryServerInterceptor(s.authenticate))
 		stream = append(stream, grpcauth.StreamServerInterceptor(s.authenticate), s.trackStream)
 	}
-	unary = append(unary, s.validateUnary)
+	// The handlers learn who calls (actorUnary) once the caller is known and the request valid.
+	unary = append(unary, s.validateUnary, s.actorUnary)
 	if opts.RequireAuth {
 		unary = append(unary, s.authorizeUnary)
 	}

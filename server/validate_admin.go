@@ -84,6 +84,8 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		if d.AsDuration() < 0 {
 			return invalid("older_than", "must not be negative, got %s", d.AsDuration())
 		}
+	case *jobwirev1.ListAuditEventsRequest:
+		return validAuditRequest(r)
 	case *jobwirev1.PauseQueueRequest:
 		return validName("queue", r.GetQueue())
 	case *jobwirev1.ResumeQueueRequest:

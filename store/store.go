@@ -76,6 +76,10 @@ type Store interface {
 	// TokenList reads every API token, revoked ones included, oldest first.
 	TokenList(ctx context.Context) ([]TokenRecord, error)
 
+	// AuditList reads the audit events p matches, newest first (by ID, descending), at most
+	// p.Limit.
+	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
+
 	Close() error
 }
 
@@ -211,6 +215,16 @@ type Tx interface {
 	TokenRevoke(id string, now time.Time) (*TokenRecord, error)
 	// TokenCount counts the tokens, revoked ones included.
 	TokenCount() (int, error)
+
+	// AuditInsert stores an audit event and sets its ID. JobIDs past MaxAuditJobIDs are not
+	// kept.
+	AuditInsert(e *AuditEvent) error
+	// AuditAddCount adds n to the Count of the event with id (an action done in several
+	// transactions counts each one's share in it); ErrNotFound when there is none.
+	AuditAddCount(id int64, n int64) error
+	// AuditDeleteBefore deletes up to limit audit events stored before t, oldest first, and
+	// returns how many it deleted.
+	AuditDeleteBefore(t time.Time, limit int) (int, error)
 }
 
 // JobInsertParams is a validated job to add.

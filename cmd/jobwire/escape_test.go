@@ -181,6 +181,7 @@ var hostileArgs = map[string][][]string{
 	"top":              {{"--count", "2", "--interval", "100ms"}},
 	"workers":          {nil},
 	"brokers":          {nil},
+	"audit list":       {nil, {"--actor", hostile}},
 }
 
 // noBroker are the commands that do not talk to a broker.

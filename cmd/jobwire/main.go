@@ -98,6 +98,7 @@ func init() {
 		{name: "purge-succeeded", args: "--older-than D [flags]", summary: "Delete succeeded jobs that finished longer ago than D.", run: runPurgeSucceeded},
 		{name: "workers", args: "[flags]", summary: "List the connected worker streams with their types, queues and slots.", run: runWorkers},
 		{name: "brokers", args: "[flags]", summary: "List the brokers serving the database, with the leader and the one answering.", run: runBrokers},
+		{name: "audit list", args: "[--action A] [--actor TOKEN] [--since D] [flags]", summary: "List who did which operator action, newest first.", run: runAuditList},
 		{name: "top", args: "[--interval D] [--count N] [flags]", summary: "Show throughput, queues and open breakers, redrawn every second.", run: runTop},
 		{name: "version", args: "", summary: "Print the version.", run: runVersion},
 		{name: "help", args: "[COMMAND]", summary: "Show this help, or one command's.", run: runHelp},
@@ -113,6 +114,7 @@ var groups = map[string]string{
 	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
 	"breakers": "Look at and steer the circuit breakers of job types.",
 	"tokens":   "Create, list and revoke the API tokens of a broker with auth on.",
+	"audit":    "Read the audit trail of operator actions.",
 }
 
 // isHelpFlag reports whether arg asks for help.

@@ -27,6 +27,7 @@ type serveFlags struct {
 	httpListen, metrics                      stringFlag
 	maxRetries                               intFlag
 	baseDelay, commandTimeout, leaderTimeout durationFlag
+	auditRetention                           durationFlag
 	security                                 securityFlags
 
 	envErr error // the first bad JOBWIRE_* value
@@ -45,7 +46,8 @@ type serveVar struct {
 // still works.
 func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 	sf := &serveFlags{maxRetries: newIntFlag(), baseDelay: newDurationFlag(), commandTimeout: newDurationFlag(),
-		leaderTimeout: newDurationFlag()}
+		leaderTimeout: newDurationFlag(), auditRetention: newDurationFlag()}
+	sf.auditRetention.parse = parseDuration
 	vars := []serveVar{
 		{&sf.listen, "listen", "JOBWIRE_LISTEN", "address to listen on, host:port (default 127.0.0.1:7070)"},
 		dbVar(&sf.db),
@@ -63,6 +65,8 @@ func addServeFlags(e *env, fs *flag.FlagSet) *serveFlags {
 			"longest one storage command may run before it is interrupted and retried (default 30s)"},
 		{&sf.leaderTimeout, "leader-timeout", "JOBWIRE_LEADER_TIMEOUT",
 			"with PostgreSQL, how long the leader of several brokers may go silent before another takes over (default 5s, at least 3s)"},
+		{&sf.auditRetention, "audit-retention", "JOBWIRE_AUDIT_RETENTION",
+			"how long the audit trail of operator actions is kept, such as 90d or 2160h (default 90d, at least 1m)"},
 	}
 	vars = append(vars, sf.security.vars(e)...)
 	sf.envErr = addEnvFlags(e, fs, vars)
@@ -290,6 +294,12 @@ func (sf *serveFlags) apply(cfg *config.Config) error {
 			return usageErrorf("%s %v", sf.leaderTimeout.setBy("leader-timeout"), err)
 		}
 		cfg.LeaderTimeout = sf.leaderTimeout.v
+	}
+	if sf.auditRetention.set {
+		if sf.auditRetention.v < time.Minute {
+			return usageErrorf("%s must be at least 1m, got %s", sf.auditRetention.setBy("audit-retention"), sf.auditRetention.v)
+		}
+		cfg.Broker.Retention.Audit = sf.auditRetention.v
 	}
 	if cfg.LeaderTimeout != 0 && !postgres.IsURL(cfg.DB) {
 		return usageErrorf("a leader timeout applies only to several brokers on a PostgreSQL database; %q is a SQLite file", cfg.DB)

@@ -152,9 +152,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	if err != nil {
 		return err
 	}
-	authn := auth.New(auth.Options{Store: st, Logger: log})
+	authn := auth.New(auth.Options{Store: st, Logger: log, Audit: b.AuditToken})
 	if cfg.Auth {
-		if err := bootstrap(ctx, authn, cfg, log); err != nil {
+		// The audit trail names the broker's start as the maker of a bootstrap token.
+		startup := broker.WithActor(ctx, broker.Actor{Name: "bootstrap", Source: "startup"})
+		if err := bootstrap(startup, authn, cfg, log); err != nil {
 			return err
 		}
 	}

@@ -64,6 +64,9 @@ type Options struct {
 	Clock  clock.Clock  // nil: the real clock
 	Rand   io.Reader    // token secrets; nil: crypto/rand
 	Logger *slog.Logger // nil: slog.Default()
+	// Audit, when set, is called in the transaction that creates or revokes a token, with the
+	// token as it is after (RevokedAt zero for one created), to record who did it.
+	Audit func(ctx context.Context, tx store.Tx, t store.TokenRecord) error
 }
 
 // Authenticator verifies tokens and manages them. It caches verified tokens; revoking through
@@ -74,6 +77,8 @@ type Authenticator struct {
 	clk  clock.Clock
 	rand io.Reader
 	log  *slog.Logger
+	// audit records token changes in their transaction (Options.Audit).
+	audit func(ctx context.Context, tx store.Tx, t store.TokenRecord) error
 
 	mu      sync.Mutex
 	cache   map[[sha256.Size]byte]Principal
@@ -100,7 +105,10 @@ func New(opts Options) *Authenticator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Authenticator{st: opts.Store, clk: opts.Clock, rand: opts.Rand, log: opts.Logger,
+	if opts.Audit == nil {
+		opts.Audit = func(context.Context, store.Tx, store.TokenRecord) error { return nil }
+	}
+	return &Authenticator{st: opts.Store, clk: opts.Clock, rand: opts.Rand, log: opts.Logger, audit: opts.Audit,
 		cache: map[[sha256.Size]byte]Principal{}, streams: map[string]map[*tracked]struct{}{}, revoked: map[string]struct{}{}}
 }
 
@@ -211,7 +219,12 @@ func (a *Authenticator) Create(ctx context.Context, p CreateParams) (string, Tok
 	if err != nil {
 		return "", Token{}, err
 	}
-	err = a.st.Write(ctx, "token_create", func(tx store.Tx) error { return tx.TokenInsert(&rec) })
+	err = a.st.Write(ctx, "token_create", func(tx store.Tx) error {
+		if err := tx.TokenInsert(&rec); err != nil {
+			return err
+		}
+		return a.audit(ctx, tx, rec)
+	})
 	if err != nil {
 		return "", Token{}, err
 	}
@@ -256,8 +269,10 @@ func (a *Authenticator) Revoke(ctx context.Context, id string) (Token, error) {
 	var rec *store.TokenRecord
 	err := a.st.Write(ctx, "token_revoke", func(tx store.Tx) error {
 		var err error
-		rec, err = tx.TokenRevoke(id, a.clk.Now())
-		return err
+		if rec, err = tx.TokenRevoke(id, a.clk.Now()); err != nil {
+			return err
+		}
+		return a.audit(ctx, tx, *rec)
 	})
 	if err != nil {
 		return Token{}, err

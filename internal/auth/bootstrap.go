@@ -57,7 +57,10 @@ func (a *Authenticator) Bootstrap(ctx context.Context, opts BootstrapOptions) (B
 			wrote = true
 		}
 		res.Created = true
-		return tx.TokenInsert(&rec)
+		if err := tx.TokenInsert(&rec); err != nil {
+			return err
+		}
+		return a.audit(ctx, tx, rec)
 	})
 	if err != nil {
 		if wrote {

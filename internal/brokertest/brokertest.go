@@ -243,7 +243,7 @@ func (b *Bundle) start() {
 		t.Fatalf("listen: %v", err)
 	}
 	b.Addr = lis.Addr().String()
-	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log})
+	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log, Audit: br.AuditToken})
 	gs, srv := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
 		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions, Transport: b.opts.Transport})
 	tr := b.opts.Transport

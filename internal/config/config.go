@@ -87,6 +87,8 @@ type RetentionFile struct {
 	Succeeded *time.Duration `yaml:"succeeded"`
 	// Dead is how long DEAD and CANCELLED jobs are kept (default 720h).
 	Dead *time.Duration `yaml:"dead"`
+	// Audit is how long audit events (operator actions) are kept (default 2160h).
+	Audit *time.Duration `yaml:"audit"`
 }
 
 // StorageFile holds the storage settings.
@@ -314,6 +316,9 @@ func (f File) apply(c Config, ck *checker) Config {
 	}
 	if f.Retention.Dead != nil {
 		c.Broker.Retention.Dead = *f.Retention.Dead
+	}
+	if f.Retention.Audit != nil {
+		c.Broker.Retention.Audit = *f.Retention.Audit
 	}
 	if retryOK {
 		// The broker checks the retry policies too; they were reported above with their place

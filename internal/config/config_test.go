@@ -66,7 +66,7 @@ func TestParseRejectsBadValuesInOneSentenceEach(t *testing.T) {
 		{"listen: 127.0.0.1:7070\nlog_level: info\nretyr: {max_attempts: 3}", `line 3: unknown key "retyr" (did you mean "retry"?)`},
 		{"lease_duraton: 3s", `line 1: unknown key "lease_duraton" (did you mean "lease_duration"?)`},
 		{"retry:\n  bse_delay: 3s", `line 2: unknown key "bse_delay" in retry (did you mean "base_delay"?)`},
-		{"retention: {kept: 1h}", `line 1: unknown key "kept" in retention (known keys: dead, succeeded)`},
+		{"retention: {kept: 1h}", `line 1: unknown key "kept" in retention (known keys: audit, dead, succeeded)`},
 		{"frobnicate: 1", `line 1: unknown key "frobnicate"`},
 		{"job_types:\n  email.send:\n    breakr: {}", `line 3: unknown key "breakr" in job_types.email.send (did you mean "breaker"?)`},
 		{"job_types:\n  email.send:\n    retry: {max_attempts: 0}\n    breaker:\n      threshold: 0", "line 3: job_types.email.send.retry.max_attempts must be 1..1000, got 0\n" +

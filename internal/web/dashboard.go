@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -67,6 +68,7 @@ var rpcs = map[string]rpc{
 	"ForceBreaker":    call[jobwirev1.ForceBreakerRequest, jobwirev1.ForceBreakerResponse](jobwirev1.AdminService_ForceBreaker_FullMethodName, true),
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
 	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
+	"ListAuditEvents": call[jobwirev1.ListAuditEventsRequest, jobwirev1.ListAuditEventsResponse](jobwirev1.AdminService_ListAuditEvents_FullMethodName, false),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).
@@ -207,7 +209,8 @@ func (d *dashboard) invoke(w http.ResponseWriter, r *http.Request, m rpc, body [
 // callContext passes the caller's token to the service as a gRPC call would carry it, so the
 // broker's own authorisation applies to dashboard calls too.
 func (d *dashboard) callContext(r *http.Request) context.Context {
-	ctx := r.Context()
+	// The audit trail names the browser's address as the caller's.
+	ctx := peer.NewContext(r.Context(), &peer.Peer{Addr: httpAddr(r.RemoteAddr)})
 	if t := token(r); t != "" && d.authn.auth != nil {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+t))
 	}
@@ -265,3 +268,9 @@ type sample struct {
 	// FailedLastMinute counts attempts that failed in the minute before At.
 	FailedLastMinute int64 `json:"failed_last_minute"`
 }
+
+// httpAddr is an HTTP client's address as a net.Addr.
+type httpAddr string
+
+func (a httpAddr) Network() string { return "tcp" }
+func (a httpAddr) String() string  { return string(a) }

@@ -25,7 +25,7 @@ func TestMigrationShutsTheBreakersThatAreNotClosed(t *testing.T) {
 	defer s.Close()
 	// The schema as it was before 005, with a breaker in each state.
 	for _, sql := range []string{`ALTER TABLE breakers DROP COLUMN shut`, `ALTER TABLE brokers DROP COLUMN workers`,
-		`DELETE FROM schema_migrations WHERE version >= 5`} {
+		`DROP TABLE audit_events`, `DELETE FROM schema_migrations WHERE version >= 5`} {
 		if _, err := s.pool.Exec(ctx, sql); err != nil {
 			t.Fatal(err)
 		}

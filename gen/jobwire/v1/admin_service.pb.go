@@ -2485,6 +2485,293 @@ func (x *ListBrokersResponse) GetBrokers() []*BrokerEntry {
 	return nil
 }
 
+// AuditEvent is one operator action.
+type AuditEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rises in the order events were stored.
+	Id   int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// What was done: job.cancel, dlq.requeue, dlq.purge, jobs.purge_succeeded, queue.pause,
+	// queue.resume, queue.limit, breaker.reset, breaker.force, token.create or token.revoke.
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// The id of the token the caller presented; empty when auth is off.
+	ActorTokenId string `protobuf:"bytes,4,opt,name=actor_token_id,json=actorTokenId,proto3" json:"actor_token_id,omitempty"`
+	// That token's name, or "anonymous" when auth is off.
+	ActorName string `protobuf:"bytes,5,opt,name=actor_name,json=actorName,proto3" json:"actor_name,omitempty"`
+	// How the call came: "api" (gRPC: the CLI and the SDKs) or "dashboard".
+	Source string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	// The caller's network address, when known.
+	Peer string `protobuf:"bytes,7,opt,name=peer,proto3" json:"peer,omitempty"`
+	// The broker that did it; empty on a broker alone on its database (SQLite).
+	BrokerId string `protobuf:"bytes,8,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// What the action was on: a queue, a job type, a token id or a job id; empty for a
+	// selection of dead jobs.
+	Target string `protobuf:"bytes,9,opt,name=target,proto3" json:"target,omitempty"`
+	// The rest of what was asked: a selection's filter and limit, a breaker's new state, a
+	// queue's new limit.
+	Detail string `protobuf:"bytes,10,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Jobs the action changed.
+	Count int64 `protobuf:"varint,11,opt,name=count,proto3" json:"count,omitempty"`
+	// The first 100 of the jobs it changed, when it named them.
+	JobIds        []int64 `protobuf:"varint,12,rep,packed,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEvent) Reset() {
+	*x = AuditEvent{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEvent) ProtoMessage() {}
+
+func (x *AuditEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
+func (*AuditEvent) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AuditEvent) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetActorTokenId() string {
+	if x != nil {
+		return x.ActorTokenId
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetActorName() string {
+	if x != nil {
+		return x.ActorName
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetBrokerId() string {
+	if x != nil {
+		return x.BrokerId
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetJobIds() []int64 {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
+}
+
+type ListAuditEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this action (see AuditEvent.action); empty matches any.
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// Only events whose actor token id or name is this; empty matches any.
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Only events at or after since, and before until.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// 1..1000, default 100.
+	PageSize      int32  `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsRequest) Reset() {
+	*x = ListAuditEventsRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsRequest) ProtoMessage() {}
+
+func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListAuditEventsRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListAuditEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsResponse) Reset() {
+	*x = ListAuditEventsResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsResponse) ProtoMessage() {}
+
+func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -2666,13 +2953,39 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\aworkers\x18\n" +
 	" \x01(\x05R\aworkers\"H\n" +
 	"\x13ListBrokersResponse\x121\n" +
-	"\abrokers\x18\x01 \x03(\v2\x17.jobwire.v1.BrokerEntryR\abrokers*|\n" +
+	"\abrokers\x18\x01 \x03(\v2\x17.jobwire.v1.BrokerEntryR\abrokers\"\xd1\x02\n" +
+	"\n" +
+	"AuditEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12$\n" +
+	"\x0eactor_token_id\x18\x04 \x01(\tR\factorTokenId\x12\x1d\n" +
+	"\n" +
+	"actor_name\x18\x05 \x01(\tR\tactorName\x12\x16\n" +
+	"\x06source\x18\x06 \x01(\tR\x06source\x12\x12\n" +
+	"\x04peer\x18\a \x01(\tR\x04peer\x12\x1b\n" +
+	"\tbroker_id\x18\b \x01(\tR\bbrokerId\x12\x16\n" +
+	"\x06target\x18\t \x01(\tR\x06target\x12\x16\n" +
+	"\x06detail\x18\n" +
+	" \x01(\tR\x06detail\x12\x14\n" +
+	"\x05count\x18\v \x01(\x03R\x05count\x12\x17\n" +
+	"\ajob_ids\x18\f \x03(\x03R\x06jobIds\"\xe6\x01\n" +
+	"\x16ListAuditEventsRequest\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"q\n" +
+	"\x17ListAuditEventsResponse\x12.\n" +
+	"\x06events\x18\x01 \x03(\v2\x16.jobwire.v1.AuditEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xb2\n" +
-	"\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\x8e\v\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -2691,7 +3004,8 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\fResetBreaker\x12\x1f.jobwire.v1.ResetBreakerRequest\x1a .jobwire.v1.ResetBreakerResponse\x12Q\n" +
 	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n" +
 	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponse\x12N\n" +
-	"\vListBrokers\x12\x1e.jobwire.v1.ListBrokersRequest\x1a\x1f.jobwire.v1.ListBrokersResponseB\xa1\x01\n" +
+	"\vListBrokers\x12\x1e.jobwire.v1.ListBrokersRequest\x1a\x1f.jobwire.v1.ListBrokersResponse\x12Z\n" +
+	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -2709,7 +3023,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
 	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
@@ -2753,93 +3067,102 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*ListBrokersRequest)(nil),        // 39: jobwire.v1.ListBrokersRequest
 	(*BrokerEntry)(nil),               // 40: jobwire.v1.BrokerEntry
 	(*ListBrokersResponse)(nil),       // 41: jobwire.v1.ListBrokersResponse
-	nil,                               // 42: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 43: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 44: jobwire.v1.JobState
-	(*Job)(nil),                       // 45: jobwire.v1.Job
-	(DeadReason)(0),                   // 46: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 48: google.protobuf.Duration
+	(*AuditEvent)(nil),                // 42: jobwire.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),    // 43: jobwire.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),   // 44: jobwire.v1.ListAuditEventsResponse
+	nil,                               // 45: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 46: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                     // 47: jobwire.v1.JobState
+	(*Job)(nil),                       // 48: jobwire.v1.Job
+	(DeadReason)(0),                   // 49: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 51: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	44, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	45, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	46, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	47, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	47, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	47, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	48, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	49, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	50, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	50, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	45, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	48, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	47, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	45, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	50, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	48, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	45, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	48, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	47, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	50, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	48, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	42, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	48, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	51, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	45, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	51, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	44, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	48, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	47, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	51, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	43, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	46, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	47, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	47, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	50, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	50, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
 	29, // 32: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
 	29, // 33: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
 	0,  // 34: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
 	29, // 35: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	47, // 36: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	50, // 36: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
 	37, // 37: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	47, // 38: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	47, // 39: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	50, // 38: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	50, // 39: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
 	40, // 40: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	1,  // 41: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 42: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 43: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 44: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 45: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 46: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 47: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 48: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 49: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 50: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 51: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	30, // 52: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	32, // 53: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	34, // 54: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	36, // 55: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	39, // 56: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	2,  // 57: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 58: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 59: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 60: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 61: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 62: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 63: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 64: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 65: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 66: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 67: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	31, // 68: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	33, // 69: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	35, // 70: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	38, // 71: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	41, // 72: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	57, // [57:73] is the sub-list for method output_type
-	41, // [41:57] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	50, // 41: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	50, // 42: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	50, // 43: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	42, // 44: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	1,  // 45: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	4,  // 46: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	7,  // 47: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	9,  // 48: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	11, // 49: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	14, // 50: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	16, // 51: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	19, // 52: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	21, // 53: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	23, // 54: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	25, // 55: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	30, // 56: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	32, // 57: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	34, // 58: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	36, // 59: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	39, // 60: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	43, // 61: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	2,  // 62: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	5,  // 63: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	8,  // 64: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	10, // 65: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	13, // 66: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	15, // 67: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	18, // 68: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	20, // 69: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	22, // 70: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	24, // 71: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	28, // 72: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	31, // 73: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	33, // 74: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	35, // 75: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	38, // 76: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	41, // 77: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	44, // 78: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	62, // [62:79] is the sub-list for method output_type
+	45, // [45:62] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -2855,7 +3178,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	AdminService_ForceBreaker_FullMethodName      = "/jobwire.v1.AdminService/ForceBreaker"
 	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
 	AdminService_ListBrokers_FullMethodName       = "/jobwire.v1.AdminService/ListBrokers"
+	AdminService_ListAuditEvents_FullMethodName   = "/jobwire.v1.AdminService/ListAuditEvents"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -77,6 +78,10 @@ type AdminServiceClient interface {
 	// ListBrokers lists the brokers that serve the database: on PostgreSQL every broker that has
 	// opened it and was seen in the last week, with which one leads; on SQLite the one answering.
 	ListBrokers(ctx context.Context, in *ListBrokersRequest, opts ...grpc.CallOption) (*ListBrokersResponse, error)
+	// ListAuditEvents lists the audit trail, newest first: who did each operator action (a
+	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
+	// when, to how many jobs and on which broker.
+	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -247,6 +252,16 @@ func (c *adminServiceClient) ListBrokers(ctx context.Context, in *ListBrokersReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditEventsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -287,6 +302,10 @@ type AdminServiceServer interface {
 	// ListBrokers lists the brokers that serve the database: on PostgreSQL every broker that has
 	// opened it and was seen in the last week, with which one leads; on SQLite the one answering.
 	ListBrokers(context.Context, *ListBrokersRequest) (*ListBrokersResponse, error)
+	// ListAuditEvents lists the audit trail, newest first: who did each operator action (a
+	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
+	// when, to how many jobs and on which broker.
+	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -344,6 +363,9 @@ func (UnimplementedAdminServiceServer) ListWorkers(context.Context, *ListWorkers
 }
 func (UnimplementedAdminServiceServer) ListBrokers(context.Context, *ListBrokersRequest) (*ListBrokersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBrokers not implemented")
+}
+func (UnimplementedAdminServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -654,6 +676,24 @@ func _AdminService_ListBrokers_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListAuditEvents(ctx, req.(*ListAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -724,6 +764,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBrokers",
 			Handler:    _AdminService_ListBrokers_Handler,
+		},
+		{
+			MethodName: "ListAuditEvents",
+			Handler:    _AdminService_ListAuditEvents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

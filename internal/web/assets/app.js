@@ -424,6 +424,35 @@ pages.workers = {
   },
 };
 
+const AUDIT_ACTIONS = ["", "job.cancel", "dlq.requeue", "dlq.purge", "jobs.purge_succeeded", "queue.pause", "queue.resume",
+  "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke"];
+
+// The audit trail: who did each operator action, newest first.
+pages.audit = {
+  render(main) {
+    this.tokens = [""];
+    this.action = el("select", { ariaLabel: "action" }, AUDIT_ACTIONS.map((a) => el("option", { value: a }, a || "any action")));
+    this.actor = el("input", { placeholder: "token id or name", ariaLabel: "actor" });
+    const apply = () => { this.tokens = [""]; refresh(); };
+    this.list = el("div", { id: "audit-list" });
+    this.pager = el("div", { class: "row" });
+    append(main, [el("h1", {}, "Audit trail"),
+      el("div", { class: "row" }, this.action, this.actor, el("button", { type: "button", class: "primary", onclick: apply }, "Filter")),
+      el("section", {}, this.list, this.pager)]);
+  },
+  async refresh() {
+    const res = await read("ListAuditEvents", { action: this.action.value, actor: this.actor.value.trim(), page_size: 50,
+      page_token: this.tokens[this.tokens.length - 1] });
+    clear(this.list).appendChild(table(["Time", "Actor", "Source", "Action", "Target", ["Jobs", "num"], "Detail", "Broker"],
+      (res.events || []).map((e) => el("tr", { dataset: { event: e.id, action: e.action } },
+        td(fmtTime(e.time)), td(el("span", {}, e.actor_name, e.actor_token_id ? " (" + e.actor_token_id + ")" : "")),
+        td([e.source, e.peer].filter(Boolean).join(" ")), td(e.action), td(e.target), num(e.count),
+        td(e.detail), td(e.broker_id || "-"))),
+      "No operator action recorded."));
+    drawPager(this, res.next_page_token);
+  },
+};
+
 // ---- routing and refresh -----------------------------------------------------------------
 
 // refresh redraws the current page. One runs at a time; a refresh asked for meanwhile (a new

@@ -96,6 +96,11 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersResponse.FromString,
                 )
+        self.ListAuditEvents = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListAuditEvents',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -216,6 +221,15 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditEvents(self, request, context):
+        """ListAuditEvents lists the audit trail, newest first: who did each operator action (a
+        requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
+        when, to how many jobs and on which broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -298,6 +312,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListBrokers,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBrokersResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -580,5 +599,22 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListBrokers',
             jobwire_dot_v1_dot_admin__service__pb2.ListBrokersRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.ListBrokersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListAuditEvents',
+            jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
