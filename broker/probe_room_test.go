@@ -27,7 +27,7 @@ func breakerInfo(b *Broker, typ string) (breaker.Info, bool) {
 // idleType on b, with room for capacity jobs.
 func halfOpenIdle(t *testing.T, b *Broker, capacity int) *Session {
 	t.Helper()
-	if _, err := b.ForceBreaker(idleType, breaker.StateHalfOpen); err != nil {
+	if _, err := b.ForceBreaker(context.Background(), idleType, breaker.StateHalfOpen); err != nil {
 		t.Fatal(err)
 	}
 	s, _, err := b.Open(context.Background(), Hello{WorkerID: "w", Types: []string{payType, idleType}, Capacity: capacity})
