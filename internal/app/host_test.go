@@ -44,7 +44,7 @@ func TestHTTPListenerRefusesForeignHostNames(t *testing.T) {
 	pause := func(host string) (int, string) {
 		return hostRequest(t, "POST", addr, host, "/api/rpc/PauseQueue", `{"queue":"q"}`, rebound)
 	}
-	for _, host := range []string{"rebind.evil.example:" + port, "rebind.evil.example", "jobwire.example.com.evil.example", "127.0.0.1.nip.io:" + port, "example.net"} {
+	for _, host := range []string{"rebind.evil.example:" + port, "rebind.evil.example", "jobwire.example.com.evil.example", "127.0.0.1.nip.io:" + port, "example.net", "evil-jobs.example.net"} {
 		code, body := pause(host)
 		if code != http.StatusMisdirectedRequest || !strings.Contains(body, "--http-allowed-hosts") {
 			t.Errorf("PauseQueue with Host %s: %d %q, want 421 naming --http-allowed-hosts", host, code, body)
