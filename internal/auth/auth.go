@@ -125,22 +125,25 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 }
 
 // VerifyFrom is Verify for a call from the client at address peer (an IP address, without a
-// port): a token that is neither cached nor remembered as refused is looked up only while that
-// client has failed fewer authentications than FailureOptions allow, else the answer is a
-// *ThrottledError (matching ErrThrottled). An empty peer is not throttled.
+// port): a token this Authenticator has not verified before, nor refused lately, is looked up
+// only while that client has failed fewer authentications than FailureOptions allow, else the
+// answer is a *ThrottledError (matching ErrThrottled). An empty peer is not throttled.
 func (a *Authenticator) VerifyFrom(ctx context.Context, peer, token string) (Principal, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return Principal{}, ErrUnauthenticated
 	}
 	h := hashToken(token)
 	now := a.clk.Now()
-	if p, ok, refused := a.cached(h, now); ok {
+	p, known := a.cached(h, now)
+	switch {
+	case known == verified:
 		return p, nil
-	} else if refused {
+	case known == refused:
 		return Principal{}, ErrUnauthenticated
-	}
-	if wait := a.fails.wait(peer, now); wait > 0 {
-		return Principal{}, &ThrottledError{Peer: peer, RetryAfter: wait}
+	case known == unknown:
+		if wait := a.fails.wait(peer, now); wait > 0 {
+			return Principal{}, &ThrottledError{Peer: peer, RetryAfter: wait}
+		}
 	}
 	r, err := a.st.TokenGetByHash(ctx, h[:])
 	switch {
@@ -151,7 +154,7 @@ func (a *Authenticator) VerifyFrom(ctx context.Context, peer, token string) (Pri
 	case err != nil:
 		return Principal{}, fmt.Errorf("read token: %w", err)
 	}
-	p, err := principalOf(r)
+	p, err = principalOf(r)
 	if err != nil {
 		return Principal{}, err
 	}

@@ -44,24 +44,35 @@ type cached struct {
 	expires time.Time
 }
 
-// cached looks h up: ok with the principal of a token verified less than a TTL ago, refused
-// for a token refused less than a RefusedTTL ago. Expired entries are dropped.
-func (a *Authenticator) cached(h [sha256.Size]byte, now time.Time) (p Principal, ok, refused bool) {
+// lookup is what the caches know of a token.
+type lookup int
+
+const (
+	unknown  lookup = iota
+	verified        // verified less than a TTL ago
+	stale           // verified longer ago: to be read again, not a guess
+	refused         // found unknown or revoked less than a RefusedTTL ago
+)
+
+// cached looks h up. An expired verified entry stays until the token is read again (or the
+// cache fills), so that reading it again is not throttled as a guess would be: a client with
+// a valid token that shares its address with a guessing one keeps working.
+func (a *Authenticator) cached(h [sha256.Size]byte, now time.Time) (Principal, lookup) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c, hit := a.cache[h]; hit {
 		if now.Before(c.expires) {
-			return c.p, true, false
+			return c.p, verified
 		}
-		delete(a.cache, h)
+		return Principal{}, stale
 	}
 	if until, hit := a.refused[h]; hit {
 		if now.Before(until) {
-			return Principal{}, false, true
+			return Principal{}, refused
 		}
 		delete(a.refused, h)
 	}
-	return Principal{}, false, false
+	return Principal{}, unknown
 }
 
 // remember caches p, verified at now, under h. a.mu is held.
@@ -79,7 +90,8 @@ func (a *Authenticator) remember(h [sha256.Size]byte, p Principal, now time.Time
 	a.cache[h] = cached{p: p, expires: now.Add(a.ttl.TTL)}
 }
 
-// refuse remembers that the token hashed h was found unknown or revoked at now.
+// refuse remembers that the token hashed h was found unknown or revoked at now, and drops it
+// from the verified ones.
 //
 // A token created later is never refused by such an entry: a created token carries 256 bits
 // drawn at its creation and is shown only once stored, so no client can have presented it
@@ -97,6 +109,7 @@ func (a *Authenticator) refuse(h [sha256.Size]byte, now time.Time) {
 			clear(a.refused)
 		}
 	}
+	delete(a.cache, h)
 	a.refused[h] = now.Add(a.ttl.RefusedTTL)
 }
 
@@ -121,8 +134,9 @@ func (a *Authenticator) forget(id string) int {
 
 // ClusterEvent acts on an event of the broker's cluster (broker.WatchCluster): a token revoked
 // through another broker is refused here from now on and the streams it opened here are
-// ended. After a gap in the events (EventResync), when revocations may have been missed, the
-// cache is emptied and the tokens of the open streams are read again. It does not block.
+// ended. After a gap in the events (EventResync), when revocations may have been missed, every
+// cached token is read again before it is trusted, and so are the tokens of the open streams.
+// It does not block.
 func (a *Authenticator) ClusterEvent(e store.Event) {
 	switch e.Kind {
 	case store.EventTokenRevoked:
@@ -131,7 +145,10 @@ func (a *Authenticator) ClusterEvent(e store.Event) {
 		}
 	case store.EventResync:
 		a.mu.Lock()
-		clear(a.cache)
+		for h, c := range a.cache {
+			c.expires = time.Time{} // read again before it is trusted
+			a.cache[h] = c
+		}
 		open := len(a.streams) > 0
 		a.mu.Unlock()
 		if open {

@@ -218,6 +218,15 @@ func TestFailedAuthenticationsThrottledPerClient(t *testing.T) {
 	if _, err := a.VerifyFrom(ctx, "2001:db8::ff", guess(20)); !errors.Is(err, auth.ErrThrottled) {
 		t.Fatalf("an address of a throttled /64: %v, want ErrThrottled", err)
 	}
+	// The cached token, read again once its cache lifetime is over, is not taken for a guess.
+	clk.Advance(auth.DefaultCacheTTL)
+	for i := range 30 { // the bucket has refilled: empty it again
+		_, _ = a.VerifyFrom(ctx, "192.0.2.7", guess(30+i))
+	}
+	reads := st.lookups.Load()
+	if _, err := a.VerifyFrom(ctx, "192.0.2.7", good); err != nil || st.lookups.Load() != reads+1 {
+		t.Fatalf("a token verified before, read again from a throttled client: %v (%d reads, want 1)", err, st.lookups.Load()-reads)
+	}
 	clk.Advance(500 * time.Millisecond)
 	if _, err := a.VerifyFrom(ctx, "192.0.2.7", guess(5)); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("after the wait: %v, want the guess looked up and refused", err)
