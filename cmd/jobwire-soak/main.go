@@ -125,7 +125,8 @@ func run(total time.Duration, db string, withAuth bool, filter *regexp.Regexp) e
 		{"idle connections", idleConnections},
 	}
 	if withAuth {
-		attacks = append(attacks, attack{"bad-token guesses, 500 a second", guessTokens(500)},
+		attacks = append(attacks, attack{"one token's worker streams", tokenStreams},
+			attack{"bad-token guesses, 500 a second", guessTokens(500)},
 			attack{"bad-token guesses, flat out", guessTokens(0)})
 	}
 	attacks = slices.DeleteFunc(attacks, func(a attack) bool { return a.name != attacks[0].name && !filter.MatchString(a.name) })
@@ -471,5 +472,56 @@ func guessTokensAt(ctx context.Context, addr string, perSecond int) error {
 	}
 	wg.Wait()
 	fmt.Printf("  (%d guesses: %d looked up and refused, %d throttled)\n", n.Load(), refused.Load(), throttled.Load())
+	return ctx.Err()
+}
+
+// tokenStreams opens as many worker streams as it can, up to 1008 over 12 connections, with one
+// worker token, then tries one stream with another token, and holds them open.
+func tokenStreams(ctx context.Context, conn *grpc.ClientConn, addr string) error {
+	tokens := jobwirev1.NewTokenServiceClient(conn)
+	var tok [2]string
+	for i := range tok {
+		res, err := tokens.CreateToken(ctx, &jobwirev1.CreateTokenRequest{Name: fmt.Sprintf("soak-%d", i), Role: jobwirev1.TokenRole_TOKEN_ROLE_WORKER})
+		if err != nil {
+			return err
+		}
+		tok[i] = res.GetToken()
+	}
+	dial := func(token string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(client.TokenCredentials(token)))
+	}
+	opened, refusal := 0, ""
+	for c := 0; c < 12 && refusal == ""; c++ {
+		cc, err := dial(tok[0])
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		for range (1000 + 11) / 12 {
+			s := connect(ctx, cc, &jobwirev1.Hello{WorkerId: fmt.Sprintf("hog-%d", opened), JobTypes: []string{"hog"}, Capacity: 1})
+			if s == nil {
+				break
+			}
+			if _, err := s.Recv(); err != nil {
+				refusal = status.Code(err).String()
+				break
+			}
+			opened++
+		}
+	}
+	other := "refused"
+	if cc, err := dial(tok[1]); err == nil {
+		defer cc.Close()
+		if s := connect(ctx, cc, &jobwirev1.Hello{WorkerId: "other", JobTypes: []string{"hog"}, Capacity: 1}); s != nil {
+			if _, err := s.Recv(); err == nil {
+				other = "welcomed"
+			} else {
+				other = status.Code(err).String()
+			}
+		}
+	}
+	fmt.Printf("  (%d streams opened with one token, then %s; another token's stream: %s)\n", opened, refusal, other)
+	<-ctx.Done()
 	return ctx.Err()
 }
