@@ -95,6 +95,8 @@ type Broker struct {
 	leader      atomic.Bool // this broker leads the cluster (isLeader)
 	clusterDone sync.WaitGroup
 	pollTimer   clock.Timer
+	// watchers hear the cluster's events (WatchCluster).
+	watchers atomic.Pointer[[]func(store.Event)]
 
 	ctx    context.Context // ends when the broker stops; for work no caller waits on
 	cancel context.CancelFunc

@@ -99,6 +99,29 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		b.queuesChanged()
 		b.signal()
 	}
+	if w := b.watchers.Load(); w != nil {
+		for _, fn := range *w {
+			fn(e)
+		}
+	}
+}
+
+// WatchCluster has fn hear every event of the broker's cluster after the broker has handled
+// it, those it publishes itself and EventResync included; alone, the broker has none. fn runs
+// on the listening goroutine and must not block. The API tokens' keeper watches for
+// revocations this way.
+func (b *Broker) WatchCluster(fn func(store.Event)) {
+	for {
+		old := b.watchers.Load()
+		var fns []func(store.Event)
+		if old != nil {
+			fns = append(fns, *old...)
+		}
+		fns = append(fns, fn)
+		if b.watchers.CompareAndSwap(old, &fns) {
+			return
+		}
+	}
 }
 
 // scheduledEvent tells the leader a job was stored SCHEDULED until at.

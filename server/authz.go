@@ -136,9 +136,13 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(codes.Unauthenticated,
 			"this broker requires a token: send the metadata \"authorization: Bearer <token>\" (jobwire --token or JOBWIRE_TOKEN)")
 	}
-	p, err := s.auth.Verify(ctx, token)
+	p, err := s.auth.VerifyFrom(ctx, peerIP(ctx), token)
 	if errors.Is(err, auth.ErrUnauthenticated) {
 		return nil, status.Error(codes.Unauthenticated, "the token is unknown, malformed or revoked")
+	}
+	var throttled *auth.ThrottledError
+	if errors.As(err, &throttled) {
+		return nil, status.Errorf(codes.ResourceExhausted, "%v (failed authentications are limited per client address)", throttled)
 	}
 	if err != nil {
 		return nil, toStatus(err)

@@ -52,6 +52,8 @@ type Server struct {
 	local  *localConn
 	// streams counts the open worker streams (Limits.MaxWorkerStreams).
 	streams atomic.Int64
+	// tokenStreams counts them by token (Limits.MaxWorkerStreamsPerToken).
+	tokenStreams tokenStreams
 }
 
 // New builds a *grpc.Server serving b, with logging, panic recovery and request validation.

@@ -25,6 +25,9 @@ type Limits struct {
 	// MaxWorkerStreams caps the worker streams open at once, across connections: each costs
 	// memory and a place in every dispatch round. Zero: 1000.
 	MaxWorkerStreams int
+	// MaxWorkerStreamsPerToken caps, with auth on, the worker streams one token may have open
+	// at once, so that one token cannot take every place MaxWorkerStreams leaves. Zero: 250.
+	MaxWorkerStreamsPerToken int
 	// MaxStreamMessageRate caps the messages per second one worker stream may send, with a
 	// burst of one second's worth. Zero: 50,000, well above what one stream sends at full
 	// speed (two messages a job).
@@ -32,17 +35,25 @@ type Limits struct {
 }
 
 // DefaultLimits: 1 MiB payloads, 10,000 jobs a batch, scheduling up to 366 days ahead, 1000
-// worker streams, 50,000 messages a second per stream.
+// worker streams, 250 of them per token, 50,000 messages a second per stream.
 func DefaultLimits() Limits {
 	return Limits{MaxPayload: 1 << 20, MaxBatch: 10000, MaxScheduleAhead: 366 * 24 * time.Hour,
-		MaxWorkerStreams: 1000, MaxStreamMessageRate: 50000}
+		MaxWorkerStreams: 1000, MaxWorkerStreamsPerToken: DefaultMaxWorkerStreamsPerToken, MaxStreamMessageRate: 50000}
 }
+
+// DefaultMaxWorkerStreamsPerToken is Limits.MaxWorkerStreamsPerToken unless configured: a
+// quarter of the streams a broker serves, so a fleet of a few hundred workers may share a
+// token, and no token holds more than a quarter of the places.
+const DefaultMaxWorkerStreamsPerToken = 250
 
 // withDefaults fills the stream limits left zero.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxWorkerStreams == 0 {
 		l.MaxWorkerStreams = d.MaxWorkerStreams
+	}
+	if l.MaxWorkerStreamsPerToken == 0 {
+		l.MaxWorkerStreamsPerToken = d.MaxWorkerStreamsPerToken
 	}
 	if l.MaxStreamMessageRate == 0 {
 		l.MaxStreamMessageRate = d.MaxStreamMessageRate

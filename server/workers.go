@@ -28,6 +28,13 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 		return status.Errorf(codes.ResourceExhausted, "the broker serves at most %d worker streams at once; retry later", w.limits.MaxWorkerStreams)
 	}
 	defer w.streams.Add(-1)
+	if p, ok := auth.PrincipalFrom(ctx); ok {
+		if !w.tokenStreams.acquire(p.TokenID, w.limits.MaxWorkerStreamsPerToken) {
+			return status.Errorf(codes.ResourceExhausted, "token %s already has %d worker streams open on this broker, the most one token may (max_worker_streams_per_token); close one, or give the workers tokens of their own",
+				p.TokenID, w.limits.MaxWorkerStreamsPerToken)
+		}
+		defer w.tokenStreams.release(p.TokenID)
+	}
 	first, err := stream.Recv()
 	if err != nil {
 		return err

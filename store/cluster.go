@@ -52,6 +52,9 @@ const (
 	// EventCancel: a job held under a lease was cancelled; Key is the lease, "<job id>:<token>",
 	// so that the broker whose worker holds it tells the worker to stop.
 	EventCancel EventKind = "cancel"
+	// EventTokenRevoked: an API token was revoked; Key is its id, so that every broker stops
+	// accepting it and ends the worker streams it opened.
+	EventTokenRevoked EventKind = "token_revoked"
 	// EventResync: events may have been lost; look at the database afresh.
 	EventResync EventKind = "resync"
 )

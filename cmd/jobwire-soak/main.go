@@ -5,6 +5,10 @@
 // (VmHWM from /proc). It is a soak test to read, not a unit test: it asserts nothing.
 //
 //	go run ./cmd/jobwire-soak -duration 60s
+//
+// -auth runs the broker with auth on, every client with an admin token, and adds the attacks on
+// authentication; -attacks runs only the attacks whose names match a regular expression (the
+// baseline always runs); -db postgres://... runs the broker on PostgreSQL.
 package main
 
 import (
@@ -17,23 +21,36 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/percentile"
 )
 
 func main() {
 	duration := flag.Duration("duration", time.Minute, "total time; each attack gets an equal share")
+	withAuth := flag.Bool("auth", false, "run the broker with auth on and add the attacks on authentication")
+	only := flag.String("attacks", "", "run only the attacks whose names match this regular expression")
+	db := flag.String("db", "", "the broker's database (default: a new SQLite file); a postgres:// URL runs it on PostgreSQL")
 	flag.Parse()
-	if err := run(*duration); err != nil {
+	filter, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobwire-soak: -attacks:", err)
+		os.Exit(2)
+	}
+	if err := run(*duration, *db, *withAuth, filter); err != nil {
 		fmt.Fprintln(os.Stderr, "jobwire-soak:", err)
 		os.Exit(1)
 	}
@@ -45,7 +62,7 @@ type attack struct {
 	run  func(ctx context.Context, conn *grpc.ClientConn, addr string) error
 }
 
-func run(total time.Duration) error {
+func run(total time.Duration, db string, withAuth bool, filter *regexp.Regexp) error {
 	dir, err := os.MkdirTemp("", "jobwire-soak")
 	if err != nil {
 		return err
@@ -59,8 +76,18 @@ func run(total time.Duration) error {
 	if err != nil {
 		return err
 	}
-	broker := exec.Command(bin, "serve", "--listen", addr, "--http-listen", "off", "--db", filepath.Join(dir, "jobwire.db"),
+	if db == "" {
+		db = filepath.Join(dir, "jobwire.db")
+	}
+	broker := exec.Command(bin, "serve", "--listen", addr, "--http-listen", "off", "--db", db,
 		"--log-level", "warn")
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if withAuth {
+		token := "soak-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36) + strings.Repeat("x", 32)
+		broker.Args = append(broker.Args, "--auth")
+		broker.Env = append(os.Environ(), "JOBWIRE_BOOTSTRAP_TOKEN="+token)
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(client.TokenCredentials(token)))
+	}
 	var brokerLog bytes.Buffer
 	broker.Stdout, broker.Stderr = &brokerLog, &brokerLog
 	if err := broker.Start(); err != nil {
@@ -70,7 +97,7 @@ func run(total time.Duration) error {
 		_ = broker.Process.Signal(os.Interrupt)
 		_ = broker.Wait()
 	}()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dialOpts...)
 	if err != nil {
 		return err
 	}
@@ -97,6 +124,12 @@ func run(total time.Duration) error {
 		{"oversized failures", oversizedFailures},
 		{"idle connections", idleConnections},
 	}
+	if withAuth {
+		attacks = append(attacks, attack{"one token's worker streams", tokenStreams},
+			attack{"bad-token guesses, 500 a second", guessTokens(500)},
+			attack{"bad-token guesses, flat out", guessTokens(0)})
+	}
+	attacks = slices.DeleteFunc(attacks, func(a attack) bool { return a.name != attacks[0].name && !filter.MatchString(a.name) })
 	share := total / time.Duration(len(attacks))
 	fmt.Printf("broker pid %d on %s; %s per attack\n\n", broker.Process.Pid, addr, share.Round(time.Millisecond))
 	fmt.Printf("%-38s %10s %10s %8s %10s %10s\n", "attack", "p50", "p99", "ops", "RSS MB", "peak MB")
@@ -383,6 +416,112 @@ func idleConnections(ctx context.Context, _ *grpc.ClientConn, addr string) error
 		conns = append(conns, c)
 	}
 	fmt.Printf("  (%d idle connections opened)\n", len(conns))
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// guessTokens presents made-up tokens from 16 callers on 4 connections, perSecond a second
+// between them (0: as fast as they can), and counts the answers: UNAUTHENTICATED ones were
+// looked up, RESOURCE_EXHAUSTED ones were throttled.
+func guessTokens(perSecond int) func(ctx context.Context, _ *grpc.ClientConn, addr string) error {
+	return func(ctx context.Context, _ *grpc.ClientConn, addr string) error {
+		return guessTokensAt(ctx, addr, perSecond)
+	}
+}
+
+func guessTokensAt(ctx context.Context, addr string, perSecond int) error {
+	const callers = 16
+	var n, refused, throttled atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 4 {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		a := jobwirev1.NewAdminServiceClient(conn)
+		for g := range callers / 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var tick *time.Ticker
+				if perSecond > 0 {
+					tick = time.NewTicker(time.Duration(callers) * time.Second / time.Duration(perSecond))
+					defer tick.Stop()
+				}
+				for i := 0; ctx.Err() == nil; i++ {
+					if tick != nil {
+						select {
+						case <-ctx.Done():
+							return
+						case <-tick.C:
+						}
+					}
+					guess := fmt.Sprintf("jw_%08x%08x_%043d", c*4+g, i, i)
+					_, err := a.ListQueues(ctx, &jobwirev1.ListQueuesRequest{}, grpc.PerRPCCredentials(client.TokenCredentials(guess)))
+					n.Add(1)
+					switch status.Code(err) {
+					case codes.Unauthenticated:
+						refused.Add(1)
+					case codes.ResourceExhausted:
+						throttled.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	fmt.Printf("  (%d guesses: %d looked up and refused, %d throttled)\n", n.Load(), refused.Load(), throttled.Load())
+	return ctx.Err()
+}
+
+// tokenStreams opens as many worker streams as it can, up to 1008 over 12 connections, with one
+// worker token, then tries one stream with another token, and holds them open.
+func tokenStreams(ctx context.Context, conn *grpc.ClientConn, addr string) error {
+	tokens := jobwirev1.NewTokenServiceClient(conn)
+	var tok [2]string
+	for i := range tok {
+		res, err := tokens.CreateToken(ctx, &jobwirev1.CreateTokenRequest{Name: fmt.Sprintf("soak-%d", i), Role: jobwirev1.TokenRole_TOKEN_ROLE_WORKER})
+		if err != nil {
+			return err
+		}
+		tok[i] = res.GetToken()
+	}
+	dial := func(token string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(client.TokenCredentials(token)))
+	}
+	opened, refusal := 0, ""
+	for c := 0; c < 12 && refusal == ""; c++ {
+		cc, err := dial(tok[0])
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		for range (1000 + 11) / 12 {
+			s := connect(ctx, cc, &jobwirev1.Hello{WorkerId: fmt.Sprintf("hog-%d", opened), JobTypes: []string{"hog"}, Capacity: 1})
+			if s == nil {
+				break
+			}
+			if _, err := s.Recv(); err != nil {
+				refusal = status.Code(err).String()
+				break
+			}
+			opened++
+		}
+	}
+	other := "refused"
+	if cc, err := dial(tok[1]); err == nil {
+		defer cc.Close()
+		if s := connect(ctx, cc, &jobwirev1.Hello{WorkerId: "other", JobTypes: []string{"hog"}, Capacity: 1}); s != nil {
+			if _, err := s.Recv(); err == nil {
+				other = "welcomed"
+			} else {
+				other = status.Code(err).String()
+			}
+		}
+	}
+	fmt.Printf("  (%d streams opened with one token, then %s; another token's stream: %s)\n", opened, refusal, other)
 	<-ctx.Done()
 	return ctx.Err()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/jobwire/jobwire/internal/config"
 )
@@ -10,6 +11,7 @@ import (
 // securityFlags are serve's TLS and auth flags.
 type securityFlags struct {
 	tlsCert, tlsKey, tlsClientCA, bootstrapFile stringFlag
+	httpAllowedHosts                            stringFlag
 	auth, insecure                              boolFlag
 	// bootstrapToken comes from JOBWIRE_BOOTSTRAP_TOKEN only: a secret on the command line
 	// would show in the process list.
@@ -26,6 +28,8 @@ func (sf *securityFlags) vars(e *env) []serveVar {
 		{&sf.insecure, "insecure", "JOBWIRE_INSECURE", "allow listening beyond loopback without TLS and auth"},
 		{&sf.bootstrapFile, "bootstrap-token-file", "JOBWIRE_BOOTSTRAP_TOKEN_FILE",
 			"where the first admin token is written with --auth and no tokens yet (default: the database path + .admin-token)"},
+		{&sf.httpAllowedHosts, "http-allowed-hosts", "JOBWIRE_HTTP_ALLOWED_HOSTS",
+			"comma-separated host names the HTTP listener answers without --auth, besides loopback names, IP addresses and its own host (*.example.com: every name under it)"},
 	}
 }
 
@@ -47,6 +51,16 @@ func (sf *securityFlags) apply(cfg *config.Config) error {
 		cfg.Insecure = sf.insecure.v
 	}
 	cfg.BootstrapToken = sf.bootstrapToken
+	if sf.httpAllowedHosts.set {
+		cfg.HTTPAllowedHosts = nil
+		for _, h := range strings.Split(sf.httpAllowedHosts.v, ",") {
+			h = strings.TrimSpace(h)
+			if err := config.CheckAllowedHost(h); err != nil {
+				return usageErrorf("%s: each entry %v", sf.httpAllowedHosts.setBy("http-allowed-hosts"), err)
+			}
+			cfg.HTTPAllowedHosts = append(cfg.HTTPAllowedHosts, h)
+		}
+	}
 	if err := cfg.CheckSecurity(); err != nil {
 		return usageErrorf("%v", err)
 	}

@@ -74,6 +74,9 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 		{"http listen from the environment", nil, map[string]string{"JOBWIRE_HTTP_LISTEN": "nope"}, `JOBWIRE_HTTP_LISTEN "nope" is not host:port`},
 		{"http listen address in use", []string{"--http-listen", busy.Addr().String()}, nil, "cannot listen on " + busy.Addr().String() + " for HTTP: address already in use; choose another --http-listen, or off"},
 		{"metrics neither on nor off", []string{"--metrics", "yes"}, nil, `--metrics must be on or off, got "yes"`},
+		{"allowed host with a port", []string{"--http-allowed-hosts", "jobwire.example.com,proxy:8080"}, nil,
+			`--http-allowed-hosts: each entry must be a host name without a port, such as jobwire.example.com or *.example.com, got "proxy:8080"`},
+		{"allowed hosts from the environment", nil, map[string]string{"JOBWIRE_HTTP_ALLOWED_HOSTS": "a.example,"}, `JOBWIRE_HTTP_ALLOWED_HOSTS: each entry must be a host name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

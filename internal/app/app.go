@@ -152,7 +152,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	if err != nil {
 		return err
 	}
-	authn := auth.New(auth.Options{Store: st, Logger: log, Audit: b.AuditToken})
+	authn := auth.New(auth.Options{Store: st, Logger: log, Audit: b.AuditToken, Cache: auth.CacheOptions{TTL: cfg.TokenCacheTTL}})
+	// Revocations through other brokers of the cluster end this broker's trust in a token.
+	b.WatchCluster(authn.ClusterEvent)
 	if cfg.Auth {
 		// The audit trail names the broker's start as the maker of a bootstrap token.
 		startup := broker.WithActor(ctx, broker.Actor{Name: "bootstrap", Source: "startup"})
@@ -165,14 +167,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	limits := server.DefaultLimits()
 	limits.MaxPayload = cfg.MaxPayload
+	limits.MaxWorkerStreamsPerToken = cfg.MaxWorkerStreamsPerToken
 	transport := server.DefaultTransport()
 	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{},
 		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...), Transport: transport})
 	addrs := Addrs{GRPC: lis.Addr()}
 	var hs *http.Server
 	if hlis != nil {
+		listenHost, _, _ := net.SplitHostPort(cfg.HTTPListen)
 		wopts := web.Options{Ready: b.Ready, MetricsAuth: cfg.MetricsAuth, Log: log,
-			Conn: srv.LocalConn(), Context: ctx}
+			Conn: srv.LocalConn(), Context: ctx, ListenHost: listenHost, AllowedHosts: cfg.HTTPAllowedHosts}
 		if cfg.Auth {
 			// The dashboard's reads need a viewer token and its actions an admin token, as
 			// the same calls over gRPC do.

@@ -67,21 +67,31 @@ type Options struct {
 	// Audit, when set, is called in the transaction that creates or revokes a token, with the
 	// token as it is after (RevokedAt zero for one created), to record who did it.
 	Audit func(ctx context.Context, tx store.Tx, t store.TokenRecord) error
+	// Cache and Failures tune how long verifications are remembered and how many failed ones
+	// one client may cause (cache.go, throttle.go); zero fields take the defaults.
+	Cache    CacheOptions
+	Failures FailureOptions
 }
 
-// Authenticator verifies tokens and manages them. It caches verified tokens; revoking through
-// it drops the token from the cache at once, so a revocation holds for the next call. It is
-// safe for concurrent use.
+// Authenticator verifies tokens and manages them. It caches verified tokens for a short
+// lifetime (CacheOptions.TTL); revoking through it drops the token from the cache at once, so
+// a revocation holds for the next call, and the other brokers of a cluster drop it when they
+// hear of it (ClusterEvent). It is safe for concurrent use.
 type Authenticator struct {
-	st   Store
-	clk  clock.Clock
-	rand io.Reader
-	log  *slog.Logger
+	st    Store
+	clk   clock.Clock
+	rand  io.Reader
+	log   *slog.Logger
+	ttl   CacheOptions
+	fails *failures
 	// audit records token changes in their transaction (Options.Audit).
 	audit func(ctx context.Context, tx store.Tx, t store.TokenRecord) error
 
-	mu      sync.Mutex
-	cache   map[[sha256.Size]byte]Principal
+	mu    sync.Mutex
+	cache map[[sha256.Size]byte]cached
+	// refused remembers, until the time each maps to, the hashes of tokens just found unknown
+	// or revoked, so that a client repeating one costs no storage read.
+	refused map[[sha256.Size]byte]time.Time
 	streams map[string]map[*tracked]struct{} // by token id
 	// revoked holds the ids revoked through this Authenticator. A Verify whose storage read
 	// raced a revocation, or a stream registered just after one, checks it, so neither can
@@ -90,9 +100,6 @@ type Authenticator struct {
 }
 
 type tracked struct{ cancel context.CancelCauseFunc }
-
-// maxCached bounds the cache of verified tokens; when full it starts over.
-const maxCached = 4096
 
 // New returns an Authenticator over opts.Store.
 func New(opts Options) *Authenticator {
@@ -109,7 +116,9 @@ func New(opts Options) *Authenticator {
 		opts.Audit = func(context.Context, store.Tx, store.TokenRecord) error { return nil }
 	}
 	return &Authenticator{st: opts.Store, clk: opts.Clock, rand: opts.Rand, log: opts.Logger, audit: opts.Audit,
-		cache: map[[sha256.Size]byte]Principal{}, streams: map[string]map[*tracked]struct{}{}, revoked: map[string]struct{}{}}
+		ttl: opts.Cache.withDefaults(), fails: newFailures(opts.Failures.withDefaults()),
+		cache: map[[sha256.Size]byte]cached{}, refused: map[[sha256.Size]byte]time.Time{},
+		streams: map[string]map[*tracked]struct{}{}, revoked: map[string]struct{}{}}
 }
 
 // hashToken is what the store keeps of a token: tokens carry 256 random bits, so a plain,
@@ -120,26 +129,41 @@ func hashToken(token string) [sha256.Size]byte { return sha256.Sum256([]byte(tok
 // Verify returns the principal of a bearer token, or ErrUnauthenticated. Other errors are
 // storage failures.
 func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, error) {
+	return a.VerifyFrom(ctx, "", token)
+}
+
+// VerifyFrom is Verify for a call from the client at address peer (an IP address, without a
+// port): a token this Authenticator has not verified before, nor refused lately, is looked up
+// only while that client has failed fewer authentications than FailureOptions allow, else the
+// answer is a *ThrottledError (matching ErrThrottled). An empty peer is not throttled.
+func (a *Authenticator) VerifyFrom(ctx context.Context, peer, token string) (Principal, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return Principal{}, ErrUnauthenticated
 	}
 	h := hashToken(token)
-	a.mu.Lock()
-	p, ok := a.cache[h]
-	a.mu.Unlock()
-	if ok {
+	now := a.clk.Now()
+	p, known := a.cached(h, now)
+	switch {
+	case known == verified:
 		return p, nil
+	case known == refused:
+		return Principal{}, ErrUnauthenticated
+	case known == unknown:
+		if wait := a.fails.wait(peer, now); wait > 0 {
+			return Principal{}, &ThrottledError{Peer: peer, RetryAfter: wait}
+		}
 	}
 	r, err := a.st.TokenGetByHash(ctx, h[:])
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), err == nil && !r.RevokedAt.IsZero():
+		a.refuse(h, now)
+		a.fails.charge(peer, now)
 		return Principal{}, ErrUnauthenticated
 	case err != nil:
 		return Principal{}, fmt.Errorf("read token: %w", err)
-	case !r.RevokedAt.IsZero():
-		return Principal{}, ErrUnauthenticated
 	}
-	if p, err = principalOf(r); err != nil {
+	p, err = principalOf(r)
+	if err != nil {
 		return Principal{}, err
 	}
 	a.mu.Lock()
@@ -147,10 +171,7 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 	if _, gone := a.revoked[p.TokenID]; gone {
 		return Principal{}, ErrUnauthenticated
 	}
-	if len(a.cache) >= maxCached {
-		clear(a.cache)
-	}
-	a.cache[h] = p
+	a.remember(h, p, now)
 	return p, nil
 }
 
@@ -264,7 +285,9 @@ func (a *Authenticator) List(ctx context.Context) ([]Token, error) {
 }
 
 // Revoke revokes the token with id: calls that present it are refused from now on, and the
-// worker streams it opened are ended (see Track). It returns ErrNotFound for an unknown id.
+// worker streams it opened are ended (see Track). The revocation is published to the other
+// brokers of a cluster, which do the same as they hear of it (ClusterEvent). It returns
+// ErrNotFound for an unknown id.
 func (a *Authenticator) Revoke(ctx context.Context, id string) (Token, error) {
 	var rec *store.TokenRecord
 	err := a.st.Write(ctx, "token_revoke", func(tx store.Tx) error {
@@ -272,25 +295,14 @@ func (a *Authenticator) Revoke(ctx context.Context, id string) (Token, error) {
 		if rec, err = tx.TokenRevoke(id, a.clk.Now()); err != nil {
 			return err
 		}
+		tx.Publish(store.Event{Kind: store.EventTokenRevoked, Key: id})
 		return a.audit(ctx, tx, *rec)
 	})
 	if err != nil {
 		return Token{}, err
 	}
-	a.mu.Lock()
-	a.revoked[id] = struct{}{}
-	for h, p := range a.cache {
-		if p.TokenID == id {
-			delete(a.cache, h)
-		}
-	}
-	streams := a.streams[id]
-	delete(a.streams, id)
-	a.mu.Unlock()
-	for t := range streams {
-		t.cancel(ErrRevoked)
-	}
-	a.log.InfoContext(ctx, "token revoked", "token_id", id, "streams_closed", len(streams))
+	n := a.forget(id)
+	a.log.InfoContext(ctx, "token revoked", "token_id", id, "streams_closed", n)
 	return tokenOf(*rec), nil
 }
 

@@ -98,6 +98,8 @@ type Options struct {
 	// waits as long as its callers do, so that a test moving the clock while a write is in
 	// flight does not make it refuse calls.
 	DatabaseSilence time.Duration
+	// AuthFailures bounds the failed authentications of one client (zero: auth's defaults).
+	AuthFailures auth.FailureOptions
 }
 
 // EnvStore is the variable that moves brokers to PostgreSQL (see the package doc).
@@ -243,7 +245,8 @@ func (b *Bundle) start() {
 		t.Fatalf("listen: %v", err)
 	}
 	b.Addr = lis.Addr().String()
-	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log, Audit: br.AuditToken})
+	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log, Audit: br.AuditToken, Failures: b.opts.AuthFailures})
+	br.WatchCluster(b.Auth.ClusterEvent)
 	gs, srv := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
 		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions, Transport: b.opts.Transport})
 	tr := b.opts.Transport

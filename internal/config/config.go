@@ -17,7 +17,9 @@ import (
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/retry"
+	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
@@ -50,6 +52,13 @@ type File struct {
 	Insecure    *bool   `yaml:"insecure"` // allow serving other machines without TLS and auth
 	// BootstrapTokenFile receives the first admin token (default: the database path + ".admin-token").
 	BootstrapTokenFile string `yaml:"bootstrap_token_file"`
+	// TokenCacheTTL is how long a verified token is trusted without reading the database.
+	TokenCacheTTL time.Duration `yaml:"token_cache_ttl"`
+	// MaxWorkerStreamsPerToken caps the worker streams one token may have open on a broker.
+	MaxWorkerStreamsPerToken int `yaml:"max_worker_streams_per_token"`
+	// HTTPAllowedHosts are the host names, besides loopback ones and the listener's own, that
+	// the HTTP listener answers while auth is off (behind a proxy, say).
+	HTTPAllowedHosts []string `yaml:"http_allowed_hosts"`
 }
 
 // RetryFile overrides parts of a retry policy.
@@ -128,6 +137,16 @@ type Config struct {
 	BootstrapTokenFile string
 	// BootstrapToken, from JOBWIRE_BOOTSTRAP_TOKEN only, becomes the first admin token.
 	BootstrapToken string
+	// TokenCacheTTL is how long a verified token is trusted without reading the database: the
+	// longest a token revoked through another broker may still work here if the revocation's
+	// event is lost (auth.CacheOptions).
+	TokenCacheTTL time.Duration
+	// MaxWorkerStreamsPerToken caps the worker streams one token may have open at once
+	// (server.Limits).
+	MaxWorkerStreamsPerToken int
+	// HTTPAllowedHosts are extra host names the HTTP listener answers while auth is off
+	// (web.Options.AllowedHosts).
+	HTTPAllowedHosts []string
 }
 
 // HTTPOff is the HTTPListen value that turns the HTTP listener off.
@@ -152,6 +171,9 @@ func Defaults() Config {
 		HTTPListen:  DefaultHTTPListen,
 		Metrics:     true,
 		TLS:         TLS{ReloadInterval: DefaultTLSReloadInterval},
+
+		TokenCacheTTL:            auth.DefaultCacheTTL,
+		MaxWorkerStreamsPerToken: server.DefaultMaxWorkerStreamsPerToken,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -56,7 +57,42 @@ func (f File) applySecurity(c *Config) []string {
 	if c.TLS.ReloadInterval < time.Second {
 		errs = append(errs, fmt.Sprintf("tls.reload_interval must be at least 1s, got %s", c.TLS.ReloadInterval))
 	}
+	if f.TokenCacheTTL != 0 {
+		c.TokenCacheTTL = f.TokenCacheTTL
+		if c.TokenCacheTTL < 0 || c.TokenCacheTTL > MaxTokenCacheTTL {
+			errs = append(errs, fmt.Sprintf("token_cache_ttl must be more than 0 and at most %s (how long a revoked token may still work on another broker that missed the revocation), got %s",
+				MaxTokenCacheTTL, c.TokenCacheTTL))
+		}
+	}
+	if f.MaxWorkerStreamsPerToken != 0 {
+		c.MaxWorkerStreamsPerToken = f.MaxWorkerStreamsPerToken
+		if c.MaxWorkerStreamsPerToken < 1 {
+			errs = append(errs, fmt.Sprintf("max_worker_streams_per_token must be at least 1, got %d", c.MaxWorkerStreamsPerToken))
+		}
+	}
+	if f.HTTPAllowedHosts != nil {
+		c.HTTPAllowedHosts = f.HTTPAllowedHosts
+		for i, h := range c.HTTPAllowedHosts {
+			if err := CheckAllowedHost(h); err != nil {
+				errs = append(errs, fmt.Sprintf("http_allowed_hosts[%d] %v", i, err))
+			}
+		}
+	}
 	return errs
+}
+
+// MaxTokenCacheTTL bounds token_cache_ttl: a revocation must reach every broker in a time an
+// operator can wait for.
+const MaxTokenCacheTTL = time.Minute
+
+// CheckAllowedHost checks an entry of http_allowed_hosts: a host name or IP address without a
+// port, or "*." and a domain for every name under it. The error reads after the setting's name.
+func CheckAllowedHost(h string) error {
+	name := strings.TrimPrefix(h, "*.")
+	if name == "" || strings.ContainsAny(name, ":/ *@") && net.ParseIP(name) == nil {
+		return fmt.Errorf("must be a host name without a port, such as jobwire.example.com or *.example.com, got %q", h)
+	}
+	return nil
 }
 
 // CheckSecurity checks the security settings once every source (file, flags, environment) has

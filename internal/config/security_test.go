@@ -65,3 +65,32 @@ func TestCheckSecurity(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTokenLimitsAndAllowedHosts(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+token_cache_ttl: 2s
+max_worker_streams_per_token: 40
+http_allowed_hosts: [jobwire.example.com, "*.jobs.example.net", 10.0.0.5]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TokenCacheTTL != 2*time.Second || cfg.MaxWorkerStreamsPerToken != 40 || len(cfg.HTTPAllowedHosts) != 3 {
+		t.Fatalf("token cache %s, streams per token %d, allowed hosts %v", cfg.TokenCacheTTL, cfg.MaxWorkerStreamsPerToken, cfg.HTTPAllowedHosts)
+	}
+	if d := Defaults(); d.TokenCacheTTL != 5*time.Second || d.MaxWorkerStreamsPerToken != 250 || d.HTTPAllowedHosts != nil {
+		t.Fatalf("defaults: token cache %s, streams per token %d, allowed hosts %v", d.TokenCacheTTL, d.MaxWorkerStreamsPerToken, d.HTTPAllowedHosts)
+	}
+	for doc, want := range map[string]string{
+		"token_cache_ttl: 2m":                      "token_cache_ttl must be more than 0 and at most 1m0s",
+		"token_cache_ttl: -1s":                     "token_cache_ttl must be more than 0",
+		"max_worker_streams_per_token: -3":         "max_worker_streams_per_token must be at least 1, got -3",
+		"http_allowed_hosts: [jobwire.example:80]": `http_allowed_hosts[0] must be a host name without a port, such as jobwire.example.com or *.example.com, got "jobwire.example:80"`,
+		`http_allowed_hosts: ["*"]`:                `http_allowed_hosts[0] must be a host name`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+		}
+	}
+}

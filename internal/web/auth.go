@@ -3,9 +3,14 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jobwire/jobwire/internal/auth"
 )
@@ -75,28 +80,60 @@ func token(r *http.Request) string {
 
 // roleFor authenticates r.
 func (a *authn) roleFor(r *http.Request) Role {
+	role, _ := a.authenticate(r)
+	return role
+}
+
+// authenticate authenticates r; wait is set when r's client failed too many authentications
+// lately and its token was not looked at.
+func (a *authn) authenticate(r *http.Request) (role Role, wait time.Duration) {
 	if a.auth == nil {
-		return RoleAdmin
+		return RoleAdmin, 0
 	}
 	t := token(r)
 	if t == "" {
-		return RoleNone
+		return RoleNone, 0
 	}
-	role, err := a.auth.Authenticate(r.Context(), t)
-	if err != nil {
+	role, err := a.auth.Authenticate(withClient(r), t)
+	var throttled *auth.ThrottledError
+	switch {
+	case errors.As(err, &throttled):
+		return RoleNone, throttled.RetryAfter
+	case err != nil:
 		if !errors.Is(err, ErrBadToken) {
 			a.log.Warn("http: token check failed", "err", err)
 		}
-		return RoleNone
+		return RoleNone, 0
 	}
-	return role
+	return role, 0
+}
+
+type clientKey struct{}
+
+// withClient is r's context carrying the client's IP address, which failed authentications
+// are counted against (auth.FailureOptions).
+func withClient(r *http.Request) context.Context {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return context.WithValue(r.Context(), clientKey{}, host)
+}
+
+// tooMany answers a client whose failed authentications are throttled.
+func tooMany(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	http.Error(w, fmt.Sprintf("too many failed authentications from this address; retry in %s", wait), http.StatusTooManyRequests)
 }
 
 // require answers 401 without a valid token and 403 when its role is below min.
 func (a *authn) require(min Role, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		role := a.roleFor(r)
+		role, wait := a.authenticate(r)
 		switch {
+		case wait > 0:
+			tooMany(w, wait)
+			return
 		case role == RoleNone:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jobwire"`)
 			http.Error(w, "a viewer or admin token is required", http.StatusUnauthorized)
@@ -117,7 +154,8 @@ type tokenAuth struct{ a *auth.Authenticator }
 func FromTokens(a *auth.Authenticator) Authenticator { return tokenAuth{a} }
 
 func (t tokenAuth) Authenticate(ctx context.Context, token string) (Role, error) {
-	p, err := t.a.Verify(ctx, token)
+	client, _ := ctx.Value(clientKey{}).(string)
+	p, err := t.a.VerifyFrom(ctx, client, token)
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
 			return RoleNone, ErrBadToken

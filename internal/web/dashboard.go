@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/auth"
 )
 
 // The dashboard is plain HTML, CSS and JavaScript embedded in the binary: no build step, no
@@ -133,7 +135,12 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	role, err := d.authn.auth.Authenticate(r.Context(), tok)
+	role, err := d.authn.auth.Authenticate(withClient(r), tok)
+	var throttled *auth.ThrottledError
+	if errors.As(err, &throttled) {
+		tooMany(w, throttled.RetryAfter)
+		return
+	}
 	if tok == "" || err != nil || role < RoleViewer {
 		http.Redirect(w, r, "/login?failed=1", http.StatusSeeOther)
 		return

@@ -34,6 +34,12 @@ type Options struct {
 	Now func() time.Time
 	// SampleEvery is how often the throughput graph's totals are read (0: DefaultSampleEvery).
 	SampleEvery time.Duration
+	// ListenHost is the host the listener was told to listen on; with Auth nil, requests are
+	// answered only for it, IP addresses, localhost and AllowedHosts (see hostGuard).
+	ListenHost string
+	// AllowedHosts are more host names answered with Auth nil; "*.example.com" allows every
+	// name under example.com.
+	AllowedHosts []string
 }
 
 // readyTimeout bounds the storage read /readyz makes.
@@ -75,6 +81,11 @@ func Handler(opts Options) http.Handler {
 	}
 	if opts.Conn != nil {
 		newDashboard(opts, a).routes(mux)
+	}
+	if opts.Auth == nil {
+		// With tokens required a rebinding page gains nothing: it has no token, and the
+		// login cookie belongs to the broker's own host.
+		return newHostGuard(mux, opts.ListenHost, opts.AllowedHosts)
 	}
 	return mux
 }
