@@ -93,7 +93,7 @@ sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
 ## (not part of `make test`, which only checks that every entry still fits the code;
 ## MUTATE_ARGS=-only=REGEXP). The PostgreSQL store's guards run against a private cluster.
 mutate: sdk-deps
-	scripts/with-postgres.sh $(GO) run ./internal/mutate $(MUTATE_ARGS)
+	PYTHON=$(PYTHON) scripts/with-postgres.sh $(GO) run ./internal/mutate $(MUTATE_ARGS)
 
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:

@@ -66,6 +66,15 @@ const (
 	fenceFile = "store/fence.go"
 	storePkg  = "./store/sqlite"
 	srvPkg    = "./server"
+
+	pgTx      = "store/postgres/tx.go"
+	pgPkg     = "./store/postgres"
+	pgFenced  = "TestStoreContract$/FencedWrites"
+	secPkg    = "./security"
+	authPkg   = "./internal/auth"
+	webPkg    = "./internal/web"
+	authzFile = "server/authz.go"
+	authFile  = "internal/auth/auth.go"
 )
 
 // sqlFence is the two mutations of one fencing comparison in SQL: a token at or above the
@@ -77,6 +86,19 @@ func sqlFence(write, from string) []mutation {
 			name: "fencing in SQL: " + write + " takes lease_token " + op,
 			file: txFile, from: from, to: strings.Replace(from, "lease_token = ", "lease_token "+op+" ", 1),
 			pkgs: []string{storePkg}, run: fenced,
+		})
+	}
+	return out
+}
+
+// pgFence is sqlFence for the PostgreSQL store, whose tests need a server.
+func pgFence(write, file, from string) []mutation {
+	var out []mutation
+	for _, op := range []string{">=", "<="} {
+		out = append(out, mutation{
+			name: "postgres fencing: " + write + " takes lease_token " + op,
+			file: file, from: from, to: strings.Replace(from, "lease_token = ", "lease_token "+op+" ", 1),
+			pkgs: []string{pgPkg}, run: pgFenced, postgres: true,
 		})
 	}
 	return out
@@ -177,6 +199,144 @@ func mutations() []mutation {
 	add(mutation{name: "storage retries: the retry wait passes its ceiling", file: "store/storeretry/storeretry.go",
 		from: "if d > maxDuration-j {", to: "if false {",
 		pkgs: []string{"./store/storeretry"}, run: ""})
+	add(mutation{name: "storage retries: the clock's sleep returns at once", file: "store/storeretry/sleep.go",
+		from: "\t\tif d <= 0 {\n\t\t\treturn nil\n\t\t}\n\t\tfired", to: "\t\tif true {\n\t\t\treturn nil\n\t\t}\n\t\tfired",
+		pkgs: []string{"./store/storeretry"}, run: "TestClockSleep"})
+	add(mutation{name: "postgres: Listen reconnects without waiting (the sleep returns at once)", file: "store/storeretry/sleep.go",
+		from: "\t\tif d <= 0 {\n\t\t\treturn nil\n\t\t}\n\t\tfired", to: "\t\tif true {\n\t\t\treturn nil\n\t\t}\n\t\tfired",
+		pkgs: []string{pgPkg}, run: "TestListenBacksOffWhileTheDatabaseRefuses"})
+
+	// Fencing in the PostgreSQL store's SQL.
+	add(pgFence("JobStart", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3`,")...)
+	add(pgFence("JobFinish (success)", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,")...)
+	add(pgFence("JobFinish (failure)", pgTx, "lease_token = $9 AND lease_secret = $10 AND state IN (3, 4) RETURNING attempt_base")...)
+	add(pgFence("JobRelease", pgTx, "WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state = 3`, ref.JobID")...)
+	add(pgFence("JobGetHeld", pgTx, "FROM jobs WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state IN (3, 4)`,")...)
+	add(pgFence("JobExtendLeases", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING jobs.id")...)
+	add(pgFence("JobSucceedMany", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING u.ord")...)
+	add(pgFence("JobStartMany", "store/postgres/many.go", "AS u(id, seq, secret, now, until, deadline)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
+	add(pgFence("JobReleaseMany", "store/postgres/many.go", "worker_id = ''\n\tFROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
+
+	// The PostgreSQL store's leases: rows another transaction holds are skipped, neither
+	// waited for nor leased twice; pauses and caps hold across brokers.
+	add(mutation{name: "postgres: a lease waits for locked rows (no SKIP LOCKED)", file: pgTx,
+		from: "` FOR UPDATE SKIP LOCKED`)", to: "` FOR UPDATE`)",
+		pkgs: []string{pgPkg}, run: "TestConcurrentLeasesSkipLockedJobs", postgres: true})
+	add(mutation{name: "postgres: a lease reads ready rows without locking them", file: pgTx,
+		from: "` FOR UPDATE SKIP LOCKED`)", to: "``)",
+		pkgs: []string{pgPkg}, run: "TestConcurrentLeasesSkipLockedJobs", postgres: true})
+	add(mutation{name: "postgres: a paused queue is leased from", file: pgTx,
+		from: "AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)",
+		to:   "AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND false)`)",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$", postgres: true})
+	add(mutation{name: "postgres caps: a capped queue has room for one more", file: "store/postgres/queues.go",
+		from: "room[name] = max(0, limit-held[name])", to: "room[name] = max(0, limit-held[name]+1)",
+		pkgs: []string{pgPkg}, run: "TestEnforcedCap", postgres: true})
+	add(mutation{name: "postgres caps: a lease counts a capped queue without locking it", file: "store/postgres/queues.go",
+		from: "WHERE concurrency_limit > 0 ORDER BY name FOR UPDATE`", to: "WHERE concurrency_limit > 0 ORDER BY name`",
+		pkgs: []string{pgPkg}, run: "TestEnforcedCap", postgres: true})
+
+	// Leadership: one leader, and a live one is not deposed.
+	add(mutation{name: "postgres leadership: a broker leads without the lock", file: "store/postgres/cluster.go",
+		from: "\t\t\tcase ok:\n\t\t\t\tleader = true", to: "\t\t\tcase err == nil:\n\t\t\t\tleader = true",
+		pkgs: []string{pgPkg}, run: "TestCampaignElectsOneLeaderAndFailsOver", postgres: true})
+	add(mutation{name: "postgres leadership: a leader that is not silent is ended", file: "store/postgres/cluster.go",
+		from: "AND `+dbNow+` - b.last_seen > $2`,", to: "AND `+dbNow+` - b.last_seen > $2 / 1000000`,",
+		pkgs: []string{pgPkg}, run: "TestBusyLeaderKeepsTheLeadership|TestFrozenLeaderOfAnotherRoleIsNotEnded", postgres: true})
+
+	// Auth: the access table, its default, token scopes and revocation.
+	add(mutation{name: "auth: a viewer may pause a queue", file: authzFile,
+		from: "jobwirev1.AdminService_PauseQueue_FullMethodName:        adminOnly,", to: "jobwirev1.AdminService_PauseQueue_FullMethodName:        viewer,",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth: a producer may connect as a worker", file: authzFile,
+		from: "jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,", to: "jobwirev1.WorkerService_Connect_FullMethodName: producerOnly,",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth: a viewer may create tokens", file: authzFile,
+		from: "jobwirev1.TokenService_CreateToken_FullMethodName: adminOnly,", to: "jobwirev1.TokenService_CreateToken_FullMethodName: viewer,",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth: a call missing from the access table takes any token", file: authzFile,
+		from: "\treturn adminOnly, false\n", to: "\treturn rule{anyRole: true}, false\n",
+		pkgs: []string{srvPkg}, run: "TestUnlistedCallsAreAdminOnly"})
+	add(mutation{name: "auth: every role may make every call", file: authzFile,
+		from: "if r.anyRole || role == auth.RoleAdmin {", to: "if true {",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth scope: a producer's job type is not checked", file: authzFile,
+		from: "if !p.Scope.AllowsQueue(queue) || !p.Scope.AllowsType(typ) {", to: "if !p.Scope.AllowsQueue(queue) {",
+		pkgs: []string{secPkg}, run: "TestProducerScope"})
+	add(mutation{name: "auth scope: a producer cancels a job outside its scope", file: authzFile,
+		from: "case *jobwirev1.CancelJobRequest:\n\t\treturn s.checkStoredJobScope(ctx, p, r.GetId())",
+		to:   "case *jobwirev1.CancelJobRequest:\n\t\treturn nil",
+		pkgs: []string{secPkg}, run: "TestProducerScope"})
+	add(mutation{name: "auth scope: a worker serves job types outside its scope", file: authzFile,
+		from: "if !p.Scope.AllowsType(t) {", to: "if false {",
+		pkgs: []string{secPkg}, run: "TestWorkerScope|TestScopedWorkerGetsOnlyItsJobs"})
+	add(mutation{name: "auth scope: a queue-scoped worker serves every queue", file: authzFile,
+		from: "if len(p.Scope.Queues) > 0 && len(h.GetQueues()) == 0 {", to: "if false {",
+		pkgs: []string{secPkg}, run: "TestWorkerScope|TestScopedWorkerGetsOnlyItsJobs"})
+	add(mutation{name: "auth scope: a pattern without * matches by prefix", file: "internal/auth/scope.go",
+		from: "\t\treturn pattern == name\n", to: "\t\treturn strings.HasPrefix(name, pattern)\n",
+		pkgs: []string{authPkg}, run: "TestMatch"})
+	add(mutation{name: "auth revocation: a token revoked in storage verifies", file: authFile,
+		from: "case !r.RevokedAt.IsZero():", to: "case false:",
+		pkgs: []string{authPkg}, run: ""})
+	add(mutation{name: "auth revocation: a revoked token stays in the cache", file: authFile,
+		from: "\t\t\tdelete(a.cache, h)\n", to: "\t\t\t_ = h\n",
+		pkgs: []string{authPkg}, run: ""})
+	add(mutation{name: "auth revocation: a read racing the revocation caches the token", file: authFile,
+		from: "if _, gone := a.revoked[p.TokenID]; gone {\n\t\treturn Principal{}, ErrUnauthenticated",
+		to:   "if false {\n\t\treturn Principal{}, ErrUnauthenticated",
+		pkgs: []string{authPkg}, run: ""})
+	add(mutation{name: "auth revocation: a revoked token's streams stay open", file: authFile,
+		from: "\t\tt.cancel(ErrRevoked)\n", to: "\t\t_ = t\n",
+		pkgs: []string{secPkg}, run: "TestRevokedTokenClosesStream"})
+
+	// The dashboard's own role check, in front of the broker's.
+	add(mutation{name: "dashboard: a viewer's write reaches the broker", file: "internal/web/auth.go",
+		from: "\t\tcase role < min:\n", to: "\t\tcase role < RoleNone:\n",
+		pkgs: []string{webPkg}, run: "TestDashboardRefusesAViewersWriteBeforeCallingTheBroker"})
+	add(mutation{name: "dashboard: writes need only a viewer", file: "internal/web/dashboard.go",
+		from: "d.authn.require(RoleAdmin, http.HandlerFunc(d.write))", to: "d.authn.require(RoleViewer, http.HandlerFunc(d.write))",
+		pkgs: []string{webPkg}, run: "TestDashboardRefusesAViewersWriteBeforeCallingTheBroker"})
+	add(mutation{name: "dashboard: a call without a token is forbidden, not unauthenticated", file: "internal/web/auth.go",
+		from: "\t\tcase role == RoleNone:\n", to: "\t\tcase false:\n",
+		pkgs: []string{webPkg}, run: "TestDashboardNeedsAViewerOrAdminToken"})
+
+	// Limits on what a caller may send.
+	add(mutation{name: "limits: a payload one byte over the limit is taken", file: "server/validate.go",
+		from: "if n := len(s.GetPayload()); n > l.MaxPayload {", to: "if n := len(s.GetPayload()); n > l.MaxPayload+1 {",
+		pkgs: []string{srvPkg}, run: "TestBadInputIsInvalidArgument"})
+	add(mutation{name: "limits: a batch one job over the limit is taken", file: "server/producer.go",
+		from: "if n == 0 || n > s.limits.MaxBatch {", to: "if n == 0 || n > s.limits.MaxBatch+1 {",
+		pkgs: []string{srvPkg}, run: "TestLimitsHoldAtTheirBoundary"})
+	add(mutation{name: "limits: a job scheduled a year past the limit is taken", file: "server/validate.go",
+		from: "if at := sched.RunAt.AsTime(); at.After(now.Add(l.MaxScheduleAhead)) {", to: "if at := sched.RunAt.AsTime(); at.After(now.Add(l.MaxScheduleAhead).AddDate(1, 0, 0)) {",
+		pkgs: []string{srvPkg}, run: "TestBadInputIsInvalidArgument"})
+	add(mutation{name: "limits: one worker stream more than the limit", file: "server/workers.go",
+		from: "if n := w.streams.Add(1); n > int64(w.limits.MaxWorkerStreams) {", to: "if n := w.streams.Add(1); n > int64(w.limits.MaxWorkerStreams)+1 {",
+		pkgs: []string{secPkg}, run: "TestWorkerStreamCount"})
+	add(mutation{name: "limits: a stream sends one message more than its rate", file: "server/workers.go",
+		from: "if m.tokens < float64(n) {", to: "if m.tokens < float64(n)-1 {",
+		pkgs: []string{secPkg}, run: "TestStreamMessageRate"})
+	add(mutation{name: "limits: a hello names one job type more than the limit", file: "server/validate.go",
+		from: "if n := len(h.GetJobTypes()); n > maxHelloTypes {", to: "if n := len(h.GetJobTypes()); n > maxHelloTypes+1 {",
+		pkgs: []string{srvPkg}, run: "TestLimitsHoldAtTheirBoundary"})
+	add(mutation{name: "limits: a hello names one queue more than the limit", file: "server/validate.go",
+		from: "if n := len(h.GetQueues()); n > maxHelloQueues {", to: "if n := len(h.GetQueues()); n > maxHelloQueues+1 {",
+		pkgs: []string{srvPkg}, run: "TestLimitsHoldAtTheirBoundary"})
+
+	// The SDKs: what a handler sees of a cancel, and which failures are fatal.
+	add(mutation{name: "python: a timeout cancel reads as requested", file: "sdks/python/jobwire/worker.py",
+		from: "    pb.CANCEL_REASON_TIMEOUT: CANCEL_TIMEOUT,", to: "    pb.CANCEL_REASON_TIMEOUT: CANCEL_REQUESTED,",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_cancel_reaches_handler", sdk: sdkPython})
+	add(mutation{name: "python: bug exception types are transient", file: "sdks/python/jobwire/errors.py",
+		from: "    if isinstance(exc, (FatalError,) + FATAL_EXCEPTION_TYPES):", to: "    if isinstance(exc, FatalError):",
+		pkgs: []string{"sdks/python/tests/test_errors.py"}, run: "test_kinds", sdk: sdkPython})
+	add(mutation{name: "node: a timeout cancel reads as requested", file: "sdks/node/src/worker.js",
+		from: "  CANCEL_REASON_TIMEOUT: CancelReason.TIMEOUT,", to: "  CANCEL_REASON_TIMEOUT: CancelReason.REQUESTED,",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^cancel aborts the handler signal", sdk: sdkNode})
+	add(mutation{name: "node: bug error types are transient", file: "sdks/node/src/errors.js",
+		from: "const fatal = err instanceof FatalError || FATAL_ERROR_TYPES.some((T) => err instanceof T);", to: "const fatal = err instanceof FatalError;",
+		pkgs: []string{"sdks/node/test/errors.test.js"}, run: "^classify maps error types to failure kinds$", sdk: sdkNode})
 	return ms
 }
 
@@ -282,9 +442,10 @@ func try(ctx context.Context, m mutation, original []byte, timeout time.Duration
 			err = errors.Join(err, fmt.Errorf("restore %s: %w", m.file, rerr))
 		}
 	}()
+	// A mutation that does not compile proves nothing about the tests: the list is wrong.
 	if out, err := compiles(ctx, m); err != nil {
 		os.Stdout.Write(out)
-		return "", fmt.Errorf("mutation %q does not compile: fix the list", m.name)
+		return "DOES NOT COMPILE", nil
 	}
 	o := runTests(ctx, m, timeout)
 	switch {
@@ -292,7 +453,7 @@ func try(ctx context.Context, m mutation, original []byte, timeout time.Duration
 		return "interrupted", nil
 	case o.buildFailed:
 		os.Stdout.Write(o.out)
-		return "", fmt.Errorf("mutation %q does not compile: fix the list", m.name)
+		return "DOES NOT COMPILE", nil
 	case o.ran == 0:
 		// A run that fails before any test ran (a crash at start, a flag error) says
 		// nothing about the guard.
