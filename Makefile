@@ -88,10 +88,12 @@ sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
 	npm ci --prefix sdks/node --no-audit --no-fund --loglevel=error
 
 ## mutate: break each guard the broker's promises rest on (attempt counting, fencing, reruns,
-## jitter, breaker permits, max attempts, always-fatal types, storage retries), one at a time,
-## and check a test fails; prints the kill rate (not part of `make test`; MUTATE_ARGS=-only=REGEXP)
-mutate:
-	$(GO) run ./internal/mutate $(MUTATE_ARGS)
+## jitter, breaker permits, max attempts, always-fatal types, storage retries, the PostgreSQL
+## store, auth, limits, the SDKs), one at a time, and check a test fails; prints the kill table
+## (not part of `make test`, which only checks that every entry still fits the code;
+## MUTATE_ARGS=-only=REGEXP). The PostgreSQL store's guards run against a private cluster.
+mutate: sdk-deps
+	PYTHON=$(PYTHON) scripts/with-postgres.sh $(GO) run ./internal/mutate $(MUTATE_ARGS)
 
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:

@@ -3,22 +3,33 @@
 // should notice, and expects them to fail. It prints a table of which mutations the tests
 // killed and which survived, and exits with status 1 if any survived.
 //
-// Run it from the repository root with `make mutate` (or `go run ./internal/mutate`); -only
-// takes a regular expression over mutation names. The source file is restored after each
-// mutation, also when the run is interrupted. A mutation whose text is not found exactly once
-// stops the run before anything is changed, so the list cannot rot unnoticed.
+// Run it from the repository root with `make mutate`, which starts a private PostgreSQL for the
+// PostgreSQL store's mutations (scripts/with-postgres.sh); -only takes a regular expression over
+// mutation names. The source file is restored after each mutation, also when the run is
+// interrupted. Most tests are Go's; a mutation of an SDK names its own test runner (sdk).
+//
+// The list cannot rot unnoticed: TestListApplies, part of go test ./..., fails as soon as an
+// entry's text is not found exactly once, its package or test file is gone, or its -run
+// pattern selects no test (-check does the same from the command line). Before any mutation
+// the runner runs each entry's tests unmutated and stops unless they pass and run at least one
+// test in every package named; a mutation counts as killed only when a test ran and failed,
+// never when the tests did not build or none ran.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -30,17 +41,40 @@ type mutation struct {
 	name     string
 	file     string
 	from, to string
-	pkgs     []string // the packages whose tests must kill it
-	run      string   // their -run pattern
+	// pkgs are the Go packages whose tests must kill it, or with sdk the SDK's test files.
+	pkgs []string
+	// run selects those tests: go test's -run pattern; with sdk "python" unittest's -k (a
+	// substring of Class.test_method), with sdk "node" node --test's --test-name-pattern.
+	run string
+	// sdk names the test runner when the tests are not Go's: "python" or "node".
+	sdk string
+	// postgres: the tests need a PostgreSQL server (JOBWIRE_TEST_POSTGRES), without which
+	// they skip; the runner refuses to start without one.
+	postgres bool
 }
 
 const (
-	fenced   = "TestStoreContract/FencedWrites"
-	matrix   = "TestStorageFaultMatrix"
-	restart  = "TestStaleTokensAfterRestart"
-	txFile   = "store/sqlite/tx.go"
-	storePkg = "./store/sqlite"
-	srvPkg   = "./server"
+	sdkPython = "python"
+	sdkNode   = "node"
+)
+
+const (
+	fenced    = "TestStoreContract/FencedWrites"
+	matrix    = "TestStorageFaultMatrix"
+	restart   = "TestStaleTokensAfterRestart"
+	txFile    = "store/sqlite/tx.go"
+	fenceFile = "store/fence.go"
+	storePkg  = "./store/sqlite"
+	srvPkg    = "./server"
+
+	pgTx      = "store/postgres/tx.go"
+	pgPkg     = "./store/postgres"
+	pgFenced  = "TestStoreContract$/FencedWrites"
+	secPkg    = "./security"
+	authPkg   = "./internal/auth"
+	webPkg    = "./internal/web"
+	authzFile = "server/authz.go"
+	authFile  = "internal/auth/auth.go"
 )
 
 // sqlFence is the two mutations of one fencing comparison in SQL: a token at or above the
@@ -52,6 +86,19 @@ func sqlFence(write, from string) []mutation {
 			name: "fencing in SQL: " + write + " takes lease_token " + op,
 			file: txFile, from: from, to: strings.Replace(from, "lease_token = ", "lease_token "+op+" ", 1),
 			pkgs: []string{storePkg}, run: fenced,
+		})
+	}
+	return out
+}
+
+// pgFence is sqlFence for the PostgreSQL store, whose tests need a server.
+func pgFence(write, file, from string) []mutation {
+	var out []mutation
+	for _, op := range []string{">=", "<="} {
+		out = append(out, mutation{
+			name: "postgres fencing: " + write + " takes lease_token " + op,
+			file: file, from: from, to: strings.Replace(from, "lease_token = ", "lease_token "+op+" ", 1),
+			pkgs: []string{pgPkg}, run: pgFenced, postgres: true,
 		})
 	}
 	return out
@@ -104,14 +151,14 @@ func mutations() []mutation {
 	add(mutation{name: "rerun: a stored result is stale", file: txFile,
 		from: "return t.alreadyApplied(p.Ref, p.State, p.Attempt.Number)", to: "return false, nil",
 		pkgs: []string{storePkg}, run: fenced})
-	add(mutation{name: "rerun: a stored release is stale", file: txFile,
-		from: "st == job.StatePending, err", to: "st == job.StateLeased, err",
+	add(mutation{name: "rerun: a stored release is stale", file: fenceFile,
+		from: "s.Token == ref.Token && s.State == job.StatePending", to: "s.Token == ref.Token && s.State == job.StateLeased",
 		pkgs: []string{storePkg}, run: fenced})
-	add(mutation{name: "rerun: another attempt's effect counts as this one's", file: txFile,
-		from: "token == ref.Token && n == attempts && st == state", to: "token == ref.Token && n >= 0 && st == state",
+	add(mutation{name: "rerun: another attempt's effect counts as this one's", file: fenceFile,
+		from: "s.Token == ref.Token && s.Attempts == attempts && s.State == state", to: "s.Token == ref.Token && s.Attempts >= 0 && s.State == state",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobStart$"})
-	add(mutation{name: "rerun: a newer token's effect counts as this one's", file: txFile,
-		from: "token == ref.Token && n == attempts && st == state", to: "token.Seq <= ref.Token.Seq && n == attempts && st == state",
+	add(mutation{name: "rerun: a newer token's effect counts as this one's", file: fenceFile,
+		from: "s.Token == ref.Token && s.Attempts == attempts && s.State == state", to: "s.Token.Seq <= ref.Token.Seq && s.Attempts == attempts && s.State == state",
 		pkgs: []string{storePkg}, run: fenced})
 
 	// Jitter clipping: the job retry wait never passes its cap.
@@ -128,7 +175,7 @@ func mutations() []mutation {
 		to:   "case b.state == StateHalfOpen && len(b.probes) <= b.cfg.HalfOpenProbes:\n\t\tb.lastProbe++",
 		pkgs: []string{"./breaker"}, run: ""})
 	add(mutation{name: "breaker: a permit of an earlier generation counts", file: "breaker/set.go",
-		from: "if b.gen != p.Generation {", to: "if false {",
+		from: "return b.gen == p.Generation", to: "return true",
 		pkgs: []string{"./breaker"}, run: ""})
 	add(mutation{name: "breaker: a failed attempt is not counted", file: "broker/breakers.go",
 		from: "b.breakers.Failure(l.permit, kind)", to: "b.breakers.Release(l.permit)",
@@ -178,65 +225,213 @@ func mutations() []mutation {
 		from: "if !s.movable || s.draining || s.closed {\n\t\t\tcontinue\n\t\t}\n\t\ts.draining = true\n\t\ts.out.closeWith(err)",
 		to:   "if s.draining || s.closed {\n\t\t\tcontinue\n\t\t}\n\t\ts.draining = true\n\t\ts.out.closeWith(err)",
 		pkgs: []string{srvPkg}, run: "TestUnreachableDatabaseMovesMovableWorkersAway"})
+
+	add(mutation{name: "storage retries: the clock's sleep returns at once", file: "store/storeretry/sleep.go",
+		from: "\t\tif d <= 0 {\n\t\t\treturn nil\n\t\t}\n\t\tfired", to: "\t\tif true {\n\t\t\treturn nil\n\t\t}\n\t\tfired",
+		pkgs: []string{"./store/storeretry"}, run: "TestClockSleep"})
+	add(mutation{name: "postgres: Listen reconnects without waiting (the sleep returns at once)", file: "store/storeretry/sleep.go",
+		from: "\t\tif d <= 0 {\n\t\t\treturn nil\n\t\t}\n\t\tfired", to: "\t\tif true {\n\t\t\treturn nil\n\t\t}\n\t\tfired",
+		pkgs: []string{pgPkg}, run: "TestListenBacksOffWhileTheDatabaseRefuses"})
+
+	// Fencing in the PostgreSQL store's SQL.
+	add(pgFence("JobStart", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3`,")...)
+	add(pgFence("JobFinish (success)", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,")...)
+	add(pgFence("JobFinish (failure)", pgTx, "lease_token = $9 AND lease_secret = $10 AND state IN (3, 4) RETURNING attempt_base")...)
+	add(pgFence("JobRelease", pgTx, "WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state = 3`, ref.JobID")...)
+	add(pgFence("JobGetHeld", pgTx, "FROM jobs WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state IN (3, 4)`,")...)
+	add(pgFence("JobExtendLeases", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING jobs.id")...)
+	add(pgFence("JobSucceedMany", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING u.ord")...)
+	add(pgFence("JobStartMany", "store/postgres/many.go", "AS u(id, seq, secret, now, until, deadline)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
+	add(pgFence("JobReleaseMany", "store/postgres/many.go", "worker_id = ''\n\tFROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
+
+	// The PostgreSQL store's leases: rows another transaction holds are skipped, neither
+	// waited for nor leased twice; pauses and caps hold across brokers.
+	add(mutation{name: "postgres: a lease waits for locked rows (no SKIP LOCKED)", file: pgTx,
+		from: "` FOR UPDATE SKIP LOCKED`)", to: "` FOR UPDATE`)",
+		pkgs: []string{pgPkg}, run: "TestConcurrentLeasesSkipLockedJobs", postgres: true})
+	add(mutation{name: "postgres: a lease reads ready rows without locking them", file: pgTx,
+		from: "` FOR UPDATE SKIP LOCKED`)", to: "``)",
+		pkgs: []string{pgPkg}, run: "TestConcurrentLeasesSkipLockedJobs", postgres: true})
+	add(mutation{name: "postgres: a paused queue is leased from", file: pgTx,
+		from: "AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)",
+		to:   "AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND false)`)",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$", postgres: true})
+	add(mutation{name: "postgres caps: a capped queue has room for one more", file: "store/postgres/queues.go",
+		from: "room[name] = max(0, limit-held[name])", to: "room[name] = max(0, limit-held[name]+1)",
+		pkgs: []string{pgPkg}, run: "TestEnforcedCap", postgres: true})
+	add(mutation{name: "postgres caps: a lease counts a capped queue without locking it", file: "store/postgres/queues.go",
+		from: "WHERE concurrency_limit > 0 ORDER BY name FOR UPDATE`", to: "WHERE concurrency_limit > 0 ORDER BY name`",
+		pkgs: []string{pgPkg}, run: "TestEnforcedCap", postgres: true})
+
+	// Leadership: one leader, and a live one is not deposed.
+	add(mutation{name: "postgres leadership: a broker leads without the lock", file: "store/postgres/cluster.go",
+		from: "\t\t\tcase ok:\n\t\t\t\tleader = true", to: "\t\t\tcase err == nil:\n\t\t\t\tleader = true",
+		pkgs: []string{pgPkg}, run: "TestCampaignElectsOneLeaderAndFailsOver", postgres: true})
+	add(mutation{name: "postgres leadership: a leader that is not silent is ended", file: "store/postgres/cluster.go",
+		from: "AND `+dbNow+` - b.last_seen > $2`,", to: "AND `+dbNow+` - b.last_seen > $2 / 1000000`,",
+		pkgs: []string{pgPkg}, run: "TestBusyLeaderKeepsTheLeadership|TestFrozenLeaderOfAnotherRoleIsNotEnded", postgres: true})
+
+	// Auth: the access table, its default, token scopes and revocation.
+	add(mutation{name: "auth: a viewer may pause a queue", file: authzFile,
+		from: "jobwirev1.AdminService_PauseQueue_FullMethodName:        adminOnly,", to: "jobwirev1.AdminService_PauseQueue_FullMethodName:        viewer,",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth: a producer may connect as a worker", file: authzFile,
+		from: "jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,", to: "jobwirev1.WorkerService_Connect_FullMethodName: producerOnly,",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth: a viewer may create tokens", file: authzFile,
+		from: "jobwirev1.TokenService_CreateToken_FullMethodName: adminOnly,", to: "jobwirev1.TokenService_CreateToken_FullMethodName: viewer,",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth: a call missing from the access table takes any token", file: authzFile,
+		from: "\treturn adminOnly, false\n", to: "\treturn rule{anyRole: true}, false\n",
+		pkgs: []string{srvPkg}, run: "TestUnlistedCallsAreAdminOnly"})
+	add(mutation{name: "auth: every role may make every call", file: authzFile,
+		from: "if r.anyRole || role == auth.RoleAdmin {", to: "if true {",
+		pkgs: []string{secPkg}, run: "TestRoles"})
+	add(mutation{name: "auth scope: a producer's job type is not checked", file: authzFile,
+		from: "if !p.Scope.AllowsQueue(queue) || !p.Scope.AllowsType(typ) {", to: "if !p.Scope.AllowsQueue(queue) {",
+		pkgs: []string{secPkg}, run: "TestProducerScope"})
+	add(mutation{name: "auth scope: a producer cancels a job outside its scope", file: authzFile,
+		from: "case *jobwirev1.CancelJobRequest:\n\t\treturn s.checkStoredJobScope(ctx, p, r.GetId())",
+		to:   "case *jobwirev1.CancelJobRequest:\n\t\treturn nil",
+		pkgs: []string{secPkg}, run: "TestProducerScope"})
+	add(mutation{name: "auth scope: a worker serves job types outside its scope", file: authzFile,
+		from: "if !p.Scope.AllowsType(t) {", to: "if false {",
+		pkgs: []string{secPkg}, run: "TestWorkerScope|TestScopedWorkerGetsOnlyItsJobs"})
+	add(mutation{name: "auth scope: a queue-scoped worker serves every queue", file: authzFile,
+		from: "if len(p.Scope.Queues) > 0 && len(h.GetQueues()) == 0 {", to: "if false {",
+		pkgs: []string{secPkg}, run: "TestWorkerScope|TestScopedWorkerGetsOnlyItsJobs"})
+	add(mutation{name: "auth scope: a pattern without * matches by prefix", file: "internal/auth/scope.go",
+		from: "\t\treturn pattern == name\n", to: "\t\treturn strings.HasPrefix(name, pattern)\n",
+		pkgs: []string{authPkg}, run: "TestMatch"})
+	add(mutation{name: "auth revocation: a token revoked in storage verifies", file: authFile,
+		from: "err == nil && !r.RevokedAt.IsZero():", to: "err == nil && false:",
+		pkgs: []string{authPkg}, run: ""})
+	add(mutation{name: "auth revocation: a revoked token stays in the cache", file: "internal/auth/cache.go",
+		from: "\t\t\tdelete(a.cache, h)\n", to: "\t\t\t_ = h\n",
+		pkgs: []string{authPkg}, run: ""})
+	add(mutation{name: "auth revocation: a read racing the revocation caches the token", file: authFile,
+		from: "if _, gone := a.revoked[p.TokenID]; gone {\n\t\treturn Principal{}, ErrUnauthenticated",
+		to:   "if false {\n\t\treturn Principal{}, ErrUnauthenticated",
+		pkgs: []string{authPkg}, run: ""})
+	add(mutation{name: "auth revocation: a revoked token's streams stay open", file: "internal/auth/cache.go",
+		from: "\t\tt.cancel(ErrRevoked)\n", to: "\t\t_ = t\n",
+		pkgs: []string{secPkg}, run: "TestRevokedTokenClosesStream"})
+
+	// The dashboard's own role check, in front of the broker's.
+	add(mutation{name: "dashboard: a viewer's write reaches the broker", file: "internal/web/auth.go",
+		from: "\t\tcase role < min:\n", to: "\t\tcase role < RoleNone:\n",
+		pkgs: []string{webPkg}, run: "TestDashboardRefusesAViewersWriteBeforeCallingTheBroker"})
+	add(mutation{name: "dashboard: writes need only a viewer", file: "internal/web/dashboard.go",
+		from: "d.authn.require(RoleAdmin, http.HandlerFunc(d.write))", to: "d.authn.require(RoleViewer, http.HandlerFunc(d.write))",
+		pkgs: []string{webPkg}, run: "TestDashboardRefusesAViewersWriteBeforeCallingTheBroker"})
+	add(mutation{name: "dashboard: a call without a token is forbidden, not unauthenticated", file: "internal/web/auth.go",
+		from: "\t\tcase role == RoleNone:\n", to: "\t\tcase false:\n",
+		pkgs: []string{webPkg}, run: "TestDashboardNeedsAViewerOrAdminToken"})
+
+	// Limits on what a caller may send.
+	add(mutation{name: "limits: a payload one byte over the limit is taken", file: "server/validate.go",
+		from: "if n := len(s.GetPayload()); n > l.MaxPayload {", to: "if n := len(s.GetPayload()); n > l.MaxPayload+1 {",
+		pkgs: []string{srvPkg}, run: "TestBadInputIsInvalidArgument"})
+	add(mutation{name: "limits: a batch one job over the limit is taken", file: "server/producer.go",
+		from: "if n == 0 || n > s.limits.MaxBatch {", to: "if n == 0 || n > s.limits.MaxBatch+1 {",
+		pkgs: []string{srvPkg}, run: "TestLimitsHoldAtTheirBoundary"})
+	add(mutation{name: "limits: a job scheduled a year past the limit is taken", file: "server/validate.go",
+		from: "if at := sched.RunAt.AsTime(); at.After(now.Add(l.MaxScheduleAhead)) {", to: "if at := sched.RunAt.AsTime(); at.After(now.Add(l.MaxScheduleAhead).AddDate(1, 0, 0)) {",
+		pkgs: []string{srvPkg}, run: "TestBadInputIsInvalidArgument"})
+	add(mutation{name: "limits: one worker stream more than the limit", file: "server/workers.go",
+		from: "if n := w.streams.Add(1); n > int64(w.limits.MaxWorkerStreams) {", to: "if n := w.streams.Add(1); n > int64(w.limits.MaxWorkerStreams)+1 {",
+		pkgs: []string{secPkg}, run: "TestWorkerStreamCount"})
+	add(mutation{name: "limits: a stream sends one message more than its rate", file: "server/workers.go",
+		from: "if m.tokens < float64(n) {", to: "if m.tokens < float64(n)-1 {",
+		pkgs: []string{secPkg}, run: "TestStreamMessageRate"})
+	add(mutation{name: "limits: a hello names one job type more than the limit", file: "server/validate.go",
+		from: "if n := len(h.GetJobTypes()); n > maxHelloTypes {", to: "if n := len(h.GetJobTypes()); n > maxHelloTypes+1 {",
+		pkgs: []string{srvPkg}, run: "TestLimitsHoldAtTheirBoundary"})
+	add(mutation{name: "limits: a hello names one queue more than the limit", file: "server/validate.go",
+		from: "if n := len(h.GetQueues()); n > maxHelloQueues {", to: "if n := len(h.GetQueues()); n > maxHelloQueues+1 {",
+		pkgs: []string{srvPkg}, run: "TestLimitsHoldAtTheirBoundary"})
+
+	// The SDKs: what a handler sees of a cancel, and which failures are fatal.
+	add(mutation{name: "python: a timeout cancel reads as requested", file: "sdks/python/jobwire/worker.py",
+		from: "    pb.CANCEL_REASON_TIMEOUT: CANCEL_TIMEOUT,", to: "    pb.CANCEL_REASON_TIMEOUT: CANCEL_REQUESTED,",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_cancel_reaches_handler", sdk: sdkPython})
+	add(mutation{name: "python: bug exception types are transient", file: "sdks/python/jobwire/errors.py",
+		from: "    if isinstance(exc, (FatalError,) + FATAL_EXCEPTION_TYPES):", to: "    if isinstance(exc, FatalError):",
+		pkgs: []string{"sdks/python/tests/test_errors.py"}, run: "test_kinds", sdk: sdkPython})
+	add(mutation{name: "node: a timeout cancel reads as requested", file: "sdks/node/src/worker.js",
+		from: "  CANCEL_REASON_TIMEOUT: CancelReason.TIMEOUT,", to: "  CANCEL_REASON_TIMEOUT: CancelReason.REQUESTED,",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^cancel aborts the handler signal", sdk: sdkNode})
+	add(mutation{name: "node: bug error types are transient", file: "sdks/node/src/errors.js",
+		from: "const fatal = err instanceof FatalError || FATAL_ERROR_TYPES.some((T) => err instanceof T);", to: "const fatal = err instanceof FatalError;",
+		pkgs: []string{"sdks/node/test/errors.test.js"}, run: "^classify maps error types to failure kinds$", sdk: sdkNode})
 	return ms
 }
 
 // result is what became of one mutation.
 type result struct {
 	m       mutation
-	outcome string // killed, SURVIVED, or an error
+	outcome string // killed, SURVIVED, or why neither
 	took    time.Duration
 }
 
 func main() {
 	only := flag.String("only", "", "run only the mutations whose name matches this regular expression")
 	timeout := flag.Duration("timeout", 5*time.Minute, "the longest one mutation's tests may run")
+	check := flag.Bool("check", false, "only check that every entry still applies (texts, packages, tests), running nothing")
 	flag.Parse()
-	if err := run(*only, *timeout); err != nil {
+	if err := run(*only, *timeout, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(2)
 	}
 }
 
-func run(only string, timeout time.Duration) error {
+func run(only string, timeout time.Duration, checkOnly bool) error {
 	re, err := regexp.Compile(only)
 	if err != nil {
 		return fmt.Errorf("-only: %w", err)
 	}
+	// Check the whole list before changing anything.
+	all := mutations()
+	if err := errList(append(checkList(".", all), alternativesExist(".", all)...)); err != nil {
+		return fmt.Errorf("the list no longer fits the code:\n%w", err)
+	}
+	if checkOnly {
+		fmt.Printf("mutate: all %d mutations apply\n", len(all))
+		return nil
+	}
 	var ms []mutation
-	for _, m := range mutations() {
+	for _, m := range all {
 		if re.MatchString(m.name) {
 			ms = append(ms, m)
 		}
 	}
-	// Check the whole list before changing anything.
+	if len(ms) == 0 {
+		return fmt.Errorf("-only %q matches no mutation", only)
+	}
 	originals := map[string][]byte{}
 	for _, m := range ms {
-		src, ok := originals[m.file]
-		if !ok {
-			if src, err = os.ReadFile(m.file); err != nil {
+		if _, ok := originals[m.file]; !ok {
+			if originals[m.file], err = os.ReadFile(m.file); err != nil {
 				return err
 			}
-			originals[m.file] = src
 		}
-		if n := bytes.Count(src, []byte(m.from)); n != 1 {
-			return fmt.Errorf("mutation %q: its text is in %s %d times, want exactly once: update the list", m.name, m.file, n)
+		if m.postgres && os.Getenv("JOBWIRE_TEST_POSTGRES") == "" {
+			return fmt.Errorf("mutation %q needs PostgreSQL: run it under scripts/with-postgres.sh (make mutate does), or set JOBWIRE_TEST_POSTGRES", m.name)
 		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	// The tests must pass before any mutation, or a failure proves nothing.
+	// The tests must pass before any mutation, or a failure proves nothing; and they must run,
+	// in every package named, or a pass proves nothing.
+	began := time.Now()
 	fmt.Println("mutate: running the tests unmutated first")
 	for _, m := range uniqueRuns(ms) {
-		out, err := goTest(ctx, m, timeout)
-		if err != nil {
-			os.Stdout.Write(out)
-			return fmt.Errorf("tests %s -run %q fail without any mutation", strings.Join(m.pkgs, " "), m.run)
-		}
-		if bytes.Contains(out, []byte("[no tests to run]")) {
-			return fmt.Errorf("tests %s -run %q: a package runs no test: update the list", strings.Join(m.pkgs, " "), m.run)
+		o := runTests(ctx, m, timeout)
+		if err := o.cleanPass(m); err != nil {
+			os.Stdout.Write(o.out)
+			return err
 		}
 	}
 
@@ -256,7 +451,7 @@ func run(only string, timeout time.Duration) error {
 	if ctx.Err() != nil {
 		return errors.New("interrupted; every file is restored")
 	}
-	killed := report(results)
+	killed := report(results, time.Since(began))
 	if killed < len(results) {
 		os.Exit(1)
 	}
@@ -274,30 +469,188 @@ func try(ctx context.Context, m mutation, original []byte, timeout time.Duration
 			err = errors.Join(err, fmt.Errorf("restore %s: %w", m.file, rerr))
 		}
 	}()
-	out, terr := goTest(ctx, m, timeout)
+	// A mutation that does not compile proves nothing about the tests: the list is wrong.
+	if out, err := compiles(ctx, m); err != nil {
+		os.Stdout.Write(out)
+		return "DOES NOT COMPILE", nil
+	}
+	o := runTests(ctx, m, timeout)
 	switch {
 	case ctx.Err() != nil:
 		return "interrupted", nil
-	case terr == nil:
-		return "SURVIVED", nil
-	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
-		os.Stdout.Write(out)
-		return "", fmt.Errorf("mutation %q does not compile: fix the list", m.name)
+	case o.buildFailed:
+		os.Stdout.Write(o.out)
+		return "DOES NOT COMPILE", nil
+	case o.ran == 0:
+		// A run that fails before any test ran (a crash at start, a flag error) says
+		// nothing about the guard.
+		os.Stdout.Write(o.out)
+		return "no test ran", nil
+	case o.failed:
+		return "killed", nil
 	}
-	return "killed", nil
+	return "SURVIVED", nil
 }
 
-// goTest runs m's tests in a process group of their own, so that an interrupt stops the test
-// binaries too.
-func goTest(ctx context.Context, m mutation, timeout time.Duration) ([]byte, error) {
-	args := []string{"test", "-count=1", "-timeout", timeout.String()}
-	if m.run != "" {
-		args = append(args, "-run", m.run)
+// compiles checks a mutated Python or Node.js file's syntax, so that a mutation the
+// interpreter cannot load is not counted as killed by the import error; Go's build failures
+// show in go test's own report.
+func compiles(ctx context.Context, m mutation) ([]byte, error) {
+	var cmd *exec.Cmd
+	switch {
+	case strings.HasSuffix(m.file, ".py"):
+		cmd = exec.CommandContext(ctx, python(), "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", m.file)
+	case strings.HasSuffix(m.file, ".js"):
+		cmd = exec.CommandContext(ctx, "node", "--check", m.file)
+	default:
+		return nil, nil
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, m.pkgs...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	return cmd.CombinedOutput()
+}
+
+func python() string {
+	if p := os.Getenv("PYTHON"); p != "" {
+		return p
+	}
+	return "python3"
+}
+
+// testRun is what one run of a mutation's tests showed.
+type testRun struct {
+	out         []byte
+	err         error          // the command's
+	ran         int            // tests that passed or failed (not skipped)
+	failed      bool           // a test, or the run as a whole, failed
+	buildFailed bool           // Go: a package did not build
+	perPkg      map[string]int // Go: tests run by package
+	deepest     int            // Go: the deepest level of subtests run (1: top-level tests)
+}
+
+// cleanPass reports why the unmutated run o of m's tests proves nothing, or nil: a failure, a
+// package (or test file) in which no test ran, or a -run pattern whose subtest levels selected
+// no subtest.
+func (o testRun) cleanPass(m mutation) error {
+	tests := strings.Join(m.pkgs, " ")
+	if m.run != "" {
+		tests += " " + m.run
+	}
+	switch {
+	case o.failed || o.err != nil:
+		return fmt.Errorf("tests %s fail without any mutation (%v)", tests, o.err)
+	case o.ran == 0:
+		return fmt.Errorf("tests %s: no test ran: update the list", tests)
+	case m.sdk != "":
+		return nil
+	}
+	for _, p := range m.pkgs {
+		if o.perPkg[strings.TrimPrefix(p, "./")] == 0 {
+			return fmt.Errorf("tests %s: no test ran in %s (all skipped or none selected): update the list", tests, p)
+		}
+	}
+	if levels := len(splitRun(m.run)); m.run != "" && o.deepest < levels {
+		return fmt.Errorf("tests %s: no subtest ran at level %d of the pattern: update the list", tests, levels)
+	}
+	return nil
+}
+
+// runTests runs m's tests in a process group of their own, so that an interrupt stops the test
+// binaries too.
+func runTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
+	var cmd *exec.Cmd
+	switch m.sdk {
+	case sdkPython:
+		// Each test file is loaded by discovery from the SDK's directory, as make test-sdks does.
+		var o testRun
+		for _, f := range m.pkgs {
+			dir, file := filepath.Split(f)
+			top := strings.TrimSuffix(strings.TrimSuffix(dir, "/"), "/tests")
+			r := command(ctx, timeout, exec.Command(python(), "-m", "unittest", "discover", "-v",
+				"-s", strings.TrimSuffix(dir, "/"), "-t", top, "-p", file, "-k", m.run))
+			o.out = append(o.out, r.out...)
+			o.err = errors.Join(o.err, r.err)
+			o.ran += r.ran
+			o.failed = o.failed || r.failed
+			o.buildFailed = o.buildFailed || r.buildFailed
+		}
+		return o
+	case sdkNode:
+		cmd = exec.Command("node", append([]string{"--test", "--test-reporter=tap", "--test-name-pattern=" + m.run}, m.pkgs...)...)
+	default:
+		args := []string{"test", "-count=1", "-json", "-timeout", timeout.String()}
+		if m.run != "" {
+			args = append(args, "-run", m.run)
+		}
+		cmd = exec.Command("go", append(args, m.pkgs...)...)
+	}
+	r := command(ctx, timeout, cmd)
+	if m.sdk == sdkNode {
+		r.ran, r.failed = tapCount(r.out, "pass")+tapCount(r.out, "fail"), r.failed || tapCount(r.out, "fail") > 0
+	}
+	return r
+}
+
+// command runs cmd with ctx (plus a margin over timeout, for interpreters that have no
+// timeout of their own) and reads its report.
+func command(ctx context.Context, timeout time.Duration, cmd *exec.Cmd) testRun {
+	ctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	out, err := c.CombinedOutput()
+	r := testRun{out: out, err: err, failed: err != nil}
+	switch {
+	case len(cmd.Args) > 1 && cmd.Args[1] == "test": // go test -json
+		r.readGoJSON()
+	case slices.Contains(cmd.Args, "unittest"):
+		// unittest -v prints "Ran N tests" and, for a run that ran none, "NO TESTS RAN".
+		if m := regexp.MustCompile(`(?m)^Ran (\d+) tests?`).FindSubmatch(out); m != nil {
+			r.ran, _ = strconv.Atoi(string(m[1]))
+		}
+		// A module that cannot be imported shows as one failing test named after it.
+		r.buildFailed = bytes.Contains(out, []byte("Failed to import test module"))
+	}
+	return r
+}
+
+// readGoJSON reads go test -json events: which tests ran where, and whether a build failed.
+func (r *testRun) readGoJSON() {
+	r.perPkg = map[string]int{}
+	var plain []byte
+	for _, line := range bytes.Split(r.out, []byte("\n")) {
+		var e struct {
+			Action, Package, Test, Output, FailedBuild string
+		}
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			plain = append(plain, line...)
+			plain = append(plain, '\n')
+			continue
+		}
+		switch {
+		case e.Action == "build-fail" || e.FailedBuild != "":
+			r.buildFailed = true
+		case e.Output != "":
+			plain = append(plain, e.Output...)
+		case e.Test != "" && (e.Action == "pass" || e.Action == "fail"):
+			r.ran++
+			r.perPkg[strings.TrimPrefix(e.Package, modulePath+"/")]++
+			r.deepest = max(r.deepest, strings.Count(e.Test, "/")+1)
+		}
+	}
+	r.out = plain // the text go test would have printed, for the person reading a failure
+}
+
+// modulePath is the module's import path, the prefix go test -json gives packages.
+const modulePath = "github.com/jobwire/jobwire"
+
+// tapCount reads a TAP summary line such as "# pass 3".
+func tapCount(out []byte, what string) int {
+	m := regexp.MustCompile(`(?m)^# ` + what + ` (\d+)$`).FindSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
 
 // uniqueRuns is one mutation for each distinct set of tests.
@@ -305,7 +658,7 @@ func uniqueRuns(ms []mutation) []mutation {
 	seen := map[string]bool{}
 	var out []mutation
 	for _, m := range ms {
-		k := strings.Join(m.pkgs, " ") + "\x00" + m.run
+		k := m.sdk + "\x00" + strings.Join(m.pkgs, " ") + "\x00" + m.run
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, m)
@@ -315,7 +668,7 @@ func uniqueRuns(ms []mutation) []mutation {
 }
 
 // report prints the table and returns how many mutations were killed.
-func report(results []result) int {
+func report(results []result, took time.Duration) int {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nMUTATION\tTESTS\tRESULT\tTIME")
 	killed := 0
@@ -334,6 +687,6 @@ func report(results []result) int {
 	if len(results) > 0 {
 		rate = 100 * float64(killed) / float64(len(results))
 	}
-	fmt.Printf("\nkilled %d of %d mutations (%.0f%%)\n", killed, len(results), rate)
+	fmt.Printf("\nkilled %d of %d mutations (%.0f%%) in %s\n", killed, len(results), rate, took.Round(time.Second))
 	return killed
 }

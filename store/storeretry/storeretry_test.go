@@ -582,6 +582,31 @@ func TestClockSleep(t *testing.T) {
 			}
 		}
 	})
+	t.Run("blocks until the clock reaches d", func(t *testing.T) {
+		t.Parallel()
+		const d = time.Second
+		fc := &armedClock{Fake: clock.NewFake(start), armed: make(chan time.Duration, 1)}
+		done := make(chan error, 1)
+		go func() { done <- ClockSleep(fc)(context.Background(), d) }()
+		select {
+		case got := <-fc.armed:
+			if got != d {
+				t.Fatalf("sleep(%s) set a timer for %s", d, got)
+			}
+		case err := <-done:
+			t.Fatalf("sleep(%s) = %v before the clock moved, want it to wait", d, err)
+		}
+		fc.Advance(d - time.Nanosecond)
+		select {
+		case err := <-done:
+			t.Fatalf("sleep(%s) = %v with the clock 1ns short of it, want it to wait", d, err)
+		default:
+		}
+		fc.Advance(time.Nanosecond)
+		if err := <-done; err != nil {
+			t.Fatalf("sleep = %v, want nil", err)
+		}
+	})
 	t.Run("returns when the context ends", func(t *testing.T) {
 		t.Parallel()
 		fc := clock.NewFake(start)
@@ -599,4 +624,16 @@ func TestClockSleep(t *testing.T) {
 			t.Fatalf("sleep = %v, want nil", err)
 		}
 	})
+}
+
+// armedClock is a fake clock that reports the duration of each timer set on it.
+type armedClock struct {
+	*clock.Fake
+	armed chan time.Duration
+}
+
+func (c *armedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.Fake.AfterFunc(d, f)
+	c.armed <- d
+	return t
 }

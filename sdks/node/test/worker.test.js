@@ -132,16 +132,23 @@ async function setup(t, workerOpts = {}) {
       });
     }),
   );
+  let running = false; // worker.run() has not returned
   t.after(() => {
     unblock();
+    // A test that failed midway leaves the worker running, which would keep the file's
+    // process, and the whole run, alive.
+    if (running) worker.shutdown('test over');
     server.forceShutdown();
   });
 
   const b = { worker, streams, unblock, seenCancel };
   /** Run the worker and answer its Hello; returns {s, hello}. */
   b.start = async (welcomeOpts) => {
+    running = true;
     b.done = worker.run();
-    b.done.catch(() => {});
+    b.done.catch(() => {}).finally(() => {
+      running = false;
+    });
     const s = await streams.shift('a stream');
     const hello = await s.recv('hello');
     s.welcome(welcomeOpts);

@@ -7,7 +7,15 @@ import unittest
 import grpc
 from google.protobuf import duration_pb2
 
-from jobwire import Backoff, JobCancelled, RetryAfter, Worker
+from jobwire import (
+    CANCEL_LEASE_LOST,
+    CANCEL_REQUESTED,
+    CANCEL_TIMEOUT,
+    Backoff,
+    JobCancelled,
+    RetryAfter,
+    Worker,
+)
 from jobwire.v1 import job_pb2, worker_service_pb2 as pb, worker_service_pb2_grpc
 
 WAIT = 5.0  # upper bound for anything the worker should do promptly
@@ -112,6 +120,7 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
         self.release_block = threading.Event()
         self.seen_cancel = asyncio.Event()
         self.cancel_reasons = []
+        self.cancel_reason = None  # what the block handler saw in ctx.cancel_reason
 
     async def asyncTearDown(self):
         self.release_block.set()
@@ -143,6 +152,7 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
             while not self.release_block.wait(0.01):
                 if ctx.cancelled:
                     self.cancel_reasons.append(ctx.cancel_reason)
+                    self.cancel_reason = ctx.cancel_reason
                     loop.call_soon_threadsafe(self.seen_cancel.set)
                     raise JobCancelled(ctx.cancel_reason)
 
@@ -292,7 +302,18 @@ class WorkerStreamTest(BrokerTestCase):
         await s.recv("started")
         s.send(cancel=pb.Cancel(job_id=1, lease_token="100", reason=pb.CANCEL_REASON_TIMEOUT))
         await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        self.assertEqual(self.cancel_reason, CANCEL_TIMEOUT)
         # The next message is the Drain, not a Result for the cancelled job.
+        await self.stop_and_expect_drain(w, task, s)
+
+    async def test_requested_cancel_says_so(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        s.send(cancel=pb.Cancel(job_id=1, lease_token="100", reason=pb.CANCEL_REASON_REQUESTED))
+        await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        self.assertEqual(self.cancel_reason, CANCEL_REQUESTED)
         await self.stop_and_expect_drain(w, task, s)
 
     async def test_attempt_timeout_stops_handler_and_reports_timed_out(self):
@@ -380,6 +401,7 @@ class WorkerStreamTest(BrokerTestCase):
             )
         )
         await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        self.assertEqual(self.cancel_reason, CANCEL_LEASE_LOST)
         await self.stop_and_expect_drain(w, task, s2)
 
     async def test_shutdown_lets_running_job_finish_and_releases_new_work(self):
