@@ -25,6 +25,7 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/triage"
 )
 
@@ -59,6 +60,11 @@ type Options struct {
 	// Addr is the address the broker listens on, which Brokers reports when it is alone (a
 	// cluster's store records its own). Empty: not known.
 	Addr string
+	// DatabaseSilence is how long the database may leave the broker waiting, answering
+	// nothing, before the broker stops taking calls until it answers again (see reach.go);
+	// the jobwire command uses DefaultDatabaseSilence. Zero: the broker waits as long as its
+	// callers do.
+	DatabaseSilence time.Duration
 }
 
 // BreakerOptions configure the per-type circuit breakers.
@@ -79,6 +85,8 @@ type Broker struct {
 	tracer  trace.Tracer
 
 	breakers *breaker.Set
+	// reach follows whether the database answers (reach.go); nil when waits are not bounded.
+	reach *reach.Tracker
 	// cluster is nil when the broker is alone; see cluster.go.
 	cluster     store.Cluster
 	self        store.BrokerRecord // this broker as Brokers lists it when alone
@@ -216,6 +224,7 @@ func New(opts Options) (*Broker, error) {
 	if opts.Cluster != nil {
 		b.shareBreakers(opts.Cluster.BrokerID())
 	}
+	b.watchReach(opts.DatabaseSilence, opts.Cluster)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.readyMaybe.Store(true)
 	return b, nil

@@ -40,7 +40,7 @@ func pendingMessages(s *Session) []Message {
 }
 
 // A cancel that commits after a dispatch round stored a lease, but before the round handed
-// the job out, wins: no worker hears of the job and a probe permit taken for it goes back.
+// the job out, wins: no worker hears of the job and a probe slot taken for it goes back.
 func TestCancelRacingDispatchWins(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -68,11 +68,7 @@ func TestCancelRacingDispatchWins(t *testing.T) {
 				if _, err := b.ForceBreaker("t", breaker.StateHalfOpen); err != nil {
 					t.Fatal(err)
 				}
-				p, ok := b.breakers.Acquire("t")
-				if !ok {
-					t.Fatal("no probe permit in HALF_OPEN")
-				}
-				g.probe, g.permits = true, []breaker.Permit{p}
+				g.probe = true // handOut takes the probe's slot for the job leased
 			}
 			err = b.do(ctx, "lease", func(tx store.Tx) error {
 				var err error

@@ -21,12 +21,19 @@ import (
 
 // grant is one lease request of a round: up to limit jobs of types for one session.
 type grant struct {
-	sess    *Session
-	params  store.JobLeaseParams
-	permits []breaker.Permit // probe permits taken before leasing; unused ones go back
+	sess   *Session
+	params store.JobLeaseParams
+	// permits are a probe grant's, one per leased job in order: a shared breaker's slots are
+	// taken by the lease (leaseProbes), a broker's own by handOut.
+	permits []breaker.Permit
 	probe   bool
-	leased  []*job.Job
-	failed  error // the store refused this grant alone
+	// A probe grant sets aside reserved of its session's free slots; those its lease leaves
+	// unused go to open, the session's grant of the round for its other types, whose own
+	// slots are free (leaseOp): a type with no job waiting keeps no worker's slot.
+	reserved, free int
+	open           *grant
+	leased         []*job.Job
+	failed         error // the store refused this grant alone
 }
 
 // planRound decides what to lease to every session with free capacity. It runs on the writer
@@ -72,6 +79,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		// The jobs of one round wait in the session's outbox until its worker reads them.
 		maxBytes := OutboxGrantBytes - waiting
 		var open []string
+		var probes []*grant // the session's probe grants
 		for _, t := range s.types {
 			a, seen := allowance[t]
 			if !seen {
@@ -89,39 +97,30 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 			switch {
 			case a > 0 && free > 0:
 				// A probe may come from any queue the session serves that is not paused and
-				// has room; it is held to the smallest room among them, and that much room
-				// is set aside in each, so no cap is passed whichever queue it comes from.
-				scope, roomy := dispatchScope(s, plan)
+				// has room. It takes a capped queue's room only for a job it leases there:
+				// the store counts the room down as it leases (Caps, the map the round's
+				// grants share, in the order they run; in a cluster, the database's count).
+				// Set aside here, in every capped queue the session serves, the room went
+				// unused whenever the type had no job waiting, round after round: a queue
+				// capped at 1 ran nothing while any type its workers serve was HALF_OPEN.
+				// Nor is a probe slot taken before a job is found (handOut takes it), so a
+				// HALF_OPEN breaker whose type has no job waiting is left as it is, its
+				// slots free for the first job that comes.
+				scope, _ := dispatchScope(s, plan)
 				limit := min(a, free)
-				for _, q := range roomy {
-					limit = min(limit, plan.room[q])
-				}
-				if scope == nil || limit <= 0 {
+				if scope == nil {
 					continue
 				}
-				g := &grant{sess: s, probe: true}
-				taken := limit // a shared breaker's slots are taken in the lease (leaseProbes)
-				if !b.sharedBreakers() {
-					for range limit {
-						p, ok := b.breakers.Acquire(t)
-						if !ok {
-							break
-						}
-						g.permits = append(g.permits, p)
-					}
-					taken = len(g.permits)
-				}
-				if taken == 0 {
-					continue
-				}
-				allowance[t] -= taken
-				free -= taken
-				for _, q := range roomy {
-					plan.room[q] -= taken
-				}
-				g.params = b.leaseParams(s, []string{t}, taken, now, true)
+				g := &grant{sess: s, probe: true, reserved: limit}
+				allowance[t] -= limit
+				free -= limit
+				probes = append(probes, g)
+				g.params = b.leaseParams(s, []string{t}, limit, now, true)
 				g.params.MaxBytes = maxBytes
 				scope.apply(&g.params)
+				if len(plan.capped) > 0 {
+					g.params.Caps = plan.room
+				}
 				grants = append(grants, g)
 			}
 		}
@@ -133,14 +132,22 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		// queue's jobs only while the round's room for it lasts (Caps: one map, shared by the
 		// round's grants in the order they run), so a capped queue never goes ahead of a more
 		// urgent job of another queue.
-		if scope, _ := dispatchScope(s, plan); scope != nil && free > 0 {
-			g := &grant{sess: s, params: b.leaseParams(s, open, free, now, false)}
+		// Made even when the probes set every free slot aside: what they leave unused is its.
+		reserved := 0
+		for _, p := range probes {
+			reserved += p.reserved
+		}
+		if scope, _ := dispatchScope(s, plan); scope != nil && free+reserved > 0 {
+			g := &grant{sess: s, params: b.leaseParams(s, open, free, now, false), free: free}
 			g.params.MaxBytes = maxBytes
 			scope.apply(&g.params)
 			if len(plan.capped) > 0 {
 				g.params.Caps = plan.room
 			}
 			grants = append(grants, g)
+			for _, p := range probes {
+				p.open = g
+			}
 		}
 	}
 	// Rotate so that no session is always first to take scarce jobs.
@@ -189,6 +196,9 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 		shut = nil
 		for _, g := range grants {
 			g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
+			if g.open != nil {
+				g.open.params.Limit = limitOf(g.open.free)
+			}
 		}
 		if len(leased) > 0 {
 			// A cache that says CLOSED while the stored breaker is shut (another broker opened
@@ -200,18 +210,16 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				return err
 			}
 		}
-		if err := leaseAtCommit(tx, grants); err != nil {
-			return err
-		}
 		// Once a grant comes back short, every ready job of its scope is taken: a later grant
 		// of another session with the same scope would find nothing, so it is not asked.
 		var drained map[string]bool
 		for _, g := range grants {
-			if g.atCommit() {
+			if g.atCommit() || g.params.Limit <= 0 {
 				continue
 			}
 			scope := leaseScope(&g.params)
 			if drained[scope] {
+				g.giveBack()
 				continue
 			}
 			// One grant that cannot be stored (a statement the store refuses, say) must not
@@ -237,6 +245,7 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				return err
 			}
 			ch = append(ch, gch...)
+			g.giveBack()
 			if !g.full() {
 				if drained == nil {
 					drained = make(map[string]bool)
@@ -244,7 +253,9 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 				drained[scope] = true
 			}
 		}
-		return nil
+		// After the probes, whose unused slots the leases at commit may take. Sent with COMMIT
+		// all the same.
+		return leaseAtCommit(tx, grants)
 	}, done: func(err error) {
 		if err != nil {
 			b.log.Error("lease jobs", "err", err)
@@ -276,6 +287,15 @@ func (b *Broker) leaseOp(grants []*grant) *op {
 	}}
 }
 
+// giveBack gives the slots probe grant g set aside and did not lease to its session's grant for
+// the other types, which leases after it.
+func (g *grant) giveBack() {
+	if g.open != nil && len(g.leased) < g.reserved {
+		g.open.free += g.reserved - len(g.leased)
+		g.open.params.Limit = limitOf(g.open.free)
+	}
+}
+
 // atCommit reports whether g leases at commit (leaseAtCommit): outside a probe, with no queue
 // cap to count down.
 func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped }
@@ -288,7 +308,7 @@ func leaseAtCommit(tx store.Tx, grants []*grant) error {
 	var scopes []string
 	var byScope map[string][]*grant // none on a store alone, whose leases never go at commit
 	for _, g := range grants {
-		if !g.atCommit() {
+		if !g.atCommit() || g.params.Limit <= 0 {
 			continue
 		}
 		sc := leaseScope(&g.params)
@@ -384,7 +404,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 	return store.JobLeaseParams{
 		Types:      types,
 		Queues:     s.queues,
-		Limit:      1 << (bits.Len(uint(limit)) - 1),
+		Limit:      limitOf(limit),
 		WorkerID:   s.workerID,
 		Owner:      s.owner,
 		Now:        now,
@@ -399,6 +419,15 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		SkipCapped:    b.cluster != nil && len(b.cappedQueues) == 0,
 		ExcludeShut:   b.sharedBreakers() && !probe,
 	}
+}
+
+// limitOf is a lease's limit for n free slots: n rounded down to a power of two (leaseParams),
+// 0 for none.
+func limitOf(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return 1 << (bits.Len(uint(n)) - 1)
 }
 
 // handOut turns leased jobs into assignments. Jobs for a session that closed meanwhile, or of
@@ -418,19 +447,33 @@ func (b *Broker) handOut(grants []*grant) bool {
 		if g.full() && !g.probe {
 			more = true
 		}
+		if g.probe && !b.sharedBreakers() {
+			// The probe slots are taken now, for the jobs the lease found: none for a type
+			// that has no job waiting. Only this goroutine takes slots, so the planned
+			// allowance is still free, unless a probe's failure reopened the breaker
+			// meanwhile; a job without a slot goes back.
+			g.permits = nil
+			for range g.leased {
+				p, ok := b.breakers.Acquire(g.params.Types[0])
+				if !ok {
+					break
+				}
+				g.permits = append(g.permits, p)
+			}
+		}
 		for i, j := range g.leased {
 			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
 			if b.takeRacedCancelLocked(ref) {
 				// Cancelled after this lease committed: the job stays CANCELLED and no
 				// worker hears of it.
-				if g.probe {
+				if g.probe && i < len(g.permits) {
 					b.permitRelease(g.permits[i])
 				}
 				continue
 			}
 			if alone && !b.mayHandOutLocked(j.Queue, held) {
 				// The queue was paused, or its cap lowered, while this lease was stored.
-				if g.probe {
+				if g.probe && i < len(g.permits) {
 					b.permitRelease(g.permits[i])
 				}
 				back = append(back, heldProbe{ref: ref, typ: j.Type, permit: probePermit(g, i)})
@@ -438,6 +481,10 @@ func (b *Broker) handOut(grants []*grant) bool {
 			}
 			var permit breaker.Permit
 			switch {
+			case g.probe && i >= len(g.permits):
+				// The breaker reopened, or another probe took the slot, since the round.
+				back = append(back, heldProbe{ref: ref, typ: j.Type})
+				continue
 			case g.probe:
 				permit = g.permits[i]
 			case b.breakers != nil:
@@ -466,12 +513,14 @@ func (b *Broker) handOut(grants []*grant) bool {
 			g.sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
 				LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 		}
-		if g.probe {
+		if g.probe && len(g.permits) > len(g.leased) {
 			for _, p := range g.permits[len(g.leased):] {
 				b.permitRelease(p)
 			}
 		}
 	}
+	// The probes taken above each have a moment their slot times out.
+	b.armBreakerTimerLocked()
 	b.mu.Unlock()
 	if len(back) > 0 {
 		// handOut runs on the writer goroutine, which must not wait on its own queue.
@@ -488,9 +537,9 @@ func withPayload(j *job.Job, payload []byte) *job.Job {
 
 // armBreakerTimerLocked keeps one timer armed for the moment time alone next changes what a
 // breaker lets through (an OPEN breaker turning HALF_OPEN, a silent probe's slot timing out), so
-// the writer runs a dispatch round then even if nothing else happens. Every round calls it, after
-// taking its probe permits, so the timer follows NextChange whenever that moment moves, earlier
-// or later; with no such moment pending the timer is stopped.
+// the writer runs a dispatch round then even if nothing else happens. Every round calls it, and
+// so does every hand-out after taking its probe permits, so the timer follows NextChange whenever
+// that moment moves, earlier or later; with no such moment pending the timer is stopped.
 func (b *Broker) armBreakerTimerLocked() {
 	if b.breakers == nil {
 		return
@@ -525,6 +574,9 @@ func leaseScope(p *store.JobLeaseParams) string {
 // a grant that came back short took every ready job of its scope, and one that is full may
 // have left jobs waiting.
 func (g *grant) full() bool {
+	if g.params.Limit <= 0 {
+		return false // it asked for nothing (its probes took every slot)
+	}
 	if len(g.leased) >= g.params.Limit {
 		return true
 	}
@@ -540,7 +592,7 @@ func (g *grant) full() bool {
 
 // probePermit is the permit of g's i-th leased job if g leased probes.
 func probePermit(g *grant, i int) breaker.Permit {
-	if g.probe {
+	if g.probe && i < len(g.permits) {
 		return g.permits[i]
 	}
 	return breaker.Permit{}

@@ -31,7 +31,9 @@ func (b *Broker) enqueueLoop() {
 		batch = batch[:0]
 		select {
 		case o := <-b.enqueues:
-			batch = append(batch, o)
+			if o.take() {
+				batch = append(batch, o)
+			}
 		case <-b.stop:
 			failPending(b.enqueues)
 			return
@@ -40,12 +42,16 @@ func (b *Broker) enqueueLoop() {
 		for len(batch) < b.cfg.MaxBatch {
 			select {
 			case o := <-b.enqueues:
-				batch = append(batch, o)
+				if o.take() {
+					batch = append(batch, o)
+				}
 			default:
 				break fill
 			}
 		}
-		b.commitEnqueues(batch)
+		if len(batch) > 0 {
+			b.commitEnqueues(batch)
+		}
 	}
 }
 

@@ -81,14 +81,17 @@ func failureCause(k job.FailureKind) FailureCause {
 	return CauseTransient
 }
 
-// Ready reports whether the broker accepts work: it is not shutting down and its storage
-// answers a read.
+// Ready reports whether the broker accepts work: it is not shutting down, it reaches its
+// database (Unreachable) and its storage answers a read.
 func (b *Broker) Ready(ctx context.Context) error {
 	b.mu.Lock()
 	down := b.shuttingDown
 	b.mu.Unlock()
 	if down {
 		return ErrShuttingDown
+	}
+	if err := b.Unreachable(); err != nil {
+		return err
 	}
 	_, err := b.st.QueueLoadAll(ctx)
 	return err

@@ -71,6 +71,8 @@ type op struct {
 	// deadline is when the caller waiting for the op stops waiting (zero: no deadline). The
 	// batch's storage retries stop at the earliest one rather than run on for nobody.
 	deadline time.Time
+	// state tells whether the writer took the op or its caller withdrew it (see reach.go).
+	state opState
 }
 
 // submit queues an op for the writer.
@@ -96,6 +98,16 @@ func (b *Broker) doOp(ctx context.Context, o *op) error { return b.doOpOn(ctx, b
 // doOpOn runs o (whose done must be unset) through the writer that reads ops and waits for its
 // commit.
 func (b *Broker) doOpOn(ctx context.Context, ops chan<- *op, o *op) error {
+	var lost <-chan struct{}
+	// A caller is not held while the database is silent (reach.go). The broker's own writes
+	// (on b.ctx: sweeps, promotion) wait: nobody waits on them, and the first to get through
+	// tells the broker that its database answers again.
+	if ctx != b.ctx {
+		if err := b.Unreachable(); err != nil {
+			return err
+		}
+		lost = b.lost()
+	}
 	errc := make(chan error, 1)
 	o.done = func(err error) { errc <- err }
 	o.deadline, _ = ctx.Deadline()
@@ -103,6 +115,8 @@ func (b *Broker) doOpOn(ctx context.Context, ops chan<- *op, o *op) error {
 	select {
 	case err := <-errc:
 		return err
+	case <-lost:
+		return b.unreached(o)
 	case <-b.stop:
 		return ErrShuttingDown
 	case <-ctx.Done():
@@ -140,7 +154,9 @@ func (b *Broker) writeLoop() {
 		}
 		select {
 		case o := <-b.ops:
-			batch = append(batch, o)
+			if o.take() {
+				batch = append(batch, o)
+			}
 		case <-b.wake:
 			dispatch = true
 		case <-wait:
@@ -156,7 +172,9 @@ func (b *Broker) writeLoop() {
 		for len(batch) < b.cfg.MaxBatch {
 			select {
 			case o := <-b.ops:
-				batch = append(batch, o)
+				if o.take() {
+					batch = append(batch, o)
+				}
 			case <-b.wake:
 				dispatch = true
 			default:
@@ -281,8 +299,9 @@ func (b *Broker) finish(batch []*op, began time.Time, err error, again func([]*o
 
 // applyBatch applies batch's ops in tx, g gathering those it stores many to a statement (nil: each
 // applies alone). It keeps the lock order of the rows brokers that share a database contend
-// for: first the jobs the ops and g write, then the breakers the batch changes or probes
-// (flushBreakers, sorted by type), then the capped queues (the ops that lock them, the round's
+// for: first the jobs the ops and g write, then the finished totals they change (the store
+// writes them at once, sorted, before it locks a breaker or a queue), then the breakers the
+// batch changes or probes (flushBreakers, sorted by type), then the capped queues (the ops that lock them, the round's
 // lease last, each locking all capped queues in name order); see breakerBatch.
 func (b *Broker) applyBatch(tx store.Tx, batch []*op, g *grouped) error {
 	b.batchBreakers(tx, batch)

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	_ "google.golang.org/grpc/health" // client-side health checking (healthCheckConfig)
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
@@ -23,6 +24,12 @@ var schemes atomic.Int64
 // broker is down or restarting goes to another, and a broker that comes back is used again. A
 // call already under way on a broker that dies fails with ErrUnavailable; retry an enqueue with
 // its IdempotencyKey.
+//
+// A broker that cannot reach its database answers UNAVAILABLE within about a second and reports
+// NOT_SERVING on its health service until it reaches it again; meanwhile calls go to the
+// others. A call it answered UNAVAILABLE is sent to another broker when that cannot store
+// anything twice: the broker said nothing of it was applied, the call only reads or sets a
+// state, or it enqueues jobs that all carry an IdempotencyKey.
 //
 // A worker takes the connection too, worker.New(c.Conn(), ...): its stream goes to a broker
 // that is up, and when that broker goes away it reconnects to another and keeps its leases.
@@ -46,7 +53,10 @@ func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Clie
 	r.InitialState(state)
 	base := []grpc.DialOption{
 		grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
+		// A broker that cannot reach its database says NOT_SERVING: round robin leaves it
+		// out until it serves again.
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}`),
+		grpc.WithChainUnaryInterceptor(resendElsewhere(resendTries * len(addrs))),
 		// A broker that restarts is back within seconds: look for it again often rather than
 		// after gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{

@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	// The worker must reconnect and keep its lease across a crash of the broker, so the lease is
 	// longer than a restart plus the worker's reconnect backoff take on a loaded machine.
 	{name: "broker_restart", cfg: brokerConfig{lease: 10 * time.Second}, run: brokerRestart},
+	{name: "broker_frozen_past_lease", run: brokerFrozenPastLease},
 	{name: "tls_token", cfg: brokerConfig{tls: tlsServer}, run: tlsToken},
 	{name: "mtls_token", cfg: brokerConfig{tls: tlsMutual}, run: tlsToken},
 }

@@ -20,6 +20,9 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	if u, ok := asUnreached(err); ok {
+		return unreachedStatus(u)
+	}
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())

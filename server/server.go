@@ -95,6 +95,8 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.RequireAuth {
 		unary = append(unary, s.authorizeUnary)
 	}
+	unary = append(unary, s.reachUnary)
+	stream = append(stream, s.reachStream)
 	if opts.Transport == (Transport{}) {
 		opts.Transport = DefaultTransport()
 	}
@@ -113,11 +115,8 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	jobwirev1.RegisterTokenServiceServer(gs, &tokens{Server: s})
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
-	for _, name := range []string{"", jobwirev1.ProducerService_ServiceDesc.ServiceName,
-		jobwirev1.WorkerService_ServiceDesc.ServiceName, jobwirev1.AdminService_ServiceDesc.ServiceName,
-		jobwirev1.TokenService_ServiceDesc.ServiceName} {
-		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-	}
+	s.setServing(b.Unreachable() == nil)
+	b.WatchReach(func(unreachable bool) { s.setServing(!unreachable) })
 	return gs, s
 }
 

@@ -94,7 +94,7 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			if errors.Is(err, broker.ErrOutboxFull) {
 				return status.Errorf(codes.ResourceExhausted, "%v; the stream is closed, reconnect and read it", err)
 			}
-			if errors.Is(err, broker.ErrMoved) {
+			if errors.Is(err, broker.ErrMoved) || errors.Is(err, broker.ErrUnreachable) {
 				return status.Error(codes.Unavailable, err.Error())
 			}
 			// The broker closed the session (shutdown): end the stream cleanly.

@@ -19,7 +19,9 @@ var (
 	// ErrAttemptTimeout: the attempt outlived its attempt timeout.
 	ErrAttemptTimeout = errors.New("worker: attempt timeout exceeded")
 	// ErrLeaseLost: the broker no longer considers this worker the job's holder (the lease
-	// expired or was taken over), so any result would be refused.
+	// expired or was taken over), so any result would be refused. The worker also gives a lease
+	// up by itself, with a cause that wraps ErrLeaseLost, once the lease's deadline passed on
+	// its own clock without an extension (a broker frozen or cut off cannot say so).
 	ErrLeaseLost = errors.New("worker: lease lost")
 	// ErrShutdown: the worker is stopping and the shutdown grace period ran out.
 	ErrShutdown = errors.New("worker: shutting down")

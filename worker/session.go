@@ -44,6 +44,9 @@ type session struct {
 	// finishing: nothing is left to do on this stream; it is half-closed once Welcome has
 	// arrived and whatever is queued is written.
 	finishing bool
+	// leaseAllowance is how long a lease lasts on this worker's clock: Welcome.lease_duration
+	// less leaseMargin. Zero (no lease duration announced) leaves leases to the broker.
+	leaseAllowance time.Duration
 }
 
 // outMsg is one queued message. sent, if set, runs after the message was written to the stream.
@@ -216,6 +219,8 @@ func (w *Worker) onWelcome(s *session, wel *jobwirev1.Welcome) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s.ready = true
+	// Heartbeats of the old stream are never answered; adopted leases keep their deadlines.
+	w.forgetHeartbeatsLocked()
 	w.log.Info("worker: connected", "session_id", wel.GetSessionId(), "held", len(w.tasks), "lost", len(wel.GetLost()))
 	if w.stopping {
 		s.put(outMsg{req: drainMsg()})
@@ -250,6 +255,9 @@ func (w *Worker) onWelcome(s *session, wel *jobwirev1.Welcome) {
 	if s.hbInterval <= 0 {
 		s.hbInterval = defaultHeartbeat
 	}
+	if lease := wel.GetLeaseDuration().AsDuration(); lease > 0 {
+		s.leaseAllowance = lease - leaseMargin(lease, s.hbInterval)
+	}
 	s.hbTimer = w.clock.AfterFunc(s.hbInterval, func() { w.heartbeat(s) })
 	if s.finishing {
 		s.box.close()
@@ -265,6 +273,7 @@ func (w *Worker) heartbeat(s *session) {
 		return
 	}
 	if held := w.heldLocked(); len(held) > 0 {
+		w.noteHeartbeatLocked(w.clock.Now())
 		s.put(outMsg{req: &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{
 			Heartbeat: &jobwirev1.Heartbeat{Leases: held},
 		}}})
@@ -291,6 +300,7 @@ func (w *Worker) dispatch(s *session, msg *jobwirev1.ConnectResponse) {
 		}
 	case *jobwirev1.ConnectResponse_HeartbeatAck:
 		// Leases not listed as extended are answered by a Refused each.
+		w.onExtendedLocked(s, m.HeartbeatAck.GetExtended())
 	case *jobwirev1.ConnectResponse_Refused:
 		w.onRefusedLocked(s, m.Refused)
 	case *jobwirev1.ConnectResponse_Cancel:
@@ -341,7 +351,7 @@ func (w *Worker) onAssignmentLocked(s *session, a *jobwirev1.Assignment) {
 		reason = "worker at capacity"
 	}
 	if reason == "" {
-		w.startTaskLocked(a, h)
+		w.startTaskLocked(s, a, h)
 		return
 	}
 	w.log.Warn("worker: releasing assignment", "job_id", ref.jobID, "reason", reason)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/clock"
 )
 
 // leaseRef names one lease: every message about a job carries both parts.
@@ -51,10 +53,19 @@ type task struct {
 	releaseReason string
 	// refusals counts UNAVAILABLE refusals in a row, for the re-send backoff.
 	refusals int
+
+	// The lease as this worker counts it (lease.go): leaseTimer gives the job up at leaseEnd
+	// unless an extension moves it first; leaseGen tells a stopped timer's late call from the
+	// current one. heartbeatAt is when the oldest heartbeat that named the lease on this stream
+	// and has no answer yet was sent.
+	leaseEnd    time.Time
+	leaseTimer  clock.Timer
+	leaseGen    int
+	heartbeatAt time.Time
 }
 
 // startTaskLocked takes on an assignment and starts its goroutine.
-func (w *Worker) startTaskLocked(a *jobwirev1.Assignment, h HandlerFunc) {
+func (w *Worker) startTaskLocked(s *session, a *jobwirev1.Assignment, h HandlerFunc) {
 	pj := a.GetJob()
 	t := &task{
 		ref: refOf(pj.GetId(), a.GetLeaseToken()),
@@ -82,6 +93,7 @@ func (w *Worker) startTaskLocked(a *jobwirev1.Assignment, h HandlerFunc) {
 	}
 	t.ctx, t.cancel = context.WithCancelCause(w.handlerBase)
 	w.tasks[t.ref] = t
+	w.armLeaseLocked(t, s, w.clock.Now())
 	w.active++
 	go w.runTask(t, h)
 }
@@ -142,6 +154,8 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 	if w.tasks[t.ref] != t {
 		return // cancelled or lost: the broker has recorded the outcome already
 	}
+	// The result is sent whatever becomes of the lease now; the broker refuses it if stale.
+	w.stopLeaseLocked(t)
 	t.state = stateDone
 	t.result = result
 	if s := w.readySessionLocked(); s != nil {
@@ -188,6 +202,7 @@ func (w *Worker) call(ctx context.Context, t *task, h HandlerFunc) (err, cause e
 
 // releaseLocked hands a never-started job back to the broker.
 func (w *Worker) releaseLocked(t *task, reason string) {
+	w.stopLeaseLocked(t)
 	t.state = stateReleasing
 	t.releaseReason = reason
 	if s := w.readySessionLocked(); s != nil {
@@ -244,6 +259,7 @@ func (w *Worker) loseLocked(t *task, cause error) {
 	if w.tasks[t.ref] == t {
 		delete(w.tasks, t.ref)
 	}
+	w.stopLeaseLocked(t)
 	t.cancel(cause)
 	w.checkLocked()
 }

@@ -141,8 +141,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	}
 	// A PostgreSQL database may have other brokers: this one joins them.
 	cluster, _ := st.(store.Cluster)
+	// A broker of a cluster stops taking calls while its database is silent, so that its
+	// callers go to the others; one alone has nowhere to send them, and holds them.
+	var silence time.Duration
+	if cluster != nil {
+		silence = broker.DefaultDatabaseSilence
+	}
 	b, err := broker.New(broker.Options{Store: st, Config: cfg.Broker, Logger: log, Breakers: &cfg.Breakers,
-		Observer: obs, Tracer: tracer, Cluster: cluster, Addr: lis.Addr().String()})
+		Observer: obs, Tracer: tracer, Cluster: cluster, Addr: lis.Addr().String(), DatabaseSilence: silence})
 	if err != nil {
 		return err
 	}

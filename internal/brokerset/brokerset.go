@@ -27,3 +27,17 @@ func Spans(target string) bool {
 	brokers, err := strconv.Atoi(n)
 	return err == nil && brokers > 1
 }
+
+// A broker that cannot reach its database answers UNAVAILABLE with a google.rpc.ErrorInfo of
+// ErrorDomain and ReasonUnreached, whose MetaApplied says whether the call may have been
+// applied: AppliedNo (it was refused, or withdrawn before its write was sent), or
+// AppliedUnknown (its write was in a transaction whose outcome is not known). A client spread
+// over several brokers resends the first kind to another broker, and the second only when
+// storing it twice is harmless (an enqueue whose jobs carry idempotency keys).
+const (
+	ErrorDomain     = "jobwire.dev"
+	ReasonUnreached = "DATABASE_UNREACHABLE"
+	MetaApplied     = "applied"
+	AppliedNo       = "no"
+	AppliedUnknown  = "unknown"
+)

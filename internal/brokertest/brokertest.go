@@ -94,6 +94,10 @@ type Options struct {
 	ClusterPoll time.Duration
 	// ElectionInterval is postgres.Options.ElectionInterval (zero: 50ms, so tests fail over fast).
 	ElectionInterval time.Duration
+	// DatabaseSilence is broker.Options.DatabaseSilence, on the fake clock. Zero: the broker
+	// waits as long as its callers do, so that a test moving the clock while a write is in
+	// flight does not make it refuse calls.
+	DatabaseSilence time.Duration
 }
 
 // EnvStore is the variable that moves brokers to PostgreSQL (see the package doc).
@@ -227,7 +231,7 @@ func (b *Bundle) start() {
 	}
 	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
 		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer, Tracer: b.opts.Tracer,
-		Cluster: cluster, ClusterPoll: b.opts.ClusterPoll})
+		Cluster: cluster, ClusterPoll: b.opts.ClusterPoll, DatabaseSilence: b.opts.DatabaseSilence})
 	if err != nil {
 		t.Fatalf("new broker: %v", err)
 	}

@@ -41,6 +41,9 @@ func buildBroker(t *testing.T, dir string, race bool) string {
 type brokerSet struct {
 	bin, db, config, dir string
 	addrs                []string
+	// dbs, where set, is the database URL broker i uses instead of db: the same database,
+	// reached another way (through a proxy).
+	dbs map[int]string
 
 	mu     sync.Mutex
 	procs  []*brokerProc // nil while that broker is down
@@ -117,7 +120,11 @@ func (s *brokerSet) start(i int) error {
 		return err
 	}
 	fmt.Fprintf(logFile, "=== start %d of broker %d on %s\n", n, i, s.addrs[i])
-	cmd := exec.Command(s.bin, "serve", "--listen", s.addrs[i], "--http-listen", "off", "--db", s.db,
+	db := s.db
+	if d, ok := s.dbs[i]; ok {
+		db = d
+	}
+	cmd := exec.Command(s.bin, "serve", "--listen", s.addrs[i], "--http-listen", "off", "--db", db,
 		"--config", s.config, "--log-level", "info")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -142,6 +142,12 @@ func mutations() []mutation {
 	add(mutation{name: "breaker: a failed attempt is not counted", file: "broker/breakers.go",
 		from: "b.breakers.Failure(l.permit, kind)", to: "b.breakers.Release(l.permit)",
 		pkgs: []string{srvPkg}, run: matrix + "/result"})
+	add(mutation{name: "breaker: a probe that found no job keeps its worker's slot", file: "broker/dispatch.go",
+		from: "if g.open != nil && len(g.leased) < g.reserved {", to: "if false {",
+		pkgs: []string{"./broker"}, run: "TestProbeLeavesWorkerSlot$"})
+	add(mutation{name: "breaker: a probe handed out has no timer for its slot's timeout", file: "broker/dispatch.go",
+		from: "slot times out.\n\tb.armBreakerTimerLocked()\n", to: "slot times out.\n",
+		pkgs: []string{"./broker"}, run: "TestHalfOpenWaitsForAJob$"})
 
 	// Max attempts and always-fatal types.
 	add(mutation{name: "max attempts: one attempt more than allowed", file: "triage/triage.go",
@@ -161,6 +167,26 @@ func mutations() []mutation {
 	add(mutation{name: "storage retries: the retry wait passes its ceiling", file: "store/storeretry/storeretry.go",
 		from: "if d > maxDuration-j {", to: "if false {",
 		pkgs: []string{"./store/storeretry"}, run: ""})
+
+	// A broker cut off from its database: what it withdraws is never written, what it cannot
+	// vouch for is not resent without a key.
+	add(mutation{name: "unreachable: the writer writes an enqueue its caller withdrew", file: "broker/reach.go",
+		from: "return o.state.v.CompareAndSwap(opQueued, opTaken) || o.state.v.Load() == opTaken", to: "return true",
+		pkgs: []string{"./broker"}, run: "TestSilentDatabaseWithdrawsQueuedEnqueues"})
+	add(mutation{name: "unreachable: a queued enqueue is said to be maybe applied", file: "broker/reach.go",
+		from: "func (o *op) withdraw() bool { return o.state.v.CompareAndSwap(opQueued, opWithdrawn) }",
+		to:   "func (o *op) withdraw() bool { return false }",
+		pkgs: []string{"./broker"}, run: "TestSilentDatabaseWithdrawsQueuedEnqueues"})
+	add(mutation{name: "unreachable: a slow call is silence though others are answered", file: "store/reach/reach.go",
+		from: "if start.Before(t.lastOK) {", to: "if false {",
+		pkgs: []string{"./store/reach"}, run: ""})
+	add(mutation{name: "unreachable: a call that may have been applied is resent without a key", file: "client/resend.go",
+		from: "if j.GetIdempotencyKey() == \"\" {\n\t\t\t\treturn false", to: "if j.GetIdempotencyKey() == \"\" {\n\t\t\t\tcontinue",
+		pkgs: []string{"./client"}, run: "TestMayResend"})
+	add(mutation{name: "unreachable: streams that are not movable are ended too", file: "broker/reach.go",
+		from: "if !s.movable || s.draining || s.closed {\n\t\t\tcontinue\n\t\t}\n\t\ts.draining = true\n\t\ts.out.closeWith(err)",
+		to:   "if s.draining || s.closed {\n\t\t\tcontinue\n\t\t}\n\t\ts.draining = true\n\t\ts.out.closeWith(err)",
+		pkgs: []string{srvPkg}, run: "TestUnreachableDatabaseMovesMovableWorkersAway"})
 	return ms
 }
 

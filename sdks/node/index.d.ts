@@ -9,7 +9,7 @@ export declare const CancelReason: Readonly<{
   REQUESTED: 'requested';
   /** The attempt outlived its attempt timeout. */
   TIMEOUT: 'timeout';
-  /** The broker no longer considers this worker the lease holder. */
+  /** The broker no longer considers this worker the lease holder, or the lease ran out on the worker's clock. */
   LEASE_LOST: 'lease_lost';
   /** This worker is shutting down and its grace period ran out. */
   SHUTDOWN: 'shutdown';

@@ -299,18 +299,23 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 		v := int32(*p.Priority)
 		priority = &v
 	}
-	// The dead jobs leave the finished totals.
-	if _, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n)
-		SELECT queue, type, 6, -COUNT(*) FROM jobs WHERE state = 6 AND id = ANY($1) GROUP BY queue, type
-		ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n`, p.IDs); err != nil {
-		return 0, err
-	}
-	n, err := t.exec(`UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
+	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
 		priority = COALESCE($4, priority), payload = COALESCE($5, payload),
 		attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
 		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
-		WHERE state = 6 AND id = ANY($6)`, int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
-	return int(n), err
+		WHERE state = 6 AND id = ANY($6) RETURNING queue, type`, int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
+	if err != nil {
+		return 0, err
+	}
+	// The dead jobs leave the finished totals, written with the transaction's other changes to
+	// them (totals.go).
+	var n int
+	var queue, typ string
+	_, err = pgx.ForEachRow(rows, []any{&queue, &typ}, func() error {
+		n++
+		return t.addFinished(queue, typ, job.StateDead, -1)
+	})
+	return n, err
 }
 
 func (t *tx) JobDeleteDead(ids []int64) (int, error) {

@@ -13,6 +13,9 @@ import (
 // one is inserted first; two brokers inserting at once agree on one row, since the second
 // insert waits for the first and then does nothing.
 func (t *tx) BreakerLock(typ string, initial []byte) ([]byte, error) {
+	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
+		return nil, err
+	}
 	for range 2 {
 		var data []byte
 		err := t.tx.QueryRow(t.ctx, `SELECT data FROM breakers WHERE type = $1 FOR UPDATE`, typ).Scan(&data)

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -110,7 +112,7 @@ func (s *Store) Brokers(ctx context.Context) ([]store.BrokerRecord, error) {
 			}
 			r.ID, r.StartedAt, r.LastSeen = strconv.FormatInt(id, 10), fromNanos(started), fromNanos(seen)
 			// By the database's clock, which wrote last_seen: this machine's may be off.
-			r.Alive = time.Duration(silent) <= aliveFor*s.electionInterval
+			r.Alive = time.Duration(silent) <= s.aliveWindow
 			out = append(out, r)
 		}
 		return rows.Err()
@@ -291,14 +293,19 @@ func (s *Store) Campaign(ctx context.Context, lead func(leader bool)) {
 			s.campaignHook()
 		}
 		if conn == nil {
+			call := s.reachBegin()
 			c, err := s.connect(ctx, "leader")
+			call.end(ctx, err)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("cannot connect to campaign for leadership; retrying", "broker", s.BrokerID(), "err", err)
 			}
 			conn = c
 		}
 		if conn != nil {
-			if err := s.heartbeat(ctx, conn); err != nil {
+			call := s.reachBegin()
+			err := s.heartbeat(ctx, conn)
+			call.end(ctx, err)
+			if err != nil {
 				if ctx.Err() != nil {
 					return // stopping, not lost
 				}
@@ -359,7 +366,7 @@ const (
 // pruneBrokers forgets the brokers not seen for brokerForget.
 func (s *Store) pruneBrokers(ctx context.Context, conn *pgx.Conn) {
 	// Within an interval, like everything on this connection, so the heartbeat keeps its pace.
-	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	ctx, cancel := context.WithTimeout(ctx, s.roundBound)
 	defer cancel()
 	tag, err := conn.Exec(ctx, `DELETE FROM brokers WHERE last_seen < `+dbNow+` - $1`, brokerForget.Nanoseconds())
 	switch {
@@ -390,7 +397,7 @@ func (s *Store) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	// workers are costs no statement of its own.
 	rows, err := conn.Query(ctx, `WITH me AS (UPDATE brokers SET last_seen = `+dbNow+`, workers = $2 WHERE id = $1)
 		SELECT id, workers FROM brokers WHERE id <> $1 AND `+dbNow+` - last_seen <= $3`,
-		s.brokerID, workers, aliveFor*s.electionInterval.Nanoseconds())
+		s.brokerID, workers, s.aliveWindow.Nanoseconds())
 	if err != nil {
 		return err
 	}
@@ -431,7 +438,7 @@ func (s *Store) PeerWorkers() map[string]int {
 // An error says it found a silent leader and could not end its session (a role without the
 // right to, see docs/deploying.md), or could not look.
 func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) (bool, error) {
-	ctx, cancel := context.WithTimeout(outer, s.electionInterval)
+	ctx, cancel := context.WithTimeout(outer, s.roundBound)
 	defer cancel()
 	var pid int32
 	var id, silent int64
@@ -457,7 +464,7 @@ func (s *Store) endSilentLeader(outer context.Context, conn *pgx.Conn) (bool, er
 
 // tryLead takes the leader lock if no session holds it.
 func (s *Store) tryLead(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.electionInterval)
+	ctx, cancel := context.WithTimeout(ctx, s.roundBound)
 	defer cancel()
 	var ok bool
 	err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, lockLeader).Scan(&ok)
@@ -471,3 +478,35 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // sessionName is the application_name of this broker's session for role.
 func (s *Store) sessionName(role string) string { return "jobwire broker " + s.BrokerID() + " " + role }
+
+// ReportReach makes the store tell t of its own calls that reach the database: the heartbeat
+// and the connecting of the leadership connection, once an election interval, so that a broker
+// hears the database is silent (or answers again) while no call of its own waits on it.
+func (s *Store) ReportReach(t *reach.Tracker) { s.reach.Store(t) }
+
+// reachCall is one of the store's own calls, told to the tracker given to ReportReach, if any.
+type reachCall struct{ c *reach.Call }
+
+func (s *Store) reachBegin() reachCall {
+	t := s.reach.Load()
+	if t == nil {
+		return reachCall{}
+	}
+	c := t.Begin()
+	return reachCall{c: &c}
+}
+
+// end tells the tracker how the call ended: answered (an error of the server's own is an
+// answer too), abandoned when ctx (the store's caller's) ended, or else unreached.
+func (r reachCall) end(ctx context.Context, err error) {
+	var pgErr *pgconn.PgError
+	switch {
+	case r.c == nil:
+	case err == nil, errors.As(err, &pgErr):
+		r.c.End(reach.Answered)
+	case ctx.Err() != nil:
+		r.c.End(reach.Abandoned)
+	default:
+		r.c.End(reach.Unreached)
+	}
+}

@@ -28,6 +28,14 @@ const testElection = 50 * time.Millisecond
 // clusterWait bounds waits for events and elections: a safety net, not a timing assertion.
 const clusterWait = 10 * time.Second
 
+// testLeaderTimeout is the leader timeout of the tests' campaigning brokers: so long that no
+// leader on a loaded machine is ever found silent, or gives up for a slow heartbeat, unless a
+// test makes it silent (silence).
+const testLeaderTimeout = time.Minute
+
+// patient gives a broker testLeaderTimeout.
+func patient(o *Options) { o.LeaderTimeout = testLeaderTimeout }
+
 // logBuffer collects a store's log lines.
 type logBuffer struct {
 	mu sync.Mutex
@@ -225,8 +233,10 @@ func newCampaigns(t *testing.T) *campaigns {
 }
 
 // run starts s's campaign as broker i, counting its rounds after the hook s already has (a
-// freezer's, say).
+// freezer's, say). Its rounds' statements may take as long as a loaded machine makes them:
+// slow is not failed (roundBound).
 func (c *campaigns) run(i int, s *Store) {
+	s.roundBound = clusterWait
 	n := &atomic.Int64{}
 	c.rounds[i] = n
 	hook := s.campaignHook
@@ -267,6 +277,7 @@ func (c *campaigns) stop() {
 // test's campaigns, it lets them go before they are stopped.
 type freezer struct {
 	frozen atomic.Bool
+	parked atomic.Bool // the campaign waits in hold
 	thaw   chan struct{}
 	once   sync.Once
 }
@@ -280,11 +291,28 @@ func newFreezer(t *testing.T) *freezer {
 // hold is the campaign's hook.
 func (f *freezer) hold() {
 	if f.frozen.Load() {
+		f.parked.Store(true)
 		<-f.thaw
 	}
 }
 
-func (f *freezer) freeze() { f.frozen.Store(true) }
+// freeze holds the campaign at the start of its next round, and waits until it is held: it
+// records no heartbeat from then on.
+func (f *freezer) freeze(t *testing.T) {
+	t.Helper()
+	f.frozen.Store(true)
+	waitFor(t, "the campaign to be held", f.parked.Load)
+}
+
+// silence makes broker s look unseen for twice the leader timeout, by the database's clock (as
+// a broker frozen that long would): its last heartbeat is moved back. s must be frozen.
+func silence(t *testing.T, s *Store) {
+	t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `UPDATE brokers SET last_seen = last_seen - $2 WHERE id = $1`,
+		s.brokerID, (2 * s.leaderTimeout).Nanoseconds()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func (f *freezer) resume() {
 	f.frozen.Store(false)
@@ -346,7 +374,7 @@ func TestCampaignElectsOneLeaderAndFailsOver(t *testing.T) {
 	var stores [3]*Store
 	l := newCampaigns(t)
 	for i := range stores {
-		stores[i] = openBroker(t, u, &logs[i])
+		stores[i] = openBroker(t, u, &logs[i], patient)
 		l.run(i, stores[i])
 	}
 	waitFor(t, "a leader", func() bool { return l.leader() >= 0 })
@@ -354,7 +382,7 @@ func TestCampaignElectsOneLeaderAndFailsOver(t *testing.T) {
 	if !strings.Contains(logs[first].String(), `msg="became leader" broker=`+stores[first].BrokerID()) {
 		t.Fatalf("the leader's log does not say it was elected:\n%s", logs[first].String())
 	}
-	time.Sleep(5 * testElection) // the others try the lock meanwhile, and fail
+	l.waitRounds(t, 5, (first+1)%3, (first+2)%3) // the others try the lock meanwhile, and fail
 	if l.leader() != first {
 		t.Fatalf("broker %d leads, then %d without any failure", first, l.leader())
 	}
@@ -474,6 +502,7 @@ func TestLeaderForgetsBrokersGoneForLong(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	s.roundBound = clusterWait // a prune that took longer would wait an hour for the next
 	go func() { defer close(done); s.Campaign(cctx, func(bool) {}) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor(t, "the gone broker to be forgotten", func() bool {
@@ -493,13 +522,12 @@ func TestLeaderForgetsBrokersGoneForLong(t *testing.T) {
 func TestFrozenLeaderIsReplaced(t *testing.T) {
 	t.Parallel()
 	u := pgtest.URL(t)
-	const timeout = 10 * testElection
 	var logs [2]logBuffer
 	var stores [2]*Store
 	var frozen [2]*freezer
 	l := newCampaigns(t)
 	for i := range stores {
-		stores[i] = openBroker(t, u, &logs[i], func(o *Options) { o.LeaderTimeout = timeout })
+		stores[i] = openBroker(t, u, &logs[i], patient)
 		frozen[i] = newFreezer(t)
 		stores[i].campaignHook = frozen[i].hold
 		l.run(i, stores[i])
@@ -507,7 +535,8 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	waitFor(t, "a leader", func() bool { return l.leader() >= 0 })
 	old := l.leader()
 	other := 1 - old
-	frozen[old].freeze()
+	frozen[old].freeze(t)
+	silence(t, stores[old])
 	waitFor(t, "the other broker to take over", func() bool { return l.is(other) })
 	took := logs[other].String()
 	want := `msg="ended the session of a silent leader to take over" broker=` + stores[other].BrokerID() +
@@ -536,19 +565,18 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 	t.Parallel()
 	u := pgtest.URL(t)
 	asA, asB := roleURL(t, u, "a"), roleURL(t, u, "b")
-	const timeout = 10 * testElection
 	var logs [2]logBuffer
 	l := newCampaigns(t)
 	frozen := newFreezer(t)
-	tune := func(o *Options) { o.LeaderTimeout = timeout }
-	a := openBroker(t, asA, &logs[0], tune)
+	a := openBroker(t, asA, &logs[0], patient)
 	a.campaignHook = frozen.hold
 	l.run(0, a)
 	waitFor(t, "broker a to lead", func() bool { return l.is(0) })
-	b := openBroker(t, asB, &logs[1], tune)
+	b := openBroker(t, asB, &logs[1], patient)
 	l.run(1, b)
 
-	frozen.freeze()
+	frozen.freeze(t)
+	silence(t, a)
 	said := `msg="cannot end the session of a silent leader" broker=` + b.BrokerID()
 	waitFor(t, "broker b to find it cannot end the silent leader", func() bool {
 		return strings.Contains(logs[1].String(), said)
@@ -562,8 +590,9 @@ func TestFrozenLeaderOfAnotherRoleIsNotEnded(t *testing.T) {
 		t.Fatalf("broker b's log, want one warning with the server's insufficient_privilege error:\n%s", s)
 	}
 	frozen.resume()
-	// Two leader timeouts of rounds of a running again: it keeps leading, and b never does.
-	l.waitRounds(t, int64(2*timeout/testElection), 0)
+	// Twenty rounds of both with a running again: a records it is alive and keeps leading, and
+	// b, finding it alive, never leads.
+	l.waitRounds(t, 20, 0, 1)
 	if most := l.mostAtOnce(); l.is(1) || !l.is(0) || most != 1 {
 		t.Fatalf("after the leader ran again: a leads %v, b leads %v, most at once %d\n%s", l.is(0), l.is(1), most, logs[0].String())
 	}
@@ -636,6 +665,9 @@ func TestBrokersListTheirWorkers(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openBroker(t, url, nil), openBroker(t, url, nil)
+	// Each takes the other for alive however long a loaded machine holds its heartbeats back:
+	// the counts of live brokers are what is checked, not how soon a silent one drops out.
+	a.aliveWindow, b.aliveWindow = time.Hour, time.Hour
 	var workers atomic.Int64
 	workers.Store(3)
 	a.CountWorkers(func() int { return int(workers.Load()) })
@@ -678,8 +710,7 @@ func TestBrokersListTheirWorkers(t *testing.T) {
 func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
 	t.Parallel()
 	u := pgtest.URL(t)
-	const interval, timeout = 100 * time.Millisecond, 900 * time.Millisecond
-	tune := func(o *Options) { o.ElectionInterval, o.LeaderTimeout, o.MaxConns = interval, timeout, 2 }
+	tune := func(o *Options) { o.LeaderTimeout, o.MaxConns = testLeaderTimeout, 2 }
 	var logA, logB logBuffer
 	a, b := openBroker(t, u, &logA, tune), openBroker(t, u, &logB, tune)
 	l := newCampaigns(t)
@@ -703,8 +734,10 @@ func TestBusyLeaderKeepsTheLeadership(t *testing.T) {
 		}
 	})
 	t.Cleanup(release)
-	// Three leader timeouts of rounds on both brokers, with a's pool empty all along.
-	l.waitRounds(t, int64(3*timeout/interval), 0, 1)
+	// Twenty rounds on both brokers, with a's pool empty all along: a heartbeat that waited for
+	// the pool would hold a's rounds back until half the leader timeout ended it, and then a
+	// would give the leadership up.
+	l.waitRounds(t, 20, 0, 1)
 	release()
 	if most := l.mostAtOnce(); !l.is(0) || l.is(1) || most != 1 {
 		t.Fatalf("broker a leads: %v, broker b leads: %v, most at once: %d", l.is(0), l.is(1), most)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -80,9 +81,17 @@ type Store struct {
 	electionInterval time.Duration
 	leaderTimeout    time.Duration
 	campaignHook     func() // tests: runs at the start of each round of Campaign
+	// roundBound bounds each statement of a campaign round but the heartbeat (which half the
+	// leader timeout bounds): the election interval, so that the rounds keep their pace. Tests
+	// of elections on a loaded machine raise it, so that a slow statement is not a failed one.
+	roundBound time.Duration
+	// aliveWindow is how long a broker may go unseen and still be taken for alive (listed
+	// alive, its workers counted by the others): aliveFor election intervals. Tests raise it.
+	aliveWindow time.Duration
 	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
 	workers atomic.Pointer[func() int]
 	peers   atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
+	reach   atomic.Pointer[reach.Tracker]  // hears of the heartbeat (ReportReach); nil: nobody
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error
@@ -143,6 +152,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &store.KnownQueues{},
 		electionInterval: opts.ElectionInterval, leaderTimeout: opts.LeaderTimeout, commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
+	s.roundBound, s.aliveWindow = opts.ElectionInterval, aliveFor*opts.ElectionInterval
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -210,6 +220,9 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 			}
 		}
 		if err := fn(t); err != nil {
+			return err
+		}
+		if err := t.flushFinished(); err != nil {
 			return err
 		}
 		if err := t.storeReceipt(s.brokerID, receipt); err != nil {

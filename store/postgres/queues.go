@@ -21,6 +21,9 @@ const lockCappedSQL = `SELECT name, concurrency_limit, paused FROM queues
 
 // lockCappedQueues locks the row of every capped queue, in name order.
 func (t *tx) lockCappedQueues() error {
+	if err := t.flushFinished(); err != nil { // the totals' rows come before the queues'
+		return err
+	}
 	rows, err := t.tx.Query(t.ctx, lockCappedSQL)
 	if err != nil {
 		return err
@@ -57,6 +60,9 @@ func scanLimits(rows pgx.Rows) (map[string]int, error) {
 func (t *tx) queueRoom() (map[string]int, error) {
 	if t.room != nil {
 		return t.room, nil
+	}
+	if err := t.flushFinished(); err != nil { // the totals' rows come before the queues'
+		return nil, err
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(lockCappedSQL)

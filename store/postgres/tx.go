@@ -31,6 +31,9 @@ type tx struct {
 	// queues' locks (queues.go); nil until a lease enforcing the queues' rules needs it.
 	room map[string]int
 	ids  *idCache // the store's job ids drawn and not used yet
+	// finished are the changes to the finished totals not written yet: they are written
+	// together, in one order, where the transaction's writes of jobs end (see totals.go).
+	finished []finishedChange
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -82,6 +85,9 @@ func (t *tx) Isolated(fn func() error) error {
 		return err
 	}
 	outer, created := t.tx, len(t.newQueues)
+	// What fn writes of the totals goes with it: the changes held before it are kept, even
+	// those it wrote, whose statement the savepoint's rollback undoes.
+	finished := slices.Clone(t.finished)
 	t.tx = sp
 	ferr := fn()
 	if ferr == nil {
@@ -96,6 +102,7 @@ func (t *tx) Isolated(fn func() error) error {
 		}
 		t.newQueues = t.newQueues[:created] // their rows are undone with the rest
 		t.room = nil                        // so are the leases it counted, and maybe its locks
+		t.finished = finished
 		if err := sp.Rollback(t.ctx); err != nil {
 			return errors.Join(ferr, err)
 		}
@@ -748,13 +755,14 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 
 // succeedManySQL stores successes fenced by their leases, adds them to the finished totals by
 // the jobs' own queue and type (a lease listed twice changes its job once and is counted
-// once), and says which of them are applied: a row (ordinal,
+// once), with the transaction's other changes to the totals ($7 to $10, see totals.go),
+// and says which of them are applied: a row (ordinal,
 // true) for each stored now, and for each of the others a row (ordinal, whether the job, as the
 // statement's snapshot shows it, holds the success already: store.LeaseState.Applied); the
 // snapshot does not show the UPDATE's own changes. appliedOf joins the two. (Joining the
 // UPDATE's rows to the writes in SQL would rescan them once per write under joinByKey's
 // settings; NOT IN is hashed, and only the writes not stored now are looked up again.)
-const succeedManySQL = `WITH u AS (
+var succeedManySQL = `WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
 		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
 ), done AS (
@@ -764,7 +772,12 @@ const succeedManySQL = `WITH u AS (
 	RETURNING u.ord, jobs.queue, jobs.type
 ), totals AS (
 	INSERT INTO finished_totals (queue, type, state, n)
-	SELECT queue, type, 5, count(*) FROM done GROUP BY queue, type
+	SELECT queue, type, state, sum(n)::bigint FROM (
+		SELECT queue, type, 5::smallint AS state, 1::bigint AS n FROM done
+		UNION ALL
+		SELECT * FROM unnest($7::text[], $8::text[], $9::smallint[], $10::bigint[])) f
+	GROUP BY queue, type, state
+	ORDER BY ` + finishedOrder + `
 	ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n
 )
 SELECT ord, true FROM done
@@ -796,7 +809,9 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 		return err
 	}
 	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
-	if err := runRows(t, later, succeedManySQL, succeedManyArgs(ps), read, got); err != nil {
+	// The statement writes the transaction's totals: what it adds and what was held until now.
+	args := append(succeedManyArgs(ps), t.takeFinished()...)
+	if err := runRows(t, later, succeedManySQL, args, read, got); err != nil {
 		return err
 	}
 	return t.joinByKey(false)
@@ -954,6 +969,9 @@ func (t *tx) JobReleaseAllLeased() (int, error) {
 }
 
 func (t *tx) BreakerSave(r store.BreakerRecord) error {
+	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
+		return err
+	}
 	_, err := t.exec(`INSERT INTO breakers (type, data, shut) VALUES ($1, $2, $3)
 		ON CONFLICT (type) DO UPDATE SET data = excluded.data, shut = excluded.shut`, r.Type, r.Data, r.Shut)
 	return err
@@ -985,11 +1003,11 @@ func (t *tx) leaseState(id int64) (store.LeaseState, error) {
 }
 
 // addFinished adds n (negative: takes) to the total of finished jobs in one queue, type and
-// state.
+// state: when the transaction writes its totals (totals.go).
 func (t *tx) addFinished(queue, typ string, state job.State, n int) error {
 	if queue == "" || typ == "" {
 		return fmt.Errorf("finished totals: a job of queue %q and type %q", queue, typ)
 	}
-	return t.hold(`INSERT INTO finished_totals (queue, type, state, n) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + excluded.n`, queue, typ, int16(state), n)
+	t.finished = append(t.finished, finishedChange{queue: queue, typ: typ, state: int16(state), n: int64(n)})
+	return nil
 }

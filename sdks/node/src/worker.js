@@ -14,6 +14,7 @@ const grpc = require('@grpc/grpc-js');
 const { Backoff } = require('./backoff');
 const { loadJobwire } = require('./proto');
 const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
+const { leaseMarginMs } = require('./lease');
 
 /** Refused codes the protocol gives a meaning to (gRPC status codes). */
 const CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
@@ -31,7 +32,7 @@ const PERMANENT_CODES = new Set([
 const CancelReason = Object.freeze({
   REQUESTED: 'requested', // someone called CancelJob
   TIMEOUT: 'timeout', // the attempt outlived its attempt timeout
-  LEASE_LOST: 'lease_lost', // the broker no longer considers this worker the lease holder
+  LEASE_LOST: 'lease_lost', // the broker no longer considers this worker the lease holder, or the lease ran out on this worker's clock
   SHUTDOWN: 'shutdown', // this worker is shutting down and its grace period ran out
 });
 
@@ -209,6 +210,11 @@ class Worker {
     this.timers = new Set();
     this.wakeUp = null;
     this.running = false;
+    /**
+     * How long a lease lasts on this worker's clock: the Welcome's lease duration less
+     * leaseMarginMs(). Zero (no lease duration announced) leaves leases to the broker.
+     */
+    this.leaseAllowanceMs = 0;
   }
 
   /**
@@ -282,7 +288,10 @@ class Worker {
       this.hardStopped = true;
       for (const t of this.timers) clearTimeout(t);
       this.timers.clear();
-      for (const j of this.jobs.values()) j.ctx._cancel(CancelReason.SHUTDOWN);
+      for (const j of this.jobs.values()) {
+        this.stopLease(j);
+        j.ctx._cancel(CancelReason.SHUTDOWN);
+      }
       client.close();
       this.running = false;
     }
@@ -378,6 +387,9 @@ class Worker {
     let hb = durationToMs(w.heartbeatInterval);
     if (!(hb > 0)) hb = leaseMs > 0 ? leaseMs / 3 : 10000;
     sess.heartbeatMs = hb;
+    this.leaseAllowanceMs = leaseMs > 0 ? leaseMs - leaseMarginMs(leaseMs, hb) : 0;
+    // Heartbeats of the old stream are never answered; adopted leases keep their deadlines.
+    for (const j of this.jobs.values()) j.heartbeatAt = undefined;
     this.log.info(
       `connected to ${this.address} as ${this.workerId} (session ${w.sessionId}, lease ${leaseMs}ms, heartbeat ${hb}ms, holding ${this.jobs.size})`,
     );
@@ -394,7 +406,10 @@ class Worker {
     // Every held lease, including ones whose result is not yet stored: the lease must outlive a
     // broker that is slow to store the result.
     const leases = [...this.jobs.values()].map((j) => j.ref);
-    if (leases.length > 0) this.send({ heartbeat: { leases } });
+    if (leases.length === 0) return;
+    const now = performance.now();
+    for (const j of this.jobs.values()) j.heartbeatAt ??= now;
+    this.send({ heartbeat: { leases } });
   }
 
   /** Write msg on the current stream; without one, it is dropped (results are re-sent). */
@@ -451,6 +466,7 @@ class Worker {
         this.maybeClose();
         break;
       case 'heartbeatAck':
+        this.onExtended(resp.heartbeatAck.extended);
         break;
       default:
         this.log.warn(`unexpected message ${resp.message}`);
@@ -482,8 +498,15 @@ class Worker {
       shutdownCancelled: false,
       timedOut: false,
       ref: { jobId, leaseToken: a.leaseToken },
+      // The lease as this worker counts it: leaseTimer gives the job up at leaseEnd unless an
+      // extension moves it first; heartbeatAt is when the oldest heartbeat that named the lease
+      // on this stream and has no answer yet was sent.
+      leaseEnd: undefined,
+      leaseTimer: undefined,
+      heartbeatAt: undefined,
     };
     this.jobs.set(jobId, j);
+    this.armLease(j, performance.now());
     // Started must reach the broker before user code runs: the attempt counts from here.
     this.send({ started: { jobId, leaseToken: a.leaseToken } });
     this.log.info(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
@@ -527,11 +550,51 @@ class Worker {
     this.drop(j, CancelReason.LEASE_LOST);
   }
 
+  // ---- the lease as this worker counts it (see lease.js) ------------------------------
+
+  /** (Re)start j's lease deadline: start (performance.now() time) plus the lease allowance. */
+  armLease(j, start) {
+    this.stopLease(j);
+    if (!(this.leaseAllowanceMs > 0)) return;
+    j.leaseEnd = start + this.leaseAllowanceMs;
+    j.leaseTimer = setTimeout(() => this.leaseRanOut(j), j.leaseEnd - performance.now());
+    j.leaseTimer.unref?.();
+  }
+
+  stopLease(j) {
+    if (j.leaseTimer) clearTimeout(j.leaseTimer);
+    j.leaseTimer = undefined;
+  }
+
+  /**
+   * Give up a job whose lease passed on this worker's clock without an extension: the broker
+   * (frozen or cut off) may already run its next attempt elsewhere.
+   */
+  leaseRanOut(j) {
+    j.leaseTimer = undefined;
+    if (this.jobs.get(j.ref.jobId) !== j || j.result) return;
+    this.log.warn(`job ${j.ref.jobId}: lease ran out without an extension from the broker; cancelling it`);
+    this.drop(j, CancelReason.LEASE_LOST);
+  }
+
+  /** Move the deadline of every lease a HeartbeatAck lists as extended. */
+  onExtended(extended) {
+    const now = performance.now();
+    for (const ref of extended) {
+      const j = this.jobs.get(ref.jobId);
+      if (!j || j.ctx.leaseToken !== ref.leaseToken) continue;
+      const start = j.heartbeatAt === undefined ? now : Math.min(j.heartbeatAt, now);
+      j.heartbeatAt = undefined;
+      if (!j.result) this.armLease(j, start);
+    }
+  }
+
   // ---- helpers ------------------------------------------------------------------------
 
   /** Forget j: the broker has settled it. Its handler is aborted; its outcome is discarded. */
   drop(j, reason) {
     if (this.jobs.get(j.ref.jobId) === j) this.jobs.delete(j.ref.jobId);
+    this.stopLease(j);
     j.ctx._cancel(reason);
     this.afterFree();
   }
@@ -592,6 +655,7 @@ class Worker {
       }
     }
     j.clearTimeout?.();
+    this.stopLease(j); // the result is sent whatever becomes of the lease now
     if (this.jobs.get(ctx.id) !== j) return; // cancelled or lost meanwhile: results would be refused
     j.result = result;
     this.send({ result });

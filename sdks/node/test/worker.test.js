@@ -6,6 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const grpc = require('@grpc/grpc-js');
 const { Worker, Backoff, RetryAfterError, loadJobwire } = require('../src/index');
+const { leaseMarginMs, MIN_MARGIN_MS, MAX_MARGIN_MS } = require('../src/lease');
 
 const WAIT_MS = 5000; // upper bound for anything the worker should do promptly
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
@@ -67,12 +68,13 @@ class Stream {
     this.call.write(msg);
   }
 
-  welcome({ heartbeatMs = 60000, lost = [] } = {}) {
+  welcome({ heartbeatMs = 60000, lost = [], leaseMs = 30000 } = {}) {
+    const duration = (ms) => ({ seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
     this.send({
       welcome: {
         sessionId: 's',
-        leaseDuration: { seconds: '30' },
-        heartbeatInterval: { seconds: String(Math.floor(heartbeatMs / 1000)), nanos: (heartbeatMs % 1000) * 1e6 },
+        leaseDuration: duration(leaseMs),
+        heartbeatInterval: duration(heartbeatMs),
         lost,
       },
     });
@@ -455,4 +457,72 @@ test('bad token and TLS options fail at construction', () => {
   assert.throws(() => new Worker({ token: 'two words' }), TypeError);
   assert.throws(() => new Worker({ tls: { cert: 'client.pem' } }), TypeError);
   assert.throws(() => new Worker({ tls: { ca: '/nonexistent/ca.pem' } }), /ENOENT/);
+});
+
+test('the lease margin is a tenth of the lease, within bounds', () => {
+  const cases = [
+    [30000, 10000, 3000], // the broker's defaults: a tenth
+    [3000, 1000, 300],
+    [1000, 333, MIN_MARGIN_MS], // a tenth would be too small
+    [600000, 200000, MAX_MARGIN_MS], // a tenth would waste the lease
+    [3000, 2900, 50], // half of what a heartbeat has left
+    [1000, 2000, 0], // a heartbeat slower than the lease
+  ];
+  for (const [lease, heartbeat, want] of cases) {
+    assert.equal(leaseMarginMs(lease, heartbeat), want, `leaseMarginMs(${lease}, ${heartbeat})`);
+  }
+});
+
+test('a lease that runs out without an extension aborts the handler and sends no result', async (t) => {
+  // The broker answers nothing, as a frozen one would: the handler is aborted once the lease
+  // (1s, less its 250ms margin) has passed.
+  const b = await setup(t);
+  const { s } = await b.start({ leaseMs: 1000, heartbeatMs: 300 });
+  const sent = performance.now();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  await until(() => b.seenCancel.length > 0);
+  assert.ok(performance.now() - sent >= 700, `aborted after ${performance.now() - sent}ms, want at least 700`);
+  assert.deepEqual(b.seenCancel, ['lease_lost']);
+  // The job is forgotten: the next message is the Drain, not a Result.
+  await b.stopAndExpectDrain(s);
+});
+
+test('an extension counts from the heartbeat, not from its answer', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start({ leaseMs: 2000, heartbeatMs: 100 });
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  const job = b.worker.jobs.get('1');
+  const firstEnd = job.leaseEnd;
+  let hb = await s.recv('heartbeat');
+  while (hb.leases.length === 0) hb = await s.recv('heartbeat');
+  const read = performance.now(); // the worker sent the heartbeat before this
+  s.send({ heartbeatAck: { extended: hb.leases } });
+  await until(() => job.leaseEnd !== firstEnd);
+  assert.ok(job.leaseEnd <= read + 2000 - leaseMarginMs(2000, 100), `lease ends ${job.leaseEnd - read}ms after the heartbeat was read`);
+  b.unblock();
+  await s.recv('result');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('answered heartbeats keep the lease', async (t) => {
+  // Twenty-five answered heartbeats, 100ms apart, carry the job past its 2s lease.
+  const b = await setup(t);
+  const { s } = await b.start({ leaseMs: 2000, heartbeatMs: 100 });
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  for (let answered = 0; answered < 25; ) {
+    const hb = await s.recv('heartbeat');
+    if (hb.leases.length === 0) continue;
+    s.send({ heartbeatAck: { extended: hb.leases } });
+    answered++;
+  }
+  assert.deepEqual(b.seenCancel, []);
+  b.unblock();
+  const result = await s.recv('result');
+  assert.ok(result.success, `result ${JSON.stringify(result)}, want success`);
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
 });

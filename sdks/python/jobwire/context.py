@@ -13,7 +13,9 @@ from jobwire.v1 import worker_service_pb2
 #: Why a job was cancelled, as found in JobContext.cancel_reason.
 CANCEL_REQUESTED = "requested"  # someone called CancelJob
 CANCEL_TIMEOUT = "timeout"  # the attempt outlived its attempt timeout
-CANCEL_LEASE_LOST = "lease_lost"  # the broker no longer considers this worker the lease holder
+# the broker no longer considers this worker the lease holder, or the lease ran out on this
+# worker's clock without an extension
+CANCEL_LEASE_LOST = "lease_lost"
 CANCEL_SHUTDOWN = "shutdown"  # this worker is shutting down and its grace period ran out
 
 

@@ -30,6 +30,7 @@ from jobwire.context import (
     JobContext,
 )
 from jobwire.errors import JobCancelled, classify, to_failure
+from jobwire.lease import lease_margin
 from jobwire.v1 import job_pb2, worker_service_pb2 as pb, worker_service_pb2_grpc
 
 Handler = Callable[[JobContext], Union[None, Awaitable[None]]]
@@ -101,6 +102,12 @@ class _Job:
     result: Optional[pb.Result] = None  # set once the handler finished; re-sent until answered
     shutdown_cancelled: bool = False
     timed_out: bool = False  # the attempt timeout passed and the handler was told to stop
+    # The lease as this worker counts it (jobwire.lease): lease_timer gives the job up at
+    # lease_end (loop time) unless an extension moves it first. heartbeat_at is when the oldest
+    # heartbeat that named the lease on this stream and has no answer yet was sent.
+    lease_end: Optional[float] = None
+    lease_timer: Optional[asyncio.TimerHandle] = None
+    heartbeat_at: Optional[float] = None
 
     @property
     def ref(self) -> pb.LeaseRef:
@@ -211,6 +218,9 @@ class Worker:
         self._hard_stopped = False
         self._wake: Optional[asyncio.Event] = None
         self._timers: list[asyncio.TimerHandle] = []
+        # How long a lease lasts on this worker's clock: the Welcome's lease_duration less
+        # lease_margin(). Zero (no lease duration announced) leaves leases to the broker.
+        self._lease_allowance = 0.0
 
     # ---- registration -------------------------------------------------------------------
 
@@ -288,6 +298,7 @@ class Worker:
             for t in self._timers:
                 t.cancel()
             for j in list(self._jobs.values()):
+                self._stop_lease(j)
                 if j.task is not None:
                     j.task.cancel()
             await channel.close()
@@ -363,6 +374,10 @@ class Worker:
         if interval <= 0:
             interval = lease / 3 if lease > 0 else 10.0
         sess.heartbeat_interval = interval
+        self._lease_allowance = lease - lease_margin(lease, interval) if lease > 0 else 0.0
+        # Heartbeats of the old stream are never answered; adopted leases keep their deadlines.
+        for j in self._jobs.values():
+            j.heartbeat_at = None
         log.info(
             "connected to %s as %s (session %s, lease %.1fs, heartbeat %.1fs, holding %d)",
             self.address, self.worker_id, w.session_id, lease, interval, len(self._jobs),
@@ -395,6 +410,10 @@ class Worker:
             # lease must outlive a broker that is slow to store the result.
             leases = [j.ref for j in self._jobs.values()]
             if leases:
+                now = self._loop.time()
+                for j in self._jobs.values():
+                    if j.heartbeat_at is None:
+                        j.heartbeat_at = now
                 self._send(pb.ConnectRequest(heartbeat=pb.Heartbeat(leases=leases)))
 
     def _send(self, msg: pb.ConnectRequest) -> None:
@@ -441,7 +460,7 @@ class Worker:
             sess.drain_requested = True
             self._maybe_close()
         elif kind == "heartbeat_ack":
-            pass
+            self._on_extended(resp.heartbeat_ack.extended)
         else:
             log.warning("unexpected message %s", kind)
 
@@ -471,6 +490,7 @@ class Worker:
         # Started must reach the broker before user code runs: the attempt counts from here.
         self._send(pb.ConnectRequest(started=pb.Started(job_id=job_id, lease_token=a.lease_token)))
         log.info("job %d (%s) attempt %d started", job_id, a.job.type, a.attempt)
+        self._arm_lease(j, self._loop.time())
         j.task = asyncio.create_task(self._execute(j, fn))
         if j.ctx.attempt_timeout:
             timer = self._loop.call_later(j.ctx.attempt_timeout, self._attempt_timed_out, j)
@@ -483,6 +503,40 @@ class Worker:
         log.warning("job %d outlived its attempt timeout of %gs: cancelling it", j.ctx.id, j.ctx.attempt_timeout)
         j.timed_out = True
         j.ctx._cancel(CANCEL_TIMEOUT)
+
+    def _arm_lease(self, j: _Job, start: float) -> None:
+        """(Re)start j's lease deadline: start (loop time) plus the lease allowance."""
+        self._stop_lease(j)
+        if self._lease_allowance <= 0:
+            return
+        j.lease_end = start + self._lease_allowance
+        j.lease_timer = self._loop.call_at(j.lease_end, self._lease_ran_out, j)
+
+    @staticmethod
+    def _stop_lease(j: _Job) -> None:
+        if j.lease_timer is not None:
+            j.lease_timer.cancel()
+            j.lease_timer = None
+
+    def _lease_ran_out(self, j: _Job) -> None:
+        """Give up a job whose lease passed on this worker's clock without an extension: the
+        broker (frozen or cut off) may already run its next attempt elsewhere."""
+        if self._jobs.get(j.ctx.id) is not j or j.result is not None:
+            return
+        log.warning("job %d: lease ran out without an extension from the broker; cancelling it", j.ctx.id)
+        self._drop(j, CANCEL_LEASE_LOST)
+
+    def _on_extended(self, extended) -> None:
+        """Move the deadline of every lease a HeartbeatAck lists as extended."""
+        now = self._loop.time()
+        for ref in extended:
+            j = self._jobs.get(ref.job_id)
+            if j is None or j.ctx.lease_token != ref.lease_token:
+                continue
+            start = now if j.heartbeat_at is None else min(j.heartbeat_at, now)
+            j.heartbeat_at = None
+            if j.result is None:
+                self._arm_lease(j, start)
 
     def _on_result_ack(self, ack: pb.ResultAck) -> None:
         j = self._jobs.get(ack.job_id)
@@ -528,6 +582,7 @@ class Worker:
         """Forget j: the broker has settled it. Its handler is told to stop; its outcome is discarded."""
         if self._jobs.get(j.ctx.id) is j:
             del self._jobs[j.ctx.id]
+        self._stop_lease(j)
         j.ctx._cancel(reason)
         self._after_free()
 
@@ -598,6 +653,7 @@ class Worker:
                     "job %d failed (%s): %s: %s",
                     ctx.id, job_pb2.FailureKind.Name(c.kind), c.error_type, c.message,
                 )
+        self._stop_lease(j)  # the result is sent whatever becomes of the lease now
         if self._jobs.get(ctx.id) is not j:
             return  # cancelled or lost meanwhile: the broker refuses results for this lease
         j.result = result

@@ -111,6 +111,7 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
         self.addr = f"127.0.0.1:{port}"
         self.release_block = threading.Event()
         self.seen_cancel = asyncio.Event()
+        self.cancel_reasons = []
 
     async def asyncTearDown(self):
         self.release_block.set()
@@ -141,12 +142,13 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
             # Runs until the test releases it or the job is cancelled.
             while not self.release_block.wait(0.01):
                 if ctx.cancelled:
+                    self.cancel_reasons.append(ctx.cancel_reason)
                     loop.call_soon_threadsafe(self.seen_cancel.set)
                     raise JobCancelled(ctx.cancel_reason)
 
         return w
 
-    async def start(self, w, heartbeat=60.0, lost=()):
+    async def start(self, w, heartbeat=60.0, lost=(), lease=30.0):
         """Run w, answer its Hello, and return (task, stream, hello)."""
         task = asyncio.create_task(w.run())
         s = await self.broker.next_stream()
@@ -154,7 +156,7 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
         s.send(
             welcome=pb.Welcome(
                 session_id="s1",
-                lease_duration=dur(30),
+                lease_duration=dur(lease),
                 heartbeat_interval=dur(heartbeat),
                 lost=list(lost),
             )

@@ -1,0 +1,82 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/internal/brokertest"
+)
+
+// A broker whose database stops answering answers UNAVAILABLE at the bound and says NOT_SERVING:
+// the enqueue it held (with an idempotency key) is sent to the other broker, and every call
+// after it, with a key or without, goes there too.
+func TestDialBrokersLeavesABrokerThatCannotReachItsDatabase(t *testing.T) {
+	t.Parallel()
+	faults := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+	a := brokertest.New(t, brokertest.Options{Faults: faults, DatabaseSilence: time.Second})
+	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*brokertest.WaitTimeout)
+	defer cancel()
+	c, err := client.DialBrokers(ctx, []string{a.Addr, b.Addr}, client.WithBlock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	entered, release := faults.Hold("enqueue")
+	defer release()
+	// Keyed enqueues, one at a time, until one reaches a and waits there.
+	held := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			_, err := c.Enqueue(ctx, "mail", nil, client.IdempotencyKey(fmt.Sprint("k", i)))
+			select {
+			case <-entered: // this call reached a, and waited there
+				held <- err
+				return
+			default:
+			}
+			if err != nil {
+				held <- fmt.Errorf("before any call reached a: %w", err)
+				return
+			}
+		}
+	}()
+	select {
+	case <-entered:
+	case err := <-held:
+		t.Fatal(err)
+	case <-ctx.Done():
+		t.Fatal("no enqueue reached a")
+	}
+	a.Clock.Advance(time.Second)
+	// The held call comes back UNAVAILABLE (its write may have been applied); its key makes it
+	// safe to send to b, where it succeeds.
+	select {
+	case err := <-held:
+		if err != nil {
+			t.Fatalf("the enqueue that reached a: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the enqueue that reached a was not answered")
+	}
+	brokertest.WaitFor(t, "a to say NOT_SERVING", func() bool {
+		res, err := healthpb.NewHealthClient(a.Conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	for i := range 20 {
+		if _, err := c.Enqueue(ctx, "after", nil); err != nil {
+			t.Fatalf("enqueue %d without a key while a cannot reach its database: %v", i, err)
+		}
+	}
+	for i := range 5 {
+		if _, err := c.ListQueues(ctx); err != nil {
+			t.Fatalf("read %d while a cannot reach its database: %v", i, err)
+		}
+	}
+}

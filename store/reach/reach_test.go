@@ -1,0 +1,129 @@
+package reach_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/store/reach"
+)
+
+var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// recorder keeps what a tracker told its watcher.
+type recorder struct {
+	mu  sync.Mutex
+	got []bool
+}
+
+func (r *recorder) watch(down bool) {
+	r.mu.Lock()
+	r.got = append(r.got, down)
+	r.mu.Unlock()
+}
+
+func (r *recorder) told() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+func newTracker(t *testing.T) (*reach.Tracker, *clock.Fake, *recorder) {
+	t.Helper()
+	clk := clock.NewFake(start)
+	tr := reach.New(clk, time.Second)
+	var r recorder
+	tr.Watch(r.watch)
+	return tr, clk, &r
+}
+
+func isDown(tr *reach.Tracker) bool {
+	_, down := tr.Down()
+	return down
+}
+
+func lostClosed(tr *reach.Tracker) bool {
+	select {
+	case <-tr.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestCallWaitingPastTheBoundIsDown(t *testing.T) {
+	tr, clk, r := newTracker(t)
+	c := tr.Begin()
+	clk.Advance(999 * time.Millisecond)
+	if isDown(tr) || lostClosed(tr) {
+		t.Fatal("down before the bound")
+	}
+	clk.Advance(time.Millisecond)
+	since, down := tr.Down()
+	if !down || !since.Equal(start) || !lostClosed(tr) {
+		t.Fatalf("Down() = %v, %v; Lost closed %v: want down since %v", since, down, lostClosed(tr), start)
+	}
+	c.End(reach.Answered)
+	if isDown(tr) || lostClosed(tr) {
+		t.Fatal("still down after an answer")
+	}
+	if got := r.told(); !slices.Equal(got, []bool{true, false}) {
+		t.Fatalf("watcher told %v, want [true false]", got)
+	}
+}
+
+func TestAnswersElsewhereKeepASlowCallUp(t *testing.T) {
+	tr, clk, r := newTracker(t)
+	slow := tr.Begin()
+	for range 5 {
+		clk.Advance(600 * time.Millisecond)
+		tr.Begin().End(reach.Answered)
+	}
+	if isDown(tr) {
+		t.Fatal("down while other calls are answered")
+	}
+	// Silent from the last answer on: the slow call still waits.
+	clk.Advance(time.Second)
+	if !isDown(tr) {
+		t.Fatal("not down a bound after the last answer with a call waiting")
+	}
+	slow.End(reach.Unreached)
+	if !isDown(tr) {
+		t.Fatal("up again after a failure")
+	}
+	if got := r.told(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("watcher told %v, want [true]", got)
+	}
+}
+
+func TestFailuresWithNothingWaitingAreDown(t *testing.T) {
+	tr, clk, _ := newTracker(t)
+	tr.Begin().End(reach.Unreached)
+	clk.Advance(500 * time.Millisecond)
+	tr.Begin().End(reach.Unreached) // the silence runs from the first failure
+	clk.Advance(500 * time.Millisecond)
+	if !isDown(tr) {
+		t.Fatal("not down a bound after the first failure")
+	}
+	tr.Begin().End(reach.Answered)
+	if isDown(tr) {
+		t.Fatal("still down after an answer")
+	}
+}
+
+func TestIdleIsUp(t *testing.T) {
+	tr, clk, _ := newTracker(t)
+	tr.Begin().End(reach.Answered)
+	clk.Advance(time.Hour)
+	if isDown(tr) {
+		t.Fatal("down with nothing waiting")
+	}
+	c := tr.Begin()
+	c.End(reach.Abandoned)
+	clk.Advance(time.Hour)
+	if isDown(tr) {
+		t.Fatal("an abandoned call made it down")
+	}
+}
