@@ -359,10 +359,21 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.cluster != nil {
 		err = b.releaseOwnLeases(context.WithoutCancel(ctx))
 	} else {
+		// Alone, every LEASED job goes back, as a start would do anyway (Start); so do their
+		// leases in memory, which a closed stream may have kept (Session.Close).
 		err = b.st.Write(context.WithoutCancel(ctx), "shutdown_release", func(tx store.Tx) error {
 			_, err := tx.JobReleaseAllLeased()
 			return err
 		})
+		if err == nil {
+			b.mu.Lock()
+			for _, l := range b.leases {
+				if !l.started && !l.finishing {
+					b.endLeaseLocked(l, permitReleased, 0)
+				}
+			}
+			b.mu.Unlock()
+		}
 	}
 	close(b.stop)
 	b.stopped.Wait()

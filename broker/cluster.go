@@ -219,13 +219,22 @@ func (b *Broker) dropLostLeasesLocked(now time.Time) {
 }
 
 // releaseOwnLeases hands back, at shutdown in a cluster, the leases this broker handed out
-// whose user code never started, each fenced by its token; other brokers' leases are theirs.
-// The probe slots those jobs hold are released in the same write.
+// whose user code provably never started, each fenced by its token: those whose Assignment
+// never left (withdrawn from the outbox now, so it never will). A job whose Assignment was sent
+// may be running though its Started has not arrived: it stays LEASED, for its worker to adopt
+// on another broker, or to expire (Session.Close). Other brokers' leases are theirs. The probe
+// slots the released jobs hold are released in the same write.
 func (b *Broker) releaseOwnLeases(ctx context.Context) error {
 	b.mu.Lock()
+	unsent := make(map[job.LeaseRef]bool)
+	for _, s := range b.sessions {
+		for _, ref := range s.out.withdraw() {
+			unsent[ref] = true
+		}
+	}
 	var held []heldProbe
 	for _, l := range b.leases {
-		if !l.started && !l.finishing {
+		if !l.started && !l.finishing && unsent[l.ref] {
 			held = append(held, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 		}
 	}

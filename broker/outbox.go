@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jobwire/jobwire/job"
 )
 
 // errSessionClosed ends a session's send loop.
@@ -45,6 +47,8 @@ type outbox struct {
 	overflowed error
 	overflow   chan struct{} // closed on overflow
 	ended      error         // why the broker closed it (closeWith); nil: errSessionClosed
+	// dropped are the leases of the assignments an overflow dropped: they never left.
+	dropped []job.LeaseRef
 }
 
 func newOutbox(now func() time.Time) *outbox {
@@ -100,6 +104,7 @@ func (o *outbox) failLocked(err error) {
 		return
 	}
 	o.overflowed = err
+	o.dropped = append(o.dropped, assignedIn(o.msgs)...)
 	o.msgs, o.bytes, o.closed = nil, 0, true
 	close(o.overflow)
 }
@@ -129,6 +134,53 @@ func (o *outbox) closeWith(err error) {
 	}
 	o.mu.Unlock()
 	o.wake()
+}
+
+// closeUnsent closes the outbox for good and drops what still waits: the stream has ended, so
+// it is never sent. It returns the leases of the assignments that never left, waiting or dropped
+// by an overflow; every other assignment was taken by the send loop and may have reached the
+// worker.
+func (o *outbox) closeUnsent() map[job.LeaseRef]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	unsent := make(map[job.LeaseRef]bool)
+	for _, ref := range append(o.dropped, assignedIn(o.msgs)...) {
+		unsent[ref] = true
+	}
+	o.msgs, o.bytes, o.dropped, o.closed = nil, 0, nil, true
+	o.wake()
+	return unsent
+}
+
+// withdraw takes the assignments that still wait out of the outbox, so that they are never
+// sent, and returns their leases with those an overflow dropped: the assignments that never
+// left. What else waits is still sent.
+func (o *outbox) withdraw() []job.LeaseRef {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	refs := append(o.dropped, assignedIn(o.msgs)...)
+	o.dropped = nil
+	kept := o.msgs[:0]
+	for _, m := range o.msgs {
+		if _, ok := m.(Assignment); ok {
+			o.bytes -= messageSize(m)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	o.msgs = kept
+	return refs
+}
+
+// assignedIn lists the leases the assignments among msgs hand out.
+func assignedIn(msgs []Message) []job.LeaseRef {
+	var refs []job.LeaseRef
+	for _, m := range msgs {
+		if a, ok := m.(Assignment); ok {
+			refs = append(refs, job.LeaseRef{JobID: a.Job.ID, Token: a.Token})
+		}
+	}
+	return refs
 }
 
 // size is how many bytes wait, and whether the outbox overflowed.

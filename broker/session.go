@@ -49,10 +49,12 @@ type Session struct {
 	offered  int // slots promised to new jobs whose insert is being written (offer.go)
 	draining bool
 	closed   bool
+	// halfClosed: the worker half-closed the stream (HalfClosed).
+	halfClosed bool
 }
 
-// lease is a job a worker holds. A running job whose stream closed keeps its lease with a nil
-// sess until the worker reconnects and adopts it, or the lease expires.
+// lease is a job a worker holds. A job that may be running whose stream closed keeps its lease
+// with a nil sess until the worker reconnects and adopts it, or the lease expires (Close).
 type lease struct {
 	sess      *Session
 	permit    breaker.Permit
@@ -515,9 +517,22 @@ func (s *Session) Drain() {
 	s.b.mu.Unlock()
 }
 
-// Close ends the session when its stream ends. Jobs it held that never started go back to
-// PENDING at once; running ones keep their leases, so a worker that reconnects after a blip
-// can still deliver their results, and they expire otherwise.
+// HalfClosed notes that the worker half-closed its stream: every message it sent was read, so
+// a job whose Started did not arrive never started on it, and the worker, done with the stream,
+// holds none of those. The transport calls it before Close.
+func (s *Session) HalfClosed() {
+	s.b.mu.Lock()
+	s.halfClosed = true
+	s.b.mu.Unlock()
+}
+
+// Close ends the session when its stream ends. A job it held that never started goes back to
+// PENDING at once only if it provably never started: its Assignment never left the broker, or
+// the worker half-closed the stream (HalfClosed). Any other job may be running on the worker
+// even though its Started did not arrive (sent as the stream broke, or lost with it: a move, a
+// reset connection, a broker that froze); it keeps its lease like a running one, so that the
+// worker, reconnecting, adopts it and delivers its result (Hello.held), and it expires
+// otherwise, with no attempt spent if it never started. Running jobs keep their leases too.
 func (s *Session) Close() {
 	b := s.b
 	b.mu.Lock()
@@ -526,13 +541,16 @@ func (s *Session) Close() {
 		return
 	}
 	s.closed = true
+	unsent := s.out.closeUnsent()
 	var release []heldProbe
 	for _, l := range s.held {
 		switch {
-		case !l.started && !l.finishing:
+		case l.finishing:
+			l.sess = nil
+		case !l.started && (s.halfClosed || unsent[l.ref]):
 			release = append(release, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 			b.endLeaseLocked(l, permitReleased, 0)
-		case b.cluster != nil && !l.finishing:
+		case b.cluster != nil:
 			// Its worker may come back on any broker, which adopts the lease from the
 			// database (Open): this one forgets it rather than hold a copy that goes stale.
 			b.endLeaseLocked(l, permitReleased, 0)
@@ -543,7 +561,6 @@ func (s *Session) Close() {
 	s.held = map[int64]*lease{}
 	b.sessions = slices.DeleteFunc(b.sessions, func(x *Session) bool { return x == s })
 	b.mu.Unlock()
-	s.out.close()
 	if len(release) == 0 {
 		return
 	}

@@ -424,8 +424,15 @@ func TestBreakerPermitReleasedWhenUserCodeNeverStarted(t *testing.T) {
 			release(w, a, "not now")
 			return func() *brokertest.RawWorker { return w }, false
 		}},
+		{name: "stream half-closed before Started", free: func(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, a *jobwirev1.Assignment) (func() *brokertest.RawWorker, bool) {
+			w.HalfClose()
+			return func() *brokertest.RawWorker { return b.Connect(brokertest.Hello("w2", 1, flaky)) }, true
+		}},
 		{name: "stream broke before Started", free: func(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, a *jobwirev1.Assignment) (func() *brokertest.RawWorker, bool) {
+			// The job may be running on the worker: its lease is kept until it runs out.
 			w.Kill()
+			b.WaitStreams(0)
+			b.Advance(brokertest.DefaultConfig().LeaseDuration)
 			return func() *brokertest.RawWorker { return b.Connect(brokertest.Hello("w2", 1, flaky)) }, true
 		}},
 		{name: "lease ran out before Started", free: func(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, a *jobwirev1.Assignment) (func() *brokertest.RawWorker, bool) {

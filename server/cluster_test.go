@@ -99,7 +99,7 @@ func TestClusterStaleTokenIsRefusedByEveryBroker(t *testing.T) {
 	w1 := a.Connect(brokertest.Hello("w1", 1, "t"))
 	id := a.Enqueue(spec("t"))
 	old := w1.Assignment()
-	w1.Kill() // never started: the lease goes back, and the job to the next worker
+	w1.HalfClose() // never started, and the worker is done: the lease goes back, and the job to the next worker
 
 	w2 := b.Connect(brokertest.Hello("w2", 1, "t"))
 	cur := w2.Assignment()

@@ -335,6 +335,8 @@ func TestRunningJobOfKilledWorkerRetriedAfterLeaseExpiry(t *testing.T) {
 	ack(t, w2.Succeed(a2))
 }
 
+// A job sent to a worker whose stream broke before its Started arrived may be running there: it
+// keeps its lease, and comes back without an attempt spent once that runs out.
 func TestLeasedButNeverStartedComesBackWithoutAnAttempt(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
@@ -342,6 +344,11 @@ func TestLeasedButNeverStartedComesBackWithoutAnAttempt(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	w1.Assignment()
 	w1.Kill()
+	b.WaitStreams(0)
+	if j := getJob(t, b, id); j.GetState() != jobwirev1.JobState_JOB_STATE_LEASED {
+		t.Fatalf("job %d is %s once the stream ended, want LEASED until its lease runs out", id, j.GetState())
+	}
+	b.Advance(brokertest.DefaultConfig().LeaseDuration)
 	j := waitState(t, b, id, jobwirev1.JobState_JOB_STATE_PENDING)
 	if j.GetAttempts() != 0 || len(j.GetAttemptHistory()) != 0 {
 		t.Fatalf("an attempt was burned: %v", j)

@@ -75,6 +75,8 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	select {
 	case err := <-recvErr:
 		if errors.Is(err, io.EOF) {
+			// Every message the worker sent was read: what it did not start, it never will.
+			sess.HalfClosed()
 			return nil
 		}
 		return err

@@ -175,6 +175,7 @@ func TestHeartbeatsOfAnEarlierStreamAreForgotten(t *testing.T) {
 	bs.kill(codes.Unavailable)
 
 	bs2 := tb.connect(t)
+	bs2.started(ref) // sent again: the broker may not have read the first
 	bs2.barrier(2)
 	if got, want := tb.leaseEnd(t, ref), start.Add(testLeaseAllowance); !got.Equal(want) {
 		t.Fatalf("after the reconnect the lease ends at %s, want it unchanged, %s", got, want)

@@ -234,9 +234,10 @@ func (w *Worker) onWelcome(s *session, wel *jobwirev1.Welcome) {
 		t := w.tasks[ref]
 		switch t.state {
 		case stateRunning:
-			if !t.startedSent {
-				w.putStartedLocked(s, t, nil)
-			}
+			// Again even if it was written: the old stream may have ended before the broker
+			// read it, and then the adopted lease is not started there (the attempt would not
+			// count, nor its timeout run). A broker that has it already ignores it.
+			w.putStartedLocked(s, t, nil)
 		case stateDone:
 			if !t.startedSent {
 				w.putStartedLocked(s, t, nil)

@@ -609,6 +609,30 @@ func TestStartedResentAfterRefusedUnavailable(t *testing.T) {
 	tb.shutdown(t, bs)
 }
 
+// A Started written just before the stream broke may never have been read: the next stream
+// sends it again for a job that still runs, so the broker that adopts the lease counts the
+// attempt.
+func TestStartedResentOnNewStreamWhileRunning(t *testing.T) {
+	t.Parallel()
+	tb, bs, g := setupGated(t)
+
+	ref := bs.assign(1, "job", "")
+	bs.started(ref)
+	g.waitEntered(t)
+	bs.kill(codes.Unavailable)
+
+	bs2, hello := tb.stream(t)
+	if len(hello.GetHeld()) != 1 || !proto.Equal(hello.GetHeld()[0], ref) {
+		t.Fatalf("Hello.held = %v, want [%v]", hello.GetHeld(), ref)
+	}
+	bs2.welcome()
+	bs2.started(ref)
+	g.proceed <- nil
+	bs2.result(ref)
+	bs2.ack(ref)
+	tb.shutdown(t, bs2)
+}
+
 func TestStartedRefusedAsStaleCancelsHandler(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)

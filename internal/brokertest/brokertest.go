@@ -363,3 +363,13 @@ func (b *Bundle) WaitLeader() {
 	b.t.Helper()
 	WaitFor(b.t, "the broker to lead", b.Broker.Leader)
 }
+
+// WaitStreams waits until the broker serves n worker streams: after a RawWorker's Kill, until
+// the broker has seen its stream end.
+func (b *Bundle) WaitStreams(n int) {
+	b.t.Helper()
+	WaitFor(b.t, fmt.Sprintf("the broker to serve %d worker streams", n), func() bool {
+		streams, _ := b.Broker.WorkerTotals()
+		return streams == n
+	})
+}

@@ -137,6 +137,15 @@ func mutations() []mutation {
 		from: "if l == nil || l.ref.Token != ref.Token {", to: "if l == nil {",
 		pkgs: []string{srvPkg}, run: restart + "|TestStaleFencingTokenRefused"})
 
+	// The end of a stream: a job sent to the worker may run though its Started did not arrive,
+	// so only one that provably never started goes back to PENDING at once.
+	add(mutation{name: "stream end: a job sent whose Started did not arrive goes back at once", file: "broker/session.go",
+		from: "case !l.started && (s.halfClosed || unsent[l.ref]):", to: "case !l.started && (s.halfClosed || unsent != nil):",
+		pkgs: []string{"./broker", srvPkg}, run: "TestClosedStreamKeepsTheLeasesOfJobsSent|TestStartedLostWithTheStreamKeepsTheLease"})
+	add(mutation{name: "stream end: a half-closed stream keeps the jobs it never started", file: "broker/session.go",
+		from: "case !l.started && (s.halfClosed || unsent[l.ref]):", to: "case !l.started && unsent[l.ref]:",
+		pkgs: []string{"./broker"}, run: "TestHalfClosedStreamHandsBackJobsNeverStarted"})
+
 	// The idempotent-rerun rule: a write whose commit went through is not applied again, and a
 	// write fenced by a lease that finds its own effect reports it applied.
 	add(mutation{name: "rerun: Write runs a committed write again", file: "store/sqlite/sqlite.go",

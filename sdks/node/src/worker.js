@@ -351,7 +351,10 @@ class Worker {
           this.session = sess;
           heartbeat = setInterval(() => this.heartbeat(), sess.heartbeatMs);
           if (this.shuttingDown) this.send({ drain: {} });
-          for (const j of this.jobs.values()) if (j.result) this.send({ result: j.result });
+          // Started again for a job still running: the old stream may have ended before the
+          // broker read it, and then the adopted lease is not started there. A broker that has
+          // it already ignores it.
+          for (const j of this.jobs.values()) this.send(j.result ? { result: j.result } : { started: j.ref });
           this.maybeClose();
           return;
         }

@@ -343,6 +343,11 @@ class Worker:
             for j in self._jobs.values():
                 if j.result is not None:
                     self._send(pb.ConnectRequest(result=j.result))
+                else:
+                    # Started again: the old stream may have ended before the broker read it,
+                    # and then the adopted lease is not started there. A broker that has it
+                    # already ignores it.
+                    self._send(pb.ConnectRequest(started=pb.Started(job_id=j.ref.job_id, lease_token=j.ref.lease_token)))
             self._maybe_close()
             while True:
                 try:
