@@ -373,6 +373,77 @@ func mutations() []mutation {
 	add(mutation{name: "node: bug error types are transient", file: "sdks/node/src/errors.js",
 		from: "const fatal = err instanceof FatalError || FATAL_ERROR_TYPES.some((T) => err instanceof T);", to: "const fatal = err instanceof FatalError;",
 		pkgs: []string{"sdks/node/test/errors.test.js"}, run: "^classify maps error types to failure kinds$", sdk: sdkNode})
+	// The Go worker gives a handler up once its lease runs out on its own clock.
+	add(mutation{name: "worker lease: a lease that ran out only cancels the handler", file: "worker/lease.go",
+		from: "\tw.loseLocked(t, errLeaseExpired)", to: "\tt.cancel(errLeaseExpired)",
+		pkgs: []string{"./worker"}, run: "TestLeaseRunsOutWithoutAnExtension"})
+	add(mutation{name: "worker lease: an extension counts from the ack, not the heartbeat", file: "worker/lease.go",
+		from: "if !t.heartbeatAt.IsZero() && t.heartbeatAt.Before(now) {", to: "if false {",
+		pkgs: []string{"./worker"}, run: "TestHeartbeatAckExtendsTheLeaseFromTheHeartbeat"})
+	add(mutation{name: "worker lease: the margin ignores the heartbeat interval", file: "worker/lease.go",
+		from: "return max(min(m, (lease-heartbeat)/2), 0)", to: "return m",
+		pkgs: []string{"./worker"}, run: "TestLeaseMargin"})
+	add(mutation{name: "worker lease: the margin has no floor or ceiling", file: "worker/lease.go",
+		from: "m := min(max(lease/10, minLeaseMargin), maxLeaseMargin)", to: "m := lease / 10",
+		pkgs: []string{"./worker"}, run: "TestLeaseMargin"})
+	add(mutation{name: "worker lease: a heartbeat ack extends nothing", file: "worker/session.go",
+		from: "\t\tw.onExtendedLocked(s, m.HeartbeatAck.GetExtended())\n", to: "\n",
+		pkgs: []string{"./worker"}, run: "TestAnsweredHeartbeatsKeepTheLease"})
+	add(mutation{name: "worker lease: no margin for the latency of the assignment", file: "worker/session.go",
+		from: "\t\ts.leaseAllowance = lease - leaseMargin(lease, s.hbInterval)", to: "\t\ts.leaseAllowance = lease",
+		pkgs: []string{"./worker"}, run: "TestHeartbeatAckExtendsTheLeaseFromTheHeartbeat"})
+	add(mutation{name: "worker lease: heartbeats of a broken stream date an extension", file: "worker/session.go",
+		from: "\tw.forgetHeartbeatsLocked()\n", to: "\n",
+		pkgs: []string{"./worker"}, run: "TestHeartbeatsOfAnEarlierStreamAreForgotten"})
+	add(mutation{name: "worker lease: an assignment arms no deadline", file: "worker/task.go",
+		from: "\tw.armLeaseLocked(t, s, w.clock.Now())\n", to: "\n",
+		pkgs: []string{"./worker"}, run: "TestLeaseRunsOut"})
+
+	// The audit trail: each operator action is recorded once, with its caller and count.
+	add(mutation{name: "audit: a cancel of a finished job is recorded", file: "broker/broker.go",
+		from: "\t\tif err != nil || before.State.Final() {", to: "\t\tif err != nil {",
+		pkgs: []string{srvPkg}, run: "TestOperatorActionsAreAudited"})
+	add(mutation{name: "audit: later batches of a purge add no count", file: "broker/operate.go",
+		from: "\t\t\treturn tx.AuditAddCount(ev.ID, int64(n))", to: "\t\t\treturn nil",
+		pkgs: []string{srvPkg}, run: "TestPurgeInManyBatchesIsOneEventCountingThemAll"})
+	add(mutation{name: "audit: retention deletes every event", file: "broker/audit.go",
+		from: "\tbefore := b.now().Add(-b.cfg.Retention.Audit)", to: "\tbefore := b.now()",
+		pkgs: []string{srvPkg}, run: "TestAuditEventsAreDeletedPastTheirRetention"})
+	add(mutation{name: "audit: a pause is not recorded", file: "broker/queues.go",
+		from: "\t\te := ev\n\t\treturn b.audit(ctx, tx, &e)", to: "\t\treturn nil",
+		pkgs: []string{srvPkg}, run: "TestStorageFaultMatrix/pause"})
+	add(mutation{name: "audit: the dashboard's actions read as the API's", file: "server/audit.go",
+		from: "\t\ta.Source = sourceDashboard", to: "\t\ta.Source = sourceAPI",
+		pkgs: []string{srvPkg}, run: "TestDashboardAndAnonymousActionsAreAudited"})
+
+	// Authentication under attack, and revocation across brokers.
+	add(mutation{name: "auth: one token may open one worker stream past its cap", file: "server/streamcap.go",
+		from: "\tif t.n[id] >= limit {", to: "\tif t.n[id] > limit {",
+		pkgs: []string{secPkg}, run: "TestWorkerStreamsPerToken"})
+	add(mutation{name: "auth: failed authentications are never throttled", file: "internal/auth/throttle.go",
+		from: "\tif b == nil || b.units >= 1 {", to: "\tif true {",
+		pkgs: []string{secPkg}, run: "TestFailedAuthenticationsAreThrottled"})
+	add(mutation{name: "auth: a token verified before is throttled like a guess", file: authFile,
+		from: "\tcase known == unknown:", to: "\tcase known == unknown || known == stale:",
+		pkgs: []string{authPkg}, run: "TestFailedAuthenticationsThrottledPerClient"})
+	add(mutation{name: "auth: a refused token is looked up again each time", file: authFile,
+		from: "\t\ta.refuse(h, now)", to: "\t\t_ = h",
+		pkgs: []string{authPkg}, run: "TestRefusedTokenIsCached"})
+	add(mutation{name: "auth: a cached token outlives its lifetime", file: "internal/auth/cache.go",
+		from: "\ta.cache[h] = cached{p: p, expires: now.Add(a.ttl.TTL)}", to: "\ta.cache[h] = cached{p: p, expires: now.Add(1000 * a.ttl.TTL)}",
+		pkgs: []string{authPkg}, run: "TestCachedTokenExpires"})
+	add(mutation{name: "auth: a broker that missed events trusts its cache", file: "internal/auth/cache.go",
+		from: "\t\t\tc.expires = time.Time{} // read again before it is trusted", to: "",
+		pkgs: []string{authPkg}, run: "TestResyncFlushesCacheAndRechecksStreams"})
+	add(mutation{name: "auth: a revocation is not told to the other brokers", file: authFile,
+		from: "\t\ttx.Publish(store.Event{Kind: store.EventTokenRevoked, Key: id})", to: "\t\t_ = id",
+		pkgs: []string{srvPkg}, run: "TestClusterRevocationReachesEveryBroker", postgres: true})
+	add(mutation{name: "web: any host name may drive the open listener", file: "internal/web/web.go",
+		from: "\tif opts.Auth == nil {", to: "\tif opts.Auth == nil && false {",
+		pkgs: []string{"./internal/app"}, run: "TestHTTPListenerRefusesForeignHostNames"})
+	add(mutation{name: "web: failed authentications are not counted per client", file: "internal/web/auth.go",
+		from: "\tp, err := t.a.VerifyFrom(ctx, client, token)", to: "\tp, err := t.a.VerifyFrom(ctx, \"\", token+client[:0])",
+		pkgs: []string{webPkg}, run: "TestHTTPFailedAuthenticationsAreThrottled"})
 	return ms
 }
 
