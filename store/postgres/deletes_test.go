@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,5 +149,75 @@ func TestDeletesTakeTheTotalsInOrder(t *testing.T) {
 				t.Errorf("the server broke %d deadlocks between a delete and a writer, want none", n)
 			}
 		})
+	}
+}
+
+// A write that fails a job of queue a and then purges a dead job of queue c takes the totals'
+// rows in order: c's after a's, with the failure's at the end, not c's with the delete.
+// Otherwise, another broker that fails jobs of queues a and c, taking a's row and waiting for
+// c's while the first transaction goes on, is waited for in turn when that one writes a's.
+func TestDeleteInAWriteWithTotalsHeldTakesThemInOrder(t *testing.T) {
+	t.Parallel()
+	d := newDeadlockDB(t)
+	brokers := []*Store{openBroker(t, d.url, nil), openBroker(t, d.url, nil)}
+	now := time.Unix(1_700_000_000, 0)
+	dead := deadlockJobs(t, brokers[0], now, "a", "c")
+	for _, j := range dead {
+		deadJob(t, brokers[0], j, now)
+	}
+	failing := deadlockJobs(t, brokers[0], now, "a", "a", "c")
+
+	deleted, goOn := make(chan struct{}), make(chan struct{})
+	var failed atomic.Bool
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	var signal sync.Once // deleted is closed once the delete is done, or the write failed before
+	wg.Go(func() {
+		defer signal.Do(func() { close(deleted) })
+		first := true
+		errs[0] = brokers[0].Write(context.Background(), "fail_then_purge", func(tx store.Tx) error {
+			if err := failJob(tx, failing[0], now); err != nil {
+				return err
+			}
+			if _, err := tx.JobDeleteDead([]int64{dead[1].ID}); err != nil {
+				return err
+			}
+			if first {
+				first = false
+				signal.Do(func() { close(deleted) })
+				<-goOn
+			}
+			return nil
+		})
+	})
+	<-deleted
+	wg.Go(func() {
+		defer failed.Store(true)
+		errs[1] = brokers[1].Write(context.Background(), "fail", func(tx store.Tx) error {
+			for _, j := range failing[1:] {
+				if err := failJob(tx, j, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	// Waiting for the first transaction (for c's row, which its delete took) or done.
+	waitFor(t, "the other broker's failures to wait or end", func() bool { return failed.Load() || d.waiting() > 0 })
+	close(goOn)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("broker %d: %v", i, err)
+		}
+	}
+	for q, want := range map[string]int64{"a": 3, "c": 1} {
+		if n := finishedTotal(t, brokers[0], q); n != want {
+			t.Errorf("the totals count %d dead jobs of queue %s, want %d", n, q, want)
+		}
+	}
+	noStoreDeadlocks(t, brokers...)
+	if n := d.deadlocks(brokers...); n != 0 {
+		t.Errorf("the server broke %d deadlocks between a purge and a writer, want none", n)
 	}
 }
