@@ -319,8 +319,7 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 }
 
 func (t *tx) JobDeleteDead(ids []int64) (int, error) {
-	n, err := t.exec(`DELETE FROM jobs WHERE state = 6 AND id = ANY($1)`, ids)
-	return int(n), err
+	return t.deleteJobs(`DELETE FROM jobs WHERE state = 6 AND id = ANY($1)`, ids)
 }
 
 func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
@@ -331,9 +330,8 @@ func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
 	for i, st := range p.States {
 		states[i] = int16(st)
 	}
-	n, err := t.exec(`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state = ANY($1) AND finished_at < $2
+	return t.deleteJobs(`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state = ANY($1) AND finished_at < $2
 		ORDER BY finished_at LIMIT $3)`, states, nanos(p.FinishedBefore), p.Limit)
-	return int(n), err
 }
 
 func (t *tx) QueueSetPaused(name string, paused bool) error {

@@ -28,11 +28,17 @@ type deadlockDB struct {
 
 func newDeadlockDB(t *testing.T) *deadlockDB {
 	t.Helper()
+	return newDeadlockDBWith(t, "")
+}
+
+// newDeadlockDBWith is newDeadlockDB, the database created with options (CREATE DATABASE's).
+func newDeadlockDBWith(t *testing.T, options string) *deadlockDB {
+	t.Helper()
 	base := pgtest.ServerURL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	d := &deadlockDB{t: t, base: base, name: "jobwire_deadlock_" + hex.EncodeToString(b[:])}
-	d.admin(`CREATE DATABASE ` + d.name)
+	d.admin(`CREATE DATABASE ` + d.name + ` ` + options)
 	t.Cleanup(func() { d.admin(`DROP DATABASE ` + d.name + ` WITH (FORCE)`) })
 	// A deadlock costs its victim deadlock_timeout before the server looks for it: shorter, the
 	// test is quicker on the code it must fail on. Only a superuser may change it; the test

@@ -3,6 +3,10 @@ package postgres
 import (
 	"cmp"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/job"
 )
 
 // The finished totals (finished_totals) are rows every broker's writer changes: one per queue,
@@ -28,6 +32,14 @@ import (
 // sorted by type, then the capped queues, sorted by name (see broker.applyBatch). A
 // transaction that waits for a job or a key holds no row of the totals, and one that waits for
 // a row of the totals holds only rows that come before it.
+//
+// A delete of jobs takes the finished ones off the totals through the trigger
+// finished_totals_delete, which locked their rows within the delete, in its aggregate's order:
+// the database's collation (not byte by byte), or a hash's. It locks them in finishedOrder
+// first since migration 009, for the brokers of earlier versions, whose deletes rely on it. This
+// store's deletes (deleteJobs) tell the trigger to leave the totals alone, and hold the deleted
+// jobs' changes with the transaction's others: a delete in a batch that fails or finishes jobs
+// too, before it or after, takes no row of the totals before the one statement that writes them.
 
 // finishedChange is a change to one row of the finished totals.
 type finishedChange struct {
@@ -77,4 +89,36 @@ func (t *tx) flushFinished() error {
 		return nil
 	}
 	return t.hold(finishedTotalsSQL, t.takeFinished()...)
+}
+
+// totalsHeldSQL tells the trigger on deletes of jobs (finished_totals_delete, migration 009)
+// that the transaction takes the jobs it deletes off the finished totals itself, for the rest
+// of the transaction (or of the savepoint it is in: sent before each delete).
+const totalsHeldSQL = `SELECT set_config('jobwire.finished_totals', 'held', true)`
+
+// deleteJobs runs del, a DELETE FROM jobs, and holds the changes to the finished totals of the
+// finished jobs it deleted, for the transaction's one statement that writes them: the trigger
+// would lock their rows with the delete, before the changes held until then and those to come.
+// It returns how many jobs del deleted.
+func (t *tx) deleteJobs(del string, args ...any) (int, error) {
+	if err := t.hold(totalsHeldSQL); err != nil {
+		return 0, err
+	}
+	rows, err := t.tx.Query(t.ctx, `WITH gone AS (`+del+` RETURNING queue, type, state)
+		SELECT queue, type, state, count(*) FROM gone GROUP BY queue, type, state`, args...)
+	if err != nil {
+		return 0, err
+	}
+	var deleted int
+	var queue, typ string
+	var state int16
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&queue, &typ, &state, &n}, func() error {
+		deleted += n
+		if !job.State(state).Final() {
+			return nil
+		}
+		return t.addFinished(queue, typ, job.State(state), -n)
+	})
+	return deleted, err
 }
