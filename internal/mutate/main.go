@@ -444,6 +444,13 @@ func mutations() []mutation {
 	add(mutation{name: "web: failed authentications are not counted per client", file: "internal/web/auth.go",
 		from: "\tp, err := t.a.VerifyFrom(ctx, client, token)", to: "\tp, err := t.a.VerifyFrom(ctx, \"\", token+client[:0])",
 		pkgs: []string{webPkg}, run: "TestHTTPFailedAuthenticationsAreThrottled"})
+	// Deletes of finished jobs take the finished totals in the writers' order.
+	add(mutation{name: "postgres totals: a store delete leaves its totals to the trigger too", file: "store/postgres/totals.go",
+		from: "`SELECT set_config('jobwire.finished_totals', 'held', true)`", to: "`SELECT set_config('jobwire.finished_totals', 'kept', true)`",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$|TestDeleteInAWriteWithTotalsHeldTakesThemInOrder", postgres: true})
+	add(mutation{name: "postgres totals: the delete trigger locks the totals in the database's collation", file: "store/postgres/migrations/009_finished_totals_delete_order.up.sql",
+		from: `ORDER BY f.queue COLLATE "C", f.type COLLATE "C", f.state`, to: `ORDER BY f.queue, f.type, f.state`,
+		pkgs: []string{pgPkg}, run: "TestDeletesTakeTheTotalsInOrder", postgres: true})
 	return ms
 }
 
