@@ -81,7 +81,7 @@ func mutations() []mutation {
 	add(sqlFence("JobFinish (success)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\ta.Number")...)
 	add(sqlFence("JobFinish (failure)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4) RETURNING attempt_base")...)
 	add(sqlFence("JobRelease", "lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID")...)
-	add(sqlFence("JobExtendLeases", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\tnanos(until)")...)
+	add(sqlFence("JobExtendLeases", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)\n\t\t\tAND lease_expires_at > ?`")...)
 	add(sqlFence("JobGetHeld", "FROM jobs WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,")...)
 	add(sqlFence("JobSucceedMany", "jobs.lease_token = f.value ->> 1")...)
 
