@@ -224,6 +224,11 @@ func refusal(err error) (Refusal, string) {
 
 const staleLease = "lease is not current: the job was finished, cancelled, expired or leased again"
 
+// ranOut is the refusal of a heartbeat read late after the lease's deadline.
+func ranOut(late time.Duration) string {
+	return fmt.Sprintf("lease ran out %s before this heartbeat was read: it is not extended, and the job is free for another attempt", late)
+}
+
 // Started records that user code began: the job becomes RUNNING and the attempt counts.
 func (s *Session) Started(ref job.LeaseRef) {
 	b := s.b
@@ -270,9 +275,17 @@ func (s *Session) Started(ref job.LeaseRef) {
 	b.submit(o)
 }
 
-// Heartbeat extends the leases the session still holds.
+// Heartbeat extends the leases the session still holds, each from when the heartbeat was read.
+//
+// A lease whose deadline had passed by then is not extended, though no sweep has ended it yet
+// (a broker frozen or overloaded past the deadline reads heartbeats late): it ran out, and its
+// job is free for another attempt, while its worker has given it up by its own count. The
+// worker is told it is lost (Refused, stale), and the lease is left to the sweep (in a cluster,
+// the leader's sweep and dropLostLeasesLocked), which ends it as expired, counts that against
+// the breaker and sends a running job's worker a Cancel.
 func (s *Session) Heartbeat(refs []job.LeaseRef) {
 	b := s.b
+	now := b.now()
 	var current []job.LeaseRef
 	b.mu.Lock()
 	for _, r := range refs {
@@ -286,11 +299,11 @@ func (s *Session) Heartbeat(refs []job.LeaseRef) {
 	if len(current) == 0 {
 		return
 	}
-	until := b.now().Add(b.cfg.LeaseDuration)
+	until := now.Add(b.cfg.LeaseDuration)
 	var extended []job.LeaseRef
 	b.submit(&op{name: "heartbeat", apply: func(tx store.Tx) error {
 		var err error
-		extended, err = tx.JobExtendLeases(current, until)
+		extended, err = tx.JobExtendLeases(current, now, until)
 		return err
 	}, done: func(err error) {
 		if err != nil {
@@ -307,6 +320,11 @@ func (s *Session) Heartbeat(refs []job.LeaseRef) {
 				if l != nil {
 					l.deadline = until
 				}
+				continue
+			}
+			if l != nil && !l.deadline.After(now) {
+				// Ran out before the heartbeat was read: the sweep ends it.
+				s.refuse(r, AboutHeartbeat, RefusedStale, ranOut(now.Sub(l.deadline)))
 				continue
 			}
 			if l != nil {

@@ -151,9 +151,11 @@ type Tx interface {
 	// JobReleaseMany is JobRelease for many leases at once; released[i] says whether refs[i]
 	// was current.
 	JobReleaseMany(refs []job.LeaseRef) (released []bool, err error)
-	// JobExtendLeases moves the lease deadline of every current lease in refs to until and
-	// returns those it extended.
-	JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error)
+	// JobExtendLeases moves the lease deadline of every current lease in refs that has not run
+	// out by now (its deadline is after now) to until, and returns those it extended. A lease
+	// whose deadline is now or earlier stays run out, even before a sweep has ended it: once
+	// its deadline passed, the job is free for another attempt.
+	JobExtendLeases(refs []job.LeaseRef, now, until time.Time) ([]job.LeaseRef, error)
 	// JobGetHeld reads a job if ref is its current lease (state LEASED or RUNNING).
 	JobGetHeld(ref job.LeaseRef) (*job.Job, error)
 	// JobCancel cancels a job that has not finished. It returns the job as it was before, or

@@ -128,7 +128,7 @@ func mutations() []mutation {
 	add(sqlFence("JobFinish (success)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\ta.Number")...)
 	add(sqlFence("JobFinish (failure)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4) RETURNING attempt_base")...)
 	add(sqlFence("JobRelease", "lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID")...)
-	add(sqlFence("JobExtendLeases", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\tnanos(until)")...)
+	add(sqlFence("JobExtendLeases", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)\n\t\t\tAND lease_expires_at > ?`")...)
 	add(sqlFence("JobGetHeld", "FROM jobs WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,")...)
 	add(sqlFence("JobSucceedMany", "jobs.lease_token = f.value ->> 1")...)
 
@@ -248,7 +248,7 @@ func mutations() []mutation {
 	add(pgFence("JobFinish (failure)", pgTx, "lease_token = $9 AND lease_secret = $10 AND state IN (3, 4) RETURNING attempt_base")...)
 	add(pgFence("JobRelease", pgTx, "WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state = 3`, ref.JobID")...)
 	add(pgFence("JobGetHeld", pgTx, "FROM jobs WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state IN (3, 4)`,")...)
-	add(pgFence("JobExtendLeases", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING jobs.id")...)
+	add(pgFence("JobExtendLeases", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\t\tAND jobs.lease_expires_at > $5")...)
 	add(pgFence("JobSucceedMany", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING u.ord")...)
 	add(pgFence("JobStartMany", "store/postgres/many.go", "AS u(id, seq, secret, now, until, deadline)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
 	add(pgFence("JobReleaseMany", "store/postgres/many.go", "worker_id = ''\n\tFROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
@@ -451,6 +451,16 @@ func mutations() []mutation {
 	add(mutation{name: "postgres totals: the delete trigger locks the totals in the database's collation", file: "store/postgres/migrations/009_finished_totals_delete_order.up.sql",
 		from: `ORDER BY f.queue COLLATE "C", f.type COLLATE "C", f.state`, to: `ORDER BY f.queue, f.type, f.state`,
 		pkgs: []string{pgPkg}, run: "TestDeletesTakeTheTotalsInOrder", postgres: true})
+	// A lease that ran out stays run out: a heartbeat read at or after its deadline extends nothing.
+	add(mutation{name: "lease deadline: a heartbeat revives a lease past its deadline", file: txFile,
+		from: "AND state IN (3, 4)\n\t\t\tAND lease_expires_at > ?`", to: "AND state IN (3, 4)\n\t\t\tAND ? IS NOT NULL`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobExtendLeasesRunOut"})
+	add(mutation{name: "lease deadline: a heartbeat read at the deadline extends the lease", file: txFile,
+		from: "AND state IN (3, 4)\n\t\t\tAND lease_expires_at > ?`", to: "AND state IN (3, 4)\n\t\t\tAND lease_expires_at >= ?`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobExtendLeasesRunOut"})
+	add(mutation{name: "postgres lease deadline: a heartbeat read at the deadline extends the lease", file: pgTx,
+		from: "\t\tAND jobs.lease_expires_at > $5\n", to: "\t\tAND jobs.lease_expires_at >= $5\n",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/JobExtendLeasesRunOut", postgres: true})
 	return ms
 }
 

@@ -49,7 +49,7 @@ func TestManyWritesProbeThePrimaryKey(t *testing.T) {
 		{"start", startManySQL, []any{ids, seqs, secrets, times, times, times}},
 		{"release", releaseManySQL, []any{ids, seqs, secrets}},
 		{"success", succeedManySQL, []any{ids, seqs, secrets, ints, times, times, []string{}, []string{}, []int16{}, []int64{}}},
-		{"heartbeat", extendLeasesSQL, []any{ids, seqs, secrets, int64(1)}},
+		{"heartbeat", extendLeasesSQL, []any{ids, seqs, secrets, int64(1), int64(0)}},
 	}
 	// Plan each write once, on the empty table, and keep the plan.
 	exec(`SET plan_cache_mode = force_generic_plan`)
@@ -118,7 +118,7 @@ func TestManyWritesKeepTheirPlan(t *testing.T) {
 			if _, err := tx.JobReleaseMany([]job.LeaseRef{ref}); err != nil {
 				return err
 			}
-			if _, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now); err != nil {
+			if _, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now, now); err != nil {
 				return err
 			}
 			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{{Type: "t", Queue: "default", MaxAttempts: 1,

@@ -745,6 +745,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 const extendLeasesSQL = `UPDATE jobs SET lease_expires_at = $4
 	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
 	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
+		AND jobs.lease_expires_at > $5
 	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`
 
 // leaseSQL leases the jobs a lease's read locked, each with its token (see joinByKey).
@@ -865,12 +866,12 @@ func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 	return t.releasedAlready(ref)
 }
 
-func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
+func (t *tx) JobExtendLeases(refs []job.LeaseRef, now, until time.Time) ([]job.LeaseRef, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
 	ids, seqs, secrets := leaseArrays(len(refs), func(i int) job.LeaseRef { return refs[i] })
-	extended, err := t.updateLeases(extendLeasesSQL, ids, seqs, secrets, nanos(until))
+	extended, err := t.updateLeases(extendLeasesSQL, ids, seqs, secrets, nanos(until), nanos(now))
 	if err != nil {
 		return nil, err
 	}

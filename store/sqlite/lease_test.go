@@ -54,7 +54,7 @@ func TestLeaseFencingComparesTheSecret(t *testing.T) {
 			if _, err := tx.JobGetHeld(ref); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("JobGetHeld(%v) = %v, want ErrNotFound", ref.Token, err)
 			}
-			if ext, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now.Add(time.Hour)); err != nil || len(ext) != 0 {
+			if ext, err := tx.JobExtendLeases([]job.LeaseRef{ref}, now, now.Add(time.Hour)); err != nil || len(ext) != 0 {
 				t.Errorf("JobExtendLeases(%v) = %v, %v; want nothing extended", ref.Token, ext, err)
 			}
 			if ok, err := tx.JobStart(&store.JobStartParams{Ref: ref, Now: now}); err != nil || ok {

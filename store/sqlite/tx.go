@@ -440,11 +440,12 @@ func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 	return err == nil && ls.Released(ref), err
 }
 
-func (t *tx) JobExtendLeases(refs []job.LeaseRef, until time.Time) ([]job.LeaseRef, error) {
+func (t *tx) JobExtendLeases(refs []job.LeaseRef, now, until time.Time) ([]job.LeaseRef, error) {
 	var out []job.LeaseRef
 	for _, r := range refs {
-		n, err := t.exec(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,
-			nanos(until), r.JobID, r.Token.Seq, r.Token.Secret[:])
+		n, err := t.exec(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)
+			AND lease_expires_at > ?`,
+			nanos(until), r.JobID, r.Token.Seq, r.Token.Secret[:], nanos(now))
 		if err != nil {
 			return nil, err
 		}

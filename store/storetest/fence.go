@@ -146,7 +146,7 @@ var fencedWrites = []fencedWrite{
 		return anyOf(tx.JobReleaseMany(refs))
 	}},
 	{name: "JobExtendLeases", running: true, apply: func(f *fence, tx store.Tx, refs []job.LeaseRef) (bool, error) {
-		out, err := tx.JobExtendLeases(refs, f.now.Add(time.Hour))
+		out, err := tx.JobExtendLeases(refs, f.now, f.now.Add(time.Hour))
 		return len(out) > 0, err
 	}},
 	{name: "JobGetHeld", running: true, apply: func(f *fence, tx store.Tx, refs []job.LeaseRef) (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ var _ = register(
 	testCase{"JobSucceedMany", testJobSucceedMany},
 	testCase{"JobRelease", testJobRelease},
 	testCase{"JobExtendLeases", testJobExtendLeases},
+	testCase{"JobExtendLeasesRunOut", testJobExtendLeasesRunOut},
 	testCase{"JobGetHeld", testJobGetHeld},
 	testCase{"JobCancel", testJobCancel},
 	testCase{"JobPromoteScheduled", testJobPromoteScheduled},
@@ -393,7 +395,7 @@ func testJobStart(t *testing.T, b *bundle) {
 			want []int64
 		}{{b.now.Add(3*time.Minute - time.Second), nil}, {b.now.Add(3 * time.Minute), []int64{id}}} {
 			p.LeaseUntil = b.now.Add(time.Hour)
-			if _, err := tx.JobExtendLeases([]job.LeaseRef{ref}, p.LeaseUntil); err != nil {
+			if _, err := tx.JobExtendLeases([]job.LeaseRef{ref}, b.now, p.LeaseUntil); err != nil {
 				return err
 			}
 			jobs, err := tx.JobHeldExpired(c.at, 10)
@@ -572,7 +574,7 @@ func testJobExtendLeases(t *testing.T, b *bundle) {
 	var out []job.LeaseRef
 	b.write(func(tx store.Tx) error {
 		var err error
-		out, err = tx.JobExtendLeases([]job.LeaseRef{leased, stale, running, done}, until)
+		out, err = tx.JobExtendLeases([]job.LeaseRef{leased, stale, running, done}, b.now, until)
 		return err
 	})
 	equal(t, "extended", out, []job.LeaseRef{leased, running})
@@ -582,12 +584,56 @@ func testJobExtendLeases(t *testing.T, b *bundle) {
 		}
 	}
 	b.write(func(tx store.Tx) error {
-		out, err := tx.JobExtendLeases(nil, until)
+		out, err := tx.JobExtendLeases(nil, b.now, until)
 		if len(out) != 0 {
 			t.Errorf("extending no leases extended %v", out)
 		}
 		return err
 	})
+}
+
+// JobExtendLeases leaves a lease that ran out as it is: at its deadline or after it, the lease
+// is over (JobHeldExpired lists it from that moment), even while no sweep has ended it yet, so
+// an extension read late revives nothing. A nanosecond before the deadline it is extended.
+func testJobExtendLeasesRunOut(t *testing.T, b *bundle) {
+	got := b.insert(b.job("t"), b.job("t"), b.job("t"))
+	// Each lease, and the start, runs until a minute from b.now.
+	leased, long, running := b.leaseOne("t"), b.leaseOne("t"), b.leaseOne("t")
+	b.start(running)
+	deadline := b.now.Add(time.Minute)
+	extend := func(now, until time.Time, refs ...job.LeaseRef) []job.LeaseRef {
+		t.Helper()
+		var out []job.LeaseRef
+		b.write(func(tx store.Tx) error {
+			var err error
+			out, err = tx.JobExtendLeases(refs, now, until)
+			return err
+		})
+		return out
+	}
+	// long's lease is extended well past the others' deadline, so that each batch below mixes a
+	// current lease with run-out ones.
+	equal(t, "extended at the start", extend(b.now, b.now.Add(2*time.Hour), long), []job.LeaseRef{long})
+	before := map[int64]*job.Job{got[0]: b.get(got[0]), got[2]: b.get(got[2])}
+	for _, at := range []time.Time{deadline, deadline.Add(time.Nanosecond), deadline.Add(time.Hour)} {
+		late := at.Sub(deadline)
+		equal(t, fmt.Sprintf("extended %s after the deadline", late),
+			extend(at, at.Add(2*time.Hour), leased, long, running), []job.LeaseRef{long})
+		for id, was := range before {
+			if j := b.get(id); !reflect.DeepEqual(j, was) {
+				t.Fatalf("job %d changed by an extension %s after its lease ran out:\n got %+v\nwant %+v",
+					id, late, j, was)
+			}
+		}
+	}
+	until := deadline.Add(time.Hour)
+	equal(t, "extended just before the deadline", extend(deadline.Add(-time.Nanosecond), until, leased, running),
+		[]job.LeaseRef{leased, running})
+	for _, id := range []int64{got[0], got[2]} {
+		if j := b.get(id); !j.LeaseExpiresAt.Equal(until) || !j.State.Held() {
+			t.Fatalf("job %d: %s, lease until %s; want held until %s", id, j.State, j.LeaseExpiresAt, until)
+		}
+	}
 }
 
 // JobGetHeld reads a job only under its current lease.
