@@ -36,7 +36,7 @@ func TestMovedWorkersRunNoJobTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*frozenWait)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*frozenWait)
 	defer cancel()
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
