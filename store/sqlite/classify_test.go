@@ -74,8 +74,10 @@ func newFile(t *testing.T, params ...string) string {
 
 func TestClassifyDriverErrors(t *testing.T) {
 	t.Parallel()
-	// A statement that waits instead of failing would hang the test; this bounds it.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// A statement that waits instead of failing would hang the test; this bounds it. The bound
+	// starts before the parallel subtests, which may wait long for a loaded machine's other
+	// tests, so it is generous (one minute was not, beside two CPU hogs).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	tests := []struct {
 		name          string
