@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -125,8 +126,12 @@ func Classify(err error) *ConnectError {
 	case strings.Contains(msg, "x509: certificate has expired"):
 		return tlsErr("the broker's certificate has expired or is not valid yet ("+handshakeText(msg)+")",
 			"renew the broker's certificate (docs/security.md#tls-and-mutual-tls)")
+	case strings.Contains(msg, "tls: certificate required"):
+		// The broker's alert for a client that sent none, from a tls.Config of the caller's.
+		return tlsErr("the broker requires a client certificate (mutual TLS) and none was given",
+			"set "+EnvTLSCert+" and "+EnvTLSKey+" (--tls-cert, --tls-key) to a certificate signed by the CA the broker trusts")
 	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"),
-		strings.Contains(msg, "tls: certificate required"), strings.Contains(msg, "tls: expired certificate"):
+		strings.Contains(msg, "tls: expired certificate"):
 		return tlsErr("the broker refused this client's certificate ("+handshakeText(msg)+")",
 			"use a client certificate signed by the CA the broker trusts (its --tls-client-ca), and not expired")
 	case strings.Contains(msg, "authentication handshake failed"):
@@ -169,29 +174,40 @@ type probeConn struct {
 	net.Conn
 	addr string
 
-	mu        sync.Mutex
-	wrote     []byte // the first bytes written, up to len(http2Preface)
-	readBytes bool
+	// answered: the broker sent a byte, after which nothing is watched (and the hot path takes
+	// no lock).
+	answered atomic.Bool
+	mu       sync.Mutex
+	wrote    []byte // the first bytes written, up to len(http2Preface)
 }
 
 func (c *probeConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	if n := len(http2Preface) - len(c.wrote); n > 0 {
-		c.wrote = append(c.wrote, p[:min(n, len(p))]...)
+	if !c.answered.Load() {
+		c.mu.Lock()
+		if n := len(http2Preface) - len(c.wrote); n > 0 {
+			c.wrote = append(c.wrote, p[:min(n, len(p))]...)
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	return c.Conn.Write(p)
 }
 
 func (c *probeConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.mu.Lock()
-	first := !c.readBytes
-	c.readBytes = c.readBytes || n > 0
-	plaintext := string(c.wrote) == http2Preface
-	c.mu.Unlock()
-	if err != nil && n == 0 && first && plaintext && closedByPeer(err) && answersTLS(c.addr) {
-		return 0, fmt.Errorf("%s (%w)", brokerTLSText, err)
+	if c.answered.Load() {
+		return n, err
+	}
+	if n > 0 {
+		c.answered.Store(true)
+		return n, err
+	}
+	if err != nil && closedByPeer(err) {
+		c.mu.Lock()
+		plaintext := string(c.wrote) == http2Preface
+		c.mu.Unlock()
+		if plaintext && answersTLS(c.addr) {
+			return 0, fmt.Errorf("%s (%w)", brokerTLSText, err)
+		}
 	}
 	return n, err
 }
