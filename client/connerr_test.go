@@ -47,10 +47,13 @@ func TestClassifyCallErrors(t *testing.T) {
 		_ = cl.Close()
 		ce := client.Classify(err)
 		if c.kind == nil {
-			if err == nil || ce != nil {
+			if err == nil || ce != nil || errors.Is(err, client.ErrTLS) || errors.Is(err, client.ErrAuth) {
 				t.Errorf("%s: ListQueues = %v, Classify = %v; want an error Classify leaves alone", name, err, ce)
 			}
 			continue
+		}
+		if !errors.Is(err, c.kind) {
+			t.Errorf("%s: errors.Is(%v, %v) = false", name, err, c.kind)
 		}
 		if ce == nil || !errors.Is(ce, c.kind) || !strings.Contains(ce.Fix, c.fix) {
 			t.Errorf("%s: ListQueues = %v, Classify = %v; want %v with a fix naming %s", name, err, ce, c.kind, c.fix)
