@@ -103,6 +103,9 @@ test('mismatched TLS settings stop run() with the fix', { skip }, async (t) => {
     'no client certificate': [{ address: mtls, tls: { ca: file('ca.pem') } }, 'requires a client certificate', 'JOBWIRE_TLS_CERT'],
     'plaintext against TLS': [{ address: mtls }, 'serves TLS and this worker connected without it', 'JOBWIRE_TLS_CA'],
     'TLS against plaintext': [{ address: plain, tls: { ca: file('ca.pem') } }, 'does not serve TLS', '--tls-cert'],
+    'a name the certificate does not hold': [
+      { address: mtls, tls: { ca: file('ca.pem'), cert: file('client.pem'), key: file('client-key.pem'), serverName: 'jobwire.invalid' } },
+      'does not name the address', 'JOBWIRE_TLS_SERVER_NAME'],
   };
   for (const [name, [opts, problem, fix]] of Object.entries(cases)) {
     await t.test(name, async () => {

@@ -119,6 +119,13 @@ def classify_connect_error(
             f"set {ENV_TLS_CA} (tls_ca=) to the CA certificate that signed the broker's certificate",
             err,
         )
+    if "is not in peer certificate" in low:
+        return ConnectError(
+            KIND_TLS,
+            f"the broker's certificate does not name the address dialled ({msg})",
+            f"connect by a name the certificate holds, or set {ENV_TLS_SERVER_NAME} (tls_server_name=) to one",
+            err,
+        )
     if "certificate required" in low or "alert bad certificate" in low or "alert unknown ca" in low:
         return _client_cert_error(err, client_cert)
     if "ssl handshake failed" in low or "handshake failed" in low:

@@ -104,6 +104,9 @@ class ConnectTest(unittest.IsolatedAsyncioTestCase):
             "plaintext against TLS": (dict(address=mtls), "serves TLS and this worker connected without it",
                                       "JOBWIRE_TLS_CA"),
             "TLS against plaintext": (dict(address=plain, tls_ca=ca), "does not serve TLS", "--tls-cert"),
+            "a name the certificate does not hold": (
+                dict(address=mtls, tls_ca=ca, tls_cert=cert, tls_key=key, tls_server_name="jobwire.invalid"),
+                "does not name the address", "JOBWIRE_TLS_SERVER_NAME"),
         }
         for name, (kw, problem, fix) in cases.items():
             with self.subTest(name):
