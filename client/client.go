@@ -92,7 +92,9 @@ func dial(ctx context.Context, name, target string, base []grpc.DialOption, opts
 		// Fixed flow-control windows, as the broker's (server.Transport): grpc-go's probing of
 		// the bandwidth-delay product pings the broker for each burst of data read, which for
 		// one small job at a time is an extra frame and wake-up each way per message.
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow)}, base...)
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
+		// A plaintext connection that a TLS broker closes is reported as such (see dialTCP).
+		grpc.WithContextDialer(dialTCP)}, base...)
 	grpcOpts = append(grpcOpts, cfg.grpcOpts...)
 	conn, err := grpc.NewClient(target, grpcOpts...)
 	if err != nil {

@@ -22,6 +22,11 @@
 //		log.Printf("job %d was already enqueued", res.ID)
 //	}
 //
+// DialEnv connects to the broker that JOBWIRE_ADDR, JOBWIRE_TOKEN and the JOBWIRE_TLS_*
+// variables name, as the jobwire command does. A failed TLS handshake, TLS on one side only or
+// a refused token cannot be fixed by retrying: errors.Is(err, ErrTLS) or errors.Is(err, ErrAuth)
+// holds for such an error, and Classify returns it as a *ConnectError that says what to fix.
+//
 // Enqueue returns after the broker has committed the job, so a job that was acknowledged is
 // never lost. When an enqueue fails ambiguously (ErrUnavailable, a deadline) it may or may not
 // have been stored: retry it with the same IdempotencyKey and the broker returns the first job

@@ -12,7 +12,8 @@ import (
 
 // Sentinel errors for the broker's answers that callers most often branch on. Every error a
 // Client method returns after reaching the broker is an *Error, and errors.Is matches it against
-// these by its gRPC code, so callers need not import grpc/codes:
+// these by its gRPC code, so callers need not import grpc/codes (and against ErrTLS and ErrAuth
+// as Classify does):
 //
 //	if errors.Is(err, client.ErrNotFound) { ... }
 var (
@@ -78,6 +79,9 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.Unavailable
 	case ErrResourceExhausted:
 		return e.Code == codes.ResourceExhausted
+	case ErrTLS, ErrAuth:
+		ce := Classify(e.err)
+		return ce != nil && ce.Kind == target
 	case context.Canceled:
 		return e.Code == codes.Canceled
 	case context.DeadlineExceeded:

@@ -38,7 +38,17 @@ func (bearer) RequireTransportSecurity() bool { return false }
 
 // WithTLS talks TLS to the broker with cfg: set RootCAs to trust a private CA, and
 // Certificates (or GetClientCertificate) for a broker that requires client certificates.
+//
+// A cfg without a client certificate ends the handshake when the broker asks for one, with an
+// error that Classify reports as ErrTLS, instead of letting the broker refuse the connection
+// after the handshake, which would look like a dropped connection.
 func WithTLS(cfg *tls.Config) DialOption {
+	if len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {
+		cfg = cfg.Clone()
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return nil, errNoClientCert
+		}
+	}
 	return dialOptionFunc(func(c *dialConfig) {
 		c.grpcOpts = append(c.grpcOpts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	})
@@ -55,7 +65,7 @@ func WithTLSFiles(caFile, certFile, keyFile string) DialOption {
 			c.err = errors.Join(c.err, err)
 			return
 		}
-		c.grpcOpts = append(c.grpcOpts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		WithTLS(cfg).applyDial(c)
 	})
 }
 

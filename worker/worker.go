@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokerset"
 	"github.com/jobwire/jobwire/internal/clock"
@@ -245,7 +246,10 @@ func (w *Worker) Handle(jobType string, fn HandlerFunc) {
 // grace ran out first. It returns early with an error if the broker rejects the session itself
 // (codes.Unimplemented or codes.InvalidArgument before Welcome), or the worker's token
 // (codes.Unauthenticated: missing, unknown or revoked; codes.PermissionDenied: a role or scope
-// that does not cover what the worker serves). A Worker runs only once.
+// that does not cover what the worker serves), and when the connection cannot be made secure (a
+// failed TLS handshake, or TLS on one side only): those come back as a *client.ConnectError that
+// says what to fix, matching client.ErrAuth or client.ErrTLS. A broker that is down or
+// restarting is waited for. A Worker runs only once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
@@ -304,8 +308,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		if streams.Err() != nil {
 			return w.incomplete()
 		}
-		if !welcomed && isPermanent(err) {
-			return w.abort(err)
+		if !welcomed {
+			if ce := client.Classify(err); ce != nil {
+				return w.abort(ce)
+			}
+			if isPermanent(err) {
+				return w.abort(err)
+			}
 		}
 		if welcomed {
 			attempt = 0
@@ -393,7 +402,12 @@ func (w *Worker) incomplete() error {
 // abort stops after the broker rejected the session: every handler is cancelled, and Run waits up
 // to ShutdownGrace for them to return.
 func (w *Worker) abort(err error) error {
-	err = fmt.Errorf("worker: broker rejected the session: %w", err)
+	var ce *client.ConnectError
+	if errors.As(err, &ce) {
+		err = fmt.Errorf("worker: cannot connect to the broker: %w", err)
+	} else {
+		err = fmt.Errorf("worker: broker rejected the session: %w", err)
+	}
 	w.log.Error("worker: giving up", "error", err)
 	cause := fmt.Errorf("%w: %w", ErrShutdown, err)
 	w.mu.Lock()

@@ -106,6 +106,10 @@ func (b *broker) explain(ctx context.Context, err error) error {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.Unavailable:
+		if ce := client.Classify(err); ce != nil {
+			// A TLS mismatch also leaves the broker unconnected, but reconnecting cannot fix it.
+			return fmt.Errorf("cannot connect to the broker at %s: %s; %s", b.addr, ce.Problem, ce.Fix)
+		}
 		if !b.connected() {
 			// The transport's own text ("connection error: desc = ...") says nothing a person
 			// can act on; where the broker was looked for does.

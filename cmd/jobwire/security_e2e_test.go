@@ -271,3 +271,44 @@ func TestTokensCreateChecksInput(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ETLSMismatchSaysWhatToFix: a command whose TLS settings do not match the broker's says
+// what happened and which setting fixes it, instead of calling the broker unreachable.
+func TestE2ETLSMismatchSaysWhatToFix(t *testing.T) {
+	t.Parallel()
+	f := testcerts.Write(t, "")
+	other := testcerts.Write(t, "")
+	r, err := tlsreload.New(tlsreload.Files{Cert: f.ServerCert, Key: f.ServerKey, ClientCA: f.CA}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.New(t, brokertest.Options{RequireAuth: true, Quiet: true,
+		ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.ServerConfig()))}})
+	plain := brokertest.New(t, brokertest.Options{Quiet: true})
+	for name, c := range map[string]struct {
+		env  map[string]string
+		want []string
+	}{
+		"plaintext": {map[string]string{"JOBWIRE_ADDR": b.Addr, "JOBWIRE_TOKEN": b.AdminToken},
+			[]string{"serves TLS and this client connected without it", "JOBWIRE_TLS_CA"}},
+		"wrong CA": {map[string]string{"JOBWIRE_ADDR": b.Addr, "JOBWIRE_TLS_CA": other.CA, "JOBWIRE_TOKEN": b.AdminToken},
+			[]string{"not signed by a CA this client trusts", "JOBWIRE_TLS_CA"}},
+		"no client certificate": {map[string]string{"JOBWIRE_ADDR": b.Addr, "JOBWIRE_TLS_CA": f.CA, "JOBWIRE_TOKEN": b.AdminToken},
+			[]string{"requires a client certificate", "JOBWIRE_TLS_CERT"}},
+		"TLS against plaintext": {map[string]string{"JOBWIRE_ADDR": plain.Addr, "JOBWIRE_TLS_CA": f.CA},
+			[]string{"does not serve TLS", "--tls-cert"}},
+	} {
+		res := runCLI(t, c.env, "queues", "list")
+		if res.code != 1 {
+			t.Errorf("%s: exit %d, want 1; stderr %q", name, res.code, res.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(res.stderr, w) {
+				t.Errorf("%s: stderr %q does not say %q", name, res.stderr, w)
+			}
+		}
+		if strings.Contains(res.stderr, "is `jobwire serve` running") {
+			t.Errorf("%s: stderr %q calls the broker unreachable", name, res.stderr)
+		}
+	}
+}

@@ -88,9 +88,10 @@ export interface WorkerOptions {
   /**
    * Connect over TLS: `ca` is the PEM CA certificates to trust (default: the system's), `cert`
    * and `key` a client certificate for a broker that requires one (mutual TLS). Strings are
-   * file paths, read when the Worker is made; Buffers are PEM contents.
+   * file paths, read when the Worker is made; Buffers are PEM contents. `serverName` is the name
+   * to check the broker's certificate against, when the address is not one it holds.
    */
-  tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer };
+  tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer; serverName?: string };
   /** Where the worker logs. Default stderr. */
   logger?: Logger;
   /** Jitter source in [0, 1). Default Math.random. */
@@ -106,6 +107,11 @@ export interface WorkerOptions {
 /** Runs handlers for jobs pushed by a Jobwire broker over one gRPC stream. */
 export declare class Worker {
   constructor(opts?: WorkerOptions);
+  /**
+   * A worker for the broker the environment names (JOBWIRE_ADDR, JOBWIRE_TOKEN, JOBWIRE_TLS,
+   * JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT, JOBWIRE_TLS_KEY, JOBWIRE_TLS_SERVER_NAME); `opts` win.
+   */
+  static fromEnv(opts?: WorkerOptions, env?: Record<string, string | undefined>): Worker;
   readonly address: string;
   readonly workerId: string;
   readonly capacity: number;
@@ -113,10 +119,30 @@ export declare class Worker {
   handle(jobType: string, fn: Handler): this;
   /** Start a graceful shutdown on SIGTERM and SIGINT; returns a function that removes the hooks. */
   installSignalHandlers(): () => void;
-  /** Connect and take work until a graceful shutdown completes; rejects on a configuration error. */
+  /**
+   * Connect and take work until a graceful shutdown completes; rejects on a configuration error,
+   * with a ConnectError when the token or the TLS settings do not match the broker's.
+   */
   run(): Promise<void>;
   /** Start a graceful shutdown: send Drain, let running jobs finish within the grace period. */
   shutdown(why?: string): void;
+}
+
+/** The Worker options the environment gives: address, token and tls. */
+export declare function settingsFromEnv(env?: Record<string, string | undefined>): Pick<WorkerOptions, 'address' | 'token' | 'tls'> & { address: string };
+
+/**
+ * The worker cannot connect in a way that reconnecting would fix: a failed TLS handshake
+ * (`kind` 'tls') or a token the broker refused ('auth'). `code` is the stream's gRPC status code.
+ */
+export declare class ConnectError extends Error {
+  readonly kind: 'tls' | 'auth';
+  /** What happened. */
+  readonly problem: string;
+  /** What to change. */
+  readonly fix: string;
+  readonly code: number;
+  readonly details: string;
 }
 
 /** Capped exponential backoff with full jitter. */

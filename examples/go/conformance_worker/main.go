@@ -67,7 +67,6 @@ func main() {
 }
 
 func run(log *slog.Logger) error {
-	addr := envOr("JOBWIRE_ADDR", "127.0.0.1:7070")
 	id := os.Getenv("JOBWIRE_WORKER_ID")
 	if id == "" {
 		host, _ := os.Hostname()
@@ -97,14 +96,7 @@ func run(log *slog.Logger) error {
 		return err
 	}
 
-	var opts []client.DialOption
-	if token := os.Getenv("JOBWIRE_TOKEN"); token != "" {
-		opts = append(opts, client.WithToken(token))
-	}
-	if ca, cert := os.Getenv("JOBWIRE_TLS_CA"), os.Getenv("JOBWIRE_TLS_CERT"); ca != "" || cert != "" {
-		opts = append(opts, client.WithTLSFiles(ca, cert, os.Getenv("JOBWIRE_TLS_KEY")))
-	}
-	c, err := client.Dial(context.Background(), addr, opts...)
+	c, err := client.DialEnv(context.Background())
 	if err != nil {
 		return err
 	}
@@ -124,7 +116,7 @@ func run(log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("conformance worker started", "state_dir", dir, "addr", addr)
+	log.Info("conformance worker started", "state_dir", dir, "addr", client.SettingsFromEnv(nil).Addr)
 	return w.Run(ctx)
 }
 

@@ -7,7 +7,11 @@
 //	go run ./examples/go/quickstart
 //	go run ./cmd/jobwire job get 1
 //
-// The worker connects to -addr, by default $JOBWIRE_ADDR or else 127.0.0.1:7070. Sending an email
+// The worker connects to -addr, by default $JOBWIRE_ADDR or else 127.0.0.1:7070, with the token
+// and TLS settings of the environment (JOBWIRE_TOKEN, JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT,
+// JOBWIRE_TLS_KEY; see docs/security.md#connecting-from-the-environment), so it also reaches a
+// broker with TLS and auth on. A TLS setting or token the broker refuses stops it with an
+// error that says what to set. Sending an email
 // is only printed here; a handler that reaches a real mail server returns its error, and the
 // broker retries the job with backoff.
 package main
@@ -32,27 +36,26 @@ type email struct {
 }
 
 func main() {
-	addr := flag.String("addr", defaultAddr(), "broker address (env JOBWIRE_ADDR)")
+	env := client.SettingsFromEnv(nil)
+	addr := flag.String("addr", env.Addr, "broker address (env JOBWIRE_ADDR)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, log); err != nil {
+	env.Addr = *addr
+	if err := run(ctx, env, log); err != nil {
 		log.Error("quickstart worker failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func defaultAddr() string {
-	if a := os.Getenv("JOBWIRE_ADDR"); a != "" {
-		return a
-	}
-	return client.DefaultAddr
-}
-
 // run works email.send jobs until ctx ends.
-func run(ctx context.Context, addr string, log *slog.Logger) error {
-	c, err := client.Dial(ctx, addr)
+func run(ctx context.Context, env client.Settings, log *slog.Logger) error {
+	opts, err := env.DialOptions()
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(ctx, env.Addr, opts...)
 	if err != nil {
 		return err
 	}
@@ -68,6 +71,6 @@ func run(ctx context.Context, addr string, log *slog.Logger) error {
 		fmt.Printf("sent an email to %s (job %d, attempt %d)\n", e.To, j.ID, j.Attempt)
 		return nil
 	})
-	log.Info("worker running; Ctrl-C stops it", "addr", addr)
+	log.Info("worker running; Ctrl-C stops it", "addr", env.Addr)
 	return w.Run(ctx)
 }

@@ -51,17 +51,12 @@ const aborted = (signal) =>
     else signal.addEventListener('abort', () => resolve(), { once: true });
   });
 
-const worker = new Worker({
-  address: process.env.JOBWIRE_ADDR || '127.0.0.1:7070',
+// Address, token and TLS from JOBWIRE_ADDR, JOBWIRE_TOKEN and JOBWIRE_TLS_*.
+const worker = Worker.fromEnv({
   workerId: process.env.JOBWIRE_WORKER_ID || undefined,
   capacity: Number(process.env.JOBWIRE_CAPACITY || 8),
   queues: (process.env.JOBWIRE_QUEUES || '').split(',').filter(Boolean),
   gracePeriodMs: Number(process.env.JOBWIRE_GRACE_SECONDS || 30) * 1000,
-  token: process.env.JOBWIRE_TOKEN || undefined,
-  tls:
-    process.env.JOBWIRE_TLS_CA || process.env.JOBWIRE_TLS_CERT
-      ? { ca: process.env.JOBWIRE_TLS_CA, cert: process.env.JOBWIRE_TLS_CERT, key: process.env.JOBWIRE_TLS_KEY }
-      : undefined,
 });
 
 worker.handle('echo', async (ctx) => {

@@ -9,8 +9,8 @@
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Worker, FatalError } = require('..');
 
-const worker = new Worker({
-  address: process.env.JOBWIRE_ADDR || '127.0.0.1:7070',
+// Address, token and TLS from JOBWIRE_ADDR, JOBWIRE_TOKEN and JOBWIRE_TLS_*.
+const worker = Worker.fromEnv({
   workerId: process.env.JOBWIRE_WORKER_ID || undefined,
   capacity: Number(process.env.JOBWIRE_CAPACITY || 8),
 });

@@ -18,6 +18,7 @@ const {
   FAILURE_KIND_TRANSIENT,
 } = require('./errors');
 const { loadJobwire } = require('./proto');
+const { ConnectError, settingsFromEnv } = require('./connect');
 
 module.exports = {
   Worker,
@@ -34,4 +35,6 @@ module.exports = {
   FAILURE_KIND_FATAL,
   FAILURE_KIND_TRANSIENT,
   loadJobwire,
+  ConnectError,
+  settingsFromEnv,
 };

@@ -15,6 +15,7 @@ const { Backoff } = require('./backoff');
 const { loadJobwire } = require('./proto');
 const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
 const { leaseMarginMs } = require('./lease');
+const { classifyConnectError, settingsFromEnv } = require('./connect');
 
 /** Refused codes the protocol gives a meaning to (gRPC status codes). */
 const CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
@@ -119,11 +120,12 @@ class JobContext {
 /**
  * Channel credentials for TLS, or undefined when tls is not given. Strings are PEM file paths;
  * Buffers are PEM contents.
- * @param {{ca?: string | Buffer, cert?: string | Buffer, key?: string | Buffer} | undefined} tls
+ * @param {{ca?: string | Buffer, cert?: string | Buffer, key?: string | Buffer, serverName?: string} | undefined} tls
  * @returns {grpc.ChannelCredentials | undefined}
  */
 function tlsCredentials(tls) {
   if (!tls) return undefined;
+  if (typeof tls !== 'object') throw new TypeError('tls must be an object: {ca, cert, key, serverName}');
   if (!tls.cert !== !tls.key) throw new TypeError('tls.cert and tls.key go together: give both or neither');
   const read = (v) => (v === undefined || v === null ? null : Buffer.isBuffer(v) ? v : fs.readFileSync(v));
   return grpc.credentials.createSsl(read(tls.ca), read(tls.key), read(tls.cert));
@@ -164,9 +166,10 @@ class Worker {
    * @param {Backoff} [opts.backoff] reconnect backoff
    * @param {grpc.ChannelCredentials} [opts.credentials] default: insecure, or TLS from opts.tls
    * @param {string} [opts.token] API token for a broker with auth on, sent as "authorization: Bearer <token>"
-   * @param {{ca?: string | Buffer, cert?: string | Buffer, key?: string | Buffer}} [opts.tls] connect over TLS:
+   * @param {{ca?: string | Buffer, cert?: string | Buffer, key?: string | Buffer, serverName?: string}} [opts.tls] connect over TLS:
    *   ca is the PEM CA certificates to trust (default: the system's), cert and key a client certificate
-   *   for a broker that requires one; strings are file paths, read at construction
+   *   for a broker that requires one; strings are file paths, read at construction. serverName is
+   *   the name to check the broker's certificate against, when the address is not one it holds
    * @param {Logger} [opts.logger] default: stderr
    * @param {() => number} [opts.random] jitter source in [0, 1)
    * @param {boolean} [opts.movable] the address reaches several brokers of one database (a load
@@ -189,6 +192,14 @@ class Worker {
     this.resendDelayMs = opts.resendDelayMs ?? 500;
     this.backoff = opts.backoff ?? new Backoff();
     this.credentials = opts.credentials ?? tlsCredentials(opts.tls) ?? grpc.credentials.createInsecure();
+    /** Channel options: the name the broker's certificate is checked against, if given. */
+    this.channelOptions = opts.tls?.serverName ? { 'grpc.ssl_target_name_override': opts.tls.serverName } : {};
+    // Whether the channel is TLS (null: credentials of the caller's) and presents a client
+    // certificate, to word a failed connection (connect.js).
+    this.usesTls = opts.credentials ? null : Boolean(opts.tls);
+    this.clientCert = Boolean(opts.tls?.cert);
+    /** The current stream got its Welcome. */
+    this.welcomed = false;
     if (opts.token !== undefined && (typeof opts.token !== 'string' || opts.token === '' || /\s/.test(opts.token))) {
       throw new TypeError('token must be a non-empty string without white space');
     }
@@ -215,6 +226,17 @@ class Worker {
      * leaseMarginMs(). Zero (no lease duration announced) leaves leases to the broker.
      */
     this.leaseAllowanceMs = 0;
+  }
+
+  /**
+   * A worker for the broker the environment names: JOBWIRE_ADDR, JOBWIRE_TOKEN, JOBWIRE_TLS,
+   * JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT, JOBWIRE_TLS_KEY and JOBWIRE_TLS_SERVER_NAME
+   * (docs/security.md). opts are the other options, and win.
+   * @param {ConstructorParameters<typeof Worker>[0]} [opts]
+   * @param {Record<string, string | undefined>} [env] default process.env
+   */
+  static fromEnv(opts = {}, env = process.env) {
+    return new Worker({ ...settingsFromEnv(env), ...opts });
   }
 
   /**
@@ -245,14 +267,17 @@ class Worker {
   /**
    * Connect, take work and reconnect on errors, until a graceful shutdown completes.
    * Rejects when the broker rejects the worker for a reason no reconnect can fix
-   * (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED).
+   * (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED), and with a
+   * ConnectError (code, problem, fix) when the token is refused or the TLS settings do not match
+   * the broker's: a failed handshake, TLS on one side only, or a missing client certificate. A
+   * broker that is down or restarting is waited for.
    */
   async run() {
     if (this.handlers.size === 0) throw new Error('register at least one handler before run()');
     if (this.running) throw new Error('run() is already running');
     this.running = true;
     const pkg = loadJobwire();
-    const client = new pkg.WorkerService(this.address, this.credentials);
+    const client = new pkg.WorkerService(this.address, this.credentials, this.channelOptions);
     try {
       while (!this.done()) {
         try {
@@ -260,6 +285,13 @@ class Worker {
           this.log.info(`stream to ${this.address} closed`);
         } catch (err) {
           const e = /** @type {any} */ (err);
+          if (!this.welcomed) {
+            const ce = await classifyConnectError(e, this.address, this.usesTls, this.clientCert);
+            if (ce) {
+              this.log.error(`cannot connect to the broker at ${this.address}: ${ce.message}`);
+              throw ce;
+            }
+          }
           if (PERMANENT_CODES.has(e.code)) {
             this.log.error(`broker rejected worker: ${e.message}`);
             throw err;
@@ -318,6 +350,7 @@ class Worker {
   /** @param {any} client */
   runSession(client) {
     return new Promise((resolve, reject) => {
+      this.welcomed = false;
       const call = client.Connect(this.metadata);
       const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false };
       let heartbeat = null;
@@ -345,6 +378,7 @@ class Worker {
             return;
           }
           sess.welcomed = true;
+          this.welcomed = true;
           clearTimeout(helloTimer);
           this.onWelcome(sess, resp.welcome);
           this.backoff.reset();

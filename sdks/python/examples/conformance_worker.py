@@ -40,16 +40,11 @@ state_dir = os.environ.get("JOBWIRE_CONFORMANCE_DIR") or tempfile.mkdtemp(prefix
 os.makedirs(state_dir, exist_ok=True)
 flaky_lock = threading.Lock()
 
-worker = Worker(
-    os.environ.get("JOBWIRE_ADDR", "127.0.0.1:7070"),
+worker = Worker.from_env(  # address, token and TLS: JOBWIRE_ADDR, JOBWIRE_TOKEN, JOBWIRE_TLS_*
     worker_id=os.environ.get("JOBWIRE_WORKER_ID") or None,
     capacity=int(os.environ.get("JOBWIRE_CAPACITY", "8")),
     queues=tuple(q for q in os.environ.get("JOBWIRE_QUEUES", "").split(",") if q),
     grace_period=float(os.environ.get("JOBWIRE_GRACE_SECONDS", "30")),
-    token=os.environ.get("JOBWIRE_TOKEN") or None,
-    tls_ca=os.environ.get("JOBWIRE_TLS_CA") or None,
-    tls_cert=os.environ.get("JOBWIRE_TLS_CERT") or None,
-    tls_key=os.environ.get("JOBWIRE_TLS_KEY") or None,
 )
 
 

@@ -13,8 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobwire import FatalError, Worker  # noqa: E402
 
-worker = Worker(
-    os.environ.get("JOBWIRE_ADDR", "127.0.0.1:7070"),
+worker = Worker.from_env(  # address, token and TLS: JOBWIRE_ADDR, JOBWIRE_TOKEN, JOBWIRE_TLS_*
     worker_id=os.environ.get("JOBWIRE_WORKER_ID") or None,
     capacity=int(os.environ.get("JOBWIRE_CAPACITY", "8")),
 )

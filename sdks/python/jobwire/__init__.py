@@ -11,6 +11,7 @@ from jobwire.context import (
     CANCEL_TIMEOUT,
     JobContext,
 )
+from jobwire.connect import ConnectError, settings_from_env
 from jobwire.errors import (
     FATAL_EXCEPTION_TYPES,
     Classified,
@@ -28,6 +29,7 @@ __all__ = [
     "CANCEL_SHUTDOWN",
     "CANCEL_TIMEOUT",
     "Classified",
+    "ConnectError",
     "FATAL_EXCEPTION_TYPES",
     "FatalError",
     "JobCancelled",
@@ -36,5 +38,6 @@ __all__ = [
     "RetryAfter",
     "Worker",
     "classify",
+    "settings_from_env",
     "tls_credentials",
 ]

@@ -17,11 +17,12 @@ import signal
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Union
 
 import grpc
 
 from jobwire.backoff import Backoff
+from jobwire.connect import ConnectError, classify_connect_error, settings_from_env
 from jobwire.context import (
     CANCEL_LEASE_LOST,
     CANCEL_REQUESTED,
@@ -162,6 +163,7 @@ class Worker:
         tls_ca: Optional[str] = None,
         tls_cert: Optional[str] = None,
         tls_key: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
         rand: Callable[[], float] = random.random,
         movable: bool = False,
     ):
@@ -175,6 +177,8 @@ class Worker:
             the CA certificates in the PEM file tls_ca (default: the system's), and presenting
             the client certificate tls_cert with its key tls_key to a broker that requires one.
             The files are read here, so a missing one fails at once.
+        tls_server_name: the name to check the broker's certificate against, when the address is
+            not one the certificate holds (implies TLS).
         movable: the address reaches several brokers of one database (a load balancer, or a
             DNS name of several), so that a new stream may land on another broker: brokers then
             even out their workers by ending a movable worker's stream (UNAVAILABLE), and it
@@ -197,11 +201,19 @@ class Worker:
         if token is not None and (not token or any(c.isspace() for c in token)):
             raise ValueError("token must be non-empty and hold no white space")
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        # Whether the channel is TLS (None: a channel_factory of the caller's) and presents a
+        # client certificate, to word a failed connection (jobwire.connect).
+        self._tls: Optional[bool] = None
+        self._client_cert = tls_cert is not None
         if channel_factory is None:
-            creds = tls_credentials(tls, tls_ca, tls_cert, tls_key)
+            creds = tls_credentials(tls or tls_server_name is not None, tls_ca, tls_cert, tls_key)
+            self._tls = creds is not None
             if creds is not None:
+                options = CHANNEL_OPTIONS
+                if tls_server_name:
+                    options += (("grpc.ssl_target_name_override", tls_server_name),)
                 channel_factory = lambda addr: grpc.aio.secure_channel(  # noqa: E731
-                    addr, creds, options=CHANNEL_OPTIONS
+                    addr, creds, options=options
                 )
             else:
                 channel_factory = lambda addr: grpc.aio.insecure_channel(  # noqa: E731
@@ -221,6 +233,14 @@ class Worker:
         # How long a lease lasts on this worker's clock: the Welcome's lease_duration less
         # lease_margin(). Zero (no lease duration announced) leaves leases to the broker.
         self._lease_allowance = 0.0
+        self._welcomed = False  # the current stream got its Welcome
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None, **kwargs: Any) -> "Worker":
+        """A worker for the broker the environment names: JOBWIRE_ADDR, JOBWIRE_TOKEN,
+        JOBWIRE_TLS, JOBWIRE_TLS_CA, JOBWIRE_TLS_CERT, JOBWIRE_TLS_KEY and
+        JOBWIRE_TLS_SERVER_NAME (docs/security.md). kwargs are the other options, and win."""
+        return cls(**{**settings_from_env(environ), **kwargs})
 
     # ---- registration -------------------------------------------------------------------
 
@@ -264,7 +284,10 @@ class Worker:
         """Connect, take work and reconnect on errors, until a graceful shutdown completes.
 
         Raises grpc.aio.AioRpcError when the broker rejects the worker for a reason no
-        reconnect can fix (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED).
+        reconnect can fix (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED),
+        and jobwire.ConnectError (an AioRpcError whose details say what to fix) when the token is
+        refused or the TLS settings do not match the broker's: a failed handshake, TLS on one side
+        only, or a missing client certificate. A broker that is down or restarting is waited for.
         """
         if not self._handlers:
             raise ValueError("register at least one handler before run()")
@@ -278,6 +301,13 @@ class Worker:
                     await self._run_session(stub)
                     log.info("stream to %s closed", self.address)
                 except grpc.aio.AioRpcError as e:
+                    if not self._welcomed:
+                        ce = await asyncio.get_running_loop().run_in_executor(
+                            None, classify_connect_error, e, self.address, self._tls, self._client_cert
+                        )
+                        if ce is not None:
+                            log.error("cannot connect to the broker at %s: %s", self.address, ce)
+                            raise ce from e
                     if e.code() in _PERMANENT_CODES:
                         log.error("broker rejected worker: %s %s", e.code().name, e.details())
                         raise
@@ -311,6 +341,7 @@ class Worker:
     # ---- one stream ---------------------------------------------------------------------
 
     async def _run_session(self, stub: worker_service_pb2_grpc.WorkerServiceStub) -> None:
+        self._welcomed = False
         call = stub.Connect(metadata=self._metadata)
         sess = _Session(call=call)
         tasks: list[asyncio.Task] = []
@@ -333,6 +364,7 @@ class Worker:
                 raise ProtocolError("stream closed before Welcome")
             if first.WhichOneof("message") != "welcome":
                 raise ProtocolError(f"expected Welcome, got {first.WhichOneof('message')}")
+            self._welcomed = True
             self._on_welcome(sess, first.welcome)
             self._backoff.reset()
             self._session = sess

@@ -3,12 +3,14 @@
 import {
   Backoff,
   CancelReason,
+  ConnectError,
   FatalError,
   JobCancelledError,
   RetryAfterError,
   Worker,
   classify,
   retryAfter,
+  settingsFromEnv,
   type Classified,
   type JobContext,
 } from '@jobwire/worker';
@@ -35,6 +37,12 @@ worker.handle('email.send', async (ctx: JobContext) => {
   if (ctx.signal.aborted && ctx.cancelReason === CancelReason.TIMEOUT) return;
   if (payload.length > 1_000_000) throw new RetryAfterError(30_000, `job ${id} too large for now (${timeout})`);
   if (ctx.attempt < ctx.maxAttempts) throw retryAfter(new Error('mail API busy'), 1000);
+});
+
+const fromEnv: Worker = Worker.fromEnv({ capacity: 4 });
+const envAddress: string = settingsFromEnv(process.env).address;
+fromEnv.run().catch((err: unknown) => {
+  if (err instanceof ConnectError && err.kind === 'tls') console.error(err.problem, err.fix, envAddress);
 });
 
 const stop: () => void = worker.installSignalHandlers();
