@@ -42,7 +42,7 @@ func realBreaker(t *testing.T, b *brokertest.Bundle, typ string) *jobwirev1.Brea
 
 func TestBreakersCommandsAgainstRealBroker(t *testing.T) {
 	t.Parallel()
-	c := breaker.DefaultConfig()
+	c := breaker.CountConfig()
 	c.Threshold = 2
 	b := brokertest.New(t, brokertest.Options{Breakers: &jobwirebroker.BreakerOptions{
 		Default: c, PerType: map[string]breaker.Config{"audit": {Disabled: true}}}})

@@ -131,7 +131,8 @@ func mutations() []mutation {
 		from: "if b.gen != p.Generation {", to: "if false {",
 		pkgs: []string{"./breaker"}, run: ""})
 	add(mutation{name: "breaker: a failed attempt is not counted", file: "broker/breakers.go",
-		from: "b.breakers.Failure(l.permit, kind)", to: "b.breakers.Release(l.permit)",
+		from: "b.breakers.FailureNote(l.permit, breaker.Note{Job: l.ref.JobID, Kind: kind, Message: l.failMsg})",
+		to:   "b.breakers.Release(l.permit)",
 		pkgs: []string{srvPkg}, run: matrix + "/result"})
 	add(mutation{name: "breaker: a probe that found no job keeps its worker's slot", file: "broker/dispatch.go",
 		from: "if g.open != nil && len(g.leased) < g.reserved {", to: "if false {",
