@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jobwire/jobwire/breaker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -80,5 +81,31 @@ func TestDefaultBreakerOpensAfterMinCalls(t *testing.T) {
 	}
 	if m, ok := w.Poll(); ok {
 		t.Fatalf("a job was dispatched past the open breaker: %v", m)
+	}
+
+	// The listing says why it opened, and a reset shows as taking effect.
+	br := breakerOf(t, b, flaky)
+	tr := br.GetTrip()
+	if br.GetMode() != "ratio" || tr.GetReason() != "ratio" || tr.GetCalls() != breaker.DefaultMinCalls ||
+		tr.GetFailures() != breaker.DefaultMinCalls || tr.GetRatio() != 1 ||
+		tr.GetWindow().AsDuration() != breaker.DefaultSamplingWindow || len(tr.GetLastFailures()) != breaker.NoteLimit {
+		t.Fatalf("open breaker listed as %v, want its trip: %d of %d calls failed, the last %d failures",
+			br, breaker.DefaultMinCalls, breaker.DefaultMinCalls, breaker.NoteLimit)
+	}
+	for _, f := range tr.GetLastFailures() {
+		if f.GetJobId() == 0 || f.GetKind() != "transient" || f.GetMessage() != "GatewayDown: dependency unavailable" {
+			t.Errorf("trip's failure %v, want a job's transient GatewayDown", f)
+		}
+	}
+	b.Advance(time.Minute)
+	res, err := b.Admin.ResetBreaker(context.Background(), &jobwirev1.ResetBreakerRequest{Type: flaky})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, br := range []*jobwirev1.BreakerInfo{res.GetBreaker(), breakerOf(t, b, flaky)} {
+		if br.GetState() != stateClosed || br.GetTrip() != nil || br.GetChangedReason() != "reset" ||
+			!br.GetChangedAt().AsTime().Equal(b.Clock.Now()) || br.GetCallsInWindow() != 0 {
+			t.Errorf("after a reset: %v, want CLOSED, no trip, reset now, an empty window", br)
+		}
 	}
 }
