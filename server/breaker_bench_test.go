@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,7 +118,8 @@ func drainBadPayloads(b *testing.B, cfg breaker.Config, jobs, slots int, work ti
 		}
 	}
 	var ran atomic.Int64
-	w, err := worker.New(bu.Conn, worker.Options{ID: "bench", Concurrency: slots, ShutdownGrace: time.Second})
+	w, err := worker.New(bu.Conn, worker.Options{ID: "bench", Concurrency: slots, ShutdownGrace: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
