@@ -3,7 +3,9 @@
 //
 // A breaker has three states:
 //
-//	CLOSED ──(Threshold counted failures within Window, or a FATAL failure with OpenOnFatal)──▶ OPEN
+//	CLOSED ──(the failure ratio over SamplingWindow reaches FailureRatio, at least MinCalls calls;
+//	          or, in count mode, Threshold counted failures within Window; or a FATAL failure
+//	          with OpenOnFatal)──▶ OPEN
 //	OPEN ──(OpenFor has passed)──▶ HALF_OPEN
 //	HALF_OPEN ──(CloseAfter probe successes)──▶ CLOSED
 //	HALF_OPEN ──(a probe fails with a counted kind)──▶ OPEN
@@ -157,12 +159,57 @@ func (s Kinds) String() string {
 	return strings.Join(parts, "|")
 }
 
-// Config tunes the breaker of one job type. Start from [DefaultConfig] and change fields: a zero
-// Config is not valid.
+// Mode is how a CLOSED breaker decides to open.
+type Mode int
+
+const (
+	// ModeRatio opens when the share of counted failures among the calls of the last
+	// SamplingWindow reaches FailureRatio, once at least MinCalls calls ended in it. Calls are
+	// kept in [WindowBuckets] buckets of SamplingWindow/WindowBuckets, so the window slides one
+	// bucket at a time.
+	ModeRatio Mode = 1
+	// ModeCount opens at Threshold counted failures within Window, however many calls
+	// succeeded beside them.
+	ModeCount Mode = 2
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeRatio:
+		return "ratio"
+	case ModeCount:
+		return "count"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode reads a mode name as used in configuration: "ratio" or "count".
+func ParseMode(name string) (Mode, bool) {
+	for _, m := range []Mode{ModeRatio, ModeCount} {
+		if m.String() == name {
+			return m, true
+		}
+	}
+	return 0, false
+}
+
+// Config tunes the breaker of one job type. Start from [DefaultConfig] (ratio mode) or
+// [CountConfig] and change fields: a zero Config is not valid.
 type Config struct {
-	// Threshold is how many counted failures within Window open the breaker.
+	// Mode says which of the fields below decide when a CLOSED breaker opens.
+	Mode Mode
+	// FailureRatio (ratio mode) is the share of counted failures among the calls of the
+	// sampling window, above 0 and at most 1, at which the breaker opens.
+	FailureRatio float64
+	// MinCalls (ratio mode) is how many calls must have ended within SamplingWindow before the
+	// ratio is trusted.
+	MinCalls int
+	// SamplingWindow (ratio mode) is how far back calls count, to the bucket (see ModeRatio).
+	SamplingWindow time.Duration
+	// Threshold (count mode) is how many counted failures within Window open the breaker.
 	Threshold int
-	// Window is how far back failures count. A failure exactly Window old no longer counts.
+	// Window (count mode) is how far back failures count. A failure exactly Window old no
+	// longer counts.
 	Window time.Duration
 	// OpenFor is how long the breaker stays OPEN before it lets probes through.
 	OpenFor time.Duration
@@ -174,8 +221,10 @@ type Config struct {
 	HalfOpenProbes int
 	// CloseAfter is how many probe successes in a row close the breaker.
 	CloseAfter int
-	// Count is the set of failure kinds that count toward Threshold and that reopen the breaker
-	// when a probe fails with them. A failure of another kind is neutral.
+	// Count is the set of failure kinds that count as failures (toward FailureRatio or
+	// Threshold) and that reopen the breaker when a probe fails with them. In ratio mode a
+	// failure of another kind is a call that did not fail (its user code ran and answered: the
+	// dependency is not to blame); in count mode it is neutral.
 	Count Kinds
 	// OpenOnFatal opens the breaker at the first Fatal failure, whatever Count says.
 	OpenOnFatal bool
@@ -184,8 +233,11 @@ type Config struct {
 	Disabled bool
 }
 
-// Defaults, as documented on [DefaultConfig].
+// Defaults, as documented on [DefaultConfig] and [CountConfig].
 const (
+	DefaultFailureRatio   = 0.5
+	DefaultMinCalls       = 20
+	DefaultSamplingWindow = 30 * time.Second
 	DefaultThreshold      = 5
 	DefaultWindow         = 60 * time.Second
 	DefaultOpenFor        = 30 * time.Second
@@ -194,10 +246,31 @@ const (
 	DefaultCloseAfter     = 1
 )
 
-// DefaultConfig opens after 5 failures of any kind within 60s, stays open 30s, then lets one probe
-// through at a time; one probe success closes it, and a probe silent for 30s frees its slot.
+// DefaultKinds are the kinds a default breaker counts: those a dependency that is down shows as
+// (transient errors, workers hanging until their lease expires, attempt timeouts). A fatal
+// failure is one payload's or one code path's bug, not the type's; see docs/breaker.md.
+const DefaultKinds = Kinds(Transient | LeaseExpired | Timeout)
+
+// DefaultConfig is ratio mode: it opens when half of the calls ended within the last 30s failed
+// transiently, by lease expiry or by timeout, once at least 20 calls ended in that window; it
+// stays open 30s, then lets one probe through at a time; one probe success closes it, and a
+// probe silent for 30s frees its slot. The count-mode fields hold [CountConfig]'s values, so
+// switching Mode alone gives count mode's defaults.
 func DefaultConfig() Config {
+	c := CountConfig()
+	c.Mode = ModeRatio
+	c.Count = DefaultKinds
+	return c
+}
+
+// CountConfig is count mode, the default before ratio mode existed: it opens after 5 failures of
+// any kind within 60s, then behaves as [DefaultConfig].
+func CountConfig() Config {
 	return Config{
+		Mode:           ModeCount,
+		FailureRatio:   DefaultFailureRatio,
+		MinCalls:       DefaultMinCalls,
+		SamplingWindow: DefaultSamplingWindow,
 		Threshold:      DefaultThreshold,
 		Window:         DefaultWindow,
 		OpenFor:        DefaultOpenFor,
@@ -219,11 +292,27 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
+	switch c.Mode {
+	case ModeRatio:
+		switch {
+		case !(c.FailureRatio > 0 && c.FailureRatio <= 1): // also refuses NaN
+			return bad("FailureRatio must be above 0 and at most 1, got %v", c.FailureRatio)
+		case c.MinCalls < 1:
+			return bad("MinCalls must be at least 1, got %d", c.MinCalls)
+		case c.SamplingWindow < WindowBuckets*time.Millisecond:
+			return bad("SamplingWindow must be at least %v, got %v", WindowBuckets*time.Millisecond, c.SamplingWindow)
+		}
+	case ModeCount:
+		switch {
+		case c.Threshold < 1:
+			return bad("Threshold must be at least 1, got %d", c.Threshold)
+		case c.Window <= 0:
+			return bad("Window must be positive, got %v", c.Window)
+		}
+	default:
+		return bad("Mode must be ratio or count, got %v", c.Mode)
+	}
 	switch {
-	case c.Threshold < 1:
-		return bad("Threshold must be at least 1, got %d", c.Threshold)
-	case c.Window <= 0:
-		return bad("Window must be positive, got %v", c.Window)
 	case c.OpenFor <= 0:
 		return bad("OpenFor must be positive, got %v", c.OpenFor)
 	case c.ProbeTimeout <= 0:
@@ -241,7 +330,7 @@ func (c Config) Validate() error {
 }
 
 // Counts reports whether a failure of kind k is evidence against the dependency under c: it
-// counts toward Threshold, reopens the breaker when a probe fails with it, or opens it under
+// counts toward FailureRatio or Threshold, reopens the breaker when a probe fails with it, or opens it under
 // OpenOnFatal.
 func (c Config) Counts(k FailureKind) bool { return c.counts(k) }
 
@@ -271,6 +360,9 @@ const (
 	// ReasonRestored: a HALF_OPEN breaker restored at startup begins a new probe generation, so
 	// that probes granted before the restart can never be confused with new ones.
 	ReasonRestored Reason = 8
+	// ReasonRatio: CLOSED to OPEN, the failure ratio over SamplingWindow reached FailureRatio
+	// with at least MinCalls calls.
+	ReasonRatio Reason = 9
 )
 
 var reasonNames = map[Reason]string{
@@ -282,6 +374,7 @@ var reasonNames = map[Reason]string{
 	ReasonReset:           "reset",
 	ReasonForced:          "forced",
 	ReasonRestored:        "restored",
+	ReasonRatio:           "ratio",
 }
 
 func (r Reason) String() string {
@@ -300,6 +393,7 @@ type edge struct {
 
 var automaticEdges = map[edge]bool{
 	{StateClosed, StateOpen, ReasonThreshold}:           true,
+	{StateClosed, StateOpen, ReasonRatio}:               true,
 	{StateClosed, StateOpen, ReasonFatal}:               true,
 	{StateOpen, StateHalfOpen, ReasonOpenElapsed}:       true,
 	{StateHalfOpen, StateOpen, ReasonProbeFailed}:       true,

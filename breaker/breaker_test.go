@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,17 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{name: "default", mutate: func(*Config) {}},
 		{name: "disabled zero config", mutate: func(c *Config) { *c = Config{Disabled: true} }},
-		{name: "threshold zero", mutate: func(c *Config) { c.Threshold = 0 }, wantErr: "Threshold"},
-		{name: "window zero", mutate: func(c *Config) { c.Window = 0 }, wantErr: "Window"},
+		{name: "threshold zero", mutate: func(c *Config) { c.Mode, c.Threshold = ModeCount, 0 }, wantErr: "Threshold"},
+		{name: "window zero", mutate: func(c *Config) { c.Mode, c.Window = ModeCount, 0 }, wantErr: "Window"},
+		{name: "count fields unused in ratio mode", mutate: func(c *Config) { c.Threshold, c.Window = 0, 0 }},
+		{name: "ratio fields unused in count mode", mutate: func(c *Config) { c.Mode, c.FailureRatio, c.MinCalls = ModeCount, 0, 0 }},
+		{name: "ratio zero", mutate: func(c *Config) { c.FailureRatio = 0 }, wantErr: "FailureRatio"},
+		{name: "ratio above one", mutate: func(c *Config) { c.FailureRatio = 1.5 }, wantErr: "FailureRatio"},
+		{name: "ratio NaN", mutate: func(c *Config) { c.FailureRatio = math.NaN() }, wantErr: "FailureRatio"},
+		{name: "ratio one", mutate: func(c *Config) { c.FailureRatio = 1 }},
+		{name: "min calls zero", mutate: func(c *Config) { c.MinCalls = 0 }, wantErr: "MinCalls"},
+		{name: "sampling window too short", mutate: func(c *Config) { c.SamplingWindow = 5 * time.Millisecond }, wantErr: "SamplingWindow"},
+		{name: "unknown mode", mutate: func(c *Config) { c.Mode = 7 }, wantErr: "Mode"},
 		{name: "open for negative", mutate: func(c *Config) { c.OpenFor = -time.Second }, wantErr: "OpenFor"},
 		{name: "probe timeout zero", mutate: func(c *Config) { c.ProbeTimeout = 0 }, wantErr: "ProbeTimeout"},
 		{name: "half open probes zero", mutate: func(c *Config) { c.HalfOpenProbes = 0 }, wantErr: "HalfOpenProbes"},
@@ -26,7 +36,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "unknown kind", mutate: func(c *Config) { c.Count = 0x80 }, wantErr: "Count"},
 		{name: "nothing counts", mutate: func(c *Config) { c.Count = 0 }, wantErr: "Count"},
 		{name: "only open on fatal", mutate: func(c *Config) { c.Count, c.OpenOnFatal = 0, true }},
-		{name: "zero config", mutate: func(c *Config) { *c = Config{} }, wantErr: "Threshold"},
+		{name: "zero config", mutate: func(c *Config) { *c = Config{} }, wantErr: "Mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,13 +66,18 @@ func TestConfigValidate(t *testing.T) {
 func TestDefaultConfig(t *testing.T) {
 	t.Parallel()
 
-	c := DefaultConfig()
-	want := Config{
+	count := Config{
+		Mode: ModeCount, FailureRatio: 0.5, MinCalls: 20, SamplingWindow: 30 * time.Second,
 		Threshold: 5, Window: 60 * time.Second, OpenFor: 30 * time.Second, ProbeTimeout: 30 * time.Second,
 		HalfOpenProbes: 1, CloseAfter: 1, Count: KindsOf(Transient, Fatal, LeaseExpired, Timeout),
 	}
-	if c != want {
-		t.Errorf("DefaultConfig() = %+v, want %+v", c, want)
+	if c := CountConfig(); c != count {
+		t.Errorf("CountConfig() = %+v, want %+v", c, count)
+	}
+	ratio := count
+	ratio.Mode, ratio.Count = ModeRatio, KindsOf(Transient, LeaseExpired, Timeout)
+	if c := DefaultConfig(); c != ratio {
+		t.Errorf("DefaultConfig() = %+v, want %+v", c, ratio)
 	}
 }
 

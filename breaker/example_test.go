@@ -13,7 +13,7 @@ import (
 // breaker again.
 func Example() {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cfg := breaker.DefaultConfig()
+	cfg := breaker.CountConfig()
 	cfg.Threshold = 3
 
 	set, err := breaker.NewSet(clk, cfg, nil, func(tr breaker.Transition) {
@@ -57,7 +57,7 @@ func Example() {
 // held across both.
 func ExampleSet_Shared() {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cfg := breaker.DefaultConfig()
+	cfg := breaker.CountConfig()
 	cfg.Threshold = 2
 	a, _ := breaker.NewSet(clk, cfg, nil, nil)
 	b, _ := breaker.NewSet(clk, cfg, nil, nil)

@@ -91,6 +91,15 @@ type Saved struct {
 	// Version counts the stores of a shared breaker's state, so that a cache never goes back
 	// to an older one it reads late (see [Set.Load]).
 	Version int64 `json:",omitempty"`
+	// Window is a ratio-mode breaker's sliding window of calls while CLOSED, oldest first.
+	Window []SavedBucket `json:",omitempty"`
+	// Recent are the last counted failures, oldest first, and Trip why the breaker last
+	// opened, until an operator reset or forced it.
+	Recent []Note `json:",omitempty"`
+	Trip   *Trip  `json:",omitempty"`
+	// ChangedAt and Changed are when and why the breaker last changed state.
+	ChangedAt time.Time `json:",omitzero"`
+	Changed   Reason    `json:",omitempty"`
 }
 
 // SavedProbe is a probe slot in use of a shared breaker.
@@ -109,7 +118,8 @@ type Info struct {
 	Type     string
 	State    State
 	Disabled bool
-	// FailuresInWindow counts counted failures within Window (at most Threshold are kept).
+	// FailuresInWindow counts counted failures within Window (count mode: at most Threshold
+	// are kept), or within SamplingWindow (ratio mode, while CLOSED).
 	FailuresInWindow int
 	// OpenedAt is when the breaker last opened; zero while CLOSED.
 	OpenedAt time.Time
@@ -120,6 +130,15 @@ type Info struct {
 	Generation     int64
 	ProbesInFlight int
 	ProbeSuccesses int
+	// Mode is the breaker's mode, and Calls the calls its sliding window holds (ratio mode,
+	// while CLOSED), FailuresInWindow of them failures.
+	Mode  Mode
+	Calls int
+	// Trip is why the breaker last opened; nil once an operator reset or forced it.
+	Trip *Trip
+	// ChangedAt and Changed are when and why the breaker last changed state (zero: never).
+	ChangedAt time.Time
+	Changed   Reason
 }
 
 // probe is one probe slot in use.
@@ -145,6 +164,11 @@ type breaker struct {
 	lastProbe int64          // last probe number given out in this generation
 	version   int64          // stores of a shared breaker's state (Saved.Version)
 	counted   []SavedAttempt // attempts whose failures a shared breaker counted (Saved.Counted)
+	win       window         // calls while CLOSED, ratio mode only
+	recent    []Note         // last counted failures, at most NoteLimit
+	trip      *Trip          // why it last opened, until an operator's change
+	changedAt time.Time      // when and why it last changed state
+	changed   Reason
 }
 
 // Set holds the breakers of every job type. It is safe for concurrent use: the dispatcher and the
@@ -209,7 +233,8 @@ func (s *Set) ConfigFor(t string) Config {
 }
 
 func (s *Set) newBreaker(t string) *breaker {
-	return &breaker{typ: t, cfg: s.ConfigFor(t), state: StateClosed, gen: 1}
+	cfg := s.ConfigFor(t)
+	return &breaker{typ: t, cfg: cfg, state: StateClosed, gen: 1, win: newWindow(cfg.SamplingWindow)}
 }
 
 // get returns t's breaker, creating it if create is set; otherwise it may return nil.
@@ -300,9 +325,10 @@ func (b *breaker) release(p Permit, now time.Time, emit func(Transition)) {
 	}
 }
 
-// Success ends a permit whose job succeeded. While CLOSED it changes nothing: one success among
-// many failures does not prove a dependency healthy, so failures age out of the window instead.
-// A probe success counts toward CloseAfter and may close the breaker.
+// Success ends a permit whose job succeeded. In ratio mode a success while CLOSED is a call in the
+// sliding window. In count mode it changes nothing while CLOSED: one success among many failures
+// does not prove a dependency healthy, so failures age out of the window instead. A probe success
+// counts toward CloseAfter and may close the breaker.
 func (s *Set) Success(p Permit) {
 	s.mu.Lock()
 	if b := s.get(p.Type, false); b != nil {
@@ -313,7 +339,17 @@ func (s *Set) Success(p Permit) {
 }
 
 func (b *breaker) success(p Permit, now time.Time, emit func(Transition)) {
-	if b.current(p, now, emit) && p.IsProbe() && b.takeProbe(p.Probe) {
+	if !b.current(p, now, emit) {
+		return
+	}
+	if !p.IsProbe() {
+		if b.state == StateClosed && b.cfg.Mode == ModeRatio {
+			b.call(now, false)
+			b.tripOnRatio(now, emit)
+		}
+		return
+	}
+	if b.takeProbe(p.Probe) {
 		b.successes++
 		if b.successes >= b.cfg.CloseAfter {
 			b.transition(StateClosed, ReasonProbesSucceeded, now, emit)
@@ -322,43 +358,100 @@ func (b *breaker) success(p Permit, now time.Time, emit func(Transition)) {
 }
 
 // Failure ends a permit whose job failed with kind. A failure of a kind outside Config.Count is
-// neutral (and frees a probe's slot). Otherwise, while CLOSED it is recorded and opens the breaker
-// at Threshold failures within Window, or at once if it is Fatal under OpenOnFatal; a probe's
-// failure reopens the breaker.
+// not a failure to the breaker (and frees a probe's slot): in ratio mode it is a call that did not
+// fail, in count mode it is neutral. Otherwise, while CLOSED it is recorded and opens the breaker
+// when the failure ratio reaches FailureRatio over at least MinCalls calls (ratio mode), at
+// Threshold failures within Window (count mode), or at once if it is Fatal under OpenOnFatal; a
+// probe's failure reopens the breaker.
 //
 // Results are ignored when p is stale (another generation, Generation 0, or a probe whose slot was
 // already freed by its timeout or by Release).
-func (s *Set) Failure(p Permit, kind FailureKind) {
+func (s *Set) Failure(p Permit, kind FailureKind) { s.FailureNote(p, Note{Kind: kind}) }
+
+// FailureNote is [Set.Failure] of n.Kind, keeping n (the job and its error message) among the
+// breaker's last failures if it counts.
+func (s *Set) FailureNote(p Permit, n Note) {
 	s.mu.Lock()
 	if b := s.get(p.Type, false); b != nil {
-		b.failure(p, kind, s.clk.Now(), s.emit)
+		b.failure(p, n, s.clk.Now(), s.emit)
 	}
 	s.mu.Unlock()
 	s.flush()
 }
 
 // failure applies a failure and reports whether it was counted.
-func (b *breaker) failure(p Permit, kind FailureKind, now time.Time, emit func(Transition)) bool {
+func (b *breaker) failure(p Permit, n Note, now time.Time, emit func(Transition)) bool {
 	if !b.current(p, now, emit) {
 		return false
 	}
+	kind := n.Kind
 	switch {
 	case p.IsProbe():
 		if b.takeProbe(p.Probe) && b.cfg.counts(kind) {
 			b.recordFailure(now)
+			b.note(n, now)
 			b.transition(StateOpen, ReasonProbeFailed, now, emit)
 			return true
 		}
-	case b.state == StateClosed && b.cfg.counts(kind):
-		b.recordFailure(now)
-		if kind == Fatal && b.cfg.OpenOnFatal {
+	case b.state == StateClosed && !b.cfg.counts(kind):
+		if b.cfg.Mode == ModeRatio {
+			b.call(now, false)
+			b.tripOnRatio(now, emit)
+		}
+	case b.state == StateClosed:
+		b.note(n, now)
+		if b.cfg.Mode == ModeRatio {
+			b.call(now, true)
+		} else {
+			b.recordFailure(now)
+		}
+		switch {
+		case kind == Fatal && b.cfg.OpenOnFatal:
 			b.transition(StateOpen, ReasonFatal, now, emit)
-		} else if b.failuresIn(now) >= b.cfg.Threshold {
+		case b.cfg.Mode == ModeRatio:
+			b.tripOnRatio(now, emit)
+		case b.failuresIn(now) >= b.cfg.Threshold:
 			b.transition(StateOpen, ReasonThreshold, now, emit)
 		}
 		return true
 	}
 	return false
+}
+
+// call records a call that ended while CLOSED in a ratio-mode breaker's window.
+func (b *breaker) call(now time.Time, failed bool) { b.win.add(now, failed) }
+
+// tripOnRatio opens a ratio-mode breaker whose window holds at least MinCalls calls of which at
+// least FailureRatio failed.
+func (b *breaker) tripOnRatio(now time.Time, emit func(Transition)) {
+	calls, failures := b.win.totals(now)
+	if calls >= b.cfg.MinCalls && float64(failures) >= b.cfg.FailureRatio*float64(calls) {
+		b.transition(StateOpen, ReasonRatio, now, emit)
+	}
+}
+
+// note keeps a counted failure among the last NoteLimit.
+func (b *breaker) note(n Note, now time.Time) {
+	n.At, n.Message = now, trimNote(n.Message)
+	b.recent = append(b.recent, n)
+	if k := len(b.recent) - NoteLimit; k > 0 {
+		b.recent = slices.Delete(b.recent, 0, k)
+	}
+}
+
+// tripOf is why b opens now for reason: what its window holds and its last failures.
+func (b *breaker) tripOf(reason Reason, now time.Time) *Trip {
+	t := &Trip{Mode: b.cfg.Mode, Reason: reason, At: now, Last: slices.Clone(b.recent)}
+	if b.cfg.Mode == ModeRatio {
+		t.Calls, t.Failures = b.win.totals(now)
+		t.Window = b.cfg.SamplingWindow
+		if t.Calls > 0 {
+			t.Ratio = float64(t.Failures) / float64(t.Calls)
+		}
+	} else {
+		t.Failures, t.Window = b.failuresIn(now), b.cfg.Window
+	}
+	return t
 }
 
 // current reports whether p is of b's current generation, after applying due changes.
@@ -413,6 +506,7 @@ func (b *breaker) advance(now time.Time, emit func(Transition)) {
 		return
 	}
 	b.failures = slices.DeleteFunc(b.failures, func(f time.Time) bool { return !b.inWindow(f, now) })
+	b.win.trim(now)
 	if b.state == StateOpen && !now.Before(b.openedAt.Add(b.cfg.OpenFor)) {
 		b.transition(StateHalfOpen, ReasonOpenElapsed, now, emit)
 	}
@@ -431,8 +525,18 @@ func (b *breaker) transition(to State, reason Reason, now time.Time, emit func(T
 	if !legal(from, to, reason) {
 		panic(fmt.Sprintf("breaker: illegal transition %v -> %v (%v) for job type %q", from, to, reason, b.typ))
 	}
+	if to == StateOpen && (from == StateClosed || reason == ReasonProbeFailed) {
+		b.trip = b.tripOf(reason, now)
+	}
+	if reason == ReasonReset || reason == ReasonForced {
+		b.trip = nil
+	}
+	if reason != ReasonRestored {
+		b.changedAt, b.changed = now, reason
+	}
 	b.state = to
 	b.gen++
+	b.win.buckets = nil // a new period of CLOSED starts with an empty window
 	b.probes = b.probes[:0]
 	b.lastProbe = 0
 	if reason != ReasonRestored {
@@ -555,6 +659,13 @@ func (b *breaker) info(now time.Time) Info {
 		Generation:       b.gen,
 		ProbesInFlight:   len(b.probes),
 		ProbeSuccesses:   b.successes,
+		Mode:             b.cfg.Mode,
+		Trip:             b.trip,
+		ChangedAt:        b.changedAt,
+		Changed:          b.changed,
+	}
+	if b.cfg.Mode == ModeRatio && b.state == StateClosed {
+		i.Calls, i.FailuresInWindow = b.win.totals(now)
 	}
 	switch {
 	case b.cfg.Disabled:
@@ -643,6 +754,11 @@ func (b *breaker) saved() Saved {
 		Generation:     b.gen,
 		Failures:       slices.Clone(b.failures),
 		ProbeSuccesses: b.successes,
+		Window:         b.win.saved(),
+		Recent:         slices.Clone(b.recent),
+		Trip:           b.trip,
+		ChangedAt:      b.changedAt,
+		Changed:        b.changed,
 	}
 }
 
@@ -698,6 +814,11 @@ func (s *Set) Restore(saved []Saved) error {
 		b.failures = slices.DeleteFunc(b.failures, func(f time.Time) bool { return !b.inWindow(f, now) })
 		if n := len(b.failures) - b.cfg.Threshold; n > 0 {
 			b.failures = slices.Delete(b.failures, 0, n)
+		}
+		b.loadNotes(sv)
+		if b.state == StateClosed && b.cfg.Mode == ModeRatio {
+			b.win.load(sv.Window)
+			b.win.trim(now)
 		}
 		if b.state == StateHalfOpen {
 			b.successes = sv.ProbeSuccesses

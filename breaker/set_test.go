@@ -113,28 +113,28 @@ func (tb *testBundle) halfOpen(t *testing.T, jobType string) {
 func TestNewSetRejectsInvalidConfig(t *testing.T) {
 	t.Parallel()
 
-	bad := DefaultConfig()
+	bad := CountConfig()
 	bad.Window = 0
 	clk := clock.NewFake(t0)
 
 	if _, err := NewSet(clk, bad, nil, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewSet with bad default: err = %v, want ErrInvalidConfig", err)
 	}
-	_, err := NewSet(clk, DefaultConfig(), map[string]Config{"pdf.render": bad}, nil)
+	_, err := NewSet(clk, CountConfig(), map[string]Config{"pdf.render": bad}, nil)
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `"pdf.render"`) {
 		t.Errorf("NewSet with bad per-type config: err = %v, want ErrInvalidConfig naming the type", err)
 	}
-	if _, err := NewSet(clk, DefaultConfig(), map[string]Config{"": DefaultConfig()}, nil); !errors.Is(err, ErrEmptyType) {
+	if _, err := NewSet(clk, CountConfig(), map[string]Config{"": CountConfig()}, nil); !errors.Is(err, ErrEmptyType) {
 		t.Errorf("NewSet with empty type: err = %v, want ErrEmptyType", err)
 	}
-	if _, err := NewSet(nil, DefaultConfig(), nil, nil); err == nil {
+	if _, err := NewSet(nil, CountConfig(), nil, nil); err == nil {
 		t.Error("NewSet with nil clock succeeded")
 	}
 }
 
 func TestClosedOpensAtThreshold(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 
 	if got := tb.set.Allowance(typ); got != Unlimited {
 		t.Fatalf("Allowance of an unseen type = %d, want Unlimited", got)
@@ -171,7 +171,7 @@ func TestClosedOpensAtThreshold(t *testing.T) {
 
 func TestSuccessWhileClosedDoesNotClearFailures(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 
 	tb.fail(t, typ, DefaultThreshold-1, Transient)
 	tb.set.Success(tb.acquire(t, typ))
@@ -184,7 +184,7 @@ func TestSuccessWhileClosedDoesNotClearFailures(t *testing.T) {
 func TestWindowEdges(t *testing.T) {
 	t.Parallel()
 
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 3
 	cfg.Window = time.Minute
 
@@ -217,7 +217,7 @@ func TestWindowEdges(t *testing.T) {
 
 func TestFailuresInWindowAgeOut(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 
 	tb.fail(t, typ, 2, Transient)
 	tb.clk.Advance(DefaultWindow - time.Nanosecond)
@@ -255,7 +255,7 @@ func TestWhichKindsCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := DefaultConfig()
+			cfg := CountConfig()
 			cfg.Threshold = 2
 			cfg.Count = tt.count
 			cfg.OpenOnFatal = tt.openOnFatal
@@ -285,7 +285,7 @@ func TestOpenOnFatal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := DefaultConfig()
+			cfg := CountConfig()
 			cfg.Count = tt.count
 			cfg.OpenOnFatal = tt.openOnFatal
 			tb := setup(t, cfg, nil)
@@ -304,7 +304,7 @@ func TestOpenOnFatal(t *testing.T) {
 
 func TestOpenTurnsHalfOpenAfterOpenFor(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 	openedAt := tb.open(t, typ)
 	tb.took()
 
@@ -335,7 +335,7 @@ func TestOpenTurnsHalfOpenAfterOpenFor(t *testing.T) {
 
 func TestNextChange(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.HalfOpenProbes = 2
 	cfg.ProbeTimeout = 10 * time.Second
 	tb := setup(t, cfg, map[string]Config{"disabled": {Disabled: true}})
@@ -381,7 +381,7 @@ func TestNextChange(t *testing.T) {
 
 func TestHalfOpenProbeLimit(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.HalfOpenProbes = 3
 	cfg.CloseAfter = 3
 	tb := setup(t, cfg, nil)
@@ -420,7 +420,7 @@ func TestCloseAfterSuccesses(t *testing.T) {
 	for _, closeAfter := range []int{1, 2, 4} {
 		t.Run(fmt.Sprint(closeAfter), func(t *testing.T) {
 			t.Parallel()
-			cfg := DefaultConfig()
+			cfg := CountConfig()
 			cfg.CloseAfter = closeAfter
 			tb := setup(t, cfg, nil)
 			tb.halfOpen(t, typ)
@@ -451,7 +451,7 @@ func TestProbeFailureReopens(t *testing.T) {
 	for _, kind := range []FailureKind{Transient, Fatal, LeaseExpired, Timeout} {
 		t.Run(kind.String(), func(t *testing.T) {
 			t.Parallel()
-			cfg := DefaultConfig()
+			cfg := CountConfig()
 			cfg.CloseAfter = 2
 			tb := setup(t, cfg, nil)
 			tb.halfOpen(t, typ)
@@ -475,7 +475,7 @@ func TestProbeFailureReopens(t *testing.T) {
 
 func TestUncountedProbeFailureIsNeutral(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Count = KindsOf(Transient, Timeout)
 	tb := setup(t, cfg, nil)
 	tb.halfOpen(t, typ)
@@ -492,7 +492,7 @@ func TestUncountedProbeFailureIsNeutral(t *testing.T) {
 
 func TestProbeTimeoutFreesSlot(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.ProbeTimeout = 20 * time.Second
 	tb := setup(t, cfg, nil)
 	tb.halfOpen(t, typ)
@@ -527,7 +527,7 @@ func TestProbeTimeoutFreesSlot(t *testing.T) {
 func TestStaleResultsIgnored(t *testing.T) {
 	t.Parallel()
 
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 2
 	cfg.HalfOpenProbes = 2
 	cfg.CloseAfter = 1
@@ -637,7 +637,7 @@ func TestStaleResultsIgnored(t *testing.T) {
 func TestReleaseKeepsSlotsFree(t *testing.T) {
 	t.Parallel()
 
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.HalfOpenProbes = 2
 	cfg.CloseAfter = 1
 
@@ -700,7 +700,7 @@ func TestReleaseKeepsSlotsFree(t *testing.T) {
 
 func TestReleaseAfterReopenKeepsNewSlots(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.HalfOpenProbes = 1
 	tb := setup(t, cfg, nil)
 	tb.halfOpen(t, typ)
@@ -728,7 +728,7 @@ func TestResetAndForce(t *testing.T) {
 
 	t.Run("reset closes and forgets failures", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, DefaultConfig(), nil)
+		tb := setup(t, CountConfig(), nil)
 		tb.open(t, typ)
 		tb.took()
 		info, err := tb.set.Reset(typ)
@@ -747,7 +747,7 @@ func TestResetAndForce(t *testing.T) {
 
 	t.Run("reset of a closed breaker clears failures", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, DefaultConfig(), nil)
+		tb := setup(t, CountConfig(), nil)
 		tb.fail(t, typ, 3, Transient)
 		if _, err := tb.set.Reset(typ); err != nil {
 			t.Fatal(err)
@@ -770,7 +770,7 @@ func TestResetAndForce(t *testing.T) {
 		for _, tt := range forceTests {
 			t.Run(fmt.Sprintf("force %v to %v", from, tt.to), func(t *testing.T) {
 				t.Parallel()
-				tb := setup(t, DefaultConfig(), nil)
+				tb := setup(t, CountConfig(), nil)
 				tb.fail(t, typ, 2, Transient)
 				if from != StateClosed {
 					if _, err := tb.set.Force(typ, from); err != nil {
@@ -802,7 +802,7 @@ func TestResetAndForce(t *testing.T) {
 
 	t.Run("force creates a breaker for an unseen type", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, DefaultConfig(), nil)
+		tb := setup(t, CountConfig(), nil)
 		if _, err := tb.set.Force("new.type", StateOpen); err != nil {
 			t.Fatal(err)
 		}
@@ -813,7 +813,7 @@ func TestResetAndForce(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, DefaultConfig(), map[string]Config{"off": {Disabled: true}})
+		tb := setup(t, CountConfig(), map[string]Config{"off": {Disabled: true}})
 		if _, err := tb.set.Force(typ, State(0)); !errors.Is(err, ErrInvalidState) {
 			t.Errorf("Force(State(0)) err = %v, want ErrInvalidState", err)
 		}
@@ -832,7 +832,7 @@ func TestResetAndForce(t *testing.T) {
 
 func TestDisabled(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), map[string]Config{"off": {Disabled: true}})
+	tb := setup(t, CountConfig(), map[string]Config{"off": {Disabled: true}})
 
 	for range 20 {
 		p := tb.acquire(t, "off")
@@ -856,7 +856,7 @@ func TestDisabled(t *testing.T) {
 
 func TestListAndInfo(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), map[string]Config{"b.configured": DefaultConfig()})
+	tb := setup(t, CountConfig(), map[string]Config{"b.configured": CountConfig()})
 
 	if _, ok := tb.set.Info("never.seen"); ok {
 		t.Error("Info of an unseen type reported ok")
@@ -882,12 +882,12 @@ func TestSnapshotRestore(t *testing.T) {
 
 	t.Run("open stays open until OpenFor after the original opening", func(t *testing.T) {
 		t.Parallel()
-		before := setup(t, DefaultConfig(), nil)
+		before := setup(t, CountConfig(), nil)
 		openedAt := before.open(t, typ)
 		before.clk.Advance(10 * time.Second)
 		saved := before.set.Snapshot()
 
-		after := setup(t, DefaultConfig(), nil)
+		after := setup(t, CountConfig(), nil)
 		after.clk.Advance(10 * time.Second)
 		if err := after.set.Restore(saved); err != nil {
 			t.Fatal(err)
@@ -916,7 +916,7 @@ func TestSnapshotRestore(t *testing.T) {
 
 	t.Run("closed keeps its failures in the window", func(t *testing.T) {
 		t.Parallel()
-		before := setup(t, DefaultConfig(), nil)
+		before := setup(t, CountConfig(), nil)
 		before.fail(t, typ, 2, Transient)
 		before.clk.Advance(30 * time.Second)
 		before.fail(t, typ, 2, Transient)
@@ -931,7 +931,7 @@ func TestSnapshotRestore(t *testing.T) {
 		}
 		saved = before.set.Snapshot()
 
-		after := setup(t, DefaultConfig(), nil)
+		after := setup(t, CountConfig(), nil)
 		after.clk.Advance(70 * time.Second) // the first two failures are now out of the window
 		if err := after.set.Restore(saved); err != nil {
 			t.Fatal(err)
@@ -951,7 +951,7 @@ func TestSnapshotRestore(t *testing.T) {
 
 	t.Run("half open starts a new probe generation", func(t *testing.T) {
 		t.Parallel()
-		cfg := DefaultConfig()
+		cfg := CountConfig()
 		cfg.CloseAfter = 2
 		before := setup(t, cfg, nil)
 		before.halfOpen(t, typ)
@@ -997,7 +997,7 @@ func TestSnapshotRestore(t *testing.T) {
 			{"negative successes", Saved{Type: "x", State: StateHalfOpen, Generation: 3, ProbeSuccesses: -1}, "ProbeSuccesses"},
 		}
 		for _, tt := range tests {
-			tb := setup(t, DefaultConfig(), nil)
+			tb := setup(t, CountConfig(), nil)
 			err := tb.set.Restore([]Saved{good, tt.bad})
 			if !errors.Is(err, ErrInvalidSaved) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("%s: Restore err = %v, want ErrInvalidSaved mentioning %q", tt.name, err, tt.want)
@@ -1010,7 +1010,7 @@ func TestSnapshotRestore(t *testing.T) {
 
 	t.Run("opened at in the future is clamped to now", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, DefaultConfig(), nil)
+		tb := setup(t, CountConfig(), nil)
 		err := tb.set.Restore([]Saved{{Type: typ, State: StateOpen, OpenedAt: t0.Add(24 * time.Hour), Generation: 2}})
 		if err != nil {
 			t.Fatal(err)
@@ -1026,7 +1026,7 @@ func TestSnapshotRestore(t *testing.T) {
 
 	t.Run("records of disabled types are skipped", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, DefaultConfig(), map[string]Config{"off": {Disabled: true}})
+		tb := setup(t, CountConfig(), map[string]Config{"off": {Disabled: true}})
 		err := tb.set.Restore([]Saved{{Type: "off", State: StateOpen, OpenedAt: t0, Generation: 2}})
 		if err != nil {
 			t.Fatal(err)
@@ -1047,7 +1047,7 @@ func savedEqual(a, b []Saved) bool {
 
 func TestTransitionCallback(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 2
 	tb := setup(t, cfg, nil)
 
@@ -1094,7 +1094,7 @@ func TestTransitionCallback(t *testing.T) {
 func TestTransitionCallbackMayCallBack(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 1
 	var set *Set
 	var seen []string
@@ -1123,7 +1123,7 @@ func TestTransitionCallbackMayCallBack(t *testing.T) {
 func TestTransitionCallbackPanicDoesNotWedge(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 1
 	calls := 0
 	set, err := NewSet(clk, cfg, nil, func(Transition) {
@@ -1152,7 +1152,7 @@ func TestTransitionCallbackPanicDoesNotWedge(t *testing.T) {
 // transitions form a legal chain and that HALF_OPEN never has more probes in flight than allowed.
 func TestConcurrent(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 3
 	cfg.HalfOpenProbes = 2
 	cfg.CloseAfter = 2

@@ -134,18 +134,29 @@ type SavedAttempt struct {
 // within moments of each other, while the Threshold failures after one opened the breaker,
 // where a failure while CLOSED is stale.
 func (sh *Shared) Failure(p Permit, kind FailureKind, a Attempt) {
+	sh.FailureNote(p, Note{Kind: kind, Job: a.Job}, a)
+}
+
+// FailureNote is [Shared.Failure] of n.Kind, keeping n among the breaker's last failures if it
+// counts (see [Set.FailureNote]). In ratio mode the attempts are bounded by MinCalls instead of
+// Threshold, and by SamplingWindow instead of Window.
+func (sh *Shared) FailureNote(p Permit, n Note, a Attempt) {
 	b := sh.b
 	for _, c := range b.counted {
 		if c.Job == a.Job && c.Attempt == a.Number {
 			return
 		}
 	}
-	if !b.failure(p, kind, sh.now, sh.emit) {
+	if !b.failure(p, n, sh.now, sh.emit) {
 		return
 	}
-	b.counted = slices.DeleteFunc(b.counted, func(c SavedAttempt) bool { return !b.inWindow(c.At, sh.now) })
+	limit, span := b.cfg.Threshold, b.cfg.Window
+	if b.cfg.Mode == ModeRatio {
+		limit, span = b.cfg.MinCalls, b.cfg.SamplingWindow
+	}
+	b.counted = slices.DeleteFunc(b.counted, func(c SavedAttempt) bool { return !c.At.After(sh.now.Add(-span)) })
 	b.counted = append(b.counted, SavedAttempt{Job: a.Job, Attempt: a.Number, At: sh.now})
-	if n := len(b.counted) - b.cfg.Threshold; n > 0 {
+	if n := len(b.counted) - limit; n > 0 {
 		b.counted = slices.Delete(b.counted, 0, n)
 	}
 }
@@ -252,6 +263,11 @@ func (b *breaker) load(st Saved) {
 	}
 	b.successes, b.lastProbe, b.version = st.ProbeSuccesses, st.LastProbe, st.Version
 	b.counted = slices.Clone(st.Counted)
+	b.loadNotes(st)
+	b.win.buckets = nil
+	if b.state == StateClosed && b.cfg.Mode == ModeRatio {
+		b.win.load(st.Window)
+	}
 	b.probes = nil
 	if b.state == StateHalfOpen {
 		for _, p := range st.Probes {
@@ -274,7 +290,14 @@ func (b *breaker) full() Saved {
 func (sv Saved) equal(o Saved) bool {
 	return sv.Type == o.Type && sv.State == o.State && sv.OpenedAt.Equal(o.OpenedAt) &&
 		sv.Generation == o.Generation && sv.ProbeSuccesses == o.ProbeSuccesses && sv.LastProbe == o.LastProbe &&
-		sv.Version == o.Version &&
+		sv.Version == o.Version && sv.Changed == o.Changed && sv.ChangedAt.Equal(o.ChangedAt) &&
+		slices.EqualFunc(sv.Window, o.Window, func(a, b SavedBucket) bool {
+			return a.Start.Equal(b.Start) && a.Calls == b.Calls && a.Failures == b.Failures
+		}) &&
+		slices.EqualFunc(sv.Recent, o.Recent, func(a, b Note) bool {
+			return a.Job == b.Job && a.Kind == b.Kind && a.Message == b.Message && a.At.Equal(b.At)
+		}) &&
+		(sv.Trip == nil) == (o.Trip == nil) && (sv.Trip == nil || sv.Trip.At.Equal(o.Trip.At)) &&
 		slices.EqualFunc(sv.Failures, o.Failures, time.Time.Equal) &&
 		slices.EqualFunc(sv.Counted, o.Counted, func(a, b SavedAttempt) bool {
 			return a.Job == b.Job && a.Attempt == b.Attempt && a.At.Equal(b.At)
@@ -282,4 +305,14 @@ func (sv Saved) equal(o Saved) bool {
 		slices.EqualFunc(sv.Probes, o.Probes, func(a, b SavedProbe) bool {
 			return a.ID == b.ID && a.Since.Equal(b.Since) && a.Job == b.Job && a.Holder == b.Holder
 		})
+}
+
+// loadNotes sets b's last failures, trip and last change from a stored state.
+func (b *breaker) loadNotes(st Saved) {
+	b.recent = slices.Clone(st.Recent)
+	if n := len(b.recent) - NoteLimit; n > 0 {
+		b.recent = slices.Delete(b.recent, 0, n)
+	}
+	b.trip = st.Trip
+	b.changedAt, b.changed = st.ChangedAt, st.Changed
 }

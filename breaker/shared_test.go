@@ -36,7 +36,7 @@ func (sb *sharedBundle) change(t *testing.T, set *Set, fn func(sh *Shared)) *Sha
 
 func TestSharedAcrossSets(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.HalfOpenProbes = 1
 	tb := setup(t, cfg, nil)
 	other, err := NewSet(tb.clk, cfg, nil, nil)
@@ -125,7 +125,7 @@ func TestSharedAcrossSets(t *testing.T) {
 
 func TestSharedProbeTimeoutAndAdmin(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 	sb := &sharedBundle{tb: tb}
 	sb.change(t, tb.set, func(sh *Shared) {
 		if err := sh.Force(StateHalfOpen); err != nil {
@@ -157,9 +157,9 @@ func TestSharedProbeTimeoutAndAdmin(t *testing.T) {
 	if _, err := tb.set.Shared("other", sb.stored); !errors.Is(err, ErrInvalidSaved) {
 		t.Errorf("Shared with another type's state = %v, want ErrInvalidSaved", err)
 	}
-	off := DefaultConfig()
+	off := CountConfig()
 	off.Disabled = true
-	dis := setup(t, DefaultConfig(), map[string]Config{typ: off})
+	dis := setup(t, CountConfig(), map[string]Config{typ: off})
 	sh, err := dis.set.Shared(typ, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestSharedProbeTimeoutAndAdmin(t *testing.T) {
 // broker.
 func TestCache(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 	tb.set.Cache()
 	sb := &sharedBundle{tb: tb}
 	sb.change(t, tb.set, func(sh *Shared) {
@@ -217,7 +217,7 @@ func TestCache(t *testing.T) {
 // A cache keeps the newest state it was given: one read before a newer store is skipped.
 func TestCacheKeepsNewest(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 	tb.set.Cache()
 	sb := &sharedBundle{tb: tb}
 	sb.change(t, tb.set, func(sh *Shared) { sh.Force(StateOpen) })
@@ -250,7 +250,7 @@ func TestCacheKeepsNewest(t *testing.T) {
 // attempt counts; and at most Threshold attempts are remembered.
 func TestSharedFailureOncePerAttempt(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	cfg.Threshold = 3
 	tb := setup(t, cfg, nil)
 	other, err := NewSet(tb.clk, cfg, nil, nil)
@@ -298,7 +298,7 @@ func TestSharedFailureOncePerAttempt(t *testing.T) {
 // each from its caller's goroutine: every transition goes to exactly one of them.
 func TestSharedTransitionsTakenOnceAcrossGoroutines(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, DefaultConfig(), nil)
+	tb := setup(t, CountConfig(), nil)
 	sh, err := tb.set.Shared(typ, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +331,7 @@ func TestSharedTransitionsTakenOnceAcrossGoroutines(t *testing.T) {
 // to one result: build it from the stored state, count the failure, and read the state to store
 // and to cache. The stored state holds Threshold-1 failures and as many counted attempts.
 func BenchmarkSharedFailure(b *testing.B) {
-	cfg := DefaultConfig()
+	cfg := CountConfig()
 	set, err := NewSet(clock.NewFake(t0), cfg, nil, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -174,7 +174,7 @@ func runOutage(t *testing.T, bc breaker.Config, during func(b *brokertest.Bundle
 
 func TestBreakerOutageWithRealWorker(t *testing.T) {
 	t.Parallel()
-	bc := breaker.DefaultConfig()
+	bc := breaker.CountConfig()
 	maxAttempts := broker.DefaultConfig().Retry.MaxAttempts
 
 	t.Run("breaker on", func(t *testing.T) {
@@ -259,7 +259,7 @@ func TestBreakerFailuresAreStoredWithinASecond(t *testing.T) {
 				t.Fatal(err)
 			}
 			if s.Type == flakyType {
-				return len(s.Failures)
+				return s.FailureCount()
 			}
 		}
 		return 0

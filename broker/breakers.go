@@ -51,7 +51,7 @@ func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKin
 	case permitSucceeded:
 		b.breakers.Success(l.permit)
 	case permitFailed:
-		b.breakers.Failure(l.permit, kind)
+		b.breakers.FailureNote(l.permit, breaker.Note{Job: l.ref.JobID, Kind: kind, Message: l.failMsg})
 		if l.permit.Generation != 0 { // a permit no breaker issued counts nowhere
 			b.noteBreakerFailure(l.job.Type)
 		}

@@ -529,7 +529,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		}
 		ref := job.LeaseRef{JobID: id, Token: before.LeaseToken}
 		tx.Publish(cancelEvent(ref)) // the broker whose worker holds it stops that worker
-		return b.settleShared(tx, &ch, before.Type, id, 0, b.keptPermit(ref), permitReleased, 0)
+		return b.settleShared(tx, &ch, before.Type, id, 0, b.keptPermit(ref), permitReleased, 0, "")
 	})
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 // notification here (deaf) and its clock stands still, so nothing else would start one.
 func TestLargeEnqueueIsDispatched(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	c := newCluster(t, 1, DefaultConfig(), breaker.CountConfig(), deaf)
 	b := c.brokers[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

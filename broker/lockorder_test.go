@@ -63,7 +63,7 @@ func failOp(b *Broker, jobID int64, types ...string) *op {
 	return &op{name: "fail", apply: func(tx store.Tx) error {
 		ch.reset()
 		for _, typ := range types {
-			if err := b.settleShared(tx, &ch, typ, jobID, 1, breaker.Permit{}, permitFailed, breaker.Transient); err != nil {
+			if err := b.settleShared(tx, &ch, typ, jobID, 1, breaker.Permit{}, permitFailed, breaker.Transient, ""); err != nil {
 				return err
 			}
 		}
@@ -125,7 +125,7 @@ func bothBatches(t *testing.T, round int, batches ...func() []error) {
 func lockOrderCluster(t *testing.T) (*cluster, *lockRace) {
 	t.Helper()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
 	race := newLockRace()
 	for i, b := range c.brokers {
 		b.lockingBreaker = race.hook(i)

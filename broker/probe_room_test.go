@@ -69,7 +69,7 @@ func TestProbeLeavesCappedRoom(t *testing.T) {
 func TestSharedProbeLeavesCappedRoom(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 1, DefaultConfig(), breaker.CountConfig(), listening)
 	testProbeLeavesCappedRoom(t, c.brokers[0])
 }
 
@@ -122,7 +122,7 @@ func TestHalfOpenWaitsForAJob(t *testing.T) {
 func TestSharedHalfOpenWaitsForAJob(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 1, DefaultConfig(), breaker.CountConfig(), listening)
 	b := c.brokers[0]
 	// A shared breaker's probe slot times out in the database, whichever broker looks next: the
 	// cached state's own timer is what is checked.
@@ -191,6 +191,6 @@ func TestProbeLeavesWorkerSlot(t *testing.T) {
 func TestSharedProbeLeavesWorkerSlot(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 1, DefaultConfig(), breaker.CountConfig(), listening)
 	testProbeLeavesWorkerSlot(t, c.brokers[0])
 }

@@ -144,7 +144,7 @@ func TestQueuesChangedDuringARead(t *testing.T) {
 // took under the new cap are handed out, not handed back for the old one.
 func TestClusterStaleCacheDoesNotUndoALease(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), deaf)
 	ctx := context.Background()
 	if _, err := c.brokers[0].Enqueue(ctx, []JobSpec{{Type: payType, Queue: "capped"}, {Type: payType, Queue: "capped"}}); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestClusterStaleCacheDoesNotUndoALease(t *testing.T) {
 // the cap, a round leases the queue's jobs up to it.
 func TestClusterQueueCappedElsewhere(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), deaf)
 	ctx := context.Background()
 	res, err := c.brokers[0].Enqueue(ctx, []JobSpec{{Type: payType, Queue: "capped"}, {Type: payType, Queue: "capped"},
 		{Type: payType, Queue: "free"}})

@@ -108,7 +108,7 @@ func moveOne(t *testing.T, c *cluster, i int, ss ...*Session) *Session {
 // of one. A moved worker that comes straight back makes the next move wait, twice as long each
 // time.
 func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
 	a := c.brokers[0]
 	pinned := openWorker(t, c, 0, "pinned", false)
 	var movable []*Session

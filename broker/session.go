@@ -66,7 +66,8 @@ type lease struct {
 	// deadline is when the lease runs out unless extended, as far as this broker knows: in a
 	// cluster, a lease this far past it has been ended by the leader (dropLostLeasesLocked).
 	deadline  time.Time
-	finishing bool // a result is being stored
+	finishing bool   // a result is being stored
+	failMsg   string // the reported failure's message, for the breaker's last failures
 	// repeats are the sessions that sent the result again while it was being stored; each is
 	// given the first one's answer too.
 	repeats []*Session
@@ -377,7 +378,13 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	o := &op{name: "result", finishes: ref, frees: s}
 	// How the result settles the breaker permit, which a shared breaker does in the result's
 	// own write.
-	how, kind := permitSucceeded, breaker.FailureKind(0)
+	how, kind, msg := permitSucceeded, breaker.FailureKind(0), ""
+	if failure != nil {
+		msg = failure.Message
+		if failure.ErrorType != "" {
+			msg = failure.ErrorType + ": " + msg
+		}
+	}
 	switch {
 	case d.Verdict == triage.Succeeded:
 	case a.Outcome == job.OutcomeTimeout:
@@ -385,7 +392,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	default:
 		how, kind = permitFailed, breakerKind(d.Kind)
 	}
-	shared := b.sharedBreakers() && (permit.Generation == 0 || permit.IsProbe())
+	shared := b.sharedBreakers() && (permit.Generation == 0 || permit.IsProbe() || b.sharedCalls(j.Type))
 	if d.Verdict == triage.Succeeded && !shared && !frees {
 		o.succeed = params
 	}
@@ -404,7 +411,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		if params.State == job.StateScheduled {
 			tx.Publish(scheduledEvent(params.RunAt))
 		}
-		return b.settleShared(tx, &ch, j.Type, ref.JobID, attemptNo, permit, how, kind)
+		return b.settleShared(tx, &ch, j.Type, ref.JobID, attemptNo, permit, how, kind, msg)
 	}
 	o.done = func(err error) {
 		applied := o.succeeded
@@ -442,6 +449,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			return
 		}
 		if cur != nil {
+			cur.failMsg = msg
 			b.endLeaseLocked(cur, how, kind)
 		}
 		end := AttemptEnd{Verdict: d.Verdict, Dead: d.Reason, Duration: now.Sub(startedAt)}

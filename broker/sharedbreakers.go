@@ -56,6 +56,16 @@ func (b *Broker) shareBreakers(id string) {
 // sharedBreakers reports whether the breakers live in the database (see shareBreakers).
 func (b *Broker) sharedBreakers() bool { return b.breakerHolder != "" }
 
+// sharedCalls reports whether typ's breaker is shared and counts every call (ratio mode), so
+// that a success outside a probe is applied to its stored state too.
+func (b *Broker) sharedCalls(typ string) bool {
+	if !b.sharedBreakers() {
+		return false
+	}
+	cfg := b.breakers.ConfigFor(typ)
+	return !cfg.Disabled && cfg.Mode == breaker.ModeRatio
+}
+
 // breakerChanges are the shared breakers one op's transaction read or changed, to give to the
 // cache and report once it commits. An op's apply may run more than once: it resets them first.
 type breakerChanges []*breaker.Shared
@@ -247,10 +257,13 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 // granted while CLOSED, and the stored breaker says whether that is still so (see
 // breaker.Shared.Permit), whatever a cache knew of the generation.
 //
-// A success or release of a permit known not to be a probe, and a failure of a kind the breaker
-// does not count, change nothing and need no database work.
+// A release of a permit known not to be a probe changes nothing and needs no database work; nor,
+// in count mode, do a success of such a permit and a failure of a kind the breaker does not
+// count. In ratio mode both are calls in the breaker's sliding window: they are applied like
+// failures, once per type and batch of the writer (flushBreakers). msg is a failure's message,
+// kept among the breaker's last failures.
 func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
-	known breaker.Permit, how permitEnd, kind breaker.FailureKind) error {
+	known breaker.Permit, how permitEnd, kind breaker.FailureKind, msg string) error {
 	if !b.sharedBreakers() {
 		return nil // a broker's own breakers settle in memory, once the write commits
 	}
@@ -258,7 +271,8 @@ func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID
 	if cfg.Disabled {
 		return nil
 	}
-	if known.Generation != 0 && !known.IsProbe() && (how != permitFailed || !cfg.Counts(kind)) {
+	if known.Generation != 0 && !known.IsProbe() &&
+		(how == permitReleased || cfg.Mode != breaker.ModeRatio && (how != permitFailed || !cfg.Counts(kind))) {
 		return nil
 	}
 	if !known.IsProbe() {
@@ -272,7 +286,7 @@ func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID
 		case permitSucceeded:
 			sh.Success(p)
 		case permitFailed:
-			sh.Failure(p, kind, breaker.Attempt{Job: jobID, Number: attempt})
+			sh.FailureNote(p, breaker.Note{Job: jobID, Kind: kind, Message: msg}, breaker.Attempt{Job: jobID, Number: attempt})
 		}
 		return nil
 	})
@@ -438,7 +452,7 @@ func (b *Broker) releaseProbes(tx store.Tx, ch *breakerChanges, hs []heldProbe, 
 		if !h.permit.IsProbe() || !released(i) {
 			continue
 		}
-		if err := b.settleShared(tx, ch, h.typ, h.ref.JobID, 0, h.permit, permitReleased, 0); err != nil {
+		if err := b.settleShared(tx, ch, h.typ, h.ref.JobID, 0, h.permit, permitReleased, 0, ""); err != nil {
 			return err
 		}
 	}

@@ -277,7 +277,7 @@ func (c *cluster) wantTransitions(t *testing.T, want ...string) {
 func TestSharedBreakerAcrossBrokers(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	cfg := breaker.DefaultConfig()
+	cfg := breaker.CountConfig()
 	cfg.Threshold, cfg.HalfOpenProbes = 5, 1
 	c := newCluster(t, 3, DefaultConfig(), cfg, listening)
 
@@ -390,7 +390,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			t.Parallel()
 			conf := DefaultConfig()
 			conf.LeaseDuration = tt.lease
-			cfg := breaker.DefaultConfig()
+			cfg := breaker.CountConfig()
 			cfg.ProbeTimeout = tt.probe
 			c := newCluster(t, 3, conf, cfg, listening)
 			// The broker that dies is not the leader, whose sweep expires its leases.
@@ -447,7 +447,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 func TestSharedBreakerLeaseGuard(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), deaf)
 	if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
@@ -470,11 +470,11 @@ func TestSharedBreakerLeaseGuard(t *testing.T) {
 func TestSharedBreakerDisabledAfterItOpened(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 1, DefaultConfig(), breaker.CountConfig(), listening)
 	if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateOpen); err != nil {
 		t.Fatal(err)
 	}
-	off := breaker.DefaultConfig()
+	off := breaker.CountConfig()
 	off.Disabled = true
 	c.startBroker(t, DefaultConfig(), off, listening)
 	c.enqueue(t, 1, 1)
@@ -486,7 +486,7 @@ func TestSharedBreakerDisabledAfterItOpened(t *testing.T) {
 func TestSharedBreakerStaleCacheProbes(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), deaf)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), deaf)
 	if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestSharedBreakerStaleCacheProbes(t *testing.T) {
 func TestSharedBreakerBatchedFailures(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
-	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
 	c.enqueue(t, 0, 10)
 	s := c.worker(t, 0, 10)
 	as := assignments(t, s, 10)
@@ -561,7 +561,7 @@ func TestSharedBreakerProbeEndedElsewhere(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+			c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
 			if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
 				t.Fatal(err)
 			}
@@ -648,7 +648,7 @@ func TestSharedBreakerFailureAppliedTwice(t *testing.T) {
 			t.Parallel()
 			conf := DefaultConfig()
 			conf.LeaseDuration = 30 * time.Second
-			c := newCluster(t, 2, conf, breaker.DefaultConfig(), listening)
+			c := newCluster(t, 2, conf, breaker.CountConfig(), listening)
 			c.enqueue(t, 0, 1)
 			s := c.worker(t, 0, 1)
 			a := assignments(t, s, 1)[0]
@@ -711,5 +711,44 @@ func TestBreakerFailureAppliedTwiceAlone(t *testing.T) {
 	}
 	if in, _ := b.breakers.Info(payType); in.FailuresInWindow != 1 {
 		t.Errorf("breaker after a failure applied twice: %+v, want 1 failure", in)
+	}
+}
+
+// In ratio mode brokers share the calls as well as the failures: the successes stored through
+// one broker are in the window every broker reads, they hold back a breaker that the failures
+// alone would open, and it opens, once, when the failures reach the ratio.
+func TestSharedBreakerRatio(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	cfg := breaker.DefaultConfig()
+	cfg.MinCalls = 5
+	c := newCluster(t, 2, DefaultConfig(), cfg, listening)
+	c.enqueue(t, 0, 10)
+	s0 := c.worker(t, 0, 10)
+	for _, a := range assignments(t, s0, 10) {
+		report(t, s0, a, nil)
+	}
+	if in := c.info(t, 1); in.Calls != 10 || in.FailuresInWindow != 0 {
+		t.Fatalf("broker 1 lists %d calls, %d failures; want the 10 successes of broker 0", in.Calls, in.FailuresInWindow)
+	}
+	c.enqueue(t, 0, 10)
+	for i, a := range assignments(t, s0, 10) {
+		i++
+		report(t, s0, a, transient)
+		want := breaker.StateClosed
+		if i == 10 { // 10 of 20 calls
+			want = breaker.StateOpen
+		}
+		if in := c.info(t, 1); in.State != want {
+			t.Fatalf("after %d failures beside 10 successes: %v (%d calls, %d failures), want %v",
+				i, in.State, in.Calls, in.FailuresInWindow, want)
+		}
+	}
+	c.wantState(t, breaker.StateOpen, 2, 0, 1)
+	c.wantTransitions(t, "CLOSED->OPEN ratio")
+	tr := c.info(t, 0).Trip
+	if tr == nil || tr.Calls != 20 || tr.Failures != 10 || len(tr.Last) != breaker.NoteLimit ||
+		tr.Last[0].Message != "DOWN: dependency down" {
+		t.Fatalf("broker 0 lists the trip as %+v, want 10 of 20 calls and the last failures", tr)
 	}
 }

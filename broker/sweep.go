@@ -159,7 +159,7 @@ func (b *Broker) expireHeld(tx store.Tx, ch *breakerChanges, j *job.Job, now tim
 		if e.running {
 			attempt = j.Attempts
 		}
-		if err := b.settleShared(tx, ch, j.Type, j.ID, attempt, b.keptPermit(ref), e.how, e.kind); err != nil {
+		if err := b.settleShared(tx, ch, j.Type, j.ID, attempt, b.keptPermit(ref), e.how, e.kind, ""); err != nil {
 			return nil, err
 		}
 	}

@@ -98,7 +98,7 @@ func TestNonReadingWorkerIsDisconnected(t *testing.T) {
 func TestOversizedFailures(t *testing.T) {
 	t.Parallel()
 	// No breaker: a hundred failures in a row would open it and hold the retries back.
-	off := breaker.DefaultConfig()
+	off := breaker.CountConfig()
 	off.Disabled = true
 	b := brokertest.New(t, brokertest.Options{Breakers: &broker.BreakerOptions{Default: off}})
 	w := b.Connect(brokertest.Hello("w", 1, "t"))

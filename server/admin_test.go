@@ -43,7 +43,7 @@ func killJob(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, spec *
 // newDLQBroker starts a broker whose breakers stay out of the way of tests that fail many
 // jobs of one type on purpose.
 func newDLQBroker(t *testing.T) *brokertest.Bundle {
-	cfg := breaker.DefaultConfig()
+	cfg := breaker.CountConfig()
 	cfg.Disabled = true
 	return brokertest.New(t, brokertest.Options{Breakers: &broker.BreakerOptions{Default: cfg}})
 }

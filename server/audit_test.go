@@ -53,10 +53,10 @@ type wantAudit struct {
 // and name), what, when, how many jobs and which; previews and refused actions record nothing.
 func TestOperatorActionsAreAudited(t *testing.T) {
 	t.Parallel()
-	off := breaker.DefaultConfig()
+	off := breaker.CountConfig()
 	off.Disabled = true
 	b := brokertest.New(t, brokertest.Options{RequireAuth: true,
-		Breakers: &broker.BreakerOptions{Default: off, PerType: map[string]breaker.Config{"pay": breaker.DefaultConfig()}}})
+		Breakers: &broker.BreakerOptions{Default: off, PerType: map[string]breaker.Config{"pay": breaker.CountConfig()}}})
 	ctx := context.Background()
 	admin, err := b.Auth.Verify(ctx, b.AdminToken)
 	if err != nil {

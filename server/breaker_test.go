@@ -37,7 +37,7 @@ var (
 // nothing ages out while a test moves the clock by a few OpenFor periods, unless the test
 // shortens them.
 func testBreakerConfig() breaker.Config {
-	c := breaker.DefaultConfig()
+	c := breaker.CountConfig()
 	c.Threshold = 2
 	c.Window = 10 * time.Minute
 	c.ProbeTimeout = 10 * time.Minute

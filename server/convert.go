@@ -216,7 +216,48 @@ func breakerToProto(i breaker.Info) *jobwirev1.BreakerInfo {
 		ProbesInFlight:   int32(i.ProbesInFlight),
 		Disabled:         i.Disabled,
 		ProbeSuccesses:   int32(i.ProbeSuccesses),
+		Mode:             modeName(i.Mode),
+		CallsInWindow:    int32(i.Calls),
+		Trip:             breakerTripToProto(i.Trip),
+		ChangedAt:        ts(i.ChangedAt),
+		ChangedReason:    reasonName(i.Changed),
 	}
+}
+
+// modeName is a breaker mode's name, "" for none (a disabled breaker's config may have none).
+func modeName(m breaker.Mode) string {
+	if m != breaker.ModeRatio && m != breaker.ModeCount {
+		return ""
+	}
+	return m.String()
+}
+
+// reasonName is a transition reason's name, "" for none.
+func reasonName(r breaker.Reason) string {
+	if r == 0 {
+		return ""
+	}
+	return r.String()
+}
+
+func breakerTripToProto(t *breaker.Trip) *jobwirev1.BreakerTrip {
+	if t == nil {
+		return nil
+	}
+	out := &jobwirev1.BreakerTrip{
+		Reason:   reasonName(t.Reason),
+		Mode:     modeName(t.Mode),
+		At:       ts(t.At),
+		Calls:    int32(t.Calls),
+		Failures: int32(t.Failures),
+		Ratio:    t.Ratio,
+		Window:   durationpb.New(t.Window),
+	}
+	for _, n := range t.Last {
+		out.LastFailures = append(out.LastFailures, &jobwirev1.BreakerFailure{
+			JobId: n.Job, Kind: n.Kind.String(), Message: n.Message, At: ts(n.At)})
+	}
+	return out
 }
 
 // A failure's texts are stored with every attempt and returned by GetJob, so each is cut to a

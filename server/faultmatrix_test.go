@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/store"
@@ -269,7 +270,7 @@ var faultCases = []faultCase{
 				return err == nil && len(recs) == 1 && fx.f.Tries("breaker_save") >= 2
 			})
 			var saved breaker.Saved
-			if err := json.Unmarshal(recs[0].Data, &saved); err != nil || saved.Type != "t" || len(saved.Failures) != 1 {
+			if err := json.Unmarshal(recs[0].Data, &saved); err != nil || saved.Type != "t" || saved.FailureCount() != 1 {
 				t.Fatalf("stored breaker %s (%v), want t with one failure", recs[0].Data, err)
 			}
 		}},
@@ -528,7 +529,9 @@ func TestGoWorkerUnderStorageFaults(t *testing.T) {
 			t.Parallel()
 			f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
 			f.InjectEveryCall(phase, 1, "enqueue", "lease", "start", "heartbeat", "result", "batch", "promote", "sweep")
-			b := brokertest.New(t, brokertest.Options{Faults: f})
+			// Count mode, as the failures below are counted against its threshold.
+			b := brokertest.New(t, brokertest.Options{Faults: f,
+				Breakers: &broker.BreakerOptions{Default: breaker.CountConfig()}})
 			const jobs = 6
 			ids := make([]int64, jobs)
 			for i := range ids {

@@ -27,16 +27,53 @@ func runBreakersList(ctx context.Context, e *env, c *command, args []string) err
 
 func printBreakers(w io.Writer, bs ...*jobwirev1.BreakerInfo) {
 	tw := newTable(w)
-	row(tw, "TYPE", "STATE", "FAILURES", "OPENED", "NEXT PROBE", "PROBES", "GENERATION")
+	row(tw, "TYPE", "STATE", "FAILURES", "CALLS", "OPENED", "NEXT PROBE", "PROBES", "GENERATION", "LAST CHANGE")
 	for _, br := range bs {
 		state := enumName(br.GetState())
 		if br.GetDisabled() {
 			state = "DISABLED"
 		}
-		row(tw, br.GetType(), state, br.GetFailuresInWindow(), fmtTime(br.GetOpenedAt()),
-			fmtTime(br.GetNextProbeAt()), br.GetProbesInFlight(), br.GetGeneration())
+		calls := "-"
+		if br.GetMode() == "ratio" && br.GetState() == jobwirev1.BreakerState_BREAKER_STATE_CLOSED {
+			calls = fmt.Sprint(br.GetCallsInWindow())
+		}
+		changed := "-"
+		if br.GetChangedReason() != "" {
+			changed = br.GetChangedReason() + " at " + fmtTime(br.GetChangedAt())
+		}
+		row(tw, br.GetType(), state, br.GetFailuresInWindow(), calls, fmtTime(br.GetOpenedAt()),
+			fmtTime(br.GetNextProbeAt()), br.GetProbesInFlight(), br.GetGeneration(), changed)
 	}
 	_ = tw.Flush()
+	for _, br := range bs {
+		if tr := br.GetTrip(); tr != nil {
+			fmt.Fprintf(w, "\n%s opened at %s: %s\n", display(br.GetType()), fmtTime(tr.GetAt()), display(tripSummary(tr)))
+			for _, f := range tr.GetLastFailures() {
+				msg := f.GetMessage()
+				if msg == "" {
+					msg = "(no message)"
+				}
+				fmt.Fprintf(w, "  job %d  %s  %s  %s\n", f.GetJobId(), display(f.GetKind()), fmtTime(f.GetAt()), display(msg))
+			}
+		}
+	}
+}
+
+// tripSummary says in a line why a breaker opened.
+func tripSummary(tr *jobwirev1.BreakerTrip) string {
+	window := tr.GetWindow().AsDuration()
+	switch tr.GetReason() {
+	case "ratio":
+		return fmt.Sprintf("%d of %d calls failed (%.0f%%) within %v (mode ratio)",
+			tr.GetFailures(), tr.GetCalls(), 100*tr.GetRatio(), window)
+	case "threshold":
+		return fmt.Sprintf("%d failures within %v (mode count)", tr.GetFailures(), window)
+	case "fatal":
+		return "a fatal failure under open_on_fatal"
+	case "probe_failed":
+		return "a probe failed"
+	}
+	return tr.GetReason()
 }
 
 func runBreakersReset(ctx context.Context, e *env, c *command, args []string) error {

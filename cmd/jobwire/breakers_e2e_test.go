@@ -42,7 +42,7 @@ func realBreaker(t *testing.T, b *brokertest.Bundle, typ string) *jobwirev1.Brea
 
 func TestBreakersCommandsAgainstRealBroker(t *testing.T) {
 	t.Parallel()
-	c := breaker.DefaultConfig()
+	c := breaker.CountConfig()
 	c.Threshold = 2
 	b := brokertest.New(t, brokertest.Options{Breakers: &jobwirebroker.BreakerOptions{
 		Default: c, PerType: map[string]breaker.Config{"audit": {Disabled: true}}}})
@@ -77,6 +77,9 @@ func TestBreakersCommandsAgainstRealBroker(t *testing.T) {
 	nextProbe := brokertest.Start.Add(c.OpenFor).Format(time.RFC3339)
 	wantContains(t, r.stdout, "TYPE", "STATE", "FAILURES", "OPENED", "NEXT PROBE")
 	wantContains(t, r.stdout, "charge", "OPEN", "2", opened, nextProbe)
+	// Why it opened: the window's numbers and the failures that did it.
+	wantContains(t, r.stdout, "charge opened at "+opened+": 2 failures within",
+		"transient  "+opened+"  ConnectionRefused: dependency unavailable")
 
 	r = runReal(t, b.Addr, "breakers", "list", "--json")
 	wantOK(t, r)
@@ -96,6 +99,10 @@ func TestBreakersCommandsAgainstRealBroker(t *testing.T) {
 	r = runReal(t, b.Addr, "breakers", "reset", "charge")
 	wantOK(t, r)
 	wantContains(t, r.stdout, "charge", "CLOSED", "0")
+	wantContains(t, r.stdout, "reset at "+opened)
+	if strings.Contains(r.stdout, "opened at") {
+		t.Fatalf("a reset breaker still shows why it opened:\n%s", r.stdout)
+	}
 	if br := realBreaker(t, b, "charge"); br.GetState() != jobwirev1.BreakerState_BREAKER_STATE_CLOSED || br.GetFailuresInWindow() != 0 {
 		t.Fatalf("after reset: %v", br)
 	}

@@ -19,7 +19,7 @@ import (
 // e2eBroker starts a broker whose breakers stay out of the way of jobs failed on purpose.
 func e2eBroker(t *testing.T) *brokertest.Bundle {
 	t.Helper()
-	cfg := breaker.DefaultConfig()
+	cfg := breaker.CountConfig()
 	cfg.Disabled = true
 	return brokertest.New(t, brokertest.Options{Breakers: &jwbroker.BreakerOptions{Default: cfg}})
 }

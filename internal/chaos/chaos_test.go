@@ -92,6 +92,7 @@ retry:
   max_delay: 100ms
   jitter_max: 10ms
 breaker:
+  mode: count
   threshold: 20
   window: 1s
   open_for: 300ms

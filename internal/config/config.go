@@ -73,6 +73,10 @@ type RetryFile struct {
 
 // BreakerFile overrides parts of a circuit breaker's configuration.
 type BreakerFile struct {
+	Mode           *string        `yaml:"mode"` // ratio or count
+	FailureRatio   *float64       `yaml:"failure_ratio"`
+	MinCalls       *int           `yaml:"min_calls"`
+	SamplingWindow *time.Duration `yaml:"sampling_window"`
 	Threshold      *int           `yaml:"threshold"`
 	Window         *time.Duration `yaml:"window"`
 	OpenFor        *time.Duration `yaml:"open_for"`
@@ -392,6 +396,46 @@ func (r RetryFile) over(p retry.Policy) retry.Policy {
 }
 
 func (b BreakerFile) over(c breaker.Config) (breaker.Config, error) {
+	if b.Mode != nil {
+		m, ok := breaker.ParseMode(*b.Mode)
+		if !ok {
+			return c, fmt.Errorf("mode: %q is not ratio or count", *b.Mode)
+		}
+		c.Mode = m
+	}
+	// A key of the other mode would be ignored: say so rather than let it look like it works.
+	ratioKey, countKey := "", ""
+	switch {
+	case b.FailureRatio != nil:
+		ratioKey = "failure_ratio"
+	case b.MinCalls != nil:
+		ratioKey = "min_calls"
+	case b.SamplingWindow != nil:
+		ratioKey = "sampling_window"
+	}
+	switch {
+	case b.Threshold != nil:
+		countKey = "threshold"
+	case b.Window != nil:
+		countKey = "window"
+	}
+	if !c.Disabled && (b.Disabled == nil || !*b.Disabled) {
+		switch {
+		case c.Mode == breaker.ModeRatio && countKey != "":
+			return c, fmt.Errorf("%s: applies to mode count only, and this breaker's mode is ratio (set mode: count, or use failure_ratio, min_calls and sampling_window)", countKey)
+		case c.Mode == breaker.ModeCount && ratioKey != "":
+			return c, fmt.Errorf("%s: applies to mode ratio only, and this breaker's mode is count (set mode: ratio, or use threshold and window)", ratioKey)
+		}
+	}
+	if b.FailureRatio != nil {
+		c.FailureRatio = *b.FailureRatio
+	}
+	if b.MinCalls != nil {
+		c.MinCalls = *b.MinCalls
+	}
+	if b.SamplingWindow != nil {
+		c.SamplingWindow = *b.SamplingWindow
+	}
 	if b.Threshold != nil {
 		c.Threshold = *b.Threshold
 	}

@@ -18,7 +18,7 @@ durability: full
 lease_duration: 12s
 always_fatal: [KeyError]
 retry: {base_delay: 1s, max_attempts: 6}
-breaker: {threshold: 3, count: [fatal, timeout]}
+breaker: {mode: count, threshold: 3, count: [fatal, timeout]}
 job_types:
   email.send:
     retry: {max_attempts: 9}
@@ -47,6 +47,9 @@ storage: {max_transient_retries: 5, command_timeout: 2s, leader_timeout: 9s}
 	if c := cfg.Breakers.PerType["email.send"]; !c.Disabled || c.Threshold != 3 {
 		t.Fatalf("email.send breaker: %+v", c)
 	}
+	if c := cfg.Breakers.Default; c.Mode != breaker.ModeCount {
+		t.Fatalf("breaker mode %v, want count", c.Mode)
+	}
 	if cfg.Storage.MaxTransientRetries != 5 || cfg.Storage.CommandTimeout != 2*time.Second || cfg.Storage.TransientRetryBaseDelay != 200*time.Millisecond {
 		t.Fatalf("storage: %+v", cfg.Storage)
 	}
@@ -69,8 +72,8 @@ func TestParseRejectsBadValuesInOneSentenceEach(t *testing.T) {
 		{"retention: {kept: 1h}", `line 1: unknown key "kept" in retention (known keys: audit, dead, succeeded)`},
 		{"frobnicate: 1", `line 1: unknown key "frobnicate"`},
 		{"job_types:\n  email.send:\n    breakr: {}", `line 3: unknown key "breakr" in job_types.email.send (did you mean "breaker"?)`},
-		{"job_types:\n  email.send:\n    retry: {max_attempts: 0}\n    breaker:\n      threshold: 0", "line 3: job_types.email.send.retry.max_attempts must be 1..1000, got 0\n" +
-			"line 5: job_types.email.send.breaker.threshold must be at least 1, got 0"},
+		{"job_types:\n  email.send:\n    retry: {max_attempts: 0}\n    breaker:\n      min_calls: 0", "line 3: job_types.email.send.retry.max_attempts must be 1..1000, got 0\n" +
+			"line 5: job_types.email.send.breaker.min_calls must be at least 1, got 0"},
 		{"lease_duration: 30", "line 1: lease_duration: 30 is not a duration (write 30s)"},
 		{"retry: {base_delay: soon}", `line 1: retry.base_delay: "soon" is not a duration (write e.g. 30s, 5m or 1h)`},
 		{"retry: {max_attempts: many}", `line 1: retry.max_attempts: "many" is not a whole number`},
@@ -85,7 +88,13 @@ func TestParseRejectsBadValuesInOneSentenceEach(t *testing.T) {
 		{"lease_duration: 10s\nheartbeat_interval: 20s", "line 2: heartbeat_interval must be positive and shorter than lease_duration (10s), got 20s"},
 		{"retry: {multiplier: 0.5}", "line 1: retry.multiplier must be a finite number >= 1, got 0.5"},
 		{"breaker:\n  count: [sometimes]", `line 2: breaker.count: "sometimes" is not one of transient, fatal, lease_expired, timeout`},
-		{"breaker:\n  threshold: 0", "line 2: breaker.threshold must be at least 1, got 0"},
+		{"breaker:\n  mode: count\n  threshold: 0", "line 3: breaker.threshold must be at least 1, got 0"},
+		{"breaker:\n  mode: sometimes", `line 2: breaker.mode: "sometimes" is not ratio or count`},
+		{"breaker:\n  failure_ratio: 1.5", "line 2: breaker.failure_ratio must be above 0 and at most 1, got 1.5"},
+		{"breaker:\n  failure_ratio: half", `line 2: breaker.failure_ratio: "half" is not a number`},
+		{"breaker:\n  sampling_window: 1ms", "line 2: breaker.sampling_window must be at least 10ms, got 1ms"},
+		{"breaker:\n  threshold: 3", "line 2: breaker.threshold: applies to mode count only, and this breaker's mode is ratio (set mode: count, or use failure_ratio, min_calls and sampling_window)"},
+		{"breaker: {mode: count}\njob_types:\n  pay:\n    breaker: {min_calls: 5}", "line 4: job_types.pay.breaker.min_calls: applies to mode ratio only, and this breaker's mode is count (set mode: ratio, or use threshold and window)"},
 		{"breaker: {count: [], open_on_fatal: false}", "line 1: breaker.count is empty and open_on_fatal is false, so the breaker could never open; set disabled instead"},
 		{"storage:\n  command_timeout: 0s", "line 2: storage.command_timeout must be positive, got 0s"},
 		{"storage: {max_transient_retries: -1}", "line 1: storage.max_transient_retries must be zero or more, got -1"},
@@ -169,5 +178,30 @@ func TestHTTPListenerSettings(t *testing.T) {
 			t.Errorf("Parse(%q): http_listen %q metrics %v metrics_auth %v, want %q %v %v", tt.doc,
 				cfg.HTTPListen, cfg.Metrics, cfg.MetricsAuth, tt.listen, tt.metrics, tt.metricsAuth)
 		}
+	}
+}
+
+func TestParseBreakerRatioDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+breaker: {failure_ratio: 0.25, min_calls: 40}
+job_types:
+  pay:
+    breaker: {sampling_window: 2m}
+  legacy:
+    breaker: {mode: count, threshold: 7}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Breakers.Default; c.Mode != breaker.ModeRatio || c.FailureRatio != 0.25 || c.MinCalls != 40 ||
+		c.SamplingWindow != 30*time.Second || c.Count != breaker.DefaultKinds {
+		t.Fatalf("default breaker: %+v", c)
+	}
+	if c := cfg.Breakers.PerType["pay"]; c.Mode != breaker.ModeRatio || c.MinCalls != 40 || c.SamplingWindow != 2*time.Minute {
+		t.Fatalf("pay breaker: %+v", c)
+	}
+	if c := cfg.Breakers.PerType["legacy"]; c.Mode != breaker.ModeCount || c.Threshold != 7 || c.Window != time.Minute {
+		t.Fatalf("legacy breaker: %+v", c)
 	}
 }

@@ -186,8 +186,15 @@ func mutations() []mutation {
 	add(mutation{name: "breaker: a permit of an earlier generation counts", file: "breaker/set.go",
 		from: "return b.gen == p.Generation", to: "return true",
 		pkgs: []string{"./breaker"}, run: ""})
+	add(mutation{name: "breaker: ratio mode trusts a window one call short of min_calls", file: "breaker/set.go",
+		from: "if calls >= b.cfg.MinCalls && float64(failures)", to: "if calls >= b.cfg.MinCalls-1 && float64(failures)",
+		pkgs: []string{"./breaker"}, run: "TestRatioMode"})
+	add(mutation{name: "breaker: the default counts fatal failures", file: "breaker/breaker.go",
+		from: "c.Count = DefaultKinds", to: "c.Count = AllKinds",
+		pkgs: []string{"./breaker"}, run: "TestDefaultConfig"})
 	add(mutation{name: "breaker: a failed attempt is not counted", file: "broker/breakers.go",
-		from: "b.breakers.Failure(l.permit, kind)", to: "b.breakers.Release(l.permit)",
+		from: "b.breakers.FailureNote(l.permit, breaker.Note{Job: l.ref.JobID, Kind: kind, Message: l.failMsg})",
+		to:   "b.breakers.Release(l.permit)",
 		pkgs: []string{srvPkg}, run: matrix + "/result"})
 	add(mutation{name: "breaker: a probe that found no job keeps its worker's slot", file: "broker/dispatch.go",
 		from: "if g.open != nil && len(g.leased) < g.reserved {", to: "if false {",

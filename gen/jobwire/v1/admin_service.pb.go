@@ -1710,8 +1710,19 @@ type BreakerInfo struct {
 	Disabled bool `protobuf:"varint,8,opt,name=disabled,proto3" json:"disabled,omitempty"`
 	// Probe successes so far while HALF_OPEN.
 	ProbeSuccesses int32 `protobuf:"varint,9,opt,name=probe_successes,json=probeSuccesses,proto3" json:"probe_successes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How the breaker decides to open: "ratio" or "count".
+	Mode string `protobuf:"bytes,10,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Ratio mode, while CLOSED: the calls that ended within the sampling window (failures_in_window
+	// of them failed).
+	CallsInWindow int32 `protobuf:"varint,11,opt,name=calls_in_window,json=callsInWindow,proto3" json:"calls_in_window,omitempty"`
+	// Why the breaker last opened; unset once an operator reset or forced it.
+	Trip *BreakerTrip `protobuf:"bytes,12,opt,name=trip,proto3" json:"trip,omitempty"`
+	// When and why the breaker last changed state: a reason such as "ratio", "probes_succeeded"
+	// or "reset" (empty: it never did).
+	ChangedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	ChangedReason string                 `protobuf:"bytes,14,opt,name=changed_reason,json=changedReason,proto3" json:"changed_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BreakerInfo) Reset() {
@@ -1807,6 +1818,218 @@ func (x *BreakerInfo) GetProbeSuccesses() int32 {
 	return 0
 }
 
+func (x *BreakerInfo) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *BreakerInfo) GetCallsInWindow() int32 {
+	if x != nil {
+		return x.CallsInWindow
+	}
+	return 0
+}
+
+func (x *BreakerInfo) GetTrip() *BreakerTrip {
+	if x != nil {
+		return x.Trip
+	}
+	return nil
+}
+
+func (x *BreakerInfo) GetChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return nil
+}
+
+func (x *BreakerInfo) GetChangedReason() string {
+	if x != nil {
+		return x.ChangedReason
+	}
+	return ""
+}
+
+// BreakerTrip is what a breaker's window held when it opened.
+type BreakerTrip struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transition's reason: "ratio", "threshold", "fatal" or "probe_failed".
+	Reason string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Mode   string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	At     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	// Ratio mode: the calls in the window and how many failed; count mode: the failures within
+	// the window (calls is 0).
+	Calls    int32                `protobuf:"varint,4,opt,name=calls,proto3" json:"calls,omitempty"`
+	Failures int32                `protobuf:"varint,5,opt,name=failures,proto3" json:"failures,omitempty"`
+	Ratio    float64              `protobuf:"fixed64,6,opt,name=ratio,proto3" json:"ratio,omitempty"`
+	Window   *durationpb.Duration `protobuf:"bytes,7,opt,name=window,proto3" json:"window,omitempty"`
+	// The last counted failures, oldest first.
+	LastFailures  []*BreakerFailure `protobuf:"bytes,8,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BreakerTrip) Reset() {
+	*x = BreakerTrip{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BreakerTrip) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BreakerTrip) ProtoMessage() {}
+
+func (x *BreakerTrip) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BreakerTrip.ProtoReflect.Descriptor instead.
+func (*BreakerTrip) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *BreakerTrip) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BreakerTrip) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *BreakerTrip) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *BreakerTrip) GetCalls() int32 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *BreakerTrip) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *BreakerTrip) GetRatio() float64 {
+	if x != nil {
+		return x.Ratio
+	}
+	return 0
+}
+
+func (x *BreakerTrip) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *BreakerTrip) GetLastFailures() []*BreakerFailure {
+	if x != nil {
+		return x.LastFailures
+	}
+	return nil
+}
+
+// BreakerFailure is one counted failure of a breaker.
+type BreakerFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// "transient", "fatal", "lease_expired" or "timeout".
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The error type and message the worker reported (cut to 200 bytes), empty for a lease that
+	// expired or an attempt that timed out.
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BreakerFailure) Reset() {
+	*x = BreakerFailure{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BreakerFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BreakerFailure) ProtoMessage() {}
+
+func (x *BreakerFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BreakerFailure.ProtoReflect.Descriptor instead.
+func (*BreakerFailure) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BreakerFailure) GetJobId() int64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *BreakerFailure) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *BreakerFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *BreakerFailure) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 type ListBreakersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1815,7 +2038,7 @@ type ListBreakersRequest struct {
 
 func (x *ListBreakersRequest) Reset() {
 	*x = ListBreakersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2050,7 @@ func (x *ListBreakersRequest) String() string {
 func (*ListBreakersRequest) ProtoMessage() {}
 
 func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2063,7 @@ func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakersRequest.ProtoReflect.Descriptor instead.
 func (*ListBreakersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 type ListBreakersResponse struct {
@@ -1854,7 +2077,7 @@ type ListBreakersResponse struct {
 
 func (x *ListBreakersResponse) Reset() {
 	*x = ListBreakersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2089,7 @@ func (x *ListBreakersResponse) String() string {
 func (*ListBreakersResponse) ProtoMessage() {}
 
 func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2102,7 @@ func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakersResponse.ProtoReflect.Descriptor instead.
 func (*ListBreakersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListBreakersResponse) GetBreakers() []*BreakerInfo {
@@ -1905,7 +2128,7 @@ type ResetBreakerRequest struct {
 
 func (x *ResetBreakerRequest) Reset() {
 	*x = ResetBreakerRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2140,7 @@ func (x *ResetBreakerRequest) String() string {
 func (*ResetBreakerRequest) ProtoMessage() {}
 
 func (x *ResetBreakerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2153,7 @@ func (x *ResetBreakerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBreakerRequest.ProtoReflect.Descriptor instead.
 func (*ResetBreakerRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResetBreakerRequest) GetType() string {
@@ -1949,7 +2172,7 @@ type ResetBreakerResponse struct {
 
 func (x *ResetBreakerResponse) Reset() {
 	*x = ResetBreakerResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2184,7 @@ func (x *ResetBreakerResponse) String() string {
 func (*ResetBreakerResponse) ProtoMessage() {}
 
 func (x *ResetBreakerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2197,7 @@ func (x *ResetBreakerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBreakerResponse.ProtoReflect.Descriptor instead.
 func (*ResetBreakerResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResetBreakerResponse) GetBreaker() *BreakerInfo {
@@ -1994,7 +2217,7 @@ type ForceBreakerRequest struct {
 
 func (x *ForceBreakerRequest) Reset() {
 	*x = ForceBreakerRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2229,7 @@ func (x *ForceBreakerRequest) String() string {
 func (*ForceBreakerRequest) ProtoMessage() {}
 
 func (x *ForceBreakerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2242,7 @@ func (x *ForceBreakerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceBreakerRequest.ProtoReflect.Descriptor instead.
 func (*ForceBreakerRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ForceBreakerRequest) GetType() string {
@@ -2045,7 +2268,7 @@ type ForceBreakerResponse struct {
 
 func (x *ForceBreakerResponse) Reset() {
 	*x = ForceBreakerResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2280,7 @@ func (x *ForceBreakerResponse) String() string {
 func (*ForceBreakerResponse) ProtoMessage() {}
 
 func (x *ForceBreakerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2293,7 @@ func (x *ForceBreakerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceBreakerResponse.ProtoReflect.Descriptor instead.
 func (*ForceBreakerResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ForceBreakerResponse) GetBreaker() *BreakerInfo {
@@ -2088,7 +2311,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2323,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2336,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 // WorkerInfo is one connected worker stream.
@@ -2141,7 +2364,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2376,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2389,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -2242,7 +2465,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2477,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2490,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2285,7 +2508,7 @@ type ListBrokersRequest struct {
 
 func (x *ListBrokersRequest) Reset() {
 	*x = ListBrokersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2520,7 @@ func (x *ListBrokersRequest) String() string {
 func (*ListBrokersRequest) ProtoMessage() {}
 
 func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2533,7 @@ func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBrokersRequest.ProtoReflect.Descriptor instead.
 func (*ListBrokersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 // BrokerEntry is one broker that serves the database.
@@ -2342,7 +2565,7 @@ type BrokerEntry struct {
 
 func (x *BrokerEntry) Reset() {
 	*x = BrokerEntry{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2577,7 @@ func (x *BrokerEntry) String() string {
 func (*BrokerEntry) ProtoMessage() {}
 
 func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2590,7 @@ func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEntry.ProtoReflect.Descriptor instead.
 func (*BrokerEntry) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BrokerEntry) GetId() string {
@@ -2450,7 +2673,7 @@ type ListBrokersResponse struct {
 
 func (x *ListBrokersResponse) Reset() {
 	*x = ListBrokersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2685,7 @@ func (x *ListBrokersResponse) String() string {
 func (*ListBrokersResponse) ProtoMessage() {}
 
 func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2698,7 @@ func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBrokersResponse.ProtoReflect.Descriptor instead.
 func (*ListBrokersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListBrokersResponse) GetBrokers() []*BrokerEntry {
@@ -2520,7 +2743,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2755,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2768,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -2650,7 +2873,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2885,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2898,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListAuditEventsRequest) GetAction() string {
@@ -2730,7 +2953,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2965,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2978,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2896,7 +3119,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x87\x03\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xd2\x04\n" +
 	"\vBreakerInfo\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.jobwire.v1.BreakerStateR\x05state\x12,\n" +
@@ -2908,7 +3131,28 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"generation\x12(\n" +
 	"\x10probes_in_flight\x18\a \x01(\x05R\x0eprobesInFlight\x12\x1a\n" +
 	"\bdisabled\x18\b \x01(\bR\bdisabled\x12'\n" +
-	"\x0fprobe_successes\x18\t \x01(\x05R\x0eprobeSuccesses\"\x15\n" +
+	"\x0fprobe_successes\x18\t \x01(\x05R\x0eprobeSuccesses\x12\x12\n" +
+	"\x04mode\x18\n" +
+	" \x01(\tR\x04mode\x12&\n" +
+	"\x0fcalls_in_window\x18\v \x01(\x05R\rcallsInWindow\x12+\n" +
+	"\x04trip\x18\f \x01(\v2\x17.jobwire.v1.BreakerTripR\x04trip\x129\n" +
+	"\n" +
+	"changed_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\x12%\n" +
+	"\x0echanged_reason\x18\x0e \x01(\tR\rchangedReason\"\xa1\x02\n" +
+	"\vBreakerTrip\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
+	"\x05calls\x18\x04 \x01(\x05R\x05calls\x12\x1a\n" +
+	"\bfailures\x18\x05 \x01(\x05R\bfailures\x12\x14\n" +
+	"\x05ratio\x18\x06 \x01(\x01R\x05ratio\x121\n" +
+	"\x06window\x18\a \x01(\v2\x19.google.protobuf.DurationR\x06window\x12?\n" +
+	"\rlast_failures\x18\b \x03(\v2\x1a.jobwire.v1.BreakerFailureR\flastFailures\"\x81\x01\n" +
+	"\x0eBreakerFailure\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x15\n" +
 	"\x13ListBreakersRequest\"e\n" +
 	"\x14ListBreakersResponse\x123\n" +
 	"\bbreakers\x18\x01 \x03(\v2\x17.jobwire.v1.BreakerInfoR\bbreakers\x12\x18\n" +
@@ -3023,7 +3267,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
 	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
@@ -3055,114 +3299,122 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*RecentCounts)(nil),              // 27: jobwire.v1.RecentCounts
 	(*GetStatsResponse)(nil),          // 28: jobwire.v1.GetStatsResponse
 	(*BreakerInfo)(nil),               // 29: jobwire.v1.BreakerInfo
-	(*ListBreakersRequest)(nil),       // 30: jobwire.v1.ListBreakersRequest
-	(*ListBreakersResponse)(nil),      // 31: jobwire.v1.ListBreakersResponse
-	(*ResetBreakerRequest)(nil),       // 32: jobwire.v1.ResetBreakerRequest
-	(*ResetBreakerResponse)(nil),      // 33: jobwire.v1.ResetBreakerResponse
-	(*ForceBreakerRequest)(nil),       // 34: jobwire.v1.ForceBreakerRequest
-	(*ForceBreakerResponse)(nil),      // 35: jobwire.v1.ForceBreakerResponse
-	(*ListWorkersRequest)(nil),        // 36: jobwire.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 37: jobwire.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 38: jobwire.v1.ListWorkersResponse
-	(*ListBrokersRequest)(nil),        // 39: jobwire.v1.ListBrokersRequest
-	(*BrokerEntry)(nil),               // 40: jobwire.v1.BrokerEntry
-	(*ListBrokersResponse)(nil),       // 41: jobwire.v1.ListBrokersResponse
-	(*AuditEvent)(nil),                // 42: jobwire.v1.AuditEvent
-	(*ListAuditEventsRequest)(nil),    // 43: jobwire.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),   // 44: jobwire.v1.ListAuditEventsResponse
-	nil,                               // 45: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 46: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 47: jobwire.v1.JobState
-	(*Job)(nil),                       // 48: jobwire.v1.Job
-	(DeadReason)(0),                   // 49: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 51: google.protobuf.Duration
+	(*BreakerTrip)(nil),               // 30: jobwire.v1.BreakerTrip
+	(*BreakerFailure)(nil),            // 31: jobwire.v1.BreakerFailure
+	(*ListBreakersRequest)(nil),       // 32: jobwire.v1.ListBreakersRequest
+	(*ListBreakersResponse)(nil),      // 33: jobwire.v1.ListBreakersResponse
+	(*ResetBreakerRequest)(nil),       // 34: jobwire.v1.ResetBreakerRequest
+	(*ResetBreakerResponse)(nil),      // 35: jobwire.v1.ResetBreakerResponse
+	(*ForceBreakerRequest)(nil),       // 36: jobwire.v1.ForceBreakerRequest
+	(*ForceBreakerResponse)(nil),      // 37: jobwire.v1.ForceBreakerResponse
+	(*ListWorkersRequest)(nil),        // 38: jobwire.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                // 39: jobwire.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),       // 40: jobwire.v1.ListWorkersResponse
+	(*ListBrokersRequest)(nil),        // 41: jobwire.v1.ListBrokersRequest
+	(*BrokerEntry)(nil),               // 42: jobwire.v1.BrokerEntry
+	(*ListBrokersResponse)(nil),       // 43: jobwire.v1.ListBrokersResponse
+	(*AuditEvent)(nil),                // 44: jobwire.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),    // 45: jobwire.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),   // 46: jobwire.v1.ListAuditEventsResponse
+	nil,                               // 47: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 48: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                     // 49: jobwire.v1.JobState
+	(*Job)(nil),                       // 50: jobwire.v1.Job
+	(DeadReason)(0),                   // 51: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 53: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	47, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	48, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	49, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	50, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	50, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	49, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	50, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	51, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	52, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	52, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	48, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	50, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	50, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	48, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	52, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	50, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	48, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	50, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	50, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	52, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	51, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	45, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	51, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	53, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	47, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	53, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	47, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	51, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	49, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	53, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	46, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	48, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	50, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	50, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
-	29, // 32: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
-	29, // 33: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	0,  // 34: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
-	29, // 35: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	50, // 36: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	37, // 37: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	50, // 38: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	50, // 39: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
-	40, // 40: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	50, // 41: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	50, // 42: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	50, // 43: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	42, // 44: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	1,  // 45: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 46: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 47: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 48: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 49: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 50: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 51: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 52: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 53: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 54: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 55: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	30, // 56: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	32, // 57: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	34, // 58: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	36, // 59: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	39, // 60: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	43, // 61: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	2,  // 62: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 63: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 64: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 65: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 66: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 67: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 68: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 69: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 70: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 71: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 72: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	31, // 73: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	33, // 74: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	35, // 75: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	38, // 76: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	41, // 77: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	44, // 78: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	62, // [62:79] is the sub-list for method output_type
-	45, // [45:62] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	52, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	52, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	30, // 32: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
+	52, // 33: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	52, // 34: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	53, // 35: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	31, // 36: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
+	52, // 37: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	29, // 38: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
+	29, // 39: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	0,  // 40: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
+	29, // 41: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	52, // 42: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	39, // 43: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	52, // 44: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	52, // 45: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	42, // 46: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	52, // 47: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	52, // 48: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	52, // 49: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	44, // 50: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	1,  // 51: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	4,  // 52: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	7,  // 53: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	9,  // 54: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	11, // 55: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	14, // 56: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	16, // 57: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	19, // 58: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	21, // 59: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	23, // 60: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	25, // 61: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	32, // 62: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	34, // 63: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	36, // 64: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	38, // 65: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	41, // 66: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	45, // 67: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	2,  // 68: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	5,  // 69: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	8,  // 70: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	10, // 71: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	13, // 72: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	15, // 73: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	18, // 74: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	20, // 75: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	22, // 76: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	24, // 77: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	28, // 78: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	33, // 79: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	35, // 80: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	37, // 81: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	40, // 82: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	43, // 83: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	46, // 84: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	68, // [68:85] is the sub-list for method output_type
+	51, // [51:68] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -3178,7 +3430,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

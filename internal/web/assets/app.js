@@ -390,23 +390,47 @@ pages.dlq = {
 pages.breakers = {
   render(main) {
     this.list = el("div");
-    append(main, [el("h1", {}, "Circuit breakers"), el("section", {}, this.list)]);
+    this.trips = el("div");
+    append(main, [el("h1", {}, "Circuit breakers"), el("section", {}, this.list), el("section", {}, this.trips)]);
   },
   async refresh() {
     const res = await read("ListBreakers");
-    clear(this.list).appendChild(table(["Job type", "State", ["Failures in window", "num"], "Opened", "Next probe", ["Probes", "num"], ""],
-      (res.breakers || []).map((b) => {
+    const all = res.breakers || [];
+    clear(this.list).appendChild(table(["Job type", "State", ["Failures in window", "num"], ["Calls in window", "num"], "Opened", "Next probe", ["Probes", "num"], "Last change", ""],
+      all.map((b) => {
         const st = short(b.state, "BREAKER_STATE_");
         const force = el("select", { ariaLabel: "state for " + b.type }, ["CLOSED", "OPEN", "HALF_OPEN"].map((s) => el("option", { value: s, selected: s === st }, s)));
         return el("tr", { class: st === "CLOSED" ? "" : "alert", dataset: { type: b.type } },
-          td(b.type), td(el("span", {}, badge(st), b.disabled ? " (disabled)" : "")), num(b.failures_in_window), td(fmtTime(b.opened_at)),
+          td(b.type), td(el("span", {}, badge(st), b.disabled ? " (disabled)" : "")), num(b.failures_in_window),
+          b.mode === "ratio" && st === "CLOSED" ? num(b.calls_in_window) : td("-", "num"), td(fmtTime(b.opened_at)),
           td(fmtTime(b.next_probe_at)), num(b.probes_in_flight),
+          td(b.changed_reason ? b.changed_reason + " at " + fmtTime(b.changed_at) : "-", "changed"),
           td(isAdmin() ? el("span", { class: "row" },
             adminButton("Reset", () => act(() => write("ResetBreaker", { type: b.type }))),
             force, adminButton("Force", () => act(() => write("ForceBreaker", { type: b.type, state: "BREAKER_STATE_" + force.value })))) : ""));
       }), "No breaker has seen a job yet."));
+    const tripped = all.filter((b) => b.trip);
+    clear(this.trips);
+    if (tripped.length) {
+      append(this.trips, [el("h2", {}, "Why they opened"), ...tripped.map((b) => el("div", { class: "trip", dataset: { trip: b.type } },
+        el("p", {}, el("strong", {}, b.type), " opened at " + fmtTime(b.trip.at) + ": " + tripSummary(b.trip)),
+        table(["Job", "Kind", "At", "Error"], (b.trip.last_failures || []).map((f) =>
+          el("tr", {}, td(el("a", { href: "#/job/" + encodeURIComponent(f.job_id) }, String(f.job_id))), td(f.kind), td(fmtTime(f.at)), td(f.message || "-"))),
+        "No failure was noted.")))]);
+    }
   },
 };
+
+// tripSummary says in a line why a breaker opened (BreakerTrip).
+function tripSummary(t) {
+  switch (t.reason) {
+    case "ratio": return `${t.failures} of ${t.calls} calls failed (${Math.round(100 * t.ratio)}%) within ${t.window} (mode ratio)`;
+    case "threshold": return `${t.failures} failures within ${t.window} (mode count)`;
+    case "fatal": return "a fatal failure under open_on_fatal";
+    case "probe_failed": return "a probe failed";
+  }
+  return t.reason;
+}
 
 pages.workers = {
   render(main) {
