@@ -468,6 +468,20 @@ func mutations() []mutation {
 	add(mutation{name: "postgres lease deadline: a heartbeat read at the deadline extends the lease", file: pgTx,
 		from: "\t\tAND jobs.lease_expires_at > $5\n", to: "\t\tAND jobs.lease_expires_at >= $5\n",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/JobExtendLeasesRunOut", postgres: true})
+	// A TLS or token mismatch stops a worker with what to change, instead of a retry loop.
+	add(mutation{name: "connect: a worker retries a TLS or token mismatch forever", file: "worker/worker.go",
+		from: "if ce := client.Classify(err); ce != nil {", to: "if ce := client.Classify(err); ce != nil && false {",
+		pkgs: []string{"./worker"}, run: "TestRunStopsOnAnInsecurableConnection"})
+	add(mutation{name: "connect: a client without a certificate hands the broker's refusal on as EOF", file: "client/security.go",
+		from: "\tif len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {", to: "\tif false {",
+		pkgs: []string{"./client"}, run: "TestClassifyCallErrors"})
+	add(mutation{name: "connect: plaintext against a TLS broker reads as a dropped connection", file: "client/connerr.go",
+		from: "\t\tif plaintext && answersTLS(c.addr) {", to: "\t\tif false && plaintext && answersTLS(c.addr) {",
+		pkgs: []string{"./client"}, run: "TestClassifyCallErrors"})
+	add(mutation{name: "shared breakers: successes are not counted in the ratio window", file: "broker/sharedbreakers.go",
+		from: "(how == permitReleased || cfg.Mode != breaker.ModeRatio && (how != permitFailed || !cfg.Counts(kind))) {",
+		to:   "(how != permitFailed || !cfg.Counts(kind)) {",
+		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
 	return ms
 }
 
