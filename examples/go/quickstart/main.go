@@ -7,7 +7,8 @@
 //	go run ./examples/go/quickstart
 //	go run ./cmd/jobwire job get 1
 //
-// The worker connects to -addr, by default $JOBWIRE_ADDR or else 127.0.0.1:7070. Sending an email
+// The worker connects to -addr, by default $JOBWIRE_ADDR or else 127.0.0.1:7070, as -id, by
+// default $JOBWIRE_WORKER_ID or else quickstart-HOST-PID, so that two of them are told apart. Sending an email
 // is only printed here; a handler that reaches a real mail server returns its error, and the
 // broker retries the job with backoff.
 package main
@@ -33,11 +34,12 @@ type email struct {
 
 func main() {
 	addr := flag.String("addr", defaultAddr(), "broker address (env JOBWIRE_ADDR)")
+	id := flag.String("id", defaultID(os.Getenv, os.Hostname, os.Getpid()), "worker id (env JOBWIRE_WORKER_ID)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, log); err != nil {
+	if err := run(ctx, *addr, *id, log); err != nil {
 		log.Error("quickstart worker failed", "error", err)
 		os.Exit(1)
 	}
@@ -50,14 +52,27 @@ func defaultAddr() string {
 	return client.DefaultAddr
 }
 
+// defaultID is $JOBWIRE_WORKER_ID, or else an id of this process: workers that share an id
+// would be taken for one worker.
+func defaultID(getenv func(string) string, hostname func() (string, error), pid int) string {
+	if id := getenv("JOBWIRE_WORKER_ID"); id != "" {
+		return id
+	}
+	host, err := hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("quickstart-%s-%d", host, pid)
+}
+
 // run works email.send jobs until ctx ends.
-func run(ctx context.Context, addr string, log *slog.Logger) error {
+func run(ctx context.Context, addr, id string, log *slog.Logger) error {
 	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := worker.New(c.Conn(), worker.Options{ID: "quickstart", Concurrency: 4, Logger: log})
+	w, err := worker.New(c.Conn(), worker.Options{ID: id, Concurrency: 4, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -68,6 +83,6 @@ func run(ctx context.Context, addr string, log *slog.Logger) error {
 		fmt.Printf("sent an email to %s (job %d, attempt %d)\n", e.To, j.ID, j.Attempt)
 		return nil
 	})
-	log.Info("worker running; Ctrl-C stops it", "addr", addr)
+	log.Info("worker running; Ctrl-C stops it", "addr", addr, "id", id)
 	return w.Run(ctx)
 }
