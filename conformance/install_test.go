@@ -83,6 +83,17 @@ func TestPackedNodePackageRunsTheREADMEWorker(t *testing.T) {
 	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "node", "README.md"), "js", e.broker.addr, script)
 	w := e.spawn("installed-worker", []string{"node", script})
 	runREADMEJob(e, w)
+
+	// The package's example, copied into the project as a reader would start from it, loads the
+	// package the same way.
+	example := filepath.Join(app, "greet.js")
+	copyInto(t, filepath.Join(repoRoot, "sdks", "node", "examples", "worker.js"), example)
+	ex := e.spawn("installed-example", []string{"node", example}, "JOBWIRE_ADDR="+e.broker.addr, "JOBWIRE_WORKER_ID=installed-example")
+	id := e.enqueue("greet", []byte(`{"name":"Ada"}`))
+	e.waitState(id, job.StateSucceeded)
+	if log, err := os.ReadFile(ex.log); err != nil || !bytes.Contains(log, []byte("hello, Ada")) {
+		t.Fatalf("the example's output lacks its greeting (%v):\n%s", err, log)
+	}
 }
 
 // runtimeFor returns the language, skipping the test when its runtime is missing (failing it in

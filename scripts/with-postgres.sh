@@ -71,6 +71,7 @@ if ! "${as_owner[@]}" "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$o
   exit 1
 fi
 export JOBWIRE_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+export JOBWIRE_TEST_POSTGRES_SOCKET_DIR="$dir" # the same server through its Unix socket
 set +e
 "$@"
 status=$?

@@ -297,6 +297,9 @@ func TestDLQShowNotesAJobThatIsNotDead(t *testing.T) {
 func bulkBroker(t *testing.T) *fakeBroker {
 	answer := func(sel *jobwirev1.BulkSelection) (int32, int32, []*jobwirev1.Job) {
 		matched := int32(3)
+		if sel.GetFilter().GetType() == "one.job" {
+			matched = 1
+		}
 		if len(sel.GetIds()) > 0 {
 			matched = int32(len(sel.GetIds()))
 		}
@@ -341,12 +344,23 @@ func TestDLQRequeueByFilterPreviewsUntilYes(t *testing.T) {
 	assertProto(t, reqs[2], &jobwirev1.RequeueDeadJobsRequest{Selection: &jobwirev1.BulkSelection{Filter: filter, Limit: 50}, Priority: &prio})
 }
 
+func TestDLQBulkCountsOneJobInTheSingular(t *testing.T) {
+	t.Parallel()
+	fb := bulkBroker(t)
+	r := runAt(t, fb.addr, "dlq", "requeue", "--all-matching", "--type", "one.job")
+	wantOK(t, r)
+	wantContains(t, r.stdout, "1 dead job matches\n", "re-run with --yes to requeue 1 job\n")
+	r = runAt(t, fb.addr, "dlq", "purge", "--all-matching", "--type", "one.job", "--yes")
+	wantOK(t, r)
+	wantContains(t, r.stdout, "purged 1 of 1 matched job\n")
+}
+
 func TestDLQRequeueByIDActsAtOnce(t *testing.T) {
 	t.Parallel()
 	fb := bulkBroker(t)
 	r := runAt(t, fb.addr, "dlq", "requeue", "42", "--payload", `{"to":"bob"}`, "--run-at", "2030-06-02T00:00:00Z")
 	wantOK(t, r)
-	wantContains(t, r.stdout, "requeued 1 of 1 matched jobs")
+	wantContains(t, r.stdout, "requeued 1 of 1 matched job\n")
 	assertProto(t, onlyRequest(t, fb, "RequeueDeadJobs"), &jobwirev1.RequeueDeadJobsRequest{
 		Selection: &jobwirev1.BulkSelection{Ids: []int64{42}},
 		Payload:   []byte(`{"to":"bob"}`),

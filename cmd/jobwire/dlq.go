@@ -265,7 +265,7 @@ func runBulk[R bulkResponse](ctx context.Context, e *env, cf *commonFlags, bf *b
 			return show(e, cf, preview, func(preview R) error {
 				printBulkPreview(e.stdout, preview, effectiveLimit(bf.limit))
 				if preview.GetMatched() > 0 {
-					fmt.Fprintf(e.stdout, "re-run with --yes to %s %d jobs\n", verb, preview.GetMatched())
+					fmt.Fprintf(e.stdout, "re-run with --yes to %s %s\n", verb, count(preview.GetMatched(), "job"))
 				}
 				return nil
 			})
@@ -279,7 +279,7 @@ func runBulk[R bulkResponse](ctx context.Context, e *env, cf *commonFlags, bf *b
 		return err
 	}
 	return show(e, cf, resp, func(resp R) error {
-		fmt.Fprintf(e.stdout, "%s %d of %d matched jobs\n", past, resp.GetAffected(), resp.GetMatched())
+		fmt.Fprintf(e.stdout, "%s %d of %s\n", past, resp.GetAffected(), count(resp.GetMatched(), "matched job"))
 		if sel.Filter != nil && int(resp.GetMatched()) >= effectiveLimit(bf.limit) {
 			fmt.Fprintln(e.stdout, "the limit was reached and more jobs may match: run again to continue")
 		}
@@ -302,7 +302,11 @@ func printBulkPreview(w io.Writer, r interface {
 		fmt.Fprintln(w, "no dead jobs match")
 		return
 	}
-	fmt.Fprintf(w, "%d dead jobs match", r.GetMatched())
+	if r.GetMatched() == 1 {
+		fmt.Fprint(w, "1 dead job matches")
+	} else {
+		fmt.Fprintf(w, "%d dead jobs match", r.GetMatched())
+	}
 	if int(r.GetMatched()) >= limit {
 		fmt.Fprintf(w, " (the limit of one run; more may match)")
 	}

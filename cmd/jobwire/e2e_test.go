@@ -125,7 +125,7 @@ func TestE2EDeadLetterQueue(t *testing.T) {
 	e2eContains(t, "queues list", e2eOK(t, b, "queues", "list"), "default", "paused")
 
 	// Purge is for good.
-	e2eContains(t, "purge", e2eOK(t, b, "dlq", "purge", fmt.Sprint(bad)), "purged 1 of 1 matched jobs")
+	e2eContains(t, "purge", e2eOK(t, b, "dlq", "purge", fmt.Sprint(bad)), "purged 1 of 1 matched job\n")
 	code, _, errOut := e2eRun(t, b, "job", "get", fmt.Sprint(bad))
 	if code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("job get after purge: exit %d, stderr %q", code, errOut)

@@ -128,7 +128,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, &helpRequest{fs: fs}
 			}
-			return nil, usageErrorf("%s", flagErrorSentence(err))
+			return nil, usageErrorf("%s", flagErrorSentence(fs, err))
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -161,12 +161,16 @@ func checkUTF8(fs *flag.FlagSet, pos []string) error {
 }
 
 // flagErrorSentence rewrites the flag package's terse errors as a sentence that says where to
-// look for the accepted flags, naming flags in the --name form the help uses.
-func flagErrorSentence(err error) string {
+// look for the accepted flags, or names the flag that was probably meant, naming flags in the
+// --name form the help uses.
+func flagErrorSentence(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 		if _, err := strconv.ParseFloat(name, 64); err == nil {
 			return fmt.Sprintf("%s is not accepted here: negative numbers are not allowed", name)
+		}
+		if s := suggest(dashes(name), flagNames(fs)); s != "" {
+			return fmt.Sprintf("unknown flag %s; did you mean %s?", dashes(name), s)
 		}
 		return fmt.Sprintf("unknown flag %s; add -h to see the flags", dashes(name))
 	}

@@ -145,7 +145,13 @@ func lookup(args []string) (*command, []string, error) {
 		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
 			return nil, nil, usageErrorf("%q needs a subcommand: %s (add --help for what each does)", args[0], strings.Join(subs, ", "))
 		}
+		if s := suggest(args[1], subs); s != "" {
+			return nil, nil, usageErrorf("unknown command %q; did you mean %q?", args[0]+" "+args[1], args[0]+" "+s)
+		}
 		return nil, nil, usageErrorf("unknown command %q; %q has %s", args[0]+" "+args[1], args[0], strings.Join(subs, ", "))
+	}
+	if s := suggest(args[0], topLevelNames()); s != "" {
+		return nil, nil, usageErrorf("unknown command %q; did you mean %q?", args[0], s)
 	}
 	return nil, nil, usageErrorf("unknown command %q; run 'jobwire help' for the list", args[0])
 }

@@ -18,6 +18,11 @@ func TestBadCommandLinesExitTwoWithOneSentence(t *testing.T) {
 		{"no command", nil, "Usage:"},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"unknown subcommand", []string{"dlq", "explode"}, `unknown command "dlq explode"`},
+		{"mistyped command", []string{"stast"}, `unknown command "stast"; did you mean "stats"?`},
+		{"mistyped group", []string{"qeueus", "list"}, `unknown command "qeueus"; did you mean "queues"?`},
+		{"mistyped subcommand", []string{"dlq", "lsit"}, `unknown command "dlq lsit"; did you mean "dlq list"?`},
+		{"mistyped flag", []string{"enqueue", "--tpye", "t"}, "unknown flag --tpye; did you mean --type?"},
+		{"mistyped serve flag", []string{"serve", "--lisen", "127.0.0.1:0"}, "unknown flag --lisen; did you mean --listen?"},
 		{"group without subcommand", []string{"queues"}, `"queues" needs a subcommand: list, pause, resume, set-limit`},
 		{"unknown flag", []string{"stats", "--verbose"}, "unknown flag --verbose"},
 		{"flag without value", []string{"enqueue", "--type"}, "flag --type needs a value"},
@@ -236,6 +241,26 @@ func TestEnumNamesParseInEveryForm(t *testing.T) {
 	for _, in := range []string{"unspecified", "JOB_STATE_UNSPECIFIED", ""} {
 		if _, err := parseState(in); err == nil {
 			t.Errorf("parseState(%q) succeeded; the zero value is not a state", in)
+		}
+	}
+}
+
+func TestSuggestOnlyCloseNames(t *testing.T) {
+	t.Parallel()
+	names := []string{"serve", "stats", "status-page", "dlq", "queues", "top"}
+	tests := []struct{ typed, want string }{
+		{"stast", "stats"},
+		{"serv", "serve"},
+		{"dql", "dlq"},
+		{"que", "queues"},
+		{"tpo", "top"},
+		{"frobnicate", ""},
+		{"x", ""},
+		{"zzz", ""},
+	}
+	for _, tt := range tests {
+		if got := suggest(tt.typed, names); got != tt.want {
+			t.Errorf("suggest(%q) = %q, want %q", tt.typed, got, tt.want)
 		}
 	}
 }

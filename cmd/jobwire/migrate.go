@@ -47,7 +47,7 @@ func runMigrate(ctx context.Context, e *env, c *command, args []string) error {
 	if len(applied) == 0 {
 		fmt.Fprintf(e.stdout, "%s is up to date; nothing to apply\n", name)
 	} else {
-		fmt.Fprintf(e.stdout, "%s is up to date; %d migrations applied\n", name, len(applied))
+		fmt.Fprintf(e.stdout, "%s is up to date; %s applied\n", name, count(len(applied), "migration"))
 	}
 	return nil
 }

@@ -173,3 +173,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// count spells n things of a kind in English: "1 job", "3 jobs", "0 jobs". The kind's last word
+// takes the plural; every kind the commands count takes a plain "s".
+func count[N ~int | ~int32 | ~int64](n N, kind string) string {
+	if n == 1 {
+		return "1 " + kind
+	}
+	return fmt.Sprintf("%d %ss", n, kind)
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -349,7 +350,8 @@ func checkListenAddr(addr string) error {
 }
 
 // checkDBPath checks that the database file can be made where it is asked for: its directory
-// exists, and the path is not a directory itself. SQLite would otherwise fail with "unable to
+// exists, and the path is not a directory itself; and that a URL is a PostgreSQL one, not one of
+// another database (mysql://) that would otherwise be taken for a file name. SQLite would otherwise fail with "unable to
 // open database file", which names neither.
 func checkDBPath(path string) error {
 	if path == "" {
@@ -360,6 +362,9 @@ func checkDBPath(path string) error {
 			return errors.New("is not a PostgreSQL URL that can be read, e.g. postgres://jobwire@db.example:5432/jobwire")
 		}
 		return nil
+	}
+	if scheme, _, ok := strings.Cut(path, "://"); ok && isURLScheme(scheme) {
+		return fmt.Errorf("%q is a %s:// URL, which Jobwire does not support; give a SQLite file path such as ./jobwire.db or a postgres:// (or postgresql://) URL", path, scheme)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%q is a directory; give a file path such as %s", path, filepath.Join(path, "jobwire.db"))
@@ -375,4 +380,18 @@ func checkDBPath(path string) error {
 		return fmt.Errorf("%q: %q is not a directory", path, dir)
 	}
 	return nil
+}
+
+// isURLScheme reports whether s can be a URL's scheme (RFC 3986: a letter, then letters, digits,
+// "+", "-" or "."), so that "mysql" in "mysql://..." is one and "./data" in "./data://x" is not.
+func isURLScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }

@@ -52,6 +52,9 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 		{"db directory missing", []string{"--db", filepath.Join(scratch, "missing", "j.db")}, nil, `directory "` + filepath.Join(scratch, "missing") + `" does not exist; create it first`},
 		{"db is a directory", []string{"--db", scratch}, nil, "is a directory; give a file path"},
 		{"db an unreadable PostgreSQL URL", []string{"--db", "postgres://a b@:x"}, nil, "--db is not a PostgreSQL URL that can be read, e.g. postgres://"},
+		{"db a MySQL URL", []string{"--db", "mysql://jobwire@db.example/jobwire"}, nil,
+			`--db "mysql://jobwire@db.example/jobwire" is a mysql:// URL, which Jobwire does not support; give a SQLite file path such as ./jobwire.db or a postgres:// (or postgresql://) URL`},
+		{"db a URL from the environment", nil, map[string]string{"JOBWIRE_DB": "sqlite:///var/lib/jobwire.db"}, `JOBWIRE_DB "sqlite:///var/lib/jobwire.db" is a sqlite:// URL`},
 		{"retries not a number", []string{"--max-transient-retries", "many"}, nil, `invalid value "many" for flag --max-transient-retries: must be a whole number, zero or more`},
 		{"retries negative", []string{"--max-transient-retries=-1"}, nil, "--max-transient-retries: must be a whole number, zero or more"},
 		{"retries from the environment", nil, map[string]string{"JOBWIRE_MAX_TRANSIENT_RETRIES": "x"}, `JOBWIRE_MAX_TRANSIENT_RETRIES="x": must be a whole number`},
@@ -83,7 +86,7 @@ func TestServeRejectsBadInputBeforeTouchingTheDisk(t *testing.T) {
 			t.Parallel()
 			db := filepath.Join(t.TempDir(), "j.db")
 			args := tt.args
-			if !strings.Contains(strings.Join(args, " "), "--db") {
+			if !strings.Contains(strings.Join(args, " "), "--db") && tt.environ["JOBWIRE_DB"] == "" {
 				args = append([]string{"--db", db}, args...)
 			}
 			if tt.environ["JOBWIRE_LISTEN"] == "" && !strings.Contains(strings.Join(args, " "), "--listen") {
@@ -166,4 +169,27 @@ func TestServeHelpShowsFlagTypes(t *testing.T) {
 	wantOK(t, r)
 	wantContains(t, r.stdout, "Usage: jobwire serve", "--command-timeout duration", "(env JOBWIRE_COMMAND_TIMEOUT)",
 		"--listen string", "--max-transient-retries int", "--transient-retry-base-delay duration")
+}
+
+// A PostgreSQL server that cannot be reached is named once in the error, without its password.
+func TestServeUnreachablePostgresNamedOnce(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	url := "postgres://jobwire:secret@" + addr + "/jobwire?connect_timeout=5"
+	r := runServeLine(t, nil, "--listen", "127.0.0.1:0", "--http-listen", "off", "--db", url)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr: %s", r.code, r.stderr)
+	}
+	redacted := strings.Replace(url, "secret", "xxxxx", 1)
+	if n := strings.Count(r.stderr, "postgres://"); n != 1 || !strings.Contains(r.stderr, redacted) {
+		t.Errorf("stderr names the database %d times, want once as %s:\n%s", n, redacted, r.stderr)
+	}
+	if strings.Contains(r.stderr, "secret") {
+		t.Errorf("stderr shows the password:\n%s", r.stderr)
+	}
 }

@@ -248,7 +248,8 @@ func openStore(ctx context.Context, cfg config.Config, addr string, log *slog.Lo
 		st, err := postgres.Open(ctx, cfg.DB, postgres.Options{Retry: policy, Logger: log, Addr: addr,
 			LeaderTimeout: cfg.LeaderTimeout})
 		if err != nil {
-			return nil, nil, fmt.Errorf("open database %s: %w", postgres.Redact(cfg.DB), err)
+			// Its errors start "open postgres://...", naming the database without a password.
+			return nil, nil, err
 		}
 		log.Info("postgres store", "db", postgres.Redact(cfg.DB), "broker", st.BrokerID())
 		return st, policy, nil

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -101,10 +102,34 @@ func bootstrap(ctx context.Context, a *auth.Authenticator, cfg config.Config, lo
 	case res.Created && res.File != "":
 		log.Warn("auth is on and there were no tokens: wrote an admin token readable by this user only; create your own tokens with it, then delete the file",
 			"file", res.File, "token_id", res.TokenID)
+		if top, ok := gitWorkTree(res.File); ok {
+			log.Warn("the admin token file is inside a git work tree, where a commit could publish it; delete it once you have your own token, and keep *.admin-token in .gitignore",
+				"file", res.File, "work_tree", top)
+		}
 	case res.Created:
 		log.Info("auth is on and there were no tokens: JOBWIRE_BOOTSTRAP_TOKEN is now an admin token", "token_id", res.TokenID)
 	case cfg.BootstrapToken != "":
 		log.Info("JOBWIRE_BOOTSTRAP_TOKEN ignored: the database already holds tokens")
 	}
 	return nil
+}
+
+// gitWorkTree reports whether file lies inside a git work tree, and its top: the nearest
+// directory above file holding a .git directory, or a .git file as a linked work tree or a
+// submodule has.
+func gitWorkTree(file string) (string, bool) {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", false
+	}
+	for dir := filepath.Dir(abs); ; {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
 }

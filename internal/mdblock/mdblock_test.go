@@ -39,3 +39,22 @@ func TestAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestAll(t *testing.T) {
+	t.Parallel()
+	doc := "# T\n\n<!-- not run: needs a second machine -->\n```sh\na\n```\n\ntext\n\n- item:\n  ```sh\n  b\n  ```\n"
+	got, err := mdblock.All([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mdblock.Fenced{
+		{Block: mdblock.Block{Lang: "sh", Body: "a\n"}, Line: 4, Note: "not run: needs a second machine"},
+		{Block: mdblock.Block{Lang: "sh", Body: "  b\n"}, Line: 11},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("All() = %+v, want %+v", got, want)
+	}
+	if _, err := mdblock.All([]byte("```sh\nx\n")); err == nil || !strings.Contains(err.Error(), "line 1 is not closed") {
+		t.Fatalf("All(unclosed) error = %v", err)
+	}
+}

@@ -292,7 +292,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("confirm button says %q, want the count: Purge 1", label)
 		}
 		bb.do(t, "confirm", chromedp.Click(chromedp.ID("confirm")))
-		bb.waitJS(t, "the purge to be reported", `document.getElementById("bulk").textContent.includes("Purged 1 job")`)
+		bb.waitJS(t, "the purge to be reported", `document.getElementById("bulk").textContent.includes("Purged 1 job.")`)
 		if _, err := b.Producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: deadC}); err == nil {
 			t.Errorf("job %d still exists after the purge", deadC)
 		}

@@ -354,7 +354,7 @@ pages.dlq = {
         n > 0 ? el("button", { type: "button", class: verb === "Purge" ? "danger" : "primary", id: "confirm", onclick: () => act(async () => {
           const done = await write(method, { selection: { filter: this.filter(), limit: Math.max(n, 1) } });
           clear(this.bulk);
-          append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job(s).")]);
+          append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job" + (Number(done.affected) === 1 ? "" : "s") + ".")]);
         }) }, verb + " " + n) : null,
         el("button", { type: "button", onclick: () => clear(this.bulk) }, "Cancel"))]);
     } catch (e) { showError(e); }

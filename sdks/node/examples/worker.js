@@ -3,11 +3,12 @@
 
 // A minimal Jobwire worker: greets people.
 //
+//   make sdk-deps   # once, in the checkout: the library's dependencies
 //   JOBWIRE_ADDR=127.0.0.1:7070 node sdks/node/examples/worker.js
 //   go run ./cmd/jobwire enqueue --addr 127.0.0.1:7070 --type greet --payload '{"name": "Ada"}'
 
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Worker, FatalError } = require('..');
+const { Worker, FatalError } = require('@jobwire/worker');
 
 // Address, token and TLS from JOBWIRE_ADDR, JOBWIRE_TOKEN and JOBWIRE_TLS_*.
 const worker = Worker.fromEnv({
