@@ -229,7 +229,22 @@ func ranOut(late time.Duration) string {
 	return fmt.Sprintf("lease ran out %s before this heartbeat was read: it is not extended, and the job is free for another attempt", late)
 }
 
-// Started records that user code began: the job becomes RUNNING and the attempt counts.
+// startRanOut is the refusal of a Started read late after the lease's deadline.
+func startRanOut(late time.Duration) string {
+	return fmt.Sprintf("lease ran out %s before this Started was read: the job is not started, and it is free for another attempt", late)
+}
+
+// Started records that user code began: the job becomes RUNNING and the attempt counts, and
+// the lease runs a whole lease duration from when the Started was read.
+//
+// A lease whose deadline had passed by then is not started, though no sweep has ended it yet
+// (a broker frozen past the deadline reads the Started queued meanwhile when it resumes): it
+// ran out before the attempt began, and its worker has given the job up by its own count from
+// the Assignment. The start's write refuses it (the same moment is compared in storage, where
+// a heartbeat stored before it may still have extended the lease); the worker is told the
+// lease is lost (Refused, stale), and the lease is left as it was to the sweep (in a cluster,
+// the leader's sweep and dropLostLeasesLocked), which hands the job back to PENDING with no
+// attempt spent.
 func (s *Session) Started(ref job.LeaseRef) {
 	b := s.b
 	now := b.now()
@@ -242,6 +257,7 @@ func (s *Session) Started(ref job.LeaseRef) {
 		}
 		return
 	}
+	was := l.deadline
 	l.started, l.startedAt, l.deadline = true, now, now.Add(b.cfg.LeaseDuration)
 	timeout, attempt := l.job.AttemptTimeout, l.attempt
 	b.obs.AttemptStarted(l.job.Queue, l.job.Type, now.Sub(l.job.RunAt))
@@ -265,7 +281,15 @@ func (s *Session) Started(ref job.LeaseRef) {
 			b.log.Warn("could not record job start", "job", ref.JobID, "err", err)
 		case !ok:
 			b.mu.Lock()
-			if l := b.leaseLocked(ref); l != nil {
+			l := b.leaseLocked(ref)
+			if l != nil && !was.After(now) {
+				// Ran out before the Started was read: the lease is as it was, for the sweep.
+				l.started, l.startedAt, l.deadline = false, time.Time{}, was
+				b.mu.Unlock()
+				s.refuse(ref, AboutStarted, RefusedStale, startRanOut(now.Sub(was)))
+				return
+			}
+			if l != nil {
 				b.endLeaseLocked(l, permitReleased, 0)
 			}
 			b.mu.Unlock()

@@ -124,7 +124,7 @@ func mutations() []mutation {
 		pkgs: []string{srvPkg}, run: matrix + "/lease_expiry"})
 
 	// Fencing in SQL: the database refuses any token but the current one.
-	add(sqlFence("JobStart", "lease_token = ? AND lease_secret = ? AND state = 3`,\n\t\tnanos(p.Now)")...)
+	add(sqlFence("JobStart", "lease_token = ? AND lease_secret = ? AND state = 3\n\t\tAND lease_expires_at > ?`")...)
 	add(sqlFence("JobFinish (success)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\ta.Number")...)
 	add(sqlFence("JobFinish (failure)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4) RETURNING attempt_base")...)
 	add(sqlFence("JobRelease", "lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID")...)
@@ -243,7 +243,7 @@ func mutations() []mutation {
 		pkgs: []string{pgPkg}, run: "TestListenBacksOffWhileTheDatabaseRefuses"})
 
 	// Fencing in the PostgreSQL store's SQL.
-	add(pgFence("JobStart", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3`,")...)
+	add(pgFence("JobStart", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3\n\t\tAND lease_expires_at > $1`")...)
 	add(pgFence("JobFinish (success)", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,")...)
 	add(pgFence("JobFinish (failure)", pgTx, "lease_token = $9 AND lease_secret = $10 AND state IN (3, 4) RETURNING attempt_base")...)
 	add(pgFence("JobRelease", pgTx, "WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state = 3`, ref.JobID")...)
@@ -461,6 +461,26 @@ func mutations() []mutation {
 	add(mutation{name: "postgres lease deadline: a heartbeat read at the deadline extends the lease", file: pgTx,
 		from: "\t\tAND jobs.lease_expires_at > $5\n", to: "\t\tAND jobs.lease_expires_at >= $5\n",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/JobExtendLeasesRunOut", postgres: true})
+	// Nor does a Started read at or after its deadline start the job: the lease is left to the
+	// sweep, which hands the job back with no attempt spent.
+	add(mutation{name: "lease deadline: a Started revives a lease past its deadline", file: txFile,
+		from: "AND state = 3\n\t\tAND lease_expires_at > ?`", to: "AND state = 3\n\t\tAND ? IS NOT NULL`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobStartRunOut"})
+	add(mutation{name: "lease deadline: a Started read at the deadline starts the job", file: txFile,
+		from: "AND state = 3\n\t\tAND lease_expires_at > ?`", to: "AND state = 3\n\t\tAND lease_expires_at >= ?`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobStartRunOut"})
+	add(mutation{name: "postgres lease deadline: a Started read at the deadline starts the job", file: pgTx,
+		from: "\t\tAND lease_expires_at > $1`", to: "\t\tAND lease_expires_at >= $1`",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/JobStartRunOut", postgres: true})
+	add(mutation{name: "postgres lease deadline: a batched Started read at the deadline starts the job", file: "store/postgres/many.go",
+		from: "\t\tAND jobs.lease_expires_at > u.now\n", to: "\t\tAND jobs.lease_expires_at >= u.now\n",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/JobStartRunOut", postgres: true})
+	add(mutation{name: "lease deadline: a Started refused as run out is answered as stale", file: "broker/session.go",
+		from: "if l != nil && !was.After(now) {", to: "if l != nil && false {",
+		pkgs: []string{srvPkg}, run: "TestStartedReadAfterTheDeadlineDoesNotStart"})
+	add(mutation{name: "cluster lease deadline: a Started refused as run out keeps the deadline it set", file: "broker/session.go",
+		from: "l.started, l.startedAt, l.deadline = false, time.Time{}, was", to: "l.started, l.startedAt = false, time.Time{}",
+		pkgs: []string{srvPkg}, run: "TestClusterStartedReadAfterTheDeadlineDoesNotStart", postgres: true})
 	return ms
 }
 
