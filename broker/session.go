@@ -257,10 +257,15 @@ func (s *Session) Started(ref job.LeaseRef) {
 		}
 		return
 	}
-	was := l.deadline
+	// late: the lease ran out before this read, unless a heartbeat being stored extended it.
+	// Such a start is counted only once stored.
+	was, late := l.deadline, !l.deadline.After(now)
 	l.started, l.startedAt, l.deadline = true, now, now.Add(b.cfg.LeaseDuration)
 	timeout, attempt := l.job.AttemptTimeout, l.attempt
-	b.obs.AttemptStarted(l.job.Queue, l.job.Type, now.Sub(l.job.RunAt))
+	queue, typ, wait := l.job.Queue, l.job.Type, now.Sub(l.job.RunAt)
+	if !late {
+		b.obs.AttemptStarted(queue, typ, wait)
+	}
 	b.mu.Unlock()
 	o := &op{name: "start", starts: ref, start: &store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)}}
@@ -275,6 +280,9 @@ func (s *Session) Started(ref job.LeaseRef) {
 	}
 	o.done = func(err error) {
 		ok := o.applied
+		if late && (ok || err != nil) { // started, or left for its result to record
+			b.obs.AttemptStarted(queue, typ, wait)
+		}
 		switch {
 		case err != nil:
 			// The job stays LEASED in storage; its result still records the attempt.
@@ -282,7 +290,7 @@ func (s *Session) Started(ref job.LeaseRef) {
 		case !ok:
 			b.mu.Lock()
 			l := b.leaseLocked(ref)
-			if l != nil && !was.After(now) {
+			if l != nil && late {
 				// Ran out before the Started was read: the lease is as it was, for the sweep.
 				l.started, l.startedAt, l.deadline = false, time.Time{}, was
 				b.mu.Unlock()

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
@@ -28,6 +31,18 @@ func startedLost(t *testing.T, m *jobwirev1.ConnectResponse, ref *jobwirev1.Leas
 	}
 }
 
+// startCounter is an observer that counts the attempts the broker reports started.
+type startCounter struct{ started atomic.Int64 }
+
+func (c *startCounter) JobEnqueued(string, string)                     {}
+func (c *startCounter) AttemptStarted(string, string, time.Duration)   { c.started.Add(1) }
+func (c *startCounter) AttemptEnded(string, string, broker.AttemptEnd) {}
+func (c *startCounter) JobCancelled(string, string)                    {}
+func (c *startCounter) LeaseExpired(string)                            {}
+func (c *startCounter) BreakerTransition(string, breaker.State, breaker.State, breaker.Reason) {
+}
+func (c *startCounter) BatchCommitted(int, time.Duration, error) {}
+
 // A Started the broker reads at or after the lease's deadline, before any sweep ended the lease
 // (a broker frozen past the deadline reads the Started queued meanwhile when it resumes), does
 // not start the job: its worker gave the job up by its own count from the Assignment, so it
@@ -42,9 +57,16 @@ func TestStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 	for _, late := range []time.Duration{-time.Nanosecond, 0, time.Second} {
 		t.Run(fmt.Sprint(late), func(t *testing.T) {
 			t.Parallel()
-			b := brokertest.New(t, brokertest.Options{Config: cfg})
+			obs := &startCounter{}
+			b := brokertest.New(t, brokertest.Options{Config: cfg, Observer: obs})
 			w := b.Connect(brokertest.Hello("w1", 1, "t"))
 			id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", MaxAttempts: 3})
+			counted := func(want int64) {
+				t.Helper()
+				if n := obs.started.Load(); n != want {
+					t.Fatalf("the broker counted %d attempts started, want %d", n, want)
+				}
+			}
 			a := w.Assignment()
 			ref := brokertest.Ref(a)
 			b.Clock.Advance(lease + late)
@@ -59,6 +81,7 @@ func TestStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 				if hb := w.Heartbeat(ref).GetHeartbeatAck(); len(hb.GetExtended()) != 1 {
 					t.Fatalf("heartbeat after the start answered %v, want the lease extended", hb)
 				}
+				counted(1)
 				return
 			}
 
@@ -69,6 +92,7 @@ func TestStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 				t.Fatalf("a Started after the deadline changed the stored lease:\n got %s\nwant %s", got, before)
 			}
 			checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_LEASED, 0)
+			counted(0)
 			// The broker too holds the lease as run out: a heartbeat does not revive it.
 			heartbeatLost(t, w, w.Heartbeat(ref), ref)
 
@@ -82,6 +106,7 @@ func TestStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 			w.Started(again)
 			waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
 			checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING, 1, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_RUNNING)
+			counted(1)
 		})
 	}
 }

@@ -476,7 +476,10 @@ func mutations() []mutation {
 		from: "\t\tAND jobs.lease_expires_at > u.now\n", to: "\t\tAND jobs.lease_expires_at >= u.now\n",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/JobStartRunOut", postgres: true})
 	add(mutation{name: "lease deadline: a Started refused as run out is answered as stale", file: "broker/session.go",
-		from: "if l != nil && !was.After(now) {", to: "if l != nil && false {",
+		from: "if l != nil && late {", to: "if l != nil && false {",
+		pkgs: []string{srvPkg}, run: "TestStartedReadAfterTheDeadlineDoesNotStart"})
+	add(mutation{name: "lease deadline: a Started read after the deadline counts as an attempt started", file: "broker/session.go",
+		from: "\tif !late {\n\t\tb.obs.AttemptStarted", to: "\tif true {\n\t\tb.obs.AttemptStarted",
 		pkgs: []string{srvPkg}, run: "TestStartedReadAfterTheDeadlineDoesNotStart"})
 	add(mutation{name: "cluster lease deadline: a Started refused as run out keeps the deadline it set", file: "broker/session.go",
 		from: "l.started, l.startedAt, l.deadline = false, time.Time{}, was", to: "l.started, l.startedAt = false, time.Time{}",
