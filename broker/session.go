@@ -230,7 +230,22 @@ func ranOut(late time.Duration) string {
 	return fmt.Sprintf("lease ran out %s before this heartbeat was read: it is not extended, and the job is free for another attempt", late)
 }
 
-// Started records that user code began: the job becomes RUNNING and the attempt counts.
+// startRanOut is the refusal of a Started read late after the lease's deadline.
+func startRanOut(late time.Duration) string {
+	return fmt.Sprintf("lease ran out %s before this Started was read: the job is not started, and it is free for another attempt", late)
+}
+
+// Started records that user code began: the job becomes RUNNING and the attempt counts, and
+// the lease runs a whole lease duration from when the Started was read.
+//
+// A lease whose deadline had passed by then is not started, though no sweep has ended it yet
+// (a broker frozen past the deadline reads the Started queued meanwhile when it resumes): it
+// ran out before the attempt began, and its worker has given the job up by its own count from
+// the Assignment. The start's write refuses it (the same moment is compared in storage, where
+// a heartbeat stored before it may still have extended the lease); the worker is told the
+// lease is lost (Refused, stale), and the lease is left as it was to the sweep (in a cluster,
+// the leader's sweep and dropLostLeasesLocked), which hands the job back to PENDING with no
+// attempt spent.
 func (s *Session) Started(ref job.LeaseRef) {
 	b := s.b
 	now := b.now()
@@ -243,9 +258,15 @@ func (s *Session) Started(ref job.LeaseRef) {
 		}
 		return
 	}
+	// late: the lease ran out before this read, unless a heartbeat being stored extended it.
+	// Such a start is counted only once stored.
+	was, late := l.deadline, !l.deadline.After(now)
 	l.started, l.startedAt, l.deadline = true, now, now.Add(b.cfg.LeaseDuration)
 	timeout, attempt := l.job.AttemptTimeout, l.attempt
-	b.obs.AttemptStarted(l.job.Queue, l.job.Type, now.Sub(l.job.RunAt))
+	queue, typ, wait := l.job.Queue, l.job.Type, now.Sub(l.job.RunAt)
+	if !late {
+		b.obs.AttemptStarted(queue, typ, wait)
+	}
 	b.mu.Unlock()
 	o := &op{name: "start", starts: ref, start: &store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
 		LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)}}
@@ -260,13 +281,24 @@ func (s *Session) Started(ref job.LeaseRef) {
 	}
 	o.done = func(err error) {
 		ok := o.applied
+		if late && (ok || err != nil) { // started, or left for its result to record
+			b.obs.AttemptStarted(queue, typ, wait)
+		}
 		switch {
 		case err != nil:
 			// The job stays LEASED in storage; its result still records the attempt.
 			b.log.Warn("could not record job start", "job", ref.JobID, "err", err)
 		case !ok:
 			b.mu.Lock()
-			if l := b.leaseLocked(ref); l != nil {
+			l := b.leaseLocked(ref)
+			if l != nil && late {
+				// Ran out before the Started was read: the lease is as it was, for the sweep.
+				l.started, l.startedAt, l.deadline = false, time.Time{}, was
+				b.mu.Unlock()
+				s.refuse(ref, AboutStarted, RefusedStale, startRanOut(now.Sub(was)))
+				return
+			}
+			if l != nil {
 				b.endLeaseLocked(l, permitReleased, 0)
 			}
 			b.mu.Unlock()

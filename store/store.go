@@ -130,7 +130,9 @@ type Tx interface {
 	JobInsertOfferedAtCommit(ps []*JobInsertParams, offers []*JobOffer, got func([]*job.Job, error)) ([]JobInsertResult, error)
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
-	// start stored again.
+	// start stored again. A lease that has run out by p.Now (its deadline is p.Now or earlier)
+	// is not started, even before a sweep has ended it: once its deadline passed, the job is
+	// free for another attempt, and the lease ends with no attempt spent.
 	JobStart(p *JobStartParams) (bool, error)
 	// JobStartMany is JobStart for many leases at once; started[i] says whether ps[i] was
 	// current. A lease listed twice is started once.
@@ -366,7 +368,8 @@ type JobStartParams struct {
 	Ref job.LeaseRef
 	// Attempt is the number the attempt has once started (the job's attempts after the start):
 	// a start found already stored counts as this one only if it has the same number.
-	Attempt         int
+	Attempt int
+	// Now is when the broker read the start: the lease must not have run out by then.
 	Now             time.Time
 	LeaseUntil      time.Time
 	AttemptDeadline time.Time

@@ -124,7 +124,7 @@ func mutations() []mutation {
 		pkgs: []string{srvPkg}, run: matrix + "/lease_expiry"})
 
 	// Fencing in SQL: the database refuses any token but the current one.
-	add(sqlFence("JobStart", "lease_token = ? AND lease_secret = ? AND state = 3`,\n\t\tnanos(p.Now)")...)
+	add(sqlFence("JobStart", "lease_token = ? AND lease_secret = ? AND state = 3\n\t\tAND lease_expires_at > ?`")...)
 	add(sqlFence("JobFinish (success)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\ta.Number")...)
 	add(sqlFence("JobFinish (failure)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4) RETURNING attempt_base")...)
 	add(sqlFence("JobRelease", "lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID")...)
@@ -250,7 +250,7 @@ func mutations() []mutation {
 		pkgs: []string{pgPkg}, run: "TestListenBacksOffWhileTheDatabaseRefuses"})
 
 	// Fencing in the PostgreSQL store's SQL.
-	add(pgFence("JobStart", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3`,")...)
+	add(pgFence("JobStart", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3\n\t\tAND lease_expires_at > $1`")...)
 	add(pgFence("JobFinish (success)", pgTx, "WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,")...)
 	add(pgFence("JobFinish (failure)", pgTx, "lease_token = $9 AND lease_secret = $10 AND state IN (3, 4) RETURNING attempt_base")...)
 	add(pgFence("JobRelease", pgTx, "WHERE id = $1 AND lease_token = $2 AND lease_secret = $3 AND state = 3`, ref.JobID")...)
@@ -259,6 +259,30 @@ func mutations() []mutation {
 	add(pgFence("JobSucceedMany", pgTx, "jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)\n\tRETURNING u.ord")...)
 	add(pgFence("JobStartMany", "store/postgres/many.go", "AS u(id, seq, secret, now, until, deadline)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
 	add(pgFence("JobReleaseMany", "store/postgres/many.go", "worker_id = ''\n\tFROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)\n\tWHERE jobs.id = u.id AND jobs.lease_token = u.seq")...)
+
+	// A Started read at or after its lease's deadline starts nothing: the lease is left to the
+	// sweep, which hands the job back with no attempt spent.
+	add(mutation{name: "lease deadline: a Started revives a lease past its deadline", file: txFile,
+		from: "AND state = 3\n\t\tAND lease_expires_at > ?`", to: "AND state = 3\n\t\tAND ? IS NOT NULL`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobStartRunOut"})
+	add(mutation{name: "lease deadline: a Started read at the deadline starts the job", file: txFile,
+		from: "AND state = 3\n\t\tAND lease_expires_at > ?`", to: "AND state = 3\n\t\tAND lease_expires_at >= ?`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobStartRunOut"})
+	add(mutation{name: "postgres lease deadline: a Started read at the deadline starts the job", file: pgTx,
+		from: "\t\tAND lease_expires_at > $1`", to: "\t\tAND lease_expires_at >= $1`",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/JobStartRunOut", postgres: true})
+	add(mutation{name: "postgres lease deadline: a batched Started read at the deadline starts the job", file: "store/postgres/many.go",
+		from: "\t\tAND jobs.lease_expires_at > u.now\n", to: "\t\tAND jobs.lease_expires_at >= u.now\n",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/JobStartRunOut", postgres: true})
+	add(mutation{name: "lease deadline: a Started refused as run out is answered as stale", file: "broker/session.go",
+		from: "if l != nil && late {", to: "if l != nil && false {",
+		pkgs: []string{srvPkg}, run: "TestStartedReadAfterTheDeadlineDoesNotStart"})
+	add(mutation{name: "lease deadline: a Started read after the deadline counts as an attempt started", file: "broker/session.go",
+		from: "\tif !late {\n\t\tb.obs.AttemptStarted", to: "\tif true {\n\t\tb.obs.AttemptStarted",
+		pkgs: []string{srvPkg}, run: "TestStartedReadAfterTheDeadlineDoesNotStart"})
+	add(mutation{name: "cluster lease deadline: a Started refused as run out keeps the deadline it set", file: "broker/session.go",
+		from: "l.started, l.startedAt, l.deadline = false, time.Time{}, was", to: "l.started, l.startedAt = false, time.Time{}",
+		pkgs: []string{srvPkg}, run: "TestClusterStartedReadAfterTheDeadlineDoesNotStart", postgres: true})
 
 	// The PostgreSQL store's leases: rows another transaction holds are skipped, neither
 	// waited for nor leased twice; pauses and caps hold across brokers.

@@ -25,6 +25,7 @@ const (
 	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
 		AS u(id, seq, secret, now, until, deadline)
 	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 = 3
+		AND jobs.lease_expires_at > u.now
 	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`
 	releaseManySQL = `UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
 	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)

@@ -679,7 +679,8 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = $1,
 		lease_expires_at = $2, attempt_deadline = $3
-		WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3`,
+		WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state = 3
+		AND lease_expires_at > $1`,
 		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
 	if err != nil || n == 1 {
 		return n == 1, err

@@ -363,8 +363,10 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 4, attempts = attempts + 1, started_at = ?,
 		lease_expires_at = ?, attempt_deadline = ?
-		WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state = 3`,
-		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+		WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state = 3
+		AND lease_expires_at > ?`,
+		nanos(p.Now), nanos(p.LeaseUntil), nanos(p.AttemptDeadline), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:],
+		nanos(p.Now))
 	if err != nil || n == 1 {
 		return n == 1, err
 	}
