@@ -227,6 +227,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("the graph draws on the first open", func(t *testing.T) {
+		// The sampler has read since the listener started: the first page ever opened, with
+		// live refresh off, draws the lines against a labelled time axis from its one load.
+		bb.open(t, "overview")
+		bb.waitJS(t, "three lines and a time axis", `document.querySelectorAll("svg.graph polyline").length === 3 &&
+			[...document.querySelectorAll("svg.graph .time-axis text")].filter(t => /^\d\d:\d\d:\d\d$/.test(t.textContent)).length >= 1`)
+	})
+
 	t.Run("every page loads", func(t *testing.T) {
 		for _, page := range []string{"overview", "queues", "jobs", fmt.Sprintf("job/%d", hostileID), "dlq", "breakers", "workers"} {
 			bb.open(t, page)

@@ -129,7 +129,7 @@ pages.overview = {
     this.breakers = el("div");
     this.brokers = el("div");
     append(main, [el("h1", {}, "Overview"),
-      el("section", {}, el("h2", {}, "Throughput, last minutes (per second)"), this.graph),
+      el("section", {}, el("h2", {}, "Throughput, last minutes (per second, averaged over a minute)"), this.graph),
       el("h2", {}, "Jobs by state"), this.totals,
       el("section", {}, el("h2", {}, "Queues"), this.queues),
       el("section", {}, el("h2", {}, "Breakers not closed"), this.breakers),
@@ -159,26 +159,23 @@ pages.overview = {
   },
 };
 
-// throughputGraph draws enqueued, succeeded and failed per second as lines in an SVG.
+// throughputGraph draws enqueued, succeeded and failed per second as lines in an SVG, each
+// averaged by the broker's sampler over the same trailing minute, against a clock-time axis.
 function throughputGraph(samples) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("class", "graph");
-  svg.setAttribute("viewBox", "0 0 800 220");
+  svg.setAttribute("viewBox", "0 0 800 230");
   svg.setAttribute("preserveAspectRatio", "none");
   const series = [
-    { name: "enqueued", color: "#2457c5", pts: [] },
-    { name: "succeeded", color: "#1a7f37", pts: [] },
-    { name: "failed", color: "#b42318", pts: [] },
+    { name: "enqueued", key: "enqueued_per_second", color: "#2457c5", pts: [] },
+    { name: "succeeded", key: "succeeded_per_second", color: "#1a7f37", pts: [] },
+    { name: "failed", key: "failed_per_second", color: "#b42318", pts: [] },
   ];
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1], b = samples[i];
-    const dt = (new Date(b.at) - new Date(a.at)) / 1000;
-    if (dt <= 0) continue;
-    const t = new Date(b.at).getTime();
-    series[0].pts.push([t, Math.max(0, (b.enqueued - a.enqueued) / dt)]);
-    series[1].pts.push([t, Math.max(0, (b.succeeded - a.succeeded) / dt)]);
-    series[2].pts.push([t, b.failed_last_minute / 60]);
+  for (const smp of samples) {
+    const t = new Date(smp.at).getTime();
+    if (isNaN(t)) continue;
+    for (const s of series) s.pts.push([t, Number(smp[s.key] || 0)]);
   }
   const all = series.flatMap((s) => s.pts);
   const line = (x1, y1, x2, y2) => {
@@ -187,7 +184,13 @@ function throughputGraph(samples) {
     l.setAttribute("class", "axis");
     return l;
   };
-  const text = (x, y, s) => { const t = document.createElementNS(ns, "text"); t.setAttribute("x", x); t.setAttribute("y", y); t.textContent = s; return t; };
+  const text = (x, y, s, anchor) => {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x); t.setAttribute("y", y);
+    if (anchor) t.setAttribute("text-anchor", anchor);
+    t.textContent = s;
+    return t;
+  };
   svg.appendChild(line(40, 200, 790, 200));
   svg.appendChild(line(40, 10, 40, 200));
   if (all.length === 0) {
@@ -199,7 +202,18 @@ function throughputGraph(samples) {
     const y = (v) => 200 - (v / ymax) * 185;
     svg.appendChild(text(2, 18, ymax.toFixed(ymax < 10 ? 1 : 0)));
     svg.appendChild(text(2, 200, "0"));
-    svg.appendChild(text(44, 215, Math.round((t1 - t0) / 1000) + "s shown"));
+    // The time axis: ticks at the start, the end and three points between, in UTC as every
+    // other time on the dashboard.
+    const ticks = t1 === t0 ? [t0] : [0, 1, 2, 3, 4].map((i) => t0 + ((t1 - t0) * i) / 4);
+    const axis = document.createElementNS(ns, "g");
+    axis.setAttribute("class", "time-axis");
+    ticks.forEach((t, i) => {
+      axis.appendChild(line(x(t), 200, x(t), 205));
+      const anchor = ticks.length === 1 ? "start" : i === 0 ? "start" : i === ticks.length - 1 ? "end" : "middle";
+      axis.appendChild(text(x(t), 220, new Date(t).toISOString().slice(11, 19), anchor));
+    });
+    axis.appendChild(text(790, 10, "UTC", "end"));
+    svg.appendChild(axis);
     for (const s of series) {
       const p = document.createElementNS(ns, "polyline");
       p.setAttribute("points", s.pts.map((q) => x(q[0]).toFixed(1) + "," + y(q[1]).toFixed(1)).join(" "));
