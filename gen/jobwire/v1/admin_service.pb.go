@@ -782,7 +782,7 @@ type ErrorGroup struct {
 	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	SampleMessage string                 `protobuf:"bytes,4,opt,name=sample_message,json=sampleMessage,proto3" json:"sample_message,omitempty"`
-	// Set when error_type names no kind of error (Go's *errors.errorString, JavaScript's Error,
+	// Set when error_type names no kind of error (Go's "error", JavaScript's Error,
 	// Python's Exception, none): the dead jobs of that type are grouped by this fingerprint of
 	// their message instead, the message with numbers, hex ids and UUIDs replaced by <n>, <hex>
 	// and <uuid>.
