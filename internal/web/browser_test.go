@@ -299,10 +299,18 @@ func TestDashboardInBrowser(t *testing.T) {
 		if label := eval[string](t, bb, `document.getElementById("confirm").textContent`); label != "Purge 1" {
 			t.Errorf("confirm button says %q, want the count: Purge 1", label)
 		}
+		// A job that dies with the same error after the preview was not seen: the confirm
+		// leaves it alone.
+		syncer := b.Connect(brokertest.Hello("syncer-1", 1, "sync.run"))
+		b.Enqueue(&jobwirev1.JobSpec{Type: "sync.run", Queue: "sync"})
+		unseen := killJob(t, b, syncer, "IOError")
 		bb.do(t, "confirm", chromedp.Click(chromedp.ID("confirm")))
 		bb.waitJS(t, "the purge to be reported", `document.getElementById("bulk").textContent.includes("Purged 1 job")`)
 		if _, err := b.Producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: deadC}); err == nil {
 			t.Errorf("job %d still exists after the purge", deadC)
+		}
+		if st := jobState(t, b, unseen).GetState(); st != jobwirev1.JobState_JOB_STATE_DEAD {
+			t.Errorf("job %d, dead after the preview, is %s: the confirm acted on a job the operator never saw", unseen, st)
 		}
 	})
 

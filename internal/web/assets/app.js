@@ -358,15 +358,18 @@ pages.dlq = {
       el("section", {}, this.list, this.pager)]);
   },
   filter() { return { queue: this.queue.value, type: this.type.value, error_type: this.errorType.value }; },
-  // preview asks the broker how many jobs the filter matches, and offers to act on exactly those.
+  // preview asks the broker which jobs the filter matches, and offers to act on exactly those:
+  // the confirm names the previewed ids, so a job that died since, or a filter edited since,
+  // changes nothing, and a previewed job that left the DLQ meanwhile makes the broker refuse.
   async preview(method, verb) {
     clear(this.bulk);
     try {
       const res = await write(method, { selection: { filter: this.filter(), preview: true } });
-      const n = Number(res.matched);
+      const ids = (res.matched_ids || []).map(String);
+      const n = ids.length;
       append(this.bulk, [el("div", { class: "notice" }, verb + " " + n + " dead job" + (n === 1 ? "" : "s") + " matching this filter? ",
         n > 0 ? el("button", { type: "button", class: verb === "Purge" ? "danger" : "primary", id: "confirm", onclick: () => act(async () => {
-          const done = await write(method, { selection: { filter: this.filter(), limit: Math.max(n, 1) } });
+          const done = await write(method, { selection: { ids, limit: n } });
           clear(this.bulk);
           append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job(s).")]);
         }) }, verb + " " + n) : null,
