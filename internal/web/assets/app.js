@@ -4,7 +4,7 @@
 "use strict";
 
 const REFRESH_MS = 2000;
-const state = { role: "viewer", auth: false, page: null, timer: null, busy: false };
+const state = { role: "viewer", auth: false, page: null, timer: null, busy: false, paged: 0 };
 
 // ---- DOM helpers -------------------------------------------------------------------------
 
@@ -238,7 +238,7 @@ function queueTable(queues, actions) {
     const d = q.depth_by_state || {};
     const cap = q.concurrency_limit ? " / " + q.concurrency_limit : "";
     const cells = [td(el("span", {}, q.name, " ", q.paused ? badge("paused") : null)),
-      num(d.PENDING), num(d.SCHEDULED), td(fmtNum(q.running) + cap, "num"), td(fmtDur(q.oldest_ready_age), "num"), num(d.DEAD)];
+      num(d.PENDING), num(d.SCHEDULED), td(fmtNum(q.running) + cap, "num"), td(q.oldest_ready_age ? fmtDur(q.oldest_ready_age) : "-", "num"), num(d.DEAD)];
     if (actions) {
       const limit = el("input", { type: "number", min: 0, value: q.concurrency_limit || 0, size: 5, ariaLabel: "limit of " + q.name });
       cells.push(td(isAdmin() ? el("span", { class: "row" },
@@ -266,27 +266,46 @@ pages.queues = {
 
 const STATES = ["", "PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
 
+// The lists of jobs keep their filters, sort and page in the address (#/jobs?queue=mail&sort=
+// run_at&order=asc&page=TOKEN), so a link an operator pastes opens the same view. The broker
+// pages in its own order (newest first); a column sort orders the rows of the page shown.
 pages.jobs = {
-  render(main) {
-    this.tokens = [""];
-    this.stateSel = el("select", { ariaLabel: "state" }, STATES.map((s) => el("option", { value: s }, s || "any state")));
-    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue" });
-    this.type = el("input", { placeholder: "type", ariaLabel: "type" });
-    const apply = () => { this.tokens = [""]; refresh(); };
-    this.list = el("div");
+  render(main, _arg, params) {
+    this.params = params;
+    this.stateSel = el("select", { ariaLabel: "state" }, STATES.map((s) => el("option", { value: s, selected: s === (params.get("state") || "") }, s || "any state")));
+    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue", value: params.get("queue") || "" });
+    this.type = el("input", { placeholder: "type", ariaLabel: "type", value: params.get("type") || "" });
+    const apply = () => navigate("jobs", { state: this.stateSel.value, queue: this.queue.value.trim(), type: this.type.value.trim(),
+      sort: params.get("sort"), order: params.get("order") });
+    this.list = el("div", { id: "jobs-list" });
     this.pager = el("div", { class: "row" });
     append(main, [el("h1", {}, "Jobs"),
-      el("div", { class: "row" }, this.stateSel, this.queue, this.type, el("button", { type: "button", class: "primary", onclick: apply }, "Filter")),
+      el("form", { class: "row", onsubmit: (e) => { e.preventDefault(); apply(); } }, this.stateSel, this.queue, this.type,
+        el("button", { type: "submit", class: "primary" }, "Filter")),
       el("section", {}, this.list, this.pager)]);
   },
   async refresh() {
-    const req = { page_size: 50, page_token: this.tokens[this.tokens.length - 1], queue: this.queue.value, type: this.type.value };
-    if (this.stateSel.value) req.state = "JOB_STATE_" + this.stateSel.value;
+    const p = this.params;
+    const req = { page_size: 50, page_token: p.get("page") || "", queue: p.get("queue") || "", type: p.get("type") || "" };
+    if (p.get("state")) req.state = "JOB_STATE_" + p.get("state");
     const res = await read("ListJobs", req);
-    clear(this.list).appendChild(jobTable(res.jobs || []));
-    drawPager(this, res.next_page_token);
+    clear(this.list).appendChild(jobTable(res.jobs || [], "jobs", p));
+    urlPager(this.pager, "jobs", p, res.next_page_token);
   },
 };
+
+// navigate shows a page with the given query in the address; empty values are left out.
+function navigate(route, query) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v) q.set(k, v);
+  const s = q.toString();
+  location.hash = "#/" + route + (s ? "?" + s : "");
+}
+
+function withParams(params, changes) {
+  const out = Object.fromEntries(params.entries());
+  return Object.assign(out, changes);
+}
 
 // drawPager offers the previous page (the page keeps a stack of page tokens) and the next.
 function drawPager(page, next) {
@@ -295,13 +314,66 @@ function drawPager(page, next) {
   if (next) append(page.pager, [el("button", { type: "button", onclick: () => { page.tokens.push(next); refresh(); } }, "Next page")]);
 }
 
-function jobTable(jobs, extra) {
-  return table(["Id", "Type", "Queue", "State", ["Attempts", "num"], "Created", "Last error"].concat(extra ? [""] : []),
-    jobs.map((j) => el("tr", { dataset: { job: j.id } },
-      td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)), td(j.type), td(j.queue),
-      td(badge(jobState(j.state))), td(j.attempts + " / " + j.max_attempts, "num"), td(fmtTime(j.created_at)),
-      td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")),
-      extra ? td(extra(j)) : null)), "No jobs match.");
+// urlPager offers the first page, the one before (through the browser's history, which holds
+// it when the operator paged here) and the next, each as an address.
+function urlPager(box, route, params, next) {
+  clear(box);
+  if (params.get("page")) {
+    append(box, [el("button", { type: "button", onclick: () => navigate(route, withParams(params, { page: "" })) }, "First page")]);
+    if (state.paged > 0) append(box, [el("button", { type: "button", onclick: () => { state.paged--; history.back(); } }, "Previous page")]);
+  }
+  if (next) append(box, [el("button", { type: "button", id: "next-page", onclick: () => { state.paged++; navigate(route, withParams(params, { page: next })); } }, "Next page")]);
+}
+
+// JOB_COLUMNS are the columns a list of jobs can show, each with its sort key.
+const JOB_COLUMNS = {
+  id: { label: "Id", key: (j) => Number(j.id), cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
+  type: { label: "Type", key: (j) => j.type, cell: (j) => td(j.type) },
+  queue: { label: "Queue", key: (j) => j.queue, cell: (j) => td(j.queue) },
+  state: { label: "State", key: (j) => jobState(j.state), cell: (j) => td(badge(jobState(j.state))) },
+  attempts: { label: "Attempts", num: true, key: (j) => Number(j.attempts), cell: (j) => td(j.attempts + " / " + j.max_attempts, "num") },
+  created_at: { label: "Created", key: (j) => j.created_at || "", cell: (j) => td(fmtTime(j.created_at)) },
+  // A job waiting for its time shows when it runs; one that is running or done shows nothing.
+  run_at: { label: "Runs at", key: (j) => nextRun(j), cell: (j) => td(nextRun(j) ? fmtTime(nextRun(j)) : "-") },
+  died_at: { label: "Died at", key: (j) => j.finished_at || "", cell: (j) => td(fmtTime(j.finished_at)) },
+  reason: { label: "Reason", key: (j) => deadReason(j), cell: (j) => td(el("span", {}, short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "") ? badge(short(j.dead_reason, "DEAD_REASON_"), "OPEN") : null, " ",
+    [j.last_error_type, j.last_error_message].filter(Boolean).join(": "))) },
+  last_error: { label: "Last error", key: (j) => j.last_error_type || "", cell: (j) => td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")) },
+};
+const LIST_COLUMNS = {
+  jobs: { cols: ["id", "type", "queue", "state", "attempts", "created_at", "run_at", "last_error"], sort: "id", order: "desc" },
+  dlq: { cols: ["id", "type", "queue", "attempts", "died_at", "reason"], sort: "died_at", order: "desc" },
+};
+
+function nextRun(j) {
+  const st = jobState(j.state);
+  return (st === "SCHEDULED" || st === "PENDING") && j.run_at ? j.run_at : "";
+}
+function deadReason(j) { return short(j.dead_reason, "DEAD_REASON_") + " " + (j.last_error_type || ""); }
+
+// jobTable lists jobs in the columns of the route, sorted as the address says; a header click
+// sorts by its column (again: the other way round).
+function jobTable(jobs, route, params, extra) {
+  const list = LIST_COLUMNS[route];
+  const sort = JOB_COLUMNS[params.get("sort")] && list.cols.includes(params.get("sort")) ? params.get("sort") : list.sort;
+  const order = params.get("order") === "asc" || params.get("order") === "desc" ? params.get("order") : (sort === list.sort ? list.order : "asc");
+  const col = JOB_COLUMNS[sort];
+  const rows = jobs.slice().sort((a, b) => {
+    const x = col.key(a), y = col.key(b);
+    const c = x < y ? -1 : x > y ? 1 : Number(a.id) - Number(b.id);
+    return order === "asc" ? c : -c;
+  });
+  const head = el("tr", {}, list.cols.map((name) => {
+    const c = JOB_COLUMNS[name];
+    const on = name === sort;
+    const next = on && order === "desc" ? "asc" : on ? "desc" : (name === list.sort ? list.order : "asc");
+    return el("th", { class: (c.num ? "num " : "") + "sortable", dataset: { sort: name, order: on ? order : "" }, ariaSort: on ? (order === "asc" ? "ascending" : "descending") : null },
+      el("a", { href: "#/" + route + "?" + new URLSearchParams(Object.entries(withParams(params, { sort: name, order: next })).filter(([, v]) => v)).toString() },
+        c.label, on ? (order === "asc" ? " ▲" : " ▼") : ""));
+  }), extra ? el("th") : null);
+  const body = rows.length ? rows.map((j) => el("tr", { dataset: { job: j.id } }, list.cols.map((name) => JOB_COLUMNS[name].cell(j)), extra ? td(extra(j)) : null))
+    : [el("tr", {}, el("td", { colSpan: list.cols.length + (extra ? 1 : 0), class: "muted" }, route === "dlq" ? "No dead job matches." : "No jobs match."))];
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, body));
 }
 
 pages.job = {
@@ -337,21 +409,22 @@ pages.job = {
 };
 
 pages.dlq = {
-  render(main) {
-    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue" });
-    this.type = el("input", { placeholder: "type", ariaLabel: "type" });
-    this.errorType = el("input", { placeholder: "error type", ariaLabel: "error type" });
-    this.tokens = [""];
+  render(main, _arg, params) {
+    this.params = params;
+    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue", value: params.get("queue") || "" });
+    this.type = el("input", { placeholder: "type", ariaLabel: "type", value: params.get("type") || "" });
+    this.errorType = el("input", { placeholder: "error type", ariaLabel: "error type", value: params.get("error_type") || "" });
     this.top = el("div");
     this.list = el("div", { id: "dlq-list" });
     this.pager = el("div", { class: "row" });
     this.bulk = el("div", { id: "bulk" });
     this.editor = el("div", { id: "editor" });
-    const apply = () => { this.tokens = [""]; clear(this.bulk); refresh(); };
+    const apply = () => navigate("dlq", { queue: this.queue.value.trim(), type: this.type.value.trim(), error_type: this.errorType.value.trim(),
+      sort: params.get("sort"), order: params.get("order") });
     append(main, [el("h1", {}, "Dead letters"),
       el("section", {}, el("h2", {}, "Top errors"), this.top),
-      el("div", { class: "row" }, this.queue, this.type, this.errorType,
-        el("button", { type: "button", class: "primary", onclick: apply }, "Filter"),
+      el("form", { class: "row", onsubmit: (e) => { e.preventDefault(); apply(); } }, this.queue, this.type, this.errorType,
+        el("button", { type: "submit", class: "primary" }, "Filter"),
         adminButton("Preview requeue", () => this.preview("RequeueDeadJobs", "Requeue")),
         adminButton("Preview purge", () => this.preview("PurgeDeadJobs", "Purge"), "danger")),
       this.bulk, this.editor,
@@ -394,13 +467,13 @@ pages.dlq = {
   },
   async refresh() {
     const [top, res] = await Promise.all([read("TopDeadErrors", { filter: this.filter(), limit: 10 }),
-      read("ListDeadJobs", { filter: this.filter(), page_size: 50, page_token: this.tokens[this.tokens.length - 1] })]);
+      read("ListDeadJobs", { filter: this.filter(), page_size: 50, page_token: this.params.get("page") || "" })]);
     clear(this.top).appendChild(table(["Error type", ["Jobs", "num"], "Last seen", "Sample message"],
       (top.groups || []).map((g) => el("tr", {}, td(g.error_type), num(g.count), td(fmtTime(g.last_seen)), td(g.sample_message))), "The DLQ is empty."));
-    clear(this.list).appendChild(jobTable(res.jobs || [], isAdmin() ? (j) => el("span", { class: "row" },
+    clear(this.list).appendChild(jobTable(res.jobs || [], "dlq", this.params, isAdmin() ? (j) => el("span", { class: "row" },
       el("button", { type: "button", onclick: () => act(() => write("RequeueDeadJobs", { selection: { ids: [j.id] } })) }, "Requeue"),
       el("button", { type: "button", onclick: () => this.edit(j.id) }, "Edit & requeue")) : null));
-    drawPager(this, res.next_page_token);
+    urlPager(this.pager, "dlq", this.params, res.next_page_token);
   },
 };
 
@@ -489,7 +562,9 @@ async function refresh() {
 }
 
 function route() {
-  const [name, arg] = (location.hash.replace(/^#\/?/, "") || "overview").split("/");
+  const [path, query] = (location.hash.replace(/^#\/?/, "") || "overview").split("?");
+  const [name, arg] = path.split("/");
+  const params = new URLSearchParams(query || "");
   const page = pages[name] || pages.overview;
   state.route = pages[name] ? name : "overview";
   state.page = Object.create(page);
@@ -497,7 +572,7 @@ function route() {
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === (name === "job" ? "jobs" : state.route));
   const main = clear(document.getElementById("main"));
   showError(null);
-  state.page.render(main, arg && decodeURIComponent(arg));
+  state.page.render(main, arg && decodeURIComponent(arg), params);
   refresh();
 }
 
