@@ -366,6 +366,23 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a job's page says why it is not running", func(t *testing.T) {
+		bb.open(t, fmt.Sprintf("job/%d", hostileID))
+		bb.waitJS(t, "the scheduled reason", `document.getElementById("waiting") !== null && document.getElementById("waiting").dataset.reason === "SCHEDULED"`)
+		runAt := jobState(t, b, hostileID).GetRunAt().AsTime().UTC().Format(time.RFC3339)
+		if got := eval[string](t, bb, `document.getElementById("waiting").textContent`); !strings.Contains(got, "scheduled for "+runAt) {
+			t.Errorf("the page says %q, want it scheduled for %s", got, runAt)
+		}
+		if _, err := b.Admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: "paused-here"}); err != nil {
+			t.Fatal(err)
+		}
+		held := b.Enqueue(&jobwirev1.JobSpec{Type: "email.send", Queue: "paused-here"})
+		bb.open(t, fmt.Sprintf("job/%d", held))
+		if got := eval[string](t, bb, `document.getElementById("waiting").textContent`); !strings.Contains(got, `queue "paused-here" is paused`) {
+			t.Errorf("the page says %q, want the paused queue", got)
+		}
+	})
+
 	t.Run("cancel a job from its page", func(t *testing.T) {
 		bb.open(t, fmt.Sprintf("job/%d", hostileID))
 		bb.do(t, "cancel", chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll("button")].find(b => b.textContent === "Cancel job")`)))

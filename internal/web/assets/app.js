@@ -383,7 +383,11 @@ pages.job = {
     append(main, [el("h1", {}, "Job " + id), this.body]);
   },
   async refresh() {
-    const j = (await read("GetJob", { id: this.id })).job;
+    const res = await read("GetJob", { id: this.id });
+    const j = res.job;
+    // Why it is not running, in the broker's words: the same rules its dispatcher applies.
+    const waiting = res.waiting && res.waiting.detail ? el("div", { class: "notice", id: "waiting", dataset: { reason: short(res.waiting.reason, "WAIT_REASON_") } },
+      "Not running: " + res.waiting.detail + ".") : null;
     const st = jobState(j.state);
     const payload = decodePayload(j.payload);
     const meta = j.metadata && Object.keys(j.metadata).length ? j.metadata : null;
@@ -392,6 +396,7 @@ pages.job = {
     append(this.body, [
       el("section", {}, el("div", { class: "row" }, badge(st),
         !final ? adminButton("Cancel job", () => act(() => write("CancelJob", { id: this.id })), "danger") : null),
+      waiting,
       el("dl", { class: "kv" }, [
         ["Type", j.type], ["Queue", j.queue], ["Priority", j.priority], ["Attempts", j.attempts + " / " + j.max_attempts],
         ["Created", fmtTime(j.created_at)], ["Run at", fmtTime(j.run_at)], ["Finished", fmtTime(j.finished_at)],
