@@ -529,6 +529,21 @@ func TestDashboardListsInBrowser(t *testing.T) {
 			t.Errorf("the pasted address lists %v, want %s", ids, want)
 		}
 	})
+
+	t.Run("a bulk requeue leaves the list at once", func(t *testing.T) {
+		bb.open(t, "dlq?type=report.build")
+		bb.do(t, "preview", chromedp.SetValue(chromedp.CSS(`input[aria-label="type"]`), "report.build"),
+			chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll("button")].find(b => b.textContent === "Preview requeue")`)),
+			chromedp.WaitVisible(chromedp.ID("confirm")))
+		bb.do(t, "confirm", chromedp.Click(chromedp.ID("confirm")))
+		bb.waitJS(t, "the requeue reported and the list emptied", `document.getElementById("bulk").textContent.includes("Requeued 2 job") &&
+			document.querySelectorAll("#dlq-list tbody tr[data-job]").length === 0`)
+		for _, id := range []int64{first, second} {
+			if st := jobState(t, b, id).GetState(); st == jobwirev1.JobState_JOB_STATE_DEAD {
+				t.Errorf("job %d is still DEAD after the requeue", id)
+			}
+		}
+	})
 }
 
 func slicesContain(s []string, v string) bool {
