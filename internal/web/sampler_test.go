@@ -41,15 +41,29 @@ func (f *fakeStats) set(total, succeeded, failed int64) {
 	f.mu.Unlock()
 }
 
-func waitSamples(t *testing.T, s *sampler, n int) []sample {
+// advance moves the clock a reading on and waits until the sampler has taken that reading (the
+// sampler arms its next reading before it takes one, so the next advance finds it armed).
+func advance(t *testing.T, s *sampler, clk *clock.Fake) []sample {
+	t.Helper()
+	clk.Advance(s.every)
+	return waitReading(t, s, clk.Now())
+}
+
+// waitReading waits until the sampler's newest reading is stamped at.
+func waitReading(t *testing.T, s *sampler, at time.Time) []sample {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if got := s.snapshot(); len(got) >= n {
+		got := s.snapshot()
+		if len(got) > 0 && got[len(got)-1].At.Equal(at) {
+			// The reading is done once its tick lets go: the next tick must not find it in
+			// flight and skip.
+			s.reading.Lock()
+			s.reading.Unlock()
 			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the sampler has %d samples, want %d", len(s.snapshot()), n)
+			t.Fatalf("no reading at %v after 30s; %d samples", at, len(got))
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition
 	}
@@ -62,15 +76,13 @@ func TestSamplerReadsFromStartWithEveryLineAveragedAlike(t *testing.T) {
 	f := &fakeStats{}
 	s := newSampler(t.Context(), clk, 2*time.Second, f.read)
 	s.start()
-	first := waitSamples(t, s, 1)
-	if !first[0].At.Equal(clk.Now()) {
-		t.Errorf("first sample at %v, want the start %v", first[0].At, clk.Now())
+	if first := waitReading(t, s, clk.Now()); len(first) != 1 {
+		t.Fatalf("%d samples at the start, want 1", len(first))
 	}
 	// 30 enqueued and 30 succeeded, 12 failed in the window, over 30 seconds.
 	for i := 1; i <= 15; i++ {
 		f.set(int64(2*i), int64(2*i), 12)
-		clk.Advance(2 * time.Second)
-		waitSamples(t, s, i+1)
+		advance(t, s, clk)
 	}
 	last := s.snapshot()[15]
 	if last.EnqueuedRate != 1 {
@@ -82,28 +94,15 @@ func TestSamplerReadsFromStartWithEveryLineAveragedAlike(t *testing.T) {
 	// A minute later the enqueue rate is averaged over the last minute only.
 	for i := 16; i <= 60; i++ {
 		f.set(30+int64(i-15)*4, 30, 0)
-		clk.Advance(2 * time.Second)
-		waitSamples(t, s, i+1)
+		advance(t, s, clk)
 	}
 	if got := s.snapshot()[60].EnqueuedRate; got != 2 {
 		t.Errorf("enqueued %v/s over the trailing minute, want 2", got)
 	}
-	for i := 61; i < sampleKeep+10; i++ {
-		clk.Advance(2 * time.Second)
-		waitSamples(t, s, min(i+1, sampleKeep))
+	for range sampleKeep {
+		advance(t, s, clk)
 	}
-	clk.Advance(2 * time.Second)
-	f.mu.Lock()
-	reads := f.reads
-	f.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for got := s.snapshot(); !got[len(got)-1].At.Equal(clk.Now()); got = s.snapshot() {
-		if time.Now().After(deadline) {
-			t.Fatal("the last reading never came")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := len(s.snapshot()); got != sampleKeep || reads < sampleKeep {
-		t.Errorf("%d samples kept after %d readings, want %d", got, reads, sampleKeep)
+	if got := len(s.snapshot()); got != sampleKeep {
+		t.Errorf("%d samples kept, want %d", got, sampleKeep)
 	}
 }
