@@ -10,12 +10,14 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// genericErrorTypes name no kind of error: every errors.New error in Go is *errors.errorString,
-// and plain Error and Exception are what JavaScript and Python code throws when it does not
-// bother with a class. Grouping the dead-letter queue by them lumps unrelated failures together,
-// so their jobs are grouped by what their messages say instead.
+// genericErrorTypes name no kind of error: the Go SDK reports "error" for an errors.New error
+// (older Go workers reported its type, *errors.errorString), and plain Error and Exception are
+// what JavaScript and Python code throws when it does not bother with a class. Grouping the
+// dead-letter queue by them lumps unrelated failures together, so their jobs are grouped by
+// what their messages say instead.
 var genericErrorTypes = map[string]bool{
 	"":                    true,
+	"error":               true,
 	"*errors.errorString": true,
 	"*fmt.wrapError":      true,
 	"*fmt.wrapErrors":     true,

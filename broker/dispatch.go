@@ -65,13 +65,10 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	for i := range n {
 		s := b.sessions[i]
 		free := s.freeLocked() + freed[s]
-		if s.draining || s.closed {
+		if !s.takesWorkLocked() {
 			continue
 		}
-		waiting, overflowed := s.out.size()
-		if overflowed {
-			continue
-		}
+		waiting, _ := s.out.size()
 		if free <= 0 || waiting >= OutboxGrantBytes {
 			full = true
 			continue
@@ -354,6 +351,16 @@ func (sc *queueScope) apply(p *store.JobLeaseParams) {
 	p.Queues, p.ExcludeQueues, p.ExcludePaused = sc.queues, sc.exclude, sc.excludePaused
 }
 
+// takesWorkLocked reports whether the dispatcher offers the session jobs at all: it is not
+// draining or closed, and its worker reads its stream.
+func (s *Session) takesWorkLocked() bool {
+	if s.draining || s.closed {
+		return false
+	}
+	_, overflowed := s.out.size()
+	return !overflowed
+}
+
 // serves reports whether the session takes jobs of queue.
 func (s *Session) serves(queue string) bool {
 	return len(s.queues) == 0 || slices.Contains(s.queues, queue)
@@ -363,10 +370,7 @@ func (s *Session) serves(queue string) bool {
 // the capped queues with room among them. Its cost grows with the session's queues and the
 // capped queues, never with the paused ones.
 func dispatchScope(s *Session, plan queuePlan) (*queueScope, []string) {
-	full := func(q string) bool {
-		room, capped := plan.room[q]
-		return capped && room <= 0
-	}
+	full := plan.full
 	var scope *queueScope
 	if len(s.queues) == 0 {
 		scope = &queueScope{excludePaused: plan.anyPaused}

@@ -137,6 +137,9 @@ type BulkResult struct {
 	Matched  int
 	Affected int
 	Sample   []*job.Job // up to SampleSize matched jobs, without history or payload
+	// IDs are every matched job's id on a preview, newest first for a filter: what a confirm
+	// names to act on exactly the jobs previewed.
+	IDs []int64
 }
 
 // Requeue says how dead jobs go back to run.
@@ -245,15 +248,11 @@ func (b *Broker) selectDead(tx store.Tx, sel Selection) ([]int64, error) {
 // previewDead counts and samples a selection from the readers, changing nothing.
 func (b *Broker) previewDead(ctx context.Context, sel Selection) (BulkResult, error) {
 	if sel.Filter != nil {
-		n, err := b.st.JobCountDead(ctx, sel.Filter.storeFilter(), sel.Limit)
+		jobs, err := b.ListDeadJobs(ctx, *sel.Filter, nil, sel.Limit)
 		if err != nil {
 			return BulkResult{}, err
 		}
-		sample, err := b.ListDeadJobs(ctx, *sel.Filter, nil, min(sel.Limit, SampleSize))
-		if err != nil {
-			return BulkResult{}, err
-		}
-		return BulkResult{Matched: n, Sample: sample}, nil
+		return BulkResult{Matched: len(jobs), Sample: jobs[:min(len(jobs), SampleSize)], IDs: jobIDs(jobs)}, nil
 	}
 	ids := dedupe(sel.IDs)
 	jobs, err := b.st.JobGetMany(ctx, ids)
@@ -267,7 +266,15 @@ func (b *Broker) previewDead(ctx context.Context, sel Selection) (BulkResult, er
 	if err := checkDead(ids, states); err != nil {
 		return BulkResult{}, err
 	}
-	return BulkResult{Matched: len(jobs), Sample: jobs[:min(len(jobs), SampleSize)]}, nil
+	return BulkResult{Matched: len(jobs), Sample: jobs[:min(len(jobs), SampleSize)], IDs: jobIDs(jobs)}, nil
+}
+
+func jobIDs(jobs []*job.Job) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
 }
 
 // checkDead fails unless every id names a dead job, naming the first that does not.

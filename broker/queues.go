@@ -254,6 +254,12 @@ type queuePlan struct {
 // paused reports whether q is paused.
 func (p queuePlan) paused(q string) bool { return p.rules[q].paused }
 
+// full reports whether q is capped and holds as many leases as its cap allows.
+func (p queuePlan) full(q string) bool {
+	room, capped := p.room[q]
+	return capped && room <= 0
+}
+
 // planQueuesLocked reads the rules and held leases into a plan for one round. It visits the
 // capped queues only: paused ones are looked up by name as needed.
 func (b *Broker) planQueuesLocked() queuePlan {

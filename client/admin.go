@@ -231,9 +231,9 @@ type ErrorGroup struct {
 	Count         int64
 	LastSeen      time.Time
 	SampleMessage string
-	// Fingerprint is set when ErrorType is generic (*errors.errorString, Error, Exception): the
-	// group is the jobs of that type whose message has this fingerprint (numbers, hex ids and
-	// UUIDs replaced by <n>, <hex> and <uuid>).
+	// Fingerprint is set when ErrorType is generic (Go's "error", Error, Exception): the group
+	// is the jobs of that type whose message has this fingerprint (numbers, hex ids and UUIDs
+	// replaced by <n>, <hex> and <uuid>).
 	Fingerprint string
 }
 

@@ -50,8 +50,8 @@ var languages = []*language{
 		command:       func() []string { return []string{goWorkerBin} },
 		missing:       func() string { return "" },
 		fatalType:     "*main.FatalByDesignError",
-		flakyType:     "*errors.errorString",
-		transientType: "*errors.errorString",
+		flakyType:     "error",
+		transientType: "error",
 	},
 	{
 		name: "python",

@@ -286,3 +286,22 @@ func truncate(s string, limit int) string {
 	}
 	return out
 }
+
+var waitReasons = map[broker.WaitReason]jobwirev1.WaitReason{
+	broker.WaitScheduled:      jobwirev1.WaitReason_WAIT_REASON_SCHEDULED,
+	broker.WaitQueuePaused:    jobwirev1.WaitReason_WAIT_REASON_QUEUE_PAUSED,
+	broker.WaitQueueAtCap:     jobwirev1.WaitReason_WAIT_REASON_QUEUE_AT_CAP,
+	broker.WaitBreakerOpen:    jobwirev1.WaitReason_WAIT_REASON_BREAKER_OPEN,
+	broker.WaitBreakerProbing: jobwirev1.WaitReason_WAIT_REASON_BREAKER_PROBING,
+	broker.WaitNoWorker:       jobwirev1.WaitReason_WAIT_REASON_NO_WORKER,
+	broker.WaitWorkerSlot:     jobwirev1.WaitReason_WAIT_REASON_WORKER_SLOT,
+}
+
+// waitingToProto is nil for a job that waits for nothing.
+func waitingToProto(w broker.Waiting) *jobwirev1.JobWaiting {
+	r, ok := waitReasons[w.Reason]
+	if !ok {
+		return nil
+	}
+	return &jobwirev1.JobWaiting{Reason: r, Detail: w.Detail, Until: ts(w.Until), Limit: int32(w.Limit)}
+}

@@ -174,7 +174,7 @@ func (a *admin) RequeueDeadJobs(ctx context.Context, req *jobwirev1.RequeueDeadJ
 		return nil, toStatus(err)
 	}
 	return &jobwirev1.RequeueDeadJobsResponse{Matched: int32(res.Matched), Affected: int32(res.Affected),
-		Sample: jobsToProto(res.Sample)}, nil
+		Sample: jobsToProto(res.Sample), MatchedIds: res.IDs}, nil
 }
 
 func (a *admin) PurgeDeadJobs(ctx context.Context, req *jobwirev1.PurgeDeadJobsRequest) (*jobwirev1.PurgeDeadJobsResponse, error) {
@@ -183,7 +183,7 @@ func (a *admin) PurgeDeadJobs(ctx context.Context, req *jobwirev1.PurgeDeadJobsR
 		return nil, toStatus(err)
 	}
 	return &jobwirev1.PurgeDeadJobsResponse{Matched: int32(res.Matched), Affected: int32(res.Affected),
-		Sample: jobsToProto(res.Sample)}, nil
+		Sample: jobsToProto(res.Sample), MatchedIds: res.IDs}, nil
 }
 
 func (a *admin) TopDeadErrors(ctx context.Context, req *jobwirev1.TopDeadErrorsRequest) (*jobwirev1.TopDeadErrorsResponse, error) {

@@ -110,7 +110,7 @@ func (p *producer) GetJob(ctx context.Context, req *jobwirev1.GetJobRequest) (*j
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &jobwirev1.GetJobResponse{Job: jobToProto(j)}, nil
+	return &jobwirev1.GetJobResponse{Job: jobToProto(j), Waiting: waitingToProto(p.b.WhyPending(j))}, nil
 }
 
 func (p *producer) CancelJob(ctx context.Context, req *jobwirev1.CancelJobRequest) (*jobwirev1.CancelJobResponse, error) {

@@ -12,6 +12,13 @@
 // failure no retry can fix, RetryAfter asks for a specific delay, and everything else is retried
 // with the broker's backoff. Classify documents the rules.
 //
+// Each failure carries an error type, the name the dead-letter queue groups failures under: a
+// name given with ErrorType or RegisterError, else the Go type of the error deepest in the chain
+// that has one of its own ("*json.SyntaxError", "*pgconn.PgError", "io.EOF" for the standard
+// sentinels). An error made only of errors.New and fmt.Errorf names no kind of failure; its type
+// is reported as "error", never as the implementation detail "*errors.errorString", and the
+// broker groups such dead jobs by the shape of their message instead.
+//
 // Run blocks until its context is cancelled, then shuts down gracefully: it tells the broker to
 // send no more work, hands back jobs that never started, lets running handlers finish within
 // Options.ShutdownGrace and waits for their results to be acknowledged.

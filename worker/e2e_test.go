@@ -128,7 +128,7 @@ func TestSDKTriageAgainstBroker(t *testing.T) {
 		{badJSON, "*json.UnmarshalTypeError"},
 		{enqueue(t, b, "bug", ""), "panic"},
 		{enqueue(t, b, "unsupported", ""), "errors.ErrUnsupported"},
-		{enqueue(t, b, "declined", ""), "*errors.errorString"},
+		{enqueue(t, b, "declined", ""), "error"},
 	} {
 		j := waitJob(t, b, tc.id, jobwirev1.JobState_JOB_STATE_DEAD)
 		h := j.GetAttemptHistory()

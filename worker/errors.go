@@ -32,7 +32,8 @@ type Failure struct {
 	// Fatal means retrying cannot help (a code or payload bug): the broker sends the job to
 	// the dead-letter queue at once. Otherwise the failure is transient and retried.
 	Fatal bool
-	// ErrorType is the Go type of the error, such as "*json.SyntaxError" or "panic".
+	// ErrorType names the kind of error, such as "*json.SyntaxError", "panic", or "error" for
+	// one made only of errors.New and fmt.Errorf.
 	ErrorType string
 	// Message is err.Error().
 	Message string
@@ -96,8 +97,8 @@ func (e *PanicError) Unwrap() error {
 
 // ErrorType makes err report name as its error type: the name the dead-letter queue groups it
 // under (jobwire dlq top) and the broker's always-fatal list matches. It also names errors
-// built with errors.New or fmt.Errorf, which otherwise share a type with every other such
-// error. ErrorType(nil, name) is nil.
+// built with errors.New or fmt.Errorf, which otherwise share the type "error" with every other
+// such error. ErrorType(nil, name) is nil.
 func ErrorType(err error, name string) error {
 	if err == nil {
 		return nil
@@ -114,7 +115,7 @@ func (e *namedError) Error() string { return e.err.Error() }
 func (e *namedError) Unwrap() error { return e.err }
 
 // wellKnownErrors are standard library sentinels, reported by the names a Go programmer knows
-// them by rather than as one more *errors.errorString.
+// them by rather than as one more plain "error".
 var wellKnownErrors = map[error]string{
 	context.Canceled:         "context.Canceled",
 	context.DeadlineExceeded: "context.DeadlineExceeded",
@@ -145,7 +146,7 @@ var wellKnownErrors = map[error]string{
 // "io.EOF") or has a type of its own, so fmt.Errorf("decode: %w", syntaxErr) reports
 // "*json.SyntaxError". Anonymous wrappers (fmt.Errorf, errors.Join, Fatal, RetryAfter) and
 // errors.New's *errors.errorString name nothing; an error made of those alone reports
-// "*errors.errorString", and the broker's dlq top groups such errors by message instead.
+// PlainErrorType, "error", and the broker's dlq top groups such errors by message instead.
 func Classify(err error) Failure { return classify(err, nil) }
 
 // classify is Classify with the sentinels a worker registered.
@@ -196,16 +197,19 @@ var anonymousWrappers = map[string]bool{
 	"*worker.retryAfterError": true,
 }
 
+// PlainErrorType is the error type reported for an error with no name of its own anywhere in
+// its chain: one built from errors.New and fmt.Errorf alone. It is the same for every such
+// error, whatever the Go runtime calls its types, so the dead-letter queue can group them.
+const PlainErrorType = "error"
+
 // errorType walks err's chain (the first error of a join) and returns the outermost ErrorType
-// name, else the innermost known sentinel or named type, else the innermost error's type.
+// name, else the innermost known sentinel or named type, else PlainErrorType.
 func errorType(err error, sentinels map[error]string) string {
 	found := ""
-	last := err
 	for e := err; e != nil; {
 		if n, ok := e.(*namedError); ok {
 			return n.name
 		}
-		last = e
 		if name := sentinelName(e, sentinels); name != "" {
 			found = name
 		} else if t := fmt.Sprintf("%T", e); !anonymousWrappers[t] {
@@ -225,7 +229,7 @@ func errorType(err error, sentinels map[error]string) string {
 		}
 	}
 	if found == "" {
-		return fmt.Sprintf("%T", last)
+		return PlainErrorType
 	}
 	return found
 }

@@ -46,7 +46,8 @@ func TestClassify(t *testing.T) {
 		wantRetry  time.Duration
 		wantDetail string
 	}{
-		{name: "plain error is transient", err: errors.New("boom"), wantType: "*errors.errorString", wantMsg: "boom"},
+		{name: "plain error is transient", err: errors.New("boom"), wantType: "error", wantMsg: "boom"},
+		{name: "plain errors wrapped and joined are still plain", err: Fatal(fmt.Errorf("charge: %w", errors.Join(errors.New("a"), errors.New("b")))), wantFatal: true, wantType: "error", wantMsg: "charge: a\nb"},
 		{name: "custom type through fmt.Errorf", err: fmt.Errorf("send: %w", quota), wantType: "*worker.quotaError", wantMsg: "send: smtp: quota exceeded"},
 		{name: "json syntax error", err: syntaxErr, wantFatal: true, wantType: "*json.SyntaxError", wantMsg: syntaxErr.Error()},
 		{name: "wrapped json syntax error", err: fmt.Errorf("decode: %w", syntaxErr), wantFatal: true, wantType: "*json.SyntaxError", wantMsg: "decode: " + syntaxErr.Error()},
@@ -122,7 +123,7 @@ func TestClassifyRegisteredSentinel(t *testing.T) {
 			t.Errorf("classify(%v) type = %q, want ErrNoRecipient", err, got)
 		}
 	}
-	if got := classify(errors.New("no recipient"), names).ErrorType; got != "*errors.errorString" {
-		t.Errorf("another error with the same text: type %q, want *errors.errorString", got)
+	if got := classify(errors.New("no recipient"), names).ErrorType; got != "error" {
+		t.Errorf("another error with the same text: type %q, want error", got)
 	}
 }

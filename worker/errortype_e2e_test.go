@@ -46,7 +46,7 @@ func TestErrorTypesReachTheDeadLetterQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := res.GetGroups()
-	if len(g) != 3 || g[0].GetErrorType() != "*errors.errorString" || g[0].GetCount() != 3 ||
+	if len(g) != 3 || g[0].GetErrorType() != "error" || g[0].GetCount() != 3 ||
 		g[0].GetFingerprint() != "order <n> not found" || g[0].GetSampleMessage() != "order 9 not found" {
 		t.Fatalf("dlq top = %v; want the three unnamed errors first, as one fingerprint", g)
 	}

@@ -70,7 +70,7 @@ func ExampleRetryAfter() {
 	err := worker.RetryAfter(fmt.Errorf("smtp: %w", errMailboxFull), 10*time.Minute)
 	f := worker.Classify(err)
 	fmt.Println(f.Fatal, f.ErrorType, f.RetryAfter)
-	// Output: false *errors.errorString 10m0s
+	// Output: false error 10m0s
 }
 
 func ExampleClassify() {

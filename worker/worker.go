@@ -196,7 +196,7 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
 
 // RegisterError names a sentinel error, such as one made with errors.New, for the failures
 // this worker reports: a handler error whose chain holds sentinel (and no error with a name of
-// its own deeper in it) is reported with error type name instead of *errors.errorString, so
+// its own deeper in it) is reported with error type name instead of the plain "error", so
 // the dead-letter queue groups it under that name. Use the variable's name:
 //
 //	var ErrNoRecipient = errors.New("no recipient")

@@ -129,12 +129,12 @@ func TestFailureResults(t *testing.T) {
 		{
 			name:     "fatal",
 			handler:  func(context.Context, *Job) error { return Fatal(errors.New("no such customer")) },
-			wantKind: jobwirev1.FailureKind_FAILURE_KIND_FATAL, wantType: "*errors.errorString", wantMsg: "no such customer",
+			wantKind: jobwirev1.FailureKind_FAILURE_KIND_FATAL, wantType: "error", wantMsg: "no such customer",
 		},
 		{
 			name:     "retry after",
 			handler:  func(context.Context, *Job) error { return RetryAfter(errors.New("429"), 90*time.Second) },
-			wantKind: jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT, wantType: "*errors.errorString", wantMsg: "429", wantRetry: 90 * time.Second,
+			wantKind: jobwirev1.FailureKind_FAILURE_KIND_TRANSIENT, wantType: "error", wantMsg: "429", wantRetry: 90 * time.Second,
 		},
 		{
 			name:     "unsupported",

@@ -20,7 +20,7 @@ func runJobGet(ctx context.Context, e *env, c *command, args []string) error {
 	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.GetJobResponse, error) {
 		return b.producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: id})
 	}, func(resp *jobwirev1.GetJobResponse) error {
-		printJob(e.stdout, resp.GetJob())
+		printJobWaiting(e.stdout, resp.GetJob(), resp.GetWaiting())
 		if len(resp.GetJob().GetAttemptHistory()) > 0 {
 			fmt.Fprintln(e.stdout)
 			printAttemptTable(e.stdout, resp.GetJob().GetAttemptHistory())
@@ -124,7 +124,10 @@ func attempts(j *jobwirev1.Job) string {
 }
 
 // printJob writes a job's fields as a two-column list, then its payload.
-func printJob(w io.Writer, j *jobwirev1.Job) {
+func printJob(w io.Writer, j *jobwirev1.Job) { printJobWaiting(w, j, nil) }
+
+// printJobWaiting is printJob with the reason the broker gave for a job not running yet.
+func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaiting) {
 	tw := newTable(w)
 	row(tw, "ID", j.GetId())
 	row(tw, "Type", j.GetType())
@@ -132,6 +135,9 @@ func printJob(w io.Writer, j *jobwirev1.Job) {
 	row(tw, "State", enumName(j.GetState()))
 	if j.GetState() == jobwirev1.JobState_JOB_STATE_DEAD {
 		row(tw, "Dead reason", enumName(j.GetDeadReason()))
+	}
+	if waiting.GetReason() != jobwirev1.WaitReason_WAIT_REASON_UNSPECIFIED {
+		row(tw, "Waiting", waiting.GetDetail())
 	}
 	row(tw, "Priority", j.GetPriority())
 	row(tw, "Attempts", attempts(j))

@@ -63,7 +63,8 @@ func TestJSONShapeOfAJob(t *testing.T) {
       }
     ],
     "metadata": {}
-  }
+  },
+  "waiting": null
 }
 `
 	wantContains(t, r.stdout, strings.SplitAfter(want, "\n")...)

@@ -19,6 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/web"
@@ -60,8 +62,13 @@ type browserBundle struct {
 
 func setupBrowser(t *testing.T) *browserBundle {
 	t.Helper()
+	return setupBrowserWith(t, brokertest.Options{})
+}
+
+func setupBrowserWith(t *testing.T, opts brokertest.Options) *browserBundle {
+	t.Helper()
 	path := chromiumPath(t)
-	b := brokertest.New(t, brokertest.Options{})
+	b := brokertest.New(t, opts)
 	srv := httptest.NewServer(web.Handler(web.Options{Conn: b.Server.LocalConn(), Ready: b.Broker.Ready,
 		Context: t.Context(), SampleEvery: 100 * time.Millisecond}))
 	t.Cleanup(srv.Close)
@@ -136,7 +143,7 @@ func (bb *browserBundle) openLive(t *testing.T, page string) { bb.openWith(t, "/
 
 func (bb *browserBundle) openWith(t *testing.T, path, page string) {
 	t.Helper()
-	route := strings.SplitN(page, "/", 2)[0]
+	route := strings.SplitN(strings.SplitN(page, "?", 2)[0], "/", 2)[0]
 	bb.do(t, "open "+page,
 		chromedp.Navigate(bb.url+path+"#/"+page),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="`+route+`"]`)))
@@ -227,6 +234,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("the graph draws on the first open", func(t *testing.T) {
+		// The sampler has read since the listener started: the first page ever opened, with
+		// live refresh off, draws the lines against a labelled time axis from its one load.
+		bb.open(t, "overview")
+		bb.waitJS(t, "three lines and a time axis", `document.querySelectorAll("svg.graph polyline").length === 3 &&
+			[...document.querySelectorAll("svg.graph .time-axis text")].filter(t => /^\d\d:\d\d:\d\d$/.test(t.textContent)).length >= 1`)
+	})
+
 	t.Run("every page loads", func(t *testing.T) {
 		for _, page := range []string{"overview", "queues", "jobs", fmt.Sprintf("job/%d", hostileID), "dlq", "breakers", "workers"} {
 			bb.open(t, page)
@@ -291,10 +306,18 @@ func TestDashboardInBrowser(t *testing.T) {
 		if label := eval[string](t, bb, `document.getElementById("confirm").textContent`); label != "Purge 1" {
 			t.Errorf("confirm button says %q, want the count: Purge 1", label)
 		}
+		// A job that dies with the same error after the preview was not seen: the confirm
+		// leaves it alone.
+		syncer := b.Connect(brokertest.Hello("syncer-1", 1, "sync.run"))
+		b.Enqueue(&jobwirev1.JobSpec{Type: "sync.run", Queue: "sync"})
+		unseen := killJob(t, b, syncer, "IOError")
 		bb.do(t, "confirm", chromedp.Click(chromedp.ID("confirm")))
 		bb.waitJS(t, "the purge to be reported", `document.getElementById("bulk").textContent.includes("Purged 1 job.")`)
 		if _, err := b.Producer.GetJob(ctx, &jobwirev1.GetJobRequest{Id: deadC}); err == nil {
 			t.Errorf("job %d still exists after the purge", deadC)
+		}
+		if st := jobState(t, b, unseen).GetState(); st != jobwirev1.JobState_JOB_STATE_DEAD {
+			t.Errorf("job %d, dead after the preview, is %s: the confirm acted on a job the operator never saw", unseen, st)
 		}
 	})
 
@@ -340,6 +363,23 @@ func TestDashboardInBrowser(t *testing.T) {
 			if br.GetType() == "report.build" && br.GetState() != jobwirev1.BreakerState_BREAKER_STATE_CLOSED {
 				t.Errorf("breaker is %s after reset", br.GetState())
 			}
+		}
+	})
+
+	t.Run("a job's page says why it is not running", func(t *testing.T) {
+		bb.open(t, fmt.Sprintf("job/%d", hostileID))
+		bb.waitJS(t, "the scheduled reason", `document.getElementById("waiting") !== null && document.getElementById("waiting").dataset.reason === "SCHEDULED"`)
+		runAt := jobState(t, b, hostileID).GetRunAt().AsTime().UTC().Format(time.RFC3339)
+		if got := eval[string](t, bb, `document.getElementById("waiting").textContent`); !strings.Contains(got, "scheduled for "+runAt) {
+			t.Errorf("the page says %q, want it scheduled for %s", got, runAt)
+		}
+		if _, err := b.Admin.PauseQueue(ctx, &jobwirev1.PauseQueueRequest{Queue: "paused-here"}); err != nil {
+			t.Fatal(err)
+		}
+		held := b.Enqueue(&jobwirev1.JobSpec{Type: "email.send", Queue: "paused-here"})
+		bb.open(t, fmt.Sprintf("job/%d", held))
+		if got := eval[string](t, bb, `document.getElementById("waiting").textContent`); !strings.Contains(got, `queue "paused-here" is paused`) {
+			t.Errorf("the page says %q, want the paused queue", got)
 		}
 	})
 
@@ -403,4 +443,114 @@ func demoWorkload(t *testing.T, b *brokertest.Bundle) {
 		}
 		time.Sleep(50 * time.Millisecond) // a steady producer for the picture, not a wait for a condition
 	}
+}
+
+// The lists as an operator uses them: the address holds the filters, sort and page, so a pasted
+// link opens the same view; dead jobs show when and why they died; a scheduled job shows when it
+// runs; an empty queue has no oldest ready job.
+func TestDashboardListsInBrowser(t *testing.T) {
+	t.Parallel()
+	// Many jobs die here: the breaker would hold the rest back.
+	bb := setupBrowserWith(t, brokertest.Options{Breakers: &broker.BreakerOptions{Default: breaker.DefaultConfig(), PerType: map[string]breaker.Config{"bulk.x": {Disabled: true}}}})
+	b := bb.b
+	later := b.Enqueue(&jobwirev1.JobSpec{Type: "digest.send", Queue: "later", Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpbHour()}})
+	killer := b.Connect(brokertest.Hello("killer-1", 1, "report.build", "bulk.x"))
+	var dead []int64
+	for range 52 {
+		b.Enqueue(&jobwirev1.JobSpec{Type: "bulk.x", Queue: "bulk"})
+		dead = append(dead, killJob(t, b, killer, "TimeoutError"))
+	}
+	b.Enqueue(&jobwirev1.JobSpec{Type: "report.build", Queue: "reports"})
+	first := killJob(t, b, killer, "KeyError")
+	b.Enqueue(&jobwirev1.JobSpec{Type: "report.build", Queue: "reports"})
+	second := killJob(t, b, killer, "ValueError")
+
+	t.Run("a scheduled job shows when it runs", func(t *testing.T) {
+		bb.open(t, "jobs?state=SCHEDULED")
+		if v := eval[string](t, bb, `document.querySelector('select[aria-label="state"]').value`); v != "SCHEDULED" {
+			t.Errorf("state filter shows %q, want the address's SCHEDULED", v)
+		}
+		runAt := jobState(t, b, later).GetRunAt().AsTime().UTC().Format("2006-01-02 15:04:05Z")
+		row := fmt.Sprintf(`tr[data-job="%d"]`, later)
+		bb.waitJS(t, "the scheduled job's run time", `document.querySelector('`+row+`') !== null && document.querySelector('`+row+`').textContent.includes(`+jsString(runAt)+`)`)
+		if n := eval[int](t, bb, `document.querySelectorAll("#jobs-list tbody tr[data-job]").length`); n != 1 {
+			t.Errorf("%d jobs listed, want only the scheduled one", n)
+		}
+	})
+
+	t.Run("an empty queue has no oldest ready job", func(t *testing.T) {
+		bb.open(t, "queues")
+		if v := eval[string](t, bb, `document.querySelector('tr[data-queue="later"]').children[4].textContent`); v != "-" {
+			t.Errorf("oldest ready of a queue with nothing ready shows %q, want -", v)
+		}
+	})
+
+	t.Run("dead jobs show when and why they died, sorted as the address says", func(t *testing.T) {
+		bb.open(t, "dlq?type=report.build")
+		if v := eval[string](t, bb, `document.querySelector('input[aria-label="type"]').value`); v != "report.build" {
+			t.Errorf("type filter shows %q, want the address's report.build", v)
+		}
+		ids := eval[[]string](t, bb, `[...document.querySelectorAll("#dlq-list tbody tr[data-job]")].map(r => r.dataset.job)`)
+		if want := []string{fmt.Sprint(second), fmt.Sprint(first)}; strings.Join(ids, ",") != strings.Join(want, ",") {
+			t.Errorf("listed %v, want the newest death first: %v", ids, want)
+		}
+		headers := eval[[]string](t, bb, `[...document.querySelectorAll("#dlq-list thead th[data-sort]")].map(h => h.dataset.sort)`)
+		if !slicesContain(headers, "died_at") || !slicesContain(headers, "reason") || slicesContain(headers, "created_at") {
+			t.Errorf("columns %v, want died_at and reason, not created_at", headers)
+		}
+		died := jobState(t, b, second).GetFinishedAt().AsTime().UTC().Format("2006-01-02 15:04:05Z")
+		row := fmt.Sprintf(`#dlq-list tr[data-job="%d"]`, second)
+		text := eval[string](t, bb, `document.querySelector('`+row+`').textContent`)
+		if !strings.Contains(text, died) || !strings.Contains(text, "FATAL") || !strings.Contains(text, "ValueError") {
+			t.Errorf("row reads %q, want died at %s, reason FATAL and the error ValueError", text, died)
+		}
+		bb.do(t, "sort by id", chromedp.Click(chromedp.CSS(`#dlq-list th[data-sort="id"] a`)))
+		bb.waitJS(t, "the address to carry the sort", `location.hash.includes("sort=id") && location.hash.includes("order=asc") && location.hash.includes("type=report.build") && document.body.dataset.loaded === "dlq"`)
+		ids = eval[[]string](t, bb, `[...document.querySelectorAll("#dlq-list tbody tr[data-job]")].map(r => r.dataset.job)`)
+		if want := []string{fmt.Sprint(first), fmt.Sprint(second)}; strings.Join(ids, ",") != strings.Join(want, ",") {
+			t.Errorf("sorted by id listed %v, want %v", ids, want)
+		}
+	})
+
+	t.Run("a page is an address", func(t *testing.T) {
+		bb.open(t, "dlq?type=bulk.x")
+		bb.do(t, "next page", chromedp.Click(chromedp.ID("next-page")))
+		bb.waitJS(t, "the second page", `location.hash.includes("page=") && document.body.dataset.loaded === "dlq" && document.querySelectorAll("#dlq-list tbody tr[data-job]").length === 2`)
+		hash := eval[string](t, bb, `location.hash`)
+		want := fmt.Sprint(dead[1], ",", dead[0])
+		ids := eval[[]string](t, bb, `[...document.querySelectorAll("#dlq-list tbody tr[data-job]")].map(r => r.dataset.job)`)
+		if strings.Join(ids, ",") != want {
+			t.Errorf("second page lists %v, want the two oldest deaths %s", ids, want)
+		}
+		// The link pasted into a fresh page opens the same page.
+		bb.open(t, strings.TrimPrefix(hash, "#/"))
+		ids = eval[[]string](t, bb, `[...document.querySelectorAll("#dlq-list tbody tr[data-job]")].map(r => r.dataset.job)`)
+		if strings.Join(ids, ",") != want {
+			t.Errorf("the pasted address lists %v, want %s", ids, want)
+		}
+	})
+
+	t.Run("a bulk requeue leaves the list at once", func(t *testing.T) {
+		bb.open(t, "dlq?type=report.build")
+		bb.do(t, "preview", chromedp.SetValue(chromedp.CSS(`input[aria-label="type"]`), "report.build"),
+			chromedp.Click(chromedp.JSPath(`[...document.querySelectorAll("button")].find(b => b.textContent === "Preview requeue")`)),
+			chromedp.WaitVisible(chromedp.ID("confirm")))
+		bb.do(t, "confirm", chromedp.Click(chromedp.ID("confirm")))
+		bb.waitJS(t, "the requeue reported and the list emptied", `document.getElementById("bulk").textContent.includes("Requeued 2 job") &&
+			document.querySelectorAll("#dlq-list tbody tr[data-job]").length === 0`)
+		for _, id := range []int64{first, second} {
+			if st := jobState(t, b, id).GetState(); st == jobwirev1.JobState_JOB_STATE_DEAD {
+				t.Errorf("job %d is still DEAD after the requeue", id)
+			}
+		}
+	})
+}
+
+func slicesContain(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }

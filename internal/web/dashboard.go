@@ -84,7 +84,8 @@ type dashboard struct {
 
 func newDashboard(opts Options, a *authn) *dashboard {
 	d := &dashboard{conn: opts.Conn, authn: a}
-	d.rates = newSampler(opts.Context, opts.Now, opts.SampleEvery, d.stats)
+	d.rates = newSampler(opts.Context, opts.Clock, opts.SampleEvery, d.stats)
+	d.rates.start()
 	return d
 }
 
@@ -162,7 +163,8 @@ func (d *dashboard) me(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dashboard) throughput(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"samples": d.rates.snapshot(), "every_seconds": d.rates.every.Seconds()})
+	writeJSON(w, http.StatusOK, map[string]any{"samples": d.rates.snapshot(), "every_seconds": d.rates.every.Seconds(),
+		"window_seconds": rateWindow.Seconds()})
 }
 
 // read answers GET /api/rpc/{method}?req=JSON.
@@ -272,8 +274,14 @@ type sample struct {
 	Enqueued  int64     `json:"enqueued"`  // every job the broker holds or has finished
 	Succeeded int64     `json:"succeeded"` // jobs SUCCEEDED
 	Dead      int64     `json:"dead"`      // jobs DEAD
-	// FailedLastMinute counts attempts that failed in the minute before At.
-	FailedLastMinute int64 `json:"failed_last_minute"`
+	// SucceededLastMinute and FailedLastMinute count attempts that succeeded and failed in the
+	// minute before At.
+	SucceededLastMinute int64 `json:"succeeded_last_minute"`
+	FailedLastMinute    int64 `json:"failed_last_minute"`
+	// The graph's lines: per second, each averaged over the minute before At (sample.rates).
+	EnqueuedRate  float64 `json:"enqueued_per_second"`
+	SucceededRate float64 `json:"succeeded_per_second"`
+	FailedRate    float64 `json:"failed_per_second"`
 }
 
 // httpAddr is an HTTP client's address as a net.Addr.

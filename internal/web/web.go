@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/jobwire/jobwire/internal/clock"
 )
 
 // Options configure the HTTP handler. Every field is optional.
@@ -28,10 +30,11 @@ type Options struct {
 	// Conn reaches the producer and admin services (server.LocalConn); nil turns the dashboard
 	// off.
 	Conn grpc.ClientConnInterface
-	// Context ends the dashboard's background work (the throughput sampler).
+	// Context ends the dashboard's background work (the throughput sampler, which starts with
+	// the handler).
 	Context context.Context
-	// Now stamps throughput samples; nil means time.Now.
-	Now func() time.Time
+	// Clock paces and stamps throughput samples; nil means the wall clock.
+	Clock clock.Clock
 	// SampleEvery is how often the throughput graph's totals are read (0: DefaultSampleEvery).
 	SampleEvery time.Duration
 	// ListenHost is the host the listener was told to listen on; with Auth nil, requests are
@@ -50,8 +53,8 @@ func Handler(opts Options) http.Handler {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -562,7 +562,10 @@ type RequeueDeadJobsResponse struct {
 	// Jobs changed (0 on preview).
 	Affected int32 `protobuf:"varint,2,opt,name=affected,proto3" json:"affected,omitempty"`
 	// Up to 10 of the matched jobs.
-	Sample        []*Job `protobuf:"bytes,3,rep,name=sample,proto3" json:"sample,omitempty"`
+	Sample []*Job `protobuf:"bytes,3,rep,name=sample,proto3" json:"sample,omitempty"`
+	// On preview, the id of every matched job, newest first: confirm with exactly these ids to act
+	// on what was previewed, not on what the filter matches by then.
+	MatchedIds    []int64 `protobuf:"varint,4,rep,packed,name=matched_ids,json=matchedIds,proto3" json:"matched_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -618,6 +621,13 @@ func (x *RequeueDeadJobsResponse) GetSample() []*Job {
 	return nil
 }
 
+func (x *RequeueDeadJobsResponse) GetMatchedIds() []int64 {
+	if x != nil {
+		return x.MatchedIds
+	}
+	return nil
+}
+
 type PurgeDeadJobsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Selection     *BulkSelection         `protobuf:"bytes,1,opt,name=selection,proto3" json:"selection,omitempty"`
@@ -663,10 +673,12 @@ func (x *PurgeDeadJobsRequest) GetSelection() *BulkSelection {
 }
 
 type PurgeDeadJobsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Matched       int32                  `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
-	Affected      int32                  `protobuf:"varint,2,opt,name=affected,proto3" json:"affected,omitempty"`
-	Sample        []*Job                 `protobuf:"bytes,3,rep,name=sample,proto3" json:"sample,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Matched  int32                  `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	Affected int32                  `protobuf:"varint,2,opt,name=affected,proto3" json:"affected,omitempty"`
+	Sample   []*Job                 `protobuf:"bytes,3,rep,name=sample,proto3" json:"sample,omitempty"`
+	// On preview, the id of every matched job (see RequeueDeadJobsResponse.matched_ids).
+	MatchedIds    []int64 `protobuf:"varint,4,rep,packed,name=matched_ids,json=matchedIds,proto3" json:"matched_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -718,6 +730,13 @@ func (x *PurgeDeadJobsResponse) GetAffected() int32 {
 func (x *PurgeDeadJobsResponse) GetSample() []*Job {
 	if x != nil {
 		return x.Sample
+	}
+	return nil
+}
+
+func (x *PurgeDeadJobsResponse) GetMatchedIds() []int64 {
+	if x != nil {
+		return x.MatchedIds
 	}
 	return nil
 }
@@ -782,7 +801,7 @@ type ErrorGroup struct {
 	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	SampleMessage string                 `protobuf:"bytes,4,opt,name=sample_message,json=sampleMessage,proto3" json:"sample_message,omitempty"`
-	// Set when error_type names no kind of error (Go's *errors.errorString, JavaScript's Error,
+	// Set when error_type names no kind of error (Go's "error", JavaScript's Error,
 	// Python's Exception, none): the dead jobs of that type are grouped by this fingerprint of
 	// their message instead, the message with numbers, hex ids and UUIDs replaced by <n>, <hex>
 	// and <uuid>.
@@ -3042,17 +3061,21 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAtB\v\n" +
 	"\t_priorityB\n" +
 	"\n" +
-	"\b_payload\"x\n" +
+	"\b_payload\"\x99\x01\n" +
 	"\x17RequeueDeadJobsResponse\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x05R\amatched\x12\x1a\n" +
 	"\baffected\x18\x02 \x01(\x05R\baffected\x12'\n" +
-	"\x06sample\x18\x03 \x03(\v2\x0f.jobwire.v1.JobR\x06sample\"O\n" +
+	"\x06sample\x18\x03 \x03(\v2\x0f.jobwire.v1.JobR\x06sample\x12\x1f\n" +
+	"\vmatched_ids\x18\x04 \x03(\x03R\n" +
+	"matchedIds\"O\n" +
 	"\x14PurgeDeadJobsRequest\x127\n" +
-	"\tselection\x18\x01 \x01(\v2\x19.jobwire.v1.BulkSelectionR\tselection\"v\n" +
+	"\tselection\x18\x01 \x01(\v2\x19.jobwire.v1.BulkSelectionR\tselection\"\x97\x01\n" +
 	"\x15PurgeDeadJobsResponse\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x05R\amatched\x12\x1a\n" +
 	"\baffected\x18\x02 \x01(\x05R\baffected\x12'\n" +
-	"\x06sample\x18\x03 \x03(\v2\x0f.jobwire.v1.JobR\x06sample\"_\n" +
+	"\x06sample\x18\x03 \x03(\v2\x0f.jobwire.v1.JobR\x06sample\x12\x1f\n" +
+	"\vmatched_ids\x18\x04 \x03(\x03R\n" +
+	"matchedIds\"_\n" +
 	"\x14TopDeadErrorsRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.jobwire.v1.DeadJobFilterR\x06filter\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xc3\x01\n" +

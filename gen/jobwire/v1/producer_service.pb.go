@@ -23,6 +23,78 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// WaitReason is why a job is not running yet, in the order dispatch applies its rules.
+type WaitReason int32
+
+const (
+	WaitReason_WAIT_REASON_UNSPECIFIED WaitReason = 0
+	// Its run time has not come (until).
+	WaitReason_WAIT_REASON_SCHEDULED WaitReason = 1
+	// Its queue is paused.
+	WaitReason_WAIT_REASON_QUEUE_PAUSED WaitReason = 2
+	// Its queue holds as many leases as its cap (limit) allows.
+	WaitReason_WAIT_REASON_QUEUE_AT_CAP WaitReason = 3
+	// Its type's breaker is OPEN; the first probe may go at until.
+	WaitReason_WAIT_REASON_BREAKER_OPEN WaitReason = 4
+	// Its type's breaker is HALF_OPEN with every probe slot taken.
+	WaitReason_WAIT_REASON_BREAKER_PROBING WaitReason = 5
+	// No worker connected to the answering broker serves its type and queue.
+	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
+	// It is ready and waits for a free slot of a worker that serves it.
+	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+)
+
+// Enum value maps for WaitReason.
+var (
+	WaitReason_name = map[int32]string{
+		0: "WAIT_REASON_UNSPECIFIED",
+		1: "WAIT_REASON_SCHEDULED",
+		2: "WAIT_REASON_QUEUE_PAUSED",
+		3: "WAIT_REASON_QUEUE_AT_CAP",
+		4: "WAIT_REASON_BREAKER_OPEN",
+		5: "WAIT_REASON_BREAKER_PROBING",
+		6: "WAIT_REASON_NO_WORKER",
+		7: "WAIT_REASON_WORKER_SLOT",
+	}
+	WaitReason_value = map[string]int32{
+		"WAIT_REASON_UNSPECIFIED":     0,
+		"WAIT_REASON_SCHEDULED":       1,
+		"WAIT_REASON_QUEUE_PAUSED":    2,
+		"WAIT_REASON_QUEUE_AT_CAP":    3,
+		"WAIT_REASON_BREAKER_OPEN":    4,
+		"WAIT_REASON_BREAKER_PROBING": 5,
+		"WAIT_REASON_NO_WORKER":       6,
+		"WAIT_REASON_WORKER_SLOT":     7,
+	}
+)
+
+func (x WaitReason) Enum() *WaitReason {
+	p := new(WaitReason)
+	*p = x
+	return p
+}
+
+func (x WaitReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WaitReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobwire_v1_producer_service_proto_enumTypes[0].Descriptor()
+}
+
+func (WaitReason) Type() protoreflect.EnumType {
+	return &file_jobwire_v1_producer_service_proto_enumTypes[0]
+}
+
+func (x WaitReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WaitReason.Descriptor instead.
+func (WaitReason) EnumDescriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{0}
+}
+
 // JobSpec describes a job to enqueue.
 type JobSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -477,8 +549,11 @@ func (x *GetJobRequest) GetId() int64 {
 }
 
 type GetJobResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// Why a SCHEDULED or PENDING job is not running, by the broker's dispatch rules at the
+	// moment of the call; unset for a job that is leased, running or finished.
+	Waiting       *JobWaiting `protobuf:"bytes,2,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,6 +595,84 @@ func (x *GetJobResponse) GetJob() *Job {
 	return nil
 }
 
+func (x *GetJobResponse) GetWaiting() *JobWaiting {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+type JobWaiting struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason WaitReason             `protobuf:"varint,1,opt,name=reason,proto3,enum=jobwire.v1.WaitReason" json:"reason,omitempty"`
+	// The reason as a sentence, such as "queue \"mail\" is paused".
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// When the wait ends by itself: the run time, or the breaker's next probe.
+	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobWaiting) Reset() {
+	*x = JobWaiting{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobWaiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobWaiting) ProtoMessage() {}
+
+func (x *JobWaiting) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
+func (*JobWaiting) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *JobWaiting) GetReason() WaitReason {
+	if x != nil {
+		return x.Reason
+	}
+	return WaitReason_WAIT_REASON_UNSPECIFIED
+}
+
+func (x *JobWaiting) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *JobWaiting) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *JobWaiting) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type CancelJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -529,7 +682,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +694,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +707,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -573,7 +726,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +738,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +751,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -645,13 +798,30 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x14EnqueueBatchResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"3\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\"\"\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x120\n" +
+	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"\x9c\x01\n" +
+	"\n" +
+	"JobWaiting\x12.\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x16.jobwire.v1.WaitReasonR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\"\n" +
 	"\x10CancelJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"6\n" +
 	"\x11CancelJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job2\xb3\x02\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\xf7\x01\n" +
+	"\n" +
+	"WaitReason\x12\x1b\n" +
+	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n" +
+	"\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n" +
+	"\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n" +
+	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
+	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
+	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
@@ -673,50 +843,56 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 	return file_jobwire_v1_producer_service_proto_rawDescData
 }
 
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
-	(*JobSpec)(nil),               // 0: jobwire.v1.JobSpec
-	(*EnqueueRequest)(nil),        // 1: jobwire.v1.EnqueueRequest
-	(*EnqueuedJob)(nil),           // 2: jobwire.v1.EnqueuedJob
-	(*EnqueueResponse)(nil),       // 3: jobwire.v1.EnqueueResponse
-	(*EnqueueBatchRequest)(nil),   // 4: jobwire.v1.EnqueueBatchRequest
-	(*EnqueueBatchResponse)(nil),  // 5: jobwire.v1.EnqueueBatchResponse
-	(*GetJobRequest)(nil),         // 6: jobwire.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 7: jobwire.v1.GetJobResponse
-	(*CancelJobRequest)(nil),      // 8: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 9: jobwire.v1.CancelJobResponse
-	nil,                           // 10: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(JobState)(0),                 // 13: jobwire.v1.JobState
-	(*Job)(nil),                   // 14: jobwire.v1.Job
+	(WaitReason)(0),               // 0: jobwire.v1.WaitReason
+	(*JobSpec)(nil),               // 1: jobwire.v1.JobSpec
+	(*EnqueueRequest)(nil),        // 2: jobwire.v1.EnqueueRequest
+	(*EnqueuedJob)(nil),           // 3: jobwire.v1.EnqueuedJob
+	(*EnqueueResponse)(nil),       // 4: jobwire.v1.EnqueueResponse
+	(*EnqueueBatchRequest)(nil),   // 5: jobwire.v1.EnqueueBatchRequest
+	(*EnqueueBatchResponse)(nil),  // 6: jobwire.v1.EnqueueBatchResponse
+	(*GetJobRequest)(nil),         // 7: jobwire.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 8: jobwire.v1.GetJobResponse
+	(*JobWaiting)(nil),            // 9: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 10: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 11: jobwire.v1.CancelJobResponse
+	nil,                           // 12: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(JobState)(0),                 // 15: jobwire.v1.JobState
+	(*Job)(nil),                   // 16: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	11, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	12, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	12, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	10, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
-	0,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	13, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	11, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
-	2,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
-	0,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
-	2,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	14, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	14, // 11: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	1,  // 12: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	4,  // 13: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	6,  // 14: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	8,  // 15: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	3,  // 16: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	5,  // 17: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	7,  // 18: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	9,  // 19: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	13, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	14, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	14, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	12, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	1,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
+	15, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	13, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	3,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
+	1,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
+	3,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	16, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	9,  // 11: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	0,  // 12: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	13, // 13: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	16, // 14: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	2,  // 15: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	5,  // 16: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	7,  // 17: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	10, // 18: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	4,  // 19: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	6,  // 20: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	8,  // 21: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	11, // 22: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -734,13 +910,14 @@ func file_jobwire_v1_producer_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_jobwire_v1_producer_service_proto_goTypes,
 		DependencyIndexes: file_jobwire_v1_producer_service_proto_depIdxs,
+		EnumInfos:         file_jobwire_v1_producer_service_proto_enumTypes,
 		MessageInfos:      file_jobwire_v1_producer_service_proto_msgTypes,
 	}.Build()
 	File_jobwire_v1_producer_service_proto = out.File

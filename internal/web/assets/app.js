@@ -4,7 +4,7 @@
 "use strict";
 
 const REFRESH_MS = 2000;
-const state = { role: "viewer", auth: false, page: null, timer: null, busy: false };
+const state = { role: "viewer", auth: false, page: null, timer: null, busy: false, paged: 0 };
 
 // ---- DOM helpers -------------------------------------------------------------------------
 
@@ -129,7 +129,7 @@ pages.overview = {
     this.breakers = el("div");
     this.brokers = el("div");
     append(main, [el("h1", {}, "Overview"),
-      el("section", {}, el("h2", {}, "Throughput, last minutes (per second)"), this.graph),
+      el("section", {}, el("h2", {}, "Throughput, last minutes (per second, averaged over a minute)"), this.graph),
       el("h2", {}, "Jobs by state"), this.totals,
       el("section", {}, el("h2", {}, "Queues"), this.queues),
       el("section", {}, el("h2", {}, "Breakers not closed"), this.breakers),
@@ -159,26 +159,23 @@ pages.overview = {
   },
 };
 
-// throughputGraph draws enqueued, succeeded and failed per second as lines in an SVG.
+// throughputGraph draws enqueued, succeeded and failed per second as lines in an SVG, each
+// averaged by the broker's sampler over the same trailing minute, against a clock-time axis.
 function throughputGraph(samples) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("class", "graph");
-  svg.setAttribute("viewBox", "0 0 800 220");
+  svg.setAttribute("viewBox", "0 0 800 230");
   svg.setAttribute("preserveAspectRatio", "none");
   const series = [
-    { name: "enqueued", color: "#2457c5", pts: [] },
-    { name: "succeeded", color: "#1a7f37", pts: [] },
-    { name: "failed", color: "#b42318", pts: [] },
+    { name: "enqueued", key: "enqueued_per_second", color: "#2457c5", pts: [] },
+    { name: "succeeded", key: "succeeded_per_second", color: "#1a7f37", pts: [] },
+    { name: "failed", key: "failed_per_second", color: "#b42318", pts: [] },
   ];
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1], b = samples[i];
-    const dt = (new Date(b.at) - new Date(a.at)) / 1000;
-    if (dt <= 0) continue;
-    const t = new Date(b.at).getTime();
-    series[0].pts.push([t, Math.max(0, (b.enqueued - a.enqueued) / dt)]);
-    series[1].pts.push([t, Math.max(0, (b.succeeded - a.succeeded) / dt)]);
-    series[2].pts.push([t, b.failed_last_minute / 60]);
+  for (const smp of samples) {
+    const t = new Date(smp.at).getTime();
+    if (isNaN(t)) continue;
+    for (const s of series) s.pts.push([t, Number(smp[s.key] || 0)]);
   }
   const all = series.flatMap((s) => s.pts);
   const line = (x1, y1, x2, y2) => {
@@ -187,7 +184,13 @@ function throughputGraph(samples) {
     l.setAttribute("class", "axis");
     return l;
   };
-  const text = (x, y, s) => { const t = document.createElementNS(ns, "text"); t.setAttribute("x", x); t.setAttribute("y", y); t.textContent = s; return t; };
+  const text = (x, y, s, anchor) => {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x); t.setAttribute("y", y);
+    if (anchor) t.setAttribute("text-anchor", anchor);
+    t.textContent = s;
+    return t;
+  };
   svg.appendChild(line(40, 200, 790, 200));
   svg.appendChild(line(40, 10, 40, 200));
   if (all.length === 0) {
@@ -199,7 +202,18 @@ function throughputGraph(samples) {
     const y = (v) => 200 - (v / ymax) * 185;
     svg.appendChild(text(2, 18, ymax.toFixed(ymax < 10 ? 1 : 0)));
     svg.appendChild(text(2, 200, "0"));
-    svg.appendChild(text(44, 215, Math.round((t1 - t0) / 1000) + "s shown"));
+    // The time axis: ticks at the start, the end and three points between, in UTC as every
+    // other time on the dashboard.
+    const ticks = t1 === t0 ? [t0] : [0, 1, 2, 3, 4].map((i) => t0 + ((t1 - t0) * i) / 4);
+    const axis = document.createElementNS(ns, "g");
+    axis.setAttribute("class", "time-axis");
+    ticks.forEach((t, i) => {
+      axis.appendChild(line(x(t), 200, x(t), 205));
+      const anchor = ticks.length === 1 ? "start" : i === 0 ? "start" : i === ticks.length - 1 ? "end" : "middle";
+      axis.appendChild(text(x(t), 220, new Date(t).toISOString().slice(11, 19), anchor));
+    });
+    axis.appendChild(text(790, 10, "UTC", "end"));
+    svg.appendChild(axis);
     for (const s of series) {
       const p = document.createElementNS(ns, "polyline");
       p.setAttribute("points", s.pts.map((q) => x(q[0]).toFixed(1) + "," + y(q[1]).toFixed(1)).join(" "));
@@ -224,7 +238,7 @@ function queueTable(queues, actions) {
     const d = q.depth_by_state || {};
     const cap = q.concurrency_limit ? " / " + q.concurrency_limit : "";
     const cells = [td(el("span", {}, q.name, " ", q.paused ? badge("paused") : null)),
-      num(d.PENDING), num(d.SCHEDULED), td(fmtNum(q.running) + cap, "num"), td(fmtDur(q.oldest_ready_age), "num"), num(d.DEAD)];
+      num(d.PENDING), num(d.SCHEDULED), td(fmtNum(q.running) + cap, "num"), td(q.oldest_ready_age ? fmtDur(q.oldest_ready_age) : "-", "num"), num(d.DEAD)];
     if (actions) {
       const limit = el("input", { type: "number", min: 0, value: q.concurrency_limit || 0, size: 5, ariaLabel: "limit of " + q.name });
       cells.push(td(isAdmin() ? el("span", { class: "row" },
@@ -252,27 +266,46 @@ pages.queues = {
 
 const STATES = ["", "PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
 
+// The lists of jobs keep their filters, sort and page in the address (#/jobs?queue=mail&sort=
+// run_at&order=asc&page=TOKEN), so a link an operator pastes opens the same view. The broker
+// pages in its own order (newest first); a column sort orders the rows of the page shown.
 pages.jobs = {
-  render(main) {
-    this.tokens = [""];
-    this.stateSel = el("select", { ariaLabel: "state" }, STATES.map((s) => el("option", { value: s }, s || "any state")));
-    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue" });
-    this.type = el("input", { placeholder: "type", ariaLabel: "type" });
-    const apply = () => { this.tokens = [""]; refresh(); };
-    this.list = el("div");
+  render(main, _arg, params) {
+    this.params = params;
+    this.stateSel = el("select", { ariaLabel: "state" }, STATES.map((s) => el("option", { value: s, selected: s === (params.get("state") || "") }, s || "any state")));
+    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue", value: params.get("queue") || "" });
+    this.type = el("input", { placeholder: "type", ariaLabel: "type", value: params.get("type") || "" });
+    const apply = () => navigate("jobs", { state: this.stateSel.value, queue: this.queue.value.trim(), type: this.type.value.trim(),
+      sort: params.get("sort"), order: params.get("order") });
+    this.list = el("div", { id: "jobs-list" });
     this.pager = el("div", { class: "row" });
     append(main, [el("h1", {}, "Jobs"),
-      el("div", { class: "row" }, this.stateSel, this.queue, this.type, el("button", { type: "button", class: "primary", onclick: apply }, "Filter")),
+      el("form", { class: "row", onsubmit: (e) => { e.preventDefault(); apply(); } }, this.stateSel, this.queue, this.type,
+        el("button", { type: "submit", class: "primary" }, "Filter")),
       el("section", {}, this.list, this.pager)]);
   },
   async refresh() {
-    const req = { page_size: 50, page_token: this.tokens[this.tokens.length - 1], queue: this.queue.value, type: this.type.value };
-    if (this.stateSel.value) req.state = "JOB_STATE_" + this.stateSel.value;
+    const p = this.params;
+    const req = { page_size: 50, page_token: p.get("page") || "", queue: p.get("queue") || "", type: p.get("type") || "" };
+    if (p.get("state")) req.state = "JOB_STATE_" + p.get("state");
     const res = await read("ListJobs", req);
-    clear(this.list).appendChild(jobTable(res.jobs || []));
-    drawPager(this, res.next_page_token);
+    clear(this.list).appendChild(jobTable(res.jobs || [], "jobs", p));
+    urlPager(this.pager, "jobs", p, res.next_page_token);
   },
 };
+
+// navigate shows a page with the given query in the address; empty values are left out.
+function navigate(route, query) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v) q.set(k, v);
+  const s = q.toString();
+  location.hash = "#/" + route + (s ? "?" + s : "");
+}
+
+function withParams(params, changes) {
+  const out = Object.fromEntries(params.entries());
+  return Object.assign(out, changes);
+}
 
 // drawPager offers the previous page (the page keeps a stack of page tokens) and the next.
 function drawPager(page, next) {
@@ -281,13 +314,66 @@ function drawPager(page, next) {
   if (next) append(page.pager, [el("button", { type: "button", onclick: () => { page.tokens.push(next); refresh(); } }, "Next page")]);
 }
 
-function jobTable(jobs, extra) {
-  return table(["Id", "Type", "Queue", "State", ["Attempts", "num"], "Created", "Last error"].concat(extra ? [""] : []),
-    jobs.map((j) => el("tr", { dataset: { job: j.id } },
-      td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)), td(j.type), td(j.queue),
-      td(badge(jobState(j.state))), td(j.attempts + " / " + j.max_attempts, "num"), td(fmtTime(j.created_at)),
-      td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")),
-      extra ? td(extra(j)) : null)), "No jobs match.");
+// urlPager offers the first page, the one before (through the browser's history, which holds
+// it when the operator paged here) and the next, each as an address.
+function urlPager(box, route, params, next) {
+  clear(box);
+  if (params.get("page")) {
+    append(box, [el("button", { type: "button", onclick: () => navigate(route, withParams(params, { page: "" })) }, "First page")]);
+    if (state.paged > 0) append(box, [el("button", { type: "button", onclick: () => { state.paged--; history.back(); } }, "Previous page")]);
+  }
+  if (next) append(box, [el("button", { type: "button", id: "next-page", onclick: () => { state.paged++; navigate(route, withParams(params, { page: next })); } }, "Next page")]);
+}
+
+// JOB_COLUMNS are the columns a list of jobs can show, each with its sort key.
+const JOB_COLUMNS = {
+  id: { label: "Id", key: (j) => Number(j.id), cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
+  type: { label: "Type", key: (j) => j.type, cell: (j) => td(j.type) },
+  queue: { label: "Queue", key: (j) => j.queue, cell: (j) => td(j.queue) },
+  state: { label: "State", key: (j) => jobState(j.state), cell: (j) => td(badge(jobState(j.state))) },
+  attempts: { label: "Attempts", num: true, key: (j) => Number(j.attempts), cell: (j) => td(j.attempts + " / " + j.max_attempts, "num") },
+  created_at: { label: "Created", key: (j) => j.created_at || "", cell: (j) => td(fmtTime(j.created_at)) },
+  // A job waiting for its time shows when it runs; one that is running or done shows nothing.
+  run_at: { label: "Runs at", key: (j) => nextRun(j), cell: (j) => td(nextRun(j) ? fmtTime(nextRun(j)) : "-") },
+  died_at: { label: "Died at", key: (j) => j.finished_at || "", cell: (j) => td(fmtTime(j.finished_at)) },
+  reason: { label: "Reason", key: (j) => deadReason(j), cell: (j) => td(el("span", {}, short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "") ? badge(short(j.dead_reason, "DEAD_REASON_"), "OPEN") : null, " ",
+    [j.last_error_type, j.last_error_message].filter(Boolean).join(": "))) },
+  last_error: { label: "Last error", key: (j) => j.last_error_type || "", cell: (j) => td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")) },
+};
+const LIST_COLUMNS = {
+  jobs: { cols: ["id", "type", "queue", "state", "attempts", "created_at", "run_at", "last_error"], sort: "id", order: "desc" },
+  dlq: { cols: ["id", "type", "queue", "attempts", "died_at", "reason"], sort: "died_at", order: "desc" },
+};
+
+function nextRun(j) {
+  const st = jobState(j.state);
+  return (st === "SCHEDULED" || st === "PENDING") && j.run_at ? j.run_at : "";
+}
+function deadReason(j) { return short(j.dead_reason, "DEAD_REASON_") + " " + (j.last_error_type || ""); }
+
+// jobTable lists jobs in the columns of the route, sorted as the address says; a header click
+// sorts by its column (again: the other way round).
+function jobTable(jobs, route, params, extra) {
+  const list = LIST_COLUMNS[route];
+  const sort = JOB_COLUMNS[params.get("sort")] && list.cols.includes(params.get("sort")) ? params.get("sort") : list.sort;
+  const order = params.get("order") === "asc" || params.get("order") === "desc" ? params.get("order") : (sort === list.sort ? list.order : "asc");
+  const col = JOB_COLUMNS[sort];
+  const rows = jobs.slice().sort((a, b) => {
+    const x = col.key(a), y = col.key(b);
+    const c = x < y ? -1 : x > y ? 1 : Number(a.id) - Number(b.id);
+    return order === "asc" ? c : -c;
+  });
+  const head = el("tr", {}, list.cols.map((name) => {
+    const c = JOB_COLUMNS[name];
+    const on = name === sort;
+    const next = on && order === "desc" ? "asc" : on ? "desc" : (name === list.sort ? list.order : "asc");
+    return el("th", { class: (c.num ? "num " : "") + "sortable", dataset: { sort: name, order: on ? order : "" }, ariaSort: on ? (order === "asc" ? "ascending" : "descending") : null },
+      el("a", { href: "#/" + route + "?" + new URLSearchParams(Object.entries(withParams(params, { sort: name, order: next })).filter(([, v]) => v)).toString() },
+        c.label, on ? (order === "asc" ? " ▲" : " ▼") : ""));
+  }), extra ? el("th") : null);
+  const body = rows.length ? rows.map((j) => el("tr", { dataset: { job: j.id } }, list.cols.map((name) => JOB_COLUMNS[name].cell(j)), extra ? td(extra(j)) : null))
+    : [el("tr", {}, el("td", { colSpan: list.cols.length + (extra ? 1 : 0), class: "muted" }, route === "dlq" ? "No dead job matches." : "No jobs match."))];
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, body));
 }
 
 pages.job = {
@@ -297,7 +383,11 @@ pages.job = {
     append(main, [el("h1", {}, "Job " + id), this.body]);
   },
   async refresh() {
-    const j = (await read("GetJob", { id: this.id })).job;
+    const res = await read("GetJob", { id: this.id });
+    const j = res.job;
+    // Why it is not running, in the broker's words: the same rules its dispatcher applies.
+    const waiting = res.waiting && res.waiting.detail ? el("div", { class: "notice", id: "waiting", dataset: { reason: short(res.waiting.reason, "WAIT_REASON_") } },
+      "Not running: " + res.waiting.detail + ".") : null;
     const st = jobState(j.state);
     const payload = decodePayload(j.payload);
     const meta = j.metadata && Object.keys(j.metadata).length ? j.metadata : null;
@@ -306,6 +396,7 @@ pages.job = {
     append(this.body, [
       el("section", {}, el("div", { class: "row" }, badge(st),
         !final ? adminButton("Cancel job", () => act(() => write("CancelJob", { id: this.id })), "danger") : null),
+      waiting,
       el("dl", { class: "kv" }, [
         ["Type", j.type], ["Queue", j.queue], ["Priority", j.priority], ["Attempts", j.attempts + " / " + j.max_attempts],
         ["Created", fmtTime(j.created_at)], ["Run at", fmtTime(j.run_at)], ["Finished", fmtTime(j.finished_at)],
@@ -323,36 +414,40 @@ pages.job = {
 };
 
 pages.dlq = {
-  render(main) {
-    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue" });
-    this.type = el("input", { placeholder: "type", ariaLabel: "type" });
-    this.errorType = el("input", { placeholder: "error type", ariaLabel: "error type" });
-    this.tokens = [""];
+  render(main, _arg, params) {
+    this.params = params;
+    this.queue = el("input", { placeholder: "queue", ariaLabel: "queue", value: params.get("queue") || "" });
+    this.type = el("input", { placeholder: "type", ariaLabel: "type", value: params.get("type") || "" });
+    this.errorType = el("input", { placeholder: "error type", ariaLabel: "error type", value: params.get("error_type") || "" });
     this.top = el("div");
     this.list = el("div", { id: "dlq-list" });
     this.pager = el("div", { class: "row" });
     this.bulk = el("div", { id: "bulk" });
     this.editor = el("div", { id: "editor" });
-    const apply = () => { this.tokens = [""]; clear(this.bulk); refresh(); };
+    const apply = () => navigate("dlq", { queue: this.queue.value.trim(), type: this.type.value.trim(), error_type: this.errorType.value.trim(),
+      sort: params.get("sort"), order: params.get("order") });
     append(main, [el("h1", {}, "Dead letters"),
       el("section", {}, el("h2", {}, "Top errors"), this.top),
-      el("div", { class: "row" }, this.queue, this.type, this.errorType,
-        el("button", { type: "button", class: "primary", onclick: apply }, "Filter"),
+      el("form", { class: "row", onsubmit: (e) => { e.preventDefault(); apply(); } }, this.queue, this.type, this.errorType,
+        el("button", { type: "submit", class: "primary" }, "Filter"),
         adminButton("Preview requeue", () => this.preview("RequeueDeadJobs", "Requeue")),
         adminButton("Preview purge", () => this.preview("PurgeDeadJobs", "Purge"), "danger")),
       this.bulk, this.editor,
       el("section", {}, this.list, this.pager)]);
   },
   filter() { return { queue: this.queue.value, type: this.type.value, error_type: this.errorType.value }; },
-  // preview asks the broker how many jobs the filter matches, and offers to act on exactly those.
+  // preview asks the broker which jobs the filter matches, and offers to act on exactly those:
+  // the confirm names the previewed ids, so a job that died since, or a filter edited since,
+  // changes nothing, and a previewed job that left the DLQ meanwhile makes the broker refuse.
   async preview(method, verb) {
     clear(this.bulk);
     try {
       const res = await write(method, { selection: { filter: this.filter(), preview: true } });
-      const n = Number(res.matched);
+      const ids = (res.matched_ids || []).map(String);
+      const n = ids.length;
       append(this.bulk, [el("div", { class: "notice" }, verb + " " + n + " dead job" + (n === 1 ? "" : "s") + " matching this filter? ",
         n > 0 ? el("button", { type: "button", class: verb === "Purge" ? "danger" : "primary", id: "confirm", onclick: () => act(async () => {
-          const done = await write(method, { selection: { filter: this.filter(), limit: Math.max(n, 1) } });
+          const done = await write(method, { selection: { ids, limit: n } });
           clear(this.bulk);
           append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job" + (Number(done.affected) === 1 ? "" : "s") + ".")]);
         }) }, verb + " " + n) : null,
@@ -377,13 +472,13 @@ pages.dlq = {
   },
   async refresh() {
     const [top, res] = await Promise.all([read("TopDeadErrors", { filter: this.filter(), limit: 10 }),
-      read("ListDeadJobs", { filter: this.filter(), page_size: 50, page_token: this.tokens[this.tokens.length - 1] })]);
+      read("ListDeadJobs", { filter: this.filter(), page_size: 50, page_token: this.params.get("page") || "" })]);
     clear(this.top).appendChild(table(["Error type", ["Jobs", "num"], "Last seen", "Sample message"],
       (top.groups || []).map((g) => el("tr", {}, td(g.error_type), num(g.count), td(fmtTime(g.last_seen)), td(g.sample_message))), "The DLQ is empty."));
-    clear(this.list).appendChild(jobTable(res.jobs || [], isAdmin() ? (j) => el("span", { class: "row" },
+    clear(this.list).appendChild(jobTable(res.jobs || [], "dlq", this.params, isAdmin() ? (j) => el("span", { class: "row" },
       el("button", { type: "button", onclick: () => act(() => write("RequeueDeadJobs", { selection: { ids: [j.id] } })) }, "Requeue"),
       el("button", { type: "button", onclick: () => this.edit(j.id) }, "Edit & requeue")) : null));
-    drawPager(this, res.next_page_token);
+    urlPager(this.pager, "dlq", this.params, res.next_page_token);
   },
 };
 
@@ -496,7 +591,9 @@ async function refresh() {
 }
 
 function route() {
-  const [name, arg] = (location.hash.replace(/^#\/?/, "") || "overview").split("/");
+  const [path, query] = (location.hash.replace(/^#\/?/, "") || "overview").split("?");
+  const [name, arg] = path.split("/");
+  const params = new URLSearchParams(query || "");
   const page = pages[name] || pages.overview;
   state.route = pages[name] ? name : "overview";
   state.page = Object.create(page);
@@ -504,7 +601,7 @@ function route() {
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === (name === "job" ? "jobs" : state.route));
   const main = clear(document.getElementById("main"));
   showError(null);
-  state.page.render(main, arg && decodeURIComponent(arg));
+  state.page.render(main, arg && decodeURIComponent(arg), params);
   refresh();
 }
 
