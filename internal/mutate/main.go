@@ -496,9 +496,6 @@ func mutations() []mutation {
 	add(mutation{name: "connect: a worker retries a TLS or token mismatch forever", file: "worker/worker.go",
 		from: "if ce := client.Classify(err); ce != nil {", to: "if ce := client.Classify(err); ce != nil && false {",
 		pkgs: []string{"./worker"}, run: "TestRunStopsOnAnInsecurableConnection"})
-	add(mutation{name: "connect: a client without a certificate hands the broker's refusal on as EOF", file: "client/security.go",
-		from: "\tif len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {", to: "\tif false {",
-		pkgs: []string{"./client"}, run: "TestClassifyCallErrors"})
 	add(mutation{name: "connect: plaintext against a TLS broker reads as a dropped connection", file: "client/connerr.go",
 		from: "\t\tif plaintext && answersTLS(c.addr) {", to: "\t\tif false && plaintext && answersTLS(c.addr) {",
 		pkgs: []string{"./client"}, run: "TestClassifyCallErrors"})
@@ -506,6 +503,30 @@ func mutations() []mutation {
 		from: "(how == permitReleased || cfg.Mode != breaker.ModeRatio && (how != permitFailed || !cfg.Counts(kind))) {",
 		to:   "(how != permitFailed || !cfg.Counts(kind)) {",
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
+	// Why a job waits is told from the dispatcher's own rules; a bulk confirm acts on what was previewed.
+	add(mutation{name: "why pending: a paused queue is not named", file: "broker/whypending.go",
+		from: "\tif plan.paused(j.Queue) {", to: "\tif false && plan.paused(j.Queue) {",
+		pkgs: []string{"./broker"}, run: "TestWhyPendingNamesEachRule"})
+	add(mutation{name: "why pending: a full queue is not named", file: "broker/whypending.go",
+		from: "\tif plan.full(j.Queue) {", to: "\tif false && plan.full(j.Queue) {",
+		pkgs: []string{"./broker"}, run: "TestWhyPendingNamesEachRule"})
+	add(mutation{name: "dashboard: failures per second are failures per minute", file: "internal/web/sampler.go",
+		from: "\tsmp.FailedRate = float64(smp.FailedLastMinute) / sec", to: "\tsmp.FailedRate = float64(smp.FailedLastMinute)",
+		pkgs: []string{webPkg}, run: "TestSampler"})
+	add(mutation{name: "worker: a plain Go error reports its Go type", file: "worker/errors.go",
+		from: "\t\treturn PlainErrorType", to: "\t\treturn \"*errors.errorString\"",
+		pkgs: []string{"./worker"}, run: "TestClassify"})
+
+	// What a newcomer types wrong is refused with a sentence.
+	add(mutation{name: "cli: a --db URL of another database is taken as a file name", file: "cmd/jobwire/serve.go",
+		from: "ok && isURLScheme(scheme) {", to: "ok && !isURLScheme(scheme) {",
+		pkgs: []string{"./cmd/jobwire"}, run: "TestServeRejectsBadInputBeforeTouchingTheDisk"})
+	add(mutation{name: "serve: no warning for an admin token written in a git work tree", file: "internal/app/security.go",
+		from: "if _, err := os.Lstat(filepath.Join(dir, \".git\")); err == nil {", to: "if _, err := os.Lstat(filepath.Join(dir, \".git\")); err != nil {",
+		pkgs: []string{"./internal/app"}, run: "TestBootstrapWarnsInsideAGitWorkTree"})
+	add(mutation{name: "cli: one job is counted in the plural", file: "cmd/jobwire/output.go",
+		from: "\tif n == 1 {", to: "\tif n == 2 {",
+		pkgs: []string{"./cmd/jobwire"}, run: "TestDLQ"})
 	return ms
 }
 
