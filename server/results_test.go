@@ -137,3 +137,49 @@ func TestDifferentResultWhileTheFirstIsStoredIsRefused(t *testing.T) {
 		t.Fatalf("job %d has attempts %v; want the one failed attempt", id, h)
 	}
 }
+
+// A Result for a lease whose Release is being stored is refused at once: the job never
+// started, so it has no result, and the Release's answer is not the Result's.
+func TestResultWhileTheReleaseIsStoredIsRefused(t *testing.T) {
+	t.Parallel()
+	faults := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+	b := brokertest.New(t, brokertest.Options{Faults: faults})
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	a := w.Assignment()
+
+	// Hold the writer in a heartbeat's write, so that the Release waits to be stored.
+	entered, release := faults.Hold("heartbeat")
+	defer release()
+	w.Send(heartbeatOf(a))
+	select {
+	case <-entered:
+	case <-time.After(brokertest.WaitTimeout):
+		t.Fatal("the heartbeat's write never began")
+	}
+	w.Release(brokertest.Ref(a))
+	w.SendResult(brokertest.Ref(a), nil)
+	var r *jobwirev1.Refused
+	for r == nil {
+		if m := w.Next(); m.GetHeartbeatAck() == nil {
+			r = m.GetRefused()
+			if r == nil {
+				t.Fatalf("while the Release was stored, the broker answered %v; want the Result refused", m)
+			}
+		}
+	}
+	release()
+	if r.GetJobId() != id || r.GetRefusedMessage() != jobwirev1.RefusedMessage_REFUSED_MESSAGE_RESULT ||
+		codes.Code(r.GetCode()) != codes.FailedPrecondition ||
+		r.GetMessage() != "the lease is being released: its job never started, so it has no result" {
+		t.Fatalf("a Result while the Release was stored: %v; want FAILED_PRECONDITION saying the lease is being released", r)
+	}
+	// The Release was stored: the job is free again, and the slot it took is offered it anew.
+	m := w.Next()
+	if m.GetHeartbeatAck() != nil { // the held heartbeat's own answer
+		m = w.Next()
+	}
+	if again := m.GetAssignment(); again.GetJob().GetId() != id || again.GetLeaseToken() == a.GetLeaseToken() {
+		t.Fatalf("after the Release: %v; want job %d assigned under a new lease", m, id)
+	}
+}
