@@ -58,10 +58,17 @@ type JobFilter struct {
 	Type  string
 }
 
-// ListJobs reads up to limit jobs f matches with an id above afterID, in id order, without
-// history or payload.
-func (b *Broker) ListJobs(ctx context.Context, f JobFilter, afterID int64, limit int) ([]*job.Job, error) {
-	return b.st.JobList(ctx, &store.JobListParams{State: f.State, Queue: f.Queue, Type: f.Type, AfterID: afterID, Limit: limit})
+// JobCursor is where a page of ListJobs ended: the last job's creation time and id.
+type JobCursor struct {
+	CreatedAt time.Time
+	ID        int64
+}
+
+// ListJobs reads up to limit jobs f matches, in creation order (then id order) starting after
+// after (nil: from the oldest), without history or payload.
+func (b *Broker) ListJobs(ctx context.Context, f JobFilter, after *JobCursor, limit int) ([]*job.Job, error) {
+	return b.st.JobList(ctx, &store.JobListParams{State: f.State, Queue: f.Queue, Type: f.Type,
+		After: (*store.JobCursor)(after), Limit: limit})
 }
 
 // DeadFilter selects dead jobs. Zero fields match any.

@@ -91,3 +91,29 @@ func (s *Session) repeatedResultLocked(ref job.LeaseRef, success bool) bool {
 	s.out.push(res.ack)
 	return true
 }
+
+// ending is what a lease being finished is being finished with: a repeat of the same is
+// answered as the first is, anything else is refused.
+type ending uint8
+
+const (
+	endingSuccess ending = iota
+	endingFailure
+	endingRelease
+)
+
+// endingOf is the ending a Result with failure (nil for success) asks for.
+func endingOf(failure *job.Failure) ending {
+	if failure == nil {
+		return endingSuccess
+	}
+	return endingFailure
+}
+
+// differs is the refusal of a Result other than the ending e being stored.
+func (e ending) differs() string {
+	if e == endingRelease {
+		return "the lease is being released: its job never started, so it has no result"
+	}
+	return "a different result for this lease is already being stored"
+}

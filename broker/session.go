@@ -66,7 +66,8 @@ type lease struct {
 	// deadline is when the lease runs out unless extended, as far as this broker knows: in a
 	// cluster, a lease this far past it has been ended by the leader (dropLostLeasesLocked).
 	deadline  time.Time
-	finishing bool   // a result is being stored
+	finishing bool   // a result or a release is being stored
+	storing   ending // which one, while finishing
 	failMsg   string // the reported failure's message, for the breaker's last failures
 	// repeats are the sessions that sent the result again while it was being stored; each is
 	// given the first one's answer too.
@@ -386,12 +387,20 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		return
 	}
 	if l.finishing {
+		this := endingOf(failure)
+		if l.storing != this {
+			// Not a repeat: the first outcome wins, and a worker sending another one (or a
+			// result for a lease it is releasing) is told so rather than given the first's ack.
+			b.mu.Unlock()
+			s.refuse(ref, AboutResult, RefusedStale, l.storing.differs())
+			return
+		}
 		// A re-sent result while the first is being stored: it gets the first one's answer.
 		l.repeats = append(l.repeats, s)
 		b.mu.Unlock()
 		return
 	}
-	l.finishing = true
+	l.finishing, l.storing = true, endingOf(failure)
 	j, attemptNo, startedAt, permit := l.job, l.attempt, l.startedAt, l.permit
 	frees := b.freesRoomLocked(j.Queue)
 	if !l.started {
@@ -534,7 +543,7 @@ func (s *Session) Release(ref job.LeaseRef) {
 		s.refuse(ref, AboutRelease, RefusedStale, "only a lease whose job has not started can be released")
 		return
 	}
-	l.finishing = true
+	l.finishing, l.storing = true, endingRelease
 	held := []heldProbe{{ref: ref, typ: l.job.Type, permit: l.permit}}
 	b.mu.Unlock()
 	var ok bool

@@ -105,9 +105,14 @@ func jobsToProto(jobs []*job.Job) []*jobwirev1.Job {
 }
 
 func (a *admin) ListJobs(ctx context.Context, req *jobwirev1.ListJobsRequest) (*jobwirev1.ListJobsResponse, error) {
-	after, err := decodeJobToken(req.GetPageToken())
+	// The token has the dead list's shape: the last job's creation time and id.
+	c, err := decodeDeadToken(req.GetPageToken())
 	if err != nil {
 		return nil, err
+	}
+	var after *broker.JobCursor
+	if c != nil {
+		after = &broker.JobCursor{CreatedAt: c.FinishedAt, ID: c.ID}
 	}
 	size := pageSize(req.GetPageSize())
 	// One more than the page tells whether another page follows.
@@ -119,7 +124,8 @@ func (a *admin) ListJobs(ctx context.Context, req *jobwirev1.ListJobsRequest) (*
 	out := &jobwirev1.ListJobsResponse{}
 	if len(jobs) > size {
 		jobs = jobs[:size]
-		out.NextPageToken = encodeJobToken(jobs[size-1].ID)
+		last := jobs[size-1]
+		out.NextPageToken = encodeDeadToken(broker.DeadCursor{FinishedAt: last.CreatedAt, ID: last.ID})
 	}
 	out.Jobs = jobsToProto(jobs)
 	return out, nil

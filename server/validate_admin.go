@@ -27,7 +27,7 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		if err := validPageSize(r.GetPageSize()); err != nil {
 			return err
 		}
-		_, err := decodeJobToken(r.GetPageToken())
+		_, err := decodeDeadToken(r.GetPageToken()) // the same shape: a time and an id
 		return err
 	case *jobwirev1.ListDeadJobsRequest:
 		if err := validFilter("filter", r.GetFilter()); err != nil {

@@ -44,7 +44,8 @@ type Store interface {
 
 	// JobGet reads one job with its attempt history.
 	JobGet(ctx context.Context, id int64) (*job.Job, error)
-	// JobList reads jobs without history or payload, in id order after params.AfterID.
+	// JobList reads jobs without history or payload, in creation order (then id order) after
+	// params.After.
 	JobList(ctx context.Context, params *JobListParams) ([]*job.Job, error)
 
 	// BreakerLoadAll reads every saved circuit breaker state.
@@ -391,11 +392,19 @@ type JobFinishParams struct {
 
 // JobListParams filters a job listing. Listed jobs carry no history or payload.
 type JobListParams struct {
-	State   job.State // 0: any
-	Queue   string
-	Type    string
-	AfterID int64
-	Limit   int
+	State job.State // 0: any
+	Queue string
+	Type  string
+	After *JobCursor // nil: from the oldest
+	Limit int
+}
+
+// JobCursor is where a page of jobs in creation order ended: the last job's creation time and
+// id. Ids do not follow creation across brokers sharing a database (each draws its ids in
+// blocks), so lists are in creation order, ties broken by id.
+type JobCursor struct {
+	CreatedAt time.Time
+	ID        int64
 }
 
 // DeadJobFilter selects dead jobs. Zero fields match any.

@@ -78,7 +78,7 @@ func init() {
 		{name: "enqueue", args: "--type T [--payload JSON] [flags]", summary: "Enqueue one job and print its id.", run: runEnqueue},
 		{name: "job get", args: "ID [flags]", summary: "Show a job with its attempt history.", run: runJobGet},
 		{name: "job cancel", args: "ID [flags]", summary: "Cancel a job that has not finished.", run: runJobCancel},
-		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [flags]", summary: "List jobs.", run: runJobsList},
+		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [flags]", summary: "List jobs, oldest first.", run: runJobsList},
 		{name: "dlq list", args: "[filters] [flags]", summary: "List dead jobs, newest first.", run: runDLQList},
 		{name: "dlq show", args: "ID [flags]", summary: "Show a dead job's payload and every attempt's error.", run: runDLQShow},
 		{name: "dlq requeue", args: "(ID... | --all-matching [filters]) [flags]", summary: "Send dead jobs back to run with their attempts reset.", run: runDLQRequeue},
@@ -109,7 +109,7 @@ func init() {
 // missing here still works; its help page then lists the subcommands without a heading line.
 var groups = map[string]string{
 	"job":      "Look at or cancel one job.",
-	"jobs":     "List jobs.",
+	"jobs":     "List jobs, oldest first.",
 	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
 	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
 	"breakers": "Look at and steer the circuit breakers of job types.",

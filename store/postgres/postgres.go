@@ -391,10 +391,13 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 	return out, err
 }
 
-// JobList reads jobs in id order.
+// JobList reads jobs in creation order, then id order.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
 	q := &query{}
-	q.sql.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE id > ` + q.arg(p.AfterID))
+	q.sql.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE true`)
+	if p.After != nil {
+		q.sql.WriteString(` AND (created_at, id) > (` + q.arg(nanos(p.After.CreatedAt)) + `, ` + q.arg(p.After.ID) + `)`)
+	}
 	if p.State != 0 {
 		q.sql.WriteString(` AND state = ` + q.arg(int16(p.State)))
 	}
@@ -404,7 +407,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job
 	if p.Type != "" {
 		q.sql.WriteString(` AND type = ` + q.arg(p.Type))
 	}
-	q.sql.WriteString(` ORDER BY id LIMIT ` + q.arg(p.Limit))
+	q.sql.WriteString(` ORDER BY created_at, id LIMIT ` + q.arg(p.Limit))
 	var out []*job.Job
 	err := s.read(ctx, "job_list", func(ctx context.Context) error {
 		var err error

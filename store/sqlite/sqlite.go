@@ -432,10 +432,14 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 	return out, err
 }
 
-// JobList reads jobs in id order.
+// JobList reads jobs in creation order, then id order.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
-	q := `SELECT ` + listColumns + ` FROM jobs WHERE id > ?`
-	args := []any{p.AfterID}
+	q := `SELECT ` + listColumns + ` FROM jobs WHERE true`
+	var args []any
+	if p.After != nil {
+		q += ` AND (created_at, id) > (?, ?)`
+		args = append(args, nanos(p.After.CreatedAt), p.After.ID)
+	}
 	if p.State != 0 {
 		q += ` AND state = ?`
 		args = append(args, int(p.State))
@@ -448,7 +452,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job
 		q += ` AND type = ?`
 		args = append(args, p.Type)
 	}
-	q += ` ORDER BY id LIMIT ?`
+	q += ` ORDER BY created_at, id LIMIT ?`
 	args = append(args, p.Limit)
 	var out []*job.Job
 	err := s.read(ctx, "job_list", func(ctx context.Context) error {

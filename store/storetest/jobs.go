@@ -294,11 +294,20 @@ func testJobList(t *testing.T, b *bundle) {
 		return ids(jobs)
 	}
 	equal(t, "all", list(store.JobListParams{}), all)
-	equal(t, "page", list(store.JobListParams{AfterID: all[1], Limit: 2}), all[2:4])
+	equal(t, "page", list(store.JobListParams{After: &store.JobCursor{CreatedAt: b.now, ID: all[1]}, Limit: 2}), all[2:4])
 	equal(t, "type b", list(store.JobListParams{Type: "b"}), []int64{all[1], all[3], all[5]})
 	equal(t, "queue q1", list(store.JobListParams{Queue: "q1"}), []int64{all[0], all[3]})
 	equal(t, "leased", list(store.JobListParams{State: job.StateLeased}), []int64{ref.JobID})
 	equal(t, "type a in q3", list(store.JobListParams{Type: "a", Queue: "q3"}), []int64{all[2]})
+
+	// Lists are in creation order, not id order: brokers sharing a database draw ids in blocks,
+	// so a job created later can have a smaller id than one created earlier on another broker.
+	later, earlier := b.job("c"), b.job("c")
+	later.Now, earlier.Now = b.now.Add(2*time.Second), b.now.Add(time.Second)
+	c := append(b.insert(later), b.insert(earlier)...) // later gets the smaller id
+	equal(t, "created in another order than their ids", list(store.JobListParams{Type: "c"}), []int64{c[1], c[0]})
+	equal(t, "page after the one created first",
+		list(store.JobListParams{Type: "c", After: &store.JobCursor{CreatedAt: earlier.Now, ID: c[1]}}), []int64{c[0]})
 }
 
 // JobGetMany reads in the order asked, leaves out missing ids and lists a repeated one once;
