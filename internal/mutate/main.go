@@ -527,6 +527,19 @@ func mutations() []mutation {
 	add(mutation{name: "cli: one job is counted in the plural", file: "cmd/jobwire/output.go",
 		from: "\tif n == 1 {", to: "\tif n == 2 {",
 		pkgs: []string{"./cmd/jobwire"}, run: "TestDLQ"})
+	// One outcome per attempt: a different one sent while the first is stored is refused.
+	add(mutation{name: "results: a different outcome joins the one being stored", file: "broker/session.go",
+		from: "if l.storing != this {", to: "if false {",
+		pkgs: []string{srvPkg}, run: "TestDifferentResultWhileTheFirstIsStoredIsRefused"})
+	add(mutation{name: "results: a result joins a release being stored", file: "broker/session.go",
+		from: "if l.storing != this {", to: "if l.storing != this && l.storing != endingRelease {",
+		pkgs: []string{srvPkg}, run: "TestResultWhileTheReleaseIsStoredIsRefused"})
+	add(mutation{name: "lists: jobs listed by id, not by creation", file: "store/sqlite/sqlite.go",
+		from: "q += ` ORDER BY created_at, id LIMIT ?`", to: "q += ` ORDER BY id LIMIT ?`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobList$"})
+	add(mutation{name: "postgres lists: jobs listed by id, not by creation", file: "store/postgres/postgres.go",
+		from: "q.sql.WriteString(` ORDER BY created_at, id LIMIT ` + q.arg(p.Limit))", to: "q.sql.WriteString(` ORDER BY id LIMIT ` + q.arg(p.Limit))",
+		pkgs: []string{pgPkg}, run: "TestJobListFollowsCreationAcrossBrokers", postgres: true})
 	return ms
 }
 
