@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -52,9 +53,23 @@ type Options struct {
 	// be at least three election intervals. Zero: DefaultLeaderTimeout, or five election
 	// intervals if that is longer.
 	LeaderTimeout time.Duration
+	// IdleInTransaction is how long the server lets one of the store's sessions sit in an open
+	// transaction without a statement before it ends the session (PostgreSQL's
+	// idle_in_transaction_session_timeout), releasing its row locks. Zero:
+	// DefaultIdleInTransaction; negative: the server's own setting.
+	IdleInTransaction time.Duration
 
 	tracer pgx.QueryTracer // tests: sees every statement and batch the connections send
 }
+
+// DefaultIdleInTransaction bounds how long a broker cut off from the database mid-transaction
+// (a partition that drops packets, a frozen process) keeps the rows it locked: PostgreSQL would
+// otherwise hold them until its TCP keepalives notice the dead session, which takes minutes to
+// hours, and every other broker's write that needs one of those rows (a job's, a finished
+// total's, a breaker's) waits that long; brokers that share the database would all stall behind
+// the one that is gone. A broker's own transactions are pipelined and never wait on it for
+// more than a moment, so five seconds leaves a loaded machine ample room.
+const DefaultIdleInTransaction = 5 * time.Second
 
 // DefaultMaxConns is the pool size when neither Options nor the URL set one: the two writers
 // (the broker's and its enqueue writer's) and the broker's readers (stats, listings, the
@@ -124,6 +139,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.tracer != nil {
 		cfg.ConnConfig.Tracer = opts.tracer
+	}
+	if opts.IdleInTransaction == 0 {
+		opts.IdleInTransaction = DefaultIdleInTransaction
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set && opts.IdleInTransaction > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(opts.IdleInTransaction.Milliseconds(), 10)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
