@@ -66,9 +66,14 @@ func newWindow(sampling time.Duration) window {
 // start is the start of the bucket holding t.
 func (w *window) start(t time.Time) time.Time { return t.Truncate(w.width) }
 
+// oldest is the start of the oldest bucket still in the window at now.
+func (w *window) oldest(now time.Time) time.Time {
+	return w.start(now).Add(-(WindowBuckets - 1) * w.width)
+}
+
 // trim drops the buckets that left the window at now.
 func (w *window) trim(now time.Time) {
-	oldest := w.start(now).Add(-(WindowBuckets - 1) * w.width)
+	oldest := w.oldest(now)
 	w.buckets = slices.DeleteFunc(w.buckets, func(b SavedBucket) bool { return b.Start.Before(oldest) })
 }
 
@@ -88,7 +93,7 @@ func (w *window) add(now time.Time, failed bool) {
 
 // totals are the calls and failures within the window at now.
 func (w *window) totals(now time.Time) (calls, failures int) {
-	oldest := w.start(now).Add(-(WindowBuckets - 1) * w.width)
+	oldest := w.oldest(now)
 	for _, b := range w.buckets {
 		if !b.Start.Before(oldest) && !b.Start.After(now) {
 			calls += b.Calls

@@ -540,6 +540,9 @@ func mutations() []mutation {
 	add(mutation{name: "postgres lists: jobs listed by id, not by creation", file: "store/postgres/postgres.go",
 		from: "q.sql.WriteString(` ORDER BY created_at, id LIMIT ` + q.arg(p.Limit))", to: "q.sql.WriteString(` ORDER BY id LIMIT ` + q.arg(p.Limit))",
 		pkgs: []string{pgPkg}, run: "TestJobListFollowsCreationAcrossBrokers", postgres: true})
+	add(mutation{name: "breaker window: a bucket stays in the ratio window one width too long", file: "breaker/window.go",
+		from: "return w.start(now).Add(-(WindowBuckets - 1) * w.width)", to: "return w.start(now).Add(-WindowBuckets * w.width)",
+		pkgs: []string{"./breaker"}, run: "TestRatioMode"})
 	return ms
 }
 
