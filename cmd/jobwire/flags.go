@@ -11,12 +11,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
 const (
-	envAddr        = "JOBWIRE_ADDR"
-	defaultAddr    = "127.0.0.1:7070"
+	envAddr        = client.EnvAddr
+	defaultAddr    = client.DefaultAddr
 	defaultTimeout = 10 * time.Second
 )
 

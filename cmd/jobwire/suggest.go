@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"strings"
+
+	"github.com/jobwire/jobwire/internal/editdist"
 )
 
 // suggest returns the candidate closest to typed, or "" when none is close enough to be what was
@@ -12,7 +14,7 @@ import (
 func suggest(typed string, candidates []string) string {
 	best, bestDist := "", -1
 	for _, c := range candidates {
-		d := editDistance(typed, c)
+		d := editdist.Distance(typed, c)
 		if len(typed) >= 3 && strings.HasPrefix(c, typed) {
 			d = min(d, 1)
 		}
@@ -28,33 +30,6 @@ func suggest(typed string, candidates []string) string {
 		return ""
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, counting an adjacent transposition
-// ("sattus" for "status") as one edit, byte by byte.
-func editDistance(a, b string) int {
-	// prev2, prev and cur are three rows of the distance matrix.
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // didYouMean is the end of an error sentence about an unknown name: `; did you mean "x"?` when a

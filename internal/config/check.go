@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/jobwire/jobwire/internal/editdist"
 )
 
 // Error is one mistake in a configuration document: one sentence naming the key, in the
@@ -210,7 +212,7 @@ func suggest[V any](key string, known map[string]V) string {
 	sort.Strings(names)
 	best, bestD := "", 3
 	for _, k := range names {
-		if d := editDistance(key, k); d < bestD {
+		if d := editdist.Distance(key, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -229,27 +231,6 @@ func suggest[V any](key string, known map[string]V) string {
 		return " (known keys: " + strings.Join(names, ", ") + ")"
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // syntaxError rewords yaml's parse errors ("yaml: line 3: mapping values are not allowed in
