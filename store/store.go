@@ -54,8 +54,6 @@ type Store interface {
 	// JobListDead reads dead jobs without history or payload, newest first (finished_at,
 	// then id, descending), after params.After when set.
 	JobListDead(ctx context.Context, params *DeadJobListParams) ([]*job.Job, error)
-	// JobCountDead counts the dead jobs f matches, counting no further than limit.
-	JobCountDead(ctx context.Context, f *DeadJobFilter, limit int) (int, error)
 	// JobGetMany reads jobs without history or payload, in the order of ids; ids that do
 	// not exist are left out.
 	JobGetMany(ctx context.Context, ids []int64) ([]*job.Job, error)

@@ -71,19 +71,6 @@ func (s *Store) JobListDead(ctx context.Context, p *store.DeadJobListParams) ([]
 	return out, err
 }
 
-// JobCountDead counts matching dead jobs up to limit.
-func (s *Store) JobCountDead(ctx context.Context, f *store.DeadJobFilter, limit int) (int, error) {
-	q := &query{}
-	q.sql.WriteString(`SELECT COUNT(*) FROM (SELECT id FROM jobs WHERE state = 6`)
-	deadWhere(q, f)
-	q.sql.WriteString(` LIMIT ` + q.arg(limit) + `) AS matched`)
-	var n int
-	err := s.read(ctx, "job_count_dead", func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, q.sql.String(), q.args...).Scan(&n)
-	})
-	return n, err
-}
-
 // JobGetMany reads jobs in the order of ids.
 func (s *Store) JobGetMany(ctx context.Context, ids []int64) ([]*job.Job, error) {
 	var out []*job.Job

@@ -125,20 +125,6 @@ func (s *Store) JobListDead(ctx context.Context, p *store.DeadJobListParams) ([]
 	return out, err
 }
 
-// JobCountDead counts matching dead jobs up to limit.
-func (s *Store) JobCountDead(ctx context.Context, f *store.DeadJobFilter, limit int) (int, error) {
-	var q strings.Builder
-	q.WriteString(`SELECT COUNT(*) FROM (SELECT id FROM jobs WHERE state = 6`)
-	args := deadWhere(&q, nil, f)
-	q.WriteString(` LIMIT ?) AS matched`)
-	args = append(args, limit)
-	var n int
-	err := s.read(ctx, "job_count_dead", func(ctx context.Context) error {
-		return s.r.QueryRowContext(ctx, q.String(), args...).Scan(&n)
-	})
-	return n, err
-}
-
 // JobGetMany reads jobs in the order of ids.
 func (s *Store) JobGetMany(ctx context.Context, ids []int64) ([]*job.Job, error) {
 	var out []*job.Job

@@ -79,18 +79,6 @@ func testDeadLetterQueue(t *testing.T, b *bundle) {
 	equal(t, "reason", list(store.DeadJobFilter{Reason: job.DeadFatal}, nil, 10), newest)
 	equal(t, "other reason", list(store.DeadJobFilter{Reason: job.DeadTimeout}, nil, 10), []int64{})
 
-	count := func(f store.DeadJobFilter, limit int) int {
-		t.Helper()
-		n, err := b.s.JobCountDead(b.ctx, &f, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	equal(t, "count", count(store.DeadJobFilter{}, 100), 5)
-	equal(t, "count up to a limit", count(store.DeadJobFilter{}, 3), 3)
-	equal(t, "count of a type", count(store.DeadJobFilter{Type: "b"}, 100), 2)
-
 	groups, err := b.s.DeadErrorGroups(b.ctx, &store.DeadJobFilter{}, 10)
 	if err != nil {
 		t.Fatal(err)
