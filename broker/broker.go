@@ -368,7 +368,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		if err == nil {
 			b.mu.Lock()
 			for _, l := range b.leases {
-				if !l.started && !l.finishing {
+				if !l.started && !l.finishing() {
 					b.endLeaseLocked(l, permitReleased, 0)
 				}
 			}

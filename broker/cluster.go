@@ -195,7 +195,7 @@ func (b *Broker) dropLostLeasesLocked(now time.Time) {
 	}
 	grace := b.cfg.SweepInterval
 	for _, l := range b.leases {
-		if l.finishing {
+		if l.finishing() {
 			continue
 		}
 		reason, kind := CancelLeaseLost, breaker.LeaseExpired
@@ -234,7 +234,7 @@ func (b *Broker) releaseOwnLeases(ctx context.Context) error {
 	}
 	var held []heldProbe
 	for _, l := range b.leases {
-		if !l.started && !l.finishing && unsent[l.ref] {
+		if !l.started && !l.finishing() && unsent[l.ref] {
 			held = append(held, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 		}
 	}

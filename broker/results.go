@@ -92,12 +92,13 @@ func (s *Session) repeatedResultLocked(ref job.LeaseRef, success bool) bool {
 	return true
 }
 
-// ending is what a lease being finished is being finished with: a repeat of the same is
-// answered as the first is, anything else is refused.
+// ending is what a lease being finished is being finished with (endingNone: it is not): a
+// repeat of the same is answered as the first is, anything else is refused.
 type ending uint8
 
 const (
-	endingSuccess ending = iota
+	endingNone ending = iota
+	endingSuccess
 	endingFailure
 	endingRelease
 )

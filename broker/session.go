@@ -65,10 +65,9 @@ type lease struct {
 	startedAt time.Time
 	// deadline is when the lease runs out unless extended, as far as this broker knows: in a
 	// cluster, a lease this far past it has been ended by the leader (dropLostLeasesLocked).
-	deadline  time.Time
-	finishing bool   // a result or a release is being stored
-	storing   ending // which one, while finishing
-	failMsg   string // the reported failure's message, for the breaker's last failures
+	deadline time.Time
+	storing  ending // the result or release being stored; endingNone while there is none
+	failMsg  string // the reported failure's message, for the breaker's last failures
 	// repeats are the sessions that sent the result again while it was being stored; each is
 	// given the first one's answer too.
 	repeats []*Session
@@ -386,7 +385,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		}
 		return
 	}
-	if l.finishing {
+	if l.finishing() {
 		this := endingOf(failure)
 		if l.storing != this {
 			// Not a repeat: the first outcome wins, and a worker sending another one (or a
@@ -400,7 +399,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		b.mu.Unlock()
 		return
 	}
-	l.finishing, l.storing = true, endingOf(failure)
+	l.storing = endingOf(failure)
 	j, attemptNo, startedAt, permit := l.job, l.attempt, l.startedAt, l.permit
 	frees := b.freesRoomLocked(j.Queue)
 	if !l.started {
@@ -473,7 +472,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		switch {
 		case err != nil:
 			if cur != nil {
-				cur.finishing = false
+				cur.storing = endingNone
 			}
 			reason, msg := refusal(err)
 			for _, to := range answered {
@@ -538,12 +537,12 @@ func (s *Session) Release(ref job.LeaseRef) {
 	b := s.b
 	b.mu.Lock()
 	l := s.currentLocked(ref)
-	if l == nil || l.started || l.finishing {
+	if l == nil || l.started || l.finishing() {
 		b.mu.Unlock()
 		s.refuse(ref, AboutRelease, RefusedStale, "only a lease whose job has not started can be released")
 		return
 	}
-	l.finishing, l.storing = true, endingRelease
+	l.storing = endingRelease
 	held := []heldProbe{{ref: ref, typ: l.job.Type, permit: l.permit}}
 	b.mu.Unlock()
 	var ok bool
@@ -561,7 +560,7 @@ func (s *Session) Release(ref job.LeaseRef) {
 		cur := b.leaseLocked(ref)
 		if err != nil {
 			if cur != nil {
-				cur.finishing = false
+				cur.storing = endingNone
 			}
 			reason, msg := refusal(err)
 			s.refuse(ref, AboutRelease, reason, msg)
@@ -612,7 +611,7 @@ func (s *Session) Close() {
 	var release []heldProbe
 	for _, l := range s.held {
 		switch {
-		case l.finishing:
+		case l.finishing():
 			l.sess = nil
 		case !l.started && (s.halfClosed || unsent[l.ref]):
 			release = append(release, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
@@ -635,3 +634,6 @@ func (s *Session) Close() {
 	// returns them then.
 	b.submit(b.releaseOp(release, "could not hand back jobs of a closed stream"))
 }
+
+// finishing: a result or a release of the lease is being stored.
+func (l *lease) finishing() bool { return l.storing != endingNone }
