@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -98,6 +98,12 @@ mutate: sdk-deps
 ## bench: end-to-end benchmark over real gRPC (broker and workers in separate processes)
 bench:
 	$(GO) run ./cmd/jobwire-bench $(BENCH_ARGS)
+
+## bench-compare: this work tree's benchmark against REF's (a commit), in ROUNDS interleaved rounds
+## (default 3), printing each scenario's medians and their ratio; BENCH_ARGS go to both
+bench-compare:
+	@test -n "$(REF)" || { echo "make bench-compare needs REF=<commit>, e.g. make bench-compare REF=HEAD~1" >&2; exit 2; }
+	$(GO) run ./cmd/jobwire-bench compare --ref $(REF) --rounds $(or $(ROUNDS),3) -- $(BENCH_ARGS)
 
 ## bench-river: River and Jobwire side by side on a private PostgreSQL, in ROUNDS interleaved rounds (default 5)
 bench-river:

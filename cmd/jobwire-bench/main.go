@@ -15,7 +15,9 @@
 //	latency         open-loop producer at --rate jobs/s; the worker measures the time from
 //	                just before Enqueue to the start of its handler
 //
-// Results are printed as a table; --json FILE writes them too. See docs/performance.md.
+// Results are printed as a table; --json FILE writes them too. `jobwire-bench compare --ref
+// COMMIT` runs this benchmark and COMMIT's in interleaved rounds and prints the ratio per
+// scenario (make bench-compare). See docs/performance.md.
 package main
 
 import (
@@ -32,9 +34,10 @@ func main() {
 	err := run(ctx, os.Args[1:])
 	stop()
 	if err != nil {
-		if !errors.Is(err, errUsage) {
-			fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
 		}
+		fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
 		os.Exit(1)
 	}
 }
@@ -50,6 +53,8 @@ func run(ctx context.Context, args []string) error {
 			return runWorker(ctx, args[1:])
 		case brokerCommand:
 			return runBroker(ctx, args[1:])
+		case compareCommand:
+			return runCompare(ctx, args[1:])
 		}
 	}
 	cfg, err := parseFlags(args)
