@@ -18,7 +18,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps python-venv bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -95,6 +95,7 @@ test-sdks: sdk-deps
 sdk-deps: sdks/node/node_modules/.package-lock.json python-venv
 
 ## python-venv: the virtual environment of the Python library's pinned PyPI packages, in .bin/python
+.PHONY: python-venv
 python-venv: $(PYTHON_VENV)/.stamp
 
 # Remade only when the pins change. The wheels are downloaded once, then installed without the index.
