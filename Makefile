@@ -8,7 +8,15 @@ GO ?= go
 TOOLS := buf protoc-gen-go protoc-gen-go-grpc
 TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-PYTHON ?= /usr/bin/python3
+# The Python worker library's tests and the conformance suite's Python worker run on the
+# virtual environment that `make sdk-deps` builds in .bin/python from the PyPI packages
+# sdks/python/constraints.txt pins (their wheels kept in .bin/python-wheels, where the package's
+# install test finds them). The unit tests run once more on Debian's packages (DEBIAN_PYTHON).
+PYTHON_VENV := $(BIN)/python
+PYTHON_WHEELS := $(BIN)/python-wheels
+PYTHON ?= $(PYTHON_VENV)/bin/python
+DEBIAN_PYTHON ?= /usr/bin/python3
+PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
 .PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
 
@@ -68,7 +76,7 @@ test: lint check-generate sdk-deps test-go test-sdks fuzz-short
 test-go: sdk-deps
 	@mkdir -p $(BIN)
 	@echo "go test -race ./... (passing packages: .bin/go-test.log)"
-	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt \
+	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt JOBWIRE_PYTHON=$(PYTHON) \
 		scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 20m ./... 2>&1 | tee $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
 	@cat $(BIN)/conformance.txt
 
@@ -76,13 +84,27 @@ test-go: sdk-deps
 ## only if it fails
 test-sdks: sdk-deps
 	@mkdir -p $(BIN)
-	@set -o pipefail; $(PYTHON) -m unittest discover --buffer -s sdks/python 2>&1 | tee $(BIN)/python-test.log
+	@echo "python -m unittest: PyPI's grpcio and protobuf (.bin/python), then Debian's ($(DEBIAN_PYTHON))"
+	@set -o pipefail; GRPC_VERBOSITY=NONE $(PYTHON) -m unittest discover --buffer -s sdks/python 2>&1 | tee $(BIN)/python-test.log
+	@set -o pipefail; GRPC_VERBOSITY=NONE $(DEBIAN_PYTHON) -m unittest discover --buffer -s sdks/python 2>&1 | tee $(BIN)/python-debian-test.log
 	@echo "node --test sdks/node/"
 	@node --test --test-reporter=dot --test-reporter-destination=stdout \
 		--test-reporter=tap --test-reporter-destination=$(BIN)/node-test.tap sdks/node/
 
-## sdk-deps: install the Node.js worker library's pinned packages
-sdk-deps: sdks/node/node_modules/.package-lock.json
+## sdk-deps: install the Node.js and Python worker libraries' pinned packages
+sdk-deps: sdks/node/node_modules/.package-lock.json python-venv
+
+## python-venv: the virtual environment of the Python library's pinned PyPI packages, in .bin/python
+.PHONY: python-venv
+python-venv: $(PYTHON_VENV)/.stamp
+
+# Remade only when the pins change. The wheels are downloaded once, then installed without the index.
+$(PYTHON_VENV)/.stamp: sdks/python/constraints.txt
+	rm -rf $(PYTHON_VENV)
+	$(DEBIAN_PYTHON) -m venv $(PYTHON_VENV)
+	$(PYTHON_VENV)/bin/pip download $(PIP_QUIET) --only-binary=:all: --dest $(PYTHON_WHEELS) -r $<
+	$(PYTHON_VENV)/bin/pip install $(PIP_QUIET) --no-index --find-links $(PYTHON_WHEELS) -r $<
+	@touch $@
 
 sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
 	npm ci --prefix sdks/node --no-audit --no-fund --loglevel=error

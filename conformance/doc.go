@@ -11,8 +11,9 @@
 //
 //	go test ./conformance -v -run TestConformance
 //
-// Python needs /usr/bin/python3 with the grpcio and protobuf packages; Node.js needs `node` and
-// `npm ci --prefix sdks/node`. A language whose runtime is missing is skipped, unless
+// Python runs in $JOBWIRE_PYTHON, else the virtual environment of the pinned PyPI packages that
+// `make sdk-deps` builds in .bin/python, else /usr/bin/python3 with Debian's grpcio and protobuf;
+// Node.js needs `node` and `npm ci --prefix sdks/node`. A language whose runtime is missing is skipped, unless
 // JOBWIRE_CONFORMANCE_STRICT=1 is set, which turns a missing runtime into a failure (for CI).
 // -short skips the whole suite.
 //

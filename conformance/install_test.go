@@ -3,9 +3,11 @@ package conformance
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,28 +27,86 @@ const readmeAddr = "127.0.0.1:7070"
 func TestInstalledPythonPackageRunsTheREADMEWorker(t *testing.T) {
 	t.Parallel()
 	lang := runtimeFor(t, "python")
-	scratch := t.TempDir()
-	// Build from a copy, so that setuptools leaves its build/ and egg-info folders there.
-	src := filepath.Join(scratch, "src")
-	if err := os.CopyFS(src, os.DirFS(filepath.Join(repoRoot, "sdks", "python"))); err != nil {
+	constraints := filepath.Join(repoRoot, "sdks", "python", "constraints.txt")
+	pins := readPins(t, constraints)
+	quiet := []string{"-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"}
+	// The wheels `make sdk-deps` downloaded for the pins: with them the index is not asked.
+	fromPyPI := slices.Concat(quiet, []string{"-c", constraints})
+	if wheels := filepath.Join(repoRoot, ".bin", "python-wheels"); fileExists(wheels) {
+		fromPyPI = append(fromPyPI, "--no-index", "--find-links", wheels)
+	}
+	setups := []struct {
+		name     string
+		venv     []string // extra arguments of python -m venv
+		pip      []string // python -m pip install ..., before the package's folder
+		fromVenv bool     // grpc and protobuf are the venv's own, at the pinned versions
+	}{
+		// As the README says first: a fresh virtual environment, grpcio and protobuf from PyPI
+		// at the tested versions constraints.txt pins.
+		{name: "pypi", pip: fromPyPI, fromVenv: true},
+		// As the README says for Debian: a virtual environment that sees the system's grpcio and
+		// protobuf, and pip without the network, so the declared version ranges must admit them.
+		{name: "debian", venv: []string{"--system-site-packages"},
+			pip: slices.Concat(quiet, []string{"--no-index", "--no-build-isolation"})},
+	}
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			if !s.fromVenv {
+				if out, err := exec.Command(debianPython, "-c", "import grpc, google.protobuf").CombinedOutput(); err != nil {
+					msg := fmt.Sprintf("%s cannot import Debian's grpc and protobuf (apt-get install python3-grpcio python3-protobuf): %s", debianPython, out)
+					if os.Getenv(strictEnv) == "1" {
+						t.Fatal(msg)
+					}
+					t.Skip(msg)
+				}
+			}
+			scratch := t.TempDir()
+			// Build from a copy, so that setuptools leaves its build/ and egg-info folders there.
+			src := filepath.Join(scratch, "src")
+			if err := os.CopyFS(src, os.DirFS(filepath.Join(repoRoot, "sdks", "python"))); err != nil {
+				t.Fatal(err)
+			}
+			venv := filepath.Join(scratch, "venv")
+			run(t, scratch, nil, debianPython, slices.Concat([]string{"-m", "venv"}, s.venv, []string{venv})...)
+			python := filepath.Join(venv, "bin", "python")
+			run(t, scratch, nil, python, slices.Concat(s.pip, []string{src})...)
+			if got := strings.TrimSpace(run(t, scratch, nil, python, "-c", "import jobwire; print(jobwire.__file__)")); !strings.HasPrefix(got, venv) {
+				t.Fatalf("jobwire was imported from %s, not from the package installed in %s", got, venv)
+			}
+			if s.fromVenv {
+				for mod, pkg := range map[string]string{"grpc": "grpcio", "google.protobuf": "protobuf"} {
+					got := strings.Fields(run(t, scratch, nil, python, "-c",
+						"import "+mod+" as m; print(m.__file__, m.__version__)"))
+					if len(got) != 2 || !strings.HasPrefix(got[0], venv) || got[1] != pins[pkg] {
+						t.Fatalf("%s is %v, want version %s from the virtual environment %s (%s)", mod, got, pins[pkg], venv, constraints)
+					}
+				}
+			}
+
+			e := newEnv(t, lang, storeSQLite, brokerConfig{})
+			script := filepath.Join(scratch, "app", "worker.py")
+			writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "python", "README.md"), "python", e.broker.addr, script)
+			w := e.spawn("installed-worker", []string{python, "-u", script})
+			runREADMEJob(e, w)
+		})
+	}
+}
+
+// readPins returns the name==version lines of a pip constraints file, by name.
+func readPins(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// As the README says for Debian: a virtual environment that sees the system's grpcio and
-	// protobuf, and pip without the network, so the declared version ranges must admit them.
-	venv := filepath.Join(scratch, "venv")
-	run(t, scratch, nil, pythonBin, "-m", "venv", "--system-site-packages", venv)
-	python := filepath.Join(venv, "bin", "python")
-	run(t, scratch, nil, python, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check",
-		"--no-index", "--no-build-isolation", src)
-	if got := strings.TrimSpace(run(t, scratch, nil, python, "-c", "import jobwire; print(jobwire.__file__)")); !strings.HasPrefix(got, venv) {
-		t.Fatalf("jobwire was imported from %s, not from the package installed in %s", got, venv)
+	pins := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, version, ok := strings.Cut(strings.TrimSpace(line), "=="); ok && !strings.HasPrefix(name, "#") {
+			pins[name] = version
+		}
 	}
-
-	e := newEnv(t, lang, storeSQLite, brokerConfig{})
-	script := filepath.Join(scratch, "app", "worker.py")
-	writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "python", "README.md"), "python", e.broker.addr, script)
-	w := e.spawn("installed-worker", []string{python, "-u", script})
-	runREADMEJob(e, w)
+	return pins
 }
 
 func TestPackedNodePackageRunsTheREADMEWorker(t *testing.T) {

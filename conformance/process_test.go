@@ -42,7 +42,26 @@ type language struct {
 // shutdownErrorType is what every library reports for a handler cut off by the shutdown grace.
 const shutdownErrorType = "WorkerShutdown"
 
-const pythonBin = "/usr/bin/python3"
+// pythonBin is the Python that runs the Python workers: $JOBWIRE_PYTHON (make test's is the
+// virtual environment of the PyPI packages sdks/python/constraints.txt pins), else that
+// environment when `make sdk-deps` has built it, else Debian's python3 with its own packages.
+var pythonBin = sync.OnceValue(func() string {
+	if p := os.Getenv("JOBWIRE_PYTHON"); p != "" {
+		return p
+	}
+	if p := filepath.Join(repoRoot, ".bin", "python", "bin", "python"); fileExists(p) {
+		return p
+	}
+	return debianPython
+})
+
+// debianPython is Debian's python3, which sees the distribution's python3-grpcio and python3-protobuf.
+const debianPython = "/usr/bin/python3"
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
 
 var languages = []*language{
 	{
@@ -56,13 +75,13 @@ var languages = []*language{
 	{
 		name: "python",
 		command: func() []string {
-			return []string{pythonBin, "-u", filepath.Join(repoRoot, "sdks/python/examples/conformance_worker.py")}
+			return []string{pythonBin(), "-u", filepath.Join(repoRoot, "sdks/python/examples/conformance_worker.py")}
 		},
 		missing: sync.OnceValue(func() string {
-			out, err := exec.Command(pythonBin, "-c", "import grpc, google.protobuf").CombinedOutput()
+			out, err := exec.Command(pythonBin(), "-c", "import grpc, google.protobuf").CombinedOutput()
 			if err != nil {
-				return fmt.Sprintf("%s cannot import grpc and protobuf (apt-get install python3-grpcio python3-protobuf): %v %s",
-					pythonBin, err, strings.TrimSpace(string(out)))
+				return fmt.Sprintf("%s cannot import grpc and protobuf (make sdk-deps, or apt-get install python3-grpcio python3-protobuf): %v %s",
+					pythonBin(), err, strings.TrimSpace(string(out)))
 			}
 			return ""
 		}),

@@ -3,7 +3,11 @@
 #
 # The stubs land inside the SDK's own `jobwire` package, so the generated imports
 # (`from jobwire.v1 import job_pb2`) resolve without rewriting. They are generated with
-# Debian's protoc 3.21 and grpc_python_plugin so they match Debian's python3-protobuf runtime.
+# Debian's protoc 3.21 and grpc_python_plugin: the oldest generator of the runtimes the package
+# accepts (pyproject.toml), so that the stubs load on Debian's python3-protobuf 3.21 and
+# python3-grpcio 1.51 as well as on the newer PyPI releases constraints.txt pins (tests/test_stubs.py
+# imports them with warnings as errors). Stubs from a newer grpcio-tools would refuse older
+# runtimes: they check the runtime's version on import.
 #
 # The Node.js SDK loads proto/ at run time with @grpc/proto-loader and needs no generation.
 #

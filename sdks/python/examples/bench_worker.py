@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A no-op worker for the benchmark (`jobwire-bench --worker-cmd`): serves job type `noop`.
 
-    make bench BENCH_ARGS="--scenarios drain --worker-cmd '/usr/bin/python3 sdks/python/examples/bench_worker.py'"
+    make bench BENCH_ARGS="--scenarios drain --worker-cmd '.bin/python/bin/python sdks/python/examples/bench_worker.py'"
 """
 
 import os

@@ -103,7 +103,9 @@ def classify_connect_error(
         )
     if code != grpc.StatusCode.UNAVAILABLE:
         return None
-    low = msg.lower()
+    # gRPC's wording differs between releases (OpenSSL's "wrong version number" in 1.51,
+    # BoringSSL's "WRONG_VERSION_NUMBER" later), so the words are compared without underscores.
+    low = msg.lower().replace("_", " ")
     if "wrong version number" in low or "first record does not look like a tls handshake" in low:
         return ConnectError(
             KIND_TLS,
@@ -119,7 +121,7 @@ def classify_connect_error(
             f"set {ENV_TLS_CA} (tls_ca=) to the CA certificate that signed the broker's certificate",
             err,
         )
-    if "is not in peer certificate" in low:
+    if "is not in peer certificate" in low or "hostname verification check failed" in low:
         return ConnectError(
             KIND_TLS,
             f"the broker's certificate does not name the address dialled ({msg})",

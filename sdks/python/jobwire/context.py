@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from typing import Any, Dict, Optional
@@ -17,6 +18,10 @@ CANCEL_TIMEOUT = "timeout"  # the attempt outlived its attempt timeout
 # worker's clock without an extension
 CANCEL_LEASE_LOST = "lease_lost"
 CANCEL_SHUTDOWN = "shutdown"  # this worker is shutting down and its grace period ran out
+
+# Guards the making of a JobContext's threading.Event, which happens on the first wait (in the
+# handler's thread), against a cancel (on the worker's loop): one of them sees the other.
+_EVENT_LOCK = threading.Lock()
 
 
 class JobContext:
@@ -43,12 +48,17 @@ class JobContext:
             if assignment.HasField("attempt_timeout")
             else None
         )
-        #: What the producer attached to the job: its own keys, and the W3C trace context of
-        #: the enqueue under "traceparent" and "tracestate" (see ``traceparent``).
-        self.metadata: Dict[str, str] = dict(job.metadata)
         self.cancel_reason: Optional[str] = None
-        self._event = threading.Event()
-        self._async_event = asyncio.Event()
+        # Made on the first wait: most handlers never wait, and a worker draining thousands of
+        # jobs a second would otherwise make two events (a lock and a condition) for each.
+        self._event: Optional[threading.Event] = None
+        self._async_event: Optional[asyncio.Event] = None
+
+    @functools.cached_property
+    def metadata(self) -> Dict[str, str]:
+        """What the producer attached to the job: its own keys, and the W3C trace context of the
+        enqueue under "traceparent" and "tracestate" (see ``traceparent``)."""
+        return dict(self.job.metadata)
 
     @property
     def traceparent(self) -> Optional[str]:
@@ -63,24 +73,28 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once the job was cancelled; cancel_reason says why."""
-        return self._event.is_set()
+        return self.cancel_reason is not None
 
     def raise_if_cancelled(self) -> None:
         """Raise JobCancelled if the job was cancelled."""
-        if self._event.is_set():
+        if self.cancel_reason is not None:
             raise JobCancelled(f"job {self.id} cancelled: {self.cancel_reason}")
 
     def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
         """Block until the job is cancelled or timeout passes; return whether it was cancelled."""
-        return self._event.wait(timeout)
+        return self._thread_event().wait(timeout)
 
     def sleep(self, seconds: float) -> None:
         """Sleep, waking early and raising JobCancelled if the job is cancelled."""
-        if self._event.wait(seconds):
+        if self._thread_event().wait(seconds):
             self.raise_if_cancelled()
 
     async def wait_cancelled_async(self, timeout: Optional[float] = None) -> bool:
         """Wait until the job is cancelled or timeout passes; return whether it was cancelled."""
+        if self.cancel_reason is not None:
+            return True  # at once, even with a timeout of 0
+        if self._async_event is None:  # made on the loop, where _cancel runs: no lock needed
+            self._async_event = asyncio.Event()
         try:
             await asyncio.wait_for(self._async_event.wait(), timeout)
         except asyncio.TimeoutError:
@@ -92,9 +106,24 @@ class JobContext:
         if await self.wait_cancelled_async(seconds):
             self.raise_if_cancelled()
 
+    def _thread_event(self) -> threading.Event:
+        ev = self._event
+        if ev is None:
+            with _EVENT_LOCK:
+                if self._event is None:
+                    self._event = threading.Event()
+                    if self.cancel_reason is not None:
+                        self._event.set()
+                ev = self._event
+        return ev
+
     def _cancel(self, reason: str) -> None:
         """Signal cancellation; called on the worker's event loop."""
-        if self.cancel_reason is None:
-            self.cancel_reason = reason
-        self._event.set()
-        self._async_event.set()
+        with _EVENT_LOCK:
+            if self.cancel_reason is None:
+                self.cancel_reason = reason
+            ev = self._event
+        if ev is not None:
+            ev.set()
+        if self._async_event is not None:
+            self._async_event.set()

@@ -101,6 +101,7 @@ class _Job:
     ctx: JobContext
     task: Optional[asyncio.Task] = None
     result: Optional[pb.Result] = None  # set once the handler finished; re-sent until answered
+    attempt_timer: Optional[asyncio.TimerHandle] = None  # stops the handler at attempt_timeout
     shutdown_cancelled: bool = False
     timed_out: bool = False  # the attempt timeout passed and the handler was told to stop
     # The lease as this worker counts it (jobwire.lease): lease_timer gives the job up at
@@ -222,6 +223,7 @@ class Worker:
         self._channel_factory = channel_factory
         self._rand = rand
         self._handlers: Dict[str, Handler] = {}
+        self._async_handlers: set[str] = set()  # job types whose handler is an async def
         self._jobs: Dict[int, _Job] = {}
         self._releases: Dict[int, pb.Release] = {}
         self._session: Optional[_Session] = None
@@ -260,6 +262,8 @@ class Worker:
         if job_type in self._handlers:
             raise ValueError(f"a handler for {job_type!r} is already registered")
         self._handlers[job_type] = fn
+        if inspect.iscoroutinefunction(fn):
+            self._async_handlers.add(job_type)
 
     # ---- running ------------------------------------------------------------------------
 
@@ -421,13 +425,15 @@ class Worker:
                 self._drop(j, CANCEL_LEASE_LOST)
 
     async def _write_loop(self, sess: _Session) -> None:
+        queue, call = sess.queue, sess.call
         try:
             while True:
-                msg = await sess.queue.get()
+                # What was queued meanwhile is taken without waiting on the queue again.
+                msg = queue.get_nowait() if queue.qsize() else await queue.get()
                 if msg is _CLOSE:
-                    await sess.call.done_writing()
+                    await call.done_writing()
                     return
-                await sess.call.write(msg)
+                await call.write(msg)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the stream broke: make the reader see it too
@@ -523,10 +529,9 @@ class Worker:
         self._send(pb.ConnectRequest(started=pb.Started(job_id=job_id, lease_token=a.lease_token)))
         log.info("job %d (%s) attempt %d started", job_id, a.job.type, a.attempt)
         self._arm_lease(j, self._loop.time())
-        j.task = asyncio.create_task(self._execute(j, fn))
         if j.ctx.attempt_timeout:
-            timer = self._loop.call_later(j.ctx.attempt_timeout, self._attempt_timed_out, j)
-            j.task.add_done_callback(lambda _: timer.cancel())
+            j.attempt_timer = self._loop.call_later(j.ctx.attempt_timeout, self._attempt_timed_out, j)
+        j.task = asyncio.create_task(self._execute(j, fn, a.job.type in self._async_handlers))
 
     def _attempt_timed_out(self, j: _Job) -> None:
         """Stop a handler that outlived its attempt timeout; its outcome is reported as a timeout."""
@@ -575,7 +580,8 @@ class Worker:
         if j is None or j.ctx.lease_token != ack.lease_token:
             return
         del self._jobs[ack.job_id]
-        log.info("job %d result stored: %s", ack.job_id, pb.Decision.Name(ack.decision))
+        if log.isEnabledFor(logging.INFO):
+            log.info("job %d result stored: %s", ack.job_id, pb.Decision.Name(ack.decision))
         self._after_free()
 
     def _on_refused(self, r: pb.Refused) -> None:
@@ -646,17 +652,23 @@ class Worker:
         self._timers = [t for t in self._timers if not t.cancelled()]
         self._timers.append(self._loop.call_later(delay, fn))
 
-    async def _execute(self, j: _Job, fn: Handler) -> None:
+    async def _execute(self, j: _Job, fn: Handler, is_async: bool) -> None:
         ctx = j.ctx
-        result = pb.Result(job_id=ctx.id, lease_token=ctx.lease_token)
+        # The message is built around the result, so that sending it copies nothing.
+        msg = pb.ConnectRequest()
+        result = msg.result
+        result.job_id = ctx.id
+        result.lease_token = ctx.lease_token
         try:
-            if inspect.iscoroutinefunction(fn):
+            if is_async:
                 await fn(ctx)
             else:
                 await self._in_thread(fn, ctx)
             result.success.SetInParent()
         except BaseException as e:  # noqa: BLE001 - every handler outcome must be reported
             if isinstance(e, asyncio.CancelledError) and self._hard_stopped:
+                if j.attempt_timer is not None:
+                    j.attempt_timer.cancel()
                 raise
             if j.shutdown_cancelled and isinstance(e, (JobCancelled, asyncio.CancelledError)):
                 result.failure.CopyFrom(
@@ -685,11 +697,13 @@ class Worker:
                     "job %d failed (%s): %s: %s",
                     ctx.id, job_pb2.FailureKind.Name(c.kind), c.error_type, c.message,
                 )
+        if j.attempt_timer is not None:
+            j.attempt_timer.cancel()
         self._stop_lease(j)  # the result is sent whatever becomes of the lease now
         if self._jobs.get(ctx.id) is not j:
             return  # cancelled or lost meanwhile: the broker refuses results for this lease
         j.result = result
-        self._send(pb.ConnectRequest(result=result))
+        self._send(msg)
 
     def _in_thread(self, fn: Callable[[JobContext], Any], ctx: JobContext) -> asyncio.Future:
         """Run a sync handler in its own daemon thread, so a stuck handler never blocks shutdown."""
