@@ -398,6 +398,12 @@ func mutations() []mutation {
 	add(mutation{name: "python: bug exception types are transient", file: "sdks/python/jobwire/errors.py",
 		from: "    if isinstance(exc, (FatalError,) + FATAL_EXCEPTION_TYPES):", to: "    if isinstance(exc, FatalError):",
 		pkgs: []string{"sdks/python/tests/test_errors.py"}, run: "test_kinds", sdk: sdkPython})
+	add(mutation{name: "python: a cancel before any wait is not seen", file: "sdks/python/jobwire/context.py",
+		from: "                    if self.cancel_reason is not None:\n                        self._event.set()", to: "                    pass",
+		pkgs: []string{"sdks/python/tests/test_context.py"}, run: "test_cancel_before_any_wait_is_seen_by_every_wait", sdk: sdkPython})
+	add(mutation{name: "python: grpc's newer TLS wording is not recognised", file: "sdks/python/jobwire/connect.py",
+		from: "    low = msg.lower().replace(\"_\", \" \")", to: "    low = msg.lower()",
+		pkgs: []string{"sdks/python/tests/test_connect.py"}, run: "test_mismatched_tls_stops_run_with_the_fix", sdk: sdkPython})
 	add(mutation{name: "node: a timeout cancel reads as requested", file: "sdks/node/src/worker.js",
 		from: "  CANCEL_REASON_TIMEOUT: CancelReason.TIMEOUT,", to: "  CANCEL_REASON_TIMEOUT: CancelReason.REQUESTED,",
 		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^cancel aborts the handler signal", sdk: sdkNode})
