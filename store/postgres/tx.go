@@ -810,18 +810,22 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 	if err := t.joinByKey(true); err != nil {
 		return err
 	}
+	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
+	if err := t.lockLeases(ids, seqs, secrets); err != nil {
+		return err
+	}
 	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
 	// The statement writes the transaction's totals: what it adds and what was held until now.
-	args := append(succeedManyArgs(ps), t.takeFinished()...)
+	args := append(succeedManyArgs(ps, ids, seqs, secrets), t.takeFinished()...)
 	if err := runRows(t, later, succeedManySQL, args, read, got); err != nil {
 		return err
 	}
 	return t.joinByKey(false)
 }
 
-// succeedManyArgs are succeedManySQL's arguments for ps.
-func succeedManyArgs(ps []*store.JobFinishParams) []any {
-	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
+// succeedManyArgs are succeedManySQL's arguments for ps, whose leases are ids, seqs and secrets
+// (leaseArrays).
+func succeedManyArgs(ps []*store.JobFinishParams, ids, seqs []int64, secrets [][]byte) []any {
 	attempts := make([]int32, len(ps))
 	started, finished := make([]int64, len(ps)), make([]int64, len(ps))
 	for i, p := range ps {
