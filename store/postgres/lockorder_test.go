@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -136,5 +139,73 @@ func TestManyWritesLockJobsInIDOrder(t *testing.T) {
 				t.Errorf("the server broke %d deadlocks between a finish of one job at a time and %s, want none", n, w.name)
 			}
 		})
+	}
+}
+
+// A requeue of dead jobs and a retention delete of the same jobs never wait for each other in
+// a cycle: both lock the jobs in id order. Before, each locked them in the order of its plan's
+// scan: the requeue, on a small table, in the table's order (the row written last, here the
+// one with the smaller id, last), the delete in its own. A third transaction holds the job of
+// the greater id, so that the requeue waits for it first, then the delete comes.
+func TestRetentionAndRequeueLockJobsInIDOrder(t *testing.T) {
+	t.Parallel()
+	d := newDeadlockDB(t)
+	brokers := []*Store{openBroker(t, d.url, nil), openBroker(t, d.url, nil)}
+	now := time.Unix(1_700_000_000, 0)
+	jobs := deadlockJobs(t, brokers[0], now, "q", "q")
+	if jobs[0].ID > jobs[1].ID {
+		jobs[0], jobs[1] = jobs[1], jobs[0]
+	}
+	// The job of the greater id is the older dead one, written first: its row's last version
+	// comes first in the table.
+	err := brokers[0].Write(context.Background(), "fail", func(tx store.Tx) error {
+		return cmp.Or(failJob(tx, jobs[1], now.Add(-time.Second)), failJob(tx, jobs[0], now))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	hold, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SELECT FROM jobs WHERE id = $1 FOR UPDATE`, jobs[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		errs[0] = brokers[0].Write(ctx, "requeue", func(tx store.Tx) error {
+			_, err := tx.JobRequeue(&store.JobRequeueParams{IDs: []int64{jobs[0].ID, jobs[1].ID}, RunAt: now, Now: now})
+			return err
+		})
+	})
+	waitFor(t, "the requeue to wait for a lock", func() bool { return d.waiting() == 1 })
+	wg.Go(func() {
+		errs[1] = brokers[1].Write(ctx, "retention", func(tx store.Tx) error {
+			_, err := tx.JobDeleteFinished(&store.JobDeleteFinishedParams{States: []job.State{job.StateDead},
+				FinishedBefore: now.Add(time.Second), Limit: 10})
+			return err
+		})
+	})
+	waitFor(t, "the delete to wait for a lock", func() bool { return d.waiting() == 2 })
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	_ = holder.Close(ctx) // its session too must end before the server's count is read
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("broker %d: %v", i, err)
+		}
+	}
+	noStoreDeadlocks(t, brokers...)
+	if n := d.deadlocks(brokers...); n != 0 {
+		t.Errorf("the server broke %d deadlocks between a retention delete and a requeue, want none", n)
 	}
 }

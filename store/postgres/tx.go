@@ -947,7 +947,10 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 }
 
 func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
-	n, err := t.exec(`UPDATE jobs SET state = 2 WHERE state = 1 AND run_at <= $1`, nanos(now))
+	// The due jobs are locked first, in id order (lockorder.go).
+	n, err := t.exec(`WITH due AS MATERIALIZED (
+			SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 ORDER BY id FOR NO KEY UPDATE)
+		UPDATE jobs SET state = 2 FROM due WHERE jobs.id = due.id AND jobs.state = 1`, nanos(now))
 	return int(n), err
 }
 
