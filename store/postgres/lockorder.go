@@ -25,8 +25,10 @@ package postgres
 //     of that key (totals.go).
 //   - The writes of one lease (JobStart, JobFinish, JobRelease) and JobCancel lock one job each,
 //     and JobFinish's and JobCancel's attempt rows refer to (KEY SHARE) the job they just
-//     locked. A transaction that runs several locks them in the order of its calls: the sweep
-//     of expired leases in id order (JobHeldExpired), a writer's batch in the order of its ops.
+//     locked. A transaction that runs several locks them in the order of its calls, which keep
+//     the rule only when they come in id order: the sweep of expired leases does
+//     (JobHeldExpired lists in id order); a writer's batch applies its ops in the order they
+//     came in, and two brokers failing the same two leases in opposite orders deadlock there.
 //   - The writes of many leases (startManySQL, releaseManySQL, extendLeasesSQL,
 //     succeedManySQL) joined their arrays to jobs and locked the rows in the order of the
 //     plan's join, the order of the arrays: the order the results came in, not the ids'. A
