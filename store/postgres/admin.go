@@ -321,11 +321,12 @@ func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
 	for i, st := range p.States {
 		states[i] = int16(st)
 	}
-	// The oldest finished jobs, locked in id order (lockorder.go); the condition is the lock's
+	// The oldest finished jobs, picked first (an array, read once, through jobs_finished), then
+	// locked in id order (lockorder.go) through the primary key; the condition is the lock's
 	// too, checked again on a job changed while the lock waited.
-	return t.deleteJobs(`SELECT j.id FROM jobs j WHERE j.state = ANY($1) AND j.finished_at < $2
-		AND j.id IN (SELECT id FROM jobs WHERE state = ANY($1) AND finished_at < $2 ORDER BY finished_at LIMIT $3)
-		ORDER BY j.id FOR UPDATE OF j`, states, nanos(p.FinishedBefore), p.Limit)
+	return t.deleteJobs(`SELECT id FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM jobs
+			WHERE state = ANY($1) AND finished_at < $2 ORDER BY finished_at LIMIT $3))
+		AND state = ANY($1) AND finished_at < $2 ORDER BY id FOR UPDATE`, states, nanos(p.FinishedBefore), p.Limit)
 }
 
 func (t *tx) QueueSetPaused(name string, paused bool) error {
