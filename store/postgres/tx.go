@@ -763,7 +763,9 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 // statement's snapshot shows it, holds the success already: store.LeaseState.Applied); the
 // snapshot does not show the UPDATE's own changes. appliedOf joins the two. (Joining the
 // UPDATE's rows to the writes in SQL would rescan them once per write under joinByKey's
-// settings; NOT IN is hashed, and only the writes not stored now are looked up again.)
+// settings; NOT IN is hashed, and only the writes not stored now are looked up again.) Its jobs
+// are locked before it, in id order (lockLeases): it waits for none of them, and its snapshot,
+// taken after the locks, shows the successes another broker stored while they waited.
 var succeedManySQL = `WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
 		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
