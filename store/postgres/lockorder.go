@@ -38,8 +38,10 @@ package postgres
 //     transaction: the write then waits for no job, and sees what committed while it waited.
 //   - JobRequeue, JobDeleteDead, JobDeleteFinished and JobPromoteScheduled change many jobs
 //     chosen by a condition, in the order of their plan's scan (an index's order, a bitmap's
-//     physical order); they lock them first in id order (lockByIDSQL and its kind), and write
-//     the rows they locked.
+//     physical order): a requeue and a retention delete of the same dead jobs deadlocked
+//     (TestRetentionAndRequeueLockJobsInIDOrder). Each now selects its jobs first, in a CTE,
+//     ORDER BY id FOR UPDATE (FOR NO KEY UPDATE before an UPDATE), its condition checked again
+//     on a job changed while it waited, and writes the rows it locked.
 //   - JobReleaseAllLeased changes every LEASED job, and runs only for a broker alone on its
 //     database (at start and at shutdown).
 //   - A delete of jobs takes their attempts with it (ON DELETE CASCADE), rows only writers of
