@@ -286,11 +286,15 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 		v := int32(*p.Priority)
 		priority = &v
 	}
-	rows, err := t.tx.Query(t.ctx, `UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
+	// The dead jobs are locked first, in id order (lockorder.go).
+	rows, err := t.tx.Query(t.ctx, `WITH locked AS MATERIALIZED (
+			SELECT id FROM jobs WHERE state = 6 AND id = ANY($6) ORDER BY id FOR NO KEY UPDATE)
+		UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
 		priority = COALESCE($4, priority), payload = COALESCE($5, payload),
 		attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
 		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
-		WHERE state = 6 AND id = ANY($6) RETURNING queue, type`, int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
+		FROM locked WHERE jobs.id = locked.id AND jobs.state = 6 RETURNING jobs.queue, jobs.type`,
+		int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
 	if err != nil {
 		return 0, err
 	}
@@ -306,7 +310,7 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 }
 
 func (t *tx) JobDeleteDead(ids []int64) (int, error) {
-	return t.deleteJobs(`DELETE FROM jobs WHERE state = 6 AND id = ANY($1)`, ids)
+	return t.deleteJobs(`SELECT id FROM jobs WHERE state = 6 AND id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 }
 
 func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
@@ -317,8 +321,12 @@ func (t *tx) JobDeleteFinished(p *store.JobDeleteFinishedParams) (int, error) {
 	for i, st := range p.States {
 		states[i] = int16(st)
 	}
-	return t.deleteJobs(`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state = ANY($1) AND finished_at < $2
-		ORDER BY finished_at LIMIT $3)`, states, nanos(p.FinishedBefore), p.Limit)
+	// The oldest finished jobs, picked first (an array, read once, through jobs_finished), then
+	// locked in id order (lockorder.go) through the primary key; the condition is the lock's
+	// too, checked again on a job changed while the lock waited.
+	return t.deleteJobs(`SELECT id FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM jobs
+			WHERE state = ANY($1) AND finished_at < $2 ORDER BY finished_at LIMIT $3))
+		AND state = ANY($1) AND finished_at < $2 ORDER BY id FOR UPDATE`, states, nanos(p.FinishedBefore), p.Limit)
 }
 
 func (t *tx) QueueSetPaused(name string, paused bool) error {

@@ -69,14 +69,18 @@ func (t *tx) JobReleaseMany(refs []job.LeaseRef) ([]bool, error) {
 	})
 }
 
-// updateLeases runs a write of many leases, a statement that joins the arrays of their ids to
-// jobs and returns the rows it changed (id, lease_token, lease_secret), with the planner held
-// to probing the primary key (joinByKey), and returns the leases it changed.
-func (t *tx) updateLeases(sql string, args ...any) (map[job.LeaseRef]bool, error) {
+// updateLeases runs a write of many leases, a statement that joins the arrays of their ids,
+// token numbers and secrets (then more, args) to jobs and returns the rows it changed (id,
+// lease_token, lease_secret), with the planner held to probing the primary key (joinByKey),
+// its jobs locked first in id order (lockLeases), and returns the leases it changed.
+func (t *tx) updateLeases(sql string, ids, seqs []int64, secrets [][]byte, args ...any) (map[job.LeaseRef]bool, error) {
 	if err := t.joinByKey(true); err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err := t.lockLeases(ids, seqs, secrets); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.Query(t.ctx, sql, append([]any{ids, seqs, secrets}, args...)...)
 	if err != nil {
 		return nil, err
 	}

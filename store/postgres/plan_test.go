@@ -50,6 +50,7 @@ func TestManyWritesProbeThePrimaryKey(t *testing.T) {
 		{"release", releaseManySQL, []any{ids, seqs, secrets}},
 		{"success", succeedManySQL, []any{ids, seqs, secrets, ints, times, times, []string{}, []string{}, []int16{}, []int64{}}},
 		{"heartbeat", extendLeasesSQL, []any{ids, seqs, secrets, int64(1), int64(0)}},
+		{"lock", lockLeasesSQL, []any{ids, seqs, secrets}},
 	}
 	// Plan each write once, on the empty table, and keep the plan.
 	exec(`SET plan_cache_mode = force_generic_plan`)
@@ -129,16 +130,23 @@ func TestManyWritesKeepTheirPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, sql := range map[string]string{"success": succeedManySQL, "release": releaseManySQL, "heartbeat": extendLeasesSQL,
-		"offered insert": offeredInsertSQL} {
+	for _, st := range []struct {
+		name string
+		sql  string
+		runs int64 // per write
+	}{
+		{"success", succeedManySQL, 1}, {"release", releaseManySQL, 1}, {"heartbeat", extendLeasesSQL, 1},
+		{"offered insert", offeredInsertSQL, 1}, {"lock", lockLeasesSQL, 3}, // before each write of many leases
+	} {
 		var custom, generic int64
 		err := s.pool.QueryRow(ctx, `SELECT custom_plans, generic_plans FROM pg_prepared_statements WHERE statement = $1`,
-			sql).Scan(&custom, &generic)
+			st.sql).Scan(&custom, &generic)
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", st.name, err)
 		}
-		if custom != 0 || generic != writes {
-			t.Errorf("%s: %d custom plans and %d runs of the kept plan in %d writes, want 0 and %d", name, custom, generic, writes, writes)
+		if custom != 0 || generic != st.runs*writes {
+			t.Errorf("%s: %d custom plans and %d runs of the kept plan in %d writes, want 0 and %d", st.name, custom, generic,
+				writes, st.runs*writes)
 		}
 	}
 }

@@ -29,7 +29,8 @@ import (
 // or else before the first statement that locks a breaker or a capped queue, or before COMMIT
 // (flushFinished). Every broker's writer thus takes its locks in one order: jobs (and the
 // idempotency keys of its enqueues), then the finished totals, sorted, then the breakers,
-// sorted by type, then the capped queues, sorted by name (see broker.applyBatch). A
+// sorted by type, then the capped queues, sorted by name (see broker.applyBatch, and the
+// store's whole lock order in lockorder.go). A
 // transaction that waits for a job or a key holds no row of the totals, and one that waits for
 // a row of the totals holds only rows that come before it.
 //
@@ -96,15 +97,17 @@ func (t *tx) flushFinished() error {
 // of the transaction (or of the savepoint it is in: sent before each delete).
 const totalsHeldSQL = `SELECT set_config('jobwire.finished_totals', 'held', true)`
 
-// deleteJobs runs del, a DELETE FROM jobs, and holds the changes to the finished totals of the
-// finished jobs it deleted, for the transaction's one statement that writes them: the trigger
-// would lock their rows with the delete, before the changes held until then and those to come.
-// It returns how many jobs del deleted.
-func (t *tx) deleteJobs(del string, args ...any) (int, error) {
+// deleteJobs deletes the jobs locked, a SELECT of the ids of jobs that locks them (FOR UPDATE)
+// in id order (lockorder.go), and holds the changes to the finished totals of the finished jobs
+// it deleted, for the transaction's one statement that writes them: the trigger would lock
+// their rows with the delete, before the changes held until then and those to come. It
+// returns how many jobs it deleted.
+func (t *tx) deleteJobs(locked string, args ...any) (int, error) {
 	if err := t.hold(totalsHeldSQL); err != nil {
 		return 0, err
 	}
-	rows, err := t.tx.Query(t.ctx, `WITH gone AS (`+del+` RETURNING queue, type, state)
+	rows, err := t.tx.Query(t.ctx, `WITH locked AS MATERIALIZED (`+locked+`),
+		gone AS (DELETE FROM jobs USING locked WHERE jobs.id = locked.id RETURNING jobs.queue, jobs.type, jobs.state)
 		SELECT queue, type, state, count(*) FROM gone GROUP BY queue, type, state`, args...)
 	if err != nil {
 		return 0, err

@@ -763,7 +763,9 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 // statement's snapshot shows it, holds the success already: store.LeaseState.Applied); the
 // snapshot does not show the UPDATE's own changes. appliedOf joins the two. (Joining the
 // UPDATE's rows to the writes in SQL would rescan them once per write under joinByKey's
-// settings; NOT IN is hashed, and only the writes not stored now are looked up again.)
+// settings; NOT IN is hashed, and only the writes not stored now are looked up again.) Its jobs
+// are locked before it, in id order (lockLeases): it waits for none of them, and its snapshot,
+// taken after the locks, shows the successes another broker stored while they waited.
 var succeedManySQL = `WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
 		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
@@ -810,18 +812,22 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 	if err := t.joinByKey(true); err != nil {
 		return err
 	}
+	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
+	if err := t.lockLeases(ids, seqs, secrets); err != nil {
+		return err
+	}
 	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
 	// The statement writes the transaction's totals: what it adds and what was held until now.
-	args := append(succeedManyArgs(ps), t.takeFinished()...)
+	args := append(succeedManyArgs(ps, ids, seqs, secrets), t.takeFinished()...)
 	if err := runRows(t, later, succeedManySQL, args, read, got); err != nil {
 		return err
 	}
 	return t.joinByKey(false)
 }
 
-// succeedManyArgs are succeedManySQL's arguments for ps.
-func succeedManyArgs(ps []*store.JobFinishParams) []any {
-	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
+// succeedManyArgs are succeedManySQL's arguments for ps, whose leases are ids, seqs and secrets
+// (leaseArrays).
+func succeedManyArgs(ps []*store.JobFinishParams, ids, seqs []int64, secrets [][]byte) []any {
 	attempts := make([]int32, len(ps))
 	started, finished := make([]int64, len(ps)), make([]int64, len(ps))
 	for i, p := range ps {
@@ -943,7 +949,10 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 }
 
 func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
-	n, err := t.exec(`UPDATE jobs SET state = 2 WHERE state = 1 AND run_at <= $1`, nanos(now))
+	// The due jobs are locked first, in id order (lockorder.go).
+	n, err := t.exec(`WITH due AS MATERIALIZED (
+			SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 ORDER BY id FOR NO KEY UPDATE)
+		UPDATE jobs SET state = 2 FROM due WHERE jobs.id = due.id AND jobs.state = 1`, nanos(now))
 	return int(n), err
 }
 

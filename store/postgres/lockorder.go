@@ -1,0 +1,66 @@
+package postgres
+
+// The lock order. Brokers that share a database write the same rows: a job whose lease one
+// broker's sweep ends while its worker's result reaches another, a result replayed at a second
+// broker, the totals and breakers of one queue and type. A transaction that waits for a row
+// another holds is fine; two that each hold a row the other waits for deadlock, and the server
+// breaks the cycle after deadlock_timeout (a second, by default) by aborting one of them
+// (40P01), which the storage retries run again: no write is lost, but both stall. Every write
+// of this store therefore takes its rows in one order:
+//
+//  1. jobs, by id ascending (and the idempotency keys its inserts wait for: see totals.go);
+//  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
+//  3. the breakers, by type;
+//  4. the capped queues, by name (lockCappedSQL, queues.go).
+//
+// Within one statement the store keeps the order itself; across statements the caller does
+// (broker.applyBatch: jobs, then the totals the store writes at once, then the breakers sorted,
+// then the capped queues). The statements that lock rows of jobs, and the order they lock them in:
+//
+//   - A lease's read (leaseQuery: leaseAtOnceSQL, leaseCapped) locks ready jobs in dispatch
+//     order, but with SKIP LOCKED: it never waits for a job, so it closes no cycle; its UPDATE
+//     (leaseAtOnceSQL, leaseSQL) changes only the rows it locked.
+//   - An insert (insertRun, offeredInsertSQL, insertOne) locks only the new rows, which no other
+//     transaction sees; an insert with an idempotency key waits for another's uncommitted insert
+//     of that key (totals.go).
+//   - The writes of one lease (JobStart, JobFinish, JobRelease) and JobCancel lock one job each,
+//     and JobFinish's and JobCancel's attempt rows refer to (KEY SHARE) the job they just
+//     locked. A transaction that runs several locks them in the order of its calls, which keep
+//     the rule only when they come in id order: the sweep of expired leases does
+//     (JobHeldExpired lists in id order); a writer's batch applies its ops in the order they
+//     came in, and two brokers failing the same two leases in opposite orders deadlock there.
+//   - The writes of many leases (startManySQL, releaseManySQL, extendLeasesSQL,
+//     succeedManySQL) joined their arrays to jobs and locked the rows in the order of the
+//     plan's join, the order of the arrays: the order the results came in, not the ids'. A
+//     broker finishing jobs 1 and then 2 one by one and another storing the successes of 2
+//     and 1 with one statement deadlocked (TestManyWritesLockJobsInIDOrder). They now lock
+//     their jobs first, in id order, with lockLeasesSQL, fenced as their write is, in the same
+//     transaction: the write then waits for no job, and sees what committed while it waited.
+//   - JobRequeue, JobDeleteDead, JobDeleteFinished and JobPromoteScheduled change many jobs
+//     chosen by a condition, in the order of their plan's scan (an index's order, a bitmap's
+//     physical order): a requeue and a retention delete of the same dead jobs deadlocked
+//     (TestRetentionAndRequeueLockJobsInIDOrder). Each now selects its jobs first, in a CTE,
+//     ORDER BY id FOR UPDATE (FOR NO KEY UPDATE before an UPDATE), its condition checked again
+//     on a job changed while it waited, and writes the rows it locked.
+//   - JobReleaseAllLeased changes every LEASED job, and runs only for a broker alone on its
+//     database (at start and at shutdown).
+//   - A delete of jobs takes their attempts with it (ON DELETE CASCADE), rows only writers of
+//     the job itself lock, after the job.
+
+// lockLeasesSQL locks the jobs of many leases (the arrays of their ids, token numbers and
+// secrets) that the leases still hold, in id order, as the write of them that follows will
+// change them (FOR NO KEY UPDATE, an UPDATE's own lock): the same jobs, fenced the same way. A
+// job another transaction changes meanwhile is checked again once that one commits, and left
+// alone if it no longer matches. It returns nothing: the write that follows, a statement of its
+// own, reads the jobs again from a snapshot taken after the locks.
+const lockLeasesSQL = `SELECT FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(id, seq, secret)
+	JOIN jobs ON jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret
+	WHERE jobs.state + 0 IN (3, 4)
+	ORDER BY jobs.id FOR NO KEY UPDATE OF jobs`
+
+// lockLeases locks the jobs of the leases ids, seqs and secrets (leaseArrays) in id order
+// (lockLeasesSQL), with the statement sent next: it precedes a write of many leases, under
+// the settings of joinByKey, which hold its join to probing the primary key too.
+func (t *tx) lockLeases(ids, seqs []int64, secrets [][]byte) error {
+	return t.hold(lockLeasesSQL, ids, seqs, secrets)
+}
