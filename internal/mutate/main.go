@@ -549,6 +549,15 @@ func mutations() []mutation {
 	add(mutation{name: "breaker window: a bucket stays in the ratio window one width too long", file: "breaker/window.go",
 		from: "return w.start(now).Add(-(WindowBuckets - 1) * w.width)", to: "return w.start(now).Add(-WindowBuckets * w.width)",
 		pkgs: []string{"./breaker"}, run: "TestRatioMode"})
+	add(mutation{name: "postgres lock order: a write of many leases locks its jobs in the order of its arrays", file: "store/postgres/lockorder.go",
+		from: "\tORDER BY jobs.id FOR NO KEY UPDATE OF jobs`", to: "\tFOR NO KEY UPDATE OF jobs`",
+		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder", postgres: true})
+	add(mutation{name: "postgres lock order: a write of many leases does not lock its jobs first", file: "store/postgres/lockorder.go",
+		from: "return t.hold(lockLeasesSQL, ids, seqs, secrets)", to: "return nil",
+		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder", postgres: true})
+	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
+		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
+		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})
 	return ms
 }
 
