@@ -131,7 +131,11 @@ function tlsCredentials(tls) {
   return grpc.credentials.createSsl(read(tls.ca), read(tls.key), read(tls.cert));
 }
 
-/** A logger that writes to stderr, which is where worker processes are expected to log. */
+/**
+ * A logger that writes to stderr, which is where worker processes are expected to log. It drops
+ * debug, where a job's start and stored result go: a line per job would cost more than a short
+ * job itself.
+ */
 const stderrLogger = {
   debug() {},
   info: (...a) => console.error(new Date().toISOString(), 'INFO jobwire:', ...a),
@@ -476,7 +480,7 @@ class Worker {
         const j = this.jobs.get(ack.jobId);
         if (j && j.ctx.leaseToken === ack.leaseToken) {
           this.jobs.delete(ack.jobId);
-          this.log.info(`job ${ack.jobId} result stored: ${ack.decision}`);
+          this.log.debug(`job ${ack.jobId} result stored: ${ack.decision}`);
           this.afterFree();
         }
         break;
@@ -543,7 +547,7 @@ class Worker {
     this.armLease(j, performance.now());
     // Started must reach the broker before user code runs: the attempt counts from here.
     this.send({ started: { jobId, leaseToken: a.leaseToken } });
-    this.log.info(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
+    this.log.debug(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
     if (ctx.attemptTimeoutMs) {
       // The handler is told to stop once its attempt timeout has passed; it reports that as the
       // timeout it is (Failure.timed_out), not as an ordinary transient failure.
