@@ -2,8 +2,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
+const protobuf = require('protobufjs');
 
 /**
  * Where the jobwire .proto files are: a packed copy inside the package (see the prepack script),
@@ -26,9 +25,15 @@ const LOADER_OPTIONS = {
 
 let cached;
 
-/** The loaded `jobwire.v1` package: message types and service constructors. */
+/**
+ * The loaded `jobwire.v1` package: message types and service constructors, through
+ * @grpc/proto-loader (messages as plain objects shaped by LOADER_OPTIONS). The worker itself uses
+ * workerStream() instead; this is for programs and tests that play the broker's side.
+ */
 function loadJobwire(root = protoRoot()) {
   if (cached && cached.root === root) return cached.pkg;
+  const grpc = require('@grpc/grpc-js');
+  const protoLoader = require('@grpc/proto-loader');
   const def = protoLoader.loadSync(
     ['jobwire/v1/worker_service.proto', 'jobwire/v1/producer_service.proto'],
     { ...LOADER_OPTIONS, includeDirs: [root] },
@@ -38,4 +43,73 @@ function loadJobwire(root = protoRoot()) {
   return pkg;
 }
 
-module.exports = { loadJobwire, protoRoot, LOADER_OPTIONS };
+/** The gRPC method of the worker stream. */
+const CONNECT_PATH = '/jobwire.v1.WorkerService/Connect';
+
+let stream;
+
+/**
+ * How the worker's side of WorkerService.Connect is written and read, with protobufjs types
+ * loaded from worker_service.proto alone.
+ *
+ * Every message keeps the plain shape of LOADER_OPTIONS (int64 as decimal strings, enums as
+ * names, a oneof's field name under its own name), but for the two of every job that cost the
+ * most to convert: an Assignment is handed over as decoded (int64 fields as Long, see
+ * int64String()), for JobContext to take what it needs and convert the rest only when asked,
+ * and Started and a successful Result, which the worker builds itself with fields of the right
+ * types, are encoded without fromObject's copy.
+ * @returns {{path: string, serialize: (msg: any) => Buffer, deserialize: (buf: Buffer) => any, Job: protobuf.Type}}
+ */
+function workerStream() {
+  if (stream) return stream;
+  const root = new protobuf.Root();
+  const dir = protoRoot();
+  // Imports are relative to the proto folder; google/protobuf/* come bundled with protobufjs.
+  root.resolvePath = (origin, target) => (path.isAbsolute(target) ? target : path.join(dir, target));
+  root.loadSync('jobwire/v1/worker_service.proto');
+  root.resolveAll();
+  const Request = root.lookupType('jobwire.v1.ConnectRequest');
+  const Response = root.lookupType('jobwire.v1.ConnectResponse');
+  const Job = root.lookupType('jobwire.v1.Job');
+
+  const serialize = (msg) => {
+    const started = msg.started;
+    if (started) return Request.encode({ started: wireRef(started) }).finish();
+    const result = msg.result;
+    if (result && result.success && !result.failure) {
+      return Request.encode({ result: { ...wireRef(result), success: result.success } }).finish();
+    }
+    return Request.encode(Request.fromObject(msg)).finish();
+  };
+  const deserialize = (buf) => {
+    const m = Response.decode(buf);
+    if (m.message === 'assignment') return { message: 'assignment', assignment: m.assignment };
+    return Response.toObject(m, LOADER_OPTIONS);
+  };
+  stream = { path: CONNECT_PATH, serialize, deserialize, Job };
+  return stream;
+}
+
+/** A LeaseRef's fields as encode() takes them: the job id as a number when it is exactly one. */
+function wireRef(ref) {
+  const n = Number(ref.jobId);
+  return { jobId: Number.isSafeInteger(n) ? n : ref.jobId, leaseToken: ref.leaseToken };
+}
+
+const TWO_32 = 4294967296;
+const SAFE_HIGH = 0x200000; // |high| below this: high * 2^32 + low is a safe integer
+
+/**
+ * An int64 as a decimal string, from a protobufjs Long (as decode() gives it), a number, or a
+ * string already. Ids fit a double in practice, and this skips Long's general conversion then.
+ * @param {any} v
+ * @returns {string}
+ */
+function int64String(v) {
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number') return String(v);
+  if (v.high < SAFE_HIGH && v.high >= -SAFE_HIGH && !v.unsigned) return String(v.high * TWO_32 + (v.low >>> 0));
+  return v.toString();
+}
+
+module.exports = { loadJobwire, protoRoot, LOADER_OPTIONS, workerStream, int64String };

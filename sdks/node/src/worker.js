@@ -12,7 +12,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const grpc = require('@grpc/grpc-js');
 const { Backoff } = require('./backoff');
-const { loadJobwire } = require('./proto');
+const protobuf = require('protobufjs');
+const { workerStream, int64String, LOADER_OPTIONS } = require('./proto');
 const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
 const { leaseMarginMs } = require('./lease');
 const { classifyConnectError, settingsFromEnv } = require('./connect');
@@ -60,12 +61,18 @@ class JobCancelledError extends Error {
  * recorded there, so whatever the handler returns or throws is dropped.
  */
 class JobContext {
-  /** @param {any} assignment a decoded jobwire.v1.Assignment */
+  /**
+   * @param {any} assignment a jobwire.v1.Assignment: a plain object shaped by LOADER_OPTIONS
+   *   (int64 as decimal strings), or as the worker's stream decodes it (int64 as Long, see
+   *   workerStream() in proto.js), whose Job is converted to the plain shape only when read
+   */
   constructor(assignment) {
     const job = assignment.job;
-    this.job = job;
+    /** The Job as given; `job` converts a decoded one on first use. */
+    this._job = job;
+    this._plainJob = job instanceof protobuf.Message ? undefined : job;
     /** @type {string} int64 as a decimal string */
-    this.id = job.id;
+    this.id = int64String(job.id);
     /** @type {string} */
     this.type = job.type;
     /** @type {string} */
@@ -86,9 +93,20 @@ class JobContext {
      * @type {Record<string, string>}
      */
     this.metadata = { ...(job.metadata || {}) };
-    this._controller = new AbortController();
-    /** @type {AbortSignal} aborted when the job is cancelled */
-    this.signal = this._controller.signal;
+    /** Made when the signal is first read or the job cancelled: most handlers never look. */
+    this._controller = undefined;
+  }
+
+  /** The decoded jobwire.v1.Job, in the plain shape (int64 as decimal strings, enums as names). */
+  get job() {
+    this._plainJob ??= workerStream().Job.toObject(this._job, LOADER_OPTIONS);
+    return this._plainJob;
+  }
+
+  /** @returns {AbortSignal} aborted when the job is cancelled */
+  get signal() {
+    this._controller ??= new AbortController();
+    return this._controller.signal;
   }
 
   /** @returns {string | undefined} the producer's W3C traceparent, if the job carries one */
@@ -103,7 +121,8 @@ class JobContext {
 
   /** @returns {string | undefined} why the job was cancelled, if it was */
   get cancelReason() {
-    return this.signal.aborted ? this.signal.reason.reason : undefined;
+    const signal = this._controller?.signal;
+    return signal?.aborted ? signal.reason.reason : undefined;
   }
 
   /** @param {string} reason */
@@ -280,8 +299,7 @@ class Worker {
     if (this.handlers.size === 0) throw new Error('register at least one handler before run()');
     if (this.running) throw new Error('run() is already running');
     this.running = true;
-    const pkg = loadJobwire();
-    const client = new pkg.WorkerService(this.address, this.credentials, this.channelOptions);
+    const client = new grpc.Client(this.address, this.credentials, this.channelOptions);
     try {
       while (!this.done()) {
         try {
@@ -351,11 +369,12 @@ class Worker {
 
   // ---- one stream ---------------------------------------------------------------------
 
-  /** @param {any} client */
+  /** @param {grpc.Client} client */
   runSession(client) {
     return new Promise((resolve, reject) => {
       this.welcomed = false;
-      const call = client.Connect(this.metadata);
+      const codec = workerStream();
+      const call = client.makeBidiStreamRequest(codec.path, codec.serialize, codec.deserialize, this.metadata);
       const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false };
       let heartbeat = null;
       let settled = false;
@@ -512,7 +531,7 @@ class Worker {
   }
 
   onAssignment(a) {
-    const jobId = a.job.id;
+    const jobId = int64String(a.job.id);
     const old = this.jobs.get(jobId);
     if (old) {
       if (old.ctx.leaseToken === a.leaseToken) return; // a duplicate of what we run
@@ -546,7 +565,7 @@ class Worker {
     this.jobs.set(jobId, j);
     this.armLease(j, performance.now());
     // Started must reach the broker before user code runs: the attempt counts from here.
-    this.send({ started: { jobId, leaseToken: a.leaseToken } });
+    this.send({ started: j.ref });
     this.log.debug(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
     if (ctx.attemptTimeoutMs) {
       // The handler is told to stop once its attempt timeout has passed; it reports that as the

@@ -1,0 +1,68 @@
+'use strict';
+
+// The worker stream's codec against @grpc/proto-loader's: the same bytes either way.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const Long = require('long');
+const { loadJobwire, workerStream, int64String } = require('../src/proto');
+
+const method = () => loadJobwire().WorkerService.service.Connect;
+
+test('every request the worker sends encodes as proto-loader encodes it', () => {
+  const { serialize } = workerStream();
+  const ref = (jobId) => ({ jobId, leaseToken: 'tok' });
+  const messages = [];
+  for (const id of ['1', '0', '-5', '9007199254740991', '9007199254740993', '9223372036854775807']) {
+    messages.push({ started: ref(id) });
+    messages.push({ result: { ...ref(id), success: {} } });
+  }
+  messages.push(
+    { result: { ...ref('3'), failure: { kind: 'FAILURE_KIND_FATAL', errorType: 'TypeError', message: 'm', details: 'd' } } },
+    {
+      result: {
+        ...ref('4'),
+        failure: { kind: 'FAILURE_KIND_TRANSIENT', errorType: 'E', message: '', details: '', retryAfter: { seconds: 7, nanos: 0 } },
+      },
+    },
+    { hello: { workerId: 'w', jobTypes: ['a', 'b'], queues: [], capacity: 8, held: [ref('9')], movable: true } },
+    { heartbeat: { leases: [ref('1'), ref('2')] } },
+    { release: { ...ref('5'), reason: 'worker is at capacity' } },
+    { drain: {} },
+  );
+  for (const msg of messages) {
+    assert.deepEqual(serialize(msg), method().requestSerialize(msg), JSON.stringify(msg));
+  }
+});
+
+test('responses other than an Assignment decode as proto-loader decodes them', () => {
+  const { deserialize } = workerStream();
+  const messages = [
+    { resultAck: { jobId: '12', leaseToken: 't', decision: 'DECISION_RETRY', retryAt: { seconds: '100', nanos: 1 } } },
+    { cancel: { jobId: '9007199254740993', leaseToken: 't', reason: 'CANCEL_REASON_TIMEOUT' } },
+    { heartbeatAck: { extended: [{ jobId: '1', leaseToken: 'a' }] } },
+    { refused: { jobId: '2', leaseToken: 'b', refusedMessage: 'REFUSED_MESSAGE_RESULT', code: 14, message: 'busy' } },
+    { welcome: { sessionId: 's', leaseDuration: { seconds: '30', nanos: 0 }, lost: [] } },
+    { drain: { reason: 'moving' } },
+  ];
+  for (const msg of messages) {
+    const buf = method().responseSerialize(msg);
+    assert.deepEqual(deserialize(buf), method().responseDeserialize(buf), JSON.stringify(msg));
+  }
+});
+
+test('int64String', () => {
+  const cases = [
+    ['42', '42'],
+    [42, '42'],
+    [Long.fromString('0'), '0'],
+    [Long.fromString('-1'), '-1'],
+    [Long.fromString('4294967296'), '4294967296'],
+    [Long.fromString('-4294967297'), '-4294967297'],
+    [Long.fromString('9007199254740991'), '9007199254740991'],
+    [Long.fromString('9007199254740993'), '9007199254740993'],
+    [Long.fromString('-9223372036854775808'), '-9223372036854775808'],
+    [Long.fromString('18446744073709551615', true), '18446744073709551615'],
+  ];
+  for (const [v, want] of cases) assert.equal(int64String(v), want, String(v));
+});
