@@ -84,6 +84,8 @@ function workerStream() {
   const deserialize = (buf) => {
     const m = Response.decode(buf);
     if (m.message === 'assignment') return { message: 'assignment', assignment: m.assignment };
+    // toObject() writes a Long through its general toString; a number it writes with String().
+    if (m.message === 'resultAck') m.resultAck.jobId = int64Narrowed(m.resultAck.jobId);
     return Response.toObject(m, LOADER_OPTIONS);
   };
   stream = { path: CONNECT_PATH, serialize, deserialize, Job };
@@ -100,6 +102,15 @@ const TWO_32 = 4294967296;
 const SAFE_HIGH = 0x200000; // |high| below this: high * 2^32 + low is a safe integer
 
 /**
+ * A decoded int64 as a number when a double holds it exactly, else as it is.
+ * @param {any} v
+ */
+function int64Narrowed(v) {
+  if (typeof v === 'object' && v.high < SAFE_HIGH && v.high >= -SAFE_HIGH && !v.unsigned) return v.high * TWO_32 + (v.low >>> 0);
+  return v;
+}
+
+/**
  * An int64 as a decimal string, from a protobufjs Long (as decode() gives it), a number, or a
  * string already. Ids fit a double in practice, and this skips Long's general conversion then.
  * @param {any} v
@@ -107,9 +118,8 @@ const SAFE_HIGH = 0x200000; // |high| below this: high * 2^32 + low is a safe in
  */
 function int64String(v) {
   if (typeof v === 'string') return v;
-  if (typeof v === 'number') return String(v);
-  if (v.high < SAFE_HIGH && v.high >= -SAFE_HIGH && !v.unsigned) return String(v.high * TWO_32 + (v.low >>> 0));
-  return v.toString();
+  const n = int64Narrowed(v);
+  return typeof n === 'number' ? String(n) : n.toString();
 }
 
 module.exports = { loadJobwire, protoRoot, LOADER_OPTIONS, workerStream, int64String };

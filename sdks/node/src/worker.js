@@ -614,7 +614,9 @@ class Worker {
     this.stopLease(j);
     if (!(this.leaseAllowanceMs > 0)) return;
     j.leaseEnd = start + this.leaseAllowanceMs;
-    j.leaseTimer = setTimeout(() => this.leaseRanOut(j), j.leaseEnd - performance.now());
+    // Whole milliseconds, rounded down: Node keeps one list of timers per delay, and a
+    // fractional delay would give every job a list of its own.
+    j.leaseTimer = setTimeout(() => this.leaseRanOut(j), Math.max(Math.floor(j.leaseEnd - performance.now()), 1));
     j.leaseTimer.unref?.();
   }
 

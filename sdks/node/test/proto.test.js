@@ -39,6 +39,8 @@ test('responses other than an Assignment decode as proto-loader decodes them', (
   const { deserialize } = workerStream();
   const messages = [
     { resultAck: { jobId: '12', leaseToken: 't', decision: 'DECISION_RETRY', retryAt: { seconds: '100', nanos: 1 } } },
+    { resultAck: { jobId: '9007199254740993', leaseToken: 't', decision: 'DECISION_SUCCEEDED' } },
+    { resultAck: { jobId: '-3', leaseToken: 't', decision: 'DECISION_DEAD', deadReason: 'DEAD_REASON_FATAL' } },
     { cancel: { jobId: '9007199254740993', leaseToken: 't', reason: 'CANCEL_REASON_TIMEOUT' } },
     { heartbeatAck: { extended: [{ jobId: '1', leaseToken: 'a' }] } },
     { refused: { jobId: '2', leaseToken: 'b', refusedMessage: 'REFUSED_MESSAGE_RESULT', code: 14, message: 'busy' } },
