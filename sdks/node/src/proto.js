@@ -74,10 +74,10 @@ function workerStream() {
 
   const serialize = (msg) => {
     const started = msg.started;
-    if (started) return Request.encode({ started: wireRef(started) }).finish();
+    if (started) return Request.encode({ started: { jobId: wireId(started.jobId), leaseToken: started.leaseToken } }).finish();
     const result = msg.result;
     if (result && result.success && !result.failure) {
-      return Request.encode({ result: { ...wireRef(result), success: result.success } }).finish();
+      return Request.encode({ result: { jobId: wireId(result.jobId), leaseToken: result.leaseToken, success: result.success } }).finish();
     }
     return Request.encode(Request.fromObject(msg)).finish();
   };
@@ -92,10 +92,14 @@ function workerStream() {
   return stream;
 }
 
-/** A LeaseRef's fields as encode() takes them: the job id as a number when it is exactly one. */
-function wireRef(ref) {
-  const n = Number(ref.jobId);
-  return { jobId: Number.isSafeInteger(n) ? n : ref.jobId, leaseToken: ref.leaseToken };
+/**
+ * A job id (a decimal string) as encode() takes it: a number when it is exactly one, which
+ * encodes without a Long made from the string.
+ * @param {string} id
+ */
+function wireId(id) {
+  const n = Number(id);
+  return Number.isSafeInteger(n) ? n : id;
 }
 
 const TWO_32 = 4294967296;

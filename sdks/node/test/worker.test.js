@@ -525,6 +525,15 @@ test('UNAUTHENTICATED stops run()', async (t) => {
   await assert.rejects(done, (err) => err.code === grpc.status.UNAUTHENTICATED);
 });
 
+test('the worker grants the broker a fixed 1 MiB flow-control window', () => {
+  // The default 64 KiB holds about two hundred Assignments, fewer than a worker of a few hundred
+  // slots is sent at once.
+  assert.equal(new Worker().channelOptions['grpc-node.flow_control_window'], 1 << 20);
+  const named = new Worker({ tls: { serverName: 'broker.internal' } }).channelOptions;
+  assert.equal(named['grpc-node.flow_control_window'], 1 << 20);
+  assert.equal(named['grpc.ssl_target_name_override'], 'broker.internal');
+});
+
 test('bad token and TLS options fail at construction', () => {
   assert.throws(() => new Worker({ token: 'two words' }), TypeError);
   assert.throws(() => new Worker({ tls: { cert: 'client.pem' } }), TypeError);
