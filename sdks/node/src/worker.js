@@ -76,17 +76,21 @@ class JobContext {
    */
   constructor(assignment) {
     const job = assignment.job;
+    const decoded = job instanceof protobuf.Message;
     /** The Job as given; `job` converts a decoded one on first use. */
     this._job = job;
-    this._plainJob = job instanceof protobuf.Message ? undefined : job;
+    this._plainJob = decoded ? undefined : job;
     /** @type {string} int64 as a decimal string */
     this.id = int64String(job.id);
     /** @type {string} */
     this.type = job.type;
     /** @type {string} */
     this.queue = job.queue;
-    /** @type {Buffer} */
-    this.payload = job.payload;
+    /**
+     * An absent (empty) payload decodes as protobufjs's shared empty array, not a Buffer.
+     * @type {Buffer}
+     */
+    this.payload = decoded && !Buffer.isBuffer(job.payload) ? Buffer.from(job.payload) : job.payload;
     /** @type {number} */
     this.attempt = assignment.attempt;
     /** @type {number} */

@@ -271,6 +271,26 @@ test('the handler sees the job as the plain decoded Job, int64 as decimal string
   await b.stopAndExpectDrain(s);
 });
 
+test('an empty payload reaches the handler as an empty Buffer', async (t) => {
+  const b = await setup(t);
+  let seen;
+  b.worker.handle('empty', async (ctx) => {
+    seen = { payload: ctx.payload, job: ctx.job.payload };
+  });
+  const { s } = await b.start();
+  // As the broker sends it: proto3 leaves an empty field out.
+  const a = assignment(4, 'empty');
+  delete a.assignment.job.payload;
+  s.send(a);
+  await s.recv('started');
+  assert.equal((await s.recv('result')).outcome, 'success');
+  s.send(ack(4));
+  assert.ok(Buffer.isBuffer(seen.payload), `payload is ${seen.payload?.constructor?.name}`);
+  assert.equal(seen.payload.length, 0);
+  assert.ok(Buffer.isBuffer(seen.job) && seen.job.length === 0);
+  await b.stopAndExpectDrain(s);
+});
+
 test('a JobContext built from a plain assignment', () => {
   const job = { id: '7', type: 't', queue: 'q', payload: Buffer.from('{"a":1}'), maxAttempts: 2, metadata: { traceparent: 'x' } };
   const ctx = new JobContext({ job, attempt: 1, leaseToken: 'l', attemptTimeout: { seconds: '1', nanos: 500000000 } });
