@@ -228,10 +228,18 @@ class Worker {
     this.backoff = opts.backoff ?? new Backoff();
     this.credentials = opts.credentials ?? tlsCredentials(opts.tls) ?? grpc.credentials.createInsecure();
     /**
-     * Channel options: a fixed flow-control window (STREAM_WINDOW_BYTES), and the name the
-     * broker's certificate is checked against, if given.
+     * Channel options: a fixed flow-control window (STREAM_WINDOW_BYTES); no retry buffer, and
+     * the name the broker's certificate is checked against, if given.
+     *
+     * grpc-js keeps every message of a call in a buffer, to replay them should it retry the call,
+     * and hands it to HTTP/2 only once the one before it is written; each write then copies the
+     * rest of that buffer (RetryingCall.clearSentMessages), so a burst of a few hundred Started
+     * and Results cost a copy per message of what waits behind it. With no room for that buffer
+     * a call is committed at its first message and its messages wait in the stream's own queue.
+     * The worker never needs the replay: a stream that fails is reconnected by run(), which
+     * sends what the broker has not acknowledged again.
      */
-    this.channelOptions = { 'grpc-node.flow_control_window': STREAM_WINDOW_BYTES };
+    this.channelOptions = { 'grpc-node.flow_control_window': STREAM_WINDOW_BYTES, 'grpc.per_rpc_retry_buffer_size': 0 };
     if (opts.tls?.serverName) this.channelOptions['grpc.ssl_target_name_override'] = opts.tls.serverName;
     // Whether the channel is TLS (null: credentials of the caller's) and presents a client
     // certificate, to word a failed connection (connect.js).

@@ -545,13 +545,15 @@ test('UNAUTHENTICATED stops run()', async (t) => {
   await assert.rejects(done, (err) => err.code === grpc.status.UNAUTHENTICATED);
 });
 
-test('the worker grants the broker a fixed 1 MiB flow-control window', () => {
+test('the worker grants the broker a fixed 1 MiB flow-control window and keeps no retry buffer', () => {
   // The default 64 KiB holds about two hundred Assignments, fewer than a worker of a few hundred
   // slots is sent at once.
   assert.equal(new Worker().channelOptions['grpc-node.flow_control_window'], 1 << 20);
   const named = new Worker({ tls: { serverName: 'broker.internal' } }).channelOptions;
   assert.equal(named['grpc-node.flow_control_window'], 1 << 20);
   assert.equal(named['grpc.ssl_target_name_override'], 'broker.internal');
+  // No retry buffer: messages wait in the stream's queue, not in grpc-js's replay buffer.
+  assert.equal(named['grpc.per_rpc_retry_buffer_size'], 0);
 });
 
 test('bad token and TLS options fail at construction', () => {
