@@ -55,10 +55,11 @@ let stream;
  * Every message keeps the plain shape of LOADER_OPTIONS (int64 as decimal strings, enums as
  * names, a oneof's field name under its own name), but for the two of every job that cost the
  * most to convert: an Assignment is handed over as decoded (int64 fields as Long, see
- * int64String()), for JobContext to take what it needs and convert the rest only when asked,
+ * int64String()), of its Job only what JobContext reads, the rest decoded and converted when
+ * ctx.job is read (plainJob()),
  * and Started and a successful Result, which the worker builds itself with fields of the right
  * types, are encoded without fromObject's copy.
- * @returns {{path: string, serialize: (msg: any) => Buffer, deserialize: (buf: Buffer) => any, Job: protobuf.Type}}
+ * @returns {{path: string, serialize: (msg: any) => Buffer, deserialize: (buf: Buffer) => any, plainJob: (assignment: any) => any}}
  */
 function workerStream() {
   if (stream) return stream;
@@ -71,6 +72,22 @@ function workerStream() {
   const Request = root.lookupType('jobwire.v1.ConnectRequest');
   const Response = root.lookupType('jobwire.v1.ConnectResponse');
   const Job = root.lookupType('jobwire.v1.Job');
+  const Assignment = root.lookupType('jobwire.v1.Assignment');
+
+  // An Assignment read only as far as JobContext needs: its own fields with the Job left as
+  // bytes, and of the Job what JobContext reads (JobHead). Both are cut from the real types, so
+  // they follow the .proto files; the whole Job is decoded from the bytes when ctx.job is read.
+  const ns = root.define('jobwire.worker');
+  const copy = (f, type = f.type) => (f.map ? new protobuf.MapField(f.name, f.id, f.keyType, type) : new protobuf.Field(f.name, f.id, type, f.repeated ? 'repeated' : undefined));
+  const JobHead = new protobuf.Type('JobHead');
+  for (const name of ['id', 'type', 'queue', 'payload', 'maxAttempts', 'metadata']) JobHead.add(copy(Job.fields[name]));
+  const AssignmentHead = new protobuf.Type('AssignmentHead');
+  for (const f of Assignment.fieldsArray) {
+    if (f.name !== 'leaseDeadline') AssignmentHead.add(copy(f, f.name === 'job' ? 'bytes' : f.type));
+  }
+  ns.add(JobHead).add(AssignmentHead);
+  root.resolveAll();
+  const assignmentTag = (Response.fields.assignment.id << 3) | 2; // length-delimited
 
   const serialize = (msg) => {
     const started = msg.started;
@@ -82,13 +99,32 @@ function workerStream() {
     return Request.encode(Request.fromObject(msg)).finish();
   };
   const deserialize = (buf) => {
+    // A response that is an Assignment and nothing else (as the broker sends one) is read
+    // through the head types; anything else is decoded whole.
+    const r = protobuf.Reader.create(buf);
+    if (buf.length > 0 && r.uint32() === assignmentTag) {
+      const len = r.uint32();
+      if (r.pos + len === buf.length) {
+        const a = AssignmentHead.decode(r, len);
+        const bytes = a.job;
+        a.job = JobHead.decode(bytes);
+        a.jobBytes = bytes;
+        return { message: 'assignment', assignment: a };
+      }
+    }
     const m = Response.decode(buf);
     if (m.message === 'assignment') return { message: 'assignment', assignment: m.assignment };
     // toObject() writes a Long through its general toString; a number it writes with String().
     if (m.message === 'resultAck') m.resultAck.jobId = int64Narrowed(m.resultAck.jobId);
     return Response.toObject(m, LOADER_OPTIONS);
   };
-  stream = { path: CONNECT_PATH, serialize, deserialize, Job };
+  /**
+   * The whole Job of a decoded Assignment, in the plain shape.
+   * @param {any} assignment as deserialize() hands it over
+   */
+  const plainJob = (assignment) =>
+    Job.toObject(assignment.jobBytes ? Job.decode(assignment.jobBytes) : assignment.job, LOADER_OPTIONS);
+  stream = { path: CONNECT_PATH, serialize, deserialize, plainJob };
   return stream;
 }
 

@@ -13,7 +13,7 @@ const os = require('node:os');
 const grpc = require('@grpc/grpc-js');
 const { Backoff } = require('./backoff');
 const protobuf = require('protobufjs');
-const { workerStream, int64String, LOADER_OPTIONS } = require('./proto');
+const { workerStream, int64String } = require('./proto');
 const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
 const { leaseMarginMs } = require('./lease');
 const { classifyConnectError, settingsFromEnv } = require('./connect');
@@ -71,14 +71,15 @@ class JobCancelledError extends Error {
 class JobContext {
   /**
    * @param {any} assignment a jobwire.v1.Assignment: a plain object shaped by LOADER_OPTIONS
-   *   (int64 as decimal strings), or as the worker's stream decodes it (int64 as Long, see
-   *   workerStream() in proto.js), whose Job is converted to the plain shape only when read
+   *   (int64 as decimal strings), or as the worker's stream decodes it (int64 as Long, the Job
+   *   read only in part; see workerStream() in proto.js), whose whole Job is decoded and
+   *   converted to the plain shape only when read
    */
   constructor(assignment) {
     const job = assignment.job;
     const decoded = job instanceof protobuf.Message;
-    /** The Job as given; `job` converts a decoded one on first use. */
-    this._job = job;
+    /** The Assignment as given; `job` converts a decoded one's Job on first use. */
+    this._assignment = assignment;
     this._plainJob = decoded ? undefined : job;
     /** @type {string} int64 as a decimal string */
     this.id = int64String(job.id);
@@ -111,7 +112,7 @@ class JobContext {
 
   /** The decoded jobwire.v1.Job, in the plain shape (int64 as decimal strings, enums as names). */
   get job() {
-    this._plainJob ??= workerStream().Job.toObject(this._job, LOADER_OPTIONS);
+    this._plainJob ??= workerStream().plainJob(this._assignment);
     return this._plainJob;
   }
 
