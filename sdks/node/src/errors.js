@@ -130,10 +130,15 @@ function msToDuration(ms) {
   return { seconds: String(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1e6 + Math.round((ms - whole) * 1e6) };
 }
 
-/** @param {{seconds?: string|number, nanos?: number} | null | undefined} d */
+/**
+ * @param {{seconds?: string|number|{toNumber(): number}, nanos?: number} | null | undefined} d
+ *   seconds as a decimal string or number, or a Long as the worker stream decodes it (which
+ *   Number() would convert through its slow toString)
+ */
 function durationToMs(d) {
   if (!d) return 0;
-  return Number(d.seconds || 0) * 1000 + (d.nanos || 0) / 1e6;
+  const s = d.seconds;
+  return (s && typeof s === 'object' ? s.toNumber() : Number(s || 0)) * 1000 + (d.nanos || 0) / 1e6;
 }
 
 module.exports = {

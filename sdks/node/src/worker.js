@@ -12,7 +12,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const grpc = require('@grpc/grpc-js');
 const { Backoff } = require('./backoff');
-const { loadJobwire } = require('./proto');
+const protobuf = require('protobufjs');
+const { workerStream, int64String } = require('./proto');
 const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
 const { leaseMarginMs } = require('./lease');
 const { classifyConnectError, settingsFromEnv } = require('./connect');
@@ -20,6 +21,14 @@ const { classifyConnectError, settingsFromEnv } = require('./connect');
 /** Refused codes the protocol gives a meaning to (gRPC status codes). */
 const CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
 const CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
+
+/**
+ * The HTTP/2 flow-control window this worker grants the broker, for its stream and its
+ * connection, as the Go SDK and the broker do. The default of 64 KiB holds about two hundred
+ * Assignments: at a capacity in the hundreds the broker would stall on the window, waiting for
+ * the worker's WINDOW_UPDATE, while slots stand empty.
+ */
+const STREAM_WINDOW_BYTES = 1 << 20;
 
 /** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
 const PERMANENT_CODES = new Set([
@@ -60,18 +69,29 @@ class JobCancelledError extends Error {
  * recorded there, so whatever the handler returns or throws is dropped.
  */
 class JobContext {
-  /** @param {any} assignment a decoded jobwire.v1.Assignment */
+  /**
+   * @param {any} assignment a jobwire.v1.Assignment: a plain object shaped by LOADER_OPTIONS
+   *   (int64 as decimal strings), or as the worker's stream decodes it (int64 as Long, the Job
+   *   read only in part; see workerStream() in proto.js), whose whole Job is decoded and
+   *   converted to the plain shape only when read
+   */
   constructor(assignment) {
     const job = assignment.job;
-    this.job = job;
+    const decoded = job instanceof protobuf.Message;
+    /** The Assignment as given; `job` converts a decoded one's Job on first use. */
+    this._assignment = assignment;
+    this._plainJob = decoded ? undefined : job;
     /** @type {string} int64 as a decimal string */
-    this.id = job.id;
+    this.id = int64String(job.id);
     /** @type {string} */
     this.type = job.type;
     /** @type {string} */
     this.queue = job.queue;
-    /** @type {Buffer} */
-    this.payload = job.payload;
+    /**
+     * An absent (empty) payload decodes as protobufjs's shared empty array, not a Buffer.
+     * @type {Buffer}
+     */
+    this.payload = decoded && !Buffer.isBuffer(job.payload) ? Buffer.from(job.payload) : job.payload;
     /** @type {number} */
     this.attempt = assignment.attempt;
     /** @type {number} */
@@ -86,9 +106,20 @@ class JobContext {
      * @type {Record<string, string>}
      */
     this.metadata = { ...(job.metadata || {}) };
-    this._controller = new AbortController();
-    /** @type {AbortSignal} aborted when the job is cancelled */
-    this.signal = this._controller.signal;
+    /** Made when the signal is first read or the job cancelled: most handlers never look. */
+    this._controller = undefined;
+  }
+
+  /** The decoded jobwire.v1.Job, in the plain shape (int64 as decimal strings, enums as names). */
+  get job() {
+    this._plainJob ??= workerStream().plainJob(this._assignment);
+    return this._plainJob;
+  }
+
+  /** @returns {AbortSignal} aborted when the job is cancelled */
+  get signal() {
+    this._controller ??= new AbortController();
+    return this._controller.signal;
   }
 
   /** @returns {string | undefined} the producer's W3C traceparent, if the job carries one */
@@ -103,7 +134,8 @@ class JobContext {
 
   /** @returns {string | undefined} why the job was cancelled, if it was */
   get cancelReason() {
-    return this.signal.aborted ? this.signal.reason.reason : undefined;
+    const signal = this._controller?.signal;
+    return signal?.aborted ? signal.reason.reason : undefined;
   }
 
   /** @param {string} reason */
@@ -131,7 +163,11 @@ function tlsCredentials(tls) {
   return grpc.credentials.createSsl(read(tls.ca), read(tls.key), read(tls.cert));
 }
 
-/** A logger that writes to stderr, which is where worker processes are expected to log. */
+/**
+ * A logger that writes to stderr, which is where worker processes are expected to log. It drops
+ * debug, where a job's start and stored result go: a line per job would cost more than a short
+ * job itself.
+ */
 const stderrLogger = {
   debug() {},
   info: (...a) => console.error(new Date().toISOString(), 'INFO jobwire:', ...a),
@@ -192,8 +228,20 @@ class Worker {
     this.resendDelayMs = opts.resendDelayMs ?? 500;
     this.backoff = opts.backoff ?? new Backoff();
     this.credentials = opts.credentials ?? tlsCredentials(opts.tls) ?? grpc.credentials.createInsecure();
-    /** Channel options: the name the broker's certificate is checked against, if given. */
-    this.channelOptions = opts.tls?.serverName ? { 'grpc.ssl_target_name_override': opts.tls.serverName } : {};
+    /**
+     * Channel options: a fixed flow-control window (STREAM_WINDOW_BYTES); no retry buffer, and
+     * the name the broker's certificate is checked against, if given.
+     *
+     * grpc-js keeps every message of a call in a buffer, to replay them should it retry the call,
+     * and hands it to HTTP/2 only once the one before it is written; each write then copies the
+     * rest of that buffer (RetryingCall.clearSentMessages), so a burst of a few hundred Started
+     * and Results cost a copy per message of what waits behind it. With no room for that buffer
+     * a call is committed at its first message and its messages wait in the stream's own queue.
+     * The worker never needs the replay: a stream that fails is reconnected by run(), which
+     * sends what the broker has not acknowledged again.
+     */
+    this.channelOptions = { 'grpc-node.flow_control_window': STREAM_WINDOW_BYTES, 'grpc.per_rpc_retry_buffer_size': 0 };
+    if (opts.tls?.serverName) this.channelOptions['grpc.ssl_target_name_override'] = opts.tls.serverName;
     // Whether the channel is TLS (null: credentials of the caller's) and presents a client
     // certificate, to word a failed connection (connect.js).
     this.usesTls = opts.credentials ? null : Boolean(opts.tls);
@@ -276,8 +324,7 @@ class Worker {
     if (this.handlers.size === 0) throw new Error('register at least one handler before run()');
     if (this.running) throw new Error('run() is already running');
     this.running = true;
-    const pkg = loadJobwire();
-    const client = new pkg.WorkerService(this.address, this.credentials, this.channelOptions);
+    const client = new grpc.Client(this.address, this.credentials, this.channelOptions);
     try {
       while (!this.done()) {
         try {
@@ -347,11 +394,12 @@ class Worker {
 
   // ---- one stream ---------------------------------------------------------------------
 
-  /** @param {any} client */
+  /** @param {grpc.Client} client */
   runSession(client) {
     return new Promise((resolve, reject) => {
       this.welcomed = false;
-      const call = client.Connect(this.metadata);
+      const codec = workerStream();
+      const call = client.makeBidiStreamRequest(codec.path, codec.serialize, codec.deserialize, this.metadata);
       const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false };
       let heartbeat = null;
       let settled = false;
@@ -476,7 +524,7 @@ class Worker {
         const j = this.jobs.get(ack.jobId);
         if (j && j.ctx.leaseToken === ack.leaseToken) {
           this.jobs.delete(ack.jobId);
-          this.log.info(`job ${ack.jobId} result stored: ${ack.decision}`);
+          this.log.debug(`job ${ack.jobId} result stored: ${ack.decision}`);
           this.afterFree();
         }
         break;
@@ -508,7 +556,7 @@ class Worker {
   }
 
   onAssignment(a) {
-    const jobId = a.job.id;
+    const jobId = int64String(a.job.id);
     const old = this.jobs.get(jobId);
     if (old) {
       if (old.ctx.leaseToken === a.leaseToken) return; // a duplicate of what we run
@@ -542,8 +590,8 @@ class Worker {
     this.jobs.set(jobId, j);
     this.armLease(j, performance.now());
     // Started must reach the broker before user code runs: the attempt counts from here.
-    this.send({ started: { jobId, leaseToken: a.leaseToken } });
-    this.log.info(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
+    this.send({ started: j.ref });
+    this.log.debug(`job ${jobId} (${a.job.type}) attempt ${a.attempt} started`);
     if (ctx.attemptTimeoutMs) {
       // The handler is told to stop once its attempt timeout has passed; it reports that as the
       // timeout it is (Failure.timed_out), not as an ordinary transient failure.
@@ -591,7 +639,9 @@ class Worker {
     this.stopLease(j);
     if (!(this.leaseAllowanceMs > 0)) return;
     j.leaseEnd = start + this.leaseAllowanceMs;
-    j.leaseTimer = setTimeout(() => this.leaseRanOut(j), j.leaseEnd - performance.now());
+    // Whole milliseconds, rounded down: Node keeps one list of timers per delay, and a
+    // fractional delay would give every job a list of its own.
+    j.leaseTimer = setTimeout(() => this.leaseRanOut(j), Math.max(Math.floor(j.leaseEnd - performance.now()), 1));
     j.leaseTimer.unref?.();
   }
 

@@ -9,6 +9,7 @@ const {
   RetryAfterError,
   retryAfter,
   errorTypeName,
+  durationToMs,
   FAILURE_KIND_FATAL: FATAL,
   FAILURE_KIND_TRANSIENT: TRANSIENT,
 } = require('../src/errors');
@@ -84,4 +85,13 @@ test('errorTypeName prefers a set name, then the constructor', () => {
   assert.equal(errorTypeName(new NamedError('x')), 'CustomName');
   assert.equal(errorTypeName(null), 'null');
   assert.equal(errorTypeName(42), 'number');
+});
+
+test('durationToMs reads seconds as a string, a number or a decoded Long', () => {
+  const Long = require('long');
+  assert.equal(durationToMs(undefined), 0);
+  assert.equal(durationToMs({ seconds: '90', nanos: 500000000 }), 90500);
+  assert.equal(durationToMs({ seconds: 2, nanos: 0 }), 2000);
+  assert.equal(durationToMs({ seconds: Long.fromNumber(30), nanos: 1000000 }), 30001);
+  assert.equal(durationToMs({ nanos: 250000000 }), 250);
 });

@@ -5,7 +5,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const grpc = require('@grpc/grpc-js');
-const { Worker, Backoff, RetryAfterError, loadJobwire } = require('../src/index');
+const { Worker, JobContext, CancelReason, Backoff, RetryAfterError, loadJobwire } = require('../src/index');
 const { leaseMarginMs, MIN_MARGIN_MS, MAX_MARGIN_MS } = require('../src/lease');
 
 const WAIT_MS = 5000; // upper bound for anything the worker should do promptly
@@ -227,6 +227,91 @@ test('the handler sees the job metadata and its trace context', async (t) => {
   s.send(ack(3));
   assert.deepEqual(seen, { metadata: { traceparent: parent, tenant: 'acme' }, traceparent: parent });
   await b.stopAndExpectDrain(s);
+});
+
+test('the handler sees the job as the plain decoded Job, int64 as decimal strings', async (t) => {
+  const b = await setup(t);
+  let seen;
+  b.worker.handle('whole', async (ctx) => {
+    seen = { id: ctx.id, job: ctx.job, again: ctx.job, timeoutMs: ctx.attemptTimeoutMs };
+  });
+  const { s } = await b.start();
+  const big = '9007199254740993'; // above 2^53: no double holds it
+  const a = {
+    assignment: {
+      job: {
+        id: big,
+        type: 'whole',
+        queue: 'q',
+        payload: Buffer.from('{}'),
+        state: 'JOB_STATE_RUNNING',
+        maxAttempts: 3,
+        createdAt: { seconds: '1700000000', nanos: 5 },
+        metadata: { k: 'v' },
+        attemptHistory: [{ number: 1, workerId: 'w0', outcome: 'ATTEMPT_OUTCOME_FAILED' }],
+      },
+      attempt: 2,
+      leaseToken: 'tok',
+      attemptTimeout: { seconds: '90', nanos: 0 },
+    },
+  };
+  s.send(a);
+  const started = await s.recv('started');
+  assert.deepEqual([started.jobId, started.leaseToken], [big, 'tok']);
+  const result = await s.recv('result');
+  assert.deepEqual([result.jobId, result.outcome], [big, 'success']);
+  s.send({ resultAck: { jobId: big, leaseToken: 'tok', decision: 'DECISION_SUCCEEDED' } });
+  // What @grpc/proto-loader makes of the same bytes.
+  const method = loadJobwire().WorkerService.service.Connect;
+  const want = method.responseDeserialize(method.responseSerialize(a)).assignment.job;
+  assert.equal(seen.id, big);
+  assert.deepEqual(seen.job, want);
+  assert.equal(seen.again, seen.job);
+  assert.equal(seen.timeoutMs, 90000);
+  await b.stopAndExpectDrain(s);
+});
+
+test('an empty payload reaches the handler as an empty Buffer', async (t) => {
+  const b = await setup(t);
+  let seen;
+  b.worker.handle('empty', async (ctx) => {
+    seen = { payload: ctx.payload, job: ctx.job.payload };
+  });
+  const { s } = await b.start();
+  // As the broker sends it: proto3 leaves an empty field out.
+  const a = assignment(4, 'empty');
+  delete a.assignment.job.payload;
+  s.send(a);
+  await s.recv('started');
+  assert.equal((await s.recv('result')).outcome, 'success');
+  s.send(ack(4));
+  assert.ok(Buffer.isBuffer(seen.payload), `payload is ${seen.payload?.constructor?.name}`);
+  assert.equal(seen.payload.length, 0);
+  assert.ok(Buffer.isBuffer(seen.job) && seen.job.length === 0);
+  await b.stopAndExpectDrain(s);
+});
+
+test('a JobContext built from a plain assignment', () => {
+  const job = { id: '7', type: 't', queue: 'q', payload: Buffer.from('{"a":1}'), maxAttempts: 2, metadata: { traceparent: 'x' } };
+  const ctx = new JobContext({ job, attempt: 1, leaseToken: 'l', attemptTimeout: { seconds: '1', nanos: 500000000 } });
+  assert.equal(ctx.job, job);
+  assert.deepEqual([ctx.id, ctx.type, ctx.queue, ctx.attempt, ctx.maxAttempts, ctx.leaseToken], ['7', 't', 'q', 1, 2, 'l']);
+  assert.equal(ctx.attemptTimeoutMs, 1500);
+  assert.deepEqual(ctx.json(), { a: 1 });
+  assert.equal(ctx.traceparent, 'x');
+  assert.equal(ctx.cancelReason, undefined);
+  assert.equal(ctx.signal.aborted, false);
+  ctx._cancel(CancelReason.TIMEOUT);
+  assert.equal(ctx.signal.aborted, true);
+  assert.equal(ctx.cancelReason, CancelReason.TIMEOUT);
+  assert.equal(ctx.signal.reason.reason, CancelReason.TIMEOUT);
+});
+
+test('a job cancelled before its handler reads the signal finds it aborted', () => {
+  const ctx = new JobContext({ job: { id: '8', payload: Buffer.alloc(0) }, attempt: 1, leaseToken: 'l' });
+  ctx._cancel(CancelReason.LEASE_LOST);
+  assert.equal(ctx.cancelReason, CancelReason.LEASE_LOST);
+  assert.equal(ctx.signal.aborted, true);
 });
 
 test('failures are classified on the wire', async (t) => {
@@ -458,6 +543,17 @@ test('UNAUTHENTICATED stops run()', async (t) => {
   await s.recv('hello');
   s.fail(grpc.status.UNAUTHENTICATED);
   await assert.rejects(done, (err) => err.code === grpc.status.UNAUTHENTICATED);
+});
+
+test('the worker grants the broker a fixed 1 MiB flow-control window and keeps no retry buffer', () => {
+  // The default 64 KiB holds about two hundred Assignments, fewer than a worker of a few hundred
+  // slots is sent at once.
+  assert.equal(new Worker().channelOptions['grpc-node.flow_control_window'], 1 << 20);
+  const named = new Worker({ tls: { serverName: 'broker.internal' } }).channelOptions;
+  assert.equal(named['grpc-node.flow_control_window'], 1 << 20);
+  assert.equal(named['grpc.ssl_target_name_override'], 'broker.internal');
+  // No retry buffer: messages wait in the stream's queue, not in grpc-js's replay buffer.
+  assert.equal(named['grpc.per_rpc_retry_buffer_size'], 0);
 });
 
 test('bad token and TLS options fail at construction', () => {
