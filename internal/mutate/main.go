@@ -410,6 +410,18 @@ func mutations() []mutation {
 	add(mutation{name: "node: bug error types are transient", file: "sdks/node/src/errors.js",
 		from: "const fatal = err instanceof FatalError || FATAL_ERROR_TYPES.some((T) => err instanceof T);", to: "const fatal = err instanceof FatalError;",
 		pkgs: []string{"sdks/node/test/errors.test.js"}, run: "^classify maps error types to failure kinds$", sdk: sdkNode})
+	add(mutation{name: "node: an absent payload reaches the handler as it was decoded", file: "sdks/node/src/worker.js",
+		from: "this.payload = decoded && !Buffer.isBuffer(job.payload) ? Buffer.from(job.payload) : job.payload;", to: "this.payload = job.payload;",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^an empty payload reaches the handler as an empty Buffer$", sdk: sdkNode})
+	add(mutation{name: "node: the handler sees the wire form of a decoded job", file: "sdks/node/src/worker.js",
+		from: "this._plainJob = decoded ? undefined : job;", to: "this._plainJob = job;",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^the handler sees the job as the plain decoded Job, int64 as decimal strings$", sdk: sdkNode})
+	add(mutation{name: "node: a job id past 2^53 is sent as a rounded number", file: "sdks/node/src/proto.js",
+		from: "return Number.isSafeInteger(n) ? n : id;", to: "return n;",
+		pkgs: []string{"sdks/node/test/proto.test.js"}, run: "^every request the worker sends encodes as proto-loader encodes it$", sdk: sdkNode})
+	add(mutation{name: "node: a negative int64 takes the fast path", file: "sdks/node/src/proto.js",
+		from: "v.high < SAFE_HIGH && v.high >= -SAFE_HIGH && !v.unsigned", to: "v.high < SAFE_HIGH && !v.unsigned",
+		pkgs: []string{"sdks/node/test/proto.test.js"}, run: "^int64String$", sdk: sdkNode})
 	// The Go worker gives a handler up once its lease runs out on its own clock.
 	add(mutation{name: "worker lease: a lease that ran out only cancels the handler", file: "worker/lease.go",
 		from: "\tw.loseLocked(t, errLeaseExpired)", to: "\tt.cancel(errLeaseExpired)",
