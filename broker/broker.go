@@ -76,7 +76,36 @@ type BreakerOptions struct {
 }
 
 // Broker dispatches jobs to workers and applies their results.
+//
+// Its state is in parts, each with its owner: what it was built with (env), the writer's
+// (writerState), what differs between a broker alone and one of a cluster (mode), the background
+// services (svc), and, under mu, the sessions and leases dispatch works on with the queue rules
+// it respects.
 type Broker struct {
+	env
+	writerState
+	// mode is what differs between a broker alone and one of a cluster (mode.go, cluster.go).
+	mode mode
+	// svc are the broker's background concerns (services.go).
+	svc *services
+
+	ctx    context.Context // ends when the broker stops; for work no caller waits on
+	cancel context.CancelFunc
+
+	mu           sync.Mutex
+	sessions     []*Session // in dispatch rotation order
+	leases       map[int64]*lease
+	shuttingDown bool
+	queueState   // every paused or capped queue (queues.go)
+	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
+	// round stored the lease and has not handed it out. That round drops them.
+	racedCancels map[int64]racedCancel
+	recent       recentResults // answers to stored results, for repeats
+	nextSession  int64
+}
+
+// env is what a broker is built with: set by New, never changed after.
+type env struct {
 	cfg     Config
 	st      store.Store
 	random  io.Reader
@@ -89,14 +118,10 @@ type Broker struct {
 	breakers *breaker.Set
 	// reach follows whether the database answers (reach.go); nil when waits are not bounded.
 	reach *reach.Tracker
-	// mode is what differs between a broker alone and one of a cluster (mode.go, cluster.go).
-	mode mode
-	// svc are the broker's background concerns (services.go).
-	svc *services
+}
 
-	ctx    context.Context // ends when the broker stops; for work no caller waits on
-	cancel context.CancelFunc
-
+// writerState is the writer's (writer.go) and the enqueue writer's (enqueuer.go).
+type writerState struct {
 	ops chan *op
 	// enqueues feeds the enqueue writer (enqueuer.go), in a cluster only.
 	enqueues chan *op
@@ -107,25 +132,10 @@ type Broker struct {
 	stop       chan struct{}
 	stopped    sync.WaitGroup
 
-	mu           sync.Mutex
-	sessions     []*Session // in dispatch rotation order
-	leases       map[int64]*lease
-	shuttingDown bool
-	// queueRules holds every paused or capped queue; see queues.go. pausedQueues counts the
-	// paused ones and cappedQueues names the capped ones.
-	queueRules   map[string]queueRule
-	pausedQueues int
-	cappedQueues map[string]bool
-	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
-	// round stored the lease and has not handed it out. That round drops them.
-	racedCancels map[int64]racedCancel
-	recent       recentResults // answers to stored results, for repeats
-
 	breakerBatch breakerBatch // shared breaker changes of the batch being written
 	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
 	// row lock the writer takes, on the writer goroutine.
 	lockingBreaker func(typ string, locked bool)
-	nextSession    int64
 }
 
 // New builds a broker. Call Start before use.
@@ -158,30 +168,32 @@ func New(opts Options) (*Broker, error) {
 		fatal[t] = true
 	}
 	b := &Broker{
-		cfg:    opts.Config,
-		st:     opts.Store,
-		random: opts.Random,
-		clk:    opts.Clock,
-		log:    opts.Logger,
-		obs:    opts.Observer,
-		tracer: opts.Tracer,
-
-		triager: &triage.Triager{
-			Policy:      opts.Config.policy,
-			AlwaysFatal: fatal,
-			Uniform: func() float64 {
-				randMu.Lock()
-				defer randMu.Unlock()
-				return r.Float64()
+		env: env{
+			cfg:    opts.Config,
+			st:     opts.Store,
+			random: opts.Random,
+			clk:    opts.Clock,
+			log:    opts.Logger,
+			obs:    opts.Observer,
+			tracer: opts.Tracer,
+			triager: &triage.Triager{
+				Policy:      opts.Config.policy,
+				AlwaysFatal: fatal,
+				Uniform: func() float64 {
+					randMu.Lock()
+					defer randMu.Unlock()
+					return r.Float64()
+				},
 			},
 		},
-		ops:          make(chan *op, 4*opts.Config.MaxBatch),
-		enqueues:     make(chan *op, 4*opts.Config.MaxBatch),
-		wake:         make(chan struct{}, 1),
-		stop:         make(chan struct{}),
+		writerState: writerState{
+			ops:      make(chan *op, 4*opts.Config.MaxBatch),
+			enqueues: make(chan *op, 4*opts.Config.MaxBatch),
+			wake:     make(chan struct{}, 1),
+			stop:     make(chan struct{}),
+		},
 		leases:       make(map[int64]*lease),
-		queueRules:   make(map[string]queueRule),
-		cappedQueues: make(map[string]bool),
+		queueState:   queueState{queueRules: make(map[string]queueRule), cappedQueues: make(map[string]bool)},
 		racedCancels: make(map[int64]racedCancel),
 	}
 	bo := opts.Breakers

@@ -27,6 +27,13 @@ type queueRule struct {
 	limit  int // 0: no cap
 }
 
+// queueState holds the rules of every paused or capped queue, under the broker's lock.
+type queueState struct {
+	queueRules   map[string]queueRule
+	pausedQueues int             // how many of queueRules are paused
+	cappedQueues map[string]bool // the capped ones
+}
+
 // MaxCappedQueues is how many queues may have a concurrency cap at once. A round lists the
 // capped queues that are full by name in its lease statement, so their number must stay small.
 const MaxCappedQueues = 1000
