@@ -197,11 +197,7 @@ func (m *clustered) onEvent(e store.Event) {
 // it, those it publishes itself and EventResync included; alone, the broker has none. fn runs
 // on the listening goroutine and must not block. The API tokens' keeper watches for
 // revocations this way.
-func (b *Broker) WatchCluster(fn func(store.Event)) {
-	if m, ok := b.mode.(*clustered); ok {
-		m.watch(fn)
-	}
-}
+func (b *Broker) WatchCluster(fn func(store.Event)) { b.mode.watch(fn) }
 
 func (m *clustered) watch(fn func(store.Event)) {
 	for {

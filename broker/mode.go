@@ -46,6 +46,8 @@ type mode interface {
 	// over every broker's leases: then a lease enforces them, its hand-out does not count them
 	// again, and a lease ended in a capped queue tells the other brokers of the room.
 	sharedQueues() bool
+	// watch has fn hear every event of the cluster (WatchCluster).
+	watch(fn func(store.Event))
 	// returned notes, with the broker's lock held, a worker's new stream (rebalance.go).
 	returned(workerID string, now time.Time)
 	// forgetsClosed reports whether a closed stream's running leases are forgotten, their
@@ -78,6 +80,9 @@ func (*local) sweep(time.Time) bool       { return true }
 func (*local) sharedQueues() bool         { return false }
 func (*local) forgetsClosed() bool        { return false }
 func (*local) returned(string, time.Time) {}
+
+// watch does nothing: alone, the broker has no cluster events.
+func (*local) watch(func(store.Event)) {}
 
 func (m *local) recover(tx store.Tx) (recovered, error) {
 	var r recovered
