@@ -62,12 +62,7 @@ func ActorFrom(ctx context.Context) Actor {
 }
 
 // brokerID is this broker's id in its cluster; ” for a broker alone on its database.
-func (b *Broker) brokerID() string {
-	if b.cluster == nil {
-		return ""
-	}
-	return b.cluster.BrokerID()
-}
+func (b *Broker) brokerID() string { return b.mode.id() }
 
 // audit records e, done now by ctx's actor on this broker, in tx.
 func (b *Broker) audit(ctx context.Context, tx store.Tx, e *store.AuditEvent) error {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/job"
@@ -23,13 +21,94 @@ const (
 	permitFailed
 )
 
-// permitRelease gives back a permit whose job was never handed out. A shared breaker's probe
-// slot is released by the write that hands the job back instead.
-func (b *Broker) permitRelease(p breaker.Permit) {
-	if !b.sharedBreakers() {
-		b.breakers.Release(p)
+// breakerHome is where the breakers' states live, and so how a lease's permit is settled and an
+// operator's change applied: in the broker's memory (breakersInMemory), or in the database,
+// shared by the brokers serving it (breakersInStore, sharedbreakers.go). The broker's mode
+// picks one.
+type breakerHome interface {
+	// shared reports whether the states live in the database, the broker's set a cache.
+	shared() bool
+	// release gives back a permit whose job was never handed out.
+	release(p breaker.Permit)
+	// settleLocked settles the permit of lease l, which ends the way how says, with b.mu held.
+	settleLocked(l *lease, how permitEnd, kind breaker.FailureKind)
+	// restore loads the stored states before the first dispatch.
+	restore(ctx context.Context) error
+	// list reads every breaker.
+	list() []breaker.Info
+	// change applies an operator's reset or force, recorded as ev.
+	change(ctx context.Context, typ string, ev store.AuditEvent, mem func() (breaker.Info, error),
+		shared func(sh *breaker.Shared) error) (breaker.Info, error)
+	// swept runs after every sweep.
+	swept(ctx context.Context)
+	// batch begins the writer's batch of ops in tx (see breakerBatch).
+	batch(tx store.Tx, ops []*op)
+	// settlesInWrite reports whether the permit p of a lease of typ is settled by the write
+	// that ends the lease (settleInWrite), not in memory once it committed.
+	settlesInWrite(p breaker.Permit, typ string) bool
+	// settleInWrite settles, in tx, the permit of job jobID's lease that tx ends (see
+	// Broker.settleShared).
+	settleInWrite(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
+		known breaker.Permit, how permitEnd, kind breaker.FailureKind, msg string) error
+}
+
+// breakersInMemory keeps a lone broker's breakers in its memory; breakerKeeper stores them.
+type breakersInMemory struct{ b *Broker }
+
+func (breakersInMemory) shared() bool               { return false }
+func (h breakersInMemory) release(p breaker.Permit) { h.b.breakers.Release(p) }
+func (breakersInMemory) swept(context.Context)      {}
+func (breakersInMemory) batch(store.Tx, []*op)      {}
+
+func (breakersInMemory) settlesInWrite(breaker.Permit, string) bool { return false }
+
+// settleInWrite does nothing: a broker's own breakers settle in memory, once the write commits.
+func (breakersInMemory) settleInWrite(store.Tx, *breakerChanges, string, int64, int, breaker.Permit,
+	permitEnd, breaker.FailureKind, string) error {
+	return nil
+}
+func (h breakersInMemory) list() []breaker.Info { return h.b.breakers.List() }
+
+func (h breakersInMemory) settleLocked(l *lease, how permitEnd, kind breaker.FailureKind) {
+	b := h.b
+	switch how {
+	case permitReleased:
+		b.breakers.Release(l.permit)
+	case permitSucceeded:
+		b.breakers.Success(l.permit)
+	case permitFailed:
+		b.breakers.FailureNote(l.permit, breaker.Note{Job: l.ref.JobID, Kind: kind, Message: l.failMsg})
+		if l.permit.Generation != 0 { // a permit no breaker issued counts nowhere
+			b.svc.breakerStore.noteFailure(l.job.Type)
+		}
 	}
 }
+
+func (h breakersInMemory) restore(ctx context.Context) error {
+	saved, err := h.b.loadBreakers(ctx)
+	if err != nil {
+		return err
+	}
+	if err := h.b.breakers.Restore(saved); err != nil {
+		return fmt.Errorf("restore breakers: %w", err)
+	}
+	return nil
+}
+
+// change applies the change in memory and records it right after, in a write of its own.
+func (h breakersInMemory) change(ctx context.Context, _ string, ev store.AuditEvent, mem func() (breaker.Info, error),
+	_ func(sh *breaker.Shared) error) (breaker.Info, error) {
+	info, err := mem()
+	h.b.signal()
+	if err != nil {
+		return info, err
+	}
+	return info, h.b.auditAfter(ctx, ev)
+}
+
+// permitRelease gives back a permit whose job was never handed out. A shared breaker's probe
+// slot is released by the write that hands the job back instead.
+func (b *Broker) permitRelease(p breaker.Permit) { b.mode.breakers().release(p) }
 
 // endLeaseLocked forgets a lease, freeing its capacity slot, and settles its breaker permit
 // exactly once: a lease already ended is left alone. Shared breakers were settled by the write
@@ -42,67 +121,7 @@ func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKin
 	if l.sess != nil && l.sess.held[l.ref.JobID] == l {
 		delete(l.sess.held, l.ref.JobID)
 	}
-	if b.sharedBreakers() {
-		return
-	}
-	switch how {
-	case permitReleased:
-		b.breakers.Release(l.permit)
-	case permitSucceeded:
-		b.breakers.Success(l.permit)
-	case permitFailed:
-		b.breakers.FailureNote(l.permit, breaker.Note{Job: l.ref.JobID, Kind: kind, Message: l.failMsg})
-		if l.permit.Generation != 0 { // a permit no breaker issued counts nowhere
-			b.noteBreakerFailure(l.job.Type)
-		}
-	}
-}
-
-// breakerSaveDelay is how long a breaker's failures counted while CLOSED may wait to be
-// stored: a crash forgets at most this much of them. Saving them together, not one write per
-// failed attempt, keeps the writes few exactly when a dependency is failing.
-const breakerSaveDelay = time.Second
-
-// noteBreakerFailure schedules a save of typ's breaker within breakerSaveDelay.
-func (b *Broker) noteBreakerFailure(typ string) {
-	b.breakerMu.Lock()
-	defer b.breakerMu.Unlock()
-	if b.breakerStopped {
-		return
-	}
-	b.breakerFailed[typ] = true
-	if b.breakerSave == nil {
-		b.breakerSave = b.clk.AfterFunc(breakerSaveDelay, b.saveFailedBreakers)
-	}
-}
-
-// saveFailedBreakers queues the current state of every breaker that counted a failure since
-// it was last saved.
-func (b *Broker) saveFailedBreakers() {
-	b.breakerMu.Lock()
-	failed := b.breakerFailed
-	b.breakerFailed = make(map[string]bool)
-	b.breakerSave = nil
-	b.breakerMu.Unlock()
-	snap := b.breakers.Snapshot()
-	b.queueBreakerSaves(slices.DeleteFunc(snap, func(s breaker.Saved) bool { return !failed[s.Type] }))
-}
-
-// queueBreakerSaves hands breaker states to persistBreakersLoop. A state replaces any older
-// one of its type still waiting.
-func (b *Broker) queueBreakerSaves(states []breaker.Saved) {
-	if len(states) == 0 {
-		return
-	}
-	b.breakerMu.Lock()
-	for _, s := range states {
-		b.breakerPending[s.Type] = s
-	}
-	b.breakerMu.Unlock()
-	select {
-	case b.breakerDirty <- struct{}{}:
-	default:
-	}
+	b.mode.breakers().settleLocked(l, how, kind)
 }
 
 // breakerKind maps a failure to the kind a breaker counts.
@@ -117,7 +136,7 @@ func breakerKind(k job.FailureKind) breaker.FailureKind {
 // the broker's lock is held, so it only records and signals.
 func (b *Broker) onBreakerTransition(t breaker.Transition) {
 	b.reportBreakerTransition(t)
-	b.queueBreakerSaves([]breaker.Saved{t.Saved})
+	b.svc.breakerStore.queue([]breaker.Saved{t.Saved})
 	b.signal()
 }
 
@@ -129,81 +148,8 @@ func (b *Broker) reportBreakerTransition(t breaker.Transition) {
 	b.obs.BreakerTransition(t.Type, t.From, t.To, t.Reason)
 }
 
-// persistBreakersLoop stores breaker states as they change, so that a restart does not slam
-// a dependency that was just found broken.
-//
-// Transitions are stored as they happen. Failures counted while CLOSED change no state; they
-// are stored together, at most breakerSaveDelay after the first of them (noteBreakerFailure),
-// and at shutdown, when every breaker's snapshot is written. A crash therefore forgets at most
-// the last second of them.
-func (b *Broker) persistBreakersLoop() {
-	defer b.stopped.Done()
-	for {
-		select {
-		case <-b.breakerDirty:
-			b.persistBreakers()
-		case <-b.breakerStale:
-			if err := b.refreshBreakers(b.ctx); err != nil {
-				b.log.Warn("refresh shared breakers", "err", err)
-			}
-		case <-b.stop:
-			if !b.sharedBreakers() { // a cache's snapshot would overwrite newer stored states
-				b.queueBreakerSaves(b.breakers.Snapshot())
-			}
-			b.persistBreakers()
-			return
-		}
-	}
-}
-
-func (b *Broker) persistBreakers() {
-	b.breakerMu.Lock()
-	pending := b.breakerPending
-	b.breakerPending = make(map[string]breaker.Saved)
-	b.breakerMu.Unlock()
-	if len(pending) == 0 {
-		return
-	}
-	recs := make([]store.BreakerRecord, 0, len(pending))
-	for _, saved := range pending {
-		rec, err := b.encodeBreaker(saved)
-		if err != nil {
-			b.log.Error("store breaker state", "err", err)
-			continue
-		}
-		recs = append(recs, rec)
-	}
-	// Straight to the store: the writer may already be stopped at shutdown.
-	err := b.st.Write(context.WithoutCancel(b.ctx), "breaker_save", func(tx store.Tx) error {
-		for _, r := range recs {
-			if err := tx.BreakerSave(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.log.Error("store breaker states", "err", err)
-	}
-}
-
 // restoreBreakers loads stored breaker states before the first dispatch.
-func (b *Broker) restoreBreakers(ctx context.Context) error {
-	if b.sharedBreakers() {
-		if err := b.unshutDisabledBreakers(ctx); err != nil {
-			return err
-		}
-		return b.refreshBreakers(ctx)
-	}
-	saved, err := b.loadBreakers(ctx)
-	if err != nil {
-		return err
-	}
-	if err := b.breakers.Restore(saved); err != nil {
-		return fmt.Errorf("restore breakers: %w", err)
-	}
-	return nil
-}
+func (b *Broker) restoreBreakers(ctx context.Context) error { return b.mode.breakers().restore(ctx) }
 
 // loadBreakers reads every stored breaker state.
 func (b *Broker) loadBreakers(ctx context.Context) ([]breaker.Saved, error) {
@@ -281,45 +227,24 @@ func decodeBreaker(typ string, data []byte) (breaker.Saved, error) {
 
 // Breakers lists every circuit breaker. Shared breakers are read from the database first, so
 // every broker lists the same states.
-func (b *Broker) Breakers() []breaker.Info {
-	if b.sharedBreakers() {
-		if err := b.refreshBreakers(b.ctx); err != nil {
-			b.log.Warn("read shared breakers; listing the cached states", "err", err)
-		}
-	}
-	return b.breakers.List()
-}
+func (b *Broker) Breakers() []breaker.Info { return b.mode.breakers().list() }
 
 // ResetBreaker closes a type's breaker and forgets its failures, on every broker sharing it.
 // ctx's actor is recorded as having done it: in the write that stores a shared breaker, and
 // right after the change for a breaker kept in memory.
 func (b *Broker) ResetBreaker(ctx context.Context, jobType string) (breaker.Info, error) {
 	ev := store.AuditEvent{Action: AuditBreakerReset, Target: jobType}
-	if b.sharedBreakers() {
-		return b.adminShared(ctx, jobType, ev, (*breaker.Shared).Reset)
-	}
-	info, err := b.breakers.Reset(jobType)
-	b.signal()
-	if err != nil {
-		return info, err
-	}
-	return info, b.auditAfter(ctx, ev)
+	return b.mode.breakers().change(ctx, jobType, ev, func() (breaker.Info, error) { return b.breakers.Reset(jobType) },
+		(*breaker.Shared).Reset)
 }
 
 // ForceBreaker puts a type's breaker in a state, on every broker sharing it, and records ctx's
 // actor as having done it, as ResetBreaker does.
 func (b *Broker) ForceBreaker(ctx context.Context, jobType string, st breaker.State) (breaker.Info, error) {
+	if !st.Valid() {
+		return breaker.Info{}, fmt.Errorf("%w: %v", breaker.ErrInvalidState, st)
+	}
 	ev := store.AuditEvent{Action: AuditBreakerForce, Target: jobType, Detail: "state=" + st.String()}
-	if b.sharedBreakers() {
-		if !st.Valid() {
-			return breaker.Info{}, fmt.Errorf("%w: %v", breaker.ErrInvalidState, st)
-		}
-		return b.adminShared(ctx, jobType, ev, func(sh *breaker.Shared) error { return sh.Force(st) })
-	}
-	info, err := b.breakers.Force(jobType, st)
-	b.signal()
-	if err != nil {
-		return info, err
-	}
-	return info, b.auditAfter(ctx, ev)
+	return b.mode.breakers().change(ctx, jobType, ev, func() (breaker.Info, error) { return b.breakers.Force(jobType, st) },
+		func(sh *breaker.Shared) error { return sh.Force(st) })
 }

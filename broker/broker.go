@@ -24,6 +24,7 @@ import (
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/reach"
@@ -75,7 +76,36 @@ type BreakerOptions struct {
 }
 
 // Broker dispatches jobs to workers and applies their results.
+//
+// Its state is in parts, each with its owner: what it was built with (env), the writer's
+// (writerState), what differs between a broker alone and one of a cluster (mode), the background
+// services (svc), and, under mu, the sessions and leases dispatch works on with the queue rules
+// it respects.
 type Broker struct {
+	env
+	writerState
+	// mode is what differs between a broker alone and one of a cluster (mode.go, cluster.go).
+	mode mode
+	// svc are the broker's background concerns (services.go).
+	svc *services
+
+	ctx    context.Context // ends when the broker stops; for work no caller waits on
+	cancel context.CancelFunc
+
+	mu           sync.Mutex
+	sessions     []*Session // in dispatch rotation order
+	leases       map[int64]*lease
+	shuttingDown bool
+	queueState   // every paused or capped queue (queues.go)
+	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
+	// round stored the lease and has not handed it out. That round drops them.
+	racedCancels map[int64]racedCancel
+	recent       recentResults // answers to stored results, for repeats
+	nextSession  int64
+}
+
+// env is what a broker is built with: set by New, never changed after.
+type env struct {
 	cfg     Config
 	st      store.Store
 	random  io.Reader
@@ -88,19 +118,10 @@ type Broker struct {
 	breakers *breaker.Set
 	// reach follows whether the database answers (reach.go); nil when waits are not bounded.
 	reach *reach.Tracker
-	// cluster is nil when the broker is alone; see cluster.go.
-	cluster     store.Cluster
-	self        store.BrokerRecord // this broker as Brokers lists it when alone
-	clusterPoll time.Duration
-	leader      atomic.Bool // this broker leads the cluster (isLeader)
-	clusterDone sync.WaitGroup
-	pollTimer   clock.Timer
-	// watchers hear the cluster's events (WatchCluster).
-	watchers atomic.Pointer[[]func(store.Event)]
+}
 
-	ctx    context.Context // ends when the broker stops; for work no caller waits on
-	cancel context.CancelFunc
-
+// writerState is the writer's (writer.go) and the enqueue writer's (enqueuer.go).
+type writerState struct {
 	ops chan *op
 	// enqueues feeds the enqueue writer (enqueuer.go), in a cluster only.
 	enqueues chan *op
@@ -111,45 +132,10 @@ type Broker struct {
 	stop       chan struct{}
 	stopped    sync.WaitGroup
 
-	mu           sync.Mutex
-	sessions     []*Session // in dispatch rotation order
-	leases       map[int64]*lease
-	shuttingDown bool
-	schedTimer   clock.Timer
-	schedAt      time.Time
-	schedGen     uint64 // counts armed scheduler timers; see promote
-	sweepTimer   clock.Timer
-	breakerTimer clock.Timer
-	breakerAt    time.Time
-
-	retentionTimer clock.Timer
-	// queueRules holds every paused or capped queue; see queues.go. pausedQueues counts the
-	// paused ones and cappedQueues names the capped ones.
-	queueRules   map[string]queueRule
-	pausedQueues int
-	cappedQueues map[string]bool
-	queueReload  queueReload
-	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
-	// round stored the lease and has not handed it out. That round drops them.
-	racedCancels map[int64]racedCancel
-	recent       recentResults // answers to stored results, for repeats
-	moves        moves         // moves of workers to other brokers (rebalance.go)
-
-	breakerMu      sync.Mutex
-	breakerPending map[string]breaker.Saved // latest state per type, not yet stored
-	breakerDirty   chan struct{}
-	breakerStale   chan struct{} // shared breakers changed elsewhere: refresh the cache
-	breakerBatch   breakerBatch  // shared breaker changes of the batch being written
+	breakerBatch breakerBatch // shared breaker changes of the batch being written
 	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
 	// row lock the writer takes, on the writer goroutine.
 	lockingBreaker func(typ string, locked bool)
-	breakerFailed  map[string]bool // types with a failure since their breaker was last saved
-	breakerSave    clock.Timer     // saves breakerFailed's breakers; nil when none waits
-	breakerStopped bool            // no more saves are scheduled once shutdown begins
-	// breakerHolder names this broker when its breakers are shared through the database with
-	// other brokers (see sharedbreakers.go); "" when they live in its memory.
-	breakerHolder string
-	nextSession   int64
 }
 
 // New builds a broker. Call Start before use.
@@ -182,38 +168,33 @@ func New(opts Options) (*Broker, error) {
 		fatal[t] = true
 	}
 	b := &Broker{
-		cfg:    opts.Config,
-		st:     opts.Store,
-		random: opts.Random,
-		clk:    opts.Clock,
-		log:    opts.Logger,
-		obs:    opts.Observer,
-		tracer: opts.Tracer,
-
-		cluster:     opts.Cluster,
-		clusterPoll: opts.ClusterPoll,
-		self:        loneRecord(opts.Addr, opts.Clock.Now()),
-		triager: &triage.Triager{
-			Policy:      opts.Config.policy,
-			AlwaysFatal: fatal,
-			Uniform: func() float64 {
-				randMu.Lock()
-				defer randMu.Unlock()
-				return r.Float64()
+		env: env{
+			cfg:    opts.Config,
+			st:     opts.Store,
+			random: opts.Random,
+			clk:    opts.Clock,
+			log:    opts.Logger,
+			obs:    opts.Observer,
+			tracer: opts.Tracer,
+			triager: &triage.Triager{
+				Policy:      opts.Config.policy,
+				AlwaysFatal: fatal,
+				Uniform: func() float64 {
+					randMu.Lock()
+					defer randMu.Unlock()
+					return r.Float64()
+				},
 			},
 		},
-		ops:            make(chan *op, 4*opts.Config.MaxBatch),
-		enqueues:       make(chan *op, 4*opts.Config.MaxBatch),
-		wake:           make(chan struct{}, 1),
-		stop:           make(chan struct{}),
-		leases:         make(map[int64]*lease),
-		queueRules:     make(map[string]queueRule),
-		cappedQueues:   make(map[string]bool),
-		racedCancels:   make(map[int64]racedCancel),
-		breakerPending: make(map[string]breaker.Saved),
-		breakerFailed:  make(map[string]bool),
-		breakerDirty:   make(chan struct{}, 1),
-		breakerStale:   make(chan struct{}, 1),
+		writerState: writerState{
+			ops:      make(chan *op, 4*opts.Config.MaxBatch),
+			enqueues: make(chan *op, 4*opts.Config.MaxBatch),
+			wake:     make(chan struct{}, 1),
+			stop:     make(chan struct{}),
+		},
+		leases:       make(map[int64]*lease),
+		queueState:   queueState{queueRules: make(map[string]queueRule), cappedQueues: make(map[string]bool)},
+		racedCancels: make(map[int64]racedCancel),
 	}
 	bo := opts.Breakers
 	if bo == nil {
@@ -224,9 +205,12 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("breakers: %w", err)
 	}
 	b.breakers = set
+	self := loneRecord(opts.Addr, opts.Clock.Now())
+	b.mode = &local{b: b, self: self}
 	if opts.Cluster != nil {
-		b.shareBreakers(opts.Cluster.BrokerID())
+		b.mode = newClustered(b, opts.Cluster, opts.ClusterPoll, self)
 	}
+	b.svc = newServices(b)
 	b.watchReach(opts.DatabaseSilence, opts.Cluster)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.readyMaybe.Store(true)
@@ -234,35 +218,19 @@ func New(opts Options) (*Broker, error) {
 }
 
 // Start recovers state left by an earlier run and starts the writer (which also dispatches) and
-// the sweeper.
+// the background services.
 func (b *Broker) Start(ctx context.Context) error {
-	var released int
-	var running []*job.Job
-	var next time.Time
-	var hasNext bool
+	var rec recovered
 	err := b.st.Write(ctx, "recover", func(tx store.Tx) error {
-		if b.cluster != nil {
-			// The leases in the database are other brokers' too, and this broker held none
-			// before it started: a killed broker's leases expire through the leader's sweep.
-			return nil
-		}
 		var err error
-		// No worker can hold a lease that never reached user code across a broker restart:
-		// those jobs go straight back to PENDING, with no attempt spent.
-		if released, err = tx.JobReleaseAllLeased(); err != nil {
-			return err
-		}
-		if running, err = tx.JobListRunning(); err != nil {
-			return err
-		}
-		next, hasNext, err = tx.JobNextScheduledAt()
+		rec, err = b.mode.recover(tx)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	if released > 0 {
-		b.log.Info("returned leased jobs to pending after restart", "jobs", released)
+	if rec.released > 0 {
+		b.log.Info("returned leased jobs to pending after restart", "jobs", rec.released)
 	}
 	if err := b.restoreBreakers(ctx); err != nil {
 		return err
@@ -274,31 +242,56 @@ func (b *Broker) Start(ctx context.Context) error {
 	// held by no session, as when its worker's stream breaks. It counts under its queue's cap
 	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
 	b.mu.Lock()
-	for _, j := range running {
+	for _, j := range rec.running {
 		b.leases[j.ID] = heldLease(nil, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}, j)
 	}
 	b.mu.Unlock()
-	b.stopped.Add(2)
+	// The services start before the writer, whose first round may arm a service's timer, and
+	// the mode's last: a cluster's leadership, once won, promotes and sweeps through the writer.
+	for _, s := range b.svc.after() {
+		if err := s.Start(b.ctx); err != nil {
+			return err
+		}
+	}
+	for _, s := range b.timedServices() {
+		if err := s.Start(b.ctx); err != nil {
+			return err
+		}
+	}
+	b.stopped.Add(1)
 	go b.writeLoop()
-	go b.persistBreakersLoop()
-	if b.cluster != nil {
-		b.stopped.Add(1)
-		go b.enqueueLoop()
+	b.mode.startWriters()
+	for _, s := range b.mode.after() {
+		if err := s.Start(b.ctx); err != nil {
+			return err
+		}
 	}
-	b.mu.Lock()
-	if hasNext {
-		b.scheduleLocked(next)
+	if rec.hasNext {
+		b.schedule(rec.next)
 	}
-	b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
-	b.retentionTimer = b.clk.AfterFunc(b.cfg.Retention.Interval, b.retentionTick)
-	b.mu.Unlock()
-	b.startCluster()
 	b.signal()
 	return nil
 }
 
+// timedServices are the services that start work on a clock: the broker's, then its mode's.
+func (b *Broker) timedServices() []service.Service {
+	return append(b.svc.timed(), b.mode.timed()...)
+}
+
+// afterServices are the services that stop once the writer stopped, in the order they stop:
+// breaker persistence (its last states), then the mode's (a cluster's leadership is given up
+// before the store closes).
+func (b *Broker) afterServices() []service.Service {
+	return append(b.svc.after(), b.mode.after()...)
+}
+
 // Shutdown stops dispatching, asks every worker to drain and waits (until ctx ends) for them
 // to finish what they hold, then hands never-started jobs back and stops.
+//
+// The services stop in two steps. As the shutdown begins, the timed ones are told to start no
+// more work. The writer stops after the drain; the services that outlive it (breaker
+// persistence, the cluster's membership) stop then, in order; last, the shutdown waits for
+// the work the timed services had under way, which ended with the writer.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	if b.shuttingDown {
@@ -309,29 +302,32 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	for _, s := range b.sessions {
 		s.out.push(Drain{Reason: "broker shutting down"})
 	}
-	if b.schedTimer != nil {
-		b.schedTimer.Stop()
+	b.mu.Unlock()
+	timed := b.timedServices()
+	service.StopAll(timed...)
+
+	b.waitDrained(ctx)
+	// Jobs that never started go back now; running ones keep their leases in storage and are
+	// either finished by a worker that reconnects to the next broker or expire.
+	err := b.mode.releaseUnstarted(context.WithoutCancel(ctx))
+	close(b.stop)
+	b.stopped.Wait()
+	for _, s := range b.afterServices() {
+		s.Stop()
+		<-s.Stopped()
 	}
-	if b.sweepTimer != nil {
-		b.sweepTimer.Stop()
-	}
-	if b.breakerTimer != nil {
-		b.breakerTimer.Stop()
-	}
-	if b.retentionTimer != nil {
-		b.retentionTimer.Stop()
-	}
-	if b.pollTimer != nil {
-		b.pollTimer.Stop()
+	b.cancel()
+	service.WaitStopped(timed...)
+	b.mu.Lock()
+	for _, s := range b.sessions {
+		s.out.close()
 	}
 	b.mu.Unlock()
-	b.breakerMu.Lock()
-	b.breakerStopped = true
-	if b.breakerSave != nil {
-		b.breakerSave.Stop() // the final snapshot at shutdown stores every breaker
-	}
-	b.breakerMu.Unlock()
+	return err
+}
 
+// waitDrained waits until no session holds a lease, or ctx ends.
+func (b *Broker) waitDrained(ctx context.Context) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -344,47 +340,14 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 		b.mu.Unlock()
 		if held == 0 {
-			break
+			return
 		}
 		select {
 		case <-ctx.Done():
+			return
 		case <-tick.C:
-			continue
-		}
-		break
-	}
-	// Jobs that never started go back now; running ones keep their leases in storage and are
-	// either finished by a worker that reconnects to the next broker or expire.
-	var err error
-	if b.cluster != nil {
-		err = b.releaseOwnLeases(context.WithoutCancel(ctx))
-	} else {
-		// Alone, every LEASED job goes back, as a start would do anyway (Start); so do their
-		// leases in memory, which a closed stream may have kept (Session.Close).
-		err = b.st.Write(context.WithoutCancel(ctx), "shutdown_release", func(tx store.Tx) error {
-			_, err := tx.JobReleaseAllLeased()
-			return err
-		})
-		if err == nil {
-			b.mu.Lock()
-			for _, l := range b.leases {
-				if !l.started && !l.finishing() {
-					b.endLeaseLocked(l, permitReleased, 0)
-				}
-			}
-			b.mu.Unlock()
 		}
 	}
-	close(b.stop)
-	b.stopped.Wait()
-	b.cancel()
-	b.clusterDone.Wait() // the leadership is given up before the store closes
-	b.mu.Lock()
-	for _, s := range b.sessions {
-		s.out.close()
-	}
-	b.mu.Unlock()
-	return err
 }
 
 // now is the broker's current time.
@@ -448,20 +411,7 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		o.insert = params
 	}
 	spans := b.startEnqueueSpans(ctx, params)
-	var err error
-	switch {
-	case b.cluster != nil && len(params) >= SeparateEnqueueJobs:
-		err = b.doOpOn(ctx, b.enqueues, o)
-	case b.cluster != nil && o.insert != nil:
-		// Jobs all offered need no round, and the other brokers no word of them: were one not
-		// leased after all, settleOffers asks for the round.
-		var all bool
-		o.offers, all = b.planOffers(params, now)
-		o.readies = o.readies && !all
-		err = b.doOp(ctx, o)
-	default:
-		err = b.doOp(ctx, o)
-	}
+	err := b.mode.enqueue(ctx, o, params, now)
 	endEnqueueSpans(spans, results, err)
 	if err != nil {
 		return nil, err
@@ -478,9 +428,7 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		}
 	}
 	if !earliest.IsZero() {
-		b.mu.Lock()
-		b.scheduleLocked(earliest)
-		b.mu.Unlock()
+		b.schedule(earliest)
 	}
 	return out, nil
 }
@@ -559,68 +507,4 @@ func (b *Broker) cancelHeld(ref job.LeaseRef) {
 	}
 	b.mu.Unlock()
 	b.signalCapacity()
-}
-
-// scheduleLocked makes sure the scheduler wakes by at: then SCHEDULED jobs due become PENDING.
-func (b *Broker) scheduleLocked(at time.Time) {
-	if b.shuttingDown || !b.isLeader() {
-		return // in a cluster the leader promotes, whoever stored the job (pollTick)
-	}
-	if b.schedTimer != nil && !at.Before(b.schedAt) {
-		return
-	}
-	if b.schedTimer != nil {
-		b.schedTimer.Stop()
-	}
-	b.schedAt = at
-	b.schedGen++
-	gen := b.schedGen
-	b.schedTimer = b.clk.AfterFunc(at.Sub(b.now()), func() { b.promote(gen) })
-}
-
-// promote moves due SCHEDULED jobs to PENDING and sets the timer for the next one. gen names
-// the timer that fired.
-func (b *Broker) promote(gen uint64) {
-	// The timer is spent from the moment it fires, not once this promote is done: a job that
-	// becomes SCHEDULED while the promote below runs may commit after the promote read the next
-	// due time, and the scheduleLocked it calls must then arm a timer of its own rather than
-	// count on this one. A newer timer armed meanwhile is left alone.
-	b.mu.Lock()
-	if b.schedGen == gen {
-		b.schedTimer = nil
-	}
-	b.mu.Unlock()
-	if !b.isLeader() {
-		return
-	}
-	var n int
-	var next time.Time
-	var hasNext bool
-	err := b.do(b.ctx, "promote", func(tx store.Tx) error {
-		var err error
-		if n, err = tx.JobPromoteScheduled(b.now()); err != nil {
-			return err
-		}
-		if n > 0 {
-			tx.Publish(readyEvent)
-		}
-		next, hasNext, err = tx.JobNextScheduledAt()
-		return err
-	})
-	b.mu.Lock()
-	switch {
-	case errors.Is(err, ErrShuttingDown):
-		// A promote the leadership or the cluster poll started as the broker stopped.
-	case err != nil:
-		b.log.Error("promote scheduled jobs", "err", err)
-		b.scheduleLocked(b.now().Add(time.Second))
-	case hasNext:
-		b.scheduleLocked(next)
-	}
-	b.mu.Unlock()
-	// n is only read once the write reported back: after an error (a stop, say) the write may
-	// still be running and setting it.
-	if err == nil && n > 0 {
-		b.signal()
-	}
 }

@@ -17,20 +17,7 @@ type brokerLister interface {
 // one this broker is (self). A broker alone (no Cluster, or one that cannot list its members)
 // lists itself, the leader, with no id: it is the database's only broker.
 func (b *Broker) Brokers(ctx context.Context) (list []store.BrokerRecord, self string, err error) {
-	l, ok := b.cluster.(brokerLister)
-	if b.cluster == nil || !ok {
-		r := b.self
-		r.LastSeen = b.clk.Now()
-		b.mu.Lock()
-		r.Workers = len(b.sessions)
-		b.mu.Unlock()
-		return []store.BrokerRecord{r}, r.ID, nil
-	}
-	list, err = l.Brokers(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	return list, b.cluster.BrokerID(), nil
+	return b.mode.brokers(ctx)
 }
 
 // loneRecord describes a broker that is alone on its database.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/triage"
@@ -40,54 +42,139 @@ const DefaultClusterPoll = time.Second
 // readyEvent is what a write publishes when it may have made jobs ready.
 var readyEvent = store.Event{Kind: store.EventReady}
 
+// clustered is the mode of a broker that shares its database with other brokers.
+type clustered struct {
+	b       *Broker
+	cluster store.Cluster
+	poll    *service.Periodic // a dispatch round, promotion and rebalancing every ClusterPoll
+	members *clusterLink      // the cluster's events and leadership
+	isLead  atomic.Bool       // this broker leads the cluster
+	// watchers hear the cluster's events (WatchCluster).
+	watchers atomic.Pointer[[]func(store.Event)]
+	moves    moves // moves of workers to other brokers (rebalance.go)
+	alone    *local
+	brk      breakerHome // shared through the database
+}
+
+func newClustered(b *Broker, c store.Cluster, poll time.Duration, self store.BrokerRecord) *clustered {
+	m := &clustered{b: b, cluster: c, alone: &local{b: b, self: self}, brk: newBreakersInStore(b)}
+	m.poll = service.NewPeriodic(b.clk, poll, m.pollTick)
+	m.members = &clusterLink{m: m}
+	m.moves.poll = poll
+	return m
+}
+
+func (m *clustered) breakers() breakerHome          { return m.brk }
+func (m *clustered) id() string                     { return m.cluster.BrokerID() }
+func (m *clustered) leader() bool                   { return m.isLead.Load() }
+func (m *clustered) timed() []service.Service       { return []service.Service{m.poll} }
+func (m *clustered) after() []service.Service       { return []service.Service{m.members} }
+func (m *clustered) sharedQueues() bool             { return true }
+func (m *clustered) forgetsClosed() bool            { return true }
+func (m *clustered) returned(w string, t time.Time) { m.moves.returned(w, t) }
+
+// recover finds nothing to do: the leases in the database are other brokers' too, and this
+// broker held none before it started. A killed broker's leases expire through the leader's
+// sweep, and the leader promotes the scheduled jobs.
+func (m *clustered) recover(store.Tx) (recovered, error) { return recovered{}, nil }
+
+// startWriters starts the enqueue writer (enqueuer.go).
+func (m *clustered) startWriters() {
+	m.b.stopped.Add(1)
+	go m.b.enqueueLoop()
+}
+
+func (m *clustered) enqueue(ctx context.Context, o *op, params []*store.JobInsertParams, now time.Time) error {
+	b := m.b
+	switch {
+	case len(params) >= SeparateEnqueueJobs:
+		return b.doOpOn(ctx, b.enqueues, o)
+	case o.insert != nil:
+		// Jobs all offered need no round, and the other brokers no word of them: were one not
+		// leased after all, settleOffers asks for the round.
+		var all bool
+		o.offers, all = b.planOffers(params, now)
+		o.readies = o.readies && !all
+	}
+	return b.doOp(ctx, o)
+}
+
+// sweep drops the leases the leader ended (dropLostLeasesLocked); only the leader sweeps the
+// database.
+func (m *clustered) sweep(now time.Time) bool {
+	m.b.mu.Lock()
+	m.b.dropLostLeasesLocked(now)
+	m.b.mu.Unlock()
+	return m.leader()
+}
+
+func (m *clustered) releaseUnstarted(ctx context.Context) error { return m.b.releaseOwnLeases(ctx) }
+
+func (m *clustered) brokers(ctx context.Context) ([]store.BrokerRecord, string, error) {
+	l, ok := m.cluster.(brokerLister)
+	if !ok {
+		return m.alone.brokers(ctx) // it cannot list its members: it lists itself
+	}
+	list, err := l.Brokers(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return list, m.cluster.BrokerID(), nil
+}
+
+func (m *clustered) storedLeases(ctx context.Context, refs func() []job.LeaseRef) (map[job.LeaseRef]*job.Job, error) {
+	return m.b.leasesInStore(ctx, refs())
+}
+
+// clusterLink is the broker's part in its cluster: it publishes its count of worker streams
+// with its heartbeat, listens to the cluster's events and campaigns for its leadership, until
+// it stops, which gives the leadership up. It stops after the writer and before the store
+// closes.
+type clusterLink struct {
+	service.Base
+	m *clustered
+}
+
+func (s *clusterLink) Start(ctx context.Context) error {
+	if err := s.Base.Start(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.OnStop(cancel)
+	m := s.m
+	m.publishWorkers()
+	s.Go(func() { m.cluster.Listen(ctx, m.onEvent) })
+	s.Go(func() { m.cluster.Campaign(ctx, m.onLeadership) })
+	return nil
+}
+
 // isLeader reports whether this broker runs the maintenance that must run once: always when it
 // is alone, else while it holds the cluster's leadership.
-func (b *Broker) isLeader() bool { return b.cluster == nil || b.leader.Load() }
+func (b *Broker) isLeader() bool { return b.mode.leader() }
 
 // Leader reports whether this broker runs the maintenance that must run once: always when it
 // is alone, else while it leads its cluster.
 func (b *Broker) Leader() bool { return b.isLeader() }
 
-// startCluster runs the broker's part in the cluster until it stops.
-func (b *Broker) startCluster() {
-	if b.cluster == nil {
-		return
-	}
-	b.publishWorkers()
-	b.clusterDone.Add(2)
-	go func() {
-		defer b.clusterDone.Done()
-		b.cluster.Listen(b.ctx, b.onClusterEvent)
-	}()
-	go func() {
-		defer b.clusterDone.Done()
-		b.cluster.Campaign(b.ctx, b.onLeadership)
-	}()
-	b.mu.Lock()
-	b.pollTimer = b.clk.AfterFunc(b.clusterPoll, b.pollTick)
-	b.mu.Unlock()
-}
-
-// onClusterEvent handles one event from the cluster. It runs on the listening goroutine and
-// must not block.
-func (b *Broker) onClusterEvent(e store.Event) {
+// onEvent handles one event from the cluster. It runs on the listening goroutine and must not
+// block.
+func (m *clustered) onEvent(e store.Event) {
+	b, own := m.b, e.From == m.cluster.BrokerID()
 	switch e.Kind {
 	case store.EventReady:
-		if e.From != b.cluster.BrokerID() { // this broker's own writes signalled already
+		if !own { // this broker's own writes signalled already
 			b.signal()
 		}
 	case store.EventBreaker:
-		if e.From != b.cluster.BrokerID() { // this broker's own writes cached their states
+		if !own { // this broker's own writes cached their states
 			b.breakersStale()
 		}
 	case store.EventScheduled:
-		if n, err := strconv.ParseInt(e.Key, 10, 64); err == nil && e.From != b.cluster.BrokerID() {
-			b.mu.Lock()
-			b.scheduleLocked(time.Unix(0, n)) // only the leader arms a timer
-			b.mu.Unlock()
+		if n, err := strconv.ParseInt(e.Key, 10, 64); err == nil && !own {
+			b.schedule(time.Unix(0, n)) // only the leader arms a timer
 		}
 	case store.EventCancel:
-		if ref, ok := parseCancelKey(e.Key); ok && e.From != b.cluster.BrokerID() {
+		if ref, ok := parseCancelKey(e.Key); ok && !own {
 			b.cancelHeld(ref) // whichever broker's worker holds it
 		}
 	case store.EventQueues:
@@ -99,7 +186,7 @@ func (b *Broker) onClusterEvent(e store.Event) {
 		b.queuesChanged()
 		b.signal()
 	}
-	if w := b.watchers.Load(); w != nil {
+	if w := m.watchers.Load(); w != nil {
 		for _, fn := range *w {
 			fn(e)
 		}
@@ -110,15 +197,17 @@ func (b *Broker) onClusterEvent(e store.Event) {
 // it, those it publishes itself and EventResync included; alone, the broker has none. fn runs
 // on the listening goroutine and must not block. The API tokens' keeper watches for
 // revocations this way.
-func (b *Broker) WatchCluster(fn func(store.Event)) {
+func (b *Broker) WatchCluster(fn func(store.Event)) { b.mode.watch(fn) }
+
+func (m *clustered) watch(fn func(store.Event)) {
 	for {
-		old := b.watchers.Load()
+		old := m.watchers.Load()
 		var fns []func(store.Event)
 		if old != nil {
 			fns = append(fns, *old...)
 		}
 		fns = append(fns, fn)
-		if b.watchers.CompareAndSwap(old, &fns) {
+		if m.watchers.CompareAndSwap(old, &fns) {
 			return
 		}
 	}
@@ -151,38 +240,29 @@ func parseCancelKey(key string) (job.LeaseRef, bool) {
 }
 
 // onLeadership is called by the campaign when this broker becomes or stops being the leader.
-func (b *Broker) onLeadership(leader bool) {
-	b.leader.Store(leader)
+func (m *clustered) onLeadership(leader bool) {
+	m.isLead.Store(leader)
+	promoter := m.b.svc.promoter
 	if !leader {
-		b.mu.Lock()
-		if b.schedTimer != nil {
-			b.schedTimer.Stop()
-			b.schedTimer = nil
-		}
-		b.mu.Unlock()
+		promoter.disarm()
 		return
 	}
 	// Nothing the last leader left undone waits for a timer.
 	go func() {
-		b.promote(0)
-		b.Sweep()
+		promoter.promoteNow()
+		m.b.Sweep()
 	}()
 }
 
 // pollTick asks for a dispatch round and, on the leader, promotes scheduled jobs (which also
-// arms the timer for the next one, stored through any broker), looks whether workers need
-// evening out (rebalance), then arms the next poll.
-func (b *Broker) pollTick() {
-	b.signal()
-	if b.isLeader() {
-		b.promote(0)
+// arms the timer for the next one, stored through any broker), and looks whether workers need
+// evening out (rebalance).
+func (m *clustered) pollTick() {
+	m.b.signal()
+	if m.leader() {
+		m.b.svc.promoter.promoteNow()
 	}
-	b.rebalance()
-	b.mu.Lock()
-	if !b.shuttingDown {
-		b.pollTimer = b.clk.AfterFunc(b.clusterPoll, b.pollTick)
-	}
-	b.mu.Unlock()
+	m.rebalance()
 }
 
 // dropLostLeasesLocked forgets, in a cluster, the leases whose deadline passed more than a sweep
@@ -190,9 +270,6 @@ func (b *Broker) pollTick() {
 // refused there), so their workers are told to stop and their capacity is freed. Alone, the
 // broker's own sweep ends them as it stores the expiry.
 func (b *Broker) dropLostLeasesLocked(now time.Time) {
-	if b.cluster == nil {
-		return
-	}
 	grace := b.cfg.SweepInterval
 	for _, l := range b.leases {
 		if l.finishing() {
@@ -308,10 +385,11 @@ func resultStored(j *job.Job, workerID string) bool {
 // the same outcome gets the decision the database shows, another outcome is refused. It
 // reports whether it answered.
 func (s *Session) storedResult(ctx context.Context, ref job.LeaseRef, success bool) bool {
-	b := s.b
-	if b.cluster == nil {
-		return false
-	}
+	return s.b.mode.storedResult(ctx, s, ref, success)
+}
+
+func (m *clustered) storedResult(ctx context.Context, s *Session, ref job.LeaseRef, success bool) bool {
+	b := m.b
 	jobs, err := b.st.JobGetMany(ctx, []int64{ref.JobID})
 	if err != nil || len(jobs) == 0 || jobs[0].LeaseToken != ref.Token || !resultStored(jobs[0], s.workerID) {
 		return false

@@ -419,8 +419,8 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		// opened one. While no queue is known to be capped, the lease leaves out the jobs of
 		// any queue the database says is (one capped meanwhile): it then needs no count of
 		// room (see replaceQueueRulesLocked).
-		EnforceQueues: b.cluster != nil,
-		SkipCapped:    b.cluster != nil && len(b.cappedQueues) == 0,
+		EnforceQueues: b.mode.sharedQueues(),
+		SkipCapped:    b.mode.sharedQueues() && len(b.cappedQueues) == 0,
 		ExcludeShut:   b.sharedBreakers() && !probe,
 	}
 }
@@ -442,7 +442,7 @@ func (b *Broker) handOut(grants []*grant) bool {
 	b.mu.Lock()
 	// Alone, pauses and caps are checked again against the leases held (mayHandOutLocked); in
 	// a cluster the lease's statement checked them, so the leases are not counted.
-	alone := b.cluster == nil
+	alone := !b.mode.sharedQueues()
 	var held map[string]int
 	if alone {
 		held = b.heldByQueueLocked()
@@ -545,25 +545,9 @@ func withPayload(j *job.Job, payload []byte) *job.Job {
 // so does every hand-out after taking its probe permits, so the timer follows NextChange whenever
 // that moment moves, earlier or later; with no such moment pending the timer is stopped.
 func (b *Broker) armBreakerTimerLocked() {
-	if b.breakers == nil {
-		return
+	if b.breakers != nil {
+		b.svc.breakerWake.Set(b.breakers.NextChange())
 	}
-	at, ok := b.breakers.NextChange()
-	if ok && b.breakerTimer != nil && at.Equal(b.breakerAt) {
-		// Already armed for that moment. NextChange is always after now, so a timer that has
-		// fired never matches and is replaced.
-		return
-	}
-	if b.breakerTimer != nil {
-		b.breakerTimer.Stop()
-		b.breakerTimer = nil
-	}
-	b.breakerAt = time.Time{}
-	if !ok {
-		return
-	}
-	b.breakerAt = at
-	b.breakerTimer = b.clk.AfterFunc(at.Sub(b.now()), b.signal)
 }
 
 // leaseScope names the set of jobs a lease may take: the same types and queues.

@@ -198,9 +198,7 @@ func (b *Broker) RequeueDead(ctx context.Context, sel Selection, rq Requeue) (Bu
 	}
 	if res.Affected > 0 {
 		if runAt.After(now) {
-			b.mu.Lock()
-			b.scheduleLocked(runAt)
-			b.mu.Unlock()
+			b.schedule(runAt)
 		} else {
 			b.signal()
 		}
@@ -365,36 +363,6 @@ func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before 
 			return total, nil
 		}
 	}
-}
-
-// retentionTick applies retention, then arms the next run.
-func (b *Broker) retentionTick() {
-	var n int64
-	var err error
-	if b.isLeader() { // in a cluster the leader deletes for every broker
-		n, err = b.ApplyRetention(b.ctx)
-	}
-	switch {
-	case err != nil && !errors.Is(err, ErrShuttingDown) && !errors.Is(err, context.Canceled):
-		b.log.Error("delete jobs past retention", "deleted", n, "err", err)
-	case n > 0:
-		b.log.Info("deleted jobs past retention", "jobs", n)
-	}
-	n, err = 0, nil
-	if b.isLeader() {
-		n, err = b.ApplyAuditRetention(b.ctx)
-	}
-	switch {
-	case err != nil && !errors.Is(err, ErrShuttingDown) && !errors.Is(err, context.Canceled):
-		b.log.Error("delete audit events past retention", "deleted", n, "err", err)
-	case n > 0:
-		b.log.Info("deleted audit events past retention", "events", n)
-	}
-	b.mu.Lock()
-	if !b.shuttingDown {
-		b.retentionTimer = b.clk.AfterFunc(b.cfg.Retention.Interval, b.retentionTick)
-	}
-	b.mu.Unlock()
 }
 
 // StatsWindows are the trailing windows Stats counts recent work in.

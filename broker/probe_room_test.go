@@ -113,9 +113,8 @@ func TestHalfOpenWaitsForAJob(t *testing.T) {
 	t.Parallel()
 	b := newRaceBroker(t)
 	testHalfOpenWaitsForAJob(t, b, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return !b.breakerAt.IsZero()
+		_, armed := b.svc.breakerWake.Armed()
+		return armed
 	})
 }
 
@@ -127,9 +126,8 @@ func TestSharedHalfOpenWaitsForAJob(t *testing.T) {
 	// A shared breaker's probe slot times out in the database, whichever broker looks next: the
 	// cached state's own timer is what is checked.
 	testHalfOpenWaitsForAJob(t, b, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return !b.breakerAt.IsZero()
+		_, armed := b.svc.breakerWake.Armed()
+		return armed
 	})
 }
 

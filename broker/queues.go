@@ -3,10 +3,14 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -21,6 +25,13 @@ import (
 type queueRule struct {
 	paused bool
 	limit  int // 0: no cap
+}
+
+// queueState holds the rules of every paused or capped queue, under the broker's lock.
+type queueState struct {
+	queueRules   map[string]queueRule
+	pausedQueues int             // how many of queueRules are paused
+	cappedQueues map[string]bool // the capped ones
 }
 
 // MaxCappedQueues is how many queues may have a concurrency cap at once. A round lists the
@@ -81,58 +92,93 @@ func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened boo
 // write that ends the lease publishes store.EventReady (a result then is not batched with
 // others' successes, whose statement publishes nothing).
 func (b *Broker) freesRoomLocked(queue string) bool {
-	return b.cluster != nil && b.cappedQueues[queue]
+	return b.mode.sharedQueues() && b.cappedQueues[queue]
 }
 
 // queueReloadRetry is how long a broker waits to read the queues again after a read failed.
 const queueReloadRetry = time.Second
 
-// queueReload coalesces reloads of the rules: reports that come while one read runs are
-// served by one more read, not one each.
-type queueReload struct {
+// queueReloader reads the queue rules again when they may have changed in the database
+// (changed), off the caller's goroutine: the caller may be the cluster's event listener, which
+// must not block. Reports that come while one read runs are served by one more read, not one
+// each; a read that fails is tried again after queueReloadRetry.
+type queueReloader struct {
+	service.Base
+	clk  clock.Clock
+	log  *slog.Logger
+	read func(ctx context.Context) error // reads the rules once
+
+	mu      sync.Mutex
+	ctx     context.Context
 	running bool // a read is under way
 	again   bool // a change was reported since it began
 }
 
-// queuesChanged reports that queue settings may have changed in the database: the rules are
-// read again off the caller's goroutine (it may be the cluster's event listener, which must
-// not block), and a dispatch round follows if a queue now lets more through.
-func (b *Broker) queuesChanged() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shuttingDown {
-		return
-	}
-	if b.queueReload.running {
-		b.queueReload.again = true
-		return
-	}
-	b.queueReload.running = true
-	go b.reloadQueueRules()
+func newQueueReloader(clk clock.Clock, log *slog.Logger, read func(ctx context.Context) error) *queueReloader {
+	return &queueReloader{clk: clk, log: log, read: read}
 }
 
-// reloadQueueRules reads the rules until no change was reported during a read.
-func (b *Broker) reloadQueueRules() {
+// Start lets changes be reported; the reads run on ctx.
+func (r *queueReloader) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	return r.Base.Start(ctx)
+}
+
+// changed reports that queue settings may have changed in the database.
+func (r *queueReloader) changed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		r.again = true
+		return
+	}
+	ctx := r.ctx
+	r.running = r.Go(func() { r.loop(ctx) })
+}
+
+// loop reads the rules until no change was reported during a read.
+func (r *queueReloader) loop(ctx context.Context) {
 	for {
-		recs, err := b.st.QueueLoadAll(b.ctx)
-		b.mu.Lock()
-		loosened := false
-		if err == nil {
-			loosened = b.replaceQueueRulesLocked(recs)
-		} else if b.ctx.Err() == nil {
-			b.log.Warn("read queue settings again", "err", err, "retry_in", queueReloadRetry)
-			b.clk.AfterFunc(queueReloadRetry, b.queuesChanged)
+		if err := r.read(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("read queue settings again", "err", err, "retry_in", queueReloadRetry)
+			r.clk.AfterFunc(queueReloadRetry, r.changed)
 		}
-		again := b.queueReload.again && !b.shuttingDown
-		b.queueReload.again, b.queueReload.running = false, again
-		b.mu.Unlock()
-		if loosened {
-			b.signal()
-		}
+		r.mu.Lock()
+		again := r.again && r.Running()
+		r.again, r.running = false, again
+		r.mu.Unlock()
 		if !again {
 			return
 		}
 	}
+}
+
+// busy reports whether a read is under way.
+func (r *queueReloader) busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running
+}
+
+// queuesChanged reports that queue settings may have changed in the database: the rules are
+// read again (queueReloader), and a dispatch round follows if a queue now lets more through.
+func (b *Broker) queuesChanged() { b.svc.queueReload.changed() }
+
+// reloadQueueRules reads the rules into memory once.
+func (b *Broker) reloadQueueRules(ctx context.Context) error {
+	recs, err := b.st.QueueLoadAll(ctx)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	loosened := b.replaceQueueRulesLocked(recs)
+	b.mu.Unlock()
+	if loosened {
+		b.signal()
+	}
+	return nil
 }
 
 // setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce, and keeps

@@ -127,9 +127,7 @@ func TestQueuesChangedDuringARead(t *testing.T) {
 	h.armed.Store(false)
 	h.release <- struct{}{}
 	waitUntil(t, "the reads to end", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return !b.queueReload.running
+		return !b.svc.queueReload.busy()
 	})
 	b.mu.Lock()
 	got := b.queueRules["mail"]

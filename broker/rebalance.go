@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -47,8 +48,11 @@ type workerCounter interface {
 	PeerWorkers() map[string]int
 }
 
-// moves is the state of the broker's moves of workers; guarded by Broker.mu.
+// moves is the state of the broker's moves of workers, with a lock of its own, taken inside the
+// broker's lock when both are held.
 type moves struct {
+	mu   sync.Mutex
+	poll time.Duration        // the least wait after a move that came back
 	gap  time.Duration        // the wait after a move before the next; zero: none
 	next time.Time            // no move before then
 	sent map[string]time.Time // worker id → when it was moved, within bounceWindow
@@ -63,8 +67,9 @@ type moves struct {
 
 // publishWorkers makes the cluster's store write this broker's count of worker streams with
 // its heartbeat.
-func (b *Broker) publishWorkers() {
-	if c, ok := b.cluster.(workerCounter); ok {
+func (m *clustered) publishWorkers() {
+	b := m.b
+	if c, ok := m.cluster.(workerCounter); ok {
 		c.CountWorkers(func() int {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -76,8 +81,9 @@ func (b *Broker) publishWorkers() {
 // rebalance moves one movable worker stream away if this broker holds two or more streams more
 // than the live broker with the fewest. It runs on every poll, on the counts the last heartbeat
 // read, so it costs the database nothing.
-func (b *Broker) rebalance() {
-	c, ok := b.cluster.(workerCounter)
+func (m *clustered) rebalance() {
+	b, mv := m.b, &m.moves
+	c, ok := m.cluster.(workerCounter)
 	if !ok {
 		return
 	}
@@ -94,32 +100,34 @@ func (b *Broker) rebalance() {
 	names := strings.Join(ids, " ")
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
 	now := b.clk.Now()
-	for id, at := range b.moves.sent {
+	for id, at := range mv.sent {
 		if now.Sub(at) >= bounceWindow {
-			delete(b.moves.sent, id)
+			delete(mv.sent, id)
 		}
 	}
-	if n, ok := peers[b.moves.to]; names != b.moves.others || (ok && n > b.moves.toWorkers) {
-		b.moves.others, b.moves.gap, b.moves.next = names, 0, time.Time{}
+	if n, ok := peers[mv.to]; names != mv.others || (ok && n > mv.toWorkers) {
+		mv.others, mv.gap, mv.next = names, 0, time.Time{}
 	}
 	fewest, uneven := unevenWorkers(len(b.sessions), others)
 	if !uneven {
-		b.moves.gap = 0
+		mv.gap = 0
 		return
 	}
 	s := b.movableLocked()
-	if s == nil || b.shuttingDown || now.Before(b.moves.next) {
+	if s == nil || b.shuttingDown || now.Before(mv.next) {
 		return
 	}
-	b.moves.next = now.Add(b.moves.gap)
-	if b.moves.sent == nil {
-		b.moves.sent = make(map[string]time.Time)
+	mv.next = now.Add(mv.gap)
+	if mv.sent == nil {
+		mv.sent = make(map[string]time.Time)
 	}
-	b.moves.sent[s.workerID] = now
+	mv.sent[s.workerID] = now
 	for _, id := range ids {
 		if peers[id] == fewest {
-			b.moves.to, b.moves.toWorkers = id, fewest
+			mv.to, mv.toWorkers = id, fewest
 			break
 		}
 	}
@@ -157,17 +165,29 @@ func (b *Broker) movableLocked() *Session {
 	return pick
 }
 
-// returnedLocked notes a worker's new stream: one moved away within bounceWindow came back, so
-// the next move waits twice as long as the last (at least a poll, at most maxMoveGap).
-func (b *Broker) returnedLocked(workerID string, now time.Time) {
-	at, ok := b.moves.sent[workerID]
+// returnedLocked notes, with b.mu held, a worker's new stream (see moves.returned).
+func (b *Broker) returnedLocked(workerID string, now time.Time) { b.mode.returned(workerID, now) }
+
+// returned notes a worker's new stream: one moved away within bounceWindow came back, so the
+// next move waits twice as long as the last (at least a poll, at most maxMoveGap).
+func (mv *moves) returned(workerID string, now time.Time) {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	at, ok := mv.sent[workerID]
 	if !ok {
 		return
 	}
-	delete(b.moves.sent, workerID)
+	delete(mv.sent, workerID)
 	if now.Sub(at) >= bounceWindow {
 		return
 	}
-	b.moves.gap = min(max(2*b.moves.gap, b.clusterPoll), maxMoveGap)
-	b.moves.next = now.Add(b.moves.gap)
+	mv.gap = min(max(2*mv.gap, mv.poll), maxMoveGap)
+	mv.next = now.Add(mv.gap)
+}
+
+// gapNow is the wait after a move before the next (tests).
+func (mv *moves) gapNow() time.Duration {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	return mv.gap
 }

@@ -84,7 +84,7 @@ func moveOne(t *testing.T, c *cluster, i int, ss ...*Session) *Session {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		// A broker whose heartbeat is late looks dead for a moment, and then nothing moves.
-		c.brokers[i].rebalance()
+		c.brokers[i].mode.(*clustered).rebalance()
 		var moved []*Session
 		for _, s := range ss {
 			if movedAway(s) {
@@ -110,6 +110,7 @@ func moveOne(t *testing.T, c *cluster, i int, ss ...*Session) *Session {
 func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
 	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
 	a := c.brokers[0]
+	am := a.mode.(*clustered)
 	pinned := openWorker(t, c, 0, "pinned", false)
 	var movable []*Session
 	for i := range 3 {
@@ -135,8 +136,8 @@ func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
 	waitCounts(t, c, 2, 2)
 	// Even: nothing moves, on either broker.
 	for range 3 {
-		a.rebalance()
-		c.brokers[1].rebalance()
+		am.rebalance()
+		c.brokers[1].mode.(*clustered).rebalance()
 	}
 	if movedAway(pinned) {
 		t.Fatal("the pinned worker was moved")
@@ -161,14 +162,12 @@ func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
 	s = moveOne(t, c, 0, last)
 	s.Close()
 	back := openWorker(t, c, 0, s.workerID, true)
-	a.mu.Lock()
-	gap := a.moves.gap
-	a.mu.Unlock()
-	if gap != a.clusterPoll {
-		t.Fatalf("after a worker came back, the wait before the next move is %v, want a poll (%v)", gap, a.clusterPoll)
+	gap := am.moves.gapNow()
+	if gap != am.moves.poll {
+		t.Fatalf("after a worker came back, the wait before the next move is %v, want a poll (%v)", gap, am.moves.poll)
 	}
 	waitCounts(t, c, 4, 2)
-	a.rebalance()
+	am.rebalance()
 	if movedAway(back) {
 		t.Fatal("moved again before the wait was over")
 	}
@@ -176,11 +175,9 @@ func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
 	c.clk.Advance(gap)
 	moveOne(t, c, 0, back).Close()
 	back = openWorker(t, c, 0, s.workerID, true)
-	a.mu.Lock()
-	gap = a.moves.gap
-	a.mu.Unlock()
-	if gap != 2*a.clusterPoll {
-		t.Fatalf("after a second return the wait is %v, want %v", gap, 2*a.clusterPoll)
+	gap = am.moves.gapNow()
+	if gap != 2*am.moves.poll {
+		t.Fatalf("after a second return the wait is %v, want %v", gap, 2*am.moves.poll)
 	}
 
 	// Two more pinned streams here (6 against 2), and the wait not over. A worker reaching the
@@ -189,7 +186,7 @@ func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
 	openWorker(t, c, 0, "pinned-4", false)
 	openWorker(t, c, 0, "pinned-5", false)
 	waitCounts(t, c, 6, 2)
-	a.rebalance()
+	am.rebalance()
 	if movedAway(back) {
 		t.Fatal("moved before the wait was over")
 	}

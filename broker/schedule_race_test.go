@@ -36,17 +36,12 @@ func TestScheduleWhilePromoteRuns(t *testing.T) {
 		}
 	}()
 
-	b.mu.Lock()
-	b.scheduleLocked(t0.Add(time.Second))
-	b.mu.Unlock()
+	b.schedule(t0.Add(time.Second))
 	fc.Advance(time.Second) // the timer fires; its promote waits for the writer
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b.mu.Lock()
-		spent := b.schedTimer == nil
-		b.mu.Unlock()
-		if spent {
+		if armed, _ := b.svc.promoter.armed(); !armed {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -56,10 +51,8 @@ func TestScheduleWhilePromoteRuns(t *testing.T) {
 	}
 
 	later := t0.Add(time.Minute)
-	b.mu.Lock()
-	b.scheduleLocked(later)
-	armed, at := b.schedTimer != nil, b.schedAt
-	b.mu.Unlock()
+	b.schedule(later)
+	armed, at := b.svc.promoter.armed()
 	if !armed || !at.Equal(later) {
 		t.Fatalf("scheduling %s during a promote: timer armed %v for %s, want armed for it", later, armed, at)
 	}

@@ -95,8 +95,7 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
 	// In a cluster the worker may have held its leases through another broker: those not in
 	// this broker's memory are read from the database, in one transaction, before deciding.
-	var stored map[job.LeaseRef]*job.Job
-	if b.cluster != nil {
+	stored, err := b.mode.storedLeases(ctx, func() []job.LeaseRef {
 		var missing []job.LeaseRef
 		b.mu.Lock()
 		for i, ref := range h.Held {
@@ -105,10 +104,10 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 			}
 		}
 		b.mu.Unlock()
-		var err error
-		if stored, err = b.leasesInStore(ctx, missing); err != nil {
-			return nil, Welcome{}, fmt.Errorf("read the leases the worker holds: %w", err)
-		}
+		return missing
+	})
+	if err != nil {
+		return nil, Welcome{}, fmt.Errorf("read the leases the worker holds: %w", err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -432,7 +431,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	default:
 		how, kind = permitFailed, breakerKind(d.Kind)
 	}
-	shared := b.sharedBreakers() && (permit.Generation == 0 || permit.IsProbe() || b.sharedCalls(j.Type))
+	shared := b.mode.breakers().settlesInWrite(permit, j.Type)
 	if d.Verdict == triage.Succeeded && !shared && !frees {
 		o.succeed = params
 	}
@@ -504,7 +503,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		}
 		switch {
 		case d.Verdict == triage.Retry && params.State == job.StateScheduled:
-			b.scheduleLocked(d.RetryAt)
+			b.schedule(d.RetryAt)
 			b.signalCapacity()
 		case d.Verdict == triage.Retry:
 			b.signal() // ready again at once
@@ -616,7 +615,7 @@ func (s *Session) Close() {
 		case !l.started && (s.halfClosed || unsent[l.ref]):
 			release = append(release, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 			b.endLeaseLocked(l, permitReleased, 0)
-		case b.cluster != nil:
+		case b.mode.forgetsClosed():
 			// Its worker may come back on any broker, which adopts the lease from the
 			// database (Open): this one forgets it rather than hold a copy that goes stale.
 			b.endLeaseLocked(l, permitReleased, 0)

@@ -46,24 +46,63 @@ import (
 // a failure while CLOSED is counted once because the breaker remembers the attempts it counted
 // (breaker.Shared.Failure).
 
-// shareBreakers makes the broker's breakers shared through the database, as the broker named id
-// among the brokers that serve it (New does, for a broker with Options.Cluster).
-func (b *Broker) shareBreakers(id string) {
-	b.breakerHolder = id
+// breakersInStore keeps a cluster's breakers in the database, the broker's set a cache of them.
+type breakersInStore struct{ b *Broker }
+
+func newBreakersInStore(b *Broker) breakersInStore {
 	b.breakers.Cache()
+	return breakersInStore{b: b}
 }
 
-// sharedBreakers reports whether the breakers live in the database (see shareBreakers).
-func (b *Broker) sharedBreakers() bool { return b.breakerHolder != "" }
+func (breakersInStore) shared() bool { return true }
 
-// sharedCalls reports whether typ's breaker is shared and counts every call (ratio mode), so
-// that a success outside a probe is applied to its stored state too.
-func (b *Broker) sharedCalls(typ string) bool {
-	if !b.sharedBreakers() {
-		return false
+// release does nothing: a probe slot is released by the write that hands its job back, and any
+// other permit holds nothing.
+func (breakersInStore) release(breaker.Permit) {}
+
+// settleLocked does nothing: the write that ended the lease settled its permit (settleShared).
+func (breakersInStore) settleLocked(*lease, permitEnd, breaker.FailureKind) {}
+
+// restore clears the shut mark of breakers this broker's configuration disables, and reads
+// the stored states into the cache.
+func (h breakersInStore) restore(ctx context.Context) error {
+	if err := h.b.unshutDisabledBreakers(ctx); err != nil {
+		return err
 	}
-	cfg := b.breakers.ConfigFor(typ)
-	return !cfg.Disabled && cfg.Mode == breaker.ModeRatio
+	return h.b.refreshBreakers(ctx)
+}
+
+// list reads the stored breakers first, so that every broker lists the same states.
+func (h breakersInStore) list() []breaker.Info {
+	if err := h.b.refreshBreakers(h.b.ctx); err != nil {
+		h.b.log.Warn("read shared breakers; listing the cached states", "err", err)
+	}
+	return h.b.breakers.List()
+}
+
+// change applies an operator's change to the stored breaker, with its audit event, in one write.
+func (h breakersInStore) change(ctx context.Context, typ string, ev store.AuditEvent, _ func() (breaker.Info, error),
+	fn func(sh *breaker.Shared) error) (breaker.Info, error) {
+	return h.b.adminShared(ctx, typ, ev, fn)
+}
+
+// swept refreshes the cache: the fallback for breaker changes this broker did not hear of.
+func (h breakersInStore) swept(ctx context.Context) {
+	if err := h.b.refreshBreakers(ctx); err != nil {
+		h.b.log.Warn("refresh shared breakers", "err", err)
+	}
+}
+
+// sharedBreakers reports whether the breakers live in the database (breakersInStore).
+func (b *Broker) sharedBreakers() bool { return b.mode.breakers().shared() }
+
+// settlesInWrite reports whether the permit of a lease of typ is settled in the write that ends
+// the lease (settleShared): a permit the broker did not keep (a lease adopted), a probe's, and
+// any permit of a breaker that counts every call (ratio mode), whose successes are applied to its
+// stored state too.
+func (h breakersInStore) settlesInWrite(p breaker.Permit, typ string) bool {
+	cfg := h.b.breakers.ConfigFor(typ)
+	return p.Generation == 0 || p.IsProbe() || !cfg.Disabled && cfg.Mode == breaker.ModeRatio
 }
 
 // breakerChanges are the shared breakers one op's transaction read or changed, to give to the
@@ -152,10 +191,10 @@ type breakerPending struct {
 }
 
 // batchBreakers starts keeping the breaker changes of batch's ops written in tx.
-func (b *Broker) batchBreakers(tx store.Tx, batch []*op) {
-	if !b.sharedBreakers() {
-		return
-	}
+func (b *Broker) batchBreakers(tx store.Tx, batch []*op) { b.mode.breakers().batch(tx, batch) }
+
+func (h breakersInStore) batch(tx store.Tx, batch []*op) {
+	b := h.b
 	bb := breakerBatch{tx: tx}
 	for _, o := range batch {
 		bb.probes = append(bb.probes, o.probeTypes...)
@@ -264,9 +303,12 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 // kept among the breaker's last failures.
 func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
 	known breaker.Permit, how permitEnd, kind breaker.FailureKind, msg string) error {
-	if !b.sharedBreakers() {
-		return nil // a broker's own breakers settle in memory, once the write commits
-	}
+	return b.mode.breakers().settleInWrite(tx, ch, typ, jobID, attempt, known, how, kind, msg)
+}
+
+func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
+	known breaker.Permit, how permitEnd, kind breaker.FailureKind, msg string) error {
+	b := h.b
 	cfg := b.breakers.ConfigFor(typ)
 	if cfg.Disabled {
 		return nil
@@ -313,7 +355,7 @@ func (b *Broker) leaseProbes(tx store.Tx, ch *breakerChanges, g *grant) error {
 			return err
 		}
 		for _, j := range jobs {
-			permit, ok := sh.Acquire(j.ID, b.breakerHolder)
+			permit, ok := sh.Acquire(j.ID, b.mode.id())
 			if !ok {
 				return fmt.Errorf("probe permit for job %d refused with %d slots free", j.ID, limit)
 			}
@@ -374,14 +416,8 @@ func (b *Broker) cacheBreakers(recs []store.BreakerRecord) error {
 	return nil
 }
 
-// breakersStale asks for the cache to be refreshed soon (by persistBreakersLoop), off the
-// caller's goroutine; requests made before the refresh starts are served by one.
-func (b *Broker) breakersStale() {
-	select {
-	case b.breakerStale <- struct{}{}:
-	default:
-	}
-}
+// breakersStale asks for the cache of shared breakers to be refreshed soon (breakerKeeper).
+func (b *Broker) breakersStale() { b.svc.breakerStore.breakersStale() }
 
 // sameDispatch reports whether two listings of breakers let the same jobs through.
 func sameDispatch(x, y []breaker.Info) bool {

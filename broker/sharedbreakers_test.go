@@ -128,7 +128,7 @@ func (c *cluster) startBroker(t testing.TB, conf Config, cfg breaker.Config, m m
 			if b.breakers, err = breaker.NewSet(c.clk, cfg, nil, b.onBreakerTransition); err != nil {
 				t.Fatal(err)
 			}
-			b.breakerHolder = ""
+			b.mode.(*clustered).brk = breakersInMemory{b}
 		}
 		startForTest(t, b, st.Close)
 		c.brokers, c.stores = append(c.brokers, b), append(c.stores, st)

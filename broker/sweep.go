@@ -14,15 +14,11 @@ import (
 // sweepBatch caps how many expired leases one sweep handles; the next sweep takes the rest.
 const sweepBatch = 500
 
-// sweepTick sweeps, then arms the next sweep.
+// sweepTick sweeps, and checks what a sweep interval may have let lapse. The sweep service runs
+// it every SweepInterval.
 func (b *Broker) sweepTick() {
 	b.Sweep()
-	if b.sharedBreakers() {
-		// The fallback for breaker changes this broker did not hear of.
-		if err := b.refreshBreakers(b.ctx); err != nil {
-			b.log.Warn("refresh shared breakers", "err", err)
-		}
-	}
+	b.mode.breakers().swept(b.ctx)
 	b.mu.Lock()
 	b.pruneRacedCancelsLocked()
 	// A worker whose stream has had messages waiting longer than a lease lasts has stopped
@@ -30,9 +26,6 @@ func (b *Broker) sweepTick() {
 	now := b.now()
 	for _, s := range b.sessions {
 		s.out.checkStalled(now, b.cfg.LeaseDuration)
-	}
-	if !b.shuttingDown {
-		b.sweepTimer = b.clk.AfterFunc(b.cfg.SweepInterval, b.sweepTick)
 	}
 	b.mu.Unlock()
 }
@@ -62,13 +55,8 @@ type expired struct {
 // It runs every SweepInterval; tests call it after moving a fake clock.
 func (b *Broker) Sweep() {
 	now := b.now()
-	if b.cluster != nil {
-		b.mu.Lock()
-		b.dropLostLeasesLocked(now)
-		b.mu.Unlock()
-		if !b.isLeader() {
-			return
-		}
+	if !b.mode.sweep(now) {
+		return
 	}
 	b.expire(now, func(tx store.Tx) ([]*job.Job, error) { return tx.JobHeldExpired(now, sweepBatch) })
 }
@@ -136,7 +124,7 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 			}
 		}
 		if e.params.State == job.StateScheduled {
-			b.scheduleLocked(e.params.RunAt)
+			b.schedule(e.params.RunAt)
 		}
 	}
 	b.mu.Unlock()
