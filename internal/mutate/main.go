@@ -570,6 +570,15 @@ func mutations() []mutation {
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
 		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})
+	add(mutation{name: "service: a stopped service starts again", file: "internal/service/service.go",
+		from: "\tif b.state != running {\n\t\treturn false", to: "\tif false {\n\t\treturn false",
+		pkgs: []string{"./internal/service"}, run: "TestBaseStopsOnceAndNeverStartsAgain"})
+	add(mutation{name: "promote: a later due job moves the wake-up back", file: "broker/promote.go",
+		from: "\tif p.timer != nil && !at.Before(p.at) {", to: "\tif p.timer != nil {",
+		pkgs: []string{"./broker"}, run: "TestPromoterWakesForTheEarliestDueJob"})
+	add(mutation{name: "breakers: no snapshot is stored at stop", file: "broker/breakerstore.go",
+		from: "k.queue(k.cfg.snapshot())", to: "k.queue(nil)",
+		pkgs: []string{"./broker"}, run: "TestBreakerKeeperStoresEveryBreakerAtItsStopUnlessShared"})
 	return ms
 }
 
