@@ -10,7 +10,7 @@ TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/prot
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-river run build tools generate check-generate docs lint test test-go test-sdks test-java sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -55,9 +55,9 @@ lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
 
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
-## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests. A passing
-## run prints little and ends with a summary; a failing one prints the failures in full.
-test: lint check-generate sdk-deps test-go test-sdks fuzz-short
+## conformance suite against Go, Python, Node.js and Java workers) and the SDKs' own tests. A
+## passing run prints little and ends with a summary; a failing one prints the failures in full.
+test: lint check-generate sdk-deps test-go test-sdks test-java fuzz-short
 	@scripts/test-summary.sh $(BIN)
 
 # The conformance suite (package conformance) runs inside this: strict, so a missing Python or
@@ -80,6 +80,14 @@ test-sdks: sdk-deps
 	@echo "node --test sdks/node/"
 	@node --test --test-reporter=dot --test-reporter-destination=stdout \
 		--test-reporter=tap --test-reporter-destination=$(BIN)/node-test.tap sdks/node/
+
+## test-java: the Java worker library's own tests, `mvn verify` in sdks/java (a test's log output
+## is kept in sdks/java/worker/target/surefire-reports and shown only if it fails)
+test-java:
+	@mkdir -p $(BIN)
+	@echo "mvn verify sdks/java"
+	@set -o pipefail; mvn -B -q -f sdks/java verify 2>&1 | sed 's/\x1b\[0m//g' | tee $(BIN)/java-test.log
+	@cat sdks/java/worker/target/surefire-reports/*.txt > $(BIN)/java-test.txt
 
 ## sdk-deps: install the Node.js worker library's pinned packages
 sdk-deps: sdks/node/node_modules/.package-lock.json
