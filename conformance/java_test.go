@@ -40,12 +40,14 @@ func (j *javaPrograms) build() string {
 		}
 	}
 	dir := filepath.Join(repoRoot, "sdks", "java")
-	// package, without the tests, which `make test-java` runs. Dependencies come from the local
-	// Maven repository, and from Maven Central only when it lacks them.
-	cmd := exec.Command("mvn", "-B", "-q", "package", "-Dmaven.test.skip=true")
+	// install, as the README says (into the local Maven repository, where the install test's
+	// project finds the library), without the tests, which `make test-java` runs. Dependencies
+	// come from the local Maven repository, and from Maven Central only when it lacks them. It
+	// runs once, before any Java worker starts from the jars it writes.
+	cmd := exec.Command("mvn", "-B", "-q", "install", "-Dmaven.test.skip=true")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Sprintf("mvn package in sdks/java failed: %v\n%s", err, out)
+		return fmt.Sprintf("mvn install in sdks/java failed: %v\n%s", err, out)
 	}
 	target := filepath.Join(dir, "examples", "target")
 	deps, err := os.ReadFile(filepath.Join(target, "classpath.txt"))
