@@ -60,8 +60,8 @@ lint: tools
 test: lint check-generate sdk-deps test-go test-sdks test-java fuzz-short
 	@scripts/test-summary.sh $(BIN)
 
-# The conformance suite (package conformance) runs inside this: strict, so a missing Python or
-# Node.js runtime fails instead of skipping, and its per-language table is printed at the end.
+# The conformance suite (package conformance) runs inside this: strict, so a missing Python,
+# Node.js or Java runtime fails instead of skipping, and its per-language table is printed at the end.
 # The PostgreSQL store's tests run against a private cluster that scripts/with-postgres.sh
 # starts for the run and removes after it (JOBWIRE_TEST_POSTGRES names it).
 # Passing packages are left out of the output; the full list is in .bin/go-test.log.

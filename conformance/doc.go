@@ -12,7 +12,8 @@
 //	go test ./conformance -v -run TestConformance
 //
 // Python needs /usr/bin/python3 with the grpcio and protobuf packages; Node.js needs `node` and
-// `npm ci --prefix sdks/node`. A language whose runtime is missing is skipped, unless
+// `npm ci --prefix sdks/node`; Java needs `java` (17 or later) and `mvn`, with which the suite
+// builds and installs sdks/java once (Maven Central for what the local repository lacks). A language whose runtime is missing is skipped, unless
 // JOBWIRE_CONFORMANCE_STRICT=1 is set, which turns a missing runtime into a failure (for CI).
 // -short skips the whole suite.
 //
