@@ -3,6 +3,7 @@ package io.jobwire.worker;
 import static java.util.concurrent.TimeUnit.NANOSECONDS;
 
 import io.grpc.ChannelCredentials;
+import io.grpc.ConnectivityState;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -133,6 +134,7 @@ public final class Worker {
   private final Map<Long, Release> releases = new HashMap<>();
   private final List<ScheduledFuture<?>> timers = new ArrayList<>();
   private Executor handlerPool;
+  private ManagedChannel channel;
   private WorkerServiceGrpc.WorkerServiceStub stub;
   private Session session;
   private ScheduledFuture<?> reconnectTimer;
@@ -308,8 +310,9 @@ public final class Worker {
     if (serverName != null) {
       cb.overrideAuthority(serverName);
     }
-    ManagedChannel channel = cb.build();
-    WorkerServiceGrpc.WorkerServiceStub s = WorkerServiceGrpc.newStub(channel);
+    ManagedChannel ch = cb.build();
+    channel = ch;
+    WorkerServiceGrpc.WorkerServiceStub s = WorkerServiceGrpc.newStub(ch);
     if (token != null) {
       Metadata md = new Metadata();
       md.put(AUTHORIZATION, "Bearer " + token);
@@ -348,7 +351,7 @@ public final class Worker {
       } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
         log.log(Level.WARNING, "worker loop did not stop cleanly", e);
       } finally {
-        channel.shutdownNow();
+        ch.shutdownNow();
         l.shutdownNow();
         if (ownPool != null) {
           ownPool.shutdownNow();
@@ -462,10 +465,7 @@ public final class Worker {
         onLoop(() -> finish(s, null));
       }
     });
-    s.helloTimer = after(connectTimeout, () -> {
-      s.call.cancel("no Welcome within the connect timeout", null);
-      finish(s, Status.DEADLINE_EXCEEDED.withDescription("no Welcome within the connect timeout of " + connectTimeout).asRuntimeException());
-    });
+    armHelloTimer(s);
     Hello.Builder hello = Hello.newBuilder()
         .setWorkerId(workerId)
         .addAllJobTypes(new TreeSet<>(handlers.keySet()))
@@ -476,6 +476,26 @@ public final class Worker {
       hello.addHeld(t.ref);
     }
     s.call.onNext(ConnectRequest.newBuilder().setHello(hello).build());
+  }
+
+  /**
+   * Ends a stream whose Welcome has not come within the connect timeout of a connection: the
+   * count restarts while the channel is still connecting (a JVM starting on a busy machine can
+   * take longer than that to set up its first connection; a broker that cannot be reached fails
+   * the call by itself).
+   */
+  private void armHelloTimer(Session s) {
+    s.helloTimer = after(connectTimeout, () -> {
+      if (s.settled || s.welcomed) {
+        return;
+      }
+      if (channel.getState(false) != ConnectivityState.READY) {
+        armHelloTimer(s);
+        return;
+      }
+      s.call.cancel("no Welcome within the connect timeout", null);
+      finish(s, Status.DEADLINE_EXCEEDED.withDescription("no Welcome within the connect timeout of " + connectTimeout).asRuntimeException());
+    });
   }
 
   /** The stream ended: with err, or with status OK when err is null. */
