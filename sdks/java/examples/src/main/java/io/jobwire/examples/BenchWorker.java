@@ -4,8 +4,9 @@ import io.jobwire.worker.Worker;
 
 /**
  * A no-op worker for the benchmark ({@code jobwire-bench --worker-cmd}): serves job type {@code
- * noop}. JOBWIRE_ADDR, JOBWIRE_WORKER_ID and JOBWIRE_CONCURRENCY (default 256) configure it; see
- * "Measuring another worker library" in docs/performance.md.
+ * noop}. JOBWIRE_ADDR, JOBWIRE_WORKER_ID and JOBWIRE_CONCURRENCY (default 256) configure it:
+ * {@code --worker-cmd 'JAVA_OPTS=-XX:TieredStopAtLevel=1 sdks/java/examples/run.sh
+ * io.jobwire.examples.BenchWorker'}, see "Measuring another worker library" in docs/performance.md.
  */
 public final class BenchWorker {
   private BenchWorker() {}
