@@ -381,23 +381,43 @@ class WorkerStreamTest {
 
   @Test
   void theHandlerThreadIsNotLeftInterrupted() throws Exception {
-    // One handler thread for every job: a cancel's interrupt must not reach the next job.
-    start(builder().capacity(1).handlerExecutor(java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
-      Thread t = new Thread(r);
-      t.setDaemon(true);
-      return t;
-    })).build());
+    // One handler thread for every job: the interrupt of a cancel that the handler ignored
+    // (it polls isCancelled instead) must not reach the next job.
+    // A plain thread taking tasks from a queue: unlike a ThreadPoolExecutor, it clears no
+    // interrupt between tasks.
+    BlockingQueue<Runnable> tasks = new java.util.concurrent.LinkedBlockingQueue<>();
+    Thread runner = new Thread(() -> {
+      try {
+        for (;;) {
+          tasks.take().run();
+        }
+      } catch (InterruptedException e) {
+        seen.add("the handler thread was left interrupted");
+      }
+    });
+    runner.setDaemon(true);
+    runner.start();
+    Worker w = builder().capacity(1).handlerExecutor(tasks::add).build();
+    w.handle("poll", ctx -> {
+      seen.add("polling");
+      while (!ctx.isCancelled()) {
+        Thread.onSpinWait();
+      }
+      seen.add("saw the cancel");
+    });
+    w.handle("check", ctx -> seen.add("interrupted " + Thread.currentThread().isInterrupted()));
+    start(w);
     FakeBroker.Stream s = connect();
-    s.assign(30, "wait", "", "30.a");
+    s.assign(30, "poll", "", "30.a");
     s.recv(STARTED);
-    assertEquals("started 30", nextSeen());
+    assertEquals("polling", nextSeen());
     s.send(ConnectResponse.newBuilder()
         .setCancel(Cancel.newBuilder().setJobId(30).setLeaseToken("30.a").setReason(jobwire.v1.WorkerServiceOuterClass.CancelReason.CANCEL_REASON_REQUESTED))
         .build());
-    assertEquals("interrupted requested", nextSeen());
-    s.assign(31, "number", "1", "31.a");
+    assertEquals("saw the cancel", nextSeen());
+    s.assign(31, "check", "", "31.a");
     s.recv(STARTED);
     assertTrue(s.recv(RESULT).getResult().hasSuccess());
-    assertEquals("number 1", nextSeen());
+    assertEquals("interrupted false", nextSeen());
   }
 }
