@@ -18,7 +18,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-sdks sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-sdks test-java sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -63,13 +63,13 @@ lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
 
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
-## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests. A passing
-## run prints little and ends with a summary; a failing one prints the failures in full.
-test: lint check-generate sdk-deps test-go test-sdks fuzz-short
+## conformance suite against Go, Python, Node.js and Java workers) and the SDKs' own tests. A
+## passing run prints little and ends with a summary; a failing one prints the failures in full.
+test: lint check-generate sdk-deps test-go test-sdks test-java fuzz-short
 	@scripts/test-summary.sh $(BIN)
 
-# The conformance suite (package conformance) runs inside this: strict, so a missing Python or
-# Node.js runtime fails instead of skipping, and its per-language table is printed at the end.
+# The conformance suite (package conformance) runs inside this: strict, so a missing Python,
+# Node.js or Java runtime fails instead of skipping, and its per-language table is printed at the end.
 # The PostgreSQL store's tests run against a private cluster that scripts/with-postgres.sh
 # starts for the run and removes after it (JOBWIRE_TEST_POSTGRES names it).
 # Passing packages are left out of the output; the full list is in .bin/go-test.log.
@@ -90,6 +90,14 @@ test-sdks: sdk-deps
 	@echo "node --test sdks/node/"
 	@node --test --test-reporter=dot --test-reporter-destination=stdout \
 		--test-reporter=tap --test-reporter-destination=$(BIN)/node-test.tap sdks/node/
+
+## test-java: the Java worker library's own tests, `mvn verify` in sdks/java (a test's log output
+## is kept in sdks/java/worker/target/surefire-reports and shown only if it fails)
+test-java:
+	@mkdir -p $(BIN)
+	@echo "mvn verify sdks/java"
+	@set -o pipefail; mvn -B -q -f sdks/java verify 2>&1 | sed 's/\x1b\[0m//g' | tee $(BIN)/java-test.log
+	@cat sdks/java/worker/target/surefire-reports/*.txt > $(BIN)/java-test.txt
 
 ## sdk-deps: install the Node.js and Python worker libraries' pinned packages
 sdk-deps: sdks/node/node_modules/.package-lock.json python-venv

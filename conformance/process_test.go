@@ -107,6 +107,14 @@ var languages = []*language{
 		flakyType:     "Error",
 		transientType: "Error",
 	},
+	{
+		name:          "java",
+		command:       func() []string { return javaWorker.command("io.jobwire.examples.ConformanceWorker") },
+		missing:       javaWorker.missing,
+		fatalType:     "java.lang.IllegalArgumentException",
+		flakyType:     "java.io.IOException",
+		transientType: "java.lang.IllegalStateException",
+	},
 }
 
 // defaultLease is the brokers' lease duration unless a scenario sets its own: short, so that lost
