@@ -91,17 +91,20 @@ func testNames(root, sdk, p string) ([]string, error) {
 	switch sdk {
 	case "":
 		return goTestNames(filepath.Join(root, p))
-	case sdkPython, sdkNode:
+	case sdkPython, sdkNode, sdkJava:
 		src, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
 			return nil, fmt.Errorf("cannot read test file %s: %v", p, err)
 		}
-		if sdk == sdkPython {
+		switch sdk {
+		case sdkPython:
 			return pythonTestNames(src), nil
+		case sdkJava:
+			return javaTestNames(src), nil
 		}
 		return nodeTestNames(src), nil
 	}
-	return nil, fmt.Errorf("unknown sdk %q (want %q, %q or none for Go)", sdk, sdkPython, sdkNode)
+	return nil, fmt.Errorf("unknown sdk %q (want %q, %q, %q or none for Go)", sdk, sdkPython, sdkNode, sdkJava)
 }
 
 func goTestNames(dir string) ([]string, error) {
@@ -135,6 +138,7 @@ func goTestNames(dir string) ([]string, error) {
 var (
 	pyClass  = regexp.MustCompile(`(?m)^class (\w+)`)
 	pyMethod = regexp.MustCompile(`(?m)^    (?:async )?def (test\w*)`)
+	javaTest = regexp.MustCompile(`@(?:Test|ParameterizedTest)\b[^{;]*?\bvoid\s+(\w+)\s*\(`)
 	nodeTest = regexp.MustCompile("(?m)^\\s*(?:test|it)\\(\\s*(?:'((?:[^'\\\\]|\\\\.)*)'|\"((?:[^\"\\\\]|\\\\.)*)\"|`([^`]*)`)")
 )
 
@@ -151,6 +155,15 @@ func pythonTestNames(src []byte) []string {
 		for _, m := range pyMethod.FindAllSubmatch(src[c[1]:end], -1) {
 			names = append(names, class+"."+string(m[1]))
 		}
+	}
+	return names
+}
+
+// javaTestNames reads the names of a JUnit test class's @Test methods.
+func javaTestNames(src []byte) []string {
+	var names []string
+	for _, m := range javaTest.FindAllSubmatch(src, -1) {
+		names = append(names, string(m[1]))
 	}
 	return names
 }
@@ -185,6 +198,13 @@ func (m mutation) selects(p string, names []string) error {
 		}
 		if !slices.ContainsFunc(names, re.MatchString) {
 			return fmt.Errorf("no test in %s has a name matching %q (was it renamed?)", p, m.run)
+		}
+		return nil
+	case sdkJava:
+		// surefire -Dtest=Class#method: run names one method of the test class p, or is empty
+		// for the whole class.
+		if m.run != "" && !slices.Contains(names, m.run) {
+			return fmt.Errorf("the test class %s has no @Test method %q (was it renamed?)", p, m.run)
 		}
 		return nil
 	}

@@ -56,6 +56,7 @@ type mutation struct {
 const (
 	sdkPython = "python"
 	sdkNode   = "node"
+	sdkJava   = "java"
 )
 
 const (
@@ -422,6 +423,18 @@ func mutations() []mutation {
 	add(mutation{name: "node: a negative int64 takes the fast path", file: "sdks/node/src/proto.js",
 		from: "v.high < SAFE_HIGH && v.high >= -SAFE_HIGH && !v.unsigned", to: "v.high < SAFE_HIGH && !v.unsigned",
 		pkgs: []string{"sdks/node/test/proto.test.js"}, run: "^int64String$", sdk: sdkNode})
+	add(mutation{name: "java: a lease that runs out cancels nothing", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "if (leaseAllowanceNanos <= 0) {", to: "if (true) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "aLeaseThatRunsOutWithoutAnExtensionCancelsTheHandler", sdk: sdkJava})
+	add(mutation{name: "java: a cancelled job's outcome is still sent", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "if (jobs.get(t.jobId) != t) {", to: "if (false) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "aCancelInterruptsTheHandlerAndItsOutcomeIsDropped", sdk: sdkJava})
+	add(mutation{name: "java: a job's interrupt reaches the next job on its thread", file: "sdks/java/worker/src/main/java/io/jobwire/worker/JobContext.java",
+		from: "      thread = null;\n    }\n    Thread.interrupted();", to: "      thread = null;\n    }",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "theHandlerThreadIsNotLeftInterrupted", sdk: sdkJava})
+	add(mutation{name: "java: IllegalArgumentException is transient", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Failures.java",
+		from: "          IllegalArgumentException.class,\n", to: "",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/FailuresTest.java"}, run: "theThrownClassDecidesTheKind", sdk: sdkJava})
 	// The Go worker gives a handler up once its lease runs out on its own clock.
 	add(mutation{name: "worker lease: a lease that ran out only cancels the handler", file: "worker/lease.go",
 		from: "\tw.loseLocked(t, errLeaseExpired)", to: "\tt.cancel(errLeaseExpired)",
@@ -796,6 +809,9 @@ func runTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
 			args = append(args, "-run", m.run)
 		}
 		cmd = exec.Command("go", append(args, m.pkgs...)...)
+	}
+	if m.sdk == sdkJava {
+		return runJavaTests(ctx, m, timeout)
 	}
 	r := command(ctx, timeout, cmd)
 	if m.sdk == sdkNode {
