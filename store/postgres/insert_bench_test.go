@@ -1,0 +1,52 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+// BenchmarkJobInsert is an enqueue as the broker's writer stores it, one transaction that
+// inserts a batch of jobs, into a table that already holds 100,000 finished jobs, with and
+// without the jobs_created index that the job list reads (migration 010). The two run
+// interleaved under -count, so a machine that slows down meanwhile slows both:
+//
+//	scripts/with-postgres.sh go test -run '^$' -bench JobInsert -count 5 ./store/postgres
+func BenchmarkJobInsert(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		for _, index := range []bool{true, false} {
+			b.Run(fmt.Sprintf("batch=%d/created-index=%v", batch, index), func(b *testing.B) {
+				benchJobInsert(b, batch, index)
+			})
+		}
+	}
+}
+
+func benchJobInsert(b *testing.B, batch int, index bool) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	s, report := cycleStore(b, 100_000, now)
+	if !index {
+		if _, err := s.pool.Exec(ctx, `DROP INDEX jobs_created`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ps := make([]*store.JobInsertParams, batch)
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		for i := range ps {
+			ps[i] = &store.JobInsertParams{Type: "bench", Queue: "default", Payload: []byte(`{"n":1}`),
+				MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}
+		}
+		if err := s.Write(ctx, "insert", func(tx store.Tx) error {
+			_, err := tx.JobInsertMany(ps)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report()
+}

@@ -1,0 +1,81 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+// BenchmarkJobInsert is an enqueue as the broker's writer stores it, one transaction that
+// inserts a batch of jobs, into a table that already holds 100,000 finished jobs, with and
+// without the jobs_created index that the job list reads (migration 013). The two run
+// interleaved under -count, so a machine that slows down meanwhile slows both:
+//
+//	go test -run '^$' -bench JobInsert -count 5 ./store/sqlite
+func BenchmarkJobInsert(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		for _, index := range []bool{true, false} {
+			b.Run(fmt.Sprintf("batch=%d/created-index=%v", batch, index), func(b *testing.B) {
+				benchJobInsert(b, batch, index)
+			})
+		}
+	}
+}
+
+func benchJobInsert(b *testing.B, batch int, index bool) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "jobs.db")
+	st, err := Open(ctx, path, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	// The history and the index's removal go in through a plain connection; the store then
+	// opens the migrated file as it is.
+	db, err := sql.Open("sqlite", dataSource(path, SyncNormal, defaultBusyTimeout))
+	if err != nil {
+		b.Fatal(err)
+	}
+	stmts := []string{`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+		INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, finished_at, attempt_timeout_ns, attempts)
+		SELECT 'old', 'default', '{}', 5, 3, ?1, ?1 + i, ?1 + i, 60000000000, 1 FROM n`}
+	if !index {
+		stmts = append(stmts, `DROP INDEX jobs_created`)
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q, now.Add(-time.Hour).UnixNano()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if st, err = Open(ctx, path, Options{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	ps := make([]*store.JobInsertParams, batch)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		for i := range ps {
+			ps[i] = &store.JobInsertParams{Type: "bench", Queue: "default", Payload: []byte(`{"n":1}`),
+				MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}
+		}
+		if err := st.Write(ctx, "insert", func(tx store.Tx) error {
+			_, err := tx.JobInsertMany(ps)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
