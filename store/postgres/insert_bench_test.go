@@ -14,7 +14,13 @@ import (
 // without the jobs_created index that the job list reads (migration 010). The two run
 // interleaved under -count, so a machine that slows down meanwhile slows both:
 //
-//	scripts/with-postgres.sh go test -run '^$' -bench JobInsert -count 5 ./store/postgres
+//	scripts/with-postgres.sh bash -c "for i in 1 2 3 4; do go test -run '^$' -bench 'JobInsert|JobListNewest' ./store/postgres; done"
+//
+// Measured (4 rounds, a machine shared with other work, server CPU in 10 ms ticks): 100 jobs per
+// insert took 1.28 ms of server CPU with the index and 0.91 ms without (+40%, about 3.6 µs per
+// job); one job per insert 0.20 against 0.25 ms, within the ticks' noise. The index stays:
+// without it the job list's first page costs the server 27 ms of CPU instead of 0.1-0.3 ms
+// beside 100,000 jobs.
 func BenchmarkJobInsert(b *testing.B) {
 	for _, batch := range []int{1, 100} {
 		for _, index := range []bool{true, false} {

@@ -20,7 +20,13 @@ import (
 // without the jobs_created index that the job list reads (migration 013). The two run
 // interleaved under -count, so a machine that slows down meanwhile slows both:
 //
-//	go test -run '^$' -bench JobInsert -count 5 ./store/sqlite
+//	for i in 1 2 3 4; do go test -run '^$' -bench 'JobInsert|JobListNewest' ./store/sqlite; done
+//
+// Measured (4 rounds, a machine shared with other work: wall times swamped, CPU per op
+// steadier): 100 jobs per insert took 1.04 ms of CPU with the index and 0.85 ms without (+20%,
+// about 2 µs per job); one job per insert 0.11 ms either way, within the noise. The index stays:
+// without it the job list's first page sorts the whole table, 113-137 ms of CPU instead of
+// 0.6 ms beside 100,000 jobs, every two seconds while a dashboard is open on it.
 func BenchmarkJobInsert(b *testing.B) {
 	for _, batch := range []int{1, 100} {
 		for _, index := range []bool{true, false} {
