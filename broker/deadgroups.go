@@ -108,7 +108,7 @@ func (b *Broker) fingerprintGroups(ctx context.Context, f *store.DeadJobFilter, 
 			break
 		}
 		last := jobs[len(jobs)-1]
-		p.After = &store.DeadCursor{FinishedAt: last.FinishedAt, ID: last.ID}
+		p.After = &store.ListCursor{Int: last.FinishedAt.UnixNano(), ID: last.ID}
 	}
 	if rest := g.Count - read; rest > 0 {
 		// Beyond what was read, the group stays whole.

@@ -58,17 +58,60 @@ type JobFilter struct {
 	Type  string
 }
 
-// JobCursor is where a page of ListJobs ended: the last job's creation time and id.
-type JobCursor struct {
-	CreatedAt time.Time
-	ID        int64
+// SortColumn names a column a listing sorts by, as the admin API names it (JobSortColumns,
+// DeadSortColumns).
+type SortColumn string
+
+// ListOrder is a listing's order: by a column, ties broken by id, ascending or (the default)
+// descending. By "" is the listing's default column.
+type ListOrder struct {
+	By  SortColumn
+	Asc bool
 }
 
-// ListJobs reads up to limit jobs f matches, in creation order (then id order) starting after
-// after (nil: from the oldest), without history or payload.
-func (b *Broker) ListJobs(ctx context.Context, f JobFilter, after *JobCursor, limit int) ([]*job.Job, error) {
+func (o ListOrder) store() store.ListOrder {
+	return store.ListOrder{By: store.ListSort(o.By), Asc: o.Asc}
+}
+
+// ListCursor is where a page ended: the last job's value in the sort column (Int for numbers
+// and times in Unix nanoseconds, Str for text) and its id.
+type ListCursor struct {
+	Int int64
+	Str string
+	ID  int64
+}
+
+func sortColumns(from []store.ListSort) []SortColumn {
+	out := make([]SortColumn, len(from))
+	for i, c := range from {
+		out[i] = SortColumn(c)
+	}
+	return out
+}
+
+// JobSortColumns are the columns ListJobs sorts by, its default (created_at) first.
+func JobSortColumns() []SortColumn { return sortColumns(store.JobSorts) }
+
+// DeadSortColumns are the columns ListDeadJobs sorts by, its default (died_at) first.
+func DeadSortColumns() []SortColumn { return sortColumns(store.DeadSorts) }
+
+// JobCursorOf is j's position in the order o of ListJobs.
+func JobCursorOf(o ListOrder, j *job.Job) (ListCursor, error) {
+	c, err := o.store().CursorOf(store.JobSorts, j)
+	return ListCursor(c), err
+}
+
+// DeadCursorOf is j's position in the order o of ListDeadJobs.
+func DeadCursorOf(o ListOrder, j *job.Job) (ListCursor, error) {
+	c, err := o.store().CursorOf(store.DeadSorts, j)
+	return ListCursor(c), err
+}
+
+// ListJobs reads up to limit jobs f matches in the order o, starting after after (nil: from
+// the first), without history or payload.
+func (b *Broker) ListJobs(ctx context.Context, f JobFilter, o ListOrder, after *ListCursor, limit int) ([]*job.Job, error) {
 	return b.st.JobList(ctx, &store.JobListParams{State: f.State, Queue: f.Queue, Type: f.Type,
-		After: (*store.JobCursor)(after), Limit: limit})
+		Order: o.store(), After: (*store.ListCursor)(after), Limit: limit})
 }
 
 // DeadFilter selects dead jobs. Zero fields match any.
@@ -87,17 +130,11 @@ func (f DeadFilter) storeFilter() *store.DeadJobFilter {
 	return &sf
 }
 
-// DeadCursor is a position in the dead-letter queue's newest-first order: the last job of
-// a page.
-type DeadCursor struct {
-	FinishedAt time.Time
-	ID         int64
-}
-
-// ListDeadJobs reads up to limit dead jobs f matches, newest first, starting after the
-// cursor (nil: from the newest), without history or payload.
-func (b *Broker) ListDeadJobs(ctx context.Context, f DeadFilter, after *DeadCursor, limit int) ([]*job.Job, error) {
-	return b.st.JobListDead(ctx, &store.DeadJobListParams{Filter: *f.storeFilter(), After: (*store.DeadCursor)(after), Limit: limit})
+// ListDeadJobs reads up to limit dead jobs f matches in the order o, starting after the
+// cursor (nil: from the first), without history or payload.
+func (b *Broker) ListDeadJobs(ctx context.Context, f DeadFilter, o ListOrder, after *ListCursor, limit int) ([]*job.Job, error) {
+	return b.st.JobListDead(ctx, &store.DeadJobListParams{Filter: *f.storeFilter(), Order: o.store(),
+		After: (*store.ListCursor)(after), Limit: limit})
 }
 
 // DeadErrorGroup is the dead jobs that share a last error type.
@@ -253,7 +290,7 @@ func (b *Broker) selectDead(tx store.Tx, sel Selection) ([]int64, error) {
 // previewDead counts and samples a selection from the readers, changing nothing.
 func (b *Broker) previewDead(ctx context.Context, sel Selection) (BulkResult, error) {
 	if sel.Filter != nil {
-		jobs, err := b.ListDeadJobs(ctx, *sel.Filter, nil, sel.Limit)
+		jobs, err := b.ListDeadJobs(ctx, *sel.Filter, ListOrder{}, nil, sel.Limit)
 		if err != nil {
 			return BulkResult{}, err
 		}

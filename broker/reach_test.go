@@ -99,7 +99,7 @@ func TestSilentDatabaseWithdrawsQueuedEnqueues(t *testing.T) {
 	if err := answer("an enqueue after", enqueue("after")); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := b.ListJobs(ctx, JobFilter{}, nil, 10)
+	jobs, err := b.ListJobs(ctx, JobFilter{}, ListOrder{Asc: true}, nil, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,13 @@ type ListJobsParams struct {
 	State job.State
 	Queue string
 	Type  string
+	// Sort is the column to sort by (created_at by default; see ListJobsRequest.sort for the
+	// others), from the largest value down unless Ascending.
+	Sort      string
+	Ascending bool
 	// PageSize is 1..1000; 0 means the broker default (100).
-	PageSize  int
+	PageSize int
+	// PageToken continues a listing in the sort it was issued for.
 	PageToken string
 }
 
@@ -46,6 +51,8 @@ func (c *Client) ListJobs(ctx context.Context, p *ListJobsParams) (*JobPage, err
 		Type:      p.Type,
 		PageSize:  size,
 		PageToken: p.PageToken,
+		Sort:      p.Sort,
+		Ascending: p.Ascending,
 	})
 	if err != nil {
 		return nil, wrapErr(op, err)
@@ -80,12 +87,18 @@ type DeadJobFilter struct {
 // ListDeadJobsParams filters ListDeadJobs.
 type ListDeadJobsParams struct {
 	Filter DeadJobFilter
+	// Sort is the column to sort by (died_at by default; see ListDeadJobsRequest.sort for the
+	// others), from the largest value down unless Ascending.
+	Sort      string
+	Ascending bool
 	// PageSize is 1..1000; 0 means the broker default.
-	PageSize  int
+	PageSize int
+	// PageToken continues a listing in the sort it was issued for.
 	PageToken string
 }
 
-// ListDeadJobs returns one page of the dead-letter queue, newest first.
+// ListDeadJobs returns one page of the dead-letter queue, the newest death first unless
+// p.Sort says otherwise.
 func (c *Client) ListDeadJobs(ctx context.Context, p *ListDeadJobsParams) (*JobPage, error) {
 	const op = "ListDeadJobs"
 	if p == nil {
@@ -99,6 +112,8 @@ func (c *Client) ListDeadJobs(ctx context.Context, p *ListDeadJobsParams) (*JobP
 		Filter:    filterToProto(&p.Filter),
 		PageSize:  size,
 		PageToken: p.PageToken,
+		Sort:      p.Sort,
+		Ascending: p.Ascending,
 	})
 	if err != nil {
 		return nil, wrapErr(op, err)

@@ -36,13 +36,13 @@ func TestAdminCallsBuildTheirRequests(t *testing.T) {
 		want   proto.Message
 	}{
 		{"ListJobs", func(ctx context.Context, c *Client) error {
-			_, err := c.ListJobs(ctx, &ListJobsParams{State: job.StateRunning, Queue: "q", Type: "t", PageSize: 50, PageToken: "p2"})
+			_, err := c.ListJobs(ctx, &ListJobsParams{State: job.StateRunning, Queue: "q", Type: "t", Sort: "run_at", Ascending: true, PageSize: 50, PageToken: "p2"})
 			return err
-		}, &jobwirev1.ListJobsResponse{}, &jobwirev1.ListJobsRequest{State: jobwirev1.JobState_JOB_STATE_RUNNING, Queue: "q", Type: "t", PageSize: 50, PageToken: "p2"}},
+		}, &jobwirev1.ListJobsResponse{}, &jobwirev1.ListJobsRequest{State: jobwirev1.JobState_JOB_STATE_RUNNING, Queue: "q", Type: "t", Sort: "run_at", Ascending: true, PageSize: 50, PageToken: "p2"}},
 		{"ListDeadJobs", func(ctx context.Context, c *Client) error {
-			_, err := c.ListDeadJobs(ctx, &ListDeadJobsParams{Filter: *filter, PageSize: 10})
+			_, err := c.ListDeadJobs(ctx, &ListDeadJobsParams{Filter: *filter, Sort: "type", PageSize: 10})
 			return err
-		}, &jobwirev1.ListDeadJobsResponse{}, &jobwirev1.ListDeadJobsRequest{Filter: pbFilter, PageSize: 10}},
+		}, &jobwirev1.ListDeadJobsResponse{}, &jobwirev1.ListDeadJobsRequest{Filter: pbFilter, Sort: "type", PageSize: 10}},
 		{"RequeueDeadJobs", func(ctx context.Context, c *Client) error {
 			_, err := c.RequeueDeadJobs(ctx, &RequeueParams{Selection: Selection{IDs: []int64{4}}, Priority: &prio, Payload: []byte("{}"), RunAt: after})
 			return err

@@ -267,6 +267,70 @@ func TestDeadJobsListNewestFirstFilteredAndPaged(t *testing.T) {
 	}
 }
 
+// A sorted list pages in its sort through the API: every job once, in the order asked, and a
+// page token is refused with any other sort, since it would skip or repeat jobs there.
+func TestDeadJobsSortedByAColumnAndPaged(t *testing.T) {
+	t.Parallel()
+	b := newDLQBroker(t)
+	ctx := context.Background()
+	w := b.Connect(brokertest.Hello("w1", 1, "a", "b", "C"))
+	var d []int64
+	for _, spec := range []struct{ typ, errType string }{{"b", "E1"}, {"a", "E2"}, {"C", "E1"}, {"b", "E3"}, {"a", "E1"}} {
+		d = append(d, killJob(t, b, w, &jobwirev1.JobSpec{Type: spec.typ, Queue: "q"}, spec.errType))
+		b.Clock.Advance(time.Second)
+	}
+	page := func(req *jobwirev1.ListDeadJobsRequest) []int64 {
+		t.Helper()
+		var got []int64
+		for range 10 {
+			res, err := b.Admin.ListDeadJobs(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids(res.GetJobs())...)
+			if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
+				return got
+			}
+		}
+		t.Fatal("paging does not end")
+		return nil
+	}
+	tests := []struct {
+		sort string
+		asc  bool
+		want []int64
+	}{
+		{"", false, []int64{d[4], d[3], d[2], d[1], d[0]}},
+		{"died_at", true, d},
+		{"type", true, []int64{d[2], d[1], d[4], d[0], d[3]}}, // byte order: C before a; ties by id
+		{"type", false, []int64{d[3], d[0], d[4], d[1], d[2]}},
+		{"error_type", true, []int64{d[0], d[2], d[4], d[1], d[3]}},
+		{"id", false, []int64{d[4], d[3], d[2], d[1], d[0]}},
+	}
+	for _, tt := range tests {
+		for _, size := range []int32{2, 100} {
+			got := page(&jobwirev1.ListDeadJobsRequest{Sort: tt.sort, Ascending: tt.asc, PageSize: size})
+			if !equalIDs(got, tt.want) {
+				t.Errorf("sort %q ascending=%v in pages of %d = %v, want %v", tt.sort, tt.asc, size, got, tt.want)
+			}
+		}
+	}
+
+	res, err := b.Admin.ListDeadJobs(ctx, &jobwirev1.ListDeadJobsRequest{Sort: "type", PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []*jobwirev1.ListDeadJobsRequest{
+		{PageToken: res.GetNextPageToken(), PageSize: 2},
+		{PageToken: res.GetNextPageToken(), Sort: "type", Ascending: true, PageSize: 2},
+	} {
+		_, err := b.Admin.ListDeadJobs(ctx, other)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "page_token: continues a list sorted by type desc") {
+			t.Errorf("a token of the type desc sort used with sort %q ascending=%v: %v, want InvalidArgument naming the sort", other.GetSort(), other.GetAscending(), err)
+		}
+	}
+}
+
 func TestBulkRequeueByErrorTypeWithPreview(t *testing.T) {
 	t.Parallel()
 	b := newDLQBroker(t)
@@ -453,7 +517,8 @@ func TestListJobsByStateQueueAndType(t *testing.T) {
 	var got []int64
 	tok := ""
 	for {
-		res, err := b.Admin.ListJobs(ctx, &jobwirev1.ListJobsRequest{Queue: "mail", State: jobwirev1.JobState_JOB_STATE_PENDING, PageSize: 2, PageToken: tok})
+		res, err := b.Admin.ListJobs(ctx, &jobwirev1.ListJobsRequest{Queue: "mail", State: jobwirev1.JobState_JOB_STATE_PENDING, PageSize: 2, PageToken: tok,
+			Ascending: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +537,8 @@ func TestListJobsByStateQueueAndType(t *testing.T) {
 		{&jobwirev1.ListJobsRequest{State: jobwirev1.JobState_JOB_STATE_SCHEDULED}, []int64{later}},
 		{&jobwirev1.ListJobsRequest{Type: "resize"}, []int64{other}},
 		{&jobwirev1.ListJobsRequest{Queue: "images", Type: "send"}, nil},
-		{&jobwirev1.ListJobsRequest{}, append(append(append([]int64{}, mail...), later), other)},
+		{&jobwirev1.ListJobsRequest{Ascending: true}, append(append(append([]int64{}, mail...), later), other)},
+		{&jobwirev1.ListJobsRequest{}, []int64{other, later, mail[4], mail[3], mail[2], mail[1], mail[0]}}, // newest first
 	}
 	for _, tt := range tests {
 		res, err := b.Admin.ListJobs(ctx, tt.req)
@@ -1026,6 +1092,14 @@ func TestAdminValidation(t *testing.T) {
 			_, err := a.ListJobs(ctx, &jobwirev1.ListJobsRequest{PageToken: "!!"})
 			return err
 		}, "page_token: is not a token"},
+		{"list sort", func() error {
+			_, err := a.ListJobs(ctx, &jobwirev1.ListJobsRequest{Sort: "payload"})
+			return err
+		}, `sort: "payload" is not a column this list sorts by; use one of created_at, id, type, queue, state, priority, run_at, attempts`},
+		{"dead sort", func() error {
+			_, err := a.ListDeadJobs(ctx, &jobwirev1.ListDeadJobsRequest{Sort: "state"})
+			return err
+		}, `sort: "state" is not a column this list sorts by; use one of died_at, created_at, id, type, queue, attempts, reason, error_type`},
 		{"dead token", func() error {
 			_, err := a.ListDeadJobs(ctx, &jobwirev1.ListDeadJobsRequest{PageToken: "bm9wZQ"})
 			return err

@@ -456,10 +456,10 @@ func checkJob(t *testing.T, b *brokertest.Bundle, id int64, state jobwirev1.JobS
 	}
 }
 
-// onlyJobs fails unless the store holds exactly the jobs ids.
+// onlyJobs fails unless the store holds exactly the jobs ids, in the order they were created.
 func onlyJobs(t *testing.T, b *brokertest.Bundle, ids ...int64) {
 	t.Helper()
-	jobs, err := b.Store.JobList(context.Background(), &store.JobListParams{Limit: 100})
+	jobs, err := b.Store.JobList(context.Background(), &store.JobListParams{Order: store.ListOrder{Asc: true}, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

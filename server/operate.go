@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,11 +56,38 @@ func decodeJobToken(tok string) (int64, error) {
 	return id, nil
 }
 
-func encodeDeadToken(c broker.DeadCursor) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d,%d", c.FinishedAt.UnixNano(), c.ID))
+// listOrder reads a listing's sort from a request: one of the columns allowed (the first when
+// sort is empty), descending unless ascending.
+func listOrder(sort string, ascending bool, allowed []broker.SortColumn) (broker.ListOrder, error) {
+	if sort == "" {
+		return broker.ListOrder{By: allowed[0], Asc: ascending}, nil
+	}
+	if !slices.Contains(allowed, broker.SortColumn(sort)) {
+		names := make([]string, len(allowed))
+		for i, c := range allowed {
+			names[i] = string(c)
+		}
+		return broker.ListOrder{}, invalid("sort", "%q is not a column this list sorts by; use one of %s", sort, strings.Join(names, ", "))
+	}
+	return broker.ListOrder{By: broker.SortColumn(sort), Asc: ascending}, nil
 }
 
-func decodeDeadToken(tok string) (*broker.DeadCursor, error) {
+func direction(asc bool) string {
+	if asc {
+		return "asc"
+	}
+	return "desc"
+}
+
+// A list's page token names the sort it continues, so a token is never read in another
+// order (which would skip or repeat jobs): the column, the direction, then the last job's id
+// and its value in the column, the text last since it may hold anything.
+
+func encodeListToken(o broker.ListOrder, c broker.ListCursor) string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%s,%s,%d,%d,%s", o.By, direction(o.Asc), c.ID, c.Int, c.Str))
+}
+
+func decodeListToken(tok string, o broker.ListOrder) (*broker.ListCursor, error) {
 	if tok == "" {
 		return nil, nil
 	}
@@ -68,16 +96,20 @@ func decodeDeadToken(tok string) (*broker.DeadCursor, error) {
 	if err != nil {
 		return nil, bad
 	}
-	at, id, ok := strings.Cut(string(raw), ",")
-	if !ok {
+	parts := strings.SplitN(string(raw), ",", 5)
+	if len(parts) != 5 {
 		return nil, bad
 	}
-	ns, err1 := strconv.ParseInt(at, 10, 64)
-	n, err2 := strconv.ParseInt(id, 10, 64)
-	if err1 != nil || err2 != nil || n <= 0 {
+	id, err1 := strconv.ParseInt(parts[2], 10, 64)
+	n, err2 := strconv.ParseInt(parts[3], 10, 64)
+	if err1 != nil || err2 != nil || id <= 0 {
 		return nil, bad
 	}
-	return &broker.DeadCursor{FinishedAt: time.Unix(0, ns).UTC(), ID: n}, nil
+	if parts[0] != string(o.By) || parts[1] != direction(o.Asc) {
+		return nil, invalid("page_token", "continues a list sorted by %s %s, not by %s %s: keep the sort of the first page, or start again without a token",
+			parts[0], parts[1], o.By, direction(o.Asc))
+	}
+	return &broker.ListCursor{Int: n, Str: parts[4], ID: id}, nil
 }
 
 func deadFilterFromProto(f *jobwirev1.DeadJobFilter) broker.DeadFilter {
@@ -105,47 +137,56 @@ func jobsToProto(jobs []*job.Job) []*jobwirev1.Job {
 }
 
 func (a *admin) ListJobs(ctx context.Context, req *jobwirev1.ListJobsRequest) (*jobwirev1.ListJobsResponse, error) {
-	// The token has the dead list's shape: the last job's creation time and id.
-	c, err := decodeDeadToken(req.GetPageToken())
+	order, err := listOrder(req.GetSort(), req.GetAscending(), broker.JobSortColumns())
 	if err != nil {
 		return nil, err
 	}
-	var after *broker.JobCursor
-	if c != nil {
-		after = &broker.JobCursor{CreatedAt: c.FinishedAt, ID: c.ID}
+	after, err := decodeListToken(req.GetPageToken(), order)
+	if err != nil {
+		return nil, err
 	}
 	size := pageSize(req.GetPageSize())
 	// One more than the page tells whether another page follows.
 	jobs, err := a.b.ListJobs(ctx, broker.JobFilter{State: job.State(req.GetState()), Queue: req.GetQueue(),
-		Type: req.GetType()}, after, size+1)
+		Type: req.GetType()}, order, after, size+1)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	out := &jobwirev1.ListJobsResponse{}
 	if len(jobs) > size {
 		jobs = jobs[:size]
-		last := jobs[size-1]
-		out.NextPageToken = encodeDeadToken(broker.DeadCursor{FinishedAt: last.CreatedAt, ID: last.ID})
+		c, err := broker.JobCursorOf(order, jobs[size-1])
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out.NextPageToken = encodeListToken(order, c)
 	}
 	out.Jobs = jobsToProto(jobs)
 	return out, nil
 }
 
 func (a *admin) ListDeadJobs(ctx context.Context, req *jobwirev1.ListDeadJobsRequest) (*jobwirev1.ListDeadJobsResponse, error) {
-	cursor, err := decodeDeadToken(req.GetPageToken())
+	order, err := listOrder(req.GetSort(), req.GetAscending(), broker.DeadSortColumns())
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodeListToken(req.GetPageToken(), order)
 	if err != nil {
 		return nil, err
 	}
 	size := pageSize(req.GetPageSize())
-	jobs, err := a.b.ListDeadJobs(ctx, deadFilterFromProto(req.GetFilter()), cursor, size+1)
+	jobs, err := a.b.ListDeadJobs(ctx, deadFilterFromProto(req.GetFilter()), order, after, size+1)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	out := &jobwirev1.ListDeadJobsResponse{}
 	if len(jobs) > size {
 		jobs = jobs[:size]
-		last := jobs[size-1]
-		out.NextPageToken = encodeDeadToken(broker.DeadCursor{FinishedAt: last.FinishedAt, ID: last.ID})
+		c, err := broker.DeadCursorOf(order, jobs[size-1])
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out.NextPageToken = encodeListToken(order, c)
 	}
 	out.Jobs = jobsToProto(jobs)
 	return out, nil

@@ -122,7 +122,7 @@ func TestUnreachableDatabaseAnswersUnavailableAtTheBound(t *testing.T) {
 	if _, err := b.Producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "mail", IdempotencyKey: "after"}}); err != nil {
 		t.Fatalf("enqueue after the database answered: %v", err)
 	}
-	res, err := b.Admin.ListJobs(ctx, &jobwirev1.ListJobsRequest{})
+	res, err := b.Admin.ListJobs(ctx, &jobwirev1.ListJobsRequest{Ascending: true}) // in the order they were stored
 	if err != nil {
 		t.Fatal(err)
 	}

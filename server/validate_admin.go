@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
@@ -27,7 +28,11 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		if err := validPageSize(r.GetPageSize()); err != nil {
 			return err
 		}
-		_, err := decodeDeadToken(r.GetPageToken()) // the same shape: a time and an id
+		order, err := listOrder(r.GetSort(), r.GetAscending(), broker.JobSortColumns())
+		if err != nil {
+			return err
+		}
+		_, err = decodeListToken(r.GetPageToken(), order)
 		return err
 	case *jobwirev1.ListDeadJobsRequest:
 		if err := validFilter("filter", r.GetFilter()); err != nil {
@@ -36,7 +41,11 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		if err := validPageSize(r.GetPageSize()); err != nil {
 			return err
 		}
-		_, err := decodeDeadToken(r.GetPageToken())
+		order, err := listOrder(r.GetSort(), r.GetAscending(), broker.DeadSortColumns())
+		if err != nil {
+			return err
+		}
+		_, err = decodeListToken(r.GetPageToken(), order)
 		return err
 	case *jobwirev1.RequeueDeadJobsRequest:
 		sel := r.GetSelection()

@@ -44,15 +44,15 @@ type Store interface {
 
 	// JobGet reads one job with its attempt history.
 	JobGet(ctx context.Context, id int64) (*job.Job, error)
-	// JobList reads jobs without history or payload, in creation order (then id order) after
-	// params.After.
+	// JobList reads jobs without history or payload in params.Order (by default newest first:
+	// created_at, then id, descending) after params.After.
 	JobList(ctx context.Context, params *JobListParams) ([]*job.Job, error)
 
 	// BreakerLoadAll reads every saved circuit breaker state.
 	BreakerLoadAll(ctx context.Context) ([]BreakerRecord, error)
 
-	// JobListDead reads dead jobs without history or payload, newest first (finished_at,
-	// then id, descending), after params.After when set.
+	// JobListDead reads dead jobs without history or payload in params.Order (by default
+	// newest first: finished_at, then id, descending), after params.After when set.
 	JobListDead(ctx context.Context, params *DeadJobListParams) ([]*job.Job, error)
 	// JobGetMany reads jobs without history or payload, in the order of ids; ids that do
 	// not exist are left out.
@@ -393,16 +393,12 @@ type JobListParams struct {
 	State job.State // 0: any
 	Queue string
 	Type  string
-	After *JobCursor // nil: from the oldest
+	// Order is one of JobSorts; the default is creation, newest first. Ids do not follow
+	// creation across brokers sharing a database (each draws its ids in blocks), so the
+	// default is by creation time, ties broken by id.
+	Order ListOrder
+	After *ListCursor // nil: from the first
 	Limit int
-}
-
-// JobCursor is where a page of jobs in creation order ended: the last job's creation time and
-// id. Ids do not follow creation across brokers sharing a database (each draws its ids in
-// blocks), so lists are in creation order, ties broken by id.
-type JobCursor struct {
-	CreatedAt time.Time
-	ID        int64
 }
 
 // DeadJobFilter selects dead jobs. Zero fields match any.
@@ -456,16 +452,11 @@ func InIDOrder(ids []int64, byID map[int64]*job.Job) []*job.Job {
 	return out
 }
 
-// DeadCursor is a position in the dead-letter queue's newest-first order.
-type DeadCursor struct {
-	FinishedAt time.Time
-	ID         int64
-}
-
 // DeadJobListParams pages through dead jobs.
 type DeadJobListParams struct {
 	Filter DeadJobFilter
-	After  *DeadCursor // nil: from the newest
+	Order  ListOrder   // one of DeadSorts; the default is when they died, newest first
+	After  *ListCursor // nil: from the first
 	Limit  int
 }
 

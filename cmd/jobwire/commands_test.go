@@ -250,10 +250,11 @@ func TestJobsList(t *testing.T) {
 		Jobs:          []*jobwirev1.Job{{Id: 1, Type: "a", Queue: "q", State: jobwirev1.JobState_JOB_STATE_RUNNING, Attempts: 1, MaxAttempts: 3}},
 		NextPageToken: "tok2",
 	})})
-	r := runAt(t, fb.addr, "jobs", "list", "--state", "running", "--queue", "q", "--type", "a", "--limit", "10", "--page-token", "tok1")
+	r := runAt(t, fb.addr, "jobs", "list", "--state", "running", "--queue", "q", "--type", "a", "--limit", "10", "--page-token", "tok1",
+		"--sort", "run_at", "--asc")
 	wantOK(t, r)
 	assertProto(t, onlyRequest(t, fb, "ListJobs"), &jobwirev1.ListJobsRequest{
-		State: jobwirev1.JobState_JOB_STATE_RUNNING, Queue: "q", Type: "a", PageSize: 10, PageToken: "tok1"})
+		State: jobwirev1.JobState_JOB_STATE_RUNNING, Queue: "q", Type: "a", PageSize: 10, PageToken: "tok1", Sort: "run_at", Ascending: true})
 	wantContains(t, r.stdout, "ID", "TYPE", "STATE", "\n1", "a", "q", "RUNNING", "1/3")
 	wantContains(t, r.stderr, "--page-token tok2")
 }
@@ -265,12 +266,12 @@ func TestDLQListAndShow(t *testing.T) {
 		"GetJob":       reply(&jobwirev1.GetJobResponse{Job: deadJob}),
 	})
 	r := runAt(t, fb.addr, "dlq", "list", "--queue", "mail", "--type", "email.send", "--reason", "max-attempts-exhausted",
-		"--error-type", "SMTPError", "--since", "2h", "--before", "2030-06-01T11:59:00Z", "--limit", "20")
+		"--error-type", "SMTPError", "--since", "2h", "--before", "2030-06-01T11:59:00Z", "--limit", "20", "--sort", "error_type")
 	wantOK(t, r)
 	assertProto(t, onlyRequest(t, fb, "ListDeadJobs"), &jobwirev1.ListDeadJobsRequest{
 		Filter: &jobwirev1.DeadJobFilter{Queue: "mail", Type: "email.send", Reason: jobwirev1.DeadReason_DEAD_REASON_MAX_ATTEMPTS_EXHAUSTED,
 			ErrorType: "SMTPError", DeadAfter: timestamppb.New(testNow.Add(-2 * time.Hour)), DeadBefore: timestamppb.New(time.Date(2030, 6, 1, 11, 59, 0, 0, time.UTC))},
-		PageSize: 20,
+		PageSize: 20, Sort: "error_type",
 	})
 	wantContains(t, r.stdout, "REASON", "LAST ERROR", "42", "email.send", "MAX_ATTEMPTS_EXHAUSTED", "2/2", "SMTPError: 451 try later")
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	jwbroker "github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
@@ -86,10 +87,11 @@ func runDLQList(ctx context.Context, e *env, c *command, args []string) error {
 	fs := flagsFor(c)
 	cf := addCommonFlags(e, fs)
 	ff := addFilterFlags(fs)
+	sf := addSortFlags(fs, jwbroker.DeadSortColumns())
 	var limit int
 	var token string
 	fs.IntVar(&limit, "limit", 0, "jobs per page, 1..1000 (default: the broker's, 100)")
-	fs.StringVar(&token, "page-token", "", "continue from a previous page")
+	fs.StringVar(&token, "page-token", "", "continue from a previous page (with the same --sort and --asc)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -98,6 +100,9 @@ func runDLQList(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 	req := &jobwirev1.ListDeadJobsRequest{PageToken: token}
+	if req.Sort, req.Ascending, err = sf.build(); err != nil {
+		return err
+	}
 	if req.Filter, err = ff.build(e.now()); err != nil {
 		return err
 	}

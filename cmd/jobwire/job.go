@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	jwbroker "github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
@@ -52,8 +53,9 @@ func runJobsList(ctx context.Context, e *env, c *command, args []string) error {
 	fs.StringVar(&state, "state", "", "only jobs in this state (scheduled, pending, leased, running, succeeded, dead, cancelled)")
 	fs.StringVar(&queue, "queue", "", "only jobs of this queue")
 	fs.StringVar(&typ, "type", "", "only jobs of this type")
+	sf := addSortFlags(fs, jwbroker.JobSortColumns())
 	fs.IntVar(&limit, "limit", 0, "jobs per page, 1..1000 (default: the broker's, 100)")
-	fs.StringVar(&token, "page-token", "", "continue from a previous page")
+	fs.StringVar(&token, "page-token", "", "continue from a previous page (with the same --sort and --asc)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -62,6 +64,9 @@ func runJobsList(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 	req := &jobwirev1.ListJobsRequest{Queue: queue, Type: typ, PageToken: token}
+	if req.Sort, req.Ascending, err = sf.build(); err != nil {
+		return err
+	}
 	if state != "" {
 		if req.State, err = parseState(state); err != nil {
 			return err

@@ -42,6 +42,8 @@ func TestBadCommandLinesExitTwoWithOneSentence(t *testing.T) {
 		{"job cancel two ids", []string{"job", "cancel", "1", "2"}, `unexpected argument "2"`},
 		{"jobs list bad state", []string{"jobs", "list", "--state", "sleeping"}, `unknown job state "sleeping"`},
 		{"jobs list limit too big", []string{"jobs", "list", "--limit", "5000"}, "outside 1..1000"},
+		{"jobs list bad sort", []string{"jobs", "list", "--sort", "payload"}, `--sort "payload" is not a column of this list; use one of created_at, id, type, queue, state, priority, run_at, attempts`},
+		{"dlq list bad sort", []string{"dlq", "list", "--sort", "state"}, `--sort "state" is not a column of this list; use one of died_at, created_at, id,`},
 		{"dlq list bad reason", []string{"dlq", "list", "--reason", "bored"}, `unknown dead reason "bored"`},
 		{"dlq list since and after", []string{"dlq", "list", "--since", "1h", "--after", "2030-01-01T00:00:00Z"}, "--since or --after"},
 		{"dlq list empty window", []string{"dlq", "list", "--after", "2030-01-02T00:00:00Z", "--before", "2030-01-01T00:00:00Z"}, "window is empty"},

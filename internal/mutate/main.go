@@ -565,11 +565,11 @@ func mutations() []mutation {
 	add(mutation{name: "results: a result joins a release being stored", file: "broker/session.go",
 		from: "if l.storing != this {", to: "if l.storing != this && l.storing != endingRelease {",
 		pkgs: []string{srvPkg}, run: "TestResultWhileTheReleaseIsStoredIsRefused"})
-	add(mutation{name: "lists: jobs listed by id, not by creation", file: "store/sqlite/sqlite.go",
-		from: "q += ` ORDER BY created_at, id LIMIT ?`", to: "q += ` ORDER BY id LIMIT ?`",
+	add(mutation{name: "lists: jobs listed by id, not by the sort column", file: "store/sqlite/admin.go",
+		from: "q.WriteString(` ORDER BY ` + k.Column + ` ` + k.Dir + `, id ` + k.Dir + ` LIMIT ?`)", to: "q.WriteString(` ORDER BY id ` + k.Dir + ` LIMIT ?`)",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobList$"})
-	add(mutation{name: "postgres lists: jobs listed by id, not by creation", file: "store/postgres/postgres.go",
-		from: "q.sql.WriteString(` ORDER BY created_at, id LIMIT ` + q.arg(p.Limit))", to: "q.sql.WriteString(` ORDER BY id LIMIT ` + q.arg(p.Limit))",
+	add(mutation{name: "postgres lists: jobs listed by id, not by the sort column", file: "store/postgres/admin.go",
+		from: "q.sql.WriteString(` ORDER BY ` + col + ` ` + k.Dir + `, id ` + k.Dir + ` LIMIT ` + q.arg(limit))", to: "q.sql.WriteString(` ORDER BY id ` + k.Dir + ` LIMIT ` + q.arg(limit))",
 		pkgs: []string{pgPkg}, run: "TestJobListFollowsCreationAcrossBrokers", postgres: true})
 	add(mutation{name: "breaker window: a bucket stays in the ratio window one width too long", file: "breaker/window.go",
 		from: "return w.start(now).Add(-(WindowBuckets - 1) * w.width)", to: "return w.start(now).Add(-WindowBuckets * w.width)",

@@ -27,7 +27,7 @@ import (
 	"github.com/jobwire/jobwire/worker"
 )
 
-var updateScreenshot = flag.Bool("update-screenshot", false, "write the overview's screenshot to docs/dashboard.png")
+var updateScreenshot = flag.Bool("update-screenshot", false, "write the screenshots of the docs: the overview's to docs/dashboard.png, the dead-letter queue's to docs/dashboard-dlq.png")
 
 // browserTimeout bounds each step in the browser: generous, because CI runs the browser beside
 // the whole race-enabled suite on two CPUs.
@@ -144,7 +144,10 @@ func (bb *browserBundle) openLive(t *testing.T, page string) { bb.openWith(t, "/
 func (bb *browserBundle) openWith(t *testing.T, path, page string) {
 	t.Helper()
 	route := strings.SplitN(strings.SplitN(page, "?", 2)[0], "/", 2)[0]
+	// Through a blank page: an address that differs only after the # (or not at all) is shown
+	// without a load, and the old page's mark of being loaded would pass for the new one's.
 	bb.do(t, "open "+page,
+		chromedp.Navigate("about:blank"),
 		chromedp.Navigate(bb.url+path+"#/"+page),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="`+route+`"]`)))
 }
@@ -505,10 +508,62 @@ func TestDashboardListsInBrowser(t *testing.T) {
 			t.Errorf("row reads %q, want died at %s, reason FATAL and the error ValueError", text, died)
 		}
 		bb.do(t, "sort by id", chromedp.Click(chromedp.CSS(`#dlq-list th[data-sort="id"] a`)))
-		bb.waitJS(t, "the address to carry the sort", `location.hash.includes("sort=id") && location.hash.includes("order=asc") && location.hash.includes("type=report.build") && document.body.dataset.loaded === "dlq"`)
+		bb.waitJS(t, "the address to carry the sort", `location.hash.includes("sort=id") && location.hash.includes("order=asc") && location.hash.includes("type=report.build") &&
+			document.body.dataset.loaded === "dlq" && document.querySelector('#dlq-list th[data-sort="id"]').dataset.order === "asc"`)
 		ids = eval[[]string](t, bb, `[...document.querySelectorAll("#dlq-list tbody tr[data-job]")].map(r => r.dataset.job)`)
 		if want := []string{fmt.Sprint(first), fmt.Sprint(second)}; strings.Join(ids, ",") != strings.Join(want, ",") {
 			t.Errorf("sorted by id listed %v, want %v", ids, want)
+		}
+	})
+
+	t.Run("a sort orders the whole list, not the page shown", func(t *testing.T) {
+		rows := `[...document.querySelectorAll("#dlq-list tbody tr[data-job]")].map(r => r.dataset.job)`
+		bb.open(t, "dlq?sort=id&order=asc")
+		ids := eval[[]string](t, bb, rows)
+		if len(ids) != 50 || ids[0] != fmt.Sprint(dead[0]) || ids[49] != fmt.Sprint(dead[49]) {
+			t.Fatalf("first page sorted by id up lists %d jobs from %v to %v, want 50 from the first dead job %d to %d",
+				len(ids), firstOf(ids), lastOf(ids), dead[0], dead[49])
+		}
+		if v := eval[string](t, bb, `document.querySelector('#dlq-list th[data-sort="id"]').dataset.order`); v != "asc" {
+			t.Errorf("the id header shows order %q, want asc", v)
+		}
+		bb.do(t, "next page", chromedp.Click(chromedp.ID("next-page")))
+		bb.waitJS(t, "the second page", `location.hash.includes("page=") && document.body.dataset.loaded === "dlq" && document.querySelectorAll("#dlq-list tbody tr[data-job]").length === 4`)
+		ids = eval[[]string](t, bb, rows)
+		if want := fmt.Sprint(dead[50], ",", dead[51], ",", first, ",", second); strings.Join(ids, ",") != want {
+			t.Errorf("second page sorted by id up lists %v, want %s", ids, want)
+		}
+		// A header click sorts the other way from the first page: the token belongs to its sort.
+		bb.do(t, "sort by id down", chromedp.Click(chromedp.CSS(`#dlq-list th[data-sort="id"] a`)))
+		bb.waitJS(t, "the list sorted down", `location.hash.includes("order=desc") && !location.hash.includes("page=") && document.body.dataset.loaded === "dlq" &&
+			document.querySelector('#dlq-list th[data-sort="id"]').dataset.order === "desc"`)
+		if ids = eval[[]string](t, bb, rows); firstOf(ids) != fmt.Sprint(second) {
+			t.Errorf("sorted by id down the list starts at %v, want the newest id %d", firstOf(ids), second)
+		}
+
+		bb.open(t, "jobs?sort=created_at&order=asc")
+		if got := eval[string](t, bb, `document.querySelector("#jobs-list tbody tr[data-job]").dataset.job`); got != fmt.Sprint(later) {
+			t.Errorf("jobs sorted by creation up start with job %s, want the first created, %d", got, later)
+		}
+		bb.open(t, "jobs")
+		if v := eval[string](t, bb, `document.querySelector('#jobs-list th[data-sort="created_at"]').dataset.order`); v != "desc" {
+			t.Errorf("the jobs list opens sorted %q by created_at, want desc (newest first)", v)
+		}
+	})
+
+	t.Run("the dead-letter page as the docs show it", func(t *testing.T) {
+		bb.open(t, "dlq")
+		bb.waitJS(t, "the list and the top errors", `document.querySelectorAll("#dlq-list tbody tr[data-job]").length === 50`)
+		ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
+		defer cancel()
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()) // the window, as an operator sees it first
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *updateScreenshot {
+			if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-dlq.png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 
@@ -530,6 +585,40 @@ func TestDashboardListsInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("requeued jobs leave the list without a reload", func(t *testing.T) {
+		// Live refresh off: the action's own redraw must take the rows away.
+		bb.open(t, "dlq?type=bulk.x")
+		picked := []int64{dead[51], dead[50]}
+		for _, id := range picked {
+			bb.do(t, fmt.Sprint("tick job ", id), chromedp.Click(chromedp.CSS(fmt.Sprintf(`#dlq-list tr[data-job="%d"] input.pick`, id))))
+		}
+		bb.waitJS(t, "the selection offered", `document.getElementById("requeue-selected") !== null && document.getElementById("requeue-selected").textContent === "Requeue 2 jobs"`)
+		bb.do(t, "requeue the selected", chromedp.Click(chromedp.ID("requeue-selected")))
+		gone := func(ids []int64) string {
+			var conds []string
+			for _, id := range ids {
+				conds = append(conds, fmt.Sprintf(`document.querySelector('#dlq-list tr[data-job="%d"]') === null`, id))
+			}
+			return strings.Join(conds, " && ")
+		}
+		bb.waitJS(t, "the requeue reported and the rows gone", `document.getElementById("bulk").textContent.includes("Requeued 2 jobs.") && `+gone(picked)+
+			` && document.getElementById("requeue-selected") === null`)
+		for _, id := range picked {
+			if st := jobState(t, b, id).GetState(); st == jobwirev1.JobState_JOB_STATE_DEAD {
+				t.Errorf("job %d is still DEAD after the requeue", id)
+			}
+		}
+		// Then live refresh on, as an operator leaves it: the next redraws do not bring them back.
+		bb.do(t, "turn live refresh on", chromedp.Click(chromedp.ID("live")))
+		for range 2 {
+			eval[bool](t, bb, `(window.__drawn = document.querySelector("#dlq-list table")) !== null`)
+			bb.waitJS(t, "a live redraw", `document.querySelector("#dlq-list table") !== window.__drawn`)
+			if ok := eval[bool](t, bb, gone(picked)); !ok {
+				t.Fatal("a live redraw lists the requeued jobs again")
+			}
+		}
+	})
+
 	t.Run("a bulk requeue leaves the list at once", func(t *testing.T) {
 		bb.open(t, "dlq?type=report.build")
 		bb.do(t, "preview", chromedp.SetValue(chromedp.CSS(`input[aria-label="type"]`), "report.build"),
@@ -544,6 +633,20 @@ func TestDashboardListsInBrowser(t *testing.T) {
 			}
 		}
 	})
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+func lastOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[len(s)-1]
 }
 
 func slicesContain(s []string, v string) bool {

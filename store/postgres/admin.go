@@ -53,22 +53,38 @@ func deadIDs(ctx context.Context, db querier, f *store.DeadJobFilter, limit int)
 	return queryIDs(ctx, db, q.sql.String(), q.args...)
 }
 
-// JobListDead reads dead jobs newest first.
+// JobListDead reads dead jobs in p.Order.
 func (s *Store) JobListDead(ctx context.Context, p *store.DeadJobListParams) ([]*job.Job, error) {
+	k, err := p.Order.Keyset(store.DeadSorts)
+	if err != nil {
+		return nil, err
+	}
 	q := &query{}
 	q.sql.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE state = 6`)
 	deadWhere(q, &p.Filter)
-	if p.After != nil {
-		q.sql.WriteString(` AND (finished_at, id) < (` + q.arg(nanos(p.After.FinishedAt)) + `, ` + q.arg(p.After.ID) + `)`)
-	}
-	q.sql.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT ` + q.arg(p.Limit))
+	keysetPage(q, k, p.After, p.Limit)
 	var out []*job.Job
-	err := s.read(ctx, "job_list_dead", func(ctx context.Context) error {
+	err = s.read(ctx, "job_list_dead", func(ctx context.Context) error {
 		var err error
 		out, err = scanJobs(s.pool.Query(ctx, q.sql.String(), q.args...))
 		return err
 	})
 	return out, err
+}
+
+// keysetPage appends to a query that has a WHERE clause the rows after the cursor in the order
+// k, the ORDER BY and the LIMIT. The id breaks ties in the column's direction, so every job has
+// one place in the order and a page continues exactly after the last. Text sorts byte-wise
+// (COLLATE "C"), as SQLite's does, whatever the database's collation.
+func keysetPage(q *query, k store.Keyset, after *store.ListCursor, limit int) {
+	col := k.Column
+	if k.Text {
+		col += ` COLLATE "C"`
+	}
+	if after != nil {
+		q.sql.WriteString(` AND (` + col + `, id) ` + k.After + ` (` + q.arg(k.Value(after)) + `, ` + q.arg(after.ID) + `)`)
+	}
+	q.sql.WriteString(` ORDER BY ` + col + ` ` + k.Dir + `, id ` + k.Dir + ` LIMIT ` + q.arg(limit))
 }
 
 // JobGetMany reads jobs in the order of ids.

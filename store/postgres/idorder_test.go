@@ -52,7 +52,7 @@ func TestJobListFollowsCreationAcrossBrokers(t *testing.T) {
 	}
 	want := []int64{first, second, third}
 	for name, s := range map[string]*Store{"a": a, "b": b} {
-		jobs, err := s.JobList(context.Background(), &store.JobListParams{State: job.StatePending, Limit: 10})
+		jobs, err := s.JobList(context.Background(), &store.JobListParams{State: job.StatePending, Order: store.ListOrder{Asc: true}, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,8 +63,8 @@ func TestJobListFollowsCreationAcrossBrokers(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("broker %s lists %v, want %v (creation order)", name, got, want)
 		}
-		page, err := s.JobList(context.Background(), &store.JobListParams{Limit: 10,
-			After: &store.JobCursor{CreatedAt: jobs[0].CreatedAt, ID: jobs[0].ID}})
+		page, err := s.JobList(context.Background(), &store.JobListParams{Limit: 10, Order: store.ListOrder{Asc: true},
+			After: &store.ListCursor{Int: jobs[0].CreatedAt.UnixNano(), ID: jobs[0].ID}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -412,13 +412,14 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 	return out, err
 }
 
-// JobList reads jobs in creation order, then id order.
+// JobList reads jobs in p.Order.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
+	k, err := p.Order.Keyset(store.JobSorts)
+	if err != nil {
+		return nil, err
+	}
 	q := &query{}
 	q.sql.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE true`)
-	if p.After != nil {
-		q.sql.WriteString(` AND (created_at, id) > (` + q.arg(nanos(p.After.CreatedAt)) + `, ` + q.arg(p.After.ID) + `)`)
-	}
 	if p.State != 0 {
 		q.sql.WriteString(` AND state = ` + q.arg(int16(p.State)))
 	}
@@ -428,9 +429,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job
 	if p.Type != "" {
 		q.sql.WriteString(` AND type = ` + q.arg(p.Type))
 	}
-	q.sql.WriteString(` ORDER BY created_at, id LIMIT ` + q.arg(p.Limit))
+	keysetPage(q, k, p.After, p.Limit)
 	var out []*job.Job
-	err := s.read(ctx, "job_list", func(ctx context.Context) error {
+	err = s.read(ctx, "job_list", func(ctx context.Context) error {
 		var err error
 		out, err = scanJobs(s.pool.Query(ctx, q.sql.String(), q.args...))
 		return err

@@ -104,25 +104,35 @@ func deadIDs(ctx context.Context, db querier, f *store.DeadJobFilter, limit int)
 	return queryIDs(ctx, db, q.String(), append(args, limit)...)
 }
 
-// JobListDead reads dead jobs newest first.
+// JobListDead reads dead jobs in p.Order.
 func (s *Store) JobListDead(ctx context.Context, p *store.DeadJobListParams) ([]*job.Job, error) {
+	k, err := p.Order.Keyset(store.DeadSorts)
+	if err != nil {
+		return nil, err
+	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE state = 6`)
 	args := deadWhere(&q, nil, &p.Filter)
-	if p.After != nil {
-		at := nanos(p.After.FinishedAt)
-		q.WriteString(` AND (finished_at < ? OR (finished_at = ? AND id < ?))`)
-		args = append(args, at, at, p.After.ID)
-	}
-	q.WriteString(` ORDER BY finished_at DESC, id DESC LIMIT ?`)
-	args = append(args, p.Limit)
+	args = keysetPage(&q, args, k, p.After, p.Limit)
 	var out []*job.Job
-	err := s.read(ctx, "job_list_dead", func(ctx context.Context) error {
+	err = s.read(ctx, "job_list_dead", func(ctx context.Context) error {
 		var err error
 		out, err = queryJobList(ctx, s.r, q.String(), args...)
 		return err
 	})
 	return out, err
+}
+
+// keysetPage appends to a query that has a WHERE clause the rows after the cursor in the order
+// k, the ORDER BY and the LIMIT, and their values to args. The id breaks ties in the column's
+// direction, so every job has one place in the order and a page continues exactly after the last.
+func keysetPage(q *strings.Builder, args []any, k store.Keyset, after *store.ListCursor, limit int) []any {
+	if after != nil {
+		q.WriteString(` AND (` + k.Column + `, id) ` + k.After + ` (?, ?)`)
+		args = append(args, k.Value(after), after.ID)
+	}
+	q.WriteString(` ORDER BY ` + k.Column + ` ` + k.Dir + `, id ` + k.Dir + ` LIMIT ?`)
+	return append(args, limit)
 }
 
 // JobGetMany reads jobs in the order of ids.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -432,32 +433,32 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 	return out, err
 }
 
-// JobList reads jobs in creation order, then id order.
+// JobList reads jobs in p.Order.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Job, error) {
-	q := `SELECT ` + listColumns + ` FROM jobs WHERE true`
-	var args []any
-	if p.After != nil {
-		q += ` AND (created_at, id) > (?, ?)`
-		args = append(args, nanos(p.After.CreatedAt), p.After.ID)
+	k, err := p.Order.Keyset(store.JobSorts)
+	if err != nil {
+		return nil, err
 	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + listColumns + ` FROM jobs WHERE true`)
+	var args []any
 	if p.State != 0 {
-		q += ` AND state = ?`
+		q.WriteString(` AND state = ?`)
 		args = append(args, int(p.State))
 	}
 	if p.Queue != "" {
-		q += ` AND queue = ?`
+		q.WriteString(` AND queue = ?`)
 		args = append(args, p.Queue)
 	}
 	if p.Type != "" {
-		q += ` AND type = ?`
+		q.WriteString(` AND type = ?`)
 		args = append(args, p.Type)
 	}
-	q += ` ORDER BY created_at, id LIMIT ?`
-	args = append(args, p.Limit)
+	args = keysetPage(&q, args, k, p.After, p.Limit)
 	var out []*job.Job
-	err := s.read(ctx, "job_list", func(ctx context.Context) error {
+	err = s.read(ctx, "job_list", func(ctx context.Context) error {
 		var err error
-		out, err = scanJobs(s.r.QueryContext(ctx, q, args...))
+		out, err = scanJobs(s.r.QueryContext(ctx, q.String(), args...))
 		return err
 	})
 	return out, err

@@ -57,7 +57,7 @@ func testDeadLetterQueue(t *testing.T, b *bundle) {
 	}
 	b.insert(b.job("a")) // not dead
 	newest := []int64{d[4], d[3], d[1], d[2], d[0]}
-	list := func(f store.DeadJobFilter, after *store.DeadCursor, limit int) []int64 {
+	list := func(f store.DeadJobFilter, after *store.ListCursor, limit int) []int64 {
 		t.Helper()
 		jobs, err := b.s.JobListDead(b.ctx, &store.DeadJobListParams{Filter: f, After: after, Limit: limit})
 		if err != nil {
@@ -72,7 +72,7 @@ func testDeadLetterQueue(t *testing.T, b *bundle) {
 	}
 	equal(t, "all", list(store.DeadJobFilter{}, nil, 10), newest)
 	equal(t, "first page", list(store.DeadJobFilter{}, nil, 2), newest[:2])
-	equal(t, "after a tie", list(store.DeadJobFilter{}, &store.DeadCursor{FinishedAt: at(3), ID: d[3]}, 2), newest[2:4])
+	equal(t, "after a tie", list(store.DeadJobFilter{}, &store.ListCursor{Int: at(3).UnixNano(), ID: d[3]}, 2), newest[2:4])
 	equal(t, "queue and type", list(store.DeadJobFilter{Queue: "q1", Type: "a"}, nil, 10), []int64{d[3], d[0]})
 	equal(t, "error type", list(store.DeadJobFilter{ErrorType: "Timeout"}, nil, 10), []int64{d[3], d[2]})
 	equal(t, "window", list(store.DeadJobFilter{DeadAfter: at(2), DeadBefore: at(5)}, nil, 10), []int64{d[3], d[1], d[2]})

@@ -266,7 +266,8 @@ func testIsolated(t *testing.T, b *bundle) {
 	equal(t, "queues", qs, []store.QueueRecord{{Name: "default"}, {Name: "ghost"}, {Name: "held", Paused: true}})
 }
 
-// JobList filters by state, queue and type, pages by id, and leaves out payloads and history.
+// JobList filters by state, queue and type, lists newest first unless asked otherwise, pages by
+// creation time and id, and leaves out payloads and history.
 func testJobList(t *testing.T, b *bundle) {
 	var ps []*store.JobInsertParams
 	for i := range 6 {
@@ -282,6 +283,7 @@ func testJobList(t *testing.T, b *bundle) {
 		if p.Limit == 0 {
 			p.Limit = 100
 		}
+		p.Order.Asc = true
 		jobs, err := b.s.JobList(b.ctx, &p)
 		if err != nil {
 			t.Fatal(err)
@@ -293,8 +295,13 @@ func testJobList(t *testing.T, b *bundle) {
 		}
 		return ids(jobs)
 	}
-	equal(t, "all", list(store.JobListParams{}), all)
-	equal(t, "page", list(store.JobListParams{After: &store.JobCursor{CreatedAt: b.now, ID: all[1]}, Limit: 2}), all[2:4])
+	newest, err := b.s.JobList(b.ctx, &store.JobListParams{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "newest first by default", ids(newest), []int64{all[5], all[4], all[3], all[2], all[1], all[0]})
+	equal(t, "all, oldest first", list(store.JobListParams{}), all)
+	equal(t, "page", list(store.JobListParams{After: &store.ListCursor{Int: b.now.UnixNano(), ID: all[1]}, Limit: 2}), all[2:4])
 	equal(t, "type b", list(store.JobListParams{Type: "b"}), []int64{all[1], all[3], all[5]})
 	equal(t, "queue q1", list(store.JobListParams{Queue: "q1"}), []int64{all[0], all[3]})
 	equal(t, "leased", list(store.JobListParams{State: job.StateLeased}), []int64{ref.JobID})
@@ -307,7 +314,7 @@ func testJobList(t *testing.T, b *bundle) {
 	c := append(b.insert(later), b.insert(earlier)...) // later gets the smaller id
 	equal(t, "created in another order than their ids", list(store.JobListParams{Type: "c"}), []int64{c[1], c[0]})
 	equal(t, "page after the one created first",
-		list(store.JobListParams{Type: "c", After: &store.JobCursor{CreatedAt: earlier.Now, ID: c[1]}}), []int64{c[0]})
+		list(store.JobListParams{Type: "c", After: &store.ListCursor{Int: earlier.Now.UnixNano(), ID: c[1]}}), []int64{c[0]})
 }
 
 // JobGetMany reads in the order asked, leaves out missing ids and lists a repeated one once;

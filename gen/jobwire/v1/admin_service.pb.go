@@ -83,8 +83,15 @@ type ListJobsRequest struct {
 	Queue string   `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	Type  string   `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	// 1..1000, default 100.
-	PageSize      int32  `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A page token continues the list in the sort it was issued for, and only that one.
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// The column to sort by: created_at (the default), id, type, queue, state, priority, run_at
+	// or attempts. Jobs with the same value follow by id, in the same direction; text sorts
+	// byte by byte.
+	Sort string `protobuf:"bytes,6,opt,name=sort,proto3" json:"sort,omitempty"`
+	// Sort from the smallest value up; the default is from the largest down (newest first).
+	Ascending     bool `protobuf:"varint,7,opt,name=ascending,proto3" json:"ascending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +159,20 @@ func (x *ListJobsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListJobsRequest) GetSort() string {
+	if x != nil {
+		return x.Sort
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetAscending() bool {
+	if x != nil {
+		return x.Ascending
+	}
+	return false
 }
 
 type ListJobsResponse struct {
@@ -292,10 +313,19 @@ func (x *DeadJobFilter) GetDeadBefore() *timestamppb.Timestamp {
 }
 
 type ListDeadJobsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Filter        *DeadJobFilter         `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
-	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *DeadJobFilter         `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// 1..1000, default 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A page token continues the list in the sort it was issued for, and only that one.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// The column to sort by: died_at (the default), created_at, id, type, queue, attempts,
+	// reason (the dead reason) or error_type (the last error's type). Jobs with the same value
+	// follow by id, in the same direction; text sorts byte by byte.
+	Sort string `protobuf:"bytes,4,opt,name=sort,proto3" json:"sort,omitempty"`
+	// Sort from the smallest value up; the default is from the largest down (the newest death
+	// first).
+	Ascending     bool `protobuf:"varint,5,opt,name=ascending,proto3" json:"ascending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +379,20 @@ func (x *ListDeadJobsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListDeadJobsRequest) GetSort() string {
+	if x != nil {
+		return x.Sort
+	}
+	return ""
+}
+
+func (x *ListDeadJobsRequest) GetAscending() bool {
+	if x != nil {
+		return x.Ascending
+	}
+	return false
 }
 
 type ListDeadJobsResponse struct {
@@ -3019,14 +3063,16 @@ var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1ejobwire/v1/admin_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xa3\x01\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xd5\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"_\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04sort\x18\x06 \x01(\tR\x04sort\x12\x1c\n" +
+	"\tascending\x18\a \x01(\bR\tascending\"_\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x02\n" +
@@ -3039,12 +3085,14 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"dead_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tdeadAfter\x12;\n" +
 	"\vdead_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deadBefore\"\x84\x01\n" +
+	"deadBefore\"\xb6\x01\n" +
 	"\x13ListDeadJobsRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.jobwire.v1.DeadJobFilterR\x06filter\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"c\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04sort\x18\x04 \x01(\tR\x04sort\x12\x1c\n" +
+	"\tascending\x18\x05 \x01(\bR\tascending\"c\n" +
 	"\x14ListDeadJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x96\x01\n" +

@@ -45,8 +45,9 @@ const (
 // AdminService operates the broker: the dead-letter queue, jobs, queues, retention, stats and
 // circuit breakers.
 type AdminServiceClient interface {
+	// ListJobs lists jobs, newest first unless the request sorts otherwise.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
-	// ListDeadJobs lists the DLQ newest first.
+	// ListDeadJobs lists the DLQ, the newest death first unless the request sorts otherwise.
 	ListDeadJobs(ctx context.Context, in *ListDeadJobsRequest, opts ...grpc.CallOption) (*ListDeadJobsResponse, error)
 	// RequeueDeadJobs sends dead jobs back to run with their attempts reset.
 	RequeueDeadJobs(ctx context.Context, in *RequeueDeadJobsRequest, opts ...grpc.CallOption) (*RequeueDeadJobsResponse, error)
@@ -269,8 +270,9 @@ func (c *adminServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditE
 // AdminService operates the broker: the dead-letter queue, jobs, queues, retention, stats and
 // circuit breakers.
 type AdminServiceServer interface {
+	// ListJobs lists jobs, newest first unless the request sorts otherwise.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
-	// ListDeadJobs lists the DLQ newest first.
+	// ListDeadJobs lists the DLQ, the newest death first unless the request sorts otherwise.
 	ListDeadJobs(context.Context, *ListDeadJobsRequest) (*ListDeadJobsResponse, error)
 	// RequeueDeadJobs sends dead jobs back to run with their attempts reset.
 	RequeueDeadJobs(context.Context, *RequeueDeadJobsRequest) (*RequeueDeadJobsResponse, error)

@@ -268,7 +268,8 @@ const STATES = ["", "PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "D
 
 // The lists of jobs keep their filters, sort and page in the address (#/jobs?queue=mail&sort=
 // run_at&order=asc&page=TOKEN), so a link an operator pastes opens the same view. The broker
-// pages in its own order (newest first); a column sort orders the rows of the page shown.
+// sorts and pages (ListJobs and ListDeadJobs take the column and the direction), so a sort
+// orders the whole list, not the page shown, and a page token belongs to its sort.
 pages.jobs = {
   render(main, _arg, params) {
     this.params = params;
@@ -286,7 +287,8 @@ pages.jobs = {
   },
   async refresh() {
     const p = this.params;
-    const req = { page_size: 50, page_token: p.get("page") || "", queue: p.get("queue") || "", type: p.get("type") || "" };
+    const req = Object.assign({ page_size: 50, page_token: p.get("page") || "", queue: p.get("queue") || "", type: p.get("type") || "" },
+      listSort("jobs", p).req);
     if (p.get("state")) req.state = "JOB_STATE_" + p.get("state");
     const res = await read("ListJobs", req);
     clear(this.list).appendChild(jobTable(res.jobs || [], "jobs", p));
@@ -325,54 +327,65 @@ function urlPager(box, route, params, next) {
   if (next) append(box, [el("button", { type: "button", id: "next-page", onclick: () => { state.paged++; navigate(route, withParams(params, { page: next })); } }, "Next page")]);
 }
 
-// JOB_COLUMNS are the columns a list of jobs can show, each with its sort key.
+// JOB_COLUMNS are the columns a list of jobs can show, each with the column the broker sorts it
+// by (none: the column does not sort).
 const JOB_COLUMNS = {
-  id: { label: "Id", key: (j) => Number(j.id), cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
-  type: { label: "Type", key: (j) => j.type, cell: (j) => td(j.type) },
-  queue: { label: "Queue", key: (j) => j.queue, cell: (j) => td(j.queue) },
-  state: { label: "State", key: (j) => jobState(j.state), cell: (j) => td(badge(jobState(j.state))) },
-  attempts: { label: "Attempts", num: true, key: (j) => Number(j.attempts), cell: (j) => td(j.attempts + " / " + j.max_attempts, "num") },
-  created_at: { label: "Created", key: (j) => j.created_at || "", cell: (j) => td(fmtTime(j.created_at)) },
+  id: { label: "Id", sort: "id", cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
+  type: { label: "Type", sort: "type", cell: (j) => td(j.type) },
+  queue: { label: "Queue", sort: "queue", cell: (j) => td(j.queue) },
+  state: { label: "State", sort: "state", cell: (j) => td(badge(jobState(j.state))) },
+  attempts: { label: "Attempts", num: true, sort: "attempts", cell: (j) => td(j.attempts + " / " + j.max_attempts, "num") },
+  created_at: { label: "Created", sort: "created_at", cell: (j) => td(fmtTime(j.created_at)) },
   // A job waiting for its time shows when it runs; one that is running or done shows nothing.
-  run_at: { label: "Runs at", key: (j) => nextRun(j), cell: (j) => td(nextRun(j) ? fmtTime(nextRun(j)) : "-") },
-  died_at: { label: "Died at", key: (j) => j.finished_at || "", cell: (j) => td(fmtTime(j.finished_at)) },
-  reason: { label: "Reason", key: (j) => deadReason(j), cell: (j) => td(el("span", {}, short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "") ? badge(short(j.dead_reason, "DEAD_REASON_"), "OPEN") : null, " ",
+  run_at: { label: "Runs at", sort: "run_at", cell: (j) => td(nextRun(j) ? fmtTime(nextRun(j)) : "-") },
+  died_at: { label: "Died at", sort: "died_at", cell: (j) => td(fmtTime(j.finished_at)) },
+  reason: { label: "Reason", sort: "reason", cell: (j) => td(el("span", {}, short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "") ? badge(short(j.dead_reason, "DEAD_REASON_"), "OPEN") : null, " ",
     [j.last_error_type, j.last_error_message].filter(Boolean).join(": "))) },
-  last_error: { label: "Last error", key: (j) => j.last_error_type || "", cell: (j) => td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")) },
+  last_error: { label: "Last error", cell: (j) => td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")) },
 };
+// Each list's columns and its default sort, the broker's: newest first.
 const LIST_COLUMNS = {
-  jobs: { cols: ["id", "type", "queue", "state", "attempts", "created_at", "run_at", "last_error"], sort: "id", order: "desc" },
-  dlq: { cols: ["id", "type", "queue", "attempts", "died_at", "reason"], sort: "died_at", order: "desc" },
+  jobs: { cols: ["id", "type", "queue", "state", "attempts", "created_at", "run_at", "last_error"], sort: "created_at" },
+  dlq: { cols: ["id", "type", "queue", "attempts", "died_at", "reason"], sort: "died_at" },
 };
 
 function nextRun(j) {
   const st = jobState(j.state);
   return (st === "SCHEDULED" || st === "PENDING") && j.run_at ? j.run_at : "";
 }
-function deadReason(j) { return short(j.dead_reason, "DEAD_REASON_") + " " + (j.last_error_type || ""); }
 
-// jobTable lists jobs in the columns of the route, sorted as the address says; a header click
-// sorts by its column (again: the other way round).
-function jobTable(jobs, route, params, extra) {
+// listSort reads a list's sort from the address: a column of the list that sorts (else the
+// default) and a direction (descending unless order=asc), and the request fields that ask the
+// broker for it.
+function listSort(route, params) {
   const list = LIST_COLUMNS[route];
-  const sort = JOB_COLUMNS[params.get("sort")] && list.cols.includes(params.get("sort")) ? params.get("sort") : list.sort;
-  const order = params.get("order") === "asc" || params.get("order") === "desc" ? params.get("order") : (sort === list.sort ? list.order : "asc");
-  const col = JOB_COLUMNS[sort];
-  const rows = jobs.slice().sort((a, b) => {
-    const x = col.key(a), y = col.key(b);
-    const c = x < y ? -1 : x > y ? 1 : Number(a.id) - Number(b.id);
-    return order === "asc" ? c : -c;
-  });
-  const head = el("tr", {}, list.cols.map((name) => {
+  const name = list.cols.includes(params.get("sort")) && JOB_COLUMNS[params.get("sort")].sort ? params.get("sort") : list.sort;
+  const order = params.get("order") === "asc" ? "asc" : "desc";
+  return { name, order, req: { sort: JOB_COLUMNS[name].sort, ascending: order === "asc" } };
+}
+
+// jobTable lists jobs in the columns of the route, in the order the broker sent them. A header
+// links to the list sorted by its column (again: the other way round), from the first page,
+// since a page token continues only the sort it came with. select, when given, is the set of
+// ids ticked in the first column.
+function jobTable(jobs, route, params, extra, select) {
+  const list = LIST_COLUMNS[route];
+  const { name: sort, order } = listSort(route, params);
+  const tick = select ? (j) => td(el("input", { type: "checkbox", class: "pick", ariaLabel: "select job " + j.id, checked: select.has(String(j.id)),
+    onchange: (e) => { if (e.target.checked) select.add(String(j.id)); else select.delete(String(j.id)); select.changed(); } })) : null;
+  const head = el("tr", {}, select ? el("th") : null, list.cols.map((name) => {
     const c = JOB_COLUMNS[name];
+    if (!c.sort) return el("th", { class: c.num ? "num" : "" }, c.label);
     const on = name === sort;
-    const next = on && order === "desc" ? "asc" : on ? "desc" : (name === list.sort ? list.order : "asc");
+    const next = on && order === "desc" ? "asc" : on ? "desc" : (name === list.sort ? "desc" : "asc");
     return el("th", { class: (c.num ? "num " : "") + "sortable", dataset: { sort: name, order: on ? order : "" }, ariaSort: on ? (order === "asc" ? "ascending" : "descending") : null },
-      el("a", { href: "#/" + route + "?" + new URLSearchParams(Object.entries(withParams(params, { sort: name, order: next })).filter(([, v]) => v)).toString() },
+      el("a", { href: "#/" + route + "?" + new URLSearchParams(Object.entries(withParams(params, { sort: name, order: next, page: "" })).filter(([, v]) => v)).toString() },
         c.label, on ? (order === "asc" ? " ▲" : " ▼") : ""));
   }), extra ? el("th") : null);
-  const body = rows.length ? rows.map((j) => el("tr", { dataset: { job: j.id } }, list.cols.map((name) => JOB_COLUMNS[name].cell(j)), extra ? td(extra(j)) : null))
-    : [el("tr", {}, el("td", { colSpan: list.cols.length + (extra ? 1 : 0), class: "muted" }, route === "dlq" ? "No dead job matches." : "No jobs match."))];
+  const width = list.cols.length + (extra ? 1 : 0) + (select ? 1 : 0);
+  const body = jobs.length ? jobs.map((j) => el("tr", { dataset: { job: j.id, state: jobState(j.state) } }, tick ? tick(j) : null,
+    list.cols.map((name) => JOB_COLUMNS[name].cell(j)), extra ? td(extra(j)) : null))
+    : [el("tr", {}, el("td", { colSpan: width, class: "muted" }, route === "dlq" ? "No dead job matches." : "No jobs match."))];
   return el("table", {}, el("thead", {}, head), el("tbody", {}, body));
 }
 
@@ -424,6 +437,9 @@ pages.dlq = {
     this.pager = el("div", { class: "row" });
     this.bulk = el("div", { id: "bulk" });
     this.editor = el("div", { id: "editor" });
+    // The ids ticked in the list; a redraw keeps those still listed.
+    this.selected = Object.assign(new Set(), { changed: () => this.drawSelection() });
+    this.selBar = el("div", { class: "row", id: "selection" });
     const apply = () => navigate("dlq", { queue: this.queue.value.trim(), type: this.type.value.trim(), error_type: this.errorType.value.trim(),
       sort: params.get("sort"), order: params.get("order") });
     append(main, [el("h1", {}, "Dead letters"),
@@ -433,7 +449,24 @@ pages.dlq = {
         adminButton("Preview requeue", () => this.preview("RequeueDeadJobs", "Requeue")),
         adminButton("Preview purge", () => this.preview("PurgeDeadJobs", "Purge"), "danger")),
       this.bulk, this.editor,
-      el("section", {}, this.list, this.pager)]);
+      el("section", {}, this.selBar, this.list, this.pager)]);
+  },
+  // drawSelection offers to act on the ticked jobs: exactly those ids, whatever the filter.
+  drawSelection() {
+    clear(this.selBar);
+    const ids = [...this.selected];
+    if (!isAdmin() || ids.length === 0) return;
+    const n = ids.length, jobs = n + " job" + (n === 1 ? "" : "s");
+    const run = (method, verb) => act(async () => {
+      const done = await write(method, { selection: { ids, limit: n } });
+      this.selected.clear();
+      clear(this.bulk);
+      append(this.bulk, [el("div", { class: "notice" }, verb + " " + done.affected + " job" + (Number(done.affected) === 1 ? "" : "s") + ".")]);
+    });
+    append(this.selBar, [el("span", {}, n + " selected"),
+      el("button", { type: "button", class: "primary", id: "requeue-selected", onclick: () => run("RequeueDeadJobs", "Requeued") }, "Requeue " + jobs),
+      el("button", { type: "button", class: "danger", id: "purge-selected", onclick: () => run("PurgeDeadJobs", "Purged") }, "Purge " + jobs),
+      el("button", { type: "button", onclick: () => { this.selected.clear(); refresh(); } }, "Clear")]);
   },
   filter() { return { queue: this.queue.value, type: this.type.value, error_type: this.errorType.value }; },
   // preview asks the broker which jobs the filter matches, and offers to act on exactly those:
@@ -472,12 +505,15 @@ pages.dlq = {
   },
   async refresh() {
     const [top, res] = await Promise.all([read("TopDeadErrors", { filter: this.filter(), limit: 10 }),
-      read("ListDeadJobs", { filter: this.filter(), page_size: 50, page_token: this.params.get("page") || "" })]);
+      read("ListDeadJobs", Object.assign({ filter: this.filter(), page_size: 50, page_token: this.params.get("page") || "" }, listSort("dlq", this.params).req))]);
     clear(this.top).appendChild(table(["Error type", ["Jobs", "num"], "Last seen", "Sample message"],
       (top.groups || []).map((g) => el("tr", {}, td(g.error_type), num(g.count), td(fmtTime(g.last_seen)), td(g.sample_message))), "The DLQ is empty."));
+    const listed = new Set((res.jobs || []).map((j) => String(j.id)));
+    for (const id of [...this.selected]) if (!listed.has(id)) this.selected.delete(id);
     clear(this.list).appendChild(jobTable(res.jobs || [], "dlq", this.params, isAdmin() ? (j) => el("span", { class: "row" },
       el("button", { type: "button", onclick: () => act(() => write("RequeueDeadJobs", { selection: { ids: [j.id] } })) }, "Requeue"),
-      el("button", { type: "button", onclick: () => this.edit(j.id) }, "Edit & requeue")) : null));
+      el("button", { type: "button", onclick: () => this.edit(j.id) }, "Edit & requeue")) : null, isAdmin() ? this.selected : null));
+    this.drawSelection();
     urlPager(this.pager, "dlq", this.params, res.next_page_token);
   },
 };

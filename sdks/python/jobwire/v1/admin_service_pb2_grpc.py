@@ -109,13 +109,14 @@ class AdminServiceServicer(object):
     """
 
     def ListJobs(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """ListJobs lists jobs, newest first unless the request sorts otherwise.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListDeadJobs(self, request, context):
-        """ListDeadJobs lists the DLQ newest first.
+        """ListDeadJobs lists the DLQ, the newest death first unless the request sorts otherwise.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
