@@ -592,6 +592,18 @@ func mutations() []mutation {
 	add(mutation{name: "breakers: no snapshot is stored at stop", file: "broker/breakerstore.go",
 		from: "k.queue(k.cfg.snapshot())", to: "k.queue(nil)",
 		pkgs: []string{"./broker"}, run: "TestBreakerKeeperStoresEveryBreakerAtItsStopUnlessShared"})
+	add(mutation{name: "lists: ties on the sort column break the other way", file: "store/sqlite/admin.go",
+		from: "q.WriteString(` ORDER BY ` + k.Column + ` ` + k.Dir + `, id ` + k.Dir + ` LIMIT ?`)", to: "q.WriteString(` ORDER BY ` + k.Column + ` ` + k.Dir + `, id LIMIT ?`)",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/ListsSortByEveryColumn"})
+	add(mutation{name: "lists: an ascending page continues backwards", file: "store/listorder.go",
+		from: "k.Dir, k.After = \"ASC\", \">\"", to: "k.Dir, k.After = \"ASC\", \"<\"",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/ListsSortByEveryColumn"})
+	add(mutation{name: "lists: a page token continues another sort", file: "server/operate.go",
+		from: "if parts[0] != string(o.By) || parts[1] != direction(o.Asc) {", to: "if false {",
+		pkgs: []string{srvPkg}, run: "TestDeadJobsSortedByAColumnAndPaged"})
+	add(mutation{name: "dashboard: an action leaves the list as it was until a reload", file: "internal/web/assets/app.js",
+		from: "\n  await refresh();\n", to: "\n",
+		pkgs: []string{webPkg}, run: "TestDashboardListsInBrowser/requeued_jobs_leave_the_list_without_a_reload"})
 	return ms
 }
 
