@@ -88,7 +88,7 @@ func offerBroker(t *testing.T) (*Broker, *leaseCalls) {
 		t.Fatal(err)
 	}
 	w := &leaseCalls{Store: st}
-	b, err := New(Options{Store: w, Cluster: st, Config: DefaultConfig(), Logger: log,
+	b, err := New(Options{Store: w, Commit: testCommit, Cluster: st, Config: DefaultConfig(), Logger: log,
 		Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))})
 	if err != nil {
 		t.Fatal(err)
