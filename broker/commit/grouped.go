@@ -93,11 +93,11 @@ func (w *Grouped) next(asked bool) {
 	markSuperseded(w.batch)
 	w.batch, w.held = holdStarts(w.batch, w.held)
 	ready := slices.ContainsFunc(w.batch, func(t *Ticket) bool { return readies(t.op) })
-	ops := make([]Op, len(w.batch))
-	for i, t := range w.batch {
-		ops[i] = t.op
+	w.ops = w.ops[:0]
+	for _, t := range w.batch {
+		w.ops = append(w.ops, t.op)
 	}
-	if o := w.cfg.Owner.Round(ops, asked, ready); o != nil {
+	if o := w.cfg.Owner.Round(w.ops, asked, ready); o != nil {
 		w.batch = append(w.batch, &Ticket{op: o})
 	}
 	if len(w.batch) > 0 {

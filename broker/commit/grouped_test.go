@@ -190,3 +190,33 @@ func TestDeadlineStopFailsOnlyTheOpsWithADeadline(t *testing.T) {
 		t.Fatalf("stored %v, want only the op without a deadline's job", jobs)
 	}
 }
+
+// boundOp is an op that stands or falls with its batch.
+type boundOp struct {
+	funcOp
+}
+
+func (boundOp) BoundToBatch() bool { return true }
+
+// A batch that fails for one op's sake is written again op by op, so that only that op fails,
+// except an op bound to its batch (a lease that counted the slots the batch's results free): it
+// fails with the batch and is never written alone.
+func TestGroupedBatchBoundOpFallsWithItsBatch(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, sqlite.Options{})
+	refused := errors.New("refused")
+	var errs [3]error
+	var bound int
+	ops := []Op{
+		&funcOp{name: "good", done: func(err error) { errs[1] = err }},
+		&boundOp{funcOp{name: "lease", apply: func(store.Tx) error { bound++; return nil }, done: func(err error) { errs[2] = err }}},
+		&funcOp{name: "bad", apply: func(store.Tx) error { return refused }, done: func(err error) { errs[0] = err }},
+	}
+	writeBatch(t, st, ops...)
+	if !errors.Is(errs[0], refused) || errs[1] != nil || !errors.Is(errs[2], refused) {
+		t.Fatalf("told %v, want the faulty op and the bound one failed, the other written", errs)
+	}
+	if bound != 1 {
+		t.Fatalf("the bound op applied %d times, want once (with its batch, never alone)", bound)
+	}
+}

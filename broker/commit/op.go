@@ -137,7 +137,8 @@ type BatchBound interface {
 type Owner interface {
 	// Round returns the op of a dispatch round to add to batch before it is written, or nil:
 	// asked says the owner asked for one (Writer.Wake), ready that batch makes jobs ready.
-	// Plain asks with no batch, after the op that made jobs ready committed.
+	// Plain asks with no batch, after the op that made jobs ready committed. batch is the
+	// writer's: Round must not keep it, nor may Begin or Written.
 	Round(batch []Op, asked, ready bool) Op
 	// Begin starts a run of batch's transaction tx (a transaction may run more than once).
 	Begin(tx store.Tx, batch []Op)
