@@ -122,6 +122,7 @@ func settle(t *testing.T, b *Broker) {
 // and handed out: no dispatch round leases it, and the other brokers are not told it is ready.
 func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 	t.Parallel()
+	onlyGroupCommit(t) // the reference writer inserts alone and leases in a round
 	b, w := offerBroker(t)
 	s := openPay(t, b, 4)
 	settle(t, b)

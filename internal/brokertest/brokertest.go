@@ -118,6 +118,13 @@ const EnvCommit = "JOBWIRE_TEST_COMMIT"
 // Commits are the broker's writers, for a test that runs against each.
 var Commits = []broker.Commit{broker.GroupCommit, broker.OneByOne}
 
+// GroupCommit is Options.Commit for a test that needs the throughput of group commit whatever
+// EnvCommit says (thousands of jobs within WaitTimeout on a loaded machine).
+func GroupCommit() *broker.Commit {
+	c := broker.GroupCommit
+	return &c
+}
+
 // Commit is the writer a broker runs on when its test does not choose: group commit, or the
 // reference writer when EnvCommit says "one-by-one".
 func Commit() broker.Commit {
