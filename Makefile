@@ -18,7 +18,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-sdks test-java sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -65,7 +65,7 @@ lint: tools
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
 ## conformance suite against Go, Python, Node.js and Java workers) and the SDKs' own tests. A
 ## passing run prints little and ends with a summary; a failing one prints the failures in full.
-test: lint check-generate sdk-deps test-go test-sdks test-java fuzz-short
+test: lint check-generate sdk-deps test-go test-reference test-sdks test-java fuzz-short
 	@scripts/test-summary.sh $(BIN)
 
 # The conformance suite (package conformance) runs inside this: strict, so a missing Python,
@@ -79,6 +79,14 @@ test-go: sdk-deps
 	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt JOBWIRE_PYTHON=$(PYTHON) \
 		scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 20m ./... 2>&1 | tee $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
 	@cat $(BIN)/conformance.txt
+
+## test-reference: the broker's behaviour tests on the reference writer, one operation per
+## transaction (JOBWIRE_TEST_COMMIT=one-by-one), which group commit must behave as.
+test-reference:
+	@mkdir -p $(BIN)
+	@echo "JOBWIRE_TEST_COMMIT=one-by-one go test -race ./broker/ ./server/ (log: .bin/go-test-reference.log)"
+	@set -o pipefail; JOBWIRE_TEST_COMMIT=one-by-one scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 20m \
+		./broker/ ./server/ 2>&1 | tee $(BIN)/go-test-reference.log | sed -E '/^(ok|\?) +\t/d'
 
 ## test-sdks: the Python and Node.js worker libraries' own tests; a test's log output is shown
 ## only if it fails

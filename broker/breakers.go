@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -42,7 +43,7 @@ type breakerHome interface {
 	// swept runs after every sweep.
 	swept(ctx context.Context)
 	// batch begins the writer's batch of ops in tx (see breakerBatch).
-	batch(tx store.Tx, ops []*op)
+	batch(tx store.Tx, ops []commit.Op)
 	// settlesInWrite reports whether the permit p of a lease of typ is settled by the write
 	// that ends the lease (settleInWrite), not in memory once it committed.
 	settlesInWrite(p breaker.Permit, typ string) bool
@@ -55,10 +56,10 @@ type breakerHome interface {
 // breakersInMemory keeps a lone broker's breakers in its memory; breakerKeeper stores them.
 type breakersInMemory struct{ b *Broker }
 
-func (breakersInMemory) shared() bool               { return false }
-func (h breakersInMemory) release(p breaker.Permit) { h.b.breakers.Release(p) }
-func (breakersInMemory) swept(context.Context)      {}
-func (breakersInMemory) batch(store.Tx, []*op)      {}
+func (breakersInMemory) shared() bool                { return false }
+func (h breakersInMemory) release(p breaker.Permit)  { h.b.breakers.Release(p) }
+func (breakersInMemory) swept(context.Context)       {}
+func (breakersInMemory) batch(store.Tx, []commit.Op) {}
 
 func (breakersInMemory) settlesInWrite(breaker.Permit, string) bool { return false }
 

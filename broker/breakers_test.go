@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store/sqlite"
 )
@@ -48,7 +49,7 @@ func TestBreakerTransitionsAreLogged(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	var logs lockedBuffer
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	b, err := broker.New(broker.Options{Store: st, Config: broker.DefaultConfig(), Clock: clk,
+	b, err := broker.New(broker.Options{Store: st, Commit: brokertest.Commit(), Config: broker.DefaultConfig(), Clock: clk,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/job"
@@ -62,6 +62,8 @@ type Options struct {
 	// Addr is the address the broker listens on, which Brokers reports when it is alone (a
 	// cluster's store records its own). Empty: not known.
 	Addr string
+	// Commit chooses the writer: GroupCommit (the zero value) or OneByOne, its reference.
+	Commit Commit
 	// DatabaseSilence is how long the database may leave the broker waiting, answering
 	// nothing, before the broker stops taking calls until it answers again (see reach.go);
 	// the jobwire command uses DefaultDatabaseSilence. Zero: the broker waits as long as its
@@ -120,12 +122,11 @@ type env struct {
 	reach *reach.Tracker
 }
 
-// writerState is the writer's (writer.go) and the enqueue writer's (enqueuer.go).
+// writerState is the writers' (writer.go, enqueuer.go) and what the batch being written keeps.
 type writerState struct {
-	ops chan *op
-	// enqueues feeds the enqueue writer (enqueuer.go), in a cluster only.
-	enqueues chan *op
-	wake     chan struct{}
+	// writer commits the broker's operations and runs dispatch (writer.go); enqueuer commits
+	// large enqueues, in a cluster only (enqueuer.go).
+	writer, enqueuer commit.Writer
 	// readyMaybe is false only when the last dispatch round leased every ready job it could
 	// see and nothing has made more ready since (see signal).
 	readyMaybe atomic.Bool
@@ -186,12 +187,7 @@ func New(opts Options) (*Broker, error) {
 				},
 			},
 		},
-		writerState: writerState{
-			ops:      make(chan *op, 4*opts.Config.MaxBatch),
-			enqueues: make(chan *op, 4*opts.Config.MaxBatch),
-			wake:     make(chan struct{}, 1),
-			stop:     make(chan struct{}),
-		},
+		writerState:  writerState{stop: make(chan struct{})},
 		leases:       make(map[int64]*lease),
 		queueState:   queueState{queueRules: make(map[string]queueRule), cappedQueues: make(map[string]bool)},
 		racedCancels: make(map[int64]racedCancel),
@@ -213,6 +209,7 @@ func New(opts Options) (*Broker, error) {
 	b.svc = newServices(b)
 	b.watchReach(opts.DatabaseSilence, opts.Cluster)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.newWriters(opts.Commit)
 	b.readyMaybe.Store(true)
 	return b, nil
 }
@@ -258,9 +255,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	b.stopped.Add(1)
-	go b.writeLoop()
-	b.mode.startWriters()
+	b.runWriters()
 	for _, s := range b.mode.after() {
 		if err := s.Start(b.ctx); err != nil {
 			return err
@@ -365,12 +360,7 @@ func (b *Broker) signal() {
 // Without this every result would cost a lease query that finds nothing.
 func (b *Broker) signalCapacity() { b.wakeWriter() }
 
-func (b *Broker) wakeWriter() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-}
+func (b *Broker) wakeWriter() { b.writer.Wake() }
 
 // Enqueue stores jobs in one transaction and returns what became of each, in order. Zero
 // fields of a spec take their defaults (see JobSpec).
@@ -381,37 +371,10 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		s := specs[i].withDefaults(b.cfg, now)
 		params[i] = s.insertParams(now)
 	}
-	var results []store.JobInsertResult
-	o := &op{name: "enqueue"}
-	var scheduled time.Time // the earliest run_at of a job stored SCHEDULED
-	for _, p := range params {
-		o.readies = o.readies || !p.RunAt.After(now)
-		if p.RunAt.After(now) && (scheduled.IsZero() || p.RunAt.Before(scheduled)) {
-			scheduled = p.RunAt
-		}
-	}
-	o.inserted = func(tx store.Tx, rs []store.JobInsertResult) {
-		results = rs
-		if o.readies {
-			tx.Publish(readyEvent)
-		}
-		if !scheduled.IsZero() {
-			tx.Publish(scheduledEvent(scheduled))
-		}
-	}
-	o.apply = func(tx store.Tx) error {
-		rs, err := tx.JobInsertMany(params)
-		if err != nil {
-			return err
-		}
-		o.inserted(tx, rs)
-		return nil
-	}
-	if !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool { return p.IdempotencyKey != "" }) {
-		o.insert = params
-	}
+	o := newEnqueueOp(params, now)
 	spans := b.startEnqueueSpans(ctx, params)
 	err := b.mode.enqueue(ctx, o, params, now)
+	results := o.results
 	endEnqueueSpans(spans, results, err)
 	if err != nil {
 		return nil, err

@@ -17,14 +17,21 @@ import (
 
 // newRaceBroker starts a broker on a fresh database. Its tests drive dispatch steps by hand
 // with a session the dispatcher does not know, so the order of the steps is theirs.
-func newRaceBroker(t *testing.T) *Broker {
+func newRaceBroker(t *testing.T) *Broker { return newRaceBrokerOn(t, nil) }
+
+// newRaceBrokerOn is newRaceBroker writing through wrap's store (nil: the database's).
+func newRaceBrokerOn(t *testing.T, wrap func(store.Store) store.Store) *Broker {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Options{Store: st, Config: DefaultConfig(), Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)),
+	var bst store.Store = st
+	if wrap != nil {
+		bst = wrap(st)
+	}
+	b, err := New(Options{Store: bst, Commit: testCommit, Config: DefaultConfig(), Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

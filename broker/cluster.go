@@ -78,18 +78,15 @@ func (m *clustered) returned(w string, t time.Time) { m.moves.returned(w, t) }
 // sweep, and the leader promotes the scheduled jobs.
 func (m *clustered) recover(store.Tx) (recovered, error) { return recovered{}, nil }
 
-// startWriters starts the enqueue writer (enqueuer.go).
-func (m *clustered) startWriters() {
-	m.b.stopped.Add(1)
-	go m.b.enqueueLoop()
-}
+// separateEnqueues: a cluster's store takes concurrent writers.
+func (m *clustered) separateEnqueues() bool { return true }
 
-func (m *clustered) enqueue(ctx context.Context, o *op, params []*store.JobInsertParams, now time.Time) error {
+func (m *clustered) enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error {
 	b := m.b
 	switch {
 	case len(params) >= SeparateEnqueueJobs:
-		return b.doOpOn(ctx, b.enqueues, o)
-	case o.insert != nil:
+		return b.doOn(ctx, b.enqueuer, o)
+	case o.grouped:
 		// Jobs all offered need no round, and the other brokers no word of them: were one not
 		// leased after all, settleOffers asks for the round.
 		var all bool

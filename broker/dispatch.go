@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -170,118 +171,174 @@ func (b *Broker) toBackLocked(i int) {
 	b.sessions[len(b.sessions)-1] = s
 }
 
-// leaseOp leases what grants plan and hands the jobs out once that is committed. If a grant
-// got all it asked for, there may be more: another round is asked for.
-func (b *Broker) leaseOp(grants []*grant) *op {
-	var ch breakerChanges // shared breakers read or changed
-	var probes []string   // the probe grants' types, whose breakers the batch locks before the lease
-	var leased []string   // the other grants' types, whose shut breakers the lease's statement left out
+// leaseOp leases what a round's grants plan and hands the jobs out once that is committed. If
+// a grant got all it asked for, there may be more: another round is asked for. It locks capped
+// queues and reads the stored breakers: it applies after the batch's breakers, its probe types'
+// among them, are locked and stored (commit.QueueLocker, breakerBatch).
+type leaseOp struct {
+	b      *Broker
+	grants []*grant
+	probes []string // the probe grants' types, whose breakers the batch locks before the lease
+	leased []string // the other grants' types, whose shut breakers the lease's statement left out
+	// usesFreed marks a round that counted the slots its batch's results free (freedSlots): it
+	// stands or falls with its batch and is never written alone.
+	usesFreed bool
+
+	ch       breakerChanges        // shared breakers read or changed
+	shut     []store.BreakerRecord // of leased, read as the lease commits
+	atCommit [][]*grant            // the grants that lease at commit, one group per scope
+}
+
+func (b *Broker) newLeaseOp(grants []*grant) *leaseOp {
+	o := &leaseOp{b: b, grants: grants}
 	for _, g := range grants {
 		if g.probe {
-			probes = append(probes, g.params.Types[0])
+			o.probes = append(o.probes, g.params.Types[0])
 		} else if g.params.ExcludeShut {
-			leased = append(leased, g.params.Types...)
+			o.leased = append(o.leased, g.params.Types...)
 		}
 	}
-	slices.Sort(leased)
-	leased = slices.Compact(leased)
-	var shut []store.BreakerRecord // of leased, read as the lease commits
-	// The lease locks capped queues and reads the stored breakers: it applies after the batch's
-	// breakers, its probe types' among them, are locked and stored (applyBatch).
-	return &op{name: "lease", locksQueues: true, probeTypes: probes, apply: func(tx store.Tx) error {
-		ch.reset()
-		shut = nil
-		for _, g := range grants {
-			g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
-			if g.open != nil {
-				g.open.params.Limit = limitOf(g.open.free)
-			}
+	slices.Sort(o.leased)
+	o.leased = slices.Compact(o.leased)
+	return o
+}
+
+func (o *leaseOp) Name() string         { return "lease" }
+func (o *leaseOp) LocksQueues() bool    { return true }
+func (o *leaseOp) BoundToBatch() bool   { return o.usesFreed }
+func (o *leaseOp) probeTypes() []string { return o.probes }
+
+// Apply leases the grants that do not lease at commit, each alone.
+func (o *leaseOp) Apply(tx store.Tx) error {
+	o.ch.reset()
+	o.shut = nil
+	for _, g := range o.grants {
+		g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
+		if g.open != nil {
+			g.open.params.Limit = limitOf(g.open.free)
 		}
-		if len(leased) > 0 {
-			// A cache that says CLOSED while the stored breaker is shut (another broker opened
-			// it) lets grants through that the lease then leaves out: reading the shut ones with
-			// the lease puts the cache right, and a round may probe them.
-			if err := tx.BreakerShutAtCommit(leased, func(recs []store.BreakerRecord, err error) {
-				shut = recs
-			}); err != nil {
-				return err
-			}
+	}
+	// Once a grant comes back short, every ready job of its scope is taken: a later grant
+	// of another session with the same scope would find nothing, so it is not asked.
+	var drained map[string]bool
+	for _, g := range o.grants {
+		if g.atCommit() || g.params.Limit <= 0 {
+			continue
 		}
-		// Once a grant comes back short, every ready job of its scope is taken: a later grant
-		// of another session with the same scope would find nothing, so it is not asked.
-		var drained map[string]bool
-		for _, g := range grants {
-			if g.atCommit() || g.params.Limit <= 0 {
-				continue
-			}
-			scope := leaseScope(&g.params)
-			if drained[scope] {
-				g.giveBack()
-				continue
-			}
-			// One grant that cannot be stored (a statement the store refuses, say) must not
-			// keep the round's other sessions from their jobs: it fails alone.
-			var gch breakerChanges
-			err := tx.Isolated(func() error {
-				gch.reset()
-				if g.probe && b.sharedBreakers() {
-					return b.leaseProbes(tx, &gch, g)
-				}
-				jobs, err := tx.JobLease(&g.params)
-				g.leased = jobs
-				return err
-			})
-			if ie := (*store.IsolatedError)(nil); errors.As(err, &ie) {
-				g.leased, g.failed = nil, ie.Err
-				if b.sharedBreakers() && g.probe {
-					g.permits = nil
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			ch = append(ch, gch...)
+		scope := leaseScope(&g.params)
+		if drained[scope] {
 			g.giveBack()
-			if !g.full() {
-				if drained == nil {
-					drained = make(map[string]bool)
-				}
-				drained[scope] = true
+			continue
+		}
+		if err := o.leaseAlone(tx, g); err != nil {
+			return err
+		}
+		if g.failed != nil {
+			continue
+		}
+		g.giveBack()
+		if !g.full() {
+			if drained == nil {
+				drained = make(map[string]bool)
+			}
+			drained[scope] = true
+		}
+	}
+	return nil
+}
+
+// leaseAlone leases g's jobs in tx. One grant that cannot be stored (a statement the store
+// refuses, say) must not keep the round's other sessions from their jobs: it fails alone
+// (g.failed).
+func (o *leaseOp) leaseAlone(tx store.Tx, g *grant) error {
+	b := o.b
+	var gch breakerChanges
+	err := tx.Isolated(func() error {
+		gch.reset()
+		if g.probe && b.sharedBreakers() {
+			return b.leaseProbes(tx, &gch, g)
+		}
+		jobs, err := tx.JobLease(&g.params)
+		g.leased = jobs
+		return err
+	})
+	if ie := (*store.IsolatedError)(nil); errors.As(err, &ie) {
+		g.leased, g.failed = nil, ie.Err
+		if b.sharedBreakers() && g.probe {
+			g.permits = nil
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o.ch = append(o.ch, gch...)
+	return nil
+}
+
+// AtCommit asks for the reads nothing in the transaction depends on. A cache that says CLOSED
+// while the stored breaker is shut (another broker opened it) lets grants through that the
+// lease then leaves out: reading the shut ones with the lease puts the cache right, and a round
+// may probe them. The grants that lease at commit (atCommit) come after the probes, whose
+// unused slots they may take; their failure fails the batch, not one grant alone.
+func (o *leaseOp) AtCommit() commit.Reads {
+	var r commit.Reads
+	if len(o.leased) > 0 {
+		r.ShutTypes = o.leased
+		r.Shut = func(recs []store.BreakerRecord, _ error) { o.shut = recs }
+	}
+	o.atCommit = atCommitGroups(o.grants)
+	for _, gs := range o.atCommit {
+		ps := make([]*store.JobLeaseParams, len(gs))
+		for i, g := range gs {
+			ps[i] = &g.params
+		}
+		r.Leases = append(r.Leases, ps)
+	}
+	r.Leased = o.leasedAtCommit
+	return r
+}
+
+// leasedAtCommit takes the answer of the at-commit leases of group i.
+func (o *leaseOp) leasedAtCommit(i int, jobs [][]*job.Job, err error) {
+	for k, g := range o.atCommit[i] {
+		g.leased, g.failed = nil, err
+		if err == nil {
+			g.leased = jobs[k]
+		}
+	}
+}
+
+// Done hands the leased jobs out, or gives the probe permits back when nothing was leased.
+func (o *leaseOp) Done(err error) {
+	b := o.b
+	if err != nil {
+		b.log.Error("lease jobs", "err", err)
+		b.readyMaybe.Store(true) // the jobs are still waiting
+		b.mu.Lock()
+		for _, g := range o.grants {
+			for _, p := range g.permits {
+				b.permitRelease(p)
 			}
 		}
-		// After the probes, whose unused slots the leases at commit may take. Sent with COMMIT
-		// all the same.
-		return leaseAtCommit(tx, grants)
-	}, done: func(err error) {
-		if err != nil {
-			b.log.Error("lease jobs", "err", err)
-			b.readyMaybe.Store(true) // the jobs are still waiting
-			b.mu.Lock()
-			for _, g := range grants {
-				for _, p := range g.permits {
-					b.permitRelease(p)
-				}
-			}
-			b.mu.Unlock()
-			return
+		b.mu.Unlock()
+		return
+	}
+	for _, g := range o.grants {
+		if g.failed != nil {
+			b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
+			b.readyMaybe.Store(true) // its jobs are still waiting
 		}
-		for _, g := range grants {
-			if g.failed != nil {
-				b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
-				b.readyMaybe.Store(true) // its jobs are still waiting
-			}
+	}
+	b.applyBreakerChanges(o.ch)
+	if len(o.shut) > 0 {
+		if err := b.cacheBreakers(o.shut); err != nil {
+			b.log.Error("cache breaker state", "err", err)
 		}
-		b.applyBreakerChanges(ch)
-		if len(shut) > 0 {
-			if err := b.cacheBreakers(shut); err != nil {
-				b.log.Error("cache breaker state", "err", err)
-			}
-		}
-		if b.handOut(grants) {
-			b.signal()
-		}
-	}}
+	}
+	if b.handOut(o.grants) {
+		b.signal()
+	}
 }
 
 // giveBack gives the slots probe grant g set aside and did not lease to its session's grant for
@@ -293,49 +350,33 @@ func (g *grant) giveBack() {
 	}
 }
 
-// atCommit reports whether g leases at commit (leaseAtCommit): outside a probe, with no queue
-// cap to count down.
+// atCommit reports whether g leases at commit (leaseOp.AtCommit): outside a probe, with no
+// queue cap to count down.
 func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped }
 
-// leaseAtCommit asks the store for the leases of the grants that lease at commit, one lease
-// of many per scope: nothing in the transaction depends on what they take (no cap to count
-// down, no probe slot to take), so the store may send them with COMMIT, in one statement for
-// every worker stream of a scope. Their failure then fails the batch, not one grant alone.
-func leaseAtCommit(tx store.Tx, grants []*grant) error {
-	var scopes []string
-	var byScope map[string][]*grant // none on a store alone, whose leases never go at commit
+// atCommitGroups are the grants that lease at commit, one group per scope: nothing in the
+// transaction depends on what they take (no cap to count down, no probe slot to take), so the
+// store may send them with COMMIT, in one statement for every worker stream of a scope.
+func atCommitGroups(grants []*grant) [][]*grant {
+	var groups [][]*grant
+	var byScope map[string]int // none on a store alone, whose leases never go at commit
 	for _, g := range grants {
 		if !g.atCommit() || g.params.Limit <= 0 {
 			continue
 		}
 		sc := leaseScope(&g.params)
-		if byScope[sc] == nil {
+		i, ok := byScope[sc]
+		if !ok {
 			if byScope == nil {
-				byScope = make(map[string][]*grant)
+				byScope = make(map[string]int)
 			}
-			scopes = append(scopes, sc)
+			i = len(groups)
+			byScope[sc] = i
+			groups = append(groups, nil)
 		}
-		byScope[sc] = append(byScope[sc], g)
+		groups[i] = append(groups[i], g)
 	}
-	for _, sc := range scopes {
-		gs := byScope[sc]
-		ps := make([]*store.JobLeaseParams, len(gs))
-		for i, g := range gs {
-			ps[i] = &g.params
-		}
-		err := tx.JobLeaseAtCommit(ps, func(jobs [][]*job.Job, err error) {
-			for i, g := range gs {
-				g.leased, g.failed = nil, err
-				if err == nil {
-					g.leased = jobs[i]
-				}
-			}
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return groups
 }
 
 // queueScope is the queues one grant may lease from: Queues when the session names its
@@ -452,70 +493,12 @@ func (b *Broker) handOut(grants []*grant) bool {
 			more = true
 		}
 		if g.probe && !b.sharedBreakers() {
-			// The probe slots are taken now, for the jobs the lease found: none for a type
-			// that has no job waiting. Only this goroutine takes slots, so the planned
-			// allowance is still free, unless a probe's failure reopened the breaker
-			// meanwhile; a job without a slot goes back.
-			g.permits = nil
-			for range g.leased {
-				p, ok := b.breakers.Acquire(g.params.Types[0])
-				if !ok {
-					break
-				}
-				g.permits = append(g.permits, p)
-			}
+			b.takeProbePermitsLocked(g)
 		}
 		for i, j := range g.leased {
-			ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
-			if b.takeRacedCancelLocked(ref) {
-				// Cancelled after this lease committed: the job stays CANCELLED and no
-				// worker hears of it.
-				if g.probe && i < len(g.permits) {
-					b.permitRelease(g.permits[i])
-				}
-				continue
+			if h, ok := b.handOneLocked(g, i, j, held); ok {
+				back = append(back, h)
 			}
-			if alone && !b.mayHandOutLocked(j.Queue, held) {
-				// The queue was paused, or its cap lowered, while this lease was stored.
-				if g.probe && i < len(g.permits) {
-					b.permitRelease(g.permits[i])
-				}
-				back = append(back, heldProbe{ref: ref, typ: j.Type, permit: probePermit(g, i)})
-				continue
-			}
-			var permit breaker.Permit
-			switch {
-			case g.probe && i >= len(g.permits):
-				// The breaker reopened, or another probe took the slot, since the round.
-				back = append(back, heldProbe{ref: ref, typ: j.Type})
-				continue
-			case g.probe:
-				permit = g.permits[i]
-			case b.breakers != nil:
-				p, ok := b.breakers.Acquire(j.Type)
-				if !ok {
-					back = append(back, heldProbe{ref: ref, typ: j.Type})
-					continue
-				}
-				permit = p
-			}
-			if g.sess.closed {
-				b.permitRelease(permit)
-				back = append(back, heldProbe{ref: ref, typ: j.Type, permit: permit})
-				continue
-			}
-			payload := j.Payload
-			kept := *j
-			kept.Payload = nil
-			l := &lease{sess: g.sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
-			g.sess.held[j.ID] = l
-			b.leases[j.ID] = l
-			if r := b.queueRules[j.Queue]; alone && r.limit > 0 {
-				held[j.Queue]++
-			}
-			b.traceDelivery(&kept, l.attempt, g.sess)
-			g.sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
-				LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 		}
 		if g.probe && len(g.permits) > len(g.leased) {
 			for _, p := range g.permits[len(g.leased):] {
@@ -528,9 +511,86 @@ func (b *Broker) handOut(grants []*grant) bool {
 	b.mu.Unlock()
 	if len(back) > 0 {
 		// handOut runs on the writer goroutine, which must not wait on its own queue.
-		go b.submit(b.releaseOp(back, "could not hand back leased jobs"))
+		go b.submit(&handBackOp{b: b, back: back, failed: "could not hand back leased jobs"})
 	}
 	return more
+}
+
+// takeProbePermitsLocked takes a broker's own probe slots for the jobs probe grant g found:
+// none for a type that has no job waiting. Only the writer's goroutine takes slots, so the
+// planned allowance is still free, unless a probe's failure reopened the breaker meanwhile; a
+// job without a slot goes back.
+func (b *Broker) takeProbePermitsLocked(g *grant) {
+	g.permits = nil
+	for range g.leased {
+		p, ok := b.breakers.Acquire(g.params.Types[0])
+		if !ok {
+			break
+		}
+		g.permits = append(g.permits, p)
+	}
+}
+
+// handOneLocked hands j, g's i-th leased job, to g's session, or returns it to hand back (true).
+// held counts the leases of each capped queue when the broker is alone (nil in a cluster).
+func (b *Broker) handOneLocked(g *grant, i int, j *job.Job, held map[string]int) (heldProbe, bool) {
+	ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+	if b.takeRacedCancelLocked(ref) {
+		// Cancelled after this lease committed: the job stays CANCELLED and no worker hears
+		// of it.
+		if g.probe && i < len(g.permits) {
+			b.permitRelease(g.permits[i])
+		}
+		return heldProbe{}, false
+	}
+	if held != nil && !b.mayHandOutLocked(j.Queue, held) {
+		// The queue was paused, or its cap lowered, while this lease was stored.
+		if g.probe && i < len(g.permits) {
+			b.permitRelease(g.permits[i])
+		}
+		return heldProbe{ref: ref, typ: j.Type, permit: probePermit(g, i)}, true
+	}
+	permit, ok := b.permitLocked(g, i, j.Type)
+	if !ok {
+		return heldProbe{ref: ref, typ: j.Type}, true
+	}
+	if g.sess.closed {
+		b.permitRelease(permit)
+		return heldProbe{ref: ref, typ: j.Type, permit: permit}, true
+	}
+	b.deliverLocked(g.sess, ref, j, permit, held)
+	return heldProbe{}, false
+}
+
+// permitLocked is the breaker permit of g's i-th leased job, of type typ; false when it has
+// none and must go back.
+func (b *Broker) permitLocked(g *grant, i int, typ string) (breaker.Permit, bool) {
+	switch {
+	case g.probe && i >= len(g.permits):
+		// The breaker reopened, or another probe took the slot, since the round.
+		return breaker.Permit{}, false
+	case g.probe:
+		return g.permits[i], true
+	case b.breakers != nil:
+		return b.breakers.Acquire(typ)
+	}
+	return breaker.Permit{}, true
+}
+
+// deliverLocked records the lease of j and queues its Assignment on sess's stream.
+func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, permit breaker.Permit, held map[string]int) {
+	payload := j.Payload
+	kept := *j
+	kept.Payload = nil
+	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
+	sess.held[j.ID] = l
+	b.leases[j.ID] = l
+	if r := b.queueRules[j.Queue]; held != nil && r.limit > 0 {
+		held[j.Queue]++
+	}
+	b.traceDelivery(&kept, l.attempt, sess)
+	sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
+		LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 }
 
 func withPayload(j *job.Job, payload []byte) *job.Job {
@@ -586,19 +646,28 @@ func probePermit(g *grant, i int) breaker.Permit {
 	return breaker.Permit{}
 }
 
-// releaseOp hands jobs back to PENDING, releasing the shared probe slots they hold in the same
-// write; failed is logged if it cannot be stored (the jobs then wait for their leases to expire).
-func (b *Broker) releaseOp(back []heldProbe, failed string) *op {
-	var ch breakerChanges
-	return &op{name: "release", apply: func(tx store.Tx) error {
-		_, err := b.releaseHeld(tx, &ch, back)
-		return err
-	}, done: func(err error) {
-		if err != nil {
-			b.log.Warn(failed, "jobs", len(back), "err", err)
-			return
-		}
-		b.applyBreakerChanges(ch)
-		b.signal()
-	}}
+// handBackOp hands jobs back to PENDING, releasing the shared probe slots they hold in the
+// same write; failed is logged if it cannot be stored (the jobs then wait for their leases to
+// expire).
+type handBackOp struct {
+	b      *Broker
+	back   []heldProbe
+	failed string
+	ch     breakerChanges
+}
+
+func (o *handBackOp) Name() string { return "release" }
+
+func (o *handBackOp) Apply(tx store.Tx) error {
+	_, err := o.b.releaseHeld(tx, &o.ch, o.back)
+	return err
+}
+
+func (o *handBackOp) Done(err error) {
+	if err != nil {
+		o.b.log.Warn(o.failed, "jobs", len(o.back), "err", err)
+		return
+	}
+	o.b.applyBreakerChanges(o.ch)
+	o.b.signal()
 }

@@ -29,8 +29,8 @@ func TestLeaseRoundGrantStoppedByBytesLeavesScopeOpen(t *testing.T) {
 	other := &grant{sess: session("w2"), params: b.leaseParams(session("w2"), []string{"t"}, 5, b.now(), false)}
 	other.params.MaxBytes = OutboxGrantBytes
 
-	// doOp answers the op itself, so the jobs stay leased and are not handed out.
-	if err := b.doOp(ctx, b.leaseOp([]*grant{byBytes, other})); err != nil {
+	// The sessions are not the dispatcher's: what the lease hands them out stays on their streams.
+	if err := b.doOp(ctx, b.newLeaseOp([]*grant{byBytes, other})); err != nil {
 		t.Fatal(err)
 	}
 	if len(byBytes.leased) != 1 || len(other.leased) != 2 {
@@ -71,8 +71,12 @@ func TestLeaseAtCommitOneCallPerScope(t *testing.T) {
 	capped := newGrant("w6", 1, "a")
 	capped.params.SkipCapped = false
 	tx := &atCommitTx{}
-	if err := leaseAtCommit(tx, []*grant{a1, b1, probe, a2, capped, a3}); err != nil {
-		t.Fatal(err)
+	// As the writer asks for them (commit.Grouped): one call per group of the op's reads.
+	r := (&leaseOp{grants: []*grant{a1, b1, probe, a2, capped, a3}}).AtCommit()
+	for i, ps := range r.Leases {
+		if err := tx.JobLeaseAtCommit(ps, func(jobs [][]*job.Job, err error) { r.Leased(i, jobs, err) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var workers [][]string
 	for _, call := range tx.calls {

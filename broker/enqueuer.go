@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"slices"
 	"time"
 
+	"github.com/jobwire/jobwire/broker/commit"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -22,52 +25,96 @@ import (
 // lets a lease run beside an insert.
 const SeparateEnqueueJobs = 10
 
-// enqueueLoop is the enqueue writer: it commits the enqueues waiting (up to MaxBatch) in one
-// transaction, their jobs inserted together (grouped), then signals dispatch.
-func (b *Broker) enqueueLoop() {
-	defer b.stopped.Done()
-	batch := make([]*op, 0, b.cfg.MaxBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case o := <-b.enqueues:
-			if o.take() {
-				batch = append(batch, o)
-			}
-		case <-b.stop:
-			failPending(b.enqueues)
+// enqueueBatches is the broker as the owner of the enqueue writer's batches. Nothing in them
+// touches what only the writer may (breakers, dispatch): enqueues write jobs and queue rows
+// only. A batch that made jobs ready asks the writer for a round once written.
+type enqueueBatches struct{ b *Broker }
+
+func (enqueueBatches) Round([]commit.Op, bool, bool) commit.Op { return nil }
+func (enqueueBatches) Begin(store.Tx, []commit.Op)             {}
+func (enqueueBatches) Flush(store.Tx) error                    { return nil }
+
+func (o enqueueBatches) Written(batch []commit.Op, err error) {
+	for _, op := range batch {
+		if r, ok := op.(commit.Readier); ok && r.Readies() {
+			o.b.signal()
 			return
-		}
-	fill:
-		for len(batch) < b.cfg.MaxBatch {
-			select {
-			case o := <-b.enqueues:
-				if o.take() {
-					batch = append(batch, o)
-				}
-			default:
-				break fill
-			}
-		}
-		if len(batch) > 0 {
-			b.commitEnqueues(batch)
 		}
 	}
 }
 
-// commitEnqueues writes a batch of enqueues in one transaction and answers them. Nothing in
-// it touches what only the writer may (breakers, dispatch): enqueues write jobs and queue
-// rows only.
-func (b *Broker) commitEnqueues(batch []*op) {
-	var g grouped
-	began := time.Now()
-	err := b.st.Write(b.batchContext(batch), batchName(batch), func(tx store.Tx) error { return g.apply(tx, batch) })
-	readies := false
-	for _, o := range batch {
-		readies = readies || o.readies
+// enqueueOp stores an enqueue's jobs. Jobs without idempotency keys are inserted with the
+// batch's others in one statement (commit.Inserter); in a cluster, those a worker has room for
+// are offered to it, leased by their own insert (commit.Offerer, offer.go).
+type enqueueOp struct {
+	params []*store.JobInsertParams
+	// grouped: no job has an idempotency key, so the insert may join others.
+	grouped bool
+	// readies: some job is ready now, so the writer plans a dispatch round into the same
+	// transaction, and those jobs are leased by the commit that stores them.
+	readies   bool
+	scheduled time.Time // the earliest run_at of a job stored SCHEDULED
+	results   []store.JobInsertResult
+	// offers, when set, has one entry per job: the worker slot it is offered to, or nil (see
+	// offer.go). leased are the jobs the insert leased, nil where it did not; nil as a whole
+	// until the store answers.
+	offers []*offer
+	leased []*job.Job
+}
+
+func newEnqueueOp(params []*store.JobInsertParams, now time.Time) *enqueueOp {
+	o := &enqueueOp{params: params}
+	for _, p := range params {
+		o.readies = o.readies || !p.RunAt.After(now)
+		if p.RunAt.After(now) && (o.scheduled.IsZero() || p.RunAt.Before(o.scheduled)) {
+			o.scheduled = p.RunAt
+		}
 	}
-	b.finish(batch, began, err, b.commitEnqueues, func(o *op) error { return b.st.Write(b.ctx, o.name, o.apply) })
-	if readies {
-		b.signal()
+	o.grouped = !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool { return p.IdempotencyKey != "" })
+	return o
+}
+
+func (o *enqueueOp) Name() string  { return "enqueue" }
+func (o *enqueueOp) Readies() bool { return o.readies }
+func (o *enqueueOp) Done(error)    {}
+
+func (o *enqueueOp) Apply(tx store.Tx) error {
+	rs, err := tx.JobInsertMany(o.params)
+	if err != nil {
+		return err
+	}
+	o.Inserted(tx, rs)
+	return nil
+}
+
+func (o *enqueueOp) Insert() []*store.JobInsertParams {
+	if !o.grouped {
+		return nil
+	}
+	return o.params
+}
+
+func (o *enqueueOp) Inserted(tx store.Tx, rs []store.JobInsertResult) {
+	o.results = rs
+	if o.readies {
+		tx.Publish(readyEvent)
+	}
+	if !o.scheduled.IsZero() {
+		tx.Publish(scheduledEvent(o.scheduled))
 	}
 }
+
+func (o *enqueueOp) Offers() []*store.JobOffer {
+	if o.offers == nil {
+		return nil
+	}
+	offers := make([]*store.JobOffer, len(o.offers))
+	for i, of := range o.offers {
+		if of != nil {
+			offers[i] = &of.JobOffer
+		}
+	}
+	return offers
+}
+
+func (o *enqueueOp) Leased(jobs []*job.Job) { o.leased = jobs }

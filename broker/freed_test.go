@@ -26,9 +26,9 @@ func (c *countedWrites) Write(ctx context.Context, op string, fn func(tx store.T
 // so the slot is busy for one write after the result rather than two.
 func TestResultFreesItsSlotForItsOwnWrite(t *testing.T) {
 	t.Parallel()
-	b := newRaceBroker(t)
-	writes := &countedWrites{Store: b.st}
-	b.st = writes
+	onlyGroupCommit(t)
+	writes := &countedWrites{}
+	b := newRaceBrokerOn(t, func(st store.Store) store.Store { writes.Store = st; return writes })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, _, err := b.Open(ctx, Hello{WorkerID: "w", Types: []string{"t"}, Capacity: 1})

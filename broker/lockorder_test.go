@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
@@ -58,9 +59,9 @@ func (r *lockRace) hook(i int) func(typ string, locked bool) {
 }
 
 // failOp is an op that fails the breakers of types in that order, as job jobID's attempt.
-func failOp(b *Broker, jobID int64, types ...string) *op {
+func failOp(b *Broker, jobID int64, types ...string) commit.Op {
 	var ch breakerChanges
-	return &op{name: "fail", apply: func(tx store.Tx) error {
+	return &funcOp{name: "fail", apply: func(tx store.Tx) error {
 		ch.reset()
 		for _, typ := range types {
 			if err := b.settleShared(tx, &ch, typ, jobID, 1, breaker.Permit{}, permitFailed, breaker.Transient, ""); err != nil {
@@ -72,7 +73,7 @@ func failOp(b *Broker, jobID int64, types ...string) *op {
 }
 
 // inOneBatch has b's writer write ops in one batch, in that order, and returns their errors.
-func inOneBatch(t *testing.T, b *Broker, ops ...*op) func() []error {
+func inOneBatch(t *testing.T, b *Broker, ops ...commit.Op) func() []error {
 	t.Helper()
 	entered, release := make(chan struct{}), make(chan struct{})
 	blocked := make(chan error, 1)
@@ -88,7 +89,7 @@ func inOneBatch(t *testing.T, b *Broker, ops ...*op) func() []error {
 	var wg sync.WaitGroup
 	for k, o := range ops {
 		wg.Go(func() { errs[k] = b.doOp(context.Background(), o) })
-		for len(b.ops) < k+1 {
+		for b.writer.Queued() < k+1 {
 			runtime.Gosched()
 		}
 	}
@@ -201,8 +202,8 @@ func TestSharedBreakerLockedBeforeQueues(t *testing.T) {
 	t.Parallel()
 	c, race := lockOrderCluster(t)
 	cappedQueue(t, c)
-	queueOp := func(i int) *op {
-		return &op{name: "queue_change", locksQueues: true, apply: func(tx store.Tx) error {
+	queueOp := func(i int) commit.Op {
+		return &funcOp{name: "queue_change", locks: true, apply: func(tx store.Tx) error {
 			hook := race.hook(i)
 			hook("queue "+cappedName, false)
 			if err := tx.QueueSetLimit(cappedName, 5); err != nil {
@@ -232,11 +233,11 @@ func TestSharedBreakerProbeLockedBeforeQueues(t *testing.T) {
 	cappedQueue(t, c)
 	// leaseOp stands for a round whose first grant leases from the capped queue and, if
 	// probe, whose second is a probe of payType.
-	leaseOp := func(i int, b *Broker, probe bool) *op {
-		o := &op{name: "lease", locksQueues: true}
+	leaseOp := func(i int, b *Broker, probe bool) commit.Op {
+		o := &probingOp{funcOp: funcOp{name: "lease", locks: true}}
 		var ch breakerChanges
 		if probe {
-			o.probeTypes = []string{payType}
+			o.probes = []string{payType}
 		}
 		o.apply = func(tx store.Tx) error {
 			ch.reset()
@@ -263,3 +264,12 @@ func TestSharedBreakerProbeLockedBeforeQueues(t *testing.T) {
 	}
 	noDeadlocks(t, c)
 }
+
+// probingOp is a write that locks queues and whose probes lock their breakers with the batch's
+// (prober), as a round's lease does.
+type probingOp struct {
+	funcOp
+	probes []string
+}
+
+func (o *probingOp) probeTypes() []string { return o.probes }

@@ -25,10 +25,11 @@ type mode interface {
 	after() []service.Service
 	// recover reads, in tx at start, what an earlier run of this broker left.
 	recover(tx store.Tx) (recovered, error)
-	// startWriters starts the writers the mode adds to the broker's own.
-	startWriters()
+	// separateEnqueues reports whether large enqueues go to a writer of their own
+	// (enqueuer.go), which only a store that takes concurrent writers allows.
+	separateEnqueues() bool
 	// enqueue writes o, an enqueue of the jobs params at now.
-	enqueue(ctx context.Context, o *op, params []*store.JobInsertParams, now time.Time) error
+	enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error
 	// sweep is told a sweep begins at now, and reports whether this broker ends the expired
 	// leases in the database.
 	sweep(now time.Time) bool
@@ -75,7 +76,7 @@ func (*local) id() string                 { return "" }
 func (*local) leader() bool               { return true }
 func (*local) timed() []service.Service   { return nil }
 func (*local) after() []service.Service   { return nil }
-func (*local) startWriters()              {}
+func (*local) separateEnqueues() bool     { return false }
 func (*local) sweep(time.Time) bool       { return true }
 func (*local) sharedQueues() bool         { return false }
 func (*local) forgetsClosed() bool        { return false }
@@ -99,7 +100,7 @@ func (m *local) recover(tx store.Tx) (recovered, error) {
 	return r, err
 }
 
-func (m *local) enqueue(ctx context.Context, o *op, _ []*store.JobInsertParams, _ time.Time) error {
+func (m *local) enqueue(ctx context.Context, o *enqueueOp, _ []*store.JobInsertParams, _ time.Time) error {
 	return m.b.doOp(ctx, o)
 }
 

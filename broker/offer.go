@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
-	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/store"
 )
 
 // Offers. In a cluster, each job of a small enqueue that a connected worker has room for is
 // offered to that worker's stream: the insert itself leases it
-// (store.Tx.JobInsertOfferedAtCommit), in the writer's transaction, so the commit that stores
+// (commit.Offerer), in the writer's transaction, so the commit that stores
 // the job hands it out without a dispatch round, its lease statement or a notification to the
 // other brokers. The store leases an offered job only when that goes ahead of no waiting job
 // and past no pause, cap or shut breaker in the database; otherwise it stays PENDING and the
@@ -87,21 +87,43 @@ func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
 // the slots are let go. It reports whether a dispatch round is wanted: an offered job was left
 // ready. The offers are dropped either way, so an op written again (split from a failed batch)
 // is written as a plain enqueue that makes its jobs ready.
-func (b *Broker) settleOffers(batch []*op, err error) (round bool) {
-	if !slices.ContainsFunc(batch, func(o *op) bool { return o.offers != nil }) {
+func (b *Broker) settleOffers(batch []commit.Op, err error) (round bool) {
+	var offering []*enqueueOp
+	for _, o := range batch {
+		if e, ok := o.(*enqueueOp); ok && e.offers != nil {
+			offering = append(offering, e)
+		}
+	}
+	if offering == nil {
 		return false
 	}
-	var grants []*grant
-	var bySess map[*Session]*grant
-	for _, o := range batch {
-		if o.offers == nil {
-			continue
+	grants, round := offeredGrants(offering, err)
+	if len(grants) > 0 {
+		b.handOut(grants) // whether a round may find more is for rounds to ask
+	}
+	b.mu.Lock()
+	for _, o := range offering {
+		for _, of := range o.offers {
+			if of != nil {
+				of.sess.offered--
+			}
 		}
+		o.offers, o.leased = nil, nil
+	}
+	b.mu.Unlock()
+	return round
+}
+
+// offeredGrants gathers, per session, the jobs the inserts of offering leased once their write
+// ended with err, and reports whether a round is wanted: an offered job was left ready.
+func offeredGrants(offering []*enqueueOp, err error) (grants []*grant, round bool) {
+	var bySess map[*Session]*grant
+	for _, o := range offering {
 		// Without the store's answer (lost with a COMMIT that went through) the jobs may be
 		// leased or waiting: a round is asked for, and a leased one waits for its lease to run
-		// out. A failed write may be split and its ops written again alone (finish), their
-		// jobs PENDING: they make their jobs ready as any enqueue does, and the round asked for
-		// here runs after them.
+		// out. A failed write may be split and its ops written again alone (commit.Grouped),
+		// their jobs PENDING: they make their jobs ready as any enqueue does, and the round
+		// asked for here runs after them.
 		if err != nil || o.leased == nil {
 			round = true
 			o.readies = o.readies || err != nil
@@ -125,29 +147,5 @@ func (b *Broker) settleOffers(batch []*op, err error) (round bool) {
 			g.leased = append(g.leased, j)
 		}
 	}
-	if len(grants) > 0 {
-		b.handOut(grants) // whether a round may find more is for rounds to ask
-	}
-	b.mu.Lock()
-	for _, o := range batch {
-		for _, of := range o.offers {
-			if of != nil {
-				of.sess.offered--
-			}
-		}
-		o.offers, o.leased = nil, nil
-	}
-	b.mu.Unlock()
-	return round
-}
-
-// leasedOf splits the jobs an offered insert of ops' jobs leased among the ops with offers.
-func leasedOf(ops []*op, leased []*job.Job) {
-	for _, o := range ops {
-		n := len(o.insert)
-		if o.offers != nil {
-			o.leased = leased[:n:n]
-		}
-		leased = leased[n:]
-	}
+	return grants, round
 }

@@ -88,7 +88,7 @@ func offerBroker(t *testing.T) (*Broker, *leaseCalls) {
 		t.Fatal(err)
 	}
 	w := &leaseCalls{Store: st}
-	b, err := New(Options{Store: w, Cluster: st, Config: DefaultConfig(), Logger: log,
+	b, err := New(Options{Store: w, Commit: testCommit, Cluster: st, Config: DefaultConfig(), Logger: log,
 		Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))})
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +122,7 @@ func settle(t *testing.T, b *Broker) {
 // and handed out: no dispatch round leases it, and the other brokers are not told it is ready.
 func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 	t.Parallel()
+	onlyGroupCommit(t) // the reference writer inserts alone and leases in a round
 	b, w := offerBroker(t)
 	s := openPay(t, b, 4)
 	settle(t, b)

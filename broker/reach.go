@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -146,10 +146,10 @@ func (b *Broker) lost() <-chan struct{} {
 	return b.reach.Lost()
 }
 
-// unreached answers the caller of o, which stopped waiting on it because the database went
-// silent: it withdraws o if the writer has not taken it, so that nothing of it is applied.
-func (b *Broker) unreached(o *op) error {
-	err := &UnreachableError{MaybeApplied: !o.withdraw()}
+// unreached answers the caller of t, which stopped waiting on it because the database went
+// silent: it withdraws t if the writer has not taken it, so that nothing of it is applied.
+func (b *Broker) unreached(t *commit.Ticket) error {
+	err := &UnreachableError{MaybeApplied: !t.Withdraw()}
 	if since, down := b.reach.Down(); down {
 		err.Silent = b.clk.Now().Sub(since)
 	}
@@ -202,22 +202,3 @@ func (b *Broker) moveAwayUnreached() {
 		b.log.Warn("moved workers away: the database is silent", "workers", moved, "err", err)
 	}
 }
-
-// Op states: an op a caller waits on is taken by the writer, or withdrawn by its caller, once.
-const (
-	opQueued int32 = iota
-	opTaken
-	opWithdrawn
-)
-
-// opState is where an op is between its caller and the writer.
-type opState struct{ v atomic.Int32 }
-
-// take marks o taken by the writer; false when its caller withdrew it first, so the writer
-// drops it.
-func (o *op) take() bool {
-	return o.state.v.CompareAndSwap(opQueued, opTaken) || o.state.v.Load() == opTaken
-}
-
-// withdraw marks o withdrawn by its caller; false when the writer took it first.
-func (o *op) withdraw() bool { return o.state.v.CompareAndSwap(opQueued, opWithdrawn) }

@@ -52,7 +52,7 @@ func TestSilentDatabaseWithdrawsQueuedEnqueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
-	b, err := New(Options{Store: st, Config: DefaultConfig(), Clock: clk, DatabaseSilence: time.Second,
+	b, err := New(Options{Store: st, Commit: testCommit, Config: DefaultConfig(), Clock: clk, DatabaseSilence: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestSilentDatabaseWithdrawsQueuedEnqueues(t *testing.T) {
 	taken := enqueue("taken")
 	<-r.entered
 	queued := enqueue("queued")
-	waitUntil(t, "the second enqueue to queue behind the first", func() bool { return len(b.ops) == 1 })
+	waitUntil(t, "the second enqueue to queue behind the first", func() bool { return b.writer.Queued() == 1 })
 
 	clk.Advance(time.Second)
 	var u *UnreachableError

@@ -267,44 +267,60 @@ func (s *Session) Started(ref job.LeaseRef) {
 		b.obs.AttemptStarted(queue, typ, wait)
 	}
 	b.mu.Unlock()
-	o := &op{name: "start", starts: ref, start: &store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
-		LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)}}
-	o.apply = func(tx store.Tx) error {
-		if o.superseded {
-			o.applied = true
-			return nil
-		}
-		var err error
-		o.applied, err = tx.JobStart(o.start)
-		return err
+	b.submit(&startOp{s: s, params: store.JobStartParams{Ref: ref, Attempt: attempt, Now: now,
+		LeaseUntil: now.Add(b.cfg.LeaseDuration), AttemptDeadline: now.Add(timeout)},
+		late: late, was: was, queue: queue, typ: typ, wait: wait})
+}
+
+// startOp stores a Started (commit.Starter: with the batch's other starts in one statement,
+// or not at all when its result joins it).
+type startOp struct {
+	s      *Session
+	params store.JobStartParams
+	// late: the lease ran out before the Started was read; was is the deadline it had.
+	late       bool
+	was        time.Time
+	queue, typ string
+	wait       time.Duration
+	applied    bool
+}
+
+func (o *startOp) Name() string                       { return "start" }
+func (o *startOp) StartParams() *store.JobStartParams { return &o.params }
+func (o *startOp) Started(applied bool)               { o.applied = applied }
+
+func (o *startOp) Apply(tx store.Tx) error {
+	var err error
+	o.applied, err = tx.JobStart(&o.params)
+	return err
+}
+
+func (o *startOp) Done(err error) {
+	s, b, ref, late, now, was := o.s, o.s.b, o.params.Ref, o.late, o.params.Now, o.was
+	ok := o.applied
+	if late && (ok || err != nil) { // started, or left for its result to record
+		b.obs.AttemptStarted(o.queue, o.typ, o.wait)
 	}
-	o.done = func(err error) {
-		ok := o.applied
-		if late && (ok || err != nil) { // started, or left for its result to record
-			b.obs.AttemptStarted(queue, typ, wait)
-		}
-		switch {
-		case err != nil:
-			// The job stays LEASED in storage; its result still records the attempt.
-			b.log.Warn("could not record job start", "job", ref.JobID, "err", err)
-		case !ok:
-			b.mu.Lock()
-			l := b.leaseLocked(ref)
-			if l != nil && late {
-				// Ran out before the Started was read: the lease is as it was, for the sweep.
-				l.started, l.startedAt, l.deadline = false, time.Time{}, was
-				b.mu.Unlock()
-				s.refuse(ref, AboutStarted, RefusedStale, startRanOut(now.Sub(was)))
-				return
-			}
-			if l != nil {
-				b.endLeaseLocked(l, permitReleased, 0)
-			}
+	switch {
+	case err != nil:
+		// The job stays LEASED in storage; its result still records the attempt.
+		b.log.Warn("could not record job start", "job", ref.JobID, "err", err)
+	case !ok:
+		b.mu.Lock()
+		l := b.leaseLocked(ref)
+		if l != nil && late {
+			// Ran out before the Started was read: the lease is as it was, for the sweep.
+			l.started, l.startedAt, l.deadline = false, time.Time{}, was
 			b.mu.Unlock()
-			s.refuse(ref, AboutStarted, RefusedStale, staleLease)
+			s.refuse(ref, AboutStarted, RefusedStale, startRanOut(now.Sub(was)))
+			return
 		}
+		if l != nil {
+			b.endLeaseLocked(l, permitReleased, 0)
+		}
+		b.mu.Unlock()
+		s.refuse(ref, AboutStarted, RefusedStale, staleLease)
 	}
-	b.submit(o)
 }
 
 // Heartbeat extends the leases the session still holds, each from when the heartbeat was read.
@@ -331,42 +347,55 @@ func (s *Session) Heartbeat(refs []job.LeaseRef) {
 	if len(current) == 0 {
 		return
 	}
-	until := now.Add(b.cfg.LeaseDuration)
-	var extended []job.LeaseRef
-	b.submit(&op{name: "heartbeat", apply: func(tx store.Tx) error {
-		var err error
-		extended, err = tx.JobExtendLeases(current, now, until)
-		return err
-	}, done: func(err error) {
-		if err != nil {
-			for _, r := range current {
-				reason, msg := refusal(err)
-				s.refuse(r, AboutHeartbeat, reason, msg)
-			}
-			return
+	b.submit(&heartbeatOp{s: s, current: current, now: now, until: now.Add(b.cfg.LeaseDuration)})
+}
+
+// heartbeatOp extends the current leases of a Heartbeat, each to until.
+type heartbeatOp struct {
+	s          *Session
+	current    []job.LeaseRef
+	now, until time.Time
+	extended   []job.LeaseRef
+}
+
+func (o *heartbeatOp) Name() string { return "heartbeat" }
+
+func (o *heartbeatOp) Apply(tx store.Tx) error {
+	var err error
+	o.extended, err = tx.JobExtendLeases(o.current, o.now, o.until)
+	return err
+}
+
+func (o *heartbeatOp) Done(err error) {
+	s, b := o.s, o.s.b
+	if err != nil {
+		for _, r := range o.current {
+			reason, msg := refusal(err)
+			s.refuse(r, AboutHeartbeat, reason, msg)
 		}
-		b.mu.Lock()
-		for _, r := range current {
-			l := b.leaseLocked(r)
-			if slices.Contains(extended, r) {
-				if l != nil {
-					l.deadline = until
-				}
-				continue
-			}
-			if l != nil && !l.deadline.After(now) {
-				// Ran out before the heartbeat was read: the sweep ends it.
-				s.refuse(r, AboutHeartbeat, RefusedStale, ranOut(now.Sub(l.deadline)))
-				continue
-			}
+		return
+	}
+	b.mu.Lock()
+	for _, r := range o.current {
+		l := b.leaseLocked(r)
+		if slices.Contains(o.extended, r) {
 			if l != nil {
-				b.endLeaseLocked(l, permitReleased, 0)
+				l.deadline = o.until
 			}
-			s.refuse(r, AboutHeartbeat, RefusedStale, staleLease)
+			continue
 		}
-		b.mu.Unlock()
-		s.out.push(HeartbeatAck{Extended: extended, Deadline: until})
-	}})
+		if l != nil && !l.deadline.After(o.now) {
+			// Ran out before the heartbeat was read: the sweep ends it.
+			s.refuse(r, AboutHeartbeat, RefusedStale, ranOut(o.now.Sub(l.deadline)))
+			continue
+		}
+		if l != nil {
+			b.endLeaseLocked(l, permitReleased, 0)
+		}
+		s.refuse(r, AboutHeartbeat, RefusedStale, staleLease)
+	}
+	b.mu.Unlock()
+	s.out.push(HeartbeatAck{Extended: o.extended, Deadline: o.until})
 }
 
 // Result stores how an attempt ended (failure nil means success) and acknowledges it with
@@ -374,6 +403,33 @@ func (s *Session) Heartbeat(refs []job.LeaseRef) {
 func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	b := s.b
 	now := b.now()
+	e, ok := s.takeResult(ref, failure, now)
+	if !ok {
+		return
+	}
+	d := triage.Success()
+	a := job.Attempt{Number: e.number, WorkerID: s.workerID, StartedAt: e.startedAt, FinishedAt: now,
+		Outcome: job.OutcomeSucceeded}
+	if failure != nil {
+		d, a = b.triageFailure(e.job, a, *failure, now)
+	}
+	b.submit(newResultOp(s, ref, e, failure, d, finishParams(ref, e.job, d, a, now)))
+}
+
+// endingAttempt is what a result reads of the lease whose attempt it ends.
+type endingAttempt struct {
+	job       *job.Job
+	number    int
+	startedAt time.Time
+	permit    breaker.Permit
+	// frees: the lease's end frees room under its queue's cap.
+	frees bool
+}
+
+// takeResult marks ref's lease as storing the result that failure describes and returns its
+// attempt, or answers the result itself (false): a repeat, a second outcome, a stale lease.
+func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Time) (endingAttempt, bool) {
+	b := s.b
 	b.mu.Lock()
 	l := s.currentLocked(ref)
 	if l == nil {
@@ -382,7 +438,7 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 		if !repeated && !s.storedResult(b.ctx, ref, failure == nil) {
 			s.refuse(ref, AboutResult, RefusedStale, staleLease)
 		}
-		return
+		return endingAttempt{}, false
 	}
 	if l.finishing() {
 		this := endingOf(failure)
@@ -391,127 +447,168 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 			// result for a lease it is releasing) is told so rather than given the first's ack.
 			b.mu.Unlock()
 			s.refuse(ref, AboutResult, RefusedStale, l.storing.differs())
-			return
+			return endingAttempt{}, false
 		}
 		// A re-sent result while the first is being stored: it gets the first one's answer.
 		l.repeats = append(l.repeats, s)
 		b.mu.Unlock()
-		return
+		return endingAttempt{}, false
 	}
 	l.storing = endingOf(failure)
-	j, attemptNo, startedAt, permit := l.job, l.attempt, l.startedAt, l.permit
-	frees := b.freesRoomLocked(j.Queue)
+	e := endingAttempt{job: l.job, number: l.attempt, startedAt: l.startedAt, permit: l.permit,
+		frees: b.freesRoomLocked(l.job.Queue)}
 	if !l.started {
-		startedAt = now // a worker that skipped Started: the attempt still counts
-		b.obs.AttemptStarted(j.Queue, j.Type, now.Sub(j.RunAt))
+		e.startedAt = now // a worker that skipped Started: the attempt still counts
+		b.obs.AttemptStarted(e.job.Queue, e.job.Type, now.Sub(e.job.RunAt))
 	}
 	b.mu.Unlock()
+	return e, true
+}
 
-	d := triage.Success()
-	a := job.Attempt{Number: attemptNo, WorkerID: s.workerID, StartedAt: startedAt, FinishedAt: now,
-		Outcome: job.OutcomeSucceeded}
-	if failure != nil {
-		d, a = b.triageFailure(j, a, *failure, now)
-	}
-	params := finishParams(ref, j, d, a, now)
-	o := &op{name: "result", finishes: ref, frees: s}
+// resultOp stores a result's decision and answers its worker once committed, which frees the
+// worker's slot (slotFreer). It ends the lease (commit.Finisher), and a success may be stored
+// with others at commit (commit.Succeeder).
+type resultOp struct {
+	s   *Session
+	ref job.LeaseRef
+	endingAttempt
+	failed bool // the attempt failed (the worker sent a failure)
+	d      triage.Decision
+	params *store.JobFinishParams
 	// How the result settles the breaker permit, which a shared breaker does in the result's
-	// own write.
-	how, kind, msg := permitSucceeded, breaker.FailureKind(0), ""
+	// own write (settlesShared).
+	how           permitEnd
+	kind          breaker.FailureKind
+	msg           string
+	settlesShared bool
+
+	ch        breakerChanges
+	succeeded bool
+	// unread is why the store could not say whether a success stored at commit applied (its
+	// answer, sent with COMMIT, was lost or unreadable): the result is refused as failed by
+	// storage, and its worker sends it again, which the store then finds applied or not.
+	unread error
+}
+
+func newResultOp(s *Session, ref job.LeaseRef, e endingAttempt, failure *job.Failure, d triage.Decision,
+	params *store.JobFinishParams) *resultOp {
+	b := s.b
+	o := &resultOp{s: s, ref: ref, endingAttempt: e, failed: failure != nil, d: d, params: params,
+		how: permitSucceeded}
 	if failure != nil {
-		msg = failure.Message
+		o.msg = failure.Message
 		if failure.ErrorType != "" {
-			msg = failure.ErrorType + ": " + msg
+			o.msg = failure.ErrorType + ": " + o.msg
 		}
 	}
 	switch {
 	case d.Verdict == triage.Succeeded:
-	case a.Outcome == job.OutcomeTimeout:
-		how, kind = permitFailed, breaker.Timeout
+	case params.Attempt.Outcome == job.OutcomeTimeout:
+		o.how, o.kind = permitFailed, breaker.Timeout
 	default:
-		how, kind = permitFailed, breakerKind(d.Kind)
+		o.how, o.kind = permitFailed, breakerKind(d.Kind)
 	}
-	shared := b.mode.breakers().settlesInWrite(permit, j.Type)
-	if d.Verdict == triage.Succeeded && !shared && !frees {
-		o.succeed = params
+	o.settlesShared = b.mode.breakers().settlesInWrite(e.permit, e.job.Type)
+	return o
+}
+
+func (o *resultOp) Name() string           { return "result" }
+func (o *resultOp) Finishes() job.LeaseRef { return o.ref }
+func (o *resultOp) frees() *Session        { return o.s }
+
+// Success is the result's write when it may be stored with other successes at commit: nothing
+// later in the transaction may depend on it, so it settles no shared breaker in its write and
+// frees no queue room.
+func (o *resultOp) Success() *store.JobFinishParams {
+	if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees {
+		return nil
 	}
-	var ch breakerChanges
-	o.apply = func(tx store.Tx) error {
-		ch.reset()
-		var err error
-		o.unread = nil // answered here, not at commit
-		o.succeeded, err = tx.JobFinish(params)
-		if err != nil || !o.succeeded {
-			return err
-		}
-		if params.State == job.StatePending || frees {
-			tx.Publish(readyEvent)
-		}
-		if params.State == job.StateScheduled {
-			tx.Publish(scheduledEvent(params.RunAt))
-		}
-		return b.settleShared(tx, &ch, j.Type, ref.JobID, attemptNo, permit, how, kind, msg)
+	return o.params
+}
+
+func (o *resultOp) Succeeded(applied bool, unread error) { o.succeeded, o.unread = applied, unread }
+
+func (o *resultOp) Apply(tx store.Tx) error {
+	o.ch.reset()
+	o.unread = nil // answered here, not at commit
+	var err error
+	o.succeeded, err = tx.JobFinish(o.params)
+	if err != nil || !o.succeeded {
+		return err
 	}
-	o.done = func(err error) {
-		applied := o.succeeded
-		if err == nil && o.succeed != nil && o.unread != nil {
-			err = o.unread // stored with others at commit, and its answer not known
-		}
-		if err == nil {
-			b.applyBreakerChanges(ch)
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		cur := b.leaseLocked(ref)
-		answered := []*Session{s}
+	if o.params.State == job.StatePending || o.endingAttempt.frees {
+		tx.Publish(readyEvent)
+	}
+	if o.params.State == job.StateScheduled {
+		tx.Publish(scheduledEvent(o.params.RunAt))
+	}
+	return o.s.b.settleShared(tx, &o.ch, o.job.Type, o.ref.JobID, o.number, o.permit, o.how, o.kind, o.msg)
+}
+
+// Done answers the worker, and the repeats of its result that came meanwhile.
+func (o *resultOp) Done(err error) {
+	b := o.s.b
+	if err == nil && o.unread != nil {
+		err = o.unread // stored with others at commit, and its answer not known
+	}
+	if err == nil {
+		b.applyBreakerChanges(o.ch)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.leaseLocked(o.ref)
+	answered := []*Session{o.s}
+	if cur != nil {
+		answered = append(answered, cur.repeats...)
+		cur.repeats = nil
+	}
+	switch {
+	case err != nil:
 		if cur != nil {
-			answered = append(answered, cur.repeats...)
-			cur.repeats = nil
+			cur.storing = endingNone
 		}
-		switch {
-		case err != nil:
-			if cur != nil {
-				cur.storing = endingNone
-			}
-			reason, msg := refusal(err)
-			for _, to := range answered {
-				to.refuse(ref, AboutResult, reason, msg)
-			}
-			return
-		case !applied:
-			if cur != nil {
-				b.endLeaseLocked(cur, permitReleased, 0)
-			}
-			for _, to := range answered {
-				to.refuse(ref, AboutResult, RefusedStale, staleLease)
-			}
-			return
-		}
-		if cur != nil {
-			cur.failMsg = msg
-			b.endLeaseLocked(cur, how, kind)
-		}
-		end := AttemptEnd{Verdict: d.Verdict, Dead: d.Reason, Duration: now.Sub(startedAt)}
-		if failure != nil {
-			end.Cause = failureCause(d.Kind)
-		}
-		b.obs.AttemptEnded(j.Queue, j.Type, end)
-		ack := ResultAck{Ref: ref, Decision: d}
-		b.recent.add(ack, failure == nil, b.now())
+		reason, msg := refusal(err)
 		for _, to := range answered {
-			to.out.push(ack)
+			to.refuse(o.ref, AboutResult, reason, msg)
 		}
-		switch {
-		case d.Verdict == triage.Retry && params.State == job.StateScheduled:
-			b.schedule(d.RetryAt)
-			b.signalCapacity()
-		case d.Verdict == triage.Retry:
-			b.signal() // ready again at once
-		default:
-			b.signalCapacity()
+	case !o.succeeded:
+		if cur != nil {
+			b.endLeaseLocked(cur, permitReleased, 0)
 		}
+		for _, to := range answered {
+			to.refuse(o.ref, AboutResult, RefusedStale, staleLease)
+		}
+	default:
+		o.acknowledgeLocked(cur, answered)
 	}
-	b.submit(o)
+}
+
+// acknowledgeLocked ends the lease of a stored result and sends its decision to answered.
+func (o *resultOp) acknowledgeLocked(cur *lease, answered []*Session) {
+	b := o.s.b
+	if cur != nil {
+		cur.failMsg = o.msg
+		b.endLeaseLocked(cur, o.how, o.kind)
+	}
+	end := AttemptEnd{Verdict: o.d.Verdict, Dead: o.d.Reason, Duration: o.params.Now.Sub(o.startedAt)}
+	if o.failed {
+		end.Cause = failureCause(o.d.Kind)
+	}
+	b.obs.AttemptEnded(o.job.Queue, o.job.Type, end)
+	ack := ResultAck{Ref: o.ref, Decision: o.d}
+	b.recent.add(ack, !o.failed, b.now())
+	for _, to := range answered {
+		to.out.push(ack)
+	}
+	switch {
+	case o.d.Verdict == triage.Retry && o.params.State == job.StateScheduled:
+		b.schedule(o.d.RetryAt)
+		b.signalCapacity()
+	case o.d.Verdict == triage.Retry:
+		b.signal() // ready again at once
+	default:
+		b.signalCapacity()
+	}
 }
 
 // finishParams turns a decision into the write that stores it.
@@ -544,35 +641,49 @@ func (s *Session) Release(ref job.LeaseRef) {
 	l.storing = endingRelease
 	held := []heldProbe{{ref: ref, typ: l.job.Type, permit: l.permit}}
 	b.mu.Unlock()
-	var ok bool
-	var ch breakerChanges
-	b.submit(&op{name: "release", frees: s, apply: func(tx store.Tx) error {
-		released, err := b.releaseHeld(tx, &ch, held)
-		ok = err == nil && released[0]
-		return err
-	}, done: func(err error) {
-		if err == nil {
-			b.applyBreakerChanges(ch)
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		cur := b.leaseLocked(ref)
-		if err != nil {
-			if cur != nil {
-				cur.storing = endingNone
-			}
-			reason, msg := refusal(err)
-			s.refuse(ref, AboutRelease, reason, msg)
-			return
-		}
+	b.submit(&releaseOp{s: s, held: held})
+}
+
+// releaseOp stores a Release, which frees its worker's slot once committed (slotFreer).
+type releaseOp struct {
+	s    *Session
+	held []heldProbe // the one lease released
+	ok   bool
+	ch   breakerChanges
+}
+
+func (o *releaseOp) Name() string    { return "release" }
+func (o *releaseOp) frees() *Session { return o.s }
+
+func (o *releaseOp) Apply(tx store.Tx) error {
+	released, err := o.s.b.releaseHeld(tx, &o.ch, o.held)
+	o.ok = err == nil && released[0]
+	return err
+}
+
+func (o *releaseOp) Done(err error) {
+	s, b, ref := o.s, o.s.b, o.held[0].ref
+	if err == nil {
+		b.applyBreakerChanges(o.ch)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.leaseLocked(ref)
+	if err != nil {
 		if cur != nil {
-			b.endLeaseLocked(cur, permitReleased, 0)
+			cur.storing = endingNone
 		}
-		if !ok {
-			s.refuse(ref, AboutRelease, RefusedStale, staleLease)
-		}
-		b.signal()
-	}})
+		reason, msg := refusal(err)
+		s.refuse(ref, AboutRelease, reason, msg)
+		return
+	}
+	if cur != nil {
+		b.endLeaseLocked(cur, permitReleased, 0)
+	}
+	if !o.ok {
+		s.refuse(ref, AboutRelease, RefusedStale, staleLease)
+	}
+	b.signal()
 }
 
 // Drain marks the session as taking no more work.
@@ -631,7 +742,7 @@ func (s *Session) Close() {
 	}
 	// If this cannot be stored, they stay LEASED until their lease expires; the sweeper
 	// returns them then.
-	b.submit(b.releaseOp(release, "could not hand back jobs of a closed stream"))
+	b.submit(&handBackOp{b: b, back: release, failed: "could not hand back jobs of a closed stream"})
 }
 
 // finishing: a result or a release of the lease is being stored.

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -166,9 +167,9 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 // Lock order. Brokers that serve one database lock rows of jobs, breakers and capped queues
 // in their write transactions; two transactions that lock two rows in opposite orders deadlock
 // (the database breaks that only after its deadlock timeout, stalling a writer's every op). So
-// every write transaction locks in one order (applyBatch): first the jobs its ops write, then
-// the breakers, all at once and sorted by type (flushBreakers: the types the ops change and the
-// round's probe types), then the capped queues, all at once and sorted by name (the lease's
+// every write transaction locks in one order (package commit's writers, batches.Flush between):
+// first the jobs its ops write, then the breakers, all at once and sorted by type
+// (flushBreakers: the types the ops change and the round's probe types), then the capped queues, all at once and sorted by name (the lease's
 // EnforceQueues, a queue change; the jobs a lease takes it skips when locked, so they never
 // wait). The ops' apply therefore only record their breaker changes (changeBreaker); nothing
 // in it reads a breaker before the flush, and nothing after the flush locks a breaker the flush
@@ -191,13 +192,15 @@ type breakerPending struct {
 }
 
 // batchBreakers starts keeping the breaker changes of batch's ops written in tx.
-func (b *Broker) batchBreakers(tx store.Tx, batch []*op) { b.mode.breakers().batch(tx, batch) }
+func (b *Broker) batchBreakers(tx store.Tx, batch []commit.Op) { b.mode.breakers().batch(tx, batch) }
 
-func (h breakersInStore) batch(tx store.Tx, batch []*op) {
+func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 	b := h.b
 	bb := breakerBatch{tx: tx}
 	for _, o := range batch {
-		bb.probes = append(bb.probes, o.probeTypes...)
+		if p, ok := o.(prober); ok {
+			bb.probes = append(bb.probes, p.probeTypes()...)
+		}
 	}
 	b.breakerBatch = bb
 }

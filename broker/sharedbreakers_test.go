@@ -118,7 +118,7 @@ func (c *cluster) startBroker(t testing.TB, conf Config, cfg breaker.Config, m m
 		case deaf:
 			cl = deafCluster{st}
 		}
-		b, err := New(Options{Store: st, Cluster: cl, Config: conf, Clock: c.clk, Logger: log,
+		b, err := New(Options{Store: st, Commit: testCommit, Cluster: cl, Config: conf, Clock: c.clk, Logger: log,
 			Breakers: &BreakerOptions{Default: cfg},
 			Observer: transitionLog{broker: fmt.Sprint(i), mu: &c.mu, all: &c.transitions}})
 		if err != nil {

@@ -333,7 +333,7 @@ func TestClusterAuditNamesTheBroker(t *testing.T) {
 // the jobs of every batch.
 func TestPurgeInManyBatchesIsOneEventCountingThemAll(t *testing.T) {
 	t.Parallel()
-	b := brokertest.New(t, brokertest.Options{})
+	b := brokertest.New(t, brokertest.Options{Commit: brokertest.GroupCommit()})
 	ctx := context.Background()
 	const n = 1234 // three batches of at most 500
 	specs := make([]*jobwirev1.JobSpec, n)

@@ -40,6 +40,8 @@ type faultCase struct {
 	failures int32
 	// capacity is the fixture worker's (0: no worker connects before the write).
 	capacity int32
+	// grouped marks a write only group commit makes (many ops in one statement).
+	grouped bool
 }
 
 const (
@@ -127,7 +129,7 @@ var faultCases = []faultCase{
 			checkJob(t, fx.b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_SCHEDULED, 1,
 				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_FAILED)
 		}},
-	{kind: "succeed-many", ops: []string{"batch"}, capacity: 4,
+	{kind: "succeed-many", ops: []string{"batch"}, capacity: 4, grouped: true,
 		setup: func(t *testing.T, fx *faultFixture) any {
 			var as []*jobwirev1.Assignment
 			for range 4 {
@@ -349,40 +351,51 @@ var faultCases = []faultCase{
 }
 
 // TestStorageFaultMatrix runs every kind of storage write with a fault before its
-// transaction, inside it and after its commit. Every fault is retried by the storage retry
-// policy: the job's attempts, history and state, its type's breaker and what the worker or
-// producer was told must be what they are without a fault.
+// transaction, inside it and after its commit, on each of the broker's writers (group commit
+// and its reference, one operation per transaction). Every fault is retried by the storage
+// retry policy: the job's attempts, history and state, its type's breaker and what the worker
+// or producer was told must be what they are without a fault.
 func TestStorageFaultMatrix(t *testing.T) {
 	t.Parallel()
 	for _, tc := range faultCases {
 		for _, phase := range []brokertest.Phase{brokertest.FaultBefore, brokertest.FaultInside, brokertest.FaultAfterCommit} {
-			t.Run(tc.kind+"/"+phase.String(), func(t *testing.T) {
-				t.Parallel()
-				cfg := brokertest.DefaultConfig()
-				cfg.Retention.Interval = 24 * time.Hour // only the call under test deletes jobs
-				cfg.Retention.Audit = time.Hour
-				f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
-				fx := &faultFixture{f: f, b: brokertest.New(t, brokertest.Options{Faults: f, Config: cfg})}
-				if tc.capacity > 0 {
-					fx.w = fx.b.Connect(brokertest.Hello("w1", tc.capacity, "t"))
+			for _, commit := range brokertest.Commits {
+				if tc.grouped && commit != broker.GroupCommit {
+					continue
 				}
-				var state any
-				if tc.setup != nil {
-					state = tc.setup(t, fx)
-				}
-				before := fx.b.Store.StorageRetries()["SQLITE_BUSY"]
-				f.Inject(phase, 1, tc.ops...)
-				tc.write(t, fx, state)
-				if n := f.Pending(); n != 0 {
-					t.Fatalf("the %s fault was never injected: no write named %v", phase, tc.ops)
-				}
-				if got := fx.b.Store.StorageRetries()["SQLITE_BUSY"]; got != before+1 {
-					t.Errorf("storage retries %d, want %d: the fault is retried once", got, before+1)
-				}
-				checkBreaker(t, fx.b, tc.failures)
-			})
+				t.Run(tc.kind+"/"+phase.String()+"/"+commit.String(), func(t *testing.T) {
+					t.Parallel()
+					testStorageFault(t, tc, phase, commit)
+				})
+			}
 		}
 	}
+}
+
+// testStorageFault runs tc's write with a fault in phase on a broker whose writer is commit.
+func testStorageFault(t *testing.T, tc faultCase, phase brokertest.Phase, commit broker.Commit) {
+	cfg := brokertest.DefaultConfig()
+	cfg.Retention.Interval = 24 * time.Hour // only the call under test deletes jobs
+	cfg.Retention.Audit = time.Hour
+	f := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+	fx := &faultFixture{f: f, b: brokertest.New(t, brokertest.Options{Faults: f, Config: cfg, Commit: &commit})}
+	if tc.capacity > 0 {
+		fx.w = fx.b.Connect(brokertest.Hello("w1", tc.capacity, "t"))
+	}
+	var state any
+	if tc.setup != nil {
+		state = tc.setup(t, fx)
+	}
+	before := fx.b.Store.StorageRetries()["SQLITE_BUSY"]
+	f.Inject(phase, 1, tc.ops...)
+	tc.write(t, fx, state)
+	if n := f.Pending(); n != 0 {
+		t.Fatalf("the %s fault was never injected: no write named %v", phase, tc.ops)
+	}
+	if got := fx.b.Store.StorageRetries()["SQLITE_BUSY"]; got != before+1 {
+		t.Errorf("storage retries %d, want %d: the fault is retried once", got, before+1)
+	}
+	checkBreaker(t, fx.b, tc.failures)
 }
 
 // assigned leases a new job to the fixture's worker.

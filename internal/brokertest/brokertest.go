@@ -5,6 +5,11 @@
 // With JOBWIRE_TEST_STORE=postgres every broker whose test does not inject SQLite's own faults
 // runs on PostgreSQL instead, so the broker's tests can be run against that store on demand:
 // JOBWIRE_TEST_STORE=postgres scripts/with-postgres.sh go test ./broker/ ./server/
+//
+// With JOBWIRE_TEST_COMMIT=one-by-one every broker whose test does not choose its writer runs
+// on the reference writer, one operation per transaction (broker.OneByOne), so that the
+// broker's behaviour tests check group commit against it:
+// JOBWIRE_TEST_COMMIT=one-by-one go test ./broker/ ./server/
 package brokertest
 
 import (
@@ -100,10 +105,34 @@ type Options struct {
 	DatabaseSilence time.Duration
 	// AuthFailures bounds the failed authentications of one client (zero: auth's defaults).
 	AuthFailures auth.FailureOptions
+	// Commit chooses the broker's writer; nil: Commit().
+	Commit *broker.Commit
 }
 
 // EnvStore is the variable that moves brokers to PostgreSQL (see the package doc).
 const EnvStore = "JOBWIRE_TEST_STORE"
+
+// EnvCommit is the variable that moves brokers to the reference writer (see the package doc).
+const EnvCommit = "JOBWIRE_TEST_COMMIT"
+
+// Commits are the broker's writers, for a test that runs against each.
+var Commits = []broker.Commit{broker.GroupCommit, broker.OneByOne}
+
+// GroupCommit is Options.Commit for a test that needs the throughput of group commit whatever
+// EnvCommit says (thousands of jobs within WaitTimeout on a loaded machine).
+func GroupCommit() *broker.Commit {
+	c := broker.GroupCommit
+	return &c
+}
+
+// Commit is the writer a broker runs on when its test does not choose: group commit, or the
+// reference writer when EnvCommit says "one-by-one".
+func Commit() broker.Commit {
+	if os.Getenv(EnvCommit) == broker.OneByOne.String() {
+		return broker.OneByOne
+	}
+	return broker.GroupCommit
+}
 
 // onPostgres reports whether a broker started with opts runs on PostgreSQL: asked for, or
 // moved there by EnvStore when the test injects no SQLite-specific faults.
@@ -231,7 +260,11 @@ func (b *Bundle) start() {
 	if b.opts.WrapStore != nil {
 		bst = b.opts.WrapStore(bst)
 	}
-	br, err := broker.New(broker.Options{Store: bst, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
+	commit := Commit()
+	if b.opts.Commit != nil {
+		commit = *b.opts.Commit
+	}
+	br, err := broker.New(broker.Options{Store: bst, Commit: commit, Config: b.opts.Config, Clock: b.Clock, Rand: NewRand(),
 		Logger: log, Breakers: b.opts.Breakers, Observer: b.opts.Observer, Tracer: b.opts.Tracer,
 		Cluster: cluster, ClusterPoll: b.opts.ClusterPoll, DatabaseSilence: b.opts.DatabaseSilence})
 	if err != nil {

@@ -225,12 +225,12 @@ func mutations() []mutation {
 
 	// A broker cut off from its database: what it withdraws is never written, what it cannot
 	// vouch for is not resent without a key.
-	add(mutation{name: "unreachable: the writer writes an enqueue its caller withdrew", file: "broker/reach.go",
-		from: "return o.state.v.CompareAndSwap(opQueued, opTaken) || o.state.v.Load() == opTaken", to: "return true",
+	add(mutation{name: "unreachable: the writer writes an enqueue its caller withdrew", file: "broker/commit/op.go",
+		from: "return t.state.CompareAndSwap(queued, taken) || t.state.Load() == taken", to: "return true",
 		pkgs: []string{"./broker"}, run: "TestSilentDatabaseWithdrawsQueuedEnqueues"})
-	add(mutation{name: "unreachable: a queued enqueue is said to be maybe applied", file: "broker/reach.go",
-		from: "func (o *op) withdraw() bool { return o.state.v.CompareAndSwap(opQueued, opWithdrawn) }",
-		to:   "func (o *op) withdraw() bool { return false }",
+	add(mutation{name: "unreachable: a queued enqueue is said to be maybe applied", file: "broker/commit/op.go",
+		from: "func (t *Ticket) Withdraw() bool { return t.state.CompareAndSwap(queued, withdrawn) }",
+		to:   "func (t *Ticket) Withdraw() bool { return false }",
 		pkgs: []string{"./broker"}, run: "TestSilentDatabaseWithdrawsQueuedEnqueues"})
 	add(mutation{name: "unreachable: a slow call is silence though others are answered", file: "store/reach/reach.go",
 		from: "if start.Before(t.lastOK) {", to: "if false {",
