@@ -88,6 +88,14 @@ var languages = []*language{
 		flakyType:     "Error",
 		transientType: "Error",
 	},
+	{
+		name:          "rust",
+		command:       func() []string { return []string{rustWorkerBin()} },
+		missing:       rustMissing,
+		fatalType:     "panic",
+		flakyType:     "std::io::error::Error",
+		transientType: "error",
+	},
 }
 
 // defaultLease is the brokers' lease duration unless a scenario sets its own: short, so that lost

@@ -18,6 +18,7 @@ done
 python=$(sed -nE 's/^Ran ([0-9]+) tests? .*/\1/p' "$dir/python-test.log")
 node_pass=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$dir/node-test.tap")
 node_skip=$(sed -nE 's/^# skipped ([0-9]+)$/\1/p' "$dir/node-test.tap")
+rust=$(sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' "$dir/rust-test.log" | awk '{n += $1} END {print n}')
 
 echo
 echo "make test passed"
@@ -25,6 +26,7 @@ printf '  %-12s %s packages passed with -race (%s without tests)\n' "go" "$go_ok
 printf '  %-12s scenarios passed: %s\n' "conformance" "$(IFS=,; echo "${conformance[*]}" | sed 's/,/, /g')"
 printf '  %-12s %s tests passed\n' "python SDK" "${python:-?}"
 printf '  %-12s %s tests passed, %s skipped\n' "node SDK" "${node_pass:-?}" "${node_skip:-?}"
+printf '  %-12s %s tests passed\n' "rust SDK" "${rust:-?}"
 # One plain closing line, for tools that read a run's last line.
 echo "  (Go packages, conformance runs and SDK tests together:)"
-echo "total: $((go_ok + conformance_passed + ${python:-0} + ${node_pass:-0})) passed, 0 failed"
+echo "total: $((go_ok + conformance_passed + ${python:-0} + ${node_pass:-0} + ${rust:-0})) passed, 0 failed"

@@ -1053,3 +1053,243 @@ pub(crate) fn failure(e: &JobError) -> pb::Failure {
         timed_out: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The core against a scripted broker: the test plays the broker's messages and reads what
+    //! the worker writes, on tokio's paused clock, so that leases run out without waiting.
+
+    use super::*;
+    use pb::connect_request::Message as Out;
+    use pb::connect_response::Message as In;
+
+    struct Bundle {
+        core: Core,
+        out: mpsc::UnboundedReceiver<pb::ConnectRequest>,
+        events: mpsc::UnboundedReceiver<Event>,
+    }
+
+    /// A core with handlers "ok" (succeeds), "wait" (returns once cancelled, with an error) and
+    /// "boom" (panics), on a welcomed stream with a 3 s lease and 1 s heartbeats.
+    fn setup(capacity: u32) -> Bundle {
+        let mut b = Worker::builder().capacity(capacity).grace_period(Duration::from_secs(5));
+        b = b
+            .handle("ok", |_job: Job| async { Ok::<_, JobError>(()) })
+            .handle("wait", |job: Job| async move {
+                let reason = job.cancelled().await;
+                Err::<(), _>(JobError::transient(format!("cancelled: {reason}")))
+            })
+            .handle("boom", |_job: Job| async move {
+                if true {
+                    panic!("handler bug");
+                }
+                Ok::<_, JobError>(())
+            });
+        let (tx, events) = mpsc::unbounded_channel();
+        let mut core = Core::new(Arc::new(b.cfg), Arc::new(b.handlers), tx);
+        let (out_tx, out) = mpsc::unbounded_channel();
+        core.session = Some(Session { id: 1, out: Some(out_tx), task: tokio::spawn(async {}), welcomed: false, drain_requested: false });
+        core.on_message(msg(In::Welcome(pb::Welcome {
+            session_id: "s1".into(),
+            lease_duration: Some(prost_types::Duration { seconds: 3, nanos: 0 }),
+            heartbeat_interval: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
+            lost: vec![],
+        })));
+        Bundle { core, out, events }
+    }
+
+    fn msg(m: In) -> pb::ConnectResponse {
+        pb::ConnectResponse { message: Some(m) }
+    }
+
+    fn assignment(id: i64, job_type: &str, token: &str) -> pb::ConnectResponse {
+        msg(In::Assignment(pb::Assignment {
+            job: Some(pb::Job { id, r#type: job_type.into(), payload: b"{}".to_vec(), ..Default::default() }),
+            attempt: 1,
+            lease_token: token.into(),
+            ..Default::default()
+        }))
+    }
+
+    impl Bundle {
+        /// Every message the worker has written so far.
+        fn sent(&mut self) -> Vec<Out> {
+            let mut v = Vec::new();
+            while let Ok(r) = self.out.try_recv() {
+                v.extend(r.message);
+            }
+            v
+        }
+
+        /// Waits for the next handler to return and hands its outcome to the core.
+        async fn handler_returns(&mut self) {
+            let ev = self.events.recv().await.expect("a handler event");
+            self.core.on_event(ev).await.unwrap();
+        }
+
+        /// Moves the paused clock by d and fires the timers that are due.
+        async fn advance(&mut self, d: Duration) {
+            tokio::time::advance(d).await;
+            while let Ok(Some(t)) = tokio::time::timeout(Duration::ZERO, self.core.timers.next()).await {
+                self.core.on_timer(t.into_inner());
+            }
+            self.core.on_deadlines(Instant::now());
+        }
+    }
+
+    fn result_of(sent: &[Out], id: i64) -> Option<pb::Result> {
+        sent.iter().find_map(|m| match m {
+            Out::Result(r) if r.job_id == id => Some(r.clone()),
+            _ => None,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn started_goes_before_the_handler_and_the_result_waits_for_its_ack() {
+        let mut b = setup(4);
+        b.core.on_message(assignment(1, "ok", "t1"));
+        b.handler_returns().await;
+        let sent = b.sent();
+        assert!(matches!(&sent[0], Out::Started(s) if s.job_id == 1 && s.lease_token == "t1"), "{sent:?}");
+        let r = result_of(&sent, 1).expect("a result");
+        assert!(matches!(r.outcome, Some(pb::result::Outcome::Success(_))));
+        assert_eq!(b.core.jobs.len(), 1, "the slot stays busy until the ack");
+        // An ack of another lease of the same job changes nothing; the right one frees the slot.
+        b.core.on_message(msg(In::ResultAck(pb::ResultAck { job_id: 1, lease_token: "other".into(), ..Default::default() })));
+        assert_eq!(b.core.jobs.len(), 1);
+        b.core.on_message(msg(In::ResultAck(pb::ResultAck { job_id: 1, lease_token: "t1".into(), ..Default::default() })));
+        assert!(b.core.jobs.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panic_is_a_fatal_failure() {
+        let mut b = setup(4);
+        b.core.on_message(assignment(2, "boom", "t2"));
+        b.handler_returns().await;
+        let Some(pb::result::Outcome::Failure(f)) = result_of(&b.sent(), 2).and_then(|r| r.outcome) else { panic!("no failure") };
+        assert_eq!((f.kind(), f.error_type.as_str(), f.message.as_str()), (pb::FailureKind::Fatal, "panic", "handler bug"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_not_extended_is_given_up_before_the_broker_would() {
+        let mut b = setup(4);
+        b.core.on_message(assignment(3, "wait", "t3"));
+        // Heartbeats go out, but the broker (frozen) answers none: the lease runs out at 3 s
+        // less the margin (a tenth: 300 ms) on the worker's clock.
+        b.advance(Duration::from_millis(2_600)).await;
+        let sent = b.sent();
+        assert!(sent.iter().any(|m| matches!(m, Out::Heartbeat(h) if h.leases.len() == 1)), "{sent:?}");
+        assert_eq!(b.core.jobs.len(), 1, "still held before the deadline");
+        b.advance(Duration::from_millis(100)).await;
+        assert!(b.core.jobs.is_empty(), "given up once the lease ran out");
+        // The handler saw lease_lost, and its outcome is never reported.
+        b.handler_returns().await;
+        assert!(result_of(&b.sent(), 3).is_none(), "no result for a lost lease");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_extension_counts_from_the_heartbeat_that_asked_for_it() {
+        let mut b = setup(4);
+        b.core.on_message(assignment(4, "wait", "t4"));
+        b.advance(Duration::from_millis(1_000)).await; // the first heartbeat goes out at 1 s
+        b.advance(Duration::from_millis(500)).await; // and its ack arrives at 1.5 s
+        b.core.on_message(msg(In::HeartbeatAck(pb::HeartbeatAck {
+            extended: vec![pb::LeaseRef { job_id: 4, lease_token: "t4".into() }],
+            lease_deadline: None,
+        })));
+        // Counted from 1 s, not 1.5 s: given up at 1 + 2.7 s.
+        b.advance(Duration::from_millis(2_100)).await; // 3.6 s
+        assert_eq!(b.core.jobs.len(), 1);
+        b.advance(Duration::from_millis(100)).await; // 3.7 s
+        assert!(b.core.jobs.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_reaches_the_handler_and_drops_its_outcome() {
+        let mut b = setup(4);
+        b.core.on_message(assignment(5, "wait", "t5"));
+        b.core.on_message(msg(In::Cancel(pb::Cancel { job_id: 5, lease_token: "stale".into(), reason: pb::CancelReason::Requested as i32 })));
+        assert_eq!(b.core.jobs.len(), 1, "a cancel of another lease is ignored");
+        b.core.on_message(msg(In::Cancel(pb::Cancel { job_id: 5, lease_token: "t5".into(), reason: pb::CancelReason::Requested as i32 })));
+        assert!(b.core.jobs.is_empty());
+        b.handler_returns().await;
+        assert!(result_of(&b.sent(), 5).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_assignment_beyond_capacity_or_while_draining_is_released() {
+        let mut b = setup(1);
+        b.core.on_message(assignment(6, "wait", "t6"));
+        b.core.on_message(assignment(7, "ok", "t7"));
+        b.core.on_message(assignment(8, "unknown", "t8"));
+        let released: Vec<(i64, String)> = b
+            .sent()
+            .into_iter()
+            .filter_map(|m| match m {
+                Out::Release(r) => Some((r.job_id, r.reason)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            released,
+            vec![(7, "worker is at capacity".to_string()), (8, "no handler for job type unknown".to_string())]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_drains_then_reports_what_outlives_the_grace_as_worker_shutdown() {
+        let mut b = setup(4);
+        b.core.lease_allowance = None; // leases are not the point here
+        b.core.on_message(assignment(9, "wait", "t9"));
+        b.core.shutdown();
+        assert!(b.sent().iter().any(|m| matches!(m, Out::Drain(_))));
+        b.core.on_message(assignment(10, "ok", "t10"));
+        assert!(b.sent().iter().any(|m| matches!(m, Out::Release(r) if r.job_id == 10 && r.reason == "worker is draining")));
+        b.advance(Duration::from_secs(5)).await; // the grace is over
+        let Some(pb::result::Outcome::Failure(f)) = result_of(&b.sent(), 9).and_then(|r| r.outcome) else { panic!("no failure") };
+        assert_eq!((f.kind(), f.error_type.as_str()), (pb::FailureKind::Transient, SHUTDOWN_ERROR_TYPE));
+        // The cancelled handler's own outcome is dropped: the report above is the one Result.
+        b.handler_returns().await;
+        assert!(result_of(&b.sent(), 9).is_none());
+        assert!(b.core.session.as_ref().unwrap().out.is_some(), "no half-close while a result is unanswered");
+        b.core.on_message(msg(In::ResultAck(pb::ResultAck { job_id: 9, lease_token: "t9".into(), ..Default::default() })));
+        assert!(b.core.session.as_ref().unwrap().out.is_none(), "half-closed once every result is answered");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_timeout_is_reported_as_a_timeout() {
+        let mut b = setup(4);
+        let mut a = assignment(11, "wait", "t11");
+        if let Some(In::Assignment(x)) = &mut a.message {
+            x.attempt_timeout = Some(prost_types::Duration { seconds: 1, nanos: 0 });
+        }
+        b.core.on_message(a);
+        b.core.on_message(msg(In::HeartbeatAck(pb::HeartbeatAck { extended: vec![], lease_deadline: None })));
+        b.advance(Duration::from_secs(1)).await;
+        b.handler_returns().await;
+        let Some(pb::result::Outcome::Failure(f)) = result_of(&b.sent(), 11).and_then(|r| r.outcome) else { panic!("no failure") };
+        assert!(f.timed_out, "{f:?}");
+        assert!(f.message.contains("timeout"), "{f:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconnect_lists_held_leases_and_resends_results() {
+        let mut b = setup(4);
+        b.core.on_message(assignment(12, "ok", "t12"));
+        b.core.on_message(assignment(13, "wait", "t13"));
+        b.handler_returns().await;
+        b.sent();
+        b.core.abort_session(); // the stream broke
+        let (out_tx, out) = mpsc::unbounded_channel();
+        b.out = out;
+        b.core.session = Some(Session { id: 2, out: Some(out_tx), task: tokio::spawn(async {}), welcomed: false, drain_requested: false });
+        b.core.on_message(msg(In::Welcome(pb::Welcome {
+            lease_duration: Some(prost_types::Duration { seconds: 3, nanos: 0 }),
+            lost: vec![pb::LeaseRef { job_id: 13, lease_token: "t13".into() }],
+            ..Default::default()
+        })));
+        let sent = b.sent();
+        assert!(result_of(&sent, 12).is_some(), "the unanswered result is sent again: {sent:?}");
+        assert!(!b.core.jobs.contains_key(&13), "a lost lease is dropped");
+    }
+}
