@@ -49,8 +49,12 @@ pub(crate) fn describe(status: &tonic::Status) -> String {
     let mut out = status.message().to_string();
     let mut cur: Option<&(dyn StdError + 'static)> = status.source();
     while let Some(e) = cur {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
+        // Errors often repeat their source in their own message: say each once.
+        let text = e.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         cur = e.source();
     }
     out
