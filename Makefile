@@ -55,7 +55,7 @@ lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
 
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
-## conformance suite against Go, Python and Node.js workers) and the SDKs' own tests. A passing
+## conformance suite against Go, Python, Node.js and Rust workers) and the SDKs' own tests. A passing
 ## run prints little and ends with a summary; a failing one prints the failures in full.
 test: lint check-generate sdk-deps test-rust test-go test-sdks fuzz-short
 	@scripts/test-summary.sh $(BIN)
