@@ -86,6 +86,8 @@ impl Settings {
         let mut ep = tonic::transport::Endpoint::from_shared(format!("{scheme}://{}", self.address))
             .map_err(|e| Error::Config(format!("the broker address {:?} ({ENV_ADDR}) is not host:port: {e}", self.address)))?
             .tcp_nodelay(true)
+            // hyper's adaptive flow-control window (BDP pings) is left off: against the broker
+            // it cut a 20,000-job drain from 3,760 to 366-381 jobs/s in interleaved runs.
             .http2_keep_alive_interval(std::time::Duration::from_secs(30))
             .keep_alive_while_idle(true);
         if let Some(tls) = &self.tls {
