@@ -18,7 +18,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-river run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -63,9 +63,9 @@ lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt would change: $$out" >&2; exit 1; }
 
 ## test: everything CI checks: lint, generated code, the race-enabled Go suite (with the
-## conformance suite against Go, Python, Node.js and Java workers) and the SDKs' own tests. A
-## passing run prints little and ends with a summary; a failing one prints the failures in full.
-test: lint check-generate sdk-deps test-go test-reference test-sdks test-java fuzz-short
+## conformance suite against Go, Python, Node.js, Java and Rust workers) and the SDKs' own
+## tests. A passing run prints little and ends with a summary; a failing one prints the failures in full.
+test: lint check-generate sdk-deps test-rust test-go test-reference test-sdks test-java fuzz-short
 	@scripts/test-summary.sh $(BIN)
 
 # The conformance suite (package conformance) runs inside this: strict, so a missing Python,
@@ -73,7 +73,7 @@ test: lint check-generate sdk-deps test-go test-reference test-sdks test-java fu
 # The PostgreSQL store's tests run against a private cluster that scripts/with-postgres.sh
 # starts for the run and removes after it (JOBWIRE_TEST_POSTGRES names it).
 # Passing packages are left out of the output; the full list is in .bin/go-test.log.
-test-go: sdk-deps
+test-go: sdk-deps rust-worker
 	@mkdir -p $(BIN)
 	@echo "go test -race ./... (passing packages: .bin/go-test.log)"
 	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt JOBWIRE_PYTHON=$(PYTHON) \
@@ -98,6 +98,18 @@ test-sdks: sdk-deps
 	@echo "node --test sdks/node/"
 	@node --test --test-reporter=dot --test-reporter-destination=stdout \
 		--test-reporter=tap --test-reporter-destination=$(BIN)/node-test.tap sdks/node/
+
+## test-rust: the Rust worker library's own tests (cargo, release profile, so that they share
+## their build with the conformance worker); the full output is in .bin/rust-test.log
+CARGO_FLAGS := --locked --release --manifest-path sdks/rust/Cargo.toml
+test-rust:
+	@mkdir -p $(BIN)
+	@echo "cargo test sdks/rust (output: .bin/rust-test.log)"
+	@set -o pipefail; cargo test $(CARGO_FLAGS) 2>&1 | tee $(BIN)/rust-test.log | sed -nE '/^test result:|FAILED|panicked|^error/p'
+
+## rust-worker: build the Rust library's conformance worker, which the conformance suite runs
+rust-worker:
+	@cargo build --quiet $(CARGO_FLAGS) --example conformance_worker
 
 ## test-java: the Java worker library's own tests, `mvn verify` in sdks/java (a test's log output
 ## is kept in sdks/java/worker/target/surefire-reports and shown only if it fails)

@@ -319,3 +319,47 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
+
+// rustDependencyPath is the path the Rust README's dependency block gives the crate; the test
+// swaps in the checkout's.
+const rustDependencyPath = "../jobwire/sdks/rust"
+
+func TestRustCrateRunsTheREADMEWorker(t *testing.T) {
+	t.Parallel()
+	lang := runtimeFor(t, "rust")
+	readme := filepath.Join(repoRoot, "sdks", "rust", "README.md")
+	doc, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, err := mdblock.After(doc, "<!-- dependencies:")
+	if err != nil {
+		t.Fatalf("%s: %v", readme, err)
+	}
+	if deps.Lang != "toml" || !strings.Contains(deps.Body, rustDependencyPath) {
+		t.Fatalf("%s: the dependencies block is not toml naming %s:\n%s", readme, rustDependencyPath, deps.Body)
+	}
+	// A new project with the README's dependencies and the crate's own lock, so that cargo
+	// picks the versions the crate pins and tests (from its cache, which building the
+	// conformance worker filled; only a cold cache needs the registry).
+	app := filepath.Join(t.TempDir(), "app")
+	manifest := "[package]\nname = \"readme-worker\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n" +
+		strings.ReplaceAll(deps.Body, rustDependencyPath, filepath.Join(repoRoot, "sdks", "rust"))
+	if err := os.MkdirAll(filepath.Join(app, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(app, "Cargo.toml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	copyInto(t, filepath.Join(repoRoot, "sdks", "rust", "Cargo.lock"), filepath.Join(app, "Cargo.lock"))
+	e := newEnv(t, lang, storeSQLite, brokerConfig{})
+	writeREADMEWorker(t, readme, "rust", e.broker.addr, filepath.Join(app, "src", "main.rs"))
+	// The crate's target folder, where its release build of the same dependencies can be reused.
+	env := []string{"CARGO_TARGET_DIR=" + rustTargetDir()}
+	build := []string{"build", "--quiet", "--release", "--manifest-path", filepath.Join(app, "Cargo.toml")}
+	if _, err := runErr(app, env, "cargo", append(build, "--offline")...); err != nil {
+		run(t, app, env, "cargo", build...)
+	}
+	w := e.spawn("installed-worker", []string{filepath.Join(rustTargetDir(), "release", "readme-worker")})
+	runREADMEJob(e, w)
+}

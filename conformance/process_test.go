@@ -115,6 +115,14 @@ var languages = []*language{
 		flakyType:     "java.io.IOException",
 		transientType: "java.lang.IllegalStateException",
 	},
+	{
+		name:          "rust",
+		command:       func() []string { return []string{rustWorkerBin()} },
+		missing:       rustMissing,
+		fatalType:     "panic",
+		flakyType:     "std::io::error::Error",
+		transientType: "error",
+	},
 }
 
 // defaultLease is the brokers' lease duration unless a scenario sets its own: short, so that lost

@@ -20,6 +20,7 @@ python_debian=$(sed -nE 's/^Ran ([0-9]+) tests? .*/\1/p' "$dir/python-debian-tes
 node_pass=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$dir/node-test.tap")
 node_skip=$(sed -nE 's/^# skipped ([0-9]+)$/\1/p' "$dir/node-test.tap")
 java=$(sed -nE 's/^Tests run: ([0-9]+),.*/\1/p' "$dir/java-test.txt" | awk '{n += $1} END {print n}')
+rust=$(sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' "$dir/rust-test.log" | awk '{n += $1} END {print n}')
 
 echo
 echo "make test passed"
@@ -28,6 +29,7 @@ printf '  %-12s scenarios passed: %s\n' "conformance" "$(IFS=,; echo "${conforma
 printf "  %-12s %s tests passed on PyPI's grpcio and protobuf, %s on Debian's\n" "python SDK" "${python:-?}" "${python_debian:-?}"
 printf '  %-12s %s tests passed, %s skipped\n' "node SDK" "${node_pass:-?}" "${node_skip:-?}"
 printf '  %-12s %s tests passed\n' "java SDK" "${java:-?}"
+printf '  %-12s %s tests passed\n' "rust SDK" "${rust:-?}"
 # One plain closing line, for tools that read a run's last line.
 echo "  (Go packages, conformance runs and SDK tests together:)"
-echo "total: $((go_ok + conformance_passed + ${python:-0} + ${python_debian:-0} + ${node_pass:-0} + ${java:-0})) passed, 0 failed"
+echo "total: $((go_ok + conformance_passed + ${python:-0} + ${python_debian:-0} + ${node_pass:-0} + ${java:-0} + ${rust:-0})) passed, 0 failed"
