@@ -91,7 +91,7 @@ func testNames(root, sdk, p string) ([]string, error) {
 	switch sdk {
 	case "":
 		return goTestNames(filepath.Join(root, p))
-	case sdkPython, sdkNode, sdkJava:
+	case sdkPython, sdkNode, sdkJava, sdkRust:
 		src, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
 			return nil, fmt.Errorf("cannot read test file %s: %v", p, err)
@@ -101,10 +101,12 @@ func testNames(root, sdk, p string) ([]string, error) {
 			return pythonTestNames(src), nil
 		case sdkJava:
 			return javaTestNames(src), nil
+		case sdkRust:
+			return rustTestNames(src), nil
 		}
 		return nodeTestNames(src), nil
 	}
-	return nil, fmt.Errorf("unknown sdk %q (want %q, %q, %q or none for Go)", sdk, sdkPython, sdkNode, sdkJava)
+	return nil, fmt.Errorf("unknown sdk %q (want %q, %q, %q, %q or none for Go)", sdk, sdkPython, sdkNode, sdkJava, sdkRust)
 }
 
 func goTestNames(dir string) ([]string, error) {
@@ -198,6 +200,12 @@ func (m mutation) selects(p string, names []string) error {
 		}
 		if !slices.ContainsFunc(names, re.MatchString) {
 			return fmt.Errorf("no test in %s has a name matching %q (was it renamed?)", p, m.run)
+		}
+		return nil
+	case sdkRust:
+		// cargo test NAME: a substring of a test's path; here, of a test function's name.
+		if m.run == "" || !slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, m.run) }) {
+			return fmt.Errorf("no test function in %s has a name containing %q (was it renamed?)", p, m.run)
 		}
 		return nil
 	case sdkJava:

@@ -57,6 +57,7 @@ const (
 	sdkPython = "python"
 	sdkNode   = "node"
 	sdkJava   = "java"
+	sdkRust   = "rust"
 )
 
 const (
@@ -435,6 +436,12 @@ func mutations() []mutation {
 	add(mutation{name: "java: IllegalArgumentException is transient", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Failures.java",
 		from: "          IllegalArgumentException.class,\n", to: "",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/FailuresTest.java"}, run: "theThrownClassDecidesTheKind", sdk: sdkJava})
+	add(mutation{name: "rust: a lease that runs out is kept", file: "sdks/rust/src/worker.rs",
+		from: "j.seq == seq && j.result.is_none() && j.lease_end.is_some_and(|end| end <= now)", to: "j.seq == seq && j.result.is_none() && false",
+		pkgs: []string{"sdks/rust/src/worker.rs"}, run: "a_lease_not_extended_is_given_up_before_the_broker_would", sdk: sdkRust})
+	add(mutation{name: "rust: no error type is fatal by default", file: "sdks/rust/src/error.rs",
+		from: "let mut fatal = fatal_by_default(TypeId::of::<E>());", to: "let mut fatal = false;",
+		pkgs: []string{"sdks/rust/src/error.rs"}, run: "errors_are_classified_by_their_type", sdk: sdkRust})
 	// The Go worker gives a handler up once its lease runs out on its own clock.
 	add(mutation{name: "worker lease: a lease that ran out only cancels the handler", file: "worker/lease.go",
 		from: "\tw.loseLocked(t, errLeaseExpired)", to: "\tt.cancel(errLeaseExpired)",
@@ -822,8 +829,11 @@ func runTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
 		}
 		cmd = exec.Command("go", append(args, m.pkgs...)...)
 	}
-	if m.sdk == sdkJava {
+	switch m.sdk {
+	case sdkJava:
 		return runJavaTests(ctx, m, timeout)
+	case sdkRust:
+		return runRustTests(ctx, m, timeout)
 	}
 	r := command(ctx, timeout, cmd)
 	if m.sdk == sdkNode {
