@@ -26,6 +26,10 @@ func rustTestNames(src []byte) []string {
 // cargoTotals matches the line cargo test prints for each test binary it ran.
 var cargoTotals = regexp.MustCompile(`(?m)^test result: \w+\. (\d+) passed; (\d+) failed`)
 
+// cargoBuildFailed matches what cargo prints when the crate or its tests do not compile (a
+// failing test ends in "error: test failed", which is not that).
+var cargoBuildFailed = regexp.MustCompile(`(?m)^error(\[E\d+\]: |: could not compile)`)
+
 // runRustTests runs the tests of the crate that holds each of m's source files whose names
 // contain m.run, in the release profile make test builds, offline.
 func runRustTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
@@ -42,7 +46,7 @@ func runRustTests(ctx context.Context, m mutation, timeout time.Duration) testRu
 			failed, _ := strconv.Atoi(string(t[2]))
 			o.ran += passed + failed
 		}
-		o.buildFailed = o.buildFailed || regexp.MustCompile(`(?m)^error(\[E\d+\])?:`).Match(r.out)
+		o.buildFailed = o.buildFailed || cargoBuildFailed.Match(r.out)
 	}
 	return o
 }
