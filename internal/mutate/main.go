@@ -611,6 +611,15 @@ func mutations() []mutation {
 	add(mutation{name: "dashboard: an action leaves the list as it was until a reload", file: "internal/web/assets/app.js",
 		from: "\n  await refresh();\n", to: "\n",
 		pkgs: []string{webPkg}, run: "TestDashboardListsInBrowser/requeued_jobs_leave_the_list_without_a_reload"})
+	add(mutation{name: "commit: an op bound to its batch is written alone when the batch fails", file: "broker/commit/grouped.go",
+		from: "if boundToBatch(t.op) {", to: "if false {",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedBatchBoundOpFallsWithItsBatch"})
+	add(mutation{name: "commit: a superseded start is written with the others", file: "broker/commit/grouped.go",
+		from: "\tif t.superseded {\n\t\treturn false\n\t}\n\tswitch o := t.op.(type) {", to: "\tswitch o := t.op.(type) {",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedWritesOneCallPerKind"})
+	add(mutation{name: "commit: a success that settles a shared breaker is stored at commit", file: "broker/session.go",
+		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees {", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees {",
+		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
 	return ms
 }
 
