@@ -221,6 +221,7 @@ class WorkerStreamTest(BrokerTestCase):
     async def test_batches_both_ways(self):
         w = self.make_worker(capacity=3)
         task, s, hello = await self.start(w)
+        self.addCleanup(task.cancel)  # a failed assertion must not leave the worker running
         self.assertTrue(hello.accepts_batches)
         # Three assignments in one frame: their Started messages are queued at the same moment
         # and leave as one batch, before any handler's result.
@@ -241,6 +242,7 @@ class WorkerStreamTest(BrokerTestCase):
     async def test_a_lone_message_is_not_wrapped(self):
         w = self.make_worker()
         task, s, _ = await self.start(w)
+        self.addCleanup(task.cancel)
         s.send(assignment=assignment(1))
         await s.recv("started")
         await s.recv("result")
