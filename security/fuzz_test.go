@@ -54,6 +54,15 @@ func FuzzWorkerStream(f *testing.F) {
 	f.Add(req(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Release{Release: &jobwirev1.Release{JobId: 1, LeaseToken: "x"}}}))
 	f.Add(req(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}))
 	f.Add(req(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: brokertest.Hello("again", 1, "t")}}))
+	batch := func(msgs ...*jobwirev1.ConnectRequest) *jobwirev1.ConnectRequest {
+		return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Batch{Batch: &jobwirev1.ConnectRequestBatch{Messages: msgs}}}
+	}
+	started := &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{JobId: 1, LeaseToken: tok}}}
+	f.Add(req(batch(started, &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{JobId: 1, LeaseToken: tok,
+		Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}})))
+	f.Add(req(batch(started, batch(started))))
+	f.Add(req(batch(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}})))
+	f.Add(req(batch()))
 	f.Add([]byte{3, 0x0a, 0x01, 0xff}) // a hello field holding a truncated message
 	f.Add([]byte{})
 	b := brokertest.New(f, brokertest.Options{Quiet: true})

@@ -22,7 +22,7 @@ func fuzzRequests() []proto.Message {
 		&jobwirev1.CancelJobRequest{}, &jobwirev1.ListJobsRequest{}, &jobwirev1.ListDeadJobsRequest{},
 		&jobwirev1.RequeueDeadJobsRequest{}, &jobwirev1.PurgeDeadJobsRequest{}, &jobwirev1.TopDeadErrorsRequest{},
 		&jobwirev1.PurgeFinishedJobsRequest{}, &jobwirev1.PauseQueueRequest{}, &jobwirev1.SetQueueLimitRequest{},
-		&jobwirev1.Hello{}, &jobwirev1.Heartbeat{},
+		&jobwirev1.Hello{}, &jobwirev1.Heartbeat{}, &jobwirev1.ConnectRequestBatch{},
 	}
 }
 
@@ -46,6 +46,9 @@ func FuzzValidateRequest(f *testing.F) {
 		&jobwirev1.Hello{WorkerId: "w", JobTypes: []string{"t"}, Capacity: 2,
 			Held: []*jobwirev1.LeaseRef{{JobId: 1, LeaseToken: "1.00000000000000000000000000000000"}}},
 		&jobwirev1.Heartbeat{Leases: []*jobwirev1.LeaseRef{{JobId: 1}, {JobId: 2}}},
+		&jobwirev1.ConnectRequestBatch{Messages: []*jobwirev1.ConnectRequest{
+			{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{JobId: 1, LeaseToken: "t"}}},
+			{Message: &jobwirev1.ConnectRequest_Batch{Batch: &jobwirev1.ConnectRequestBatch{}}}}},
 	}
 	for i, m := range seeds {
 		b, err := proto.Marshal(m)
@@ -67,6 +70,8 @@ func FuzzValidateRequest(f *testing.F) {
 			err = validateHello(r)
 		case *jobwirev1.Heartbeat:
 			err = validateHeartbeat(r, 4)
+		case *jobwirev1.ConnectRequestBatch:
+			err = validateRequestBatch(r)
 		default:
 			err = s.validate(req)
 		}

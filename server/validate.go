@@ -195,6 +195,39 @@ func validateHello(h *jobwirev1.Hello) error {
 	return nil
 }
 
+// MaxBatchMessages is the most messages one batch frame of the worker stream may carry, in
+// either direction. It bounds the work one frame asks of the broker before the message budget
+// is consulted, and what a worker must be ready to unpack at once.
+const MaxBatchMessages = 1024
+
+// validateRequestBatch checks a worker's batch frame before any of it is applied: 1..1024
+// messages, each a Started, Heartbeat, Result or Release. Hello and Drain change the stream's
+// state and travel alone; a nested batch would let a frame's size escape the bound.
+func validateRequestBatch(b *jobwirev1.ConnectRequestBatch) error {
+	msgs := b.GetMessages()
+	if len(msgs) == 0 {
+		return invalid("batch.messages", "must hold at least one message")
+	}
+	if len(msgs) > MaxBatchMessages {
+		return invalid("batch.messages", "holds %d messages, more than the limit of %d", len(msgs), MaxBatchMessages)
+	}
+	for i, m := range msgs {
+		switch m.GetMessage().(type) {
+		case *jobwirev1.ConnectRequest_Started, *jobwirev1.ConnectRequest_Heartbeat,
+			*jobwirev1.ConnectRequest_Result, *jobwirev1.ConnectRequest_Release:
+		case *jobwirev1.ConnectRequest_Batch:
+			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is a batch: batches do not nest")
+		case *jobwirev1.ConnectRequest_Hello:
+			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is hello: hello must be the first message on the stream, alone")
+		case *jobwirev1.ConnectRequest_Drain:
+			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is drain: drain must be sent alone")
+		default:
+			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is empty or of an unknown type: a batch may hold only started, heartbeat, result and release")
+		}
+	}
+	return nil
+}
+
 // validateHeartbeat checks a heartbeat against the stream's capacity: a worker holds at most
 // that many leases, so a longer list can only be abuse.
 func validateHeartbeat(hb *jobwirev1.Heartbeat, capacity int) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -68,7 +69,7 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	sendErr := make(chan error, 1)
 	sendCtx, stopSend := context.WithCancel(ctx)
 	defer stopSend()
-	go func() { sendErr <- sendLoop(sendCtx, stream, sess) }()
+	go func() { sendErr <- sendLoop(sendCtx, stream, sess, hello.GetAcceptsBatches()) }()
 
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- w.recvLoop(stream, sess) }()
@@ -91,7 +92,7 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	}
 }
 
-func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session) error {
+func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session, batches bool) error {
 	for {
 		msgs, err := sess.Next(ctx)
 		if err != nil {
@@ -107,12 +108,39 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			// The broker closed the session (shutdown): end the stream cleanly.
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
 		}
-		for _, m := range msgs {
-			if err := stream.Send(messageToProto(m)); err != nil {
+		for _, frame := range frames(msgs, batches) {
+			if err := stream.Send(frame); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// frames turns the messages ready at once into what goes on the wire: one frame each, or, for
+// a worker that accepts batches, batches of up to MaxBatchMessages. Every gRPC message costs
+// the worker a stream read, which is most of what a small job costs a worker library, so a
+// batch of n saves it n-1 of them. A lone message is never wrapped.
+func frames(msgs []broker.Message, batches bool) []*jobwirev1.ConnectResponse {
+	out := make([]*jobwirev1.ConnectResponse, 0, len(msgs))
+	if !batches {
+		for _, m := range msgs {
+			out = append(out, messageToProto(m))
+		}
+		return out
+	}
+	for chunk := range slices.Chunk(msgs, MaxBatchMessages) {
+		if len(chunk) == 1 {
+			out = append(out, messageToProto(chunk[0]))
+			continue
+		}
+		inner := make([]*jobwirev1.ConnectResponse, len(chunk))
+		for i, m := range chunk {
+			inner[i] = messageToProto(m)
+		}
+		out = append(out, &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
+			Batch: &jobwirev1.ConnectResponseBatch{Messages: inner}}})
+	}
+	return out
 }
 
 func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session) error {
@@ -123,39 +151,61 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 		if err != nil {
 			return err
 		}
-		// A message naming many leases costs the broker as much as that many messages.
-		if !budget.take(w.clk.Now(), 1+len(msg.GetHeartbeat().GetLeases())) {
-			return status.Errorf(codes.ResourceExhausted, "the worker sent more than %d messages (counting each lease a heartbeat names) a second; the stream is closed", rate)
-		}
-		switch m := msg.GetMessage().(type) {
-		case *jobwirev1.ConnectRequest_Started:
-			sess.Started(refFromProto(m.Started.GetJobId(), m.Started.GetLeaseToken()))
-		case *jobwirev1.ConnectRequest_Heartbeat:
-			if err := validateHeartbeat(m.Heartbeat, sess.Capacity()); err != nil {
+		inner := []*jobwirev1.ConnectRequest{msg}
+		if b, ok := msg.GetMessage().(*jobwirev1.ConnectRequest_Batch); ok {
+			if err := validateRequestBatch(b.Batch); err != nil {
 				return err
 			}
-			sess.Heartbeat(refsFromProto(m.Heartbeat.GetLeases()))
-		case *jobwirev1.ConnectRequest_Result:
-			r := m.Result
-			ref := refFromProto(r.GetJobId(), r.GetLeaseToken())
-			switch o := r.GetOutcome().(type) {
-			case *jobwirev1.Result_Success:
-				sess.Result(ref, nil)
-			case *jobwirev1.Result_Failure:
-				sess.Result(ref, failureFromProto(o.Failure))
-			default:
-				return status.Errorf(codes.InvalidArgument, "result for job %d: outcome must be success or failure", r.GetJobId())
+			inner = b.Batch.GetMessages()
+		}
+		// Each message of a batch counts as if sent alone, and a message naming many leases
+		// costs the broker as much as that many messages.
+		cost := 0
+		for _, m := range inner {
+			cost += 1 + len(m.GetHeartbeat().GetLeases())
+		}
+		if !budget.take(w.clk.Now(), cost) {
+			return status.Errorf(codes.ResourceExhausted, "the worker sent more than %d messages (counting each message of a batch and each lease a heartbeat names) a second; the stream is closed", rate)
+		}
+		for _, m := range inner {
+			if err := applyRequest(sess, m); err != nil {
+				return err
 			}
-		case *jobwirev1.ConnectRequest_Release:
-			sess.Release(refFromProto(m.Release.GetJobId(), m.Release.GetLeaseToken()))
-		case *jobwirev1.ConnectRequest_Drain:
-			sess.Drain()
-		case *jobwirev1.ConnectRequest_Hello:
-			return status.Error(codes.InvalidArgument, "hello: only the first message on a stream may be hello")
-		default:
-			return status.Error(codes.InvalidArgument, "message: empty or unknown message type")
 		}
 	}
+}
+
+// applyRequest hands one worker message (never a batch: recvLoop unpacks those) to the session.
+func applyRequest(sess *broker.Session, msg *jobwirev1.ConnectRequest) error {
+	switch m := msg.GetMessage().(type) {
+	case *jobwirev1.ConnectRequest_Started:
+		sess.Started(refFromProto(m.Started.GetJobId(), m.Started.GetLeaseToken()))
+	case *jobwirev1.ConnectRequest_Heartbeat:
+		if err := validateHeartbeat(m.Heartbeat, sess.Capacity()); err != nil {
+			return err
+		}
+		sess.Heartbeat(refsFromProto(m.Heartbeat.GetLeases()))
+	case *jobwirev1.ConnectRequest_Result:
+		r := m.Result
+		ref := refFromProto(r.GetJobId(), r.GetLeaseToken())
+		switch o := r.GetOutcome().(type) {
+		case *jobwirev1.Result_Success:
+			sess.Result(ref, nil)
+		case *jobwirev1.Result_Failure:
+			sess.Result(ref, failureFromProto(o.Failure))
+		default:
+			return status.Errorf(codes.InvalidArgument, "result for job %d: outcome must be success or failure", r.GetJobId())
+		}
+	case *jobwirev1.ConnectRequest_Release:
+		sess.Release(refFromProto(m.Release.GetJobId(), m.Release.GetLeaseToken()))
+	case *jobwirev1.ConnectRequest_Drain:
+		sess.Drain()
+	case *jobwirev1.ConnectRequest_Hello:
+		return status.Error(codes.InvalidArgument, "hello: only the first message on a stream may be hello")
+	default:
+		return status.Error(codes.InvalidArgument, "message: empty or unknown message type")
+	}
+	return nil
 }
 
 // streamOwner is who a worker stream authenticated as: its token's accessor id, or "" when auth

@@ -201,6 +201,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Result
 	//	*ConnectRequest_Release
 	//	*ConnectRequest_Drain
+	//	*ConnectRequest_Batch
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -297,6 +298,15 @@ func (x *ConnectRequest) GetDrain() *Drain {
 	return nil
 }
 
+func (x *ConnectRequest) GetBatch() *ConnectRequestBatch {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -325,6 +335,13 @@ type ConnectRequest_Drain struct {
 	Drain *Drain `protobuf:"bytes,6,opt,name=drain,proto3,oneof"`
 }
 
+type ConnectRequest_Batch struct {
+	// Several messages in one frame, applied in order as if sent one by one. Each may be only
+	// Started, Heartbeat, Result or Release (never Hello, Drain or another batch), and a batch
+	// holds 1..1024 of them. Any worker may send one, whatever its Hello said.
+	Batch *ConnectRequestBatch `protobuf:"bytes,7,opt,name=batch,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Started) isConnectRequest_Message() {}
@@ -336,6 +353,54 @@ func (*ConnectRequest_Result) isConnectRequest_Message() {}
 func (*ConnectRequest_Release) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Drain) isConnectRequest_Message() {}
+
+func (*ConnectRequest_Batch) isConnectRequest_Message() {}
+
+// ConnectRequestBatch carries several worker messages in one gRPC message, which costs the
+// worker and the broker one stream operation instead of one per message.
+type ConnectRequestBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*ConnectRequest      `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectRequestBatch) Reset() {
+	*x = ConnectRequestBatch{}
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectRequestBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectRequestBatch) ProtoMessage() {}
+
+func (x *ConnectRequestBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectRequestBatch.ProtoReflect.Descriptor instead.
+func (*ConnectRequestBatch) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ConnectRequestBatch) GetMessages() []*ConnectRequest {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
 
 // ConnectResponse is one message from broker to worker.
 type ConnectResponse struct {
@@ -349,6 +414,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Refused
 	//	*ConnectResponse_Cancel
 	//	*ConnectResponse_Drain
+	//	*ConnectResponse_Batch
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -356,7 +422,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[1]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +434,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[1]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +447,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{1}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ConnectResponse) GetMessage() isConnectResponse_Message {
@@ -454,6 +520,15 @@ func (x *ConnectResponse) GetDrain() *DrainRequest {
 	return nil
 }
 
+func (x *ConnectResponse) GetBatch() *ConnectResponseBatch {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -486,6 +561,13 @@ type ConnectResponse_Drain struct {
 	Drain *DrainRequest `protobuf:"bytes,7,opt,name=drain,proto3,oneof"`
 }
 
+type ConnectResponse_Batch struct {
+	// Several messages in one frame, to be handled in order as if received one by one. Sent
+	// only to a worker whose Hello set accepts_batches, never first (Welcome travels alone),
+	// and holding 2..1024 messages, none of them a batch.
+	Batch *ConnectResponseBatch `protobuf:"bytes,8,opt,name=batch,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Assignment) isConnectResponse_Message() {}
@@ -500,6 +582,53 @@ func (*ConnectResponse_Cancel) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Drain) isConnectResponse_Message() {}
 
+func (*ConnectResponse_Batch) isConnectResponse_Message() {}
+
+// ConnectResponseBatch carries several broker messages in one gRPC message.
+type ConnectResponseBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*ConnectResponse     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectResponseBatch) Reset() {
+	*x = ConnectResponseBatch{}
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectResponseBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectResponseBatch) ProtoMessage() {}
+
+func (x *ConnectResponseBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectResponseBatch.ProtoReflect.Descriptor instead.
+func (*ConnectResponseBatch) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConnectResponseBatch) GetMessages() []*ConnectResponse {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 // LeaseRef names one lease: a job and the fencing token it was assigned with.
 // A lease token is an opaque string of at most 64 bytes that carries 128 random bits; the
 // integer tokens of earlier versions used the field numbers now reserved.
@@ -513,7 +642,7 @@ type LeaseRef struct {
 
 func (x *LeaseRef) Reset() {
 	*x = LeaseRef{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[2]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +654,7 @@ func (x *LeaseRef) String() string {
 func (*LeaseRef) ProtoMessage() {}
 
 func (x *LeaseRef) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[2]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +667,7 @@ func (x *LeaseRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
 func (*LeaseRef) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{2}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeaseRef) GetJobId() int64 {
@@ -576,14 +705,17 @@ type Hello struct {
 	// another live broker of its database ends one movable stream at a time with UNAVAILABLE, so
 	// that the workers even out after a broker comes back; a worker that is not movable is never
 	// moved.
-	Movable       bool `protobuf:"varint,6,opt,name=movable,proto3" json:"movable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Movable bool `protobuf:"varint,6,opt,name=movable,proto3" json:"movable,omitempty"`
+	// The worker understands ConnectResponse.batch: the broker may then send several messages
+	// that are ready at once as one batch. A worker that leaves it false never receives one.
+	AcceptsBatches bool `protobuf:"varint,7,opt,name=accepts_batches,json=acceptsBatches,proto3" json:"accepts_batches,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[3]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +727,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[3]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +740,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{3}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Hello) GetWorkerId() string {
@@ -653,6 +785,13 @@ func (x *Hello) GetMovable() bool {
 	return false
 }
 
+func (x *Hello) GetAcceptsBatches() bool {
+	if x != nil {
+		return x.AcceptsBatches
+	}
+	return false
+}
+
 // Started says user code began running the job. The attempt counts from here.
 type Started struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -664,7 +803,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[4]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +815,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[4]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +828,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{4}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Started) GetJobId() int64 {
@@ -717,7 +856,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +868,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +881,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{5}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Heartbeat) GetLeases() []*LeaseRef {
@@ -768,7 +907,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +919,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +932,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{6}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Result) GetJobId() int64 {
@@ -859,7 +998,7 @@ type Success struct {
 
 func (x *Success) Reset() {
 	*x = Success{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1010,7 @@ func (x *Success) String() string {
 func (*Success) ProtoMessage() {}
 
 func (x *Success) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1023,7 @@ func (x *Success) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Success.ProtoReflect.Descriptor instead.
 func (*Success) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{9}
 }
 
 // Failure describes a failed attempt.
@@ -909,7 +1048,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1060,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1073,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Failure) GetKind() FailureKind {
@@ -991,7 +1130,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1142,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1155,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Release) GetJobId() int64 {
@@ -1049,7 +1188,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1200,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1213,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{12}
 }
 
 // Welcome answers Hello.
@@ -1093,7 +1232,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1244,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1257,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1166,7 +1305,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1317,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1330,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{12}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Assignment) GetJob() *Job {
@@ -1243,7 +1382,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1394,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1407,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResultAck) GetJobId() int64 {
@@ -1317,7 +1456,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1468,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1481,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeartbeatAck) GetExtended() []*LeaseRef {
@@ -1375,7 +1514,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1526,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1539,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Refused) GetJobId() int64 {
@@ -1451,7 +1590,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1602,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1615,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Cancel) GetJobId() int64 {
@@ -1511,7 +1650,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1662,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1675,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DrainRequest) GetReason() string {
@@ -1551,15 +1690,18 @@ var File_jobwire_v1_worker_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1fjobwire/v1/worker_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xb8\x02\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xf1\x02\n" +
 	"\x0eConnectRequest\x12)\n" +
 	"\x05hello\x18\x01 \x01(\v2\x11.jobwire.v1.HelloH\x00R\x05hello\x12/\n" +
 	"\astarted\x18\x02 \x01(\v2\x13.jobwire.v1.StartedH\x00R\astarted\x125\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x15.jobwire.v1.HeartbeatH\x00R\theartbeat\x12,\n" +
 	"\x06result\x18\x04 \x01(\v2\x12.jobwire.v1.ResultH\x00R\x06result\x12/\n" +
 	"\arelease\x18\x05 \x01(\v2\x13.jobwire.v1.ReleaseH\x00R\arelease\x12)\n" +
-	"\x05drain\x18\x06 \x01(\v2\x11.jobwire.v1.DrainH\x00R\x05drainB\t\n" +
-	"\amessage\"\x91\x03\n" +
+	"\x05drain\x18\x06 \x01(\v2\x11.jobwire.v1.DrainH\x00R\x05drain\x127\n" +
+	"\x05batch\x18\a \x01(\v2\x1f.jobwire.v1.ConnectRequestBatchH\x00R\x05batchB\t\n" +
+	"\amessage\"M\n" +
+	"\x13ConnectRequestBatch\x126\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.jobwire.v1.ConnectRequestR\bmessages\"\xcb\x03\n" +
 	"\x0fConnectResponse\x12/\n" +
 	"\awelcome\x18\x01 \x01(\v2\x13.jobwire.v1.WelcomeH\x00R\awelcome\x128\n" +
 	"\n" +
@@ -1570,19 +1712,23 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\rheartbeat_ack\x18\x04 \x01(\v2\x18.jobwire.v1.HeartbeatAckH\x00R\fheartbeatAck\x12/\n" +
 	"\arefused\x18\x05 \x01(\v2\x13.jobwire.v1.RefusedH\x00R\arefused\x12,\n" +
 	"\x06cancel\x18\x06 \x01(\v2\x12.jobwire.v1.CancelH\x00R\x06cancel\x120\n" +
-	"\x05drain\x18\a \x01(\v2\x18.jobwire.v1.DrainRequestH\x00R\x05drainB\t\n" +
-	"\amessage\"H\n" +
+	"\x05drain\x18\a \x01(\v2\x18.jobwire.v1.DrainRequestH\x00R\x05drain\x128\n" +
+	"\x05batch\x18\b \x01(\v2 .jobwire.v1.ConnectResponseBatchH\x00R\x05batchB\t\n" +
+	"\amessage\"O\n" +
+	"\x14ConnectResponseBatch\x127\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1b.jobwire.v1.ConnectResponseR\bmessages\"H\n" +
 	"\bLeaseRef\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
-	"leaseTokenJ\x04\b\x02\x10\x03\"\xb9\x01\n" +
+	"leaseTokenJ\x04\b\x02\x10\x03\"\xe2\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1b\n" +
 	"\tjob_types\x18\x02 \x03(\tR\bjobTypes\x12\x16\n" +
 	"\x06queues\x18\x03 \x03(\tR\x06queues\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12(\n" +
 	"\x04held\x18\x05 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04held\x12\x18\n" +
-	"\amovable\x18\x06 \x01(\bR\amovable\"G\n" +
+	"\amovable\x18\x06 \x01(\bR\amovable\x12'\n" +
+	"\x0faccepts_batches\x18\a \x01(\bR\x0eacceptsBatches\"G\n" +
 	"\aStarted\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
@@ -1686,75 +1832,81 @@ func file_jobwire_v1_worker_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_jobwire_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_jobwire_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_jobwire_v1_worker_service_proto_goTypes = []any{
 	(Decision)(0),                 // 0: jobwire.v1.Decision
 	(RefusedMessage)(0),           // 1: jobwire.v1.RefusedMessage
 	(CancelReason)(0),             // 2: jobwire.v1.CancelReason
 	(*ConnectRequest)(nil),        // 3: jobwire.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 4: jobwire.v1.ConnectResponse
-	(*LeaseRef)(nil),              // 5: jobwire.v1.LeaseRef
-	(*Hello)(nil),                 // 6: jobwire.v1.Hello
-	(*Started)(nil),               // 7: jobwire.v1.Started
-	(*Heartbeat)(nil),             // 8: jobwire.v1.Heartbeat
-	(*Result)(nil),                // 9: jobwire.v1.Result
-	(*Success)(nil),               // 10: jobwire.v1.Success
-	(*Failure)(nil),               // 11: jobwire.v1.Failure
-	(*Release)(nil),               // 12: jobwire.v1.Release
-	(*Drain)(nil),                 // 13: jobwire.v1.Drain
-	(*Welcome)(nil),               // 14: jobwire.v1.Welcome
-	(*Assignment)(nil),            // 15: jobwire.v1.Assignment
-	(*ResultAck)(nil),             // 16: jobwire.v1.ResultAck
-	(*HeartbeatAck)(nil),          // 17: jobwire.v1.HeartbeatAck
-	(*Refused)(nil),               // 18: jobwire.v1.Refused
-	(*Cancel)(nil),                // 19: jobwire.v1.Cancel
-	(*DrainRequest)(nil),          // 20: jobwire.v1.DrainRequest
-	(FailureKind)(0),              // 21: jobwire.v1.FailureKind
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*Job)(nil),                   // 23: jobwire.v1.Job
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(DeadReason)(0),               // 25: jobwire.v1.DeadReason
+	(*ConnectRequestBatch)(nil),   // 4: jobwire.v1.ConnectRequestBatch
+	(*ConnectResponse)(nil),       // 5: jobwire.v1.ConnectResponse
+	(*ConnectResponseBatch)(nil),  // 6: jobwire.v1.ConnectResponseBatch
+	(*LeaseRef)(nil),              // 7: jobwire.v1.LeaseRef
+	(*Hello)(nil),                 // 8: jobwire.v1.Hello
+	(*Started)(nil),               // 9: jobwire.v1.Started
+	(*Heartbeat)(nil),             // 10: jobwire.v1.Heartbeat
+	(*Result)(nil),                // 11: jobwire.v1.Result
+	(*Success)(nil),               // 12: jobwire.v1.Success
+	(*Failure)(nil),               // 13: jobwire.v1.Failure
+	(*Release)(nil),               // 14: jobwire.v1.Release
+	(*Drain)(nil),                 // 15: jobwire.v1.Drain
+	(*Welcome)(nil),               // 16: jobwire.v1.Welcome
+	(*Assignment)(nil),            // 17: jobwire.v1.Assignment
+	(*ResultAck)(nil),             // 18: jobwire.v1.ResultAck
+	(*HeartbeatAck)(nil),          // 19: jobwire.v1.HeartbeatAck
+	(*Refused)(nil),               // 20: jobwire.v1.Refused
+	(*Cancel)(nil),                // 21: jobwire.v1.Cancel
+	(*DrainRequest)(nil),          // 22: jobwire.v1.DrainRequest
+	(FailureKind)(0),              // 23: jobwire.v1.FailureKind
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*Job)(nil),                   // 25: jobwire.v1.Job
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(DeadReason)(0),               // 27: jobwire.v1.DeadReason
 }
 var file_jobwire_v1_worker_service_proto_depIdxs = []int32{
-	6,  // 0: jobwire.v1.ConnectRequest.hello:type_name -> jobwire.v1.Hello
-	7,  // 1: jobwire.v1.ConnectRequest.started:type_name -> jobwire.v1.Started
-	8,  // 2: jobwire.v1.ConnectRequest.heartbeat:type_name -> jobwire.v1.Heartbeat
-	9,  // 3: jobwire.v1.ConnectRequest.result:type_name -> jobwire.v1.Result
-	12, // 4: jobwire.v1.ConnectRequest.release:type_name -> jobwire.v1.Release
-	13, // 5: jobwire.v1.ConnectRequest.drain:type_name -> jobwire.v1.Drain
-	14, // 6: jobwire.v1.ConnectResponse.welcome:type_name -> jobwire.v1.Welcome
-	15, // 7: jobwire.v1.ConnectResponse.assignment:type_name -> jobwire.v1.Assignment
-	16, // 8: jobwire.v1.ConnectResponse.result_ack:type_name -> jobwire.v1.ResultAck
-	17, // 9: jobwire.v1.ConnectResponse.heartbeat_ack:type_name -> jobwire.v1.HeartbeatAck
-	18, // 10: jobwire.v1.ConnectResponse.refused:type_name -> jobwire.v1.Refused
-	19, // 11: jobwire.v1.ConnectResponse.cancel:type_name -> jobwire.v1.Cancel
-	20, // 12: jobwire.v1.ConnectResponse.drain:type_name -> jobwire.v1.DrainRequest
-	5,  // 13: jobwire.v1.Hello.held:type_name -> jobwire.v1.LeaseRef
-	5,  // 14: jobwire.v1.Heartbeat.leases:type_name -> jobwire.v1.LeaseRef
-	10, // 15: jobwire.v1.Result.success:type_name -> jobwire.v1.Success
-	11, // 16: jobwire.v1.Result.failure:type_name -> jobwire.v1.Failure
-	21, // 17: jobwire.v1.Failure.kind:type_name -> jobwire.v1.FailureKind
-	22, // 18: jobwire.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	22, // 19: jobwire.v1.Welcome.lease_duration:type_name -> google.protobuf.Duration
-	22, // 20: jobwire.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	5,  // 21: jobwire.v1.Welcome.lost:type_name -> jobwire.v1.LeaseRef
-	23, // 22: jobwire.v1.Assignment.job:type_name -> jobwire.v1.Job
-	24, // 23: jobwire.v1.Assignment.lease_deadline:type_name -> google.protobuf.Timestamp
-	22, // 24: jobwire.v1.Assignment.attempt_timeout:type_name -> google.protobuf.Duration
-	0,  // 25: jobwire.v1.ResultAck.decision:type_name -> jobwire.v1.Decision
-	24, // 26: jobwire.v1.ResultAck.retry_at:type_name -> google.protobuf.Timestamp
-	25, // 27: jobwire.v1.ResultAck.dead_reason:type_name -> jobwire.v1.DeadReason
-	5,  // 28: jobwire.v1.HeartbeatAck.extended:type_name -> jobwire.v1.LeaseRef
-	24, // 29: jobwire.v1.HeartbeatAck.lease_deadline:type_name -> google.protobuf.Timestamp
-	1,  // 30: jobwire.v1.Refused.refused_message:type_name -> jobwire.v1.RefusedMessage
-	2,  // 31: jobwire.v1.Cancel.reason:type_name -> jobwire.v1.CancelReason
-	3,  // 32: jobwire.v1.WorkerService.Connect:input_type -> jobwire.v1.ConnectRequest
-	4,  // 33: jobwire.v1.WorkerService.Connect:output_type -> jobwire.v1.ConnectResponse
-	33, // [33:34] is the sub-list for method output_type
-	32, // [32:33] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	8,  // 0: jobwire.v1.ConnectRequest.hello:type_name -> jobwire.v1.Hello
+	9,  // 1: jobwire.v1.ConnectRequest.started:type_name -> jobwire.v1.Started
+	10, // 2: jobwire.v1.ConnectRequest.heartbeat:type_name -> jobwire.v1.Heartbeat
+	11, // 3: jobwire.v1.ConnectRequest.result:type_name -> jobwire.v1.Result
+	14, // 4: jobwire.v1.ConnectRequest.release:type_name -> jobwire.v1.Release
+	15, // 5: jobwire.v1.ConnectRequest.drain:type_name -> jobwire.v1.Drain
+	4,  // 6: jobwire.v1.ConnectRequest.batch:type_name -> jobwire.v1.ConnectRequestBatch
+	3,  // 7: jobwire.v1.ConnectRequestBatch.messages:type_name -> jobwire.v1.ConnectRequest
+	16, // 8: jobwire.v1.ConnectResponse.welcome:type_name -> jobwire.v1.Welcome
+	17, // 9: jobwire.v1.ConnectResponse.assignment:type_name -> jobwire.v1.Assignment
+	18, // 10: jobwire.v1.ConnectResponse.result_ack:type_name -> jobwire.v1.ResultAck
+	19, // 11: jobwire.v1.ConnectResponse.heartbeat_ack:type_name -> jobwire.v1.HeartbeatAck
+	20, // 12: jobwire.v1.ConnectResponse.refused:type_name -> jobwire.v1.Refused
+	21, // 13: jobwire.v1.ConnectResponse.cancel:type_name -> jobwire.v1.Cancel
+	22, // 14: jobwire.v1.ConnectResponse.drain:type_name -> jobwire.v1.DrainRequest
+	6,  // 15: jobwire.v1.ConnectResponse.batch:type_name -> jobwire.v1.ConnectResponseBatch
+	5,  // 16: jobwire.v1.ConnectResponseBatch.messages:type_name -> jobwire.v1.ConnectResponse
+	7,  // 17: jobwire.v1.Hello.held:type_name -> jobwire.v1.LeaseRef
+	7,  // 18: jobwire.v1.Heartbeat.leases:type_name -> jobwire.v1.LeaseRef
+	12, // 19: jobwire.v1.Result.success:type_name -> jobwire.v1.Success
+	13, // 20: jobwire.v1.Result.failure:type_name -> jobwire.v1.Failure
+	23, // 21: jobwire.v1.Failure.kind:type_name -> jobwire.v1.FailureKind
+	24, // 22: jobwire.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	24, // 23: jobwire.v1.Welcome.lease_duration:type_name -> google.protobuf.Duration
+	24, // 24: jobwire.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 25: jobwire.v1.Welcome.lost:type_name -> jobwire.v1.LeaseRef
+	25, // 26: jobwire.v1.Assignment.job:type_name -> jobwire.v1.Job
+	26, // 27: jobwire.v1.Assignment.lease_deadline:type_name -> google.protobuf.Timestamp
+	24, // 28: jobwire.v1.Assignment.attempt_timeout:type_name -> google.protobuf.Duration
+	0,  // 29: jobwire.v1.ResultAck.decision:type_name -> jobwire.v1.Decision
+	26, // 30: jobwire.v1.ResultAck.retry_at:type_name -> google.protobuf.Timestamp
+	27, // 31: jobwire.v1.ResultAck.dead_reason:type_name -> jobwire.v1.DeadReason
+	7,  // 32: jobwire.v1.HeartbeatAck.extended:type_name -> jobwire.v1.LeaseRef
+	26, // 33: jobwire.v1.HeartbeatAck.lease_deadline:type_name -> google.protobuf.Timestamp
+	1,  // 34: jobwire.v1.Refused.refused_message:type_name -> jobwire.v1.RefusedMessage
+	2,  // 35: jobwire.v1.Cancel.reason:type_name -> jobwire.v1.CancelReason
+	3,  // 36: jobwire.v1.WorkerService.Connect:input_type -> jobwire.v1.ConnectRequest
+	5,  // 37: jobwire.v1.WorkerService.Connect:output_type -> jobwire.v1.ConnectResponse
+	37, // [37:38] is the sub-list for method output_type
+	36, // [36:37] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_worker_service_proto_init() }
@@ -1770,8 +1922,9 @@ func file_jobwire_v1_worker_service_proto_init() {
 		(*ConnectRequest_Result)(nil),
 		(*ConnectRequest_Release)(nil),
 		(*ConnectRequest_Drain)(nil),
+		(*ConnectRequest_Batch)(nil),
 	}
-	file_jobwire_v1_worker_service_proto_msgTypes[1].OneofWrappers = []any{
+	file_jobwire_v1_worker_service_proto_msgTypes[2].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_Assignment)(nil),
 		(*ConnectResponse_ResultAck)(nil),
@@ -1779,8 +1932,9 @@ func file_jobwire_v1_worker_service_proto_init() {
 		(*ConnectResponse_Refused)(nil),
 		(*ConnectResponse_Cancel)(nil),
 		(*ConnectResponse_Drain)(nil),
+		(*ConnectResponse_Batch)(nil),
 	}
-	file_jobwire_v1_worker_service_proto_msgTypes[6].OneofWrappers = []any{
+	file_jobwire_v1_worker_service_proto_msgTypes[8].OneofWrappers = []any{
 		(*Result_Success)(nil),
 		(*Result_Failure)(nil),
 	}
@@ -1790,7 +1944,7 @@ func file_jobwire_v1_worker_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_worker_service_proto_rawDesc), len(file_jobwire_v1_worker_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

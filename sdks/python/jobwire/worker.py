@@ -66,6 +66,9 @@ _CANCEL_REASONS = {
 
 _CLOSE = object()  # queued to the writer: half-close the stream
 
+# The most messages one batch frame may hold, in either direction (docs/protocol.md).
+MAX_BATCH = 1024
+
 
 def tls_credentials(
     tls: bool = False,
@@ -88,6 +91,11 @@ def tls_credentials(
     return grpc.ssl_channel_credentials(
         root_certificates=read(ca_file), private_key=read(key_file), certificate_chain=read(cert_file)
     )
+
+
+def _batchable(msg: Any) -> bool:
+    """Whether msg may travel in a batch: Hello and Drain go alone (the writer never sees Hello)."""
+    return msg is not _CLOSE and not msg.HasField("drain")
 
 
 class ProtocolError(Exception):
@@ -360,6 +368,7 @@ class Worker:
                         capacity=self.capacity,
                         held=held,
                         movable=self.movable,
+                        accepts_batches=True,
                     )
                 )
             )
@@ -394,7 +403,11 @@ class Worker:
                     raise
                 if resp is grpc.aio.EOF:
                     return
-                self._on_message(sess, resp)
+                if resp.HasField("batch"):
+                    for inner in resp.batch.messages:
+                        self._on_message(sess, inner)
+                else:
+                    self._on_message(sess, resp)
         finally:
             self._session = None
             for t in tasks:
@@ -425,14 +438,33 @@ class Worker:
                 self._drop(j, CANCEL_LEASE_LOST)
 
     async def _write_loop(self, sess: _Session) -> None:
+        """Write what is queued, in order. Messages queued at the same moment (the Started of
+        each assignment of one batch, the results of handlers that finished together) go as one
+        batch frame: each gRPC write costs about as much CPU as a whole no-op job, so a batch of
+        n saves n-1 of them. A message queued alone is written alone at once: nothing waits
+        for company."""
         queue, call = sess.queue, sess.call
+        held = None  # taken from the queue but not fit for the last frame
         try:
             while True:
-                # What was queued meanwhile is taken without waiting on the queue again.
-                msg = queue.get_nowait() if queue.qsize() else await queue.get()
+                if held is not None:
+                    msg, held = held, None
+                else:
+                    # What was queued meanwhile is taken without waiting on the queue again.
+                    msg = queue.get_nowait() if queue.qsize() else await queue.get()
                 if msg is _CLOSE:
                     await call.done_writing()
                     return
+                if queue.qsize() and _batchable(msg):
+                    batch = [msg]
+                    while queue.qsize() and len(batch) < MAX_BATCH:
+                        nxt = queue.get_nowait()
+                        if not _batchable(nxt):
+                            held = nxt
+                            break
+                        batch.append(nxt)
+                    if len(batch) > 1:
+                        msg = pb.ConnectRequest(batch=pb.ConnectRequestBatch(messages=batch))
                 await call.write(msg)
         except asyncio.CancelledError:
             raise

@@ -28,6 +28,8 @@ class Stream:
         self.context = context
         self.inbox: asyncio.Queue = asyncio.Queue()
         self.outbox: asyncio.Queue = asyncio.Queue()
+        self.hello = None  # the worker's Hello
+        self.batches = []  # the sizes of the batch frames the worker sent
 
     async def recv(self, kind=None, skip_heartbeats=True):
         """The worker's next message (None once it half-closed), checked to be of kind."""
@@ -66,6 +68,15 @@ class FakeBroker(worker_service_pb2_grpc.WorkerServiceServicer):
 
         async def read():
             async for req in request_iterator:
+                if req.HasField("hello"):
+                    s.hello = req.hello
+                if req.HasField("batch"):
+                    # The worker's batches are unpacked here, so that tests read its messages
+                    # one by one however they were framed.
+                    s.batches.append(len(req.batch.messages))
+                    for inner in req.batch.messages:
+                        await s.inbox.put(inner)
+                    continue
                 await s.inbox.put(req)
             await s.inbox.put(None)
 
@@ -206,6 +217,38 @@ class WorkerStreamTest(BrokerTestCase):
         s.send(result_ack=ack(1))
 
         await self.stop_and_expect_drain(w, task, s)
+
+    async def test_batches_both_ways(self):
+        w = self.make_worker(capacity=3)
+        task, s, hello = await self.start(w)
+        self.addCleanup(task.cancel)  # a failed assertion must not leave the worker running
+        self.assertTrue(hello.accepts_batches)
+        # Three assignments in one frame: their Started messages are queued at the same moment
+        # and leave as one batch, before any handler's result.
+        s.send(batch=pb.ConnectResponseBatch(messages=[pb.ConnectResponse(assignment=assignment(i)) for i in (1, 2, 3)]))
+        started = [await s.recv("started") for _ in range(3)]
+        self.assertEqual([m.job_id for m in started], [1, 2, 3])
+        self.assertEqual(s.batches[0], 3)
+        results = {}
+        while len(results) < 3:
+            r = await s.recv("result")
+            results[r.job_id] = r
+        self.assertTrue(all(r.HasField("success") for r in results.values()))
+        # The acks in one frame free all three slots.
+        s.send(batch=pb.ConnectResponseBatch(messages=[pb.ConnectResponse(result_ack=ack(i)) for i in (1, 2, 3)]))
+        await self.stop_and_expect_drain(w, task, s)
+        self.assertTrue(all(1 <= n <= 1024 for n in s.batches))
+
+    async def test_a_lone_message_is_not_wrapped(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        self.addCleanup(task.cancel)
+        s.send(assignment=assignment(1))
+        await s.recv("started")
+        await s.recv("result")
+        s.send(result_ack=ack(1))
+        await self.stop_and_expect_drain(w, task, s)
+        self.assertEqual(s.batches, [])
 
     async def test_movable_worker_says_so_in_hello(self):
         w = self.make_worker(movable=True)

@@ -16,55 +16,59 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from jobwire.v1 import job_pb2 as jobwire_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fjobwire/v1/worker_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x85\x02\n\x0e\x43onnectRequest\x12\"\n\x05hello\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.HelloH\x00\x12&\n\x07started\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.StartedH\x00\x12*\n\theartbeat\x18\x03 \x01(\x0b\x32\x15.jobwire.v1.HeartbeatH\x00\x12$\n\x06result\x18\x04 \x01(\x0b\x32\x12.jobwire.v1.ResultH\x00\x12&\n\x07release\x18\x05 \x01(\x0b\x32\x13.jobwire.v1.ReleaseH\x00\x12\"\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x11.jobwire.v1.DrainH\x00\x42\t\n\x07message\"\xcb\x02\n\x0f\x43onnectResponse\x12&\n\x07welcome\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.WelcomeH\x00\x12,\n\nassignment\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.AssignmentH\x00\x12+\n\nresult_ack\x18\x03 \x01(\x0b\x32\x15.jobwire.v1.ResultAckH\x00\x12\x31\n\rheartbeat_ack\x18\x04 \x01(\x0b\x32\x18.jobwire.v1.HeartbeatAckH\x00\x12&\n\x07refused\x18\x05 \x01(\x0b\x32\x13.jobwire.v1.RefusedH\x00\x12$\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x12.jobwire.v1.CancelH\x00\x12)\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x18.jobwire.v1.DrainRequestH\x00\x42\t\n\x07message\"5\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x03 \x01(\tJ\x04\x08\x02\x10\x03\"\x84\x01\n\x05Hello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x11\n\tjob_types\x18\x02 \x03(\t\x12\x0e\n\x06queues\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\"\n\x04held\x18\x05 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\x12\x0f\n\x07movable\x18\x06 \x01(\x08\"4\n\x07Started\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x03 \x01(\tJ\x04\x08\x02\x10\x03\"1\n\tHeartbeat\x12$\n\x06leases\x18\x01 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\"\x8e\x01\n\x06Result\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12&\n\x07success\x18\x03 \x01(\x0b\x32\x13.jobwire.v1.SuccessH\x00\x12&\n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x13.jobwire.v1.FailureH\x00\x42\t\n\x07outcomeJ\x04\x08\x02\x10\x03\"\t\n\x07Success\"\xa9\x01\n\x07\x46\x61ilure\x12%\n\x04kind\x18\x01 \x01(\x0e\x32\x17.jobwire.v1.FailureKind\x12\x12\n\nerror_type\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x04 \x01(\t\x12.\n\x0bretry_after\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttimed_out\x18\x06 \x01(\x08\"D\n\x07Release\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\tJ\x04\x08\x02\x10\x03\"\x07\n\x05\x44rain\"\xab\x01\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x0elease_duration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x04lost\x18\x04 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\"\xbe\x01\n\nAssignment\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x13\n\x0blease_token\x18\x06 \x01(\t\x12\x32\n\x0elease_deadline\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0f\x61ttempt_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationJ\x04\x08\x03\x10\x04\"\xb9\x01\n\tResultAck\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x06 \x01(\t\x12&\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.Decision\x12,\n\x08retry_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x0b\x64\x65\x61\x64_reason\x18\x05 \x01(\x0e\x32\x16.jobwire.v1.DeadReasonJ\x04\x08\x02\x10\x03\"j\n\x0cHeartbeatAck\x12&\n\x08\x65xtended\x18\x01 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\x12\x32\n\x0elease_deadline\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x07Refused\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x06 \x01(\t\x12\x33\n\x0frefused_message\x18\x03 \x01(\x0e\x32\x1a.jobwire.v1.RefusedMessage\x12\x0c\n\x04\x63ode\x18\x04 \x01(\r\x12\x0f\n\x07message\x18\x05 \x01(\tJ\x04\x08\x02\x10\x03\"]\n\x06\x43\x61ncel\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x04 \x01(\t\x12(\n\x06reason\x18\x03 \x01(\x0e\x32\x18.jobwire.v1.CancelReasonJ\x04\x08\x02\x10\x03\"\x1e\n\x0c\x44rainRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t*c\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x16\n\x12\x44\x45\x43ISION_SUCCEEDED\x10\x01\x12\x12\n\x0e\x44\x45\x43ISION_RETRY\x10\x02\x12\x11\n\rDECISION_DEAD\x10\x03*\xa6\x01\n\x0eRefusedMessage\x12\x1f\n\x1bREFUSED_MESSAGE_UNSPECIFIED\x10\x00\x12\x1b\n\x17REFUSED_MESSAGE_STARTED\x10\x01\x12\x1d\n\x19REFUSED_MESSAGE_HEARTBEAT\x10\x02\x12\x1a\n\x16REFUSED_MESSAGE_RESULT\x10\x03\x12\x1b\n\x17REFUSED_MESSAGE_RELEASE\x10\x04*\x83\x01\n\x0c\x43\x61ncelReason\x12\x1d\n\x19\x43\x41NCEL_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43\x41NCEL_REASON_REQUESTED\x10\x01\x12\x19\n\x15\x43\x41NCEL_REASON_TIMEOUT\x10\x02\x12\x1c\n\x18\x43\x41NCEL_REASON_LEASE_LOST\x10\x03\x32W\n\rWorkerService\x12\x46\n\x07\x43onnect\x12\x1a.jobwire.v1.ConnectRequest\x1a\x1b.jobwire.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fjobwire/v1/worker_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xb7\x02\n\x0e\x43onnectRequest\x12\"\n\x05hello\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.HelloH\x00\x12&\n\x07started\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.StartedH\x00\x12*\n\theartbeat\x18\x03 \x01(\x0b\x32\x15.jobwire.v1.HeartbeatH\x00\x12$\n\x06result\x18\x04 \x01(\x0b\x32\x12.jobwire.v1.ResultH\x00\x12&\n\x07release\x18\x05 \x01(\x0b\x32\x13.jobwire.v1.ReleaseH\x00\x12\"\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x11.jobwire.v1.DrainH\x00\x12\x30\n\x05\x62\x61tch\x18\x07 \x01(\x0b\x32\x1f.jobwire.v1.ConnectRequestBatchH\x00\x42\t\n\x07message\"C\n\x13\x43onnectRequestBatch\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.jobwire.v1.ConnectRequest\"\xfe\x02\n\x0f\x43onnectResponse\x12&\n\x07welcome\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.WelcomeH\x00\x12,\n\nassignment\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.AssignmentH\x00\x12+\n\nresult_ack\x18\x03 \x01(\x0b\x32\x15.jobwire.v1.ResultAckH\x00\x12\x31\n\rheartbeat_ack\x18\x04 \x01(\x0b\x32\x18.jobwire.v1.HeartbeatAckH\x00\x12&\n\x07refused\x18\x05 \x01(\x0b\x32\x13.jobwire.v1.RefusedH\x00\x12$\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x12.jobwire.v1.CancelH\x00\x12)\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x18.jobwire.v1.DrainRequestH\x00\x12\x31\n\x05\x62\x61tch\x18\x08 \x01(\x0b\x32 .jobwire.v1.ConnectResponseBatchH\x00\x42\t\n\x07message\"E\n\x14\x43onnectResponseBatch\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.jobwire.v1.ConnectResponse\"5\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x03 \x01(\tJ\x04\x08\x02\x10\x03\"\x9d\x01\n\x05Hello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x11\n\tjob_types\x18\x02 \x03(\t\x12\x0e\n\x06queues\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\"\n\x04held\x18\x05 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\x12\x0f\n\x07movable\x18\x06 \x01(\x08\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x07 \x01(\x08\"4\n\x07Started\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x03 \x01(\tJ\x04\x08\x02\x10\x03\"1\n\tHeartbeat\x12$\n\x06leases\x18\x01 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\"\x8e\x01\n\x06Result\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12&\n\x07success\x18\x03 \x01(\x0b\x32\x13.jobwire.v1.SuccessH\x00\x12&\n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x13.jobwire.v1.FailureH\x00\x42\t\n\x07outcomeJ\x04\x08\x02\x10\x03\"\t\n\x07Success\"\xa9\x01\n\x07\x46\x61ilure\x12%\n\x04kind\x18\x01 \x01(\x0e\x32\x17.jobwire.v1.FailureKind\x12\x12\n\nerror_type\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x04 \x01(\t\x12.\n\x0bretry_after\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttimed_out\x18\x06 \x01(\x08\"D\n\x07Release\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\tJ\x04\x08\x02\x10\x03\"\x07\n\x05\x44rain\"\xab\x01\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x0elease_duration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x04lost\x18\x04 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\"\xbe\x01\n\nAssignment\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x13\n\x0blease_token\x18\x06 \x01(\t\x12\x32\n\x0elease_deadline\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0f\x61ttempt_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationJ\x04\x08\x03\x10\x04\"\xb9\x01\n\tResultAck\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x06 \x01(\t\x12&\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.Decision\x12,\n\x08retry_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x0b\x64\x65\x61\x64_reason\x18\x05 \x01(\x0e\x32\x16.jobwire.v1.DeadReasonJ\x04\x08\x02\x10\x03\"j\n\x0cHeartbeatAck\x12&\n\x08\x65xtended\x18\x01 \x03(\x0b\x32\x14.jobwire.v1.LeaseRef\x12\x32\n\x0elease_deadline\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x07Refused\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x06 \x01(\t\x12\x33\n\x0frefused_message\x18\x03 \x01(\x0e\x32\x1a.jobwire.v1.RefusedMessage\x12\x0c\n\x04\x63ode\x18\x04 \x01(\r\x12\x0f\n\x07message\x18\x05 \x01(\tJ\x04\x08\x02\x10\x03\"]\n\x06\x43\x61ncel\x12\x0e\n\x06job_id\x18\x01 \x01(\x03\x12\x13\n\x0blease_token\x18\x04 \x01(\t\x12(\n\x06reason\x18\x03 \x01(\x0e\x32\x18.jobwire.v1.CancelReasonJ\x04\x08\x02\x10\x03\"\x1e\n\x0c\x44rainRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t*c\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x16\n\x12\x44\x45\x43ISION_SUCCEEDED\x10\x01\x12\x12\n\x0e\x44\x45\x43ISION_RETRY\x10\x02\x12\x11\n\rDECISION_DEAD\x10\x03*\xa6\x01\n\x0eRefusedMessage\x12\x1f\n\x1bREFUSED_MESSAGE_UNSPECIFIED\x10\x00\x12\x1b\n\x17REFUSED_MESSAGE_STARTED\x10\x01\x12\x1d\n\x19REFUSED_MESSAGE_HEARTBEAT\x10\x02\x12\x1a\n\x16REFUSED_MESSAGE_RESULT\x10\x03\x12\x1b\n\x17REFUSED_MESSAGE_RELEASE\x10\x04*\x83\x01\n\x0c\x43\x61ncelReason\x12\x1d\n\x19\x43\x41NCEL_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43\x41NCEL_REASON_REQUESTED\x10\x01\x12\x19\n\x15\x43\x41NCEL_REASON_TIMEOUT\x10\x02\x12\x1c\n\x18\x43\x41NCEL_REASON_LEASE_LOST\x10\x03\x32W\n\rWorkerService\x12\x46\n\x07\x43onnect\x12\x1a.jobwire.v1.ConnectRequest\x1a\x1b.jobwire.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.worker_service_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _DECISION._serialized_start=2363
-  _DECISION._serialized_end=2462
-  _REFUSEDMESSAGE._serialized_start=2465
-  _REFUSEDMESSAGE._serialized_end=2631
-  _CANCELREASON._serialized_start=2634
-  _CANCELREASON._serialized_end=2765
+  _DECISION._serialized_start=2629
+  _DECISION._serialized_end=2728
+  _REFUSEDMESSAGE._serialized_start=2731
+  _REFUSEDMESSAGE._serialized_end=2897
+  _CANCELREASON._serialized_start=2900
+  _CANCELREASON._serialized_end=3031
   _CONNECTREQUEST._serialized_start=135
-  _CONNECTREQUEST._serialized_end=396
-  _CONNECTRESPONSE._serialized_start=399
-  _CONNECTRESPONSE._serialized_end=730
-  _LEASEREF._serialized_start=732
-  _LEASEREF._serialized_end=785
-  _HELLO._serialized_start=788
-  _HELLO._serialized_end=920
-  _STARTED._serialized_start=922
-  _STARTED._serialized_end=974
-  _HEARTBEAT._serialized_start=976
-  _HEARTBEAT._serialized_end=1025
-  _RESULT._serialized_start=1028
-  _RESULT._serialized_end=1170
-  _SUCCESS._serialized_start=1172
-  _SUCCESS._serialized_end=1181
-  _FAILURE._serialized_start=1184
-  _FAILURE._serialized_end=1353
-  _RELEASE._serialized_start=1355
-  _RELEASE._serialized_end=1423
-  _DRAIN._serialized_start=1425
-  _DRAIN._serialized_end=1432
-  _WELCOME._serialized_start=1435
-  _WELCOME._serialized_end=1606
-  _ASSIGNMENT._serialized_start=1609
-  _ASSIGNMENT._serialized_end=1799
-  _RESULTACK._serialized_start=1802
-  _RESULTACK._serialized_end=1987
-  _HEARTBEATACK._serialized_start=1989
-  _HEARTBEATACK._serialized_end=2095
-  _REFUSED._serialized_start=2098
-  _REFUSED._serialized_end=2234
-  _CANCEL._serialized_start=2236
-  _CANCEL._serialized_end=2329
-  _DRAINREQUEST._serialized_start=2331
-  _DRAINREQUEST._serialized_end=2361
-  _WORKERSERVICE._serialized_start=2767
-  _WORKERSERVICE._serialized_end=2854
+  _CONNECTREQUEST._serialized_end=446
+  _CONNECTREQUESTBATCH._serialized_start=448
+  _CONNECTREQUESTBATCH._serialized_end=515
+  _CONNECTRESPONSE._serialized_start=518
+  _CONNECTRESPONSE._serialized_end=900
+  _CONNECTRESPONSEBATCH._serialized_start=902
+  _CONNECTRESPONSEBATCH._serialized_end=971
+  _LEASEREF._serialized_start=973
+  _LEASEREF._serialized_end=1026
+  _HELLO._serialized_start=1029
+  _HELLO._serialized_end=1186
+  _STARTED._serialized_start=1188
+  _STARTED._serialized_end=1240
+  _HEARTBEAT._serialized_start=1242
+  _HEARTBEAT._serialized_end=1291
+  _RESULT._serialized_start=1294
+  _RESULT._serialized_end=1436
+  _SUCCESS._serialized_start=1438
+  _SUCCESS._serialized_end=1447
+  _FAILURE._serialized_start=1450
+  _FAILURE._serialized_end=1619
+  _RELEASE._serialized_start=1621
+  _RELEASE._serialized_end=1689
+  _DRAIN._serialized_start=1691
+  _DRAIN._serialized_end=1698
+  _WELCOME._serialized_start=1701
+  _WELCOME._serialized_end=1872
+  _ASSIGNMENT._serialized_start=1875
+  _ASSIGNMENT._serialized_end=2065
+  _RESULTACK._serialized_start=2068
+  _RESULTACK._serialized_end=2253
+  _HEARTBEATACK._serialized_start=2255
+  _HEARTBEATACK._serialized_end=2361
+  _REFUSED._serialized_start=2364
+  _REFUSED._serialized_end=2500
+  _CANCEL._serialized_start=2502
+  _CANCEL._serialized_end=2595
+  _DRAINREQUEST._serialized_start=2597
+  _DRAINREQUEST._serialized_end=2627
+  _WORKERSERVICE._serialized_start=3033
+  _WORKERSERVICE._serialized_end=3120
 # @@protoc_insertion_point(module_scope)

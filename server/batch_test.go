@@ -1,0 +1,234 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/server"
+)
+
+// batchOf wraps worker messages in one batch frame.
+func batchOf(msgs ...*jobwirev1.ConnectRequest) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Batch{Batch: &jobwirev1.ConnectRequestBatch{Messages: msgs}}}
+}
+
+func startedReq(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}}}
+}
+
+func successReq(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}}
+}
+
+func heartbeatReq(refs ...*jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{Leases: refs}}}
+}
+
+// frameReader reads the broker's frames and unpacks batches, counting what it saw.
+type frameReader struct {
+	t       *testing.T
+	w       *brokertest.RawWorker
+	pending []*jobwirev1.ConnectResponse
+	batches int // batch frames seen
+	largest int // most messages in one batch
+}
+
+// next returns the broker's next message, unpacking a batch frame; it fails the test on a
+// batch that breaks the protocol's rules (fewer than two messages, more than 1024, nested).
+func (r *frameReader) next() *jobwirev1.ConnectResponse {
+	r.t.Helper()
+	if len(r.pending) == 0 {
+		m := r.w.Next()
+		b := m.GetBatch()
+		if b == nil {
+			return m
+		}
+		n := len(b.GetMessages())
+		if n < 2 || n > 1024 {
+			r.t.Fatalf("a batch of %d messages, want 2..1024", n)
+		}
+		for _, inner := range b.GetMessages() {
+			if inner.GetBatch() != nil || inner.GetWelcome() != nil {
+				r.t.Fatalf("a batch holds %v", inner)
+			}
+		}
+		r.batches++
+		r.largest = max(r.largest, n)
+		r.pending = b.GetMessages()
+	}
+	m := r.pending[0]
+	r.pending = r.pending[1:]
+	return m
+}
+
+// runRound enqueues n jobs, takes their n assignments, reports Started and then success for
+// all of them in two batch frames, and reads the n acks.
+func runRound(t *testing.T, b *brokertest.Bundle, r *frameReader, typ string, n int) {
+	t.Helper()
+	for range n {
+		enqueue(t, b, &jobwirev1.JobSpec{Type: typ})
+	}
+	var started, results []*jobwirev1.ConnectRequest
+	for range n {
+		m := r.next()
+		a := m.GetAssignment()
+		if a == nil {
+			t.Fatalf("expected an assignment, got %v", m)
+		}
+		started = append(started, startedReq(brokertest.Ref(a)))
+		results = append(results, successReq(brokertest.Ref(a)))
+	}
+	r.w.Send(batchOf(started...))
+	r.w.Send(batchOf(results...))
+	for range n {
+		if a := ack(t, r.next()); a.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
+			t.Fatalf("decision %s, want SUCCEEDED", a.GetDecision())
+		}
+	}
+}
+
+// A worker that accepts batches gets the messages ready at once as batch frames, and its own
+// batches of Started and Result are applied as if sent one by one: every job succeeds once.
+func TestBatchFramesBothWays(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	hello := brokertest.Hello("batcher", 64, "t")
+	hello.AcceptsBatches = true
+	r := &frameReader{t: t, w: b.Connect(hello)}
+	// Whether two messages are ready at the same moment depends on the broker's goroutines, so
+	// run rounds until one batch came back.
+	deadline := time.Now().Add(brokertest.WaitTimeout)
+	rounds := 0
+	for r.batches == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no batch frame in %d rounds of 64 jobs", rounds)
+		}
+		runRound(t, b, r, "t", 64)
+		rounds++
+	}
+	t.Logf("%d rounds; %d batch frames, the largest of %d messages", rounds, r.batches, r.largest)
+}
+
+// A worker whose Hello does not accept batches never receives one, however many messages are
+// ready at once; it may still send batches of its own.
+func TestNoBatchForAWorkerThatDidNotAskForThem(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	for range 64 {
+		enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	}
+	r := &frameReader{t: t, w: b.Connect(brokertest.Hello("old", 64, "t"))}
+	var results []*jobwirev1.ConnectRequest
+	for range 64 {
+		results = append(results, successReq(brokertest.Ref(r.w.Assignment())))
+	}
+	r.w.Send(batchOf(results...))
+	for range 64 {
+		ack(t, r.next())
+	}
+	if r.batches != 0 {
+		t.Fatalf("an old worker got %d batch frames", r.batches)
+	}
+}
+
+// Batches that break the rules end the stream with INVALID_ARGUMENT naming the rule, before
+// any of their messages is applied; a batch at the size limit is taken.
+func TestBatchRefusals(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	bogus := &jobwirev1.LeaseRef{JobId: 1, LeaseToken: "1.00000000000000000000000000000000"}
+	startedTimes := func(n int) []*jobwirev1.ConnectRequest {
+		out := make([]*jobwirev1.ConnectRequest, n)
+		for i := range out {
+			out[i] = startedReq(bogus)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		frame *jobwirev1.ConnectRequest
+		want  string // the INVALID_ARGUMENT message's start; "" for accepted
+	}{
+		{"at the size limit", batchOf(startedTimes(1024)...), ""},
+		{"over the size limit", batchOf(startedTimes(1025)...), "batch.messages: holds 1025 messages, more than the limit of 1024"},
+		{"empty", batchOf(), "batch.messages: must hold at least one message"},
+		{"nested", batchOf(startedReq(bogus), batchOf(startedReq(bogus))), "batch.messages[1]: is a batch: batches do not nest"},
+		{"hello inside", batchOf(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: brokertest.Hello("w", 1, "t")}}),
+			"batch.messages[0]: is hello"},
+		{"drain inside", batchOf(startedReq(bogus), &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}),
+			"batch.messages[1]: is drain: drain must be sent alone"},
+		{"empty message inside", batchOf(&jobwirev1.ConnectRequest{}), "batch.messages[0]: is empty or of an unknown type"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := b.Connect(brokertest.Hello(fmt.Sprintf("w%d", i), 1, "t"))
+			w.Send(tt.frame)
+			if tt.want == "" {
+				// The stream lives on: a heartbeat after the batch is answered.
+				if m := w.Heartbeat(); m.GetHeartbeatAck() == nil && m.GetRefused() == nil {
+					t.Fatalf("after the batch: %v, want the heartbeat answered", m)
+				}
+				return
+			}
+			err := w.Err()
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.want) {
+				t.Fatalf("%v, want INVALID_ARGUMENT %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A batch is no way around the stream's message budget: each message in it counts, and each
+// lease its heartbeats name.
+func TestBatchCountsEachMessageAgainstTheBudget(t *testing.T) {
+	t.Parallel()
+	limits := withRate(10)
+	b := brokertest.New(t, brokertest.Options{Limits: limits})
+	hb := heartbeatReq()
+	// Five heartbeats naming a lease each, in one frame, take the whole budget of ten (the fake
+	// clock stands still); each is answered, so all are known to be counted...
+	w := b.Connect(brokertest.Hello("full", 1, "t"))
+	one := heartbeatReq(&jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"})
+	w.Send(batchOf(one, one, one, one, one))
+	for range 5 {
+		if m := w.Next(); m.GetRefused() == nil && m.GetHeartbeatAck() == nil {
+			t.Fatalf("a heartbeat for a bogus lease: %v, want it answered", m)
+		}
+	}
+	// ...so one more, alone, is over it.
+	w.Send(hb)
+	if err := w.Err(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("an 11th message after a batch of 10 at 10 a second: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	// Eleven in one frame are over it at once.
+	w2 := b.Connect(brokertest.Hello("eleven", 1, "t"))
+	w2.Send(batchOf(hb, hb, hb, hb, hb, hb, hb, hb, hb, hb, hb))
+	if err := w2.Err(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a batch of 11 at 10 a second: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	// Leases count too: two heartbeats of five leases each and one more message is 13.
+	w3 := b.Connect(brokertest.Hello("wide", 5, "t"))
+	five := make([]*jobwirev1.LeaseRef, 5)
+	for i := range five {
+		five[i] = &jobwirev1.LeaseRef{JobId: int64(i + 1), LeaseToken: "x"}
+	}
+	w3.Send(batchOf(heartbeatReq(five...), heartbeatReq(five...), hb))
+	if err := w3.Err(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a batch worth 13 messages at 10 a second: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
+func withRate(rate int) server.Limits {
+	l := server.DefaultLimits()
+	l.MaxStreamMessageRate = rate
+	return l
+}
