@@ -620,6 +620,24 @@ func mutations() []mutation {
 	add(mutation{name: "commit: a success that settles a shared breaker is stored at commit", file: "broker/session.go",
 		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees {", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees {",
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
+	add(mutation{name: "limits: a batch one message longer than the limit", file: "server/validate.go",
+		from: "if len(msgs) > MaxBatchMessages {", to: "if len(msgs) > MaxBatchMessages+1 {",
+		pkgs: []string{srvPkg}, run: "TestBatchRefusals"})
+	add(mutation{name: "limits: a batch costs the budget one message", file: "server/workers.go",
+		from: "cost += 1 + len(m.GetHeartbeat().GetLeases())", to: "cost = 1 + len(m.GetHeartbeat().GetLeases())",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsEachMessageAgainstTheBudget"})
+	add(mutation{name: "batches: sent to a worker that did not ask for them", file: "server/workers.go",
+		from: "sendLoop(sendCtx, stream, sess, hello.GetAcceptsBatches())", to: "sendLoop(sendCtx, stream, sess, true)",
+		pkgs: []string{srvPkg}, run: "TestNoBatchForAWorkerThatDidNotAskForThem"})
+	add(mutation{name: "batches: a hello inside a batch is taken", file: "server/validate.go",
+		from: "\t\t\treturn invalid(fmt.Sprintf(\"batch.messages[%d]\", i), \"is hello: hello must be the first message on the stream, alone\")\n", to: "",
+		pkgs: []string{srvPkg}, run: "TestBatchRefusals/hello_inside"})
+	add(mutation{name: "python: the worker does not ask for batches", file: "sdks/python/jobwire/worker.py",
+		from: "accepts_batches=True,", to: "accepts_batches=False,",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_batches_both_ways", sdk: sdkPython})
+	add(mutation{name: "python: messages ready together go one by one", file: "sdks/python/jobwire/worker.py",
+		from: "if len(batch) > 1:", to: "if len(batch) > 1 and False:",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_batches_both_ways", sdk: sdkPython})
 	return ms
 }
 
