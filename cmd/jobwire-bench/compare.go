@@ -245,28 +245,25 @@ func compareRuns(base, head [][]result) []comparison {
 		}
 		return &out[i]
 	}
-	for _, run := range base {
-		for _, r := range run {
-			c := at(r.Name)
-			c.base = append(c.base, r.JobsPerSec)
-			if r.Latency != nil {
-				c.withLatency = true
-				c.baseP50 = append(c.baseP50, r.Latency.P50ms)
-				c.baseP99 = append(c.baseP99, r.Latency.P99ms)
+	add := func(runs [][]result, head bool) {
+		for _, run := range runs {
+			for _, r := range run {
+				c := at(r.Name)
+				rate, p50, p99 := &c.base, &c.baseP50, &c.baseP99
+				if head {
+					rate, p50, p99 = &c.head, &c.headP50, &c.headP99
+				}
+				*rate = append(*rate, r.JobsPerSec)
+				if r.Latency != nil {
+					c.withLatency = true
+					*p50 = append(*p50, r.Latency.P50ms)
+					*p99 = append(*p99, r.Latency.P99ms)
+				}
 			}
 		}
 	}
-	for _, run := range head {
-		for _, r := range run {
-			c := at(r.Name)
-			c.head = append(c.head, r.JobsPerSec)
-			if r.Latency != nil {
-				c.withLatency = true
-				c.headP50 = append(c.headP50, r.Latency.P50ms)
-				c.headP99 = append(c.headP99, r.Latency.P99ms)
-			}
-		}
-	}
+	add(base, false)
+	add(head, true)
 	return out
 }
 
