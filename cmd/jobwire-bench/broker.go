@@ -37,13 +37,25 @@ type brokerProc struct {
 	done chan error
 }
 
-// scenarioDB returns a fresh database for one scenario: a SQLite file in dir (removed with
-// dir), or a new schema of the PostgreSQL database, which every broker of the scenario
-// shares. drop removes that schema, once the scenario's brokers have stopped, unless the run
-// keeps its databases (--keep): a run leaves nothing behind in the database it was given.
+// scenarioDB returns a fresh database for one run of a scenario: a SQLite file in a folder of
+// its own in dir, or a new schema of the PostgreSQL database, which every broker of the
+// scenario shares. drop removes that folder or schema, once the scenario's brokers have
+// stopped, unless the run keeps its databases (--keep): a run leaves nothing behind.
 func scenarioDB(ctx context.Context, cfg *benchConfig, dir, scenario string) (db string, drop func() error, err error) {
 	if cfg.Postgres == "" {
-		return filepath.Join(dir, scenario+".db"), func() error { return nil }, nil
+		// A folder of its own per run: a repeated scenario (--repeat) must not find the jobs
+		// of the run before it, which a drain followed through the broker's counts would take
+		// for its own.
+		d, err := os.MkdirTemp(dir, scenario+"-")
+		if err != nil {
+			return "", nil, err
+		}
+		return filepath.Join(d, scenario+".db"), func() error {
+			if cfg.keep {
+				return nil
+			}
+			return os.RemoveAll(d)
+		}, nil
 	}
 	db, schema, err := freshSchema(ctx, cfg.Postgres, scenario)
 	if err != nil {
