@@ -480,6 +480,9 @@ impl Core {
             capacity: self.cfg.capacity as i32,
             held: self.jobs.values().map(|j| j.lease.clone()).collect(),
             movable: self.cfg.movable,
+            // The broker may send what is ready together as one batch; this worker unpacks it
+            // (on_message). It sends its own messages one by one.
+            accepts_batches: true,
         };
         let _ = tx.send(request(pb::connect_request::Message::Hello(hello)));
         let mut client = client.clone();
@@ -581,6 +584,13 @@ impl Core {
     fn on_message(&mut self, resp: pb::ConnectResponse) {
         use pb::connect_response::Message as M;
         let Some(msg) = resp.message else { return };
+        if let M::Batch(batch) = msg {
+            // Several messages in one: handled in order, as if they had come one by one.
+            for m in batch.messages {
+                self.on_message(m);
+            }
+            return;
+        }
         let welcomed = self.session.as_ref().is_some_and(|s| s.welcomed);
         if !welcomed {
             match msg {
@@ -623,6 +633,7 @@ impl Core {
             }
             M::HeartbeatAck(ack) => self.on_extended(ack.extended),
             M::Welcome(_) => tracing::warn!("a second Welcome on one stream: ignored"),
+            M::Batch(_) => unreachable!("batches are unpacked above"),
         }
     }
 
