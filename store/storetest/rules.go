@@ -22,7 +22,7 @@ var _ = register(
 // ruleWorlds is how many random states each property case sets up; ruleSeed makes them the same
 // on every run, so a failure can be replayed.
 const (
-	ruleWorlds = 40
+	ruleWorlds = 60
 	ruleSeed   = 27
 )
 
@@ -36,6 +36,7 @@ type ruleWorld struct {
 	worker   dispatchrule.Worker
 	jobs     []ruleJob // in dispatch order once stored
 	base     int       // the world's lowest priority: every world's are above the last's
+	ranOut   bool      // a lease takes a capped queue's last room and leaves its next job
 }
 
 type ruleJob struct {
@@ -68,7 +69,7 @@ func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 	for k := range 3 {
 		q := fmt.Sprintf("%s-q%d", w.name, k)
 		queues = append(queues, q)
-		w.queues[q] = dispatchrule.Queue{Paused: rng.IntN(4) == 0, Cap: []int{0, 0, 1, 2, 3}[rng.IntN(5)], Held: rng.IntN(3)}
+		w.queues[q] = dispatchrule.Queue{Paused: rng.IntN(5) == 0, Cap: []int{0, 0, 1, 2, 3, 4}[rng.IntN(6)], Held: rng.IntN(3)}
 		t := fmt.Sprintf("%s-t%d", w.name, k)
 		types = append(types, t)
 		w.breakers[t] = dispatchrule.Breaker{State: []dispatchrule.BreakerState{dispatchrule.Closed, dispatchrule.Closed, dispatchrule.Closed, dispatchrule.Open}[rng.IntN(4)]}
@@ -79,11 +80,11 @@ func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 	}
 	b.storeHeld(w, queues)
 	var ps []*store.JobInsertParams
-	for range rng.IntN(10) {
+	for range rng.IntN(16) {
 		p := b.job(types[rng.IntN(len(types))])
 		p.Queue, p.Priority = queues[rng.IntN(len(queues))], w.base+rng.IntN(3)
 		p.RunAt = b.now.Add(-time.Duration(rng.IntN(5)) * time.Minute)
-		if rng.IntN(5) == 0 {
+		if rng.IntN(8) == 0 {
 			p.RunAt = b.now.Add(time.Hour)
 		}
 		ps = append(ps, p)
@@ -169,6 +170,9 @@ func (w *ruleWorld) allowed(now time.Time, seen map[dispatchrule.Reason]int) []i
 			Workers: []dispatchrule.Worker{w.worker}}
 		r := dispatchrule.Check(j.j, st)
 		seen[r]++
+		if r == dispatchrule.QueueAtCap && dispatchrule.QueueReason(w.queues[j.j.Queue]) == dispatchrule.None {
+			w.ranOut = true // the jobs before it took its queue's room
+		}
 		if r != dispatchrule.None {
 			continue
 		}
@@ -188,10 +192,14 @@ func (w *ruleWorld) allowed(now time.Time, seen map[dispatchrule.Reason]int) []i
 func testLeaseFollowsDispatchRules(t *testing.T, b *bundle) {
 	rng := rand.New(rand.NewPCG(ruleSeed, 1))
 	seen := make(map[dispatchrule.Reason]int)
+	ranOut := make(map[bool]int) // by shared
 	for i := range ruleWorlds {
 		w := b.newRuleWorld(rng, i)
 		want := w.allowed(b.now, seen)
 		shared := rng.IntN(2) == 0
+		if w.ranOut {
+			ranOut[shared]++
+		}
 		p := w.leaseParams(b, shared)
 		if p == nil {
 			if len(want) > 0 {
@@ -210,6 +218,10 @@ func testLeaseFollowsDispatchRules(t *testing.T, b *bundle) {
 		if seen[r] == 0 {
 			t.Errorf("no job of the random worlds came out %s: draw other worlds", r)
 		}
+	}
+	if ranOut[true] == 0 || ranOut[false] == 0 {
+		t.Errorf("a lease ran out of a capped queue's room in %d worlds with the database's rules and %d with a broker's own: draw other worlds",
+			ranOut[true], ranOut[false])
 	}
 }
 
