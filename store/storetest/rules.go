@@ -37,6 +37,7 @@ type ruleWorld struct {
 	jobs     []ruleJob // in dispatch order once stored
 	base     int       // the world's lowest priority: every world's are above the last's
 	ranOut   bool      // a lease takes a capped queue's last room and leaves its next job
+	probed   int       // jobs leased as probes
 }
 
 type ruleJob struct {
@@ -72,7 +73,9 @@ func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 		w.queues[q] = dispatchrule.Queue{Paused: rng.IntN(5) == 0, Cap: []int{0, 0, 1, 2, 3, 4}[rng.IntN(6)], Held: rng.IntN(3)}
 		t := fmt.Sprintf("%s-t%d", w.name, k)
 		types = append(types, t)
-		w.breakers[t] = dispatchrule.Breaker{State: []dispatchrule.BreakerState{dispatchrule.Closed, dispatchrule.Closed, dispatchrule.Closed, dispatchrule.Open}[rng.IntN(4)]}
+		w.breakers[t] = []dispatchrule.Breaker{{State: dispatchrule.Closed}, {State: dispatchrule.Closed},
+			{State: dispatchrule.Closed}, {State: dispatchrule.Open}, {State: dispatchrule.HalfOpen},
+			{State: dispatchrule.HalfOpen, ProbeRoom: 1}, {State: dispatchrule.HalfOpen, ProbeRoom: 2}}[rng.IntN(7)]
 	}
 	w.worker = dispatchrule.Worker{Types: pick(rng, types, false), Free: 1 << 10}
 	if rng.IntN(2) == 0 {
@@ -159,29 +162,61 @@ func pick(rng *rand.Rand, xs []string, mayBeEmpty bool) []string {
 	}
 }
 
-// allowed is the jobs the rules let w's worker lease, in dispatch order: each in turn, a capped
-// queue's room counted down by those before it.
-// seen counts the reasons given.
+// allowed is the jobs the rules let w's worker lease, in the order a round's grants lease them:
+// first the probes of each HALF_OPEN type with probe room, type by type, then the rest, each in
+// dispatch order. Each job is checked in turn, a capped queue's room and a breaker's probe room
+// counted down by those taken before it. seen counts the reasons the rest were given.
 func (w *ruleWorld) allowed(now time.Time, seen map[dispatchrule.Reason]int) []int64 {
-	queues := maps.Clone(w.queues)
+	queues, breakers := maps.Clone(w.queues), maps.Clone(w.breakers)
 	var ids []int64
-	for _, j := range w.jobs {
-		st := dispatchrule.State{Now: now, Queue: queues[j.j.Queue], Breaker: w.breakers[j.j.Type],
+	taken := make(map[int64]bool)
+	try := func(j ruleJob) dispatchrule.Reason {
+		st := dispatchrule.State{Now: now, Queue: queues[j.j.Queue], Breaker: breakers[j.j.Type],
 			Workers: []dispatchrule.Worker{w.worker}}
 		r := dispatchrule.Check(j.j, st)
+		if r != dispatchrule.None {
+			return r
+		}
+		ids = append(ids, j.id)
+		taken[j.id] = true
+		st.Queue.Held++
+		queues[j.j.Queue] = st.Queue
+		if st.Breaker.State == dispatchrule.HalfOpen {
+			st.Breaker.ProbeRoom--
+			breakers[j.j.Type] = st.Breaker
+		}
+		return r
+	}
+	for _, t := range w.probeTypes() {
+		for _, j := range w.jobs {
+			if j.j.Type == t && try(j) == dispatchrule.None {
+				w.probed++
+			}
+		}
+	}
+	for _, j := range w.jobs {
+		if taken[j.id] {
+			seen[dispatchrule.None]++
+			continue
+		}
+		r := try(j)
 		seen[r]++
 		if r == dispatchrule.QueueAtCap && dispatchrule.QueueReason(w.queues[j.j.Queue]) == dispatchrule.None {
 			w.ranOut = true // the jobs before it took its queue's room
 		}
-		if r != dispatchrule.None {
-			continue
-		}
-		ids = append(ids, j.id)
-		q := queues[j.j.Queue]
-		q.Held++
-		queues[j.j.Queue] = q
 	}
 	return ids
+}
+
+// probeTypes are the types w's worker serves whose breakers let probes through.
+func (w *ruleWorld) probeTypes() []string {
+	var ts []string
+	for _, t := range w.worker.Types {
+		if br := w.breakers[t]; br.State == dispatchrule.HalfOpen && dispatchrule.BreakerReason(br) == dispatchrule.None {
+			ts = append(ts, t)
+		}
+	}
+	return ts
 }
 
 // The lease statement repeats the dispatch rules in SQL: over random states, a lease under
@@ -192,7 +227,7 @@ func (w *ruleWorld) allowed(now time.Time, seen map[dispatchrule.Reason]int) []i
 func testLeaseFollowsDispatchRules(t *testing.T, b *bundle) {
 	rng := rand.New(rand.NewPCG(ruleSeed, 1))
 	seen := make(map[dispatchrule.Reason]int)
-	ranOut := make(map[bool]int) // by shared
+	ranOut, probed := make(map[bool]int), make(map[bool]int) // by shared
 	for i := range ruleWorlds {
 		w := b.newRuleWorld(rng, i)
 		want := w.allowed(b.now, seen)
@@ -200,21 +235,18 @@ func testLeaseFollowsDispatchRules(t *testing.T, b *bundle) {
 		if w.ranOut {
 			ranOut[shared]++
 		}
-		p := w.leaseParams(b, shared)
-		if p == nil {
-			if len(want) > 0 {
-				t.Fatalf("no lease to ask for, yet the rules let %v through\n%s", want, w)
-			}
-			continue
+		probed[shared] += w.probed
+		var got []int64
+		for _, p := range w.leases(b, shared) {
+			got = append(got, ids(b.lease(p))...)
 		}
-		got := ids(b.lease(p))
 		if !slices.Equal(got, want) {
-			t.Fatalf("lease (shared rules %t) took %v, the rules let through %v\n%s", shared, got, want, w)
+			t.Fatalf("leases (shared rules %t) took %v, the rules let through %v\n%s", shared, got, want, w)
 		}
 	}
 	// The worlds must put every rule the statement repeats to the test.
 	for _, r := range []dispatchrule.Reason{dispatchrule.None, dispatchrule.Scheduled, dispatchrule.QueuePaused,
-		dispatchrule.QueueAtCap, dispatchrule.BreakerOpen, dispatchrule.NoWorker} {
+		dispatchrule.QueueAtCap, dispatchrule.BreakerOpen, dispatchrule.BreakerProbing, dispatchrule.NoWorker} {
 		if seen[r] == 0 {
 			t.Errorf("no job of the random worlds came out %s: draw other worlds", r)
 		}
@@ -223,40 +255,62 @@ func testLeaseFollowsDispatchRules(t *testing.T, b *bundle) {
 		t.Errorf("a lease ran out of a capped queue's room in %d worlds with the database's rules and %d with a broker's own: draw other worlds",
 			ranOut[true], ranOut[false])
 	}
+	if probed[true] == 0 || probed[false] == 0 {
+		t.Errorf("%d probes were leased with the database's rules and %d with a broker's own: draw other worlds", probed[true], probed[false])
+	}
 }
 
-// leaseParams is the lease a broker asks for w's worker: with the rules in the database
-// (shared), or with those it holds itself; nil when it would ask for none.
-func (w *ruleWorld) leaseParams(b *bundle, shared bool) *store.JobLeaseParams {
-	p := b.leaseParams(16, w.worker.Types...)
-	p.Queues = w.worker.Queues
-	if shared {
-		p.EnforceQueues, p.ExcludeShut = true, true
-		return p
-	}
-	p.Types = slices.DeleteFunc(slices.Clone(p.Types), func(t string) bool {
-		return dispatchrule.BreakerReason(w.breakers[t]) != dispatchrule.None
-	})
-	p.Queues = slices.DeleteFunc(slices.Clone(p.Queues), func(q string) bool {
-		return dispatchrule.QueueReason(w.queues[q]) != dispatchrule.None
-	})
-	if len(w.worker.Queues) == 0 {
-		p.ExcludePaused = true
-		for q, st := range w.queues {
-			if dispatchrule.QueueReason(st) == dispatchrule.QueueAtCap {
-				p.ExcludeQueues = append(p.ExcludeQueues, q)
-			}
-		}
-	} else if len(p.Queues) == 0 {
-		return nil
-	}
-	if len(p.Types) == 0 {
-		return nil
-	}
-	p.Caps = map[string]int{}
+// leases are the leases a round asks for w's worker, in order, as the planner makes them: a
+// probe lease for each HALF_OPEN type with probe room, then one for the types whose breakers
+// are CLOSED. With the rules in the database (shared), the store enforces pauses and caps and
+// the leases but the probes leave shut breakers' types out; with a broker's own, the leases
+// name the queues that let jobs through, or leave paused and full ones out, and share a map of
+// the capped queues' room.
+func (w *ruleWorld) leases(b *bundle, shared bool) []*store.JobLeaseParams {
+	var ps []*store.JobLeaseParams
+	caps := map[string]int{}
 	for q, st := range w.queues {
 		if st.Cap > 0 && !st.Paused {
-			p.Caps[q] = st.Room()
+			caps[q] = st.Room()
+		}
+	}
+	for _, t := range w.probeTypes() {
+		ps = append(ps, w.lease(b, shared, []string{t}, w.breakers[t].ProbeRoom, caps, true))
+	}
+	open := w.worker.Types
+	if !shared {
+		open = slices.DeleteFunc(slices.Clone(open), func(t string) bool { return w.breakers[t].State != dispatchrule.Closed })
+	}
+	if len(open) > 0 {
+		ps = append(ps, w.lease(b, shared, open, 16, caps, false))
+	}
+	return slices.DeleteFunc(ps, func(p *store.JobLeaseParams) bool { return p == nil })
+}
+
+// lease is one lease of up to limit jobs of types, probes or not: nil when its worker serves
+// no queue that lets jobs through.
+func (w *ruleWorld) lease(b *bundle, shared bool, types []string, limit int, caps map[string]int, probe bool) *store.JobLeaseParams {
+	p := b.leaseParams(limit, types...)
+	p.Queues = w.worker.Queues
+	if shared {
+		p.EnforceQueues = true
+		p.ExcludeShut = !probe
+		return p
+	}
+	p.Caps = caps
+	if len(w.worker.Queues) > 0 {
+		p.Queues = slices.DeleteFunc(slices.Clone(p.Queues), func(q string) bool {
+			return dispatchrule.QueueReason(w.queues[q]) != dispatchrule.None
+		})
+		if len(p.Queues) == 0 {
+			return nil
+		}
+		return p
+	}
+	p.ExcludePaused = true
+	for q, st := range w.queues {
+		if dispatchrule.QueueReason(st) == dispatchrule.QueueAtCap {
+			p.ExcludeQueues = append(p.ExcludeQueues, q)
 		}
 	}
 	return p
