@@ -180,9 +180,10 @@ func WorkerReason(j Job, ws []Worker) Reason {
 }
 
 // MayOffer reports whether a job may be leased by the write that stores it, to a worker the
-// caller picked (store.Tx.JobInsertOfferedAtCommit): it must be dispatchable now, its queue
-// must have no cap (an offer counts no room), and it must go ahead of no job that waits
-// (waitingAhead: a ready job, stored before, of at least its priority).
+// caller picked (store.Tx.JobInsertOfferedAtCommit): it must be dispatchable now, but more
+// strictly than a round leases: its queue must have no cap (an offer counts no room), its
+// type's breaker must be CLOSED (an offer takes no probe slot), and it must go ahead of no job
+// that waits (waitingAhead: a ready job, stored before, of at least its priority).
 func MayOffer(j Job, s State, waitingAhead bool) bool {
-	return !waitingAhead && s.Queue.Cap == 0 && Check(j, s) == None
+	return !waitingAhead && s.Queue.Cap == 0 && s.Breaker.State == Closed && Check(j, s) == None
 }

@@ -63,6 +63,11 @@ func TestMayOffer(t *testing.T) {
 	if dispatchrule.MayOffer(j, st, false) {
 		t.Error("a capped queue's job may be offered, though an offer counts no room")
 	}
+	st.Queue = dispatchrule.Queue{}
+	st.Breaker = dispatchrule.Breaker{State: dispatchrule.HalfOpen, ProbeRoom: 1}
+	if dispatchrule.MayOffer(j, st, false) {
+		t.Error("a job may be offered as a probe")
+	}
 }
 
 // A job waits for the first rule that holds it back, in the order the rules apply.

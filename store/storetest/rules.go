@@ -35,7 +35,7 @@ type ruleWorld struct {
 	breakers map[string]dispatchrule.Breaker
 	worker   dispatchrule.Worker
 	jobs     []ruleJob // in dispatch order once stored
-	base     int       // the world's lowest priority: every world's are above the last's
+	base     int       // the world's lowest priority: every world's are above the last's (by 10)
 	ranOut   bool      // a lease takes a capped queue's last room and leaves its next job
 	probed   int       // jobs leased as probes
 }
@@ -321,7 +321,7 @@ func (w *ruleWorld) lease(b *bundle, shared bool, types []string, limit int, cap
 // of at least its priority was stored before it.
 func testOfferFollowsDispatchRules(t *testing.T, b *bundle) {
 	rng := rand.New(rand.NewPCG(ruleSeed, 2))
-	seen := make(map[bool]int)
+	seen := make(map[string]int)
 	for i := range ruleWorlds {
 		w := b.newRuleWorld(rng, i)
 		var ps []*store.JobInsertParams
@@ -329,7 +329,8 @@ func testOfferFollowsDispatchRules(t *testing.T, b *bundle) {
 		var js []ruleJob
 		for k := range 1 + rng.IntN(3) {
 			p := b.job(fmt.Sprintf("%s-t%d", w.name, rng.IntN(3)))
-			p.Queue, p.Priority = fmt.Sprintf("%s-q%d", w.name, rng.IntN(3)), w.base+rng.IntN(3)
+			// Priority w.base+3 goes ahead of every job of the world.
+			p.Queue, p.Priority = fmt.Sprintf("%s-q%d", w.name, rng.IntN(3)), w.base+rng.IntN(4)
 			ps = append(ps, p)
 			offers = append(offers, b.offerTo(byte(k)))
 			js = append(js, ruleJob{j: dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}, priority: p.Priority})
@@ -338,8 +339,9 @@ func testOfferFollowsDispatchRules(t *testing.T, b *bundle) {
 		for k, j := range js {
 			st := dispatchrule.State{Now: b.now, Queue: w.queues[j.j.Queue], Breaker: w.breakers[j.j.Type],
 				Workers: []dispatchrule.Worker{{Types: []string{j.j.Type}, Free: 1}}}
-			want := dispatchrule.MayOffer(j.j, st, w.waitingAhead(b.now, j.priority))
-			seen[want]++
+			ahead := w.waitingAhead(b.now, j.priority)
+			want := dispatchrule.MayOffer(j.j, st, ahead)
+			seen[offerOutcome(j.j, st, ahead)]++
 			if got := leased[k] != nil; got != want {
 				t.Fatalf("offered job %d %s/%s priority %d: leased %t, the rules say %t\n%s",
 					stored[k], j.j.Type, j.j.Queue, j.priority, got, want, w)
@@ -348,9 +350,27 @@ func testOfferFollowsDispatchRules(t *testing.T, b *bundle) {
 		// The world's jobs are left as they are: the next world's priorities are all higher,
 		// so none of them waits ahead of its offers.
 	}
-	if seen[true] == 0 || seen[false] == 0 {
-		t.Errorf("the random worlds' offers were leased %d times and kept PENDING %d times: draw others", seen[true], seen[false])
+	for _, o := range []string{"leased", "held by a rule", "behind a waiting job", "in a capped queue", "of a probing type"} {
+		if seen[o] == 0 {
+			t.Errorf("no offer of the random worlds was %s: draw others (%v)", o, seen)
+		}
 	}
+}
+
+// offerOutcome names what decides an offer of j in st: whether it is leased, or the first rule
+// that keeps it PENDING, those stricter than a round's last.
+func offerOutcome(j dispatchrule.Job, st dispatchrule.State, ahead bool) string {
+	switch {
+	case dispatchrule.Check(j, st) != dispatchrule.None:
+		return "held by a rule"
+	case ahead:
+		return "behind a waiting job"
+	case st.Queue.Cap > 0:
+		return "in a capped queue"
+	case st.Breaker.State != dispatchrule.Closed:
+		return "of a probing type"
+	}
+	return "leased"
 }
 
 // waitingAhead reports whether a ready job of w, stored before, has at least priority.
