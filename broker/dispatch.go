@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker/commit"
+	"github.com/jobwire/jobwire/broker/dispatchrule"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -37,6 +38,18 @@ type grant struct {
 	failed         error // the store refused this grant alone
 }
 
+// round is one dispatch round as planRound builds it, session by session.
+type round struct {
+	now  time.Time
+	plan queuePlan // paused queues are never leased from; a capped one while its room lasts
+	// breakers are the types' breakers, asked for once per round, not once per session; the
+	// probe room of a HALF_OPEN one is counted down as the round's probe grants take it.
+	breakers map[string]dispatchrule.Breaker
+	limited  bool // some type's breaker holds dispatch back
+	full     bool // some session had no room: jobs for it may be waiting
+	grants   []*grant
+}
+
 // planRound decides what to lease to every session with free capacity. It runs on the writer
 // goroutine only. Unless force (the batch being committed makes jobs ready), it plans nothing
 // when no job may be waiting. freed are the slots, per session, that the batch the round joins
@@ -49,104 +62,15 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	}
 	now := b.now()
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.shuttingDown {
-		b.mu.Unlock()
 		return nil
 	}
-	var grants []*grant
+	r := &round{now: now, plan: b.planQueuesLocked(), breakers: make(map[string]dispatchrule.Breaker)}
 	n := len(b.sessions)
-	// Types whose breaker holds dispatch back, or lets only a few probes through, are asked
-	// for once per round, not once per session.
-	allowance := make(map[string]int)
-	limited := false // some type's breaker holds dispatch back
-	full := false    // some session had no room: jobs for it may be waiting
-	// Paused queues are never leased from; a capped queue only while the round's room under
-	// its cap lasts.
-	plan := b.planQueuesLocked()
 	for i := range n {
 		s := b.sessions[i]
-		free := s.freeLocked() + freed[s]
-		if !s.takesWorkLocked() {
-			continue
-		}
-		waiting, _ := s.out.size()
-		if free <= 0 || waiting >= OutboxGrantBytes {
-			full = true
-			continue
-		}
-		// The jobs of one round wait in the session's outbox until its worker reads them.
-		maxBytes := OutboxGrantBytes - waiting
-		var open []string
-		var probes []*grant // the session's probe grants
-		for _, t := range s.types {
-			a, seen := allowance[t]
-			if !seen {
-				a = breaker.Unlimited
-				if b.breakers != nil {
-					a = b.breakers.Allowance(t)
-				}
-				allowance[t] = a
-			}
-			if a == breaker.Unlimited {
-				open = append(open, t)
-				continue
-			}
-			limited = true
-			switch {
-			case a > 0 && free > 0:
-				// A probe may come from any queue the session serves that is not paused and
-				// has room. It takes a capped queue's room only for a job it leases there:
-				// the store counts the room down as it leases (Caps, the map the round's
-				// grants share, in the order they run; in a cluster, the database's count).
-				// Set aside here, in every capped queue the session serves, the room went
-				// unused whenever the type had no job waiting, round after round: a queue
-				// capped at 1 ran nothing while any type its workers serve was HALF_OPEN.
-				// Nor is a probe slot taken before a job is found (handOut takes it), so a
-				// HALF_OPEN breaker whose type has no job waiting is left as it is, its
-				// slots free for the first job that comes.
-				scope, _ := dispatchScope(s, plan)
-				limit := min(a, free)
-				if scope == nil {
-					continue
-				}
-				g := &grant{sess: s, probe: true, reserved: limit}
-				allowance[t] -= limit
-				free -= limit
-				probes = append(probes, g)
-				g.params = b.leaseParams(s, []string{t}, limit, now, true)
-				g.params.MaxBytes = maxBytes
-				scope.apply(&g.params)
-				if len(plan.capped) > 0 {
-					g.params.Caps = plan.room
-				}
-				grants = append(grants, g)
-			}
-		}
-		if len(open) == 0 {
-			continue
-		}
-		// One grant over every queue the session serves that is neither paused nor capped
-		// without room. The store leases across them in priority order and takes a capped
-		// queue's jobs only while the round's room for it lasts (Caps: one map, shared by the
-		// round's grants in the order they run), so a capped queue never goes ahead of a more
-		// urgent job of another queue.
-		// Made even when the probes set every free slot aside: what they leave unused is its.
-		reserved := 0
-		for _, p := range probes {
-			reserved += p.reserved
-		}
-		if scope, _ := dispatchScope(s, plan); scope != nil && free+reserved > 0 {
-			g := &grant{sess: s, params: b.leaseParams(s, open, free, now, false), free: free}
-			g.params.MaxBytes = maxBytes
-			scope.apply(&g.params)
-			if len(plan.capped) > 0 {
-				g.params.Caps = plan.room
-			}
-			grants = append(grants, g)
-			for _, p := range probes {
-				p.open = g
-			}
-		}
+		b.planSessionLocked(r, s, s.asWorkerLocked(freed[s]))
 	}
 	// Rotate so that no session is always first to take scarce jobs.
 	if n > 1 {
@@ -156,12 +80,114 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// back, sees the whole ready set: if its grants then come back short (handOut), no job is
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
-	if len(grants) > 0 && !full && !limited && len(plan.capped) == 0 {
+	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 {
 		b.readyMaybe.Store(false)
 	}
 	b.armBreakerTimerLocked()
-	b.mu.Unlock()
-	return grants
+	return r.grants
+}
+
+// planSessionLocked adds to r the grants of session s, seen as worker w: a probe grant per
+// HALF_OPEN type it serves, and one grant for the types whose breakers let everything through.
+func (b *Broker) planSessionLocked(r *round, s *Session, w dispatchrule.Worker) {
+	if w.Closed {
+		return
+	}
+	waiting, _ := s.out.size()
+	if w.Free <= 0 || waiting >= OutboxGrantBytes {
+		r.full = true
+		return
+	}
+	// The jobs of one round wait in the session's outbox until its worker reads them.
+	maxBytes := OutboxGrantBytes - waiting
+	var open []string
+	var probes []*grant // the session's probe grants
+	for _, t := range w.Types {
+		br := r.breakerLocked(b, t)
+		switch {
+		case br.State == dispatchrule.Closed:
+			open = append(open, t)
+		case dispatchrule.BreakerReason(br) != dispatchrule.None:
+			r.limited = true
+		case w.Free > 0:
+			r.limited = true
+			if g := b.probeGrantLocked(r, s, t, &w, maxBytes); g != nil {
+				probes = append(probes, g)
+			}
+		default:
+			r.limited = true
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	// One grant over every queue the session serves that is neither paused nor capped
+	// without room. The store leases across them in priority order and takes a capped
+	// queue's jobs only while the round's room for it lasts (Caps: one map, shared by the
+	// round's grants in the order they run), so a capped queue never goes ahead of a more
+	// urgent job of another queue.
+	// Made even when the probes set every free slot aside: what they leave unused is its.
+	reserved := 0
+	for _, p := range probes {
+		reserved += p.reserved
+	}
+	scope, _ := dispatchScope(s, r.plan)
+	if scope == nil || w.Free+reserved <= 0 {
+		return
+	}
+	g := &grant{sess: s, params: b.leaseParams(s, open, w.Free, r.now, false), free: w.Free}
+	r.scoped(g, scope, maxBytes)
+	for _, p := range probes {
+		p.open = g
+	}
+}
+
+// breakerLocked is the state of t's breaker for round r, read once per round.
+func (r *round) breakerLocked(b *Broker, t string) dispatchrule.Breaker {
+	br, seen := r.breakers[t]
+	if !seen {
+		br = b.breakerStateLocked(t, false)
+		r.breakers[t] = br
+	}
+	return br
+}
+
+// probeGrantLocked is a grant of probes of type t to session s, seen as worker w, whose free
+// slots it sets aside: nil when s serves no queue that is neither paused nor full.
+//
+// A probe may come from any queue the session serves that is not paused and has room. It takes
+// a capped queue's room only for a job it leases there: the store counts the room down as it
+// leases (Caps, the map the round's grants share, in the order they run; in a cluster, the
+// database's count). Set aside here, in every capped queue the session serves, the room went
+// unused whenever the type had no job waiting, round after round: a queue capped at 1 ran
+// nothing while any type its workers serve was HALF_OPEN. Nor is a probe slot taken before a
+// job is found (handOut takes it), so a HALF_OPEN breaker whose type has no job waiting is left
+// as it is, its slots free for the first job that comes.
+func (b *Broker) probeGrantLocked(r *round, s *Session, t string, w *dispatchrule.Worker, maxBytes int) *grant {
+	scope, _ := dispatchScope(s, r.plan)
+	if scope == nil {
+		return nil
+	}
+	br := r.breakers[t]
+	limit := min(br.ProbeRoom, w.Free)
+	g := &grant{sess: s, probe: true, reserved: limit}
+	br.ProbeRoom -= limit
+	r.breakers[t] = br
+	w.Free -= limit
+	g.params = b.leaseParams(s, []string{t}, limit, r.now, true)
+	r.scoped(g, scope, maxBytes)
+	return g
+}
+
+// scoped limits g to scope and maxBytes, lets it count the capped queues' room down, and adds
+// it to the round.
+func (r *round) scoped(g *grant, scope *queueScope, maxBytes int) {
+	g.params.MaxBytes = maxBytes
+	scope.apply(&g.params)
+	if len(r.plan.capped) > 0 {
+		g.params.Caps = r.plan.room
+	}
+	r.grants = append(r.grants, g)
 }
 
 // toBackLocked moves the i-th session to the back of the dispatch rotation, in place.

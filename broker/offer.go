@@ -1,11 +1,10 @@
 package broker
 
 import (
-	"slices"
 	"time"
 
-	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker/commit"
+	"github.com/jobwire/jobwire/broker/dispatchrule"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -44,7 +43,7 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (off
 		if p.RunAt.After(now) {
 			continue
 		}
-		s := b.offerSessionLocked(p)
+		s := b.offerSessionLocked(p, now)
 		if s == nil {
 			all = false
 			continue
@@ -60,20 +59,20 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (off
 }
 
 // offerSessionLocked picks the first stream in dispatch rotation order that takes p's job and
-// has a slot and outbox room for it, and moves it to the back of the rotation. It picks none
-// for a job of a paused queue, or of a type whose breaker limits dispatch.
-func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
-	if b.queueRules[p.Queue].paused || (b.breakers != nil && b.breakers.Allowance(p.Type) != breaker.Unlimited) {
-		return nil
-	}
+// has a slot and outbox room for it, and moves it to the back of the rotation. The dispatch
+// rules decide (dispatchrule.MayOffer): none is picked for a job of a paused queue, or of a
+// type whose breaker limits dispatch. Whether a job waits ahead of it is the store's to know.
+func (b *Broker) offerSessionLocked(p *store.JobInsertParams, now time.Time) *Session {
+	r := b.queueRules[p.Queue]
+	j := dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}
+	st := dispatchrule.State{Now: now, Queue: dispatchrule.Queue{Paused: r.paused, Cap: r.limit},
+		Breaker: b.breakerStateLocked(p.Type, false), Workers: make([]dispatchrule.Worker, 1)}
 	for i, s := range b.sessions {
-		if s.draining || s.closed || !s.serves(p.Queue) || !slices.Contains(s.types, p.Type) {
+		st.Workers[0] = s.asWorkerLocked(0)
+		if !dispatchrule.MayOffer(j, st, false) {
 			continue
 		}
-		if s.freeLocked() <= 0 {
-			continue
-		}
-		if waiting, overflowed := s.out.size(); overflowed || waiting+len(p.Payload) > OutboxGrantBytes {
+		if waiting, _ := s.out.size(); waiting+len(p.Payload) > OutboxGrantBytes {
 			continue
 		}
 		b.toBackLocked(i)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobwire/jobwire/broker/dispatchrule"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/store"
@@ -293,17 +294,25 @@ func (b *Broker) heldByQueueLocked() map[string]int {
 type queuePlan struct {
 	rules     map[string]queueRule // every paused or capped queue (the broker's, read under b.mu)
 	anyPaused bool
+	held      map[string]int // capped queue: its leases held now
 	capped    []string       // leased only while room lasts
 	room      map[string]int // capped queue: how many more may be held now
 }
 
+// queue is q's state as the dispatch rules see it.
+func (p queuePlan) queue(q string) dispatchrule.Queue {
+	r := p.rules[q]
+	return dispatchrule.Queue{Paused: r.paused, Cap: r.limit, Held: p.held[q]}
+}
+
 // paused reports whether q is paused.
-func (p queuePlan) paused(q string) bool { return p.rules[q].paused }
+func (p queuePlan) paused(q string) bool {
+	return dispatchrule.QueueReason(p.queue(q)) == dispatchrule.QueuePaused
+}
 
 // full reports whether q is capped and holds as many leases as its cap allows.
 func (p queuePlan) full(q string) bool {
-	room, capped := p.room[q]
-	return capped && room <= 0
+	return dispatchrule.QueueReason(p.queue(q)) == dispatchrule.QueueAtCap
 }
 
 // planQueuesLocked reads the rules and held leases into a plan for one round. It visits the
@@ -314,11 +323,11 @@ func (b *Broker) planQueuesLocked() queuePlan {
 		return p // no room to count: a nil map reads as no capped queue
 	}
 	p.room = make(map[string]int, len(b.cappedQueues))
-	held := b.heldByQueueLocked()
+	p.held = b.heldByQueueLocked()
 	for name := range b.cappedQueues {
-		if r := b.queueRules[name]; !r.paused {
+		if q := p.queue(name); !q.Paused {
 			p.capped = append(p.capped, name)
-			p.room[name] = max(0, r.limit-held[name])
+			p.room[name] = q.Room()
 		}
 	}
 	slices.Sort(p.capped)
@@ -332,12 +341,7 @@ func (b *Broker) planQueuesLocked() queuePlan {
 // database, against every broker's leases, and a change committed after it comes after the
 // lease: the cache, which may not have heard of the latest change yet, must not overrule it.
 func (b *Broker) mayHandOutLocked(queue string, held map[string]int) bool {
-	r, ok := b.queueRules[queue]
-	if !ok {
-		return true
-	}
-	if r.paused {
-		return false
-	}
-	return r.limit == 0 || held[queue] < r.limit
+	r := b.queueRules[queue]
+	q := dispatchrule.Queue{Paused: r.paused, Cap: r.limit, Held: held[queue]}
+	return dispatchrule.QueueReason(q) == dispatchrule.None
 }

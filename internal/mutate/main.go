@@ -543,10 +543,10 @@ func mutations() []mutation {
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
 	// Why a job waits is told from the dispatcher's own rules; a bulk confirm acts on what was previewed.
 	add(mutation{name: "why pending: a paused queue is not named", file: "broker/whypending.go",
-		from: "\tif plan.paused(j.Queue) {", to: "\tif false && plan.paused(j.Queue) {",
+		from: "\tcase dispatchrule.QueuePaused:\n", to: "\tcase -1:\n",
 		pkgs: []string{"./broker"}, run: "TestWhyPendingNamesEachRule"})
 	add(mutation{name: "why pending: a full queue is not named", file: "broker/whypending.go",
-		from: "\tif plan.full(j.Queue) {", to: "\tif false && plan.full(j.Queue) {",
+		from: "\tcase dispatchrule.QueueAtCap:\n", to: "\tcase -1:\n",
 		pkgs: []string{"./broker"}, run: "TestWhyPendingNamesEachRule"})
 	add(mutation{name: "dashboard: failures per second are failures per minute", file: "internal/web/sampler.go",
 		from: "\tsmp.FailedRate = float64(smp.FailedLastMinute) / sec", to: "\tsmp.FailedRate = float64(smp.FailedLastMinute)",
