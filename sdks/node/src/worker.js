@@ -544,10 +544,6 @@ class Worker {
     if (out.length === 0) return;
     sess.out = [];
     if (sess.closing || this.session !== sess) return;
-    if (out.length === 1) {
-      sess.call.write(out[0]);
-      return;
-    }
     for (let i = 0; i < out.length; i += MAX_BATCH) {
       const messages = out.slice(i, i + MAX_BATCH);
       sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });

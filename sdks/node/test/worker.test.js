@@ -256,6 +256,20 @@ test('what is ready in one turn goes as one batch; a lone message goes unwrapped
   assert.deepEqual(s.frames.slice(4), ['drain']);
 });
 
+test('no batch holds more than 1024 messages', () => {
+  const worker = new Worker({ logger: quiet });
+  const writes = [];
+  const sess = { call: { write: (m) => writes.push(m) }, closing: false, out: [] };
+  worker.session = sess;
+  for (let i = 0; i < 2049; i++) sess.out.push({ started: { jobId: String(i), leaseToken: 't' } });
+  worker.flush(sess);
+  assert.deepEqual(
+    writes.map((m) => (m.batch ? m.batch.messages.length : m.started.jobId)),
+    [1024, 1024, '2048'],
+  );
+  assert.deepEqual([writes[0].batch.messages[0].started.jobId, writes[1].batch.messages[0].started.jobId], ['0', '1024']);
+});
+
 test('a movable worker says so in its hello', async (t) => {
   const b = await setup(t, { movable: true });
   const { s, hello } = await b.start();
