@@ -58,7 +58,9 @@ let stream;
  * int64String()), of its Job only what JobContext reads, the rest decoded and converted when
  * ctx.job is read (plainJob()),
  * and Started and a successful Result, which the worker builds itself with fields of the right
- * types, are encoded without fromObject's copy.
+ * types, are encoded without fromObject's copy. A batch frame (ConnectRequest.batch) is encoded
+ * from its messages the same way; a ConnectResponse.batch is cut into its messages, each read as
+ * if it had come alone.
  * @returns {{path: string, serialize: (msg: any) => Buffer, deserialize: (buf: Buffer) => any, plainJob: (assignment: any) => any}}
  */
 function workerStream() {
@@ -89,34 +91,72 @@ function workerStream() {
   root.resolveAll();
   const assignmentTag = (Response.fields.assignment.id << 3) | 2; // length-delimited
 
-  const serialize = (msg) => {
+  const batchTag = (Response.fields.batch.id << 3) | 2;
+  const batchItemTag = (Response.fields.batch.resolvedType.fields.messages.id << 3) | 2;
+
+  // A request as encode() takes it: Started and a successful Result, which the worker builds
+  // itself, as they are; anything else through fromObject.
+  const wire = (msg) => {
     const started = msg.started;
-    if (started) return Request.encode({ started: { jobId: wireId(started.jobId), leaseToken: started.leaseToken } }).finish();
+    if (started) return { started: { jobId: wireId(started.jobId), leaseToken: started.leaseToken } };
     const result = msg.result;
     if (result && result.success && !result.failure) {
-      return Request.encode({ result: { jobId: wireId(result.jobId), leaseToken: result.leaseToken, success: result.success } }).finish();
+      return { result: { jobId: wireId(result.jobId), leaseToken: result.leaseToken, success: result.success } };
     }
-    return Request.encode(Request.fromObject(msg)).finish();
+    return Request.fromObject(msg);
+  };
+  const serialize = (msg) => {
+    const batch = msg.batch;
+    if (batch) return Request.encode({ batch: { messages: batch.messages.map(wire) } }).finish();
+    return Request.encode(wire(msg)).finish();
+  };
+  // A decoded response in the plain shape, but for an Assignment (see above).
+  const plain = (m) => {
+    if (m.message === 'assignment') return { message: 'assignment', assignment: m.assignment };
+    if (m.message === 'batch') return { message: 'batch', batch: { messages: m.batch.messages.map(plain) } };
+    // toObject() writes a Long through its general toString; a number it writes with String().
+    if (m.message === 'resultAck') m.resultAck.jobId = int64Narrowed(m.resultAck.jobId);
+    return Response.toObject(m, LOADER_OPTIONS);
+  };
+  // A batch as the broker sends it (field 8 holding its messages and nothing else) is cut into
+  // its messages, each read as if it had come alone; null when buf is not one.
+  const batchOf = (buf) => {
+    const r = protobuf.Reader.create(buf);
+    if (r.uint32() !== batchTag) return null;
+    const len = r.uint32();
+    if (r.pos + len !== buf.length) return null;
+    const messages = [];
+    while (r.pos < buf.length) {
+      if (r.uint32() !== batchItemTag) return null;
+      const n = r.uint32();
+      const start = r.pos;
+      if (start + n > buf.length) return null;
+      messages.push(deserialize(buf.subarray(start, start + n)));
+      r.pos = start + n;
+    }
+    return { message: 'batch', batch: { messages } };
   };
   const deserialize = (buf) => {
     // A response that is an Assignment and nothing else (as the broker sends one) is read
     // through the head types; anything else is decoded whole.
     const r = protobuf.Reader.create(buf);
-    if (buf.length > 0 && r.uint32() === assignmentTag) {
-      const len = r.uint32();
-      if (r.pos + len === buf.length) {
-        const a = AssignmentHead.decode(r, len);
-        const bytes = a.job;
-        a.job = JobHead.decode(bytes);
-        a.jobBytes = bytes;
-        return { message: 'assignment', assignment: a };
+    if (buf.length > 0) {
+      const tag = r.uint32();
+      if (tag === assignmentTag) {
+        const len = r.uint32();
+        if (r.pos + len === buf.length) {
+          const a = AssignmentHead.decode(r, len);
+          const bytes = a.job;
+          a.job = JobHead.decode(bytes);
+          a.jobBytes = bytes;
+          return { message: 'assignment', assignment: a };
+        }
+      } else if (tag === batchTag) {
+        const batch = batchOf(buf);
+        if (batch) return batch;
       }
     }
-    const m = Response.decode(buf);
-    if (m.message === 'assignment') return { message: 'assignment', assignment: m.assignment };
-    // toObject() writes a Long through its general toString; a number it writes with String().
-    if (m.message === 'resultAck') m.resultAck.jobId = int64Narrowed(m.resultAck.jobId);
-    return Response.toObject(m, LOADER_OPTIONS);
+    return plain(Response.decode(buf));
   };
   /**
    * The whole Job of a decoded Assignment, in the plain shape.

@@ -30,6 +30,9 @@ const CODE_UNAVAILABLE = 14; // storage busy: send the message again after a sho
  */
 const STREAM_WINDOW_BYTES = 1 << 20;
 
+/** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
+const MAX_BATCH = 1024;
+
 /** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
 const PERMANENT_CODES = new Set([
   grpc.status.INVALID_ARGUMENT,
@@ -274,6 +277,8 @@ class Worker {
      * leaseMarginMs(). Zero (no lease duration announced) leaves leases to the broker.
      */
     this.leaseAllowanceMs = 0;
+    /** Jobs assigned by the frame being read, with their handlers: see startHandlers(). */
+    this.starting = [];
   }
 
   /**
@@ -400,7 +405,8 @@ class Worker {
       this.welcomed = false;
       const codec = workerStream();
       const call = client.makeBidiStreamRequest(codec.path, codec.serialize, codec.deserialize, this.metadata);
-      const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false };
+      // out: messages to write at the end of this event-loop turn, as one batch frame.
+      const sess = { call, heartbeatMs: 10000, drainRequested: false, closing: false, welcomed: false, out: [], flushQueued: false };
       let heartbeat = null;
       let settled = false;
       const finish = (err) => {
@@ -412,14 +418,14 @@ class Worker {
         // Never-started jobs go back to PENDING when the stream ends; every held job here has
         // started, so only pending releases are forgotten.
         this.releases.clear();
+        sess.out = [];
         call.cancel();
         if (err) reject(err);
         else resolve();
       };
       const helloTimer = setTimeout(() => finish(new Error('no Welcome within the connect timeout')), this.connectTimeoutMs);
 
-      call.on('data', (resp) => {
-        if (settled) return;
+      const onResponse = (resp) => {
         if (!sess.welcomed) {
           if (resp.message !== 'welcome') {
             finish(new Error(`expected Welcome, got ${resp.message}`));
@@ -441,6 +447,19 @@ class Worker {
           return;
         }
         this.onMessage(sess, resp);
+      };
+      call.on('data', (resp) => {
+        if (settled) return;
+        if (resp.message === 'batch') {
+          // Handled in order, as if they had come one by one.
+          for (const m of resp.batch.messages) {
+            onResponse(m);
+            if (settled) break;
+          }
+        } else {
+          onResponse(resp);
+        }
+        this.startHandlers(sess);
       });
       call.on('error', (err) => finish(err));
       call.on('status', (st) => {
@@ -459,6 +478,7 @@ class Worker {
           capacity: this.capacity,
           held: [...this.jobs.values()].map((j) => j.ref),
           movable: this.movable,
+          acceptsBatches: true,
         },
       });
     });
@@ -494,10 +514,56 @@ class Worker {
     this.send({ heartbeat: { leases } });
   }
 
-  /** Write msg on the current stream; without one, it is dropped (results are re-sent). */
+  /**
+   * Write msg on the current stream; without one, it is dropped (results are re-sent).
+   *
+   * Messages are written at the end of the event-loop turn that made them ready (or earlier, see
+   * flush()), those of one turn together as one batch frame: a gRPC message costs grpc-js and
+   * HTTP/2 about as much as a small job does. None waits longer than its own turn for company.
+   * Drain travels alone, after what is queued before it.
+   */
   send(msg) {
     const sess = this.session;
-    if (sess && !sess.closing) sess.call.write(msg);
+    if (!sess || sess.closing) return;
+    if (msg.drain) {
+      this.flush(sess);
+      sess.call.write(msg);
+      return;
+    }
+    sess.out.push(msg);
+    if (!sess.flushQueued) {
+      sess.flushQueued = true;
+      setImmediate(() => this.flush(sess));
+    }
+  }
+
+  /** Write what sess has queued: a lone message as it is, more as batches of up to MAX_BATCH. */
+  flush(sess) {
+    sess.flushQueued = false;
+    const out = sess.out;
+    if (out.length === 0) return;
+    sess.out = [];
+    if (sess.closing || this.session !== sess) return;
+    for (let i = 0; i < out.length; i += MAX_BATCH) {
+      const messages = out.slice(i, i + MAX_BATCH);
+      sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });
+    }
+  }
+
+  /**
+   * Run the handlers of the jobs assigned by the frame just read, once their Started are
+   * written: Started reaches the broker before user code runs, and those of one frame go as one
+   * batch. A job the same frame cancelled again never runs.
+   */
+  startHandlers(sess) {
+    const starting = this.starting;
+    if (starting.length === 0) return;
+    this.starting = [];
+    this.flush(sess);
+    for (const [j, fn] of starting) {
+      if (this.jobs.get(j.ref.jobId) === j) this.execute(j, fn);
+      else j.clearTimeout?.();
+    }
   }
 
   /** Half-close the stream once draining and nothing is held any more. */
@@ -505,6 +571,7 @@ class Worker {
     const sess = this.session;
     if (!sess || sess.closing) return;
     if ((this.shuttingDown || sess.drainRequested) && this.jobs.size === 0) {
+      this.flush(sess); // releases, say
       sess.closing = true;
       sess.call.end();
       // If the broker does not close its side in time, give up on the stream.
@@ -604,7 +671,7 @@ class Worker {
       timer.unref?.();
       j.clearTimeout = () => clearTimeout(timer);
     }
-    this.execute(j, fn);
+    this.starting.push([j, fn]);
   }
 
   onRefused(r) {

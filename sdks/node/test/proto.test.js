@@ -30,6 +30,9 @@ test('every request the worker sends encodes as proto-loader encodes it', () => 
     { release: { ...ref('5'), reason: 'worker is at capacity' } },
     { drain: {} },
   );
+  // Every one of them in a batch, and a batch of each alone.
+  const batchable = messages.filter((m) => !m.hello && !m.drain);
+  messages.push({ batch: { messages: batchable } }, ...batchable.map((m) => ({ batch: { messages: [m] } })));
   for (const msg of messages) {
     assert.deepEqual(serialize(msg), method().requestSerialize(msg), JSON.stringify(msg));
   }
@@ -47,6 +50,7 @@ test('responses other than an Assignment decode as proto-loader decodes them', (
     { welcome: { sessionId: 's', leaseDuration: { seconds: '30', nanos: 0 }, lost: [] } },
     { drain: { reason: 'moving' } },
   ];
+  messages.push({ batch: { messages: messages.filter((m) => !m.welcome) } });
   for (const msg of messages) {
     const buf = method().responseSerialize(msg);
     assert.deepEqual(deserialize(buf), method().responseDeserialize(buf), JSON.stringify(msg));
@@ -103,5 +107,38 @@ test('an Assignment decodes to what JobContext reads, and its whole Job when ask
     );
     assert.deepEqual([a.attempt, a.leaseToken, Number(a.attemptTimeout.seconds)], [2, 'tok', 90]);
     assert.deepEqual(plainJob(a), want.job);
+  }
+});
+
+test('a batch of responses is unpacked in order, its Assignments read as one alone is', () => {
+  const { deserialize, plainJob } = workerStream();
+  const assignment = (id) => ({
+    job: { id, type: 't', queue: 'q', payload: Buffer.from(id), state: 'JOB_STATE_RUNNING', maxAttempts: 3 },
+    attempt: 1,
+    leaseToken: `tok${id}`,
+    attemptTimeout: { seconds: '0', nanos: 0 },
+  });
+  const messages = [
+    { assignment: assignment('1') },
+    { resultAck: { jobId: '7', leaseToken: 't', decision: 'DECISION_SUCCEEDED' } },
+    { assignment: assignment('9007199254740993') },
+    { cancel: { jobId: '1', leaseToken: 'tok1', reason: 'CANCEL_REASON_REQUESTED' } },
+  ];
+  const buf = method().responseSerialize({ batch: { messages } });
+  const want = method().responseDeserialize(buf).batch.messages;
+  // As the broker sends it, and with a field this library does not know after it, which takes
+  // the whole decoding instead of the cut one.
+  const unknown = Buffer.from([(99 << 3) & 0x7f | 0x80, 99 >> 4, 1]);
+  for (const bytes of [buf, Buffer.concat([buf, unknown])]) {
+    const got = deserialize(bytes);
+    assert.equal(got.message, 'batch');
+    assert.deepEqual(got.batch.messages.map((m) => m.message), ['assignment', 'resultAck', 'assignment', 'cancel']);
+    for (const i of [0, 2]) {
+      const a = got.batch.messages[i].assignment;
+      assert.deepEqual([int64String(a.job.id), a.leaseToken, Buffer.from(a.job.payload)], [want[i].assignment.job.id, want[i].assignment.leaseToken, want[i].assignment.job.payload]);
+      assert.deepEqual(plainJob(a), want[i].assignment.job);
+    }
+    assert.deepEqual(got.batch.messages[1], want[1]);
+    assert.deepEqual(got.batch.messages[3], want[3]);
   }
 });

@@ -45,7 +45,18 @@ class Stream {
   constructor(call) {
     this.call = call;
     this.inbox = new AsyncQueue();
-    call.on('data', (m) => this.inbox.push(m));
+    /** The kinds of each gRPC message the worker sent: a batch as the list of its messages'. */
+    this.frames = [];
+    // A batch is unpacked, as the broker does: recv() sees its messages one by one.
+    call.on('data', (m) => {
+      if (m.message === 'batch') {
+        this.frames.push(m.batch.messages.map((x) => x.message));
+        for (const x of m.batch.messages) this.inbox.push(x);
+      } else {
+        this.frames.push(m.message);
+        this.inbox.push(m);
+      }
+    });
     call.on('end', () => this.inbox.push(null));
     call.on('error', () => {});
   }
@@ -183,6 +194,81 @@ const until = async (cond) => {
     await new Promise((r) => setImmediate(r));
   }
 };
+
+test('the worker announces that it accepts batches', async (t) => {
+  const b = await setup(t);
+  const { s, hello } = await b.start();
+  assert.equal(hello.acceptsBatches, true);
+  await b.stopAndExpectDrain(s);
+});
+
+test('a batch from the broker is handled in order', async (t) => {
+  const b = await setup(t, { capacity: 2 });
+  const { s } = await b.start();
+  // The third Assignment finds both slots taken; the Cancel frees one of them before the fourth.
+  const cancel = { cancel: { jobId: '1', leaseToken: '100', reason: 'CANCEL_REASON_REQUESTED' } };
+  s.send({ batch: { messages: [assignment(1, 'block'), assignment(2, 'block'), assignment(3), cancel, assignment(4, 'block')] } });
+  const sent = [];
+  for (let i = 0; i < 4; i++) {
+    const m = await s.recv();
+    sent.push([m.message, m[m.message].jobId]);
+  }
+  assert.deepEqual(sent, [
+    ['started', '1'],
+    ['started', '2'],
+    ['release', '3'],
+    ['started', '4'],
+  ]);
+  // Job 1 was cancelled before its handler could run: it never ran.
+  assert.deepEqual(b.seenCancel, []);
+  b.unblock();
+  const results = new Set();
+  for (let i = 0; i < 2; i++) results.add((await s.recv('result')).jobId);
+  assert.deepEqual([...results].sort(), ['2', '4']);
+  s.send({ batch: { messages: [ack(2), ack(4)] } });
+  await b.stopAndExpectDrain(s);
+});
+
+test('what is ready in one turn goes as one batch; a lone message goes unwrapped', async (t) => {
+  const b = await setup(t, { capacity: 3 });
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  assert.deepEqual(s.frames, ['hello', 'started']);
+  // The Started of each Assignment of one frame are written together, before any handler runs.
+  const queuedAtStart = [];
+  b.worker.handlers.set('block2', (ctx) => {
+    queuedAtStart.push(b.worker.session.out.some((m) => m.started?.jobId === ctx.id));
+    return b.worker.handlers.get('block')(ctx);
+  });
+  s.send({ batch: { messages: [assignment(2, 'block2'), assignment(3, 'block2')] } });
+  await s.recv('started');
+  await s.recv('started');
+  assert.deepEqual(s.frames.slice(2), [['started', 'started']]);
+  // Handlers that finish in one turn send their Results together.
+  b.unblock();
+  for (let i = 0; i < 3; i++) await s.recv('result');
+  assert.deepEqual(s.frames.slice(3), [['result', 'result', 'result']]);
+  assert.deepEqual(queuedAtStart, [false, false]);
+  s.send({ batch: { messages: [ack(1), ack(2), ack(3)] } });
+  // Drain goes alone.
+  await b.stopAndExpectDrain(s);
+  assert.deepEqual(s.frames.slice(4), ['drain']);
+});
+
+test('no batch holds more than 1024 messages', () => {
+  const worker = new Worker({ logger: quiet });
+  const writes = [];
+  const sess = { call: { write: (m) => writes.push(m) }, closing: false, out: [] };
+  worker.session = sess;
+  for (let i = 0; i < 2049; i++) sess.out.push({ started: { jobId: String(i), leaseToken: 't' } });
+  worker.flush(sess);
+  assert.deepEqual(
+    writes.map((m) => (m.batch ? m.batch.messages.length : m.started.jobId)),
+    [1024, 1024, '2048'],
+  );
+  assert.deepEqual([writes[0].batch.messages[0].started.jobId, writes[1].batch.messages[0].started.jobId], ['0', '1024']);
+});
 
 test('a movable worker says so in its hello', async (t) => {
   const b = await setup(t, { movable: true });
