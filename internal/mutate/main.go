@@ -638,6 +638,51 @@ func mutations() []mutation {
 	add(mutation{name: "python: messages ready together go one by one", file: "sdks/python/jobwire/worker.py",
 		from: "if len(batch) > 1:", to: "if len(batch) > 1 and False:",
 		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_batches_both_ways", sdk: sdkPython})
+	add(mutation{name: "dispatch rules: a full queue takes one more", file: "broker/dispatchrule/rule.go",
+		from: "case q.Cap > 0 && q.Held >= q.Cap:", to: "case q.Cap > 0 && q.Held > q.Cap:",
+		pkgs: []string{"./broker"}, run: "TestWhyPendingNamesEachRule"})
+	add(mutation{name: "dispatch rules: a paused queue is leased from", file: "broker/dispatchrule/rule.go",
+		from: "\tcase q.Paused:\n\t\treturn QueuePaused", to: "\tcase false:\n\t\treturn QueuePaused",
+		pkgs: []string{"./broker"}, run: "TestWhyPendingNamesEachRule"})
+	add(mutation{name: "dispatch rules: a HALF_OPEN breaker with every probe out lets jobs through", file: "broker/dispatchrule/rule.go",
+		from: "case b.State == HalfOpen && b.ProbeRoom > 0:", to: "case b.State == HalfOpen:",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/LeaseFollowsDispatchRules$"})
+	add(mutation{name: "dispatch rules: an offer takes a probe slot", file: "broker/dispatchrule/rule.go",
+		from: " && s.Breaker.State == Closed && Check", to: " && Check",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
+	add(mutation{name: "sqlite offer: a capped queue's job is offered", file: "store/sqlite/tx.go",
+		from: "name = ? AND (paused OR concurrency_limit > 0))", to: "name = ? AND paused)",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
+	add(mutation{name: "sqlite lease: a capped queue has room for one more", file: "store/sqlite/queues.go",
+		from: "room[name] = max(0, limit-held)", to: "room[name] = max(0, limit-held+1)",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/LeaseFollowsDispatchRules$"})
+	add(mutation{name: "sqlite lease: paused queues are leased from", file: "store/sqlite/tx.go",
+		from: "jobs.queue AND queues.paused)`)", to: "jobs.queue AND queues.paused AND 0)`)",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/LeaseFollowsDispatchRules$"})
+	add(mutation{name: "postgres lease: a shut breaker's type is leased", file: "store/postgres/tx.go",
+		from: "breakers.type = jobs.type AND breakers.shut)`)", to: "breakers.type = jobs.type AND breakers.shut AND false)`)",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/LeaseFollowsDispatchRules", postgres: true})
+	add(mutation{name: "postgres offer: a capped queue's job is offered", file: "store/postgres/tx.go",
+		from: "AND (queues.paused OR queues.concurrency_limit > 0))\n\t\t\tAND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type", to: "AND queues.paused)\n\t\t\tAND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/OfferFollowsDispatchRules", postgres: true})
+	add(mutation{name: "node: the worker does not ask for batches", file: "sdks/node/src/worker.js",
+		from: "          acceptsBatches: true,", to: "          acceptsBatches: false,",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^the worker announces that it accepts batches$", sdk: sdkNode})
+	add(mutation{name: "node: messages ready together go one by one", file: "sdks/node/src/worker.js",
+		from: "      sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });", to: "      for (const m of messages) sess.call.write(m);",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "a lone message goes unwrapped$", sdk: sdkNode})
+	add(mutation{name: "node: a lone message is wrapped in a batch", file: "sdks/node/src/worker.js",
+		from: "      sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });", to: "      sess.call.write({ batch: { messages } });",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "a lone message goes unwrapped$", sdk: sdkNode})
+	add(mutation{name: "node: handlers start before their Started is written", file: "sdks/node/src/worker.js",
+		from: "    this.flush(sess);\n    for (const [j, fn] of starting) {", to: "    for (const [j, fn] of starting) {",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "a lone message goes unwrapped$", sdk: sdkNode})
+	add(mutation{name: "node: a batch is read backwards", file: "sdks/node/src/worker.js",
+		from: "          for (const m of resp.batch.messages) {", to: "          for (const m of [...resp.batch.messages].reverse()) {",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^a batch from the broker is handled in order$", sdk: sdkNode})
+	add(mutation{name: "node: a batch holds one message more than the limit", file: "sdks/node/src/worker.js",
+		from: "const MAX_BATCH = 1024;", to: "const MAX_BATCH = 1025;",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^no batch holds more than 1024 messages$", sdk: sdkNode})
 	return ms
 }
 
