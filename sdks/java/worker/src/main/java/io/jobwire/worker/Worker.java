@@ -731,12 +731,12 @@ public final class Worker {
 
   /** Writes out[from, to) as one message: unwrapped when it is one, a batch frame when several. */
   private static void write(Session s, List<ConnectRequest> out, int from, int to) {
-    if (to - from == 1) {
-      s.call.onNext(out.get(from));
-    } else if (to - from > 1) {
+    if (to - from > 1) {
       s.call.onNext(ConnectRequest.newBuilder()
           .setBatch(ConnectRequestBatch.newBuilder().addAllMessages(out.subList(from, to)))
           .build());
+    } else if (to - from == 1) {
+      s.call.onNext(out.get(from));
     }
   }
 
