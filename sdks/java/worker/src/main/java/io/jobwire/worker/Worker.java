@@ -51,6 +51,7 @@ import jobwire.v1.WorkerServiceGrpc;
 import jobwire.v1.WorkerServiceOuterClass.Assignment;
 import jobwire.v1.WorkerServiceOuterClass.Cancel;
 import jobwire.v1.WorkerServiceOuterClass.ConnectRequest;
+import jobwire.v1.WorkerServiceOuterClass.ConnectRequestBatch;
 import jobwire.v1.WorkerServiceOuterClass.ConnectResponse;
 import jobwire.v1.WorkerServiceOuterClass.Drain;
 import jobwire.v1.WorkerServiceOuterClass.Failure;
@@ -96,6 +97,9 @@ public final class Worker {
   static final int CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
 
   static final int CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
+
+  /** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
+  static final int MAX_BATCH = 1024;
 
   /** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
   private static final Set<Status.Code> PERMANENT_CODES =
@@ -432,6 +436,9 @@ public final class Worker {
   /** One stream, from Hello to its end. */
   private final class Session {
     ClientCallStreamObserver<ConnectRequest> call;
+    /** Messages queued on this pass of the loop, written together by {@link #flush}. */
+    final List<ConnectRequest> outbox = new ArrayList<>();
+    boolean flushQueued;
     boolean welcomed;
     boolean drainRequested;
     boolean closing;
@@ -471,7 +478,8 @@ public final class Worker {
         .addAllJobTypes(new TreeSet<>(handlers.keySet()))
         .addAllQueues(queues)
         .setCapacity(capacity)
-        .setMovable(movable);
+        .setMovable(movable)
+        .setAcceptsBatches(true);
     for (Task t : jobs.values()) {
       hello.addHeld(t.ref);
     }
@@ -596,6 +604,21 @@ public final class Worker {
       maybeClose();
       return;
     }
+    if (r.hasBatch()) {
+      // Packing only: each message is handled in order, exactly as if it had come alone.
+      for (ConnectResponse m : r.getBatch().getMessagesList()) {
+        if (s.settled) {
+          return;
+        }
+        onMessage(s, m);
+      }
+      return;
+    }
+    onMessage(s, r);
+  }
+
+  /** Handles one broker message after the Welcome (never a batch: batches do not nest). */
+  private void onMessage(Session s, ConnectResponse r) {
     switch (r.getMessageCase()) {
       case ASSIGNMENT -> onAssignment(r.getAssignment());
       case RESULT_ACK -> onResultAck(r.getResultAck());
@@ -652,15 +675,68 @@ public final class Worker {
     send(ConnectRequest.newBuilder().setHeartbeat(hb).build());
   }
 
-  /** Writes m on the current stream; without one it is dropped (results are re-sent). */
+  /**
+   * Queues m for the current stream; without one it is dropped (results are re-sent). What is
+   * queued is written by a flush that runs after every task already waiting on the loop: the
+   * messages that became ready together (the Started of each Assignment of one incoming batch,
+   * the Results of handlers that finished meanwhile) leave in one frame, and none waits for company.
+   */
   private void send(ConnectRequest m) {
     Session s = session;
-    if (s != null && !s.closing) {
+    if (s == null || s.closing) {
+      return;
+    }
+    s.outbox.add(m);
+    if (!s.flushQueued) {
+      s.flushQueued = true;
       try {
-        s.call.onNext(m);
-      } catch (RuntimeException e) {
-        log.log(Level.DEBUG, "write failed: the stream is ending", e);
+        loop.execute(guarded(() -> flush(s)));
+      } catch (RejectedExecutionException e) {
+        // run() has ended.
       }
+    }
+  }
+
+  /**
+   * Writes what s has queued, in order: a lone message as itself, runs of several as batch frames
+   * of at most {@link #MAX_BATCH}, and Drain alone (it never travels in a batch).
+   */
+  private void flush(Session s) {
+    s.flushQueued = false;
+    List<ConnectRequest> out = s.outbox;
+    if (out.isEmpty() || s.settled) {
+      out.clear();
+      return;
+    }
+    try {
+      int from = 0;
+      for (int i = 0; i <= out.size(); i++) {
+        if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {
+          continue;
+        }
+        write(s, out, from, i);
+        if (i < out.size() && out.get(i).hasDrain()) {
+          s.call.onNext(out.get(i));
+          from = i + 1;
+        } else {
+          from = i;
+        }
+      }
+    } catch (RuntimeException e) {
+      log.log(Level.DEBUG, "write failed: the stream is ending", e);
+    } finally {
+      out.clear();
+    }
+  }
+
+  /** Writes out[from, to) as one message: unwrapped when it is one, a batch frame when several. */
+  private static void write(Session s, List<ConnectRequest> out, int from, int to) {
+    if (to - from > 1) {
+      s.call.onNext(ConnectRequest.newBuilder()
+          .setBatch(ConnectRequestBatch.newBuilder().addAllMessages(out.subList(from, to)))
+          .build());
+    } else if (to - from == 1) {
+      s.call.onNext(out.get(from));
     }
   }
 
@@ -672,6 +748,7 @@ public final class Worker {
     }
     if ((shuttingDown || s.drainRequested) && jobs.isEmpty()) {
       s.closing = true;
+      flush(s); // what is queued goes before the half-close
       s.call.onCompleted();
       // If the broker does not end the stream in time, give up on it.
       s.closeTimer = after(finishTimeout, () -> {

@@ -65,12 +65,20 @@ final class FakeBroker implements AutoCloseable {
     /** Marks the worker's half-close in the inbox. */
     private static final ConnectRequest CLOSED = ConnectRequest.getDefaultInstance();
 
+    /** The worker's messages one by one, batch frames unpacked. */
     final BlockingQueue<ConnectRequest> inbox = new LinkedBlockingQueue<>();
+    /** The worker's gRPC messages as they came, batch frames whole. */
+    final BlockingQueue<ConnectRequest> frames = new LinkedBlockingQueue<>();
     private final StreamObserver<ConnectResponse> out;
     final StreamObserver<ConnectRequest> observer = new StreamObserver<>() {
       @Override
       public void onNext(ConnectRequest m) {
-        inbox.add(m);
+        frames.add(m);
+        if (m.hasBatch()) {
+          inbox.addAll(m.getBatch().getMessagesList());
+        } else {
+          inbox.add(m);
+        }
       }
 
       @Override
@@ -108,6 +116,17 @@ final class FakeBroker implements AutoCloseable {
           assertEquals(kind, m.getMessageCase(), () -> "got " + m);
         }
         return m;
+      }
+    }
+
+    /** The worker's next gRPC message after the Hello, lone heartbeats skipped. */
+    ConnectRequest frame() throws InterruptedException {
+      for (;;) {
+        ConnectRequest m = frames.poll(WAIT_SECONDS, TimeUnit.SECONDS);
+        assertNotNull(m, "timed out waiting for a message");
+        if (!m.hasHello() && !m.hasHeartbeat()) {
+          return m;
+        }
       }
     }
 

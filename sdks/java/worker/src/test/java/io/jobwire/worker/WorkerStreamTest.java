@@ -26,6 +26,7 @@ import jobwire.v1.WorkerServiceOuterClass.Cancel;
 
 import jobwire.v1.WorkerServiceOuterClass.ConnectRequest;
 import jobwire.v1.WorkerServiceOuterClass.ConnectResponse;
+import jobwire.v1.WorkerServiceOuterClass.ConnectResponseBatch;
 import jobwire.v1.WorkerServiceOuterClass.DrainRequest;
 import jobwire.v1.WorkerServiceOuterClass.Failure;
 import jobwire.v1.WorkerServiceOuterClass.HeartbeatAck;
@@ -144,6 +145,7 @@ class WorkerStreamTest {
     assertEquals(List.of("fatal", "number", "ok", "retry", "wait"), hello.getJobTypesList());
     assertEquals(List.of("mail"), hello.getQueuesList());
     assertEquals(2, hello.getCapacity());
+    assertTrue(hello.getAcceptsBatches(), "the worker did not announce that it accepts batches");
     s.welcome(LONG, LONG);
     s.assign(7, "ok", "", "7.a");
     assertEquals(ref(7, "7.a").getLeaseToken(), s.recv(STARTED).getStarted().getLeaseToken());
@@ -419,5 +421,69 @@ class WorkerStreamTest {
     s.recv(STARTED);
     assertTrue(s.recv(RESULT).getResult().hasSuccess());
     assertEquals("interrupted false", nextSeen());
+  }
+
+  private static ConnectResponse assignment(long id, String type, String token) {
+    return ConnectResponse.newBuilder()
+        .setAssignment(Assignment.newBuilder().setJob(Job.newBuilder().setId(id).setType(type)).setAttempt(1).setLeaseToken(token))
+        .build();
+  }
+
+  private static List<ConnectRequest.MessageCase> kinds(ConnectRequest frame) {
+    assertTrue(frame.hasBatch(), () -> "expected a batch frame, got " + frame);
+    return frame.getBatch().getMessagesList().stream().map(ConnectRequest::getMessageCase).toList();
+  }
+
+  @Test
+  void aLoneMessageTravelsUnwrapped() throws Exception {
+    start(builder().build());
+    FakeBroker.Stream s = connect();
+    s.assign(40, "wait", "", "40.a");
+    ConnectRequest m = s.frame();
+    assertEquals(STARTED, m.getMessageCase(), () -> "got " + m);
+    assertEquals(40, m.getStarted().getJobId());
+  }
+
+  @Test
+  void aResponseBatchIsHandledInOrderAndWhatItMakesReadyLeavesAsOneFrame() throws Exception {
+    start(builder().build());
+    FakeBroker.Stream s = connect();
+    s.send(ConnectResponse.newBuilder()
+        .setBatch(ConnectResponseBatch.newBuilder()
+            .addMessages(assignment(41, "wait", "41.a"))
+            .addMessages(assignment(42, "wait", "42.a"))
+            .addMessages(assignment(43, "ok", "43.a")))
+        .build());
+    // In order: the first two fill the capacity of 2, so the third is handed back; and the
+    // messages the batch made ready leave together.
+    ConnectRequest frame = s.frame();
+    assertEquals(List.of(STARTED, STARTED, RELEASE), kinds(frame));
+    var batch = frame.getBatch().getMessagesList();
+    assertEquals(41, batch.get(0).getStarted().getJobId());
+    assertEquals(42, batch.get(1).getStarted().getJobId());
+    assertEquals("worker is at capacity", batch.get(2).getRelease().getReason());
+  }
+
+  @Test
+  void drainTravelsAloneAndTheResultsReadyWithItLeaveAsOneFrame() throws Exception {
+    start(builder().gracePeriod(Duration.ofMillis(200)).build());
+    FakeBroker.Stream s = connect();
+    s.assign(44, "wait", "", "44.a");
+    s.recv(STARTED);
+    s.assign(45, "wait", "", "45.a");
+    s.recv(STARTED);
+    assertEquals(List.of("started 44", "started 45"), List.of(nextSeen(), nextSeen()).stream().sorted().toList());
+    worker.shutdown();
+    s.recv(DRAIN);
+    s.recv(RESULT);
+    s.recv(RESULT);
+    s.breakWith(Status.UNAVAILABLE.withDescription("broker restarting"));
+
+    // On the next stream the Drain and both unanswered Results are ready at once.
+    FakeBroker.Stream s2 = broker.accept();
+    assertEquals(2, s2.recv(HELLO).getHello().getHeldCount());
+    s2.welcome(LONG, LONG);
+    assertEquals(DRAIN, s2.frame().getMessageCase());
+    assertEquals(List.of(RESULT, RESULT), kinds(s2.frame()));
   }
 }
