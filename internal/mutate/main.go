@@ -683,6 +683,18 @@ func mutations() []mutation {
 	add(mutation{name: "node: a batch holds one message more than the limit", file: "sdks/node/src/worker.js",
 		from: "const MAX_BATCH = 1024;", to: "const MAX_BATCH = 1025;",
 		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^no batch holds more than 1024 messages$", sdk: sdkNode})
+	add(mutation{name: "java: the worker does not announce batches", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: ".setAcceptsBatches(true);", to: ".setAcceptsBatches(false);",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "helloDeclaresTheWorkerAndAJobRunsToSuccess", sdk: sdkJava})
+	add(mutation{name: "java: messages ready together leave one by one", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && !out.get(i).hasDrain() && i - from < 1) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "aResponseBatchIsHandledInOrderAndWhatItMakesReadyLeavesAsOneFrame", sdk: sdkJava})
+	add(mutation{name: "java: a lone message is wrapped in a batch", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "if (to - from > 1) {", to: "if (to - from > 0) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "aLoneMessageTravelsUnwrapped", sdk: sdkJava})
+	add(mutation{name: "java: Drain travels inside a batch", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && i - from < MAX_BATCH) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "drainTravelsAloneAndTheResultsReadyWithItLeaveAsOneFrame", sdk: sdkJava})
 	return ms
 }
 
