@@ -44,7 +44,7 @@ type grant struct {
 // worker's slot stays busy for the one commit that stores its result, not for that commit and
 // the next round's.
 func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
-	if !b.readyMaybe.Load() && !force {
+	if !b.writing.readyMaybe.Load() && !force {
 		return nil
 	}
 	now := b.now()
@@ -54,7 +54,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		return nil
 	}
 	var grants []*grant
-	n := len(b.sessions)
+	n := len(b.table.sessions)
 	// Types whose breaker holds dispatch back, or lets only a few probes through, are asked
 	// for once per round, not once per session.
 	allowance := make(map[string]int)
@@ -64,7 +64,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// its cap lasts.
 	plan := b.planQueuesLocked()
 	for i := range n {
-		s := b.sessions[i]
+		s := b.table.sessions[i]
 		free := s.freeLocked() + freed[s]
 		if !s.takesWorkLocked() {
 			continue
@@ -157,7 +157,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
 	if len(grants) > 0 && !full && !limited && len(plan.capped) == 0 {
-		b.readyMaybe.Store(false)
+		b.writing.readyMaybe.Store(false)
 	}
 	b.armBreakerTimerLocked()
 	b.mu.Unlock()
@@ -166,9 +166,9 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 
 // toBackLocked moves the i-th session to the back of the dispatch rotation, in place.
 func (b *Broker) toBackLocked(i int) {
-	s := b.sessions[i]
-	copy(b.sessions[i:], b.sessions[i+1:])
-	b.sessions[len(b.sessions)-1] = s
+	s := b.table.sessions[i]
+	copy(b.table.sessions[i:], b.table.sessions[i+1:])
+	b.table.sessions[len(b.table.sessions)-1] = s
 }
 
 // leaseOp leases what a round's grants plan and hands the jobs out once that is committed. If
@@ -314,7 +314,7 @@ func (o *leaseOp) Done(err error) {
 	b := o.b
 	if err != nil {
 		b.log.Error("lease jobs", "err", err)
-		b.readyMaybe.Store(true) // the jobs are still waiting
+		b.writing.readyMaybe.Store(true) // the jobs are still waiting
 		b.mu.Lock()
 		for _, g := range o.grants {
 			for _, p := range g.permits {
@@ -327,7 +327,7 @@ func (o *leaseOp) Done(err error) {
 	for _, g := range o.grants {
 		if g.failed != nil {
 			b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
-			b.readyMaybe.Store(true) // its jobs are still waiting
+			b.writing.readyMaybe.Store(true) // its jobs are still waiting
 		}
 	}
 	b.applyBreakerChanges(o.ch)
@@ -461,7 +461,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		// any queue the database says is (one capped meanwhile): it then needs no count of
 		// room (see replaceQueueRulesLocked).
 		EnforceQueues: b.mode.sharedQueues(),
-		SkipCapped:    b.mode.sharedQueues() && len(b.cappedQueues) == 0,
+		SkipCapped:    b.mode.sharedQueues() && len(b.queues.cappedQueues) == 0,
 		ExcludeShut:   b.sharedBreakers() && !probe,
 	}
 }
@@ -584,8 +584,8 @@ func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, perm
 	kept.Payload = nil
 	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
 	sess.held[j.ID] = l
-	b.leases[j.ID] = l
-	if r := b.queueRules[j.Queue]; held != nil && r.limit > 0 {
+	b.table.leases[j.ID] = l
+	if r := b.queues.queueRules[j.Queue]; held != nil && r.limit > 0 {
 		held[j.Queue]++
 	}
 	b.traceDelivery(&kept, l.attempt, sess)

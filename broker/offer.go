@@ -36,7 +36,7 @@ type offer struct {
 func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (offers []*offer, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.shuttingDown || len(b.cappedQueues) > 0 || len(b.sessions) == 0 {
+	if b.shuttingDown || len(b.queues.cappedQueues) > 0 || len(b.table.sessions) == 0 {
 		return nil, false
 	}
 	all = true
@@ -63,10 +63,10 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (off
 // has a slot and outbox room for it, and moves it to the back of the rotation. It picks none
 // for a job of a paused queue, or of a type whose breaker limits dispatch.
 func (b *Broker) offerSessionLocked(p *store.JobInsertParams) *Session {
-	if b.queueRules[p.Queue].paused || (b.breakers != nil && b.breakers.Allowance(p.Type) != breaker.Unlimited) {
+	if b.queues.queueRules[p.Queue].paused || (b.breakers != nil && b.breakers.Allowance(p.Type) != breaker.Unlimited) {
 		return nil
 	}
-	for i, s := range b.sessions {
+	for i, s := range b.table.sessions {
 		if s.draining || s.closed || !s.serves(p.Queue) || !slices.Contains(s.types, p.Type) {
 			continue
 		}

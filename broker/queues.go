@@ -58,20 +58,20 @@ func (b *Broker) loadQueueRules(ctx context.Context) error {
 // time (a round that knows of no capped queue leaves the jobs of any queue the database says is
 // capped to one that counts its room, JobLeaseParams.SkipCapped).
 func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened bool) {
-	old := b.queueRules
-	b.queueRules = make(map[string]queueRule)
-	b.cappedQueues = make(map[string]bool)
-	b.pausedQueues = 0
+	old := b.queues.queueRules
+	b.queues.queueRules = make(map[string]queueRule)
+	b.queues.cappedQueues = make(map[string]bool)
+	b.queues.pausedQueues = 0
 	for _, r := range recs {
 		b.setQueueRuleLocked(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
 	}
 	for name, was := range old {
-		now := b.queueRules[name]
+		now := b.queues.queueRules[name]
 		if was.paused && !now.paused || was.limit > 0 && (now.limit == 0 || now.limit > was.limit) {
 			loosened = true
 		}
 	}
-	for name := range b.cappedQueues {
+	for name := range b.queues.cappedQueues {
 		if old[name].limit == 0 {
 			loosened = true
 		}
@@ -92,7 +92,7 @@ func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened boo
 // write that ends the lease publishes store.EventReady (a result then is not batched with
 // others' successes, whose statement publishes nothing).
 func (b *Broker) freesRoomLocked(queue string) bool {
-	return b.mode.sharedQueues() && b.cappedQueues[queue]
+	return b.mode.sharedQueues() && b.queues.cappedQueues[queue]
 }
 
 // queueReloadRetry is how long a broker waits to read the queues again after a read failed.
@@ -184,22 +184,22 @@ func (b *Broker) reloadQueueRules(ctx context.Context) error {
 // setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce, and keeps
 // the count of paused queues and the set of capped ones.
 func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
-	if b.queueRules[name].paused {
-		b.pausedQueues--
+	if b.queues.queueRules[name].paused {
+		b.queues.pausedQueues--
 	}
 	if r.paused {
-		b.pausedQueues++
+		b.queues.pausedQueues++
 	}
 	if r.limit > 0 {
-		b.cappedQueues[name] = true
+		b.queues.cappedQueues[name] = true
 	} else {
-		delete(b.cappedQueues, name)
+		delete(b.queues.cappedQueues, name)
 	}
 	if r.paused || r.limit > 0 {
-		b.queueRules[name] = r
+		b.queues.queueRules[name] = r
 		return
 	}
-	delete(b.queueRules, name)
+	delete(b.queues.queueRules, name)
 }
 
 // PauseQueue stops dispatch from a queue, creating the queue if it is new (so a queue can be
@@ -229,7 +229,7 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 		return fmt.Errorf("queue limit must not be negative, got %d", limit)
 	}
 	b.mu.Lock()
-	full := limit > 0 && !b.cappedQueues[name] && len(b.cappedQueues) >= MaxCappedQueues
+	full := limit > 0 && !b.queues.cappedQueues[name] && len(b.queues.cappedQueues) >= MaxCappedQueues
 	b.mu.Unlock()
 	if full {
 		return ErrTooManyCappedQueues
@@ -256,7 +256,7 @@ func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEve
 		return err
 	}
 	b.mu.Lock()
-	r := b.queueRules[name]
+	r := b.queues.queueRules[name]
 	apply(&r)
 	b.setQueueRuleLocked(name, r)
 	b.mu.Unlock()
@@ -278,11 +278,11 @@ func (b *Broker) ListQueues(ctx context.Context, name string) ([]QueueStats, err
 // heldByQueueLocked counts the leases (LEASED and RUNNING jobs) held per capped queue.
 func (b *Broker) heldByQueueLocked() map[string]int {
 	held := make(map[string]int)
-	if len(b.cappedQueues) == 0 {
+	if len(b.queues.cappedQueues) == 0 {
 		return held
 	}
-	for _, l := range b.leases {
-		if b.cappedQueues[l.job.Queue] {
+	for _, l := range b.table.leases {
+		if b.queues.cappedQueues[l.job.Queue] {
 			held[l.job.Queue]++
 		}
 	}
@@ -309,14 +309,14 @@ func (p queuePlan) full(q string) bool {
 // planQueuesLocked reads the rules and held leases into a plan for one round. It visits the
 // capped queues only: paused ones are looked up by name as needed.
 func (b *Broker) planQueuesLocked() queuePlan {
-	p := queuePlan{rules: b.queueRules, anyPaused: b.pausedQueues > 0}
-	if len(b.cappedQueues) == 0 {
+	p := queuePlan{rules: b.queues.queueRules, anyPaused: b.queues.pausedQueues > 0}
+	if len(b.queues.cappedQueues) == 0 {
 		return p // no room to count: a nil map reads as no capped queue
 	}
-	p.room = make(map[string]int, len(b.cappedQueues))
+	p.room = make(map[string]int, len(b.queues.cappedQueues))
 	held := b.heldByQueueLocked()
-	for name := range b.cappedQueues {
-		if r := b.queueRules[name]; !r.paused {
+	for name := range b.queues.cappedQueues {
+		if r := b.queues.queueRules[name]; !r.paused {
 			p.capped = append(p.capped, name)
 			p.room[name] = max(0, r.limit-held[name])
 		}
@@ -332,7 +332,7 @@ func (b *Broker) planQueuesLocked() queuePlan {
 // database, against every broker's leases, and a change committed after it comes after the
 // lease: the cache, which may not have heard of the latest change yet, must not overrule it.
 func (b *Broker) mayHandOutLocked(queue string, held map[string]int) bool {
-	r, ok := b.queueRules[queue]
+	r, ok := b.queues.queueRules[queue]
 	if !ok {
 		return true
 	}

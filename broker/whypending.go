@@ -85,7 +85,7 @@ func (b *Broker) WhyPending(j *job.Job) Waiting {
 		return Waiting{Reason: WaitBreakerProbing, Until: info.NextProbeAt,
 			Detail: fmt.Sprintf("the breaker of %q is HALF_OPEN and its %d probe(s) are running", j.Type, info.ProbesInFlight)}
 	}
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		if s.takesWorkLocked() && slices.Contains(s.types, j.Type) && s.serves(j.Queue) {
 			return Waiting{Reason: WaitWorkerSlot,
 				Detail: "ready, waiting for a free slot of a worker that serves it"}
