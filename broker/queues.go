@@ -27,7 +27,8 @@ type queueRule struct {
 	limit  int // 0: no cap
 }
 
-// queueState holds the rules of every paused or capped queue, under the broker's lock.
+// queueState holds the rules of every paused or capped queue, under the broker's lock (a round
+// reads them with the leases it counts against the caps, in one critical section).
 type queueState struct {
 	queueRules   map[string]queueRule
 	pausedQueues int             // how many of queueRules are paused
@@ -54,24 +55,30 @@ func (b *Broker) loadQueueRules(ctx context.Context) error {
 }
 
 // replaceQueueRulesLocked makes recs the rules, and reports whether a round may now lease jobs
-// that earlier rounds left: a queue resumed, uncapped or capped higher, or capped for the first
-// time (a round that knows of no capped queue leaves the jobs of any queue the database says is
-// capped to one that counts its room, JobLeaseParams.SkipCapped).
+// that earlier rounds left (see queueState.replace).
 func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened bool) {
-	old := b.queues.queueRules
-	b.queues.queueRules = make(map[string]queueRule)
-	b.queues.cappedQueues = make(map[string]bool)
-	b.queues.pausedQueues = 0
+	return b.queues.replace(recs)
+}
+
+// replace makes recs the rules, and reports whether a round may now lease jobs that earlier
+// rounds left: a queue resumed, uncapped or capped higher, or capped for the first time (a
+// round that knows of no capped queue leaves the jobs of any queue the database says is capped
+// to one that counts its room, JobLeaseParams.SkipCapped).
+func (q *queueState) replace(recs []store.QueueRecord) (loosened bool) {
+	old := q.queueRules
+	q.queueRules = make(map[string]queueRule)
+	q.cappedQueues = make(map[string]bool)
+	q.pausedQueues = 0
 	for _, r := range recs {
-		b.setQueueRuleLocked(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
+		q.set(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
 	}
 	for name, was := range old {
-		now := b.queues.queueRules[name]
+		now := q.queueRules[name]
 		if was.paused && !now.paused || was.limit > 0 && (now.limit == 0 || now.limit > was.limit) {
 			loosened = true
 		}
 	}
-	for name := range b.queues.cappedQueues {
+	for name := range q.cappedQueues {
 		if old[name].limit == 0 {
 			loosened = true
 		}
@@ -181,25 +188,25 @@ func (b *Broker) reloadQueueRules(ctx context.Context) error {
 	return nil
 }
 
-// setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce, and keeps
-// the count of paused queues and the set of capped ones.
-func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
-	if b.queues.queueRules[name].paused {
-		b.queues.pausedQueues--
+// set records a queue's rule, dropping queues with nothing to enforce, and keeps the count of
+// paused queues and the set of capped ones.
+func (q *queueState) set(name string, r queueRule) {
+	if q.queueRules[name].paused {
+		q.pausedQueues--
 	}
 	if r.paused {
-		b.queues.pausedQueues++
+		q.pausedQueues++
 	}
 	if r.limit > 0 {
-		b.queues.cappedQueues[name] = true
+		q.cappedQueues[name] = true
 	} else {
-		delete(b.queues.cappedQueues, name)
+		delete(q.cappedQueues, name)
 	}
 	if r.paused || r.limit > 0 {
-		b.queues.queueRules[name] = r
+		q.queueRules[name] = r
 		return
 	}
-	delete(b.queues.queueRules, name)
+	delete(q.queueRules, name)
 }
 
 // PauseQueue stops dispatch from a queue, creating the queue if it is new (so a queue can be
@@ -258,7 +265,7 @@ func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEve
 	b.mu.Lock()
 	r := b.queues.queueRules[name]
 	apply(&r)
-	b.setQueueRuleLocked(name, r)
+	b.queues.set(name, r)
 	b.mu.Unlock()
 	if wake {
 		b.signal()

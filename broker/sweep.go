@@ -88,7 +88,7 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 }
 
 // expireStored ends in one transaction the leases of the held jobs list reads, and returns what
-// it did to each with the breaker changes to apply once it committed.
+// it did to each with the breaker changes to apply once it committed (nothing if it failed).
 func (b *Broker) expireStored(now time.Time, list func(tx store.Tx) ([]*job.Job, error)) ([]*expired, breakerChanges, error) {
 	var outs []*expired
 	var ch breakerChanges
@@ -108,7 +108,11 @@ func (b *Broker) expireStored(now time.Time, list func(tx store.Tx) ([]*job.Job,
 		}
 		return nil
 	})
-	return outs, ch, err
+	if err != nil {
+		// The transaction may still be running (the broker is stopping): outs and ch are its.
+		return nil, nil, err
+	}
+	return outs, ch, nil
 }
 
 // endExpiredLocked ends in memory the lease of a job whose expiry committed: a job that never
