@@ -115,10 +115,10 @@ func (b *Broker) permitRelease(p breaker.Permit) { b.mode.breakers().release(p) 
 // exactly once: a lease already ended is left alone. Shared breakers were settled by the write
 // that ended the lease (settleShared).
 func (b *Broker) endLeaseLocked(l *lease, how permitEnd, kind breaker.FailureKind) {
-	if b.leases[l.ref.JobID] != l {
+	if b.table.leases[l.ref.JobID] != l {
 		return
 	}
-	delete(b.leases, l.ref.JobID)
+	delete(b.table.leases, l.ref.JobID)
 	if l.sess != nil && l.sess.held[l.ref.JobID] == l {
 		delete(l.sess.held, l.ref.JobID)
 	}

@@ -79,13 +79,16 @@ type BreakerOptions struct {
 
 // Broker dispatches jobs to workers and applies their results.
 //
-// Its state is in parts, each with its owner: what it was built with (env), the writer's
-// (writerState), what differs between a broker alone and one of a cluster (mode), the background
-// services (svc), and, under mu, the sessions and leases dispatch works on with the queue rules
-// it respects.
+// Its state is in parts, each with its owner: what it was built with (env), the writers' side
+// (writing), what differs between a broker alone and one of a cluster (mode), the background
+// services (svc), and, under mu, the table of sessions and leases dispatch works on with the
+// queue rules it respects. The parts are named fields, not embedded ones, so that every access
+// says whose state it touches; TestBrokerStaysSmall keeps the count of fields under
+// maxBrokerFields.
 type Broker struct {
 	env
-	writerState
+	// writing is the writers' side and what the batch being written keeps (writer.go).
+	writing writerState
 	// mode is what differs between a broker alone and one of a cluster (mode.go, cluster.go).
 	mode mode
 	// svc are the broker's background concerns (services.go).
@@ -94,11 +97,18 @@ type Broker struct {
 	ctx    context.Context // ends when the broker stops; for work no caller waits on
 	cancel context.CancelFunc
 
+	// mu guards table, queues and shuttingDown.
 	mu           sync.Mutex
-	sessions     []*Session // in dispatch rotation order
-	leases       map[int64]*lease
+	table        leaseTable
+	queues       queueState // every paused or capped queue (queues.go)
 	shuttingDown bool
-	queueState   // every paused or capped queue (queues.go)
+}
+
+// leaseTable is who is connected and what each holds: the sessions dispatch hands jobs to, the
+// leases they hold and what is remembered about leases just ended. The broker's mu guards it.
+type leaseTable struct {
+	sessions []*Session // in dispatch rotation order
+	leases   map[int64]*lease
 	// racedCancels are jobs cancelled while LEASED with no lease in memory yet: a dispatch
 	// round stored the lease and has not handed it out. That round drops them.
 	racedCancels map[int64]racedCancel
@@ -147,6 +157,43 @@ func New(opts Options) (*Broker, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
+	b := &Broker{
+		env: env{
+			cfg:     opts.Config,
+			st:      opts.Store,
+			random:  opts.Random,
+			clk:     opts.Clock,
+			log:     opts.Logger,
+			obs:     opts.Observer,
+			tracer:  opts.Tracer,
+			triager: newTriager(opts.Config, opts.Rand),
+		},
+		writing: writerState{stop: make(chan struct{})},
+		table:   leaseTable{leases: make(map[int64]*lease), racedCancels: make(map[int64]racedCancel)},
+		queues:  queueState{queueRules: make(map[string]queueRule), cappedQueues: make(map[string]bool)},
+	}
+	set, err := b.newBreakers(opts.Breakers)
+	if err != nil {
+		return nil, fmt.Errorf("breakers: %w", err)
+	}
+	b.breakers = set
+	self := loneRecord(opts.Addr, opts.Clock.Now())
+	b.mode = &local{b: b, self: self}
+	if opts.Cluster != nil {
+		b.mode = newClustered(b, opts.Cluster, opts.ClusterPoll, self)
+	}
+	b.svc = newServices(b)
+	b.watchReach(opts.DatabaseSilence, opts.Cluster)
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.newWriters(opts.Commit)
+	b.writing.readyMaybe.Store(true)
+	return b, nil
+}
+
+// withDefaults is opts with every optional collaborator left nil given its default, so the
+// broker never checks for one again.
+func (opts Options) withDefaults() Options {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
@@ -162,56 +209,36 @@ func New(opts Options) (*Broker, error) {
 	if opts.ClusterPoll <= 0 {
 		opts.ClusterPoll = DefaultClusterPoll
 	}
+	return opts
+}
+
+// newTriager decides failures by cfg's retry policy. Its jitter draws from r under a lock of
+// its own, because reports are triaged on many sessions' goroutines at once and a rand.Rand is
+// not safe for concurrent use.
+func newTriager(cfg Config, r *rand.Rand) *triage.Triager {
 	var randMu sync.Mutex
-	r := opts.Rand
-	fatal := make(map[string]bool, len(opts.Config.AlwaysFatal))
-	for _, t := range opts.Config.AlwaysFatal {
+	fatal := make(map[string]bool, len(cfg.AlwaysFatal))
+	for _, t := range cfg.AlwaysFatal {
 		fatal[t] = true
 	}
-	b := &Broker{
-		env: env{
-			cfg:    opts.Config,
-			st:     opts.Store,
-			random: opts.Random,
-			clk:    opts.Clock,
-			log:    opts.Logger,
-			obs:    opts.Observer,
-			tracer: opts.Tracer,
-			triager: &triage.Triager{
-				Policy:      opts.Config.policy,
-				AlwaysFatal: fatal,
-				Uniform: func() float64 {
-					randMu.Lock()
-					defer randMu.Unlock()
-					return r.Float64()
-				},
-			},
+	return &triage.Triager{
+		Policy:      cfg.policy,
+		AlwaysFatal: fatal,
+		Uniform: func() float64 {
+			randMu.Lock()
+			defer randMu.Unlock()
+			return r.Float64()
 		},
-		writerState:  writerState{stop: make(chan struct{})},
-		leases:       make(map[int64]*lease),
-		queueState:   queueState{queueRules: make(map[string]queueRule), cappedQueues: make(map[string]bool)},
-		racedCancels: make(map[int64]racedCancel),
 	}
-	bo := opts.Breakers
+}
+
+// newBreakers builds the per-type circuit breakers bo configures (nil: their defaults), whose
+// transitions the broker hears of.
+func (b *Broker) newBreakers(bo *BreakerOptions) (*breaker.Set, error) {
 	if bo == nil {
 		bo = &BreakerOptions{Default: breaker.DefaultConfig()}
 	}
-	set, err := breaker.NewSet(opts.Clock, bo.Default, bo.PerType, b.onBreakerTransition)
-	if err != nil {
-		return nil, fmt.Errorf("breakers: %w", err)
-	}
-	b.breakers = set
-	self := loneRecord(opts.Addr, opts.Clock.Now())
-	b.mode = &local{b: b, self: self}
-	if opts.Cluster != nil {
-		b.mode = newClustered(b, opts.Cluster, opts.ClusterPoll, self)
-	}
-	b.svc = newServices(b)
-	b.watchReach(opts.DatabaseSilence, opts.Cluster)
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.newWriters(opts.Commit)
-	b.readyMaybe.Store(true)
-	return b, nil
+	return breaker.NewSet(b.clk, bo.Default, bo.PerType, b.onBreakerTransition)
 }
 
 // Start recovers state left by an earlier run and starts the writer (which also dispatches) and
@@ -240,7 +267,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
 	b.mu.Lock()
 	for _, j := range rec.running {
-		b.leases[j.ID] = heldLease(nil, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}, j)
+		b.table.leases[j.ID] = heldLease(nil, job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}, j)
 	}
 	b.mu.Unlock()
 	// The services start before the writer, whose first round may arm a service's timer, and
@@ -294,7 +321,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b.shuttingDown = true
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		s.out.push(Drain{Reason: "broker shutting down"})
 	}
 	b.mu.Unlock()
@@ -305,8 +332,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	// Jobs that never started go back now; running ones keep their leases in storage and are
 	// either finished by a worker that reconnects to the next broker or expire.
 	err := b.mode.releaseUnstarted(context.WithoutCancel(ctx))
-	close(b.stop)
-	b.stopped.Wait()
+	close(b.writing.stop)
+	b.writing.stopped.Wait()
 	for _, s := range b.afterServices() {
 		s.Stop()
 		<-s.Stopped()
@@ -314,7 +341,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.cancel()
 	service.WaitStopped(timed...)
 	b.mu.Lock()
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		s.out.close()
 	}
 	b.mu.Unlock()
@@ -328,7 +355,7 @@ func (b *Broker) waitDrained(ctx context.Context) {
 	for {
 		b.mu.Lock()
 		held := 0
-		for _, l := range b.leases {
+		for _, l := range b.table.leases {
 			if l.sess != nil {
 				held++
 			}
@@ -351,7 +378,7 @@ func (b *Broker) now() time.Time { return b.clk.Now() }
 // signal says jobs may have become ready (or leasable again) and asks the writer for a
 // dispatch round.
 func (b *Broker) signal() {
-	b.readyMaybe.Store(true)
+	b.writing.readyMaybe.Store(true)
 	b.wakeWriter()
 }
 
@@ -360,7 +387,7 @@ func (b *Broker) signal() {
 // Without this every result would cost a lease query that finds nothing.
 func (b *Broker) signalCapacity() { b.wakeWriter() }
 
-func (b *Broker) wakeWriter() { b.writer.Wake() }
+func (b *Broker) wakeWriter() { b.writing.writer.Wake() }
 
 // Enqueue stores jobs in one transaction and returns what became of each, in order. Zero
 // fields of a spec take their defaults (see JobSpec).
@@ -466,7 +493,7 @@ func (b *Broker) cancelHeld(ref job.LeaseRef) {
 		}
 	} else {
 		// The lease may be stored but not handed out yet: make sure it never is.
-		b.racedCancels[ref.JobID] = racedCancel{token: ref.Token, at: b.now()}
+		b.table.racedCancels[ref.JobID] = racedCancel{token: ref.Token, at: b.now()}
 	}
 	b.mu.Unlock()
 	b.signalCapacity()

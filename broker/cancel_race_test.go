@@ -96,7 +96,7 @@ func TestCancelRacingDispatchWins(t *testing.T) {
 				t.Fatalf("the worker was sent %v", msgs)
 			}
 			b.mu.Lock()
-			leases, raced, held := len(b.leases), len(b.racedCancels), len(s.held)
+			leases, raced, held := len(b.table.leases), len(b.table.racedCancels), len(s.held)
 			b.mu.Unlock()
 			if leases != 0 || held != 0 || raced != 0 {
 				t.Fatalf("after hand-out: %d leases, %d held, %d raced cancels left", leases, held, raced)

@@ -85,7 +85,7 @@ func (m *clustered) enqueue(ctx context.Context, o *enqueueOp, params []*store.J
 	b := m.b
 	switch {
 	case len(params) >= SeparateEnqueueJobs:
-		return b.doOn(ctx, b.enqueuer, o)
+		return b.doOn(ctx, b.writing.enqueuer, o)
 	case o.grouped:
 		// Jobs all offered need no round, and the other brokers no word of them: were one not
 		// leased after all, settleOffers asks for the round.
@@ -268,7 +268,7 @@ func (m *clustered) pollTick() {
 // broker's own sweep ends them as it stores the expiry.
 func (b *Broker) dropLostLeasesLocked(now time.Time) {
 	grace := b.cfg.SweepInterval
-	for _, l := range b.leases {
+	for _, l := range b.table.leases {
 		if l.finishing() {
 			continue
 		}
@@ -301,13 +301,13 @@ func (b *Broker) dropLostLeasesLocked(now time.Time) {
 func (b *Broker) releaseOwnLeases(ctx context.Context) error {
 	b.mu.Lock()
 	unsent := make(map[job.LeaseRef]bool)
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		for _, ref := range s.out.withdraw() {
 			unsent[ref] = true
 		}
 	}
 	var held []heldProbe
-	for _, l := range b.leases {
+	for _, l := range b.table.leases {
 		if !l.started && !l.finishing() && unsent[l.ref] {
 			held = append(held, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
 		}

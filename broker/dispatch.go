@@ -57,7 +57,7 @@ type round struct {
 // worker's slot stays busy for the one commit that stores its result, not for that commit and
 // the next round's.
 func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
-	if !b.readyMaybe.Load() && !force {
+	if !b.writing.readyMaybe.Load() && !force {
 		return nil
 	}
 	now := b.now()
@@ -67,9 +67,9 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 		return nil
 	}
 	r := &round{now: now, plan: b.planQueuesLocked(), breakers: make(map[string]dispatchrule.Breaker)}
-	n := len(b.sessions)
+	n := len(b.table.sessions)
 	for i := range n {
-		s := b.sessions[i]
+		s := b.table.sessions[i]
 		b.planSessionLocked(r, s, s.asWorkerLocked(freed[s]))
 	}
 	// Rotate so that no session is always first to take scarce jobs.
@@ -81,7 +81,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
 	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 {
-		b.readyMaybe.Store(false)
+		b.writing.readyMaybe.Store(false)
 	}
 	b.armBreakerTimerLocked()
 	return r.grants
@@ -192,9 +192,9 @@ func (r *round) scoped(g *grant, scope *queueScope, maxBytes int) {
 
 // toBackLocked moves the i-th session to the back of the dispatch rotation, in place.
 func (b *Broker) toBackLocked(i int) {
-	s := b.sessions[i]
-	copy(b.sessions[i:], b.sessions[i+1:])
-	b.sessions[len(b.sessions)-1] = s
+	s := b.table.sessions[i]
+	copy(b.table.sessions[i:], b.table.sessions[i+1:])
+	b.table.sessions[len(b.table.sessions)-1] = s
 }
 
 // leaseOp leases what a round's grants plan and hands the jobs out once that is committed. If
@@ -340,7 +340,7 @@ func (o *leaseOp) Done(err error) {
 	b := o.b
 	if err != nil {
 		b.log.Error("lease jobs", "err", err)
-		b.readyMaybe.Store(true) // the jobs are still waiting
+		b.writing.readyMaybe.Store(true) // the jobs are still waiting
 		b.mu.Lock()
 		for _, g := range o.grants {
 			for _, p := range g.permits {
@@ -353,7 +353,7 @@ func (o *leaseOp) Done(err error) {
 	for _, g := range o.grants {
 		if g.failed != nil {
 			b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
-			b.readyMaybe.Store(true) // its jobs are still waiting
+			b.writing.readyMaybe.Store(true) // its jobs are still waiting
 		}
 	}
 	b.applyBreakerChanges(o.ch)
@@ -487,7 +487,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		// any queue the database says is (one capped meanwhile): it then needs no count of
 		// room (see replaceQueueRulesLocked).
 		EnforceQueues: b.mode.sharedQueues(),
-		SkipCapped:    b.mode.sharedQueues() && len(b.cappedQueues) == 0,
+		SkipCapped:    b.mode.sharedQueues() && len(b.queues.cappedQueues) == 0,
 		ExcludeShut:   b.sharedBreakers() && !probe,
 	}
 }
@@ -610,8 +610,8 @@ func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, perm
 	kept.Payload = nil
 	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
 	sess.held[j.ID] = l
-	b.leases[j.ID] = l
-	if r := b.queueRules[j.Queue]; held != nil && r.limit > 0 {
+	b.table.leases[j.ID] = l
+	if r := b.queues.queueRules[j.Queue]; held != nil && r.limit > 0 {
 		held[j.Queue]++
 	}
 	b.traceDelivery(&kept, l.attempt, sess)

@@ -89,7 +89,7 @@ func inOneBatch(t *testing.T, b *Broker, ops ...commit.Op) func() []error {
 	var wg sync.WaitGroup
 	for k, o := range ops {
 		wg.Go(func() { errs[k] = b.doOp(context.Background(), o) })
-		for b.writer.Queued() < k+1 {
+		for b.writing.writer.Queued() < k+1 {
 			runtime.Gosched()
 		}
 	}
@@ -129,7 +129,7 @@ func lockOrderCluster(t *testing.T) (*cluster, *lockRace) {
 	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
 	race := newLockRace()
 	for i, b := range c.brokers {
-		b.lockingBreaker = race.hook(i)
+		b.writing.lockingBreaker = race.hook(i)
 	}
 	return c, race
 }

@@ -117,7 +117,7 @@ func (m *local) releaseUnstarted(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, l := range b.leases {
+	for _, l := range b.table.leases {
 		if !l.started && !l.finishing() {
 			b.endLeaseLocked(l, permitReleased, 0)
 		}
@@ -129,7 +129,7 @@ func (m *local) brokers(context.Context) ([]store.BrokerRecord, string, error) {
 	r := m.self
 	r.LastSeen = m.b.clk.Now()
 	m.b.mu.Lock()
-	r.Workers = len(m.b.sessions)
+	r.Workers = len(m.b.table.sessions)
 	m.b.mu.Unlock()
 	return []store.BrokerRecord{r}, r.ID, nil
 }

@@ -35,7 +35,7 @@ type offer struct {
 func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (offers []*offer, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.shuttingDown || len(b.cappedQueues) > 0 || len(b.sessions) == 0 {
+	if b.shuttingDown || len(b.queues.cappedQueues) > 0 || len(b.table.sessions) == 0 {
 		return nil, false
 	}
 	all = true
@@ -63,11 +63,11 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (off
 // rules decide (dispatchrule.MayOffer): none is picked for a job of a paused queue, or of a
 // type whose breaker limits dispatch. Whether a job waits ahead of it is the store's to know.
 func (b *Broker) offerSessionLocked(p *store.JobInsertParams, now time.Time) *Session {
-	r := b.queueRules[p.Queue]
+	r := b.queues.queueRules[p.Queue]
 	j := dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}
 	st := dispatchrule.State{Now: now, Queue: dispatchrule.Queue{Paused: r.paused, Cap: r.limit},
 		Breaker: b.breakerStateLocked(p.Type, false), Workers: make([]dispatchrule.Worker, 1)}
-	for i, s := range b.sessions {
+	for i, s := range b.table.sessions {
 		st.Workers[0] = s.asWorkerLocked(0)
 		if !dispatchrule.MayOffer(j, st, false) {
 			continue

@@ -32,11 +32,11 @@ type racedCancel struct {
 // takeRacedCancelLocked reports whether ref was cancelled before it was handed out, and
 // forgets it.
 func (b *Broker) takeRacedCancelLocked(ref job.LeaseRef) bool {
-	rc, ok := b.racedCancels[ref.JobID]
+	rc, ok := b.table.racedCancels[ref.JobID]
 	if !ok || rc.token != ref.Token {
 		return false
 	}
-	delete(b.racedCancels, ref.JobID)
+	delete(b.table.racedCancels, ref.JobID)
 	return true
 }
 
@@ -44,9 +44,9 @@ func (b *Broker) takeRacedCancelLocked(ref job.LeaseRef) bool {
 // out what it leased long before a lease would expire.
 func (b *Broker) pruneRacedCancelsLocked() {
 	cutoff := b.now().Add(-b.cfg.LeaseDuration)
-	for id, rc := range b.racedCancels {
+	for id, rc := range b.table.racedCancels {
 		if rc.at.Before(cutoff) {
-			delete(b.racedCancels, id)
+			delete(b.table.racedCancels, id)
 		}
 	}
 }

@@ -28,7 +28,8 @@ type queueRule struct {
 	limit  int // 0: no cap
 }
 
-// queueState holds the rules of every paused or capped queue, under the broker's lock.
+// queueState holds the rules of every paused or capped queue, under the broker's lock (a round
+// reads them with the leases it counts against the caps, in one critical section).
 type queueState struct {
 	queueRules   map[string]queueRule
 	pausedQueues int             // how many of queueRules are paused
@@ -55,24 +56,30 @@ func (b *Broker) loadQueueRules(ctx context.Context) error {
 }
 
 // replaceQueueRulesLocked makes recs the rules, and reports whether a round may now lease jobs
-// that earlier rounds left: a queue resumed, uncapped or capped higher, or capped for the first
-// time (a round that knows of no capped queue leaves the jobs of any queue the database says is
-// capped to one that counts its room, JobLeaseParams.SkipCapped).
+// that earlier rounds left (see queueState.replace).
 func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened bool) {
-	old := b.queueRules
-	b.queueRules = make(map[string]queueRule)
-	b.cappedQueues = make(map[string]bool)
-	b.pausedQueues = 0
+	return b.queues.replace(recs)
+}
+
+// replace makes recs the rules, and reports whether a round may now lease jobs that earlier
+// rounds left: a queue resumed, uncapped or capped higher, or capped for the first time (a
+// round that knows of no capped queue leaves the jobs of any queue the database says is capped
+// to one that counts its room, JobLeaseParams.SkipCapped).
+func (q *queueState) replace(recs []store.QueueRecord) (loosened bool) {
+	old := q.queueRules
+	q.queueRules = make(map[string]queueRule)
+	q.cappedQueues = make(map[string]bool)
+	q.pausedQueues = 0
 	for _, r := range recs {
-		b.setQueueRuleLocked(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
+		q.set(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
 	}
 	for name, was := range old {
-		now := b.queueRules[name]
+		now := q.queueRules[name]
 		if was.paused && !now.paused || was.limit > 0 && (now.limit == 0 || now.limit > was.limit) {
 			loosened = true
 		}
 	}
-	for name := range b.cappedQueues {
+	for name := range q.cappedQueues {
 		if old[name].limit == 0 {
 			loosened = true
 		}
@@ -93,7 +100,7 @@ func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened boo
 // write that ends the lease publishes store.EventReady (a result then is not batched with
 // others' successes, whose statement publishes nothing).
 func (b *Broker) freesRoomLocked(queue string) bool {
-	return b.mode.sharedQueues() && b.cappedQueues[queue]
+	return b.mode.sharedQueues() && b.queues.cappedQueues[queue]
 }
 
 // queueReloadRetry is how long a broker waits to read the queues again after a read failed.
@@ -182,25 +189,25 @@ func (b *Broker) reloadQueueRules(ctx context.Context) error {
 	return nil
 }
 
-// setQueueRuleLocked records a queue's rule, dropping queues with nothing to enforce, and keeps
-// the count of paused queues and the set of capped ones.
-func (b *Broker) setQueueRuleLocked(name string, r queueRule) {
-	if b.queueRules[name].paused {
-		b.pausedQueues--
+// set records a queue's rule, dropping queues with nothing to enforce, and keeps the count of
+// paused queues and the set of capped ones.
+func (q *queueState) set(name string, r queueRule) {
+	if q.queueRules[name].paused {
+		q.pausedQueues--
 	}
 	if r.paused {
-		b.pausedQueues++
+		q.pausedQueues++
 	}
 	if r.limit > 0 {
-		b.cappedQueues[name] = true
+		q.cappedQueues[name] = true
 	} else {
-		delete(b.cappedQueues, name)
+		delete(q.cappedQueues, name)
 	}
 	if r.paused || r.limit > 0 {
-		b.queueRules[name] = r
+		q.queueRules[name] = r
 		return
 	}
-	delete(b.queueRules, name)
+	delete(q.queueRules, name)
 }
 
 // PauseQueue stops dispatch from a queue, creating the queue if it is new (so a queue can be
@@ -230,7 +237,7 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 		return fmt.Errorf("queue limit must not be negative, got %d", limit)
 	}
 	b.mu.Lock()
-	full := limit > 0 && !b.cappedQueues[name] && len(b.cappedQueues) >= MaxCappedQueues
+	full := limit > 0 && !b.queues.cappedQueues[name] && len(b.queues.cappedQueues) >= MaxCappedQueues
 	b.mu.Unlock()
 	if full {
 		return ErrTooManyCappedQueues
@@ -257,9 +264,9 @@ func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEve
 		return err
 	}
 	b.mu.Lock()
-	r := b.queueRules[name]
+	r := b.queues.queueRules[name]
 	apply(&r)
-	b.setQueueRuleLocked(name, r)
+	b.queues.set(name, r)
 	b.mu.Unlock()
 	if wake {
 		b.signal()
@@ -279,11 +286,11 @@ func (b *Broker) ListQueues(ctx context.Context, name string) ([]QueueStats, err
 // heldByQueueLocked counts the leases (LEASED and RUNNING jobs) held per capped queue.
 func (b *Broker) heldByQueueLocked() map[string]int {
 	held := make(map[string]int)
-	if len(b.cappedQueues) == 0 {
+	if len(b.queues.cappedQueues) == 0 {
 		return held
 	}
-	for _, l := range b.leases {
-		if b.cappedQueues[l.job.Queue] {
+	for _, l := range b.table.leases {
+		if b.queues.cappedQueues[l.job.Queue] {
 			held[l.job.Queue]++
 		}
 	}
@@ -318,13 +325,13 @@ func (p queuePlan) full(q string) bool {
 // planQueuesLocked reads the rules and held leases into a plan for one round. It visits the
 // capped queues only: paused ones are looked up by name as needed.
 func (b *Broker) planQueuesLocked() queuePlan {
-	p := queuePlan{rules: b.queueRules, anyPaused: b.pausedQueues > 0}
-	if len(b.cappedQueues) == 0 {
+	p := queuePlan{rules: b.queues.queueRules, anyPaused: b.queues.pausedQueues > 0}
+	if len(b.queues.cappedQueues) == 0 {
 		return p // no room to count: a nil map reads as no capped queue
 	}
-	p.room = make(map[string]int, len(b.cappedQueues))
+	p.room = make(map[string]int, len(b.queues.cappedQueues))
 	p.held = b.heldByQueueLocked()
-	for name := range b.cappedQueues {
+	for name := range b.queues.cappedQueues {
 		if q := p.queue(name); !q.Paused {
 			p.capped = append(p.capped, name)
 			p.room[name] = q.Room()
@@ -341,7 +348,7 @@ func (b *Broker) planQueuesLocked() queuePlan {
 // database, against every broker's leases, and a change committed after it comes after the
 // lease: the cache, which may not have heard of the latest change yet, must not overrule it.
 func (b *Broker) mayHandOutLocked(queue string, held map[string]int) bool {
-	r := b.queueRules[queue]
+	r := b.queues.queueRules[queue]
 	q := dispatchrule.Queue{Paused: r.paused, Cap: r.limit, Held: held[queue]}
 	return dispatchrule.QueueReason(q) == dispatchrule.None
 }

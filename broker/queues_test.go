@@ -53,7 +53,7 @@ func TestQueuesChangedReadsRulesAgain(t *testing.T) {
 	waitUntil(t, "the pause to reach the rules", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.queueRules["mail"].paused
+		return b.queues.queueRules["mail"].paused
 	})
 	s, _, err := b.Open(ctx, Hello{WorkerID: "w", Types: []string{"t"}, Capacity: 2})
 	if err != nil {
@@ -130,7 +130,7 @@ func TestQueuesChangedDuringARead(t *testing.T) {
 		return !b.svc.queueReload.busy()
 	})
 	b.mu.Lock()
-	got := b.queueRules["mail"]
+	got := b.queues.queueRules["mail"]
 	b.mu.Unlock()
 	if want := (queueRule{paused: true, limit: 2}); got != want {
 		t.Fatalf("rules hold %+v, want %+v", got, want)
@@ -154,7 +154,7 @@ func TestClusterStaleCacheDoesNotUndoALease(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.brokers[0].mu.Lock()
-	stale := c.brokers[0].queueRules["capped"].limit
+	stale := c.brokers[0].queues.queueRules["capped"].limit
 	c.brokers[0].mu.Unlock()
 	if stale != 1 {
 		t.Fatalf("the deaf broker's cache holds limit %d, want the old 1", stale)

@@ -190,7 +190,7 @@ func (b *Broker) moveAwayUnreached() {
 		return
 	}
 	moved := 0
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		if !s.movable || s.draining || s.closed {
 			continue
 		}

@@ -82,7 +82,7 @@ func TestSilentDatabaseWithdrawsQueuedEnqueues(t *testing.T) {
 	taken := enqueue("taken")
 	<-r.entered
 	queued := enqueue("queued")
-	waitUntil(t, "the second enqueue to queue behind the first", func() bool { return b.writer.Queued() == 1 })
+	waitUntil(t, "the second enqueue to queue behind the first", func() bool { return b.writing.writer.Queued() == 1 })
 
 	clk.Advance(time.Second)
 	var u *UnreachableError

@@ -73,7 +73,7 @@ func (m *clustered) publishWorkers() {
 		c.CountWorkers(func() int {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			return len(b.sessions)
+			return len(b.table.sessions)
 		})
 	}
 }
@@ -111,7 +111,7 @@ func (m *clustered) rebalance() {
 	if n, ok := peers[mv.to]; names != mv.others || (ok && n > mv.toWorkers) {
 		mv.others, mv.gap, mv.next = names, 0, time.Time{}
 	}
-	fewest, uneven := unevenWorkers(len(b.sessions), others)
+	fewest, uneven := unevenWorkers(len(b.table.sessions), others)
 	if !uneven {
 		mv.gap = 0
 		return
@@ -132,9 +132,9 @@ func (m *clustered) rebalance() {
 		}
 	}
 	b.log.Info("moved a worker to another broker to even out the workers", "worker", s.workerID, "session", s.id,
-		"workers", len(b.sessions), "fewest_elsewhere", fewest)
+		"workers", len(b.table.sessions), "fewest_elsewhere", fewest)
 	s.draining = true
-	s.out.closeWith(fmt.Errorf("%w (%d worker streams here, %d on another live broker)", ErrMoved, len(b.sessions), fewest))
+	s.out.closeWith(fmt.Errorf("%w (%d worker streams here, %d on another live broker)", ErrMoved, len(b.table.sessions), fewest))
 }
 
 // unevenWorkers reports whether a broker holding mine worker streams should move one away, given
@@ -154,7 +154,7 @@ func unevenWorkers(mine int, others []int) (fewest int, uneven bool) {
 // (the least for another broker to adopt), the newest of those; nil if none.
 func (b *Broker) movableLocked() *Session {
 	var pick *Session
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		if !s.movable || s.draining || s.closed {
 			continue
 		}

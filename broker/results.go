@@ -80,7 +80,7 @@ func (r *recentResults) prune(now time.Time) {
 // repeatedResultLocked answers a result for a lease that is no longer current when it repeats
 // one already stored, and reports whether it did.
 func (s *Session) repeatedResultLocked(ref job.LeaseRef, success bool) bool {
-	res, ok := s.b.recent.get(ref, s.b.now())
+	res, ok := s.b.table.recent.get(ref, s.b.now())
 	if !ok {
 		return false
 	}

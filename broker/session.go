@@ -80,7 +80,45 @@ type lease struct {
 // worker. At most Capacity entries are looked at (each job once), and adopted leases count
 // against the capacity like assigned ones. Every entry not adopted is listed in Welcome.lost.
 func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
-	s := &Session{
+	s := b.newSession(h)
+	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
+	// In a cluster the worker may have held its leases through another broker: those not in
+	// this broker's memory are read from the database, in one transaction, before deciding.
+	stored, err := b.mode.storedLeases(ctx, func() []job.LeaseRef { return b.missingLeases(h) })
+	if err != nil {
+		return nil, Welcome{}, fmt.Errorf("read the leases the worker holds: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shuttingDown {
+		return nil, Welcome{}, ErrShuttingDown
+	}
+	b.table.nextSession++
+	s.id = fmt.Sprintf("s%d", b.table.nextSession)
+	w.SessionID = s.id
+	// Alone, every current lease is in memory (granted by a round, or loaded at Start), so
+	// adoption needs no storage: a Hello listing many leases costs map lookups, never a write
+	// that other callers wait behind.
+	for i, ref := range h.Held {
+		if i >= h.Capacity || ref.Token.IsZero() || s.held[ref.JobID] != nil {
+			w.Lost = append(w.Lost, ref)
+			continue
+		}
+		if lost := b.adoptLocked(s, h, ref, stored); lost {
+			w.Lost = append(w.Lost, ref)
+		}
+	}
+	b.table.sessions = append(b.table.sessions, s)
+	b.returnedLocked(s.workerID, b.clk.Now())
+	b.signal() // it may serve types or queues no one served
+
+	return s, w, nil
+}
+
+// newSession is the session of a worker stream that said h, not yet registered: Open names it
+// and adds it to the rotation once it knows which leases it takes over.
+func (b *Broker) newSession(h Hello) *Session {
+	return &Session{
 		b:        b,
 		workerID: h.WorkerID,
 		owner:    h.Owner,
@@ -92,70 +130,49 @@ func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 		since:    b.now(),
 		held:     make(map[int64]*lease),
 	}
-	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
-	// In a cluster the worker may have held its leases through another broker: those not in
-	// this broker's memory are read from the database, in one transaction, before deciding.
-	stored, err := b.mode.storedLeases(ctx, func() []job.LeaseRef {
-		var missing []job.LeaseRef
-		b.mu.Lock()
-		for i, ref := range h.Held {
-			if i < h.Capacity && !ref.Token.IsZero() && b.leaseLocked(ref) == nil {
-				missing = append(missing, ref)
-			}
-		}
-		b.mu.Unlock()
-		return missing
-	})
-	if err != nil {
-		return nil, Welcome{}, fmt.Errorf("read the leases the worker holds: %w", err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shuttingDown {
-		return nil, Welcome{}, ErrShuttingDown
-	}
-	b.nextSession++
-	s.id = fmt.Sprintf("s%d", b.nextSession)
-	w.SessionID = s.id
-	// Alone, every current lease is in memory (granted by a round, or loaded at Start), so
-	// adoption needs no storage: a Hello listing many leases costs map lookups, never a write
-	// that other callers wait behind.
-	for i, ref := range h.Held {
-		if i >= h.Capacity || ref.Token.IsZero() || s.held[ref.JobID] != nil {
-			w.Lost = append(w.Lost, ref)
-			continue
-		}
-		l := b.leaseLocked(ref)
-		if j := stored[ref]; l == nil && j != nil && j.State.Held() && b.leases[ref.JobID] == nil &&
-			j.WorkerID == h.WorkerID && j.LeaseOwner == h.Owner {
-			// Current in the database: this broker holds it from now on.
-			l = heldLease(nil, ref, j)
-			b.leases[ref.JobID] = l
-		}
-		if l == nil {
-			// A lease whose result was stored is not lost: the worker sends the result again
-			// and is answered with its ResultAck.
-			if _, kept := b.recent.get(ref, b.now()); !kept && !resultStored(stored[ref], h.WorkerID) {
-				w.Lost = append(w.Lost, ref)
-			}
-			continue
-		}
-		if l.job.WorkerID != h.WorkerID || l.job.LeaseOwner != h.Owner {
-			w.Lost = append(w.Lost, ref)
-			continue
-		}
-		// The same lease from the worker's earlier stream: take it over, permit and all.
-		if l.sess != nil {
-			delete(l.sess.held, ref.JobID)
-		}
-		l.sess = s
-		s.held[ref.JobID] = l
-	}
-	b.sessions = append(b.sessions, s)
-	b.returnedLocked(s.workerID, b.clk.Now())
-	b.signal() // it may serve types or queues no one served
+}
 
-	return s, w, nil
+// missingLeases are the leases h lists (within its capacity) that this broker does not hold in
+// memory: in a cluster, those are read from the database before Open decides on them.
+func (b *Broker) missingLeases(h Hello) []job.LeaseRef {
+	var missing []job.LeaseRef
+	b.mu.Lock()
+	for i, ref := range h.Held {
+		if i < h.Capacity && !ref.Token.IsZero() && b.leaseLocked(ref) == nil {
+			missing = append(missing, ref)
+		}
+	}
+	b.mu.Unlock()
+	return missing
+}
+
+// adoptLocked hands s the lease ref that its worker says it holds, if the lease is current and
+// was granted to the same worker id and owner, and tells whether ref is lost to the worker
+// instead. stored are the held jobs read from the database (see missingLeases). b.mu is held.
+func (b *Broker) adoptLocked(s *Session, h Hello, ref job.LeaseRef, stored map[job.LeaseRef]*job.Job) (lost bool) {
+	l := b.leaseLocked(ref)
+	if j := stored[ref]; l == nil && j != nil && j.State.Held() && b.table.leases[ref.JobID] == nil &&
+		j.WorkerID == h.WorkerID && j.LeaseOwner == h.Owner {
+		// Current in the database: this broker holds it from now on.
+		l = heldLease(nil, ref, j)
+		b.table.leases[ref.JobID] = l
+	}
+	if l == nil {
+		// A lease whose result was stored is not lost: the worker sends the result again
+		// and is answered with its ResultAck.
+		_, kept := b.table.recent.get(ref, b.now())
+		return !kept && !resultStored(stored[ref], h.WorkerID)
+	}
+	if l.job.WorkerID != h.WorkerID || l.job.LeaseOwner != h.Owner {
+		return true
+	}
+	// The same lease from the worker's earlier stream: take it over, permit and all.
+	if l.sess != nil {
+		delete(l.sess.held, ref.JobID)
+	}
+	l.sess = s
+	s.held[ref.JobID] = l
+	return false
 }
 
 // heldLease is the lease of a stored LEASED or RUNNING job, held by sess (nil: by no session).
@@ -202,7 +219,7 @@ func (s *Session) currentLocked(ref job.LeaseRef) *lease {
 
 // leaseLocked returns the lease for ref whoever holds it, or nil when ref is not current.
 func (b *Broker) leaseLocked(ref job.LeaseRef) *lease {
-	l := b.leases[ref.JobID]
+	l := b.table.leases[ref.JobID]
 	if l == nil || l.ref.Token != ref.Token {
 		return nil
 	}
@@ -596,7 +613,7 @@ func (o *resultOp) acknowledgeLocked(cur *lease, answered []*Session) {
 	}
 	b.obs.AttemptEnded(o.job.Queue, o.job.Type, end)
 	ack := ResultAck{Ref: o.ref, Decision: o.d}
-	b.recent.add(ack, !o.failed, b.now())
+	b.table.recent.add(ack, !o.failed, b.now())
 	for _, to := range answered {
 		to.out.push(ack)
 	}
@@ -735,7 +752,7 @@ func (s *Session) Close() {
 		}
 	}
 	s.held = map[int64]*lease{}
-	b.sessions = slices.DeleteFunc(b.sessions, func(x *Session) bool { return x == s })
+	b.table.sessions = slices.DeleteFunc(b.table.sessions, func(x *Session) bool { return x == s })
 	b.mu.Unlock()
 	if len(release) == 0 {
 		return

@@ -118,15 +118,15 @@ func (b *Broker) lockBreaker(tx store.Tx, typ string) (*breaker.Shared, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.lockingBreaker != nil {
-		b.lockingBreaker(typ, false)
+	if b.writing.lockingBreaker != nil {
+		b.writing.lockingBreaker(typ, false)
 	}
 	data, err := tx.BreakerLock(typ, initial)
 	if err != nil {
 		return nil, err
 	}
-	if b.lockingBreaker != nil {
-		b.lockingBreaker(typ, true)
+	if b.writing.lockingBreaker != nil {
+		b.writing.lockingBreaker(typ, true)
 	}
 	return b.sharedBreaker(typ, data)
 }
@@ -202,14 +202,14 @@ func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 			bb.probes = append(bb.probes, p.probeTypes()...)
 		}
 	}
-	b.breakerBatch = bb
+	b.writing.breakerBatch = bb
 }
 
 // flushBreakers locks, in tx, the breakers the batch changes and its round probes, sorted by
 // type (see breakerBatch for why), applies the ops' changes and stores them. What reads the
 // stored breakers (a lease) or locks a queue comes after. A second call does nothing.
 func (b *Broker) flushBreakers(tx store.Tx) error {
-	bb := &b.breakerBatch
+	bb := &b.writing.breakerBatch
 	if bb.tx != tx || bb.flushed {
 		return nil
 	}
@@ -261,7 +261,7 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 // outside a batch changes and stores it at once.
 func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn func(sh *breaker.Shared) error) error {
 	var sh *breaker.Shared
-	bb := &b.breakerBatch
+	bb := &b.writing.breakerBatch
 	if bb.tx == tx {
 		if !bb.flushed {
 			bb.pending = append(bb.pending, breakerPending{typ: typ, ch: ch, fn: fn})

@@ -24,7 +24,7 @@ func (b *Broker) sweepTick() {
 	// A worker whose stream has had messages waiting longer than a lease lasts has stopped
 	// reading: it could not heartbeat either. Its stream is closed (see outbox).
 	now := b.now()
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		s.out.checkStalled(now, b.cfg.LeaseDuration)
 	}
 	b.mu.Unlock()
@@ -62,8 +62,34 @@ func (b *Broker) Sweep() {
 }
 
 // expire ends, as of now, the leases of the held jobs list reads in the sweep's transaction,
-// and returns what it did to each (nothing if the transaction failed).
+// and returns what it did to each (nothing if the transaction failed). The store decides first;
+// memory follows only what committed.
 func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error)) []*expired {
+	outs, ch, err := b.expireStored(now, list)
+	if err != nil {
+		if !errors.Is(err, ErrShuttingDown) {
+			b.log.Error("sweep expired leases", "err", err)
+		}
+		return nil
+	}
+	b.applyBreakerChanges(ch)
+	if len(outs) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	for _, e := range outs {
+		if e.applied {
+			b.endExpiredLocked(now, e)
+		}
+	}
+	b.mu.Unlock()
+	b.signal()
+	return outs
+}
+
+// expireStored ends in one transaction the leases of the held jobs list reads, and returns what
+// it did to each with the breaker changes to apply once it committed (nothing if it failed).
+func (b *Broker) expireStored(now time.Time, list func(tx store.Tx) ([]*job.Job, error)) ([]*expired, breakerChanges, error) {
 	var outs []*expired
 	var ch breakerChanges
 	err := b.do(b.ctx, "sweep", func(tx store.Tx) error {
@@ -83,53 +109,45 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 		return nil
 	})
 	if err != nil {
-		if !errors.Is(err, ErrShuttingDown) {
-			b.log.Error("sweep expired leases", "err", err)
-		}
-		return nil
+		// The transaction may still be running (the broker is stopping): outs and ch are its.
+		return nil, nil, err
 	}
-	b.applyBreakerChanges(ch)
-	if len(outs) == 0 {
-		return nil
+	return outs, ch, nil
+}
+
+// endExpiredLocked ends in memory the lease of a job whose expiry committed: a job that never
+// started just gives its lease back; a running one failed, so its attempt is counted and logged,
+// its worker told to stop, and its retry scheduled. b.mu is held.
+func (b *Broker) endExpiredLocked(now time.Time, e *expired) {
+	ref := job.LeaseRef{JobID: e.j.ID, Token: e.j.LeaseToken}
+	l := b.leaseLocked(ref)
+	if !e.running || e.cause == triage.LeaseExpired {
+		b.obs.LeaseExpired(e.j.Queue)
 	}
-	b.mu.Lock()
-	for _, e := range outs {
-		if !e.applied {
-			continue
-		}
-		ref := job.LeaseRef{JobID: e.j.ID, Token: e.j.LeaseToken}
-		l := b.leaseLocked(ref)
-		if !e.running || e.cause == triage.LeaseExpired {
-			b.obs.LeaseExpired(e.j.Queue)
-		}
-		if !e.running {
-			if l != nil {
-				b.endLeaseLocked(l, e.how, e.kind)
-			}
-			continue
-		}
-		reason, cause := CancelLeaseLost, CauseLeaseExpired
-		if e.cause == triage.Timeout {
-			reason, cause = CancelTimeout, CauseTimeout
-		}
-		b.obs.AttemptEnded(e.j.Queue, e.j.Type, AttemptEnd{Cause: cause, Verdict: e.decision.Verdict,
-			Dead: e.decision.Reason, Duration: now.Sub(e.j.StartedAt)})
-		b.log.Info("attempt failed without a result", "job", e.j.ID, "type", e.j.Type,
-			"outcome", e.params.Attempt.Outcome, "decision", e.decision.Verdict)
+	if !e.running {
 		if l != nil {
-			sess := l.sess
 			b.endLeaseLocked(l, e.how, e.kind)
-			if sess != nil {
-				sess.out.push(Cancel{Ref: ref, Reason: reason})
-			}
 		}
-		if e.params.State == job.StateScheduled {
-			b.schedule(e.params.RunAt)
+		return
+	}
+	reason, cause := CancelLeaseLost, CauseLeaseExpired
+	if e.cause == triage.Timeout {
+		reason, cause = CancelTimeout, CauseTimeout
+	}
+	b.obs.AttemptEnded(e.j.Queue, e.j.Type, AttemptEnd{Cause: cause, Verdict: e.decision.Verdict,
+		Dead: e.decision.Reason, Duration: now.Sub(e.j.StartedAt)})
+	b.log.Info("attempt failed without a result", "job", e.j.ID, "type", e.j.Type,
+		"outcome", e.params.Attempt.Outcome, "decision", e.decision.Verdict)
+	if l != nil {
+		sess := l.sess
+		b.endLeaseLocked(l, e.how, e.kind)
+		if sess != nil {
+			sess.out.push(Cancel{Ref: ref, Reason: reason})
 		}
 	}
-	b.mu.Unlock()
-	b.signal()
-	return outs
+	if e.params.State == job.StateScheduled {
+		b.schedule(e.params.RunAt)
+	}
 }
 
 // expireHeld ends, in tx, the lease of j, which JobHeldExpired listed at now as run out or past

@@ -125,8 +125,8 @@ func (b *Broker) breakerStateLocked(typ string, withInfo bool) dispatchrule.Brea
 
 // workersLocked is the broker's worker streams as the dispatch rules see them.
 func (b *Broker) workersLocked() []dispatchrule.Worker {
-	ws := make([]dispatchrule.Worker, len(b.sessions))
-	for i, s := range b.sessions {
+	ws := make([]dispatchrule.Worker, len(b.table.sessions))
+	for i, s := range b.table.sessions {
 		ws[i] = s.asWorkerLocked(0)
 	}
 	return ws

@@ -22,8 +22,8 @@ type WorkerInfo struct {
 func (b *Broker) Workers() []WorkerInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]WorkerInfo, 0, len(b.sessions))
-	for _, s := range b.sessions {
+	out := make([]WorkerInfo, 0, len(b.table.sessions))
+	for _, s := range b.table.sessions {
 		w := WorkerInfo{SessionID: s.id, WorkerID: s.workerID, Types: slices.Clone(s.types),
 			Queues: slices.Clone(s.queues), Capacity: s.capacity, Held: len(s.held),
 			Draining: s.draining, ConnectedAt: s.since}
@@ -42,10 +42,10 @@ func (b *Broker) Workers() []WorkerInfo {
 func (b *Broker) WorkerTotals() (streams, free int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, s := range b.sessions {
+	for _, s := range b.table.sessions {
 		if n := s.freeLocked(); !s.draining && n > 0 {
 			free += n
 		}
 	}
-	return len(b.sessions), free
+	return len(b.table.sessions), free
 }

@@ -28,35 +28,35 @@ func (c Commit) String() string {
 
 // newWriters makes the writer and, in a cluster, the enqueue writer (enqueuer.go).
 func (b *Broker) newWriters(c Commit) {
-	cfg := commit.Config{Store: b.st, Ctx: b.ctx, MaxBatch: b.cfg.MaxBatch, Owner: batches{b}, Stop: b.stop,
+	cfg := commit.Config{Store: b.st, Ctx: b.ctx, MaxBatch: b.cfg.MaxBatch, Owner: batches{b}, Stop: b.writing.stop,
 		Stopped: ErrShuttingDown, Observe: b.obs.BatchCommitted}
 	ecfg := cfg
 	ecfg.Owner = enqueueBatches{b}
 	if c == OneByOne {
-		b.writer, b.enqueuer = commit.NewPlain(cfg), commit.NewPlain(ecfg)
+		b.writing.writer, b.writing.enqueuer = commit.NewPlain(cfg), commit.NewPlain(ecfg)
 		return
 	}
-	b.writer, b.enqueuer = commit.NewGrouped(cfg), commit.NewGrouped(ecfg)
+	b.writing.writer, b.writing.enqueuer = commit.NewGrouped(cfg), commit.NewGrouped(ecfg)
 }
 
-// runWriters starts the writers' goroutines, which end when b.stop is closed.
+// runWriters starts the writers' goroutines, which end when b.writing.stop is closed.
 func (b *Broker) runWriters() {
-	b.stopped.Add(1)
+	b.writing.stopped.Add(1)
 	go func() {
-		defer b.stopped.Done()
-		b.writer.Run()
+		defer b.writing.stopped.Done()
+		b.writing.writer.Run()
 	}()
 	if b.mode.separateEnqueues() {
-		b.stopped.Add(1)
+		b.writing.stopped.Add(1)
 		go func() {
-			defer b.stopped.Done()
-			b.enqueuer.Run()
+			defer b.writing.stopped.Done()
+			b.writing.enqueuer.Run()
 		}()
 	}
 }
 
 // submit queues an op for the writer; its Done is its only answer.
-func (b *Broker) submit(o commit.Op) { b.writer.Submit(o) }
+func (b *Broker) submit(o commit.Op) { b.writing.writer.Submit(o) }
 
 // do runs apply through the writer and waits for its commit.
 func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) error) error {
@@ -64,7 +64,9 @@ func (b *Broker) do(ctx context.Context, name string, apply func(tx store.Tx) er
 }
 
 // doOp runs o through the writer and waits for its commit.
-func (b *Broker) doOp(ctx context.Context, o commit.Op) error { return b.doOn(ctx, b.writer, o) }
+func (b *Broker) doOp(ctx context.Context, o commit.Op) error {
+	return b.doOn(ctx, b.writing.writer, o)
+}
 
 // doOn runs o through w and waits for its commit.
 func (b *Broker) doOn(ctx context.Context, w commit.Writer, o commit.Op) error {
@@ -85,7 +87,7 @@ func (b *Broker) doOn(ctx context.Context, w commit.Writer, o commit.Op) error {
 		return err
 	case <-lost:
 		return b.unreached(t)
-	case <-b.stop:
+	case <-b.writing.stop:
 		return ErrShuttingDown
 	case <-ctx.Done():
 		// The op may still commit; the caller is told it does not know. An idempotency key
@@ -143,7 +145,7 @@ func (o batches) Flush(tx store.Tx) error              { return o.b.flushBreaker
 // Written forgets the batch's breakers (a failed batch's were rolled back) and settles its
 // offers.
 func (o batches) Written(batch []commit.Op, err error) {
-	o.b.breakerBatch = breakerBatch{}
+	o.b.writing.breakerBatch = breakerBatch{}
 	if o.b.settleOffers(batch, err) {
 		o.b.signal()
 	}
