@@ -18,8 +18,7 @@ const (
 )
 
 // longFunctions are the functions over the limits that have yet to be cut; none may join them.
-var longFunctions = map[string]bool{
-}
+var longFunctions = map[string]bool{}
 
 // maxBrokerFields bounds Broker's fields, an embedded struct's fields counted as its own: a
 // broker that holds more state than this has taken on a concern that belongs in a component
