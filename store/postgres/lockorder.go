@@ -1,5 +1,7 @@
 package postgres
 
+import "slices"
+
 // The lock order. Brokers that share a database write the same rows: a job whose lease one
 // broker's sweep ends while its worker's result reaches another, a result replayed at a second
 // broker, the totals and breakers of one queue and type. A transaction that waits for a row
@@ -60,7 +62,43 @@ const lockLeasesSQL = `SELECT FROM unnest($1::bigint[], $2::bigint[], $3::bytea[
 
 // lockLeases locks the jobs of the leases ids, seqs and secrets (leaseArrays) in id order
 // (lockLeasesSQL), with the statement sent next: it precedes a write of many leases, under
-// the settings of joinByKey, which hold its join to probing the primary key too.
+// the settings of joinByKey, which hold its join to probing the primary key too. Jobs the
+// transaction locked already with JobLockRows (a writer's batch) are not locked again.
 func (t *tx) lockLeases(ids, seqs []int64, secrets [][]byte) error {
+	if t.lockedAll(ids) {
+		return nil // JobLockRows locked them, in id order, before any write of jobs
+	}
 	return t.hold(lockLeasesSQL, ids, seqs, secrets)
+}
+
+// lockRowsSQL locks the jobs of the ids $1 in id order, as the writes that follow will change
+// them (FOR NO KEY UPDATE), whatever their state: JobLockRows.
+const lockRowsSQL = `SELECT FROM jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE`
+
+// JobLockRows locks the jobs ids in id order (lockRowsSQL), with the statement sent next. A
+// writer's batch locks every job it writes this way before it writes any: its one-job writes
+// (JobFinish, JobRelease, JobStart), applied in the order their messages came, and its writes
+// of many then wait for no job.
+func (t *tx) JobLockRows(ids []int64) error {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return nil
+	}
+	t.locked = slices.Compact(slices.Sorted(slices.Values(append(t.locked, ids...))))
+	return t.hold(lockRowsSQL, ids)
+}
+
+// lockedAll reports whether JobLockRows locked every job of ids already.
+func (t *tx) lockedAll(ids []int64) bool {
+	if len(t.locked) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := slices.BinarySearch(t.locked, id); !ok {
+			return false
+		}
+	}
+	return true
 }
