@@ -29,8 +29,11 @@ import "slices"
 //     and JobFinish's and JobCancel's attempt rows refer to (KEY SHARE) the job they just
 //     locked. A transaction that runs several locks them in the order of its calls, which keep
 //     the rule only when they come in id order: the sweep of expired leases does
-//     (JobHeldExpired lists in id order); a writer's batch applies its ops in the order they
-//     came in, and two brokers failing the same two leases in opposite orders deadlock there.
+//     (JobHeldExpired lists in id order). A writer's batch applies its ops in the order they
+//     came in, one-job writes first and its writes of many after, so it locks every job they
+//     write first, in id order (JobLockRows, lockRowsSQL, from broker/commit): two brokers
+//     failing one job and storing the success of another, in opposite roles, deadlocked before
+//     (TestWritersLockJobsFirstInIDOrder, broker/commit).
 //   - The writes of many leases (startManySQL, releaseManySQL, extendLeasesSQL,
 //     succeedManySQL) joined their arrays to jobs and locked the rows in the order of the
 //     plan's join, the order of the arrays: the order the results came in, not the ids'. A
@@ -38,6 +41,8 @@ import "slices"
 //     and 1 with one statement deadlocked (TestManyWritesLockJobsInIDOrder). They now lock
 //     their jobs first, in id order, with lockLeasesSQL, fenced as their write is, in the same
 //     transaction: the write then waits for no job, and sees what committed while it waited.
+//     Jobs JobLockRows locked already are not locked again: a writer's batch costs the one
+//     locking statement it did before.
 //   - JobRequeue, JobDeleteDead, JobDeleteFinished and JobPromoteScheduled change many jobs
 //     chosen by a condition, in the order of their plan's scan (an index's order, a bitmap's
 //     physical order): a requeue and a retention delete of the same dead jobs deadlocked
