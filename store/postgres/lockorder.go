@@ -76,9 +76,14 @@ func (t *tx) lockLeases(ids, seqs []int64, secrets [][]byte) error {
 	return t.hold(lockLeasesSQL, ids, seqs, secrets)
 }
 
-// lockRowsSQL locks the jobs of the ids $1 in id order, as the writes that follow will change
-// them (FOR NO KEY UPDATE), whatever their state: JobLockRows.
-const lockRowsSQL = `SELECT FROM jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE`
+// lockRowsSQL locks the jobs of the ids $1 that are leased (LEASED or RUNNING), in id order, as
+// the writes that follow will change them (FOR NO KEY UPDATE): JobLockRows. The writes of a
+// writer's batch change leased jobs only; a job in another state (a stale result's, whose job
+// waits SCHEDULED for its next attempt) is left to the transactions that do change it, such as
+// the promotion of due jobs: holding it too closed a cycle with one. A job that changes state
+// while the lock waits is checked again once its writer commits.
+const lockRowsSQL = `SELECT FROM jobs WHERE id = ANY($1::bigint[]) AND state + 0 IN (3, 4)
+	ORDER BY id FOR NO KEY UPDATE`
 
 // JobLockRows locks the jobs ids in id order (lockRowsSQL), with the statement sent next. A
 // writer's batch locks every job it writes this way before it writes any: its one-job writes
@@ -95,7 +100,7 @@ func (t *tx) JobLockRows(ids []int64) error {
 	return t.hold(lockRowsSQL, ids)
 }
 
-// lockedAll reports whether JobLockRows locked every job of ids already.
+// lockedAll reports whether JobLockRows took every job of ids already (locking the leased).
 func (t *tx) lockedAll(ids []int64) bool {
 	if len(t.locked) == 0 {
 		return false
