@@ -682,7 +682,8 @@ type handBackOp struct {
 	ch     breakerChanges
 }
 
-func (o *handBackOp) Name() string { return "release" }
+func (o *handBackOp) Name() string        { return "release" }
+func (o *handBackOp) WritesJobs() []int64 { return heldJobs(o.back) }
 
 func (o *handBackOp) Apply(tx store.Tx) error {
 	_, err := o.b.releaseHeld(tx, &o.ch, o.back)

@@ -375,7 +375,8 @@ type heartbeatOp struct {
 	extended   []job.LeaseRef
 }
 
-func (o *heartbeatOp) Name() string { return "heartbeat" }
+func (o *heartbeatOp) Name() string        { return "heartbeat" }
+func (o *heartbeatOp) WritesJobs() []int64 { return leaseJobs(o.current) }
 
 func (o *heartbeatOp) Apply(tx store.Tx) error {
 	var err error
@@ -669,8 +670,9 @@ type releaseOp struct {
 	ch   breakerChanges
 }
 
-func (o *releaseOp) Name() string    { return "release" }
-func (o *releaseOp) frees() *Session { return o.s }
+func (o *releaseOp) Name() string        { return "release" }
+func (o *releaseOp) WritesJobs() []int64 { return heldJobs(o.held) }
+func (o *releaseOp) frees() *Session     { return o.s }
 
 func (o *releaseOp) Apply(tx store.Tx) error {
 	released, err := o.s.b.releaseHeld(tx, &o.ch, o.held)

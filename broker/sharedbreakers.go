@@ -484,6 +484,24 @@ func (b *Broker) releaseHeld(tx store.Tx, ch *breakerChanges, held []heldProbe) 
 	return released, b.releaseProbes(tx, ch, held, func(i int) bool { return released[i] })
 }
 
+// heldJobs are the ids of hs's jobs, which releaseHeld writes (commit.JobWriter).
+func heldJobs(hs []heldProbe) []int64 {
+	ids := make([]int64, len(hs))
+	for i, h := range hs {
+		ids[i] = h.ref.JobID
+	}
+	return ids
+}
+
+// leaseJobs are the ids of refs' jobs (commit.JobWriter).
+func leaseJobs(refs []job.LeaseRef) []int64 {
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.JobID
+	}
+	return ids
+}
+
 // releaseProbes releases, in tx, the probe slots of the jobs among hs that tx handed back
 // (released[i] says whether hs[i]'s was).
 func (b *Broker) releaseProbes(tx store.Tx, ch *breakerChanges, hs []heldProbe, released func(i int) bool) error {

@@ -127,6 +127,14 @@ type Tx interface {
 	// the commit that stores it, without a lease of its own. got receives the leased jobs (nil
 	// for one left PENDING), with the care JobLeaseAtCommit's got needs.
 	JobInsertOfferedAtCommit(ps []*JobInsertParams, offers []*JobOffer, got func([]*job.Job, error)) ([]JobInsertResult, error)
+	// JobLockRows locks the rows of the jobs ids for the writes of them the transaction makes
+	// next, in the store's lock order (jobs by id ascending): a transaction that writes several
+	// jobs that exist, in whatever order its writes come, then takes all their rows first and in
+	// that order, so two that write the same jobs wait for one another instead of deadlocking.
+	// ids need not be sorted or distinct; an id of no job locks nothing. It comes before the
+	// transaction's other writes of jobs, and its answer may come with the next statement. A
+	// store whose writers take turns (SQLite) does nothing.
+	JobLockRows(ids []int64) error
 	// JobStart moves a LEASED job to RUNNING: user code started and the attempt counts. A job
 	// already RUNNING under the same lease and attempt is reported as started too: the same
 	// start stored again. A lease that has run out by p.Now (its deadline is p.Now or earlier)

@@ -2,6 +2,7 @@ package commit
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jobwire/jobwire/job"
@@ -28,10 +29,11 @@ type Config struct {
 // queue is what both writers share: the ops waiting, the wake-up for a dispatch round, and the
 // write of one transaction.
 type queue struct {
-	cfg  Config
-	in   chan *Ticket
-	wake chan struct{}
-	ops  []Op // the ops of the batch being written, for the owner
+	cfg   Config
+	in    chan *Ticket
+	wake  chan struct{}
+	ops   []Op    // the ops of the batch being written, for the owner
+	locks []int64 // the jobs the batch being written writes (jobsWritten)
 }
 
 func newQueue(cfg Config) queue {
@@ -90,8 +92,8 @@ func (q *queue) failPending() {
 
 // write writes batch in one transaction, g gathering the ops it stores many to a statement (nil:
 // each applies alone), with the at-commit reads sent with COMMIT when deferred. It keeps the
-// order the owner's lock order needs: first the ops that lock no queue and g's statements, then
-// the owner's Flush, then the ops that lock queues.
+// store's lock order: first every job the batch writes, in id order (jobsWritten), then the ops
+// that lock no queue and g's statements, then the owner's Flush, then the ops that lock queues.
 func (q *queue) write(ctx context.Context, batch []*Ticket, g *grouped, deferred bool) error {
 	q.ops = q.ops[:0]
 	for _, t := range batch {
@@ -99,7 +101,15 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, g *grouped, deferred
 	}
 	ops := q.ops
 	owner := q.cfg.Owner
+	q.locks = jobsWritten(batch, q.locks[:0])
+	locks := q.locks
 	err := q.cfg.Store.Write(ctx, batchName(batch), func(tx store.Tx) error {
+		// One job alone is locked by its write, before any other row: the order needs no help.
+		if len(locks) > 1 {
+			if err := tx.JobLockRows(locks); err != nil {
+				return err
+			}
+		}
 		owner.Begin(tx, ops)
 		if g != nil {
 			g.reset()
@@ -222,4 +232,23 @@ func batchContext(ctx context.Context, batch []*Ticket) context.Context {
 		return storeretry.WithDeadline(ctx, d)
 	}
 	return ctx
+}
+
+// jobsWritten appends to ids the jobs batch's ops write that exist already (JobWriter), sorted
+// and each once, for the transaction to lock before it writes any. A superseded start writes
+// nothing, but its result writes the same job.
+func jobsWritten(batch []*Ticket, ids []int64) []int64 {
+	for _, t := range batch {
+		if s, ok := t.op.(Starter); ok {
+			ids = append(ids, s.StartParams().Ref.JobID)
+		}
+		if f, ok := t.op.(Finisher); ok {
+			ids = append(ids, f.Finishes().JobID)
+		}
+		if w, ok := t.op.(JobWriter); ok {
+			ids = append(ids, w.WritesJobs()...)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

@@ -1,5 +1,7 @@
 package postgres
 
+import "slices"
+
 // The lock order. Brokers that share a database write the same rows: a job whose lease one
 // broker's sweep ends while its worker's result reaches another, a result replayed at a second
 // broker, the totals and breakers of one queue and type. A transaction that waits for a row
@@ -27,8 +29,11 @@ package postgres
 //     and JobFinish's and JobCancel's attempt rows refer to (KEY SHARE) the job they just
 //     locked. A transaction that runs several locks them in the order of its calls, which keep
 //     the rule only when they come in id order: the sweep of expired leases does
-//     (JobHeldExpired lists in id order); a writer's batch applies its ops in the order they
-//     came in, and two brokers failing the same two leases in opposite orders deadlock there.
+//     (JobHeldExpired lists in id order). A writer's batch applies its ops in the order they
+//     came in, one-job writes first and its writes of many after, so it locks every job they
+//     write first, in id order (JobLockRows, lockRowsSQL, from broker/commit): two brokers
+//     failing one job and storing the success of another, in opposite roles, deadlocked before
+//     (TestWritersLockJobsFirstInIDOrder, broker/commit).
 //   - The writes of many leases (startManySQL, releaseManySQL, extendLeasesSQL,
 //     succeedManySQL) joined their arrays to jobs and locked the rows in the order of the
 //     plan's join, the order of the arrays: the order the results came in, not the ids'. A
@@ -36,6 +41,8 @@ package postgres
 //     and 1 with one statement deadlocked (TestManyWritesLockJobsInIDOrder). They now lock
 //     their jobs first, in id order, with lockLeasesSQL, fenced as their write is, in the same
 //     transaction: the write then waits for no job, and sees what committed while it waited.
+//     Jobs JobLockRows locked already are not locked again: a writer's batch costs the one
+//     locking statement it did before.
 //   - JobRequeue, JobDeleteDead, JobDeleteFinished and JobPromoteScheduled change many jobs
 //     chosen by a condition, in the order of their plan's scan (an index's order, a bitmap's
 //     physical order): a requeue and a retention delete of the same dead jobs deadlocked
@@ -60,7 +67,48 @@ const lockLeasesSQL = `SELECT FROM unnest($1::bigint[], $2::bigint[], $3::bytea[
 
 // lockLeases locks the jobs of the leases ids, seqs and secrets (leaseArrays) in id order
 // (lockLeasesSQL), with the statement sent next: it precedes a write of many leases, under
-// the settings of joinByKey, which hold its join to probing the primary key too.
+// the settings of joinByKey, which hold its join to probing the primary key too. Jobs the
+// transaction locked already with JobLockRows (a writer's batch) are not locked again.
 func (t *tx) lockLeases(ids, seqs []int64, secrets [][]byte) error {
+	if t.lockedAll(ids) {
+		return nil // JobLockRows locked them, in id order, before any write of jobs
+	}
 	return t.hold(lockLeasesSQL, ids, seqs, secrets)
+}
+
+// lockRowsSQL locks the jobs of the ids $1 that are leased (LEASED or RUNNING), in id order, as
+// the writes that follow will change them (FOR NO KEY UPDATE): JobLockRows. The writes of a
+// writer's batch change leased jobs only; a job in another state (a stale result's, whose job
+// waits SCHEDULED for its next attempt) is left to the transactions that do change it, such as
+// the promotion of due jobs: holding it too closed a cycle with one. A job that changes state
+// while the lock waits is checked again once its writer commits.
+const lockRowsSQL = `SELECT FROM jobs WHERE id = ANY($1::bigint[]) AND state + 0 IN (3, 4)
+	ORDER BY id FOR NO KEY UPDATE`
+
+// JobLockRows locks the jobs ids in id order (lockRowsSQL), with the statement sent next. A
+// writer's batch locks every job it writes this way before it writes any: its one-job writes
+// (JobFinish, JobRelease, JobStart), applied in the order their messages came, and its writes
+// of many then wait for no job.
+func (t *tx) JobLockRows(ids []int64) error {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return nil
+	}
+	t.locked = slices.Compact(slices.Sorted(slices.Values(append(t.locked, ids...))))
+	return t.hold(lockRowsSQL, ids)
+}
+
+// lockedAll reports whether JobLockRows took every job of ids already (locking the leased).
+func (t *tx) lockedAll(ids []int64) bool {
+	if len(t.locked) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := slices.BinarySearch(t.locked, id); !ok {
+			return false
+		}
+	}
+	return true
 }

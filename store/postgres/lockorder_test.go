@@ -34,6 +34,22 @@ var manyWrites = []manyWrite{
 		}
 		return err
 	}},
+	{"JobLockRowsThenJobSucceedMany", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
+		// A writer's batch locks its jobs first (JobLockRows), and its write of many then locks
+		// none: the successes stored while the lock waited are applied all the same.
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		if err := tx.JobLockRows(ids); err != nil {
+			return err
+		}
+		applied, err := tx.JobSucceedMany(successes(jobs, now))
+		if err == nil && !slices.Equal(applied, []bool{true, true}) {
+			err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
+		}
+		return err
+	}},
 	{"JobSucceedManyAtCommit", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
 		return tx.JobSucceedManyAtCommit(successes(jobs, now), func([]bool, error) {})
 	}},

@@ -34,6 +34,9 @@ type tx struct {
 	// finished are the changes to the finished totals not written yet: they are written
 	// together, in one order, where the transaction's writes of jobs end (see totals.go).
 	finished []finishedChange
+	// locked are the jobs JobLockRows locked, sorted: a write of many leases among them needs
+	// no lock of its own first (lockLeases).
+	locked []int64
 }
 
 var _ store.Tx = (*tx)(nil)

@@ -10,6 +10,7 @@ import (
 var _ = register(
 	testCase{"JobStartMany", testJobStartMany},
 	testCase{"JobReleaseMany", testJobReleaseMany},
+	testCase{"JobLockRows", testJobLockRows},
 )
 
 // manyLeases leases n jobs of type "t" and returns their leases, with a stale lease of the
@@ -111,4 +112,37 @@ func testJobReleaseMany(t *testing.T, b *bundle) {
 	if st := b.state(running.JobID); st != job.StateRunning {
 		t.Fatalf("running job is %s after a refused release", st)
 	}
+}
+
+// JobLockRows changes nothing: the transaction that locked jobs, in any order, with ids listed
+// twice and an id of no job, then writes them one at a time and many at once as a writer's
+// batch does, each write applied; with no ids it locks nothing.
+func testJobLockRows(t *testing.T, b *bundle) {
+	_, jobs := b.manyLeases(3)
+	ids := []int64{jobs[2].ID, jobs[0].ID, jobs[2].ID, jobs[1].ID, jobs[2].ID + 1000}
+	var finished bool
+	var succeeded []bool
+	b.write(func(tx store.Tx) error {
+		if err := tx.JobLockRows(ids); err != nil {
+			return err
+		}
+		if err := tx.JobLockRows(nil); err != nil {
+			return err
+		}
+		var err error
+		if finished, err = tx.JobFinish(b.finishParams(refOf(jobs[2]), job.StateDead)); err != nil {
+			return err
+		}
+		succeeded, err = tx.JobSucceedMany([]*store.JobFinishParams{
+			b.finishParams(refOf(jobs[1]), job.StateSucceeded), b.finishParams(refOf(jobs[0]), job.StateSucceeded)})
+		return err
+	})
+	equal(t, "finished", finished, true)
+	equal(t, "succeeded", succeeded, []bool{true, true})
+	for i, want := range []job.State{job.StateSucceeded, job.StateSucceeded, job.StateDead} {
+		if got := b.get(jobs[i].ID).State; got != want {
+			t.Fatalf("job %d: %s, want %s", jobs[i].ID, got, want)
+		}
+	}
+	b.write(func(tx store.Tx) error { return tx.JobLockRows(nil) })
 }
