@@ -695,6 +695,21 @@ func mutations() []mutation {
 	add(mutation{name: "java: Drain travels inside a batch", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
 		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && i - from < MAX_BATCH) {",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "drainTravelsAloneAndTheResultsReadyWithItLeaveAsOneFrame", sdk: sdkJava})
+	add(mutation{name: "lock order: the writer does not lock its jobs first", file: "broker/commit/queue.go",
+		from: "\t\tif len(locks) > 1 {", to: "\t\tif false {",
+		pkgs: []string{"./broker/commit"}, run: "TestWritersLockJobsFirstInIDOrder", postgres: true})
+	add(mutation{name: "lock order: a result's job is not locked first", file: "broker/commit/queue.go",
+		from: "\t\t\tids = append(ids, f.Finishes().JobID)", to: "\t\t\t_ = f",
+		pkgs: []string{"./broker/commit"}, run: "TestWritersLockJobsFirstInIDOrder", postgres: true})
+	add(mutation{name: "postgres lock order: the up-front lock locks nothing", file: "store/postgres/lockorder.go",
+		from: "\treturn t.hold(lockRowsSQL, ids)", to: "\treturn nil",
+		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder/JobLockRowsThenJobSucceedMany", postgres: true})
+	add(mutation{name: "postgres lock order: a write of many trusts a lock it does not hold", file: "store/postgres/lockorder.go",
+		from: "\tif t.lockedAll(ids) {", to: "\tif true {",
+		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder", postgres: true})
+	add(mutation{name: "broker size: one field more", file: "broker/broker.go",
+		from: "\tshuttingDown bool\n}", to: "\tshuttingDown bool\n\tspare        int\n}",
+		pkgs: []string{"./broker"}, run: "TestBrokerStaysSmall"})
 	return ms
 }
 
