@@ -97,6 +97,8 @@ func testHalfOpenWaitsForAJob(t *testing.T, b *Broker, probeTimeout func() bool)
 		t.Fatal(err)
 	}
 	probe := assignments(t, s, 1)[0]
+	b.mu.Lock() // the hand-out that sent the probe, and armed its timer, is over
+	b.mu.Unlock()
 	if in, _ := breakerInfo(b, idleType); in.State != breaker.StateHalfOpen || in.ProbesInFlight != 1 {
 		t.Fatalf("the idle type's breaker with its first job out: %+v, want HALF_OPEN with one probe", in)
 	}
