@@ -34,16 +34,16 @@ func TestBrokerStaysSmall(t *testing.T) {
 	}
 }
 
-// packageStructs are the struct types declared in dir's non-test files, by name.
-func packageStructs(t *testing.T, dir string) map[string]*ast.StructType {
+// sourceFiles parses the non-test Go files of dir, with the file set that positions them.
+func sourceFiles(t *testing.T, dir string) (*token.FileSet, map[string]*ast.File) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	structs := make(map[string]*ast.StructType)
 	fset := token.NewFileSet()
-	for _, f := range files {
+	files := make(map[string]*ast.File)
+	for _, f := range names {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
@@ -51,6 +51,17 @@ func packageStructs(t *testing.T, dir string) map[string]*ast.StructType {
 		if err != nil {
 			t.Fatal(err)
 		}
+		files[f] = af
+	}
+	return fset, files
+}
+
+// packageStructs are the struct types declared in dir's non-test files, by name.
+func packageStructs(t *testing.T, dir string) map[string]*ast.StructType {
+	t.Helper()
+	_, files := sourceFiles(t, dir)
+	structs := make(map[string]*ast.StructType)
+	for _, af := range files {
 		ast.Inspect(af, func(n ast.Node) bool {
 			if ts, ok := n.(*ast.TypeSpec); ok {
 				if st, ok := ts.Type.(*ast.StructType); ok {
@@ -88,19 +99,8 @@ func fieldCount(structs map[string]*ast.StructType, name string) int {
 func TestFunctionsStayShort(t *testing.T) {
 	t.Parallel()
 	for _, dir := range []string{".", "commit"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fset := token.NewFileSet()
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			af, err := parser.ParseFile(fset, f, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		fset, files := sourceFiles(t, dir)
+		for f, af := range files {
 			for _, d := range af.Decls {
 				fd, ok := d.(*ast.FuncDecl)
 				if !ok || fd.Body == nil {
