@@ -457,15 +457,10 @@ pages.dlq = {
     const ids = [...this.selected];
     if (!isAdmin() || ids.length === 0) return;
     const n = ids.length, jobs = n + " job" + (n === 1 ? "" : "s");
-    const run = (method, verb) => act(async () => {
-      const done = await write(method, { selection: { ids, limit: n } });
-      this.selected.clear();
-      clear(this.bulk);
-      append(this.bulk, [el("div", { class: "notice" }, verb + " " + done.affected + " job" + (Number(done.affected) === 1 ? "" : "s") + ".")]);
-    });
+    const run = (method, verb) => { this.selected.clear(); this.actOn(method, verb, ids); };
     append(this.selBar, [el("span", {}, n + " selected"),
-      el("button", { type: "button", class: "primary", id: "requeue-selected", onclick: () => run("RequeueDeadJobs", "Requeued") }, "Requeue " + jobs),
-      el("button", { type: "button", class: "danger", id: "purge-selected", onclick: () => run("PurgeDeadJobs", "Purged") }, "Purge " + jobs),
+      el("button", { type: "button", class: "primary", id: "requeue-selected", onclick: () => run("RequeueDeadJobs", "Requeue") }, "Requeue " + jobs),
+      el("button", { type: "button", class: "danger", id: "purge-selected", onclick: () => run("PurgeDeadJobs", "Purge") }, "Purge " + jobs),
       el("button", { type: "button", onclick: () => { this.selected.clear(); refresh(); } }, "Clear")]);
   },
   filter() { return { queue: this.queue.value, type: this.type.value, error_type: this.errorType.value }; },
@@ -479,13 +474,18 @@ pages.dlq = {
       const ids = (res.matched_ids || []).map(String);
       const n = ids.length;
       append(this.bulk, [el("div", { class: "notice" }, verb + " " + n + " dead job" + (n === 1 ? "" : "s") + " matching this filter? ",
-        n > 0 ? el("button", { type: "button", class: verb === "Purge" ? "danger" : "primary", id: "confirm", onclick: () => act(async () => {
-          const done = await write(method, { selection: { ids, limit: n } });
-          clear(this.bulk);
-          append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job" + (Number(done.affected) === 1 ? "" : "s") + ".")]);
-        }) }, verb + " " + n) : null,
+        n > 0 ? el("button", { type: "button", class: verb === "Purge" ? "danger" : "primary", id: "confirm", onclick: () => this.actOn(method, verb, ids) }, verb + " " + n) : null,
         el("button", { type: "button", onclick: () => clear(this.bulk) }, "Cancel"))]);
     } catch (e) { showError(e); }
+  },
+  // actOn requeues or purges exactly ids, all of them rather than the broker's default cap, and
+  // says how many it did: a confirmed preview and the ticked rows both end here.
+  actOn(method, verb, ids) {
+    return act(async () => {
+      const done = await write(method, { selection: { ids, limit: ids.length } });
+      clear(this.bulk);
+      append(this.bulk, [el("div", { class: "notice" }, verb + "d " + done.affected + " job" + (Number(done.affected) === 1 ? "" : "s") + ".")]);
+    });
   },
   // edit opens one dead job's payload for correction before requeueing it.
   async edit(id) {
