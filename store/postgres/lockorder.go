@@ -16,8 +16,9 @@ import "slices"
 //  4. the capped queues, by name (lockCappedSQL, queues.go).
 //
 // Within one statement the store keeps the order itself; across statements the caller does
-// (broker.applyBatch: jobs, then the totals the store writes at once, then the breakers sorted,
-// then the capped queues). The statements that lock rows of jobs, and the order they lock them in:
+// (the writer's queue.write, broker/commit/queue.go: jobs, then the totals the store writes at
+// once, then the breakers sorted, then the capped queues). The statements that lock rows of
+// jobs, and the order they lock them in:
 //
 //   - A lease's read (leaseQuery: leaseAtOnceSQL, leaseCapped) locks ready jobs in dispatch
 //     order, but with SKIP LOCKED: it never waits for a job, so it closes no cycle; its UPDATE

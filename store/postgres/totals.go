@@ -29,7 +29,7 @@ import (
 // or else before the first statement that locks a breaker or a capped queue, or before COMMIT
 // (flushFinished). Every broker's writer thus takes its locks in one order: jobs (and the
 // idempotency keys of its enqueues), then the finished totals, sorted, then the breakers,
-// sorted by type, then the capped queues, sorted by name (see broker.applyBatch, and the
+// sorted by type, then the capped queues, sorted by name (see queue.write in broker/commit, and the
 // store's whole lock order in lockorder.go). A
 // transaction that waits for a job or a key holds no row of the totals, and one that waits for
 // a row of the totals holds only rows that come before it.
