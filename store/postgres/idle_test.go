@@ -65,3 +65,51 @@ func TestSessionIdleInTransactionLetsItsLocksGo(t *testing.T) {
 	_ = otx.Rollback(ctx)
 	// The write's outcome does not matter here: the session it ran on is gone.
 }
+
+// The store's sessions bound idle_in_transaction_session_timeout to IdleInTransaction (5 s by
+// default, docs/operating.md), a negative one leaves the server's setting, and a URL that
+// sets the parameter wins over both.
+func TestSessionIdleInTransactionSetting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		param string // added to the URL's query
+		opt   time.Duration
+		want  string
+	}{
+		{"default", "", 0, "5s"},
+		{"option", "", 300 * time.Millisecond, "300ms"},
+		{"server's own", "", -1, ""}, // "": what a session of the server's own gets
+		{"the URL's", "idle_in_transaction_session_timeout=7000", 300 * time.Millisecond, "7s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u := pgtest.URL(t)
+			if tt.param != "" {
+				u += "&" + tt.param
+			}
+			s := openBroker(t, u, nil, func(o *Options) { o.IdleInTransaction = tt.opt })
+			ctx := context.Background()
+			const show = `SHOW idle_in_transaction_session_timeout`
+			var got string
+			if err := s.pool.QueryRow(ctx, show).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			want := tt.want
+			if want == "" {
+				conn, err := pgx.Connect(ctx, u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close(ctx)
+				if err := conn.QueryRow(ctx, show).Scan(&want); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got != want {
+				t.Errorf("idle_in_transaction_session_timeout = %s, want %s", got, want)
+			}
+		})
+	}
+}
