@@ -123,6 +123,14 @@ func (o *successOp) Apply(tx store.Tx) (err error) {
 	return err
 }
 
+// toldInsert is an insertOp that calls told when it is told how its write ended.
+type toldInsert struct {
+	*insertOp
+	told func(error)
+}
+
+func (o *toldInsert) Done(err error) { o.told(err) }
+
 // insertOp stores jobs (Inserter, Readier).
 type insertOp struct {
 	ps      []*store.JobInsertParams

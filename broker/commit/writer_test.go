@@ -82,17 +82,16 @@ func testWriter(t *testing.T, newWriter newWriter) {
 	t.Run("AnswersOnlyOnceCommitted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var seen error
-		o := &insertOp{ps: []*store.JobInsertParams{jobParams("t")}}
-		done := &funcOp{name: "check", done: func(err error) {
-			// Another connection sees the job when the op is told.
-			_, seen = b.st.JobGet(context.Background(), o.results[0].ID)
-		}}
-		if err := wait(t, b.w.Enter(o, time.Time{})); err != nil {
-			t.Fatal(err)
+		seen, told := errors.New("never told"), 0
+		o := &toldInsert{insertOp: newInsert("t")}
+		o.told = func(error) {
+			// Another connection sees the job when its own op is first told.
+			if told++; told == 1 {
+				_, seen = b.st.JobGet(context.Background(), o.results[0].ID)
+			}
 		}
-		if err := wait(t, b.w.Enter(done, time.Time{})); err != nil || seen != nil {
-			t.Fatalf("told %v, job read %v: want it stored before the op is told", err, seen)
+		if err := wait(t, b.w.Enter(o, time.Time{})); err != nil || seen != nil || told != 1 {
+			t.Fatalf("told %v (%d times), job read %v: want it stored before the op is told, once", err, told, seen)
 		}
 	})
 
