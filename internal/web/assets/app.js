@@ -327,19 +327,19 @@ function urlPager(box, route, params, next) {
   if (next) append(box, [el("button", { type: "button", id: "next-page", onclick: () => { state.paged++; navigate(route, withParams(params, { page: next })); } }, "Next page")]);
 }
 
-// JOB_COLUMNS are the columns a list of jobs can show, each with the column the broker sorts it
-// by (none: the column does not sort).
+// JOB_COLUMNS are the columns a list of jobs can show; sorts: the broker sorts a list by the
+// column of that name (ListJobs' and ListDeadJobs' sort).
 const JOB_COLUMNS = {
-  id: { label: "Id", sort: "id", cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
-  type: { label: "Type", sort: "type", cell: (j) => td(j.type) },
-  queue: { label: "Queue", sort: "queue", cell: (j) => td(j.queue) },
-  state: { label: "State", sort: "state", cell: (j) => td(badge(jobState(j.state))) },
-  attempts: { label: "Attempts", num: true, sort: "attempts", cell: (j) => td(j.attempts + " / " + j.max_attempts, "num") },
-  created_at: { label: "Created", sort: "created_at", cell: (j) => td(fmtTime(j.created_at)) },
+  id: { label: "Id", sorts: true, cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
+  type: { label: "Type", sorts: true, cell: (j) => td(j.type) },
+  queue: { label: "Queue", sorts: true, cell: (j) => td(j.queue) },
+  state: { label: "State", sorts: true, cell: (j) => td(badge(jobState(j.state))) },
+  attempts: { label: "Attempts", num: true, sorts: true, cell: (j) => td(j.attempts + " / " + j.max_attempts, "num") },
+  created_at: { label: "Created", sorts: true, cell: (j) => td(fmtTime(j.created_at)) },
   // A job waiting for its time shows when it runs; one that is running or done shows nothing.
-  run_at: { label: "Runs at", sort: "run_at", cell: (j) => td(nextRun(j) ? fmtTime(nextRun(j)) : "-") },
-  died_at: { label: "Died at", sort: "died_at", cell: (j) => td(fmtTime(j.finished_at)) },
-  reason: { label: "Reason", sort: "reason", cell: (j) => td(el("span", {}, short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "") ? badge(short(j.dead_reason, "DEAD_REASON_"), "OPEN") : null, " ",
+  run_at: { label: "Runs at", sorts: true, cell: (j) => td(nextRun(j) ? fmtTime(nextRun(j)) : "-") },
+  died_at: { label: "Died at", sorts: true, cell: (j) => td(fmtTime(j.finished_at)) },
+  reason: { label: "Reason", sorts: true, cell: (j) => td(el("span", {}, short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "") ? badge(short(j.dead_reason, "DEAD_REASON_"), "OPEN") : null, " ",
     [j.last_error_type, j.last_error_message].filter(Boolean).join(": "))) },
   last_error: { label: "Last error", cell: (j) => td([j.last_error_type, j.last_error_message].filter(Boolean).join(": ")) },
 };
@@ -359,9 +359,9 @@ function nextRun(j) {
 // broker for it.
 function listSort(route, params) {
   const list = LIST_COLUMNS[route];
-  const name = list.cols.includes(params.get("sort")) && JOB_COLUMNS[params.get("sort")].sort ? params.get("sort") : list.sort;
+  const name = list.cols.includes(params.get("sort")) && JOB_COLUMNS[params.get("sort")].sorts ? params.get("sort") : list.sort;
   const order = params.get("order") === "asc" ? "asc" : "desc";
-  return { name, order, req: { sort: JOB_COLUMNS[name].sort, ascending: order === "asc" } };
+  return { name, order, req: { sort: name, ascending: order === "asc" } };
 }
 
 // jobTable lists jobs in the columns of the route, in the order the broker sent them. A header
@@ -375,7 +375,7 @@ function jobTable(jobs, route, params, extra, select) {
     onchange: (e) => { if (e.target.checked) select.add(String(j.id)); else select.delete(String(j.id)); select.changed(); } })) : null;
   const head = el("tr", {}, select ? el("th") : null, list.cols.map((name) => {
     const c = JOB_COLUMNS[name];
-    if (!c.sort) return el("th", { class: c.num ? "num" : "" }, c.label);
+    if (!c.sorts) return el("th", { class: c.num ? "num" : "" }, c.label);
     const on = name === sort;
     const next = on && order === "desc" ? "asc" : on ? "desc" : (name === list.sort ? "desc" : "asc");
     return el("th", { class: (c.num ? "num " : "") + "sortable", dataset: { sort: name, order: on ? order : "" }, ariaSort: on ? (order === "asc" ? "ascending" : "descending") : null },
