@@ -552,6 +552,9 @@ func TestDashboardListsInBrowser(t *testing.T) {
 	})
 
 	t.Run("the dead-letter page as the docs show it", func(t *testing.T) {
+		if !*updateScreenshot {
+			t.Skip("checks nothing the subtests above do not: it writes docs/dashboard-dlq.png with -update-screenshot")
+		}
 		bb.open(t, "dlq")
 		bb.waitJS(t, "the list and the top errors", `document.querySelectorAll("#dlq-list tbody tr[data-job]").length === 50`)
 		ctx, cancel := context.WithTimeout(bb.ctx, browserTimeout)
@@ -560,10 +563,8 @@ func TestDashboardListsInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if *updateScreenshot {
-			if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-dlq.png"), png, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-dlq.png"), png, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	})
 
