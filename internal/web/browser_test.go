@@ -17,6 +17,8 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jobwire/jobwire/breaker"
@@ -617,6 +619,22 @@ func TestDashboardListsInBrowser(t *testing.T) {
 			if ok := eval[bool](t, bb, gone(picked)); !ok {
 				t.Fatal("a live redraw lists the requeued jobs again")
 			}
+		}
+	})
+
+	t.Run("a ticked purge deletes exactly the jobs ticked", func(t *testing.T) {
+		bb.open(t, "dlq?type=bulk.x")
+		picked, kept := dead[49], dead[48]
+		bb.do(t, fmt.Sprint("tick job ", picked), chromedp.Click(chromedp.CSS(fmt.Sprintf(`#dlq-list tr[data-job="%d"] input.pick`, picked))))
+		bb.waitJS(t, "the selection offered", `document.getElementById("purge-selected") !== null && document.getElementById("purge-selected").textContent === "Purge 1 job"`)
+		bb.do(t, "purge the selected", chromedp.Click(chromedp.ID("purge-selected")))
+		bb.waitJS(t, "the purge reported and the row gone", `document.getElementById("bulk").textContent.includes("Purged 1 job.") && `+
+			fmt.Sprintf(`document.querySelector('#dlq-list tr[data-job="%d"]') === null`, picked))
+		if _, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: picked}); status.Code(err) != codes.NotFound {
+			t.Errorf("GetJob of the purged job %d: %v, want NotFound", picked, err)
+		}
+		if st := jobState(t, b, kept).GetState(); st != jobwirev1.JobState_JOB_STATE_DEAD {
+			t.Errorf("job %d, not ticked, is %s after the purge, want DEAD", kept, st)
 		}
 	})
 
