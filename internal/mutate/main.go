@@ -710,6 +710,18 @@ func mutations() []mutation {
 	add(mutation{name: "broker size: one field more", file: "broker/broker.go",
 		from: "\tshuttingDown bool\n}", to: "\tshuttingDown bool\n\tspare        int\n}",
 		pkgs: []string{"./broker"}, run: "TestBrokerStaysSmall"})
+	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
+		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
+		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
+	add(mutation{name: "postgres: the URL's idle timeout is overridden", file: "store/postgres/postgres.go",
+		from: "; !set && opts.IdleInTransaction > 0 {", to: "; opts.IdleInTransaction > 0 {",
+		pkgs: []string{pgPkg}, run: "TestSessionIdleInTransactionSetting", postgres: true})
+	add(mutation{name: "dashboard: the ticked Purge requeues", file: "internal/web/assets/app.js",
+		from: "onclick: () => run(\"PurgeDeadJobs\", \"Purge\")", to: "onclick: () => run(\"RequeueDeadJobs\", \"Purge\")",
+		pkgs: []string{webPkg}, run: "TestDashboardListsInBrowser/a_ticked_purge_deletes_exactly_the_jobs_ticked"})
+	add(mutation{name: "dashboard: a sort orders only the page shown", file: "internal/web/assets/app.js",
+		from: "page_token: this.params.get(\"page\") || \"\" }, listSort(\"dlq\", this.params).req)", to: "page_token: this.params.get(\"page\") || \"\" })",
+		pkgs: []string{webPkg}, run: "TestDashboardListsInBrowser/a_sort_orders_the_whole_list,_not_the_page_shown"})
 	return ms
 }
 
