@@ -462,6 +462,25 @@ class WorkerStreamTest {
   }
 
   @Test
+  void noBatchHoldsMoreThanMaxBatchMessages() throws Exception {
+    start(builder().build());
+    FakeBroker.Stream s = connect();
+    // One more Assignment than a batch may hold, of a type without a handler: their Releases are
+    // ready together.
+    ConnectResponseBatch.Builder in = ConnectResponseBatch.newBuilder();
+    for (int i = 0; i <= Worker.MAX_BATCH; i++) {
+      in.addMessages(assignment(100 + i, "unknown", "t"));
+    }
+    s.send(ConnectResponse.newBuilder().setBatch(in).build());
+    ConnectRequest first = s.frame();
+    assertEquals(Worker.MAX_BATCH, kinds(first).size());
+    assertEquals(100, first.getBatch().getMessages(0).getRelease().getJobId());
+    ConnectRequest last = s.frame();
+    assertEquals(RELEASE, last.getMessageCase(), () -> "got " + last);
+    assertEquals(100 + Worker.MAX_BATCH, last.getRelease().getJobId());
+  }
+
+  @Test
   void drainTravelsAloneAndTheResultsReadyWithItLeaveAsOneFrame() throws Exception {
     start(builder().gracePeriod(Duration.ofMillis(200)).build());
     FakeBroker.Stream s = connect();
