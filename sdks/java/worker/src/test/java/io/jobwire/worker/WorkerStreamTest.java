@@ -420,12 +420,6 @@ class WorkerStreamTest {
     assertEquals("interrupted false", nextSeen());
   }
 
-  private static ConnectResponse assignment(long id, String type, String token) {
-    return ConnectResponse.newBuilder()
-        .setAssignment(Assignment.newBuilder().setJob(Job.newBuilder().setId(id).setType(type)).setAttempt(1).setLeaseToken(token))
-        .build();
-  }
-
   private static List<ConnectRequest.MessageCase> kinds(ConnectRequest frame) {
     assertTrue(frame.hasBatch(), () -> "expected a batch frame, got " + frame);
     return frame.getBatch().getMessagesList().stream().map(ConnectRequest::getMessageCase).toList();
@@ -447,9 +441,9 @@ class WorkerStreamTest {
     FakeBroker.Stream s = connect();
     s.send(ConnectResponse.newBuilder()
         .setBatch(ConnectResponseBatch.newBuilder()
-            .addMessages(assignment(41, "wait", "41.a"))
-            .addMessages(assignment(42, "wait", "42.a"))
-            .addMessages(assignment(43, "ok", "43.a")))
+            .addMessages(FakeBroker.assignment(41, "wait", "", "41.a"))
+            .addMessages(FakeBroker.assignment(42, "wait", "", "42.a"))
+            .addMessages(FakeBroker.assignment(43, "ok", "", "43.a")))
         .build());
     // In order: the first two fill the capacity of 2, so the third is handed back; and the
     // messages the batch made ready leave together.
@@ -469,7 +463,7 @@ class WorkerStreamTest {
     // ready together.
     ConnectResponseBatch.Builder in = ConnectResponseBatch.newBuilder();
     for (int i = 0; i <= Worker.MAX_BATCH; i++) {
-      in.addMessages(assignment(100 + i, "unknown", "t"));
+      in.addMessages(FakeBroker.assignment(100 + i, "unknown", "", "t"));
     }
     s.send(ConnectResponse.newBuilder().setBatch(in).build());
     ConnectRequest first = s.frame();
