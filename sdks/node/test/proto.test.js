@@ -4,7 +4,8 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const Long = require('long');
+// The Long class protobufjs decodes int64 into (the package 'long', which it depends on).
+const { Long } = require('protobufjs').util;
 const { loadJobwire, workerStream, int64String } = require('../src/proto');
 
 const method = () => loadJobwire().WorkerService.service.Connect;
