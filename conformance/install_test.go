@@ -29,6 +29,17 @@ func TestInstalledPythonPackageRunsTheREADMEWorker(t *testing.T) {
 	lang := runtimeFor(t, "python")
 	constraints := filepath.Join(repoRoot, "sdks", "python", "constraints.txt")
 	pins := readPins(t, constraints)
+	readme := filepath.Join(repoRoot, "sdks", "python", "README.md")
+	doc, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The README names the tested versions; they must be the ones this test installs.
+	for _, pkg := range []string{"grpcio", "protobuf"} {
+		if want := pkg + " " + pins[pkg]; !bytes.Contains(doc, []byte(want)) {
+			t.Fatalf("%s does not say %q, the version %s pins", readme, want, constraints)
+		}
+	}
 	quiet := []string{"-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"}
 	// The wheels `make sdk-deps` downloaded for the pins: with them the index is not asked.
 	fromPyPI := slices.Concat(quiet, []string{"-c", constraints})
@@ -86,7 +97,7 @@ func TestInstalledPythonPackageRunsTheREADMEWorker(t *testing.T) {
 
 			e := newEnv(t, lang, storeSQLite, brokerConfig{})
 			script := filepath.Join(scratch, "app", "worker.py")
-			writeREADMEWorker(t, filepath.Join(repoRoot, "sdks", "python", "README.md"), "python", e.broker.addr, script)
+			writeREADMEWorker(t, readme, "python", e.broker.addr, script)
 			w := e.spawn("installed-worker", []string{python, "-u", script})
 			runREADMEJob(e, w)
 		})

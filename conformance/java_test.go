@@ -17,20 +17,15 @@ import (
 // examples/target/classpath.txt, so no Maven process stands between a scenario and its worker.
 var javaWorker = &javaPrograms{}
 
+// javaMissing builds the programs the first time it is asked and says why they cannot run, or "".
+var javaMissing = sync.OnceValue(javaWorker.build)
+
 type javaPrograms struct {
-	once      sync.Once
-	why       string // why the programs cannot run, or ""
 	classpath string
 	// archive is a class data sharing archive of the classes a worker loads as it starts, or ""
 	// when none could be made: with it a JVM starts on about half the CPU time, which counts on a
 	// loaded machine where scenarios start workers and wait for them.
 	archive string
-}
-
-// missing builds the programs the first time it is asked and says why they cannot run, or "".
-func (j *javaPrograms) missing() string {
-	j.once.Do(func() { j.why = j.build() })
-	return j.why
 }
 
 func (j *javaPrograms) build() string {

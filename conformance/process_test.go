@@ -110,7 +110,7 @@ var languages = []*language{
 	{
 		name:          "java",
 		command:       func() []string { return javaWorker.command("io.jobwire.examples.ConformanceWorker") },
-		missing:       javaWorker.missing,
+		missing:       javaMissing,
 		fatalType:     "java.lang.IllegalArgumentException",
 		flakyType:     "java.io.IOException",
 		transientType: "java.lang.IllegalStateException",

@@ -119,10 +119,9 @@ function workerStream() {
     return Response.toObject(m, LOADER_OPTIONS);
   };
   // A batch as the broker sends it (field 8 holding its messages and nothing else) is cut into
-  // its messages, each read as if it had come alone; null when buf is not one.
-  const batchOf = (buf) => {
-    const r = protobuf.Reader.create(buf);
-    if (r.uint32() !== batchTag) return null;
+  // its messages, each read as if it had come alone; null when buf is not one. r has read the
+  // batch's tag.
+  const batchOf = (r, buf) => {
     const len = r.uint32();
     if (r.pos + len !== buf.length) return null;
     const messages = [];
@@ -152,7 +151,7 @@ function workerStream() {
           return { message: 'assignment', assignment: a };
         }
       } else if (tag === batchTag) {
-        const batch = batchOf(buf);
+        const batch = batchOf(r, buf);
         if (batch) return batch;
       }
     }

@@ -88,7 +88,7 @@ test('errorTypeName prefers a set name, then the constructor', () => {
 });
 
 test('durationToMs reads seconds as a string, a number or a decoded Long', () => {
-  const Long = require('long');
+  const { Long } = require('protobufjs').util;
   assert.equal(durationToMs(undefined), 0);
   assert.equal(durationToMs({ seconds: '90', nanos: 500000000 }), 90500);
   assert.equal(durationToMs({ seconds: 2, nanos: 0 }), 2000);

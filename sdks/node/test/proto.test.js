@@ -4,10 +4,17 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const Long = require('long');
+// The Long class protobufjs decodes int64 into (the package 'long', which it depends on).
+const { Long } = require('protobufjs').util;
 const { loadJobwire, workerStream, int64String } = require('../src/proto');
 
 const method = () => loadJobwire().WorkerService.service.Connect;
+
+/**
+ * buf as the broker sends it, and with a field this library does not know after it: that takes
+ * the whole decoding instead of the partial one the worker stream uses.
+ */
+const withAndWithoutUnknownField = (buf) => [buf, Buffer.concat([buf, Buffer.from([(99 << 3) & 0x7f | 0x80, 99 >> 4, 1])])];
 
 test('every request the worker sends encodes as proto-loader encodes it', () => {
   const { serialize } = workerStream();
@@ -94,10 +101,7 @@ test('an Assignment decodes to what JobContext reads, and its whole Job when ask
   };
   const buf = method().responseSerialize({ assignment });
   const want = method().responseDeserialize(buf).assignment;
-  // As the broker sends it, and with a field this library does not know after it, which takes
-  // the whole decoding instead of the partial one.
-  const unknown = Buffer.from([(99 << 3) & 0x7f | 0x80, 99 >> 4, 1]);
-  for (const bytes of [buf, Buffer.concat([buf, unknown])]) {
+  for (const bytes of withAndWithoutUnknownField(buf)) {
     const got = deserialize(bytes);
     assert.equal(got.message, 'assignment');
     const a = got.assignment;
@@ -126,10 +130,7 @@ test('a batch of responses is unpacked in order, its Assignments read as one alo
   ];
   const buf = method().responseSerialize({ batch: { messages } });
   const want = method().responseDeserialize(buf).batch.messages;
-  // As the broker sends it, and with a field this library does not know after it, which takes
-  // the whole decoding instead of the cut one.
-  const unknown = Buffer.from([(99 << 3) & 0x7f | 0x80, 99 >> 4, 1]);
-  for (const bytes of [buf, Buffer.concat([buf, unknown])]) {
+  for (const bytes of withAndWithoutUnknownField(buf)) {
     const got = deserialize(bytes);
     assert.equal(got.message, 'batch');
     assert.deepEqual(got.batch.messages.map((m) => m.message), ['assignment', 'resultAck', 'assignment', 'cancel']);

@@ -699,8 +699,6 @@ class Worker:
             result.success.SetInParent()
         except BaseException as e:  # noqa: BLE001 - every handler outcome must be reported
             if isinstance(e, asyncio.CancelledError) and self._hard_stopped:
-                if j.attempt_timer is not None:
-                    j.attempt_timer.cancel()
                 raise
             if j.shutdown_cancelled and isinstance(e, (JobCancelled, asyncio.CancelledError)):
                 result.failure.CopyFrom(
@@ -729,8 +727,9 @@ class Worker:
                     "job %d failed (%s): %s: %s",
                     ctx.id, job_pb2.FailureKind.Name(c.kind), c.error_type, c.message,
                 )
-        if j.attempt_timer is not None:
-            j.attempt_timer.cancel()
+        finally:
+            if j.attempt_timer is not None:
+                j.attempt_timer.cancel()
         self._stop_lease(j)  # the result is sent whatever becomes of the lease now
         if self._jobs.get(ctx.id) is not j:
             return  # cancelled or lost meanwhile: the broker refuses results for this lease

@@ -17,6 +17,7 @@ from jobwire import (
     Worker,
 )
 from jobwire.v1 import job_pb2, worker_service_pb2 as pb, worker_service_pb2_grpc
+from jobwire.worker import _CLOSE, _Session
 
 WAIT = 5.0  # upper bound for anything the worker should do promptly
 
@@ -249,6 +250,25 @@ class WorkerStreamTest(BrokerTestCase):
         s.send(result_ack=ack(1))
         await self.stop_and_expect_drain(w, task, s)
         self.assertEqual(s.batches, [])
+
+    async def test_no_batch_holds_more_than_1024_messages_and_drain_goes_alone(self):
+        class Call:
+            def __init__(self):
+                self.writes = []
+
+            async def write(self, msg):
+                which = msg.WhichOneof("message")
+                self.writes.append(len(msg.batch.messages) if which == "batch" else which)
+
+            async def done_writing(self):
+                self.writes.append("half-close")
+
+        sess = _Session(call=Call())
+        started = [pb.ConnectRequest(started=pb.Started(job_id=i, lease_token="t")) for i in range(2049)]
+        for msg in [*started, pb.ConnectRequest(drain=pb.Drain()), started[0], _CLOSE]:
+            sess.queue.put_nowait(msg)
+        await asyncio.wait_for(self.make_worker()._write_loop(sess), WAIT)
+        self.assertEqual(sess.call.writes, [1024, 1024, "started", "drain", "started", "half-close"])
 
     async def test_movable_worker_says_so_in_hello(self):
         w = self.make_worker(movable=True)

@@ -219,7 +219,10 @@ mod tests {
         let cases: Vec<(&str, JobError, Kind, &str)> = vec![
             ("json syntax", bad_json().into(), Kind::Fatal, "serde_json::error::Error"),
             ("utf-8", String::from_utf8(vec![0xff]).unwrap_err().into(), Kind::Fatal, "alloc::string::FromUtf8Error"),
+            ("str utf-8", std::str::from_utf8(&[0xff]).unwrap_err().into(), Kind::Fatal, "core::str::error::Utf8Error"),
             ("parse int", "x".parse::<i64>().unwrap_err().into(), Kind::Fatal, "core::num::error::ParseIntError"),
+            ("parse float", "x".parse::<f64>().unwrap_err().into(), Kind::Fatal, "core::num::dec2flt::ParseFloatError"),
+            ("io invalid data", std::io::Error::from(std::io::ErrorKind::InvalidData).into(), Kind::Fatal, "std::io::error::Error"),
             ("io unsupported", std::io::Error::from(std::io::ErrorKind::Unsupported).into(), Kind::Fatal, "std::io::error::Error"),
             ("io refused", std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into(), Kind::Transient, "std::io::error::Error"),
             ("own error", Dependency.into(), Kind::Transient, "jobwire::error::tests::Dependency"),

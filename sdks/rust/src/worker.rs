@@ -1248,6 +1248,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_batch_from_the_broker_is_handled_in_order() {
+        let mut b = setup(1);
+        b.core.on_message(msg(In::Batch(pb::ConnectResponseBatch {
+            messages: vec![assignment(6, "wait", "t6"), assignment(7, "ok", "t7")],
+        })));
+        // In order: the first takes the only slot, so the second is handed back.
+        let sent: Vec<(&str, i64)> = b
+            .sent()
+            .iter()
+            .map(|m| match m {
+                Out::Started(s) => ("started", s.job_id),
+                Out::Release(r) => ("release", r.job_id),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(sent, vec![("started", 6), ("release", 7)]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn shutdown_drains_then_reports_what_outlives_the_grace_as_worker_shutdown() {
         let mut b = setup(4);
         b.core.lease_allowance = None; // leases are not the point here

@@ -145,7 +145,6 @@ public final class Worker {
   private CompletableFuture<Void> stopped;
   private boolean shuttingDown;
   private boolean hardStopped;
-  private boolean welcomed; // the current stream got its Welcome
   /**
    * How long a lease lasts on this worker's clock: the Welcome's lease duration less {@link
    * Leases#margin}. Zero (no lease duration announced) leaves leases to the broker.
@@ -449,7 +448,6 @@ public final class Worker {
   }
 
   private void connect() {
-    welcomed = false;
     Session s = new Session();
     stub.connect(new ClientResponseObserver<ConnectRequest, ConnectResponse>() {
       @Override
@@ -530,7 +528,7 @@ public final class Worker {
       return;
     }
     Status status = Status.fromThrowable(err);
-    if (welcomed) {
+    if (s.welcomed) {
       afterFailure(status, null);
       return;
     }
@@ -587,7 +585,6 @@ public final class Worker {
         return;
       }
       s.welcomed = true;
-      welcomed = true;
       s.helloTimer.cancel(false);
       long hb = onWelcome(r.getWelcome());
       backoff.reset();

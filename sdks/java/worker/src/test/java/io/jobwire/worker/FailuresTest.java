@@ -35,6 +35,7 @@ class FailuresTest {
         Arguments.of(new NullPointerException("null"), true, "java.lang.NullPointerException"),
         Arguments.of(new ClassCastException("cast"), true, "java.lang.ClassCastException"),
         Arguments.of(new ArrayIndexOutOfBoundsException(3), true, "java.lang.ArrayIndexOutOfBoundsException"),
+        Arguments.of(new ArrayStoreException("java.lang.Integer"), true, "java.lang.ArrayStoreException"),
         Arguments.of(new NoSuchElementException("empty"), true, "java.util.NoSuchElementException"),
         Arguments.of(new ArithmeticException("/ by zero"), true, "java.lang.ArithmeticException"),
         Arguments.of(new UnsupportedOperationException("no"), true, "java.lang.UnsupportedOperationException"),

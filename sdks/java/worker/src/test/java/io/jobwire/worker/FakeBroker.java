@@ -24,6 +24,16 @@ import jobwire.v1.WorkerServiceOuterClass.Welcome;
 
 /** A scripted broker on loopback: each Connect stream the worker opens is handed to the test. */
 final class FakeBroker implements AutoCloseable {
+  /** A first attempt of job id, as the broker assigns it. */
+  static ConnectResponse assignment(long id, String type, String payload, String token) {
+    return ConnectResponse.newBuilder()
+        .setAssignment(Assignment.newBuilder()
+            .setJob(Job.newBuilder().setId(id).setType(type).setPayload(ByteString.copyFromUtf8(payload)).setMaxAttempts(3))
+            .setAttempt(1)
+            .setLeaseToken(token))
+        .build();
+  }
+
   /** Upper bound for anything the worker should do promptly. */
   static final long WAIT_SECONDS = 10;
 
@@ -147,11 +157,7 @@ final class FakeBroker implements AutoCloseable {
 
     /** Hands the worker job id of type with payload, under lease token. */
     void assign(long id, String type, String payload, String token) {
-      assign(Assignment.newBuilder()
-          .setJob(Job.newBuilder().setId(id).setType(type).setPayload(ByteString.copyFromUtf8(payload)).setMaxAttempts(3))
-          .setAttempt(1)
-          .setLeaseToken(token)
-          .build());
+      send(assignment(id, type, payload, token));
     }
 
     void assign(Assignment a) {

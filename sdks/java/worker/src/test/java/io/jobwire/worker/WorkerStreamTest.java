@@ -132,6 +132,19 @@ class WorkerStreamTest {
     return ConnectResponse.newBuilder().setResultAck(ResultAck.newBuilder().setJobId(id).setLeaseToken(token)).build();
   }
 
+  /** Assigns job id, of type "wait", and waits until its handler runs. */
+  private void running(FakeBroker.Stream s, long id) throws InterruptedException {
+    s.assign(id, "wait", "", id + ".a");
+    s.recv(STARTED);
+    assertEquals("started " + id, nextSeen());
+  }
+
+  private static ConnectResponse cancel(long id, String token) {
+    return ConnectResponse.newBuilder()
+        .setCancel(Cancel.newBuilder().setJobId(id).setLeaseToken(token).setReason(jobwire.v1.WorkerServiceOuterClass.CancelReason.CANCEL_REASON_REQUESTED))
+        .build();
+  }
+
   private static LeaseRef ref(long id, String token) {
     return LeaseRef.newBuilder().setJobId(id).setLeaseToken(token).build();
   }
@@ -195,14 +208,10 @@ class WorkerStreamTest {
   void aCancelInterruptsTheHandlerAndItsOutcomeIsDropped() throws Exception {
     start(builder().build());
     FakeBroker.Stream s = connect();
-    s.assign(3, "wait", "", "3.a");
-    s.recv(STARTED);
-    assertEquals("started 3", nextSeen());
+    running(s, 3);
     // A cancel for another lease of the job is not about this one.
     s.send(ConnectResponse.newBuilder().setCancel(Cancel.newBuilder().setJobId(3).setLeaseToken("3.old")).build());
-    s.send(ConnectResponse.newBuilder()
-        .setCancel(Cancel.newBuilder().setJobId(3).setLeaseToken("3.a").setReason(jobwire.v1.WorkerServiceOuterClass.CancelReason.CANCEL_REASON_REQUESTED))
-        .build());
+    s.send(cancel(3, "3.a"));
     assertEquals("interrupted requested", nextSeen());
     // The slot is free at once and nothing is reported: the next job's messages come next.
     s.assign(4, "ok", "", "4.a");
@@ -216,9 +225,7 @@ class WorkerStreamTest {
     // Lease 1 s, heartbeats every 400 ms that the broker never answers: the worker gives the
     // lease up 250 ms early by its own clock, and reports nothing.
     FakeBroker.Stream s = connect(Duration.ofSeconds(1), Duration.ofMillis(400));
-    s.assign(5, "wait", "", "5.a");
-    s.recv(STARTED);
-    assertEquals("started 5", nextSeen());
+    running(s, 5);
     assertEquals("interrupted lease_lost", nextSeen());
     // Given up: nothing is reported, and the slot takes the next job.
     s.assign(50, "ok", "", "50.a");
@@ -230,9 +237,7 @@ class WorkerStreamTest {
   void answeredHeartbeatsKeepTheLease() throws Exception {
     start(builder().build());
     FakeBroker.Stream s = connect(Duration.ofSeconds(1), Duration.ofMillis(200));
-    s.assign(6, "wait", "", "6.a");
-    s.recv(STARTED);
-    assertEquals("started 6", nextSeen());
+    running(s, 6);
     // Six answered heartbeats carry the lease past its first second more than once.
     for (int i = 0; i < 6; i++) {
       var hb = s.recv(HEARTBEAT).getHeartbeat();
@@ -240,9 +245,7 @@ class WorkerStreamTest {
       s.send(ConnectResponse.newBuilder().setHeartbeatAck(HeartbeatAck.newBuilder().addExtended(ref(6, "6.a"))).build());
     }
     assertNull(seen.poll(), "the handler was cancelled while its lease was extended");
-    s.send(ConnectResponse.newBuilder()
-        .setCancel(Cancel.newBuilder().setJobId(6).setLeaseToken("6.a").setReason(jobwire.v1.WorkerServiceOuterClass.CancelReason.CANCEL_REASON_REQUESTED))
-        .build());
+    s.send(cancel(6, "6.a"));
     assertEquals("interrupted requested", nextSeen());
   }
 
@@ -250,9 +253,7 @@ class WorkerStreamTest {
   void aStaleStartedStopsTheJob() throws Exception {
     start(builder().build());
     FakeBroker.Stream s = connect();
-    s.assign(8, "wait", "", "8.a");
-    s.recv(STARTED);
-    assertEquals("started 8", nextSeen());
+    running(s, 8);
     s.send(ConnectResponse.newBuilder()
         .setRefused(Refused.newBuilder().setJobId(8).setLeaseToken("8.a").setRefusedMessage(RefusedMessage.REFUSED_MESSAGE_STARTED).setCode(9))
         .build());
@@ -304,9 +305,7 @@ class WorkerStreamTest {
   void shutdownDrainsThenHalfClosesAndRunReturns() throws Exception {
     start(builder().gracePeriod(Duration.ofMillis(300)).build());
     FakeBroker.Stream s = connect();
-    s.assign(11, "wait", "", "11.a");
-    s.recv(STARTED);
-    assertEquals("started 11", nextSeen());
+    running(s, 11);
     worker.shutdown();
     s.recv(DRAIN);
     // An Assignment that crossed the Drain is handed back.
@@ -413,20 +412,12 @@ class WorkerStreamTest {
     s.assign(30, "poll", "", "30.a");
     s.recv(STARTED);
     assertEquals("polling", nextSeen());
-    s.send(ConnectResponse.newBuilder()
-        .setCancel(Cancel.newBuilder().setJobId(30).setLeaseToken("30.a").setReason(jobwire.v1.WorkerServiceOuterClass.CancelReason.CANCEL_REASON_REQUESTED))
-        .build());
+    s.send(cancel(30, "30.a"));
     assertEquals("saw the cancel", nextSeen());
     s.assign(31, "check", "", "31.a");
     s.recv(STARTED);
     assertTrue(s.recv(RESULT).getResult().hasSuccess());
     assertEquals("interrupted false", nextSeen());
-  }
-
-  private static ConnectResponse assignment(long id, String type, String token) {
-    return ConnectResponse.newBuilder()
-        .setAssignment(Assignment.newBuilder().setJob(Job.newBuilder().setId(id).setType(type)).setAttempt(1).setLeaseToken(token))
-        .build();
   }
 
   private static List<ConnectRequest.MessageCase> kinds(ConnectRequest frame) {
@@ -450,9 +441,9 @@ class WorkerStreamTest {
     FakeBroker.Stream s = connect();
     s.send(ConnectResponse.newBuilder()
         .setBatch(ConnectResponseBatch.newBuilder()
-            .addMessages(assignment(41, "wait", "41.a"))
-            .addMessages(assignment(42, "wait", "42.a"))
-            .addMessages(assignment(43, "ok", "43.a")))
+            .addMessages(FakeBroker.assignment(41, "wait", "", "41.a"))
+            .addMessages(FakeBroker.assignment(42, "wait", "", "42.a"))
+            .addMessages(FakeBroker.assignment(43, "ok", "", "43.a")))
         .build());
     // In order: the first two fill the capacity of 2, so the third is handed back; and the
     // messages the batch made ready leave together.
@@ -462,6 +453,25 @@ class WorkerStreamTest {
     assertEquals(41, batch.get(0).getStarted().getJobId());
     assertEquals(42, batch.get(1).getStarted().getJobId());
     assertEquals("worker is at capacity", batch.get(2).getRelease().getReason());
+  }
+
+  @Test
+  void noBatchHoldsMoreThanMaxBatchMessages() throws Exception {
+    start(builder().build());
+    FakeBroker.Stream s = connect();
+    // One more Assignment than a batch may hold, of a type without a handler: their Releases are
+    // ready together.
+    ConnectResponseBatch.Builder in = ConnectResponseBatch.newBuilder();
+    for (int i = 0; i <= Worker.MAX_BATCH; i++) {
+      in.addMessages(FakeBroker.assignment(100 + i, "unknown", "", "t"));
+    }
+    s.send(ConnectResponse.newBuilder().setBatch(in).build());
+    ConnectRequest first = s.frame();
+    assertEquals(Worker.MAX_BATCH, kinds(first).size());
+    assertEquals(100, first.getBatch().getMessages(0).getRelease().getJobId());
+    ConnectRequest last = s.frame();
+    assertEquals(RELEASE, last.getMessageCase(), () -> "got " + last);
+    assertEquals(100 + Worker.MAX_BATCH, last.getRelease().getJobId());
   }
 
   @Test
