@@ -722,6 +722,18 @@ func mutations() []mutation {
 	add(mutation{name: "dashboard: a sort orders only the page shown", file: "internal/web/assets/app.js",
 		from: "page_token: this.params.get(\"page\") || \"\" }, listSort(\"dlq\", this.params).req)", to: "page_token: this.params.get(\"page\") || \"\" })",
 		pkgs: []string{webPkg}, run: "TestDashboardListsInBrowser/a_sort_orders_the_whole_list,_not_the_page_shown"})
+	add(mutation{name: "rust: a batch is read backwards", file: "sdks/rust/src/worker.rs",
+		from: "            for m in batch.messages {", to: "            for m in batch.messages.into_iter().rev() {",
+		pkgs: []string{"sdks/rust/src/worker.rs"}, run: "a_batch_from_the_broker_is_handled_in_order", sdk: sdkRust})
+	add(mutation{name: "python: a batch holds more than the limit", file: "sdks/python/jobwire/worker.py",
+		from: "while queue.qsize() and len(batch) < MAX_BATCH:", to: "while queue.qsize():",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_no_batch_holds_more_than_1024_messages_and_drain_goes_alone", sdk: sdkPython})
+	add(mutation{name: "python: Drain travels inside a batch", file: "sdks/python/jobwire/worker.py",
+		from: "return msg is not _CLOSE and not msg.HasField(\"drain\")", to: "return msg is not _CLOSE",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_no_batch_holds_more_than_1024_messages_and_drain_goes_alone", sdk: sdkPython})
+	add(mutation{name: "java: a batch holds more than the limit", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && !out.get(i).hasDrain()) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "noBatchHoldsMoreThanMaxBatchMessages", sdk: sdkJava})
 	return ms
 }
 
