@@ -19,20 +19,6 @@ func batchOf(msgs ...*jobwirev1.ConnectRequest) *jobwirev1.ConnectRequest {
 	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Batch{Batch: &jobwirev1.ConnectRequestBatch{Messages: msgs}}}
 }
 
-func startedReq(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
-		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}}}
-}
-
-func successReq(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}}
-}
-
-func heartbeatReq(refs ...*jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{Leases: refs}}}
-}
-
 // frameReader reads the broker's frames and unpacks batches, counting what it saw.
 type frameReader struct {
 	t       *testing.T
@@ -84,8 +70,8 @@ func runRound(t *testing.T, b *brokertest.Bundle, r *frameReader, typ string, n 
 		if a == nil {
 			t.Fatalf("expected an assignment, got %v", m)
 		}
-		started = append(started, startedReq(brokertest.Ref(a)))
-		results = append(results, successReq(brokertest.Ref(a)))
+		started = append(started, brokertest.StartedMsg(brokertest.Ref(a)))
+		results = append(results, brokertest.ResultMsg(brokertest.Ref(a), nil))
 	}
 	r.w.Send(batchOf(started...))
 	r.w.Send(batchOf(results...))
@@ -129,7 +115,7 @@ func TestNoBatchForAWorkerThatDidNotAskForThem(t *testing.T) {
 	r := &frameReader{t: t, w: b.Connect(brokertest.Hello("old", 64, "t"))}
 	var results []*jobwirev1.ConnectRequest
 	for range 64 {
-		results = append(results, successReq(brokertest.Ref(r.w.Assignment())))
+		results = append(results, brokertest.ResultMsg(brokertest.Ref(r.w.Assignment()), nil))
 	}
 	r.w.Send(batchOf(results...))
 	for range 64 {
@@ -149,7 +135,7 @@ func TestBatchRefusals(t *testing.T) {
 	startedTimes := func(n int) []*jobwirev1.ConnectRequest {
 		out := make([]*jobwirev1.ConnectRequest, n)
 		for i := range out {
-			out[i] = startedReq(bogus)
+			out[i] = brokertest.StartedMsg(bogus)
 		}
 		return out
 	}
@@ -161,10 +147,10 @@ func TestBatchRefusals(t *testing.T) {
 		{"at the size limit", batchOf(startedTimes(1024)...), ""},
 		{"over the size limit", batchOf(startedTimes(1025)...), "batch.messages: holds 1025 messages, more than the limit of 1024"},
 		{"empty", batchOf(), "batch.messages: must hold at least one message"},
-		{"nested", batchOf(startedReq(bogus), batchOf(startedReq(bogus))), "batch.messages[1]: is a batch: batches do not nest"},
+		{"nested", batchOf(brokertest.StartedMsg(bogus), batchOf(brokertest.StartedMsg(bogus))), "batch.messages[1]: is a batch: batches do not nest"},
 		{"hello inside", batchOf(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: brokertest.Hello("w", 1, "t")}}),
 			"batch.messages[0]: is hello"},
-		{"drain inside", batchOf(startedReq(bogus), &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}),
+		{"drain inside", batchOf(brokertest.StartedMsg(bogus), &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}),
 			"batch.messages[1]: is drain: drain must be sent alone"},
 		{"empty message inside", batchOf(&jobwirev1.ConnectRequest{}), "batch.messages[0]: is empty or of an unknown type"},
 	}
@@ -193,11 +179,11 @@ func TestBatchCountsEachMessageAgainstTheBudget(t *testing.T) {
 	t.Parallel()
 	limits := withRate(10)
 	b := brokertest.New(t, brokertest.Options{Limits: limits})
-	hb := heartbeatReq()
+	hb := brokertest.HeartbeatMsg()
 	// Five heartbeats naming a lease each, in one frame, take the whole budget of ten (the fake
 	// clock stands still); each is answered, so all are known to be counted...
 	w := b.Connect(brokertest.Hello("full", 1, "t"))
-	one := heartbeatReq(&jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"})
+	one := brokertest.HeartbeatMsg(&jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"})
 	w.Send(batchOf(one, one, one, one, one))
 	for range 5 {
 		if m := w.Next(); m.GetRefused() == nil && m.GetHeartbeatAck() == nil {
@@ -221,7 +207,7 @@ func TestBatchCountsEachMessageAgainstTheBudget(t *testing.T) {
 	for i := range five {
 		five[i] = &jobwirev1.LeaseRef{JobId: int64(i + 1), LeaseToken: "x"}
 	}
-	w3.Send(batchOf(heartbeatReq(five...), heartbeatReq(five...), hb))
+	w3.Send(batchOf(brokertest.HeartbeatMsg(five...), brokertest.HeartbeatMsg(five...), hb))
 	if err := w3.Err(); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a batch worth 13 messages at 10 a second: %v, want RESOURCE_EXHAUSTED", err)
 	}
