@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
@@ -217,4 +218,46 @@ func withRate(rate int) server.Limits {
 	l := server.DefaultLimits()
 	l.MaxStreamMessageRate = rate
 	return l
+}
+
+// A message of a batch that breaks its own rule (a Result without an outcome, a Heartbeat naming
+// more leases than the stream's capacity) refuses the whole frame too: the messages before it
+// are not applied.
+func TestBatchWithABadMessageAppliesNoneOfIt(t *testing.T) {
+	t.Parallel()
+	lease := &jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"}
+	tests := []struct {
+		name string
+		bad  *jobwirev1.ConnectRequest
+		want string
+	}{
+		{"result without outcome", &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{JobId: 7}}},
+			"result for job 7: outcome must be success or failure"},
+		{"heartbeat over capacity", brokertest.HeartbeatMsg(lease, lease), "heartbeat.leases: lists 2 leases, more than the capacity of 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := brokertest.New(t, brokertest.Options{})
+			id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+			w := b.Connect(brokertest.Hello("w", 1, "t"))
+			a := w.Assignment()
+			w.Send(batchOf(brokertest.StartedMsg(brokertest.Ref(a)), tt.bad))
+			if err := w.Err(); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.want) {
+				t.Fatalf("%v, want INVALID_ARGUMENT %q", err, tt.want)
+			}
+			// A write through the broker's one writer after the frame: had the Started been
+			// submitted, it would be committed once this is.
+			if _, err := b.Admin.PurgeFinishedJobs(t.Context(), &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			j, err := b.Producer.GetJob(t.Context(), &jobwirev1.GetJobRequest{Id: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.GetJob().GetAttempts(); got != 0 {
+				t.Fatalf("the job has %d attempts, state %s: the Started before the bad message was applied", got, j.GetJob().GetState())
+			}
+		})
+	}
 }
