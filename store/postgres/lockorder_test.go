@@ -26,29 +26,15 @@ type manyWrite struct {
 // order: each must lock them in ascending order all the same (the lock order, tx.go).
 var manyWrites = []manyWrite{
 	{"JobSucceedMany", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
-		// The successes, stored the same way while the statement waited, are applied: the write
-		// reads the jobs after its locks.
-		applied, err := tx.JobSucceedMany(successes(jobs, now))
-		if err == nil && !slices.Equal(applied, []bool{true, true}) {
-			err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
-		}
-		return err
+		return succeedAll(tx, jobs, now)
 	}},
 	{"JobLockRowsThenJobSucceedMany", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
 		// A writer's batch locks its jobs first (JobLockRows), and its write of many then locks
-		// none: the successes stored while the lock waited are applied all the same.
-		ids := make([]int64, len(jobs))
-		for i, j := range jobs {
-			ids[i] = j.ID
-		}
-		if err := tx.JobLockRows(ids); err != nil {
+		// none.
+		if err := tx.JobLockRows(ids(jobs)); err != nil {
 			return err
 		}
-		applied, err := tx.JobSucceedMany(successes(jobs, now))
-		if err == nil && !slices.Equal(applied, []bool{true, true}) {
-			err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
-		}
-		return err
+		return succeedAll(tx, jobs, now)
 	}},
 	{"JobSucceedManyAtCommit", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
 		return tx.JobSucceedManyAtCommit(successes(jobs, now), func([]bool, error) {})
@@ -63,24 +49,35 @@ var manyWrites = []manyWrite{
 		return err
 	}},
 	{"JobReleaseMany", func(tx store.Tx, jobs []*job.Job, _ time.Time) error {
-		refs := make([]job.LeaseRef, len(jobs))
-		for i, j := range jobs {
-			refs[i] = ref(j)
-		}
-		_, err := tx.JobReleaseMany(refs)
+		_, err := tx.JobReleaseMany(refs(jobs))
 		return err
 	}},
 	{"JobExtendLeases", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
-		refs := make([]job.LeaseRef, len(jobs))
-		for i, j := range jobs {
-			refs[i] = ref(j)
-		}
-		_, err := tx.JobExtendLeases(refs, now, now.Add(2*time.Hour))
+		_, err := tx.JobExtendLeases(refs(jobs), now, now.Add(2*time.Hour))
 		return err
 	}},
 }
 
+// succeedAll stores the successes of jobs with one JobSucceedMany. The successes, stored the
+// same way while its locks waited, are applied: the write reads the jobs after its locks.
+func succeedAll(tx store.Tx, jobs []*job.Job, now time.Time) error {
+	applied, err := tx.JobSucceedMany(successes(jobs, now))
+	if err == nil && !slices.Equal(applied, []bool{true, true}) {
+		err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
+	}
+	return err
+}
+
 func ref(j *job.Job) job.LeaseRef { return job.LeaseRef{JobID: j.ID, Token: j.LeaseToken} }
+
+// refs are the leases of jobs, in the order of jobs.
+func refs(jobs []*job.Job) []job.LeaseRef {
+	out := make([]job.LeaseRef, len(jobs))
+	for i, j := range jobs {
+		out[i] = ref(j)
+	}
+	return out
+}
 
 // successes are the successes of jobs' first attempts, in the order of jobs.
 func successes(jobs []*job.Job, now time.Time) []*store.JobFinishParams {
