@@ -13,15 +13,6 @@ import (
 // its (async) fn.
 var rustTest = regexp.MustCompile(`#\[(?:tokio::)?test(?:\([^)]*\))?\]\s*(?:async\s+)?fn\s+(\w+)`)
 
-// rustTestNames reads the names of a Rust source file's test functions.
-func rustTestNames(src []byte) []string {
-	var names []string
-	for _, m := range rustTest.FindAllSubmatch(src, -1) {
-		names = append(names, string(m[1]))
-	}
-	return names
-}
-
 // cargoTotals matches the line cargo test prints for each test binary it ran.
 var cargoTotals = regexp.MustCompile(`(?m)^test result: \w+\. (\d+) passed; (\d+) failed`)
 
