@@ -222,3 +222,75 @@ func TestRetentionAndRequeueLockJobsInIDOrder(t *testing.T) {
 		t.Errorf("the server broke %d deadlocks between a retention delete and a requeue, want none", n)
 	}
 }
+
+// The promotion of due jobs locks them in id order too, whatever order its plan reads them in.
+// The job of the greater id is here the first due and the first in the table, and another
+// transaction holds it: the promotion, waiting for it, holds the job of the smaller id already.
+func TestPromotionLocksJobsInIDOrder(t *testing.T) {
+	t.Parallel()
+	d := newDeadlockDB(t)
+	s := openBroker(t, d.url, nil)
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	scheduled := func(runAt time.Time) *store.JobInsertParams {
+		return &store.JobInsertParams{Type: "t", Queue: "q", Payload: []byte(`{}`), MaxAttempts: 1,
+			RunAt: runAt, Now: now.Add(-time.Hour), AttemptTimeout: time.Minute}
+	}
+	var rs []store.JobInsertResult
+	err := s.Write(ctx, "insert", func(tx store.Tx) error {
+		var err error
+		rs, err = tx.JobInsertMany([]*store.JobInsertParams{scheduled(now.Add(-time.Second)), scheduled(now.Add(-2 * time.Second))})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, great := min(rs[0].ID, rs[1].ID), max(rs[0].ID, rs[1].ID)
+	if rs[0].State != job.StateScheduled || rs[1].State != job.StateScheduled || rs[1].ID != great {
+		t.Fatalf("inserted %+v, want two SCHEDULED jobs, the second of the greater id", rs)
+	}
+	// The job of the smaller id is rewritten, so that its row's last version comes last in the
+	// table, after the other's.
+	holder, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `UPDATE jobs SET priority = priority WHERE id = $1`, small); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SELECT FROM jobs WHERE id = $1 FOR UPDATE`, great); err != nil {
+		t.Fatal(err)
+	}
+	var promoted int
+	var promoteErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		promoteErr = s.Write(ctx, "promote", func(tx store.Tx) error {
+			var err error
+			promoted, err = tx.JobPromoteScheduled(now)
+			return err
+		})
+	})
+	waitFor(t, "the promotion to wait for a lock", func() bool { return d.waiting() == 1 })
+	probe, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(ctx)
+	_, lockErr := probe.Exec(ctx, `SELECT FROM jobs WHERE id = $1 FOR UPDATE NOWAIT`, small)
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if promoteErr != nil || promoted != 2 {
+		t.Fatalf("promoted %d jobs, %v; want 2", promoted, promoteErr)
+	}
+	if lockErr == nil {
+		t.Fatal("while the promotion waited for the job of the greater id, the one of the smaller id was free: it locks in its plan's order, not by id")
+	}
+}
