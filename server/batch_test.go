@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
@@ -17,20 +18,6 @@ import (
 // batchOf wraps worker messages in one batch frame.
 func batchOf(msgs ...*jobwirev1.ConnectRequest) *jobwirev1.ConnectRequest {
 	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Batch{Batch: &jobwirev1.ConnectRequestBatch{Messages: msgs}}}
-}
-
-func startedReq(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
-		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}}}
-}
-
-func successReq(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}}
-}
-
-func heartbeatReq(refs ...*jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{Leases: refs}}}
 }
 
 // frameReader reads the broker's frames and unpacks batches, counting what it saw.
@@ -84,8 +71,8 @@ func runRound(t *testing.T, b *brokertest.Bundle, r *frameReader, typ string, n 
 		if a == nil {
 			t.Fatalf("expected an assignment, got %v", m)
 		}
-		started = append(started, startedReq(brokertest.Ref(a)))
-		results = append(results, successReq(brokertest.Ref(a)))
+		started = append(started, brokertest.StartedMsg(brokertest.Ref(a)))
+		results = append(results, brokertest.ResultMsg(brokertest.Ref(a), nil))
 	}
 	r.w.Send(batchOf(started...))
 	r.w.Send(batchOf(results...))
@@ -129,7 +116,7 @@ func TestNoBatchForAWorkerThatDidNotAskForThem(t *testing.T) {
 	r := &frameReader{t: t, w: b.Connect(brokertest.Hello("old", 64, "t"))}
 	var results []*jobwirev1.ConnectRequest
 	for range 64 {
-		results = append(results, successReq(brokertest.Ref(r.w.Assignment())))
+		results = append(results, brokertest.ResultMsg(brokertest.Ref(r.w.Assignment()), nil))
 	}
 	r.w.Send(batchOf(results...))
 	for range 64 {
@@ -149,7 +136,7 @@ func TestBatchRefusals(t *testing.T) {
 	startedTimes := func(n int) []*jobwirev1.ConnectRequest {
 		out := make([]*jobwirev1.ConnectRequest, n)
 		for i := range out {
-			out[i] = startedReq(bogus)
+			out[i] = brokertest.StartedMsg(bogus)
 		}
 		return out
 	}
@@ -161,10 +148,10 @@ func TestBatchRefusals(t *testing.T) {
 		{"at the size limit", batchOf(startedTimes(1024)...), ""},
 		{"over the size limit", batchOf(startedTimes(1025)...), "batch.messages: holds 1025 messages, more than the limit of 1024"},
 		{"empty", batchOf(), "batch.messages: must hold at least one message"},
-		{"nested", batchOf(startedReq(bogus), batchOf(startedReq(bogus))), "batch.messages[1]: is a batch: batches do not nest"},
+		{"nested", batchOf(brokertest.StartedMsg(bogus), batchOf(brokertest.StartedMsg(bogus))), "batch.messages[1]: is a batch: batches do not nest"},
 		{"hello inside", batchOf(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Hello{Hello: brokertest.Hello("w", 1, "t")}}),
 			"batch.messages[0]: is hello"},
-		{"drain inside", batchOf(startedReq(bogus), &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}),
+		{"drain inside", batchOf(brokertest.StartedMsg(bogus), &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Drain{Drain: &jobwirev1.Drain{}}}),
 			"batch.messages[1]: is drain: drain must be sent alone"},
 		{"empty message inside", batchOf(&jobwirev1.ConnectRequest{}), "batch.messages[0]: is empty or of an unknown type"},
 	}
@@ -193,11 +180,11 @@ func TestBatchCountsEachMessageAgainstTheBudget(t *testing.T) {
 	t.Parallel()
 	limits := withRate(10)
 	b := brokertest.New(t, brokertest.Options{Limits: limits})
-	hb := heartbeatReq()
+	hb := brokertest.HeartbeatMsg()
 	// Five heartbeats naming a lease each, in one frame, take the whole budget of ten (the fake
 	// clock stands still); each is answered, so all are known to be counted...
 	w := b.Connect(brokertest.Hello("full", 1, "t"))
-	one := heartbeatReq(&jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"})
+	one := brokertest.HeartbeatMsg(&jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"})
 	w.Send(batchOf(one, one, one, one, one))
 	for range 5 {
 		if m := w.Next(); m.GetRefused() == nil && m.GetHeartbeatAck() == nil {
@@ -221,7 +208,7 @@ func TestBatchCountsEachMessageAgainstTheBudget(t *testing.T) {
 	for i := range five {
 		five[i] = &jobwirev1.LeaseRef{JobId: int64(i + 1), LeaseToken: "x"}
 	}
-	w3.Send(batchOf(heartbeatReq(five...), heartbeatReq(five...), hb))
+	w3.Send(batchOf(brokertest.HeartbeatMsg(five...), brokertest.HeartbeatMsg(five...), hb))
 	if err := w3.Err(); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a batch worth 13 messages at 10 a second: %v, want RESOURCE_EXHAUSTED", err)
 	}
@@ -231,4 +218,46 @@ func withRate(rate int) server.Limits {
 	l := server.DefaultLimits()
 	l.MaxStreamMessageRate = rate
 	return l
+}
+
+// A message of a batch that breaks its own rule (a Result without an outcome, a Heartbeat naming
+// more leases than the stream's capacity) refuses the whole frame too: the messages before it
+// are not applied.
+func TestBatchWithABadMessageAppliesNoneOfIt(t *testing.T) {
+	t.Parallel()
+	lease := &jobwirev1.LeaseRef{JobId: 1, LeaseToken: "x"}
+	tests := []struct {
+		name string
+		bad  *jobwirev1.ConnectRequest
+		want string
+	}{
+		{"result without outcome", &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{JobId: 7}}},
+			"result for job 7: outcome must be success or failure"},
+		{"heartbeat over capacity", brokertest.HeartbeatMsg(lease, lease), "heartbeat.leases: lists 2 leases, more than the capacity of 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := brokertest.New(t, brokertest.Options{})
+			id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+			w := b.Connect(brokertest.Hello("w", 1, "t"))
+			a := w.Assignment()
+			w.Send(batchOf(brokertest.StartedMsg(brokertest.Ref(a)), tt.bad))
+			if err := w.Err(); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.want) {
+				t.Fatalf("%v, want INVALID_ARGUMENT %q", err, tt.want)
+			}
+			// A write through the broker's one writer after the frame: had the Started been
+			// submitted, it would be committed once this is.
+			if _, err := b.Admin.PurgeFinishedJobs(t.Context(), &jobwirev1.PurgeFinishedJobsRequest{OlderThan: durationpb.New(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			j, err := b.Producer.GetJob(t.Context(), &jobwirev1.GetJobRequest{Id: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.GetJob().GetAttempts(); got != 0 {
+				t.Fatalf("the job has %d attempts, state %s: the Started before the bad message was applied", got, j.GetJob().GetState())
+			}
+		})
+	}
 }

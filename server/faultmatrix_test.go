@@ -147,10 +147,10 @@ var faultCases = []faultCase{
 			// committed together, in one statement.
 			entered, release := fx.f.Hold("heartbeat")
 			defer release()
-			fx.w.Send(heartbeatOf(as[0]))
+			fx.w.Send(brokertest.HeartbeatMsg(brokertest.Ref(as[0])))
 			<-entered
 			for _, a := range as {
-				fx.w.Send(successOf(a))
+				fx.w.Send(brokertest.ResultMsg(brokertest.Ref(a), nil))
 			}
 			// The session refuses an unknown lease at once: once this answer comes, every
 			// result before it was handed to the writer.
@@ -519,16 +519,6 @@ func checkBreaker(t *testing.T, b *brokertest.Bundle, failures int32) {
 	if got != failures {
 		t.Errorf("breaker of t counted %d failures, want %d: a storage fault must not count, nor a failure twice", got, failures)
 	}
-}
-
-func heartbeatOf(a *jobwirev1.Assignment) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{
-		Leases: []*jobwirev1.LeaseRef{brokertest.Ref(a)}}}}
-}
-
-func successOf(a *jobwirev1.Assignment) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(), Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}}}}
 }
 
 // The Go worker library against a broker whose every job write fails once, before its

@@ -85,7 +85,7 @@ func TestDifferentResultWhileTheFirstIsStoredIsRefused(t *testing.T) {
 	// Hold the writer in a heartbeat's write, so that the failure waits to be stored.
 	entered, release := faults.Hold("heartbeat")
 	defer release()
-	w.Send(heartbeatOf(a))
+	w.Send(brokertest.HeartbeatMsg(brokertest.Ref(a)))
 	select {
 	case <-entered:
 	case <-time.After(brokertest.WaitTimeout):
@@ -151,7 +151,7 @@ func TestResultWhileTheReleaseIsStoredIsRefused(t *testing.T) {
 	// Hold the writer in a heartbeat's write, so that the Release waits to be stored.
 	entered, release := faults.Hold("heartbeat")
 	defer release()
-	w.Send(heartbeatOf(a))
+	w.Send(brokertest.HeartbeatMsg(brokertest.Ref(a)))
 	select {
 	case <-entered:
 	case <-time.After(brokertest.WaitTimeout):

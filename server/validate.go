@@ -228,6 +228,22 @@ func validateRequestBatch(b *jobwirev1.ConnectRequestBatch) error {
 	return nil
 }
 
+// validateRequest checks one worker message after Hello, alone or in a batch, against the rules
+// of its own: recvLoop checks every message of a frame before it applies any.
+func validateRequest(m *jobwirev1.ConnectRequest, capacity int) error {
+	switch m := m.GetMessage().(type) {
+	case *jobwirev1.ConnectRequest_Heartbeat:
+		return validateHeartbeat(m.Heartbeat, capacity)
+	case *jobwirev1.ConnectRequest_Result:
+		switch m.Result.GetOutcome().(type) {
+		case *jobwirev1.Result_Success, *jobwirev1.Result_Failure:
+		default:
+			return status.Errorf(codes.InvalidArgument, "result for job %d: outcome must be success or failure", m.Result.GetJobId())
+		}
+	}
+	return nil
+}
+
 // validateHeartbeat checks a heartbeat against the stream's capacity: a worker holds at most
 // that many leases, so a longer list can only be abuse.
 func validateHeartbeat(hb *jobwirev1.Heartbeat, capacity int) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
+	"github.com/jobwire/jobwire/job"
 )
 
 type workers struct {
@@ -168,6 +169,11 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 			return status.Errorf(codes.ResourceExhausted, "the worker sent more than %d messages (counting each message of a batch and each lease a heartbeat names) a second; the stream is closed", rate)
 		}
 		for _, m := range inner {
+			if err := validateRequest(m, sess.Capacity()); err != nil {
+				return err
+			}
+		}
+		for _, m := range inner {
 			if err := applyRequest(sess, m); err != nil {
 				return err
 			}
@@ -175,27 +181,21 @@ func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *b
 	}
 }
 
-// applyRequest hands one worker message (never a batch: recvLoop unpacks those) to the session.
+// applyRequest hands one worker message (never a batch: recvLoop unpacks those), which
+// validateRequest has passed, to the session.
 func applyRequest(sess *broker.Session, msg *jobwirev1.ConnectRequest) error {
 	switch m := msg.GetMessage().(type) {
 	case *jobwirev1.ConnectRequest_Started:
 		sess.Started(refFromProto(m.Started.GetJobId(), m.Started.GetLeaseToken()))
 	case *jobwirev1.ConnectRequest_Heartbeat:
-		if err := validateHeartbeat(m.Heartbeat, sess.Capacity()); err != nil {
-			return err
-		}
 		sess.Heartbeat(refsFromProto(m.Heartbeat.GetLeases()))
 	case *jobwirev1.ConnectRequest_Result:
 		r := m.Result
-		ref := refFromProto(r.GetJobId(), r.GetLeaseToken())
-		switch o := r.GetOutcome().(type) {
-		case *jobwirev1.Result_Success:
-			sess.Result(ref, nil)
-		case *jobwirev1.Result_Failure:
-			sess.Result(ref, failureFromProto(o.Failure))
-		default:
-			return status.Errorf(codes.InvalidArgument, "result for job %d: outcome must be success or failure", r.GetJobId())
+		var f *job.Failure // nil: success
+		if o, ok := r.GetOutcome().(*jobwirev1.Result_Failure); ok {
+			f = failureFromProto(o.Failure)
 		}
+		sess.Result(refFromProto(r.GetJobId(), r.GetLeaseToken()), f)
 	case *jobwirev1.ConnectRequest_Release:
 		sess.Release(refFromProto(m.Release.GetJobId(), m.Release.GetLeaseToken()))
 	case *jobwirev1.ConnectRequest_Drain:

@@ -181,24 +181,19 @@ func exportCommit(ctx context.Context, rev, dst string) error {
 
 // buildSide builds the broker and the benchmark of the source tree src into out.
 func buildSide(ctx context.Context, label, src, out string) (side, error) {
+	out, err := filepath.Abs(out) // the builds run in src
+	if err != nil {
+		return side{}, err
+	}
 	s := side{label: label, bench: filepath.Join(out, "jobwire-bench"), broker: filepath.Join(out, "jobwire")}
 	for bin, pkg := range map[string]string{s.bench: "./cmd/jobwire-bench", s.broker: "./cmd/jobwire"} {
-		bin, err := filepath.Abs(bin)
-		if err != nil {
-			return s, err
-		}
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return s, fmt.Errorf("building %s of %s: %w\n%s", pkg, label, err, out)
 		}
 	}
-	var err error
-	if s.bench, err = filepath.Abs(s.bench); err != nil {
-		return s, err
-	}
-	s.broker, err = filepath.Abs(s.broker)
-	return s, err
+	return s, nil
 }
 
 // runSide runs one benchmark with its own broker and reads back its results.
@@ -222,13 +217,16 @@ func runSide(ctx context.Context, s side, benchArgs []string, jsonPath string) (
 	return r.Results, nil
 }
 
-// comparison is one scenario's medians on both sides.
+// samples are one side's results of a scenario over the rounds: jobs/s of each run, and the
+// latency percentiles of the runs that measure latency.
+type samples struct {
+	rate, p50, p99 []float64
+}
+
+// comparison is one scenario's samples on both sides.
 type comparison struct {
-	name             string
-	base, head       []float64 // jobs/s of each run
-	baseP50, headP50 []float64
-	baseP99, headP99 []float64
-	withLatency      bool
+	name       string
+	base, head samples
 }
 
 // compareRuns gathers each scenario's results over the rounds, in the order scenarios first
@@ -236,34 +234,26 @@ type comparison struct {
 func compareRuns(base, head [][]result) []comparison {
 	var out []comparison
 	index := map[string]int{}
-	at := func(name string) *comparison {
-		i, ok := index[name]
-		if !ok {
-			i = len(out)
-			index[name] = i
-			out = append(out, comparison{name: name})
-		}
-		return &out[i]
-	}
-	add := func(runs [][]result, head bool) {
+	add := func(runs [][]result, side func(c *comparison) *samples) {
 		for _, run := range runs {
 			for _, r := range run {
-				c := at(r.Name)
-				rate, p50, p99 := &c.base, &c.baseP50, &c.baseP99
-				if head {
-					rate, p50, p99 = &c.head, &c.headP50, &c.headP99
+				i, ok := index[r.Name]
+				if !ok {
+					i = len(out)
+					index[r.Name] = i
+					out = append(out, comparison{name: r.Name})
 				}
-				*rate = append(*rate, r.JobsPerSec)
+				s := side(&out[i])
+				s.rate = append(s.rate, r.JobsPerSec)
 				if r.Latency != nil {
-					c.withLatency = true
-					*p50 = append(*p50, r.Latency.P50ms)
-					*p99 = append(*p99, r.Latency.P99ms)
+					s.p50 = append(s.p50, r.Latency.P50ms)
+					s.p99 = append(s.p99, r.Latency.P99ms)
 				}
 			}
 		}
 	}
-	add(base, false)
-	add(head, true)
+	add(base, func(c *comparison) *samples { return &c.base })
+	add(head, func(c *comparison) *samples { return &c.head })
 	return out
 }
 
@@ -302,10 +292,11 @@ func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 	const f = "%-13s %-26s %-26s %7s\n"
 	fmt.Fprintf(w, f, "SCENARIO", "BASE JOBS/S", "WORK TREE JOBS/S", "RATIO")
 	for _, c := range cs {
-		fmt.Fprintf(w, f, c.name, spreadOf(c.base, "%.0f"), spreadOf(c.head, "%.0f"), ratio(c.base, c.head))
-		if c.withLatency {
-			fmt.Fprintf(w, f, "  p50 ms", spreadOf(c.baseP50, "%.2f"), spreadOf(c.headP50, "%.2f"), ratio(c.baseP50, c.headP50))
-			fmt.Fprintf(w, f, "  p99 ms", spreadOf(c.baseP99, "%.2f"), spreadOf(c.headP99, "%.2f"), ratio(c.baseP99, c.headP99))
+		b, h := c.base, c.head
+		fmt.Fprintf(w, f, c.name, spreadOf(b.rate, "%.0f"), spreadOf(h.rate, "%.0f"), ratio(b.rate, h.rate))
+		if len(b.p50)+len(h.p50) > 0 {
+			fmt.Fprintf(w, f, "  p50 ms", spreadOf(b.p50, "%.2f"), spreadOf(h.p50, "%.2f"), ratio(b.p50, h.p50))
+			fmt.Fprintf(w, f, "  p99 ms", spreadOf(b.p99, "%.2f"), spreadOf(h.p99, "%.2f"), ratio(b.p99, h.p99))
 		}
 	}
 }

@@ -59,13 +59,13 @@ func TestComparisonTakesMediansAndRatios(t *testing.T) {
 	if len(cs) != 3 || cs[0].name != "drain" || cs[1].name != "latency" || cs[2].name != "e2e-100" {
 		t.Fatalf("scenarios %+v: want drain, latency, e2e-100 in order of first appearance", cs)
 	}
-	if got := ratio(cs[0].base, cs[0].head); got != "1.38x" { // medians 12,000 and 16,500
+	if got := ratio(cs[0].base.rate, cs[0].head.rate); got != "1.38x" { // medians 12,000 and 16,500
 		t.Errorf("drain ratio %s, want 1.38x", got)
 	}
-	if got := ratio(cs[1].baseP99, cs[1].headP99); got != "0.50x" { // medians 5 and 2.5
+	if got := ratio(cs[1].base.p99, cs[1].head.p99); got != "0.50x" { // medians 5 and 2.5
 		t.Errorf("p99 ratio %s, want 0.50x", got)
 	}
-	if got := ratio(cs[2].base, cs[2].head); got != "-" {
+	if got := ratio(cs[2].base.rate, cs[2].head.rate); got != "-" {
 		t.Errorf("a scenario only one side ran has ratio %s, want -", got)
 	}
 	var out bytes.Buffer

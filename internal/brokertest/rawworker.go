@@ -156,9 +156,13 @@ func Ref(a *jobwirev1.Assignment) *jobwirev1.LeaseRef {
 func (w *RawWorker) Started(a *jobwirev1.Assignment) { w.StartedRef(Ref(a)) }
 
 // StartedRef reports that user code started under ref, current or not.
-func (w *RawWorker) StartedRef(ref *jobwirev1.LeaseRef) {
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
-		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}}})
+func (w *RawWorker) StartedRef(ref *jobwirev1.LeaseRef) { w.Send(StartedMsg(ref)) }
+
+// StartedMsg is the message that reports user code started under ref, to send alone or in a
+// batch.
+func StartedMsg(ref *jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Started{Started: &jobwirev1.Started{
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}}}
 }
 
 // Succeed reports success and returns the broker's answer.
@@ -183,20 +187,31 @@ func (w *RawWorker) Report(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) *jobwi
 // SendResult sends the result of ref's attempt (f nil: success) without waiting for an answer.
 func (w *RawWorker) SendResult(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) {
 	w.t.Helper()
+	w.Send(ResultMsg(ref, f))
+}
+
+// ResultMsg is the message that reports the result of ref's attempt (f nil: success), to send
+// alone or in a batch.
+func ResultMsg(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) *jobwirev1.ConnectRequest {
 	r := &jobwirev1.Result{JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}
 	if f == nil {
 		r.Outcome = &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}
 	} else {
 		r.Outcome = &jobwirev1.Result_Failure{Failure: f}
 	}
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: r}})
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: r}}
 }
 
 // Heartbeat asks to extend refs and returns the broker's answer.
 func (w *RawWorker) Heartbeat(refs ...*jobwirev1.LeaseRef) *jobwirev1.ConnectResponse {
 	w.t.Helper()
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{Leases: refs}}})
+	w.Send(HeartbeatMsg(refs...))
 	return w.Next()
+}
+
+// HeartbeatMsg is the message that asks to extend refs, to send alone or in a batch.
+func HeartbeatMsg(refs ...*jobwirev1.LeaseRef) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{Leases: refs}}}
 }
 
 // Release hands ref's job back without running it.

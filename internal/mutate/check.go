@@ -85,28 +85,41 @@ func checkList(root string, ms []mutation) []error {
 }
 
 // testNames lists the tests in p: for Go the Test and Fuzz functions of the package directory
-// p; for Python the Class.test_method names of the test file p; for Node.js the names given to
-// test() and it() in the test file p.
+// p; for the other languages the names in the test file p that sourceTestNames reads.
 func testNames(root, sdk, p string) ([]string, error) {
-	switch sdk {
-	case "":
+	if sdk == "" {
 		return goTestNames(filepath.Join(root, p))
-	case sdkPython, sdkNode, sdkJava, sdkRust:
-		src, err := os.ReadFile(filepath.Join(root, p))
-		if err != nil {
-			return nil, fmt.Errorf("cannot read test file %s: %v", p, err)
-		}
-		switch sdk {
-		case sdkPython:
-			return pythonTestNames(src), nil
-		case sdkJava:
-			return javaTestNames(src), nil
-		case sdkRust:
-			return rustTestNames(src), nil
-		}
-		return nodeTestNames(src), nil
 	}
-	return nil, fmt.Errorf("unknown sdk %q (want %q, %q, %q, %q or none for Go)", sdk, sdkPython, sdkNode, sdkJava, sdkRust)
+	read, ok := sourceTestNames[sdk]
+	if !ok {
+		return nil, fmt.Errorf("unknown sdk %q (want %q, %q, %q, %q or none for Go)", sdk, sdkPython, sdkNode, sdkJava, sdkRust)
+	}
+	src, err := os.ReadFile(filepath.Join(root, p))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read test file %s: %v", p, err)
+	}
+	return read(src), nil
+}
+
+// sourceTestNames reads the names of a test file's tests, by SDK: Python's Class.test_method
+// names, the names Node.js gives test() and it(), a JUnit class's @Test methods, a Rust
+// file's #[test] functions.
+var sourceTestNames = map[string]func(src []byte) []string{
+	sdkPython: pythonTestNames,
+	sdkNode:   nodeTestNames,
+	sdkJava:   firstGroups(javaTest),
+	sdkRust:   firstGroups(rustTest),
+}
+
+// firstGroups reads the first group of each of re's matches.
+func firstGroups(re *regexp.Regexp) func(src []byte) []string {
+	return func(src []byte) []string {
+		var out []string
+		for _, m := range re.FindAllSubmatch(src, -1) {
+			out = append(out, string(m[1]))
+		}
+		return out
+	}
 }
 
 func goTestNames(dir string) ([]string, error) {
@@ -157,15 +170,6 @@ func pythonTestNames(src []byte) []string {
 		for _, m := range pyMethod.FindAllSubmatch(src[c[1]:end], -1) {
 			names = append(names, class+"."+string(m[1]))
 		}
-	}
-	return names
-}
-
-// javaTestNames reads the names of a JUnit test class's @Test methods.
-func javaTestNames(src []byte) []string {
-	var names []string
-	for _, m := range javaTest.FindAllSubmatch(src, -1) {
-		names = append(names, string(m[1]))
 	}
 	return names
 }

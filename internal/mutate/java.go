@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -31,12 +30,10 @@ var surefireTotals = regexp.MustCompile(`(?m)Tests run: (\d+), Failures: (\d+), 
 // runJavaTests runs m's test classes (one method of each when m.run names it) with Maven,
 // offline: make test-java has fetched what they need.
 func runJavaTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
-	var o testRun
-	for _, f := range m.pkgs {
+	return eachFile(m, func(f string) testRun {
 		project, module, class, err := javaModule(f)
 		if err != nil {
-			o.err, o.failed = err, true
-			return o
+			return testRun{err: err, failed: true}
 		}
 		sel := class
 		if m.run != "" {
@@ -44,17 +41,14 @@ func runJavaTests(ctx context.Context, m mutation, timeout time.Duration) testRu
 		}
 		r := command(ctx, timeout, exec.Command("mvn", "-B", "-o", "-f", project, "test", "-pl", module,
 			"-Dtest="+sel, "-Dsurefire.failIfNoSpecifiedTests=false"))
-		o.out = append(o.out, r.out...)
-		o.err = errors.Join(o.err, r.err)
-		o.failed = o.failed || r.failed
 		// The last summary is the module's total.
 		if all := surefireTotals.FindAllSubmatch(r.out, -1); len(all) > 0 {
 			last := all[len(all)-1]
 			n, _ := strconv.Atoi(string(last[1]))
 			skipped, _ := strconv.Atoi(string(last[4]))
-			o.ran += n - skipped
+			r.ran = n - skipped
 		}
-		o.buildFailed = o.buildFailed || strings.Contains(string(r.out), "COMPILATION ERROR")
-	}
-	return o
+		r.buildFailed = strings.Contains(string(r.out), "COMPILATION ERROR")
+		return r
+	})
 }

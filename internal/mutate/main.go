@@ -926,43 +926,44 @@ func (o testRun) cleanPass(m mutation) error {
 // runTests runs m's tests in a process group of their own, so that an interrupt stops the test
 // binaries too.
 func runTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
-	var cmd *exec.Cmd
 	switch m.sdk {
 	case sdkPython:
-		// Each test file is loaded by discovery from the SDK's directory, as make test-sdks does.
-		var o testRun
-		for _, f := range m.pkgs {
+		return eachFile(m, func(f string) testRun {
+			// Each test file is loaded by discovery from the SDK's directory, as make test-sdks does.
 			dir, file := filepath.Split(f)
 			top := strings.TrimSuffix(strings.TrimSuffix(dir, "/"), "/tests")
-			r := command(ctx, timeout, exec.Command(python(), "-m", "unittest", "discover", "-v",
+			return command(ctx, timeout, exec.Command(python(), "-m", "unittest", "discover", "-v",
 				"-s", strings.TrimSuffix(dir, "/"), "-t", top, "-p", file, "-k", m.run))
-			o.out = append(o.out, r.out...)
-			o.err = errors.Join(o.err, r.err)
-			o.ran += r.ran
-			o.failed = o.failed || r.failed
-			o.buildFailed = o.buildFailed || r.buildFailed
-		}
-		return o
-	case sdkNode:
-		cmd = exec.Command("node", append([]string{"--test", "--test-reporter=tap", "--test-name-pattern=" + m.run}, m.pkgs...)...)
-	default:
-		args := []string{"test", "-count=1", "-json", "-timeout", timeout.String()}
-		if m.run != "" {
-			args = append(args, "-run", m.run)
-		}
-		cmd = exec.Command("go", append(args, m.pkgs...)...)
-	}
-	switch m.sdk {
+		})
 	case sdkJava:
 		return runJavaTests(ctx, m, timeout)
 	case sdkRust:
 		return runRustTests(ctx, m, timeout)
-	}
-	r := command(ctx, timeout, cmd)
-	if m.sdk == sdkNode {
+	case sdkNode:
+		r := command(ctx, timeout, exec.Command("node", append([]string{"--test", "--test-reporter=tap", "--test-name-pattern=" + m.run}, m.pkgs...)...))
 		r.ran, r.failed = tapCount(r.out, "pass")+tapCount(r.out, "fail"), r.failed || tapCount(r.out, "fail") > 0
+		return r
 	}
-	return r
+	args := []string{"test", "-count=1", "-json", "-timeout", timeout.String()}
+	if m.run != "" {
+		args = append(args, "-run", m.run)
+	}
+	return command(ctx, timeout, exec.Command("go", append(args, m.pkgs...)...))
+}
+
+// eachFile runs one command per test file of m, for the runners that take one file (or the
+// module or crate that holds it) at a time, and adds up what they report.
+func eachFile(m mutation, run func(file string) testRun) testRun {
+	var o testRun
+	for _, f := range m.pkgs {
+		r := run(f)
+		o.out = append(o.out, r.out...)
+		o.err = errors.Join(o.err, r.err)
+		o.ran += r.ran
+		o.failed = o.failed || r.failed
+		o.buildFailed = o.buildFailed || r.buildFailed
+	}
+	return o
 }
 
 // command runs cmd with ctx (plus a margin over timeout, for interpreters that have no
@@ -976,7 +977,7 @@ func command(ctx context.Context, timeout time.Duration, cmd *exec.Cmd) testRun 
 	out, err := c.CombinedOutput()
 	r := testRun{out: out, err: err, failed: err != nil}
 	switch {
-	case len(cmd.Args) > 1 && cmd.Args[1] == "test": // go test -json
+	case cmd.Args[0] == "go": // go test -json
 		r.readGoJSON()
 	case slices.Contains(cmd.Args, "unittest"):
 		// unittest -v prints "Ran N tests" and, for a run that ran none, "NO TESTS RAN".

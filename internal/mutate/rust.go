@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,15 +13,6 @@ import (
 // its (async) fn.
 var rustTest = regexp.MustCompile(`#\[(?:tokio::)?test(?:\([^)]*\))?\]\s*(?:async\s+)?fn\s+(\w+)`)
 
-// rustTestNames reads the names of a Rust source file's test functions.
-func rustTestNames(src []byte) []string {
-	var names []string
-	for _, m := range rustTest.FindAllSubmatch(src, -1) {
-		names = append(names, string(m[1]))
-	}
-	return names
-}
-
 // cargoTotals matches the line cargo test prints for each test binary it ran.
 var cargoTotals = regexp.MustCompile(`(?m)^test result: \w+\. (\d+) passed; (\d+) failed`)
 
@@ -33,20 +23,16 @@ var cargoBuildFailed = regexp.MustCompile(`(?m)^error(\[E\d+\]: |: could not com
 // runRustTests runs the tests of the crate that holds each of m's source files whose names
 // contain m.run, in the release profile make test builds, offline.
 func runRustTests(ctx context.Context, m mutation, timeout time.Duration) testRun {
-	var o testRun
-	for _, f := range m.pkgs {
+	return eachFile(m, func(f string) testRun {
 		crate := filepath.Dir(filepath.Dir(f)) // sdks/rust/src/worker.rs: sdks/rust
 		r := command(ctx, timeout, exec.Command("cargo", "test", "--offline", "--locked", "--release",
 			"--manifest-path", filepath.Join(crate, "Cargo.toml"), "--lib", "--", m.run))
-		o.out = append(o.out, r.out...)
-		o.err = errors.Join(o.err, r.err)
-		o.failed = o.failed || r.failed
 		for _, t := range cargoTotals.FindAllSubmatch(r.out, -1) {
 			passed, _ := strconv.Atoi(string(t[1]))
 			failed, _ := strconv.Atoi(string(t[2]))
-			o.ran += passed + failed
+			r.ran += passed + failed
 		}
-		o.buildFailed = o.buildFailed || cargoBuildFailed.Match(r.out)
-	}
-	return o
+		r.buildFailed = cargoBuildFailed.Match(r.out)
+		return r
+	})
 }

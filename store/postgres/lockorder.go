@@ -49,7 +49,8 @@ import "slices"
 //     physical order): a requeue and a retention delete of the same dead jobs deadlocked
 //     (TestRetentionAndRequeueLockJobsInIDOrder). Each now selects its jobs first, in a CTE,
 //     ORDER BY id FOR UPDATE (FOR NO KEY UPDATE before an UPDATE), its condition checked again
-//     on a job changed while it waited, and writes the rows it locked.
+//     on a job changed while it waited, and writes the rows it locked
+//     (TestPromotionLocksJobsInIDOrder checks the promotion's).
 //   - JobReleaseAllLeased changes every LEASED job, and runs only for a broker alone on its
 //     database (at start and at shutdown).
 //   - A delete of jobs takes their attempts with it (ON DELETE CASCADE), rows only writers of

@@ -26,29 +26,15 @@ type manyWrite struct {
 // order: each must lock them in ascending order all the same (the lock order, tx.go).
 var manyWrites = []manyWrite{
 	{"JobSucceedMany", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
-		// The successes, stored the same way while the statement waited, are applied: the write
-		// reads the jobs after its locks.
-		applied, err := tx.JobSucceedMany(successes(jobs, now))
-		if err == nil && !slices.Equal(applied, []bool{true, true}) {
-			err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
-		}
-		return err
+		return succeedAll(tx, jobs, now)
 	}},
 	{"JobLockRowsThenJobSucceedMany", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
 		// A writer's batch locks its jobs first (JobLockRows), and its write of many then locks
-		// none: the successes stored while the lock waited are applied all the same.
-		ids := make([]int64, len(jobs))
-		for i, j := range jobs {
-			ids[i] = j.ID
-		}
-		if err := tx.JobLockRows(ids); err != nil {
+		// none.
+		if err := tx.JobLockRows(ids(jobs)); err != nil {
 			return err
 		}
-		applied, err := tx.JobSucceedMany(successes(jobs, now))
-		if err == nil && !slices.Equal(applied, []bool{true, true}) {
-			err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
-		}
-		return err
+		return succeedAll(tx, jobs, now)
 	}},
 	{"JobSucceedManyAtCommit", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
 		return tx.JobSucceedManyAtCommit(successes(jobs, now), func([]bool, error) {})
@@ -63,24 +49,35 @@ var manyWrites = []manyWrite{
 		return err
 	}},
 	{"JobReleaseMany", func(tx store.Tx, jobs []*job.Job, _ time.Time) error {
-		refs := make([]job.LeaseRef, len(jobs))
-		for i, j := range jobs {
-			refs[i] = ref(j)
-		}
-		_, err := tx.JobReleaseMany(refs)
+		_, err := tx.JobReleaseMany(refs(jobs))
 		return err
 	}},
 	{"JobExtendLeases", func(tx store.Tx, jobs []*job.Job, now time.Time) error {
-		refs := make([]job.LeaseRef, len(jobs))
-		for i, j := range jobs {
-			refs[i] = ref(j)
-		}
-		_, err := tx.JobExtendLeases(refs, now, now.Add(2*time.Hour))
+		_, err := tx.JobExtendLeases(refs(jobs), now, now.Add(2*time.Hour))
 		return err
 	}},
 }
 
+// succeedAll stores the successes of jobs with one JobSucceedMany. The successes, stored the
+// same way while its locks waited, are applied: the write reads the jobs after its locks.
+func succeedAll(tx store.Tx, jobs []*job.Job, now time.Time) error {
+	applied, err := tx.JobSucceedMany(successes(jobs, now))
+	if err == nil && !slices.Equal(applied, []bool{true, true}) {
+		err = fmt.Errorf("successes stored already reported applied %v, want both", applied)
+	}
+	return err
+}
+
 func ref(j *job.Job) job.LeaseRef { return job.LeaseRef{JobID: j.ID, Token: j.LeaseToken} }
+
+// refs are the leases of jobs, in the order of jobs.
+func refs(jobs []*job.Job) []job.LeaseRef {
+	out := make([]job.LeaseRef, len(jobs))
+	for i, j := range jobs {
+		out[i] = ref(j)
+	}
+	return out
+}
 
 // successes are the successes of jobs' first attempts, in the order of jobs.
 func successes(jobs []*job.Job, now time.Time) []*store.JobFinishParams {
@@ -223,5 +220,77 @@ func TestRetentionAndRequeueLockJobsInIDOrder(t *testing.T) {
 	noStoreDeadlocks(t, brokers...)
 	if n := d.deadlocks(brokers...); n != 0 {
 		t.Errorf("the server broke %d deadlocks between a retention delete and a requeue, want none", n)
+	}
+}
+
+// The promotion of due jobs locks them in id order too, whatever order its plan reads them in.
+// The job of the greater id is here the first due and the first in the table, and another
+// transaction holds it: the promotion, waiting for it, holds the job of the smaller id already.
+func TestPromotionLocksJobsInIDOrder(t *testing.T) {
+	t.Parallel()
+	d := newDeadlockDB(t)
+	s := openBroker(t, d.url, nil)
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	scheduled := func(runAt time.Time) *store.JobInsertParams {
+		return &store.JobInsertParams{Type: "t", Queue: "q", Payload: []byte(`{}`), MaxAttempts: 1,
+			RunAt: runAt, Now: now.Add(-time.Hour), AttemptTimeout: time.Minute}
+	}
+	var rs []store.JobInsertResult
+	err := s.Write(ctx, "insert", func(tx store.Tx) error {
+		var err error
+		rs, err = tx.JobInsertMany([]*store.JobInsertParams{scheduled(now.Add(-time.Second)), scheduled(now.Add(-2 * time.Second))})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, great := min(rs[0].ID, rs[1].ID), max(rs[0].ID, rs[1].ID)
+	if rs[0].State != job.StateScheduled || rs[1].State != job.StateScheduled || rs[1].ID != great {
+		t.Fatalf("inserted %+v, want two SCHEDULED jobs, the second of the greater id", rs)
+	}
+	// The job of the smaller id is rewritten, so that its row's last version comes last in the
+	// table, after the other's.
+	holder, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `UPDATE jobs SET priority = priority WHERE id = $1`, small); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SELECT FROM jobs WHERE id = $1 FOR UPDATE`, great); err != nil {
+		t.Fatal(err)
+	}
+	var promoted int
+	var promoteErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		promoteErr = s.Write(ctx, "promote", func(tx store.Tx) error {
+			var err error
+			promoted, err = tx.JobPromoteScheduled(now)
+			return err
+		})
+	})
+	waitFor(t, "the promotion to wait for a lock", func() bool { return d.waiting() == 1 })
+	probe, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(ctx)
+	_, lockErr := probe.Exec(ctx, `SELECT FROM jobs WHERE id = $1 FOR UPDATE NOWAIT`, small)
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if promoteErr != nil || promoted != 2 {
+		t.Fatalf("promoted %d jobs, %v; want 2", promoted, promoteErr)
+	}
+	if lockErr == nil {
+		t.Fatal("while the promotion waited for the job of the greater id, the one of the smaller id was free: it locks in its plan's order, not by id")
 	}
 }

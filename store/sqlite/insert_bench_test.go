@@ -5,7 +5,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"syscall"
@@ -13,12 +12,11 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/storetest"
 )
 
-// BenchmarkJobInsert is an enqueue as the broker's writer stores it, one transaction that
-// inserts a batch of jobs, into a table that already holds 100,000 finished jobs, with and
-// without the jobs_created index that the job list reads (migration 013). The two run
-// interleaved under -count, so a machine that slows down meanwhile slows both:
+// BenchmarkJobInsert is storetest.BenchJobInsert on SQLite, whose jobs_created index comes with
+// migration 013:
 //
 //	for i in 1 2 3 4; do go test -run '^$' -bench 'JobInsert|JobListNewest' ./store/sqlite; done
 //
@@ -27,64 +25,15 @@ import (
 // about 2 µs per job); one job per insert 0.11 ms either way, within the noise. The index stays:
 // without it the job list's first page sorts the whole table, 113-137 ms of CPU instead of
 // 0.6 ms beside 100,000 jobs, every two seconds while a dashboard is open on it.
-func BenchmarkJobInsert(b *testing.B) {
-	for _, batch := range []int{1, 100} {
-		for _, index := range []bool{true, false} {
-			b.Run(fmt.Sprintf("batch=%d/created-index=%v", batch, index), func(b *testing.B) {
-				benchJobInsert(b, batch, index)
-			})
-		}
-	}
-}
+func BenchmarkJobInsert(b *testing.B) { storetest.BenchJobInsert(b, insertBenchStore) }
 
-// BenchmarkJobListNewest is what the index buys: the first page of the job list in its default
-// order (newest first), as the dashboard reads it every two seconds while live, beside the same
-// 100,000 finished jobs.
-func BenchmarkJobListNewest(b *testing.B) {
-	for _, index := range []bool{true, false} {
-		b.Run(fmt.Sprintf("created-index=%v", index), func(b *testing.B) {
-			st := insertBenchStore(b, index)
-			ctx := context.Background()
-			cpu := processCPU(b)
-			for b.Loop() {
-				jobs, err := st.JobList(ctx, &store.JobListParams{Limit: 101})
-				if err != nil || len(jobs) != 101 {
-					b.Fatalf("listed %d jobs: %v", len(jobs), err)
-				}
-			}
-			b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-		})
-	}
-}
-
-func benchJobInsert(b *testing.B, batch int, index bool) {
-	ctx := context.Background()
-	now := time.Unix(1_800_000_000, 0)
-	st := insertBenchStore(b, index)
-	ps := make([]*store.JobInsertParams, batch)
-	b.ReportAllocs()
-	// The process's CPU time per insert, beside the wall time: on a machine shared with other
-	// work the wall time says more about the neighbours than about the index.
-	cpu := processCPU(b)
-	for b.Loop() {
-		now = now.Add(time.Millisecond)
-		for i := range ps {
-			ps[i] = &store.JobInsertParams{Type: "bench", Queue: "default", Payload: []byte(`{"n":1}`),
-				MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute}
-		}
-		if err := st.Write(ctx, "insert", func(tx store.Tx) error {
-			_, err := tx.JobInsertMany(ps)
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-}
+// BenchmarkJobListNewest is storetest.BenchJobListNewest on SQLite.
+func BenchmarkJobListNewest(b *testing.B) { storetest.BenchJobListNewest(b, insertBenchStore) }
 
 // insertBenchStore opens a store on a fresh file holding 100,000 finished jobs, without the
-// jobs_created index unless index.
-func insertBenchStore(b *testing.B, index bool) *Store {
+// jobs_created index unless index; report adds the process's CPU time per op (the store runs in
+// it).
+func insertBenchStore(b *testing.B, index bool) (store.Store, func()) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "jobs.db")
 	st, err := Open(ctx, path, Options{Logger: slog.New(slog.DiscardHandler)})
@@ -119,7 +68,10 @@ func insertBenchStore(b *testing.B, index bool) *Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	return st
+	cpu := processCPU(b)
+	return st, func() {
+		b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	}
 }
 
 // processCPU is the CPU time, user and system, the process has used so far.
