@@ -734,6 +734,12 @@ func mutations() []mutation {
 	add(mutation{name: "java: a batch holds more than the limit", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
 		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && !out.get(i).hasDrain()) {",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "noBatchHoldsMoreThanMaxBatchMessages", sdk: sdkJava})
+	add(mutation{name: "batches: a frame is applied before all of it is checked", file: "server/workers.go",
+		from: "if err := validateRequest(m, sess.Capacity()); err != nil {", to: "if err := applyRequest(sess, m); err != nil {",
+		pkgs: []string{srvPkg}, run: "TestBatchWithABadMessageAppliesNoneOfIt"})
+	add(mutation{name: "postgres lock order: promotion locks due jobs in its scan's order", file: "store/postgres/tx.go",
+		from: "SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 ORDER BY id FOR NO KEY UPDATE", to: "SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 FOR NO KEY UPDATE",
+		pkgs: []string{pgPkg}, run: "TestPromotionLocksJobsInIDOrder", postgres: true})
 	return ms
 }
 
