@@ -69,7 +69,7 @@ func writeBatch(t *testing.T, st store.Store, ops ...Op) map[string][]int {
 		batch[i] = &Ticket{op: o, waited: true}
 	}
 	markSuperseded(batch)
-	w.commit(batch)
+	w.commit(batch, w.opsOf(batch))
 	return counter.calls
 }
 
@@ -173,7 +173,8 @@ func TestDeadlineStopFailsOnlyTheOpsWithADeadline(t *testing.T) {
 		}}
 	}
 	w := NewGrouped(Config{Store: st, Ctx: ctx, MaxBatch: 16, Owner: nobody{}})
-	w.commit([]*Ticket{{op: insert("caller", 0), deadline: time.Now().Add(10 * time.Second)}, {op: insert("worker", 1)}})
+	batch := []*Ticket{{op: insert("caller", 0), deadline: time.Now().Add(10 * time.Second)}, {op: insert("worker", 1)}}
+	w.commit(batch, w.opsOf(batch))
 
 	var busy *storeretry.BusyError
 	if !errors.As(errs[0], &busy) || !busy.StoppedForDeadline() {
