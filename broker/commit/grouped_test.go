@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -43,6 +45,12 @@ func (c *manyCounter) JobStart(p *store.JobStartParams) (bool, error) {
 func (c *manyCounter) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
 	c.calls["JobInsertMany"] = append(c.calls["JobInsertMany"], len(ps))
 	return c.Tx.JobInsertMany(ps)
+}
+
+func (c *manyCounter) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer,
+	got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
+	c.calls["JobInsertOfferedAtCommit"] = append(c.calls["JobInsertOfferedAtCommit"], len(ps))
+	return c.Tx.JobInsertOfferedAtCommit(ps, offers, got)
 }
 
 // countingStore hands its writes a manyCounter.
@@ -133,6 +141,34 @@ func TestGroupedEnqueuesInsertWithOneCall(t *testing.T) {
 				t.Fatalf("result %d of %v is job %d (%v, %v)", i, c.types, r.ID, j, err)
 			}
 		}
+	}
+}
+
+// In a batch whose enqueues offer some of their jobs, each offer goes with its own job: one
+// insert leases the offered jobs, and each enqueue is told of its own leased jobs only.
+func TestGroupedOffersGoWithTheirJobs(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, sqlite.Options{})
+	plain, offering := newInsert("p1", "p2"), newOffer("o1")
+	calls := writeBatch(t, st, plain, offering)
+	if want := []int{3}; !slices.Equal(calls["JobInsertOfferedAtCommit"], want) || len(calls) != 1 {
+		t.Fatalf("calls %v, want JobInsertOfferedAtCommit of 3 jobs alone", calls)
+	}
+	ctx := context.Background()
+	states := map[string]job.State{}
+	for _, r := range append(plain.results, offering.results...) {
+		j, err := st.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[j.Type] = j.State
+	}
+	want := map[string]job.State{"p1": job.StatePending, "p2": job.StatePending, "o1": job.StateLeased}
+	if !maps.Equal(states, want) {
+		t.Errorf("states %v, want %v", states, want)
+	}
+	if len(offering.leased) != 1 || offering.leased[0] == nil || offering.leased[0].Type != "o1" {
+		t.Errorf("the offering enqueue was told it leased %v, want its job o1", offering.leased)
 	}
 }
 
