@@ -78,8 +78,8 @@ func (m *clustered) returned(w string, t time.Time) { m.moves.returned(w, t) }
 // sweep, and the leader promotes the scheduled jobs.
 func (m *clustered) recover(store.Tx) (recovered, error) { return recovered{}, nil }
 
-// separateEnqueues: a cluster's store takes concurrent writers.
-func (m *clustered) separateEnqueues() bool { return true }
+// concurrentWriters: every broker of the cluster writes the database's jobs.
+func (m *clustered) concurrentWriters() bool { return true }
 
 func (m *clustered) enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error {
 	b := m.b

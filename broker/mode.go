@@ -25,9 +25,11 @@ type mode interface {
 	after() []service.Service
 	// recover reads, in tx at start, what an earlier run of this broker left.
 	recover(tx store.Tx) (recovered, error)
-	// separateEnqueues reports whether large enqueues go to a writer of their own
-	// (enqueuer.go), which only a store that takes concurrent writers allows.
-	separateEnqueues() bool
+	// concurrentWriters reports whether other transactions write the database's jobs while
+	// this broker's writer does (other brokers' writers): then large enqueues may go to a writer
+	// of their own (enqueuer.go), and each batch locks the jobs it writes first
+	// (commit.Config.LockJobs). Alone, the writer is the only one, and needs neither.
+	concurrentWriters() bool
 	// enqueue writes o, an enqueue of the jobs params at now.
 	enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error
 	// sweep is told a sweep begins at now, and reports whether this broker ends the expired
@@ -76,7 +78,7 @@ func (*local) id() string                 { return "" }
 func (*local) leader() bool               { return true }
 func (*local) timed() []service.Service   { return nil }
 func (*local) after() []service.Service   { return nil }
-func (*local) separateEnqueues() bool     { return false }
+func (*local) concurrentWriters() bool    { return false }
 func (*local) sweep(time.Time) bool       { return true }
 func (*local) sharedQueues() bool         { return false }
 func (*local) forgetsClosed() bool        { return false }

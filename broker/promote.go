@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -14,7 +15,7 @@ import (
 // promoteRetry is how soon a promotion that failed is tried again.
 const promoteRetry = time.Second
 
-// promoter moves SCHEDULED jobs to PENDING as they come due. It keeps one timer, armed for the
+// promoter moves SCHEDULED jobs to PENDING as they come due. It keeps one alarm, set for the
 // earliest due time it has been told of (schedule): by the writes that store a job SCHEDULED, by
 // each promotion, which reads the next due time, and in a cluster by the other brokers' events.
 // Only the leader promotes (in a cluster it promotes for every broker); a broker that is not
@@ -23,10 +24,8 @@ type promoter struct {
 	service.Base
 	cfg promoterConfig
 
-	mu    sync.Mutex
-	timer clock.Timer
-	at    time.Time
-	gen   uint64 // counts the timers armed; see run
+	mu    sync.Mutex     // makes schedule's look at the alarm and its setting one step
+	alarm *service.Alarm // the promotion at the earliest due time
 
 	// Promoted is sent how many jobs each promotion made ready (tests).
 	Promoted service.Signal[int]
@@ -46,8 +45,17 @@ type promoterConfig struct {
 
 func newPromoter(cfg promoterConfig) *promoter {
 	p := &promoter{cfg: cfg}
-	p.OnStop(p.disarm)
+	p.alarm = service.NewAlarm(cfg.clk, func() { p.Do(p.run) })
+	p.OnStop(p.alarm.Stop)
 	return p
+}
+
+// Start starts the promoter and its alarm.
+func (p *promoter) Start(ctx context.Context) error {
+	if err := p.Base.Start(ctx); err != nil {
+		return err
+	}
+	return p.alarm.Start(ctx)
 }
 
 // schedule makes sure the promoter wakes by at. It may be called with the broker's lock held.
@@ -57,51 +65,30 @@ func (p *promoter) schedule(at time.Time) {
 	if !p.Running() || !p.cfg.leader() {
 		return // in a cluster the leader promotes, whoever stored the job (the poll)
 	}
-	if p.timer != nil && !at.Before(p.at) {
+	if armed, ok := p.alarm.Armed(); ok && !at.Before(armed) {
 		return
 	}
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.at = at
-	p.gen++
-	gen := p.gen
-	p.timer = p.cfg.clk.AfterFunc(at.Sub(p.cfg.clk.Now()), func() { p.Do(func() { p.run(gen) }) })
+	p.alarm.Set(at, true)
 }
 
-// disarm stops the timer: at a stop, and when this broker stops leading its cluster.
-func (p *promoter) disarm() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
-}
+// disarm clears the alarm: when this broker stops leading its cluster.
+func (p *promoter) disarm() { p.alarm.Clear() }
 
-// armed reports whether a timer is armed, and for when.
+// armed reports whether the alarm is set, and for when.
 func (p *promoter) armed() (bool, time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.timer != nil, p.at
+	at, ok := p.alarm.Armed()
+	return ok, at
 }
 
-// promoteNow promotes the jobs due now, off any timer: when the broker becomes its cluster's
+// promoteNow promotes the jobs due now, off the alarm: when the broker becomes its cluster's
 // leader and at every cluster poll. It waits for the promotion.
-func (p *promoter) promoteNow() { p.Do(func() { p.run(0) }) }
+func (p *promoter) promoteNow() { p.Do(p.run) }
 
-// run promotes the due jobs and arms the timer for the next one. gen names the timer that
-// fired (0: none).
-func (p *promoter) run(gen uint64) {
-	// The timer is spent from the moment it fires, not once this promotion is done: a job that
-	// becomes SCHEDULED while the promotion below runs may commit after it read the next due
-	// time, and the schedule it calls must then arm a timer of its own rather than count on
-	// this one. A newer timer armed meanwhile is left alone.
-	p.mu.Lock()
-	if p.gen == gen {
-		p.timer = nil
-	}
-	p.mu.Unlock()
+// run promotes the due jobs and sets the alarm for the next one. An alarm that fired is spent
+// before run is called (service.Alarm), not once this promotion is done: a job that becomes
+// SCHEDULED while the promotion below runs may commit after it read the next due time, and the
+// schedule it calls must then set the alarm again rather than count on this one.
+func (p *promoter) run() {
 	if !p.cfg.leader() {
 		return
 	}

@@ -29,7 +29,7 @@ func (c Commit) String() string {
 // newWriters makes the writer and, in a cluster, the enqueue writer (enqueuer.go).
 func (b *Broker) newWriters(c Commit) {
 	cfg := commit.Config{Store: b.st, Ctx: b.ctx, MaxBatch: b.cfg.MaxBatch, Owner: batches{b}, Stop: b.writing.stop,
-		Stopped: ErrShuttingDown, Observe: b.obs.BatchCommitted}
+		Stopped: ErrShuttingDown, Observe: b.obs.BatchCommitted, LockJobs: b.mode.concurrentWriters()}
 	ecfg := cfg
 	ecfg.Owner = enqueueBatches{b}
 	if c == OneByOne {
@@ -46,7 +46,7 @@ func (b *Broker) runWriters() {
 		defer b.writing.stopped.Done()
 		b.writing.writer.Run()
 	}()
-	if b.mode.separateEnqueues() {
+	if b.mode.concurrentWriters() {
 		b.writing.stopped.Add(1)
 		go func() {
 			defer b.writing.stopped.Done()

@@ -92,16 +92,13 @@ func (w *Grouped) fill() (asked bool) {
 func (w *Grouped) next(asked bool) {
 	markSuperseded(w.batch)
 	w.batch, w.held = holdStarts(w.batch, w.held)
-	ready := slices.ContainsFunc(w.batch, func(t *Ticket) bool { return readies(t.op) })
-	w.ops = w.ops[:0]
-	for _, t := range w.batch {
-		w.ops = append(w.ops, t.op)
-	}
-	if o := w.cfg.Owner.Round(w.ops, asked, ready); o != nil {
+	ops := w.opsOf(w.batch)
+	if o := w.cfg.Owner.Round(ops, asked, slices.ContainsFunc(ops, readies)); o != nil {
 		w.batch = append(w.batch, &Ticket{op: o})
+		ops = append(ops, o)
 	}
 	if len(w.batch) > 0 {
-		w.commit(w.batch)
+		w.commit(w.batch, ops)
 	}
 }
 
@@ -141,11 +138,11 @@ func markSuperseded(batch []*Ticket) {
 	}
 }
 
-// commit writes batch in one transaction and answers its ops.
-func (w *Grouped) commit(batch []*Ticket) {
+// commit writes batch, whose ops are ops, in one transaction and answers its ops.
+func (w *Grouped) commit(batch []*Ticket, ops []Op) {
 	// Commit timing is a measurement of storage, not a decision, so it reads the wall clock.
 	began := time.Now()
-	err := w.write(batchContext(w.cfg.Ctx, batch), batch, &w.g, true)
+	err := w.write(batchContext(w.cfg.Ctx, batch), batch, ops, &w.g, true)
 	w.cfg.Observe(len(batch), time.Since(began), err)
 	w.finish(batch, err)
 }
@@ -154,8 +151,7 @@ func (w *Grouped) commit(batch []*Ticket) {
 // one op's sake is written again without the callers that stopped waiting, or op by op, so
 // that only the faulty op fails.
 func (w *Grouped) finish(batch []*Ticket, err error) {
-	var busy *storeretry.BusyError
-	if errors.As(err, &busy) && busy.StoppedForDeadline() {
+	if busy, ok := errors.AsType[*storeretry.BusyError](err); ok && busy.StoppedForDeadline() {
 		// The retries stopped for the callers with a deadline; the others (worker messages,
 		// dispatch) are owed the whole retry budget, so they go on without those callers.
 		var rest []*Ticket
@@ -167,7 +163,7 @@ func (w *Grouped) finish(batch []*Ticket, err error) {
 			t.done(err)
 		}
 		if len(rest) > 0 {
-			w.commit(rest)
+			w.commit(rest, w.opsOf(rest))
 		}
 		return
 	}
@@ -184,7 +180,8 @@ func (w *Grouped) finish(batch []*Ticket, err error) {
 				continue
 			}
 			t.superseded = false
-			t.done(w.write(w.cfg.Ctx, []*Ticket{t}, nil, true))
+			alone := []*Ticket{t}
+			t.done(w.write(w.cfg.Ctx, alone, w.opsOf(alone), nil, true))
 		}
 		return
 	}
@@ -283,24 +280,22 @@ func (g *grouped) write(tx store.Tx) error {
 
 // insert stores the gathered jobs, leasing those offered to a worker if any are.
 func (g *grouped) insert(tx store.Tx) ([]store.JobInsertResult, error) {
-	offers := make([]*store.JobOffer, 0, len(g.inserts)) // one per job, nil where not offered
-	var offering []Offerer
+	var offers []*store.JobOffer // one per job, nil where not offered; nil when none is
+	var offering []Offerer       // one per op of inserting, nil where it offers nothing
+	at := 0                      // op i's first job
 	for i, o := range g.inserting {
-		of, ok := o.(Offerer)
-		var some []*store.JobOffer
-		if ok {
-			some = of.Offers()
+		n := g.inserted[i]
+		if of, some := offered(o); some != nil {
+			if offers == nil {
+				offers, offering = make([]*store.JobOffer, len(g.inserts)), make([]Offerer, len(g.inserting))
+			}
+			of.Leased(nil)
+			offering[i] = of
+			copy(offers[at:at+n], some)
 		}
-		if some == nil {
-			offers = append(offers, make([]*store.JobOffer, g.inserted[i])...)
-			offering = append(offering, nil)
-			continue
-		}
-		of.Leased(nil)
-		offers = append(offers, some...)
-		offering = append(offering, of)
+		at += n
 	}
-	if !slices.ContainsFunc(offering, func(o Offerer) bool { return o != nil }) {
+	if offers == nil {
 		return tx.JobInsertMany(g.inserts)
 	}
 	inserted := g.inserted
@@ -316,4 +311,13 @@ func (g *grouped) insert(tx store.Tx) ([]store.JobInsertResult, error) {
 			leased = leased[n:]
 		}
 	})
+}
+
+// offered is o as an Offerer with its offers, or nil offers when it offers none of its jobs.
+func offered(o Inserter) (Offerer, []*store.JobOffer) {
+	of, ok := o.(Offerer)
+	if !ok {
+		return nil, nil
+	}
+	return of, of.Offers()
 }

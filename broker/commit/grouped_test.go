@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -45,6 +47,12 @@ func (c *manyCounter) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobIns
 	return c.Tx.JobInsertMany(ps)
 }
 
+func (c *manyCounter) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer,
+	got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
+	c.calls["JobInsertOfferedAtCommit"] = append(c.calls["JobInsertOfferedAtCommit"], len(ps))
+	return c.Tx.JobInsertOfferedAtCommit(ps, offers, got)
+}
+
 // countingStore hands its writes a manyCounter.
 type countingStore struct {
 	store.Store
@@ -69,7 +77,7 @@ func writeBatch(t *testing.T, st store.Store, ops ...Op) map[string][]int {
 		batch[i] = &Ticket{op: o, waited: true}
 	}
 	markSuperseded(batch)
-	w.commit(batch)
+	w.commit(batch, w.opsOf(batch))
 	return counter.calls
 }
 
@@ -136,6 +144,34 @@ func TestGroupedEnqueuesInsertWithOneCall(t *testing.T) {
 	}
 }
 
+// In a batch whose enqueues offer some of their jobs, each offer goes with its own job: one
+// insert leases the offered jobs, and each enqueue is told of its own leased jobs only.
+func TestGroupedOffersGoWithTheirJobs(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, sqlite.Options{})
+	plain, offering := newInsert("p1", "p2"), newOffer("o1")
+	calls := writeBatch(t, st, plain, offering)
+	if want := []int{3}; !slices.Equal(calls["JobInsertOfferedAtCommit"], want) || len(calls) != 1 {
+		t.Fatalf("calls %v, want JobInsertOfferedAtCommit of 3 jobs alone", calls)
+	}
+	ctx := context.Background()
+	states := map[string]job.State{}
+	for _, r := range append(plain.results, offering.results...) {
+		j, err := st.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[j.Type] = j.State
+	}
+	want := map[string]job.State{"p1": job.StatePending, "p2": job.StatePending, "o1": job.StateLeased}
+	if !maps.Equal(states, want) {
+		t.Errorf("states %v, want %v", states, want)
+	}
+	if len(offering.leased) != 1 || offering.leased[0] == nil || offering.leased[0].Type != "o1" {
+		t.Errorf("the offering enqueue was told it leased %v, want its job o1", offering.leased)
+	}
+}
+
 // busyBatches is a Retrier whose writes of several ops together ("batch") fail with
 // SQLITE_BUSY, through the real retry policy (whose waits are an hour).
 type busyBatches struct{ p *storeretry.Policy }
@@ -173,7 +209,8 @@ func TestDeadlineStopFailsOnlyTheOpsWithADeadline(t *testing.T) {
 		}}
 	}
 	w := NewGrouped(Config{Store: st, Ctx: ctx, MaxBatch: 16, Owner: nobody{}})
-	w.commit([]*Ticket{{op: insert("caller", 0), deadline: time.Now().Add(10 * time.Second)}, {op: insert("worker", 1)}})
+	batch := []*Ticket{{op: insert("caller", 0), deadline: time.Now().Add(10 * time.Second)}, {op: insert("worker", 1)}}
+	w.commit(batch, w.opsOf(batch))
 
 	var busy *storeretry.BusyError
 	if !errors.As(errs[0], &busy) || !busy.StoppedForDeadline() {

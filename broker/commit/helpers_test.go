@@ -158,6 +158,24 @@ func (o *insertOp) Apply(tx store.Tx) error {
 	return err
 }
 
+// offerOp stores jobs and offers each to worker "w" (Offerer), nil where offers is false.
+type offerOp struct {
+	insertOp
+	offers []*store.JobOffer
+	leased []*job.Job
+}
+
+func newOffer(types ...string) *offerOp {
+	o := &offerOp{insertOp: *newInsert(types...)}
+	for range types {
+		o.offers = append(o.offers, &store.JobOffer{WorkerID: "w", LeaseUntil: testNow.Add(time.Minute)})
+	}
+	return o
+}
+
+func (o *offerOp) Offers() []*store.JobOffer { return o.offers }
+func (o *offerOp) Leased(jobs []*job.Job)    { o.leased = jobs }
+
 // nobody owns a writer's batches with nothing to add.
 type nobody struct{}
 

@@ -103,7 +103,7 @@ func (o *failure) Apply(tx store.Tx) error {
 func commitOnce(t *testing.T, s store.Store, ops []Op) error {
 	t.Helper()
 	stop := make(chan struct{})
-	w := NewGrouped(Config{Store: s, Ctx: context.Background(), MaxBatch: 16, Owner: nobody{}, Stop: stop,
+	w := NewGrouped(Config{Store: s, Ctx: context.Background(), MaxBatch: 16, Owner: nobody{}, Stop: stop, LockJobs: true,
 		Stopped: errors.New("stopped")})
 	var tickets []*Ticket
 	for _, o := range ops {

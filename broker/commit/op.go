@@ -115,11 +115,12 @@ type Reads struct {
 // JobWriter is an op that writes jobs that exist already other than as a Starter or a
 // Finisher (a release, a heartbeat's extensions): WritesJobs names them.
 //
-// A writer locks every job its transaction writes before it applies any op
-// (tx.JobLockRows, in id order): the ids of WritesJobs, of each Starter's lease and of each
-// Finisher's. Its ops apply in the order they came, one-job writes first and the statements of
-// many after, so without it the transaction would lock its jobs in that order, and another
-// broker's transaction writing the same jobs in another order would deadlock with it.
+// A writer whose jobs other transactions may write at the same time (Config.LockJobs) locks
+// every job its transaction writes before it applies any op (tx.JobLockRows, in id order): the
+// ids of WritesJobs, of each Starter's lease and of each Finisher's. Its ops apply in the
+// order they came, one-job writes first and the statements of many after, so without it the
+// transaction would lock its jobs in that order, and another broker's transaction writing the
+// same jobs in another order would deadlock with it.
 type JobWriter interface {
 	Op
 	WritesJobs() []int64

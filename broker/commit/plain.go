@@ -45,7 +45,7 @@ func (w *Plain) round(asked, ready bool) {
 func (w *Plain) commit(t *Ticket) {
 	batch := []*Ticket{t}
 	began := time.Now()
-	err := w.write(batchContext(w.cfg.Ctx, batch), batch, nil, false)
+	err := w.write(batchContext(w.cfg.Ctx, batch), batch, w.opsOf(batch), nil, false)
 	w.cfg.Observe(1, time.Since(began), err)
 	t.done(err)
 }

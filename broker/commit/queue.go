@@ -24,6 +24,11 @@ type Config struct {
 	// Observe hears of each batch's write: its ops, how long it took and how it ended. Nil:
 	// nobody listens.
 	Observe func(ops int, took time.Duration, err error)
+	// LockJobs says that other transactions may write the jobs this writer's do at the same
+	// time (another broker's writer on the same database): each batch then locks every job it
+	// writes first, in id order (see JobWriter). A writer alone on its jobs leaves it unset and
+	// spends nothing on the locks.
+	LockJobs bool
 }
 
 // queue is what both writers share: the ops waiting, the wake-up for a dispatch round, and the
@@ -32,7 +37,7 @@ type queue struct {
 	cfg   Config
 	in    chan *Ticket
 	wake  chan struct{}
-	ops   []Op    // the ops of the batch being written, for the owner
+	ops   []Op    // the ops of the batch being written, for the owner (opsOf)
 	locks []int64 // the jobs the batch being written writes (jobsWritten)
 }
 
@@ -90,18 +95,26 @@ func (q *queue) failPending() {
 	}
 }
 
-// write writes batch in one transaction, g gathering the ops it stores many to a statement (nil:
-// each applies alone), with the at-commit reads sent with COMMIT when deferred. It keeps the
-// store's lock order: first every job the batch writes, in id order (jobsWritten), then the ops
-// that lock no queue and g's statements, then the owner's Flush, then the ops that lock queues.
-func (q *queue) write(ctx context.Context, batch []*Ticket, g *grouped, deferred bool) error {
+// opsOf is batch's ops in order, for the owner, in a slice the next call reuses.
+func (q *queue) opsOf(batch []*Ticket) []Op {
 	q.ops = q.ops[:0]
 	for _, t := range batch {
 		q.ops = append(q.ops, t.op)
 	}
-	ops := q.ops
+	return q.ops
+}
+
+// write writes batch, whose ops are ops (opsOf), in one transaction, g gathering the ops it
+// stores many to a statement (nil: each applies alone), with the at-commit reads sent with
+// COMMIT when deferred. It keeps the store's lock order: first every job the batch writes, in id
+// order when Config.LockJobs (jobsWritten), then the ops that lock no queue and g's statements,
+// then the owner's Flush, then the ops that lock queues.
+func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped, deferred bool) error {
 	owner := q.cfg.Owner
-	q.locks = jobsWritten(batch, q.locks[:0])
+	q.locks = q.locks[:0]
+	if q.cfg.LockJobs {
+		q.locks = jobsWritten(batch, q.locks)
+	}
 	locks := q.locks
 	err := q.cfg.Store.Write(ctx, batchName(batch), func(tx store.Tx) error {
 		// One job alone is locked by its write, before any other row: the order needs no help.

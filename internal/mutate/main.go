@@ -594,7 +594,7 @@ func mutations() []mutation {
 		from: "\tif b.state != running {\n\t\treturn false", to: "\tif false {\n\t\treturn false",
 		pkgs: []string{"./internal/service"}, run: "TestBaseStopsOnceAndNeverStartsAgain"})
 	add(mutation{name: "promote: a later due job moves the wake-up back", file: "broker/promote.go",
-		from: "\tif p.timer != nil && !at.Before(p.at) {", to: "\tif p.timer != nil {",
+		from: "\tif armed, ok := p.alarm.Armed(); ok && !at.Before(armed) {", to: "\tif _, ok := p.alarm.Armed(); ok {",
 		pkgs: []string{"./broker"}, run: "TestPromoterWakesForTheEarliestDueJob"})
 	add(mutation{name: "breakers: no snapshot is stored at stop", file: "broker/breakerstore.go",
 		from: "k.queue(k.cfg.snapshot())", to: "k.queue(nil)",

@@ -57,11 +57,13 @@ func (p *Periodic) arm() {
 	}
 }
 
+// tick runs the function and arms the next run before it says so (Ran): a test that moves
+// the clock on once it hears of a run then moves it past the next.
 func (p *Periodic) tick() {
 	p.Do(func() {
 		p.run()
-		p.Ran.Send(struct{}{})
 		p.arm()
+		p.Ran.Send(struct{}{})
 	})
 }
 
