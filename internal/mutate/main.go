@@ -740,6 +740,12 @@ func mutations() []mutation {
 	add(mutation{name: "postgres lock order: promotion locks due jobs in its scan's order", file: "store/postgres/tx.go",
 		from: "SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 ORDER BY id FOR NO KEY UPDATE", to: "SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 FOR NO KEY UPDATE",
 		pkgs: []string{pgPkg}, run: "TestPromotionLocksJobsInIDOrder", postgres: true})
+	add(mutation{name: "lock order: a cluster's writer does not lock its jobs first", file: "broker/writer.go",
+		from: "LockJobs: b.mode.concurrentWriters()}", to: "LockJobs: false}",
+		pkgs: []string{"./broker"}, run: "TestWriterLocksJobsFirstOnlyInACluster", postgres: true})
+	add(mutation{name: "lock order: a lone writer locks its jobs first", file: "broker/commit/queue.go",
+		from: "\tif q.cfg.LockJobs {", to: "\tif true {",
+		pkgs: []string{"./broker"}, run: "TestWriterLocksJobsFirstOnlyInACluster", postgres: true})
 	return ms
 }
 
