@@ -714,7 +714,7 @@ func mutations() []mutation {
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
 	add(mutation{name: "postgres: the URL's idle timeout is overridden", file: "store/postgres/postgres.go",
-		from: "; !set && opts.IdleInTransaction > 0 {", to: "; opts.IdleInTransaction > 0 {",
+		from: "; !set && opts.IdleInTransaction > 0 {", to: "; (set || !set) && opts.IdleInTransaction > 0 {",
 		pkgs: []string{pgPkg}, run: "TestSessionIdleInTransactionSetting", postgres: true})
 	add(mutation{name: "dashboard: the ticked Purge requeues", file: "internal/web/assets/app.js",
 		from: "onclick: () => run(\"PurgeDeadJobs\", \"Purge\")", to: "onclick: () => run(\"RequeueDeadJobs\", \"Purge\")",
