@@ -308,7 +308,11 @@ type Job struct {
 	AttemptHistory []*Attempt `protobuf:"bytes,17,rep,name=attempt_history,json=attemptHistory,proto3" json:"attempt_history,omitempty"`
 	// String keys and values the producer attached, handed to the worker unchanged: W3C trace
 	// context under "traceparent" and "tracestate", or the producer's own keys. Empty in lists.
-	Metadata      map[string]string `protobuf:"bytes,18,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,18,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// What the last attempt's Success returned (SUCCEEDED jobs only). Empty in lists.
+	Result []byte `protobuf:"bytes,20,opt,name=result,proto3" json:"result,omitempty"`
+	// The newest progress the running (or last) attempt reported; absent if none.
+	Progress      *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +480,91 @@ func (x *Job) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *Job) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Job) GetProgress() *JobProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// JobProgress is how far a job's attempt got, as its worker last said.
+type JobProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt that reported it.
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// From 0 to 1; absent when the worker gave only a message.
+	Fraction      *float64               `protobuf:"fixed64,2,opt,name=fraction,proto3,oneof" json:"fraction,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobProgress) Reset() {
+	*x = JobProgress{}
+	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobProgress) ProtoMessage() {}
+
+func (x *JobProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobProgress.ProtoReflect.Descriptor instead.
+func (*JobProgress) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JobProgress) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *JobProgress) GetFraction() float64 {
+	if x != nil && x.Fraction != nil {
+		return *x.Fraction
+	}
+	return 0
+}
+
+func (x *JobProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *JobProgress) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 // Attempt is one run of user code.
 type Attempt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -494,7 +583,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	mi := &file_jobwire_v1_job_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +595,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	mi := &file_jobwire_v1_job_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +608,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -590,7 +679,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x06\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -614,10 +703,19 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x12last_error_message\x18\x10 \x01(\tR\x10lastErrorMessage\x12)\n" +
 	"\x10attempts_omitted\x18\x13 \x01(\x05R\x0fattemptsOmitted\x12<\n" +
 	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\x129\n" +
-	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06result\x18\x14 \x01(\fR\x06result\x123\n" +
+	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +
+	"\vJobProgress\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1f\n" +
+	"\bfraction\x18\x02 \x01(\x01H\x00R\bfraction\x88\x01\x01\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x129\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\v\n" +
+	"\t_fraction\"\xfb\x02\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x129\n" +
@@ -677,36 +775,39 @@ func file_jobwire_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_jobwire_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: jobwire.v1.JobState
 	(FailureKind)(0),              // 1: jobwire.v1.FailureKind
 	(DeadReason)(0),               // 2: jobwire.v1.DeadReason
 	(AttemptOutcome)(0),           // 3: jobwire.v1.AttemptOutcome
 	(*Job)(nil),                   // 4: jobwire.v1.Job
-	(*Attempt)(nil),               // 5: jobwire.v1.Attempt
-	nil,                           // 6: jobwire.v1.Job.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
+	(*JobProgress)(nil),           // 5: jobwire.v1.JobProgress
+	(*Attempt)(nil),               // 6: jobwire.v1.Attempt
+	nil,                           // 7: jobwire.v1.Job.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
 }
 var file_jobwire_v1_job_proto_depIdxs = []int32{
 	0,  // 0: jobwire.v1.Job.state:type_name -> jobwire.v1.JobState
-	7,  // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	7,  // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	7,  // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	8,  // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
+	8,  // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	8,  // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	8,  // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	9,  // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
 	2,  // 5: jobwire.v1.Job.dead_reason:type_name -> jobwire.v1.DeadReason
-	5,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
-	6,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
-	7,  // 8: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	7,  // 9: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 10: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
-	1,  // 11: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
+	7,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
+	5,  // 8: jobwire.v1.Job.progress:type_name -> jobwire.v1.JobProgress
+	8,  // 9: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 11: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 12: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
+	1,  // 13: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_job_proto_init() }
@@ -714,13 +815,14 @@ func file_jobwire_v1_job_proto_init() {
 	if File_jobwire_v1_job_proto != nil {
 		return
 	}
+	file_jobwire_v1_job_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_job_proto_rawDesc), len(file_jobwire_v1_job_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

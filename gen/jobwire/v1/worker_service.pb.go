@@ -87,6 +87,7 @@ const (
 	RefusedMessage_REFUSED_MESSAGE_HEARTBEAT   RefusedMessage = 2
 	RefusedMessage_REFUSED_MESSAGE_RESULT      RefusedMessage = 3
 	RefusedMessage_REFUSED_MESSAGE_RELEASE     RefusedMessage = 4
+	RefusedMessage_REFUSED_MESSAGE_PROGRESS    RefusedMessage = 5
 )
 
 // Enum value maps for RefusedMessage.
@@ -97,6 +98,7 @@ var (
 		2: "REFUSED_MESSAGE_HEARTBEAT",
 		3: "REFUSED_MESSAGE_RESULT",
 		4: "REFUSED_MESSAGE_RELEASE",
+		5: "REFUSED_MESSAGE_PROGRESS",
 	}
 	RefusedMessage_value = map[string]int32{
 		"REFUSED_MESSAGE_UNSPECIFIED": 0,
@@ -104,6 +106,7 @@ var (
 		"REFUSED_MESSAGE_HEARTBEAT":   2,
 		"REFUSED_MESSAGE_RESULT":      3,
 		"REFUSED_MESSAGE_RELEASE":     4,
+		"REFUSED_MESSAGE_PROGRESS":    5,
 	}
 )
 
@@ -202,6 +205,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Release
 	//	*ConnectRequest_Drain
 	//	*ConnectRequest_Batch
+	//	*ConnectRequest_Progress
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -307,6 +311,15 @@ func (x *ConnectRequest) GetBatch() *ConnectRequestBatch {
 	return nil
 }
 
+func (x *ConnectRequest) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -337,9 +350,14 @@ type ConnectRequest_Drain struct {
 
 type ConnectRequest_Batch struct {
 	// Several messages in one frame, applied in order as if sent one by one. Each may be only
-	// Started, Heartbeat, Result or Release (never Hello, Drain or another batch), and a batch
+	// Started, Heartbeat, Result, Release or Progress (never Hello, Drain or another batch), and a batch
 	// holds 1..1024 of them. Any worker may send one, whatever its Hello said.
 	Batch *ConnectRequestBatch `protobuf:"bytes,7,opt,name=batch,proto3,oneof"`
+}
+
+type ConnectRequest_Progress struct {
+	// How far a running job got. May also travel in a batch.
+	Progress *Progress `protobuf:"bytes,8,opt,name=progress,proto3,oneof"`
 }
 
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
@@ -355,6 +373,8 @@ func (*ConnectRequest_Release) isConnectRequest_Message() {}
 func (*ConnectRequest_Drain) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Batch) isConnectRequest_Message() {}
+
+func (*ConnectRequest_Progress) isConnectRequest_Message() {}
 
 // ConnectRequestBatch carries several worker messages in one gRPC message, which costs the
 // worker and the broker one stream operation instead of one per message.
@@ -990,8 +1010,14 @@ func (*Result_Success) isResult_Outcome() {}
 
 func (*Result_Failure) isResult_Outcome() {}
 
+// Success ends an attempt well.
 type Success struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's result, returned to its producer by GetJob and to its dependents in
+	// Assignment.parent_results. At most Welcome.max_result_bytes: a larger result is not stored,
+	// and the broker records the attempt as a FATAL failure with error_type "ResultTooLarge"
+	// (the ResultAck then says DECISION_DEAD).
+	Result        []byte `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1026,6 +1052,87 @@ func (*Success) Descriptor() ([]byte, []int) {
 	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{9}
 }
 
+func (x *Success) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// Progress says how far a running job got. It needs no answer: the broker keeps the newest one
+// on the running attempt (shown by GetJob and the job's watchers) and answers only a stale
+// lease, with Refused (REFUSED_MESSAGE_PROGRESS). Worker libraries send at most one per job
+// per second, the last one always, so that a handler may report as often as it likes.
+type Progress struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	JobId      int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	LeaseToken string                 `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// From 0 to 1, when the job knows it; absent when it only has a message.
+	Fraction *float64 `protobuf:"fixed64,3,opt,name=fraction,proto3,oneof" json:"fraction,omitempty"`
+	// A short line for people, at most 256 bytes of UTF-8.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Progress) GetJobId() int64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *Progress) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *Progress) GetFraction() float64 {
+	if x != nil && x.Fraction != nil {
+		return *x.Fraction
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Failure describes a failed attempt.
 type Failure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1048,7 +1155,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1167,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1180,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Failure) GetKind() FailureKind {
@@ -1130,7 +1237,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1249,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1262,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Release) GetJobId() int64 {
@@ -1188,7 +1295,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1307,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1320,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{12}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{13}
 }
 
 // Welcome answers Hello.
@@ -1225,14 +1332,16 @@ type Welcome struct {
 	// How often to heartbeat held leases.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
 	// Leases from Hello.held that are no longer valid: stop those jobs and drop their results.
-	Lost          []*LeaseRef `protobuf:"bytes,4,rep,name=lost,proto3" json:"lost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Lost []*LeaseRef `protobuf:"bytes,4,rep,name=lost,proto3" json:"lost,omitempty"`
+	// The largest Success.result this broker stores, in bytes.
+	MaxResultBytes int32 `protobuf:"varint,5,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1353,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1366,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1288,6 +1397,13 @@ func (x *Welcome) GetLost() []*LeaseRef {
 	return nil
 }
 
+func (x *Welcome) GetMaxResultBytes() int32 {
+	if x != nil {
+		return x.MaxResultBytes
+	}
+	return 0
+}
+
 // Assignment hands a job to the worker. It counts against the worker's capacity until the
 // worker's Result is acknowledged, its Release is accepted, or the broker sends Cancel.
 type Assignment struct {
@@ -1299,13 +1415,16 @@ type Assignment struct {
 	LeaseDeadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_deadline,json=leaseDeadline,proto3" json:"lease_deadline,omitempty"`
 	// How long user code may run; the broker cancels the attempt after this.
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The results of the jobs this one depends on (JobSpec.depends_on), one per parent, in the
+	// order the producer named them. Empty for a job without parents.
+	ParentResults []*ParentResult `protobuf:"bytes,7,rep,name=parent_results,json=parentResults,proto3" json:"parent_results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1436,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1449,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Assignment) GetJob() *Job {
@@ -1368,6 +1487,85 @@ func (x *Assignment) GetAttemptTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *Assignment) GetParentResults() []*ParentResult {
+	if x != nil {
+		return x.ParentResults
+	}
+	return nil
+}
+
+// ParentResult is the result of a job another job depends on.
+type ParentResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Type  string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The parent's Success.result (empty if it returned none).
+	Result []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// The parent's final state: SUCCEEDED, or DEAD or CANCELLED when the dependent was enqueued
+	// to run whatever its parents' outcome.
+	State         JobState `protobuf:"varint,4,opt,name=state,proto3,enum=jobwire.v1.JobState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentResult) Reset() {
+	*x = ParentResult{}
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentResult) ProtoMessage() {}
+
+func (x *ParentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentResult.ProtoReflect.Descriptor instead.
+func (*ParentResult) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ParentResult) GetJobId() int64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *ParentResult) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ParentResult) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ParentResult) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
 // ResultAck says the result is stored and what was decided.
 type ResultAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1382,7 +1580,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1592,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1605,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResultAck) GetJobId() int64 {
@@ -1456,7 +1654,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1666,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1679,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeartbeatAck) GetExtended() []*LeaseRef {
@@ -1514,7 +1712,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1724,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1737,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Refused) GetJobId() int64 {
@@ -1590,7 +1788,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1800,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1813,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{18}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Cancel) GetJobId() int64 {
@@ -1650,7 +1848,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1860,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_worker_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_worker_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1873,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{19}
+	return file_jobwire_v1_worker_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DrainRequest) GetReason() string {
@@ -1690,7 +1888,7 @@ var File_jobwire_v1_worker_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1fjobwire/v1/worker_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xf1\x02\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xa5\x03\n" +
 	"\x0eConnectRequest\x12)\n" +
 	"\x05hello\x18\x01 \x01(\v2\x11.jobwire.v1.HelloH\x00R\x05hello\x12/\n" +
 	"\astarted\x18\x02 \x01(\v2\x13.jobwire.v1.StartedH\x00R\astarted\x125\n" +
@@ -1698,7 +1896,8 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2\x12.jobwire.v1.ResultH\x00R\x06result\x12/\n" +
 	"\arelease\x18\x05 \x01(\v2\x13.jobwire.v1.ReleaseH\x00R\arelease\x12)\n" +
 	"\x05drain\x18\x06 \x01(\v2\x11.jobwire.v1.DrainH\x00R\x05drain\x127\n" +
-	"\x05batch\x18\a \x01(\v2\x1f.jobwire.v1.ConnectRequestBatchH\x00R\x05batchB\t\n" +
+	"\x05batch\x18\a \x01(\v2\x1f.jobwire.v1.ConnectRequestBatchH\x00R\x05batch\x122\n" +
+	"\bprogress\x18\b \x01(\v2\x14.jobwire.v1.ProgressH\x00R\bprogressB\t\n" +
 	"\amessage\"M\n" +
 	"\x13ConnectRequestBatch\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.jobwire.v1.ConnectRequestR\bmessages\"\xcb\x03\n" +
@@ -1741,8 +1940,16 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"leaseToken\x12/\n" +
 	"\asuccess\x18\x03 \x01(\v2\x13.jobwire.v1.SuccessH\x00R\asuccess\x12/\n" +
 	"\afailure\x18\x04 \x01(\v2\x13.jobwire.v1.FailureH\x00R\afailureB\t\n" +
-	"\aoutcomeJ\x04\b\x02\x10\x03\"\t\n" +
-	"\aSuccess\"\xe2\x01\n" +
+	"\aoutcomeJ\x04\b\x02\x10\x03\"!\n" +
+	"\aSuccess\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\"\x8a\x01\n" +
+	"\bProgress\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
+	"\vlease_token\x18\x02 \x01(\tR\n" +
+	"leaseToken\x12\x1f\n" +
+	"\bfraction\x18\x03 \x01(\x01H\x00R\bfraction\x88\x01\x01\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessageB\v\n" +
+	"\t_fraction\"\xe2\x01\n" +
 	"\aFailure\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.jobwire.v1.FailureKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1757,13 +1964,14 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\vlease_token\x18\x04 \x01(\tR\n" +
 	"leaseToken\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reasonJ\x04\b\x02\x10\x03\"\a\n" +
-	"\x05Drain\"\xde\x01\n" +
+	"\x05Drain\"\x88\x02\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12@\n" +
 	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12(\n" +
-	"\x04lost\x18\x04 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04lost\"\xf7\x01\n" +
+	"\x04lost\x18\x04 \x03(\v2\x14.jobwire.v1.LeaseRefR\x04lost\x12(\n" +
+	"\x10max_result_bytes\x18\x05 \x01(\x05R\x0emaxResultBytes\"\xb8\x02\n" +
 	"\n" +
 	"Assignment\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x12\x18\n" +
@@ -1771,7 +1979,13 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\vlease_token\x18\x06 \x01(\tR\n" +
 	"leaseToken\x12A\n" +
 	"\x0elease_deadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rleaseDeadline\x12B\n" +
-	"\x0fattempt_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeoutJ\x04\b\x03\x10\x04\"\xeb\x01\n" +
+	"\x0fattempt_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12?\n" +
+	"\x0eparent_results\x18\a \x03(\v2\x18.jobwire.v1.ParentResultR\rparentResultsJ\x04\b\x03\x10\x04\"}\n" +
+	"\fParentResult\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12*\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\"\xeb\x01\n" +
 	"\tResultAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x06 \x01(\tR\n" +
@@ -1801,13 +2015,14 @@ const file_jobwire_v1_worker_service_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DECISION_SUCCEEDED\x10\x01\x12\x12\n" +
 	"\x0eDECISION_RETRY\x10\x02\x12\x11\n" +
-	"\rDECISION_DEAD\x10\x03*\xa6\x01\n" +
+	"\rDECISION_DEAD\x10\x03*\xc4\x01\n" +
 	"\x0eRefusedMessage\x12\x1f\n" +
 	"\x1bREFUSED_MESSAGE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REFUSED_MESSAGE_STARTED\x10\x01\x12\x1d\n" +
 	"\x19REFUSED_MESSAGE_HEARTBEAT\x10\x02\x12\x1a\n" +
 	"\x16REFUSED_MESSAGE_RESULT\x10\x03\x12\x1b\n" +
-	"\x17REFUSED_MESSAGE_RELEASE\x10\x04*\x83\x01\n" +
+	"\x17REFUSED_MESSAGE_RELEASE\x10\x04\x12\x1c\n" +
+	"\x18REFUSED_MESSAGE_PROGRESS\x10\x05*\x83\x01\n" +
 	"\fCancelReason\x12\x1d\n" +
 	"\x19CANCEL_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_REASON_REQUESTED\x10\x01\x12\x19\n" +
@@ -1832,7 +2047,7 @@ func file_jobwire_v1_worker_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_jobwire_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_jobwire_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_jobwire_v1_worker_service_proto_goTypes = []any{
 	(Decision)(0),                 // 0: jobwire.v1.Decision
 	(RefusedMessage)(0),           // 1: jobwire.v1.RefusedMessage
@@ -1847,66 +2062,72 @@ var file_jobwire_v1_worker_service_proto_goTypes = []any{
 	(*Heartbeat)(nil),             // 10: jobwire.v1.Heartbeat
 	(*Result)(nil),                // 11: jobwire.v1.Result
 	(*Success)(nil),               // 12: jobwire.v1.Success
-	(*Failure)(nil),               // 13: jobwire.v1.Failure
-	(*Release)(nil),               // 14: jobwire.v1.Release
-	(*Drain)(nil),                 // 15: jobwire.v1.Drain
-	(*Welcome)(nil),               // 16: jobwire.v1.Welcome
-	(*Assignment)(nil),            // 17: jobwire.v1.Assignment
-	(*ResultAck)(nil),             // 18: jobwire.v1.ResultAck
-	(*HeartbeatAck)(nil),          // 19: jobwire.v1.HeartbeatAck
-	(*Refused)(nil),               // 20: jobwire.v1.Refused
-	(*Cancel)(nil),                // 21: jobwire.v1.Cancel
-	(*DrainRequest)(nil),          // 22: jobwire.v1.DrainRequest
-	(FailureKind)(0),              // 23: jobwire.v1.FailureKind
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*Job)(nil),                   // 25: jobwire.v1.Job
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(DeadReason)(0),               // 27: jobwire.v1.DeadReason
+	(*Progress)(nil),              // 13: jobwire.v1.Progress
+	(*Failure)(nil),               // 14: jobwire.v1.Failure
+	(*Release)(nil),               // 15: jobwire.v1.Release
+	(*Drain)(nil),                 // 16: jobwire.v1.Drain
+	(*Welcome)(nil),               // 17: jobwire.v1.Welcome
+	(*Assignment)(nil),            // 18: jobwire.v1.Assignment
+	(*ParentResult)(nil),          // 19: jobwire.v1.ParentResult
+	(*ResultAck)(nil),             // 20: jobwire.v1.ResultAck
+	(*HeartbeatAck)(nil),          // 21: jobwire.v1.HeartbeatAck
+	(*Refused)(nil),               // 22: jobwire.v1.Refused
+	(*Cancel)(nil),                // 23: jobwire.v1.Cancel
+	(*DrainRequest)(nil),          // 24: jobwire.v1.DrainRequest
+	(FailureKind)(0),              // 25: jobwire.v1.FailureKind
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*Job)(nil),                   // 27: jobwire.v1.Job
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(JobState)(0),                 // 29: jobwire.v1.JobState
+	(DeadReason)(0),               // 30: jobwire.v1.DeadReason
 }
 var file_jobwire_v1_worker_service_proto_depIdxs = []int32{
 	8,  // 0: jobwire.v1.ConnectRequest.hello:type_name -> jobwire.v1.Hello
 	9,  // 1: jobwire.v1.ConnectRequest.started:type_name -> jobwire.v1.Started
 	10, // 2: jobwire.v1.ConnectRequest.heartbeat:type_name -> jobwire.v1.Heartbeat
 	11, // 3: jobwire.v1.ConnectRequest.result:type_name -> jobwire.v1.Result
-	14, // 4: jobwire.v1.ConnectRequest.release:type_name -> jobwire.v1.Release
-	15, // 5: jobwire.v1.ConnectRequest.drain:type_name -> jobwire.v1.Drain
+	15, // 4: jobwire.v1.ConnectRequest.release:type_name -> jobwire.v1.Release
+	16, // 5: jobwire.v1.ConnectRequest.drain:type_name -> jobwire.v1.Drain
 	4,  // 6: jobwire.v1.ConnectRequest.batch:type_name -> jobwire.v1.ConnectRequestBatch
-	3,  // 7: jobwire.v1.ConnectRequestBatch.messages:type_name -> jobwire.v1.ConnectRequest
-	16, // 8: jobwire.v1.ConnectResponse.welcome:type_name -> jobwire.v1.Welcome
-	17, // 9: jobwire.v1.ConnectResponse.assignment:type_name -> jobwire.v1.Assignment
-	18, // 10: jobwire.v1.ConnectResponse.result_ack:type_name -> jobwire.v1.ResultAck
-	19, // 11: jobwire.v1.ConnectResponse.heartbeat_ack:type_name -> jobwire.v1.HeartbeatAck
-	20, // 12: jobwire.v1.ConnectResponse.refused:type_name -> jobwire.v1.Refused
-	21, // 13: jobwire.v1.ConnectResponse.cancel:type_name -> jobwire.v1.Cancel
-	22, // 14: jobwire.v1.ConnectResponse.drain:type_name -> jobwire.v1.DrainRequest
-	6,  // 15: jobwire.v1.ConnectResponse.batch:type_name -> jobwire.v1.ConnectResponseBatch
-	5,  // 16: jobwire.v1.ConnectResponseBatch.messages:type_name -> jobwire.v1.ConnectResponse
-	7,  // 17: jobwire.v1.Hello.held:type_name -> jobwire.v1.LeaseRef
-	7,  // 18: jobwire.v1.Heartbeat.leases:type_name -> jobwire.v1.LeaseRef
-	12, // 19: jobwire.v1.Result.success:type_name -> jobwire.v1.Success
-	13, // 20: jobwire.v1.Result.failure:type_name -> jobwire.v1.Failure
-	23, // 21: jobwire.v1.Failure.kind:type_name -> jobwire.v1.FailureKind
-	24, // 22: jobwire.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	24, // 23: jobwire.v1.Welcome.lease_duration:type_name -> google.protobuf.Duration
-	24, // 24: jobwire.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	7,  // 25: jobwire.v1.Welcome.lost:type_name -> jobwire.v1.LeaseRef
-	25, // 26: jobwire.v1.Assignment.job:type_name -> jobwire.v1.Job
-	26, // 27: jobwire.v1.Assignment.lease_deadline:type_name -> google.protobuf.Timestamp
-	24, // 28: jobwire.v1.Assignment.attempt_timeout:type_name -> google.protobuf.Duration
-	0,  // 29: jobwire.v1.ResultAck.decision:type_name -> jobwire.v1.Decision
-	26, // 30: jobwire.v1.ResultAck.retry_at:type_name -> google.protobuf.Timestamp
-	27, // 31: jobwire.v1.ResultAck.dead_reason:type_name -> jobwire.v1.DeadReason
-	7,  // 32: jobwire.v1.HeartbeatAck.extended:type_name -> jobwire.v1.LeaseRef
-	26, // 33: jobwire.v1.HeartbeatAck.lease_deadline:type_name -> google.protobuf.Timestamp
-	1,  // 34: jobwire.v1.Refused.refused_message:type_name -> jobwire.v1.RefusedMessage
-	2,  // 35: jobwire.v1.Cancel.reason:type_name -> jobwire.v1.CancelReason
-	3,  // 36: jobwire.v1.WorkerService.Connect:input_type -> jobwire.v1.ConnectRequest
-	5,  // 37: jobwire.v1.WorkerService.Connect:output_type -> jobwire.v1.ConnectResponse
-	37, // [37:38] is the sub-list for method output_type
-	36, // [36:37] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	13, // 7: jobwire.v1.ConnectRequest.progress:type_name -> jobwire.v1.Progress
+	3,  // 8: jobwire.v1.ConnectRequestBatch.messages:type_name -> jobwire.v1.ConnectRequest
+	17, // 9: jobwire.v1.ConnectResponse.welcome:type_name -> jobwire.v1.Welcome
+	18, // 10: jobwire.v1.ConnectResponse.assignment:type_name -> jobwire.v1.Assignment
+	20, // 11: jobwire.v1.ConnectResponse.result_ack:type_name -> jobwire.v1.ResultAck
+	21, // 12: jobwire.v1.ConnectResponse.heartbeat_ack:type_name -> jobwire.v1.HeartbeatAck
+	22, // 13: jobwire.v1.ConnectResponse.refused:type_name -> jobwire.v1.Refused
+	23, // 14: jobwire.v1.ConnectResponse.cancel:type_name -> jobwire.v1.Cancel
+	24, // 15: jobwire.v1.ConnectResponse.drain:type_name -> jobwire.v1.DrainRequest
+	6,  // 16: jobwire.v1.ConnectResponse.batch:type_name -> jobwire.v1.ConnectResponseBatch
+	5,  // 17: jobwire.v1.ConnectResponseBatch.messages:type_name -> jobwire.v1.ConnectResponse
+	7,  // 18: jobwire.v1.Hello.held:type_name -> jobwire.v1.LeaseRef
+	7,  // 19: jobwire.v1.Heartbeat.leases:type_name -> jobwire.v1.LeaseRef
+	12, // 20: jobwire.v1.Result.success:type_name -> jobwire.v1.Success
+	14, // 21: jobwire.v1.Result.failure:type_name -> jobwire.v1.Failure
+	25, // 22: jobwire.v1.Failure.kind:type_name -> jobwire.v1.FailureKind
+	26, // 23: jobwire.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	26, // 24: jobwire.v1.Welcome.lease_duration:type_name -> google.protobuf.Duration
+	26, // 25: jobwire.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 26: jobwire.v1.Welcome.lost:type_name -> jobwire.v1.LeaseRef
+	27, // 27: jobwire.v1.Assignment.job:type_name -> jobwire.v1.Job
+	28, // 28: jobwire.v1.Assignment.lease_deadline:type_name -> google.protobuf.Timestamp
+	26, // 29: jobwire.v1.Assignment.attempt_timeout:type_name -> google.protobuf.Duration
+	19, // 30: jobwire.v1.Assignment.parent_results:type_name -> jobwire.v1.ParentResult
+	29, // 31: jobwire.v1.ParentResult.state:type_name -> jobwire.v1.JobState
+	0,  // 32: jobwire.v1.ResultAck.decision:type_name -> jobwire.v1.Decision
+	28, // 33: jobwire.v1.ResultAck.retry_at:type_name -> google.protobuf.Timestamp
+	30, // 34: jobwire.v1.ResultAck.dead_reason:type_name -> jobwire.v1.DeadReason
+	7,  // 35: jobwire.v1.HeartbeatAck.extended:type_name -> jobwire.v1.LeaseRef
+	28, // 36: jobwire.v1.HeartbeatAck.lease_deadline:type_name -> google.protobuf.Timestamp
+	1,  // 37: jobwire.v1.Refused.refused_message:type_name -> jobwire.v1.RefusedMessage
+	2,  // 38: jobwire.v1.Cancel.reason:type_name -> jobwire.v1.CancelReason
+	3,  // 39: jobwire.v1.WorkerService.Connect:input_type -> jobwire.v1.ConnectRequest
+	5,  // 40: jobwire.v1.WorkerService.Connect:output_type -> jobwire.v1.ConnectResponse
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_worker_service_proto_init() }
@@ -1923,6 +2144,7 @@ func file_jobwire_v1_worker_service_proto_init() {
 		(*ConnectRequest_Release)(nil),
 		(*ConnectRequest_Drain)(nil),
 		(*ConnectRequest_Batch)(nil),
+		(*ConnectRequest_Progress)(nil),
 	}
 	file_jobwire_v1_worker_service_proto_msgTypes[2].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -1938,13 +2160,14 @@ func file_jobwire_v1_worker_service_proto_init() {
 		(*Result_Success)(nil),
 		(*Result_Failure)(nil),
 	}
+	file_jobwire_v1_worker_service_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_worker_service_proto_rawDesc), len(file_jobwire_v1_worker_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
