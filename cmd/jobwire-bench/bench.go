@@ -34,6 +34,9 @@ type result struct {
 	// Enqueue or EnqueueBatch call in the enqueue scenarios.
 	Latency *latencyStats `json:"latency,omitempty"`
 	Errors  int64         `json:"errors"`
+	// BrokerCPUus is the CPU time the brokers spent over the measured part of the run, in
+	// microseconds per job (0 where it cannot be read).
+	BrokerCPUus float64 `json:"broker_cpu_us_per_job,omitempty"`
 }
 
 // bench holds what every scenario shares.
@@ -81,13 +84,17 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	steps := []step{
 		{"enqueue-1", func(ctx context.Context) ([]result, error) {
 			return b.onBroker(ctx, "enqueue-1", func(ctx context.Context, env *scenarioEnv) ([]result, error) {
+				cpu := env.meterCPU()
 				r, err := b.enqueueFor(ctx, env.client, 1, cfg.Producers)
+				r.BrokerCPUus = cpu.perJob(r.Jobs)
 				return []result{r}, err
 			})
 		}},
 		{"enqueue-100", func(ctx context.Context) ([]result, error) {
 			return b.onBroker(ctx, "enqueue-100", func(ctx context.Context, env *scenarioEnv) ([]result, error) {
+				cpu := env.meterCPU()
 				r, err := b.enqueueFor(ctx, env.client, 100, cfg.BatchProds)
+				r.BrokerCPUus = cpu.perJob(r.Jobs)
 				return []result{r}, err
 			})
 		}},
@@ -300,7 +307,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		var out []result
 		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.Jobs))
 		defer cancel()
-		start := time.Now()
+		start, cpu := time.Now(), env.meterCPU()
 		errs, err := enqueueN(waitCtx, env.client, b.cfg.Jobs, 1000, b.cfg.BatchProds)
 		if err != nil {
 			return nil, err
@@ -308,7 +315,8 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		el := time.Since(start)
 		if reportFill {
 			out = append(out, result{Name: "enqueue-1000", Description: fmt.Sprintf("EnqueueBatch(1000) x%d goroutines", b.cfg.BatchProds),
-				Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(), JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs})
+				Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(), JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs,
+				BrokerCPUus: cpu.perJob(int64(b.cfg.Jobs))})
 		}
 		if !drain {
 			return out, nil
@@ -318,7 +326,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		if external {
 			desc = fmt.Sprintf("%d queued, then %d x --worker-cmd", b.cfg.Jobs, b.cfg.Workers)
 		}
-		start = time.Now()
+		start, cpu = time.Now(), env.meterCPU()
 		f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name, external: external}, env.client)
 		if err != nil {
 			return out, err
@@ -328,12 +336,13 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			f.kill()
 			return out, err
 		}
+		drainCPU := cpu.perJob(int64(b.cfg.Jobs))
 		if _, err := f.stop(); err != nil {
 			return out, err
 		}
 		el = end.Sub(start)
 		out = append(out, result{Name: "drain", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds()})
+			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU})
 		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Jobs))
 	}
 }
@@ -370,7 +379,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			f.kill()
 			return nil, err
 		}
-		start := time.Now()
+		start, cpu := time.Now(), env.meterCPU()
 		errs, err := enqueueN(waitCtx, env.client, b.cfg.E2EJobs, batch, producers)
 		if err != nil {
 			f.kill()
@@ -381,6 +390,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			f.kill()
 			return nil, err
 		}
+		e2eCPU := cpu.perJob(int64(b.cfg.E2EJobs))
 		if _, err := f.stop(); err != nil {
 			return nil, err
 		}
@@ -390,7 +400,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			how = fmt.Sprintf("EnqueueBatch(%d) x%d", batch, producers)
 		}
 		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.E2EJobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs,
+			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU,
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
 		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.E2EJobs))
 	}

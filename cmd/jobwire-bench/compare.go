@@ -220,7 +220,7 @@ func runSide(ctx context.Context, s side, benchArgs []string, jsonPath string) (
 // samples are one side's results of a scenario over the rounds: jobs/s of each run, and the
 // latency percentiles of the runs that measure latency.
 type samples struct {
-	rate, p50, p99 []float64
+	rate, p50, p99, cpu []float64
 }
 
 // comparison is one scenario's samples on both sides.
@@ -248,6 +248,9 @@ func compareRuns(base, head [][]result) []comparison {
 				if r.Latency != nil {
 					s.p50 = append(s.p50, r.Latency.P50ms)
 					s.p99 = append(s.p99, r.Latency.P99ms)
+				}
+				if r.BrokerCPUus > 0 {
+					s.cpu = append(s.cpu, r.BrokerCPUus)
 				}
 			}
 		}
@@ -297,6 +300,9 @@ func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 		if len(b.p50)+len(h.p50) > 0 {
 			fmt.Fprintf(w, f, "  p50 ms", spreadOf(b.p50, "%.2f"), spreadOf(h.p50, "%.2f"), ratio(b.p50, h.p50))
 			fmt.Fprintf(w, f, "  p99 ms", spreadOf(b.p99, "%.2f"), spreadOf(h.p99, "%.2f"), ratio(b.p99, h.p99))
+		}
+		if len(b.cpu)+len(h.cpu) > 0 {
+			fmt.Fprintf(w, f, "  cpu us/job", spreadOf(b.cpu, "%.1f"), spreadOf(h.cpu, "%.1f"), ratio(b.cpu, h.cpu))
 		}
 	}
 }

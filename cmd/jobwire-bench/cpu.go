@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is the unit of the CPU times in /proc/PID/stat: USER_HZ, which Linux fixes at 100
+// for every architecture it exposes to user space.
+const clockTicks = 100
+
+// processCPU returns the CPU time (user plus system) a process has used so far, read from
+// /proc/PID/stat, with a resolution of 10 ms. ok is false where there is no /proc. A CPU time
+// per job says what a change cost even when the machine is busy with other work, which moves
+// a rate far more than it moves the CPU each job takes.
+func processCPU(pid int) (cpu time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: the fields that
+	// follow are counted from its closing parenthesis. utime and stime are fields 14 and 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, true
+}
+
+// cpuMeter measures the CPU the scenario's brokers use between its creation and perJob.
+type cpuMeter struct {
+	env   *scenarioEnv
+	start time.Duration
+	ok    bool
+}
+
+// brokerCPU sums the CPU time of the scenario's brokers.
+func (e *scenarioEnv) brokerCPU() (time.Duration, bool) {
+	var sum time.Duration
+	for _, bp := range e.brokers {
+		c, ok := processCPU(bp.cmd.Process.Pid)
+		if !ok {
+			return 0, false
+		}
+		sum += c
+	}
+	return sum, true
+}
+
+// meterCPU starts measuring the brokers' CPU time.
+func (e *scenarioEnv) meterCPU() cpuMeter {
+	c, ok := e.brokerCPU()
+	return cpuMeter{env: e, start: c, ok: ok}
+}
+
+// perJob returns the brokers' CPU time since the meter started, in microseconds per job, or 0
+// when it cannot be read.
+func (m cpuMeter) perJob(jobs int64) float64 {
+	end, ok := m.env.brokerCPU()
+	if !m.ok || !ok || jobs <= 0 {
+		return 0
+	}
+	return float64(end-m.start) / float64(time.Microsecond) / float64(jobs)
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestProcessCPUGrowsWithWork(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	before, ok := processCPU(os.Getpid())
+	if !ok {
+		t.Fatal("cannot read this process's CPU time")
+	}
+	// Spin until the reading moves: at least one 10 ms tick of CPU.
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for {
+		for i := range 1_000_000 {
+			x += i
+		}
+		after, _ := processCPU(os.Getpid())
+		if after > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed at %v while spinning (%d)", before, x)
+		}
+	}
+	if _, ok := processCPU(-1); ok {
+		t.Fatal("read a CPU time of a process that cannot exist")
+	}
+}
