@@ -37,6 +37,8 @@ type result struct {
 	// BrokerCPUus is the CPU time the brokers spent over the measured part of the run, in
 	// microseconds per job (0 where it cannot be read).
 	BrokerCPUus float64 `json:"broker_cpu_us_per_job,omitempty"`
+	// WorkerCPUus is the same for the worker processes, in the scenarios that run workers.
+	WorkerCPUus float64 `json:"worker_cpu_us_per_job,omitempty"`
 }
 
 // bench holds what every scenario shares.
@@ -337,12 +339,14 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			return out, err
 		}
 		drainCPU := cpu.perJob(int64(b.cfg.Jobs))
+		workerCPU, workerOK := f.workerCPU()
 		if _, err := f.stop(); err != nil {
 			return out, err
 		}
 		el = end.Sub(start)
 		out = append(out, result{Name: "drain", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU})
+			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU,
+			WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))})
 		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Jobs))
 	}
 }
@@ -380,6 +384,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			return nil, err
 		}
 		start, cpu := time.Now(), env.meterCPU()
+		workers0, workersOK0 := f.workerCPU()
 		errs, err := enqueueN(waitCtx, env.client, b.cfg.E2EJobs, batch, producers)
 		if err != nil {
 			f.kill()
@@ -391,6 +396,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			return nil, err
 		}
 		e2eCPU := cpu.perJob(int64(b.cfg.E2EJobs))
+		workers1, workersOK1 := f.workerCPU()
 		if _, err := f.stop(); err != nil {
 			return nil, err
 		}
@@ -401,6 +407,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 		}
 		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.E2EJobs), Seconds: el.Seconds(),
 			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU,
+			WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(b.cfg.E2EJobs)),
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
 		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.E2EJobs))
 	}

@@ -220,7 +220,7 @@ func runSide(ctx context.Context, s side, benchArgs []string, jsonPath string) (
 // samples are one side's results of a scenario over the rounds: jobs/s of each run, and the
 // latency percentiles of the runs that measure latency.
 type samples struct {
-	rate, p50, p99, cpu []float64
+	rate, p50, p99, cpu, workerCPU []float64
 }
 
 // comparison is one scenario's samples on both sides.
@@ -251,6 +251,9 @@ func compareRuns(base, head [][]result) []comparison {
 				}
 				if r.BrokerCPUus > 0 {
 					s.cpu = append(s.cpu, r.BrokerCPUus)
+				}
+				if r.WorkerCPUus > 0 {
+					s.workerCPU = append(s.workerCPU, r.WorkerCPUus)
 				}
 			}
 		}
@@ -302,7 +305,10 @@ func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 			fmt.Fprintf(w, f, "  p99 ms", spreadOf(b.p99, "%.2f"), spreadOf(h.p99, "%.2f"), ratio(b.p99, h.p99))
 		}
 		if len(b.cpu)+len(h.cpu) > 0 {
-			fmt.Fprintf(w, f, "  cpu us/job", spreadOf(b.cpu, "%.1f"), spreadOf(h.cpu, "%.1f"), ratio(b.cpu, h.cpu))
+			fmt.Fprintf(w, f, "  broker us/job", spreadOf(b.cpu, "%.1f"), spreadOf(h.cpu, "%.1f"), ratio(b.cpu, h.cpu))
+		}
+		if len(b.workerCPU)+len(h.workerCPU) > 0 {
+			fmt.Fprintf(w, f, "  worker us/job", spreadOf(b.workerCPU, "%.1f"), spreadOf(h.workerCPU, "%.1f"), ratio(b.workerCPU, h.workerCPU))
 		}
 	}
 }

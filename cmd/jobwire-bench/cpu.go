@@ -69,8 +69,29 @@ func (e *scenarioEnv) meterCPU() cpuMeter {
 // when it cannot be read.
 func (m cpuMeter) perJob(jobs int64) float64 {
 	end, ok := m.env.brokerCPU()
-	if !m.ok || !ok || jobs <= 0 {
+	return usPerJob(end-m.start, ok && m.ok, jobs)
+}
+
+// workerCPU sums the CPU time of the fleet's worker processes; ok is false for --worker-cmd
+// workers, whose shell does not count the CPU of the children it waits for.
+func (f *fleet) workerCPU() (sum time.Duration, ok bool) {
+	if f.external {
+		return 0, false
+	}
+	for _, p := range f.procs {
+		c, ok := processCPU(p.cmd.Process.Pid)
+		if !ok {
+			return 0, false
+		}
+		sum += c
+	}
+	return sum, true
+}
+
+// usPerJob is d in microseconds per job, or 0 when it could not be read.
+func usPerJob(d time.Duration, ok bool, jobs int64) float64 {
+	if !ok || jobs <= 0 {
 		return 0
 	}
-	return float64(end-m.start) / float64(time.Microsecond) / float64(jobs)
+	return float64(d) / float64(time.Microsecond) / float64(jobs)
 }
