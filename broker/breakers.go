@@ -51,6 +51,15 @@ type breakerHome interface {
 	// Broker.settleShared).
 	settleInWrite(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
 		known breaker.Permit, how permitEnd, kind breaker.FailureKind, msg string) error
+	// leaseProbes leases the jobs of g, a grant of half-open probes, in tx when the probe
+	// slots live in the database; handled is false when they do not, and g's jobs are leased
+	// as any others.
+	leaseProbes(tx store.Tx, ch *breakerChanges, g *grant) (handled bool, err error)
+	// probesNotLeased forgets the permits of g, a grant of probes whose lease failed.
+	probesNotLeased(g *grant)
+	// takeProbePermitsLocked takes the permits of g, a grant of probes just leased, from the
+	// broker's memory when they live there, with b.mu held.
+	takeProbePermitsLocked(g *grant)
 }
 
 // breakersInMemory keeps a lone broker's breakers in its memory; breakerKeeper stores them.
@@ -62,6 +71,17 @@ func (breakersInMemory) swept(context.Context)       {}
 func (breakersInMemory) batch(store.Tx, []commit.Op) {}
 
 func (breakersInMemory) settlesInWrite(breaker.Permit, string) bool { return false }
+
+// leaseProbes leaves probes to the ordinary lease: their slots are taken from memory once
+// leased (takeProbePermitsLocked).
+func (breakersInMemory) leaseProbes(store.Tx, *breakerChanges, *grant) (bool, error) {
+	return false, nil
+}
+
+// probesNotLeased keeps the permits: none was taken from memory yet.
+func (breakersInMemory) probesNotLeased(*grant) {}
+
+func (h breakersInMemory) takeProbePermitsLocked(g *grant) { h.b.takeProbePermitsLocked(g) }
 
 // settleInWrite does nothing: a broker's own breakers settle in memory, once the write commits.
 func (breakersInMemory) settleInWrite(store.Tx, *breakerChanges, string, int64, int, breaker.Permit,

@@ -277,12 +277,14 @@ func (o *leaseOp) Apply(tx store.Tx) error {
 // refuses, say) must not keep the round's other sessions from their jobs: it fails alone
 // (g.failed).
 func (o *leaseOp) leaseAlone(tx store.Tx, g *grant) error {
-	b := o.b
+	home := o.b.mode.breakers()
 	var gch breakerChanges
 	err := tx.Isolated(func() error {
 		gch.reset()
-		if g.probe && b.sharedBreakers() {
-			return b.leaseProbes(tx, &gch, g)
+		if g.probe {
+			if handled, err := home.leaseProbes(tx, &gch, g); handled {
+				return err
+			}
 		}
 		jobs, err := tx.JobLease(&g.params)
 		g.leased = jobs
@@ -290,8 +292,8 @@ func (o *leaseOp) leaseAlone(tx store.Tx, g *grant) error {
 	})
 	if ie := (*store.IsolatedError)(nil); errors.As(err, &ie) {
 		g.leased, g.failed = nil, ie.Err
-		if b.sharedBreakers() && g.probe {
-			g.permits = nil
+		if g.probe {
+			home.probesNotLeased(g)
 		}
 		return nil
 	}
@@ -518,8 +520,8 @@ func (b *Broker) handOut(grants []*grant) bool {
 		if g.full() && !g.probe {
 			more = true
 		}
-		if g.probe && !b.sharedBreakers() {
-			b.takeProbePermitsLocked(g)
+		if g.probe {
+			b.mode.breakers().takeProbePermitsLocked(g)
 		}
 		for i, j := range g.leased {
 			if h, ok := b.handOneLocked(g, i, j, held); ok {

@@ -57,6 +57,17 @@ func newBreakersInStore(b *Broker) breakersInStore {
 
 func (breakersInStore) shared() bool { return true }
 
+// leaseProbes leases probes through their stored slots (Broker.leaseProbes).
+func (h breakersInStore) leaseProbes(tx store.Tx, ch *breakerChanges, g *grant) (bool, error) {
+	return true, h.b.leaseProbes(tx, ch, g)
+}
+
+// probesNotLeased drops the permits: the failed write took no stored slot.
+func (breakersInStore) probesNotLeased(g *grant) { g.permits = nil }
+
+// takeProbePermitsLocked does nothing: the lease's write took the stored slots.
+func (breakersInStore) takeProbePermitsLocked(*grant) {}
+
 // release does nothing: a probe slot is released by the write that hands its job back, and any
 // other permit holds nothing.
 func (breakersInStore) release(breaker.Permit) {}
