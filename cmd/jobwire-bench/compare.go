@@ -295,7 +295,7 @@ func spreadOf(xs []float64, format string) string {
 
 func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 	fmt.Fprintf(w, "medians (lowest-highest) over the rounds; ratio = work tree / %s\n", baseLabel)
-	const f = "%-13s %-26s %-26s %7s\n"
+	const f = "%-15s %-26s %-26s %7s\n"
 	fmt.Fprintf(w, f, "SCENARIO", "BASE JOBS/S", "WORK TREE JOBS/S", "RATIO")
 	for _, c := range cs {
 		b, h := c.base, c.head
