@@ -172,8 +172,8 @@ type Tx interface {
 	// JobCancel cancels a job that has not finished. It returns the job as it was before, or
 	// ErrNotFound. A job already final is returned unchanged.
 	JobCancel(id int64, now time.Time) (*job.Job, error)
-	// JobChangeWaiting applies an operator's change to a job that waits (WaitingChange) if it
-	// still applies (WaitingChange.Applies), checked under the job's lock in the write. It
+	// JobChangeWaiting applies an operator's change to a job that waits (WaitingChange) if the
+	// job still meets its condition (WaitingChange.Cond), checked under the job's lock. It
 	// returns the job as it was before, without its payload, and whether it changed it; a job
 	// that does not exist is ErrNotFound.
 	JobChangeWaiting(c *WaitingChange) (before *job.Job, changed bool, err error)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,13 +27,8 @@ type WaitingChange struct {
 	Now    time.Time
 }
 
-// Applies reports whether c applies to j as it is.
-func (c *WaitingChange) Applies(j *job.Job) bool {
-	return slices.Contains(c.From, j.State) && (!c.Retrying || j.Attempts > 0)
-}
-
-// Cond is c's condition on a job's row in SQL, for a store's write to repeat: the states of
-// From and, with Retrying, an attempt spent. It holds only numbers.
+// Cond is c's condition on a job's row in SQL, which the store's write applies under: the
+// states of From and, with Retrying, an attempt spent. It holds only numbers.
 func (c *WaitingChange) Cond() string {
 	states := make([]string, len(c.From))
 	for i, s := range c.From {

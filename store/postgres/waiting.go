@@ -7,9 +7,8 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// JobChangeWaiting locks the job (FOR UPDATE, as JobCancel: one job, lockorder.go) and, if
-// the change applies to it as it is once locked, writes it with the change's condition
-// repeated. A lease of the job by another broker either committed before the lock, and the
+// JobChangeWaiting locks the job (FOR UPDATE, as JobCancel: one job, lockorder.go) and writes
+// the change under its condition (Cond), which the job as it is once locked meets or not. A lease of the job by another broker either committed before the lock, and the
 // job is seen LEASED, or comes after it and skips the locked row (SKIP LOCKED), finding it
 // changed or gone.
 func (t *tx) JobChangeWaiting(c *store.WaitingChange) (*job.Job, bool, error) {
@@ -21,9 +20,6 @@ func (t *tx) JobChangeWaiting(c *store.WaitingChange) (*job.Job, bool, error) {
 		return nil, false, fmt.Errorf("job %d: %w", c.ID, store.ErrNotFound)
 	}
 	before := jobs[0]
-	if !c.Applies(before) {
-		return before, false, nil
-	}
 	var n int64
 	where := ` WHERE id = $2 AND ` + c.Cond()
 	switch {

@@ -7,8 +7,8 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// JobChangeWaiting reads the job and, if the change applies, writes it with the change's
-// condition repeated: one writer at a time, so what it read is what it writes.
+// JobChangeWaiting reads the job and writes the change under its condition (Cond): one writer
+// at a time, so what it read is what the write sees.
 func (t *tx) JobChangeWaiting(c *store.WaitingChange) (*job.Job, bool, error) {
 	jobs, err := t.queryJobs(`SELECT `+listColumns+` FROM jobs WHERE id = ?`, c.ID)
 	if err != nil {
@@ -18,9 +18,6 @@ func (t *tx) JobChangeWaiting(c *store.WaitingChange) (*job.Job, bool, error) {
 		return nil, false, fmt.Errorf("job %d: %w", c.ID, store.ErrNotFound)
 	}
 	before := jobs[0]
-	if !c.Applies(before) {
-		return before, false, nil
-	}
 	var n int64
 	where := ` WHERE id = ? AND ` + c.Cond()
 	switch {
