@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -71,7 +72,7 @@ func (b *Broker) SetPriority(ctx context.Context, id int64, priority int) (*job.
 func (b *Broker) changeWaiting(ctx context.Context, c *store.WaitingChange, action, need string) (*job.Job, error) {
 	var before *job.Job
 	var changed bool
-	err := b.do(ctx, action, func(tx store.Tx) error {
+	err := b.do(ctx, strings.ReplaceAll(action, ".", "_"), func(tx store.Tx) error {
 		c.Now = b.now()
 		var err error
 		if before, changed, err = tx.JobChangeWaiting(c); err != nil || !changed {

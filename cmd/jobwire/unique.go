@@ -70,3 +70,16 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// uniqueKeyLine shows a job's unique key, shortened, with the states it holds it in.
+func uniqueKeyLine(j *jobwirev1.Job) string {
+	states := make([]string, len(j.GetUniqueStates()))
+	for i, s := range j.GetUniqueStates() {
+		states[i] = enumName(s)
+	}
+	key := j.GetUniqueKey()
+	if len(key) > 16 {
+		key = key[:16] + "..."
+	}
+	return display(key) + " while " + strings.Join(states, ", ")
+}
