@@ -35,9 +35,9 @@ const (
 )
 
 // AuditActions lists every action the trail records.
-var AuditActions = []string{AuditJobCancel, AuditJobRunNow, AuditJobRetryNow, AuditJobDelete, AuditJobPriority, AuditDeadRequeue, AuditDeadPurge, AuditSucceededPurge,
+var AuditActions = []string{AuditJobCancel, AuditDeadRequeue, AuditDeadPurge, AuditSucceededPurge,
 	AuditQueuePause, AuditQueueResume, AuditQueueLimit, AuditBreakerReset, AuditBreakerForce,
-	AuditTokenCreate, AuditTokenRevoke}
+	AuditTokenCreate, AuditTokenRevoke, AuditJobRunNow, AuditJobRetryNow, AuditJobDelete, AuditJobPriority}
 
 // Anonymous is the actor name of a caller without a token (auth off).
 const Anonymous = "anonymous"

@@ -13,7 +13,31 @@ var _ = register(
 	testCase{"UniqueKeyKeptAfterFinishWhenItsStatesSay", testUniqueKeyKeptAfterFinish},
 	testCase{"UniqueKeyAfterIdempotencyKey", testUniqueAfterIdempotency},
 	testCase{"UniqueKeyOfRequeuedJobAlreadyTaken", testUniqueRequeueTaken},
+	testCase{"UniqueKeyInALargeInsert", testUniqueLargeInsert},
 )
+
+// Jobs with a unique key are never inserted many to a statement, which would skip the key:
+// among many inserts of one key in one call, the first is stored and the rest answered with it.
+func testUniqueLargeInsert(t *testing.T, b *bundle) {
+	ps := make([]*store.JobInsertParams, 70)
+	for i := range ps {
+		ps[i] = b.uniqueJob("k", waitingMask)
+		if i%2 == 1 {
+			ps[i] = b.job("t")
+		}
+	}
+	res := b.insertResults(ps...)
+	stored := 0
+	for i, r := range res {
+		if i%2 == 0 && i > 0 && (!r.Duplicate || r.ID != res[0].ID) {
+			t.Fatalf("insert %d of the key: %+v, want a duplicate of job %d", i, r, res[0].ID)
+		}
+		if !r.Duplicate {
+			stored++
+		}
+	}
+	equal(t, "jobs stored", stored, 36)
+}
 
 // waitingMask is the states a unique job holds its key in by default: while it waits or runs.
 var waitingMask = store.MaskOfStates([]job.State{job.StateScheduled, job.StatePending, job.StateLeased, job.StateRunning})
