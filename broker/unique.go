@@ -12,12 +12,13 @@ import (
 // with a unique key is inserted alone, as one with an idempotency key is, never with others in
 // one statement nor offered to a worker by its insert (enqueuer.go, offer.go).
 
-// setUniqueKey computes p's unique key under o (nil: none), as of p.Now.
+// setUniqueKey computes p's unique key under o (nil: none); a period is picked by the job's
+// run time, p.RunAt, which withDefaults resolved (never before now).
 func setUniqueKey(p *store.JobInsertParams, o *unique.Options) {
 	if o == nil {
 		return
 	}
 	key, mask := o.KeyOf(unique.Source{Type: p.Type, Queue: p.Queue, Payload: p.Payload,
-		Metadata: p.Metadata, Now: p.Now})
+		Metadata: p.Metadata, At: p.RunAt})
 	p.UniqueKey, p.UniqueStates = key, int(mask)
 }

@@ -26,7 +26,7 @@ type UniqueOpts struct {
 	// AcrossQueues leaves the queue out of the key.
 	AcrossQueues bool
 	// Period makes the job unique within its window of this length (windows are aligned to
-	// the Unix epoch, UTC): at most one job per window.
+	// the Unix epoch, UTC), the one its run time falls in: at most one job per window.
 	Period time.Duration
 	// States in which a job holds its key; they must include SCHEDULED, PENDING and RUNNING.
 	// Empty: while it waits or runs, or with a Period, in every state.

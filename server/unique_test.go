@@ -88,7 +88,7 @@ func TestUniqueByPayloadFieldsAndByPayload(t *testing.T) {
 }
 
 // With a period, a key is held for the rest of its window, whatever becomes of the job, and
-// the next window admits a new job.
+// the next window admits a new job; a job's window is the one its run time falls in.
 func TestUniqueWithinAPeriod(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
@@ -102,8 +102,13 @@ func TestUniqueWithinAPeriod(t *testing.T) {
 	if got.GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
 		t.Fatalf("duplicate's state %s, want the holder's, CANCELLED", got.GetState())
 	}
+	// A job due in the next window is in that window's key, however early it is enqueued.
+	tomorrow := uniqueSpec(`{}`, hourly)
+	tomorrow.Schedule = &jobwirev1.JobSpec_Delay{Delay: durationpb.New(time.Hour)}
+	next := enqueued(t, b, tomorrow)
+	wantNew(t, next, first.GetId())
 	b.Advance(time.Hour)
-	wantNew(t, enqueued(t, b, uniqueSpec(`{}`, hourly)), first.GetId())
+	wantDuplicate(t, enqueued(t, b, uniqueSpec(`{}`, hourly)), next.GetId())
 }
 
 // Unique options that cannot work are refused, naming the field.

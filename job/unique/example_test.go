@@ -13,13 +13,13 @@ func ExampleOptions_KeyOf() {
 	o := unique.Options{Fields: []string{"payload.customer"}, Period: time.Hour}
 	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 	key := func(payload string, now time.Time) string {
-		k, _ := o.KeyOf(unique.Source{Type: "report.build", Queue: "default", Payload: []byte(payload), Now: now})
+		k, _ := o.KeyOf(unique.Source{Type: "report.build", Queue: "default", Payload: []byte(payload), At: now})
 		return k
 	}
 	first := key(`{"customer": 7, "month": "may"}`, at)
 	fmt.Println(first == key(`{"customer": 7, "month": "june"}`, at.Add(59*time.Minute)))
 	fmt.Println(first == key(`{"customer": 7}`, at.Add(time.Hour)))
-	_, states := o.KeyOf(unique.Source{Type: "report.build", Now: at})
+	_, states := o.KeyOf(unique.Source{Type: "report.build", At: at})
 	fmt.Println(states.States())
 	// Output:
 	// true

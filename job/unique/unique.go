@@ -45,7 +45,7 @@ type Options struct {
 	// AcrossQueues leaves the queue out, so one job among all queues.
 	AcrossQueues bool
 	// Period, when set, makes the job unique only within its window of this length (windows
-	// are aligned to the Unix epoch).
+	// are aligned to the Unix epoch), the window its run time falls in.
 	Period time.Duration
 	// States are the states in which a job holds the key; nil: DefaultStates.
 	States []job.State
@@ -146,8 +146,9 @@ type Source struct {
 	Queue    string
 	Payload  []byte
 	Metadata map[string]string
-	// Now is when it is enqueued, which picks its period.
-	Now time.Time
+	// At is when the job is due to run (its run_at: now, or later for a delayed job), which
+	// picks its period, so a job scheduled for tomorrow counts in tomorrow's window.
+	At time.Time
 }
 
 // KeyOf is the unique key of the job src under o, and the states it holds it in. o must have
@@ -186,7 +187,7 @@ func (o *Options) KeyOf(src Source) (string, Mask) {
 		}
 	}
 	if o.Period > 0 {
-		window := src.Now.UnixNano() / int64(o.Period)
+		window := src.At.UnixNano() / int64(o.Period)
 		part(binary.BigEndian.AppendUint64(nil, uint64(window)))
 	} else {
 		part(nil)

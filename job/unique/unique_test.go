@@ -12,7 +12,7 @@ import (
 var at = time.Date(2026, 5, 4, 10, 30, 0, 0, time.UTC)
 
 func src(typ, queue, payload string) unique.Source {
-	return unique.Source{Type: typ, Queue: queue, Payload: []byte(payload), Now: at}
+	return unique.Source{Type: typ, Queue: queue, Payload: []byte(payload), At: at}
 }
 
 // Two jobs have the same key exactly when the options' parts of them agree.
@@ -38,16 +38,16 @@ func TestKeyOf(t *testing.T) {
 		{"the same payload", unique.Options{ByPayload: true}, base, base, true},
 		{"another payload", unique.Options{ByPayload: true}, base, src("report", "default", `{}`), false},
 		{"a metadata value", unique.Options{Fields: []string{"metadata.tenant"}},
-			unique.Source{Type: "r", Queue: "q", Metadata: map[string]string{"tenant": "a"}, Now: at},
-			unique.Source{Type: "r", Queue: "q", Metadata: map[string]string{"tenant": "a", "x": "y"}, Now: at}, true},
+			unique.Source{Type: "r", Queue: "q", Metadata: map[string]string{"tenant": "a"}, At: at},
+			unique.Source{Type: "r", Queue: "q", Metadata: map[string]string{"tenant": "a", "x": "y"}, At: at}, true},
 		{"the producer's key, concatenations apart", unique.Options{Key: "ab"},
-			src("report", "default", ""), unique.Source{Type: "repor", Queue: "tdefault", Now: at}, false},
+			src("report", "default", ""), unique.Source{Type: "repor", Queue: "tdefault", At: at}, false},
 		{"within one period", unique.Options{Period: time.Hour}, base,
-			unique.Source{Type: "report", Queue: "default", Now: at.Add(29 * time.Minute)}, true},
+			unique.Source{Type: "report", Queue: "default", At: at.Add(29 * time.Minute)}, true},
 		{"the next period", unique.Options{Period: time.Hour}, base,
-			unique.Source{Type: "report", Queue: "default", Now: at.Add(30 * time.Minute)}, false},
+			unique.Source{Type: "report", Queue: "default", At: at.Add(30 * time.Minute)}, false},
 		{"no period: any time", unique.Options{}, base,
-			unique.Source{Type: "report", Queue: "default", Now: at.Add(1000 * time.Hour)}, true},
+			unique.Source{Type: "report", Queue: "default", At: at.Add(1000 * time.Hour)}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -335,8 +335,9 @@ type UniqueOptions struct {
 	Fields []string `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
 	// Leave the queue out of the key: one job among all queues.
 	AcrossQueues bool `protobuf:"varint,4,opt,name=across_queues,json=acrossQueues,proto3" json:"across_queues,omitempty"`
-	// Unique within a window of this length (windows start at the Unix epoch, UTC; 1s..366d):
-	// a job enqueued in the next window is a new job. Unset: no window.
+	// Unique within a window of this length (windows start at the Unix epoch, UTC; 1s..366d),
+	// the one the job's run time falls in: a job due in the next window is a new job. Unset: no
+	// window.
 	Period *durationpb.Duration `protobuf:"bytes,5,opt,name=period,proto3" json:"period,omitempty"`
 	// The states in which a job holds its key. It must include SCHEDULED, PENDING and RUNNING
 	// (and holds it while LEASED too): a job that left the set and came back could meet its own
