@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -169,5 +170,40 @@ func TestClusterUniqueKeyAdmitsOneJobAcrossBrokers(t *testing.T) {
 	res, err := a.Admin.ListJobs(context.Background(), &jobwirev1.ListJobsRequest{Type: "report"})
 	if err != nil || len(res.GetJobs()) != 1 {
 		t.Fatalf("jobs of type report: %v, %v; want one", res.GetJobs(), err)
+	}
+}
+
+// Two brokers enqueue batches holding the same two unique keys in opposite orders, round after
+// round: each insert may wait for the other broker's uncommitted insert of its key, so the two
+// transactions can wait for each other. PostgreSQL breaks such a cycle by failing one, whose
+// storage retry runs it again: both batches are answered, and each key names one job.
+func TestClusterUniqueKeysInOppositeOrders(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	for round := range 10 {
+		k1 := &jobwirev1.UniqueOptions{Key: fmt.Sprintf("r%d-first", round)}
+		k2 := &jobwirev1.UniqueOptions{Key: fmt.Sprintf("r%d-second", round)}
+		var wg sync.WaitGroup
+		var resA, resB *jobwirev1.EnqueueBatchResponse
+		var errA, errB error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			resA, errA = a.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{
+				Jobs: []*jobwirev1.JobSpec{uniqueSpec(`{}`, k1), uniqueSpec(`{}`, k2)}})
+		}()
+		go func() {
+			defer wg.Done()
+			resB, errB = b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{
+				Jobs: []*jobwirev1.JobSpec{uniqueSpec(`{}`, k2), uniqueSpec(`{}`, k1)}})
+		}()
+		wg.Wait()
+		if errA != nil || errB != nil {
+			t.Fatalf("round %d: %v, %v", round, errA, errB)
+		}
+		ja, jb := resA.GetJobs(), resB.GetJobs()
+		if ja[0].GetId() != jb[1].GetId() || ja[1].GetId() != jb[0].GetId() || ja[0].GetId() == ja[1].GetId() {
+			t.Fatalf("round %d: a answered %v, b %v; want each key's one job named by both", round, ja, jb)
+		}
 	}
 }
