@@ -207,3 +207,20 @@ func TestClusterUniqueKeysInOppositeOrders(t *testing.T) {
 		}
 	}
 }
+
+// A unique key, and a waiting job's new priority, outlive a restart of the broker: they are the
+// store's, not the broker's memory.
+func TestUniqueKeyAndPrioritySurviveARestart(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	u := &jobwirev1.UniqueOptions{Key: "nightly"}
+	first := enqueued(t, b, uniqueSpec(`{}`, u))
+	if _, err := b.Admin.SetJobPriority(context.Background(), &jobwirev1.SetJobPriorityRequest{Id: first.GetId(), Priority: 9}); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	wantDuplicate(t, enqueued(t, b, uniqueSpec(`{}`, u)), first.GetId())
+	if p := getJob(t, b, first.GetId()).GetPriority(); p != 9 {
+		t.Fatalf("priority after a restart %d, want 9", p)
+	}
+}
