@@ -144,7 +144,7 @@ func testUniqueAfterIdempotency(t *testing.T, b *bundle) {
 
 // A dead job requeued while another job holds its unique key runs without the key, rather
 // than failing the requeue or not running; of two dead jobs of one key requeued together,
-// the first keeps it.
+// the first (by id) keeps it.
 func testUniqueRequeueTaken(t *testing.T, b *bundle) {
 	kill := func() int64 {
 		ref := b.leaseOne("t")
@@ -173,4 +173,23 @@ func testUniqueRequeueTaken(t *testing.T, b *bundle) {
 	for _, id := range []int64{dead1, dead2, dead3} {
 		equal(t, "state of a requeued job", b.state(id), job.StatePending)
 	}
+
+	// Two dead jobs of a key no job holds: the first keeps it.
+	z := func() int64 {
+		p := b.uniqueJob("z", waitingMask)
+		p.Type = "z"
+		b.insert(p)
+		ref := b.leaseOne("z")
+		b.start(ref)
+		fp := b.finishParams(ref, job.StateDead)
+		fp.Type = "z"
+		b.finish(fp)
+		return ref.JobID
+	}
+	z1, z2 := z(), z()
+	b.write(func(tx store.Tx) error {
+		_, err := tx.JobRequeue(&store.JobRequeueParams{IDs: []int64{z2, z1}, RunAt: b.now, Now: b.now})
+		return err
+	})
+	equal(t, "keys of two dead jobs of one key requeued together", []string{b.get(z1).UniqueKey, b.get(z2).UniqueKey}, []string{"z", ""})
 }
