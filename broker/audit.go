@@ -18,6 +18,10 @@ import (
 // The actions the trail records.
 const (
 	AuditJobCancel      = "job.cancel"
+	AuditJobRunNow      = "job.run_now"
+	AuditJobRetryNow    = "job.retry_now"
+	AuditJobDelete      = "job.delete"
+	AuditJobPriority    = "job.priority"
 	AuditDeadRequeue    = "dlq.requeue"
 	AuditDeadPurge      = "dlq.purge"
 	AuditSucceededPurge = "jobs.purge_succeeded"
@@ -33,7 +37,7 @@ const (
 // AuditActions lists every action the trail records.
 var AuditActions = []string{AuditJobCancel, AuditDeadRequeue, AuditDeadPurge, AuditSucceededPurge,
 	AuditQueuePause, AuditQueueResume, AuditQueueLimit, AuditBreakerReset, AuditBreakerForce,
-	AuditTokenCreate, AuditTokenRevoke}
+	AuditTokenCreate, AuditTokenRevoke, AuditJobRunNow, AuditJobRetryNow, AuditJobDelete, AuditJobPriority}
 
 // Anonymous is the actor name of a caller without a token (auth off).
 const Anonymous = "anonymous"

@@ -409,7 +409,7 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	out := make([]Enqueued, len(results))
 	var earliest time.Time
 	for i, r := range results {
-		out[i] = Enqueued{ID: r.ID, Duplicate: r.Duplicate, State: r.State, RunAt: r.RunAt}
+		out[i] = Enqueued{ID: r.ID, Duplicate: r.Duplicate, Unique: r.Unique, State: r.State, RunAt: r.RunAt}
 		if !r.Duplicate {
 			b.obs.JobEnqueued(params[i].Queue, params[i].Type)
 		}

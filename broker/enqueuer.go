@@ -48,7 +48,7 @@ func (o enqueueBatches) Written(batch []commit.Op, err error) {
 // are offered to it, leased by their own insert (commit.Offerer, offer.go).
 type enqueueOp struct {
 	params []*store.JobInsertParams
-	// grouped: no job has an idempotency key, so the insert may join others.
+	// grouped: no job has an idempotency or a unique key, so the insert may join others.
 	grouped bool
 	// readies: some job is ready now, so the writer plans a dispatch round into the same
 	// transaction, and those jobs are leased by the commit that stores them.
@@ -70,7 +70,7 @@ func newEnqueueOp(params []*store.JobInsertParams, now time.Time) *enqueueOp {
 			o.scheduled = p.RunAt
 		}
 	}
-	o.grouped = !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool { return p.IdempotencyKey != "" })
+	o.grouped = !slices.ContainsFunc(params, (*store.JobInsertParams).Keyed)
 	return o
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/job/unique"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -27,13 +28,18 @@ type JobSpec struct {
 	IdempotencyKey string
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
+	// Unique, when set, makes the job unique (see unique.go): a job holding its unique key
+	// is answered instead, as a duplicate. It must have passed Check.
+	Unique *unique.Options
 }
 
 // Enqueued is what became of one JobSpec.
 type Enqueued struct {
 	ID int64
-	// Duplicate says an earlier job holds the spec's idempotency key; ID is that job's.
+	// Duplicate says an earlier job holds the spec's idempotency key, or its unique key when
+	// Unique; ID is that job's.
 	Duplicate bool
+	Unique    bool
 	State     job.State
 	RunAt     time.Time
 }
@@ -67,7 +73,9 @@ func notBefore(at, now time.Time) time.Time {
 
 // insertParams is the store's insert of a spec that withDefaults filled.
 func (s *JobSpec) insertParams(now time.Time) *store.JobInsertParams {
-	return &store.JobInsertParams{Type: s.Type, Queue: s.Queue, Payload: s.Payload, Priority: s.Priority,
+	p := &store.JobInsertParams{Type: s.Type, Queue: s.Queue, Payload: s.Payload, Priority: s.Priority,
 		RunAt: s.RunAt, MaxAttempts: s.MaxAttempts, IdempotencyKey: s.IdempotencyKey,
 		AttemptTimeout: s.AttemptTimeout, Metadata: s.Metadata, Now: now}
+	setUniqueKey(p, s.Unique)
+	return p
 }

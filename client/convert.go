@@ -35,6 +35,10 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 		LastErrorType:    p.GetLastErrorType(),
 		LastErrorMessage: p.GetLastErrorMessage(),
 		Metadata:         p.GetMetadata(),
+		UniqueKey:        p.GetUniqueKey(),
+	}
+	for _, s := range p.GetUniqueStates() {
+		j.UniqueStates = append(j.UniqueStates, job.State(s))
 	}
 	if d := p.GetAttemptTimeout(); d != nil {
 		j.AttemptTimeout = d.AsDuration()
@@ -65,10 +69,11 @@ func jobsFromProto(ps []*jobwirev1.Job) []*job.Job {
 
 func enqueuedFromProto(p *jobwirev1.EnqueuedJob) EnqueueResult {
 	return EnqueueResult{
-		ID:        p.GetId(),
-		Duplicate: p.GetDuplicate(),
-		State:     job.State(p.GetState()),
-		RunAt:     timeFromProto(p.GetRunAt()),
+		ID:                p.GetId(),
+		Duplicate:         p.GetDuplicate(),
+		DuplicateByUnique: p.GetDuplicateBy() == jobwirev1.DuplicateBy_DUPLICATE_BY_UNIQUE,
+		State:             job.State(p.GetState()),
+		RunAt:             timeFromProto(p.GetRunAt()),
 	}
 }
 

@@ -43,6 +43,8 @@ type JobSpec struct {
 	// 64 keys of [A-Za-z0-9_.:-], values up to 4096 bytes. The client adds the W3C trace
 	// context of the enqueue ("traceparent", "tracestate").
 	Metadata map[string]string
+	// Unique, when set, makes the job unique (see UniqueOpts).
+	Unique *UniqueOpts
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -116,10 +118,13 @@ func NewJobSpec(typ string, payload []byte, opts ...EnqueueOption) JobSpec {
 // EnqueueResult says what became of one enqueued job.
 type EnqueueResult struct {
 	ID int64
-	// Duplicate is true when the idempotency key matched an existing job; ID is that job's.
+	// Duplicate is true when the idempotency key or the unique key matched an existing job;
+	// ID, State and RunAt are that job's.
 	Duplicate bool
-	State     job.State
-	RunAt     time.Time
+	// DuplicateByUnique says the unique key (UniqueOpts) matched, not the idempotency key.
+	DuplicateByUnique bool
+	State             job.State
+	RunAt             time.Time
 }
 
 // Enqueue stores one job and returns once the broker has committed it.
@@ -225,6 +230,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
+		Unique:         uniqueToProto(s.Unique),
 	}
 	switch {
 	case !s.RunAt.IsZero():

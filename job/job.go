@@ -184,6 +184,10 @@ type Job struct {
 	// Metadata is string keys and values the producer attached (W3C trace context under
 	// "traceparent" and "tracestate", or its own keys); nil when none. Listings leave it out.
 	Metadata map[string]string
+	// UniqueKey is the job's unique key (see job/unique), "" when it has none; it holds the
+	// key while its state is one of UniqueStates.
+	UniqueKey    string
+	UniqueStates []State
 
 	LastErrorType    string
 	LastErrorMessage string

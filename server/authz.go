@@ -65,6 +65,10 @@ var access = map[string]rule{
 	jobwirev1.AdminService_SetQueueLimit_FullMethodName:     adminOnly,
 	jobwirev1.AdminService_ResetBreaker_FullMethodName:      adminOnly,
 	jobwirev1.AdminService_ForceBreaker_FullMethodName:      adminOnly,
+	jobwirev1.AdminService_RunJobNow_FullMethodName:         adminOnly,
+	jobwirev1.AdminService_RetryJobNow_FullMethodName:       adminOnly,
+	jobwirev1.AdminService_DeleteJob_FullMethodName:         adminOnly,
+	jobwirev1.AdminService_SetJobPriority_FullMethodName:    adminOnly,
 
 	jobwirev1.TokenService_CreateToken_FullMethodName: adminOnly,
 	jobwirev1.TokenService_ListTokens_FullMethodName:  adminOnly,

@@ -56,6 +56,8 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		LastErrorType:    j.LastErrorType,
 		LastErrorMessage: j.LastErrorMessage,
 		Metadata:         j.Metadata,
+		UniqueKey:        j.UniqueKey,
+		UniqueStates:     uniqueStatesToProto(j.UniqueStates),
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {

@@ -207,6 +207,39 @@ var faultCases = []faultCase{
 				jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED)
 			onlyAudit(t, fx.b, "job.cancel")
 		}},
+	{kind: "unique enqueue", ops: []string{"enqueue"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			spec := &jobwirev1.JobSpec{Type: "t", Unique: &jobwirev1.UniqueOptions{Key: "k"}}
+			res, err := fx.b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{Job: spec})
+			if err != nil || res.GetJob().GetDuplicate() {
+				t.Fatalf("unique enqueue answered %v, %v; want a new job, not a duplicate of itself", res.GetJob(), err)
+			}
+			onlyJobs(t, fx.b, res.GetJob().GetId())
+			checkJob(t, fx.b, res.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_PENDING, 0)
+		}},
+	{kind: "run job now", ops: []string{"job_run_now", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t", Schedule: &jobwirev1.JobSpec_Delay{Delay: durationpb.New(time.Hour)}})
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			id := state.(int64)
+			res, err := fx.b.Admin.RunJobNow(context.Background(), &jobwirev1.RunJobNowRequest{Id: id})
+			if err != nil || res.GetJob().GetState() != jobwirev1.JobState_JOB_STATE_PENDING {
+				t.Fatalf("run now answered %v, %v; want the job PENDING", res.GetJob(), err)
+			}
+			checkJob(t, fx.b, id, jobwirev1.JobState_JOB_STATE_PENDING, 0)
+			onlyAudit(t, fx.b, "job.run_now")
+		}},
+	{kind: "delete waiting job", ops: []string{"job_delete", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any { return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t"}) },
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			res, err := fx.b.Admin.DeleteJob(context.Background(), &jobwirev1.DeleteJobRequest{Id: state.(int64)})
+			if err != nil || res.GetJob().GetId() != state.(int64) {
+				t.Fatalf("delete answered %v, %v; want the job as it was", res.GetJob(), err)
+			}
+			onlyJobs(t, fx.b)
+			onlyAudit(t, fx.b, "job.delete")
+		}},
 	{kind: "requeue", ops: []string{"dlq_requeue", "batch"}, capacity: 1, failures: 1,
 		setup: dead,
 		write: func(t *testing.T, fx *faultFixture, state any) {

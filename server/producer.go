@@ -37,6 +37,10 @@ func (s *Server) validate(req any) error {
 		return validID("id", r.GetId())
 	case *jobwirev1.CancelJobRequest:
 		return validID("id", r.GetId())
+	case *jobwirev1.RunJobNowRequest, *jobwirev1.RetryJobNowRequest, *jobwirev1.DeleteJobRequest,
+		*jobwirev1.SetJobPriorityRequest:
+		_, err := validateWaiting(req)
+		return err
 	case *jobwirev1.ResetBreakerRequest:
 		return validName("type", r.GetType())
 	case *jobwirev1.ForceBreakerRequest:
@@ -62,6 +66,7 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 		IdempotencyKey: spec.GetIdempotencyKey(),
 		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
 		Metadata:       spec.GetMetadata(),
+		Unique:         uniqueFromProto(spec.GetUnique()),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:
@@ -73,7 +78,8 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 }
 
 func enqueuedToProto(r broker.Enqueued) *jobwirev1.EnqueuedJob {
-	return &jobwirev1.EnqueuedJob{Id: r.ID, Duplicate: r.Duplicate, State: stateToProto(r.State), RunAt: ts(r.RunAt)}
+	return &jobwirev1.EnqueuedJob{Id: r.ID, Duplicate: r.Duplicate, State: stateToProto(r.State), RunAt: ts(r.RunAt),
+		DuplicateBy: duplicateBy(r)}
 }
 
 func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {

@@ -100,7 +100,9 @@ type Tx interface {
 	// JobInsertMany adds jobs in order. Idempotency keys are scoped by type. A job whose key a
 	// job of its type holds is not added: when the two match in every IdempotencyFields, its
 	// result names the existing job and says Duplicate; otherwise JobInsertMany fails with an
-	// *IdempotencyConflictError and the caller must roll back.
+	// *IdempotencyConflictError and the caller must roll back. A job whose unique key
+	// (JobInsertParams.UniqueKey) a job holds is not added either: its result names that job
+	// and says Duplicate and Unique. The idempotency key is looked at first.
 	JobInsertMany(ps []*JobInsertParams) ([]JobInsertResult, error)
 	// JobLease moves up to p.Limit ready jobs to LEASED for one worker, highest priority first,
 	// then oldest run_at, each with a new fencing token.
@@ -170,6 +172,11 @@ type Tx interface {
 	// JobCancel cancels a job that has not finished. It returns the job as it was before, or
 	// ErrNotFound. A job already final is returned unchanged.
 	JobCancel(id int64, now time.Time) (*job.Job, error)
+	// JobChangeWaiting applies an operator's change to a job that waits (WaitingChange) if the
+	// job still meets its condition (WaitingChange.Cond), checked under the job's lock. It
+	// returns the job as it was before, without its payload, and whether it changed it; a job
+	// that does not exist is ErrNotFound.
+	JobChangeWaiting(c *WaitingChange) (before *job.Job, changed bool, err error)
 	// JobPromoteScheduled moves SCHEDULED jobs whose run_at has come to PENDING.
 	JobPromoteScheduled(now time.Time) (int, error)
 	// JobNextScheduledAt is the earliest run_at of a SCHEDULED job.
@@ -205,6 +212,8 @@ type Tx interface {
 	// JobGetMany is Store.JobGetMany inside the transaction.
 	JobGetMany(ids []int64) ([]*job.Job, error)
 	// JobRequeue sends the dead jobs among p.IDs back to run and returns how many it changed.
+	// A requeued job whose unique key another job holds, or another job of the requeue with a
+	// smaller id keeps, loses its key: it runs as a job without one rather than not at all.
 	JobRequeue(p *JobRequeueParams) (int, error)
 	// JobDeleteDead deletes the dead jobs among ids, with their attempts.
 	JobDeleteDead(ids []int64) (int, error)
@@ -250,15 +259,26 @@ type JobInsertParams struct {
 	AttemptTimeout time.Duration
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
-	Now      time.Time
+	// UniqueKey, when set, makes the job unique (job/unique): it is not added while a job
+	// holds the key, one whose state is in that job's UniqueStates (a mask, MaskOfStates), and
+	// the result names that job as a Duplicate.
+	UniqueKey    string
+	UniqueStates int
+	Now          time.Time
 }
+
+// Keyed reports whether p carries a key that another job may hold (an idempotency or a unique
+// key), so that its insert must look for that job: it cannot join a statement of many.
+func (p *JobInsertParams) Keyed() bool { return p.IdempotencyKey != "" || p.UniqueKey != "" }
 
 // JobInsertResult says what became of an insert.
 type JobInsertResult struct {
 	ID        int64
 	Duplicate bool
-	State     job.State
-	RunAt     time.Time
+	// Unique says the duplicate's job holds the insert's unique key (else its idempotency key).
+	Unique bool
+	State  job.State
+	RunAt  time.Time
 }
 
 // JobOffer is the lease a new job is offered with (Tx.JobInsertOfferedAtCommit).
@@ -271,14 +291,14 @@ type JobOffer struct {
 }
 
 // CheckOffers refuses offers that do not pair with ps (Tx.JobInsertOfferedAtCommit): one per
-// job, for jobs with no idempotency key that are ready now.
+// job, for jobs with no idempotency or unique key that are ready now.
 func CheckOffers(ps []*JobInsertParams, offers []*JobOffer) error {
 	if len(offers) != len(ps) {
 		return fmt.Errorf("%d offers for %d jobs", len(offers), len(ps))
 	}
 	for i, p := range ps {
-		if p.IdempotencyKey != "" {
-			return fmt.Errorf("job %d of an offered insert has an idempotency key", i)
+		if p.Keyed() {
+			return fmt.Errorf("job %d of an offered insert has an idempotency or a unique key", i)
 		}
 		if offers[i] != nil && p.RunAt.After(p.Now) {
 			return fmt.Errorf("job %d is offered but scheduled for later", i)

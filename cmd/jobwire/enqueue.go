@@ -28,6 +28,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "attempts allowed, including the first (default: the type's policy)")
 	fs.StringVar(&key, "idempotency-key", "", "a repeat enqueue with this key returns the existing job")
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
+	uf := addUniqueFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -69,6 +70,9 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	if attemptTimeout != 0 {
 		spec.AttemptTimeout = durationpb.New(attemptTimeout)
 	}
+	if spec.Unique, err = uf.build(fs); err != nil {
+		return err
+	}
 
 	resp, err := fetch(ctx, cf, func(ctx context.Context, b *broker) (*jobwirev1.EnqueueResponse, error) {
 		return b.producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: spec})
@@ -77,7 +81,10 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 	j := resp.GetJob()
-	if j.GetDuplicate() {
+	switch {
+	case j.GetDuplicateBy() == jobwirev1.DuplicateBy_DUPLICATE_BY_UNIQUE:
+		fmt.Fprintf(e.stderr, "job %d (%s) holds this job's unique key; nothing new was enqueued (duplicate)\n", j.GetId(), enumName(j.GetState()))
+	case j.GetDuplicate():
 		fmt.Fprintf(e.stderr, "job %d already existed with idempotency key %q; nothing new was enqueued (duplicate)\n", j.GetId(), key)
 	}
 	return show(e, cf, resp, func(*jobwirev1.EnqueueResponse) error {

@@ -157,9 +157,13 @@ func startHostileBroker(t *testing.T, fail bool) string {
 // hostileArgs runs each command that talks to the broker. A command added to the table must be
 // added here, so that its output is checked too.
 var hostileArgs = map[string][][]string{
-	"enqueue":          {{"--type", "t"}, {"--type", "t", "--idempotency-key", hostile}},
+	"enqueue":          {{"--type", "t"}, {"--type", "t", "--idempotency-key", hostile}, {"--type", "t", "--unique-key", hostile}},
 	"job get":          {{"1"}},
 	"job cancel":       {{"1"}},
+	"job run-now":      {{"1"}},
+	"job retry-now":    {{"1"}},
+	"job delete":       {{"1"}},
+	"job priority":     {{"1", "2"}},
 	"jobs list":        {nil},
 	"dlq list":         {nil},
 	"dlq show":         {{"1"}},

@@ -151,6 +151,9 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	row(tw, "Finished at", fmtTime(j.GetFinishedAt()))
 	row(tw, "Attempt timeout", fmtDuration(j.GetAttemptTimeout()))
 	row(tw, "Idempotency key", orDash(j.GetIdempotencyKey()))
+	if j.GetUniqueKey() != "" {
+		row(tw, "Unique key", uniqueKeyLine(j))
+	}
 	if j.GetLastErrorType() != "" || j.GetLastErrorMessage() != "" {
 		row(tw, "Last error", oneLine(lastError(j), 200))
 	}

@@ -62,7 +62,11 @@ func TestJSONShapeOfAJob(t *testing.T) {
         "details": ""
       }
     ],
-    "metadata": {}
+    "metadata": {},
+    "result": null,
+    "progress": null,
+    "uniqueKey": "",
+    "uniqueStates": []
   },
   "waiting": null
 }

@@ -71,6 +71,10 @@ var rpcs = map[string]rpc{
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
 	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
 	"ListAuditEvents": call[jobwirev1.ListAuditEventsRequest, jobwirev1.ListAuditEventsResponse](jobwirev1.AdminService_ListAuditEvents_FullMethodName, false),
+	"RunJobNow":       call[jobwirev1.RunJobNowRequest, jobwirev1.RunJobNowResponse](jobwirev1.AdminService_RunJobNow_FullMethodName, true),
+	"RetryJobNow":     call[jobwirev1.RetryJobNowRequest, jobwirev1.RetryJobNowResponse](jobwirev1.AdminService_RetryJobNow_FullMethodName, true),
+	"DeleteJob":       call[jobwirev1.DeleteJobRequest, jobwirev1.DeleteJobResponse](jobwirev1.AdminService_DeleteJob_FullMethodName, true),
+	"SetJobPriority":  call[jobwirev1.SetJobPriorityRequest, jobwirev1.SetJobPriorityResponse](jobwirev1.AdminService_SetJobPriority_FullMethodName, true),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).

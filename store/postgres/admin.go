@@ -302,7 +302,10 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 		v := int32(*p.Priority)
 		priority = &v
 	}
-	// The dead jobs are locked first, in id order (lockorder.go).
+	// The dead jobs are locked first, in id order (lockorder.go), by the first statement.
+	if _, err := t.exec(requeueUniqueSQL, p.IDs); err != nil {
+		return 0, err
+	}
 	rows, err := t.tx.Query(t.ctx, `WITH locked AS MATERIALIZED (
 			SELECT id FROM jobs WHERE state = 6 AND id = ANY($6) ORDER BY id FOR NO KEY UPDATE)
 		UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
@@ -324,6 +327,17 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 	})
 	return n, err
 }
+
+// requeueUniqueSQL locks the dead jobs $1 in id order and takes the unique key off those that
+// could not hold it once requeued (see store.Tx.JobRequeue): another job holds it, or a dead
+// job of $1 with a smaller id keeps it.
+const requeueUniqueSQL = `WITH locked AS MATERIALIZED (
+		SELECT id FROM jobs WHERE state = 6 AND id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
+	UPDATE jobs SET unique_key = NULL FROM locked WHERE jobs.id = locked.id AND jobs.unique_key IS NOT NULL
+		AND (EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.id <> jobs.id
+				AND (o.unique_states >> o.state) & 1 = 1)
+			OR EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.id < jobs.id
+				AND o.state = 6 AND o.id = ANY($1)))`
 
 func (t *tx) JobDeleteDead(ids []int64) (int, error) {
 	return t.deleteJobs(`SELECT id FROM jobs WHERE state = 6 AND id = ANY($1) ORDER BY id FOR UPDATE`, ids)

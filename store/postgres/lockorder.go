@@ -10,7 +10,8 @@ import "slices"
 // (40P01), which the storage retries run again: no write is lost, but both stall. Every write
 // of this store therefore takes its rows in one order:
 //
-//  1. jobs, by id ascending (and the idempotency keys its inserts wait for: see totals.go);
+//  1. jobs, by id ascending (and the idempotency and unique keys its inserts wait for: see
+//     totals.go);
 //  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
 //  3. the breakers, by type;
 //  4. the capped queues, by name (lockCappedSQL, queues.go).
@@ -24,8 +25,15 @@ import "slices"
 //     order, but with SKIP LOCKED: it never waits for a job, so it closes no cycle; its UPDATE
 //     (leaseAtOnceSQL, leaseSQL) changes only the rows it locked.
 //   - An insert (insertRun, offeredInsertSQL, insertOne) locks only the new rows, which no other
-//     transaction sees; an insert with an idempotency key waits for another's uncommitted insert
-//     of that key (totals.go).
+//     transaction sees; an insert with an idempotency or a unique key waits for another's
+//     uncommitted insert of that key (totals.go), or, for a unique key, another's uncommitted
+//     change of the job holding it (a state change may take it out of the unique index). A
+//     unique key is thus a lock of the jobs class taken in the order of the batch's enqueues,
+//     as an idempotency key is.
+//   - An operator's change of a waiting job (JobChangeWaiting: run now, retry now, delete,
+//     priority) locks one job FOR UPDATE, as JobCancel does.
+//   - JobRequeue first locks the dead jobs in id order and takes the unique key off those whose
+//     key another job holds (requeueUniqueSQL), then requeues them.
 //   - The writes of one lease (JobStart, JobFinish, JobRelease) and JobCancel lock one job each,
 //     and JobFinish's and JobCancel's attempt rows refer to (KEY SHARE) the job they just
 //     locked. A transaction that runs several locks them in the order of its calls, which keep

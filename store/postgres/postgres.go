@@ -287,13 +287,13 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, metadata`
+	attempt_base, requeued_at, metadata, unique_key, unique_states`
 
 // listColumns are jobColumns without the payload.
 const listColumns = `id, type, queue, NULL::bytea, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, NULL::jsonb`
+	attempt_base, requeued_at, NULL::jsonb, unique_key, unique_states`
 
 func scanJob(row pgx.Row) (*job.Job, error) {
 	var (
@@ -302,13 +302,15 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 		finishedAt, leaseExpires, startedAt *int64
 		requeuedAt                          *int64
 		key                                 *string
+		uniqueKey                           *string
+		uniqueStates                        int32
 		state, deadReason                   int16
 		secret, metadata                    []byte
 	)
 	err := row.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt, &metadata)
+		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates)
 	if err != nil {
 		return nil, err
 	}
@@ -328,6 +330,9 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 	j.RequeuedAt = fromNull(requeuedAt)
 	if key != nil {
 		j.IdempotencyKey = *key
+	}
+	if uniqueKey != nil {
+		j.UniqueKey, j.UniqueStates = *uniqueKey, store.StatesOfMask(int(uniqueStates))
 	}
 	j.AttemptTimeout = time.Duration(timeout)
 	if j.Payload == nil {

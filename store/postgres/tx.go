@@ -114,45 +114,89 @@ func (t *tx) Isolated(fn func() error) error {
 	return sp.Commit(t.ctx)
 }
 
-// insertOne adds one job with an idempotency key, or answers with the job of its type that
-// holds the key when that job has the same content; index is p's position in its call.
+// insertOne adds one job with an idempotency or a unique key, or answers with the job that
+// holds its key: the job of its type that holds its idempotency key when that job has the same
+// content, or else the job that holds its unique key; index is p's position in its call.
+//
+// DO NOTHING names no conflict target, so it covers both keys' indexes. An insert of a key
+// another transaction has inserted and not committed waits for it (lockorder.go); a holder it
+// then finds may leave its states (finish) before the read that follows, so the insert is tried
+// again, a few times.
 func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResult, error) {
 	state := initialState(p)
 	meta, err := encodeMetadata(p.Metadata)
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
-	var id int64
-	err = t.tx.QueryRow(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
-		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)
-		ON CONFLICT (type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
-		p.Type, p.Queue, payloadOf(p), p.Priority, int16(state), p.MaxAttempts, nanos(p.RunAt),
-		nanos(p.Now), p.IdempotencyKey, int64(p.AttemptTimeout), meta).Scan(&id)
-	if err == nil {
-		if err := t.ensureQueue(p.Queue); err != nil {
+	for range store.UniqueTries {
+		var id int64
+		err = t.tx.QueryRow(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
+			max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata, unique_key, unique_states)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13)
+			ON CONFLICT DO NOTHING RETURNING id`,
+			p.Type, p.Queue, payloadOf(p), p.Priority, int16(state), p.MaxAttempts, nanos(p.RunAt),
+			nanos(p.Now), nullText(p.IdempotencyKey), int64(p.AttemptTimeout), meta,
+			nullText(p.UniqueKey), int32(p.UniqueStates)).Scan(&id)
+		if err == nil {
+			if err := t.ensureQueue(p.Queue); err != nil {
+				return store.JobInsertResult{}, err
+			}
+			return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return store.JobInsertResult{}, err
 		}
-		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
+		if r, found, err := t.idempotentHolder(index, p); found || err != nil {
+			return r, err
+		}
+		var st int16
+		var runAt int64
+		err = t.tx.QueryRow(t.ctx, `SELECT id, state, run_at FROM jobs WHERE unique_key = $1
+			AND unique_key IS NOT NULL AND (unique_states >> state) & 1 = 1`, p.UniqueKey).Scan(&id, &st, &runAt)
+		if err == nil {
+			return store.JobInsertResult{ID: id, Duplicate: true, Unique: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return store.JobInsertResult{}, fmt.Errorf("read the job holding unique key %s: %w", p.UniqueKey, err)
+		}
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return store.JobInsertResult{}, err
+	return store.JobInsertResult{}, store.UniqueRaceError(p.UniqueKey)
+}
+
+// idempotentHolder answers an insert that was not added with the job of its type that holds
+// its idempotency key, when one does (found): a duplicate if that job has the same content,
+// else an *IdempotencyConflictError.
+func (t *tx) idempotentHolder(index int, p *store.JobInsertParams) (store.JobInsertResult, bool, error) {
+	if p.IdempotencyKey == "" {
+		return store.JobInsertResult{}, false, nil
 	}
-	// The idempotency key is taken: answer with the job that holds it, if it is this one.
+	var id int64
 	var st int16
 	var runAt, timeout int64
 	var stored store.JobInsertParams
-	if err := t.tx.QueryRow(t.ctx, `SELECT id, state, run_at, queue, payload, priority, max_attempts, attempt_timeout_ns
+	err := t.tx.QueryRow(t.ctx, `SELECT id, state, run_at, queue, payload, priority, max_attempts, attempt_timeout_ns
 		FROM jobs WHERE type = $1 AND idempotency_key = $2`, p.Type, p.IdempotencyKey).Scan(&id, &st, &runAt,
-		&stored.Queue, &stored.Payload, &stored.Priority, &stored.MaxAttempts, &timeout); err != nil {
-		return store.JobInsertResult{}, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
+		&stored.Queue, &stored.Payload, &stored.Priority, &stored.MaxAttempts, &timeout)
+	if errors.Is(err, pgx.ErrNoRows) && p.UniqueKey != "" {
+		return store.JobInsertResult{}, false, nil // the unique key is what was taken
+	}
+	if err != nil {
+		return store.JobInsertResult{}, false, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
 	}
 	stored.AttemptTimeout = time.Duration(timeout)
 	if diff := store.IdempotencyDiff(p, &stored); len(diff) > 0 {
-		return store.JobInsertResult{}, &store.IdempotencyConflictError{Index: index, Type: p.Type,
+		return store.JobInsertResult{}, true, &store.IdempotencyConflictError{Index: index, Type: p.Type,
 			Key: p.IdempotencyKey, JobID: id, Fields: diff}
 	}
-	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
+	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, true, nil
+}
+
+// nullText is s, or NULL for "".
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func initialState(p *store.JobInsertParams) job.State {
@@ -175,7 +219,7 @@ func payloadOf(p *store.JobInsertParams) []byte {
 func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
 	out := make([]store.JobInsertResult, len(ps))
 	for i := 0; i < len(ps); {
-		if ps[i].IdempotencyKey != "" {
+		if ps[i].Keyed() {
 			r, err := t.insertOne(i, ps[i])
 			if err != nil {
 				return nil, err
@@ -185,7 +229,7 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 			continue
 		}
 		end := i
-		for end < len(ps) && ps[end].IdempotencyKey == "" {
+		for end < len(ps) && !ps[end].Keyed() {
 			end++
 		}
 		if err := t.insertRun(ps[i:end], out[i:end]); err != nil {

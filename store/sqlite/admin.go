@@ -393,6 +393,16 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 			ON CONFLICT (queue, type, state) DO UPDATE SET n = n + excluded.n`, idArgs(part)...); err != nil {
 			return err
 		}
+		// Another job may hold a requeued job's unique key, or a job of this requeue with a
+		// smaller id keep it (see store.Tx.JobRequeue): its key is taken off.
+		if _, err := t.exec(`UPDATE jobs SET unique_key = NULL WHERE state = 6 AND id IN (`+placeholders(len(part))+`)
+			AND unique_key IS NOT NULL
+			AND (EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.id <> jobs.id
+					AND (o.unique_states >> o.state) & 1 = 1)
+				OR EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.id < jobs.id
+					AND o.state = 6 AND o.id IN (`+placeholders(len(part))+`)))`, append(idArgs(part), idArgs(part)...)...); err != nil {
+			return err
+		}
 		args := append([]any{int(state), nanos(p.RunAt), nanos(p.Now), priority, payload}, idArgs(part)...)
 		n, err := t.exec(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,
 			priority = COALESCE(?, priority), payload = COALESCE(?, payload),

@@ -45,33 +45,32 @@ func (t *tx) queryJobs(q string, args ...any) ([]*job.Job, error) {
 	return scanJobs(t.query(q, args...))
 }
 
-// insertOne adds one job, or answers with the job of its type that holds its idempotency key
-// when that job has the same content; index is p's position in its call.
+// insertOne adds one job, or answers with the job that holds its key: the job of its type
+// that holds its idempotency key when that job has the same content, or else the job that
+// holds its unique key; index is p's position in its call.
 func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResult, error) {
 	state := job.StatePending
 	if p.RunAt.After(p.Now) {
 		state = job.StateScheduled
-	}
-	var key sql.NullString
-	if p.IdempotencyKey != "" {
-		key = sql.NullString{String: p.IdempotencyKey, Valid: true}
 	}
 	payload := p.Payload
 	if payload == nil {
 		payload = []byte{}
 	}
 	// No RETURNING: in SQLite it costs about as much as the insert itself. The row count says
-	// whether the idempotency key was free, and the new rowid is the job id.
+	// whether the keys were free, and the new rowid is the job id. DO NOTHING names no
+	// conflict target, so it covers both keys' indexes.
 	meta, err := encodeMetadata(p.Metadata)
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
 	res, err := t.execResult(`INSERT INTO jobs (type, queue, payload, priority, state,
-		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata, unique_key, unique_states)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
 		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
-		nanos(p.Now), key, int64(p.AttemptTimeout), meta)
+		nanos(p.Now), nullString(p.IdempotencyKey), int64(p.AttemptTimeout), meta,
+		nullString(p.UniqueKey), p.UniqueStates)
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
@@ -79,9 +78,9 @@ func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResu
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
-	var id int64
 	if inserted == 1 {
-		if id, err = res.LastInsertId(); err != nil {
+		id, err := res.LastInsertId()
+		if err != nil {
 			return store.JobInsertResult{}, err
 		}
 		if err := t.ensureQueue(p.Queue); err != nil {
@@ -89,22 +88,49 @@ func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResu
 		}
 		return store.JobInsertResult{ID: id, State: state, RunAt: p.RunAt}, nil
 	}
-	// The idempotency key is taken: answer with the job that holds it, if it is this one.
+	if r, found, err := t.idempotentHolder(index, p); found || err != nil {
+		return r, err
+	}
+	// One writer at a time: the unique key's holder is there to read.
+	var id, runAt int64
+	var st int
+	if err := t.queryRow(`SELECT id, state, run_at FROM jobs WHERE unique_key = ?
+		AND unique_key IS NOT NULL AND (unique_states >> state) & 1 = 1`, p.UniqueKey).Scan(&id, &st, &runAt); err != nil {
+		return store.JobInsertResult{}, fmt.Errorf("read the job holding unique key %s: %w", p.UniqueKey, err)
+	}
+	return store.JobInsertResult{ID: id, Duplicate: true, Unique: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
+}
+
+// idempotentHolder answers an insert that was not added with the job of its type that holds
+// its idempotency key, when one does (found): a duplicate if that job has the same content,
+// else an *IdempotencyConflictError.
+func (t *tx) idempotentHolder(index int, p *store.JobInsertParams) (store.JobInsertResult, bool, error) {
+	if p.IdempotencyKey == "" {
+		return store.JobInsertResult{}, false, nil
+	}
+	var id int64
 	var st int
 	var runAt, timeout int64
 	var stored store.JobInsertParams
-	if err := t.queryRow(`SELECT id, state, run_at, queue, payload, priority, max_attempts, attempt_timeout_ns
+	err := t.queryRow(`SELECT id, state, run_at, queue, payload, priority, max_attempts, attempt_timeout_ns
 		FROM jobs WHERE type = ? AND idempotency_key = ?`, p.Type, p.IdempotencyKey).Scan(&id, &st, &runAt,
-		&stored.Queue, &stored.Payload, &stored.Priority, &stored.MaxAttempts, &timeout); err != nil {
-		return store.JobInsertResult{}, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
+		&stored.Queue, &stored.Payload, &stored.Priority, &stored.MaxAttempts, &timeout)
+	if errors.Is(err, sql.ErrNoRows) && p.UniqueKey != "" {
+		return store.JobInsertResult{}, false, nil // the unique key is what was taken
+	}
+	if err != nil {
+		return store.JobInsertResult{}, false, fmt.Errorf("read job with idempotency key %q: %w", p.IdempotencyKey, err)
 	}
 	stored.AttemptTimeout = time.Duration(timeout)
 	if diff := store.IdempotencyDiff(p, &stored); len(diff) > 0 {
-		return store.JobInsertResult{}, &store.IdempotencyConflictError{Index: index, Type: p.Type,
+		return store.JobInsertResult{}, true, &store.IdempotencyConflictError{Index: index, Type: p.Type,
 			Key: p.IdempotencyKey, JobID: id, Fields: diff}
 	}
-	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, nil
+	return store.JobInsertResult{ID: id, Duplicate: true, State: job.State(st), RunAt: fromNanos(runAt)}, true, nil
 }
+
+// nullString is s, or NULL for "".
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // in appends " AND col [NOT] IN (?, ?...)" for vals.
 func in(q *strings.Builder, args []any, col string, not bool, vals []string) []any {
@@ -709,7 +735,7 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 		return nil
 	}
 	for i, p := range ps {
-		if p.IdempotencyKey == "" {
+		if !p.Keyed() {
 			if chunk = append(chunk, i); len(chunk) == insertChunk {
 				if err := flush(); err != nil {
 					return nil, err

@@ -36,6 +36,10 @@ const (
 	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
 	AdminService_ListBrokers_FullMethodName       = "/jobwire.v1.AdminService/ListBrokers"
 	AdminService_ListAuditEvents_FullMethodName   = "/jobwire.v1.AdminService/ListAuditEvents"
+	AdminService_RunJobNow_FullMethodName         = "/jobwire.v1.AdminService/RunJobNow"
+	AdminService_RetryJobNow_FullMethodName       = "/jobwire.v1.AdminService/RetryJobNow"
+	AdminService_DeleteJob_FullMethodName         = "/jobwire.v1.AdminService/DeleteJob"
+	AdminService_SetJobPriority_FullMethodName    = "/jobwire.v1.AdminService/SetJobPriority"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -83,6 +87,19 @@ type AdminServiceClient interface {
 	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
 	// when, to how many jobs and on which broker.
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
+	// RunJobNow makes a SCHEDULED job ready now (PENDING, run_at now), whether it waits for its
+	// first run or for a retry. A job in any other state is left alone and the call fails with
+	// FAILED_PRECONDITION naming its state; a job that does not exist is NOT_FOUND.
+	RunJobNow(ctx context.Context, in *RunJobNowRequest, opts ...grpc.CallOption) (*RunJobNowResponse, error)
+	// RetryJobNow ends the backoff of a job waiting to retry (SCHEDULED after a failed attempt)
+	// and makes it ready now. A job that is not waiting to retry is FAILED_PRECONDITION.
+	RetryJobNow(ctx context.Context, in *RetryJobNowRequest, opts ...grpc.CallOption) (*RetryJobNowResponse, error)
+	// DeleteJob deletes a job that waits (PENDING or SCHEDULED) with its attempts, freeing its
+	// idempotency and unique keys. A job leased, running or finished is FAILED_PRECONDITION.
+	DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error)
+	// SetJobPriority changes the priority of a job that waits (PENDING or SCHEDULED). A job
+	// leased, running or finished is FAILED_PRECONDITION.
+	SetJobPriority(ctx context.Context, in *SetJobPriorityRequest, opts ...grpc.CallOption) (*SetJobPriorityResponse, error)
 }
 
 type adminServiceClient struct {
@@ -263,6 +280,46 @@ func (c *adminServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditE
 	return out, nil
 }
 
+func (c *adminServiceClient) RunJobNow(ctx context.Context, in *RunJobNowRequest, opts ...grpc.CallOption) (*RunJobNowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunJobNowResponse)
+	err := c.cc.Invoke(ctx, AdminService_RunJobNow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RetryJobNow(ctx context.Context, in *RetryJobNowRequest, opts ...grpc.CallOption) (*RetryJobNowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryJobNowResponse)
+	err := c.cc.Invoke(ctx, AdminService_RetryJobNow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteJobResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetJobPriority(ctx context.Context, in *SetJobPriorityRequest, opts ...grpc.CallOption) (*SetJobPriorityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetJobPriorityResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetJobPriority_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -308,6 +365,19 @@ type AdminServiceServer interface {
 	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
 	// when, to how many jobs and on which broker.
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
+	// RunJobNow makes a SCHEDULED job ready now (PENDING, run_at now), whether it waits for its
+	// first run or for a retry. A job in any other state is left alone and the call fails with
+	// FAILED_PRECONDITION naming its state; a job that does not exist is NOT_FOUND.
+	RunJobNow(context.Context, *RunJobNowRequest) (*RunJobNowResponse, error)
+	// RetryJobNow ends the backoff of a job waiting to retry (SCHEDULED after a failed attempt)
+	// and makes it ready now. A job that is not waiting to retry is FAILED_PRECONDITION.
+	RetryJobNow(context.Context, *RetryJobNowRequest) (*RetryJobNowResponse, error)
+	// DeleteJob deletes a job that waits (PENDING or SCHEDULED) with its attempts, freeing its
+	// idempotency and unique keys. A job leased, running or finished is FAILED_PRECONDITION.
+	DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error)
+	// SetJobPriority changes the priority of a job that waits (PENDING or SCHEDULED). A job
+	// leased, running or finished is FAILED_PRECONDITION.
+	SetJobPriority(context.Context, *SetJobPriorityRequest) (*SetJobPriorityResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -368,6 +438,18 @@ func (UnimplementedAdminServiceServer) ListBrokers(context.Context, *ListBrokers
 }
 func (UnimplementedAdminServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
+}
+func (UnimplementedAdminServiceServer) RunJobNow(context.Context, *RunJobNowRequest) (*RunJobNowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunJobNow not implemented")
+}
+func (UnimplementedAdminServiceServer) RetryJobNow(context.Context, *RetryJobNowRequest) (*RetryJobNowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryJobNow not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteJob not implemented")
+}
+func (UnimplementedAdminServiceServer) SetJobPriority(context.Context, *SetJobPriorityRequest) (*SetJobPriorityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetJobPriority not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -696,6 +778,78 @@ func _AdminService_ListAuditEvents_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RunJobNow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunJobNowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RunJobNow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RunJobNow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RunJobNow(ctx, req.(*RunJobNowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RetryJobNow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryJobNowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RetryJobNow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RetryJobNow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RetryJobNow(ctx, req.(*RetryJobNowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteJob(ctx, req.(*DeleteJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetJobPriority_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetJobPriorityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetJobPriority(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetJobPriority_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetJobPriority(ctx, req.(*SetJobPriorityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -770,6 +924,22 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditEvents",
 			Handler:    _AdminService_ListAuditEvents_Handler,
+		},
+		{
+			MethodName: "RunJobNow",
+			Handler:    _AdminService_RunJobNow_Handler,
+		},
+		{
+			MethodName: "RetryJobNow",
+			Handler:    _AdminService_RetryJobNow_Handler,
+		},
+		{
+			MethodName: "DeleteJob",
+			Handler:    _AdminService_DeleteJob_Handler,
+		},
+		{
+			MethodName: "SetJobPriority",
+			Handler:    _AdminService_SetJobPriority_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

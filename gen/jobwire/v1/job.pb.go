@@ -312,7 +312,11 @@ type Job struct {
 	// What the last attempt's Success returned (SUCCEEDED jobs only). Empty in lists.
 	Result []byte `protobuf:"bytes,20,opt,name=result,proto3" json:"result,omitempty"`
 	// The newest progress the running (or last) attempt reported; absent if none.
-	Progress      *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The job's unique key (JobSpec.unique), hex of its hash; empty for a job enqueued without.
+	UniqueKey string `protobuf:"bytes,28,opt,name=unique_key,json=uniqueKey,proto3" json:"unique_key,omitempty"`
+	// The states in which the job holds its unique key.
+	UniqueStates  []JobState `protobuf:"varint,29,rep,packed,name=unique_states,json=uniqueStates,proto3,enum=jobwire.v1.JobState" json:"unique_states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -490,6 +494,20 @@ func (x *Job) GetResult() []byte {
 func (x *Job) GetProgress() *JobProgress {
 	if x != nil {
 		return x.Progress
+	}
+	return nil
+}
+
+func (x *Job) GetUniqueKey() string {
+	if x != nil {
+		return x.UniqueKey
+	}
+	return ""
+}
+
+func (x *Job) GetUniqueStates() []JobState {
+	if x != nil {
+		return x.UniqueStates
 	}
 	return nil
 }
@@ -679,7 +697,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\a\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\b\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -705,7 +723,10 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\x129\n" +
 	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x12\x16\n" +
 	"\x06result\x18\x14 \x01(\fR\x06result\x123\n" +
-	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x1a;\n" +
+	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x12\x1d\n" +
+	"\n" +
+	"unique_key\x18\x1c \x01(\tR\tuniqueKey\x129\n" +
+	"\runique_states\x18\x1d \x03(\x0e2\x14.jobwire.v1.JobStateR\funiqueStates\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +
@@ -798,16 +819,17 @@ var file_jobwire_v1_job_proto_depIdxs = []int32{
 	6,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
 	7,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
 	5,  // 8: jobwire.v1.Job.progress:type_name -> jobwire.v1.JobProgress
-	8,  // 9: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 11: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 12: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
-	1,  // 13: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	0,  // 9: jobwire.v1.Job.unique_states:type_name -> jobwire.v1.JobState
+	8,  // 10: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 11: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 12: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 13: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
+	1,  // 14: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_job_proto_init() }

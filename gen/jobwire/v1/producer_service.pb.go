@@ -23,6 +23,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DuplicateBy says what made an enqueue a duplicate of an existing job.
+type DuplicateBy int32
+
+const (
+	DuplicateBy_DUPLICATE_BY_UNSPECIFIED DuplicateBy = 0
+	// The idempotency key: the same request again.
+	DuplicateBy_DUPLICATE_BY_IDEMPOTENCY_KEY DuplicateBy = 1
+	// The unique key (JobSpec.unique): another job for the same work.
+	DuplicateBy_DUPLICATE_BY_UNIQUE DuplicateBy = 2
+)
+
+// Enum value maps for DuplicateBy.
+var (
+	DuplicateBy_name = map[int32]string{
+		0: "DUPLICATE_BY_UNSPECIFIED",
+		1: "DUPLICATE_BY_IDEMPOTENCY_KEY",
+		2: "DUPLICATE_BY_UNIQUE",
+	}
+	DuplicateBy_value = map[string]int32{
+		"DUPLICATE_BY_UNSPECIFIED":     0,
+		"DUPLICATE_BY_IDEMPOTENCY_KEY": 1,
+		"DUPLICATE_BY_UNIQUE":          2,
+	}
+)
+
+func (x DuplicateBy) Enum() *DuplicateBy {
+	p := new(DuplicateBy)
+	*p = x
+	return p
+}
+
+func (x DuplicateBy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DuplicateBy) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobwire_v1_producer_service_proto_enumTypes[0].Descriptor()
+}
+
+func (DuplicateBy) Type() protoreflect.EnumType {
+	return &file_jobwire_v1_producer_service_proto_enumTypes[0]
+}
+
+func (x DuplicateBy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DuplicateBy.Descriptor instead.
+func (DuplicateBy) EnumDescriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{0}
+}
+
 // WaitReason is why a job is not running yet, in the order dispatch applies its rules.
 type WaitReason int32
 
@@ -79,11 +131,11 @@ func (x WaitReason) String() string {
 }
 
 func (WaitReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_jobwire_v1_producer_service_proto_enumTypes[0].Descriptor()
+	return file_jobwire_v1_producer_service_proto_enumTypes[1].Descriptor()
 }
 
 func (WaitReason) Type() protoreflect.EnumType {
-	return &file_jobwire_v1_producer_service_proto_enumTypes[0]
+	return &file_jobwire_v1_producer_service_proto_enumTypes[1]
 }
 
 func (x WaitReason) Number() protoreflect.EnumNumber {
@@ -92,7 +144,7 @@ func (x WaitReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WaitReason.Descriptor instead.
 func (WaitReason) EnumDescriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{0}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{1}
 }
 
 // JobSpec describes a job to enqueue.
@@ -125,7 +177,11 @@ type JobSpec struct {
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
 	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
 	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Makes the job unique among the jobs of its type (and queue) that share its unique key,
+	// beyond the idempotency key: a spec whose key a job holds is not stored, and the answer
+	// names that job (EnqueuedJob.duplicate, duplicate_by UNIQUE). See docs/scheduling.md.
+	Unique        *UniqueOptions `protobuf:"bytes,20,opt,name=unique,proto3" json:"unique,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -241,6 +297,13 @@ func (x *JobSpec) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *JobSpec) GetUnique() *UniqueOptions {
+	if x != nil {
+		return x.Unique
+	}
+	return nil
+}
+
 type isJobSpec_Schedule interface {
 	isJobSpec_Schedule()
 }
@@ -257,6 +320,107 @@ func (*JobSpec_RunAt) isJobSpec_Schedule() {}
 
 func (*JobSpec_Delay) isJobSpec_Schedule() {}
 
+// UniqueOptions says what makes two jobs the same, and for how long. The unique key is the
+// job's type, its queue (unless across_queues), and each part set below; a job holds it while
+// it is in one of states and, with a period, only against jobs enqueued in the same period.
+type UniqueOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A key the producer gives, such as a customer id: 1..255 characters.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Add a hash of the whole payload to the key.
+	ByPayload bool `protobuf:"varint,2,opt,name=by_payload,json=byPayload,proto3" json:"by_payload,omitempty"`
+	// Add the values of these fields to the key, each "payload.FIELD[.SUB]" (a field of a JSON
+	// object payload) or "metadata.NAME"; at most 16. A field the job lacks counts as absent,
+	// which is a value of its own.
+	Fields []string `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Leave the queue out of the key: one job among all queues.
+	AcrossQueues bool `protobuf:"varint,4,opt,name=across_queues,json=acrossQueues,proto3" json:"across_queues,omitempty"`
+	// Unique within a window of this length (windows start at the Unix epoch, UTC; 1s..366d),
+	// the one the job's run time falls in: a job due in the next window is a new job. Unset: no
+	// window.
+	Period *durationpb.Duration `protobuf:"bytes,5,opt,name=period,proto3" json:"period,omitempty"`
+	// The states in which a job holds its key. It must include SCHEDULED, PENDING and RUNNING
+	// (and holds it while LEASED too): a job that left the set and came back could meet its own
+	// duplicate. Add SUCCEEDED, DEAD or CANCELLED to keep the key after the job finished.
+	// Unset: SCHEDULED, PENDING, LEASED and RUNNING, or with a period every state, so that at
+	// most one job is enqueued per window.
+	States        []JobState `protobuf:"varint,6,rep,packed,name=states,proto3,enum=jobwire.v1.JobState" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UniqueOptions) Reset() {
+	*x = UniqueOptions{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UniqueOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UniqueOptions) ProtoMessage() {}
+
+func (x *UniqueOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UniqueOptions.ProtoReflect.Descriptor instead.
+func (*UniqueOptions) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UniqueOptions) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UniqueOptions) GetByPayload() bool {
+	if x != nil {
+		return x.ByPayload
+	}
+	return false
+}
+
+func (x *UniqueOptions) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *UniqueOptions) GetAcrossQueues() bool {
+	if x != nil {
+		return x.AcrossQueues
+	}
+	return false
+}
+
+func (x *UniqueOptions) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *UniqueOptions) GetStates() []JobState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
 type EnqueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *JobSpec               `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -266,7 +430,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[1]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +442,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[1]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +455,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{1}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EnqueueRequest) GetJob() *JobSpec {
@@ -305,17 +469,19 @@ func (x *EnqueueRequest) GetJob() *JobSpec {
 type EnqueuedJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// True when the idempotency key matched an existing job; id is that job's.
+	// True when the idempotency key or the unique key matched an existing job; id, state and
+	// run_at are that job's, and duplicate_by says which key.
 	Duplicate     bool                   `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	State         JobState               `protobuf:"varint,3,opt,name=state,proto3,enum=jobwire.v1.JobState" json:"state,omitempty"`
 	RunAt         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
+	DuplicateBy   DuplicateBy            `protobuf:"varint,25,opt,name=duplicate_by,json=duplicateBy,proto3,enum=jobwire.v1.DuplicateBy" json:"duplicate_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueuedJob) Reset() {
 	*x = EnqueuedJob{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[2]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +493,7 @@ func (x *EnqueuedJob) String() string {
 func (*EnqueuedJob) ProtoMessage() {}
 
 func (x *EnqueuedJob) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[2]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +506,7 @@ func (x *EnqueuedJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueuedJob.ProtoReflect.Descriptor instead.
 func (*EnqueuedJob) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{2}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnqueuedJob) GetId() int64 {
@@ -371,6 +537,13 @@ func (x *EnqueuedJob) GetRunAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EnqueuedJob) GetDuplicateBy() DuplicateBy {
+	if x != nil {
+		return x.DuplicateBy
+	}
+	return DuplicateBy_DUPLICATE_BY_UNSPECIFIED
+}
+
 type EnqueueResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *EnqueuedJob           `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -380,7 +553,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[3]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +565,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[3]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +578,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{3}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EnqueueResponse) GetJob() *EnqueuedJob {
@@ -424,7 +597,7 @@ type EnqueueBatchRequest struct {
 
 func (x *EnqueueBatchRequest) Reset() {
 	*x = EnqueueBatchRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[4]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +609,7 @@ func (x *EnqueueBatchRequest) String() string {
 func (*EnqueueBatchRequest) ProtoMessage() {}
 
 func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[4]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +622,7 @@ func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{4}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EnqueueBatchRequest) GetJobs() []*JobSpec {
@@ -469,7 +642,7 @@ type EnqueueBatchResponse struct {
 
 func (x *EnqueueBatchResponse) Reset() {
 	*x = EnqueueBatchResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +654,7 @@ func (x *EnqueueBatchResponse) String() string {
 func (*EnqueueBatchResponse) ProtoMessage() {}
 
 func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +667,7 @@ func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{5}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EnqueueBatchResponse) GetJobs() []*EnqueuedJob {
@@ -513,7 +686,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +698,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +711,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{6}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetJobRequest) GetId() int64 {
@@ -560,7 +733,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +745,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +758,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -617,7 +790,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +802,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +815,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -682,7 +855,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +867,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +880,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -726,7 +899,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +911,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +924,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -766,7 +939,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xe9\x03\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x9c\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -778,19 +951,29 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x121\n" +
+	"\x06unique\x18\x14 \x01(\v2\x19.jobwire.v1.UniqueOptionsR\x06unique\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
 	"\n" +
-	"\bschedule\"7\n" +
+	"\bschedule\"\xde\x01\n" +
+	"\rUniqueOptions\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"by_payload\x18\x02 \x01(\bR\tbyPayload\x12\x16\n" +
+	"\x06fields\x18\x03 \x03(\tR\x06fields\x12#\n" +
+	"\racross_queues\x18\x04 \x01(\bR\facrossQueues\x121\n" +
+	"\x06period\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12,\n" +
+	"\x06states\x18\x06 \x03(\x0e2\x14.jobwire.v1.JobStateR\x06states\"7\n" +
 	"\x0eEnqueueRequest\x12%\n" +
-	"\x03job\x18\x01 \x01(\v2\x13.jobwire.v1.JobSpecR\x03job\"\x9a\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x13.jobwire.v1.JobSpecR\x03job\"\xd6\x01\n" +
 	"\vEnqueuedJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12*\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\x121\n" +
-	"\x06run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"<\n" +
+	"\x06run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\x12:\n" +
+	"\fduplicate_by\x18\x19 \x01(\x0e2\x17.jobwire.v1.DuplicateByR\vduplicateBy\"<\n" +
 	"\x0fEnqueueResponse\x12)\n" +
 	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\">\n" +
 	"\x13EnqueueBatchRequest\x12'\n" +
@@ -811,7 +994,11 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x10CancelJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"6\n" +
 	"\x11CancelJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\xf7\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*f\n" +
+	"\vDuplicateBy\x12\x1c\n" +
+	"\x18DUPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cDUPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n" +
+	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\xf7\x01\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -843,56 +1030,62 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 	return file_jobwire_v1_producer_service_proto_rawDescData
 }
 
-var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
-	(WaitReason)(0),               // 0: jobwire.v1.WaitReason
-	(*JobSpec)(nil),               // 1: jobwire.v1.JobSpec
-	(*EnqueueRequest)(nil),        // 2: jobwire.v1.EnqueueRequest
-	(*EnqueuedJob)(nil),           // 3: jobwire.v1.EnqueuedJob
-	(*EnqueueResponse)(nil),       // 4: jobwire.v1.EnqueueResponse
-	(*EnqueueBatchRequest)(nil),   // 5: jobwire.v1.EnqueueBatchRequest
-	(*EnqueueBatchResponse)(nil),  // 6: jobwire.v1.EnqueueBatchResponse
-	(*GetJobRequest)(nil),         // 7: jobwire.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 8: jobwire.v1.GetJobResponse
-	(*JobWaiting)(nil),            // 9: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 10: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 11: jobwire.v1.CancelJobResponse
-	nil,                           // 12: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(JobState)(0),                 // 15: jobwire.v1.JobState
-	(*Job)(nil),                   // 16: jobwire.v1.Job
+	(DuplicateBy)(0),              // 0: jobwire.v1.DuplicateBy
+	(WaitReason)(0),               // 1: jobwire.v1.WaitReason
+	(*JobSpec)(nil),               // 2: jobwire.v1.JobSpec
+	(*UniqueOptions)(nil),         // 3: jobwire.v1.UniqueOptions
+	(*EnqueueRequest)(nil),        // 4: jobwire.v1.EnqueueRequest
+	(*EnqueuedJob)(nil),           // 5: jobwire.v1.EnqueuedJob
+	(*EnqueueResponse)(nil),       // 6: jobwire.v1.EnqueueResponse
+	(*EnqueueBatchRequest)(nil),   // 7: jobwire.v1.EnqueueBatchRequest
+	(*EnqueueBatchResponse)(nil),  // 8: jobwire.v1.EnqueueBatchResponse
+	(*GetJobRequest)(nil),         // 9: jobwire.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 10: jobwire.v1.GetJobResponse
+	(*JobWaiting)(nil),            // 11: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 12: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 13: jobwire.v1.CancelJobResponse
+	nil,                           // 14: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(JobState)(0),                 // 17: jobwire.v1.JobState
+	(*Job)(nil),                   // 18: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	13, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	14, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	14, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	12, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
-	1,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	15, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	13, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
-	3,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
-	1,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
-	3,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	16, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	9,  // 11: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	0,  // 12: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	13, // 13: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	16, // 14: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	2,  // 15: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	5,  // 16: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	7,  // 17: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	10, // 18: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	4,  // 19: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	6,  // 20: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	8,  // 21: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	11, // 22: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	15, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	16, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	16, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	14, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	3,  // 4: jobwire.v1.JobSpec.unique:type_name -> jobwire.v1.UniqueOptions
+	16, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
+	17, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
+	2,  // 7: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
+	17, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	15, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	0,  // 10: jobwire.v1.EnqueuedJob.duplicate_by:type_name -> jobwire.v1.DuplicateBy
+	5,  // 11: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
+	2,  // 12: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
+	5,  // 13: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	18, // 14: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	11, // 15: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	1,  // 16: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	15, // 17: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	18, // 18: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	4,  // 19: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	7,  // 20: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	9,  // 21: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	12, // 22: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	6,  // 23: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	8,  // 24: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	10, // 25: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	13, // 26: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	23, // [23:27] is the sub-list for method output_type
+	19, // [19:23] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -910,8 +1103,8 @@ func file_jobwire_v1_producer_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   12,
+			NumEnums:      2,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -291,7 +291,7 @@ pages.jobs = {
       listSort("jobs", p).req);
     if (p.get("state")) req.state = "JOB_STATE_" + p.get("state");
     const res = await read("ListJobs", req);
-    clear(this.list).appendChild(jobTable(res.jobs || [], "jobs", p));
+    clear(this.list).appendChild(jobTable(res.jobs || [], "jobs", p, isAdmin() ? (j) => waitingActions(j, jobState(j.state), String(j.id), false) : null));
     urlPager(this.pager, "jobs", p, res.next_page_token);
   },
 };
@@ -408,12 +408,14 @@ pages.job = {
     const final = ["SUCCEEDED", "DEAD", "CANCELLED"].includes(st);
     append(this.body, [
       el("section", {}, el("div", { class: "row" }, badge(st),
+        waitingActions(j, st, this.id, true),
         !final ? adminButton("Cancel job", () => act(() => write("CancelJob", { id: this.id })), "danger") : null),
       waiting,
       el("dl", { class: "kv" }, [
         ["Type", j.type], ["Queue", j.queue], ["Priority", j.priority], ["Attempts", j.attempts + " / " + j.max_attempts],
         ["Created", fmtTime(j.created_at)], ["Run at", fmtTime(j.run_at)], ["Finished", fmtTime(j.finished_at)],
         ["Idempotency key", j.idempotency_key], ["Dead reason", short(j.dead_reason, "DEAD_REASON_").replace("UNSPECIFIED", "")],
+        ["Unique key", j.unique_key ? j.unique_key.slice(0, 16) + "… while " + (j.unique_states || []).map(jobState).join(", ") : ""],
       ].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v ?? ""))]))),
       el("section", {}, el("h2", {}, payload.json ? "Payload (JSON)" : "Payload"), el("pre", { id: "payload" }, payload.text)),
       meta ? el("section", {}, el("h2", {}, "Metadata"), el("dl", { class: "kv" },
@@ -425,6 +427,24 @@ pages.job = {
     ]);
   },
 };
+
+// waitingActions are the operator's actions on a job that waits to run (SCHEDULED or PENDING):
+// run it now, retry it now (a retry waiting out its backoff), change its priority, delete it.
+// The broker checks the state again in its write, so a job leased meanwhile is refused with a
+// message naming its state. full adds the priority field (the job page); a deleted job's page
+// goes back to the list.
+function waitingActions(j, st, id, full) {
+  if (!isAdmin() || (st !== "SCHEDULED" && st !== "PENDING")) return null;
+  const prio = full ? el("input", { type: "number", min: -1000, max: 1000, value: j.priority || 0, size: 5, ariaLabel: "priority of job " + id }) : null;
+  const del = full ? async () => {
+    try { await write("DeleteJob", { id }); showError(null); navigate("jobs", {}); } catch (e) { showError(e); await refresh(); }
+  } : () => act(() => write("DeleteJob", { id }));
+  return el("span", { class: "row waiting-actions" },
+    st === "SCHEDULED" ? adminButton("Run now", () => act(() => write("RunJobNow", { id })), "primary") : null,
+    st === "SCHEDULED" && Number(j.attempts) > 0 ? adminButton("Retry now", () => act(() => write("RetryJobNow", { id }))) : null,
+    prio, prio ? adminButton("Set priority", () => act(() => write("SetJobPriority", { id, priority: Number(prio.value) }))) : null,
+    adminButton("Delete", del, "danger"));
+}
 
 pages.dlq = {
   render(main, _arg, params) {
@@ -579,7 +599,7 @@ pages.workers = {
   },
 };
 
-const AUDIT_ACTIONS = ["", "job.cancel", "dlq.requeue", "dlq.purge", "jobs.purge_succeeded", "queue.pause", "queue.resume",
+const AUDIT_ACTIONS = ["", "job.cancel", "job.run_now", "job.retry_now", "job.delete", "job.priority", "dlq.requeue", "dlq.purge", "jobs.purge_succeeded", "queue.pause", "queue.resume",
   "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke"];
 
 // The audit trail: who did each operator action, newest first.

@@ -101,6 +101,26 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
                 )
+        self.RunJobNow = channel.unary_unary(
+                '/jobwire.v1.AdminService/RunJobNow',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.RunJobNowRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RunJobNowResponse.FromString,
+                )
+        self.RetryJobNow = channel.unary_unary(
+                '/jobwire.v1.AdminService/RetryJobNow',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.RetryJobNowRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RetryJobNowResponse.FromString,
+                )
+        self.DeleteJob = channel.unary_unary(
+                '/jobwire.v1.AdminService/DeleteJob',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.DeleteJobRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.DeleteJobResponse.FromString,
+                )
+        self.SetJobPriority = channel.unary_unary(
+                '/jobwire.v1.AdminService/SetJobPriority',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -231,6 +251,39 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunJobNow(self, request, context):
+        """RunJobNow makes a SCHEDULED job ready now (PENDING, run_at now), whether it waits for its
+        first run or for a retry. A job in any other state is left alone and the call fails with
+        FAILED_PRECONDITION naming its state; a job that does not exist is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryJobNow(self, request, context):
+        """RetryJobNow ends the backoff of a job waiting to retry (SCHEDULED after a failed attempt)
+        and makes it ready now. A job that is not waiting to retry is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteJob(self, request, context):
+        """DeleteJob deletes a job that waits (PENDING or SCHEDULED) with its attempts, freeing its
+        idempotency and unique keys. A job leased, running or finished is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetJobPriority(self, request, context):
+        """SetJobPriority changes the priority of a job that waits (PENDING or SCHEDULED). A job
+        leased, running or finished is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -318,6 +371,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'RunJobNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunJobNow,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RunJobNowRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.RunJobNowResponse.SerializeToString,
+            ),
+            'RetryJobNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryJobNow,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RetryJobNowRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.RetryJobNowResponse.SerializeToString,
+            ),
+            'DeleteJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteJob,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.DeleteJobRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.DeleteJobResponse.SerializeToString,
+            ),
+            'SetJobPriority': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetJobPriority,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -617,5 +690,73 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListAuditEvents',
             jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RunJobNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/RunJobNow',
+            jobwire_dot_v1_dot_admin__service__pb2.RunJobNowRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.RunJobNowResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RetryJobNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/RetryJobNow',
+            jobwire_dot_v1_dot_admin__service__pb2.RetryJobNowRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.RetryJobNowResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/DeleteJob',
+            jobwire_dot_v1_dot_admin__service__pb2.DeleteJobRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.DeleteJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetJobPriority(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/SetJobPriority',
+            jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

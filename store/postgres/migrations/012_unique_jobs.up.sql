@@ -1,0 +1,10 @@
+-- Unique jobs (JobSpec.unique): a job's unique key, the hex of a hash the broker computed at
+-- enqueue, and the states in which it holds the key, as a bit mask (bit s for state s). The
+-- index admits one job per key among the jobs whose state is in their own mask, for every
+-- broker sharing the database: an insert of a key another transaction inserted and has not
+-- committed waits for it. A job that leaves its states drops out of the index, freeing the key,
+-- with no write of its own. Adding columns with constant defaults rewrites no rows.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_key text;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_states integer NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND (unique_states >> state) & 1 = 1;
