@@ -746,6 +746,21 @@ func mutations() []mutation {
 	add(mutation{name: "lock order: a lone writer locks its jobs first", file: "broker/commit/queue.go",
 		from: "\tif q.cfg.LockJobs {", to: "\tif true {",
 		pkgs: []string{"./broker"}, run: "TestWriterLocksJobsFirstOnlyInACluster", postgres: true})
+	add(mutation{name: "waiting jobs: a change does not check the job's state", file: "store/waiting.go",
+		from: "\tcond := \"state IN (\" + strings.Join(states, \", \") + \")\"", to: "\tcond := \"true\" + strings.Repeat(\"\", len(states))",
+		pkgs: []string{storePkg}, run: "TestStoreContract/ChangeWaiting"})
+	add(mutation{name: "waiting jobs: retry now takes a job never tried", file: "store/waiting.go",
+		from: "\t\tcond += \" AND attempts > 0\"", to: "\t\tcond += \"\"",
+		pkgs: []string{srvPkg}, run: "TestRetryJobNowEndsTheBackoff"})
+	add(mutation{name: "unique: a unique job goes into a many-row insert", file: "store/store.go",
+		from: "func (p *JobInsertParams) Keyed() bool { return p.IdempotencyKey != \"\" || p.UniqueKey != \"\" }", to: "func (p *JobInsertParams) Keyed() bool { return p.IdempotencyKey != \"\" }",
+		pkgs: []string{storePkg}, run: "TestStoreContract/UniqueKeyInALargeInsert"})
+	add(mutation{name: "unique: the broker computes no key", file: "broker/unique.go",
+		from: "\tp.UniqueKey, p.UniqueStates = key, int(mask)", to: "\t_, p.UniqueStates = key, int(mask)",
+		pkgs: []string{srvPkg}, run: "TestUniqueKeyAnswersWithTheWaitingJobUntilItFinishes"})
+	add(mutation{name: "unique: a requeued job keeps a key another holds", file: "store/sqlite/admin.go",
+		from: "\t\t\t\t\tAND (o.unique_states >> o.state) & 1 = 1)", to: "\t\t\t\t\tAND 0 = 1)",
+		pkgs: []string{storePkg}, run: "TestStoreContract/UniqueKeyOfRequeuedJobAlreadyTaken"})
 	return ms
 }
 
