@@ -72,9 +72,9 @@ type JobDeps struct {
 
 // DepsTx is the part of a transaction that writes dependencies.
 type DepsTx interface {
-	// JobDepsAdd makes each job ps[i].Child, inserted PENDING by this transaction, wait for its
-	// parents, and returns the state each is left in: WAITING, or PENDING when every parent has
-	// SUCCEEDED already (or ended, for one that runs anyway). Parents are locked (shared) in
+	// JobDepsAdd makes each job ps[i].Child, inserted by this transaction, wait for its
+	// parents: states[i] is WAITING, or 0 when every parent has SUCCEEDED already (or ended,
+	// for one that runs anyway) and the job is left as it was inserted. Parents are locked (shared) in
 	// id order first, so that none of them becomes final unseen. A parent that does not exist,
 	// or that is DEAD or CANCELLED when the child does not run anyway, fails it with a
 	// *DepsError; the caller must roll back.

@@ -87,11 +87,11 @@ func (t *tx) JobDepsAdd(ps []*store.JobDepsParams) ([]job.State, error) {
 			p.Child, left, p.RunAnyway, p.Graph); err != nil {
 			return nil, err
 		}
-		out[i] = job.StatePending
 		if left > 0 {
 			out[i] = job.StateWaiting
 		}
-		if _, err := t.exec(`UPDATE jobs SET state = $1, parents = $2 WHERE id = $3`, int16(out[i]), len(p.Parents), p.Child); err != nil {
+		if _, err := t.exec(`UPDATE jobs SET state = CASE WHEN $1 THEN 8 ELSE state END, parents = $2 WHERE id = $3`,
+			left > 0, len(p.Parents), p.Child); err != nil {
 			return nil, err
 		}
 	}

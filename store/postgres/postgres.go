@@ -105,7 +105,7 @@ type Store struct {
 	aliveWindow time.Duration
 	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
 	workers atomic.Pointer[func() int]
-	onReady atomic.Pointer[func()] // told of dependents made ready (deps.go)
+	onReady atomic.Pointer[func()]         // told of dependents made ready (deps.go)
 	peers   atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
 	reach   atomic.Pointer[reach.Tracker]  // hears of the heartbeat (ReportReach); nil: nobody
 

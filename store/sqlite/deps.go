@@ -178,11 +178,11 @@ func (t *tx) JobDepsAdd(ps []*store.JobDepsParams) ([]job.State, error) {
 			p.Child, left, p.RunAnyway, p.Graph); err != nil {
 			return nil, err
 		}
-		out[i] = job.StatePending
 		if left > 0 {
 			out[i] = job.StateWaiting
 		}
-		if _, err := t.exec(`UPDATE jobs SET state = ?, parents = ? WHERE id = ?`, int(out[i]), len(p.Parents), p.Child); err != nil {
+		if _, err := t.exec(`UPDATE jobs SET state = CASE WHEN ? THEN 8 ELSE state END, parents = ? WHERE id = ?`,
+			left > 0, len(p.Parents), p.Child); err != nil {
 			return nil, err
 		}
 	}

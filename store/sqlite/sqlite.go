@@ -73,8 +73,8 @@ type Store struct {
 	cp                      *sql.DB // background checkpoints
 	log                     *slog.Logger
 	stmts                   *stmtCache
-	queues                  *store.KnownQueues // queues known to have a row
-	receipts                atomic.Int64       // the last receipt number a Write took
+	queues                  *store.KnownQueues     // queues known to have a row
+	receipts                atomic.Int64           // the last receipt number a Write took
 	onReady                 atomic.Pointer[func()] // told of dependents made ready (deps.go)
 
 	stopCheckpoints, checkpointsDone chan struct{}
