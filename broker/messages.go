@@ -44,6 +44,9 @@ const (
 	RefusedStale Refusal = iota + 1
 	// RefusedBusy: storage was busy; the worker should send the message again.
 	RefusedBusy
+	// RefusedInvalid: the message breaks a rule of its own (a progress fraction outside 0..1);
+	// nothing changed, and sending it again changes nothing either.
+	RefusedInvalid
 )
 
 // About names the worker message a Refused answers.
@@ -54,6 +57,7 @@ const (
 	AboutHeartbeat
 	AboutResult
 	AboutRelease
+	AboutProgress
 )
 
 // Refused answers a worker message that changed nothing.
@@ -88,6 +92,8 @@ type Welcome struct {
 	LeaseDuration     time.Duration
 	HeartbeatInterval time.Duration
 	Lost              []job.LeaseRef
+	// MaxResultBytes is the largest result a success may carry.
+	MaxResultBytes int
 }
 
 func (Assignment) isMessage()   {}

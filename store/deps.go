@@ -56,7 +56,8 @@ type ParentInfo struct {
 	ID    int64
 	Type  string
 	State job.State
-	// Result is the parent's Success result, where the store keeps results.
+	// Result is what the parent's Success returned; nil when none (or the parent did not
+	// succeed).
 	Result []byte
 }
 

@@ -202,7 +202,7 @@ func (s *Store) depsOf(ctx context.Context, id int64) (*store.JobDeps, error) {
 }
 
 func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT p.id, p.type, p.state FROM job_deps d JOIN jobs p ON p.id = d.parent_id
+	rows, err := s.pool.Query(ctx, `SELECT p.id, p.type, p.state, p.result FROM job_deps d JOIN jobs p ON p.id = d.parent_id
 		WHERE d.child_id = $1 ORDER BY d.ord`, id)
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, er
 	for rows.Next() {
 		var p store.ParentInfo
 		var st int16
-		if err := rows.Scan(&p.ID, &p.Type, &st); err != nil {
+		if err := rows.Scan(&p.ID, &p.Type, &st, &p.Result); err != nil {
 			return nil, err
 		}
 		p.State = job.State(st)

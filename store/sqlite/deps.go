@@ -311,7 +311,7 @@ func depsOf(ctx context.Context, db *sql.DB, id int64) (*store.JobDeps, error) {
 
 // parentsOf reads job id's parents, in the order they were named, with db.
 func parentsOf(ctx context.Context, db *sql.DB, id int64) ([]store.ParentInfo, error) {
-	rows, err := db.QueryContext(ctx, `SELECT p.id, p.type, p.state FROM job_deps d JOIN jobs p ON p.id = d.parent_id
+	rows, err := db.QueryContext(ctx, `SELECT p.id, p.type, p.state, p.result FROM job_deps d JOIN jobs p ON p.id = d.parent_id
 		WHERE d.child_id = ? ORDER BY d.ord`, id)
 	if err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func parentsOf(ctx context.Context, db *sql.DB, id int64) ([]store.ParentInfo, e
 	for rows.Next() {
 		var p store.ParentInfo
 		var st int
-		if err := rows.Scan(&p.ID, &p.Type, &st); err != nil {
+		if err := rows.Scan(&p.ID, &p.Type, &st, &p.Result); err != nil {
 			return nil, err
 		}
 		p.State = job.State(st)
