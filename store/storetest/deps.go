@@ -71,7 +71,7 @@ func testDepsReleasedBySuccess(t *testing.T, b *bundle) {
 	for _, how := range []string{"JobFinish", "JobSucceedMany", "JobSucceedManyAtCommit"} {
 		var parents []int64
 		for range 6 { // JobSucceedMany writes fewer than a few one by one
-			parents = append(parents, b.insert(b.job("p-"+how))[0])
+			parents = append(parents, b.insert(b.job("p-" + how))[0])
 		}
 		child, st := b.withParents("c-"+how, false, 0, parents...)
 		if st != job.StateWaiting || b.state(child) != job.StateWaiting {
