@@ -387,3 +387,12 @@ func (s *Session) withParents(ctx context.Context, msgs []Message) []Message {
 	}
 	return msgs
 }
+
+// JobDeps is where a job stands among its parents and dependents (store.JobDeps).
+type JobDeps = store.JobDeps
+
+// ParentInfo is one parent of a job with its state and result (store.ParentInfo).
+type ParentInfo = store.ParentInfo
+
+// MaxParents is the most parents one job may name.
+const MaxParents = store.MaxParents

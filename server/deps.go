@@ -14,10 +14,9 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/job"
-	"github.com/jobwire/jobwire/store"
 )
 
-// validateDeps checks a spec's parents: positive ids, each once, at most store.MaxParents,
+// validateDeps checks a spec's parents: positive ids, each once, at most broker.MaxParents,
 // and no run time (a dependent runs when its parents are done).
 func validateDeps(prefix string, s *jobwirev1.JobSpec) error {
 	ids := s.GetDependsOn()
@@ -27,8 +26,8 @@ func validateDeps(prefix string, s *jobwirev1.JobSpec) error {
 		}
 		return nil
 	}
-	if len(ids) > store.MaxParents {
-		return invalid(prefix+".depends_on", "names %d jobs, more than %d", len(ids), store.MaxParents)
+	if len(ids) > broker.MaxParents {
+		return invalid(prefix+".depends_on", "names %d jobs, more than %d", len(ids), broker.MaxParents)
 	}
 	seen := make(map[int64]bool, len(ids))
 	for i, id := range ids {
@@ -145,7 +144,7 @@ func (p *producer) withDeps(ctx context.Context, j *job.Job, out *jobwirev1.GetJ
 }
 
 // waitingDetail names the parents a WAITING job still waits for.
-func waitingDetail(d *store.JobDeps) string {
+func waitingDetail(d *broker.JobDeps) string {
 	var open []string
 	for _, p := range d.Parents {
 		if !p.State.Final() {
@@ -158,7 +157,7 @@ func waitingDetail(d *store.JobDeps) string {
 	return "waits for parent jobs " + strings.Join(open, ", ")
 }
 
-func depsToProto(d *store.JobDeps) *jobwirev1.JobDependencies {
+func depsToProto(d *broker.JobDeps) *jobwirev1.JobDependencies {
 	if d == nil {
 		return nil
 	}
@@ -170,7 +169,7 @@ func depsToProto(d *store.JobDeps) *jobwirev1.JobDependencies {
 	return out
 }
 
-func parentResultsToProto(ps []store.ParentInfo) []*jobwirev1.ParentResult {
+func parentResultsToProto(ps []broker.ParentInfo) []*jobwirev1.ParentResult {
 	if len(ps) == 0 {
 		return nil
 	}
