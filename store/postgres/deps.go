@@ -44,7 +44,7 @@ func (t *tx) settleDependents(channel string) error {
 		n, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32])
 		return int(n), err
 	}
-	return runRows(t, true, `SELECT jobwire_settle_dependents($1, $2, $3)`,
+	return runRows(t, true, settleSQL,
 		[]any{t.settle.ids, nanos(t.settle.now), channel}, read, func(n int, err error) {
 			if err == nil {
 				t.settle.released = n
@@ -220,3 +220,10 @@ func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, er
 	}
 	return out, rows.Err()
 }
+
+// settleSQL calls jobwire_settle_dependents. It reads and writes rows by their keys only, so
+// the planner settings a write of many turns off cannot change its plans: settings waiting to
+// be turned back still wait (plannerNeutral).
+const settleSQL = `SELECT jobwire_settle_dependents($1, $2, $3)`
+
+func init() { plannerNeutral[settleSQL] = true }

@@ -4,33 +4,33 @@
 
 -- How many parents a job has: the worker is sent their results (Assignment.parent_results)
 -- only for a job that has some, read with the job's row so a lease needs no other read.
-ALTER TABLE jobs ADD COLUMN parents integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS parents integer NOT NULL DEFAULT 0;
 
 -- One row per edge: child_id runs after parent_id. ord is the parent's place in the order the
 -- producer named them; settled says the parent's final state was applied to the child, once.
-CREATE TABLE job_deps (
+CREATE TABLE IF NOT EXISTS job_deps (
     parent_id bigint  NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     child_id  bigint  NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     ord       integer NOT NULL,
     settled   boolean NOT NULL DEFAULT false,
     PRIMARY KEY (parent_id, child_id)
 );
-CREATE INDEX job_deps_child ON job_deps (child_id, ord);
+CREATE INDEX IF NOT EXISTS job_deps_child ON job_deps (child_id, ord);
 
 -- One row per job with parents or in a graph: parents not yet settled, what to do when a
 -- parent fails, its graph (the id of the graph's first job; 0: none) and, for a job cancelled
 -- because of a parent, that parent.
-CREATE TABLE dep_nodes (
+CREATE TABLE IF NOT EXISTS dep_nodes (
     job_id       bigint  PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
     parents_left integer NOT NULL,
     run_anyway   boolean NOT NULL DEFAULT false,
     graph_id     bigint  NOT NULL DEFAULT 0,
     cancelled_by bigint  NOT NULL DEFAULT 0
 );
-CREATE INDEX dep_nodes_graph ON dep_nodes (graph_id) WHERE graph_id <> 0;
+CREATE INDEX IF NOT EXISTS dep_nodes_graph ON dep_nodes (graph_id) WHERE graph_id <> 0;
 
 -- The waiting jobs, for the counts per queue and state.
-CREATE INDEX jobs_waiting ON jobs (queue, type) WHERE state = 8;
+CREATE INDEX IF NOT EXISTS jobs_waiting ON jobs (queue, type) WHERE state = 8;
 
 -- jobwire_settle_dependents applies the final states of the jobs finals (those that are final)
 -- to their dependents, once per edge: a dependent whose parents all SUCCEEDED (or ended at all,
@@ -38,7 +38,7 @@ CREATE INDEX jobs_waiting ON jobs (queue, type) WHERE state = 8;
 -- CANCELLED, naming that parent, and its own dependents are settled in turn. Dependents are
 -- locked in id order, level by level. When it made jobs ready it tells every broker (a ready
 -- event on channel, sent at commit). It returns how many it made ready.
-CREATE FUNCTION jobwire_settle_dependents(finals bigint[], now_ns bigint, channel text)
+CREATE OR REPLACE FUNCTION jobwire_settle_dependents(finals bigint[], now_ns bigint, channel text)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     frontier bigint[] := finals;
