@@ -418,6 +418,7 @@ pages.job = {
       el("section", {}, el("h2", {}, payload.json ? "Payload (JSON)" : "Payload"), el("pre", { id: "payload" }, payload.text)),
       meta ? el("section", {}, el("h2", {}, "Metadata"), el("dl", { class: "kv" },
         Object.entries(meta).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]))) : null,
+      depsSection(j.dependencies, final),
       el("section", {}, el("h2", {}, "Attempts"), table(["#", "Worker", "Started", "Finished", "Outcome", "Kind", "Error type", "Message", "Details"],
         (j.attempt_history || []).map((a) => el("tr", {}, td(a.number), td(a.worker_id), td(fmtTime(a.started_at)), td(fmtTime(a.finished_at)),
           td(short(a.outcome, "ATTEMPT_OUTCOME_")), td(short(a.failure_kind, "FAILURE_KIND_").replace("UNSPECIFIED", "")),
