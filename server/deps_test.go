@@ -266,3 +266,24 @@ func TestCancelGraphCancelsWhatHasNotRun(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Dependencies are stored: a broker restarted between the enqueue of a graph and its run
+// releases each job when its parent succeeds, as before.
+func TestDependenciesSurviveARestart(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	res, err := b.Producer.EnqueueGraph(context.Background(), &jobwirev1.EnqueueGraphRequest{Nodes: []*jobwirev1.GraphNode{
+		graphNode("a", "g"), graphNode("b", "g", "a"), graphNode("c", "g", "b"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	w := b.Connect(brokertest.Hello("w", 1, "g"))
+	for _, e := range res.GetJobs() {
+		runOne(t, w, e.GetId(), "")
+	}
+	if j := getJob(t, b, res.GetJobs()[2].GetId()); j.GetState() != stateSucceeded {
+		t.Fatalf("last job = %s", j.GetState())
+	}
+}

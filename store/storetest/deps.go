@@ -154,9 +154,16 @@ func testDepsSettledOnce(t *testing.T, b *bundle) {
 	b.start(ref)
 	f := b.finishParams(ref, job.StateSucceeded)
 	b.finish(f)
-	b.finish(f) // the same success again
+	b.finish(f) // the same success again, alone and with others
+	b.write(func(tx store.Tx) error {
+		return tx.JobSucceedManyAtCommit([]*store.JobFinishParams{f}, func([]bool, error) {})
+	})
+	b.write(func(tx store.Tx) error {
+		_, err := tx.JobSucceedMany([]*store.JobFinishParams{f, f, f, f, f})
+		return err
+	})
 	if s := b.state(child); s != job.StateWaiting {
-		t.Fatalf("child is %s after one parent's success stored twice, want WAITING", s)
+		t.Fatalf("child is %s after one parent's success stored again, want WAITING", s)
 	}
 	d, _ := b.s.JobDepsGet(b.ctx, child)
 	if d == nil || d.ParentsLeft != 1 {

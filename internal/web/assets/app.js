@@ -141,7 +141,7 @@ pages.overview = {
     const byState = {};
     for (const c of stats.counts || []) byState[jobState(c.state)] = (byState[jobState(c.state)] || 0) + Number(c.count);
     clear(this.totals);
-    for (const s of ["PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]) {
+    for (const s of ["PENDING", "SCHEDULED", "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]) {
       append(this.totals, [el("div", { class: "stat", dataset: { state: s } }, el("div", { class: "n" }, fmtNum(byState[s])), el("div", { class: "l" }, s))]);
     }
     clear(this.queues).appendChild(queueTable(stats.queues || [], false));
@@ -264,7 +264,7 @@ pages.queues = {
   },
 };
 
-const STATES = ["", "PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
+const STATES = ["", "PENDING", "SCHEDULED", "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
 
 // The lists of jobs keep their filters, sort and page in the address (#/jobs?queue=mail&sort=
 // run_at&order=asc&page=TOKEN), so a link an operator pastes opens the same view. The broker
