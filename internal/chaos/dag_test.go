@@ -136,7 +136,7 @@ func TestDAGRunsInOrderOnceAcrossAKilledBroker(t *testing.T) {
 	}
 	waitUntil(t, "a third of the graph to run", func() bool { return l.finished() >= n/3 })
 	brokers.kill(1)
-	killedAt := l.finished()
+	killedAt, killedAfter := l.finished(), time.Since(began)
 	if err := brokers.start(1); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,8 @@ func TestDAGRunsInOrderOnceAcrossAKilledBroker(t *testing.T) {
 		t.Errorf("%d of %d jobs did not succeed", notSucceeded, n)
 	}
 	checkDAGOrder(t, l, nodes, g)
-	t.Logf("%d-job graph done in %s (wall time from the enqueue); broker 1 killed after %d had run", n, took.Round(time.Millisecond), killedAt)
+	t.Logf("%d-job graph done in %s (wall time from the enqueue); broker 1 killed at %s, after %d had run", n,
+		took.Round(time.Millisecond), killedAfter.Round(time.Millisecond), killedAt)
 	if p := brokers.problems(); len(p) > 0 {
 		t.Fatalf("the brokers' logs show problems:\n%s", strings.Join(p, "\n"))
 	}
