@@ -287,3 +287,37 @@ func TestDependenciesSurviveARestart(t *testing.T) {
 		t.Fatalf("last job = %s", j.GetState())
 	}
 }
+
+// EnqueueBatch takes depends_on too (naming the spec that is refused), and a graph enqueued
+// again with the same idempotency keys answers with the jobs the first call stored.
+func TestDependenciesInBatchesAndRepeatedGraphs(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	p := enqueue(t, b, &jobwirev1.JobSpec{Type: "p"})
+	res, err := b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{Jobs: []*jobwirev1.JobSpec{
+		{Type: "a"}, {Type: "b", DependsOn: []int64{p}}}})
+	if err != nil || res.GetJobs()[0].GetState() != statePending || res.GetJobs()[1].GetState() != stateWaiting {
+		t.Fatalf("batch with a dependent: %v, %v", res, err)
+	}
+	_, err = b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{Jobs: []*jobwirev1.JobSpec{
+		{Type: "a"}, {Type: "b", DependsOn: []int64{777777}}}})
+	if status.Code(err) != codes.NotFound || !strings.Contains(status.Convert(err).Message(), "jobs[1]: depends on job 777777") {
+		t.Fatalf("batch with an unknown parent: %v", err)
+	}
+	nodes := []*jobwirev1.GraphNode{
+		{Key: "a", Job: &jobwirev1.JobSpec{Type: "g", IdempotencyKey: "run-7-a"}},
+		{Key: "b", Job: &jobwirev1.JobSpec{Type: "g", IdempotencyKey: "run-7-b"}, DependsOn: []string{"a"}},
+	}
+	first, err := b.Producer.EnqueueGraph(context.Background(), &jobwirev1.EnqueueGraphRequest{Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.Producer.EnqueueGraph(context.Background(), &jobwirev1.EnqueueGraphRequest{Nodes: nodes})
+	if err != nil || again.GetGraphId() != first.GetGraphId() || !again.GetJobs()[1].GetDuplicate() ||
+		again.GetJobs()[1].GetId() != first.GetJobs()[1].GetId() {
+		t.Fatalf("graph again: %v, %v; want the first call's jobs, duplicates", again, err)
+	}
+	if d := getJob(t, b, first.GetJobs()[1].GetId()).GetDependencies(); len(d.GetParents()) != 1 || d.GetParentsLeft() != 1 {
+		t.Fatalf("the repeated graph changed the dependent's edges: %v", d)
+	}
+}
