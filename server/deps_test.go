@@ -321,3 +321,18 @@ func TestDependenciesInBatchesAndRepeatedGraphs(t *testing.T) {
 		t.Fatalf("the repeated graph changed the dependent's edges: %v", d)
 	}
 }
+
+// A parent that succeeds through one broker releases its dependent for a worker of another,
+// with no poll: the release commits with the parent's success and every broker hears of it.
+func TestClusterParentOnOneBrokerReleasesDependentOnAnother(t *testing.T) {
+	a, b := twoBrokers(t)
+	wa := a.Connect(brokertest.Hello("wa", 1, "parent"))
+	wb := b.Connect(brokertest.Hello("wb", 1, "child"))
+	p := enqueue(t, a, &jobwirev1.JobSpec{Type: "parent"})
+	child := enqueue(t, b, &jobwirev1.JobSpec{Type: "child", DependsOn: []int64{p}})
+	runOne(t, wa, p, "")
+	a2 := runOne(t, wb, child, "")
+	if prs := a2.GetParentResults(); len(prs) != 1 || prs[0].GetJobId() != p || prs[0].GetState() != stateSucceeded {
+		t.Fatalf("parent results = %v", prs)
+	}
+}
