@@ -62,51 +62,86 @@ func (s *Store) dependentsReady(n int) {
 }
 
 func (t *tx) JobDepsAdd(ps []*store.JobDepsParams) ([]job.State, error) {
+	states, err := t.parentStates(ps)
+	if err != nil {
+		return nil, err
+	}
+	// Four statements whatever the number of jobs: a graph of thousands is one short write.
+	var e depEdges
+	var n depNodes
 	out := make([]job.State, len(ps))
 	for i, p := range ps {
-		states, err := t.parentStates(p)
-		if err != nil {
+		if err := store.CheckParents(p, states); err != nil {
 			return nil, err
 		}
 		left := 0
-		ords, settled := make([]int32, len(p.Parents)), make([]bool, len(p.Parents))
 		for ord, parent := range p.Parents {
-			ords[ord], settled[ord] = int32(ord), states[parent].Final()
-			if !settled[ord] {
+			settled := states[parent].Final()
+			e.add(parent, p.Child, ord, settled)
+			if !settled {
 				left++
 			}
-		}
-		if len(p.Parents) > 0 {
-			if _, err := t.exec(`INSERT INTO job_deps (parent_id, child_id, ord, settled)
-				SELECT parent, $2, ord, settled FROM unnest($1::bigint[], $3::integer[], $4::boolean[]) AS u(parent, ord, settled)`,
-				p.Parents, p.Child, ords, settled); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := t.exec(`INSERT INTO dep_nodes (job_id, parents_left, run_anyway, graph_id) VALUES ($1, $2, $3, $4)`,
-			p.Child, left, p.RunAnyway, p.Graph); err != nil {
-			return nil, err
 		}
 		if left > 0 {
 			out[i] = job.StateWaiting
 		}
-		if _, err := t.exec(`UPDATE jobs SET state = CASE WHEN $1 THEN 8 ELSE state END, parents = $2 WHERE id = $3`,
-			left > 0, len(p.Parents), p.Child); err != nil {
+		n.add(p, left)
+	}
+	if len(e.parent) > 0 {
+		if _, err := t.exec(`INSERT INTO job_deps (parent_id, child_id, ord, settled)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::boolean[])`,
+			e.parent, e.child, e.ord, e.settled); err != nil {
 			return nil, err
 		}
 	}
-	return out, nil
+	if _, err := t.exec(`INSERT INTO dep_nodes (job_id, parents_left, run_anyway, graph_id)
+		SELECT * FROM unnest($1::bigint[], $2::integer[], $3::boolean[], $4::bigint[])`,
+		n.id, n.left, n.anyway, n.graph); err != nil {
+		return nil, err
+	}
+	_, err = t.exec(`UPDATE jobs SET state = CASE WHEN u.left_n > 0 THEN 8 ELSE jobs.state END, parents = u.n
+		FROM unnest($1::bigint[], $2::integer[], $3::integer[]) AS u(id, n, left_n) WHERE jobs.id = u.id`,
+		n.id, n.parents, n.left)
+	return out, err
 }
 
-// parentStates reads the states of p's parents, locked (shared) in id order so that none of
-// them becomes final before the edges to it are stored (its settling would miss them), and
-// refuses a parent that does not exist or that failed when p does not run anyway.
-func (t *tx) parentStates(p *store.JobDepsParams) (map[int64]job.State, error) {
-	states := make(map[int64]job.State, len(p.Parents))
-	if len(p.Parents) == 0 {
+// depEdges are the rows of job_deps JobDepsAdd inserts, as arrays.
+type depEdges struct {
+	parent, child []int64
+	ord           []int32
+	settled       []bool
+}
+
+func (e *depEdges) add(parent, child int64, ord int, settled bool) {
+	e.parent, e.child = append(e.parent, parent), append(e.child, child)
+	e.ord, e.settled = append(e.ord, int32(ord)), append(e.settled, settled)
+}
+
+// depNodes are the rows of dep_nodes JobDepsAdd inserts, and each job's parents, as arrays.
+type depNodes struct {
+	id, graph     []int64
+	left, parents []int32
+	anyway        []bool
+}
+
+func (n *depNodes) add(p *store.JobDepsParams, left int) {
+	n.id, n.graph = append(n.id, p.Child), append(n.graph, p.Graph)
+	n.left, n.parents = append(n.left, int32(left)), append(n.parents, int32(len(p.Parents)))
+	n.anyway = append(n.anyway, p.RunAnyway)
+}
+
+// parentStates reads the states of the parents of ps, locked (shared) in id order so that none
+// of them becomes final before the edges to it are stored (its settling would miss them).
+func (t *tx) parentStates(ps []*store.JobDepsParams) (map[int64]job.State, error) {
+	var ids []int64
+	for _, p := range ps {
+		ids = append(ids, p.Parents...)
+	}
+	states := make(map[int64]job.State, len(ids))
+	if len(ids) == 0 {
 		return states, nil
 	}
-	rows, err := t.tx.Query(t.ctx, `SELECT id, state FROM jobs WHERE id = ANY($1) ORDER BY id FOR SHARE`, p.Parents)
+	rows, err := t.tx.Query(t.ctx, `SELECT id, state FROM jobs WHERE id = ANY($1) ORDER BY id FOR SHARE`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +154,7 @@ func (t *tx) parentStates(p *store.JobDepsParams) (map[int64]job.State, error) {
 		}
 		states[id] = job.State(st)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return states, store.CheckParents(p, states)
+	return states, rows.Err()
 }
 
 func (t *tx) GraphOpenIDs(graph int64) ([]int64, error) {
