@@ -196,17 +196,68 @@ func (s *Store) GraphGet(ctx context.Context, graph int64) ([]*job.Job, map[int6
 		if err != nil {
 			return err
 		}
-		for _, j := range jobs {
-			if deps[j.ID], err = s.depsOf(ctx, j.ID); err != nil {
-				return err
-			}
-		}
-		return nil
+		clear(deps)
+		return s.graphDeps(ctx, graph, deps)
 	})
 	if err == nil && len(jobs) == 0 {
 		err = fmt.Errorf("graph %d: %w", graph, store.ErrNotFound)
 	}
 	return jobs, deps, err
+}
+
+// graphDeps reads the dependencies of every job of graph into deps, with three queries
+// whatever the graph's size.
+func (s *Store) graphDeps(ctx context.Context, graph int64, deps map[int64]*store.JobDeps) error {
+	rows, err := s.pool.Query(ctx, `SELECT job_id, parents_left, run_anyway, graph_id, cancelled_by FROM dep_nodes WHERE graph_id = $1`, graph)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id int64
+		d := &store.JobDeps{}
+		if err := rows.Scan(&id, &d.ParentsLeft, &d.RunAnyway, &d.Graph, &d.CancelledBy); err != nil {
+			rows.Close()
+			return err
+		}
+		deps[id] = d
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if rows, err = s.pool.Query(ctx, `SELECT d.child_id, p.id, p.type, p.state FROM job_deps d
+		JOIN dep_nodes w ON w.job_id = d.child_id JOIN jobs p ON p.id = d.parent_id
+		WHERE w.graph_id = $1 ORDER BY d.child_id, d.ord`, graph); err != nil {
+		return err
+	}
+	for rows.Next() {
+		var child int64
+		var p store.ParentInfo
+		var st int16
+		if err := rows.Scan(&child, &p.ID, &p.Type, &st); err != nil {
+			rows.Close()
+			return err
+		}
+		p.State = job.State(st)
+		deps[child].Parents = append(deps[child].Parents, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if rows, err = s.pool.Query(ctx, `SELECT d.parent_id, d.child_id FROM job_deps d
+		JOIN dep_nodes w ON w.job_id = d.parent_id WHERE w.graph_id = $1 ORDER BY d.parent_id, d.child_id`, graph); err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var parent, child int64
+		if err := rows.Scan(&parent, &child); err != nil {
+			return err
+		}
+		deps[parent].Dependents = append(deps[parent].Dependents, child)
+	}
+	return rows.Err()
 }
 
 func (s *Store) depsOf(ctx context.Context, id int64) (*store.JobDeps, error) {
