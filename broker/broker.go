@@ -144,6 +144,8 @@ type writerState struct {
 	stopped    sync.WaitGroup
 
 	breakerBatch breakerBatch // shared breaker changes of the batch being written
+	// progress is the progress reports waiting for the writer, coalesced (outcome.go).
+	progress progressQueue
 	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
 	// row lock the writer takes, on the writer goroutine.
 	lockingBreaker func(typ string, locked bool)
@@ -188,6 +190,7 @@ func New(opts Options) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.newWriters(opts.Commit)
 	b.writing.readyMaybe.Store(true)
+	b.watchDependents()
 	return b, nil
 }
 
@@ -392,6 +395,9 @@ func (b *Broker) wakeWriter() { b.writing.writer.Wake() }
 // Enqueue stores jobs in one transaction and returns what became of each, in order. Zero
 // fields of a spec take their defaults (see JobSpec).
 func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, error) {
+	if hasDeps(specs) {
+		return b.enqueueWithDeps(ctx, specs)
+	}
 	now := b.now()
 	params := make([]*store.JobInsertParams, len(specs))
 	for i := range specs {
@@ -477,6 +483,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		return nil, &finishedError{id: id, state: before.State}
 	}
 	b.obs.JobCancelled(before.Queue, before.Type)
+	b.jobsChanged(id)
 	if before.State.Held() {
 		b.cancelHeld(job.LeaseRef{JobID: id, Token: before.LeaseToken})
 	}

@@ -31,6 +31,8 @@ type JobSpec struct {
 	// Unique, when set, makes the job unique (see unique.go): a job holding its unique key
 	// is answered instead, as a duplicate. It must have passed Check.
 	Unique *unique.Options
+	// Deps, when it names parents, makes the job wait for them (deps.go).
+	Deps *DepsSpec
 }
 
 // Enqueued is what became of one JobSpec.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/triage"
 )
 
@@ -18,6 +19,9 @@ type Assignment struct {
 	Token          job.LeaseToken
 	LeaseDeadline  time.Time
 	AttemptTimeout time.Duration
+	// Parents are the results of the job's parents, in the order the producer named them
+	// (deps.go); nil for a job without parents.
+	Parents []store.ParentInfo
 }
 
 // ResultAck says a result is stored and what was decided.
@@ -40,6 +44,9 @@ const (
 	RefusedStale Refusal = iota + 1
 	// RefusedBusy: storage was busy; the worker should send the message again.
 	RefusedBusy
+	// RefusedInvalid: the message breaks a rule of its own (a progress fraction outside 0..1);
+	// nothing changed, and sending it again changes nothing either.
+	RefusedInvalid
 )
 
 // About names the worker message a Refused answers.
@@ -50,6 +57,7 @@ const (
 	AboutHeartbeat
 	AboutResult
 	AboutRelease
+	AboutProgress
 )
 
 // Refused answers a worker message that changed nothing.
@@ -84,6 +92,8 @@ type Welcome struct {
 	LeaseDuration     time.Duration
 	HeartbeatInterval time.Duration
 	Lost              []job.LeaseRef
+	// MaxResultBytes is the largest result a success may carry.
+	MaxResultBytes int
 }
 
 func (Assignment) isMessage()   {}

@@ -45,6 +45,11 @@ type JobSpec struct {
 	Metadata map[string]string
 	// Unique, when set, makes the job unique (see UniqueOpts).
 	Unique *UniqueOpts
+	// DependsOn are ids of jobs this one runs after (deps.go): it waits until every one
+	// SUCCEEDED and is cancelled when one goes DEAD or CANCELLED, unless RunIfParentsFail.
+	DependsOn []int64
+	// RunIfParentsFail runs the job once every parent is final, whatever their outcome.
+	RunIfParentsFail bool
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -232,6 +237,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		Metadata:       maps.Clone(s.Metadata),
 		Unique:         uniqueToProto(s.Unique),
 	}
+	pb.DependsOn, pb.RunIfParentsFail = s.DependsOn, s.RunIfParentsFail
 	switch {
 	case !s.RunAt.IsZero():
 		pb.Schedule = &jobwirev1.JobSpec_RunAt{RunAt: timestamppb.New(s.RunAt)}

@@ -58,6 +58,8 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		Metadata:         j.Metadata,
 		UniqueKey:        j.UniqueKey,
 		UniqueStates:     uniqueStatesToProto(j.UniqueStates),
+		Result:           j.Result,
+		Progress:         progressToProto(j.Progress),
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {
@@ -146,6 +148,7 @@ var aboutToProto = map[broker.About]jobwirev1.RefusedMessage{
 	broker.AboutHeartbeat: jobwirev1.RefusedMessage_REFUSED_MESSAGE_HEARTBEAT,
 	broker.AboutResult:    jobwirev1.RefusedMessage_REFUSED_MESSAGE_RESULT,
 	broker.AboutRelease:   jobwirev1.RefusedMessage_REFUSED_MESSAGE_RELEASE,
+	broker.AboutProgress:  jobwirev1.RefusedMessage_REFUSED_MESSAGE_PROGRESS,
 }
 
 var cancelToProto = map[broker.CancelReason]jobwirev1.CancelReason{
@@ -164,6 +167,7 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 			LeaseToken:     m.Token.String(),
 			LeaseDeadline:  ts(m.LeaseDeadline),
 			AttemptTimeout: dur(m.AttemptTimeout),
+			ParentResults:  parentResultsToProto(m.Parents),
 		}}}
 	case broker.ResultAck:
 		ack := &jobwirev1.ResultAck{JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), Decision: decisionToProto[m.Decision.Verdict]}
@@ -180,8 +184,11 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 		}}}
 	case broker.Refused:
 		code := uint32(9) // FAILED_PRECONDITION
-		if m.Reason == broker.RefusedBusy {
+		switch m.Reason {
+		case broker.RefusedBusy:
 			code = 14 // UNAVAILABLE
+		case broker.RefusedInvalid:
+			code = 3 // INVALID_ARGUMENT
 		}
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Refused{Refused: &jobwirev1.Refused{
 			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), RefusedMessage: aboutToProto[m.About], Code: code, Message: m.Message,
@@ -195,7 +202,7 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 	case broker.Welcome:
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Welcome{Welcome: &jobwirev1.Welcome{
 			SessionId: m.SessionID, LeaseDuration: dur(m.LeaseDuration), HeartbeatInterval: dur(m.HeartbeatInterval),
-			Lost: refsToProto(m.Lost),
+			Lost: refsToProto(m.Lost), MaxResultBytes: int32(m.MaxResultBytes),
 		}}}
 	}
 	return nil

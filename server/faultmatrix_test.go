@@ -77,6 +77,37 @@ var faultCases = []faultCase{
 			}
 			onlyJobs(t, fx.b, res.GetJob().GetId())
 		}},
+	{kind: "enqueue a graph", ops: []string{"enqueue_deps", "batch"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Producer.EnqueueGraph(context.Background(), &jobwirev1.EnqueueGraphRequest{Nodes: []*jobwirev1.GraphNode{
+				{Key: "a", Job: &jobwirev1.JobSpec{Type: "t"}}, {Key: "b", Job: &jobwirev1.JobSpec{Type: "t"}, DependsOn: []string{"a"}}}})
+			if err != nil {
+				t.Fatalf("enqueue graph: %v", err)
+			}
+			a, b := res.GetJobs()[0].GetId(), res.GetJobs()[1].GetId()
+			onlyJobs(t, fx.b, a, b)
+			checkJob(t, fx.b, a, jobwirev1.JobState_JOB_STATE_PENDING, 0)
+			if d := getJob(t, fx.b, b).GetDependencies(); len(d.GetParents()) != 1 || d.GetParentsLeft() != 1 {
+				t.Fatalf("the dependent's edges: %v, want one parent left", d)
+			}
+			checkJob(t, fx.b, b, jobwirev1.JobState_JOB_STATE_WAITING, 0)
+		}},
+	{kind: "result that releases a dependent", ops: []string{"result", "batch"}, capacity: 1,
+		setup: func(t *testing.T, fx *faultFixture) any {
+			a := started(t, fx).(*jobwirev1.Assignment)
+			child := enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "other", DependsOn: []int64{a.GetJob().GetId()}})
+			return [2]any{a, child}
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			a, child := state.([2]any)[0].(*jobwirev1.Assignment), state.([2]any)[1].(int64)
+			if r := ack(t, fx.w.Succeed(a)); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
+				t.Fatalf("decision = %s, want SUCCEEDED", r.GetDecision())
+			}
+			checkJob(t, fx.b, child, jobwirev1.JobState_JOB_STATE_PENDING, 0)
+			if d := getJob(t, fx.b, child).GetDependencies(); d.GetParentsLeft() != 0 {
+				t.Fatalf("the dependent has %d parents left, want 0: its parent settled once", d.GetParentsLeft())
+			}
+		}},
 	{kind: "lease", ops: []string{"lease", "batch"},
 		setup: func(t *testing.T, fx *faultFixture) any {
 			return enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t"}) // no worker: nothing is leased

@@ -144,6 +144,9 @@ func (l Limits) validateSpec(prefix string, s *jobwirev1.JobSpec, now time.Time)
 	if err := validateUnique(prefix+".unique", s.GetUnique()); err != nil {
 		return err
 	}
+	if err := validateDeps(prefix, s); err != nil {
+		return err
+	}
 	if t := s.GetAttemptTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return invalid(prefix+".attempt_timeout", "is not a valid duration: %v", err)
@@ -217,7 +220,7 @@ func validateRequestBatch(b *jobwirev1.ConnectRequestBatch) error {
 	for i, m := range msgs {
 		switch m.GetMessage().(type) {
 		case *jobwirev1.ConnectRequest_Started, *jobwirev1.ConnectRequest_Heartbeat,
-			*jobwirev1.ConnectRequest_Result, *jobwirev1.ConnectRequest_Release:
+			*jobwirev1.ConnectRequest_Result, *jobwirev1.ConnectRequest_Release, *jobwirev1.ConnectRequest_Progress:
 		case *jobwirev1.ConnectRequest_Batch:
 			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is a batch: batches do not nest")
 		case *jobwirev1.ConnectRequest_Hello:
@@ -225,7 +228,7 @@ func validateRequestBatch(b *jobwirev1.ConnectRequestBatch) error {
 		case *jobwirev1.ConnectRequest_Drain:
 			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is drain: drain must be sent alone")
 		default:
-			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is empty or of an unknown type: a batch may hold only started, heartbeat, result and release")
+			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is empty or of an unknown type: a batch may hold only started, heartbeat, result, release and progress")
 		}
 	}
 	return nil

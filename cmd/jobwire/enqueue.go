@@ -29,6 +29,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.StringVar(&key, "idempotency-key", "", "a repeat enqueue with this key returns the existing job")
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
 	uf := addUniqueFlags(fs)
+	applyDeps := addDepsFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -71,6 +72,9 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		spec.AttemptTimeout = durationpb.New(attemptTimeout)
 	}
 	if spec.Unique, err = uf.build(fs); err != nil {
+		return err
+	}
+	if err := applyDeps(spec); err != nil {
 		return err
 	}
 

@@ -50,7 +50,7 @@ func runJobsList(ctx context.Context, e *env, c *command, args []string) error {
 	cf := addCommonFlags(e, fs)
 	var state, queue, typ, token string
 	var limit int
-	fs.StringVar(&state, "state", "", "only jobs in this state (scheduled, pending, leased, running, succeeded, dead, cancelled)")
+	fs.StringVar(&state, "state", "", "only jobs in this state (scheduled, pending, leased, running, succeeded, dead, cancelled, waiting)")
 	fs.StringVar(&queue, "queue", "", "only jobs of this queue")
 	fs.StringVar(&typ, "type", "", "only jobs of this type")
 	sf := addSortFlags(fs, jwbroker.JobSortColumns())
@@ -157,8 +157,15 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	if j.GetLastErrorType() != "" || j.GetLastErrorMessage() != "" {
 		row(tw, "Last error", oneLine(lastError(j), 200))
 	}
+	if p := j.GetProgress(); p != nil {
+		row(tw, "Progress", progressLine(p))
+	}
+	printDeps(tw, j.GetDependencies())
 	_ = tw.Flush()
 	printPayload(w, j.GetPayload())
+	if j.GetState() == jobwirev1.JobState_JOB_STATE_SUCCEEDED {
+		printResult(w, j.GetResult())
+	}
 }
 
 // printPayload shows a payload in full: JSON as it was sent, other bytes with whatever is not

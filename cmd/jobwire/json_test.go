@@ -66,7 +66,8 @@ func TestJSONShapeOfAJob(t *testing.T) {
     "result": null,
     "progress": null,
     "uniqueKey": "",
-    "uniqueStates": []
+    "uniqueStates": [],
+    "dependencies": null
   },
   "waiting": null
 }

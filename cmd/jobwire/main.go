@@ -82,6 +82,9 @@ func init() {
 		{name: "job retry-now", args: "ID [flags]", summary: "Retry now a job waiting out its retry backoff.", run: runJobRetryNow},
 		{name: "job delete", args: "ID [flags]", summary: "Delete a pending or scheduled job.", run: runJobDelete},
 		{name: "job priority", args: "ID PRIORITY [flags]", summary: "Change a pending or scheduled job's priority.", run: runJobPriority},
+		{name: "graph enqueue", args: "FILE [flags]", summary: "Enqueue a graph of jobs from a JSON file in one call.", run: runGraphEnqueue},
+		{name: "graph get", args: "ID [flags]", summary: "Show the jobs of a graph with their parents.", run: runGraphGet},
+		{name: "graph cancel", args: "ID [flags]", summary: "Cancel every job of a graph that has not finished.", run: runGraphCancel},
 		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [--sort COLUMN [--asc]] [flags]", summary: "List jobs, newest first or sorted by a column.", run: runJobsList},
 		{name: "dlq list", args: "[filters] [--sort COLUMN [--asc]] [flags]", summary: "List dead jobs, the newest death first or sorted by a column.", run: runDLQList},
 		{name: "dlq show", args: "ID [flags]", summary: "Show a dead job's payload and every attempt's error.", run: runDLQShow},
@@ -114,6 +117,7 @@ func init() {
 var groups = map[string]string{
 	"job":      "Look at or cancel one job.",
 	"jobs":     "List jobs, oldest first.",
+	"graph":    "Enqueue, look at and cancel graphs of jobs that depend on one another.",
 	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
 	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
 	"breakers": "Look at and steer the circuit breakers of job types.",

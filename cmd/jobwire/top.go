@@ -17,7 +17,8 @@ import (
 
 // topStates are the job states top counts, in the order it shows them.
 var topStates = []jobwirev1.JobState{
-	jobwirev1.JobState_JOB_STATE_PENDING, jobwirev1.JobState_JOB_STATE_SCHEDULED, jobwirev1.JobState_JOB_STATE_LEASED,
+	jobwirev1.JobState_JOB_STATE_PENDING, jobwirev1.JobState_JOB_STATE_SCHEDULED, jobwirev1.JobState_JOB_STATE_WAITING,
+	jobwirev1.JobState_JOB_STATE_LEASED,
 	jobwirev1.JobState_JOB_STATE_RUNNING, jobwirev1.JobState_JOB_STATE_SUCCEEDED, jobwirev1.JobState_JOB_STATE_DEAD,
 	jobwirev1.JobState_JOB_STATE_CANCELLED,
 }

@@ -55,6 +55,7 @@ func call[Req, Res any, PReq interface {
 var rpcs = map[string]rpc{
 	"GetJob":          call[jobwirev1.GetJobRequest, jobwirev1.GetJobResponse](jobwirev1.ProducerService_GetJob_FullMethodName, false),
 	"CancelJob":       call[jobwirev1.CancelJobRequest, jobwirev1.CancelJobResponse](jobwirev1.ProducerService_CancelJob_FullMethodName, true),
+	"CancelGraph":     call[jobwirev1.CancelGraphRequest, jobwirev1.CancelGraphResponse](jobwirev1.ProducerService_CancelGraph_FullMethodName, true),
 	"ListJobs":        call[jobwirev1.ListJobsRequest, jobwirev1.ListJobsResponse](jobwirev1.AdminService_ListJobs_FullMethodName, false),
 	"ListDeadJobs":    call[jobwirev1.ListDeadJobsRequest, jobwirev1.ListDeadJobsResponse](jobwirev1.AdminService_ListDeadJobs_FullMethodName, false),
 	"TopDeadErrors":   call[jobwirev1.TopDeadErrorsRequest, jobwirev1.TopDeadErrorsResponse](jobwirev1.AdminService_TopDeadErrors_FullMethodName, false),

@@ -63,6 +63,14 @@ import "slices"
 //     database (at start and at shutdown).
 //   - A delete of jobs takes their attempts with it (ON DELETE CASCADE), rows only writers of
 //     the job itself lock, after the job.
+//   - Settling the dependents of the jobs a transaction made final (jobwire_settle_dependents,
+//     deps.go) comes last, with COMMIT: it locks WAITING jobs, in id order level by level, after
+//     the transaction's own jobs and totals, and adds a cancelled dependent to the totals after
+//     locking it. No write of a lease, a start or a result locks a WAITING job; only a cancel of
+//     one and another transaction's settling do, so a cycle needs two transactions that both
+//     settle or cancel the same waiting jobs, which the server breaks (40P01) for the storage
+//     retries to run again. Adding a dependent locks its parents FOR SHARE, in id order, after
+//     inserting the new (unseen) rows, so that none of them is settled before its edge exists.
 
 // lockLeasesSQL locks the jobs of many leases (the arrays of their ids, token numbers and
 // secrets) that the leases still hold, in id order, as the write of them that follows will

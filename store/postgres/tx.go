@@ -37,6 +37,7 @@ type tx struct {
 	// locked are the jobs JobLockRows locked, sorted: a write of many leases among them needs
 	// no lock of its own first (lockLeases).
 	locked []int64
+	settle settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -748,13 +749,14 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 	if a.Outcome == job.OutcomeSucceeded {
 		// The successful attempt needs no row of its own: the job row holds its worker, start,
 		// end and number, and JobGet reports it from there.
-		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = $1, finished_at = $2, started_at = $3
+		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = $1, finished_at = $2, started_at = $3, result = $7
 			WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,
-			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], resultArg(p.Result))
 		if err != nil {
 			return false, err
 		}
 		if n == 1 {
+			t.settle.add(p.Ref.JobID, p.Now)
 			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
 			return err == nil, err
 		}
@@ -775,6 +777,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return false, err
 	}
 	if p.State.Final() {
+		t.settle.add(p.Ref.JobID, p.Now)
 		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
 			return false, err
 		}
@@ -814,10 +817,11 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 // are locked before it, in id order (lockLeases): it waits for none of them, and its snapshot,
 // taken after the locks, shows the successes another broker stored while they waited.
 var succeedManySQL = `WITH u AS (
-	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
-		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[], $11::bytea[])
+		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, result, ord)
 ), done AS (
-	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished
+	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished,
+		result = u.result
 	FROM u
 	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
 	RETURNING u.ord, jobs.queue, jobs.type
@@ -863,9 +867,13 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 	if err := t.lockLeases(ids, seqs, secrets); err != nil {
 		return err
 	}
+	for _, p := range ps {
+		t.settle.add(p.Ref.JobID, p.Now) // applied or not: settling reads the jobs' states
+	}
 	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
 	// The statement writes the transaction's totals: what it adds and what was held until now.
 	args := append(succeedManyArgs(ps, ids, seqs, secrets), t.takeFinished()...)
+	args = append(args, resultsOf(ps))
 	if err := runRows(t, later, succeedManySQL, args, read, got); err != nil {
 		return err
 	}
@@ -984,6 +992,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 		attempt_deadline = NULL, started_at = NULL WHERE id = $2`, nanos(now), id); err != nil {
 		return nil, err
 	}
+	t.settle.add(id, now)
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}

@@ -73,8 +73,9 @@ type Store struct {
 	cp                      *sql.DB // background checkpoints
 	log                     *slog.Logger
 	stmts                   *stmtCache
-	queues                  *store.KnownQueues // queues known to have a row
-	receipts                atomic.Int64       // the last receipt number a Write took
+	queues                  *store.KnownQueues     // queues known to have a row
+	receipts                atomic.Int64           // the last receipt number a Write took
+	onReady                 atomic.Pointer[func()] // told of dependents made ready (deps.go)
 
 	stopCheckpoints, checkpointsDone chan struct{}
 }
@@ -273,6 +274,10 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		if err := fn(t); err != nil {
 			return err
 		}
+		released, err := t.settleDependents()
+		if err != nil {
+			return err
+		}
 		if err := t.storeReceipt(receipt); err != nil {
 			return err
 		}
@@ -282,6 +287,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		}
 		committed = true
 		s.queues.Add(t.newQueues)
+		s.dependentsReady(released)
 		return nil
 	}))
 }
@@ -309,14 +315,14 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, metadata, unique_key, unique_states`
+	attempt_base, requeued_at, metadata, unique_key, unique_states, parents`
 
 // listColumns are jobColumns without the payload: listings can hold many jobs, and payloads
 // (up to the broker's payload limit each) are read one job at a time.
 const listColumns = `id, type, queue, NULL, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, NULL, unique_key, unique_states`
+	attempt_base, requeued_at, NULL, unique_key, unique_states, parents`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -335,7 +341,7 @@ func scanJob(sc scanner) (*job.Job, error) {
 	err := sc.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates)
+		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates, &j.Parents)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +436,9 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 			return err
 		}
 		j.AddSucceededAttempt() // the successful attempt lives in the job row (see tx.JobFinish)
+		if err := readOutcome(ctx, s.r, j); err != nil {
+			return err
+		}
 		out = j
 		return nil
 	})

@@ -29,6 +29,7 @@ type tx struct {
 	cache     *stmtCache      // its connection holds the transaction
 	queues    *store.KnownQueues
 	newQueues []string // queue rows this transaction created
+	settle    settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -415,13 +416,14 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		// The common case writes one row and only what changes: every column left out is an
 		// index that need not be checked. The successful attempt needs no row of its own: the
 		// job row holds its worker, start, end and number, and JobGet reports it from there.
-		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?
+		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?, result = ?
 			WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,
-			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+			a.Number, finished, nanos(a.StartedAt), resultArg(p.Result), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
 		if err != nil {
 			return false, err
 		}
 		if n == 1 {
+			t.settle.add(p.Ref.JobID, p.Now)
 			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
 			return err == nil, err
 		}
@@ -444,6 +446,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return false, err
 	}
 	if p.State.Final() {
+		t.settle.add(p.Ref.JobID, p.Now)
 		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
 			return false, err
 		}
@@ -512,6 +515,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 		attempt_deadline = NULL, started_at = NULL WHERE id = ?`, nanos(now), id); err != nil {
 		return nil, err
 	}
+	t.settle.add(id, now)
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}
@@ -613,8 +617,8 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d]`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
-			nanos(p.Attempt.StartedAt), nanos(p.Now))
+		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d,"%x"]`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
+			nanos(p.Attempt.StartedAt), nanos(p.Now), p.Result)
 	}
 	b.WriteByte(']')
 	// A savepoint lets a batch with a stale lease in it be stored again one result at a time,
@@ -623,7 +627,7 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		return nil, err
 	}
 	n, err := t.exec(`UPDATE jobs SET state = 5, attempts = f.value ->> 3, started_at = f.value ->> 4,
-		finished_at = f.value ->> 5
+		finished_at = f.value ->> 5, result = nullif(unhex(f.value ->> 6), x'')
 		FROM json_each(?) AS f
 		WHERE jobs.id = f.value ->> 0 AND jobs.lease_token = f.value ->> 1
 		AND jobs.lease_secret = unhex(f.value ->> 2) AND jobs.state IN (3, 4)`, b.String())
@@ -652,6 +656,7 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	for i, p := range ps {
 		applied[i] = true
 		succeeded[key{p.Queue, p.Type}]++
+		t.settle.add(p.Ref.JobID, p.Now)
 	}
 	for k, c := range succeeded {
 		if err := t.addFinished(k.queue, k.typ, job.StateSucceeded, c); err != nil {

@@ -94,19 +94,22 @@ const (
 	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
 	// It is ready and waits for a free slot of a worker that serves it.
 	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+	// It waits for its parents (JOB_STATE_WAITING); detail names those not yet SUCCEEDED.
+	WaitReason_WAIT_REASON_PARENTS WaitReason = 12
 )
 
 // Enum value maps for WaitReason.
 var (
 	WaitReason_name = map[int32]string{
-		0: "WAIT_REASON_UNSPECIFIED",
-		1: "WAIT_REASON_SCHEDULED",
-		2: "WAIT_REASON_QUEUE_PAUSED",
-		3: "WAIT_REASON_QUEUE_AT_CAP",
-		4: "WAIT_REASON_BREAKER_OPEN",
-		5: "WAIT_REASON_BREAKER_PROBING",
-		6: "WAIT_REASON_NO_WORKER",
-		7: "WAIT_REASON_WORKER_SLOT",
+		0:  "WAIT_REASON_UNSPECIFIED",
+		1:  "WAIT_REASON_SCHEDULED",
+		2:  "WAIT_REASON_QUEUE_PAUSED",
+		3:  "WAIT_REASON_QUEUE_AT_CAP",
+		4:  "WAIT_REASON_BREAKER_OPEN",
+		5:  "WAIT_REASON_BREAKER_PROBING",
+		6:  "WAIT_REASON_NO_WORKER",
+		7:  "WAIT_REASON_WORKER_SLOT",
+		12: "WAIT_REASON_PARENTS",
 	}
 	WaitReason_value = map[string]int32{
 		"WAIT_REASON_UNSPECIFIED":     0,
@@ -117,6 +120,7 @@ var (
 		"WAIT_REASON_BREAKER_PROBING": 5,
 		"WAIT_REASON_NO_WORKER":       6,
 		"WAIT_REASON_WORKER_SLOT":     7,
+		"WAIT_REASON_PARENTS":         12,
 	}
 )
 
@@ -178,6 +182,13 @@ type JobSpec struct {
 	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
 	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
 	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Ids of stored jobs this one runs after: it waits (JOB_STATE_WAITING) until every one
+	// SUCCEEDED, and is CANCELLED, naming the parent, when one goes DEAD or CANCELLED. At most
+	// 1000, none twice; a job with parents cannot have run_at or delay. A parent that does not
+	// exist is NOT_FOUND; one already DEAD or CANCELLED is FAILED_PRECONDITION.
+	DependsOn []int64 `protobuf:"varint,35,rep,packed,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// Run once every parent is final, whatever their outcome, instead of being cancelled.
+	RunIfParentsFail bool `protobuf:"varint,36,opt,name=run_if_parents_fail,json=runIfParentsFail,proto3" json:"run_if_parents_fail,omitempty"`
 	// Makes the job unique among the jobs of its type (and queue) that share its unique key,
 	// beyond the idempotency key: a spec whose key a job holds is not stored, and the answer
 	// names that job (EnqueuedJob.duplicate, duplicate_by UNIQUE). See docs/scheduling.md.
@@ -295,6 +306,20 @@ func (x *JobSpec) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *JobSpec) GetDependsOn() []int64 {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *JobSpec) GetRunIfParentsFail() bool {
+	if x != nil {
+		return x.RunIfParentsFail
+	}
+	return false
 }
 
 func (x *JobSpec) GetUnique() *UniqueOptions {
@@ -775,6 +800,346 @@ func (x *GetJobResponse) GetWaiting() *JobWaiting {
 	return nil
 }
 
+type EnqueueGraphRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 10000 nodes, parents before or after their dependents: the broker orders them.
+	Nodes         []*GraphNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueGraphRequest) Reset() {
+	*x = EnqueueGraphRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueGraphRequest) ProtoMessage() {}
+
+func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueGraphRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueGraphRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EnqueueGraphRequest) GetNodes() []*GraphNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// GraphNode is one job of a graph.
+type GraphNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's name within the call: 1..255 characters of [A-Za-z0-9_.:-], unique in the call.
+	Key string   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Job *JobSpec `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	// Keys of the call's nodes this one runs after (with job.depends_on, ids of stored jobs).
+	DependsOn     []string `protobuf:"bytes,3,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GraphNode) Reset() {
+	*x = GraphNode{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GraphNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GraphNode) ProtoMessage() {}
+
+func (x *GraphNode) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
+func (*GraphNode) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GraphNode) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GraphNode) GetJob() *JobSpec {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *GraphNode) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+type EnqueueGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The graph's id: the id of its first job.
+	GraphId int64 `protobuf:"varint,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	// In the order of the request's nodes.
+	Jobs          []*EnqueuedJob `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueGraphResponse) Reset() {
+	*x = EnqueueGraphResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueGraphResponse) ProtoMessage() {}
+
+func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueGraphResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueGraphResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EnqueueGraphResponse) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+func (x *EnqueueGraphResponse) GetJobs() []*EnqueuedJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type GetGraphRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       int64                  `protobuf:"varint,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGraphRequest) Reset() {
+	*x = GetGraphRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGraphRequest) ProtoMessage() {}
+
+func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGraphRequest.ProtoReflect.Descriptor instead.
+func (*GetGraphRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetGraphRequest) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+type GetGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Without payloads or attempt history, each with its dependencies.
+	Jobs          []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGraphResponse) Reset() {
+	*x = GetGraphResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGraphResponse) ProtoMessage() {}
+
+func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGraphResponse.ProtoReflect.Descriptor instead.
+func (*GetGraphResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetGraphResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type CancelGraphRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       int64                  `protobuf:"varint,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelGraphRequest) Reset() {
+	*x = CancelGraphRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelGraphRequest) ProtoMessage() {}
+
+func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelGraphRequest.ProtoReflect.Descriptor instead.
+func (*CancelGraphRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CancelGraphRequest) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+type CancelGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs cancelled by this call.
+	Cancelled     int32 `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelGraphResponse) Reset() {
+	*x = CancelGraphResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelGraphResponse) ProtoMessage() {}
+
+func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelGraphResponse.ProtoReflect.Descriptor instead.
+func (*CancelGraphResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CancelGraphResponse) GetCancelled() int32 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
 type JobWaiting struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Reason WaitReason             `protobuf:"varint,1,opt,name=reason,proto3,enum=jobwire.v1.WaitReason" json:"reason,omitempty"`
@@ -790,7 +1155,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1167,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1180,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -855,7 +1220,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1232,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1245,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -899,7 +1264,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1276,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1289,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -939,7 +1304,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x9c\x04\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xea\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -951,7 +1316,10 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x121\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18# \x03(\x03R\tdependsOn\x12-\n" +
+	"\x13run_if_parents_fail\x18$ \x01(\bR\x10runIfParentsFail\x121\n" +
 	"\x06unique\x18\x14 \x01(\v2\x19.jobwire.v1.UniqueOptionsR\x06unique\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -984,7 +1352,25 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x120\n" +
-	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"\x9c\x01\n" +
+	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"B\n" +
+	"\x13EnqueueGraphRequest\x12+\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x15.jobwire.v1.GraphNodeR\x05nodes\"c\n" +
+	"\tGraphNode\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12%\n" +
+	"\x03job\x18\x02 \x01(\v2\x13.jobwire.v1.JobSpecR\x03job\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\x03 \x03(\tR\tdependsOn\"^\n" +
+	"\x14EnqueueGraphResponse\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\x03R\agraphId\x12+\n" +
+	"\x04jobs\x18\x02 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\",\n" +
+	"\x0fGetGraphRequest\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\x03R\agraphId\"7\n" +
+	"\x10GetGraphResponse\x12#\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\"/\n" +
+	"\x12CancelGraphRequest\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\x03R\agraphId\"3\n" +
+	"\x13CancelGraphResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\x9c\x01\n" +
 	"\n" +
 	"JobWaiting\x12.\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x16.jobwire.v1.WaitReasonR\x06reason\x12\x16\n" +
@@ -998,7 +1384,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\vDuplicateBy\x12\x1c\n" +
 	"\x18DUPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cDUPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n" +
-	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\xf7\x01\n" +
+	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\x90\x02\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -1008,12 +1394,16 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x17\n" +
+	"\x13WAIT_REASON_PARENTS\x10\f2\x9d\x04\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
 	"\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n" +
-	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponseB\xa4\x01\n" +
+	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n" +
+	"\fEnqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12E\n" +
+	"\bGetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n" +
+	"\vCancelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponseB\xa4\x01\n" +
 	"\x0ecom.jobwire.v1B\x14ProducerServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -1031,7 +1421,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(DuplicateBy)(0),              // 0: jobwire.v1.DuplicateBy
 	(WaitReason)(0),               // 1: jobwire.v1.WaitReason
@@ -1044,48 +1434,65 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*EnqueueBatchResponse)(nil),  // 8: jobwire.v1.EnqueueBatchResponse
 	(*GetJobRequest)(nil),         // 9: jobwire.v1.GetJobRequest
 	(*GetJobResponse)(nil),        // 10: jobwire.v1.GetJobResponse
-	(*JobWaiting)(nil),            // 11: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 12: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 13: jobwire.v1.CancelJobResponse
-	nil,                           // 14: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(JobState)(0),                 // 17: jobwire.v1.JobState
-	(*Job)(nil),                   // 18: jobwire.v1.Job
+	(*EnqueueGraphRequest)(nil),   // 11: jobwire.v1.EnqueueGraphRequest
+	(*GraphNode)(nil),             // 12: jobwire.v1.GraphNode
+	(*EnqueueGraphResponse)(nil),  // 13: jobwire.v1.EnqueueGraphResponse
+	(*GetGraphRequest)(nil),       // 14: jobwire.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),      // 15: jobwire.v1.GetGraphResponse
+	(*CancelGraphRequest)(nil),    // 16: jobwire.v1.CancelGraphRequest
+	(*CancelGraphResponse)(nil),   // 17: jobwire.v1.CancelGraphResponse
+	(*JobWaiting)(nil),            // 18: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 19: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 20: jobwire.v1.CancelJobResponse
+	nil,                           // 21: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(JobState)(0),                 // 24: jobwire.v1.JobState
+	(*Job)(nil),                   // 25: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	15, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	16, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	16, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	14, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	22, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	23, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	23, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	21, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	3,  // 4: jobwire.v1.JobSpec.unique:type_name -> jobwire.v1.UniqueOptions
-	16, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
-	17, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
+	23, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
+	24, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
 	2,  // 7: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	17, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	15, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	24, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	22, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobwire.v1.EnqueuedJob.duplicate_by:type_name -> jobwire.v1.DuplicateBy
 	5,  // 11: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	2,  // 12: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
 	5,  // 13: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	18, // 14: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	11, // 15: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	1,  // 16: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	15, // 17: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	18, // 18: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	4,  // 19: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	7,  // 20: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	9,  // 21: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	12, // 22: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	6,  // 23: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	8,  // 24: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	10, // 25: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	13, // 26: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	23, // [23:27] is the sub-list for method output_type
-	19, // [19:23] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	25, // 14: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	18, // 15: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	12, // 16: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
+	2,  // 17: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
+	5,  // 18: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	25, // 19: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
+	1,  // 20: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	22, // 21: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	25, // 22: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	4,  // 23: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	7,  // 24: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	9,  // 25: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	19, // 26: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	11, // 27: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
+	14, // 28: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
+	16, // 29: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
+	6,  // 30: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	8,  // 31: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	10, // 32: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	20, // 33: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	13, // 34: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
+	15, // 35: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
+	17, // 36: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -1104,7 +1511,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -141,7 +141,7 @@ pages.overview = {
     const byState = {};
     for (const c of stats.counts || []) byState[jobState(c.state)] = (byState[jobState(c.state)] || 0) + Number(c.count);
     clear(this.totals);
-    for (const s of ["PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]) {
+    for (const s of ["PENDING", "SCHEDULED", "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]) {
       append(this.totals, [el("div", { class: "stat", dataset: { state: s } }, el("div", { class: "n" }, fmtNum(byState[s])), el("div", { class: "l" }, s))]);
     }
     clear(this.queues).appendChild(queueTable(stats.queues || [], false));
@@ -264,7 +264,7 @@ pages.queues = {
   },
 };
 
-const STATES = ["", "PENDING", "SCHEDULED", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
+const STATES = ["", "PENDING", "SCHEDULED", "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
 
 // The lists of jobs keep their filters, sort and page in the address (#/jobs?queue=mail&sort=
 // run_at&order=asc&page=TOKEN), so a link an operator pastes opens the same view. The broker
@@ -420,6 +420,7 @@ pages.job = {
       el("section", {}, el("h2", {}, payload.json ? "Payload (JSON)" : "Payload"), el("pre", { id: "payload" }, payload.text)),
       meta ? el("section", {}, el("h2", {}, "Metadata"), el("dl", { class: "kv" },
         Object.entries(meta).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]))) : null,
+      depsSection(j.dependencies, final),
       el("section", {}, el("h2", {}, "Attempts"), table(["#", "Worker", "Started", "Finished", "Outcome", "Kind", "Error type", "Message", "Details"],
         (j.attempt_history || []).map((a) => el("tr", {}, td(a.number), td(a.worker_id), td(fmtTime(a.started_at)), td(fmtTime(a.finished_at)),
           td(short(a.outcome, "ATTEMPT_OUTCOME_")), td(short(a.failure_kind, "FAILURE_KIND_").replace("UNSPECIFIED", "")),
