@@ -103,7 +103,7 @@ const (
 	// rest follow in the next.
 	MaxFires = 1000
 	// MaxJitter bounds a schedule's jitter.
-	MaxJitter = 24 * time.Hour
+	MaxJitter  = 24 * time.Hour
 	maxNameLen = 128
 )
 
