@@ -79,6 +79,8 @@ type Store interface {
 	// p.Limit.
 	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
 
+	ScheduleReader
+
 	Close() error
 }
 
@@ -236,6 +238,8 @@ type Tx interface {
 	// AuditDeleteBefore deletes up to limit audit events stored before t, oldest first, and
 	// returns how many it deleted.
 	AuditDeleteBefore(t time.Time, limit int) (int, error)
+
+	ScheduleTx
 }
 
 // JobInsertParams is a validated job to add.
