@@ -291,6 +291,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	if rec.hasNext {
 		b.schedule(rec.next)
 	}
+	if err := b.declareSchedules(ctx, b.cfg.Schedules); err != nil {
+		return err
+	}
+	b.svc.schedules.wake(b.now()) // what came due while no broker ran
 	b.signal()
 	return nil
 }

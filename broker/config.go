@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/retry"
+	"github.com/jobwire/jobwire/schedule"
 )
 
 // Config holds the broker's timing and policy settings.
@@ -28,6 +29,8 @@ type Config struct {
 	MaxBatch int
 	// Retention says how long finished jobs are kept before they are deleted.
 	Retention Retention
+	// Schedules are the periodic schedules the configuration file declares (schedules.go).
+	Schedules []schedule.Definition
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small
@@ -98,6 +101,7 @@ func (c Config) Validate() error {
 	if c.Retention.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("retention interval must be positive, got %s", c.Retention.Interval))
 	}
+	errs = append(errs, validSchedules(c.Schedules)...)
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max_batch must be at least 1, got %d", c.MaxBatch))
 	}
@@ -109,4 +113,20 @@ func (c Config) policy(jobType string) retry.Policy {
 		return p
 	}
 	return c.Retry
+}
+
+// validSchedules checks the declared schedules, each alone and their names together.
+func validSchedules(defs []schedule.Definition) []error {
+	var errs []error
+	seen := make(map[string]bool, len(defs))
+	for i := range defs {
+		if _, err := defs[i].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("schedules[%d]: %w", i, err))
+		}
+		if seen[defs[i].Name] {
+			errs = append(errs, fmt.Errorf("schedules[%d]: the name %q is declared twice", i, defs[i].Name))
+		}
+		seen[defs[i].Name] = true
+	}
+	return errs
 }
