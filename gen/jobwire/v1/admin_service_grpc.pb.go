@@ -36,6 +36,15 @@ const (
 	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
 	AdminService_ListBrokers_FullMethodName       = "/jobwire.v1.AdminService/ListBrokers"
 	AdminService_ListAuditEvents_FullMethodName   = "/jobwire.v1.AdminService/ListAuditEvents"
+	AdminService_ListSchedules_FullMethodName     = "/jobwire.v1.AdminService/ListSchedules"
+	AdminService_GetSchedule_FullMethodName       = "/jobwire.v1.AdminService/GetSchedule"
+	AdminService_AddSchedule_FullMethodName       = "/jobwire.v1.AdminService/AddSchedule"
+	AdminService_UpdateSchedule_FullMethodName    = "/jobwire.v1.AdminService/UpdateSchedule"
+	AdminService_RemoveSchedule_FullMethodName    = "/jobwire.v1.AdminService/RemoveSchedule"
+	AdminService_PauseSchedule_FullMethodName     = "/jobwire.v1.AdminService/PauseSchedule"
+	AdminService_ResumeSchedule_FullMethodName    = "/jobwire.v1.AdminService/ResumeSchedule"
+	AdminService_TriggerSchedule_FullMethodName   = "/jobwire.v1.AdminService/TriggerSchedule"
+	AdminService_BackfillSchedule_FullMethodName  = "/jobwire.v1.AdminService/BackfillSchedule"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -83,6 +92,31 @@ type AdminServiceClient interface {
 	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
 	// when, to how many jobs and on which broker.
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
+	// ListSchedules lists the periodic schedules by name, each with its last and next fire
+	// times and its last occurrence's job and state.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// GetSchedule reads one periodic schedule; NOT_FOUND when there is none of that name.
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
+	// AddSchedule declares a periodic schedule; ALREADY_EXISTS when one has its name. Its first
+	// occurrence is its first fire time after now.
+	AddSchedule(ctx context.Context, in *AddScheduleRequest, opts ...grpc.CallOption) (*AddScheduleResponse, error)
+	// UpdateSchedule replaces a schedule's definition, keeping its pause and last occurrence; a
+	// schedule whose cron expression or time zone changed fires next at its first new time.
+	// FAILED_PRECONDITION for a schedule the configuration file declares.
+	UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error)
+	// RemoveSchedule deletes a schedule; the jobs it enqueued stay.
+	RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error)
+	// PauseSchedule stops a schedule from firing, with a note saying why.
+	PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error)
+	// ResumeSchedule makes a paused schedule fire again from its first fire time after now;
+	// the occurrences of the pause are skipped.
+	ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error)
+	// TriggerSchedule enqueues an occurrence of a schedule now, paused or not, whatever its
+	// overlap policy.
+	TriggerSchedule(ctx context.Context, in *TriggerScheduleRequest, opts ...grpc.CallOption) (*TriggerScheduleResponse, error)
+	// BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
+	// enqueued (at most 1000); those enqueued before are counted, not enqueued again.
+	BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error)
 }
 
 type adminServiceClient struct {
@@ -263,6 +297,96 @@ func (c *adminServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditE
 	return out, nil
 }
 
+func (c *adminServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AddSchedule(ctx context.Context, in *AddScheduleRequest, opts ...grpc.CallOption) (*AddScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_AddSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_PauseSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResumeSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) TriggerSchedule(ctx context.Context, in *TriggerScheduleRequest, opts ...grpc.CallOption) (*TriggerScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TriggerScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_TriggerSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackfillScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_BackfillSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -308,6 +432,31 @@ type AdminServiceServer interface {
 	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
 	// when, to how many jobs and on which broker.
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
+	// ListSchedules lists the periodic schedules by name, each with its last and next fire
+	// times and its last occurrence's job and state.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// GetSchedule reads one periodic schedule; NOT_FOUND when there is none of that name.
+	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
+	// AddSchedule declares a periodic schedule; ALREADY_EXISTS when one has its name. Its first
+	// occurrence is its first fire time after now.
+	AddSchedule(context.Context, *AddScheduleRequest) (*AddScheduleResponse, error)
+	// UpdateSchedule replaces a schedule's definition, keeping its pause and last occurrence; a
+	// schedule whose cron expression or time zone changed fires next at its first new time.
+	// FAILED_PRECONDITION for a schedule the configuration file declares.
+	UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error)
+	// RemoveSchedule deletes a schedule; the jobs it enqueued stay.
+	RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error)
+	// PauseSchedule stops a schedule from firing, with a note saying why.
+	PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error)
+	// ResumeSchedule makes a paused schedule fire again from its first fire time after now;
+	// the occurrences of the pause are skipped.
+	ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error)
+	// TriggerSchedule enqueues an occurrence of a schedule now, paused or not, whatever its
+	// overlap policy.
+	TriggerSchedule(context.Context, *TriggerScheduleRequest) (*TriggerScheduleResponse, error)
+	// BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
+	// enqueued (at most 1000); those enqueued before are counted, not enqueued again.
+	BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -368,6 +517,33 @@ func (UnimplementedAdminServiceServer) ListBrokers(context.Context, *ListBrokers
 }
 func (UnimplementedAdminServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
+}
+func (UnimplementedAdminServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedAdminServiceServer) GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) AddSchedule(context.Context, *AddScheduleRequest) (*AddScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) TriggerSchedule(context.Context, *TriggerScheduleRequest) (*TriggerScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TriggerSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackfillSchedule not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -696,6 +872,168 @@ func _AdminService_ListAuditEvents_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetSchedule(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AddSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AddSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AddSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AddSchedule(ctx, req.(*AddScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UpdateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateSchedule(ctx, req.(*UpdateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveSchedule(ctx, req.(*RemoveScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PauseSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PauseSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PauseSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PauseSchedule(ctx, req.(*PauseScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResumeSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResumeSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResumeSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResumeSchedule(ctx, req.(*ResumeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_TriggerSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TriggerSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TriggerSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TriggerSchedule(ctx, req.(*TriggerScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_BackfillSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackfillScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).BackfillSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_BackfillSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).BackfillSchedule(ctx, req.(*BackfillScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -770,6 +1108,42 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditEvents",
 			Handler:    _AdminService_ListAuditEvents_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _AdminService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _AdminService_GetSchedule_Handler,
+		},
+		{
+			MethodName: "AddSchedule",
+			Handler:    _AdminService_AddSchedule_Handler,
+		},
+		{
+			MethodName: "UpdateSchedule",
+			Handler:    _AdminService_UpdateSchedule_Handler,
+		},
+		{
+			MethodName: "RemoveSchedule",
+			Handler:    _AdminService_RemoveSchedule_Handler,
+		},
+		{
+			MethodName: "PauseSchedule",
+			Handler:    _AdminService_PauseSchedule_Handler,
+		},
+		{
+			MethodName: "ResumeSchedule",
+			Handler:    _AdminService_ResumeSchedule_Handler,
+		},
+		{
+			MethodName: "TriggerSchedule",
+			Handler:    _AdminService_TriggerSchedule_Handler,
+		},
+		{
+			MethodName: "BackfillSchedule",
+			Handler:    _AdminService_BackfillSchedule_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
