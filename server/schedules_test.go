@@ -17,6 +17,7 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/schedule"
 )
 
 // every10 is a schedule of job type typ every ten minutes, on the minute.
@@ -365,5 +366,37 @@ func TestScheduleRefusesBadRequests(t *testing.T) {
 		if status.Code(err) != c.code || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v; want %s naming %q", c.name, err, c.code, c.msg)
 		}
+	}
+}
+
+// Schedules the configuration declares are stored at the start, marked so, refused to the
+// API's changes, and keep where they stand (a pause, the next fire time) across restarts.
+func TestScheduleDeclaredInTheConfigurationSurvivesRestarts(t *testing.T) {
+	t.Parallel()
+	cfg := brokertest.DefaultConfig()
+	cfg.Schedules = []schedule.Definition{{Name: "declared", Cron: "*/10 * * * *", Type: "t", Overlap: schedule.OverlapAllowAll}}
+	b := brokertest.New(t, brokertest.Options{Config: cfg})
+	ctx := context.Background()
+	s := getSchedule(t, b, "declared")
+	if !s.GetFromConfig() || !s.GetNextFireAt().AsTime().Equal(utc("2026-03-01T12:10:00Z")) {
+		t.Fatalf("declared schedule reads %v", s)
+	}
+	_, err := b.Admin.UpdateSchedule(ctx, &jobwirev1.UpdateScheduleRequest{Schedule: every10("declared", "other")})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "configuration file") {
+		t.Fatalf("update of a declared schedule = %v, want FAILED_PRECONDITION naming the file", err)
+	}
+	if _, err := b.Admin.RemoveSchedule(ctx, &jobwirev1.RemoveScheduleRequest{Name: "declared"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("remove of a declared schedule = %v, want FAILED_PRECONDITION", err)
+	}
+	advanceTo(b, utc("2026-03-01T12:10:00Z"))
+	b.Restart()
+	b.Broker.RunSchedules()
+	wantFires(t, b, "t", utc("2026-03-01T12:10:00Z"))
+	if _, err := b.Admin.PauseSchedule(ctx, &jobwirev1.PauseScheduleRequest{Name: "declared", Note: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	if s := getSchedule(t, b, "declared"); !s.GetPaused() || !s.GetNextFireAt().AsTime().Equal(utc("2026-03-01T12:20:00Z")) {
+		t.Fatalf("after a restart the declared schedule reads %v; want it paused, next at 12:20", s)
 	}
 }
