@@ -130,8 +130,7 @@ func (s *scheduler) wake(at time.Time) {
 	s.alarm.Set(at, true)
 }
 
-// runNow fires what is due now and waits for it: at the start, on the cluster's poll, and for
-// tests and operators (Broker.RunSchedules).
+// runNow fires what is due now and waits for it: on the cluster's poll.
 func (s *scheduler) runNow() { s.Do(s.run) }
 
 // jitter draws a delay in [0, max).
@@ -158,8 +157,15 @@ func (s *scheduler) run() {
 	s.Ran.Send(n)
 }
 
-// RunSchedules fires, on the leader, every schedule due now, and returns once they are stored.
-func (b *Broker) RunSchedules() { b.svc.schedules.runNow() }
+// RunSchedules fires every schedule due now and returns once what it enqueued is stored. It
+// does so on any broker, leader or not: two brokers firing one schedule at once enqueue each
+// occurrence once all the same (the scheduler service runs it on the leader only, so that they
+// seldom have to wait for each other).
+func (b *Broker) RunSchedules() {
+	if _, _, err := b.fireSchedules(b.now()); err != nil && !stopping(err) {
+		b.log.Error("fire periodic schedules", "err", err)
+	}
+}
 
 // fireSchedules fires every schedule due at now and returns how many jobs it enqueued and when
 // the next is due.
