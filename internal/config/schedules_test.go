@@ -66,3 +66,12 @@ func TestParseRefusesBadSchedules(t *testing.T) {
 		}
 	}
 }
+
+// The example the docs run loads.
+func TestExampleSchedulesLoad(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("../../examples/config/schedules.yaml")
+	if err != nil || len(cfg.Broker.Schedules) != 2 {
+		t.Fatalf("Load = %d schedules, %v", len(cfg.Broker.Schedules), err)
+	}
+}
