@@ -310,6 +310,22 @@ func (b *Broker) enqueueOccurrence(tx store.Tx, def *schedule.Definition, at, no
 	if id, ok, err := tx.ScheduleOccurrenceGet(def.Name, at); err != nil || ok {
 		return occurrence{id: id}, err
 	}
+	o, err := b.insertOccurrenceJob(tx, def, at, now)
+	if err != nil {
+		return occurrence{}, err
+	}
+	added, err := tx.ScheduleOccurrenceAdd(def.Name, at, o.id)
+	if err != nil {
+		return occurrence{}, err
+	}
+	if !added {
+		return occurrence{}, errOccurrenceRecorded
+	}
+	return o, nil
+}
+
+// insertOccurrenceJob inserts the job of def's occurrence at.
+func (b *Broker) insertOccurrenceJob(tx store.Tx, def *schedule.Definition, at, now time.Time) (occurrence, error) {
 	meta := maps.Clone(def.Metadata)
 	if meta == nil {
 		meta = make(map[string]string, 2)
@@ -321,13 +337,6 @@ func (b *Broker) enqueueOccurrence(tx store.Tx, def *schedule.Definition, at, no
 	rs, err := tx.JobInsertMany([]*store.JobInsertParams{spec.insertParams(now)})
 	if err != nil {
 		return occurrence{}, err
-	}
-	added, err := tx.ScheduleOccurrenceAdd(def.Name, at, rs[0].ID)
-	if err != nil {
-		return occurrence{}, err
-	}
-	if !added {
-		return occurrence{}, errOccurrenceRecorded
 	}
 	o := occurrence{id: rs[0].ID, added: true, queue: spec.Queue, typ: spec.Type, runAt: spec.RunAt, ready: !spec.RunAt.After(now)}
 	if o.ready {
@@ -561,7 +570,9 @@ func (b *Broker) setSchedulePaused(ctx context.Context, name string, paused bool
 }
 
 // TriggerSchedule enqueues an occurrence now, whatever the schedule's times, overlap policy or
-// pause: an operator asked for it. It becomes the schedule's last occurrence.
+// pause: an operator asked for it, as for an enqueue, and each trigger enqueues a job (it is
+// not one of the schedule's occurrences, which stay due at their times). It becomes the
+// schedule's last occurrence.
 func (b *Broker) TriggerSchedule(ctx context.Context, name string) (Enqueued, error) {
 	now := b.now()
 	var o occurrence
@@ -574,7 +585,7 @@ func (b *Broker) TriggerSchedule(ctx context.Context, name string) (Enqueued, er
 		if err != nil {
 			return err
 		}
-		if o, err = b.enqueueOccurrence(tx, def, now, now); err != nil {
+		if o, err = b.insertOccurrenceJob(tx, def, now, now); err != nil {
 			return err
 		}
 		r.LastFireAt, r.LastJobID, r.UpdatedAt = now, o.id, now
@@ -591,7 +602,7 @@ func (b *Broker) TriggerSchedule(ctx context.Context, name string) (Enqueued, er
 	if !o.ready {
 		state = job.StateScheduled
 	}
-	return Enqueued{ID: o.id, Duplicate: !o.added, State: state, RunAt: o.runAt}, nil
+	return Enqueued{ID: o.id, State: state, RunAt: o.runAt}, nil
 }
 
 // BackfillSchedule enqueues the schedule's occurrences in [from, to) that were not enqueued

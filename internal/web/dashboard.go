@@ -71,6 +71,10 @@ var rpcs = map[string]rpc{
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
 	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
 	"ListAuditEvents": call[jobwirev1.ListAuditEventsRequest, jobwirev1.ListAuditEventsResponse](jobwirev1.AdminService_ListAuditEvents_FullMethodName, false),
+	"ListSchedules":   call[jobwirev1.ListSchedulesRequest, jobwirev1.ListSchedulesResponse](jobwirev1.AdminService_ListSchedules_FullMethodName, false),
+	"PauseSchedule":   call[jobwirev1.PauseScheduleRequest, jobwirev1.PauseScheduleResponse](jobwirev1.AdminService_PauseSchedule_FullMethodName, true),
+	"ResumeSchedule":  call[jobwirev1.ResumeScheduleRequest, jobwirev1.ResumeScheduleResponse](jobwirev1.AdminService_ResumeSchedule_FullMethodName, true),
+	"TriggerSchedule": call[jobwirev1.TriggerScheduleRequest, jobwirev1.TriggerScheduleResponse](jobwirev1.AdminService_TriggerSchedule_FullMethodName, true),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).
