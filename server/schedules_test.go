@@ -336,14 +336,26 @@ func TestScheduleRefusesBadRequests(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{"cron", func() error { _, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.Cron = "* * *" })); return err }, codes.InvalidArgument, "5 fields"},
+		{"cron", func() error {
+			_, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.Cron = "* * *" }))
+			return err
+		}, codes.InvalidArgument, "5 fields"},
 		{"zone", func() error {
 			_, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.TimeZone = "Mars/Base" }))
 			return err
 		}, codes.InvalidArgument, "IANA"},
-		{"type", func() error { _, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.Type = "" })); return err }, codes.InvalidArgument, "schedule.type"},
-		{"name", func() error { _, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.Name = "a b" })); return err }, codes.InvalidArgument, "schedule.name"},
-		{"exists", func() error { _, err := b.Admin.AddSchedule(ctx, &jobwirev1.AddScheduleRequest{Schedule: every10("s", "t")}); return err }, codes.AlreadyExists, "already exists"},
+		{"type", func() error {
+			_, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.Type = "" }))
+			return err
+		}, codes.InvalidArgument, "schedule.type"},
+		{"name", func() error {
+			_, err := b.Admin.AddSchedule(ctx, bad(func(s *jobwirev1.Schedule) { s.Name = "a b" }))
+			return err
+		}, codes.InvalidArgument, "schedule.name"},
+		{"exists", func() error {
+			_, err := b.Admin.AddSchedule(ctx, &jobwirev1.AddScheduleRequest{Schedule: every10("s", "t")})
+			return err
+		}, codes.AlreadyExists, "already exists"},
 		{"update missing", func() error {
 			_, err := b.Admin.UpdateSchedule(ctx, &jobwirev1.UpdateScheduleRequest{Schedule: every10("nope", "t")})
 			return err
