@@ -294,7 +294,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.declareSchedules(ctx, b.cfg.Schedules); err != nil {
 		return err
 	}
-	b.svc.schedules.wake(b.now()) // what came due while no broker ran
+	if err := b.armSchedules(ctx); err != nil {
+		return err
+	}
 	b.signal()
 	return nil
 }

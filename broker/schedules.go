@@ -152,7 +152,9 @@ func (s *scheduler) run() {
 		s.cfg.log.Error("fire periodic schedules", "err", err)
 		s.wake(s.cfg.clk.Now().Add(scheduleRetry))
 	case !wake.IsZero():
-		s.alarm.Set(wake, true)
+		// Only ever earlier: a schedule added while this run read the list armed the alarm
+		// for its own time, which this run's answer may not know.
+		s.wake(wake)
 	}
 	s.Ran.Send(n)
 }
@@ -649,6 +651,25 @@ func (b *Broker) BackfillSchedule(ctx context.Context, name string, from, to tim
 	}
 	b.occurrencesStored(fired)
 	return out, nil
+}
+
+// armSchedules sets the scheduler's alarm for the earliest schedule, at the start: at once for
+// those that came due while no broker ran. A broker with no schedule arms nothing.
+func (b *Broker) armSchedules(ctx context.Context) error {
+	recs, err := b.st.ScheduleList(ctx)
+	if err != nil {
+		return fmt.Errorf("read the schedules: %w", err)
+	}
+	for _, r := range recs {
+		switch {
+		case r.Paused:
+		case !r.BufferedFireAt.IsZero():
+			b.svc.schedules.wake(b.now())
+		default:
+			b.svc.schedules.wake(r.NextFireAt)
+		}
+	}
+	return nil
 }
 
 // declareSchedules makes the stored schedules declared in the configuration file match defs,
