@@ -90,16 +90,10 @@ func dueAt(d *Definition, tt *Timetable, next, now time.Time) (due []time.Time, 
 	if len(due) == 0 {
 		return nil, t, missed
 	}
-	switch d.CatchUp {
-	case CatchUpAll:
+	if d.CatchUp == CatchUpAll {
 		return due, t, missed
-	case CatchUpSkip:
-		last := due[len(due)-1]
-		if now.Sub(last) > LateGrace {
-			return nil, t, missed + len(due)
-		}
-		return due[len(due)-1:], t, missed + len(due) - 1
-	default:
-		return due[len(due)-1:], t, missed + len(due) - 1
 	}
+	// Skip kept only the occurrences on time (oldest), latest those within the window: of
+	// either, the latest runs once.
+	return due[len(due)-1:], t, missed + len(due) - 1
 }
