@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/schedule"
 )
 
 // Two brokers on one PostgreSQL database; the leader is stopped at each fire time, once before
@@ -46,5 +49,29 @@ func TestClusterScheduleLeaderStoppedAtAFireTimeEnqueuesEachOccurrenceOnce(t *te
 	wantFires(t, a, "t", utc("2026-03-01T12:10:00Z"), utc("2026-03-01T12:20:00Z"), utc("2026-03-01T12:30:00Z"))
 	if got := getSchedule(t, a, "s").GetNextFireAt().AsTime(); !got.Equal(utc("2026-03-01T12:40:00Z")) {
 		t.Fatalf("next fire %s, want 12:40", got)
+	}
+}
+
+// A broker started with a configuration that no longer declares a schedule removes it, and
+// keeps those an operator added through the API.
+func TestScheduleNoLongerDeclaredIsRemovedAtTheStart(t *testing.T) {
+	t.Parallel()
+	cfg := brokertest.DefaultConfig()
+	cfg.Schedules = []schedule.Definition{{Name: "kept", Cron: "@hourly", Type: "t"}, {Name: "dropped", Cron: "@daily", Type: "t"}}
+	a := brokertest.New(t, brokertest.Options{Cluster: true, Config: cfg})
+	addSchedule(t, a, every10("by-hand", "t"))
+	a.Stop()
+	cfg.Schedules = cfg.Schedules[:1]
+	b := brokertest.New(t, brokertest.Options{Join: a, Config: cfg})
+	res, err := b.Admin.ListSchedules(context.Background(), &jobwirev1.ListSchedulesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range res.GetSchedules() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Equal(names, []string{"by-hand", "kept"}) {
+		t.Fatalf("schedules after the start %v, want by-hand and kept", names)
 	}
 }
