@@ -52,12 +52,16 @@ func TestScheduleLeaderKilledAtFireTimes(t *testing.T) {
 	}
 	defer c.Close()
 
+	var firstKill time.Time
 	for k := range scheduleKills {
 		leader := waitLeader(t, ctx, c, brokers)
 		// Right after a whole second: the fire time the leader's alarm is set for.
 		now := time.Now()
 		time.Sleep(now.Truncate(time.Second).Add(time.Second + time.Duration(k)*time.Millisecond).Sub(now))
 		brokers.kill(leader)
+		if k == 0 {
+			firstKill = time.Now()
+		}
 		other := 1 - leader
 		waitUntil(t, "the other broker to lead", func() bool { return leads(ctx, c, brokers.addrs[other]) })
 		if err := brokers.start(leader); err != nil {
@@ -84,8 +88,8 @@ func TestScheduleLeaderKilledAtFireTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	fires := tickFires(t, ctx, c0)
-	if len(fires) < scheduleKills {
-		t.Fatalf("only %d occurrences were enqueued", len(fires))
+	if len(fires) < scheduleKills || fires[0].After(firstKill) {
+		t.Fatalf("%d occurrences were enqueued, the first at %v; want one a second from before the first kill (%v) on", len(fires), fires[0], firstKill)
 	}
 	for i := 1; i < len(fires); i++ {
 		switch d := fires[i].Sub(fires[i-1]); {
