@@ -37,7 +37,9 @@ const (
 // AuditActions lists every action the trail records.
 var AuditActions = []string{AuditJobCancel, AuditDeadRequeue, AuditDeadPurge, AuditSucceededPurge,
 	AuditQueuePause, AuditQueueResume, AuditQueueLimit, AuditBreakerReset, AuditBreakerForce,
-	AuditTokenCreate, AuditTokenRevoke, AuditJobRunNow, AuditJobRetryNow, AuditJobDelete, AuditJobPriority}
+	AuditTokenCreate, AuditTokenRevoke, AuditJobRunNow, AuditJobRetryNow, AuditJobDelete, AuditJobPriority,
+	AuditScheduleAdd, AuditScheduleUpdate, AuditScheduleRemove, AuditSchedulePause, AuditScheduleResume,
+	AuditScheduleTrigger, AuditScheduleBackfill}
 
 // Anonymous is the actor name of a caller without a token (auth off).
 const Anonymous = "anonymous"

@@ -294,6 +294,12 @@ func (b *Broker) Start(ctx context.Context) error {
 	if rec.hasNext {
 		b.schedule(rec.next)
 	}
+	if err := b.declareSchedules(ctx, b.cfg.Schedules); err != nil {
+		return err
+	}
+	if err := b.armSchedules(ctx); err != nil {
+		return err
+	}
 	b.signal()
 	return nil
 }

@@ -258,6 +258,7 @@ func (m *clustered) pollTick() {
 	m.b.signal()
 	if m.leader() {
 		m.b.svc.promoter.promoteNow()
+		m.b.svc.schedules.runNow() // schedules another broker added or resumed
 	}
 	m.rebalance()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/retry"
+	"github.com/jobwire/jobwire/schedule"
 )
 
 // Config holds the broker's timing and policy settings.
@@ -34,6 +35,8 @@ type Config struct {
 	// WatchPoll is how often the jobs being watched are read again, in case a change's
 	// notice was lost (watch.go).
 	WatchPoll time.Duration
+	// Schedules are the periodic schedules the configuration file declares (schedules.go).
+	Schedules []schedule.Definition
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small
@@ -109,6 +112,7 @@ func (c Config) Validate() error {
 	if c.MaxResultBytes < 0 || c.MaxResultBytes > MaxMaxResultBytes {
 		errs = append(errs, fmt.Errorf("max_result_bytes must be 0..%d, got %d", MaxMaxResultBytes, c.MaxResultBytes))
 	}
+	errs = append(errs, validSchedules(c.Schedules)...)
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max_batch must be at least 1, got %d", c.MaxBatch))
 	}
@@ -120,4 +124,20 @@ func (c Config) policy(jobType string) retry.Policy {
 		return p
 	}
 	return c.Retry
+}
+
+// validSchedules checks the declared schedules, each alone and their names together.
+func validSchedules(defs []schedule.Definition) []error {
+	var errs []error
+	seen := make(map[string]bool, len(defs))
+	for i := range defs {
+		if _, err := defs[i].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("schedules[%d]: %w", i, err))
+		}
+		if seen[defs[i].Name] {
+			errs = append(errs, fmt.Errorf("schedules[%d]: the name %q is declared twice", i, defs[i].Name))
+		}
+		seen[defs[i].Name] = true
+	}
+	return errs
 }

@@ -20,6 +20,7 @@ type services struct {
 	breakerWake *service.Alarm    // a dispatch round when time alone changes a breaker (dispatch.go)
 	queueReload *queueReloader    // the queue rules read again when they changed (queues.go)
 	watches     *watchHub         // jobs producers wait for or follow, and their backstop (watch.go)
+	schedules   *scheduler        // periodic schedules fired on the leader (schedules.go)
 
 	// After the writer: it reports to them until it stops.
 	breakerStore *breakerKeeper // breaker states stored, shared ones refreshed (breakerstore.go)
@@ -34,6 +35,8 @@ func newServices(b *Broker) *services {
 		breakerWake: service.NewAlarm(b.clk, b.signal),
 		queueReload: newQueueReloader(b.clk, b.log, b.reloadQueueRules),
 		watches:     newWatchHub(b),
+		schedules: newScheduler(schedulerConfig{clk: b.clk, log: b.log, leader: b.isLeader, fire: b.fireSchedules},
+			b.triager.Uniform),
 		breakerStore: newBreakerKeeper(breakerKeeperConfig{st: b.st, clk: b.clk, log: b.log,
 			snapshot: func() []breaker.Saved { return b.breakers.Snapshot() }, encode: b.encodeBreaker,
 			shared: b.sharedBreakers, refresh: b.refreshBreakers}),
@@ -42,7 +45,7 @@ func newServices(b *Broker) *services {
 
 // timed lists the services that start work on a clock, in the order they start.
 func (s *services) timed() []service.Service {
-	return []service.Service{s.breakerWake, s.queueReload, s.promoter, s.sweep, s.retention, s.watches}
+	return []service.Service{s.breakerWake, s.queueReload, s.promoter, s.sweep, s.retention, s.watches, s.schedules}
 }
 
 // after lists the services that stop after the writer.

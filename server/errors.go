@@ -30,8 +30,12 @@ func toStatus(err error) error {
 		return status.Errorf(codes.Unavailable, "%v; the broker is fine and nothing was changed by this call: retry it shortly", err)
 	case errors.Is(err, broker.ErrUnavailable):
 		return status.Errorf(codes.Unavailable, "%v; the call was not applied: retry it once the broker's storage is back (its log says what an operator must fix)", err)
-	case errors.Is(err, broker.ErrIdempotencyConflict):
+	case errors.Is(err, broker.ErrIdempotencyConflict), errors.Is(err, broker.ErrScheduleExists):
 		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, broker.ErrInvalidSchedule):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, broker.ErrScheduleFromConfig):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrTooManyCappedQueues):

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker"
@@ -411,6 +412,31 @@ var faultCases = []faultCase{
 				t.Fatalf("assignment = %v, want the promoted job %d", a, id)
 			}
 			finish(t, fx, a)
+		}},
+	{kind: "schedule fire", ops: []string{"schedule.fire", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			addSchedule(t, fx.b, every10("s", "t"))
+			return nil
+		},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			advanceTo(fx.b, utc("2026-03-01T12:10:00Z"))
+			ids := wantFires(t, fx.b, "t", utc("2026-03-01T12:10:00Z"))
+			if s := getSchedule(t, fx.b, "s"); s.GetLastJobId() != ids[0] || !s.GetNextFireAt().AsTime().Equal(utc("2026-03-01T12:20:00Z")) {
+				t.Fatalf("after the fire the schedule reads %v", s)
+			}
+		}},
+	{kind: "schedule backfill", ops: []string{"schedule.backfill", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			addSchedule(t, fx.b, every10("s", "t"))
+			return nil
+		},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Admin.BackfillSchedule(context.Background(), &jobwirev1.BackfillScheduleRequest{Name: "s",
+				From: timestamppb.New(utc("2026-03-01T11:00:00Z")), To: timestamppb.New(utc("2026-03-01T11:30:00Z"))})
+			if err != nil || len(res.GetJobIds()) != 3 || res.GetExisting() != 0 {
+				t.Fatalf("backfill = %v, %v; want 3 new jobs", res, err)
+			}
+			wantFires(t, fx.b, "t", utc("2026-03-01T11:00:00Z"), utc("2026-03-01T11:10:00Z"), utc("2026-03-01T11:20:00Z"))
 		}},
 }
 

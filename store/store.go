@@ -81,6 +81,7 @@ type Store interface {
 
 	DepsReader // deps.go
 	VersionReader
+	ScheduleReader
 
 	Close() error
 }
@@ -250,6 +251,8 @@ type Tx interface {
 	// AuditDeleteBefore deletes up to limit audit events stored before t, oldest first, and
 	// returns how many it deleted.
 	AuditDeleteBefore(t time.Time, limit int) (int, error)
+
+	ScheduleTx
 }
 
 // JobInsertParams is a validated job to add.

@@ -20,7 +20,7 @@ func runAuditList(ctx context.Context, e *env, c *command, args []string) error 
 		since                               time.Duration
 		limit                               int
 	)
-	fs.StringVar(&action, "action", "", "only this action: job.cancel, dlq.requeue, dlq.purge, jobs.purge_succeeded, queue.pause, queue.resume, queue.limit, breaker.reset, breaker.force, token.create or token.revoke")
+	fs.StringVar(&action, "action", "", "only this action: job.cancel, dlq.requeue, dlq.purge, jobs.purge_succeeded, queue.pause, queue.resume, queue.limit, breaker.reset, breaker.force, token.create, token.revoke or schedule.add, schedule.update, schedule.remove, schedule.pause, schedule.resume, schedule.trigger, schedule.backfill")
 	fs.StringVar(&actor, "actor", "", "only actions of the token with this id or name (anonymous: with auth off)")
 	fs.Var(durationValue{&since}, "since", "only actions within this long, e.g. 1h or 2d")
 	fs.StringVar(&after, "after", "", "only actions at or after this RFC 3339 time")

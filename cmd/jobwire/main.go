@@ -99,6 +99,15 @@ func init() {
 		{name: "breakers list", args: "[flags]", summary: "List the circuit breakers of job types.", run: runBreakersList},
 		{name: "breakers reset", args: "TYPE [flags]", summary: "Close a job type's breaker and forget its failures.", run: runBreakersReset},
 		{name: "breakers force", args: "TYPE (closed|open|half-open) [flags]", summary: "Put a job type's breaker in a state.", run: runBreakersForce},
+		{name: "schedules list", args: "[flags]", summary: "List periodic schedules with their last and next fire times and last job.", run: runSchedulesList},
+		{name: "schedules get", args: "NAME [flags]", summary: "Show one periodic schedule.", run: runSchedulesGet},
+		{name: "schedules add", args: "NAME --cron C --type T [flags]", summary: "Declare a periodic schedule that enqueues a job at each of its times.", run: runSchedulesAdd},
+		{name: "schedules update", args: "NAME [flags]", summary: "Change what the given flags say of a schedule; the rest stays.", run: runSchedulesUpdate},
+		{name: "schedules remove", args: "NAME [flags]", summary: "Delete a schedule; the jobs it enqueued stay.", run: runSchedulesRemove},
+		{name: "schedules pause", args: "NAME [--note TEXT] [flags]", summary: "Stop a schedule from firing, saying why.", run: runSchedulesPause},
+		{name: "schedules resume", args: "NAME [flags]", summary: "Make a paused schedule fire again from its next time.", run: runSchedulesResume},
+		{name: "schedules trigger", args: "NAME [flags]", summary: "Enqueue an occurrence of a schedule now and print its job id.", run: runSchedulesTrigger},
+		{name: "schedules backfill", args: "NAME --from T --to T [flags]", summary: "Enqueue a schedule's occurrences in a past range that were never enqueued.", run: runSchedulesBackfill},
 		{name: "tokens create", args: "--role R [--queues Q,...] [--types T,...] [--name N] [flags]", summary: "Create an API token and print it (shown only once).", run: runTokensCreate},
 		{name: "tokens list", args: "[flags]", summary: "List API tokens without their secrets.", run: runTokensList},
 		{name: "tokens revoke", args: "ID [flags]", summary: "Revoke an API token at once, closing the worker streams it opened.", run: runTokensRevoke},
@@ -115,14 +124,15 @@ func init() {
 // groups describes the command groups ("dlq", "queues", ...) for their help page. A group
 // missing here still works; its help page then lists the subcommands without a heading line.
 var groups = map[string]string{
-	"job":      "Look at or cancel one job.",
-	"jobs":     "List jobs, oldest first.",
-	"graph":    "Enqueue, look at and cancel graphs of jobs that depend on one another.",
-	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
-	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
-	"breakers": "Look at and steer the circuit breakers of job types.",
-	"tokens":   "Create, list and revoke the API tokens of a broker with auth on.",
-	"audit":    "Read the audit trail of operator actions.",
+	"job":       "Look at or cancel one job.",
+	"jobs":      "List jobs, oldest first.",
+	"graph":     "Enqueue, look at and cancel graphs of jobs that depend on one another.",
+	"dlq":       "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
+	"queues":    "List queues, pause and resume them, cap how many of their jobs run at once.",
+	"breakers":  "Look at and steer the circuit breakers of job types.",
+	"tokens":    "Create, list and revoke the API tokens of a broker with auth on.",
+	"schedules": "Declare periodic schedules, pause, resume, trigger and backfill them.",
+	"audit":     "Read the audit trail of operator actions.",
 }
 
 // isHelpFlag reports whether arg asks for help.

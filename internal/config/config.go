@@ -60,6 +60,8 @@ type File struct {
 	// HTTPAllowedHosts are the host names, besides loopback ones and the listener's own, that
 	// the HTTP listener answers while auth is off (behind a proxy, say).
 	HTTPAllowedHosts []string `yaml:"http_allowed_hosts"`
+	// Schedules are the periodic schedules the file declares (schedules.go).
+	Schedules []ScheduleFile `yaml:"schedules"`
 }
 
 // RetryFile overrides parts of a retry policy.
@@ -350,6 +352,9 @@ func (f File) apply(c Config, ck *checker) Config {
 	if f.Retention.Audit != nil {
 		c.Broker.Retention.Audit = *f.Retention.Audit
 	}
+	var scheduleErrs []string
+	c.Broker.Schedules, scheduleErrs = schedulesOf(f.Schedules)
+	errs = append(errs, scheduleErrs...)
 	if retryOK {
 		// The broker checks the retry policies too; they were reported above with their place
 		// in the file.

@@ -76,6 +76,10 @@ var rpcs = map[string]rpc{
 	"RetryJobNow":     call[jobwirev1.RetryJobNowRequest, jobwirev1.RetryJobNowResponse](jobwirev1.AdminService_RetryJobNow_FullMethodName, true),
 	"DeleteJob":       call[jobwirev1.DeleteJobRequest, jobwirev1.DeleteJobResponse](jobwirev1.AdminService_DeleteJob_FullMethodName, true),
 	"SetJobPriority":  call[jobwirev1.SetJobPriorityRequest, jobwirev1.SetJobPriorityResponse](jobwirev1.AdminService_SetJobPriority_FullMethodName, true),
+	"ListSchedules":   call[jobwirev1.ListSchedulesRequest, jobwirev1.ListSchedulesResponse](jobwirev1.AdminService_ListSchedules_FullMethodName, false),
+	"PauseSchedule":   call[jobwirev1.PauseScheduleRequest, jobwirev1.PauseScheduleResponse](jobwirev1.AdminService_PauseSchedule_FullMethodName, true),
+	"ResumeSchedule":  call[jobwirev1.ResumeScheduleRequest, jobwirev1.ResumeScheduleResponse](jobwirev1.AdminService_ResumeSchedule_FullMethodName, true),
+	"TriggerSchedule": call[jobwirev1.TriggerScheduleRequest, jobwirev1.TriggerScheduleResponse](jobwirev1.AdminService_TriggerSchedule_FullMethodName, true),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).

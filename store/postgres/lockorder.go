@@ -14,7 +14,13 @@ import "slices"
 //     totals.go);
 //  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
 //  3. the breakers, by type;
-//  4. the capped queues, by name (lockCappedSQL, queues.go).
+//  4. the capped queues, by name (lockCappedSQL, queues.go);
+//  5. a periodic schedule (ScheduleLock, schedules.go): one per write, of the schedule it fires,
+//     triggers, backfills or changes; the jobs it inserts are new rows, which no other
+//     transaction waits for. A writer's batch holding two such writes of two schedules locks
+//     them in the order they came, which two brokers may not share; only the leader fires, so
+//     such a cycle needs an operator's change racing the leader's fire, and the server breaks
+//     it (40P01) for the storage retries to run again.
 //
 // Within one statement the store keeps the order itself; across statements the caller does
 // (the writer's queue.write, broker/commit/queue.go: jobs, then the totals the store writes at

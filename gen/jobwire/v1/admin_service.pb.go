@@ -76,6 +76,126 @@ func (BreakerState) EnumDescriptor() ([]byte, []int) {
 	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{0}
 }
 
+// ScheduleOverlap is what an occurrence does while the previous occurrence's job has not
+// finished (is not SUCCEEDED, DEAD or CANCELLED).
+type ScheduleOverlap int32
+
+const (
+	// The default: SKIP.
+	ScheduleOverlap_SCHEDULE_OVERLAP_UNSPECIFIED ScheduleOverlap = 0
+	// The occurrence is dropped.
+	ScheduleOverlap_SCHEDULE_OVERLAP_SKIP ScheduleOverlap = 1
+	// One occurrence is kept back and enqueued once the previous job finished; others dropped.
+	ScheduleOverlap_SCHEDULE_OVERLAP_BUFFER_ONE ScheduleOverlap = 2
+	// Every occurrence is enqueued.
+	ScheduleOverlap_SCHEDULE_OVERLAP_ALLOW_ALL ScheduleOverlap = 3
+	// The previous job is cancelled and the occurrence enqueued.
+	ScheduleOverlap_SCHEDULE_OVERLAP_CANCEL_PREVIOUS ScheduleOverlap = 4
+)
+
+// Enum value maps for ScheduleOverlap.
+var (
+	ScheduleOverlap_name = map[int32]string{
+		0: "SCHEDULE_OVERLAP_UNSPECIFIED",
+		1: "SCHEDULE_OVERLAP_SKIP",
+		2: "SCHEDULE_OVERLAP_BUFFER_ONE",
+		3: "SCHEDULE_OVERLAP_ALLOW_ALL",
+		4: "SCHEDULE_OVERLAP_CANCEL_PREVIOUS",
+	}
+	ScheduleOverlap_value = map[string]int32{
+		"SCHEDULE_OVERLAP_UNSPECIFIED":     0,
+		"SCHEDULE_OVERLAP_SKIP":            1,
+		"SCHEDULE_OVERLAP_BUFFER_ONE":      2,
+		"SCHEDULE_OVERLAP_ALLOW_ALL":       3,
+		"SCHEDULE_OVERLAP_CANCEL_PREVIOUS": 4,
+	}
+)
+
+func (x ScheduleOverlap) Enum() *ScheduleOverlap {
+	p := new(ScheduleOverlap)
+	*p = x
+	return p
+}
+
+func (x ScheduleOverlap) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScheduleOverlap) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobwire_v1_admin_service_proto_enumTypes[1].Descriptor()
+}
+
+func (ScheduleOverlap) Type() protoreflect.EnumType {
+	return &file_jobwire_v1_admin_service_proto_enumTypes[1]
+}
+
+func (x ScheduleOverlap) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScheduleOverlap.Descriptor instead.
+func (ScheduleOverlap) EnumDescriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+// ScheduleCatchUp is what happens to occurrences missed while no broker ran (reached more
+// than a minute late).
+type ScheduleCatchUp int32
+
+const (
+	// The default: LATEST.
+	ScheduleCatchUp_SCHEDULE_CATCH_UP_UNSPECIFIED ScheduleCatchUp = 0
+	// The latest missed occurrence within the window is enqueued, once.
+	ScheduleCatchUp_SCHEDULE_CATCH_UP_LATEST ScheduleCatchUp = 1
+	// Missed occurrences are dropped.
+	ScheduleCatchUp_SCHEDULE_CATCH_UP_SKIP ScheduleCatchUp = 2
+	// Every missed occurrence within the window is enqueued, oldest first.
+	ScheduleCatchUp_SCHEDULE_CATCH_UP_ALL ScheduleCatchUp = 3
+)
+
+// Enum value maps for ScheduleCatchUp.
+var (
+	ScheduleCatchUp_name = map[int32]string{
+		0: "SCHEDULE_CATCH_UP_UNSPECIFIED",
+		1: "SCHEDULE_CATCH_UP_LATEST",
+		2: "SCHEDULE_CATCH_UP_SKIP",
+		3: "SCHEDULE_CATCH_UP_ALL",
+	}
+	ScheduleCatchUp_value = map[string]int32{
+		"SCHEDULE_CATCH_UP_UNSPECIFIED": 0,
+		"SCHEDULE_CATCH_UP_LATEST":      1,
+		"SCHEDULE_CATCH_UP_SKIP":        2,
+		"SCHEDULE_CATCH_UP_ALL":         3,
+	}
+)
+
+func (x ScheduleCatchUp) Enum() *ScheduleCatchUp {
+	p := new(ScheduleCatchUp)
+	*p = x
+	return p
+}
+
+func (x ScheduleCatchUp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScheduleCatchUp) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobwire_v1_admin_service_proto_enumTypes[2].Descriptor()
+}
+
+func (ScheduleCatchUp) Type() protoreflect.EnumType {
+	return &file_jobwire_v1_admin_service_proto_enumTypes[2]
+}
+
+func (x ScheduleCatchUp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScheduleCatchUp.Descriptor instead.
+func (ScheduleCatchUp) EnumDescriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
 type RunJobNowRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3424,6 +3544,1052 @@ func (x *ListAuditEventsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Schedule is a periodic schedule: when it fires and the job each occurrence enqueues. The
+// fields after note are where it stands, set by the broker (ignored in a request).
+type Schedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..128 characters of letters, digits and _.:-
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 5 fields (minute hour day-of-month month day-of-week), or @hourly, @daily, @weekly,
+	// @monthly, @yearly, @every DURATION.
+	Cron string `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
+	// An IANA time zone the expression is read in; empty: UTC.
+	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	Type     string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	Payload  []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Empty: the default queue.
+	Queue    string `protobuf:"bytes,6,opt,name=queue,proto3" json:"queue,omitempty"`
+	Priority int32  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	// 0: the retry policy of the job's type.
+	MaxAttempts int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Unset: the broker's default.
+	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
+	Metadata       map[string]string    `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Each occurrence's job is delayed by a random time in [0, jitter).
+	Jitter  *durationpb.Duration `protobuf:"bytes,11,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	Overlap ScheduleOverlap      `protobuf:"varint,12,opt,name=overlap,proto3,enum=jobwire.v1.ScheduleOverlap" json:"overlap,omitempty"`
+	CatchUp ScheduleCatchUp      `protobuf:"varint,13,opt,name=catch_up,json=catchUp,proto3,enum=jobwire.v1.ScheduleCatchUp" json:"catch_up,omitempty"`
+	// How far back missed occurrences are caught up; unset: 24h.
+	CatchUpWindow *durationpb.Duration `protobuf:"bytes,14,opt,name=catch_up_window,json=catchUpWindow,proto3" json:"catch_up_window,omitempty"`
+	Paused        bool                 `protobuf:"varint,15,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Why it was paused.
+	Note string `protobuf:"bytes,16,opt,name=note,proto3" json:"note,omitempty"`
+	// Declared in the configuration file: change or remove it there.
+	FromConfig bool                   `protobuf:"varint,17,opt,name=from_config,json=fromConfig,proto3" json:"from_config,omitempty"`
+	NextFireAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=next_fire_at,json=nextFireAt,proto3" json:"next_fire_at,omitempty"`
+	// The last occurrence enqueued and its job (unset, 0: none yet).
+	LastFireAt *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=last_fire_at,json=lastFireAt,proto3" json:"last_fire_at,omitempty"`
+	LastJobId  int64                  `protobuf:"varint,20,opt,name=last_job_id,json=lastJobId,proto3" json:"last_job_id,omitempty"`
+	// The last occurrence's job's state now; unspecified when it was deleted.
+	LastJobState JobState `protobuf:"varint,21,opt,name=last_job_state,json=lastJobState,proto3,enum=jobwire.v1.JobState" json:"last_job_state,omitempty"`
+	// An occurrence kept back until the last one's job finishes (BUFFER_ONE).
+	BufferedFireAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=buffered_fire_at,json=bufferedFireAt,proto3" json:"buffered_fire_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Schedule) Reset() {
+	*x = Schedule{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Schedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Schedule) ProtoMessage() {}
+
+func (x *Schedule) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
+func (*Schedule) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Schedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Schedule) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *Schedule) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Schedule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Schedule) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Schedule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Schedule) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Schedule) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Schedule) GetAttemptTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptTimeout
+	}
+	return nil
+}
+
+func (x *Schedule) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Schedule) GetJitter() *durationpb.Duration {
+	if x != nil {
+		return x.Jitter
+	}
+	return nil
+}
+
+func (x *Schedule) GetOverlap() ScheduleOverlap {
+	if x != nil {
+		return x.Overlap
+	}
+	return ScheduleOverlap_SCHEDULE_OVERLAP_UNSPECIFIED
+}
+
+func (x *Schedule) GetCatchUp() ScheduleCatchUp {
+	if x != nil {
+		return x.CatchUp
+	}
+	return ScheduleCatchUp_SCHEDULE_CATCH_UP_UNSPECIFIED
+}
+
+func (x *Schedule) GetCatchUpWindow() *durationpb.Duration {
+	if x != nil {
+		return x.CatchUpWindow
+	}
+	return nil
+}
+
+func (x *Schedule) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Schedule) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Schedule) GetFromConfig() bool {
+	if x != nil {
+		return x.FromConfig
+	}
+	return false
+}
+
+func (x *Schedule) GetNextFireAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFireAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetLastFireAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastFireAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetLastJobId() int64 {
+	if x != nil {
+		return x.LastJobId
+	}
+	return 0
+}
+
+func (x *Schedule) GetLastJobState() JobState {
+	if x != nil {
+		return x.LastJobState
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *Schedule) GetBufferedFireAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BufferedFireAt
+	}
+	return nil
+}
+
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{55}
+}
+
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*Schedule            `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+type GetScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type AddScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddScheduleRequest) Reset() {
+	*x = AddScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddScheduleRequest) ProtoMessage() {}
+
+func (x *AddScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddScheduleRequest.ProtoReflect.Descriptor instead.
+func (*AddScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AddScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type AddScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddScheduleResponse) Reset() {
+	*x = AddScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddScheduleResponse) ProtoMessage() {}
+
+func (x *AddScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddScheduleResponse.ProtoReflect.Descriptor instead.
+func (*AddScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *AddScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type UpdateScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleRequest) Reset() {
+	*x = UpdateScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleRequest) ProtoMessage() {}
+
+func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *UpdateScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type UpdateScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleResponse) Reset() {
+	*x = UpdateScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleResponse) ProtoMessage() {}
+
+func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type RemoveScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveScheduleRequest) Reset() {
+	*x = RemoveScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveScheduleRequest) ProtoMessage() {}
+
+func (x *RemoveScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RemoveScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *RemoveScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveScheduleResponse) Reset() {
+	*x = RemoveScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveScheduleResponse) ProtoMessage() {}
+
+func (x *RemoveScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveScheduleResponse.ProtoReflect.Descriptor instead.
+func (*RemoveScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{64}
+}
+
+type PauseScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Note          string                 `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleRequest) Reset() {
+	*x = PauseScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleRequest) ProtoMessage() {}
+
+func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *PauseScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PauseScheduleRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type PauseScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleResponse) Reset() {
+	*x = PauseScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleResponse) ProtoMessage() {}
+
+func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *PauseScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type ResumeScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleRequest) Reset() {
+	*x = ResumeScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ResumeScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResumeScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleResponse) Reset() {
+	*x = ResumeScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleResponse) ProtoMessage() {}
+
+func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type TriggerScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerScheduleRequest) Reset() {
+	*x = TriggerScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerScheduleRequest) ProtoMessage() {}
+
+func (x *TriggerScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerScheduleRequest.ProtoReflect.Descriptor instead.
+func (*TriggerScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *TriggerScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type TriggerScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	State         JobState               `protobuf:"varint,2,opt,name=state,proto3,enum=jobwire.v1.JobState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerScheduleResponse) Reset() {
+	*x = TriggerScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerScheduleResponse) ProtoMessage() {}
+
+func (x *TriggerScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerScheduleResponse.ProtoReflect.Descriptor instead.
+func (*TriggerScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *TriggerScheduleResponse) GetJobId() int64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *TriggerScheduleResponse) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+type BackfillScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleRequest) Reset() {
+	*x = BackfillScheduleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleRequest) ProtoMessage() {}
+
+func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *BackfillScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackfillScheduleRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *BackfillScheduleRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type BackfillScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs enqueued, oldest occurrence first.
+	JobIds []int64 `protobuf:"varint,1,rep,packed,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	// Occurrences of the range enqueued before, not enqueued again.
+	Existing      int32 `protobuf:"varint,2,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleResponse) Reset() {
+	*x = BackfillScheduleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleResponse) ProtoMessage() {}
+
+func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *BackfillScheduleResponse) GetJobIds() []int64 {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
+}
+
+func (x *BackfillScheduleResponse) GetExisting() int32 {
+	if x != nil {
+		return x.Existing
+	}
+	return 0
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -3678,12 +4844,92 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x06 \x01(\tR\tpageToken\"q\n" +
 	"\x17ListAuditEventsResponse\x12.\n" +
 	"\x06events\x18\x01 \x03(\v2\x16.jobwire.v1.AuditEventR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*|\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe3\a\n" +
+	"\bSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\x12\x14\n" +
+	"\x05queue\x18\x06 \x01(\tR\x05queue\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\x12B\n" +
+	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12>\n" +
+	"\bmetadata\x18\n" +
+	" \x03(\v2\".jobwire.v1.Schedule.MetadataEntryR\bmetadata\x121\n" +
+	"\x06jitter\x18\v \x01(\v2\x19.google.protobuf.DurationR\x06jitter\x125\n" +
+	"\aoverlap\x18\f \x01(\x0e2\x1b.jobwire.v1.ScheduleOverlapR\aoverlap\x126\n" +
+	"\bcatch_up\x18\r \x01(\x0e2\x1b.jobwire.v1.ScheduleCatchUpR\acatchUp\x12A\n" +
+	"\x0fcatch_up_window\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\rcatchUpWindow\x12\x16\n" +
+	"\x06paused\x18\x0f \x01(\bR\x06paused\x12\x12\n" +
+	"\x04note\x18\x10 \x01(\tR\x04note\x12\x1f\n" +
+	"\vfrom_config\x18\x11 \x01(\bR\n" +
+	"fromConfig\x12<\n" +
+	"\fnext_fire_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"nextFireAt\x12<\n" +
+	"\flast_fire_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastFireAt\x12\x1e\n" +
+	"\vlast_job_id\x18\x14 \x01(\x03R\tlastJobId\x12:\n" +
+	"\x0elast_job_state\x18\x15 \x01(\x0e2\x14.jobwire.v1.JobStateR\flastJobState\x12D\n" +
+	"\x10buffered_fire_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x0ebufferedFireAt\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x16\n" +
+	"\x14ListSchedulesRequest\"K\n" +
+	"\x15ListSchedulesResponse\x122\n" +
+	"\tschedules\x18\x01 \x03(\v2\x14.jobwire.v1.ScheduleR\tschedules\"(\n" +
+	"\x12GetScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"G\n" +
+	"\x13GetScheduleResponse\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\"F\n" +
+	"\x12AddScheduleRequest\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\"G\n" +
+	"\x13AddScheduleResponse\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\"I\n" +
+	"\x15UpdateScheduleRequest\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\"J\n" +
+	"\x16UpdateScheduleResponse\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\"+\n" +
+	"\x15RemoveScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16RemoveScheduleResponse\">\n" +
+	"\x14PauseScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"I\n" +
+	"\x15PauseScheduleResponse\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\"+\n" +
+	"\x15ResumeScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"J\n" +
+	"\x16ResumeScheduleResponse\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.jobwire.v1.ScheduleR\bschedule\",\n" +
+	"\x16TriggerScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\\\n" +
+	"\x17TriggerScheduleResponse\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\"\x89\x01\n" +
+	"\x17BackfillScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"O\n" +
+	"\x18BackfillScheduleResponse\x12\x17\n" +
+	"\ajob_ids\x18\x01 \x03(\x03R\x06jobIds\x12\x1a\n" +
+	"\bexisting\x18\x02 \x01(\x05R\bexisting*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xcb\r\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x03*\xb5\x01\n" +
+	"\x0fScheduleOverlap\x12 \n" +
+	"\x1cSCHEDULE_OVERLAP_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SCHEDULE_OVERLAP_SKIP\x10\x01\x12\x1f\n" +
+	"\x1bSCHEDULE_OVERLAP_BUFFER_ONE\x10\x02\x12\x1e\n" +
+	"\x1aSCHEDULE_OVERLAP_ALLOW_ALL\x10\x03\x12$\n" +
+	" SCHEDULE_OVERLAP_CANCEL_PREVIOUS\x10\x04*\x89\x01\n" +
+	"\x0fScheduleCatchUp\x12!\n" +
+	"\x1dSCHEDULE_CATCH_UP_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18SCHEDULE_CATCH_UP_LATEST\x10\x01\x12\x1a\n" +
+	"\x16SCHEDULE_CATCH_UP_SKIP\x10\x02\x12\x19\n" +
+	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\xdd\x13\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -3707,7 +4953,16 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\tRunJobNow\x12\x1c.jobwire.v1.RunJobNowRequest\x1a\x1d.jobwire.v1.RunJobNowResponse\x12N\n" +
 	"\vRetryJobNow\x12\x1e.jobwire.v1.RetryJobNowRequest\x1a\x1f.jobwire.v1.RetryJobNowResponse\x12H\n" +
 	"\tDeleteJob\x12\x1c.jobwire.v1.DeleteJobRequest\x1a\x1d.jobwire.v1.DeleteJobResponse\x12W\n" +
-	"\x0eSetJobPriority\x12!.jobwire.v1.SetJobPriorityRequest\x1a\".jobwire.v1.SetJobPriorityResponseB\xa1\x01\n" +
+	"\x0eSetJobPriority\x12!.jobwire.v1.SetJobPriorityRequest\x1a\".jobwire.v1.SetJobPriorityResponse\x12T\n" +
+	"\rListSchedules\x12 .jobwire.v1.ListSchedulesRequest\x1a!.jobwire.v1.ListSchedulesResponse\x12N\n" +
+	"\vGetSchedule\x12\x1e.jobwire.v1.GetScheduleRequest\x1a\x1f.jobwire.v1.GetScheduleResponse\x12N\n" +
+	"\vAddSchedule\x12\x1e.jobwire.v1.AddScheduleRequest\x1a\x1f.jobwire.v1.AddScheduleResponse\x12W\n" +
+	"\x0eUpdateSchedule\x12!.jobwire.v1.UpdateScheduleRequest\x1a\".jobwire.v1.UpdateScheduleResponse\x12W\n" +
+	"\x0eRemoveSchedule\x12!.jobwire.v1.RemoveScheduleRequest\x1a\".jobwire.v1.RemoveScheduleResponse\x12T\n" +
+	"\rPauseSchedule\x12 .jobwire.v1.PauseScheduleRequest\x1a!.jobwire.v1.PauseScheduleResponse\x12W\n" +
+	"\x0eResumeSchedule\x12!.jobwire.v1.ResumeScheduleRequest\x1a\".jobwire.v1.ResumeScheduleResponse\x12Z\n" +
+	"\x0fTriggerSchedule\x12\".jobwire.v1.TriggerScheduleRequest\x1a#.jobwire.v1.TriggerScheduleResponse\x12]\n" +
+	"\x10BackfillSchedule\x12#.jobwire.v1.BackfillScheduleRequest\x1a$.jobwire.v1.BackfillScheduleResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -3724,175 +4979,236 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_jobwire_v1_admin_service_proto_rawDescData
 }
 
-var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
-	(*RunJobNowRequest)(nil),          // 1: jobwire.v1.RunJobNowRequest
-	(*RunJobNowResponse)(nil),         // 2: jobwire.v1.RunJobNowResponse
-	(*RetryJobNowRequest)(nil),        // 3: jobwire.v1.RetryJobNowRequest
-	(*RetryJobNowResponse)(nil),       // 4: jobwire.v1.RetryJobNowResponse
-	(*DeleteJobRequest)(nil),          // 5: jobwire.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),         // 6: jobwire.v1.DeleteJobResponse
-	(*SetJobPriorityRequest)(nil),     // 7: jobwire.v1.SetJobPriorityRequest
-	(*SetJobPriorityResponse)(nil),    // 8: jobwire.v1.SetJobPriorityResponse
-	(*ListJobsRequest)(nil),           // 9: jobwire.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 10: jobwire.v1.ListJobsResponse
-	(*DeadJobFilter)(nil),             // 11: jobwire.v1.DeadJobFilter
-	(*ListDeadJobsRequest)(nil),       // 12: jobwire.v1.ListDeadJobsRequest
-	(*ListDeadJobsResponse)(nil),      // 13: jobwire.v1.ListDeadJobsResponse
-	(*BulkSelection)(nil),             // 14: jobwire.v1.BulkSelection
-	(*RequeueDeadJobsRequest)(nil),    // 15: jobwire.v1.RequeueDeadJobsRequest
-	(*RequeueDeadJobsResponse)(nil),   // 16: jobwire.v1.RequeueDeadJobsResponse
-	(*PurgeDeadJobsRequest)(nil),      // 17: jobwire.v1.PurgeDeadJobsRequest
-	(*PurgeDeadJobsResponse)(nil),     // 18: jobwire.v1.PurgeDeadJobsResponse
-	(*TopDeadErrorsRequest)(nil),      // 19: jobwire.v1.TopDeadErrorsRequest
-	(*ErrorGroup)(nil),                // 20: jobwire.v1.ErrorGroup
-	(*TopDeadErrorsResponse)(nil),     // 21: jobwire.v1.TopDeadErrorsResponse
-	(*PurgeFinishedJobsRequest)(nil),  // 22: jobwire.v1.PurgeFinishedJobsRequest
-	(*PurgeFinishedJobsResponse)(nil), // 23: jobwire.v1.PurgeFinishedJobsResponse
-	(*ListQueuesRequest)(nil),         // 24: jobwire.v1.ListQueuesRequest
-	(*QueueInfo)(nil),                 // 25: jobwire.v1.QueueInfo
-	(*ListQueuesResponse)(nil),        // 26: jobwire.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),         // 27: jobwire.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),        // 28: jobwire.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),        // 29: jobwire.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),       // 30: jobwire.v1.ResumeQueueResponse
-	(*SetQueueLimitRequest)(nil),      // 31: jobwire.v1.SetQueueLimitRequest
-	(*SetQueueLimitResponse)(nil),     // 32: jobwire.v1.SetQueueLimitResponse
-	(*GetStatsRequest)(nil),           // 33: jobwire.v1.GetStatsRequest
-	(*StateCount)(nil),                // 34: jobwire.v1.StateCount
-	(*RecentCounts)(nil),              // 35: jobwire.v1.RecentCounts
-	(*GetStatsResponse)(nil),          // 36: jobwire.v1.GetStatsResponse
-	(*BreakerInfo)(nil),               // 37: jobwire.v1.BreakerInfo
-	(*BreakerTrip)(nil),               // 38: jobwire.v1.BreakerTrip
-	(*BreakerFailure)(nil),            // 39: jobwire.v1.BreakerFailure
-	(*ListBreakersRequest)(nil),       // 40: jobwire.v1.ListBreakersRequest
-	(*ListBreakersResponse)(nil),      // 41: jobwire.v1.ListBreakersResponse
-	(*ResetBreakerRequest)(nil),       // 42: jobwire.v1.ResetBreakerRequest
-	(*ResetBreakerResponse)(nil),      // 43: jobwire.v1.ResetBreakerResponse
-	(*ForceBreakerRequest)(nil),       // 44: jobwire.v1.ForceBreakerRequest
-	(*ForceBreakerResponse)(nil),      // 45: jobwire.v1.ForceBreakerResponse
-	(*ListWorkersRequest)(nil),        // 46: jobwire.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 47: jobwire.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 48: jobwire.v1.ListWorkersResponse
-	(*ListBrokersRequest)(nil),        // 49: jobwire.v1.ListBrokersRequest
-	(*BrokerEntry)(nil),               // 50: jobwire.v1.BrokerEntry
-	(*ListBrokersResponse)(nil),       // 51: jobwire.v1.ListBrokersResponse
-	(*AuditEvent)(nil),                // 52: jobwire.v1.AuditEvent
-	(*ListAuditEventsRequest)(nil),    // 53: jobwire.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),   // 54: jobwire.v1.ListAuditEventsResponse
-	nil,                               // 55: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 56: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(*Job)(nil),                       // 57: jobwire.v1.Job
-	(JobState)(0),                     // 58: jobwire.v1.JobState
-	(DeadReason)(0),                   // 59: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 60: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 61: google.protobuf.Duration
+	(ScheduleOverlap)(0),              // 1: jobwire.v1.ScheduleOverlap
+	(ScheduleCatchUp)(0),              // 2: jobwire.v1.ScheduleCatchUp
+	(*RunJobNowRequest)(nil),          // 3: jobwire.v1.RunJobNowRequest
+	(*RunJobNowResponse)(nil),         // 4: jobwire.v1.RunJobNowResponse
+	(*RetryJobNowRequest)(nil),        // 5: jobwire.v1.RetryJobNowRequest
+	(*RetryJobNowResponse)(nil),       // 6: jobwire.v1.RetryJobNowResponse
+	(*DeleteJobRequest)(nil),          // 7: jobwire.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),         // 8: jobwire.v1.DeleteJobResponse
+	(*SetJobPriorityRequest)(nil),     // 9: jobwire.v1.SetJobPriorityRequest
+	(*SetJobPriorityResponse)(nil),    // 10: jobwire.v1.SetJobPriorityResponse
+	(*ListJobsRequest)(nil),           // 11: jobwire.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 12: jobwire.v1.ListJobsResponse
+	(*DeadJobFilter)(nil),             // 13: jobwire.v1.DeadJobFilter
+	(*ListDeadJobsRequest)(nil),       // 14: jobwire.v1.ListDeadJobsRequest
+	(*ListDeadJobsResponse)(nil),      // 15: jobwire.v1.ListDeadJobsResponse
+	(*BulkSelection)(nil),             // 16: jobwire.v1.BulkSelection
+	(*RequeueDeadJobsRequest)(nil),    // 17: jobwire.v1.RequeueDeadJobsRequest
+	(*RequeueDeadJobsResponse)(nil),   // 18: jobwire.v1.RequeueDeadJobsResponse
+	(*PurgeDeadJobsRequest)(nil),      // 19: jobwire.v1.PurgeDeadJobsRequest
+	(*PurgeDeadJobsResponse)(nil),     // 20: jobwire.v1.PurgeDeadJobsResponse
+	(*TopDeadErrorsRequest)(nil),      // 21: jobwire.v1.TopDeadErrorsRequest
+	(*ErrorGroup)(nil),                // 22: jobwire.v1.ErrorGroup
+	(*TopDeadErrorsResponse)(nil),     // 23: jobwire.v1.TopDeadErrorsResponse
+	(*PurgeFinishedJobsRequest)(nil),  // 24: jobwire.v1.PurgeFinishedJobsRequest
+	(*PurgeFinishedJobsResponse)(nil), // 25: jobwire.v1.PurgeFinishedJobsResponse
+	(*ListQueuesRequest)(nil),         // 26: jobwire.v1.ListQueuesRequest
+	(*QueueInfo)(nil),                 // 27: jobwire.v1.QueueInfo
+	(*ListQueuesResponse)(nil),        // 28: jobwire.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),         // 29: jobwire.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),        // 30: jobwire.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),        // 31: jobwire.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),       // 32: jobwire.v1.ResumeQueueResponse
+	(*SetQueueLimitRequest)(nil),      // 33: jobwire.v1.SetQueueLimitRequest
+	(*SetQueueLimitResponse)(nil),     // 34: jobwire.v1.SetQueueLimitResponse
+	(*GetStatsRequest)(nil),           // 35: jobwire.v1.GetStatsRequest
+	(*StateCount)(nil),                // 36: jobwire.v1.StateCount
+	(*RecentCounts)(nil),              // 37: jobwire.v1.RecentCounts
+	(*GetStatsResponse)(nil),          // 38: jobwire.v1.GetStatsResponse
+	(*BreakerInfo)(nil),               // 39: jobwire.v1.BreakerInfo
+	(*BreakerTrip)(nil),               // 40: jobwire.v1.BreakerTrip
+	(*BreakerFailure)(nil),            // 41: jobwire.v1.BreakerFailure
+	(*ListBreakersRequest)(nil),       // 42: jobwire.v1.ListBreakersRequest
+	(*ListBreakersResponse)(nil),      // 43: jobwire.v1.ListBreakersResponse
+	(*ResetBreakerRequest)(nil),       // 44: jobwire.v1.ResetBreakerRequest
+	(*ResetBreakerResponse)(nil),      // 45: jobwire.v1.ResetBreakerResponse
+	(*ForceBreakerRequest)(nil),       // 46: jobwire.v1.ForceBreakerRequest
+	(*ForceBreakerResponse)(nil),      // 47: jobwire.v1.ForceBreakerResponse
+	(*ListWorkersRequest)(nil),        // 48: jobwire.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                // 49: jobwire.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),       // 50: jobwire.v1.ListWorkersResponse
+	(*ListBrokersRequest)(nil),        // 51: jobwire.v1.ListBrokersRequest
+	(*BrokerEntry)(nil),               // 52: jobwire.v1.BrokerEntry
+	(*ListBrokersResponse)(nil),       // 53: jobwire.v1.ListBrokersResponse
+	(*AuditEvent)(nil),                // 54: jobwire.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),    // 55: jobwire.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),   // 56: jobwire.v1.ListAuditEventsResponse
+	(*Schedule)(nil),                  // 57: jobwire.v1.Schedule
+	(*ListSchedulesRequest)(nil),      // 58: jobwire.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),     // 59: jobwire.v1.ListSchedulesResponse
+	(*GetScheduleRequest)(nil),        // 60: jobwire.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),       // 61: jobwire.v1.GetScheduleResponse
+	(*AddScheduleRequest)(nil),        // 62: jobwire.v1.AddScheduleRequest
+	(*AddScheduleResponse)(nil),       // 63: jobwire.v1.AddScheduleResponse
+	(*UpdateScheduleRequest)(nil),     // 64: jobwire.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),    // 65: jobwire.v1.UpdateScheduleResponse
+	(*RemoveScheduleRequest)(nil),     // 66: jobwire.v1.RemoveScheduleRequest
+	(*RemoveScheduleResponse)(nil),    // 67: jobwire.v1.RemoveScheduleResponse
+	(*PauseScheduleRequest)(nil),      // 68: jobwire.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),     // 69: jobwire.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),     // 70: jobwire.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),    // 71: jobwire.v1.ResumeScheduleResponse
+	(*TriggerScheduleRequest)(nil),    // 72: jobwire.v1.TriggerScheduleRequest
+	(*TriggerScheduleResponse)(nil),   // 73: jobwire.v1.TriggerScheduleResponse
+	(*BackfillScheduleRequest)(nil),   // 74: jobwire.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil),  // 75: jobwire.v1.BackfillScheduleResponse
+	nil,                               // 76: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 77: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	nil,                               // 78: jobwire.v1.Schedule.MetadataEntry
+	(*Job)(nil),                       // 79: jobwire.v1.Job
+	(JobState)(0),                     // 80: jobwire.v1.JobState
+	(DeadReason)(0),                   // 81: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 82: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 83: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	57, // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
-	57, // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
-	57, // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
-	57, // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
-	58, // 4: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	57, // 5: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	59, // 6: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	60, // 7: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	60, // 8: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
-	11, // 9: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	57, // 10: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
-	11, // 11: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
-	14, // 12: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	60, // 13: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	57, // 14: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
-	14, // 15: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	57, // 16: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
-	11, // 17: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	60, // 18: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
-	20, // 19: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	61, // 20: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	55, // 21: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	61, // 22: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
-	25, // 23: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
-	25, // 24: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
-	25, // 25: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
-	25, // 26: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	58, // 27: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	61, // 28: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
-	34, // 29: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
-	35, // 30: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
-	25, // 31: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	56, // 32: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	0,  // 33: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	60, // 34: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	60, // 35: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
-	38, // 36: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	60, // 37: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	60, // 38: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	61, // 39: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
-	39, // 40: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	60, // 41: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
-	37, // 42: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
-	37, // 43: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	0,  // 44: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
-	37, // 45: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	60, // 46: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	47, // 47: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	60, // 48: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	60, // 49: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
-	50, // 50: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	60, // 51: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	60, // 52: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	60, // 53: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	52, // 54: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	9,  // 55: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	12, // 56: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	15, // 57: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	17, // 58: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	19, // 59: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	22, // 60: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	24, // 61: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	27, // 62: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	29, // 63: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	31, // 64: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	33, // 65: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	40, // 66: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	42, // 67: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	44, // 68: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	46, // 69: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	49, // 70: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	53, // 71: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	1,  // 72: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
-	3,  // 73: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
-	5,  // 74: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
-	7,  // 75: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
-	10, // 76: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	13, // 77: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	16, // 78: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	18, // 79: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	21, // 80: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	23, // 81: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	26, // 82: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	28, // 83: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	30, // 84: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	32, // 85: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	36, // 86: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	41, // 87: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	43, // 88: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	45, // 89: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	48, // 90: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	51, // 91: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	54, // 92: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	2,  // 93: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
-	4,  // 94: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
-	6,  // 95: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
-	8,  // 96: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
-	76, // [76:97] is the sub-list for method output_type
-	55, // [55:76] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	79,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
+	79,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
+	79,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
+	79,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
+	80,  // 4: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	79,  // 5: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	81,  // 6: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	82,  // 7: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	82,  // 8: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	13,  // 9: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
+	79,  // 10: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	13,  // 11: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
+	16,  // 12: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
+	82,  // 13: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	79,  // 14: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	16,  // 15: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
+	79,  // 16: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	13,  // 17: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
+	82,  // 18: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	22,  // 19: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
+	83,  // 20: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	76,  // 21: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	83,  // 22: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	27,  // 23: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
+	27,  // 24: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
+	27,  // 25: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
+	27,  // 26: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
+	80,  // 27: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	83,  // 28: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	36,  // 29: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
+	37,  // 30: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
+	27,  // 31: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
+	77,  // 32: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	0,   // 33: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
+	82,  // 34: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	82,  // 35: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	40,  // 36: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
+	82,  // 37: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	82,  // 38: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	83,  // 39: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	41,  // 40: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
+	82,  // 41: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	39,  // 42: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
+	39,  // 43: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	0,   // 44: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
+	39,  // 45: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	82,  // 46: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	49,  // 47: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	82,  // 48: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	82,  // 49: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	52,  // 50: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	82,  // 51: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	82,  // 52: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	82,  // 53: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	54,  // 54: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	83,  // 55: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
+	78,  // 56: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
+	83,  // 57: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
+	1,   // 58: jobwire.v1.Schedule.overlap:type_name -> jobwire.v1.ScheduleOverlap
+	2,   // 59: jobwire.v1.Schedule.catch_up:type_name -> jobwire.v1.ScheduleCatchUp
+	83,  // 60: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
+	82,  // 61: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
+	82,  // 62: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
+	80,  // 63: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
+	82,  // 64: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
+	57,  // 65: jobwire.v1.ListSchedulesResponse.schedules:type_name -> jobwire.v1.Schedule
+	57,  // 66: jobwire.v1.GetScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	57,  // 67: jobwire.v1.AddScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
+	57,  // 68: jobwire.v1.AddScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	57,  // 69: jobwire.v1.UpdateScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
+	57,  // 70: jobwire.v1.UpdateScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	57,  // 71: jobwire.v1.PauseScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	57,  // 72: jobwire.v1.ResumeScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	80,  // 73: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
+	82,  // 74: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	82,  // 75: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	11,  // 76: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	14,  // 77: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	17,  // 78: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	19,  // 79: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	21,  // 80: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	24,  // 81: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	26,  // 82: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	29,  // 83: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	31,  // 84: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	33,  // 85: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	35,  // 86: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	42,  // 87: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	44,  // 88: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	46,  // 89: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	48,  // 90: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	51,  // 91: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	55,  // 92: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	3,   // 93: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
+	5,   // 94: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
+	7,   // 95: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
+	9,   // 96: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
+	58,  // 97: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
+	60,  // 98: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
+	62,  // 99: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
+	64,  // 100: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
+	66,  // 101: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
+	68,  // 102: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
+	70,  // 103: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
+	72,  // 104: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
+	74,  // 105: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
+	12,  // 106: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	15,  // 107: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	18,  // 108: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	20,  // 109: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	23,  // 110: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	25,  // 111: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	28,  // 112: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	30,  // 113: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	32,  // 114: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	34,  // 115: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	38,  // 116: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	43,  // 117: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	45,  // 118: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	47,  // 119: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	50,  // 120: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	53,  // 121: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	56,  // 122: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	4,   // 123: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
+	6,   // 124: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
+	8,   // 125: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
+	10,  // 126: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
+	59,  // 127: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
+	61,  // 128: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
+	63,  // 129: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
+	65,  // 130: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
+	67,  // 131: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
+	69,  // 132: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
+	71,  // 133: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
+	73,  // 134: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
+	75,  // 135: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
+	106, // [106:136] is the sub-list for method output_type
+	76,  // [76:106] is the sub-list for method input_type
+	76,  // [76:76] is the sub-list for extension type_name
+	76,  // [76:76] is the sub-list for extension extendee
+	0,   // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -3907,8 +5223,8 @@ func file_jobwire_v1_admin_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   56,
+			NumEnums:      3,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

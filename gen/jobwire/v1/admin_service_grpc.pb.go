@@ -40,6 +40,15 @@ const (
 	AdminService_RetryJobNow_FullMethodName       = "/jobwire.v1.AdminService/RetryJobNow"
 	AdminService_DeleteJob_FullMethodName         = "/jobwire.v1.AdminService/DeleteJob"
 	AdminService_SetJobPriority_FullMethodName    = "/jobwire.v1.AdminService/SetJobPriority"
+	AdminService_ListSchedules_FullMethodName     = "/jobwire.v1.AdminService/ListSchedules"
+	AdminService_GetSchedule_FullMethodName       = "/jobwire.v1.AdminService/GetSchedule"
+	AdminService_AddSchedule_FullMethodName       = "/jobwire.v1.AdminService/AddSchedule"
+	AdminService_UpdateSchedule_FullMethodName    = "/jobwire.v1.AdminService/UpdateSchedule"
+	AdminService_RemoveSchedule_FullMethodName    = "/jobwire.v1.AdminService/RemoveSchedule"
+	AdminService_PauseSchedule_FullMethodName     = "/jobwire.v1.AdminService/PauseSchedule"
+	AdminService_ResumeSchedule_FullMethodName    = "/jobwire.v1.AdminService/ResumeSchedule"
+	AdminService_TriggerSchedule_FullMethodName   = "/jobwire.v1.AdminService/TriggerSchedule"
+	AdminService_BackfillSchedule_FullMethodName  = "/jobwire.v1.AdminService/BackfillSchedule"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -100,6 +109,31 @@ type AdminServiceClient interface {
 	// SetJobPriority changes the priority of a job that waits (PENDING or SCHEDULED). A job
 	// leased, running or finished is FAILED_PRECONDITION.
 	SetJobPriority(ctx context.Context, in *SetJobPriorityRequest, opts ...grpc.CallOption) (*SetJobPriorityResponse, error)
+	// ListSchedules lists the periodic schedules by name, each with its last and next fire
+	// times and its last occurrence's job and state.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// GetSchedule reads one periodic schedule; NOT_FOUND when there is none of that name.
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
+	// AddSchedule declares a periodic schedule; ALREADY_EXISTS when one has its name. Its first
+	// occurrence is its first fire time after now.
+	AddSchedule(ctx context.Context, in *AddScheduleRequest, opts ...grpc.CallOption) (*AddScheduleResponse, error)
+	// UpdateSchedule replaces a schedule's definition, keeping its pause and last occurrence; a
+	// schedule whose cron expression or time zone changed fires next at its first new time.
+	// FAILED_PRECONDITION for a schedule the configuration file declares.
+	UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error)
+	// RemoveSchedule deletes a schedule; the jobs it enqueued stay.
+	RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error)
+	// PauseSchedule stops a schedule from firing, with a note saying why.
+	PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error)
+	// ResumeSchedule makes a paused schedule fire again from its first fire time after now;
+	// the occurrences of the pause are skipped.
+	ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error)
+	// TriggerSchedule enqueues an occurrence of a schedule now, paused or not, whatever its
+	// overlap policy.
+	TriggerSchedule(ctx context.Context, in *TriggerScheduleRequest, opts ...grpc.CallOption) (*TriggerScheduleResponse, error)
+	// BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
+	// enqueued (at most 1000); those enqueued before are counted, not enqueued again.
+	BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error)
 }
 
 type adminServiceClient struct {
@@ -320,6 +354,96 @@ func (c *adminServiceClient) SetJobPriority(ctx context.Context, in *SetJobPrior
 	return out, nil
 }
 
+func (c *adminServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AddSchedule(ctx context.Context, in *AddScheduleRequest, opts ...grpc.CallOption) (*AddScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_AddSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveSchedule(ctx context.Context, in *RemoveScheduleRequest, opts ...grpc.CallOption) (*RemoveScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_PauseSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResumeSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) TriggerSchedule(ctx context.Context, in *TriggerScheduleRequest, opts ...grpc.CallOption) (*TriggerScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TriggerScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_TriggerSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackfillScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_BackfillSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -378,6 +502,31 @@ type AdminServiceServer interface {
 	// SetJobPriority changes the priority of a job that waits (PENDING or SCHEDULED). A job
 	// leased, running or finished is FAILED_PRECONDITION.
 	SetJobPriority(context.Context, *SetJobPriorityRequest) (*SetJobPriorityResponse, error)
+	// ListSchedules lists the periodic schedules by name, each with its last and next fire
+	// times and its last occurrence's job and state.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// GetSchedule reads one periodic schedule; NOT_FOUND when there is none of that name.
+	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
+	// AddSchedule declares a periodic schedule; ALREADY_EXISTS when one has its name. Its first
+	// occurrence is its first fire time after now.
+	AddSchedule(context.Context, *AddScheduleRequest) (*AddScheduleResponse, error)
+	// UpdateSchedule replaces a schedule's definition, keeping its pause and last occurrence; a
+	// schedule whose cron expression or time zone changed fires next at its first new time.
+	// FAILED_PRECONDITION for a schedule the configuration file declares.
+	UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error)
+	// RemoveSchedule deletes a schedule; the jobs it enqueued stay.
+	RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error)
+	// PauseSchedule stops a schedule from firing, with a note saying why.
+	PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error)
+	// ResumeSchedule makes a paused schedule fire again from its first fire time after now;
+	// the occurrences of the pause are skipped.
+	ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error)
+	// TriggerSchedule enqueues an occurrence of a schedule now, paused or not, whatever its
+	// overlap policy.
+	TriggerSchedule(context.Context, *TriggerScheduleRequest) (*TriggerScheduleResponse, error)
+	// BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
+	// enqueued (at most 1000); those enqueued before are counted, not enqueued again.
+	BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -450,6 +599,33 @@ func (UnimplementedAdminServiceServer) DeleteJob(context.Context, *DeleteJobRequ
 }
 func (UnimplementedAdminServiceServer) SetJobPriority(context.Context, *SetJobPriorityRequest) (*SetJobPriorityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetJobPriority not implemented")
+}
+func (UnimplementedAdminServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedAdminServiceServer) GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) AddSchedule(context.Context, *AddScheduleRequest) (*AddScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveSchedule(context.Context, *RemoveScheduleRequest) (*RemoveScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) TriggerSchedule(context.Context, *TriggerScheduleRequest) (*TriggerScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TriggerSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackfillSchedule not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -850,6 +1026,168 @@ func _AdminService_SetJobPriority_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetSchedule(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AddSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AddSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AddSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AddSchedule(ctx, req.(*AddScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UpdateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateSchedule(ctx, req.(*UpdateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveSchedule(ctx, req.(*RemoveScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PauseSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PauseSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PauseSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PauseSchedule(ctx, req.(*PauseScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResumeSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResumeSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResumeSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResumeSchedule(ctx, req.(*ResumeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_TriggerSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TriggerSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TriggerSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TriggerSchedule(ctx, req.(*TriggerScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_BackfillSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackfillScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).BackfillSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_BackfillSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).BackfillSchedule(ctx, req.(*BackfillScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -940,6 +1278,42 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetJobPriority",
 			Handler:    _AdminService_SetJobPriority_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _AdminService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _AdminService_GetSchedule_Handler,
+		},
+		{
+			MethodName: "AddSchedule",
+			Handler:    _AdminService_AddSchedule_Handler,
+		},
+		{
+			MethodName: "UpdateSchedule",
+			Handler:    _AdminService_UpdateSchedule_Handler,
+		},
+		{
+			MethodName: "RemoveSchedule",
+			Handler:    _AdminService_RemoveSchedule_Handler,
+		},
+		{
+			MethodName: "PauseSchedule",
+			Handler:    _AdminService_PauseSchedule_Handler,
+		},
+		{
+			MethodName: "ResumeSchedule",
+			Handler:    _AdminService_ResumeSchedule_Handler,
+		},
+		{
+			MethodName: "TriggerSchedule",
+			Handler:    _AdminService_TriggerSchedule_Handler,
+		},
+		{
+			MethodName: "BackfillSchedule",
+			Handler:    _AdminService_BackfillSchedule_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

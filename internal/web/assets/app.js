@@ -584,6 +584,33 @@ function tripSummary(t) {
   return t.reason;
 }
 
+// The periodic schedules: when each fires next, its last occurrence and that job's state,
+// with pause (and its note), resume and trigger for admins.
+pages.schedules = {
+  render(main) {
+    this.list = el("div");
+    append(main, [el("h1", {}, "Schedules"), el("section", {}, this.list)]);
+  },
+  async refresh() {
+    const res = await read("ListSchedules");
+    clear(this.list).appendChild(table(["Name", "Cron", "Job type", "Status", "Next fire", "Last fire", "Last job", "Last state", ""],
+      (res.schedules || []).map((s) => {
+        const note = el("input", { placeholder: "why (a note)", ariaLabel: "note for " + s.name });
+        const last = s.last_job_id && s.last_job_id !== "0";
+        return el("tr", { class: s.paused ? "paused" : "", dataset: { schedule: s.name } },
+          td(s.name), td(s.cron + (s.time_zone ? " (" + s.time_zone + ")" : "")), td(s.type),
+          td(el("span", { class: "status" }, s.paused ? badge("paused") : badge("active"), s.note ? " " + s.note : "")),
+          td(fmtTime(s.next_fire_at)), td(fmtTime(s.last_fire_at)),
+          td(last ? el("a", { href: "#/job/" + encodeURIComponent(s.last_job_id) }, String(s.last_job_id)) : "-"),
+          td(last ? (s.last_job_state === "JOB_STATE_UNSPECIFIED" ? "deleted" : badge(short(s.last_job_state, "JOB_STATE_"))) : "-", "last-state"),
+          td(isAdmin() ? el("span", { class: "row" },
+            s.paused ? adminButton("Resume", () => act(() => write("ResumeSchedule", { name: s.name })))
+              : el("span", { class: "row" }, note, adminButton("Pause", () => act(() => write("PauseSchedule", { name: s.name, note: note.value.trim() })))),
+            adminButton("Trigger", () => act(() => write("TriggerSchedule", { name: s.name })))) : ""));
+      }), "No schedule yet: declare one in the configuration file or with jobwire schedules add."));
+  },
+};
+
 pages.workers = {
   render(main) {
     this.list = el("div");
@@ -601,7 +628,8 @@ pages.workers = {
 };
 
 const AUDIT_ACTIONS = ["", "job.cancel", "job.run_now", "job.retry_now", "job.delete", "job.priority", "dlq.requeue", "dlq.purge", "jobs.purge_succeeded", "queue.pause", "queue.resume",
-  "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke"];
+  "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke", "schedule.add", "schedule.update",
+  "schedule.remove", "schedule.pause", "schedule.resume", "schedule.trigger", "schedule.backfill"];
 
 // The audit trail: who did each operator action, newest first.
 pages.audit = {

@@ -121,6 +121,51 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityResponse.FromString,
                 )
+        self.ListSchedules = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListSchedules',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.FromString,
+                )
+        self.GetSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/GetSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.GetScheduleResponse.FromString,
+                )
+        self.AddSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/AddSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.AddScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.AddScheduleResponse.FromString,
+                )
+        self.UpdateSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/UpdateSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.UpdateScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.UpdateScheduleResponse.FromString,
+                )
+        self.RemoveSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/RemoveSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveScheduleResponse.FromString,
+                )
+        self.PauseSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/PauseSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.FromString,
+                )
+        self.ResumeSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/ResumeSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.FromString,
+                )
+        self.TriggerSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/TriggerSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.TriggerScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.TriggerScheduleResponse.FromString,
+                )
+        self.BackfillSchedule = channel.unary_unary(
+                '/jobwire.v1.AdminService/BackfillSchedule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -284,6 +329,76 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSchedules(self, request, context):
+        """ListSchedules lists the periodic schedules by name, each with its last and next fire
+        times and its last occurrence's job and state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """GetSchedule reads one periodic schedule; NOT_FOUND when there is none of that name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddSchedule(self, request, context):
+        """AddSchedule declares a periodic schedule; ALREADY_EXISTS when one has its name. Its first
+        occurrence is its first fire time after now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSchedule(self, request, context):
+        """UpdateSchedule replaces a schedule's definition, keeping its pause and last occurrence; a
+        schedule whose cron expression or time zone changed fires next at its first new time.
+        FAILED_PRECONDITION for a schedule the configuration file declares.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSchedule(self, request, context):
+        """RemoveSchedule deletes a schedule; the jobs it enqueued stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """PauseSchedule stops a schedule from firing, with a note saying why.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """ResumeSchedule makes a paused schedule fire again from its first fire time after now;
+        the occurrences of the pause are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerSchedule(self, request, context):
+        """TriggerSchedule enqueues an occurrence of a schedule now, paused or not, whatever its
+        overlap policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BackfillSchedule(self, request, context):
+        """BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
+        enqueued (at most 1000); those enqueued before are counted, not enqueued again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -391,6 +506,51 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.SetJobPriority,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.GetScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.GetScheduleResponse.SerializeToString,
+            ),
+            'AddSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.AddScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.AddScheduleResponse.SerializeToString,
+            ),
+            'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.UpdateScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.UpdateScheduleResponse.SerializeToString,
+            ),
+            'RemoveSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveScheduleResponse.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.SerializeToString,
+            ),
+            'TriggerSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.TriggerScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.TriggerScheduleResponse.SerializeToString,
+            ),
+            'BackfillSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillSchedule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -758,5 +918,158 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/SetJobPriority',
             jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.SetJobPriorityResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListSchedules',
+            jobwire_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/GetSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.GetScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.GetScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AddSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/AddSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.AddScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.AddScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/UpdateSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.UpdateScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.UpdateScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RemoveSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/RemoveSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.RemoveScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.RemoveScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/PauseSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ResumeSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def TriggerSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/TriggerSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.TriggerScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.TriggerScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def BackfillSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/BackfillSchedule',
+            jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
