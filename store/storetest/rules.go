@@ -37,12 +37,12 @@ type ruleWorld struct {
 	// priority, so that the fair order the keyed lease takes jobs in (dispatchrule.FairOrder)
 	// is dispatch order here: these worlds check the key's limit among the other rules, and
 	// the order is checked on its own (KeyedLeaseTakesKeysRoundRobin).
-	keys     map[string]dispatchrule.Key
-	worker   dispatchrule.Worker
-	jobs     []ruleJob // in dispatch order once stored
-	base     int       // the world's lowest priority: every world's are above the last's (by 10)
-	ranOut   bool      // a lease takes a capped queue's last room and leaves its next job
-	probed   int       // jobs leased as probes
+	keys   map[string]dispatchrule.Key
+	worker dispatchrule.Worker
+	jobs   []ruleJob // in dispatch order once stored
+	base   int       // the world's lowest priority: every world's are above the last's (by 10)
+	ranOut bool      // a lease takes a capped queue's last room and leaves its next job
+	probed int       // jobs leased as probes
 }
 
 type ruleJob struct {
