@@ -28,12 +28,15 @@ const (
 	AuditBreakerForce   = "breaker.force"
 	AuditTokenCreate    = "token.create"
 	AuditTokenRevoke    = "token.revoke"
+	// AuditConcurrencySet and AuditConcurrencyRemove change the concurrency rules (keyconc.go).
+	AuditConcurrencySet    = "concurrency.set"
+	AuditConcurrencyRemove = "concurrency.remove"
 )
 
 // AuditActions lists every action the trail records.
 var AuditActions = []string{AuditJobCancel, AuditDeadRequeue, AuditDeadPurge, AuditSucceededPurge,
 	AuditQueuePause, AuditQueueResume, AuditQueueLimit, AuditBreakerReset, AuditBreakerForce,
-	AuditTokenCreate, AuditTokenRevoke}
+	AuditTokenCreate, AuditTokenRevoke, AuditConcurrencySet, AuditConcurrencyRemove}
 
 // Anonymous is the actor name of a caller without a token (auth off).
 const Anonymous = "anonymous"

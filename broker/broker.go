@@ -184,6 +184,7 @@ func New(opts Options) (*Broker, error) {
 		b.mode = newClustered(b, opts.Cluster, opts.ClusterPoll, self)
 	}
 	b.svc = newServices(b)
+	b.svc.keys = newKeyLimits(b, opts.Cluster != nil, opts.ClusterPoll)
 	b.watchReach(opts.DatabaseSilence, opts.Cluster)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.newWriters(opts.Commit)
@@ -262,6 +263,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.loadQueueRules(ctx); err != nil {
 		return err
 	}
+	if err := b.applyConfiguredKeys(ctx); err != nil {
+		return err
+	}
 	// A RUNNING job is still running somewhere, as far as anyone knows: it keeps its lease,
 	// held by no session, as when its worker's stream breaks. It counts under its queue's cap
 	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
@@ -297,7 +301,7 @@ func (b *Broker) Start(ctx context.Context) error {
 
 // timedServices are the services that start work on a clock: the broker's, then its mode's.
 func (b *Broker) timedServices() []service.Service {
-	return append(b.svc.timed(), b.mode.timed()...)
+	return append(append(b.svc.timed(), b.mode.timed()...), b.svc.keys.services()...)
 }
 
 // afterServices are the services that stop once the writer stopped, in the order they stop:
@@ -397,6 +401,9 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	for i := range specs {
 		s := specs[i].withDefaults(b.cfg, now)
 		params[i] = s.insertParams(now)
+	}
+	if err := b.svc.keys.assign(specs, params); err != nil {
+		return nil, err
 	}
 	o := newEnqueueOp(params, now)
 	spans := b.startEnqueueSpans(ctx, params)

@@ -28,6 +28,9 @@ type Config struct {
 	MaxBatch int
 	// Retention says how long finished jobs are kept before they are deleted.
 	Retention Retention
+	// Concurrency are the limits of running jobs per key the configuration file sets
+	// (keyconc.go), stored at start over any of the same name.
+	Concurrency []ConcurrencyRule
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small

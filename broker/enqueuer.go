@@ -70,7 +70,11 @@ func newEnqueueOp(params []*store.JobInsertParams, now time.Time) *enqueueOp {
 			o.scheduled = p.RunAt
 		}
 	}
-	o.grouped = !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool { return p.IdempotencyKey != "" })
+	// A keyed job is inserted by its own op, whose insert writes its key (and is never
+	// offered: only a lease that counts its key's room may take it).
+	o.grouped = !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool {
+		return p.IdempotencyKey != "" || p.Concurrency.Key != ""
+	})
 	return o
 }
 

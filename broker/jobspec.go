@@ -27,6 +27,10 @@ type JobSpec struct {
 	IdempotencyKey string
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
+	// ConcurrencyKey, with ConcurrencyLimit (at least 1), lets at most that many jobs of the
+	// key run at once (keyconc.go); it goes before any configured rule. "": the rules decide.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // Enqueued is what became of one JobSpec.

@@ -20,6 +20,9 @@ type services struct {
 	breakerWake *service.Alarm    // a dispatch round when time alone changes a breaker (dispatch.go)
 	queueReload *queueReloader    // the queue rules read again when they changed (queues.go)
 
+	// keys are the concurrency rules and their refresh in a cluster (keyconc.go).
+	keys *keyLimits
+
 	// After the writer: it reports to them until it stops.
 	breakerStore *breakerKeeper // breaker states stored, shared ones refreshed (breakerstore.go)
 }

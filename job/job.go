@@ -184,6 +184,13 @@ type Job struct {
 	// Metadata is string keys and values the producer attached (W3C trace context under
 	// "traceparent" and "tracestate", or its own keys); nil when none. Listings leave it out.
 	Metadata map[string]string
+	// ConcurrencyKey is the job's concurrency key ("" for none): at most ConcurrencyLimit jobs
+	// of the key run at once. ConcurrencyRule names the configured rule that gave it; "" when
+	// the producer did. Filled when a job is read for a person (GetJob), and by a lease that
+	// honours keys; other reads leave them empty.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+	ConcurrencyRule  string
 
 	LastErrorType    string
 	LastErrorMessage string

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/jobwire/jobwire/job"
 )
 
 // Concurrency per key: at most a number of jobs of one key (one customer, say) leased or
@@ -144,4 +146,21 @@ func PickKeyed(cands []KeyedCandidate, caps map[string]int, want, maxBytes, byte
 		out.Bytes += c.Size
 	}
 	return out
+}
+
+// MarkKeys sets the concurrency key and limit of jobs a keyed lease took from cands: the
+// broker then knows which ended leases free a key's room.
+func MarkKeys(jobs []*job.Job, cands []KeyedCandidate) {
+	if len(jobs) == 0 {
+		return
+	}
+	byID := make(map[int64]*KeyedCandidate, len(cands))
+	for i := range cands {
+		byID[cands[i].ID] = &cands[i]
+	}
+	for _, j := range jobs {
+		if c := byID[j.ID]; c != nil {
+			j.ConcurrencyKey, j.ConcurrencyLimit = c.Key, c.Limit
+		}
+	}
 }

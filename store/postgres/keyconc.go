@@ -141,6 +141,7 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if err != nil {
 			return nil, err
 		}
+		store.MarkKeys(jobs, cands)
 		leased = append(leased, jobs...)
 		bytes += pick.Bytes
 		more := len(skip) > skipped && len(cands) == scope.Limit

@@ -75,6 +75,7 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if err != nil {
 			return nil, err
 		}
+		store.MarkKeys(jobs, cands)
 		leased = append(leased, jobs...)
 		bytes += pick.Bytes
 		if pick.Full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
