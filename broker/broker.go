@@ -432,7 +432,11 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 
 // Get reads a job with its attempt history.
 func (b *Broker) Get(ctx context.Context, id int64) (*job.Job, error) {
-	return b.st.JobGet(ctx, id)
+	j, err := b.st.JobGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return j, b.withConcurrency(ctx, j)
 }
 
 // ErrFinished is wrapped by Cancel's error for a job that had already finished (SUCCEEDED,

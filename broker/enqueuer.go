@@ -103,6 +103,9 @@ func (o *enqueueOp) Inserted(tx store.Tx, rs []store.JobInsertResult) {
 	if o.readies {
 		tx.Publish(readyEvent)
 	}
+	if !o.grouped && slices.ContainsFunc(o.params, func(p *store.JobInsertParams) bool { return p.Concurrency.Key != "" }) {
+		tx.Publish(concurrencyEvent) // the other brokers' leases must honour its key
+	}
 	if !o.scheduled.IsZero() {
 		tx.Publish(scheduledEvent(o.scheduled))
 	}

@@ -89,6 +89,41 @@ type keyLimits struct {
 	on atomic.Bool
 	// refresh reads the rules and the store's keyed jobs again, in a cluster every poll.
 	refresh *service.Periodic
+	// reloading and dirty run one read of the rules at a time for the cluster's events
+	// (changed).
+	reloading, dirty atomic.Bool
+}
+
+// concurrencyEvent tells the other brokers of a cluster that rules changed or keyed jobs
+// exist.
+var concurrencyEvent = store.Event{Kind: store.EventConcurrency}
+
+// watch has the broker hear of other brokers' rule changes and keyed jobs (a cluster only).
+func (k *keyLimits) watch(b *Broker) {
+	b.WatchCluster(func(e store.Event) {
+		if e.Kind == store.EventConcurrency || e.Kind == store.EventResync {
+			k.changed(b)
+		}
+	})
+}
+
+// changed turns keys on and reads the rules again, off the caller's goroutine (the cluster's
+// listener, which must not block); events that come meanwhile are served by one more read.
+func (k *keyLimits) changed(b *Broker) {
+	k.on.Store(true)
+	k.dirty.Store(true)
+	if !k.reloading.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer k.reloading.Store(false)
+		for k.dirty.Swap(false) {
+			if err := k.load(b.ctx, b.st); err != nil {
+				b.log.Warn("read concurrency rules", "err", err)
+			}
+		}
+		b.signal()
+	}()
 }
 
 func newKeyLimits(b *Broker, clustered bool, poll time.Duration) *keyLimits {
@@ -231,6 +266,7 @@ func (b *Broker) changeKeys(ctx context.Context, ev store.AuditEvent, write func
 			return err
 		}
 		tx.Publish(readyEvent)
+		tx.Publish(concurrencyEvent)
 		e := ev
 		return b.audit(ctx, tx, &e)
 	}})
@@ -292,7 +328,19 @@ func (b *Broker) applyConfiguredKeys(ctx context.Context) error {
 			return fmt.Errorf("store the configured concurrency rules: %w", err)
 		}
 	}
+	b.svc.keys.watch(b)
 	return b.svc.keys.load(ctx, b.st)
+}
+
+// withConcurrency fills j's concurrency key, read apart from the job: only a read for a person
+// needs it.
+func (b *Broker) withConcurrency(ctx context.Context, j *job.Job) error {
+	c, _, err := b.st.ConcurrencyOfJob(ctx, j.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // deleted since: the job as read stands
+	}
+	j.ConcurrencyKey, j.ConcurrencyLimit, j.ConcurrencyRule = c.Key, c.Limit, c.Rule
+	return err
 }
 
 // keyWaiting explains a ready job whose key is at its limit; false when its key does not hold

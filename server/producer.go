@@ -62,6 +62,9 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 		IdempotencyKey: spec.GetIdempotencyKey(),
 		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
 		Metadata:       spec.GetMetadata(),
+
+		ConcurrencyKey:   spec.GetConcurrencyKey(),
+		ConcurrencyLimit: int(spec.GetConcurrencyLimit()),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jobwire/jobwire/job"
 )
@@ -14,6 +15,10 @@ import (
 // database, this transaction's included, stay under the job's limit, and takes the keys' jobs
 // round-robin (dispatchrule.FairOrder). A lease that does not honour keys leaves every keyed job
 // out, so a broker that does not know of keys yet never overfills one.
+
+// EventConcurrency is published (Tx.Publish) when concurrency rules change or keyed jobs are
+// enqueued: the other brokers read the rules again and their leases honour keys.
+const EventConcurrency EventKind = "concurrency"
 
 // Concurrency is a job's concurrency key as stored with it.
 type Concurrency struct {
@@ -163,4 +168,16 @@ func MarkKeys(jobs []*job.Job, cands []KeyedCandidate) {
 			j.ConcurrencyKey, j.ConcurrencyLimit = c.Key, c.Limit
 		}
 	}
+}
+
+// KeysOf is the distinct concurrency keys of jobs, sorted.
+func KeysOf(jobs []*job.Job) []string {
+	var keys []string
+	for _, j := range jobs {
+		if j.ConcurrencyKey != "" {
+			keys = append(keys, j.ConcurrencyKey)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }

@@ -35,18 +35,24 @@ type Keyed struct {
 	// Seq is the job's place in dispatch order among jobs of equal priority (run time, then
 	// id).
 	Seq int
+	// Held is how many jobs of its key are leased or running; Served when its key last had a
+	// job leased (0: never). Both are the key's, the same for each of its jobs.
+	Held   int
+	Served int64
 }
 
 // FairOrder sorts waiting jobs into the order dispatch takes them when concurrency keys are
-// in use: by priority first, and within one priority round-robin across keys: every key's
-// first job, then every key's second, and so on, each round in dispatch order. A job without
-// a key is a key of its own (its first job). One customer's backlog of a thousand jobs then
-// takes one turn in each round, not the next thousand slots, so the others are not starved
-// behind it. It returns each job's turn (its rank within its key and priority, from 1) in
-// the order given.
+// in use: by priority first, and within one priority by turn, the job's place among its key's
+// waiting jobs (from 1) plus the key's jobs already running, so that keys take turns and the
+// key with the fewest running goes first; among equal turns, the key served longest ago goes
+// first (Served), then dispatch order. A job without a key is a key of its own, never served.
+// One customer's backlog of a thousand jobs then takes one turn in each round, not the next
+// thousand slots, so the others are not starved behind it; and a slot that frees goes to the
+// key that waited longest for one, not to the key with the oldest jobs. It returns the order
+// (indexes into jobs) and each job's turn.
 func FairOrder(jobs []Keyed) (order []int, turns []int) {
 	turns = make([]int, len(jobs))
-	byPrio := make(map[int][]int) // job indexes in Seq order, by priority
+	byPrio := make(map[int][]int) // job indexes by priority
 	for i := range jobs {
 		byPrio[jobs[i].Priority] = append(byPrio[jobs[i].Priority], i)
 	}
@@ -59,8 +65,14 @@ func FairOrder(jobs []Keyed) (order []int, turns []int) {
 				continue
 			}
 			seen[jobs[i].Key]++
-			turns[i] = seen[jobs[i].Key]
+			turns[i] = seen[jobs[i].Key] + jobs[i].Held
 		}
+	}
+	served := func(i int) int64 {
+		if jobs[i].Key == "" {
+			return 0
+		}
+		return jobs[i].Served
 	}
 	order = make([]int, len(jobs))
 	for i := range order {
@@ -68,7 +80,7 @@ func FairOrder(jobs []Keyed) (order []int, turns []int) {
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(cmp.Compare(jobs[b].Priority, jobs[a].Priority), cmp.Compare(turns[a], turns[b]),
-			cmp.Compare(jobs[a].Seq, jobs[b].Seq))
+			cmp.Compare(served(a), served(b)), cmp.Compare(jobs[a].Seq, jobs[b].Seq))
 	})
 	return order, turns
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -76,8 +77,8 @@ func keyedQuery(p *store.JobLeaseParams, skip []int64) *query {
 		}
 	}
 	q.sql.WriteString(`SELECT id, queue, concurrency_key, concurrency_limit, held, size FROM (
-		SELECT r.id, r.queue, r.priority, r.run_at, r.concurrency_key, r.concurrency_limit, r.size, r.turn,
-			h.n AS held FROM (
+		SELECT r.id, r.queue, r.priority, r.run_at, r.concurrency_key, r.concurrency_limit, r.size, r.turn + h.n AS turn,
+			h.n AS held, coalesce(t.served, 0) AS served FROM (
 			SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, octet_length(payload) AS size,
 				row_number() OVER (PARTITION BY concurrency_key, priority ORDER BY run_at, id) AS turn
 			FROM jobs WHERE state = 2 AND concurrency_key <> ''`)
@@ -85,15 +86,16 @@ func keyedQuery(p *store.JobLeaseParams, skip []int64) *query {
 	notSkipped()
 	q.sql.WriteString(`) r CROSS JOIN LATERAL (SELECT count(*) AS n FROM jobs h
 			WHERE h.state IN (3, 4) AND h.concurrency_key <> '' AND h.concurrency_key = r.concurrency_key) h
+		LEFT JOIN concurrency_turns t ON t.concurrency_key = r.concurrency_key
 		WHERE h.n < r.concurrency_limit
 		UNION ALL (
-			SELECT id, queue, priority, run_at, '', 0, octet_length(payload), 1::bigint, 0::bigint
+			SELECT id, queue, priority, run_at, '', 0, octet_length(payload), 1::bigint, 0::bigint, 0::bigint
 			FROM jobs WHERE state = 2 AND concurrency_key = ''`)
 	leaseWhere(q, p)
 	notSkipped()
 	limit := q.arg(p.Limit)
 	q.sql.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + limit + `)
-	) c ORDER BY priority DESC, turn, run_at, id LIMIT ` + limit)
+	) c ORDER BY priority DESC, turn, served, run_at, id LIMIT ` + limit)
 	return q
 }
 
@@ -142,6 +144,9 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 			return nil, err
 		}
 		store.MarkKeys(jobs, cands)
+		if err := t.served(jobs, p.Now); err != nil {
+			return nil, err
+		}
 		leased = append(leased, jobs...)
 		bytes += pick.Bytes
 		more := len(skip) > skipped && len(cands) == scope.Limit
@@ -159,6 +164,17 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		}
 	}
 	return leased, nil
+}
+
+// served records that the keys of jobs had a job leased at now. Only a lease holding the
+// keys' lock writes these rows.
+func (t *tx) served(jobs []*job.Job, now time.Time) error {
+	keys := store.KeysOf(jobs)
+	if len(keys) == 0 {
+		return nil
+	}
+	return t.hold(`INSERT INTO concurrency_turns (concurrency_key, served) SELECT k, $2 FROM unnest($1::text[]) AS k
+		ON CONFLICT (concurrency_key) DO UPDATE SET served = excluded.served`, keys, nanos(now))
 }
 
 func (t *tx) keyedCandidates(q *query) ([]store.KeyedCandidate, error) {

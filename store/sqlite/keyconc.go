@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -39,20 +40,22 @@ func keyedQuery(p *store.JobLeaseParams) (string, []any) {
 	limit := strconv.Itoa(p.Limit)
 	var sb strings.Builder
 	sb.WriteString(`SELECT id, queue, concurrency_key, concurrency_limit, held, size FROM (
-		SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, size, turn, held FROM (
+		SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, size, turn + held AS turn, held,
+			coalesce((SELECT served FROM concurrency_turns t WHERE t.concurrency_key = r.concurrency_key), 0) AS served
+		FROM (
 			SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, length(payload) AS size,
 				row_number() OVER (PARTITION BY concurrency_key, priority ORDER BY run_at, id) AS turn,
 				(SELECT count(*) FROM jobs h WHERE h.state BETWEEN 3 AND 4 AND h.concurrency_key <> ''
 					AND h.concurrency_key = jobs.concurrency_key) AS held
 			FROM jobs WHERE state = 2 AND concurrency_key <> ''`)
 	args := leaseWhere(&sb, nil, p)
-	sb.WriteString(`) WHERE held < concurrency_limit
+	sb.WriteString(`) r WHERE held < concurrency_limit
 		UNION ALL SELECT * FROM (
-			SELECT id, queue, priority, run_at, '', 0, length(payload), 1, 0
+			SELECT id, queue, priority, run_at, '', 0, length(payload), 1, 0, 0
 			FROM jobs WHERE ` + openState + ` AND state = 2 AND concurrency_key = ''`)
 	args = leaseWhere(&sb, args, p)
 	sb.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + limit + `))
-		ORDER BY priority DESC, turn, run_at, id LIMIT ` + limit)
+		ORDER BY priority DESC, turn, served, run_at, id LIMIT ` + limit)
 	return sb.String(), args
 }
 
@@ -76,6 +79,9 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 			return nil, err
 		}
 		store.MarkKeys(jobs, cands)
+		if err := t.served(jobs, p.Now); err != nil {
+			return nil, err
+		}
 		leased = append(leased, jobs...)
 		bytes += pick.Bytes
 		if pick.Full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
@@ -90,6 +96,17 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		}
 	}
 	return leased, nil
+}
+
+// served records that the keys of jobs had a job leased at now.
+func (t *tx) served(jobs []*job.Job, now time.Time) error {
+	for _, key := range store.KeysOf(jobs) {
+		if _, err := t.exec(`INSERT INTO concurrency_turns (concurrency_key, served) VALUES (?, ?)
+			ON CONFLICT (concurrency_key) DO UPDATE SET served = excluded.served`, key, nanos(now)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *tx) keyedCandidates(p *store.JobLeaseParams) ([]store.KeyedCandidate, error) {

@@ -33,10 +33,10 @@ type ruleWorld struct {
 	name     string
 	queues   map[string]dispatchrule.Queue
 	breakers map[string]dispatchrule.Breaker
-	// keys are the concurrency keys' limits and held jobs. A key has at most one job of each
-	// priority, so that the fair order the keyed lease takes jobs in (dispatchrule.FairOrder)
-	// is dispatch order here: these worlds check the key's limit among the other rules, and
-	// the order is checked on its own (KeyedLeaseTakesKeysRoundRobin).
+	// keys are the concurrency keys' limits and held jobs. A keyed job has a priority no other
+	// job of the world has, so that the fair order the keyed lease takes jobs in
+	// (dispatchrule.FairOrder) is dispatch order here: these worlds check the key's limit among
+	// the other rules, and the order is checked on its own (KeyedLeaseTakesKeysRoundRobin).
 	keys   map[string]dispatchrule.Key
 	worker dispatchrule.Worker
 	jobs   []ruleJob // in dispatch order once stored
@@ -100,8 +100,12 @@ func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 		if rng.IntN(8) == 0 {
 			p.RunAt = b.now.Add(time.Hour)
 		}
-		if k := fmt.Sprintf("%s-k%d", w.name, rng.IntN(3)); w.keys[k].Limit > 0 && !used[fmt.Sprint(k, p.Priority)] {
-			used[fmt.Sprint(k, p.Priority)] = true
+		// A keyed job takes a priority of its key's own, above the others', one job at most
+		// at each (see keys).
+		n := rng.IntN(3)
+		if k, prio := fmt.Sprintf("%s-k%d", w.name, n), w.base+3+3*n+rng.IntN(3); w.keys[k].Limit > 0 && !used[fmt.Sprint(prio)] {
+			used[fmt.Sprint(prio)] = true
+			p.Priority = prio
 			p.Concurrency = store.Concurrency{Key: k, Limit: w.keys[k].Limit}
 		}
 		ps = append(ps, p)
@@ -376,8 +380,8 @@ func testOfferFollowsDispatchRules(t *testing.T, b *bundle) {
 		var js []ruleJob
 		for k := range 1 + rng.IntN(3) {
 			p := b.job(fmt.Sprintf("%s-t%d", w.name, rng.IntN(3)))
-			// Priority w.base+3 goes ahead of every job of the world.
-			p.Queue, p.Priority = fmt.Sprintf("%s-q%d", w.name, rng.IntN(3)), w.base+rng.IntN(4)
+			// Priority w.base+9 goes ahead of every job of the world.
+			p.Queue, p.Priority = fmt.Sprintf("%s-q%d", w.name, rng.IntN(3)), w.base+[]int{0, 1, 2, 9}[rng.IntN(4)]
 			ps = append(ps, p)
 			offers = append(offers, b.offerTo(byte(k)))
 			js = append(js, ruleJob{j: dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}, priority: p.Priority})

@@ -76,6 +76,414 @@ func (BreakerState) EnumDescriptor() ([]byte, []int) {
 	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{0}
 }
 
+// ConcurrencyRule lets at most max_running jobs of one key run at once, the key taken from
+// each job of type and/or queue (empty: any) by a key expression.
+type ConcurrencyRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..100 of [A-Za-z0-9._-]; the keys it gives are "NAME:VALUE".
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type  string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// "type", "queue", "metadata.NAME" or "payload.FIELD[.FIELD...]" (a JSON object payload).
+	Key           string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	MaxRunning    int32  `protobuf:"varint,5,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConcurrencyRule) Reset() {
+	*x = ConcurrencyRule{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConcurrencyRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConcurrencyRule) ProtoMessage() {}
+
+func (x *ConcurrencyRule) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConcurrencyRule.ProtoReflect.Descriptor instead.
+func (*ConcurrencyRule) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ConcurrencyRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetMaxRunning() int32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+// ConcurrencyRuleInfo is a rule with how busy its keys are now.
+type ConcurrencyRuleInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset for the keys producers gave themselves.
+	Rule *ConcurrencyRule `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Keys with jobs leased, running or waiting; those at their limit.
+	Keys        int32 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeysAtLimit int32 `protobuf:"varint,3,opt,name=keys_at_limit,json=keysAtLimit,proto3" json:"keys_at_limit,omitempty"`
+	// Jobs leased or running; jobs ready and waiting.
+	Running       int64 `protobuf:"varint,4,opt,name=running,proto3" json:"running,omitempty"`
+	Waiting       int64 `protobuf:"varint,5,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConcurrencyRuleInfo) Reset() {
+	*x = ConcurrencyRuleInfo{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConcurrencyRuleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConcurrencyRuleInfo) ProtoMessage() {}
+
+func (x *ConcurrencyRuleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConcurrencyRuleInfo.ProtoReflect.Descriptor instead.
+func (*ConcurrencyRuleInfo) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ConcurrencyRuleInfo) GetRule() *ConcurrencyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ConcurrencyRuleInfo) GetKeys() int32 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *ConcurrencyRuleInfo) GetKeysAtLimit() int32 {
+	if x != nil {
+		return x.KeysAtLimit
+	}
+	return 0
+}
+
+func (x *ConcurrencyRuleInfo) GetRunning() int64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *ConcurrencyRuleInfo) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+type ListConcurrencyRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConcurrencyRulesRequest) Reset() {
+	*x = ListConcurrencyRulesRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConcurrencyRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConcurrencyRulesRequest) ProtoMessage() {}
+
+func (x *ListConcurrencyRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConcurrencyRulesRequest.ProtoReflect.Descriptor instead.
+func (*ListConcurrencyRulesRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
+type ListConcurrencyRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*ConcurrencyRuleInfo `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConcurrencyRulesResponse) Reset() {
+	*x = ListConcurrencyRulesResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConcurrencyRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConcurrencyRulesResponse) ProtoMessage() {}
+
+func (x *ListConcurrencyRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConcurrencyRulesResponse.ProtoReflect.Descriptor instead.
+func (*ListConcurrencyRulesResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListConcurrencyRulesResponse) GetRules() []*ConcurrencyRuleInfo {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type SetConcurrencyRuleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          *ConcurrencyRule       `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConcurrencyRuleRequest) Reset() {
+	*x = SetConcurrencyRuleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConcurrencyRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConcurrencyRuleRequest) ProtoMessage() {}
+
+func (x *SetConcurrencyRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConcurrencyRuleRequest.ProtoReflect.Descriptor instead.
+func (*SetConcurrencyRuleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetConcurrencyRuleRequest) GetRule() *ConcurrencyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+type SetConcurrencyRuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          *ConcurrencyRule       `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConcurrencyRuleResponse) Reset() {
+	*x = SetConcurrencyRuleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConcurrencyRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConcurrencyRuleResponse) ProtoMessage() {}
+
+func (x *SetConcurrencyRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConcurrencyRuleResponse.ProtoReflect.Descriptor instead.
+func (*SetConcurrencyRuleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetConcurrencyRuleResponse) GetRule() *ConcurrencyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+type RemoveConcurrencyRuleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveConcurrencyRuleRequest) Reset() {
+	*x = RemoveConcurrencyRuleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveConcurrencyRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveConcurrencyRuleRequest) ProtoMessage() {}
+
+func (x *RemoveConcurrencyRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveConcurrencyRuleRequest.ProtoReflect.Descriptor instead.
+func (*RemoveConcurrencyRuleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RemoveConcurrencyRuleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveConcurrencyRuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveConcurrencyRuleResponse) Reset() {
+	*x = RemoveConcurrencyRuleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveConcurrencyRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveConcurrencyRuleResponse) ProtoMessage() {}
+
+func (x *RemoveConcurrencyRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveConcurrencyRuleResponse.ProtoReflect.Descriptor instead.
+func (*RemoveConcurrencyRuleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{7}
+}
+
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty matches any.
@@ -98,7 +506,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[0]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +518,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[0]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +531,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListJobsRequest) GetState() JobState {
@@ -185,7 +593,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[1]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +605,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[1]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +618,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -242,7 +650,7 @@ type DeadJobFilter struct {
 
 func (x *DeadJobFilter) Reset() {
 	*x = DeadJobFilter{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[2]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +662,7 @@ func (x *DeadJobFilter) String() string {
 func (*DeadJobFilter) ProtoMessage() {}
 
 func (x *DeadJobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[2]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +675,7 @@ func (x *DeadJobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadJobFilter.ProtoReflect.Descriptor instead.
 func (*DeadJobFilter) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeadJobFilter) GetQueue() string {
@@ -332,7 +740,7 @@ type ListDeadJobsRequest struct {
 
 func (x *ListDeadJobsRequest) Reset() {
 	*x = ListDeadJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[3]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +752,7 @@ func (x *ListDeadJobsRequest) String() string {
 func (*ListDeadJobsRequest) ProtoMessage() {}
 
 func (x *ListDeadJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[3]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +765,7 @@ func (x *ListDeadJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListDeadJobsRequest) GetFilter() *DeadJobFilter {
@@ -405,7 +813,7 @@ type ListDeadJobsResponse struct {
 
 func (x *ListDeadJobsResponse) Reset() {
 	*x = ListDeadJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[4]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +825,7 @@ func (x *ListDeadJobsResponse) String() string {
 func (*ListDeadJobsResponse) ProtoMessage() {}
 
 func (x *ListDeadJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[4]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +838,7 @@ func (x *ListDeadJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListDeadJobsResponse) GetJobs() []*Job {
@@ -465,7 +873,7 @@ type BulkSelection struct {
 
 func (x *BulkSelection) Reset() {
 	*x = BulkSelection{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +885,7 @@ func (x *BulkSelection) String() string {
 func (*BulkSelection) ProtoMessage() {}
 
 func (x *BulkSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +898,7 @@ func (x *BulkSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkSelection.ProtoReflect.Descriptor instead.
 func (*BulkSelection) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BulkSelection) GetIds() []int64 {
@@ -543,7 +951,7 @@ type RequeueDeadJobsRequest struct {
 
 func (x *RequeueDeadJobsRequest) Reset() {
 	*x = RequeueDeadJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +963,7 @@ func (x *RequeueDeadJobsRequest) String() string {
 func (*RequeueDeadJobsRequest) ProtoMessage() {}
 
 func (x *RequeueDeadJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +976,7 @@ func (x *RequeueDeadJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadJobsRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RequeueDeadJobsRequest) GetSelection() *BulkSelection {
@@ -616,7 +1024,7 @@ type RequeueDeadJobsResponse struct {
 
 func (x *RequeueDeadJobsResponse) Reset() {
 	*x = RequeueDeadJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +1036,7 @@ func (x *RequeueDeadJobsResponse) String() string {
 func (*RequeueDeadJobsResponse) ProtoMessage() {}
 
 func (x *RequeueDeadJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +1049,7 @@ func (x *RequeueDeadJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadJobsResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RequeueDeadJobsResponse) GetMatched() int32 {
@@ -681,7 +1089,7 @@ type PurgeDeadJobsRequest struct {
 
 func (x *PurgeDeadJobsRequest) Reset() {
 	*x = PurgeDeadJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +1101,7 @@ func (x *PurgeDeadJobsRequest) String() string {
 func (*PurgeDeadJobsRequest) ProtoMessage() {}
 
 func (x *PurgeDeadJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +1114,7 @@ func (x *PurgeDeadJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PurgeDeadJobsRequest) GetSelection() *BulkSelection {
@@ -729,7 +1137,7 @@ type PurgeDeadJobsResponse struct {
 
 func (x *PurgeDeadJobsResponse) Reset() {
 	*x = PurgeDeadJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +1149,7 @@ func (x *PurgeDeadJobsResponse) String() string {
 func (*PurgeDeadJobsResponse) ProtoMessage() {}
 
 func (x *PurgeDeadJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +1162,7 @@ func (x *PurgeDeadJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PurgeDeadJobsResponse) GetMatched() int32 {
@@ -796,7 +1204,7 @@ type TopDeadErrorsRequest struct {
 
 func (x *TopDeadErrorsRequest) Reset() {
 	*x = TopDeadErrorsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1216,7 @@ func (x *TopDeadErrorsRequest) String() string {
 func (*TopDeadErrorsRequest) ProtoMessage() {}
 
 func (x *TopDeadErrorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1229,7 @@ func (x *TopDeadErrorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopDeadErrorsRequest.ProtoReflect.Descriptor instead.
 func (*TopDeadErrorsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopDeadErrorsRequest) GetFilter() *DeadJobFilter {
@@ -856,7 +1264,7 @@ type ErrorGroup struct {
 
 func (x *ErrorGroup) Reset() {
 	*x = ErrorGroup{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1276,7 @@ func (x *ErrorGroup) String() string {
 func (*ErrorGroup) ProtoMessage() {}
 
 func (x *ErrorGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1289,7 @@ func (x *ErrorGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorGroup.ProtoReflect.Descriptor instead.
 func (*ErrorGroup) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ErrorGroup) GetErrorType() string {
@@ -928,7 +1336,7 @@ type TopDeadErrorsResponse struct {
 
 func (x *TopDeadErrorsResponse) Reset() {
 	*x = TopDeadErrorsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1348,7 @@ func (x *TopDeadErrorsResponse) String() string {
 func (*TopDeadErrorsResponse) ProtoMessage() {}
 
 func (x *TopDeadErrorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1361,7 @@ func (x *TopDeadErrorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopDeadErrorsResponse.ProtoReflect.Descriptor instead.
 func (*TopDeadErrorsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopDeadErrorsResponse) GetGroups() []*ErrorGroup {
@@ -972,7 +1380,7 @@ type PurgeFinishedJobsRequest struct {
 
 func (x *PurgeFinishedJobsRequest) Reset() {
 	*x = PurgeFinishedJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1392,7 @@ func (x *PurgeFinishedJobsRequest) String() string {
 func (*PurgeFinishedJobsRequest) ProtoMessage() {}
 
 func (x *PurgeFinishedJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1405,7 @@ func (x *PurgeFinishedJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeFinishedJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeFinishedJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PurgeFinishedJobsRequest) GetOlderThan() *durationpb.Duration {
@@ -1016,7 +1424,7 @@ type PurgeFinishedJobsResponse struct {
 
 func (x *PurgeFinishedJobsResponse) Reset() {
 	*x = PurgeFinishedJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1436,7 @@ func (x *PurgeFinishedJobsResponse) String() string {
 func (*PurgeFinishedJobsResponse) ProtoMessage() {}
 
 func (x *PurgeFinishedJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1449,7 @@ func (x *PurgeFinishedJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeFinishedJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeFinishedJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PurgeFinishedJobsResponse) GetPurged() int64 {
@@ -1059,7 +1467,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1479,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1492,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 // QueueInfo is one queue's shape right now.
@@ -1104,7 +1512,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1524,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1537,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -1185,7 +1593,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1605,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1618,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -1236,7 +1644,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1656,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1669,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1280,7 +1688,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1700,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1713,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PauseQueueResponse) GetQueue() *QueueInfo {
@@ -1324,7 +1732,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1744,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1757,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1368,7 +1776,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1788,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1801,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResumeQueueResponse) GetQueue() *QueueInfo {
@@ -1413,7 +1821,7 @@ type SetQueueLimitRequest struct {
 
 func (x *SetQueueLimitRequest) Reset() {
 	*x = SetQueueLimitRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1833,7 @@ func (x *SetQueueLimitRequest) String() string {
 func (*SetQueueLimitRequest) ProtoMessage() {}
 
 func (x *SetQueueLimitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1846,7 @@ func (x *SetQueueLimitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitRequest.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetQueueLimitRequest) GetQueue() string {
@@ -1464,7 +1872,7 @@ type SetQueueLimitResponse struct {
 
 func (x *SetQueueLimitResponse) Reset() {
 	*x = SetQueueLimitResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1884,7 @@ func (x *SetQueueLimitResponse) String() string {
 func (*SetQueueLimitResponse) ProtoMessage() {}
 
 func (x *SetQueueLimitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1897,7 @@ func (x *SetQueueLimitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitResponse.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetQueueLimitResponse) GetQueue() *QueueInfo {
@@ -1507,7 +1915,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1927,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1940,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 // StateCount is how many jobs of one queue and type are in one state.
@@ -1548,7 +1956,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1968,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1981,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StateCount) GetQueue() string {
@@ -1617,7 +2025,7 @@ type RecentCounts struct {
 
 func (x *RecentCounts) Reset() {
 	*x = RecentCounts{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +2037,7 @@ func (x *RecentCounts) String() string {
 func (*RecentCounts) ProtoMessage() {}
 
 func (x *RecentCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +2050,7 @@ func (x *RecentCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecentCounts.ProtoReflect.Descriptor instead.
 func (*RecentCounts) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecentCounts) GetWindow() *durationpb.Duration {
@@ -1683,13 +2091,15 @@ type GetStatsResponse struct {
 	// counts and queues hold at most 1000 entries each; these count the rest.
 	CountsOmitted int32 `protobuf:"varint,5,opt,name=counts_omitted,json=countsOmitted,proto3" json:"counts_omitted,omitempty"`
 	QueuesOmitted int32 `protobuf:"varint,6,opt,name=queues_omitted,json=queuesOmitted,proto3" json:"queues_omitted,omitempty"`
+	// The limits of running jobs per key, with how busy their keys are (ListConcurrencyRules).
+	Concurrency   []*ConcurrencyRuleInfo `protobuf:"bytes,40,rep,name=concurrency,proto3" json:"concurrency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +2111,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2124,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateCount {
@@ -1759,6 +2169,13 @@ func (x *GetStatsResponse) GetQueuesOmitted() int32 {
 	return 0
 }
 
+func (x *GetStatsResponse) GetConcurrency() []*ConcurrencyRuleInfo {
+	if x != nil {
+		return x.Concurrency
+	}
+	return nil
+}
+
 // BreakerInfo is one job type's circuit breaker.
 type BreakerInfo struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1790,7 +2207,7 @@ type BreakerInfo struct {
 
 func (x *BreakerInfo) Reset() {
 	*x = BreakerInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +2219,7 @@ func (x *BreakerInfo) String() string {
 func (*BreakerInfo) ProtoMessage() {}
 
 func (x *BreakerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +2232,7 @@ func (x *BreakerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerInfo.ProtoReflect.Descriptor instead.
 func (*BreakerInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BreakerInfo) GetType() string {
@@ -1937,7 +2354,7 @@ type BreakerTrip struct {
 
 func (x *BreakerTrip) Reset() {
 	*x = BreakerTrip{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2366,7 @@ func (x *BreakerTrip) String() string {
 func (*BreakerTrip) ProtoMessage() {}
 
 func (x *BreakerTrip) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2379,7 @@ func (x *BreakerTrip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerTrip.ProtoReflect.Descriptor instead.
 func (*BreakerTrip) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BreakerTrip) GetReason() string {
@@ -2037,7 +2454,7 @@ type BreakerFailure struct {
 
 func (x *BreakerFailure) Reset() {
 	*x = BreakerFailure{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2466,7 @@ func (x *BreakerFailure) String() string {
 func (*BreakerFailure) ProtoMessage() {}
 
 func (x *BreakerFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2479,7 @@ func (x *BreakerFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerFailure.ProtoReflect.Descriptor instead.
 func (*BreakerFailure) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BreakerFailure) GetJobId() int64 {
@@ -2101,7 +2518,7 @@ type ListBreakersRequest struct {
 
 func (x *ListBreakersRequest) Reset() {
 	*x = ListBreakersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2530,7 @@ func (x *ListBreakersRequest) String() string {
 func (*ListBreakersRequest) ProtoMessage() {}
 
 func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2543,7 @@ func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakersRequest.ProtoReflect.Descriptor instead.
 func (*ListBreakersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 type ListBreakersResponse struct {
@@ -2140,7 +2557,7 @@ type ListBreakersResponse struct {
 
 func (x *ListBreakersResponse) Reset() {
 	*x = ListBreakersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2569,7 @@ func (x *ListBreakersResponse) String() string {
 func (*ListBreakersResponse) ProtoMessage() {}
 
 func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2582,7 @@ func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakersResponse.ProtoReflect.Descriptor instead.
 func (*ListBreakersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListBreakersResponse) GetBreakers() []*BreakerInfo {
@@ -2191,7 +2608,7 @@ type ResetBreakerRequest struct {
 
 func (x *ResetBreakerRequest) Reset() {
 	*x = ResetBreakerRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2620,7 @@ func (x *ResetBreakerRequest) String() string {
 func (*ResetBreakerRequest) ProtoMessage() {}
 
 func (x *ResetBreakerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2633,7 @@ func (x *ResetBreakerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBreakerRequest.ProtoReflect.Descriptor instead.
 func (*ResetBreakerRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResetBreakerRequest) GetType() string {
@@ -2235,7 +2652,7 @@ type ResetBreakerResponse struct {
 
 func (x *ResetBreakerResponse) Reset() {
 	*x = ResetBreakerResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2664,7 @@ func (x *ResetBreakerResponse) String() string {
 func (*ResetBreakerResponse) ProtoMessage() {}
 
 func (x *ResetBreakerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2677,7 @@ func (x *ResetBreakerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBreakerResponse.ProtoReflect.Descriptor instead.
 func (*ResetBreakerResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResetBreakerResponse) GetBreaker() *BreakerInfo {
@@ -2280,7 +2697,7 @@ type ForceBreakerRequest struct {
 
 func (x *ForceBreakerRequest) Reset() {
 	*x = ForceBreakerRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2709,7 @@ func (x *ForceBreakerRequest) String() string {
 func (*ForceBreakerRequest) ProtoMessage() {}
 
 func (x *ForceBreakerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2722,7 @@ func (x *ForceBreakerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceBreakerRequest.ProtoReflect.Descriptor instead.
 func (*ForceBreakerRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ForceBreakerRequest) GetType() string {
@@ -2331,7 +2748,7 @@ type ForceBreakerResponse struct {
 
 func (x *ForceBreakerResponse) Reset() {
 	*x = ForceBreakerResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2760,7 @@ func (x *ForceBreakerResponse) String() string {
 func (*ForceBreakerResponse) ProtoMessage() {}
 
 func (x *ForceBreakerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2773,7 @@ func (x *ForceBreakerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceBreakerResponse.ProtoReflect.Descriptor instead.
 func (*ForceBreakerResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForceBreakerResponse) GetBreaker() *BreakerInfo {
@@ -2374,7 +2791,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2803,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2816,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 // WorkerInfo is one connected worker stream.
@@ -2427,7 +2844,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2856,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2869,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -2528,7 +2945,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2957,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2970,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2571,7 +2988,7 @@ type ListBrokersRequest struct {
 
 func (x *ListBrokersRequest) Reset() {
 	*x = ListBrokersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +3000,7 @@ func (x *ListBrokersRequest) String() string {
 func (*ListBrokersRequest) ProtoMessage() {}
 
 func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +3013,7 @@ func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBrokersRequest.ProtoReflect.Descriptor instead.
 func (*ListBrokersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 // BrokerEntry is one broker that serves the database.
@@ -2628,7 +3045,7 @@ type BrokerEntry struct {
 
 func (x *BrokerEntry) Reset() {
 	*x = BrokerEntry{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +3057,7 @@ func (x *BrokerEntry) String() string {
 func (*BrokerEntry) ProtoMessage() {}
 
 func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +3070,7 @@ func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEntry.ProtoReflect.Descriptor instead.
 func (*BrokerEntry) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BrokerEntry) GetId() string {
@@ -2736,7 +3153,7 @@ type ListBrokersResponse struct {
 
 func (x *ListBrokersResponse) Reset() {
 	*x = ListBrokersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +3165,7 @@ func (x *ListBrokersResponse) String() string {
 func (*ListBrokersResponse) ProtoMessage() {}
 
 func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +3178,7 @@ func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBrokersResponse.ProtoReflect.Descriptor instead.
 func (*ListBrokersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListBrokersResponse) GetBrokers() []*BrokerEntry {
@@ -2806,7 +3223,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +3235,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +3248,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -2936,7 +3353,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3365,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3378,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListAuditEventsRequest) GetAction() string {
@@ -3016,7 +3433,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3445,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3458,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3063,7 +3480,30 @@ var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1ejobwire/v1/admin_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xd5\x01\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x82\x01\n" +
+	"\x0fConcurrencyRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1f\n" +
+	"\vmax_running\x18\x05 \x01(\x05R\n" +
+	"maxRunning\"\xb2\x01\n" +
+	"\x13ConcurrencyRuleInfo\x12/\n" +
+	"\x04rule\x18\x01 \x01(\v2\x1b.jobwire.v1.ConcurrencyRuleR\x04rule\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x05R\x04keys\x12\"\n" +
+	"\rkeys_at_limit\x18\x03 \x01(\x05R\vkeysAtLimit\x12\x18\n" +
+	"\arunning\x18\x04 \x01(\x03R\arunning\x12\x18\n" +
+	"\awaiting\x18\x05 \x01(\x03R\awaiting\"\x1d\n" +
+	"\x1bListConcurrencyRulesRequest\"U\n" +
+	"\x1cListConcurrencyRulesResponse\x125\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1f.jobwire.v1.ConcurrencyRuleInfoR\x05rules\"L\n" +
+	"\x19SetConcurrencyRuleRequest\x12/\n" +
+	"\x04rule\x18\x01 \x01(\v2\x1b.jobwire.v1.ConcurrencyRuleR\x04rule\"M\n" +
+	"\x1aSetConcurrencyRuleResponse\x12/\n" +
+	"\x04rule\x18\x01 \x01(\v2\x1b.jobwire.v1.ConcurrencyRuleR\x04rule\"2\n" +
+	"\x1cRemoveConcurrencyRuleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1f\n" +
+	"\x1dRemoveConcurrencyRuleResponse\"\xd5\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -3180,14 +3620,15 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\x8f\x03\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\xd2\x03\n" +
 	"\x10GetStatsResponse\x12.\n" +
 	"\x06counts\x18\x01 \x03(\v2\x16.jobwire.v1.StateCountR\x06counts\x120\n" +
 	"\x06recent\x18\x02 \x03(\v2\x18.jobwire.v1.RecentCountsR\x06recent\x12-\n" +
 	"\x06queues\x18\x03 \x03(\v2\x15.jobwire.v1.QueueInfoR\x06queues\x12Y\n" +
 	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x12%\n" +
 	"\x0ecounts_omitted\x18\x05 \x01(\x05R\rcountsOmitted\x12%\n" +
-	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x1aA\n" +
+	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x12A\n" +
+	"\vconcurrency\x18( \x03(\v2\x1f.jobwire.v1.ConcurrencyRuleInfoR\vconcurrency\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xd2\x04\n" +
@@ -3300,7 +3741,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\x8e\v\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xcc\r\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -3320,7 +3761,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n" +
 	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponse\x12N\n" +
 	"\vListBrokers\x12\x1e.jobwire.v1.ListBrokersRequest\x1a\x1f.jobwire.v1.ListBrokersResponse\x12Z\n" +
-	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponseB\xa1\x01\n" +
+	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponse\x12i\n" +
+	"\x14ListConcurrencyRules\x12'.jobwire.v1.ListConcurrencyRulesRequest\x1a(.jobwire.v1.ListConcurrencyRulesResponse\x12c\n" +
+	"\x12SetConcurrencyRule\x12%.jobwire.v1.SetConcurrencyRuleRequest\x1a&.jobwire.v1.SetConcurrencyRuleResponse\x12l\n" +
+	"\x15RemoveConcurrencyRule\x12(.jobwire.v1.RemoveConcurrencyRuleRequest\x1a).jobwire.v1.RemoveConcurrencyRuleResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -3338,154 +3782,173 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
-	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
-	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 2: jobwire.v1.ListJobsResponse
-	(*DeadJobFilter)(nil),             // 3: jobwire.v1.DeadJobFilter
-	(*ListDeadJobsRequest)(nil),       // 4: jobwire.v1.ListDeadJobsRequest
-	(*ListDeadJobsResponse)(nil),      // 5: jobwire.v1.ListDeadJobsResponse
-	(*BulkSelection)(nil),             // 6: jobwire.v1.BulkSelection
-	(*RequeueDeadJobsRequest)(nil),    // 7: jobwire.v1.RequeueDeadJobsRequest
-	(*RequeueDeadJobsResponse)(nil),   // 8: jobwire.v1.RequeueDeadJobsResponse
-	(*PurgeDeadJobsRequest)(nil),      // 9: jobwire.v1.PurgeDeadJobsRequest
-	(*PurgeDeadJobsResponse)(nil),     // 10: jobwire.v1.PurgeDeadJobsResponse
-	(*TopDeadErrorsRequest)(nil),      // 11: jobwire.v1.TopDeadErrorsRequest
-	(*ErrorGroup)(nil),                // 12: jobwire.v1.ErrorGroup
-	(*TopDeadErrorsResponse)(nil),     // 13: jobwire.v1.TopDeadErrorsResponse
-	(*PurgeFinishedJobsRequest)(nil),  // 14: jobwire.v1.PurgeFinishedJobsRequest
-	(*PurgeFinishedJobsResponse)(nil), // 15: jobwire.v1.PurgeFinishedJobsResponse
-	(*ListQueuesRequest)(nil),         // 16: jobwire.v1.ListQueuesRequest
-	(*QueueInfo)(nil),                 // 17: jobwire.v1.QueueInfo
-	(*ListQueuesResponse)(nil),        // 18: jobwire.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),         // 19: jobwire.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),        // 20: jobwire.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),        // 21: jobwire.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),       // 22: jobwire.v1.ResumeQueueResponse
-	(*SetQueueLimitRequest)(nil),      // 23: jobwire.v1.SetQueueLimitRequest
-	(*SetQueueLimitResponse)(nil),     // 24: jobwire.v1.SetQueueLimitResponse
-	(*GetStatsRequest)(nil),           // 25: jobwire.v1.GetStatsRequest
-	(*StateCount)(nil),                // 26: jobwire.v1.StateCount
-	(*RecentCounts)(nil),              // 27: jobwire.v1.RecentCounts
-	(*GetStatsResponse)(nil),          // 28: jobwire.v1.GetStatsResponse
-	(*BreakerInfo)(nil),               // 29: jobwire.v1.BreakerInfo
-	(*BreakerTrip)(nil),               // 30: jobwire.v1.BreakerTrip
-	(*BreakerFailure)(nil),            // 31: jobwire.v1.BreakerFailure
-	(*ListBreakersRequest)(nil),       // 32: jobwire.v1.ListBreakersRequest
-	(*ListBreakersResponse)(nil),      // 33: jobwire.v1.ListBreakersResponse
-	(*ResetBreakerRequest)(nil),       // 34: jobwire.v1.ResetBreakerRequest
-	(*ResetBreakerResponse)(nil),      // 35: jobwire.v1.ResetBreakerResponse
-	(*ForceBreakerRequest)(nil),       // 36: jobwire.v1.ForceBreakerRequest
-	(*ForceBreakerResponse)(nil),      // 37: jobwire.v1.ForceBreakerResponse
-	(*ListWorkersRequest)(nil),        // 38: jobwire.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 39: jobwire.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 40: jobwire.v1.ListWorkersResponse
-	(*ListBrokersRequest)(nil),        // 41: jobwire.v1.ListBrokersRequest
-	(*BrokerEntry)(nil),               // 42: jobwire.v1.BrokerEntry
-	(*ListBrokersResponse)(nil),       // 43: jobwire.v1.ListBrokersResponse
-	(*AuditEvent)(nil),                // 44: jobwire.v1.AuditEvent
-	(*ListAuditEventsRequest)(nil),    // 45: jobwire.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),   // 46: jobwire.v1.ListAuditEventsResponse
-	nil,                               // 47: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 48: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 49: jobwire.v1.JobState
-	(*Job)(nil),                       // 50: jobwire.v1.Job
-	(DeadReason)(0),                   // 51: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 53: google.protobuf.Duration
+	(BreakerState)(0),                     // 0: jobwire.v1.BreakerState
+	(*ConcurrencyRule)(nil),               // 1: jobwire.v1.ConcurrencyRule
+	(*ConcurrencyRuleInfo)(nil),           // 2: jobwire.v1.ConcurrencyRuleInfo
+	(*ListConcurrencyRulesRequest)(nil),   // 3: jobwire.v1.ListConcurrencyRulesRequest
+	(*ListConcurrencyRulesResponse)(nil),  // 4: jobwire.v1.ListConcurrencyRulesResponse
+	(*SetConcurrencyRuleRequest)(nil),     // 5: jobwire.v1.SetConcurrencyRuleRequest
+	(*SetConcurrencyRuleResponse)(nil),    // 6: jobwire.v1.SetConcurrencyRuleResponse
+	(*RemoveConcurrencyRuleRequest)(nil),  // 7: jobwire.v1.RemoveConcurrencyRuleRequest
+	(*RemoveConcurrencyRuleResponse)(nil), // 8: jobwire.v1.RemoveConcurrencyRuleResponse
+	(*ListJobsRequest)(nil),               // 9: jobwire.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),              // 10: jobwire.v1.ListJobsResponse
+	(*DeadJobFilter)(nil),                 // 11: jobwire.v1.DeadJobFilter
+	(*ListDeadJobsRequest)(nil),           // 12: jobwire.v1.ListDeadJobsRequest
+	(*ListDeadJobsResponse)(nil),          // 13: jobwire.v1.ListDeadJobsResponse
+	(*BulkSelection)(nil),                 // 14: jobwire.v1.BulkSelection
+	(*RequeueDeadJobsRequest)(nil),        // 15: jobwire.v1.RequeueDeadJobsRequest
+	(*RequeueDeadJobsResponse)(nil),       // 16: jobwire.v1.RequeueDeadJobsResponse
+	(*PurgeDeadJobsRequest)(nil),          // 17: jobwire.v1.PurgeDeadJobsRequest
+	(*PurgeDeadJobsResponse)(nil),         // 18: jobwire.v1.PurgeDeadJobsResponse
+	(*TopDeadErrorsRequest)(nil),          // 19: jobwire.v1.TopDeadErrorsRequest
+	(*ErrorGroup)(nil),                    // 20: jobwire.v1.ErrorGroup
+	(*TopDeadErrorsResponse)(nil),         // 21: jobwire.v1.TopDeadErrorsResponse
+	(*PurgeFinishedJobsRequest)(nil),      // 22: jobwire.v1.PurgeFinishedJobsRequest
+	(*PurgeFinishedJobsResponse)(nil),     // 23: jobwire.v1.PurgeFinishedJobsResponse
+	(*ListQueuesRequest)(nil),             // 24: jobwire.v1.ListQueuesRequest
+	(*QueueInfo)(nil),                     // 25: jobwire.v1.QueueInfo
+	(*ListQueuesResponse)(nil),            // 26: jobwire.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),             // 27: jobwire.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),            // 28: jobwire.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),            // 29: jobwire.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),           // 30: jobwire.v1.ResumeQueueResponse
+	(*SetQueueLimitRequest)(nil),          // 31: jobwire.v1.SetQueueLimitRequest
+	(*SetQueueLimitResponse)(nil),         // 32: jobwire.v1.SetQueueLimitResponse
+	(*GetStatsRequest)(nil),               // 33: jobwire.v1.GetStatsRequest
+	(*StateCount)(nil),                    // 34: jobwire.v1.StateCount
+	(*RecentCounts)(nil),                  // 35: jobwire.v1.RecentCounts
+	(*GetStatsResponse)(nil),              // 36: jobwire.v1.GetStatsResponse
+	(*BreakerInfo)(nil),                   // 37: jobwire.v1.BreakerInfo
+	(*BreakerTrip)(nil),                   // 38: jobwire.v1.BreakerTrip
+	(*BreakerFailure)(nil),                // 39: jobwire.v1.BreakerFailure
+	(*ListBreakersRequest)(nil),           // 40: jobwire.v1.ListBreakersRequest
+	(*ListBreakersResponse)(nil),          // 41: jobwire.v1.ListBreakersResponse
+	(*ResetBreakerRequest)(nil),           // 42: jobwire.v1.ResetBreakerRequest
+	(*ResetBreakerResponse)(nil),          // 43: jobwire.v1.ResetBreakerResponse
+	(*ForceBreakerRequest)(nil),           // 44: jobwire.v1.ForceBreakerRequest
+	(*ForceBreakerResponse)(nil),          // 45: jobwire.v1.ForceBreakerResponse
+	(*ListWorkersRequest)(nil),            // 46: jobwire.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                    // 47: jobwire.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),           // 48: jobwire.v1.ListWorkersResponse
+	(*ListBrokersRequest)(nil),            // 49: jobwire.v1.ListBrokersRequest
+	(*BrokerEntry)(nil),                   // 50: jobwire.v1.BrokerEntry
+	(*ListBrokersResponse)(nil),           // 51: jobwire.v1.ListBrokersResponse
+	(*AuditEvent)(nil),                    // 52: jobwire.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),        // 53: jobwire.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),       // 54: jobwire.v1.ListAuditEventsResponse
+	nil,                                   // 55: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                                   // 56: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                         // 57: jobwire.v1.JobState
+	(*Job)(nil),                           // 58: jobwire.v1.Job
+	(DeadReason)(0),                       // 59: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),         // 60: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 61: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	49, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	50, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	51, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	52, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	52, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
-	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	50, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
-	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
-	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	52, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	50, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
-	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	50, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
-	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	52, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
-	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	53, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	47, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	53, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
-	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
-	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
-	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
-	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	49, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	53, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
-	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
-	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
-	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	48, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	52, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	52, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
-	30, // 32: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	52, // 33: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	52, // 34: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	53, // 35: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
-	31, // 36: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	52, // 37: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
-	29, // 38: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
-	29, // 39: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	0,  // 40: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
-	29, // 41: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	52, // 42: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	39, // 43: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	52, // 44: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	52, // 45: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
-	42, // 46: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	52, // 47: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	52, // 48: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	52, // 49: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	44, // 50: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	1,  // 51: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 52: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 53: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 54: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 55: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 56: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 57: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 58: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 59: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 60: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 61: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	32, // 62: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	34, // 63: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	36, // 64: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	38, // 65: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	41, // 66: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	45, // 67: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	2,  // 68: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 69: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 70: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 71: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 72: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 73: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 74: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 75: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 76: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 77: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 78: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	33, // 79: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	35, // 80: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	37, // 81: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	40, // 82: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	43, // 83: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	46, // 84: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	68, // [68:85] is the sub-list for method output_type
-	51, // [51:68] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	1,  // 0: jobwire.v1.ConcurrencyRuleInfo.rule:type_name -> jobwire.v1.ConcurrencyRule
+	2,  // 1: jobwire.v1.ListConcurrencyRulesResponse.rules:type_name -> jobwire.v1.ConcurrencyRuleInfo
+	1,  // 2: jobwire.v1.SetConcurrencyRuleRequest.rule:type_name -> jobwire.v1.ConcurrencyRule
+	1,  // 3: jobwire.v1.SetConcurrencyRuleResponse.rule:type_name -> jobwire.v1.ConcurrencyRule
+	57, // 4: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	58, // 5: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	59, // 6: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	60, // 7: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	60, // 8: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	11, // 9: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
+	58, // 10: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	11, // 11: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
+	14, // 12: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
+	60, // 13: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	58, // 14: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	14, // 15: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
+	58, // 16: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	11, // 17: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
+	60, // 18: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	20, // 19: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
+	61, // 20: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	55, // 21: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	61, // 22: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	25, // 23: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
+	25, // 24: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
+	25, // 25: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
+	25, // 26: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
+	57, // 27: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	61, // 28: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	34, // 29: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
+	35, // 30: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
+	25, // 31: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
+	56, // 32: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	2,  // 33: jobwire.v1.GetStatsResponse.concurrency:type_name -> jobwire.v1.ConcurrencyRuleInfo
+	0,  // 34: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
+	60, // 35: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	60, // 36: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	38, // 37: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
+	60, // 38: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	60, // 39: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	61, // 40: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	39, // 41: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
+	60, // 42: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	37, // 43: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
+	37, // 44: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	0,  // 45: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
+	37, // 46: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	60, // 47: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	47, // 48: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	60, // 49: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	60, // 50: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	50, // 51: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	60, // 52: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	60, // 53: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	60, // 54: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	52, // 55: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	9,  // 56: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	12, // 57: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	15, // 58: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	17, // 59: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	19, // 60: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	22, // 61: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	24, // 62: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	27, // 63: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	29, // 64: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	31, // 65: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	33, // 66: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	40, // 67: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	42, // 68: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	44, // 69: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	46, // 70: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	49, // 71: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	53, // 72: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	3,  // 73: jobwire.v1.AdminService.ListConcurrencyRules:input_type -> jobwire.v1.ListConcurrencyRulesRequest
+	5,  // 74: jobwire.v1.AdminService.SetConcurrencyRule:input_type -> jobwire.v1.SetConcurrencyRuleRequest
+	7,  // 75: jobwire.v1.AdminService.RemoveConcurrencyRule:input_type -> jobwire.v1.RemoveConcurrencyRuleRequest
+	10, // 76: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	13, // 77: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	16, // 78: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	18, // 79: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	21, // 80: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	23, // 81: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	26, // 82: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	28, // 83: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	30, // 84: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	32, // 85: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	36, // 86: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	41, // 87: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	43, // 88: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	45, // 89: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	48, // 90: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	51, // 91: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	54, // 92: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	4,  // 93: jobwire.v1.AdminService.ListConcurrencyRules:output_type -> jobwire.v1.ListConcurrencyRulesResponse
+	6,  // 94: jobwire.v1.AdminService.SetConcurrencyRule:output_type -> jobwire.v1.SetConcurrencyRuleResponse
+	8,  // 95: jobwire.v1.AdminService.RemoveConcurrencyRule:output_type -> jobwire.v1.RemoveConcurrencyRuleResponse
+	76, // [76:96] is the sub-list for method output_type
+	56, // [56:76] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -3494,14 +3957,14 @@ func file_jobwire_v1_admin_service_proto_init() {
 		return
 	}
 	file_jobwire_v1_job_proto_init()
-	file_jobwire_v1_admin_service_proto_msgTypes[6].OneofWrappers = []any{}
+	file_jobwire_v1_admin_service_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

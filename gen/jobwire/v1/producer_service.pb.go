@@ -42,19 +42,22 @@ const (
 	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
 	// It is ready and waits for a free slot of a worker that serves it.
 	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+	// Its concurrency key has as many jobs running as its limit allows.
+	WaitReason_WAIT_REASON_CONCURRENCY_KEY WaitReason = 10
 )
 
 // Enum value maps for WaitReason.
 var (
 	WaitReason_name = map[int32]string{
-		0: "WAIT_REASON_UNSPECIFIED",
-		1: "WAIT_REASON_SCHEDULED",
-		2: "WAIT_REASON_QUEUE_PAUSED",
-		3: "WAIT_REASON_QUEUE_AT_CAP",
-		4: "WAIT_REASON_BREAKER_OPEN",
-		5: "WAIT_REASON_BREAKER_PROBING",
-		6: "WAIT_REASON_NO_WORKER",
-		7: "WAIT_REASON_WORKER_SLOT",
+		0:  "WAIT_REASON_UNSPECIFIED",
+		1:  "WAIT_REASON_SCHEDULED",
+		2:  "WAIT_REASON_QUEUE_PAUSED",
+		3:  "WAIT_REASON_QUEUE_AT_CAP",
+		4:  "WAIT_REASON_BREAKER_OPEN",
+		5:  "WAIT_REASON_BREAKER_PROBING",
+		6:  "WAIT_REASON_NO_WORKER",
+		7:  "WAIT_REASON_WORKER_SLOT",
+		10: "WAIT_REASON_CONCURRENCY_KEY",
 	}
 	WaitReason_value = map[string]int32{
 		"WAIT_REASON_UNSPECIFIED":     0,
@@ -65,6 +68,7 @@ var (
 		"WAIT_REASON_BREAKER_PROBING": 5,
 		"WAIT_REASON_NO_WORKER":       6,
 		"WAIT_REASON_WORKER_SLOT":     7,
+		"WAIT_REASON_CONCURRENCY_KEY": 10,
 	}
 )
 
@@ -125,9 +129,16 @@ type JobSpec struct {
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
 	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
 	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// At most concurrency_limit jobs with this key run at once (leased or running, across every
+	// broker of the database); the others wait PENDING, spending no attempt, and keys take turns
+	// (round-robin). 1..255 bytes; it goes before any configured concurrency rule. Empty: the
+	// rules decide. See docs/scheduling.md.
+	ConcurrencyKey string `protobuf:"bytes,25,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	// With concurrency_key: at least 1. Zero without a key.
+	ConcurrencyLimit int32 `protobuf:"varint,26,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -239,6 +250,20 @@ func (x *JobSpec) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *JobSpec) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *JobSpec) GetConcurrencyLimit() int32 {
+	if x != nil {
+		return x.ConcurrencyLimit
+	}
+	return 0
 }
 
 type isJobSpec_Schedule interface {
@@ -609,7 +634,8 @@ type JobWaiting struct {
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	// When the wait ends by itself: the run time, or the breaker's next probe.
 	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
-	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP.
+	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP; the key's limit, for
+	// WAIT_REASON_CONCURRENCY_KEY.
 	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -766,7 +792,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xe9\x03\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xbf\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -778,7 +804,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x12'\n" +
+	"\x0fconcurrency_key\x18\x19 \x01(\tR\x0econcurrencyKey\x12+\n" +
+	"\x11concurrency_limit\x18\x1a \x01(\x05R\x10concurrencyLimit\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -811,7 +839,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x10CancelJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"6\n" +
 	"\x11CancelJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\xf7\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\x98\x02\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -821,7 +849,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x1f\n" +
+	"\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n" +
+	"2\xb3\x02\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +

@@ -20,3 +20,9 @@ CREATE TABLE IF NOT EXISTS concurrency_rules (
 	max_running integer NOT NULL,
 	updated_at bigint NOT NULL DEFAULT 0
 );
+-- When each key last had a job leased (Unix nanoseconds), written under the keys' lock: among
+-- keys with equally few jobs running, the one served longest ago goes first (round-robin).
+CREATE TABLE IF NOT EXISTS concurrency_turns (
+	concurrency_key text PRIMARY KEY,
+	served bigint NOT NULL
+);

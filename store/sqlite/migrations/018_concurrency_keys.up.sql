@@ -18,3 +18,9 @@ CREATE TABLE concurrency_rules (
 	max_running INTEGER NOT NULL,
 	updated_at INTEGER NOT NULL DEFAULT 0
 );
+-- When each key last had a job leased (Unix nanoseconds): among keys with equally few jobs
+-- running, the one served longest ago goes first (round-robin).
+CREATE TABLE concurrency_turns (
+	concurrency_key TEXT PRIMARY KEY,
+	served INTEGER NOT NULL
+);
