@@ -239,3 +239,52 @@ func TestConcurrencyBadInput(t *testing.T) {
 		t.Errorf("removing a rule that does not exist: %v, want NOT_FOUND", err)
 	}
 }
+
+// A key's limit holds across brokers: workers on two brokers never run more than 3 of a key's
+// jobs, by what they were handed or by what the database
+// holds, and a rule set through one broker keys the jobs enqueued through the other. Neither
+// broker's poll runs: only the cluster's events carry the rule and the freed slots.
+func TestClusterConcurrencyKeyHoldsAcrossBrokers(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	setRule(t, a, &jobwirev1.ConcurrencyRule{Name: "c", Type: "sync", Key: "payload.customer_id", MaxRunning: 3})
+	var ids []int64
+	brokertest.WaitFor(t, "the rule keying jobs enqueued through the other broker", func() bool {
+		id := b.Enqueue(forCustomer("acme"))
+		if getJob(t, b, id).GetConcurrencyKey() == "c:acme" {
+			ids = append(ids, id)
+			return true
+		}
+		// Enqueued before the broker read the rule: no key, so out of the count.
+		_, err := b.Producer.CancelJob(context.Background(), &jobwirev1.CancelJobRequest{Id: id})
+		return err != nil && t.Failed()
+	})
+	for range 10 {
+		ids = append(ids, b.Enqueue(forCustomer("acme")))
+	}
+	// Each broker's worker has two slots, four in all: the key's third running job is always on
+	// the other broker, and each broker alone would let two and two run.
+	workers := []*brokertest.RawWorker{a.Connect(brokertest.Hello("wa", 2, "sync")), b.Connect(brokertest.Hello("wb", 2, "sync"))}
+	r := &keyedRun{t: t, workers: workers}
+	ranOn := map[*brokertest.RawWorker]map[int64]bool{workers[0]: {}, workers[1]: {}}
+	r.run(len(ids), func(running []keyedHeld) {
+		if len(running) > 3 {
+			t.Fatalf("%d of acme's jobs handed out at once, limit 3", len(running))
+		}
+		for _, h := range running {
+			ranOn[h.w][h.a.GetJob().GetId()] = true
+		}
+		stats, err := a.Admin.ListConcurrencyRules(context.Background(), &jobwirev1.ListConcurrencyRulesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stats.GetRules() {
+			if s.GetRunning() > 3 {
+				t.Fatalf("%d of acme's jobs held in the database, limit 3", s.GetRunning())
+			}
+		}
+	})
+	if len(ranOn[workers[0]]) == 0 || len(ranOn[workers[1]]) == 0 {
+		t.Fatalf("jobs run per broker: %d and %d, want both brokers to have run some", len(ranOn[workers[0]]), len(ranOn[workers[1]]))
+	}
+}
