@@ -43,6 +43,11 @@ type JobSpec struct {
 	// 64 keys of [A-Za-z0-9_.:-], values up to 4096 bytes. The client adds the W3C trace
 	// context of the enqueue ("traceparent", "tracestate").
 	Metadata map[string]string
+	// ConcurrencyKey, with ConcurrencyLimit (at least 1), lets at most that many jobs of the
+	// key run at once, across every broker; the others wait their turn, spending no attempt.
+	// Empty: the broker's concurrency rules decide (SetConcurrencyRule).
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -225,6 +230,9 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
+	}
+	if err := concurrencyToProto(op, s, pb); err != nil {
+		return nil, err
 	}
 	switch {
 	case !s.RunAt.IsZero():
