@@ -28,6 +28,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "attempts allowed, including the first (default: the type's policy)")
 	fs.StringVar(&key, "idempotency-key", "", "a repeat enqueue with this key returns the existing job")
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
+	conc := addConcurrencyFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -52,6 +53,9 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return usageErrorf("give --delay or --run-at, not both")
 	}
 	spec.Priority, spec.MaxAttempts = int32(priority), int32(maxAttempts)
+	if err := conc.apply(spec); err != nil {
+		return err
+	}
 	if flagGiven(fs, "payload") {
 		if spec.Payload, err = parseJSONPayload("payload", payload); err != nil {
 			return err

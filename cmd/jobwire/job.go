@@ -151,6 +151,9 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	row(tw, "Finished at", fmtTime(j.GetFinishedAt()))
 	row(tw, "Attempt timeout", fmtDuration(j.GetAttemptTimeout()))
 	row(tw, "Idempotency key", orDash(j.GetIdempotencyKey()))
+	if k := j.GetConcurrencyKey(); k != "" {
+		row(tw, "Concurrency key", fmt.Sprintf("%s (at most %d running)", display(k), j.GetConcurrencyLimit()))
+	}
 	if j.GetLastErrorType() != "" || j.GetLastErrorMessage() != "" {
 		row(tw, "Last error", oneLine(lastError(j), 200))
 	}
