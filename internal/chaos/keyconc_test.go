@@ -212,4 +212,3 @@ func succeeded(ctx context.Context, db *pgx.Conn, res []client.EnqueueResult) in
 	}
 	return n
 }
-
