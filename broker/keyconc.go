@@ -59,7 +59,14 @@ const MaxConcurrencyRules = 256
 
 var ruleName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
-// check refuses a rule that cannot be applied, with a sentence that says why.
+// Validate refuses a rule that cannot be applied, with a sentence that says why.
+func (r ConcurrencyRule) Validate() error {
+	_, err := r.check()
+	return err
+}
+
+// check refuses a rule that cannot be applied, with a sentence that says why, and returns its
+// parsed key expression.
 func (r ConcurrencyRule) check() (jobkey.Expr, error) {
 	if !ruleName.MatchString(r.Name) {
 		return jobkey.Expr{}, fmt.Errorf("%w: name %q must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
@@ -286,5 +287,36 @@ func TestClusterConcurrencyKeyHoldsAcrossBrokers(t *testing.T) {
 	})
 	if len(ranOn[workers[0]]) == 0 || len(ranOn[workers[1]]) == 0 {
 		t.Fatalf("jobs run per broker: %d and %d, want both brokers to have run some", len(ranOn[workers[0]]), len(ranOn[workers[1]]))
+	}
+}
+
+// A rule of the configuration is in force from the start and survives a restart; the jobs it
+// held back keep their key across the restart.
+func TestConfiguredConcurrencyRuleSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	cfg := brokertest.DefaultConfig()
+	cfg.Concurrency = []broker.ConcurrencyRule{{Name: "c", Type: "sync", Key: "payload.customer_id", MaxRunning: 1}}
+	b := brokertest.New(t, brokertest.Options{Config: cfg})
+	first, second := b.Enqueue(forCustomer("acme")), b.Enqueue(forCustomer("acme"))
+	w := b.Connect(brokertest.Hello("w", 4, "sync"))
+	a := w.Assignment()
+	if a.GetJob().GetId() != first {
+		t.Fatalf("got job %d, want %d", a.GetJob().GetId(), first)
+	}
+	w.Started(a)
+	b.Restart()
+	if j := getJob(t, b, second); j.GetConcurrencyKey() != "c:acme" || j.GetState() != jobwirev1.JobState_JOB_STATE_PENDING {
+		t.Fatalf("after the restart job %d is %s with key %q, want PENDING with c:acme", second, j.GetState(), j.GetConcurrencyKey())
+	}
+	res, err := b.Admin.ListConcurrencyRules(context.Background(), &jobwirev1.ListConcurrencyRulesRequest{})
+	if err != nil || len(res.GetRules()) != 1 || res.GetRules()[0].GetRule().GetMaxRunning() != 1 {
+		t.Fatalf("rules after the restart: %v (%v), want the configured one", res.GetRules(), err)
+	}
+	// The first job is still RUNNING (its worker is gone but its lease is live): the second
+	// waits for its key, not for a worker.
+	b.Connect(brokertest.Hello("w2", 4, "sync"))
+	got, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: second})
+	if err != nil || got.GetWaiting().GetReason() != jobwirev1.WaitReason_WAIT_REASON_CONCURRENCY_KEY {
+		t.Fatalf("after the restart the second job waits for %v (%v), want its key", got.GetWaiting(), err)
 	}
 }
