@@ -42,8 +42,8 @@ type File struct {
 	// Concurrency are limits of running jobs per key (broker.ConcurrencyRule), stored at start
 	// over any rule of the same name set at run time.
 	Concurrency []ConcurrencyFile `yaml:"concurrency"`
-	LogLevel          string             `yaml:"log_level"`  // debug, info (default), warn, error
-	LogFormat         string             `yaml:"log_format"` // text (default) or json
+	LogLevel    string            `yaml:"log_level"`  // debug, info (default), warn, error
+	LogFormat   string            `yaml:"log_format"` // text (default) or json
 	// HTTPListen is the address of the HTTP listener (metrics, health, dashboard), or "off".
 	HTTPListen string `yaml:"http_listen"`
 	// Metrics turns the Prometheus metrics on (default) or off.
