@@ -71,6 +71,10 @@ var rpcs = map[string]rpc{
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
 	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
 	"ListAuditEvents": call[jobwirev1.ListAuditEventsRequest, jobwirev1.ListAuditEventsResponse](jobwirev1.AdminService_ListAuditEvents_FullMethodName, false),
+
+	"ListConcurrencyRules":  call[jobwirev1.ListConcurrencyRulesRequest, jobwirev1.ListConcurrencyRulesResponse](jobwirev1.AdminService_ListConcurrencyRules_FullMethodName, false),
+	"SetConcurrencyRule":    call[jobwirev1.SetConcurrencyRuleRequest, jobwirev1.SetConcurrencyRuleResponse](jobwirev1.AdminService_SetConcurrencyRule_FullMethodName, true),
+	"RemoveConcurrencyRule": call[jobwirev1.RemoveConcurrencyRuleRequest, jobwirev1.RemoveConcurrencyRuleResponse](jobwirev1.AdminService_RemoveConcurrencyRule_FullMethodName, true),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).
