@@ -304,6 +304,9 @@ func TestConfiguredConcurrencyRuleSurvivesRestart(t *testing.T) {
 		t.Fatalf("got job %d, want %d", a.GetJob().GetId(), first)
 	}
 	w.Started(a)
+	brokertest.WaitFor(t, "the first job stored RUNNING", func() bool {
+		return getJob(t, b, first).GetState() == jobwirev1.JobState_JOB_STATE_RUNNING
+	})
 	b.Restart()
 	if j := getJob(t, b, second); j.GetConcurrencyKey() != "c:acme" || j.GetState() != jobwirev1.JobState_JOB_STATE_PENDING {
 		t.Fatalf("after the restart job %d is %s with key %q, want PENDING with c:acme", second, j.GetState(), j.GetConcurrencyKey())
@@ -313,8 +316,7 @@ func TestConfiguredConcurrencyRuleSurvivesRestart(t *testing.T) {
 		t.Fatalf("rules after the restart: %v (%v), want the configured one", res.GetRules(), err)
 	}
 	// The first job is still RUNNING (its worker is gone but its lease is live): the second
-	// waits for its key, not for a worker.
-	b.Connect(brokertest.Hello("w2", 4, "sync"))
+	// waits for its key, before any question of workers.
 	got, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: second})
 	if err != nil || got.GetWaiting().GetReason() != jobwirev1.WaitReason_WAIT_REASON_CONCURRENCY_KEY {
 		t.Fatalf("after the restart the second job waits for %v (%v), want its key", got.GetWaiting(), err)
