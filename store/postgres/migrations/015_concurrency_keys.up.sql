@@ -2,9 +2,9 @@
 -- at once. The key is computed at enqueue (a configured rule's key expression, or the key the
 -- producer gave) and stored with the job; concurrency_rule names the rule that set it ('' for
 -- the producer's own), so that changing or removing a rule reaches the jobs still waiting.
-ALTER TABLE jobs ADD COLUMN concurrency_key text NOT NULL DEFAULT '',
-	ADD COLUMN concurrency_limit integer NOT NULL DEFAULT 0,
-	ADD COLUMN concurrency_rule text NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_key text NOT NULL DEFAULT '',
+	ADD COLUMN IF NOT EXISTS concurrency_limit integer NOT NULL DEFAULT 0,
+	ADD COLUMN IF NOT EXISTS concurrency_rule text NOT NULL DEFAULT '';
 -- The keyed jobs that wait, for the fair lease (keyconc.go): it ranks each key's jobs.
 CREATE INDEX IF NOT EXISTS jobs_ready_keyed ON jobs (concurrency_key, priority DESC, run_at, id)
 	WHERE state = 2 AND concurrency_key <> '';
