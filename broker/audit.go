@@ -32,6 +32,9 @@ const (
 	AuditBreakerForce   = "breaker.force"
 	AuditTokenCreate    = "token.create"
 	AuditTokenRevoke    = "token.revoke"
+	// AuditConcurrencySet and AuditConcurrencyRemove change the concurrency rules (keyconc.go).
+	AuditConcurrencySet    = "concurrency.set"
+	AuditConcurrencyRemove = "concurrency.remove"
 )
 
 // AuditActions lists every action the trail records.
@@ -39,7 +42,7 @@ var AuditActions = []string{AuditJobCancel, AuditDeadRequeue, AuditDeadPurge, Au
 	AuditQueuePause, AuditQueueResume, AuditQueueLimit, AuditBreakerReset, AuditBreakerForce,
 	AuditTokenCreate, AuditTokenRevoke, AuditJobRunNow, AuditJobRetryNow, AuditJobDelete, AuditJobPriority,
 	AuditScheduleAdd, AuditScheduleUpdate, AuditScheduleRemove, AuditSchedulePause, AuditScheduleResume,
-	AuditScheduleTrigger, AuditScheduleBackfill}
+	AuditScheduleTrigger, AuditScheduleBackfill, AuditConcurrencySet, AuditConcurrencyRemove}
 
 // Anonymous is the actor name of a caller without a token (auth off).
 const Anonymous = "anonymous"

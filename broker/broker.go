@@ -186,6 +186,7 @@ func New(opts Options) (*Broker, error) {
 		b.mode = newClustered(b, opts.Cluster, opts.ClusterPoll, self)
 	}
 	b.svc = newServices(b)
+	b.svc.keys = newKeyLimits(b, opts.Cluster != nil, opts.ClusterPoll)
 	b.watchReach(opts.DatabaseSilence, opts.Cluster)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.newWriters(opts.Commit)
@@ -265,6 +266,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.loadQueueRules(ctx); err != nil {
 		return err
 	}
+	if err := b.applyConfiguredKeys(ctx); err != nil {
+		return err
+	}
 	// A RUNNING job is still running somewhere, as far as anyone knows: it keeps its lease,
 	// held by no session, as when its worker's stream breaks. It counts under its queue's cap
 	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
@@ -306,7 +310,7 @@ func (b *Broker) Start(ctx context.Context) error {
 
 // timedServices are the services that start work on a clock: the broker's, then its mode's.
 func (b *Broker) timedServices() []service.Service {
-	return append(b.svc.timed(), b.mode.timed()...)
+	return append(append(b.svc.timed(), b.mode.timed()...), b.svc.keys.services()...)
 }
 
 // afterServices are the services that stop once the writer stopped, in the order they stop:
@@ -410,6 +414,9 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		s := specs[i].withDefaults(b.cfg, now)
 		params[i] = s.insertParams(now)
 	}
+	if err := b.svc.keys.assign(specs, params); err != nil {
+		return nil, err
+	}
 	o := newEnqueueOp(params, now)
 	spans := b.startEnqueueSpans(ctx, params)
 	err := b.mode.enqueue(ctx, o, params, now)
@@ -437,7 +444,11 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 
 // Get reads a job with its attempt history.
 func (b *Broker) Get(ctx context.Context, id int64) (*job.Job, error) {
-	return b.st.JobGet(ctx, id)
+	j, err := b.st.JobGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return j, b.withConcurrency(ctx, j)
 }
 
 // ErrFinished is wrapped by Cancel's error for a job that had already finished (SUCCEEDED,

@@ -37,6 +37,9 @@ type Config struct {
 	WatchPoll time.Duration
 	// Schedules are the periodic schedules the configuration file declares (schedules.go).
 	Schedules []schedule.Definition
+	// Concurrency are the limits of running jobs per key the configuration file sets
+	// (keyconc.go), stored at start over any of the same name.
+	Concurrency []ConcurrencyRule
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small

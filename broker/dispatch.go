@@ -80,7 +80,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// back, sees the whole ready set: if its grants then come back short (handOut), no job is
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
-	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 {
+	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 && !b.svc.keys.active() {
 		b.writing.readyMaybe.Store(false)
 	}
 	b.armBreakerTimerLocked()
@@ -489,8 +489,9 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		// any queue the database says is (one capped meanwhile): it then needs no count of
 		// room (see replaceQueueRulesLocked).
 		EnforceQueues: b.mode.sharedQueues(),
-		SkipCapped:    b.mode.sharedQueues() && len(b.queues.cappedQueues) == 0,
+		SkipCapped:    b.mode.sharedQueues() && len(b.queues.cappedQueues) == 0 && !b.svc.keys.active(),
 		ExcludeShut:   b.sharedBreakers() && !probe,
+		Keyed:         b.svc.keys.active(),
 	}
 }
 

@@ -70,7 +70,11 @@ func newEnqueueOp(params []*store.JobInsertParams, now time.Time) *enqueueOp {
 			o.scheduled = p.RunAt
 		}
 	}
-	o.grouped = !slices.ContainsFunc(params, (*store.JobInsertParams).Keyed)
+	// A keyed job is inserted by its own op, whose insert writes its key (and is never
+	// offered: only a lease that counts its key's room may take it).
+	o.grouped = !slices.ContainsFunc(params, func(p *store.JobInsertParams) bool {
+		return p.Keyed() || p.Concurrency.Key != ""
+	})
 	return o
 }
 
@@ -98,6 +102,9 @@ func (o *enqueueOp) Inserted(tx store.Tx, rs []store.JobInsertResult) {
 	o.results = rs
 	if o.readies {
 		tx.Publish(readyEvent)
+	}
+	if !o.grouped && slices.ContainsFunc(o.params, func(p *store.JobInsertParams) bool { return p.Concurrency.Key != "" }) {
+		tx.Publish(concurrencyEvent) // the other brokers' leases must honour its key
 	}
 	if !o.scheduled.IsZero() {
 		tx.Publish(scheduledEvent(o.scheduled))

@@ -33,6 +33,10 @@ type JobSpec struct {
 	Unique *unique.Options
 	// Deps, when it names parents, makes the job wait for them (deps.go).
 	Deps *DepsSpec
+	// ConcurrencyKey, with ConcurrencyLimit (at least 1), lets at most that many jobs of the
+	// key run at once (keyconc.go); it goes before any configured rule. "": the rules decide.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // Enqueued is what became of one JobSpec.

@@ -22,6 +22,9 @@ type services struct {
 	watches     *watchHub         // jobs producers wait for or follow, and their backstop (watch.go)
 	schedules   *scheduler        // periodic schedules fired on the leader (schedules.go)
 
+	// keys are the concurrency rules and their refresh in a cluster (keyconc.go).
+	keys *keyLimits
+
 	// After the writer: it reports to them until it stops.
 	breakerStore *breakerKeeper // breaker states stored, shared ones refreshed (breakerstore.go)
 }

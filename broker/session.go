@@ -484,7 +484,7 @@ func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Ti
 	}
 	l.storing = endingOf(failure)
 	e := endingAttempt{job: l.job, number: l.attempt, startedAt: l.startedAt, permit: l.permit,
-		frees: b.freesRoomLocked(l.job.Queue)}
+		frees: b.freesRoomLocked(l.job.Queue) || b.mode.sharedQueues() && l.job.ConcurrencyKey != ""}
 	if !l.started {
 		e.startedAt = now // a worker that skipped Started: the attempt still counts
 		b.obs.AttemptStarted(e.job.Queue, e.job.Type, now.Sub(e.job.RunAt))

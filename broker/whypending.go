@@ -30,6 +30,8 @@ const (
 	WaitNoWorker = WaitReason(dispatchrule.NoWorker)
 	// WaitWorkerSlot: it is ready and waits for a free slot of a worker that serves it.
 	WaitWorkerSlot = WaitReason(dispatchrule.WorkerSlot)
+	// WaitKeyAtLimit: its concurrency key has as many jobs running as its limit allows.
+	WaitKeyAtLimit = WaitReason(dispatchrule.KeyAtLimit)
 )
 
 var waitReasonNames = [...]string{"", "scheduled", "queue_paused", "queue_at_cap", "breaker_open",
@@ -48,7 +50,7 @@ type Waiting struct {
 	Detail string
 	// Until is when the wait ends by itself: the run time, or the breaker's next probe.
 	Until time.Time
-	// Limit is the queue's cap for WaitQueueAtCap.
+	// Limit is the queue's cap for WaitQueueAtCap, the key's limit for WaitKeyAtLimit.
 	Limit int
 }
 
@@ -68,6 +70,9 @@ func (b *Broker) WhyPending(j *job.Job) Waiting {
 	if j.State == job.StateScheduled || !dispatchrule.Ready(dispatchrule.Job{RunAt: j.RunAt}, now) {
 		return Waiting{Reason: WaitScheduled, Until: j.RunAt,
 			Detail: "scheduled for " + j.RunAt.UTC().Format(time.RFC3339)}
+	}
+	if w, held := b.keyWaiting(j); held {
+		return w
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -35,6 +35,9 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 		LastErrorType:    p.GetLastErrorType(),
 		LastErrorMessage: p.GetLastErrorMessage(),
 		Metadata:         p.GetMetadata(),
+		ConcurrencyKey:   p.GetConcurrencyKey(),
+		ConcurrencyLimit: int(p.GetConcurrencyLimit()),
+		ConcurrencyRule:  p.GetConcurrencyRule(),
 		UniqueKey:        p.GetUniqueKey(),
 	}
 	for _, s := range p.GetUniqueStates() {

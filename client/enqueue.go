@@ -50,6 +50,11 @@ type JobSpec struct {
 	DependsOn []int64
 	// RunIfParentsFail runs the job once every parent is final, whatever their outcome.
 	RunIfParentsFail bool
+	// ConcurrencyKey, with ConcurrencyLimit (at least 1), lets at most that many jobs of the
+	// key run at once, across every broker; the others wait their turn, spending no attempt.
+	// Empty: the broker's concurrency rules decide (SetConcurrencyRule).
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -238,6 +243,9 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		Unique:         uniqueToProto(s.Unique),
 	}
 	pb.DependsOn, pb.RunIfParentsFail = s.DependsOn, s.RunIfParentsFail
+	if err := concurrencyToProto(op, s, pb); err != nil {
+		return nil, err
+	}
 	switch {
 	case !s.RunAt.IsZero():
 		pb.Schedule = &jobwirev1.JobSpec_RunAt{RunAt: timestamppb.New(s.RunAt)}

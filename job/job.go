@@ -193,6 +193,13 @@ type Job struct {
 	// key while its state is one of UniqueStates.
 	UniqueKey    string
 	UniqueStates []State
+	// ConcurrencyKey is the job's concurrency key ("" for none): at most ConcurrencyLimit jobs
+	// of the key run at once. ConcurrencyRule names the configured rule that gave it; "" when
+	// the producer did. Filled when a job is read for a person (GetJob), and by a lease that
+	// honours keys; other reads leave them empty.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+	ConcurrencyRule  string
 
 	LastErrorType    string
 	LastErrorMessage string

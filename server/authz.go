@@ -82,6 +82,10 @@ var access = map[string]rule{
 	jobwirev1.AdminService_DeleteJob_FullMethodName:         adminOnly,
 	jobwirev1.AdminService_SetJobPriority_FullMethodName:    adminOnly,
 
+	jobwirev1.AdminService_ListConcurrencyRules_FullMethodName:  viewer,
+	jobwirev1.AdminService_SetConcurrencyRule_FullMethodName:    adminOnly,
+	jobwirev1.AdminService_RemoveConcurrencyRule_FullMethodName: adminOnly,
+
 	jobwirev1.TokenService_CreateToken_FullMethodName: adminOnly,
 	jobwirev1.TokenService_ListTokens_FullMethodName:  adminOnly,
 	jobwirev1.TokenService_RevokeToken_FullMethodName: adminOnly,

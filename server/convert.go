@@ -60,6 +60,9 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		UniqueStates:     uniqueStatesToProto(j.UniqueStates),
 		Result:           j.Result,
 		Progress:         progressToProto(j.Progress),
+		ConcurrencyKey:   j.ConcurrencyKey,
+		ConcurrencyLimit: int32(j.ConcurrencyLimit),
+		ConcurrencyRule:  j.ConcurrencyRule,
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {
@@ -304,6 +307,7 @@ var waitReasons = map[broker.WaitReason]jobwirev1.WaitReason{
 	broker.WaitBreakerProbing: jobwirev1.WaitReason_WAIT_REASON_BREAKER_PROBING,
 	broker.WaitNoWorker:       jobwirev1.WaitReason_WAIT_REASON_NO_WORKER,
 	broker.WaitWorkerSlot:     jobwirev1.WaitReason_WAIT_REASON_WORKER_SLOT,
+	broker.WaitKeyAtLimit:     jobwirev1.WaitReason_WAIT_REASON_CONCURRENCY_KEY,
 }
 
 // waitingToProto is nil for a job that waits for nothing.

@@ -38,6 +38,8 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, broker.ErrBadConcurrencyRule):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, broker.ErrTooManyCappedQueues):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, broker.ErrShuttingDown):

@@ -359,5 +359,10 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
 	out.StorageRetries = st.StorageRetries
+	infos, err := a.b.ConcurrencyRules(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out.Concurrency = concurrencyToProto(infos)
 	return out, nil
 }

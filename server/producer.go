@@ -74,6 +74,9 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 		Metadata:       spec.GetMetadata(),
 		Unique:         uniqueFromProto(spec.GetUnique()),
 		Deps:           depsSpecFromProto(spec),
+
+		ConcurrencyKey:   spec.GetConcurrencyKey(),
+		ConcurrencyLimit: int(spec.GetConcurrencyLimit()),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:

@@ -147,6 +147,9 @@ func (l Limits) validateSpec(prefix string, s *jobwirev1.JobSpec, now time.Time)
 	if err := validateDeps(prefix, s); err != nil {
 		return err
 	}
+	if err := validConcurrencyKey(prefix, s); err != nil {
+		return err
+	}
 	if t := s.GetAttemptTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return invalid(prefix+".attempt_timeout", "is not a valid duration: %v", err)

@@ -99,6 +99,12 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		return validName("queue", r.GetQueue())
 	case *jobwirev1.ResumeQueueRequest:
 		return validName("queue", r.GetQueue())
+	case *jobwirev1.SetConcurrencyRuleRequest:
+		return validConcurrencyRule(r.GetRule())
+	case *jobwirev1.RemoveConcurrencyRuleRequest:
+		if r.GetName() == "" {
+			return invalid("name", "must name a concurrency rule")
+		}
 	case *jobwirev1.SetQueueLimitRequest:
 		if err := validName("queue", r.GetQueue()); err != nil {
 			return err

@@ -29,6 +29,7 @@ var ErrUnavailable = errors.New("storage unavailable")
 
 // Store is durable storage for jobs.
 type Store interface {
+	ConcurrencyReader
 	// Write runs fn in one write transaction and commits it. op names the operation for
 	// logs and counters. fn may be run more than once when storage is briefly busy, so it
 	// must only write through tx and set its results afresh on each run.
@@ -95,6 +96,7 @@ type Store interface {
 type Tx interface {
 	DepsTx // deps.go
 	ProgressTx
+	ConcurrencyTx
 	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
 	// error that is not storage failing as a whole, everything fn wrote is undone and a
 	// *IsolatedError is returned; the transaction may go on. Any other error fails it.
@@ -272,7 +274,10 @@ type JobInsertParams struct {
 	// the result names that job as a Duplicate.
 	UniqueKey    string
 	UniqueStates int
-	Now          time.Time
+	// Concurrency is the job's concurrency key (keyconc.go); zero for none. A job with a key
+	// is never offered (JobInsertOfferedAtCommit).
+	Concurrency Concurrency
+	Now         time.Time
 }
 
 // Keyed reports whether p carries a key that another job may hold (an idempotency or a unique
@@ -307,6 +312,9 @@ func CheckOffers(ps []*JobInsertParams, offers []*JobOffer) error {
 	for i, p := range ps {
 		if p.Keyed() {
 			return fmt.Errorf("job %d of an offered insert has an idempotency or a unique key", i)
+		}
+		if offers[i] != nil && p.Concurrency.Key != "" {
+			return fmt.Errorf("job %d is offered but has a concurrency key", i)
 		}
 		if offers[i] != nil && p.RunAt.After(p.Now) {
 			return fmt.Errorf("job %d is offered but scheduled for later", i)
@@ -346,7 +354,11 @@ type JobLeaseParams struct {
 	// at once counts under a lock on the capped queues' rows, so two leases cannot both fill
 	// the same room; a write that pauses or caps a queue takes the same lock.
 	EnforceQueues bool
-	Limit         int // written into the statement: keep the set of values small
+	// Keyed makes the lease honour concurrency keys (keyconc.go): a keyed job is leased only
+	// while its key has room, counted in the database under the keys' lock, and the keys' jobs
+	// are taken round-robin. Without it the lease leaves every keyed job out.
+	Keyed bool
+	Limit int // written into the statement: keep the set of values small
 	// MaxBytes, when positive, stops the lease once the leased jobs' payloads reach it (at
 	// least one job is leased): what a worker is handed in one go stays bounded in memory.
 	MaxBytes int
@@ -368,7 +380,7 @@ func SameLeaseScope(a, b *JobLeaseParams) bool {
 	return slices.Equal(a.Types, b.Types) && slices.Equal(a.Queues, b.Queues) &&
 		slices.Equal(a.ExcludeQueues, b.ExcludeQueues) && slices.Equal(a.ExcludeTypes, b.ExcludeTypes) &&
 		a.ExcludePaused == b.ExcludePaused && a.ExcludeShut == b.ExcludeShut && a.SkipCapped == b.SkipCapped &&
-		a.EnforceQueues == b.EnforceQueues && maps.Equal(a.Caps, b.Caps)
+		a.EnforceQueues == b.EnforceQueues && a.Keyed == b.Keyed && maps.Equal(a.Caps, b.Caps)
 }
 
 // CheckLeaseScope refuses leases asked for together (Tx.JobLeaseAtCommit) whose scopes differ.

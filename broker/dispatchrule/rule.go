@@ -1,6 +1,6 @@
 // Package dispatchrule holds the rules for what may be dispatched, in one place: a job may go to
 // a worker only once its run time has come, while its queue is neither paused nor at its cap,
-// while its type's breaker lets it through, and to a worker that serves its type and queue and
+// while its concurrency key has a free slot (keyconc.go), while its type's breaker lets it through, and to a worker that serves its type and queue and
 // has a free slot.
 //
 // The rules are pure functions of a state the caller reads (Check and its steps): the broker's
@@ -36,10 +36,14 @@ const (
 	NoWorker
 	// WorkerSlot: every worker that serves it is busy.
 	WorkerSlot
+	// KeyAtLimit: its concurrency key has as many jobs leased or running as its limit allows.
+	// It is checked after the queue's rules and before the breaker's (Check); numbered last so
+	// that the reasons' numbers stay as they were.
+	KeyAtLimit
 )
 
 var reasonNames = [...]string{"none", "scheduled", "queue_paused", "queue_at_cap", "breaker_open",
-	"breaker_probing", "no_worker", "worker_slot"}
+	"breaker_probing", "no_worker", "worker_slot", "key_at_limit"}
 
 func (r Reason) String() string {
 	if r >= 0 && int(r) < len(reasonNames) {
@@ -52,6 +56,8 @@ func (r Reason) String() string {
 type Job struct {
 	Type, Queue string
 	RunAt       time.Time
+	// Key is the job's concurrency key; "" for none (KeyReason).
+	Key string
 }
 
 // Queue is the state of a job's queue.
@@ -116,6 +122,7 @@ func (w Worker) ServesQueue(queue string) bool {
 type State struct {
 	Now     time.Time
 	Queue   Queue
+	Key     Key
 	Breaker Breaker
 	Workers []Worker
 }
@@ -127,6 +134,9 @@ func Check(j Job, s State) Reason {
 		return Scheduled
 	}
 	if r := QueueReason(s.Queue); r != None {
+		return r
+	}
+	if r := KeyReason(j, s.Key); r != None {
 		return r
 	}
 	if r := BreakerReason(s.Breaker); r != None {
@@ -181,9 +191,10 @@ func WorkerReason(j Job, ws []Worker) Reason {
 
 // MayOffer reports whether a job may be leased by the write that stores it, to a worker the
 // caller picked (store.Tx.JobInsertOfferedAtCommit): it must be dispatchable now, but more
-// strictly than a round leases: its queue must have no cap (an offer counts no room), its
+// strictly than a round leases: it must have no concurrency key and its queue no cap (an offer
+// counts no room), its
 // type's breaker must be CLOSED (an offer takes no probe slot), and it must go ahead of no job
 // that waits (waitingAhead: a ready job, stored before, of at least its priority).
 func MayOffer(j Job, s State, waitingAhead bool) bool {
-	return !waitingAhead && s.Queue.Cap == 0 && s.Breaker.State == Closed && Check(j, s) == None
+	return !waitingAhead && j.Key == "" && s.Queue.Cap == 0 && s.Breaker.State == Closed && Check(j, s) == None
 }

@@ -30,6 +30,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
 	uf := addUniqueFlags(fs)
 	applyDeps := addDepsFlags(fs)
+	conc := addConcurrencyFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -54,6 +55,9 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return usageErrorf("give --delay or --run-at, not both")
 	}
 	spec.Priority, spec.MaxAttempts = int32(priority), int32(maxAttempts)
+	if err := conc.apply(spec); err != nil {
+		return err
+	}
 	if flagGiven(fs, "payload") {
 		if spec.Payload, err = parseJSONPayload("payload", payload); err != nil {
 			return err

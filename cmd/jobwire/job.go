@@ -154,6 +154,9 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	if j.GetUniqueKey() != "" {
 		row(tw, "Unique key", uniqueKeyLine(j))
 	}
+	if k := j.GetConcurrencyKey(); k != "" {
+		row(tw, "Concurrency key", fmt.Sprintf("%s (at most %d running)", display(k), j.GetConcurrencyLimit()))
+	}
 	if j.GetLastErrorType() != "" || j.GetLastErrorMessage() != "" {
 		row(tw, "Last error", oneLine(lastError(j), 200))
 	}

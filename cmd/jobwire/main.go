@@ -95,6 +95,9 @@ func init() {
 		{name: "queues pause", args: "QUEUE [flags]", summary: "Stop dispatching a queue's jobs; running jobs finish.", run: runQueuesPause},
 		{name: "queues resume", args: "QUEUE [flags]", summary: "Resume dispatching a paused queue.", run: runQueuesResume},
 		{name: "queues set-limit", args: "QUEUE N [flags]", summary: "Cap a queue's running jobs across all workers (0 removes the cap).", run: runQueuesSetLimit},
+		{name: "concurrency list", args: "[flags]", summary: "List the limits of running jobs per key, with how busy their keys are.", run: runConcurrencyList},
+		{name: "concurrency set", args: "NAME --key EXPR --max-running N [--type T] [--queue Q] [flags]", summary: "Let at most N jobs of one key (a customer, say) run at once.", run: runConcurrencySet},
+		{name: "concurrency remove", args: "NAME [flags]", summary: "Remove a limit of running jobs per key; its held jobs run.", run: runConcurrencyRemove},
 		{name: "stats", args: "[flags]", summary: "Show job counts, recent throughput and queue shapes.", run: runStats},
 		{name: "breakers list", args: "[flags]", summary: "List the circuit breakers of job types.", run: runBreakersList},
 		{name: "breakers reset", args: "TYPE [flags]", summary: "Close a job type's breaker and forget its failures.", run: runBreakersReset},
@@ -124,15 +127,16 @@ func init() {
 // groups describes the command groups ("dlq", "queues", ...) for their help page. A group
 // missing here still works; its help page then lists the subcommands without a heading line.
 var groups = map[string]string{
-	"job":       "Look at or cancel one job.",
-	"jobs":      "List jobs, oldest first.",
-	"graph":     "Enqueue, look at and cancel graphs of jobs that depend on one another.",
-	"dlq":       "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
-	"queues":    "List queues, pause and resume them, cap how many of their jobs run at once.",
-	"breakers":  "Look at and steer the circuit breakers of job types.",
-	"tokens":    "Create, list and revoke the API tokens of a broker with auth on.",
-	"schedules": "Declare periodic schedules, pause, resume, trigger and backfill them.",
-	"audit":     "Read the audit trail of operator actions.",
+	"job":         "Look at or cancel one job.",
+	"jobs":        "List jobs, oldest first.",
+	"graph":       "Enqueue, look at and cancel graphs of jobs that depend on one another.",
+	"dlq":         "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
+	"queues":      "List queues, pause and resume them, cap how many of their jobs run at once.",
+	"breakers":    "Look at and steer the circuit breakers of job types.",
+	"concurrency": "Limit how many jobs of one key (a customer, say) run at once, across every broker.",
+	"tokens":      "Create, list and revoke the API tokens of a broker with auth on.",
+	"schedules":   "Declare periodic schedules, pause, resume, trigger and backfill them.",
+	"audit":       "Read the audit trail of operator actions.",
 }
 
 // isHelpFlag reports whether arg asks for help.

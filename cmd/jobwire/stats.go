@@ -51,6 +51,7 @@ func printStats(w io.Writer, resp *jobwirev1.GetStatsResponse) {
 		fmt.Fprintln(w, "\nQueues:")
 		printQueueTable(w, "  ", resp.GetQueues())
 	}
+	printConcurrencyStats(w, resp.GetConcurrency())
 	if len(resp.GetStorageRetries()) > 0 {
 		fmt.Fprintln(w, "\nStorage retries:")
 		tw := newTable(w)

@@ -40,8 +40,11 @@ type File struct {
 	JobTypes          map[string]TypeCfg `yaml:"job_types"`
 	Storage           StorageFile        `yaml:"storage"`
 	Retention         RetentionFile      `yaml:"retention"`
-	LogLevel          string             `yaml:"log_level"`  // debug, info (default), warn, error
-	LogFormat         string             `yaml:"log_format"` // text (default) or json
+	// Concurrency are limits of running jobs per key (broker.ConcurrencyRule), stored at start
+	// over any rule of the same name set at run time.
+	Concurrency []ConcurrencyFile `yaml:"concurrency"`
+	LogLevel    string            `yaml:"log_level"`  // debug, info (default), warn, error
+	LogFormat   string            `yaml:"log_format"` // text (default) or json
 	// HTTPListen is the address of the HTTP listener (metrics, health, dashboard), or "off".
 	HTTPListen string `yaml:"http_listen"`
 	// Metrics turns the Prometheus metrics on (default) or off.
@@ -373,6 +376,7 @@ func (f File) apply(c Config, ck *checker) Config {
 		errs = append(errs, fmt.Sprintf("http_listen %v", err))
 	}
 	errs = append(errs, f.applySecurity(&c)...)
+	errs = append(errs, f.applyConcurrency(&c)...)
 	switch c.LogFormat {
 	case "text", "json":
 	default:

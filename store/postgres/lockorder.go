@@ -21,6 +21,9 @@ import "slices"
 //     them in the order they came, which two brokers may not share; only the leader fires, so
 //     such a cycle needs an operator's change racing the leader's fire, and the server breaks
 //     it (40P01) for the storage retries to run again.
+//  6. the concurrency keys' one advisory lock (keysLockID, keyconc.go), taken by a lease that
+//     honours keys, which then waits for no row (its reads of jobs skip locked rows), and the
+//     rows of concurrency_turns, written only under that lock.
 //
 // Within one statement the store keeps the order itself; across statements the caller does
 // (the writer's queue.write, broker/commit/queue.go: jobs, then the totals the store writes at

@@ -38,6 +38,8 @@ type tx struct {
 	// no lock of its own first (lockLeases).
 	locked []int64
 	settle settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
+	// keysLocked: the transaction holds the concurrency keys' lock (keyconc.go).
+	keysLocked bool
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -106,6 +108,7 @@ func (t *tx) Isolated(fn func() error) error {
 		}
 		t.newQueues = t.newQueues[:created] // their rows are undone with the rest
 		t.room = nil                        // so are the leases it counted, and maybe its locks
+		t.keysLocked = false
 		t.finished = finished
 		if err := sp.Rollback(t.ctx); err != nil {
 			return errors.Join(ferr, err)
@@ -238,7 +241,7 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 		}
 		i = end
 	}
-	return out, nil
+	return out, t.setKeys(ps, out)
 }
 
 // drawIDsSQL draws ids from the jobs' identity sequence. The sequence is named rather than
@@ -418,6 +421,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Keyed {
+		return t.leaseKeyed(scope, caps)
+	}
 	if len(caps) == 0 {
 		var leased []*job.Job
 		err := t.leaseAtOnce(scope, []*store.JobLeaseParams{p}, false, func(out [][]*job.Job, _ error) { leased = out[0] })
@@ -443,7 +449,7 @@ func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job,
 	if err != nil {
 		return err
 	}
-	if len(caps) == 0 {
+	if len(caps) == 0 && !ps[0].Keyed {
 		return t.leaseAtOnce(scope, ps, true, got)
 	}
 	out := make([][]*job.Job, len(ps))
@@ -693,7 +699,7 @@ var leasedColumns = func() string {
 // cols of each. Jobs of taken, read by an earlier round of this lease, are left out.
 func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string) *query {
 	q := &query{}
-	q.sql.WriteString(`SELECT ` + cols + ` FROM jobs WHERE state = 2 AND type = ANY(` + q.arg(p.Types) + `)`)
+	q.sql.WriteString(`SELECT ` + cols + ` FROM jobs WHERE state = 2`)
 	if len(taken) > 0 {
 		ids := make([]int64, len(taken))
 		for i, j := range taken {
@@ -701,6 +707,18 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 		}
 		q.sql.WriteString(` AND NOT (id = ANY(` + q.arg(ids) + `))`)
 	}
+	leaseWhere(q, p)
+	if !p.Keyed {
+		// A lease that does not honour concurrency keys leaves the keyed jobs out (keyconc.go).
+		q.sql.WriteString(` AND concurrency_key = ''`)
+	}
+	q.sql.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
+	return q
+}
+
+// leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules add.
+func leaseWhere(q *query, p *store.JobLeaseParams) {
+	q.sql.WriteString(` AND type = ANY(` + q.arg(p.Types) + `)`)
 	if len(p.ExcludeTypes) > 0 {
 		q.sql.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
 	}
@@ -720,8 +738,6 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 	if p.ExcludeShut {
 		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
 	}
-	q.sql.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
-	return q
 }
 
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {

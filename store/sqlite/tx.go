@@ -302,6 +302,9 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
 		}
 	}
+	if p.Keyed {
+		return t.leaseKeyed(&scope, caps)
+	}
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
 	bytes := 0 // payloads leased so far (MaxBytes)
@@ -362,15 +365,28 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	return leased, nil
 }
 
-// leaseQuery selects the ready jobs p may lease, in dispatch order.
+// leaseQuery selects the ready jobs p may lease, in dispatch order. A lease that does not honour
+// concurrency keys leaves the keyed jobs out (keyconc.go).
 func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	var sel strings.Builder
-	var args []any
 	sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
-	args = in(&sel, args, "type", false, p.Types)
-	args = in(&sel, args, "type", true, p.ExcludeTypes)
-	args = in(&sel, args, "queue", false, p.Queues)
-	args = in(&sel, args, "queue", true, p.ExcludeQueues)
+	args := leaseWhere(&sel, nil, p)
+	if !p.Keyed {
+		sel.WriteString(` AND concurrency_key = ''`)
+	}
+	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
+	// the statement again on every run. Callers keep the number of distinct limits small.
+	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit))
+	return sel.String(), args
+}
+
+// leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules
+// add, and returns args with their arguments.
+func leaseWhere(sel *strings.Builder, args []any, p *store.JobLeaseParams) []any {
+	args = in(sel, args, "type", false, p.Types)
+	args = in(sel, args, "type", true, p.ExcludeTypes)
+	args = in(sel, args, "queue", false, p.Queues)
+	args = in(sel, args, "queue", true, p.ExcludeQueues)
 	switch {
 	case p.EnforceQueues && p.SkipCapped:
 		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue
@@ -381,10 +397,7 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	if p.ExcludeShut {
 		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
 	}
-	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
-	// the statement again on every run. Callers keep the number of distinct limits small.
-	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit))
-	return sel.String(), args
+	return args
 }
 
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
@@ -770,5 +783,5 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 		}
 		out[k] = r
 	}
-	return out, nil
+	return out, t.setKeys(ps, out)
 }

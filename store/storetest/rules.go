@@ -33,11 +33,16 @@ type ruleWorld struct {
 	name     string
 	queues   map[string]dispatchrule.Queue
 	breakers map[string]dispatchrule.Breaker
-	worker   dispatchrule.Worker
-	jobs     []ruleJob // in dispatch order once stored
-	base     int       // the world's lowest priority: every world's are above the last's (by 10)
-	ranOut   bool      // a lease takes a capped queue's last room and leaves its next job
-	probed   int       // jobs leased as probes
+	// keys are the concurrency keys' limits and held jobs. A keyed job has a priority no other
+	// job of the world has, so that the fair order the keyed lease takes jobs in
+	// (dispatchrule.FairOrder) is dispatch order here: these worlds check the key's limit among
+	// the other rules, and the order is checked on its own (KeyedLeaseTakesKeysRoundRobin).
+	keys   map[string]dispatchrule.Key
+	worker dispatchrule.Worker
+	jobs   []ruleJob // in dispatch order once stored
+	base   int       // the world's lowest priority: every world's are above the last's (by 10)
+	ranOut bool      // a lease takes a capped queue's last room and leaves its next job
+	probed int       // jobs leased as probes
 }
 
 type ruleJob struct {
@@ -55,8 +60,11 @@ func (w *ruleWorld) String() string {
 	for _, t := range slices.Sorted(maps.Keys(w.breakers)) {
 		fmt.Fprintf(&sb, "  breaker %s %+v\n", t, w.breakers[t])
 	}
+	for _, k := range slices.Sorted(maps.Keys(w.keys)) {
+		fmt.Fprintf(&sb, "  key %s %+v\n", k, w.keys[k])
+	}
 	for _, j := range w.jobs {
-		fmt.Fprintf(&sb, "  job %d %s/%s priority %d run_at %s\n", j.id, j.j.Type, j.j.Queue, j.priority, j.j.RunAt.Format(time.TimeOnly))
+		fmt.Fprintf(&sb, "  job %d %s/%s key %q priority %d run_at %s\n", j.id, j.j.Type, j.j.Queue, j.j.Key, j.priority, j.j.RunAt.Format(time.TimeOnly))
 	}
 	return sb.String()
 }
@@ -65,7 +73,7 @@ func (w *ruleWorld) String() string {
 func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 	b.t.Helper()
 	w := &ruleWorld{name: fmt.Sprintf("w%d", i), queues: map[string]dispatchrule.Queue{},
-		breakers: map[string]dispatchrule.Breaker{}, base: 10 * i}
+		breakers: map[string]dispatchrule.Breaker{}, keys: map[string]dispatchrule.Key{}, base: 10 * i}
 	var queues, types []string
 	for k := range 3 {
 		q := fmt.Sprintf("%s-q%d", w.name, k)
@@ -82,7 +90,9 @@ func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 		w.worker.Queues = pick(rng, queues, false)
 	}
 	b.storeHeld(w, queues)
+	b.storeKeys(rng, w)
 	var ps []*store.JobInsertParams
+	used := make(map[string]bool) // key and priority
 	for range rng.IntN(16) {
 		p := b.job(types[rng.IntN(len(types))])
 		p.Queue, p.Priority = queues[rng.IntN(len(queues))], w.base+rng.IntN(3)
@@ -90,8 +100,17 @@ func (b *bundle) newRuleWorld(rng *rand.Rand, i int) *ruleWorld {
 		if rng.IntN(8) == 0 {
 			p.RunAt = b.now.Add(time.Hour)
 		}
+		// A keyed job takes a priority of its key's own, above the others', one job at most
+		// at each (see keys).
+		n := rng.IntN(3)
+		if k, prio := fmt.Sprintf("%s-k%d", w.name, n), w.base+3+3*n+rng.IntN(3); w.keys[k].Limit > 0 && !used[fmt.Sprint(prio)] {
+			used[fmt.Sprint(prio)] = true
+			p.Priority = prio
+			p.Concurrency = store.Concurrency{Key: k, Limit: w.keys[k].Limit}
+		}
 		ps = append(ps, p)
-		w.jobs = append(w.jobs, ruleJob{j: dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}, priority: p.Priority})
+		w.jobs = append(w.jobs, ruleJob{j: dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt,
+			Key: p.Concurrency.Key}, priority: p.Priority})
 	}
 	for k, id := range b.insert(ps...) {
 		w.jobs[k].id = id
@@ -119,6 +138,33 @@ func (b *bundle) storeHeld(w *ruleWorld, queues []string) {
 		b.insert(ps...)
 		if got := b.lease(b.leaseParams(8, w.name+"-held")); len(got) != len(ps) {
 			b.t.Fatalf("%s: leased %d held jobs of queue %s, want %d", w.name, len(got), q, len(ps))
+		}
+	}
+}
+
+// storeKeys draws two concurrency keys (a third, k2, stays unused: its jobs have no key) and
+// leases each key's held jobs, in a queue and of a type of their own.
+func (b *bundle) storeKeys(rng *rand.Rand, w *ruleWorld) {
+	b.t.Helper()
+	for k := range 2 {
+		key := fmt.Sprintf("%s-k%d", w.name, k)
+		limit := 1 + rng.IntN(2)
+		w.keys[key] = dispatchrule.Key{Limit: limit, Held: rng.IntN(limit + 1)}
+		var ps []*store.JobInsertParams
+		for range w.keys[key].Held {
+			p := b.job(w.name + "-keyheld")
+			p.Queue, p.Priority = w.name+"-keyheld", w.base
+			p.Concurrency = store.Concurrency{Key: key, Limit: limit}
+			ps = append(ps, p)
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		b.insert(ps...)
+		p := b.leaseParams(8, w.name+"-keyheld")
+		p.Keyed = true
+		if got := b.lease(p); len(got) != len(ps) {
+			b.t.Fatalf("%s: leased %d held jobs of key %s, want %d", w.name, len(got), key, len(ps))
 		}
 	}
 }
@@ -167,11 +213,11 @@ func pick(rng *rand.Rand, xs []string, mayBeEmpty bool) []string {
 // dispatch order. Each job is checked in turn, a capped queue's room and a breaker's probe room
 // counted down by those taken before it. seen counts the reasons the rest were given.
 func (w *ruleWorld) allowed(now time.Time, seen map[dispatchrule.Reason]int) []int64 {
-	queues, breakers := maps.Clone(w.queues), maps.Clone(w.breakers)
+	queues, breakers, keys := maps.Clone(w.queues), maps.Clone(w.breakers), maps.Clone(w.keys)
 	var ids []int64
 	taken := make(map[int64]bool)
 	try := func(j ruleJob) dispatchrule.Reason {
-		st := dispatchrule.State{Now: now, Queue: queues[j.j.Queue], Breaker: breakers[j.j.Type],
+		st := dispatchrule.State{Now: now, Queue: queues[j.j.Queue], Key: keys[j.j.Key], Breaker: breakers[j.j.Type],
 			Workers: []dispatchrule.Worker{w.worker}}
 		r := dispatchrule.Check(j.j, st)
 		if r != dispatchrule.None {
@@ -181,6 +227,10 @@ func (w *ruleWorld) allowed(now time.Time, seen map[dispatchrule.Reason]int) []i
 		taken[j.id] = true
 		st.Queue.Held++
 		queues[j.j.Queue] = st.Queue
+		if j.j.Key != "" {
+			st.Key.Held++
+			keys[j.j.Key] = st.Key
+		}
 		if st.Breaker.State == dispatchrule.HalfOpen {
 			st.Breaker.ProbeRoom--
 			breakers[j.j.Type] = st.Breaker
@@ -246,7 +296,7 @@ func testLeaseFollowsDispatchRules(t *testing.T, b *bundle) {
 	}
 	// The worlds must put every rule the statement repeats to the test.
 	for _, r := range []dispatchrule.Reason{dispatchrule.None, dispatchrule.Scheduled, dispatchrule.QueuePaused,
-		dispatchrule.QueueAtCap, dispatchrule.BreakerOpen, dispatchrule.BreakerProbing, dispatchrule.NoWorker} {
+		dispatchrule.QueueAtCap, dispatchrule.KeyAtLimit, dispatchrule.BreakerOpen, dispatchrule.BreakerProbing, dispatchrule.NoWorker} {
 		if seen[r] == 0 {
 			t.Errorf("no job of the random worlds came out %s: draw other worlds", r)
 		}
@@ -292,6 +342,7 @@ func (w *ruleWorld) leases(b *bundle, shared bool) []*store.JobLeaseParams {
 func (w *ruleWorld) lease(b *bundle, shared bool, types []string, limit int, caps map[string]int, probe bool) *store.JobLeaseParams {
 	p := b.leaseParams(limit, types...)
 	p.Queues = w.worker.Queues
+	p.Keyed = true
 	if shared {
 		p.EnforceQueues = true
 		p.ExcludeShut = !probe
@@ -329,8 +380,8 @@ func testOfferFollowsDispatchRules(t *testing.T, b *bundle) {
 		var js []ruleJob
 		for k := range 1 + rng.IntN(3) {
 			p := b.job(fmt.Sprintf("%s-t%d", w.name, rng.IntN(3)))
-			// Priority w.base+3 goes ahead of every job of the world.
-			p.Queue, p.Priority = fmt.Sprintf("%s-q%d", w.name, rng.IntN(3)), w.base+rng.IntN(4)
+			// Priority w.base+9 goes ahead of every job of the world.
+			p.Queue, p.Priority = fmt.Sprintf("%s-q%d", w.name, rng.IntN(3)), w.base+[]int{0, 1, 2, 9}[rng.IntN(4)]
 			ps = append(ps, p)
 			offers = append(offers, b.offerTo(byte(k)))
 			js = append(js, ruleJob{j: dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}, priority: p.Priority})

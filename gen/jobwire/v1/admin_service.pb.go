@@ -561,6 +561,414 @@ func (x *SetJobPriorityResponse) GetJob() *Job {
 	return nil
 }
 
+// ConcurrencyRule lets at most max_running jobs of one key run at once, the key taken from
+// each job of type and/or queue (empty: any) by a key expression.
+type ConcurrencyRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..100 of [A-Za-z0-9._-]; the keys it gives are "NAME:VALUE".
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type  string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// "type", "queue", "metadata.NAME" or "payload.FIELD[.FIELD...]" (a JSON object payload).
+	Key           string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	MaxRunning    int32  `protobuf:"varint,5,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConcurrencyRule) Reset() {
+	*x = ConcurrencyRule{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConcurrencyRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConcurrencyRule) ProtoMessage() {}
+
+func (x *ConcurrencyRule) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConcurrencyRule.ProtoReflect.Descriptor instead.
+func (*ConcurrencyRule) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ConcurrencyRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ConcurrencyRule) GetMaxRunning() int32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+// ConcurrencyRuleInfo is a rule with how busy its keys are now.
+type ConcurrencyRuleInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset for the keys producers gave themselves.
+	Rule *ConcurrencyRule `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Keys with jobs leased, running or waiting; those at their limit.
+	Keys        int32 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeysAtLimit int32 `protobuf:"varint,3,opt,name=keys_at_limit,json=keysAtLimit,proto3" json:"keys_at_limit,omitempty"`
+	// Jobs leased or running; jobs ready and waiting.
+	Running       int64 `protobuf:"varint,4,opt,name=running,proto3" json:"running,omitempty"`
+	Waiting       int64 `protobuf:"varint,5,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConcurrencyRuleInfo) Reset() {
+	*x = ConcurrencyRuleInfo{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConcurrencyRuleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConcurrencyRuleInfo) ProtoMessage() {}
+
+func (x *ConcurrencyRuleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConcurrencyRuleInfo.ProtoReflect.Descriptor instead.
+func (*ConcurrencyRuleInfo) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ConcurrencyRuleInfo) GetRule() *ConcurrencyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ConcurrencyRuleInfo) GetKeys() int32 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *ConcurrencyRuleInfo) GetKeysAtLimit() int32 {
+	if x != nil {
+		return x.KeysAtLimit
+	}
+	return 0
+}
+
+func (x *ConcurrencyRuleInfo) GetRunning() int64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *ConcurrencyRuleInfo) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+type ListConcurrencyRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConcurrencyRulesRequest) Reset() {
+	*x = ListConcurrencyRulesRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConcurrencyRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConcurrencyRulesRequest) ProtoMessage() {}
+
+func (x *ListConcurrencyRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConcurrencyRulesRequest.ProtoReflect.Descriptor instead.
+func (*ListConcurrencyRulesRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+type ListConcurrencyRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*ConcurrencyRuleInfo `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConcurrencyRulesResponse) Reset() {
+	*x = ListConcurrencyRulesResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConcurrencyRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConcurrencyRulesResponse) ProtoMessage() {}
+
+func (x *ListConcurrencyRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConcurrencyRulesResponse.ProtoReflect.Descriptor instead.
+func (*ListConcurrencyRulesResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListConcurrencyRulesResponse) GetRules() []*ConcurrencyRuleInfo {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type SetConcurrencyRuleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          *ConcurrencyRule       `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConcurrencyRuleRequest) Reset() {
+	*x = SetConcurrencyRuleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConcurrencyRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConcurrencyRuleRequest) ProtoMessage() {}
+
+func (x *SetConcurrencyRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConcurrencyRuleRequest.ProtoReflect.Descriptor instead.
+func (*SetConcurrencyRuleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetConcurrencyRuleRequest) GetRule() *ConcurrencyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+type SetConcurrencyRuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          *ConcurrencyRule       `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConcurrencyRuleResponse) Reset() {
+	*x = SetConcurrencyRuleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConcurrencyRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConcurrencyRuleResponse) ProtoMessage() {}
+
+func (x *SetConcurrencyRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConcurrencyRuleResponse.ProtoReflect.Descriptor instead.
+func (*SetConcurrencyRuleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetConcurrencyRuleResponse) GetRule() *ConcurrencyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+type RemoveConcurrencyRuleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveConcurrencyRuleRequest) Reset() {
+	*x = RemoveConcurrencyRuleRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveConcurrencyRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveConcurrencyRuleRequest) ProtoMessage() {}
+
+func (x *RemoveConcurrencyRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveConcurrencyRuleRequest.ProtoReflect.Descriptor instead.
+func (*RemoveConcurrencyRuleRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemoveConcurrencyRuleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveConcurrencyRuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveConcurrencyRuleResponse) Reset() {
+	*x = RemoveConcurrencyRuleResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveConcurrencyRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveConcurrencyRuleResponse) ProtoMessage() {}
+
+func (x *RemoveConcurrencyRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveConcurrencyRuleResponse.ProtoReflect.Descriptor instead.
+func (*RemoveConcurrencyRuleResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{15}
+}
+
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty matches any.
@@ -583,7 +991,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +1003,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +1016,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListJobsRequest) GetState() JobState {
@@ -670,7 +1078,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +1090,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +1103,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -727,7 +1135,7 @@ type DeadJobFilter struct {
 
 func (x *DeadJobFilter) Reset() {
 	*x = DeadJobFilter{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +1147,7 @@ func (x *DeadJobFilter) String() string {
 func (*DeadJobFilter) ProtoMessage() {}
 
 func (x *DeadJobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +1160,7 @@ func (x *DeadJobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadJobFilter.ProtoReflect.Descriptor instead.
 func (*DeadJobFilter) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeadJobFilter) GetQueue() string {
@@ -817,7 +1225,7 @@ type ListDeadJobsRequest struct {
 
 func (x *ListDeadJobsRequest) Reset() {
 	*x = ListDeadJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1237,7 @@ func (x *ListDeadJobsRequest) String() string {
 func (*ListDeadJobsRequest) ProtoMessage() {}
 
 func (x *ListDeadJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1250,7 @@ func (x *ListDeadJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListDeadJobsRequest) GetFilter() *DeadJobFilter {
@@ -890,7 +1298,7 @@ type ListDeadJobsResponse struct {
 
 func (x *ListDeadJobsResponse) Reset() {
 	*x = ListDeadJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1310,7 @@ func (x *ListDeadJobsResponse) String() string {
 func (*ListDeadJobsResponse) ProtoMessage() {}
 
 func (x *ListDeadJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1323,7 @@ func (x *ListDeadJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListDeadJobsResponse) GetJobs() []*Job {
@@ -950,7 +1358,7 @@ type BulkSelection struct {
 
 func (x *BulkSelection) Reset() {
 	*x = BulkSelection{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1370,7 @@ func (x *BulkSelection) String() string {
 func (*BulkSelection) ProtoMessage() {}
 
 func (x *BulkSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1383,7 @@ func (x *BulkSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkSelection.ProtoReflect.Descriptor instead.
 func (*BulkSelection) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BulkSelection) GetIds() []int64 {
@@ -1028,7 +1436,7 @@ type RequeueDeadJobsRequest struct {
 
 func (x *RequeueDeadJobsRequest) Reset() {
 	*x = RequeueDeadJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1448,7 @@ func (x *RequeueDeadJobsRequest) String() string {
 func (*RequeueDeadJobsRequest) ProtoMessage() {}
 
 func (x *RequeueDeadJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1461,7 @@ func (x *RequeueDeadJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadJobsRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RequeueDeadJobsRequest) GetSelection() *BulkSelection {
@@ -1101,7 +1509,7 @@ type RequeueDeadJobsResponse struct {
 
 func (x *RequeueDeadJobsResponse) Reset() {
 	*x = RequeueDeadJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1521,7 @@ func (x *RequeueDeadJobsResponse) String() string {
 func (*RequeueDeadJobsResponse) ProtoMessage() {}
 
 func (x *RequeueDeadJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1534,7 @@ func (x *RequeueDeadJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadJobsResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RequeueDeadJobsResponse) GetMatched() int32 {
@@ -1166,7 +1574,7 @@ type PurgeDeadJobsRequest struct {
 
 func (x *PurgeDeadJobsRequest) Reset() {
 	*x = PurgeDeadJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1586,7 @@ func (x *PurgeDeadJobsRequest) String() string {
 func (*PurgeDeadJobsRequest) ProtoMessage() {}
 
 func (x *PurgeDeadJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1599,7 @@ func (x *PurgeDeadJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PurgeDeadJobsRequest) GetSelection() *BulkSelection {
@@ -1214,7 +1622,7 @@ type PurgeDeadJobsResponse struct {
 
 func (x *PurgeDeadJobsResponse) Reset() {
 	*x = PurgeDeadJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1634,7 @@ func (x *PurgeDeadJobsResponse) String() string {
 func (*PurgeDeadJobsResponse) ProtoMessage() {}
 
 func (x *PurgeDeadJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1647,7 @@ func (x *PurgeDeadJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PurgeDeadJobsResponse) GetMatched() int32 {
@@ -1281,7 +1689,7 @@ type TopDeadErrorsRequest struct {
 
 func (x *TopDeadErrorsRequest) Reset() {
 	*x = TopDeadErrorsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1701,7 @@ func (x *TopDeadErrorsRequest) String() string {
 func (*TopDeadErrorsRequest) ProtoMessage() {}
 
 func (x *TopDeadErrorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1714,7 @@ func (x *TopDeadErrorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopDeadErrorsRequest.ProtoReflect.Descriptor instead.
 func (*TopDeadErrorsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopDeadErrorsRequest) GetFilter() *DeadJobFilter {
@@ -1341,7 +1749,7 @@ type ErrorGroup struct {
 
 func (x *ErrorGroup) Reset() {
 	*x = ErrorGroup{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1761,7 @@ func (x *ErrorGroup) String() string {
 func (*ErrorGroup) ProtoMessage() {}
 
 func (x *ErrorGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1774,7 @@ func (x *ErrorGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorGroup.ProtoReflect.Descriptor instead.
 func (*ErrorGroup) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ErrorGroup) GetErrorType() string {
@@ -1413,7 +1821,7 @@ type TopDeadErrorsResponse struct {
 
 func (x *TopDeadErrorsResponse) Reset() {
 	*x = TopDeadErrorsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1833,7 @@ func (x *TopDeadErrorsResponse) String() string {
 func (*TopDeadErrorsResponse) ProtoMessage() {}
 
 func (x *TopDeadErrorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1846,7 @@ func (x *TopDeadErrorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopDeadErrorsResponse.ProtoReflect.Descriptor instead.
 func (*TopDeadErrorsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopDeadErrorsResponse) GetGroups() []*ErrorGroup {
@@ -1457,7 +1865,7 @@ type PurgeFinishedJobsRequest struct {
 
 func (x *PurgeFinishedJobsRequest) Reset() {
 	*x = PurgeFinishedJobsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1877,7 @@ func (x *PurgeFinishedJobsRequest) String() string {
 func (*PurgeFinishedJobsRequest) ProtoMessage() {}
 
 func (x *PurgeFinishedJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1890,7 @@ func (x *PurgeFinishedJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeFinishedJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeFinishedJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PurgeFinishedJobsRequest) GetOlderThan() *durationpb.Duration {
@@ -1501,7 +1909,7 @@ type PurgeFinishedJobsResponse struct {
 
 func (x *PurgeFinishedJobsResponse) Reset() {
 	*x = PurgeFinishedJobsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1921,7 @@ func (x *PurgeFinishedJobsResponse) String() string {
 func (*PurgeFinishedJobsResponse) ProtoMessage() {}
 
 func (x *PurgeFinishedJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1934,7 @@ func (x *PurgeFinishedJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeFinishedJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeFinishedJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PurgeFinishedJobsResponse) GetPurged() int64 {
@@ -1544,7 +1952,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1964,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1977,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 // QueueInfo is one queue's shape right now.
@@ -1589,7 +1997,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +2009,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[24]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +2022,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -1670,7 +2078,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +2090,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[25]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +2103,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -1721,7 +2129,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +2141,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[26]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +2154,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1765,7 +2173,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +2185,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[27]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2198,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PauseQueueResponse) GetQueue() *QueueInfo {
@@ -1809,7 +2217,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2229,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[28]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2242,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1853,7 +2261,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2273,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[29]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2286,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeQueueResponse) GetQueue() *QueueInfo {
@@ -1898,7 +2306,7 @@ type SetQueueLimitRequest struct {
 
 func (x *SetQueueLimitRequest) Reset() {
 	*x = SetQueueLimitRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2318,7 @@ func (x *SetQueueLimitRequest) String() string {
 func (*SetQueueLimitRequest) ProtoMessage() {}
 
 func (x *SetQueueLimitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[30]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2331,7 @@ func (x *SetQueueLimitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitRequest.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetQueueLimitRequest) GetQueue() string {
@@ -1949,7 +2357,7 @@ type SetQueueLimitResponse struct {
 
 func (x *SetQueueLimitResponse) Reset() {
 	*x = SetQueueLimitResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2369,7 @@ func (x *SetQueueLimitResponse) String() string {
 func (*SetQueueLimitResponse) ProtoMessage() {}
 
 func (x *SetQueueLimitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[31]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2382,7 @@ func (x *SetQueueLimitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitResponse.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetQueueLimitResponse) GetQueue() *QueueInfo {
@@ -1992,7 +2400,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2412,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[32]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2425,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 // StateCount is how many jobs of one queue and type are in one state.
@@ -2033,7 +2441,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2453,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[33]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2466,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StateCount) GetQueue() string {
@@ -2102,7 +2510,7 @@ type RecentCounts struct {
 
 func (x *RecentCounts) Reset() {
 	*x = RecentCounts{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2522,7 @@ func (x *RecentCounts) String() string {
 func (*RecentCounts) ProtoMessage() {}
 
 func (x *RecentCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[34]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2535,7 @@ func (x *RecentCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecentCounts.ProtoReflect.Descriptor instead.
 func (*RecentCounts) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RecentCounts) GetWindow() *durationpb.Duration {
@@ -2168,13 +2576,15 @@ type GetStatsResponse struct {
 	// counts and queues hold at most 1000 entries each; these count the rest.
 	CountsOmitted int32 `protobuf:"varint,5,opt,name=counts_omitted,json=countsOmitted,proto3" json:"counts_omitted,omitempty"`
 	QueuesOmitted int32 `protobuf:"varint,6,opt,name=queues_omitted,json=queuesOmitted,proto3" json:"queues_omitted,omitempty"`
+	// The limits of running jobs per key, with how busy their keys are (ListConcurrencyRules).
+	Concurrency   []*ConcurrencyRuleInfo `protobuf:"bytes,40,rep,name=concurrency,proto3" json:"concurrency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2596,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[35]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2609,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateCount {
@@ -2244,6 +2654,13 @@ func (x *GetStatsResponse) GetQueuesOmitted() int32 {
 	return 0
 }
 
+func (x *GetStatsResponse) GetConcurrency() []*ConcurrencyRuleInfo {
+	if x != nil {
+		return x.Concurrency
+	}
+	return nil
+}
+
 // BreakerInfo is one job type's circuit breaker.
 type BreakerInfo struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -2275,7 +2692,7 @@ type BreakerInfo struct {
 
 func (x *BreakerInfo) Reset() {
 	*x = BreakerInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2704,7 @@ func (x *BreakerInfo) String() string {
 func (*BreakerInfo) ProtoMessage() {}
 
 func (x *BreakerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[36]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2717,7 @@ func (x *BreakerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerInfo.ProtoReflect.Descriptor instead.
 func (*BreakerInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BreakerInfo) GetType() string {
@@ -2422,7 +2839,7 @@ type BreakerTrip struct {
 
 func (x *BreakerTrip) Reset() {
 	*x = BreakerTrip{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2851,7 @@ func (x *BreakerTrip) String() string {
 func (*BreakerTrip) ProtoMessage() {}
 
 func (x *BreakerTrip) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[37]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2864,7 @@ func (x *BreakerTrip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerTrip.ProtoReflect.Descriptor instead.
 func (*BreakerTrip) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BreakerTrip) GetReason() string {
@@ -2522,7 +2939,7 @@ type BreakerFailure struct {
 
 func (x *BreakerFailure) Reset() {
 	*x = BreakerFailure{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2951,7 @@ func (x *BreakerFailure) String() string {
 func (*BreakerFailure) ProtoMessage() {}
 
 func (x *BreakerFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[38]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2964,7 @@ func (x *BreakerFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerFailure.ProtoReflect.Descriptor instead.
 func (*BreakerFailure) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BreakerFailure) GetJobId() int64 {
@@ -2586,7 +3003,7 @@ type ListBreakersRequest struct {
 
 func (x *ListBreakersRequest) Reset() {
 	*x = ListBreakersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +3015,7 @@ func (x *ListBreakersRequest) String() string {
 func (*ListBreakersRequest) ProtoMessage() {}
 
 func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[39]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +3028,7 @@ func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakersRequest.ProtoReflect.Descriptor instead.
 func (*ListBreakersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 type ListBreakersResponse struct {
@@ -2625,7 +3042,7 @@ type ListBreakersResponse struct {
 
 func (x *ListBreakersResponse) Reset() {
 	*x = ListBreakersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +3054,7 @@ func (x *ListBreakersResponse) String() string {
 func (*ListBreakersResponse) ProtoMessage() {}
 
 func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[40]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +3067,7 @@ func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakersResponse.ProtoReflect.Descriptor instead.
 func (*ListBreakersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListBreakersResponse) GetBreakers() []*BreakerInfo {
@@ -2676,7 +3093,7 @@ type ResetBreakerRequest struct {
 
 func (x *ResetBreakerRequest) Reset() {
 	*x = ResetBreakerRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +3105,7 @@ func (x *ResetBreakerRequest) String() string {
 func (*ResetBreakerRequest) ProtoMessage() {}
 
 func (x *ResetBreakerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[41]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +3118,7 @@ func (x *ResetBreakerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBreakerRequest.ProtoReflect.Descriptor instead.
 func (*ResetBreakerRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResetBreakerRequest) GetType() string {
@@ -2720,7 +3137,7 @@ type ResetBreakerResponse struct {
 
 func (x *ResetBreakerResponse) Reset() {
 	*x = ResetBreakerResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +3149,7 @@ func (x *ResetBreakerResponse) String() string {
 func (*ResetBreakerResponse) ProtoMessage() {}
 
 func (x *ResetBreakerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[42]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +3162,7 @@ func (x *ResetBreakerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBreakerResponse.ProtoReflect.Descriptor instead.
 func (*ResetBreakerResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ResetBreakerResponse) GetBreaker() *BreakerInfo {
@@ -2765,7 +3182,7 @@ type ForceBreakerRequest struct {
 
 func (x *ForceBreakerRequest) Reset() {
 	*x = ForceBreakerRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +3194,7 @@ func (x *ForceBreakerRequest) String() string {
 func (*ForceBreakerRequest) ProtoMessage() {}
 
 func (x *ForceBreakerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[43]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +3207,7 @@ func (x *ForceBreakerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceBreakerRequest.ProtoReflect.Descriptor instead.
 func (*ForceBreakerRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ForceBreakerRequest) GetType() string {
@@ -2816,7 +3233,7 @@ type ForceBreakerResponse struct {
 
 func (x *ForceBreakerResponse) Reset() {
 	*x = ForceBreakerResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +3245,7 @@ func (x *ForceBreakerResponse) String() string {
 func (*ForceBreakerResponse) ProtoMessage() {}
 
 func (x *ForceBreakerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[44]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +3258,7 @@ func (x *ForceBreakerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceBreakerResponse.ProtoReflect.Descriptor instead.
 func (*ForceBreakerResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ForceBreakerResponse) GetBreaker() *BreakerInfo {
@@ -2859,7 +3276,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3288,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[45]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3301,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{53}
 }
 
 // WorkerInfo is one connected worker stream.
@@ -2912,7 +3329,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3341,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3354,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{46}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -3013,7 +3430,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3442,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3455,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{47}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -3056,7 +3473,7 @@ type ListBrokersRequest struct {
 
 func (x *ListBrokersRequest) Reset() {
 	*x = ListBrokersRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3068,7 +3485,7 @@ func (x *ListBrokersRequest) String() string {
 func (*ListBrokersRequest) ProtoMessage() {}
 
 func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3081,7 +3498,7 @@ func (x *ListBrokersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBrokersRequest.ProtoReflect.Descriptor instead.
 func (*ListBrokersRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{48}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{56}
 }
 
 // BrokerEntry is one broker that serves the database.
@@ -3113,7 +3530,7 @@ type BrokerEntry struct {
 
 func (x *BrokerEntry) Reset() {
 	*x = BrokerEntry{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3542,7 @@ func (x *BrokerEntry) String() string {
 func (*BrokerEntry) ProtoMessage() {}
 
 func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3555,7 @@ func (x *BrokerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEntry.ProtoReflect.Descriptor instead.
 func (*BrokerEntry) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{49}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BrokerEntry) GetId() string {
@@ -3221,7 +3638,7 @@ type ListBrokersResponse struct {
 
 func (x *ListBrokersResponse) Reset() {
 	*x = ListBrokersResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3650,7 @@ func (x *ListBrokersResponse) String() string {
 func (*ListBrokersResponse) ProtoMessage() {}
 
 func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3663,7 @@ func (x *ListBrokersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBrokersResponse.ProtoReflect.Descriptor instead.
 func (*ListBrokersResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{50}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListBrokersResponse) GetBrokers() []*BrokerEntry {
@@ -3292,7 +3709,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3721,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3734,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{51}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -3422,7 +3839,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3851,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3864,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{52}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListAuditEventsRequest) GetAction() string {
@@ -3502,7 +3919,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3931,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3944,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{53}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3590,7 +4007,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[54]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +4019,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[54]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +4032,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{54}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Schedule) GetName() string {
@@ -3780,7 +4197,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[55]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3792,7 +4209,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[55]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3805,7 +4222,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{55}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{63}
 }
 
 type ListSchedulesResponse struct {
@@ -3817,7 +4234,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[56]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +4246,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[56]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +4259,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{56}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -3861,7 +4278,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[57]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +4290,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[57]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +4303,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{57}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -3905,7 +4322,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[58]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4334,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[58]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4347,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{58}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -3949,7 +4366,7 @@ type AddScheduleRequest struct {
 
 func (x *AddScheduleRequest) Reset() {
 	*x = AddScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[59]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3961,7 +4378,7 @@ func (x *AddScheduleRequest) String() string {
 func (*AddScheduleRequest) ProtoMessage() {}
 
 func (x *AddScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[59]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3974,7 +4391,7 @@ func (x *AddScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddScheduleRequest.ProtoReflect.Descriptor instead.
 func (*AddScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{59}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AddScheduleRequest) GetSchedule() *Schedule {
@@ -3993,7 +4410,7 @@ type AddScheduleResponse struct {
 
 func (x *AddScheduleResponse) Reset() {
 	*x = AddScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[60]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4005,7 +4422,7 @@ func (x *AddScheduleResponse) String() string {
 func (*AddScheduleResponse) ProtoMessage() {}
 
 func (x *AddScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[60]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4018,7 +4435,7 @@ func (x *AddScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddScheduleResponse.ProtoReflect.Descriptor instead.
 func (*AddScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{60}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AddScheduleResponse) GetSchedule() *Schedule {
@@ -4037,7 +4454,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[61]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4049,7 +4466,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[61]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4062,7 +4479,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{61}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *Schedule {
@@ -4081,7 +4498,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[62]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4510,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[62]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4523,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{62}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
@@ -4125,7 +4542,7 @@ type RemoveScheduleRequest struct {
 
 func (x *RemoveScheduleRequest) Reset() {
 	*x = RemoveScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[63]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4554,7 @@ func (x *RemoveScheduleRequest) String() string {
 func (*RemoveScheduleRequest) ProtoMessage() {}
 
 func (x *RemoveScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[63]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4567,7 @@ func (x *RemoveScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{63}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RemoveScheduleRequest) GetName() string {
@@ -4168,7 +4585,7 @@ type RemoveScheduleResponse struct {
 
 func (x *RemoveScheduleResponse) Reset() {
 	*x = RemoveScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[64]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4597,7 @@ func (x *RemoveScheduleResponse) String() string {
 func (*RemoveScheduleResponse) ProtoMessage() {}
 
 func (x *RemoveScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[64]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4610,7 @@ func (x *RemoveScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveScheduleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{64}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{72}
 }
 
 type PauseScheduleRequest struct {
@@ -4206,7 +4623,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[65]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4635,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[65]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4648,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{65}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -4257,7 +4674,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[66]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +4686,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[66]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +4699,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{66}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *PauseScheduleResponse) GetSchedule() *Schedule {
@@ -4301,7 +4718,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[67]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4313,7 +4730,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[67]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4326,7 +4743,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{67}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -4345,7 +4762,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[68]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4774,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[68]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4787,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{68}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
@@ -4389,7 +4806,7 @@ type TriggerScheduleRequest struct {
 
 func (x *TriggerScheduleRequest) Reset() {
 	*x = TriggerScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[69]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4818,7 @@ func (x *TriggerScheduleRequest) String() string {
 func (*TriggerScheduleRequest) ProtoMessage() {}
 
 func (x *TriggerScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[69]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4831,7 @@ func (x *TriggerScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerScheduleRequest.ProtoReflect.Descriptor instead.
 func (*TriggerScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{69}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *TriggerScheduleRequest) GetName() string {
@@ -4434,7 +4851,7 @@ type TriggerScheduleResponse struct {
 
 func (x *TriggerScheduleResponse) Reset() {
 	*x = TriggerScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[70]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4446,7 +4863,7 @@ func (x *TriggerScheduleResponse) String() string {
 func (*TriggerScheduleResponse) ProtoMessage() {}
 
 func (x *TriggerScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[70]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4459,7 +4876,7 @@ func (x *TriggerScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerScheduleResponse.ProtoReflect.Descriptor instead.
 func (*TriggerScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{70}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *TriggerScheduleResponse) GetJobId() int64 {
@@ -4487,7 +4904,7 @@ type BackfillScheduleRequest struct {
 
 func (x *BackfillScheduleRequest) Reset() {
 	*x = BackfillScheduleRequest{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[71]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4916,7 @@ func (x *BackfillScheduleRequest) String() string {
 func (*BackfillScheduleRequest) ProtoMessage() {}
 
 func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[71]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4929,7 @@ func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{71}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *BackfillScheduleRequest) GetName() string {
@@ -4548,7 +4965,7 @@ type BackfillScheduleResponse struct {
 
 func (x *BackfillScheduleResponse) Reset() {
 	*x = BackfillScheduleResponse{}
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[72]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4560,7 +4977,7 @@ func (x *BackfillScheduleResponse) String() string {
 func (*BackfillScheduleResponse) ProtoMessage() {}
 
 func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_admin_service_proto_msgTypes[72]
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4573,7 +4990,7 @@ func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{72}
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *BackfillScheduleResponse) GetJobIds() []int64 {
@@ -4612,7 +5029,30 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\";\n" +
 	"\x16SetJobPriorityResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\"\xd5\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\"\x82\x01\n" +
+	"\x0fConcurrencyRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1f\n" +
+	"\vmax_running\x18\x05 \x01(\x05R\n" +
+	"maxRunning\"\xb2\x01\n" +
+	"\x13ConcurrencyRuleInfo\x12/\n" +
+	"\x04rule\x18\x01 \x01(\v2\x1b.jobwire.v1.ConcurrencyRuleR\x04rule\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x05R\x04keys\x12\"\n" +
+	"\rkeys_at_limit\x18\x03 \x01(\x05R\vkeysAtLimit\x12\x18\n" +
+	"\arunning\x18\x04 \x01(\x03R\arunning\x12\x18\n" +
+	"\awaiting\x18\x05 \x01(\x03R\awaiting\"\x1d\n" +
+	"\x1bListConcurrencyRulesRequest\"U\n" +
+	"\x1cListConcurrencyRulesResponse\x125\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1f.jobwire.v1.ConcurrencyRuleInfoR\x05rules\"L\n" +
+	"\x19SetConcurrencyRuleRequest\x12/\n" +
+	"\x04rule\x18\x01 \x01(\v2\x1b.jobwire.v1.ConcurrencyRuleR\x04rule\"M\n" +
+	"\x1aSetConcurrencyRuleResponse\x12/\n" +
+	"\x04rule\x18\x01 \x01(\v2\x1b.jobwire.v1.ConcurrencyRuleR\x04rule\"2\n" +
+	"\x1cRemoveConcurrencyRuleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1f\n" +
+	"\x1dRemoveConcurrencyRuleResponse\"\xd5\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4729,14 +5169,15 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\x8f\x03\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\xd2\x03\n" +
 	"\x10GetStatsResponse\x12.\n" +
 	"\x06counts\x18\x01 \x03(\v2\x16.jobwire.v1.StateCountR\x06counts\x120\n" +
 	"\x06recent\x18\x02 \x03(\v2\x18.jobwire.v1.RecentCountsR\x06recent\x12-\n" +
 	"\x06queues\x18\x03 \x03(\v2\x15.jobwire.v1.QueueInfoR\x06queues\x12Y\n" +
 	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x12%\n" +
 	"\x0ecounts_omitted\x18\x05 \x01(\x05R\rcountsOmitted\x12%\n" +
-	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x1aA\n" +
+	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x12A\n" +
+	"\vconcurrency\x18( \x03(\v2\x1f.jobwire.v1.ConcurrencyRuleInfoR\vconcurrency\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xd2\x04\n" +
@@ -4929,7 +5370,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x1dSCHEDULE_CATCH_UP_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULE_CATCH_UP_LATEST\x10\x01\x12\x1a\n" +
 	"\x16SCHEDULE_CATCH_UP_SKIP\x10\x02\x12\x19\n" +
-	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\xdd\x13\n" +
+	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\x9b\x16\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -4962,7 +5403,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\rPauseSchedule\x12 .jobwire.v1.PauseScheduleRequest\x1a!.jobwire.v1.PauseScheduleResponse\x12W\n" +
 	"\x0eResumeSchedule\x12!.jobwire.v1.ResumeScheduleRequest\x1a\".jobwire.v1.ResumeScheduleResponse\x12Z\n" +
 	"\x0fTriggerSchedule\x12\".jobwire.v1.TriggerScheduleRequest\x1a#.jobwire.v1.TriggerScheduleResponse\x12]\n" +
-	"\x10BackfillSchedule\x12#.jobwire.v1.BackfillScheduleRequest\x1a$.jobwire.v1.BackfillScheduleResponseB\xa1\x01\n" +
+	"\x10BackfillSchedule\x12#.jobwire.v1.BackfillScheduleRequest\x1a$.jobwire.v1.BackfillScheduleResponse\x12i\n" +
+	"\x14ListConcurrencyRules\x12'.jobwire.v1.ListConcurrencyRulesRequest\x1a(.jobwire.v1.ListConcurrencyRulesResponse\x12c\n" +
+	"\x12SetConcurrencyRule\x12%.jobwire.v1.SetConcurrencyRuleRequest\x1a&.jobwire.v1.SetConcurrencyRuleResponse\x12l\n" +
+	"\x15RemoveConcurrencyRule\x12(.jobwire.v1.RemoveConcurrencyRuleRequest\x1a).jobwire.v1.RemoveConcurrencyRuleResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -4980,235 +5424,254 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
-	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
-	(ScheduleOverlap)(0),              // 1: jobwire.v1.ScheduleOverlap
-	(ScheduleCatchUp)(0),              // 2: jobwire.v1.ScheduleCatchUp
-	(*RunJobNowRequest)(nil),          // 3: jobwire.v1.RunJobNowRequest
-	(*RunJobNowResponse)(nil),         // 4: jobwire.v1.RunJobNowResponse
-	(*RetryJobNowRequest)(nil),        // 5: jobwire.v1.RetryJobNowRequest
-	(*RetryJobNowResponse)(nil),       // 6: jobwire.v1.RetryJobNowResponse
-	(*DeleteJobRequest)(nil),          // 7: jobwire.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),         // 8: jobwire.v1.DeleteJobResponse
-	(*SetJobPriorityRequest)(nil),     // 9: jobwire.v1.SetJobPriorityRequest
-	(*SetJobPriorityResponse)(nil),    // 10: jobwire.v1.SetJobPriorityResponse
-	(*ListJobsRequest)(nil),           // 11: jobwire.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 12: jobwire.v1.ListJobsResponse
-	(*DeadJobFilter)(nil),             // 13: jobwire.v1.DeadJobFilter
-	(*ListDeadJobsRequest)(nil),       // 14: jobwire.v1.ListDeadJobsRequest
-	(*ListDeadJobsResponse)(nil),      // 15: jobwire.v1.ListDeadJobsResponse
-	(*BulkSelection)(nil),             // 16: jobwire.v1.BulkSelection
-	(*RequeueDeadJobsRequest)(nil),    // 17: jobwire.v1.RequeueDeadJobsRequest
-	(*RequeueDeadJobsResponse)(nil),   // 18: jobwire.v1.RequeueDeadJobsResponse
-	(*PurgeDeadJobsRequest)(nil),      // 19: jobwire.v1.PurgeDeadJobsRequest
-	(*PurgeDeadJobsResponse)(nil),     // 20: jobwire.v1.PurgeDeadJobsResponse
-	(*TopDeadErrorsRequest)(nil),      // 21: jobwire.v1.TopDeadErrorsRequest
-	(*ErrorGroup)(nil),                // 22: jobwire.v1.ErrorGroup
-	(*TopDeadErrorsResponse)(nil),     // 23: jobwire.v1.TopDeadErrorsResponse
-	(*PurgeFinishedJobsRequest)(nil),  // 24: jobwire.v1.PurgeFinishedJobsRequest
-	(*PurgeFinishedJobsResponse)(nil), // 25: jobwire.v1.PurgeFinishedJobsResponse
-	(*ListQueuesRequest)(nil),         // 26: jobwire.v1.ListQueuesRequest
-	(*QueueInfo)(nil),                 // 27: jobwire.v1.QueueInfo
-	(*ListQueuesResponse)(nil),        // 28: jobwire.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),         // 29: jobwire.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),        // 30: jobwire.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),        // 31: jobwire.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),       // 32: jobwire.v1.ResumeQueueResponse
-	(*SetQueueLimitRequest)(nil),      // 33: jobwire.v1.SetQueueLimitRequest
-	(*SetQueueLimitResponse)(nil),     // 34: jobwire.v1.SetQueueLimitResponse
-	(*GetStatsRequest)(nil),           // 35: jobwire.v1.GetStatsRequest
-	(*StateCount)(nil),                // 36: jobwire.v1.StateCount
-	(*RecentCounts)(nil),              // 37: jobwire.v1.RecentCounts
-	(*GetStatsResponse)(nil),          // 38: jobwire.v1.GetStatsResponse
-	(*BreakerInfo)(nil),               // 39: jobwire.v1.BreakerInfo
-	(*BreakerTrip)(nil),               // 40: jobwire.v1.BreakerTrip
-	(*BreakerFailure)(nil),            // 41: jobwire.v1.BreakerFailure
-	(*ListBreakersRequest)(nil),       // 42: jobwire.v1.ListBreakersRequest
-	(*ListBreakersResponse)(nil),      // 43: jobwire.v1.ListBreakersResponse
-	(*ResetBreakerRequest)(nil),       // 44: jobwire.v1.ResetBreakerRequest
-	(*ResetBreakerResponse)(nil),      // 45: jobwire.v1.ResetBreakerResponse
-	(*ForceBreakerRequest)(nil),       // 46: jobwire.v1.ForceBreakerRequest
-	(*ForceBreakerResponse)(nil),      // 47: jobwire.v1.ForceBreakerResponse
-	(*ListWorkersRequest)(nil),        // 48: jobwire.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 49: jobwire.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 50: jobwire.v1.ListWorkersResponse
-	(*ListBrokersRequest)(nil),        // 51: jobwire.v1.ListBrokersRequest
-	(*BrokerEntry)(nil),               // 52: jobwire.v1.BrokerEntry
-	(*ListBrokersResponse)(nil),       // 53: jobwire.v1.ListBrokersResponse
-	(*AuditEvent)(nil),                // 54: jobwire.v1.AuditEvent
-	(*ListAuditEventsRequest)(nil),    // 55: jobwire.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),   // 56: jobwire.v1.ListAuditEventsResponse
-	(*Schedule)(nil),                  // 57: jobwire.v1.Schedule
-	(*ListSchedulesRequest)(nil),      // 58: jobwire.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),     // 59: jobwire.v1.ListSchedulesResponse
-	(*GetScheduleRequest)(nil),        // 60: jobwire.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),       // 61: jobwire.v1.GetScheduleResponse
-	(*AddScheduleRequest)(nil),        // 62: jobwire.v1.AddScheduleRequest
-	(*AddScheduleResponse)(nil),       // 63: jobwire.v1.AddScheduleResponse
-	(*UpdateScheduleRequest)(nil),     // 64: jobwire.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),    // 65: jobwire.v1.UpdateScheduleResponse
-	(*RemoveScheduleRequest)(nil),     // 66: jobwire.v1.RemoveScheduleRequest
-	(*RemoveScheduleResponse)(nil),    // 67: jobwire.v1.RemoveScheduleResponse
-	(*PauseScheduleRequest)(nil),      // 68: jobwire.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),     // 69: jobwire.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),     // 70: jobwire.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil),    // 71: jobwire.v1.ResumeScheduleResponse
-	(*TriggerScheduleRequest)(nil),    // 72: jobwire.v1.TriggerScheduleRequest
-	(*TriggerScheduleResponse)(nil),   // 73: jobwire.v1.TriggerScheduleResponse
-	(*BackfillScheduleRequest)(nil),   // 74: jobwire.v1.BackfillScheduleRequest
-	(*BackfillScheduleResponse)(nil),  // 75: jobwire.v1.BackfillScheduleResponse
-	nil,                               // 76: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 77: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	nil,                               // 78: jobwire.v1.Schedule.MetadataEntry
-	(*Job)(nil),                       // 79: jobwire.v1.Job
-	(JobState)(0),                     // 80: jobwire.v1.JobState
-	(DeadReason)(0),                   // 81: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 82: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 83: google.protobuf.Duration
+	(BreakerState)(0),                     // 0: jobwire.v1.BreakerState
+	(ScheduleOverlap)(0),                  // 1: jobwire.v1.ScheduleOverlap
+	(ScheduleCatchUp)(0),                  // 2: jobwire.v1.ScheduleCatchUp
+	(*RunJobNowRequest)(nil),              // 3: jobwire.v1.RunJobNowRequest
+	(*RunJobNowResponse)(nil),             // 4: jobwire.v1.RunJobNowResponse
+	(*RetryJobNowRequest)(nil),            // 5: jobwire.v1.RetryJobNowRequest
+	(*RetryJobNowResponse)(nil),           // 6: jobwire.v1.RetryJobNowResponse
+	(*DeleteJobRequest)(nil),              // 7: jobwire.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),             // 8: jobwire.v1.DeleteJobResponse
+	(*SetJobPriorityRequest)(nil),         // 9: jobwire.v1.SetJobPriorityRequest
+	(*SetJobPriorityResponse)(nil),        // 10: jobwire.v1.SetJobPriorityResponse
+	(*ConcurrencyRule)(nil),               // 11: jobwire.v1.ConcurrencyRule
+	(*ConcurrencyRuleInfo)(nil),           // 12: jobwire.v1.ConcurrencyRuleInfo
+	(*ListConcurrencyRulesRequest)(nil),   // 13: jobwire.v1.ListConcurrencyRulesRequest
+	(*ListConcurrencyRulesResponse)(nil),  // 14: jobwire.v1.ListConcurrencyRulesResponse
+	(*SetConcurrencyRuleRequest)(nil),     // 15: jobwire.v1.SetConcurrencyRuleRequest
+	(*SetConcurrencyRuleResponse)(nil),    // 16: jobwire.v1.SetConcurrencyRuleResponse
+	(*RemoveConcurrencyRuleRequest)(nil),  // 17: jobwire.v1.RemoveConcurrencyRuleRequest
+	(*RemoveConcurrencyRuleResponse)(nil), // 18: jobwire.v1.RemoveConcurrencyRuleResponse
+	(*ListJobsRequest)(nil),               // 19: jobwire.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),              // 20: jobwire.v1.ListJobsResponse
+	(*DeadJobFilter)(nil),                 // 21: jobwire.v1.DeadJobFilter
+	(*ListDeadJobsRequest)(nil),           // 22: jobwire.v1.ListDeadJobsRequest
+	(*ListDeadJobsResponse)(nil),          // 23: jobwire.v1.ListDeadJobsResponse
+	(*BulkSelection)(nil),                 // 24: jobwire.v1.BulkSelection
+	(*RequeueDeadJobsRequest)(nil),        // 25: jobwire.v1.RequeueDeadJobsRequest
+	(*RequeueDeadJobsResponse)(nil),       // 26: jobwire.v1.RequeueDeadJobsResponse
+	(*PurgeDeadJobsRequest)(nil),          // 27: jobwire.v1.PurgeDeadJobsRequest
+	(*PurgeDeadJobsResponse)(nil),         // 28: jobwire.v1.PurgeDeadJobsResponse
+	(*TopDeadErrorsRequest)(nil),          // 29: jobwire.v1.TopDeadErrorsRequest
+	(*ErrorGroup)(nil),                    // 30: jobwire.v1.ErrorGroup
+	(*TopDeadErrorsResponse)(nil),         // 31: jobwire.v1.TopDeadErrorsResponse
+	(*PurgeFinishedJobsRequest)(nil),      // 32: jobwire.v1.PurgeFinishedJobsRequest
+	(*PurgeFinishedJobsResponse)(nil),     // 33: jobwire.v1.PurgeFinishedJobsResponse
+	(*ListQueuesRequest)(nil),             // 34: jobwire.v1.ListQueuesRequest
+	(*QueueInfo)(nil),                     // 35: jobwire.v1.QueueInfo
+	(*ListQueuesResponse)(nil),            // 36: jobwire.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),             // 37: jobwire.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),            // 38: jobwire.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),            // 39: jobwire.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),           // 40: jobwire.v1.ResumeQueueResponse
+	(*SetQueueLimitRequest)(nil),          // 41: jobwire.v1.SetQueueLimitRequest
+	(*SetQueueLimitResponse)(nil),         // 42: jobwire.v1.SetQueueLimitResponse
+	(*GetStatsRequest)(nil),               // 43: jobwire.v1.GetStatsRequest
+	(*StateCount)(nil),                    // 44: jobwire.v1.StateCount
+	(*RecentCounts)(nil),                  // 45: jobwire.v1.RecentCounts
+	(*GetStatsResponse)(nil),              // 46: jobwire.v1.GetStatsResponse
+	(*BreakerInfo)(nil),                   // 47: jobwire.v1.BreakerInfo
+	(*BreakerTrip)(nil),                   // 48: jobwire.v1.BreakerTrip
+	(*BreakerFailure)(nil),                // 49: jobwire.v1.BreakerFailure
+	(*ListBreakersRequest)(nil),           // 50: jobwire.v1.ListBreakersRequest
+	(*ListBreakersResponse)(nil),          // 51: jobwire.v1.ListBreakersResponse
+	(*ResetBreakerRequest)(nil),           // 52: jobwire.v1.ResetBreakerRequest
+	(*ResetBreakerResponse)(nil),          // 53: jobwire.v1.ResetBreakerResponse
+	(*ForceBreakerRequest)(nil),           // 54: jobwire.v1.ForceBreakerRequest
+	(*ForceBreakerResponse)(nil),          // 55: jobwire.v1.ForceBreakerResponse
+	(*ListWorkersRequest)(nil),            // 56: jobwire.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                    // 57: jobwire.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),           // 58: jobwire.v1.ListWorkersResponse
+	(*ListBrokersRequest)(nil),            // 59: jobwire.v1.ListBrokersRequest
+	(*BrokerEntry)(nil),                   // 60: jobwire.v1.BrokerEntry
+	(*ListBrokersResponse)(nil),           // 61: jobwire.v1.ListBrokersResponse
+	(*AuditEvent)(nil),                    // 62: jobwire.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),        // 63: jobwire.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),       // 64: jobwire.v1.ListAuditEventsResponse
+	(*Schedule)(nil),                      // 65: jobwire.v1.Schedule
+	(*ListSchedulesRequest)(nil),          // 66: jobwire.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),         // 67: jobwire.v1.ListSchedulesResponse
+	(*GetScheduleRequest)(nil),            // 68: jobwire.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),           // 69: jobwire.v1.GetScheduleResponse
+	(*AddScheduleRequest)(nil),            // 70: jobwire.v1.AddScheduleRequest
+	(*AddScheduleResponse)(nil),           // 71: jobwire.v1.AddScheduleResponse
+	(*UpdateScheduleRequest)(nil),         // 72: jobwire.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),        // 73: jobwire.v1.UpdateScheduleResponse
+	(*RemoveScheduleRequest)(nil),         // 74: jobwire.v1.RemoveScheduleRequest
+	(*RemoveScheduleResponse)(nil),        // 75: jobwire.v1.RemoveScheduleResponse
+	(*PauseScheduleRequest)(nil),          // 76: jobwire.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),         // 77: jobwire.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),         // 78: jobwire.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),        // 79: jobwire.v1.ResumeScheduleResponse
+	(*TriggerScheduleRequest)(nil),        // 80: jobwire.v1.TriggerScheduleRequest
+	(*TriggerScheduleResponse)(nil),       // 81: jobwire.v1.TriggerScheduleResponse
+	(*BackfillScheduleRequest)(nil),       // 82: jobwire.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil),      // 83: jobwire.v1.BackfillScheduleResponse
+	nil,                                   // 84: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                                   // 85: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	nil,                                   // 86: jobwire.v1.Schedule.MetadataEntry
+	(*Job)(nil),                           // 87: jobwire.v1.Job
+	(JobState)(0),                         // 88: jobwire.v1.JobState
+	(DeadReason)(0),                       // 89: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),         // 90: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 91: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	79,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
-	79,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
-	79,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
-	79,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
-	80,  // 4: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	79,  // 5: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	81,  // 6: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	82,  // 7: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	82,  // 8: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
-	13,  // 9: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	79,  // 10: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
-	13,  // 11: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
-	16,  // 12: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	82,  // 13: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	79,  // 14: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
-	16,  // 15: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	79,  // 16: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
-	13,  // 17: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	82,  // 18: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
-	22,  // 19: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	83,  // 20: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	76,  // 21: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	83,  // 22: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
-	27,  // 23: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
-	27,  // 24: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
-	27,  // 25: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
-	27,  // 26: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	80,  // 27: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	83,  // 28: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
-	36,  // 29: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
-	37,  // 30: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
-	27,  // 31: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	77,  // 32: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	0,   // 33: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	82,  // 34: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	82,  // 35: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
-	40,  // 36: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	82,  // 37: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	82,  // 38: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	83,  // 39: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
-	41,  // 40: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	82,  // 41: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
-	39,  // 42: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
-	39,  // 43: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	0,   // 44: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
-	39,  // 45: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	82,  // 46: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	49,  // 47: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	82,  // 48: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	82,  // 49: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
-	52,  // 50: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	82,  // 51: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	82,  // 52: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	82,  // 53: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	54,  // 54: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	83,  // 55: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
-	78,  // 56: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
-	83,  // 57: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
-	1,   // 58: jobwire.v1.Schedule.overlap:type_name -> jobwire.v1.ScheduleOverlap
-	2,   // 59: jobwire.v1.Schedule.catch_up:type_name -> jobwire.v1.ScheduleCatchUp
-	83,  // 60: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
-	82,  // 61: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
-	82,  // 62: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
-	80,  // 63: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
-	82,  // 64: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
-	57,  // 65: jobwire.v1.ListSchedulesResponse.schedules:type_name -> jobwire.v1.Schedule
-	57,  // 66: jobwire.v1.GetScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	57,  // 67: jobwire.v1.AddScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
-	57,  // 68: jobwire.v1.AddScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	57,  // 69: jobwire.v1.UpdateScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
-	57,  // 70: jobwire.v1.UpdateScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	57,  // 71: jobwire.v1.PauseScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	57,  // 72: jobwire.v1.ResumeScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	80,  // 73: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
-	82,  // 74: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	82,  // 75: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	11,  // 76: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	14,  // 77: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	17,  // 78: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	19,  // 79: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	21,  // 80: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	24,  // 81: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	26,  // 82: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	29,  // 83: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	31,  // 84: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	33,  // 85: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	35,  // 86: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	42,  // 87: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	44,  // 88: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	46,  // 89: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	48,  // 90: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	51,  // 91: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	55,  // 92: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	3,   // 93: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
-	5,   // 94: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
-	7,   // 95: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
-	9,   // 96: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
-	58,  // 97: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
-	60,  // 98: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
-	62,  // 99: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
-	64,  // 100: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
-	66,  // 101: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
-	68,  // 102: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
-	70,  // 103: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
-	72,  // 104: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
-	74,  // 105: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
-	12,  // 106: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	15,  // 107: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	18,  // 108: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	20,  // 109: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	23,  // 110: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	25,  // 111: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	28,  // 112: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	30,  // 113: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	32,  // 114: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	34,  // 115: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	38,  // 116: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	43,  // 117: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	45,  // 118: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	47,  // 119: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	50,  // 120: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	53,  // 121: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	56,  // 122: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	4,   // 123: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
-	6,   // 124: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
-	8,   // 125: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
-	10,  // 126: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
-	59,  // 127: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
-	61,  // 128: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
-	63,  // 129: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
-	65,  // 130: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
-	67,  // 131: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
-	69,  // 132: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
-	71,  // 133: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
-	73,  // 134: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
-	75,  // 135: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
-	106, // [106:136] is the sub-list for method output_type
-	76,  // [76:106] is the sub-list for method input_type
-	76,  // [76:76] is the sub-list for extension type_name
-	76,  // [76:76] is the sub-list for extension extendee
-	0,   // [0:76] is the sub-list for field type_name
+	87,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
+	87,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
+	87,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
+	87,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
+	11,  // 4: jobwire.v1.ConcurrencyRuleInfo.rule:type_name -> jobwire.v1.ConcurrencyRule
+	12,  // 5: jobwire.v1.ListConcurrencyRulesResponse.rules:type_name -> jobwire.v1.ConcurrencyRuleInfo
+	11,  // 6: jobwire.v1.SetConcurrencyRuleRequest.rule:type_name -> jobwire.v1.ConcurrencyRule
+	11,  // 7: jobwire.v1.SetConcurrencyRuleResponse.rule:type_name -> jobwire.v1.ConcurrencyRule
+	88,  // 8: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	87,  // 9: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	89,  // 10: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	90,  // 11: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	90,  // 12: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	21,  // 13: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
+	87,  // 14: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	21,  // 15: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
+	24,  // 16: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
+	90,  // 17: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	87,  // 18: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	24,  // 19: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
+	87,  // 20: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	21,  // 21: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
+	90,  // 22: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	30,  // 23: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
+	91,  // 24: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	84,  // 25: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	91,  // 26: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	35,  // 27: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
+	35,  // 28: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
+	35,  // 29: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
+	35,  // 30: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
+	88,  // 31: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	91,  // 32: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	44,  // 33: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
+	45,  // 34: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
+	35,  // 35: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
+	85,  // 36: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	12,  // 37: jobwire.v1.GetStatsResponse.concurrency:type_name -> jobwire.v1.ConcurrencyRuleInfo
+	0,   // 38: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
+	90,  // 39: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	90,  // 40: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	48,  // 41: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
+	90,  // 42: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	90,  // 43: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	91,  // 44: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	49,  // 45: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
+	90,  // 46: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	47,  // 47: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
+	47,  // 48: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	0,   // 49: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
+	47,  // 50: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	90,  // 51: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	57,  // 52: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	90,  // 53: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	90,  // 54: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	60,  // 55: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	90,  // 56: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	90,  // 57: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	90,  // 58: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	62,  // 59: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	91,  // 60: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
+	86,  // 61: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
+	91,  // 62: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
+	1,   // 63: jobwire.v1.Schedule.overlap:type_name -> jobwire.v1.ScheduleOverlap
+	2,   // 64: jobwire.v1.Schedule.catch_up:type_name -> jobwire.v1.ScheduleCatchUp
+	91,  // 65: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
+	90,  // 66: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
+	90,  // 67: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
+	88,  // 68: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
+	90,  // 69: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
+	65,  // 70: jobwire.v1.ListSchedulesResponse.schedules:type_name -> jobwire.v1.Schedule
+	65,  // 71: jobwire.v1.GetScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 72: jobwire.v1.AddScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 73: jobwire.v1.AddScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 74: jobwire.v1.UpdateScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 75: jobwire.v1.UpdateScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 76: jobwire.v1.PauseScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 77: jobwire.v1.ResumeScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	88,  // 78: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
+	90,  // 79: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	90,  // 80: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	19,  // 81: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	22,  // 82: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	25,  // 83: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	27,  // 84: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	29,  // 85: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	32,  // 86: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	34,  // 87: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	37,  // 88: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	39,  // 89: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	41,  // 90: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	43,  // 91: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	50,  // 92: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	52,  // 93: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	54,  // 94: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	56,  // 95: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	59,  // 96: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	63,  // 97: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	3,   // 98: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
+	5,   // 99: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
+	7,   // 100: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
+	9,   // 101: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
+	66,  // 102: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
+	68,  // 103: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
+	70,  // 104: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
+	72,  // 105: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
+	74,  // 106: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
+	76,  // 107: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
+	78,  // 108: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
+	80,  // 109: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
+	82,  // 110: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
+	13,  // 111: jobwire.v1.AdminService.ListConcurrencyRules:input_type -> jobwire.v1.ListConcurrencyRulesRequest
+	15,  // 112: jobwire.v1.AdminService.SetConcurrencyRule:input_type -> jobwire.v1.SetConcurrencyRuleRequest
+	17,  // 113: jobwire.v1.AdminService.RemoveConcurrencyRule:input_type -> jobwire.v1.RemoveConcurrencyRuleRequest
+	20,  // 114: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	23,  // 115: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	26,  // 116: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	28,  // 117: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	31,  // 118: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	33,  // 119: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	36,  // 120: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	38,  // 121: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	40,  // 122: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	42,  // 123: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	46,  // 124: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	51,  // 125: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	53,  // 126: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	55,  // 127: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	58,  // 128: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	61,  // 129: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	64,  // 130: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	4,   // 131: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
+	6,   // 132: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
+	8,   // 133: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
+	10,  // 134: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
+	67,  // 135: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
+	69,  // 136: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
+	71,  // 137: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
+	73,  // 138: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
+	75,  // 139: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
+	77,  // 140: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
+	79,  // 141: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
+	81,  // 142: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
+	83,  // 143: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
+	14,  // 144: jobwire.v1.AdminService.ListConcurrencyRules:output_type -> jobwire.v1.ListConcurrencyRulesResponse
+	16,  // 145: jobwire.v1.AdminService.SetConcurrencyRule:output_type -> jobwire.v1.SetConcurrencyRuleResponse
+	18,  // 146: jobwire.v1.AdminService.RemoveConcurrencyRule:output_type -> jobwire.v1.RemoveConcurrencyRuleResponse
+	114, // [114:147] is the sub-list for method output_type
+	81,  // [81:114] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -5217,14 +5680,14 @@ func file_jobwire_v1_admin_service_proto_init() {
 		return
 	}
 	file_jobwire_v1_job_proto_init()
-	file_jobwire_v1_admin_service_proto_msgTypes[14].OneofWrappers = []any{}
+	file_jobwire_v1_admin_service_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   76,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

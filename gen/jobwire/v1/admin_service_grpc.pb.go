@@ -19,36 +19,39 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListJobs_FullMethodName          = "/jobwire.v1.AdminService/ListJobs"
-	AdminService_ListDeadJobs_FullMethodName      = "/jobwire.v1.AdminService/ListDeadJobs"
-	AdminService_RequeueDeadJobs_FullMethodName   = "/jobwire.v1.AdminService/RequeueDeadJobs"
-	AdminService_PurgeDeadJobs_FullMethodName     = "/jobwire.v1.AdminService/PurgeDeadJobs"
-	AdminService_TopDeadErrors_FullMethodName     = "/jobwire.v1.AdminService/TopDeadErrors"
-	AdminService_PurgeFinishedJobs_FullMethodName = "/jobwire.v1.AdminService/PurgeFinishedJobs"
-	AdminService_ListQueues_FullMethodName        = "/jobwire.v1.AdminService/ListQueues"
-	AdminService_PauseQueue_FullMethodName        = "/jobwire.v1.AdminService/PauseQueue"
-	AdminService_ResumeQueue_FullMethodName       = "/jobwire.v1.AdminService/ResumeQueue"
-	AdminService_SetQueueLimit_FullMethodName     = "/jobwire.v1.AdminService/SetQueueLimit"
-	AdminService_GetStats_FullMethodName          = "/jobwire.v1.AdminService/GetStats"
-	AdminService_ListBreakers_FullMethodName      = "/jobwire.v1.AdminService/ListBreakers"
-	AdminService_ResetBreaker_FullMethodName      = "/jobwire.v1.AdminService/ResetBreaker"
-	AdminService_ForceBreaker_FullMethodName      = "/jobwire.v1.AdminService/ForceBreaker"
-	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
-	AdminService_ListBrokers_FullMethodName       = "/jobwire.v1.AdminService/ListBrokers"
-	AdminService_ListAuditEvents_FullMethodName   = "/jobwire.v1.AdminService/ListAuditEvents"
-	AdminService_RunJobNow_FullMethodName         = "/jobwire.v1.AdminService/RunJobNow"
-	AdminService_RetryJobNow_FullMethodName       = "/jobwire.v1.AdminService/RetryJobNow"
-	AdminService_DeleteJob_FullMethodName         = "/jobwire.v1.AdminService/DeleteJob"
-	AdminService_SetJobPriority_FullMethodName    = "/jobwire.v1.AdminService/SetJobPriority"
-	AdminService_ListSchedules_FullMethodName     = "/jobwire.v1.AdminService/ListSchedules"
-	AdminService_GetSchedule_FullMethodName       = "/jobwire.v1.AdminService/GetSchedule"
-	AdminService_AddSchedule_FullMethodName       = "/jobwire.v1.AdminService/AddSchedule"
-	AdminService_UpdateSchedule_FullMethodName    = "/jobwire.v1.AdminService/UpdateSchedule"
-	AdminService_RemoveSchedule_FullMethodName    = "/jobwire.v1.AdminService/RemoveSchedule"
-	AdminService_PauseSchedule_FullMethodName     = "/jobwire.v1.AdminService/PauseSchedule"
-	AdminService_ResumeSchedule_FullMethodName    = "/jobwire.v1.AdminService/ResumeSchedule"
-	AdminService_TriggerSchedule_FullMethodName   = "/jobwire.v1.AdminService/TriggerSchedule"
-	AdminService_BackfillSchedule_FullMethodName  = "/jobwire.v1.AdminService/BackfillSchedule"
+	AdminService_ListJobs_FullMethodName              = "/jobwire.v1.AdminService/ListJobs"
+	AdminService_ListDeadJobs_FullMethodName          = "/jobwire.v1.AdminService/ListDeadJobs"
+	AdminService_RequeueDeadJobs_FullMethodName       = "/jobwire.v1.AdminService/RequeueDeadJobs"
+	AdminService_PurgeDeadJobs_FullMethodName         = "/jobwire.v1.AdminService/PurgeDeadJobs"
+	AdminService_TopDeadErrors_FullMethodName         = "/jobwire.v1.AdminService/TopDeadErrors"
+	AdminService_PurgeFinishedJobs_FullMethodName     = "/jobwire.v1.AdminService/PurgeFinishedJobs"
+	AdminService_ListQueues_FullMethodName            = "/jobwire.v1.AdminService/ListQueues"
+	AdminService_PauseQueue_FullMethodName            = "/jobwire.v1.AdminService/PauseQueue"
+	AdminService_ResumeQueue_FullMethodName           = "/jobwire.v1.AdminService/ResumeQueue"
+	AdminService_SetQueueLimit_FullMethodName         = "/jobwire.v1.AdminService/SetQueueLimit"
+	AdminService_GetStats_FullMethodName              = "/jobwire.v1.AdminService/GetStats"
+	AdminService_ListBreakers_FullMethodName          = "/jobwire.v1.AdminService/ListBreakers"
+	AdminService_ResetBreaker_FullMethodName          = "/jobwire.v1.AdminService/ResetBreaker"
+	AdminService_ForceBreaker_FullMethodName          = "/jobwire.v1.AdminService/ForceBreaker"
+	AdminService_ListWorkers_FullMethodName           = "/jobwire.v1.AdminService/ListWorkers"
+	AdminService_ListBrokers_FullMethodName           = "/jobwire.v1.AdminService/ListBrokers"
+	AdminService_ListAuditEvents_FullMethodName       = "/jobwire.v1.AdminService/ListAuditEvents"
+	AdminService_RunJobNow_FullMethodName             = "/jobwire.v1.AdminService/RunJobNow"
+	AdminService_RetryJobNow_FullMethodName           = "/jobwire.v1.AdminService/RetryJobNow"
+	AdminService_DeleteJob_FullMethodName             = "/jobwire.v1.AdminService/DeleteJob"
+	AdminService_SetJobPriority_FullMethodName        = "/jobwire.v1.AdminService/SetJobPriority"
+	AdminService_ListSchedules_FullMethodName         = "/jobwire.v1.AdminService/ListSchedules"
+	AdminService_GetSchedule_FullMethodName           = "/jobwire.v1.AdminService/GetSchedule"
+	AdminService_AddSchedule_FullMethodName           = "/jobwire.v1.AdminService/AddSchedule"
+	AdminService_UpdateSchedule_FullMethodName        = "/jobwire.v1.AdminService/UpdateSchedule"
+	AdminService_RemoveSchedule_FullMethodName        = "/jobwire.v1.AdminService/RemoveSchedule"
+	AdminService_PauseSchedule_FullMethodName         = "/jobwire.v1.AdminService/PauseSchedule"
+	AdminService_ResumeSchedule_FullMethodName        = "/jobwire.v1.AdminService/ResumeSchedule"
+	AdminService_TriggerSchedule_FullMethodName       = "/jobwire.v1.AdminService/TriggerSchedule"
+	AdminService_BackfillSchedule_FullMethodName      = "/jobwire.v1.AdminService/BackfillSchedule"
+	AdminService_ListConcurrencyRules_FullMethodName  = "/jobwire.v1.AdminService/ListConcurrencyRules"
+	AdminService_SetConcurrencyRule_FullMethodName    = "/jobwire.v1.AdminService/SetConcurrencyRule"
+	AdminService_RemoveConcurrencyRule_FullMethodName = "/jobwire.v1.AdminService/RemoveConcurrencyRule"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -134,6 +137,16 @@ type AdminServiceClient interface {
 	// BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
 	// enqueued (at most 1000); those enqueued before are counted, not enqueued again.
 	BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error)
+	// ListConcurrencyRules lists the limits of running jobs per key, with how busy their keys
+	// are; the keys producers gave themselves come last, as a rule without a name.
+	ListConcurrencyRules(ctx context.Context, in *ListConcurrencyRulesRequest, opts ...grpc.CallOption) (*ListConcurrencyRulesResponse, error)
+	// SetConcurrencyRule adds or replaces a limit of running jobs per key, for every broker of
+	// the database. Jobs it keyed that still wait take its new limit; jobs enqueued before it
+	// keep no key. A rule that cannot be applied is INVALID_ARGUMENT.
+	SetConcurrencyRule(ctx context.Context, in *SetConcurrencyRuleRequest, opts ...grpc.CallOption) (*SetConcurrencyRuleResponse, error)
+	// RemoveConcurrencyRule removes a rule: the jobs it keyed that still wait run without a key.
+	// A rule that does not exist is NOT_FOUND.
+	RemoveConcurrencyRule(ctx context.Context, in *RemoveConcurrencyRuleRequest, opts ...grpc.CallOption) (*RemoveConcurrencyRuleResponse, error)
 }
 
 type adminServiceClient struct {
@@ -444,6 +457,36 @@ func (c *adminServiceClient) BackfillSchedule(ctx context.Context, in *BackfillS
 	return out, nil
 }
 
+func (c *adminServiceClient) ListConcurrencyRules(ctx context.Context, in *ListConcurrencyRulesRequest, opts ...grpc.CallOption) (*ListConcurrencyRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConcurrencyRulesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListConcurrencyRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetConcurrencyRule(ctx context.Context, in *SetConcurrencyRuleRequest, opts ...grpc.CallOption) (*SetConcurrencyRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetConcurrencyRuleResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetConcurrencyRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveConcurrencyRule(ctx context.Context, in *RemoveConcurrencyRuleRequest, opts ...grpc.CallOption) (*RemoveConcurrencyRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveConcurrencyRuleResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveConcurrencyRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -527,6 +570,16 @@ type AdminServiceServer interface {
 	// BackfillSchedule enqueues the occurrences of a schedule in [from, to) that were never
 	// enqueued (at most 1000); those enqueued before are counted, not enqueued again.
 	BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error)
+	// ListConcurrencyRules lists the limits of running jobs per key, with how busy their keys
+	// are; the keys producers gave themselves come last, as a rule without a name.
+	ListConcurrencyRules(context.Context, *ListConcurrencyRulesRequest) (*ListConcurrencyRulesResponse, error)
+	// SetConcurrencyRule adds or replaces a limit of running jobs per key, for every broker of
+	// the database. Jobs it keyed that still wait take its new limit; jobs enqueued before it
+	// keep no key. A rule that cannot be applied is INVALID_ARGUMENT.
+	SetConcurrencyRule(context.Context, *SetConcurrencyRuleRequest) (*SetConcurrencyRuleResponse, error)
+	// RemoveConcurrencyRule removes a rule: the jobs it keyed that still wait run without a key.
+	// A rule that does not exist is NOT_FOUND.
+	RemoveConcurrencyRule(context.Context, *RemoveConcurrencyRuleRequest) (*RemoveConcurrencyRuleResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -626,6 +679,15 @@ func (UnimplementedAdminServiceServer) TriggerSchedule(context.Context, *Trigger
 }
 func (UnimplementedAdminServiceServer) BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BackfillSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) ListConcurrencyRules(context.Context, *ListConcurrencyRulesRequest) (*ListConcurrencyRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConcurrencyRules not implemented")
+}
+func (UnimplementedAdminServiceServer) SetConcurrencyRule(context.Context, *SetConcurrencyRuleRequest) (*SetConcurrencyRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetConcurrencyRule not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveConcurrencyRule(context.Context, *RemoveConcurrencyRuleRequest) (*RemoveConcurrencyRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveConcurrencyRule not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1188,6 +1250,60 @@ func _AdminService_BackfillSchedule_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListConcurrencyRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConcurrencyRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListConcurrencyRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListConcurrencyRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListConcurrencyRules(ctx, req.(*ListConcurrencyRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetConcurrencyRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetConcurrencyRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetConcurrencyRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetConcurrencyRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetConcurrencyRule(ctx, req.(*SetConcurrencyRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveConcurrencyRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveConcurrencyRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveConcurrencyRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveConcurrencyRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveConcurrencyRule(ctx, req.(*RemoveConcurrencyRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1314,6 +1430,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BackfillSchedule",
 			Handler:    _AdminService_BackfillSchedule_Handler,
+		},
+		{
+			MethodName: "ListConcurrencyRules",
+			Handler:    _AdminService_ListConcurrencyRules_Handler,
+		},
+		{
+			MethodName: "SetConcurrencyRule",
+			Handler:    _AdminService_SetConcurrencyRule_Handler,
+		},
+		{
+			MethodName: "RemoveConcurrencyRule",
+			Handler:    _AdminService_RemoveConcurrencyRule_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

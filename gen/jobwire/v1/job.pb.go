@@ -323,9 +323,15 @@ type Job struct {
 	// The states in which the job holds its unique key.
 	UniqueStates []JobState `protobuf:"varint,29,rep,packed,name=unique_states,json=uniqueStates,proto3,enum=jobwire.v1.JobState" json:"unique_states,omitempty"`
 	// The job's parents, dependents and graph; absent for a job with none. Filled by GetJob.
-	Dependencies  *JobDependencies `protobuf:"bytes,22,opt,name=dependencies,proto3" json:"dependencies,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Dependencies *JobDependencies `protobuf:"bytes,22,opt,name=dependencies,proto3" json:"dependencies,omitempty"`
+	// The job's concurrency key, empty for none: at most concurrency_limit jobs of the key run at
+	// once. concurrency_rule names the configured rule that gave it, empty when the producer did.
+	// Filled by GetJob; empty in lists.
+	ConcurrencyKey   string `protobuf:"bytes,37,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int32  `protobuf:"varint,38,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
+	ConcurrencyRule  string `protobuf:"bytes,39,opt,name=concurrency_rule,json=concurrencyRule,proto3" json:"concurrency_rule,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -524,6 +530,27 @@ func (x *Job) GetDependencies() *JobDependencies {
 		return x.Dependencies
 	}
 	return nil
+}
+
+func (x *Job) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *Job) GetConcurrencyLimit() int32 {
+	if x != nil {
+		return x.ConcurrencyLimit
+	}
+	return 0
+}
+
+func (x *Job) GetConcurrencyRule() string {
+	if x != nil {
+		return x.ConcurrencyRule
+	}
+	return ""
 }
 
 // JobDependencies is where a job stands among the jobs it depends on and that depend on it.
@@ -863,7 +890,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\b\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd1\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -893,7 +920,10 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"unique_key\x18\x1c \x01(\tR\tuniqueKey\x129\n" +
 	"\runique_states\x18\x1d \x03(\x0e2\x14.jobwire.v1.JobStateR\funiqueStates\x12?\n" +
-	"\fdependencies\x18\x16 \x01(\v2\x1b.jobwire.v1.JobDependenciesR\fdependencies\x1a;\n" +
+	"\fdependencies\x18\x16 \x01(\v2\x1b.jobwire.v1.JobDependenciesR\fdependencies\x12'\n" +
+	"\x0fconcurrency_key\x18% \x01(\tR\x0econcurrencyKey\x12+\n" +
+	"\x11concurrency_limit\x18& \x01(\x05R\x10concurrencyLimit\x12)\n" +
+	"\x10concurrency_rule\x18' \x01(\tR\x0fconcurrencyRule\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +

@@ -94,6 +94,8 @@ const (
 	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
 	// It is ready and waits for a free slot of a worker that serves it.
 	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+	// Its concurrency key has as many jobs running as its limit allows.
+	WaitReason_WAIT_REASON_CONCURRENCY_KEY WaitReason = 10
 	// It waits for its parents (JOB_STATE_WAITING); detail names those not yet SUCCEEDED.
 	WaitReason_WAIT_REASON_PARENTS WaitReason = 12
 )
@@ -109,6 +111,7 @@ var (
 		5:  "WAIT_REASON_BREAKER_PROBING",
 		6:  "WAIT_REASON_NO_WORKER",
 		7:  "WAIT_REASON_WORKER_SLOT",
+		10: "WAIT_REASON_CONCURRENCY_KEY",
 		12: "WAIT_REASON_PARENTS",
 	}
 	WaitReason_value = map[string]int32{
@@ -120,6 +123,7 @@ var (
 		"WAIT_REASON_BREAKER_PROBING": 5,
 		"WAIT_REASON_NO_WORKER":       6,
 		"WAIT_REASON_WORKER_SLOT":     7,
+		"WAIT_REASON_CONCURRENCY_KEY": 10,
 		"WAIT_REASON_PARENTS":         12,
 	}
 )
@@ -192,9 +196,16 @@ type JobSpec struct {
 	// Makes the job unique among the jobs of its type (and queue) that share its unique key,
 	// beyond the idempotency key: a spec whose key a job holds is not stored, and the answer
 	// names that job (EnqueuedJob.duplicate, duplicate_by UNIQUE). See docs/scheduling.md.
-	Unique        *UniqueOptions `protobuf:"bytes,20,opt,name=unique,proto3" json:"unique,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unique *UniqueOptions `protobuf:"bytes,20,opt,name=unique,proto3" json:"unique,omitempty"`
+	// At most concurrency_limit jobs with this key run at once (leased or running, across every
+	// broker of the database); the others wait PENDING, spending no attempt, and keys take turns
+	// (round-robin). 1..255 bytes; it goes before any configured concurrency rule. Empty: the
+	// rules decide. See docs/scheduling.md.
+	ConcurrencyKey string `protobuf:"bytes,25,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	// With concurrency_key: at least 1. Zero without a key.
+	ConcurrencyLimit int32 `protobuf:"varint,26,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -327,6 +338,20 @@ func (x *JobSpec) GetUnique() *UniqueOptions {
 		return x.Unique
 	}
 	return nil
+}
+
+func (x *JobSpec) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *JobSpec) GetConcurrencyLimit() int32 {
+	if x != nil {
+		return x.ConcurrencyLimit
+	}
+	return 0
 }
 
 type isJobSpec_Schedule interface {
@@ -1147,7 +1172,8 @@ type JobWaiting struct {
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	// When the wait ends by itself: the run time, or the breaker's next probe.
 	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
-	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP.
+	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP; the key's limit, for
+	// WAIT_REASON_CONCURRENCY_KEY.
 	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1304,7 +1330,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xea\x04\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xc0\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -1320,7 +1346,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18# \x03(\x03R\tdependsOn\x12-\n" +
 	"\x13run_if_parents_fail\x18$ \x01(\bR\x10runIfParentsFail\x121\n" +
-	"\x06unique\x18\x14 \x01(\v2\x19.jobwire.v1.UniqueOptionsR\x06unique\x1a;\n" +
+	"\x06unique\x18\x14 \x01(\v2\x19.jobwire.v1.UniqueOptionsR\x06unique\x12'\n" +
+	"\x0fconcurrency_key\x18\x19 \x01(\tR\x0econcurrencyKey\x12+\n" +
+	"\x11concurrency_limit\x18\x1a \x01(\x05R\x10concurrencyLimit\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -1384,7 +1412,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\vDuplicateBy\x12\x1c\n" +
 	"\x18DUPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cDUPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n" +
-	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\x90\x02\n" +
+	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\xb1\x02\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -1394,7 +1422,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x17\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x1f\n" +
+	"\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n" +
+	"\x12\x17\n" +
 	"\x13WAIT_REASON_PARENTS\x10\f2\x9d\x04\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +

@@ -256,13 +256,44 @@ function queueTable(queues, actions) {
 pages.queues = {
   render(main) {
     this.list = el("div");
-    append(main, [el("h1", {}, "Queues"), el("section", {}, this.list)]);
+    this.keys = el("div", { id: "concurrency" });
+    append(main, [el("h1", {}, "Queues"), el("section", {}, this.list),
+      el("section", {}, el("h2", {}, "Concurrency per key"), this.keys)]);
   },
   async refresh() {
-    const res = await read("ListQueues");
+    const [res, keys] = await Promise.all([read("ListQueues"), read("ListConcurrencyRules")]);
     clear(this.list).appendChild(queueTable(res.queues || [], true));
+    clear(this.keys).appendChild(concurrencyView(keys.rules || []));
   },
 };
+
+// concurrencyView is the limits of running jobs per key, with how busy their keys are, and
+// for an admin the form that adds or replaces one and a button that removes each.
+function concurrencyView(rules) {
+  const rows = rules.map((r) => {
+    const p = r.rule || null;
+    const name = p ? p.name : "(producers' keys)";
+    return el("tr", { dataset: { rule: name } }, [td(name), td(p ? p.type || "any" : "-"), td(p ? p.queue || "any" : "-"),
+      td(p ? p.key : "-"), td(p ? String(p.max_running) : "per job", "num"), num(r.keys), num(r.keys_at_limit), num(r.running), num(r.waiting),
+      td(p ? adminButton("Remove", () => act(() => write("RemoveConcurrencyRule", { name: p.name }))) : "")]);
+  });
+  const out = el("div", {}, table(["Rule", "Type", "Queue", "Key", ["Max running", "num"], ["Keys", "num"], ["At limit", "num"],
+    ["Running", "num"], ["Waiting", "num"], ""], rows, "No concurrency rules."));
+  if (isAdmin()) {
+    const f = {
+      name: el("input", { placeholder: "name", ariaLabel: "rule name" }),
+      type: el("input", { placeholder: "type (any)", ariaLabel: "rule type" }),
+      key: el("input", { placeholder: "payload.customer_id", ariaLabel: "rule key" }),
+      max: el("input", { type: "number", min: 1, value: 1, size: 5, ariaLabel: "max running" }),
+    };
+    out.appendChild(el("form", { class: "row", onsubmit: (e) => {
+      e.preventDefault();
+      act(() => write("SetConcurrencyRule", { rule: { name: f.name.value.trim(), type: f.type.value.trim(), key: f.key.value.trim(),
+        max_running: Number(f.max.value) } }));
+    } }, f.name, f.type, f.key, f.max, el("button", { type: "submit", class: "primary" }, "Set rule")));
+  }
+  return out;
+}
 
 const STATES = ["", "PENDING", "SCHEDULED", "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"];
 

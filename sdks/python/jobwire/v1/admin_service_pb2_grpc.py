@@ -166,6 +166,21 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleResponse.FromString,
                 )
+        self.ListConcurrencyRules = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListConcurrencyRules',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListConcurrencyRulesRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListConcurrencyRulesResponse.FromString,
+                )
+        self.SetConcurrencyRule = channel.unary_unary(
+                '/jobwire.v1.AdminService/SetConcurrencyRule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetConcurrencyRuleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetConcurrencyRuleResponse.FromString,
+                )
+        self.RemoveConcurrencyRule = channel.unary_unary(
+                '/jobwire.v1.AdminService/RemoveConcurrencyRule',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -399,6 +414,31 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConcurrencyRules(self, request, context):
+        """ListConcurrencyRules lists the limits of running jobs per key, with how busy their keys
+        are; the keys producers gave themselves come last, as a rule without a name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetConcurrencyRule(self, request, context):
+        """SetConcurrencyRule adds or replaces a limit of running jobs per key, for every broker of
+        the database. Jobs it keyed that still wait take its new limit; jobs enqueued before it
+        keep no key. A rule that cannot be applied is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveConcurrencyRule(self, request, context):
+        """RemoveConcurrencyRule removes a rule: the jobs it keyed that still wait run without a key.
+        A rule that does not exist is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -551,6 +591,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.BackfillSchedule,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleResponse.SerializeToString,
+            ),
+            'ListConcurrencyRules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConcurrencyRules,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListConcurrencyRulesRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListConcurrencyRulesResponse.SerializeToString,
+            ),
+            'SetConcurrencyRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetConcurrencyRule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetConcurrencyRuleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetConcurrencyRuleResponse.SerializeToString,
+            ),
+            'RemoveConcurrencyRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveConcurrencyRule,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1071,5 +1126,56 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/BackfillSchedule',
             jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.BackfillScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListConcurrencyRules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListConcurrencyRules',
+            jobwire_dot_v1_dot_admin__service__pb2.ListConcurrencyRulesRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListConcurrencyRulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetConcurrencyRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/SetConcurrencyRule',
+            jobwire_dot_v1_dot_admin__service__pb2.SetConcurrencyRuleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.SetConcurrencyRuleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RemoveConcurrencyRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/RemoveConcurrencyRule',
+            jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,214 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+
+	"github.com/jobwire/jobwire/client"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+	"github.com/jobwire/jobwire/worker"
+)
+
+// keyLimit is how many jobs of one key may run at once in TestKeyLimitHoldsUnderKill.
+const keyLimit = 2
+
+// keyWatch counts, per key, the handlers running under a lease the worker still holds: a
+// handler counts from its start until it returns or its context ends (the worker gave the
+// lease up), whichever comes first.
+type keyWatch struct {
+	mu      sync.Mutex
+	running map[string]int
+	most    map[string]int
+	over    []string
+}
+
+func (k *keyWatch) handle(ctx context.Context, j *worker.Job) error {
+	key := string(j.Payload)
+	k.mu.Lock()
+	k.running[key]++
+	if n := k.running[key]; n > k.most[key] {
+		k.most[key] = n
+		if n > keyLimit {
+			k.over = append(k.over, fmt.Sprintf("%d jobs of key %s running at once in the workers (job %d)", n, key, j.ID))
+		}
+	}
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.running[key]--
+		k.mu.Unlock()
+	}()
+	// The work itself: long enough that a killed broker's worker is mid-job.
+	select {
+	case <-time.After(150 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// liveByKey is the most jobs of one key leased or running under a lease that has not run out,
+// in the database now.
+func liveByKey(ctx context.Context, db *pgx.Conn) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT concurrency_key, count(*) FROM jobs
+		WHERE state IN (3, 4) AND concurrency_key <> '' AND lease_expires_at > $1 GROUP BY 1`, time.Now().UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
+
+// Per-key concurrency holds under kill -9: three brokers on one database, a worker on each
+// (moving to another broker when its own dies), jobs of four keys each limited to 2 running.
+// Broker 0 is killed with SIGKILL while its worker holds keyed jobs, and started again. At
+// no moment do more than 2 jobs of a key run under live leases, as the database holds them
+// (polled throughout) or as the workers run them, and every job succeeds.
+func TestKeyLimitHoldsUnderKill(t *testing.T) {
+	db := pgtest.URL(t)
+	dir := t.TempDir()
+	const n = 3
+	brokers := newBrokerSet(t, n, db, dir)
+	for i := range n {
+		if err := brokers.start(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+
+	watch := &keyWatch{running: map[string]int{}, most: map[string]int{}}
+	workCtx, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range n {
+		rot := append(append([]string{}, brokers.addrs[i:]...), brokers.addrs[:i]...)
+		conn, err := client.DialBrokers(ctx, rot, client.WithDialOptions(grpc.WithDisableRetry()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		w, err := worker.New(conn.Conn(), worker.Options{ID: fmt.Sprintf("keyed-%d", i), Concurrency: 4,
+			ShutdownGrace: 5 * time.Second, ReconnectBackoff: worker.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle("keyed", watch.handle)
+		wg.Go(func() { _ = w.Run(workCtx) })
+	}
+	defer func() { stopWork(); wg.Wait() }()
+
+	pc, err := client.DialBrokers(ctx, brokers.addrs[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var specs []client.JobSpec
+	for i := range 120 {
+		key := fmt.Sprintf("customer-%d", i%4)
+		specs = append(specs, client.JobSpec{Type: "keyed", Payload: []byte(key), MaxAttempts: 10,
+			ConcurrencyKey: key, ConcurrencyLimit: keyLimit})
+	}
+	res, err := pc.EnqueueBatch(ctx, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Poll the database throughout, on a connection of its own.
+	poll, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poll.Close(context.Background())
+	var dbOver []string
+	polled := 0
+	pollDone := make(chan struct{})
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	go func() {
+		defer close(pollDone)
+		for pollCtx.Err() == nil {
+			live, err := liveByKey(pollCtx, poll)
+			if err != nil {
+				if pollCtx.Err() == nil {
+					dbOver = append(dbOver, "poll: "+err.Error())
+				}
+				return
+			}
+			polled++
+			for k, c := range live {
+				if c > keyLimit {
+					dbOver = append(dbOver, fmt.Sprintf("%d jobs of key %s under live leases in the database", c, k))
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	waitUntil(t, "broker 0's worker to hold keyed jobs", func() bool {
+		var held int
+		err := pg.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE state IN (3, 4) AND concurrency_key <> ''
+			AND worker_id = 'keyed-0'`).Scan(&held)
+		return err == nil && held > 0
+	})
+	if !brokers.kill(0) {
+		t.Fatal("cannot kill broker 0")
+	}
+	t.Log("killed broker 0 while its worker held keyed jobs")
+	waitUntil(t, "a third of the jobs to succeed", func() bool { return succeeded(ctx, pg, res) >= len(res)/3 })
+	if err := brokers.start(0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every job to succeed", func() bool { return succeeded(ctx, pg, res) == len(res) })
+	stopPoll()
+	<-pollDone
+
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	for _, o := range append(dbOver, watch.over...) {
+		t.Error(o)
+	}
+	t.Logf("most running at once per key in the workers: %v; database polled %d times", watch.most, polled)
+	for k, m := range watch.most {
+		if m < keyLimit {
+			t.Errorf("key %s ran at most %d at once: the limit of %d was never reached, so it was not put to the test", k, m, keyLimit)
+		}
+	}
+	if p := brokers.problems(); len(p) > 0 {
+		t.Logf("the brokers' logs show problems (a killed broker's are expected): %v", p)
+	}
+}
+
+// succeeded counts the jobs of res that succeeded.
+func succeeded(ctx context.Context, db *pgx.Conn, res []client.EnqueueResult) int {
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = $2`, ids, int16(job.StateSucceeded)).Scan(&n)
+	if errors.Is(err, context.Canceled) {
+		return -1
+	}
+	return n
+}
