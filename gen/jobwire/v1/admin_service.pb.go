@@ -3058,6 +3058,208 @@ func (x *ListAuditEventsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type GetBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchRequest) Reset() {
+	*x = GetBatchRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchRequest) ProtoMessage() {}
+
+func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
+func (*GetBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetBatchRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type GetBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchResponse) Reset() {
+	*x = GetBatchResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchResponse) ProtoMessage() {}
+
+func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
+func (*GetBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GetBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type ListBatchesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only batches in this state; unspecified matches any.
+	State BatchState `protobuf:"varint,1,opt,name=state,proto3,enum=jobwire.v1.BatchState" json:"state,omitempty"`
+	// 1..1000, default 100.
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBatchesRequest) Reset() {
+	*x = ListBatchesRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBatchesRequest) ProtoMessage() {}
+
+func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
+func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListBatchesRequest) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+func (x *ListBatchesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBatchesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListBatchesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       []*Batch               `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBatchesResponse) Reset() {
+	*x = ListBatchesResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBatchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBatchesResponse) ProtoMessage() {}
+
+func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
+func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListBatchesResponse) GetBatches() []*Batch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+func (x *ListBatchesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -3295,12 +3497,24 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x06 \x01(\tR\tpageToken\"q\n" +
 	"\x17ListAuditEventsResponse\x12.\n" +
 	"\x06events\x18\x01 \x03(\v2\x16.jobwire.v1.AuditEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"!\n" +
+	"\x0fGetBatchRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\";\n" +
+	"\x10GetBatchResponse\x12'\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"~\n" +
+	"\x12ListBatchesRequest\x12,\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x16.jobwire.v1.BatchStateR\x05state\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"j\n" +
+	"\x13ListBatchesResponse\x12+\n" +
+	"\abatches\x18\x01 \x03(\v2\x11.jobwire.v1.BatchR\abatches\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\x8e\v\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\xa5\f\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -3320,7 +3534,9 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n" +
 	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponse\x12N\n" +
 	"\vListBrokers\x12\x1e.jobwire.v1.ListBrokersRequest\x1a\x1f.jobwire.v1.ListBrokersResponse\x12Z\n" +
-	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponseB\xa1\x01\n" +
+	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponse\x12E\n" +
+	"\bGetBatch\x12\x1b.jobwire.v1.GetBatchRequest\x1a\x1c.jobwire.v1.GetBatchResponse\x12N\n" +
+	"\vListBatches\x12\x1e.jobwire.v1.ListBatchesRequest\x1a\x1f.jobwire.v1.ListBatchesResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -3338,7 +3554,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
 	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
@@ -3387,105 +3603,118 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*AuditEvent)(nil),                // 44: jobwire.v1.AuditEvent
 	(*ListAuditEventsRequest)(nil),    // 45: jobwire.v1.ListAuditEventsRequest
 	(*ListAuditEventsResponse)(nil),   // 46: jobwire.v1.ListAuditEventsResponse
-	nil,                               // 47: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 48: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 49: jobwire.v1.JobState
-	(*Job)(nil),                       // 50: jobwire.v1.Job
-	(DeadReason)(0),                   // 51: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 53: google.protobuf.Duration
+	(*GetBatchRequest)(nil),           // 47: jobwire.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),          // 48: jobwire.v1.GetBatchResponse
+	(*ListBatchesRequest)(nil),        // 49: jobwire.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),       // 50: jobwire.v1.ListBatchesResponse
+	nil,                               // 51: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 52: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                     // 53: jobwire.v1.JobState
+	(*Job)(nil),                       // 54: jobwire.v1.Job
+	(DeadReason)(0),                   // 55: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 56: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 57: google.protobuf.Duration
+	(*Batch)(nil),                     // 58: jobwire.v1.Batch
+	(BatchState)(0),                   // 59: jobwire.v1.BatchState
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	49, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	50, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	51, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	52, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	52, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	53, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	54, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	55, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	56, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	56, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	50, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	54, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	52, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	50, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	56, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	54, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	50, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	54, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	52, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	56, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	53, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	47, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	53, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	57, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	51, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	57, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	49, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	53, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	53, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	57, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	48, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	52, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	52, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	52, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	56, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	56, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
 	30, // 32: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	52, // 33: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	52, // 34: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	53, // 35: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	56, // 33: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	56, // 34: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	57, // 35: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
 	31, // 36: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	52, // 37: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	56, // 37: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
 	29, // 38: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
 	29, // 39: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
 	0,  // 40: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
 	29, // 41: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	52, // 42: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	56, // 42: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
 	39, // 43: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	52, // 44: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	52, // 45: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	56, // 44: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	56, // 45: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
 	42, // 46: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	52, // 47: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	52, // 48: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	52, // 49: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	56, // 47: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	56, // 48: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	56, // 49: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
 	44, // 50: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	1,  // 51: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 52: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 53: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 54: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 55: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 56: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 57: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 58: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 59: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 60: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 61: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	32, // 62: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	34, // 63: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	36, // 64: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	38, // 65: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	41, // 66: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	45, // 67: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	2,  // 68: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 69: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 70: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 71: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 72: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 73: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 74: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 75: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 76: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 77: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 78: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	33, // 79: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	35, // 80: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	37, // 81: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	40, // 82: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	43, // 83: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	46, // 84: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	68, // [68:85] is the sub-list for method output_type
-	51, // [51:68] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	58, // 51: jobwire.v1.GetBatchResponse.batch:type_name -> jobwire.v1.Batch
+	59, // 52: jobwire.v1.ListBatchesRequest.state:type_name -> jobwire.v1.BatchState
+	58, // 53: jobwire.v1.ListBatchesResponse.batches:type_name -> jobwire.v1.Batch
+	1,  // 54: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	4,  // 55: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	7,  // 56: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	9,  // 57: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	11, // 58: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	14, // 59: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	16, // 60: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	19, // 61: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	21, // 62: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	23, // 63: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	25, // 64: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	32, // 65: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	34, // 66: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	36, // 67: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	38, // 68: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	41, // 69: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	45, // 70: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	47, // 71: jobwire.v1.AdminService.GetBatch:input_type -> jobwire.v1.GetBatchRequest
+	49, // 72: jobwire.v1.AdminService.ListBatches:input_type -> jobwire.v1.ListBatchesRequest
+	2,  // 73: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	5,  // 74: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	8,  // 75: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	10, // 76: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	13, // 77: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	15, // 78: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	18, // 79: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	20, // 80: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	22, // 81: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	24, // 82: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	28, // 83: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	33, // 84: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	35, // 85: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	37, // 86: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	40, // 87: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	43, // 88: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	46, // 89: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	48, // 90: jobwire.v1.AdminService.GetBatch:output_type -> jobwire.v1.GetBatchResponse
+	50, // 91: jobwire.v1.AdminService.ListBatches:output_type -> jobwire.v1.ListBatchesResponse
+	73, // [73:92] is the sub-list for method output_type
+	54, // [54:73] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -3501,7 +3730,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,8 @@ const (
 	AdminService_ListWorkers_FullMethodName       = "/jobwire.v1.AdminService/ListWorkers"
 	AdminService_ListBrokers_FullMethodName       = "/jobwire.v1.AdminService/ListBrokers"
 	AdminService_ListAuditEvents_FullMethodName   = "/jobwire.v1.AdminService/ListAuditEvents"
+	AdminService_GetBatch_FullMethodName          = "/jobwire.v1.AdminService/GetBatch"
+	AdminService_ListBatches_FullMethodName       = "/jobwire.v1.AdminService/ListBatches"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -83,6 +85,10 @@ type AdminServiceClient interface {
 	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
 	// when, to how many jobs and on which broker.
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
+	// GetBatch returns a batch with its counts and the ids of its failed jobs.
+	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
+	// ListBatches lists batches, newest first.
+	ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -263,6 +269,26 @@ func (c *adminServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditE
 	return out, nil
 }
 
+func (c *adminServiceClient) GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBatchResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBatchesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBatches_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -308,6 +334,10 @@ type AdminServiceServer interface {
 	// requeue or purge, a cancel, a queue or breaker change, a token created or revoked), what,
 	// when, to how many jobs and on which broker.
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
+	// GetBatch returns a batch with its counts and the ids of its failed jobs.
+	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
+	// ListBatches lists batches, newest first.
+	ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -368,6 +398,12 @@ func (UnimplementedAdminServiceServer) ListBrokers(context.Context, *ListBrokers
 }
 func (UnimplementedAdminServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
+}
+func (UnimplementedAdminServiceServer) GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBatch not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBatches not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -696,6 +732,42 @@ func _AdminService_ListAuditEvents_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetBatch(ctx, req.(*GetBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListBatches_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBatchesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBatches(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBatches_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBatches(ctx, req.(*ListBatchesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -770,6 +842,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditEvents",
 			Handler:    _AdminService_ListAuditEvents_Handler,
+		},
+		{
+			MethodName: "GetBatch",
+			Handler:    _AdminService_GetBatch_Handler,
+		},
+		{
+			MethodName: "ListBatches",
+			Handler:    _AdminService_ListBatches_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -125,7 +125,11 @@ type JobSpec struct {
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
 	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
 	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Adds the job to this open batch (CreateBatch); 0: none. A batch that is closed or does
+	// not exist fails the call with FAILED_PRECONDITION or NOT_FOUND. A duplicate (idempotency
+	// key) is not added again.
+	BatchId       int64 `protobuf:"varint,40,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +243,13 @@ func (x *JobSpec) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *JobSpec) GetBatchId() int64 {
+	if x != nil {
+		return x.BatchId
+	}
+	return 0
 }
 
 type isJobSpec_Schedule interface {
@@ -416,8 +427,11 @@ func (x *EnqueueResponse) GetJob() *EnqueuedJob {
 }
 
 type EnqueueBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*JobSpec             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*JobSpec             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Makes the jobs one batch, created and closed with them in the same transaction: its
+	// callbacks run once every job is final. The specs' batch_id must then be 0.
+	Batch         *BatchOptions `protobuf:"bytes,50,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,10 +473,19 @@ func (x *EnqueueBatchRequest) GetJobs() []*JobSpec {
 	return nil
 }
 
+func (x *EnqueueBatchRequest) GetBatch() *BatchOptions {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type EnqueueBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order of the request.
-	Jobs          []*EnqueuedJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Jobs []*EnqueuedJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// The batch the request created (EnqueueBatchRequest.batch); 0 when none.
+	BatchId       int64 `protobuf:"varint,50,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -504,6 +527,254 @@ func (x *EnqueueBatchResponse) GetJobs() []*EnqueuedJob {
 	return nil
 }
 
+func (x *EnqueueBatchResponse) GetBatchId() int64 {
+	if x != nil {
+		return x.BatchId
+	}
+	return 0
+}
+
+// BatchOptions are a batch's description and callbacks.
+type BatchOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Shown by `jobwire batches` and the dashboard; at most 200 bytes.
+	Description string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	// Enqueued once, when every job of the batch SUCCEEDED.
+	OnSuccess *JobSpec `protobuf:"bytes,2,opt,name=on_success,json=onSuccess,proto3" json:"on_success,omitempty"`
+	// Enqueued once, when every job of the batch is final (SUCCEEDED, DEAD or CANCELLED),
+	// whatever the outcomes. Both run when every job succeeded.
+	OnComplete    *JobSpec `protobuf:"bytes,3,opt,name=on_complete,json=onComplete,proto3" json:"on_complete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchOptions) Reset() {
+	*x = BatchOptions{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchOptions) ProtoMessage() {}
+
+func (x *BatchOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchOptions.ProtoReflect.Descriptor instead.
+func (*BatchOptions) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BatchOptions) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *BatchOptions) GetOnSuccess() *JobSpec {
+	if x != nil {
+		return x.OnSuccess
+	}
+	return nil
+}
+
+func (x *BatchOptions) GetOnComplete() *JobSpec {
+	if x != nil {
+		return x.OnComplete
+	}
+	return nil
+}
+
+type CreateBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *BatchOptions          `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBatchRequest) Reset() {
+	*x = CreateBatchRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBatchRequest) ProtoMessage() {}
+
+func (x *CreateBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBatchRequest.ProtoReflect.Descriptor instead.
+func (*CreateBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CreateBatchRequest) GetBatch() *BatchOptions {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type CreateBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBatchResponse) Reset() {
+	*x = CreateBatchResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBatchResponse) ProtoMessage() {}
+
+func (x *CreateBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBatchResponse.ProtoReflect.Descriptor instead.
+func (*CreateBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CreateBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type CloseBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseBatchRequest) Reset() {
+	*x = CloseBatchRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseBatchRequest) ProtoMessage() {}
+
+func (x *CloseBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseBatchRequest.ProtoReflect.Descriptor instead.
+func (*CloseBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CloseBatchRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type CloseBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseBatchResponse) Reset() {
+	*x = CloseBatchResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseBatchResponse) ProtoMessage() {}
+
+func (x *CloseBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseBatchResponse.ProtoReflect.Descriptor instead.
+func (*CloseBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CloseBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type GetJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -513,7 +784,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +796,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +809,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{6}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetJobRequest) GetId() int64 {
@@ -560,7 +831,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +843,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +856,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -617,7 +888,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +900,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +913,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -682,7 +953,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +965,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +978,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -726,7 +997,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +1009,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1022,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -766,7 +1037,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xe9\x03\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x84\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -778,7 +1049,8 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x12\x19\n" +
+	"\bbatch_id\x18( \x01(\x03R\abatchId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -792,11 +1064,27 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\x121\n" +
 	"\x06run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"<\n" +
 	"\x0fEnqueueResponse\x12)\n" +
-	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\">\n" +
+	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\"n\n" +
 	"\x13EnqueueBatchRequest\x12'\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x13.jobwire.v1.JobSpecR\x04jobs\"C\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x13.jobwire.v1.JobSpecR\x04jobs\x12.\n" +
+	"\x05batch\x182 \x01(\v2\x18.jobwire.v1.BatchOptionsR\x05batch\"^\n" +
 	"\x14EnqueueBatchResponse\x12+\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\"\x1f\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\x12\x19\n" +
+	"\bbatch_id\x182 \x01(\x03R\abatchId\"\x9a\x01\n" +
+	"\fBatchOptions\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription\x122\n" +
+	"\n" +
+	"on_success\x18\x02 \x01(\v2\x13.jobwire.v1.JobSpecR\tonSuccess\x124\n" +
+	"\von_complete\x18\x03 \x01(\v2\x13.jobwire.v1.JobSpecR\n" +
+	"onComplete\"D\n" +
+	"\x12CreateBatchRequest\x12.\n" +
+	"\x05batch\x18\x01 \x01(\v2\x18.jobwire.v1.BatchOptionsR\x05batch\">\n" +
+	"\x13CreateBatchResponse\x12'\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"#\n" +
+	"\x11CloseBatchRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"=\n" +
+	"\x12CloseBatchResponse\x12'\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
@@ -821,12 +1109,15 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xd0\x03\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
 	"\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n" +
-	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponseB\xa4\x01\n" +
+	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12N\n" +
+	"\vCreateBatch\x12\x1e.jobwire.v1.CreateBatchRequest\x1a\x1f.jobwire.v1.CreateBatchResponse\x12K\n" +
+	"\n" +
+	"CloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponseB\xa4\x01\n" +
 	"\x0ecom.jobwire.v1B\x14ProducerServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -844,7 +1135,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(WaitReason)(0),               // 0: jobwire.v1.WaitReason
 	(*JobSpec)(nil),               // 1: jobwire.v1.JobSpec
@@ -853,46 +1144,62 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*EnqueueResponse)(nil),       // 4: jobwire.v1.EnqueueResponse
 	(*EnqueueBatchRequest)(nil),   // 5: jobwire.v1.EnqueueBatchRequest
 	(*EnqueueBatchResponse)(nil),  // 6: jobwire.v1.EnqueueBatchResponse
-	(*GetJobRequest)(nil),         // 7: jobwire.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 8: jobwire.v1.GetJobResponse
-	(*JobWaiting)(nil),            // 9: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 10: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 11: jobwire.v1.CancelJobResponse
-	nil,                           // 12: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(JobState)(0),                 // 15: jobwire.v1.JobState
-	(*Job)(nil),                   // 16: jobwire.v1.Job
+	(*BatchOptions)(nil),          // 7: jobwire.v1.BatchOptions
+	(*CreateBatchRequest)(nil),    // 8: jobwire.v1.CreateBatchRequest
+	(*CreateBatchResponse)(nil),   // 9: jobwire.v1.CreateBatchResponse
+	(*CloseBatchRequest)(nil),     // 10: jobwire.v1.CloseBatchRequest
+	(*CloseBatchResponse)(nil),    // 11: jobwire.v1.CloseBatchResponse
+	(*GetJobRequest)(nil),         // 12: jobwire.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 13: jobwire.v1.GetJobResponse
+	(*JobWaiting)(nil),            // 14: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 15: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 16: jobwire.v1.CancelJobResponse
+	nil,                           // 17: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(JobState)(0),                 // 20: jobwire.v1.JobState
+	(*Batch)(nil),                 // 21: jobwire.v1.Batch
+	(*Job)(nil),                   // 22: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	13, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	14, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	14, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	12, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	18, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	19, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	19, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	17, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	1,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	15, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	13, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	20, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	18, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	3,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	1,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
-	3,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	16, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	9,  // 11: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	0,  // 12: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	13, // 13: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	16, // 14: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	2,  // 15: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	5,  // 16: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	7,  // 17: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	10, // 18: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	4,  // 19: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	6,  // 20: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	8,  // 21: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	11, // 22: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 9: jobwire.v1.EnqueueBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
+	3,  // 10: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	1,  // 11: jobwire.v1.BatchOptions.on_success:type_name -> jobwire.v1.JobSpec
+	1,  // 12: jobwire.v1.BatchOptions.on_complete:type_name -> jobwire.v1.JobSpec
+	7,  // 13: jobwire.v1.CreateBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
+	21, // 14: jobwire.v1.CreateBatchResponse.batch:type_name -> jobwire.v1.Batch
+	21, // 15: jobwire.v1.CloseBatchResponse.batch:type_name -> jobwire.v1.Batch
+	22, // 16: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	14, // 17: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	0,  // 18: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	18, // 19: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	22, // 20: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	2,  // 21: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	5,  // 22: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	12, // 23: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	15, // 24: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	8,  // 25: jobwire.v1.ProducerService.CreateBatch:input_type -> jobwire.v1.CreateBatchRequest
+	10, // 26: jobwire.v1.ProducerService.CloseBatch:input_type -> jobwire.v1.CloseBatchRequest
+	4,  // 27: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	6,  // 28: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	13, // 29: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	16, // 30: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	9,  // 31: jobwire.v1.ProducerService.CreateBatch:output_type -> jobwire.v1.CreateBatchResponse
+	11, // 32: jobwire.v1.ProducerService.CloseBatch:output_type -> jobwire.v1.CloseBatchResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -911,7 +1218,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
