@@ -205,6 +205,9 @@ type Job struct {
 
 	// History is every finished attempt, oldest first; filled only by single-job reads.
 	History []Attempt
+
+	// BatchID is the batch the job belongs to; 0 when none.
+	BatchID int64
 }
 
 // LifetimeStart is when the job's retry lifetime began: its creation, or its last requeue

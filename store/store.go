@@ -79,6 +79,8 @@ type Store interface {
 	// p.Limit.
 	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
 
+	BatchReader
+
 	Close() error
 }
 
@@ -236,6 +238,8 @@ type Tx interface {
 	// AuditDeleteBefore deletes up to limit audit events stored before t, oldest first, and
 	// returns how many it deleted.
 	AuditDeleteBefore(t time.Time, limit int) (int, error)
+
+	BatchWriter
 }
 
 // JobInsertParams is a validated job to add.
@@ -394,6 +398,9 @@ type JobFinishParams struct {
 	DeadReason job.DeadReason
 	Attempt    job.Attempt // the attempt record; Number becomes the job's attempt count
 	Now        time.Time
+	// Batch is the job's batch (job.Job.BatchID), 0 when none: a final write of a batch's job
+	// is counted in the batch (see BatchWriter).
+	Batch int64
 }
 
 // JobListParams filters a job listing. Listed jobs carry no history or payload.

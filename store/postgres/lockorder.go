@@ -13,7 +13,10 @@ import "slices"
 //  1. jobs, by id ascending (and the idempotency keys its inserts wait for: see totals.go);
 //  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
 //  3. the breakers, by type;
-//  4. the capped queues, by name (lockCappedSQL, queues.go).
+//  4. the capped queues, by name (lockCappedSQL, queues.go);
+//  5. the batches, by id (addBatchCountsSQL, batches.go): a transaction counts the batch jobs
+//     it finished where its writes end, after every row above. Adding jobs to a batch takes
+//     its row FOR KEY SHARE, which no count waits for; closing one takes it FOR UPDATE.
 //
 // Within one statement the store keeps the order itself; across statements the caller does
 // (the writer's queue.write, broker/commit/queue.go: jobs, then the totals the store writes at
