@@ -392,6 +392,10 @@ func (b *Broker) wakeWriter() { b.writing.writer.Wake() }
 // Enqueue stores jobs in one transaction and returns what became of each, in order. Zero
 // fields of a spec take their defaults (see JobSpec).
 func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, error) {
+	if len(specs) > 0 && specs[0].Batch != 0 {
+		out, _, err := b.EnqueueBatch(ctx, specs, nil)
+		return out, err
+	}
 	now := b.now()
 	params := make([]*store.JobInsertParams, len(specs))
 	for i := range specs {
@@ -475,6 +479,9 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	b.applyBreakerChanges(ch)
 	if before.State.Final() {
 		return nil, &finishedError{id: id, state: before.State}
+	}
+	if before.BatchID != 0 {
+		b.signal() // its batch's callbacks may be ready
 	}
 	b.obs.JobCancelled(before.Queue, before.Type)
 	if before.State.Held() {

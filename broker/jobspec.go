@@ -27,6 +27,8 @@ type JobSpec struct {
 	IdempotencyKey string
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
+	// Batch is the open batch the job is added to (0: none; see EnqueueBatch).
+	Batch int64
 }
 
 // Enqueued is what became of one JobSpec.

@@ -45,6 +45,8 @@ var access = map[string]rule{
 	jobwirev1.ProducerService_EnqueueBatch_FullMethodName: producerOnly,
 	jobwirev1.ProducerService_GetJob_FullMethodName:       producerViewer,
 	jobwirev1.ProducerService_CancelJob_FullMethodName:    producerOnly,
+	jobwirev1.ProducerService_CreateBatch_FullMethodName:  producerOnly,
+	jobwirev1.ProducerService_CloseBatch_FullMethodName:   producerOnly,
 
 	jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,
 
@@ -57,6 +59,8 @@ var access = map[string]rule{
 	jobwirev1.AdminService_ListWorkers_FullMethodName:       viewer,
 	jobwirev1.AdminService_ListBrokers_FullMethodName:       viewer,
 	jobwirev1.AdminService_ListAuditEvents_FullMethodName:   viewer,
+	jobwirev1.AdminService_GetBatch_FullMethodName:          viewer,
+	jobwirev1.AdminService_ListBatches_FullMethodName:       viewer,
 	jobwirev1.AdminService_RequeueDeadJobs_FullMethodName:   adminOnly,
 	jobwirev1.AdminService_PurgeDeadJobs_FullMethodName:     adminOnly,
 	jobwirev1.AdminService_PurgeFinishedJobs_FullMethodName: adminOnly,
@@ -196,6 +200,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req any) error {
 				return err
 			}
 		}
+		return authorizeBatch(p, r)
+	case *jobwirev1.CreateBatchRequest:
+		return authorizeBatch(p, r)
 	case *jobwirev1.GetJobRequest:
 		return s.checkStoredJobScope(ctx, p, r.GetId())
 	case *jobwirev1.CancelJobRequest:

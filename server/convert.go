@@ -56,6 +56,7 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		LastErrorType:    j.LastErrorType,
 		LastErrorMessage: j.LastErrorMessage,
 		Metadata:         j.Metadata,
+		BatchId:          j.BatchID,
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {

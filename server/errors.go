@@ -32,7 +32,7 @@ func toStatus(err error) error {
 		return status.Errorf(codes.Unavailable, "%v; the call was not applied: retry it once the broker's storage is back (its log says what an operator must fix)", err)
 	case errors.Is(err, broker.ErrIdempotencyConflict):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished):
+	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrBatchClosed):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrTooManyCappedQueues):
 		return status.Error(codes.ResourceExhausted, err.Error())
