@@ -81,7 +81,9 @@ func (b *Broker) CloseBatch(ctx context.Context, id int64) (*Batch, error) {
 }
 
 // GetBatch reads a batch with its counts and failed jobs.
-func (b *Broker) GetBatch(ctx context.Context, id int64) (*Batch, error) { return b.st.BatchGet(ctx, id) }
+func (b *Broker) GetBatch(ctx context.Context, id int64) (*Batch, error) {
+	return b.st.BatchGet(ctx, id)
+}
 
 // ListBatches lists batches, newest first.
 func (b *Broker) ListBatches(ctx context.Context, f BatchFilter) ([]*Batch, error) {

@@ -43,6 +43,8 @@ type JobSpec struct {
 	// 64 keys of [A-Za-z0-9_.:-], values up to 4096 bytes. The client adds the W3C trace
 	// context of the enqueue ("traceparent", "tracestate").
 	Metadata map[string]string
+	// Batch adds the job to an open batch (CreateBatch); 0: none.
+	Batch int64
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -225,6 +227,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
+		BatchId:        s.Batch,
 	}
 	switch {
 	case !s.RunAt.IsZero():
