@@ -17,6 +17,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	var (
 		typ, payload, queue, runAt, key string
 		priority, maxAttempts           int
+		batch                           int64
 		delay, attemptTimeout           time.Duration
 	)
 	fs.StringVar(&typ, "type", "", "job type (required)")
@@ -28,6 +29,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "attempts allowed, including the first (default: the type's policy)")
 	fs.StringVar(&key, "idempotency-key", "", "a repeat enqueue with this key returns the existing job")
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
+	fs.Int64Var(&batch, "batch", 0, "add the job to this open batch (batches create)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -36,10 +38,12 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 
-	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key}
+	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key, BatchId: batch}
 	switch {
 	case typ == "":
 		return usageErrorf("--type is required")
+	case batch < 0:
+		return usageErrorf("--batch %d is not a positive batch id", batch)
 	case priority < -1000 || priority > 1000:
 		return usageErrorf("--priority %d is outside -1000..1000", priority)
 	case maxAttempts < 0 || maxAttempts > 1_000_000:

@@ -182,6 +182,10 @@ var hostileArgs = map[string][][]string{
 	"workers":          {nil},
 	"brokers":          {nil},
 	"audit list":       {nil, {"--actor", hostile}},
+	"batches list":     {nil},
+	"batches get":      {{"1"}},
+	"batches create":   {{"--description", hostile, "--on-complete", "t"}},
+	"batches close":    {{"1"}},
 }
 
 // noBroker are the commands that do not talk to a broker.
