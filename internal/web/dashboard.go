@@ -71,6 +71,8 @@ var rpcs = map[string]rpc{
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
 	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
 	"ListAuditEvents": call[jobwirev1.ListAuditEventsRequest, jobwirev1.ListAuditEventsResponse](jobwirev1.AdminService_ListAuditEvents_FullMethodName, false),
+	"ListBatches":     call[jobwirev1.ListBatchesRequest, jobwirev1.ListBatchesResponse](jobwirev1.AdminService_ListBatches_FullMethodName, false),
+	"GetBatch":        call[jobwirev1.GetBatchRequest, jobwirev1.GetBatchResponse](jobwirev1.AdminService_GetBatch_FullMethodName, false),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).
