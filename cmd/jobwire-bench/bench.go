@@ -94,6 +94,9 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		{"drain", func(ctx context.Context) ([]result, error) {
 			return b.onBroker(ctx, "drain", b.fillAndDrain(want("enqueue-1000"), want("drain")))
 		}},
+		{"drain-batch", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "drain-batch", b.fillAndDrainBatch)
+		}},
 		{"e2e-1", func(ctx context.Context) ([]result, error) {
 			return b.onBroker(ctx, "e2e-1", b.endToEnd(1, cfg.Producers))
 		}},
@@ -318,6 +321,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		if external {
 			desc = fmt.Sprintf("%d queued, then %d x --worker-cmd", b.cfg.Jobs, b.cfg.Workers)
 		}
+		cpu := brokersCPU(env)
 		start = time.Now()
 		f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name, external: external}, env.client)
 		if err != nil {
@@ -328,6 +332,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			f.kill()
 			return out, err
 		}
+		desc += cpuPerJob(brokersCPU(env)-cpu, b.cfg.Jobs)
 		if _, err := f.stop(); err != nil {
 			return out, err
 		}
