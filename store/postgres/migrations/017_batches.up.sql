@@ -20,5 +20,6 @@ CREATE TABLE IF NOT EXISTS batches (
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS batch_id bigint;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS batch_counted boolean NOT NULL DEFAULT false;
 
--- A batch's jobs: its size at close, its failed jobs for the callbacks.
-CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, state) WHERE batch_id IS NOT NULL;
+-- A batch's jobs: its size at close, its failed jobs for the callbacks. Not by state: a job
+-- changes state four times on its way, and each change would rewrite the entry.
+CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL;

@@ -20,5 +20,6 @@ CREATE TABLE batches (
 ALTER TABLE jobs ADD COLUMN batch_id INTEGER;
 ALTER TABLE jobs ADD COLUMN batch_counted INTEGER NOT NULL DEFAULT 0;
 
--- A batch's jobs: its size at close, its failed jobs for the callbacks.
-CREATE INDEX jobs_batch ON jobs (batch_id, state) WHERE batch_id IS NOT NULL;
+-- A batch's jobs: its size at close, its failed jobs for the callbacks. Not by state: a job
+-- changes state four times on its way, and each change would rewrite the entry.
+CREATE INDEX jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL;
