@@ -27,9 +27,8 @@ import (
 //   - Closing counts the batch's jobs (its size) and completes it at once when they are all
 //     final already.
 //
-// A job requeued from the dead-letter queue is taken off its batch's counts (not counted
-// again until it is final again), so a batch whose callback has not run yet waits for it; a
-// batch that completed stays complete.
+// Each job is counted once, by how it ended first: a dead job requeued from the dead-letter
+// queue stays counted as dead, and a batch that completed stays complete.
 
 // ErrBatchClosed is returned when a job is added to a batch that is closed.
 var ErrBatchClosed = errors.New("batch is closed")
