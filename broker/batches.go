@@ -21,6 +21,10 @@ import (
 // ErrBatchClosed: a job was added to a batch that is closed.
 var ErrBatchClosed = store.ErrBatchClosed
 
+// BatchMetaPrefix starts every metadata key a batch gives its callbacks (store.BatchMetaID and
+// the keys of its counts); a callback's own spec may not use it.
+const BatchMetaPrefix = store.BatchMetaID
+
 // BatchOptions are a new batch's description and callbacks; a nil callback is none.
 type BatchOptions struct {
 	Description           string

@@ -13,7 +13,6 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
-	"github.com/jobwire/jobwire/store"
 )
 
 // maxBatchDescription bounds a batch's description, in bytes.
@@ -100,8 +99,8 @@ func (l Limits) validateBatchOptions(field string, o *jobwirev1.BatchOptions, no
 			return invalid(prefix+".batch_id", "a callback belongs to no batch: it must be 0, got %d", cb.GetBatchId())
 		}
 		for k := range cb.GetMetadata() {
-			if strings.HasPrefix(k, store.BatchMetaID) {
-				return invalid(prefix+".metadata", "key %q: keys starting with %q are the batch's own (its counts)", k, store.BatchMetaID)
+			if strings.HasPrefix(k, broker.BatchMetaPrefix) {
+				return invalid(prefix+".metadata", "key %q: keys starting with %q are the batch's own (its counts)", k, broker.BatchMetaPrefix)
 			}
 		}
 	}
