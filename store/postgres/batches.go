@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -21,7 +18,7 @@ import (
 // A transaction's final writes of batch jobs mark them candidates (batchCandidate); where its
 // writes end, after the finished totals (flushBatches, from Write), one statement marks the
 // candidates that are final and not counted yet as counted (their rows are the transaction's
-// own: it wrote them), and a second adds the counts to their batches' rows, locked in id order.
+// own: it wrote them) and adds the counts to their batches' rows, locked in id order.
 // A batch's row is thus the last row a transaction takes, held only for the rest of its
 // commit; the batch whose counts reach its size completes there, once: completed_at is set
 // under the row's lock, which every transaction that counts in it or closes it takes.
@@ -113,22 +110,26 @@ func (t *tx) BatchClose(id int64, now time.Time) (*store.Batch, error) {
 	return b, t.completeBatch(b, now)
 }
 
-// countBatchJobsSQL marks the candidates $1 that are final and not counted yet as counted, and
-// returns their batches and states. They are the transaction's own rows: it finished them.
-const countBatchJobsSQL = `UPDATE jobs SET batch_counted = true
+// countBatchJobsSQL marks the candidates $1 that are final and not counted yet as counted
+// (they are the transaction's own rows: it finished them), adds them to their batches' counts,
+// the batches' rows locked in id order first, and returns those batches as they are after: one
+// statement, one round trip, for a transaction that finished jobs of batches.
+var countBatchJobsSQL = `WITH counted AS (
+	UPDATE jobs SET batch_counted = true
 	WHERE id = ANY($1::bigint[]) AND batch_id IS NOT NULL AND NOT batch_counted AND state IN (5, 6, 7)
-	RETURNING batch_id, state`
-
-// addBatchCountsSQL adds counts to batches, their rows locked in id order first.
-var addBatchCountsSQL = `WITH locked AS MATERIALIZED (
-	SELECT id FROM batches WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE)
-UPDATE batches SET succeeded = batches.succeeded + u.s, dead = batches.dead + u.d, cancelled = batches.cancelled + u.c
-FROM locked, unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, s, d, c)
-WHERE batches.id = locked.id AND u.id = locked.id
+	RETURNING batch_id, state
+), counts AS (
+	SELECT batch_id, count(*) FILTER (WHERE state = 5) AS s, count(*) FILTER (WHERE state = 6) AS d,
+		count(*) FILTER (WHERE state = 7) AS c
+	FROM counted GROUP BY batch_id
+), locked AS MATERIALIZED (
+	SELECT id FROM batches WHERE id IN (SELECT batch_id FROM counts) ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE batches SET succeeded = batches.succeeded + counts.s, dead = batches.dead + counts.d,
+	cancelled = batches.cancelled + counts.c
+FROM locked, counts
+WHERE batches.id = locked.id AND counts.batch_id = locked.id
 RETURNING ` + prefixed("batches", rawBatchColumns)
-
-// batchCounts are the counts a transaction adds to one batch.
-type batchCounts struct{ succeeded, dead, cancelled int64 }
 
 // flushBatches counts the candidates (batchCandidate) that are final and not counted yet in
 // their batches, and completes those that are done.
@@ -138,38 +139,7 @@ func (t *tx) flushBatches() error {
 	}
 	ids, now := t.batchJobs, t.batchNow
 	t.batchJobs = nil
-	byBatch := map[int64]*batchCounts{}
 	rows, err := t.tx.Query(t.ctx, countBatchJobsSQL, ids)
-	if err != nil {
-		return err
-	}
-	var batch int64
-	var state int16
-	_, err = pgx.ForEachRow(rows, []any{&batch, &state}, func() error {
-		c := byBatch[batch]
-		if c == nil {
-			c = &batchCounts{}
-			byBatch[batch] = c
-		}
-		switch job.State(state) {
-		case job.StateSucceeded:
-			c.succeeded++
-		case job.StateDead:
-			c.dead++
-		default:
-			c.cancelled++
-		}
-		return nil
-	})
-	if err != nil || len(byBatch) == 0 {
-		return err
-	}
-	batches := slices.Sorted(maps.Keys(byBatch))
-	s, d, c := make([]int64, len(batches)), make([]int64, len(batches)), make([]int64, len(batches))
-	for i, id := range batches {
-		s[i], d[i], c[i] = byBatch[id].succeeded, byBatch[id].dead, byBatch[id].cancelled
-	}
-	rows, err = t.tx.Query(t.ctx, addBatchCountsSQL, batches, s, d, c)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import "slices"
 //  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
 //  3. the breakers, by type;
 //  4. the capped queues, by name (lockCappedSQL, queues.go);
-//  5. the batches, by id (addBatchCountsSQL, batches.go): a transaction counts the batch jobs
+//  5. the batches, by id (countBatchJobsSQL, batches.go): a transaction counts the batch jobs
 //     it finished where its writes end, after every row above. Adding jobs to a batch takes
 //     its row FOR KEY SHARE, which no count waits for; closing one takes it FOR UPDATE. The
 //     count's mark of the jobs it counts (countBatchJobsSQL) comes after those rows but locks
