@@ -35,7 +35,7 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 	if _, err := env.client.CloseBatch(waitCtx, batch.ID); err != nil {
 		return nil, err
 	}
-	cpu := brokersCPU(env)
+	cpu := batchBrokersCPU(env)
 	start := time.Now()
 	f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name}, env.client)
 	if err != nil {
@@ -46,7 +46,7 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 		f.kill()
 		return nil, err
 	}
-	used := brokersCPU(env) - cpu
+	used := batchBrokersCPU(env) - cpu
 	if _, err := f.stop(); err != nil {
 		return nil, err
 	}
@@ -59,14 +59,14 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 	}
 	el := end.Sub(start)
 	desc := fmt.Sprintf("%d in one batch, then %d Go workers x%d%s", b.cfg.Jobs, b.cfg.Workers, b.cfg.Concurrency,
-		cpuPerJob(used, b.cfg.Jobs))
+		batchCPUPerJob(used, b.cfg.Jobs))
 	return []result{{Name: "drain-batch", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
 		JobsPerSec: float64(b.cfg.Jobs) / el.Seconds()}}, nil
 }
 
-// brokersCPU is the CPU time the scenario's broker processes used so far (user and system, from
+// batchBrokersCPU is the CPU time the scenario's broker processes used so far (user and system, from
 // /proc; 0 where it cannot be read).
-func brokersCPU(env *scenarioEnv) time.Duration {
+func batchBrokersCPU(env *scenarioEnv) time.Duration {
 	var total time.Duration
 	for _, bp := range env.brokers {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", bp.cmd.Process.Pid))
@@ -80,16 +80,16 @@ func brokersCPU(env *scenarioEnv) time.Duration {
 		}
 		utime, _ := strconv.ParseInt(rest[11], 10, 64)
 		stime, _ := strconv.ParseInt(rest[12], 10, 64)
-		total += time.Duration(utime+stime) * time.Second / clockTicks
+		total += time.Duration(utime+stime) * time.Second / batchClockTicks
 	}
 	return total
 }
 
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux the benchmark runs on.
-const clockTicks = 100
+// batchClockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux the benchmark runs on.
+const batchClockTicks = 100
 
-// cpuPerJob describes the broker CPU a drain used per job ("" when not measured).
-func cpuPerJob(used time.Duration, jobs int) string {
+// batchCPUPerJob describes the broker CPU a drain used per job ("" when not measured).
+func batchCPUPerJob(used time.Duration, jobs int) string {
 	if used <= 0 || jobs == 0 {
 		return ""
 	}

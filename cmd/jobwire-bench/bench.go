@@ -321,7 +321,6 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		if external {
 			desc = fmt.Sprintf("%d queued, then %d x --worker-cmd", b.cfg.Jobs, b.cfg.Workers)
 		}
-		cpu := brokersCPU(env)
 		start = time.Now()
 		f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name, external: external}, env.client)
 		if err != nil {
@@ -332,7 +331,6 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			f.kill()
 			return out, err
 		}
-		desc += cpuPerJob(brokersCPU(env)-cpu, b.cfg.Jobs)
 		if _, err := f.stop(); err != nil {
 			return out, err
 		}
