@@ -408,6 +408,10 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	if hasDeps(specs) {
 		return b.enqueueWithDeps(ctx, specs)
 	}
+	if len(specs) > 0 && specs[0].Batch != 0 {
+		out, _, err := b.EnqueueBatch(ctx, specs, nil)
+		return out, err
+	}
 	now := b.now()
 	params := make([]*store.JobInsertParams, len(specs))
 	for i := range specs {
@@ -498,6 +502,9 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 	b.applyBreakerChanges(ch)
 	if before.State.Final() {
 		return nil, &finishedError{id: id, state: before.State}
+	}
+	if before.BatchID != 0 {
+		b.signal() // its batch's callbacks may be ready
 	}
 	b.obs.JobCancelled(before.Queue, before.Type)
 	b.jobsChanged(id)

@@ -37,6 +37,8 @@ type JobSpec struct {
 	// key run at once (keyconc.go); it goes before any configured rule. "": the rules decide.
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// Batch is the open batch the job is added to (0: none; see EnqueueBatch).
+	Batch int64
 }
 
 // Enqueued is what became of one JobSpec.

@@ -642,7 +642,7 @@ func (o *resultOp) acknowledgeLocked(cur *lease, answered []*Session) {
 
 // finishParams turns a decision into the write that stores it.
 func finishParams(ref job.LeaseRef, j *job.Job, d triage.Decision, a job.Attempt, now time.Time) *store.JobFinishParams {
-	p := &store.JobFinishParams{Ref: ref, Queue: j.Queue, Type: j.Type, Attempt: a, Now: now}
+	p := &store.JobFinishParams{Ref: ref, Queue: j.Queue, Type: j.Type, Attempt: a, Now: now, Batch: batchOf(j)}
 	switch d.Verdict {
 	case triage.Succeeded:
 		p.State = job.StateSucceeded

@@ -146,6 +146,7 @@ func (o batches) Flush(tx store.Tx) error              { return o.b.flushBreaker
 // offers.
 func (o batches) Written(batch []commit.Op, err error) {
 	o.b.writing.breakerBatch = breakerBatch{}
+	o.b.batchesWritten(batch, err)
 	if o.b.settleOffers(batch, err) {
 		o.b.signal()
 	}

@@ -55,6 +55,8 @@ type JobSpec struct {
 	// Empty: the broker's concurrency rules decide (SetConcurrencyRule).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// Batch adds the job to an open batch (CreateBatch); 0: none.
+	Batch int64
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -240,6 +242,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
+		BatchId:        s.Batch,
 		Unique:         uniqueToProto(s.Unique),
 	}
 	pb.DependsOn, pb.RunIfParentsFail = s.DependsOn, s.RunIfParentsFail

@@ -229,6 +229,8 @@ type Job struct {
 	// progress an attempt reported (nil when none). Filled only by single-job reads.
 	Result   []byte
 	Progress *Progress
+	// BatchID is the batch the job belongs to; 0 when none.
+	BatchID int64
 }
 
 // LifetimeStart is when the job's retry lifetime began: its creation, or its last requeue

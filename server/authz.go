@@ -48,6 +48,8 @@ var access = map[string]rule{
 	jobwirev1.ProducerService_EnqueueGraph_FullMethodName: producerOnly,
 	jobwirev1.ProducerService_GetGraph_FullMethodName:     producerViewer,
 	jobwirev1.ProducerService_CancelGraph_FullMethodName:  producerOnly,
+	jobwirev1.ProducerService_CreateBatch_FullMethodName:  producerOnly,
+	jobwirev1.ProducerService_CloseBatch_FullMethodName:   producerOnly,
 
 	jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,
 
@@ -69,6 +71,8 @@ var access = map[string]rule{
 	jobwirev1.AdminService_ResumeSchedule_FullMethodName:    adminOnly,
 	jobwirev1.AdminService_TriggerSchedule_FullMethodName:   adminOnly,
 	jobwirev1.AdminService_BackfillSchedule_FullMethodName:  adminOnly,
+	jobwirev1.AdminService_GetBatch_FullMethodName:          viewer,
+	jobwirev1.AdminService_ListBatches_FullMethodName:       viewer,
 	jobwirev1.AdminService_RequeueDeadJobs_FullMethodName:   adminOnly,
 	jobwirev1.AdminService_PurgeDeadJobs_FullMethodName:     adminOnly,
 	jobwirev1.AdminService_PurgeFinishedJobs_FullMethodName: adminOnly,
@@ -216,6 +220,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req any) error {
 				return err
 			}
 		}
+		return authorizeBatch(p, r)
+	case *jobwirev1.CreateBatchRequest:
+		return authorizeBatch(p, r)
 	case *jobwirev1.GetJobRequest:
 		return s.checkStoredJobScope(ctx, p, r.GetId())
 	case *jobwirev1.CancelJobRequest:

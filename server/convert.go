@@ -63,6 +63,7 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		ConcurrencyKey:   j.ConcurrencyKey,
 		ConcurrencyLimit: int32(j.ConcurrencyLimit),
 		ConcurrencyRule:  j.ConcurrencyRule,
+		BatchId:          j.BatchID,
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {

@@ -36,7 +36,8 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, broker.ErrScheduleFromConfig):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting):
+	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting),
+		errors.Is(err, broker.ErrBatchClosed):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrBadConcurrencyRule):
 		return status.Error(codes.InvalidArgument, err.Error())

@@ -438,6 +438,57 @@ var faultCases = []faultCase{
 			}
 			wantFires(t, fx.b, "t", utc("2026-03-01T11:00:00Z"), utc("2026-03-01T11:10:00Z"), utc("2026-03-01T11:20:00Z"))
 		}},
+	{kind: "enqueue of a new batch", ops: []string{"batch_enqueue", "batch"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			res, err := fx.b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{
+				Batch: &jobwirev1.BatchOptions{OnComplete: &jobwirev1.JobSpec{Type: "cb"}},
+				Jobs:  []*jobwirev1.JobSpec{{Type: "t"}, {Type: "t"}}})
+			if err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			onlyJobs(t, fx.b, res.GetJobs()[0].GetId(), res.GetJobs()[1].GetId())
+			onlyBatch(t, fx, res.GetBatchId(), jobwirev1.BatchState_BATCH_STATE_CLOSED, 2)
+		}},
+	{kind: "close of a batch", ops: []string{"batch_close", "batch"},
+		setup: func(t *testing.T, fx *faultFixture) any {
+			res, err := fx.b.Producer.CreateBatch(context.Background(), &jobwirev1.CreateBatchRequest{
+				Batch: &jobwirev1.BatchOptions{OnComplete: &jobwirev1.JobSpec{Type: "cb"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.GetBatch().GetId()
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			res, err := fx.b.Producer.CloseBatch(context.Background(), &jobwirev1.CloseBatchRequest{Id: state.(int64)})
+			if err != nil || res.GetBatch().GetState() != jobwirev1.BatchState_BATCH_STATE_COMPLETE {
+				t.Fatalf("close: %v, %v; want the empty batch complete", res, err)
+			}
+			onlyJobs(t, fx.b, res.GetBatch().GetCompleteJobId()) // its callback, once
+		}},
+	{kind: "result of a batch's last job", ops: []string{"result", "batch"}, capacity: 1,
+		setup: func(t *testing.T, fx *faultFixture) any {
+			res, err := fx.b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{
+				Batch: &jobwirev1.BatchOptions{OnComplete: &jobwirev1.JobSpec{Type: "cb"}},
+				Jobs:  []*jobwirev1.JobSpec{{Type: "t"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := fx.w.Assignment()
+			fx.w.Started(a)
+			waitState(t, fx.b, a.GetJob().GetId(), running)
+			return [2]any{res.GetBatchId(), a}
+		},
+		write: func(t *testing.T, fx *faultFixture, state any) {
+			id, a := state.([2]any)[0].(int64), state.([2]any)[1].(*jobwirev1.Assignment)
+			if r := ack(t, fx.w.Succeed(a)); r.GetDecision() != jobwirev1.Decision_DECISION_SUCCEEDED {
+				t.Fatalf("decision = %s, want SUCCEEDED", r.GetDecision())
+			}
+			b := onlyBatch(t, fx, id, jobwirev1.BatchState_BATCH_STATE_COMPLETE, 1)
+			if b.GetSucceeded() != 1 {
+				t.Fatalf("batch %v, want its one job counted once", b)
+			}
+			onlyJobs(t, fx.b, a.GetJob().GetId(), b.GetCompleteJobId()) // the callback, once
+		}},
 }
 
 // TestStorageFaultMatrix runs every kind of storage write with a fault before its
@@ -689,4 +740,18 @@ func TestGoWorkerUnderStorageFaults(t *testing.T) {
 			checkBreaker(t, b, 4)
 		})
 	}
+}
+
+// onlyBatch checks that the one batch stored is id, in state with total jobs, and returns it.
+func onlyBatch(t *testing.T, fx *faultFixture, id int64, state jobwirev1.BatchState, total int64) *jobwirev1.Batch {
+	t.Helper()
+	list, err := fx.b.Admin.ListBatches(context.Background(), &jobwirev1.ListBatchesRequest{})
+	if err != nil || len(list.GetBatches()) != 1 {
+		t.Fatalf("batches: %v, %v; want one", list, err)
+	}
+	b := list.GetBatches()[0]
+	if b.GetId() != id || b.GetState() != state || b.GetTotal() != total {
+		t.Fatalf("batch %v, want batch %d %s with %d jobs", b, id, state, total)
+	}
+	return b
 }

@@ -20,6 +20,9 @@ type producer struct {
 // validate checks a unary request; requests without rules pass.
 func (s *Server) validate(req any) error {
 	now := s.clk.Now()
+	if ok, err := s.limits.validateBatchRequest(req, now); ok || err != nil {
+		return err
+	}
 	switch r := req.(type) {
 	case *jobwirev1.EnqueueRequest:
 		return s.limits.validateSpec("job", r.GetJob(), now)
@@ -77,6 +80,7 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 
 		ConcurrencyKey:   spec.GetConcurrencyKey(),
 		ConcurrencyLimit: int(spec.GetConcurrencyLimit()),
+		Batch:            spec.GetBatchId(),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:
@@ -104,6 +108,9 @@ func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatch
 	specs := make([]broker.JobSpec, len(req.GetJobs()))
 	for i, spec := range req.GetJobs() {
 		specs[i] = jobSpecFromProto(spec)
+	}
+	if req.GetBatch() != nil {
+		return p.enqueueIntoBatch(ctx, req, specs)
 	}
 	res, err := p.b.Enqueue(ctx, specs)
 	var conflict *broker.IdempotencyConflictError

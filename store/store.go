@@ -83,6 +83,7 @@ type Store interface {
 	DepsReader // deps.go
 	VersionReader
 	ScheduleReader
+	BatchReader
 
 	Close() error
 }
@@ -255,6 +256,7 @@ type Tx interface {
 	AuditDeleteBefore(t time.Time, limit int) (int, error)
 
 	ScheduleTx
+	BatchWriter
 }
 
 // JobInsertParams is a validated job to add.
@@ -436,6 +438,9 @@ type JobFinishParams struct {
 	Now        time.Time
 	// Result is what a successful attempt returned (nil: none); other states store none.
 	Result []byte
+	// Batch is the job's batch (job.Job.BatchID), 0 when none: a final write of a batch's job
+	// is counted in the batch (see BatchWriter).
+	Batch int64
 }
 
 // JobListParams filters a job listing. Listed jobs carry no history or payload.

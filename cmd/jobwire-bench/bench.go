@@ -103,6 +103,9 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		{"drain", func(ctx context.Context) ([]result, error) {
 			return b.onBroker(ctx, "drain", b.fillAndDrain(want("enqueue-1000"), want("drain")))
 		}},
+		{"drain-batch", func(ctx context.Context) ([]result, error) {
+			return b.onBroker(ctx, "drain-batch", b.fillAndDrainBatch)
+		}},
 		{"e2e-1", func(ctx context.Context) ([]result, error) {
 			return b.onBroker(ctx, "e2e-1", b.endToEnd(1, cfg.Producers))
 		}},

@@ -42,7 +42,7 @@ type benchConfig struct {
 }
 
 // allScenarios lists every scenario in the order they run.
-var allScenarios = []string{"enqueue-1", "enqueue-100", "enqueue-1000", "drain", "e2e-1", "e2e-100", "latency"}
+var allScenarios = []string{"enqueue-1", "enqueue-100", "enqueue-1000", "drain", "drain-batch", "e2e-1", "e2e-100", "latency"}
 
 const usage = `Usage: jobwire-bench [flags]
 

@@ -17,6 +17,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	var (
 		typ, payload, queue, runAt, key string
 		priority, maxAttempts           int
+		batch                           int64
 		delay, attemptTimeout           time.Duration
 	)
 	fs.StringVar(&typ, "type", "", "job type (required)")
@@ -31,6 +32,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	uf := addUniqueFlags(fs)
 	applyDeps := addDepsFlags(fs)
 	conc := addConcurrencyFlags(fs)
+	fs.Int64Var(&batch, "batch", 0, "add the job to this open batch (batches create)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -39,10 +41,12 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 
-	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key}
+	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key, BatchId: batch}
 	switch {
 	case typ == "":
 		return usageErrorf("--type is required")
+	case batch < 0:
+		return usageErrorf("--batch %d is not a positive batch id", batch)
 	case priority < -1000 || priority > 1000:
 		return usageErrorf("--priority %d is outside -1000..1000", priority)
 	case maxAttempts < 0 || maxAttempts > 1_000_000:

@@ -201,6 +201,10 @@ var hostileArgs = map[string][][]string{
 	"schedules resume":   {{hostile}},
 	"schedules trigger":  {{hostile}},
 	"schedules backfill": {{hostile, "--from", "2030-01-01T00:00:00Z", "--to", "2030-01-02T00:00:00Z"}},
+	"batches list":       {nil},
+	"batches get":        {{"1"}},
+	"batches create":     {{"--description", hostile, "--on-complete", "t"}},
+	"batches close":      {{"1"}},
 }
 
 // noBroker are the commands that do not talk to a broker.

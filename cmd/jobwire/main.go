@@ -118,6 +118,10 @@ func init() {
 		{name: "workers", args: "[flags]", summary: "List the connected worker streams with their types, queues and slots.", run: runWorkers},
 		{name: "brokers", args: "[flags]", summary: "List the brokers serving the database, with the leader and the one answering.", run: runBrokers},
 		{name: "audit list", args: "[--action A] [--actor TOKEN] [--since D] [flags]", summary: "List who did which operator action, newest first.", run: runAuditList},
+		{name: "batches list", args: "[--state S] [flags]", summary: "List batches with their counts, newest first.", run: runBatchesList},
+		{name: "batches get", args: "ID [flags]", summary: "Show a batch: its counts, callbacks and failed jobs.", run: runBatchesGet},
+		{name: "batches create", args: "[--on-success T] [--on-complete T] [flags]", summary: "Open a batch and print its id; add jobs with enqueue --batch.", run: runBatchesCreate},
+		{name: "batches close", args: "ID [flags]", summary: "Close a batch: its callbacks run once its jobs are all final.", run: runBatchesClose},
 		{name: "top", args: "[--interval D] [--count N] [flags]", summary: "Show throughput, queues and open breakers, redrawn every second.", run: runTop},
 		{name: "version", args: "", summary: "Print the version.", run: runVersion},
 		{name: "help", args: "[COMMAND]", summary: "Show this help, or one command's.", run: runHelp},
@@ -137,6 +141,7 @@ var groups = map[string]string{
 	"tokens":      "Create, list and revoke the API tokens of a broker with auth on.",
 	"schedules":   "Declare periodic schedules, pause, resume, trigger and backfill them.",
 	"audit":       "Read the audit trail of operator actions.",
+	"batches":     "Group jobs in batches whose callbacks run once every job is final.",
 }
 
 // isHelpFlag reports whether arg asks for help.

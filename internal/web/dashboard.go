@@ -83,6 +83,8 @@ var rpcs = map[string]rpc{
 	"ListConcurrencyRules":  call[jobwirev1.ListConcurrencyRulesRequest, jobwirev1.ListConcurrencyRulesResponse](jobwirev1.AdminService_ListConcurrencyRules_FullMethodName, false),
 	"SetConcurrencyRule":    call[jobwirev1.SetConcurrencyRuleRequest, jobwirev1.SetConcurrencyRuleResponse](jobwirev1.AdminService_SetConcurrencyRule_FullMethodName, true),
 	"RemoveConcurrencyRule": call[jobwirev1.RemoveConcurrencyRuleRequest, jobwirev1.RemoveConcurrencyRuleResponse](jobwirev1.AdminService_RemoveConcurrencyRule_FullMethodName, true),
+	"ListBatches":           call[jobwirev1.ListBatchesRequest, jobwirev1.ListBatchesResponse](jobwirev1.AdminService_ListBatches_FullMethodName, false),
+	"GetBatch":              call[jobwirev1.GetBatchRequest, jobwirev1.GetBatchResponse](jobwirev1.AdminService_GetBatch_FullMethodName, false),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).

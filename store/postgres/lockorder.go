@@ -24,6 +24,12 @@ import "slices"
 //  6. the concurrency keys' one advisory lock (keysLockID, keyconc.go), taken by a lease that
 //     honours keys, which then waits for no row (its reads of jobs skip locked rows), and the
 //     rows of concurrency_turns, written only under that lock.
+//  7. the batches, by id (countBatchJobsSQL, batches.go): a transaction counts the batch jobs
+//     it finished where its writes end, after every row above. Adding jobs to a batch takes
+//     its row FOR KEY SHARE, which no count waits for; closing one takes it FOR UPDATE. The
+//     count's mark of the jobs it counts (countBatchJobsSQL) comes after those rows but locks
+//     no job it has not written: a job final and not counted yet is one whose final write has
+//     not committed, and the statement's snapshot shows another's such job as not final.
 //
 // Within one statement the store keeps the order itself; across statements the caller does
 // (the writer's queue.write, broker/commit/queue.go: jobs, then the totals the store writes at

@@ -250,6 +250,9 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		if err := t.flushFinished(); err != nil {
 			return err
 		}
+		if err := t.flushBatches(); err != nil { // the batches' rows come last (lockorder.go)
+			return err
+		}
 		if err := t.storeReceipt(s.brokerID, receipt); err != nil {
 			return err
 		}
@@ -292,13 +295,13 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, metadata, unique_key, unique_states, parents`
+	attempt_base, requeued_at, metadata, unique_key, unique_states, parents, batch_id`
 
 // listColumns are jobColumns without the payload.
 const listColumns = `id, type, queue, NULL::bytea, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, NULL::jsonb, unique_key, unique_states, parents`
+	attempt_base, requeued_at, NULL::jsonb, unique_key, unique_states, parents, batch_id`
 
 func scanJob(row pgx.Row) (*job.Job, error) {
 	var (
@@ -311,13 +314,17 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 		uniqueStates                        int32
 		state, deadReason                   int16
 		secret, metadata                    []byte
+		batch                               *int64
 	)
 	err := row.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates, &j.Parents)
+		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates, &j.Parents, &batch)
 	if err != nil {
 		return nil, err
+	}
+	if batch != nil {
+		j.BatchID = *batch
 	}
 	if len(metadata) > 0 {
 		if err := json.Unmarshal(metadata, &j.Metadata); err != nil {

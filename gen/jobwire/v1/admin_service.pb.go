@@ -5007,6 +5007,208 @@ func (x *BackfillScheduleResponse) GetExisting() int32 {
 	return 0
 }
 
+type GetBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchRequest) Reset() {
+	*x = GetBatchRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchRequest) ProtoMessage() {}
+
+func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
+func (*GetBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *GetBatchRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type GetBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchResponse) Reset() {
+	*x = GetBatchResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchResponse) ProtoMessage() {}
+
+func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
+func (*GetBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *GetBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type ListBatchesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only batches in this state; unspecified matches any.
+	State BatchState `protobuf:"varint,1,opt,name=state,proto3,enum=jobwire.v1.BatchState" json:"state,omitempty"`
+	// 1..1000, default 100.
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBatchesRequest) Reset() {
+	*x = ListBatchesRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBatchesRequest) ProtoMessage() {}
+
+func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
+func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ListBatchesRequest) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+func (x *ListBatchesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBatchesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListBatchesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       []*Batch               `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBatchesResponse) Reset() {
+	*x = ListBatchesResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBatchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBatchesResponse) ProtoMessage() {}
+
+func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
+func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ListBatchesResponse) GetBatches() []*Batch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+func (x *ListBatchesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -5354,7 +5556,19 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"O\n" +
 	"\x18BackfillScheduleResponse\x12\x17\n" +
 	"\ajob_ids\x18\x01 \x03(\x03R\x06jobIds\x12\x1a\n" +
-	"\bexisting\x18\x02 \x01(\x05R\bexisting*|\n" +
+	"\bexisting\x18\x02 \x01(\x05R\bexisting\"!\n" +
+	"\x0fGetBatchRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\";\n" +
+	"\x10GetBatchResponse\x12'\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"~\n" +
+	"\x12ListBatchesRequest\x12,\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x16.jobwire.v1.BatchStateR\x05state\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"j\n" +
+	"\x13ListBatchesResponse\x12+\n" +
+	"\abatches\x18\x01 \x03(\v2\x11.jobwire.v1.BatchR\abatches\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
@@ -5370,7 +5584,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x1dSCHEDULE_CATCH_UP_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULE_CATCH_UP_LATEST\x10\x01\x12\x1a\n" +
 	"\x16SCHEDULE_CATCH_UP_SKIP\x10\x02\x12\x19\n" +
-	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\x9b\x16\n" +
+	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\xb2\x17\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -5406,7 +5620,9 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x10BackfillSchedule\x12#.jobwire.v1.BackfillScheduleRequest\x1a$.jobwire.v1.BackfillScheduleResponse\x12i\n" +
 	"\x14ListConcurrencyRules\x12'.jobwire.v1.ListConcurrencyRulesRequest\x1a(.jobwire.v1.ListConcurrencyRulesResponse\x12c\n" +
 	"\x12SetConcurrencyRule\x12%.jobwire.v1.SetConcurrencyRuleRequest\x1a&.jobwire.v1.SetConcurrencyRuleResponse\x12l\n" +
-	"\x15RemoveConcurrencyRule\x12(.jobwire.v1.RemoveConcurrencyRuleRequest\x1a).jobwire.v1.RemoveConcurrencyRuleResponseB\xa1\x01\n" +
+	"\x15RemoveConcurrencyRule\x12(.jobwire.v1.RemoveConcurrencyRuleRequest\x1a).jobwire.v1.RemoveConcurrencyRuleResponse\x12E\n" +
+	"\bGetBatch\x12\x1b.jobwire.v1.GetBatchRequest\x1a\x1c.jobwire.v1.GetBatchResponse\x12N\n" +
+	"\vListBatches\x12\x1e.jobwire.v1.ListBatchesRequest\x1a\x1f.jobwire.v1.ListBatchesResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -5424,7 +5640,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                     // 0: jobwire.v1.BreakerState
 	(ScheduleOverlap)(0),                  // 1: jobwire.v1.ScheduleOverlap
@@ -5510,86 +5726,92 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*TriggerScheduleResponse)(nil),       // 81: jobwire.v1.TriggerScheduleResponse
 	(*BackfillScheduleRequest)(nil),       // 82: jobwire.v1.BackfillScheduleRequest
 	(*BackfillScheduleResponse)(nil),      // 83: jobwire.v1.BackfillScheduleResponse
-	nil,                                   // 84: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                                   // 85: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	nil,                                   // 86: jobwire.v1.Schedule.MetadataEntry
-	(*Job)(nil),                           // 87: jobwire.v1.Job
-	(JobState)(0),                         // 88: jobwire.v1.JobState
-	(DeadReason)(0),                       // 89: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),         // 90: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 91: google.protobuf.Duration
+	(*GetBatchRequest)(nil),               // 84: jobwire.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),              // 85: jobwire.v1.GetBatchResponse
+	(*ListBatchesRequest)(nil),            // 86: jobwire.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),           // 87: jobwire.v1.ListBatchesResponse
+	nil,                                   // 88: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                                   // 89: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	nil,                                   // 90: jobwire.v1.Schedule.MetadataEntry
+	(*Job)(nil),                           // 91: jobwire.v1.Job
+	(JobState)(0),                         // 92: jobwire.v1.JobState
+	(DeadReason)(0),                       // 93: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),         // 94: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 95: google.protobuf.Duration
+	(*Batch)(nil),                         // 96: jobwire.v1.Batch
+	(BatchState)(0),                       // 97: jobwire.v1.BatchState
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	87,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
-	87,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
-	87,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
-	87,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
+	91,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
+	91,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
+	91,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
+	91,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
 	11,  // 4: jobwire.v1.ConcurrencyRuleInfo.rule:type_name -> jobwire.v1.ConcurrencyRule
 	12,  // 5: jobwire.v1.ListConcurrencyRulesResponse.rules:type_name -> jobwire.v1.ConcurrencyRuleInfo
 	11,  // 6: jobwire.v1.SetConcurrencyRuleRequest.rule:type_name -> jobwire.v1.ConcurrencyRule
 	11,  // 7: jobwire.v1.SetConcurrencyRuleResponse.rule:type_name -> jobwire.v1.ConcurrencyRule
-	88,  // 8: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	87,  // 9: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	89,  // 10: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	90,  // 11: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	90,  // 12: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	92,  // 8: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	91,  // 9: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	93,  // 10: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	94,  // 11: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	94,  // 12: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	21,  // 13: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	87,  // 14: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	91,  // 14: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	21,  // 15: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	24,  // 16: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	90,  // 17: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	87,  // 18: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	94,  // 17: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	91,  // 18: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	24,  // 19: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	87,  // 20: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	91,  // 20: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	21,  // 21: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	90,  // 22: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	94,  // 22: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	30,  // 23: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	91,  // 24: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	84,  // 25: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	91,  // 26: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	95,  // 24: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	88,  // 25: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	95,  // 26: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	35,  // 27: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	35,  // 28: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	35,  // 29: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	35,  // 30: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	88,  // 31: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	91,  // 32: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	92,  // 31: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	95,  // 32: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	44,  // 33: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	45,  // 34: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	35,  // 35: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	85,  // 36: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	89,  // 36: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	12,  // 37: jobwire.v1.GetStatsResponse.concurrency:type_name -> jobwire.v1.ConcurrencyRuleInfo
 	0,   // 38: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	90,  // 39: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	90,  // 40: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	94,  // 39: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	94,  // 40: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
 	48,  // 41: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	90,  // 42: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	90,  // 43: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	91,  // 44: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	94,  // 42: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	94,  // 43: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	95,  // 44: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
 	49,  // 45: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	90,  // 46: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	94,  // 46: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
 	47,  // 47: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
 	47,  // 48: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
 	0,   // 49: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
 	47,  // 50: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	90,  // 51: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	94,  // 51: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
 	57,  // 52: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	90,  // 53: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	90,  // 54: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	94,  // 53: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	94,  // 54: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
 	60,  // 55: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	90,  // 56: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	90,  // 57: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	90,  // 58: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	94,  // 56: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	94,  // 57: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	94,  // 58: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
 	62,  // 59: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	91,  // 60: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
-	86,  // 61: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
-	91,  // 62: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
+	95,  // 60: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
+	90,  // 61: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
+	95,  // 62: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
 	1,   // 63: jobwire.v1.Schedule.overlap:type_name -> jobwire.v1.ScheduleOverlap
 	2,   // 64: jobwire.v1.Schedule.catch_up:type_name -> jobwire.v1.ScheduleCatchUp
-	91,  // 65: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
-	90,  // 66: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
-	90,  // 67: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
-	88,  // 68: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
-	90,  // 69: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
+	95,  // 65: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
+	94,  // 66: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
+	94,  // 67: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
+	92,  // 68: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
+	94,  // 69: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
 	65,  // 70: jobwire.v1.ListSchedulesResponse.schedules:type_name -> jobwire.v1.Schedule
 	65,  // 71: jobwire.v1.GetScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
 	65,  // 72: jobwire.v1.AddScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
@@ -5598,80 +5820,87 @@ var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
 	65,  // 75: jobwire.v1.UpdateScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
 	65,  // 76: jobwire.v1.PauseScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
 	65,  // 77: jobwire.v1.ResumeScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	88,  // 78: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
-	90,  // 79: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	90,  // 80: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	19,  // 81: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	22,  // 82: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	25,  // 83: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	27,  // 84: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	29,  // 85: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	32,  // 86: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	34,  // 87: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	37,  // 88: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	39,  // 89: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	41,  // 90: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	43,  // 91: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	50,  // 92: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	52,  // 93: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	54,  // 94: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	56,  // 95: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	59,  // 96: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	63,  // 97: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	3,   // 98: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
-	5,   // 99: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
-	7,   // 100: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
-	9,   // 101: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
-	66,  // 102: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
-	68,  // 103: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
-	70,  // 104: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
-	72,  // 105: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
-	74,  // 106: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
-	76,  // 107: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
-	78,  // 108: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
-	80,  // 109: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
-	82,  // 110: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
-	13,  // 111: jobwire.v1.AdminService.ListConcurrencyRules:input_type -> jobwire.v1.ListConcurrencyRulesRequest
-	15,  // 112: jobwire.v1.AdminService.SetConcurrencyRule:input_type -> jobwire.v1.SetConcurrencyRuleRequest
-	17,  // 113: jobwire.v1.AdminService.RemoveConcurrencyRule:input_type -> jobwire.v1.RemoveConcurrencyRuleRequest
-	20,  // 114: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	23,  // 115: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	26,  // 116: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	28,  // 117: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	31,  // 118: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	33,  // 119: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	36,  // 120: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	38,  // 121: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	40,  // 122: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	42,  // 123: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	46,  // 124: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	51,  // 125: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	53,  // 126: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	55,  // 127: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	58,  // 128: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	61,  // 129: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	64,  // 130: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	4,   // 131: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
-	6,   // 132: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
-	8,   // 133: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
-	10,  // 134: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
-	67,  // 135: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
-	69,  // 136: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
-	71,  // 137: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
-	73,  // 138: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
-	75,  // 139: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
-	77,  // 140: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
-	79,  // 141: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
-	81,  // 142: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
-	83,  // 143: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
-	14,  // 144: jobwire.v1.AdminService.ListConcurrencyRules:output_type -> jobwire.v1.ListConcurrencyRulesResponse
-	16,  // 145: jobwire.v1.AdminService.SetConcurrencyRule:output_type -> jobwire.v1.SetConcurrencyRuleResponse
-	18,  // 146: jobwire.v1.AdminService.RemoveConcurrencyRule:output_type -> jobwire.v1.RemoveConcurrencyRuleResponse
-	114, // [114:147] is the sub-list for method output_type
-	81,  // [81:114] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	92,  // 78: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
+	94,  // 79: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	94,  // 80: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	96,  // 81: jobwire.v1.GetBatchResponse.batch:type_name -> jobwire.v1.Batch
+	97,  // 82: jobwire.v1.ListBatchesRequest.state:type_name -> jobwire.v1.BatchState
+	96,  // 83: jobwire.v1.ListBatchesResponse.batches:type_name -> jobwire.v1.Batch
+	19,  // 84: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	22,  // 85: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	25,  // 86: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	27,  // 87: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	29,  // 88: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	32,  // 89: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	34,  // 90: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	37,  // 91: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	39,  // 92: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	41,  // 93: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	43,  // 94: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	50,  // 95: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	52,  // 96: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	54,  // 97: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	56,  // 98: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	59,  // 99: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	63,  // 100: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	3,   // 101: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
+	5,   // 102: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
+	7,   // 103: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
+	9,   // 104: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
+	66,  // 105: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
+	68,  // 106: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
+	70,  // 107: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
+	72,  // 108: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
+	74,  // 109: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
+	76,  // 110: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
+	78,  // 111: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
+	80,  // 112: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
+	82,  // 113: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
+	13,  // 114: jobwire.v1.AdminService.ListConcurrencyRules:input_type -> jobwire.v1.ListConcurrencyRulesRequest
+	15,  // 115: jobwire.v1.AdminService.SetConcurrencyRule:input_type -> jobwire.v1.SetConcurrencyRuleRequest
+	17,  // 116: jobwire.v1.AdminService.RemoveConcurrencyRule:input_type -> jobwire.v1.RemoveConcurrencyRuleRequest
+	84,  // 117: jobwire.v1.AdminService.GetBatch:input_type -> jobwire.v1.GetBatchRequest
+	86,  // 118: jobwire.v1.AdminService.ListBatches:input_type -> jobwire.v1.ListBatchesRequest
+	20,  // 119: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	23,  // 120: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	26,  // 121: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	28,  // 122: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	31,  // 123: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	33,  // 124: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	36,  // 125: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	38,  // 126: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	40,  // 127: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	42,  // 128: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	46,  // 129: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	51,  // 130: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	53,  // 131: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	55,  // 132: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	58,  // 133: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	61,  // 134: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	64,  // 135: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	4,   // 136: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
+	6,   // 137: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
+	8,   // 138: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
+	10,  // 139: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
+	67,  // 140: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
+	69,  // 141: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
+	71,  // 142: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
+	73,  // 143: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
+	75,  // 144: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
+	77,  // 145: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
+	79,  // 146: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
+	81,  // 147: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
+	83,  // 148: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
+	14,  // 149: jobwire.v1.AdminService.ListConcurrencyRules:output_type -> jobwire.v1.ListConcurrencyRulesResponse
+	16,  // 150: jobwire.v1.AdminService.SetConcurrencyRule:output_type -> jobwire.v1.SetConcurrencyRuleResponse
+	18,  // 151: jobwire.v1.AdminService.RemoveConcurrencyRule:output_type -> jobwire.v1.RemoveConcurrencyRuleResponse
+	85,  // 152: jobwire.v1.AdminService.GetBatch:output_type -> jobwire.v1.GetBatchResponse
+	87,  // 153: jobwire.v1.AdminService.ListBatches:output_type -> jobwire.v1.ListBatchesResponse
+	119, // [119:154] is the sub-list for method output_type
+	84,  // [84:119] is the sub-list for method input_type
+	84,  // [84:84] is the sub-list for extension type_name
+	84,  // [84:84] is the sub-list for extension extendee
+	0,   // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -5687,7 +5916,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   84,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,8 @@ const (
 	AdminService_ListConcurrencyRules_FullMethodName  = "/jobwire.v1.AdminService/ListConcurrencyRules"
 	AdminService_SetConcurrencyRule_FullMethodName    = "/jobwire.v1.AdminService/SetConcurrencyRule"
 	AdminService_RemoveConcurrencyRule_FullMethodName = "/jobwire.v1.AdminService/RemoveConcurrencyRule"
+	AdminService_GetBatch_FullMethodName              = "/jobwire.v1.AdminService/GetBatch"
+	AdminService_ListBatches_FullMethodName           = "/jobwire.v1.AdminService/ListBatches"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -147,6 +149,10 @@ type AdminServiceClient interface {
 	// RemoveConcurrencyRule removes a rule: the jobs it keyed that still wait run without a key.
 	// A rule that does not exist is NOT_FOUND.
 	RemoveConcurrencyRule(ctx context.Context, in *RemoveConcurrencyRuleRequest, opts ...grpc.CallOption) (*RemoveConcurrencyRuleResponse, error)
+	// GetBatch returns a batch with its counts and the ids of its failed jobs.
+	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
+	// ListBatches lists batches, newest first.
+	ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -487,6 +493,26 @@ func (c *adminServiceClient) RemoveConcurrencyRule(ctx context.Context, in *Remo
 	return out, nil
 }
 
+func (c *adminServiceClient) GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBatchResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBatchesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBatches_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -580,6 +606,10 @@ type AdminServiceServer interface {
 	// RemoveConcurrencyRule removes a rule: the jobs it keyed that still wait run without a key.
 	// A rule that does not exist is NOT_FOUND.
 	RemoveConcurrencyRule(context.Context, *RemoveConcurrencyRuleRequest) (*RemoveConcurrencyRuleResponse, error)
+	// GetBatch returns a batch with its counts and the ids of its failed jobs.
+	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
+	// ListBatches lists batches, newest first.
+	ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -688,6 +718,12 @@ func (UnimplementedAdminServiceServer) SetConcurrencyRule(context.Context, *SetC
 }
 func (UnimplementedAdminServiceServer) RemoveConcurrencyRule(context.Context, *RemoveConcurrencyRuleRequest) (*RemoveConcurrencyRuleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveConcurrencyRule not implemented")
+}
+func (UnimplementedAdminServiceServer) GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBatch not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBatches not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1304,6 +1340,42 @@ func _AdminService_RemoveConcurrencyRule_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetBatch(ctx, req.(*GetBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListBatches_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBatchesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBatches(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBatches_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBatches(ctx, req.(*ListBatchesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1442,6 +1514,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveConcurrencyRule",
 			Handler:    _AdminService_RemoveConcurrencyRule_Handler,
+		},
+		{
+			MethodName: "GetBatch",
+			Handler:    _AdminService_GetBatch_Handler,
+		},
+		{
+			MethodName: "ListBatches",
+			Handler:    _AdminService_ListBatches_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -282,6 +282,62 @@ func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
+// BatchState is where a batch is in its life.
+type BatchState int32
+
+const (
+	BatchState_BATCH_STATE_UNSPECIFIED BatchState = 0
+	// Jobs may still be added to it (CreateBatch, not yet CloseBatch).
+	BatchState_BATCH_STATE_OPEN BatchState = 1
+	// Closed, with jobs that are not final yet.
+	BatchState_BATCH_STATE_CLOSED BatchState = 2
+	// Closed and every job final: its callbacks were enqueued.
+	BatchState_BATCH_STATE_COMPLETE BatchState = 3
+)
+
+// Enum value maps for BatchState.
+var (
+	BatchState_name = map[int32]string{
+		0: "BATCH_STATE_UNSPECIFIED",
+		1: "BATCH_STATE_OPEN",
+		2: "BATCH_STATE_CLOSED",
+		3: "BATCH_STATE_COMPLETE",
+	}
+	BatchState_value = map[string]int32{
+		"BATCH_STATE_UNSPECIFIED": 0,
+		"BATCH_STATE_OPEN":        1,
+		"BATCH_STATE_CLOSED":      2,
+		"BATCH_STATE_COMPLETE":    3,
+	}
+)
+
+func (x BatchState) Enum() *BatchState {
+	p := new(BatchState)
+	*p = x
+	return p
+}
+
+func (x BatchState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BatchState) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobwire_v1_job_proto_enumTypes[4].Descriptor()
+}
+
+func (BatchState) Type() protoreflect.EnumType {
+	return &file_jobwire_v1_job_proto_enumTypes[4]
+}
+
+func (x BatchState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BatchState.Descriptor instead.
+func (BatchState) EnumDescriptor() ([]byte, []int) {
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{4}
+}
+
 // Job is a unit of work and everything the broker knows about it.
 type Job struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -330,8 +386,10 @@ type Job struct {
 	ConcurrencyKey   string `protobuf:"bytes,37,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
 	ConcurrencyLimit int32  `protobuf:"varint,38,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
 	ConcurrencyRule  string `protobuf:"bytes,39,opt,name=concurrency_rule,json=concurrencyRule,proto3" json:"concurrency_rule,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The batch the job belongs to (see Batch); 0: none.
+	BatchId       int64 `protobuf:"varint,25,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -551,6 +609,13 @@ func (x *Job) GetConcurrencyRule() string {
 		return x.ConcurrencyRule
 	}
 	return ""
+}
+
+func (x *Job) GetBatchId() int64 {
+	if x != nil {
+		return x.BatchId
+	}
+	return 0
 }
 
 // JobDependencies is where a job stands among the jobs it depends on and that depend on it.
@@ -885,12 +950,174 @@ func (x *Attempt) GetDetails() string {
 	return ""
 }
 
+// Batch is a group of jobs with callbacks that run once when the last of them is final.
+type Batch struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	State       BatchState             `protobuf:"varint,3,opt,name=state,proto3,enum=jobwire.v1.BatchState" json:"state,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ClosedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// Jobs in the batch.
+	Total int64 `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
+	// Of total, those that are final in each state; the rest are not final yet.
+	Succeeded int64 `protobuf:"varint,8,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Dead      int64 `protobuf:"varint,9,opt,name=dead,proto3" json:"dead,omitempty"`
+	Cancelled int64 `protobuf:"varint,10,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// The callbacks it runs (their type and queue; empty type: none).
+	OnSuccessType  string `protobuf:"bytes,11,opt,name=on_success_type,json=onSuccessType,proto3" json:"on_success_type,omitempty"`
+	OnCompleteType string `protobuf:"bytes,12,opt,name=on_complete_type,json=onCompleteType,proto3" json:"on_complete_type,omitempty"`
+	// The callbacks' job ids once enqueued; 0 before, and for on_success when a job failed.
+	SuccessJobId  int64 `protobuf:"varint,13,opt,name=success_job_id,json=successJobId,proto3" json:"success_job_id,omitempty"`
+	CompleteJobId int64 `protobuf:"varint,14,opt,name=complete_job_id,json=completeJobId,proto3" json:"complete_job_id,omitempty"`
+	// The ids of its DEAD and CANCELLED jobs, lowest first, at most 1000 (GetBatch only).
+	FailedJobIds  []int64 `protobuf:"varint,15,rep,packed,name=failed_job_ids,json=failedJobIds,proto3" json:"failed_job_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_jobwire_v1_job_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_job_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Batch) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Batch) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Batch) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+func (x *Batch) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Batch) GetClosedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClosedAt
+	}
+	return nil
+}
+
+func (x *Batch) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *Batch) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Batch) GetSucceeded() int64 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *Batch) GetDead() int64 {
+	if x != nil {
+		return x.Dead
+	}
+	return 0
+}
+
+func (x *Batch) GetCancelled() int64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *Batch) GetOnSuccessType() string {
+	if x != nil {
+		return x.OnSuccessType
+	}
+	return ""
+}
+
+func (x *Batch) GetOnCompleteType() string {
+	if x != nil {
+		return x.OnCompleteType
+	}
+	return ""
+}
+
+func (x *Batch) GetSuccessJobId() int64 {
+	if x != nil {
+		return x.SuccessJobId
+	}
+	return 0
+}
+
+func (x *Batch) GetCompleteJobId() int64 {
+	if x != nil {
+		return x.CompleteJobId
+	}
+	return 0
+}
+
+func (x *Batch) GetFailedJobIds() []int64 {
+	if x != nil {
+		return x.FailedJobIds
+	}
+	return nil
+}
+
 var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd1\t\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -923,7 +1150,8 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\fdependencies\x18\x16 \x01(\v2\x1b.jobwire.v1.JobDependenciesR\fdependencies\x12'\n" +
 	"\x0fconcurrency_key\x18% \x01(\tR\x0econcurrencyKey\x12+\n" +
 	"\x11concurrency_limit\x18& \x01(\x05R\x10concurrencyLimit\x12)\n" +
-	"\x10concurrency_rule\x18' \x01(\tR\x0fconcurrencyRule\x1a;\n" +
+	"\x10concurrency_rule\x18' \x01(\tR\x0fconcurrencyRule\x12\x19\n" +
+	"\bbatch_id\x18\x19 \x01(\x03R\abatchId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +
@@ -959,7 +1187,25 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"error_type\x18\a \x01(\tR\terrorType\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12\x18\n" +
-	"\adetails\x18\t \x01(\tR\adetails*\xdf\x01\n" +
+	"\adetails\x18\t \x01(\tR\adetails\"\xc6\x04\n" +
+	"\x05Batch\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x16.jobwire.v1.BatchStateR\x05state\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x127\n" +
+	"\tclosed_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12=\n" +
+	"\fcompleted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12\x14\n" +
+	"\x05total\x18\a \x01(\x03R\x05total\x12\x1c\n" +
+	"\tsucceeded\x18\b \x01(\x03R\tsucceeded\x12\x12\n" +
+	"\x04dead\x18\t \x01(\x03R\x04dead\x12\x1c\n" +
+	"\tcancelled\x18\n" +
+	" \x01(\x03R\tcancelled\x12&\n" +
+	"\x0fon_success_type\x18\v \x01(\tR\ronSuccessType\x12(\n" +
+	"\x10on_complete_type\x18\f \x01(\tR\x0eonCompleteType\x12$\n" +
+	"\x0esuccess_job_id\x18\r \x01(\x03R\fsuccessJobId\x12&\n" +
+	"\x0fcomplete_job_id\x18\x0e \x01(\x03R\rcompleteJobId\x12$\n" +
+	"\x0efailed_job_ids\x18\x0f \x03(\x03R\ffailedJobIds*\xdf\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13JOB_STATE_SCHEDULED\x10\x01\x12\x15\n" +
@@ -989,7 +1235,13 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x16ATTEMPT_OUTCOME_FAILED\x10\x03\x12!\n" +
 	"\x1dATTEMPT_OUTCOME_LEASE_EXPIRED\x10\x04\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_TIMEOUT\x10\x05\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\x06B\x98\x01\n" +
+	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\x06*q\n" +
+	"\n" +
+	"BatchState\x12\x1b\n" +
+	"\x17BATCH_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10BATCH_STATE_OPEN\x10\x01\x12\x16\n" +
+	"\x12BATCH_STATE_CLOSED\x10\x02\x12\x18\n" +
+	"\x14BATCH_STATE_COMPLETE\x10\x03B\x98\x01\n" +
 	"\x0ecom.jobwire.v1B\bJobProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -1006,46 +1258,52 @@ func file_jobwire_v1_job_proto_rawDescGZIP() []byte {
 	return file_jobwire_v1_job_proto_rawDescData
 }
 
-var file_jobwire_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_jobwire_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_jobwire_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: jobwire.v1.JobState
 	(FailureKind)(0),              // 1: jobwire.v1.FailureKind
 	(DeadReason)(0),               // 2: jobwire.v1.DeadReason
 	(AttemptOutcome)(0),           // 3: jobwire.v1.AttemptOutcome
-	(*Job)(nil),                   // 4: jobwire.v1.Job
-	(*JobDependencies)(nil),       // 5: jobwire.v1.JobDependencies
-	(*JobParent)(nil),             // 6: jobwire.v1.JobParent
-	(*JobProgress)(nil),           // 7: jobwire.v1.JobProgress
-	(*Attempt)(nil),               // 8: jobwire.v1.Attempt
-	nil,                           // 9: jobwire.v1.Job.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(BatchState)(0),               // 4: jobwire.v1.BatchState
+	(*Job)(nil),                   // 5: jobwire.v1.Job
+	(*JobDependencies)(nil),       // 6: jobwire.v1.JobDependencies
+	(*JobParent)(nil),             // 7: jobwire.v1.JobParent
+	(*JobProgress)(nil),           // 8: jobwire.v1.JobProgress
+	(*Attempt)(nil),               // 9: jobwire.v1.Attempt
+	(*Batch)(nil),                 // 10: jobwire.v1.Batch
+	nil,                           // 11: jobwire.v1.Job.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
 }
 var file_jobwire_v1_job_proto_depIdxs = []int32{
 	0,  // 0: jobwire.v1.Job.state:type_name -> jobwire.v1.JobState
-	10, // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	10, // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	10, // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	11, // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
+	12, // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	12, // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	12, // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
 	2,  // 5: jobwire.v1.Job.dead_reason:type_name -> jobwire.v1.DeadReason
-	8,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
-	9,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
-	7,  // 8: jobwire.v1.Job.progress:type_name -> jobwire.v1.JobProgress
+	9,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
+	11, // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
+	8,  // 8: jobwire.v1.Job.progress:type_name -> jobwire.v1.JobProgress
 	0,  // 9: jobwire.v1.Job.unique_states:type_name -> jobwire.v1.JobState
-	5,  // 10: jobwire.v1.Job.dependencies:type_name -> jobwire.v1.JobDependencies
-	6,  // 11: jobwire.v1.JobDependencies.parents:type_name -> jobwire.v1.JobParent
+	6,  // 10: jobwire.v1.Job.dependencies:type_name -> jobwire.v1.JobDependencies
+	7,  // 11: jobwire.v1.JobDependencies.parents:type_name -> jobwire.v1.JobParent
 	0,  // 12: jobwire.v1.JobParent.state:type_name -> jobwire.v1.JobState
-	10, // 13: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 14: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	10, // 15: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	12, // 13: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 14: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	12, // 15: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	3,  // 16: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
 	1,  // 17: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 18: jobwire.v1.Batch.state:type_name -> jobwire.v1.BatchState
+	12, // 19: jobwire.v1.Batch.created_at:type_name -> google.protobuf.Timestamp
+	12, // 20: jobwire.v1.Batch.closed_at:type_name -> google.protobuf.Timestamp
+	12, // 21: jobwire.v1.Batch.completed_at:type_name -> google.protobuf.Timestamp
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_job_proto_init() }
@@ -1059,8 +1317,8 @@ func file_jobwire_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_job_proto_rawDesc), len(file_jobwire_v1_job_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   6,
+			NumEnums:      5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -204,8 +204,12 @@ type JobSpec struct {
 	ConcurrencyKey string `protobuf:"bytes,25,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
 	// With concurrency_key: at least 1. Zero without a key.
 	ConcurrencyLimit int32 `protobuf:"varint,26,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Adds the job to this open batch (CreateBatch); 0: none. A batch that is closed or does
+	// not exist fails the call with FAILED_PRECONDITION or NOT_FOUND. A duplicate (idempotency
+	// key) is not added again.
+	BatchId       int64 `protobuf:"varint,40,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -350,6 +354,13 @@ func (x *JobSpec) GetConcurrencyKey() string {
 func (x *JobSpec) GetConcurrencyLimit() int32 {
 	if x != nil {
 		return x.ConcurrencyLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetBatchId() int64 {
+	if x != nil {
+		return x.BatchId
 	}
 	return 0
 }
@@ -639,8 +650,11 @@ func (x *EnqueueResponse) GetJob() *EnqueuedJob {
 }
 
 type EnqueueBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*JobSpec             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*JobSpec             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Makes the jobs one batch, created and closed with them in the same transaction: its
+	// callbacks run once every job is final. The specs' batch_id must then be 0.
+	Batch         *BatchOptions `protobuf:"bytes,50,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,10 +696,19 @@ func (x *EnqueueBatchRequest) GetJobs() []*JobSpec {
 	return nil
 }
 
+func (x *EnqueueBatchRequest) GetBatch() *BatchOptions {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type EnqueueBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order of the request.
-	Jobs          []*EnqueuedJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Jobs []*EnqueuedJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// The batch the request created (EnqueueBatchRequest.batch); 0 when none.
+	BatchId       int64 `protobuf:"varint,50,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -727,6 +750,254 @@ func (x *EnqueueBatchResponse) GetJobs() []*EnqueuedJob {
 	return nil
 }
 
+func (x *EnqueueBatchResponse) GetBatchId() int64 {
+	if x != nil {
+		return x.BatchId
+	}
+	return 0
+}
+
+// BatchOptions are a batch's description and callbacks.
+type BatchOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Shown by `jobwire batches` and the dashboard; at most 200 bytes.
+	Description string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	// Enqueued once, when every job of the batch SUCCEEDED.
+	OnSuccess *JobSpec `protobuf:"bytes,2,opt,name=on_success,json=onSuccess,proto3" json:"on_success,omitempty"`
+	// Enqueued once, when every job of the batch is final (SUCCEEDED, DEAD or CANCELLED),
+	// whatever the outcomes. Both run when every job succeeded.
+	OnComplete    *JobSpec `protobuf:"bytes,3,opt,name=on_complete,json=onComplete,proto3" json:"on_complete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchOptions) Reset() {
+	*x = BatchOptions{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchOptions) ProtoMessage() {}
+
+func (x *BatchOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchOptions.ProtoReflect.Descriptor instead.
+func (*BatchOptions) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BatchOptions) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *BatchOptions) GetOnSuccess() *JobSpec {
+	if x != nil {
+		return x.OnSuccess
+	}
+	return nil
+}
+
+func (x *BatchOptions) GetOnComplete() *JobSpec {
+	if x != nil {
+		return x.OnComplete
+	}
+	return nil
+}
+
+type CreateBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *BatchOptions          `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBatchRequest) Reset() {
+	*x = CreateBatchRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBatchRequest) ProtoMessage() {}
+
+func (x *CreateBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBatchRequest.ProtoReflect.Descriptor instead.
+func (*CreateBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CreateBatchRequest) GetBatch() *BatchOptions {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type CreateBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBatchResponse) Reset() {
+	*x = CreateBatchResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBatchResponse) ProtoMessage() {}
+
+func (x *CreateBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBatchResponse.ProtoReflect.Descriptor instead.
+func (*CreateBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CreateBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type CloseBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseBatchRequest) Reset() {
+	*x = CloseBatchRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseBatchRequest) ProtoMessage() {}
+
+func (x *CloseBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseBatchRequest.ProtoReflect.Descriptor instead.
+func (*CloseBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CloseBatchRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type CloseBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseBatchResponse) Reset() {
+	*x = CloseBatchResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseBatchResponse) ProtoMessage() {}
+
+func (x *CloseBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseBatchResponse.ProtoReflect.Descriptor instead.
+func (*CloseBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CloseBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type GetJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -736,7 +1007,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +1019,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +1032,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetJobRequest) GetId() int64 {
@@ -783,7 +1054,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +1066,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +1079,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -835,7 +1106,7 @@ type EnqueueGraphRequest struct {
 
 func (x *EnqueueGraphRequest) Reset() {
 	*x = EnqueueGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1118,7 @@ func (x *EnqueueGraphRequest) String() string {
 func (*EnqueueGraphRequest) ProtoMessage() {}
 
 func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1131,7 @@ func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueGraphRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EnqueueGraphRequest) GetNodes() []*GraphNode {
@@ -884,7 +1155,7 @@ type GraphNode struct {
 
 func (x *GraphNode) Reset() {
 	*x = GraphNode{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1167,7 @@ func (x *GraphNode) String() string {
 func (*GraphNode) ProtoMessage() {}
 
 func (x *GraphNode) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1180,7 @@ func (x *GraphNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
 func (*GraphNode) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GraphNode) GetKey() string {
@@ -945,7 +1216,7 @@ type EnqueueGraphResponse struct {
 
 func (x *EnqueueGraphResponse) Reset() {
 	*x = EnqueueGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1228,7 @@ func (x *EnqueueGraphResponse) String() string {
 func (*EnqueueGraphResponse) ProtoMessage() {}
 
 func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1241,7 @@ func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueGraphResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EnqueueGraphResponse) GetGraphId() int64 {
@@ -996,7 +1267,7 @@ type GetGraphRequest struct {
 
 func (x *GetGraphRequest) Reset() {
 	*x = GetGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1279,7 @@ func (x *GetGraphRequest) String() string {
 func (*GetGraphRequest) ProtoMessage() {}
 
 func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1292,7 @@ func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphRequest.ProtoReflect.Descriptor instead.
 func (*GetGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetGraphRequest) GetGraphId() int64 {
@@ -1041,7 +1312,7 @@ type GetGraphResponse struct {
 
 func (x *GetGraphResponse) Reset() {
 	*x = GetGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1324,7 @@ func (x *GetGraphResponse) String() string {
 func (*GetGraphResponse) ProtoMessage() {}
 
 func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1337,7 @@ func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphResponse.ProtoReflect.Descriptor instead.
 func (*GetGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetGraphResponse) GetJobs() []*Job {
@@ -1085,7 +1356,7 @@ type CancelGraphRequest struct {
 
 func (x *CancelGraphRequest) Reset() {
 	*x = CancelGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1368,7 @@ func (x *CancelGraphRequest) String() string {
 func (*CancelGraphRequest) ProtoMessage() {}
 
 func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1381,7 @@ func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGraphRequest.ProtoReflect.Descriptor instead.
 func (*CancelGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelGraphRequest) GetGraphId() int64 {
@@ -1130,7 +1401,7 @@ type CancelGraphResponse struct {
 
 func (x *CancelGraphResponse) Reset() {
 	*x = CancelGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1413,7 @@ func (x *CancelGraphResponse) String() string {
 func (*CancelGraphResponse) ProtoMessage() {}
 
 func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1426,7 @@ func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGraphResponse.ProtoReflect.Descriptor instead.
 func (*CancelGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelGraphResponse) GetCancelled() int32 {
@@ -1181,7 +1452,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1464,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1477,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -1246,7 +1517,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1529,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1542,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -1290,7 +1561,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1573,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1586,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1330,7 +1601,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xc0\x05\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xdb\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -1348,7 +1619,8 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x13run_if_parents_fail\x18$ \x01(\bR\x10runIfParentsFail\x121\n" +
 	"\x06unique\x18\x14 \x01(\v2\x19.jobwire.v1.UniqueOptionsR\x06unique\x12'\n" +
 	"\x0fconcurrency_key\x18\x19 \x01(\tR\x0econcurrencyKey\x12+\n" +
-	"\x11concurrency_limit\x18\x1a \x01(\x05R\x10concurrencyLimit\x1a;\n" +
+	"\x11concurrency_limit\x18\x1a \x01(\x05R\x10concurrencyLimit\x12\x19\n" +
+	"\bbatch_id\x18( \x01(\x03R\abatchId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -1371,11 +1643,27 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x06run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\x12:\n" +
 	"\fduplicate_by\x18\x19 \x01(\x0e2\x17.jobwire.v1.DuplicateByR\vduplicateBy\"<\n" +
 	"\x0fEnqueueResponse\x12)\n" +
-	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\">\n" +
+	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\"n\n" +
 	"\x13EnqueueBatchRequest\x12'\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x13.jobwire.v1.JobSpecR\x04jobs\"C\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x13.jobwire.v1.JobSpecR\x04jobs\x12.\n" +
+	"\x05batch\x182 \x01(\v2\x18.jobwire.v1.BatchOptionsR\x05batch\"^\n" +
 	"\x14EnqueueBatchResponse\x12+\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\"\x1f\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\x12\x19\n" +
+	"\bbatch_id\x182 \x01(\x03R\abatchId\"\x9a\x01\n" +
+	"\fBatchOptions\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription\x122\n" +
+	"\n" +
+	"on_success\x18\x02 \x01(\v2\x13.jobwire.v1.JobSpecR\tonSuccess\x124\n" +
+	"\von_complete\x18\x03 \x01(\v2\x13.jobwire.v1.JobSpecR\n" +
+	"onComplete\"D\n" +
+	"\x12CreateBatchRequest\x12.\n" +
+	"\x05batch\x18\x01 \x01(\v2\x18.jobwire.v1.BatchOptionsR\x05batch\">\n" +
+	"\x13CreateBatchResponse\x12'\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"#\n" +
+	"\x11CloseBatchRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"=\n" +
+	"\x12CloseBatchResponse\x12'\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
@@ -1425,7 +1713,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x1f\n" +
 	"\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n" +
 	"\x12\x17\n" +
-	"\x13WAIT_REASON_PARENTS\x10\f2\x9d\x04\n" +
+	"\x13WAIT_REASON_PARENTS\x10\f2\xba\x05\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
@@ -1433,7 +1721,10 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n" +
 	"\fEnqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12E\n" +
 	"\bGetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n" +
-	"\vCancelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponseB\xa4\x01\n" +
+	"\vCancelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponse\x12N\n" +
+	"\vCreateBatch\x12\x1e.jobwire.v1.CreateBatchRequest\x1a\x1f.jobwire.v1.CreateBatchResponse\x12K\n" +
+	"\n" +
+	"CloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponseB\xa4\x01\n" +
 	"\x0ecom.jobwire.v1B\x14ProducerServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -1451,7 +1742,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(DuplicateBy)(0),              // 0: jobwire.v1.DuplicateBy
 	(WaitReason)(0),               // 1: jobwire.v1.WaitReason
@@ -1462,67 +1753,83 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*EnqueueResponse)(nil),       // 6: jobwire.v1.EnqueueResponse
 	(*EnqueueBatchRequest)(nil),   // 7: jobwire.v1.EnqueueBatchRequest
 	(*EnqueueBatchResponse)(nil),  // 8: jobwire.v1.EnqueueBatchResponse
-	(*GetJobRequest)(nil),         // 9: jobwire.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 10: jobwire.v1.GetJobResponse
-	(*EnqueueGraphRequest)(nil),   // 11: jobwire.v1.EnqueueGraphRequest
-	(*GraphNode)(nil),             // 12: jobwire.v1.GraphNode
-	(*EnqueueGraphResponse)(nil),  // 13: jobwire.v1.EnqueueGraphResponse
-	(*GetGraphRequest)(nil),       // 14: jobwire.v1.GetGraphRequest
-	(*GetGraphResponse)(nil),      // 15: jobwire.v1.GetGraphResponse
-	(*CancelGraphRequest)(nil),    // 16: jobwire.v1.CancelGraphRequest
-	(*CancelGraphResponse)(nil),   // 17: jobwire.v1.CancelGraphResponse
-	(*JobWaiting)(nil),            // 18: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 19: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 20: jobwire.v1.CancelJobResponse
-	nil,                           // 21: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(JobState)(0),                 // 24: jobwire.v1.JobState
-	(*Job)(nil),                   // 25: jobwire.v1.Job
+	(*BatchOptions)(nil),          // 9: jobwire.v1.BatchOptions
+	(*CreateBatchRequest)(nil),    // 10: jobwire.v1.CreateBatchRequest
+	(*CreateBatchResponse)(nil),   // 11: jobwire.v1.CreateBatchResponse
+	(*CloseBatchRequest)(nil),     // 12: jobwire.v1.CloseBatchRequest
+	(*CloseBatchResponse)(nil),    // 13: jobwire.v1.CloseBatchResponse
+	(*GetJobRequest)(nil),         // 14: jobwire.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 15: jobwire.v1.GetJobResponse
+	(*EnqueueGraphRequest)(nil),   // 16: jobwire.v1.EnqueueGraphRequest
+	(*GraphNode)(nil),             // 17: jobwire.v1.GraphNode
+	(*EnqueueGraphResponse)(nil),  // 18: jobwire.v1.EnqueueGraphResponse
+	(*GetGraphRequest)(nil),       // 19: jobwire.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),      // 20: jobwire.v1.GetGraphResponse
+	(*CancelGraphRequest)(nil),    // 21: jobwire.v1.CancelGraphRequest
+	(*CancelGraphResponse)(nil),   // 22: jobwire.v1.CancelGraphResponse
+	(*JobWaiting)(nil),            // 23: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 24: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 25: jobwire.v1.CancelJobResponse
+	nil,                           // 26: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(JobState)(0),                 // 29: jobwire.v1.JobState
+	(*Batch)(nil),                 // 30: jobwire.v1.Batch
+	(*Job)(nil),                   // 31: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	22, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	23, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	23, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	21, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	27, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	28, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	28, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	26, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	3,  // 4: jobwire.v1.JobSpec.unique:type_name -> jobwire.v1.UniqueOptions
-	23, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
-	24, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
+	28, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
+	29, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
 	2,  // 7: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	24, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	22, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	29, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	27, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobwire.v1.EnqueuedJob.duplicate_by:type_name -> jobwire.v1.DuplicateBy
 	5,  // 11: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	2,  // 12: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
-	5,  // 13: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	25, // 14: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	18, // 15: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	12, // 16: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
-	2,  // 17: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
-	5,  // 18: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	25, // 19: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
-	1,  // 20: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	22, // 21: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	25, // 22: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	4,  // 23: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	7,  // 24: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	9,  // 25: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	19, // 26: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	11, // 27: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
-	14, // 28: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
-	16, // 29: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
-	6,  // 30: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	8,  // 31: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	10, // 32: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	20, // 33: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	13, // 34: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
-	15, // 35: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
-	17, // 36: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	9,  // 13: jobwire.v1.EnqueueBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
+	5,  // 14: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	2,  // 15: jobwire.v1.BatchOptions.on_success:type_name -> jobwire.v1.JobSpec
+	2,  // 16: jobwire.v1.BatchOptions.on_complete:type_name -> jobwire.v1.JobSpec
+	9,  // 17: jobwire.v1.CreateBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
+	30, // 18: jobwire.v1.CreateBatchResponse.batch:type_name -> jobwire.v1.Batch
+	30, // 19: jobwire.v1.CloseBatchResponse.batch:type_name -> jobwire.v1.Batch
+	31, // 20: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	23, // 21: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	17, // 22: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
+	2,  // 23: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
+	5,  // 24: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	31, // 25: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
+	1,  // 26: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	27, // 27: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	31, // 28: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	4,  // 29: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	7,  // 30: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	14, // 31: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	24, // 32: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	16, // 33: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
+	19, // 34: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
+	21, // 35: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
+	10, // 36: jobwire.v1.ProducerService.CreateBatch:input_type -> jobwire.v1.CreateBatchRequest
+	12, // 37: jobwire.v1.ProducerService.CloseBatch:input_type -> jobwire.v1.CloseBatchRequest
+	6,  // 38: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	8,  // 39: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	15, // 40: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	25, // 41: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	18, // 42: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
+	20, // 43: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
+	22, // 44: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
+	11, // 45: jobwire.v1.ProducerService.CreateBatch:output_type -> jobwire.v1.CreateBatchResponse
+	13, // 46: jobwire.v1.ProducerService.CloseBatch:output_type -> jobwire.v1.CloseBatchResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -1541,7 +1848,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,8 @@ const (
 	ProducerService_EnqueueGraph_FullMethodName = "/jobwire.v1.ProducerService/EnqueueGraph"
 	ProducerService_GetGraph_FullMethodName     = "/jobwire.v1.ProducerService/GetGraph"
 	ProducerService_CancelGraph_FullMethodName  = "/jobwire.v1.ProducerService/CancelGraph"
+	ProducerService_CreateBatch_FullMethodName  = "/jobwire.v1.ProducerService/CreateBatch"
+	ProducerService_CloseBatch_FullMethodName   = "/jobwire.v1.ProducerService/CloseBatch"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -55,6 +57,14 @@ type ProducerServiceClient interface {
 	// CancelGraph cancels every job of a graph that has not finished (running ones are told to
 	// stop) and returns how many it cancelled.
 	CancelGraph(ctx context.Context, in *CancelGraphRequest, opts ...grpc.CallOption) (*CancelGraphResponse, error)
+	// CreateBatch opens a batch that jobs are then added to (JobSpec.batch_id), by one call or
+	// many, until CloseBatch says no more will come. Its callbacks are stored now and enqueued
+	// once, when its last job is final. See docs/workflows.md.
+	CreateBatch(ctx context.Context, in *CreateBatchRequest, opts ...grpc.CallOption) (*CreateBatchResponse, error)
+	// CloseBatch says the batch has all its jobs: from then on it is done once every one of them
+	// is final, and a job added to it is refused (FAILED_PRECONDITION). Closing a closed batch
+	// changes nothing; a batch that does not exist is NOT_FOUND.
+	CloseBatch(ctx context.Context, in *CloseBatchRequest, opts ...grpc.CallOption) (*CloseBatchResponse, error)
 }
 
 type producerServiceClient struct {
@@ -135,6 +145,26 @@ func (c *producerServiceClient) CancelGraph(ctx context.Context, in *CancelGraph
 	return out, nil
 }
 
+func (c *producerServiceClient) CreateBatch(ctx context.Context, in *CreateBatchRequest, opts ...grpc.CallOption) (*CreateBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBatchResponse)
+	err := c.cc.Invoke(ctx, ProducerService_CreateBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *producerServiceClient) CloseBatch(ctx context.Context, in *CloseBatchRequest, opts ...grpc.CallOption) (*CloseBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseBatchResponse)
+	err := c.cc.Invoke(ctx, ProducerService_CloseBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServiceServer is the server API for ProducerService service.
 // All implementations must embed UnimplementedProducerServiceServer
 // for forward compatibility.
@@ -162,6 +192,14 @@ type ProducerServiceServer interface {
 	// CancelGraph cancels every job of a graph that has not finished (running ones are told to
 	// stop) and returns how many it cancelled.
 	CancelGraph(context.Context, *CancelGraphRequest) (*CancelGraphResponse, error)
+	// CreateBatch opens a batch that jobs are then added to (JobSpec.batch_id), by one call or
+	// many, until CloseBatch says no more will come. Its callbacks are stored now and enqueued
+	// once, when its last job is final. See docs/workflows.md.
+	CreateBatch(context.Context, *CreateBatchRequest) (*CreateBatchResponse, error)
+	// CloseBatch says the batch has all its jobs: from then on it is done once every one of them
+	// is final, and a job added to it is refused (FAILED_PRECONDITION). Closing a closed batch
+	// changes nothing; a batch that does not exist is NOT_FOUND.
+	CloseBatch(context.Context, *CloseBatchRequest) (*CloseBatchResponse, error)
 	mustEmbedUnimplementedProducerServiceServer()
 }
 
@@ -192,6 +230,12 @@ func (UnimplementedProducerServiceServer) GetGraph(context.Context, *GetGraphReq
 }
 func (UnimplementedProducerServiceServer) CancelGraph(context.Context, *CancelGraphRequest) (*CancelGraphResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelGraph not implemented")
+}
+func (UnimplementedProducerServiceServer) CreateBatch(context.Context, *CreateBatchRequest) (*CreateBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBatch not implemented")
+}
+func (UnimplementedProducerServiceServer) CloseBatch(context.Context, *CloseBatchRequest) (*CloseBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseBatch not implemented")
 }
 func (UnimplementedProducerServiceServer) mustEmbedUnimplementedProducerServiceServer() {}
 func (UnimplementedProducerServiceServer) testEmbeddedByValue()                         {}
@@ -340,6 +384,42 @@ func _ProducerService_CancelGraph_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProducerService_CreateBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).CreateBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_CreateBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).CreateBatch(ctx, req.(*CreateBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProducerService_CloseBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).CloseBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_CloseBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).CloseBatch(ctx, req.(*CloseBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProducerService_ServiceDesc is the grpc.ServiceDesc for ProducerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -374,6 +454,14 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelGraph",
 			Handler:    _ProducerService_CancelGraph_Handler,
+		},
+		{
+			MethodName: "CreateBatch",
+			Handler:    _ProducerService_CreateBatch_Handler,
+		},
+		{
+			MethodName: "CloseBatch",
+			Handler:    _ProducerService_CloseBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -688,6 +688,45 @@ pages.audit = {
   },
 };
 
+// Batches: their counts, and the callbacks each runs once when its last job is final.
+const BATCH_STATES = ["", "OPEN", "CLOSED", "COMPLETE"];
+
+function batchCallback(type, id) {
+  if (!type) return "-";
+  if (!id || id === "0") return el("span", { class: "muted" }, type + " (waiting)");
+  return el("a", { href: "#/job/" + id }, type + " #" + id);
+}
+
+function batchProgress(b) {
+  const total = Number(b.total || 0), final = Number(b.succeeded || 0) + Number(b.dead || 0) + Number(b.cancelled || 0);
+  const bar = el("progress", { max: Math.max(total, 1), value: final, ariaLabel: "final of total" });
+  return td(el("span", {}, bar, " " + fmtNum(final) + " / " + fmtNum(total)));
+}
+
+pages.batches = {
+  render(main) {
+    this.tokens = [""];
+    this.state = el("select", { ariaLabel: "state" }, BATCH_STATES.map((s) => el("option", { value: s ? "BATCH_STATE_" + s : "" }, s ? s.toLowerCase() : "any state")));
+    this.state.onchange = () => { this.tokens = [""]; refresh(); };
+    this.list = el("div", { id: "batch-list" });
+    this.pager = el("div", { class: "row" });
+    append(main, [el("h1", {}, "Batches"), el("div", { class: "row" }, this.state), el("section", {}, this.list, this.pager)]);
+  },
+  async refresh() {
+    const res = await read("ListBatches", { state: this.state.value || undefined, page_size: 50,
+      page_token: this.tokens[this.tokens.length - 1] });
+    clear(this.list).appendChild(table(["Batch", "Description", "State", "Final / total", ["Succeeded", "num"], ["Dead", "num"],
+      ["Cancelled", "num"], "On success", "On complete", "Created"],
+      (res.batches || []).map((b) => el("tr", { dataset: { batch: b.id, state: short(b.state, "BATCH_STATE_") } },
+        td(String(b.id)), td(b.description || "-"), td(badge(short(b.state, "BATCH_STATE_").toLowerCase(), short(b.state, "BATCH_STATE_") === "COMPLETE" ? "SUCCEEDED" : "paused")),
+        batchProgress(b), num(b.succeeded), num(b.dead), num(b.cancelled),
+        td(batchCallback(b.on_success_type, b.success_job_id)), td(batchCallback(b.on_complete_type, b.complete_job_id)),
+        td(fmtTime(b.created_at)))),
+      "No batch yet."));
+    drawPager(this, res.next_page_token);
+  },
+};
+
 // ---- routing and refresh -----------------------------------------------------------------
 
 // refresh redraws the current page. One runs at a time; a refresh asked for meanwhile (a new

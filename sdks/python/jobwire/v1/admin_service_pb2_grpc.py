@@ -181,6 +181,16 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleResponse.FromString,
                 )
+        self.GetBatch = channel.unary_unary(
+                '/jobwire.v1.AdminService/GetBatch',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.GetBatchRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.GetBatchResponse.FromString,
+                )
+        self.ListBatches = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListBatches',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -439,6 +449,20 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBatch(self, request, context):
+        """GetBatch returns a batch with its counts and the ids of its failed jobs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBatches(self, request, context):
+        """ListBatches lists batches, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -606,6 +630,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RemoveConcurrencyRule,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleResponse.SerializeToString,
+            ),
+            'GetBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBatch,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.GetBatchRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.GetBatchResponse.SerializeToString,
+            ),
+            'ListBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBatches,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1177,5 +1211,39 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/RemoveConcurrencyRule',
             jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.RemoveConcurrencyRuleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/GetBatch',
+            jobwire_dot_v1_dot_admin__service__pb2.GetBatchRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.GetBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListBatches',
+            jobwire_dot_v1_dot_admin__service__pb2.ListBatchesRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListBatchesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from jobwire.v1 import job_pb2 as jobwire_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x88\x04\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x12\x12\n\ndepends_on\x18# \x03(\x03\x12\x1b\n\x13run_if_parents_fail\x18$ \x01(\x08\x12)\n\x06unique\x18\x14 \x01(\x0b\x32\x19.jobwire.v1.UniqueOptions\x12\x17\n\x0f\x63oncurrency_key\x18\x19 \x01(\t\x12\x19\n\x11\x63oncurrency_limit\x18\x1a \x01(\x05\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"\xa8\x01\n\rUniqueOptions\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nby_payload\x18\x02 \x01(\x08\x12\x0e\n\x06\x66ields\x18\x03 \x03(\t\x12\x15\n\racross_queues\x18\x04 \x01(\x08\x12)\n\x06period\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x06states\x18\x06 \x03(\x0e\x32\x14.jobwire.v1.JobState\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"\xac\x01\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\x0c\x64uplicate_by\x18\x19 \x01(\x0e\x32\x17.jobwire.v1.DuplicateBy\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"8\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\";\n\x13\x45nqueueGraphRequest\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.GraphNode\"N\n\tGraphNode\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x03job\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12\x12\n\ndepends_on\x18\x03 \x03(\t\"O\n\x14\x45nqueueGraphResponse\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\x12%\n\x04jobs\x18\x02 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"#\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"1\n\x10GetGraphResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"&\n\x12\x43\x61ncelGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"(\n\x13\x43\x61ncelGraphResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*f\n\x0b\x44uplicateBy\x12\x1c\n\x18\x44UPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n\x1c\x44UPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n\x13\x44UPLICATE_BY_UNIQUE\x10\x02*\xb1\x02\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x12\x1f\n\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n\x12\x17\n\x13WAIT_REASON_PARENTS\x10\x0c\x32\x9d\x04\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n\x0c\x45nqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12\x45\n\x08GetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n\x0b\x43\x61ncelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x9a\x04\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x12\x12\n\ndepends_on\x18# \x03(\x03\x12\x1b\n\x13run_if_parents_fail\x18$ \x01(\x08\x12)\n\x06unique\x18\x14 \x01(\x0b\x32\x19.jobwire.v1.UniqueOptions\x12\x17\n\x0f\x63oncurrency_key\x18\x19 \x01(\t\x12\x19\n\x11\x63oncurrency_limit\x18\x1a \x01(\x05\x12\x10\n\x08\x62\x61tch_id\x18( \x01(\x03\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"\xa8\x01\n\rUniqueOptions\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nby_payload\x18\x02 \x01(\x08\x12\x0e\n\x06\x66ields\x18\x03 \x03(\t\x12\x15\n\racross_queues\x18\x04 \x01(\x08\x12)\n\x06period\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x06states\x18\x06 \x03(\x0e\x32\x14.jobwire.v1.JobState\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"\xac\x01\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\x0c\x64uplicate_by\x18\x19 \x01(\x0e\x32\x17.jobwire.v1.DuplicateBy\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"a\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\x12\'\n\x05\x62\x61tch\x18\x32 \x01(\x0b\x32\x18.jobwire.v1.BatchOptions\"O\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\x12\x10\n\x08\x62\x61tch_id\x18\x32 \x01(\x03\"v\n\x0c\x42\x61tchOptions\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\'\n\non_success\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12(\n\x0bon_complete\x18\x03 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x12\x43reateBatchRequest\x12\'\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x18.jobwire.v1.BatchOptions\"7\n\x13\x43reateBatchResponse\x12 \n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.Batch\"\x1f\n\x11\x43loseBatchRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"6\n\x12\x43loseBatchResponse\x12 \n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.Batch\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\";\n\x13\x45nqueueGraphRequest\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.GraphNode\"N\n\tGraphNode\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x03job\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12\x12\n\ndepends_on\x18\x03 \x03(\t\"O\n\x14\x45nqueueGraphResponse\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\x12%\n\x04jobs\x18\x02 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"#\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"1\n\x10GetGraphResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"&\n\x12\x43\x61ncelGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"(\n\x13\x43\x61ncelGraphResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*f\n\x0b\x44uplicateBy\x12\x1c\n\x18\x44UPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n\x1c\x44UPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n\x13\x44UPLICATE_BY_UNIQUE\x10\x02*\xb1\x02\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x12\x1f\n\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n\x12\x17\n\x13WAIT_REASON_PARENTS\x10\x0c\x32\xba\x05\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n\x0c\x45nqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12\x45\n\x08GetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n\x0b\x43\x61ncelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponse\x12N\n\x0b\x43reateBatch\x12\x1e.jobwire.v1.CreateBatchRequest\x1a\x1f.jobwire.v1.CreateBatchResponse\x12K\n\nCloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.producer_service_pb2', globals())
@@ -25,50 +25,60 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _JOBSPEC_METADATAENTRY._options = None
   _JOBSPEC_METADATAENTRY._serialized_options = b'8\001'
-  _DUPLICATEBY._serialized_start=1956
-  _DUPLICATEBY._serialized_end=2058
-  _WAITREASON._serialized_start=2061
-  _WAITREASON._serialized_end=2366
+  _DUPLICATEBY._serialized_start=2362
+  _DUPLICATEBY._serialized_end=2464
+  _WAITREASON._serialized_start=2467
+  _WAITREASON._serialized_end=2772
   _JOBSPEC._serialized_start=137
-  _JOBSPEC._serialized_end=657
-  _JOBSPEC_METADATAENTRY._serialized_start=598
-  _JOBSPEC_METADATAENTRY._serialized_end=645
-  _UNIQUEOPTIONS._serialized_start=660
-  _UNIQUEOPTIONS._serialized_end=828
-  _ENQUEUEREQUEST._serialized_start=830
-  _ENQUEUEREQUEST._serialized_end=880
-  _ENQUEUEDJOB._serialized_start=883
-  _ENQUEUEDJOB._serialized_end=1055
-  _ENQUEUERESPONSE._serialized_start=1057
-  _ENQUEUERESPONSE._serialized_end=1112
-  _ENQUEUEBATCHREQUEST._serialized_start=1114
-  _ENQUEUEBATCHREQUEST._serialized_end=1170
-  _ENQUEUEBATCHRESPONSE._serialized_start=1172
-  _ENQUEUEBATCHRESPONSE._serialized_end=1233
-  _GETJOBREQUEST._serialized_start=1235
-  _GETJOBREQUEST._serialized_end=1262
-  _GETJOBRESPONSE._serialized_start=1264
-  _GETJOBRESPONSE._serialized_end=1351
-  _ENQUEUEGRAPHREQUEST._serialized_start=1353
-  _ENQUEUEGRAPHREQUEST._serialized_end=1412
-  _GRAPHNODE._serialized_start=1414
-  _GRAPHNODE._serialized_end=1492
-  _ENQUEUEGRAPHRESPONSE._serialized_start=1494
-  _ENQUEUEGRAPHRESPONSE._serialized_end=1573
-  _GETGRAPHREQUEST._serialized_start=1575
-  _GETGRAPHREQUEST._serialized_end=1610
-  _GETGRAPHRESPONSE._serialized_start=1612
-  _GETGRAPHRESPONSE._serialized_end=1661
-  _CANCELGRAPHREQUEST._serialized_start=1663
-  _CANCELGRAPHREQUEST._serialized_end=1701
-  _CANCELGRAPHRESPONSE._serialized_start=1703
-  _CANCELGRAPHRESPONSE._serialized_end=1743
-  _JOBWAITING._serialized_start=1745
-  _JOBWAITING._serialized_end=1871
-  _CANCELJOBREQUEST._serialized_start=1873
-  _CANCELJOBREQUEST._serialized_end=1903
-  _CANCELJOBRESPONSE._serialized_start=1905
-  _CANCELJOBRESPONSE._serialized_end=1954
-  _PRODUCERSERVICE._serialized_start=2369
-  _PRODUCERSERVICE._serialized_end=2910
+  _JOBSPEC._serialized_end=675
+  _JOBSPEC_METADATAENTRY._serialized_start=616
+  _JOBSPEC_METADATAENTRY._serialized_end=663
+  _UNIQUEOPTIONS._serialized_start=678
+  _UNIQUEOPTIONS._serialized_end=846
+  _ENQUEUEREQUEST._serialized_start=848
+  _ENQUEUEREQUEST._serialized_end=898
+  _ENQUEUEDJOB._serialized_start=901
+  _ENQUEUEDJOB._serialized_end=1073
+  _ENQUEUERESPONSE._serialized_start=1075
+  _ENQUEUERESPONSE._serialized_end=1130
+  _ENQUEUEBATCHREQUEST._serialized_start=1132
+  _ENQUEUEBATCHREQUEST._serialized_end=1229
+  _ENQUEUEBATCHRESPONSE._serialized_start=1231
+  _ENQUEUEBATCHRESPONSE._serialized_end=1310
+  _BATCHOPTIONS._serialized_start=1312
+  _BATCHOPTIONS._serialized_end=1430
+  _CREATEBATCHREQUEST._serialized_start=1432
+  _CREATEBATCHREQUEST._serialized_end=1493
+  _CREATEBATCHRESPONSE._serialized_start=1495
+  _CREATEBATCHRESPONSE._serialized_end=1550
+  _CLOSEBATCHREQUEST._serialized_start=1552
+  _CLOSEBATCHREQUEST._serialized_end=1583
+  _CLOSEBATCHRESPONSE._serialized_start=1585
+  _CLOSEBATCHRESPONSE._serialized_end=1639
+  _GETJOBREQUEST._serialized_start=1641
+  _GETJOBREQUEST._serialized_end=1668
+  _GETJOBRESPONSE._serialized_start=1670
+  _GETJOBRESPONSE._serialized_end=1757
+  _ENQUEUEGRAPHREQUEST._serialized_start=1759
+  _ENQUEUEGRAPHREQUEST._serialized_end=1818
+  _GRAPHNODE._serialized_start=1820
+  _GRAPHNODE._serialized_end=1898
+  _ENQUEUEGRAPHRESPONSE._serialized_start=1900
+  _ENQUEUEGRAPHRESPONSE._serialized_end=1979
+  _GETGRAPHREQUEST._serialized_start=1981
+  _GETGRAPHREQUEST._serialized_end=2016
+  _GETGRAPHRESPONSE._serialized_start=2018
+  _GETGRAPHRESPONSE._serialized_end=2067
+  _CANCELGRAPHREQUEST._serialized_start=2069
+  _CANCELGRAPHREQUEST._serialized_end=2107
+  _CANCELGRAPHRESPONSE._serialized_start=2109
+  _CANCELGRAPHRESPONSE._serialized_end=2149
+  _JOBWAITING._serialized_start=2151
+  _JOBWAITING._serialized_end=2277
+  _CANCELJOBREQUEST._serialized_start=2279
+  _CANCELJOBREQUEST._serialized_end=2309
+  _CANCELJOBRESPONSE._serialized_start=2311
+  _CANCELJOBRESPONSE._serialized_end=2360
+  _PRODUCERSERVICE._serialized_start=2775
+  _PRODUCERSERVICE._serialized_end=3473
 # @@protoc_insertion_point(module_scope)

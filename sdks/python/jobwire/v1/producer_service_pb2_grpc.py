@@ -50,6 +50,16 @@ class ProducerServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphResponse.FromString,
                 )
+        self.CreateBatch = channel.unary_unary(
+                '/jobwire.v1.ProducerService/CreateBatch',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.CreateBatchRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CreateBatchResponse.FromString,
+                )
+        self.CloseBatch = channel.unary_unary(
+                '/jobwire.v1.ProducerService/CloseBatch',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchResponse.FromString,
+                )
 
 
 class ProducerServiceServicer(object):
@@ -112,6 +122,24 @@ class ProducerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateBatch(self, request, context):
+        """CreateBatch opens a batch that jobs are then added to (JobSpec.batch_id), by one call or
+        many, until CloseBatch says no more will come. Its callbacks are stored now and enqueued
+        once, when its last job is final. See docs/workflows.md.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseBatch(self, request, context):
+        """CloseBatch says the batch has all its jobs: from then on it is done once every one of them
+        is final, and a job added to it is refused (FAILED_PRECONDITION). Closing a closed batch
+        changes nothing; a batch that does not exist is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,6 +177,16 @@ def add_ProducerServiceServicer_to_server(servicer, server):
                     servicer.CancelGraph,
                     request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphResponse.SerializeToString,
+            ),
+            'CreateBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateBatch,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CreateBatchRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.CreateBatchResponse.SerializeToString,
+            ),
+            'CloseBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseBatch,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -277,5 +315,39 @@ class ProducerService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/CancelGraph',
             jobwire_dot_v1_dot_producer__service__pb2.CancelGraphRequest.SerializeToString,
             jobwire_dot_v1_dot_producer__service__pb2.CancelGraphResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/CreateBatch',
+            jobwire_dot_v1_dot_producer__service__pb2.CreateBatchRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.CreateBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CloseBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/CloseBatch',
+            jobwire_dot_v1_dot_producer__service__pb2.CloseBatchRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.CloseBatchResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

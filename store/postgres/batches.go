@@ -1,0 +1,315 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/store"
+)
+
+// Batches (see store.BatchWriter), with several brokers finishing one batch's jobs at once.
+//
+// A transaction's final writes of batch jobs mark them candidates (batchCandidate); where its
+// writes end, after the finished totals (flushBatches, from Write), one statement marks the
+// candidates that are final and not counted yet as counted (their rows are the transaction's
+// own: it wrote them) and adds the counts to their batches' rows, locked in id order.
+// A batch's row is thus the last row a transaction takes, held only for the rest of its
+// commit; the batch whose counts reach its size completes there, once: completed_at is set
+// under the row's lock, which every transaction that counts in it or closes it takes.
+//
+// Adding jobs to a batch takes its row FOR KEY SHARE, which neither the counts (FOR NO KEY
+// UPDATE) nor other adds wait for; closing takes it FOR UPDATE, which waits for the adds in
+// flight to commit, so the size it counts then is final: an add that comes after finds the
+// batch closed.
+//
+// Why one row per batch and not shards: the counts change once per transaction per batch (a
+// group commit carries hundreds of results), not once per job, so two brokers draining one
+// batch queue on its row once per commit each; see docs/workflows.md for the measurement.
+
+// batchColumns are the columns scanBatch reads; rawBatchColumns the same as stored (an open
+// batch's total is counted by batchColumns).
+const (
+	rawBatchColumns = `id, description, created_at, closed_at, completed_at, total, succeeded, dead, cancelled,
+	on_success, on_complete, success_job_id, complete_job_id`
+	batchColumns = `id, description, created_at, closed_at, completed_at,
+	CASE WHEN closed_at IS NULL THEN (SELECT count(*) FROM jobs WHERE batch_id = batches.id) ELSE total END,
+	succeeded, dead, cancelled, on_success, on_complete, success_job_id, complete_job_id`
+)
+
+// batchCandidate notes a write that may make a batch's job final, for flushBatches.
+func (t *tx) batchCandidate(batch, jobID int64, now time.Time) {
+	if batch == 0 {
+		return
+	}
+	t.batchJobs = append(t.batchJobs, jobID)
+	if now.After(t.batchNow) {
+		t.batchNow = now
+	}
+}
+
+// batchFinished notes the final writes among ps.
+func (t *tx) batchFinished(ps ...*store.JobFinishParams) {
+	for _, p := range ps {
+		if p.State.Final() {
+			t.batchCandidate(p.Batch, p.Ref.JobID, p.Now)
+		}
+	}
+}
+
+func (t *tx) BatchCreate(p *store.BatchCreateParams) (int64, error) {
+	success, err := encodeCallback(p.OnSuccess)
+	if err != nil {
+		return 0, err
+	}
+	complete, err := encodeCallback(p.OnComplete)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = t.tx.QueryRow(t.ctx, `INSERT INTO batches (description, created_at, on_success, on_complete)
+		VALUES ($1, $2, $3, $4) RETURNING id`, p.Description, nanos(p.Now), success, complete).Scan(&id)
+	return id, err
+}
+
+func (t *tx) BatchAdd(id int64, jobs []int64) error {
+	var closed *int64
+	err := t.tx.QueryRow(t.ctx, `SELECT closed_at FROM batches WHERE id = $1 FOR KEY SHARE`, id).Scan(&closed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if closed != nil {
+		return fmt.Errorf("batch %d: %w", id, store.ErrBatchClosed)
+	}
+	return t.hold(`UPDATE jobs SET batch_id = $1 WHERE id = ANY($2::bigint[])`, id, jobs)
+}
+
+func (t *tx) BatchClose(id int64, now time.Time) (*store.Batch, error) {
+	b, err := scanBatch(t.tx.QueryRow(t.ctx, `SELECT `+rawBatchColumns+` FROM batches WHERE id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil || !b.Open() {
+		return b, err
+	}
+	if err := t.tx.QueryRow(t.ctx, `SELECT count(*) FROM jobs WHERE batch_id = $1`, id).Scan(&b.Total); err != nil {
+		return nil, err
+	}
+	b.ClosedAt = now
+	if err := t.hold(`UPDATE batches SET closed_at = $1, total = $2 WHERE id = $3`, nanos(now), b.Total, id); err != nil {
+		return nil, err
+	}
+	return b, t.completeBatch(b, now)
+}
+
+// countBatchJobsSQL marks the candidates $1 that are final and not counted yet as counted
+// (they are the transaction's own rows: it finished them), adds them to their batches' counts,
+// the batches' rows locked in id order first, and returns those batches as they are after: one
+// statement, one round trip, for a transaction that finished jobs of batches.
+var countBatchJobsSQL = `WITH counted AS (
+	UPDATE jobs SET batch_counted = true
+	WHERE id = ANY($1::bigint[]) AND batch_id IS NOT NULL AND NOT batch_counted AND state IN (5, 6, 7)
+	RETURNING batch_id, state
+), counts AS (
+	SELECT batch_id, count(*) FILTER (WHERE state = 5) AS s, count(*) FILTER (WHERE state = 6) AS d,
+		count(*) FILTER (WHERE state = 7) AS c
+	FROM counted GROUP BY batch_id
+), locked AS MATERIALIZED (
+	SELECT id FROM batches WHERE id IN (SELECT batch_id FROM counts) ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE batches SET succeeded = batches.succeeded + counts.s, dead = batches.dead + counts.d,
+	cancelled = batches.cancelled + counts.c
+FROM locked, counts
+WHERE batches.id = locked.id AND counts.batch_id = locked.id
+RETURNING ` + prefixed("batches", rawBatchColumns)
+
+// flushBatches counts the candidates (batchCandidate) that are final and not counted yet in
+// their batches, and completes those that are done.
+func (t *tx) flushBatches() error {
+	if len(t.batchJobs) == 0 {
+		return nil
+	}
+	ids, now := t.batchJobs, t.batchNow
+	t.batchJobs = nil
+	rows, err := t.tx.Query(t.ctx, countBatchJobsSQL, ids)
+	if err != nil {
+		return err
+	}
+	counted, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Batch, error) { return scanBatch(row) })
+	if err != nil {
+		return err
+	}
+	for _, b := range counted {
+		if err := t.completeBatch(b, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// completeBatch enqueues b's callbacks when it is closed, not complete yet, and every one of
+// its jobs is counted final. b's row is locked by the transaction.
+func (t *tx) completeBatch(b *store.Batch, now time.Time) error {
+	if b.Open() || b.Complete() || b.Succeeded+b.Dead+b.Cancelled < b.Total {
+		return nil
+	}
+	failed, err := failedIDs(t.ctx, t.tx, b.ID)
+	if err != nil {
+		return err
+	}
+	more := max(b.Dead+b.Cancelled-int64(len(failed)), 0)
+	var ps []*store.JobInsertParams
+	var kinds []*int64
+	if b.OnSuccess != nil && b.Dead+b.Cancelled == 0 {
+		ps, kinds = append(ps, store.BatchCallbackParams(b, b.OnSuccess, "success", failed, more, now)), append(kinds, &b.SuccessJobID)
+	}
+	if b.OnComplete != nil {
+		ps, kinds = append(ps, store.BatchCallbackParams(b, b.OnComplete, "complete", failed, more, now)), append(kinds, &b.CompleteJobID)
+	}
+	if len(ps) > 0 {
+		res, err := t.JobInsertMany(ps)
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			*kinds[i] = r.ID
+		}
+		t.Publish(store.Event{Kind: store.EventReady})
+	}
+	b.CompletedAt = now
+	return t.hold(`UPDATE batches SET completed_at = $1, success_job_id = $2, complete_job_id = $3 WHERE id = $4`,
+		nanos(now), nullID(b.SuccessJobID), nullID(b.CompleteJobID), b.ID)
+}
+
+// queryer is what failedIDs reads through: the pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// failedIDs lists the ids of a batch's DEAD and CANCELLED jobs, lowest first, at most
+// store.BatchFailedMax.
+func failedIDs(ctx context.Context, db queryer, batch int64) ([]int64, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM jobs WHERE batch_id = $1 AND state IN (6, 7) ORDER BY id LIMIT $2`,
+		batch, store.BatchFailedMax)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (s *Store) BatchGet(ctx context.Context, id int64) (*store.Batch, error) {
+	var out *store.Batch
+	err := s.read(ctx, "batch_get", func(ctx context.Context) error {
+		b, err := scanBatch(s.pool.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if b.FailedJobIDs, err = failedIDs(ctx, s.pool, id); err != nil {
+			return err
+		}
+		out = b
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) BatchList(ctx context.Context, p *store.BatchListParams) ([]*store.Batch, error) {
+	q := &query{}
+	q.sql.WriteString(`SELECT ` + batchColumns + ` FROM batches WHERE true`)
+	if p.Before > 0 {
+		q.sql.WriteString(` AND id < ` + q.arg(p.Before))
+	}
+	var states []string
+	if p.Open {
+		states = append(states, `closed_at IS NULL`)
+	}
+	if p.Closed {
+		states = append(states, `(closed_at IS NOT NULL AND completed_at IS NULL)`)
+	}
+	if p.Complete {
+		states = append(states, `completed_at IS NOT NULL`)
+	}
+	if len(states) > 0 {
+		q.sql.WriteString(` AND (` + strings.Join(states, ` OR `) + `)`)
+	}
+	q.sql.WriteString(` ORDER BY id DESC LIMIT ` + q.arg(p.Limit))
+	var out []*store.Batch
+	err := s.read(ctx, "batch_list", func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, q.sql.String(), q.args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Batch, error) { return scanBatch(row) })
+		return err
+	})
+	return out, err
+}
+
+func scanBatch(row pgx.Row) (*store.Batch, error) {
+	var b store.Batch
+	var created int64
+	var closed, completed, successID, completeID *int64
+	var success, complete []byte
+	err := row.Scan(&b.ID, &b.Description, &created, &closed, &completed, &b.Total, &b.Succeeded, &b.Dead,
+		&b.Cancelled, &success, &complete, &successID, &completeID)
+	if err != nil {
+		return nil, err
+	}
+	b.CreatedAt, b.ClosedAt, b.CompletedAt = fromNanos(created), fromNull(closed), fromNull(completed)
+	if successID != nil {
+		b.SuccessJobID = *successID
+	}
+	if completeID != nil {
+		b.CompleteJobID = *completeID
+	}
+	if b.OnSuccess, err = decodeCallback(success); err != nil {
+		return nil, fmt.Errorf("batch %d: on_success: %w", b.ID, err)
+	}
+	if b.OnComplete, err = decodeCallback(complete); err != nil {
+		return nil, fmt.Errorf("batch %d: on_complete: %w", b.ID, err)
+	}
+	return &b, nil
+}
+
+func encodeCallback(cb *store.BatchCallback) (any, error) {
+	if cb == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(cb)
+	return string(data), err
+}
+
+func decodeCallback(data []byte) (*store.BatchCallback, error) {
+	if data == nil {
+		return nil, nil
+	}
+	var cb store.BatchCallback
+	return &cb, json.Unmarshal(data, &cb)
+}
+
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// prefixed qualifies each of a list of columns with table.
+func prefixed(table, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
