@@ -184,6 +184,9 @@ type Job struct {
 	// Metadata is string keys and values the producer attached (W3C trace context under
 	// "traceparent" and "tracestate", or its own keys); nil when none. Listings leave it out.
 	Metadata map[string]string
+	// RateKey is the key the job counts under in the keyed rate limits that match it, taken
+	// from the job when it was enqueued ('' when none).
+	RateKey string
 
 	LastErrorType    string
 	LastErrorMessage string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 )
 
 // ErrNotFound is returned when a job (or other record) does not exist.
@@ -79,6 +80,8 @@ type Store interface {
 	// p.Limit.
 	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
 
+	RateLimitReader
+
 	Close() error
 }
 
@@ -89,6 +92,7 @@ type Store interface {
 // JobFinish, JobSucceedMany, JobRelease; JobExtendLeases and JobGetHeld are the same when
 // repeated). Any other token, older or newer, is stale.
 type Tx interface {
+	RateLimitTx
 	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
 	// error that is not storage failing as a whole, everything fn wrote is undone and a
 	// *IsolatedError is returned; the transaction may go on. Any other error fails it.
@@ -250,7 +254,10 @@ type JobInsertParams struct {
 	AttemptTimeout time.Duration
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
-	Now      time.Time
+	// RateKey is the key the job counts under in the keyed rate limits that match it ('':
+	// none, or the empty key).
+	RateKey string
+	Now     time.Time
 }
 
 // JobInsertResult says what became of an insert.
@@ -318,7 +325,13 @@ type JobLeaseParams struct {
 	// at once counts under a lock on the capped queues' rows, so two leases cannot both fill
 	// the same room; a write that pauses or caps a queue takes the same lock.
 	EnforceQueues bool
-	Limit         int // written into the statement: keep the set of values small
+	// Rates, when set, has the lease apply the stored rate limits (see RateLease): nil for a
+	// broker that knows of none, whose leases then cost nothing more.
+	Rates *RateLease
+	// ExcludeRated leaves out the jobs of each bucket a lease found empty (a store sets it on
+	// its own copy as it leases: see RateExclusion).
+	ExcludeRated []ratelimit.Hold
+	Limit        int // written into the statement: keep the set of values small
 	// MaxBytes, when positive, stops the lease once the leased jobs' payloads reach it (at
 	// least one job is leased): what a worker is handed in one go stays bounded in memory.
 	MaxBytes int
