@@ -27,6 +27,9 @@ type JobSpec struct {
 	IdempotencyKey string
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
+	// RateKey is the key the job counts under in the keyed rate limits that match it; empty:
+	// the key those limits take from the job (ratelimit.go).
+	RateKey string
 }
 
 // Enqueued is what became of one JobSpec.

@@ -375,6 +375,8 @@ type Stats struct {
 	Queues []QueueInfo
 	// StorageRetries counts storage operations retried, by error code name.
 	StorageRetries map[string]int64
+	// RateLimits are the rate limits with each one's allowance now.
+	RateLimits []RateLimitInfo
 }
 
 // GetStats returns a snapshot of the broker's counters.
@@ -383,7 +385,8 @@ func (c *Client) GetStats(ctx context.Context) (*Stats, error) {
 	if err != nil {
 		return nil, wrapErr("GetStats", err)
 	}
-	s := &Stats{Queues: queuesFromProto(resp.GetQueues()), StorageRetries: resp.GetStorageRetries()}
+	s := &Stats{Queues: queuesFromProto(resp.GetQueues()), StorageRetries: resp.GetStorageRetries(),
+		RateLimits: rateLimitsFromProto(resp.GetRateLimits())}
 	for _, sc := range resp.GetCounts() {
 		s.Counts = append(s.Counts, StateCount{Queue: sc.GetQueue(), Type: sc.GetType(), State: job.State(sc.GetState()), Count: sc.GetCount()})
 	}

@@ -43,6 +43,9 @@ type JobSpec struct {
 	// 64 keys of [A-Za-z0-9_.:-], values up to 4096 bytes. The client adds the W3C trace
 	// context of the enqueue ("traceparent", "tracestate").
 	Metadata map[string]string
+	// RateKey is the key the job counts under in the keyed rate limits that match it (RateKey,
+	// ratelimit.go); empty: the key those limits take from the job.
+	RateKey string
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -225,6 +228,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
+		RateKey:        s.RateKey,
 	}
 	switch {
 	case !s.RunAt.IsZero():

@@ -63,6 +63,9 @@ var access = map[string]rule{
 	jobwirev1.AdminService_PauseQueue_FullMethodName:        adminOnly,
 	jobwirev1.AdminService_ResumeQueue_FullMethodName:       adminOnly,
 	jobwirev1.AdminService_SetQueueLimit_FullMethodName:     adminOnly,
+	jobwirev1.AdminService_ListRateLimits_FullMethodName:    viewer,
+	jobwirev1.AdminService_SetRateLimit_FullMethodName:      adminOnly,
+	jobwirev1.AdminService_RemoveRateLimit_FullMethodName:   adminOnly,
 	jobwirev1.AdminService_ResetBreaker_FullMethodName:      adminOnly,
 	jobwirev1.AdminService_ForceBreaker_FullMethodName:      adminOnly,
 

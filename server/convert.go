@@ -56,6 +56,7 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		LastErrorType:    j.LastErrorType,
 		LastErrorMessage: j.LastErrorMessage,
 		Metadata:         j.Metadata,
+		RateKey:          j.RateKey,
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {
@@ -295,6 +296,8 @@ var waitReasons = map[broker.WaitReason]jobwirev1.WaitReason{
 	broker.WaitBreakerProbing: jobwirev1.WaitReason_WAIT_REASON_BREAKER_PROBING,
 	broker.WaitNoWorker:       jobwirev1.WaitReason_WAIT_REASON_NO_WORKER,
 	broker.WaitWorkerSlot:     jobwirev1.WaitReason_WAIT_REASON_WORKER_SLOT,
+	broker.WaitRateLimited:    jobwirev1.WaitReason_WAIT_REASON_RATE_LIMITED,
+	broker.WaitRateLimitedKey: jobwirev1.WaitReason_WAIT_REASON_RATE_LIMITED_KEY,
 }
 
 // waitingToProto is nil for a job that waits for nothing.

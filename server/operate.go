@@ -359,5 +359,8 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
 	out.StorageRetries = st.StorageRetries
+	if out.RateLimits, err = a.rateLimits(ctx); err != nil {
+		return nil, err
+	}
 	return out, nil
 }

@@ -62,6 +62,7 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 		IdempotencyKey: spec.GetIdempotencyKey(),
 		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
 		Metadata:       spec.GetMetadata(),
+		RateKey:        spec.GetRateKey(),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:

@@ -99,6 +99,10 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		return validName("queue", r.GetQueue())
 	case *jobwirev1.ResumeQueueRequest:
 		return validName("queue", r.GetQueue())
+	case *jobwirev1.SetRateLimitRequest:
+		return validRateLimit(r.GetLimit())
+	case *jobwirev1.RemoveRateLimitRequest:
+		return validName("name", r.GetName())
 	case *jobwirev1.SetQueueLimitRequest:
 		if err := validName("queue", r.GetQueue()); err != nil {
 			return err

@@ -13,7 +13,9 @@ import "slices"
 //  1. jobs, by id ascending (and the idempotency keys its inserts wait for: see totals.go);
 //  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
 //  3. the breakers, by type;
-//  4. the capped queues, by name (lockCappedSQL, queues.go).
+//  4. the capped queues, by name (lockCappedSQL, queues.go);
+//  5. the rate limits, every one, by name (rateLocksSQL, ratelimit.go), and then the buckets a
+//     lease takes from, which only holders of those locks write.
 //
 // Within one statement the store keeps the order itself; across statements the caller does
 // (the writer's queue.write, broker/commit/queue.go: jobs, then the totals the store writes at

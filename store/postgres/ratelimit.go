@@ -77,6 +77,9 @@ func (s *Store) RateBucketLoad(ctx context.Context, name string) ([]store.RateBu
 }
 
 func (t *tx) RateLimitPut(r store.RateLimitRecord) error {
+	if err := t.rateChanging(); err != nil {
+		return err
+	}
 	_, err := t.exec(`INSERT INTO rate_limits (`+rateLimitColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type, queue = excluded.queue,
 		key = excluded.key, rate = excluded.rate, per_ns = excluded.per_ns, burst = excluded.burst,
@@ -86,12 +89,31 @@ func (t *tx) RateLimitPut(r store.RateLimitRecord) error {
 }
 
 func (t *tx) RateLimitDelete(name string) (bool, error) {
+	if err := t.rateChanging(); err != nil {
+		return false, err
+	}
 	n, err := t.exec(`DELETE FROM rate_limits WHERE name = $1`, name)
 	if err != nil || n == 0 {
 		return false, err
 	}
 	_, err = t.exec(`DELETE FROM rate_buckets WHERE name = $1`, name)
 	return true, err
+}
+
+// rateChanging takes, before a change of a limit, the locks a lease of the same transaction
+// takes after it, in the lock order: the capped queues', then every limit's. Taking only the
+// changed limit's row, a change and a lease in one transaction would lock that row before the
+// others while another broker's lease locks them all in name order.
+func (t *tx) rateChanging() error {
+	if err := t.lockCappedQueues(); err != nil {
+		return err
+	}
+	rows, err := t.tx.Query(t.ctx, rateLocksSQL)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // rateGate locks the limits and returns the gate a lease of p applies: nil when p applies no

@@ -1683,6 +1683,8 @@ type GetStatsResponse struct {
 	// counts and queues hold at most 1000 entries each; these count the rest.
 	CountsOmitted int32 `protobuf:"varint,5,opt,name=counts_omitted,json=countsOmitted,proto3" json:"counts_omitted,omitempty"`
 	QueuesOmitted int32 `protobuf:"varint,6,opt,name=queues_omitted,json=queuesOmitted,proto3" json:"queues_omitted,omitempty"`
+	// The rate limits with each one's allowance now.
+	RateLimits    []*RateLimitInfo `protobuf:"bytes,35,rep,name=rate_limits,json=rateLimits,proto3" json:"rate_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1757,6 +1759,13 @@ func (x *GetStatsResponse) GetQueuesOmitted() int32 {
 		return x.QueuesOmitted
 	}
 	return 0
+}
+
+func (x *GetStatsResponse) GetRateLimits() []*RateLimitInfo {
+	if x != nil {
+		return x.RateLimits
+	}
+	return nil
 }
 
 // BreakerInfo is one job type's circuit breaker.
@@ -2778,7 +2787,8 @@ type AuditEvent struct {
 	Id   int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	// What was done: job.cancel, dlq.requeue, dlq.purge, jobs.purge_succeeded, queue.pause,
-	// queue.resume, queue.limit, breaker.reset, breaker.force, token.create or token.revoke.
+	// queue.resume, queue.limit, breaker.reset, breaker.force, token.create, token.revoke,
+	// ratelimit.set or ratelimit.remove.
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// The id of the token the caller presented; empty when auth is off.
 	ActorTokenId string `protobuf:"bytes,4,opt,name=actor_token_id,json=actorTokenId,proto3" json:"actor_token_id,omitempty"`
@@ -3058,6 +3068,439 @@ func (x *ListAuditEventsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// RateLimit is at most rate job starts per interval, with bursts of up to burst after a quiet
+// spell (a token bucket), for the jobs of type and queue (empty: any). With a key, each key's
+// jobs are counted apart.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..255 characters of [A-Za-z0-9_.:-].
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Only jobs of this type; empty: any type.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// Only jobs of this queue; empty: any queue.
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Where each job's key comes from: "type", "queue", "metadata.NAME" or
+	// "payload.FIELD[.FIELD...]"; empty: one bucket for all the jobs it matches. Two keyed limits
+	// that can match the same job must have the same key.
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// Starts allowed per interval: at least 1.
+	Rate int32 `protobuf:"varint,5,opt,name=rate,proto3" json:"rate,omitempty"`
+	// At least 1ms.
+	Interval *durationpb.Duration `protobuf:"bytes,6,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Starts allowed at once after a quiet spell: at least 1; 0 in SetRateLimit means rate.
+	Burst         int32 `protobuf:"varint,7,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RateLimit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RateLimit) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RateLimit) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *RateLimit) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RateLimit) GetRate() int32 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *RateLimit) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *RateLimit) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+// RateLimitInfo is a rate limit with its allowance now.
+type RateLimitInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Limit *RateLimit             `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Starts it lets through now; for a keyed limit, for a key that started nothing lately.
+	Allowance int32 `protobuf:"varint,2,opt,name=allowance,proto3" json:"allowance,omitempty"`
+	// When one more start is allowed, while allowance is 0.
+	NextAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=next_at,json=nextAt,proto3" json:"next_at,omitempty"`
+	// For a keyed limit: the keys that started jobs lately, and those of them with no allowance
+	// left now.
+	Keys          int32                  `protobuf:"varint,4,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeysLimited   int32                  `protobuf:"varint,5,opt,name=keys_limited,json=keysLimited,proto3" json:"keys_limited,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimitInfo) Reset() {
+	*x = RateLimitInfo{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimitInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimitInfo) ProtoMessage() {}
+
+func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
+func (*RateLimitInfo) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RateLimitInfo) GetLimit() *RateLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *RateLimitInfo) GetAllowance() int32 {
+	if x != nil {
+		return x.Allowance
+	}
+	return 0
+}
+
+func (x *RateLimitInfo) GetNextAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAt
+	}
+	return nil
+}
+
+func (x *RateLimitInfo) GetKeys() int32 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *RateLimitInfo) GetKeysLimited() int32 {
+	if x != nil {
+		return x.KeysLimited
+	}
+	return 0
+}
+
+func (x *RateLimitInfo) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type ListRateLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRateLimitsRequest) Reset() {
+	*x = ListRateLimitsRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRateLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRateLimitsRequest) ProtoMessage() {}
+
+func (x *ListRateLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRateLimitsRequest.ProtoReflect.Descriptor instead.
+func (*ListRateLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{48}
+}
+
+type ListRateLimitsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limits        []*RateLimitInfo       `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRateLimitsResponse) Reset() {
+	*x = ListRateLimitsResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRateLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRateLimitsResponse) ProtoMessage() {}
+
+func (x *ListRateLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRateLimitsResponse.ProtoReflect.Descriptor instead.
+func (*ListRateLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListRateLimitsResponse) GetLimits() []*RateLimitInfo {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type SetRateLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         *RateLimit             `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRateLimitRequest) Reset() {
+	*x = SetRateLimitRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRateLimitRequest) ProtoMessage() {}
+
+func (x *SetRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *SetRateLimitRequest) GetLimit() *RateLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+type SetRateLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRateLimitResponse) Reset() {
+	*x = SetRateLimitResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRateLimitResponse) ProtoMessage() {}
+
+func (x *SetRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{51}
+}
+
+type RemoveRateLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRateLimitRequest) Reset() {
+	*x = RemoveRateLimitRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRateLimitRequest) ProtoMessage() {}
+
+func (x *RemoveRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *RemoveRateLimitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveRateLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRateLimitResponse) Reset() {
+	*x = RemoveRateLimitResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRateLimitResponse) ProtoMessage() {}
+
+func (x *RemoveRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*RemoveRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{53}
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -3180,14 +3623,16 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\x8f\x03\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\xcb\x03\n" +
 	"\x10GetStatsResponse\x12.\n" +
 	"\x06counts\x18\x01 \x03(\v2\x16.jobwire.v1.StateCountR\x06counts\x120\n" +
 	"\x06recent\x18\x02 \x03(\v2\x18.jobwire.v1.RecentCountsR\x06recent\x12-\n" +
 	"\x06queues\x18\x03 \x03(\v2\x15.jobwire.v1.QueueInfoR\x06queues\x12Y\n" +
 	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x12%\n" +
 	"\x0ecounts_omitted\x18\x05 \x01(\x05R\rcountsOmitted\x12%\n" +
-	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x1aA\n" +
+	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x12:\n" +
+	"\vrate_limits\x18# \x03(\v2\x19.jobwire.v1.RateLimitInfoR\n" +
+	"rateLimits\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xd2\x04\n" +
@@ -3295,12 +3740,37 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x06 \x01(\tR\tpageToken\"q\n" +
 	"\x17ListAuditEventsResponse\x12.\n" +
 	"\x06events\x18\x01 \x03(\v2\x16.jobwire.v1.AuditEventR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*|\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x01\n" +
+	"\tRateLimit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x12\n" +
+	"\x04rate\x18\x05 \x01(\x05R\x04rate\x125\n" +
+	"\binterval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x14\n" +
+	"\x05burst\x18\a \x01(\x05R\x05burst\"\x81\x02\n" +
+	"\rRateLimitInfo\x12+\n" +
+	"\x05limit\x18\x01 \x01(\v2\x15.jobwire.v1.RateLimitR\x05limit\x12\x1c\n" +
+	"\tallowance\x18\x02 \x01(\x05R\tallowance\x123\n" +
+	"\anext_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06nextAt\x12\x12\n" +
+	"\x04keys\x18\x04 \x01(\x05R\x04keys\x12!\n" +
+	"\fkeys_limited\x18\x05 \x01(\x05R\vkeysLimited\x129\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x17\n" +
+	"\x15ListRateLimitsRequest\"K\n" +
+	"\x16ListRateLimitsResponse\x121\n" +
+	"\x06limits\x18\x01 \x03(\v2\x19.jobwire.v1.RateLimitInfoR\x06limits\"B\n" +
+	"\x13SetRateLimitRequest\x12+\n" +
+	"\x05limit\x18\x01 \x01(\v2\x15.jobwire.v1.RateLimitR\x05limit\"\x16\n" +
+	"\x14SetRateLimitResponse\",\n" +
+	"\x16RemoveRateLimitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x19\n" +
+	"\x17RemoveRateLimitResponse*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
 	"\x12BREAKER_STATE_OPEN\x10\x02\x12\x1b\n" +
-	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\x8e\v\n" +
+	"\x17BREAKER_STATE_HALF_OPEN\x10\x032\x96\r\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -3320,7 +3790,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\fForceBreaker\x12\x1f.jobwire.v1.ForceBreakerRequest\x1a .jobwire.v1.ForceBreakerResponse\x12N\n" +
 	"\vListWorkers\x12\x1e.jobwire.v1.ListWorkersRequest\x1a\x1f.jobwire.v1.ListWorkersResponse\x12N\n" +
 	"\vListBrokers\x12\x1e.jobwire.v1.ListBrokersRequest\x1a\x1f.jobwire.v1.ListBrokersResponse\x12Z\n" +
-	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponseB\xa1\x01\n" +
+	"\x0fListAuditEvents\x12\".jobwire.v1.ListAuditEventsRequest\x1a#.jobwire.v1.ListAuditEventsResponse\x12W\n" +
+	"\x0eListRateLimits\x12!.jobwire.v1.ListRateLimitsRequest\x1a\".jobwire.v1.ListRateLimitsResponse\x12Q\n" +
+	"\fSetRateLimit\x12\x1f.jobwire.v1.SetRateLimitRequest\x1a .jobwire.v1.SetRateLimitResponse\x12Z\n" +
+	"\x0fRemoveRateLimit\x12\".jobwire.v1.RemoveRateLimitRequest\x1a#.jobwire.v1.RemoveRateLimitResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -3338,7 +3811,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                 // 0: jobwire.v1.BreakerState
 	(*ListJobsRequest)(nil),           // 1: jobwire.v1.ListJobsRequest
@@ -3387,105 +3860,126 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*AuditEvent)(nil),                // 44: jobwire.v1.AuditEvent
 	(*ListAuditEventsRequest)(nil),    // 45: jobwire.v1.ListAuditEventsRequest
 	(*ListAuditEventsResponse)(nil),   // 46: jobwire.v1.ListAuditEventsResponse
-	nil,                               // 47: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                               // 48: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	(JobState)(0),                     // 49: jobwire.v1.JobState
-	(*Job)(nil),                       // 50: jobwire.v1.Job
-	(DeadReason)(0),                   // 51: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 53: google.protobuf.Duration
+	(*RateLimit)(nil),                 // 47: jobwire.v1.RateLimit
+	(*RateLimitInfo)(nil),             // 48: jobwire.v1.RateLimitInfo
+	(*ListRateLimitsRequest)(nil),     // 49: jobwire.v1.ListRateLimitsRequest
+	(*ListRateLimitsResponse)(nil),    // 50: jobwire.v1.ListRateLimitsResponse
+	(*SetRateLimitRequest)(nil),       // 51: jobwire.v1.SetRateLimitRequest
+	(*SetRateLimitResponse)(nil),      // 52: jobwire.v1.SetRateLimitResponse
+	(*RemoveRateLimitRequest)(nil),    // 53: jobwire.v1.RemoveRateLimitRequest
+	(*RemoveRateLimitResponse)(nil),   // 54: jobwire.v1.RemoveRateLimitResponse
+	nil,                               // 55: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                               // 56: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	(JobState)(0),                     // 57: jobwire.v1.JobState
+	(*Job)(nil),                       // 58: jobwire.v1.Job
+	(DeadReason)(0),                   // 59: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),     // 60: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 61: google.protobuf.Duration
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	49, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	50, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	51, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	52, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	52, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	57, // 0: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	58, // 1: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	59, // 2: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	60, // 3: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	60, // 4: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	3,  // 5: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	50, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	58, // 6: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	3,  // 7: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	6,  // 8: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	52, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	50, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	60, // 9: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	58, // 10: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	6,  // 11: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	50, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	58, // 12: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	3,  // 13: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	52, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	60, // 14: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	12, // 15: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	53, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	47, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	53, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	61, // 16: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	55, // 17: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	61, // 18: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	17, // 19: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	17, // 20: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 21: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	17, // 22: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	49, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	53, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	57, // 23: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	61, // 24: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	26, // 25: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	27, // 26: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	17, // 27: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	48, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	0,  // 29: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	52, // 30: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	52, // 31: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
-	30, // 32: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	52, // 33: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	52, // 34: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	53, // 35: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
-	31, // 36: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	52, // 37: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
-	29, // 38: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
-	29, // 39: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	0,  // 40: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
-	29, // 41: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	52, // 42: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	39, // 43: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	52, // 44: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	52, // 45: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
-	42, // 46: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	52, // 47: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	52, // 48: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	52, // 49: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	44, // 50: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	1,  // 51: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	4,  // 52: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	7,  // 53: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	9,  // 54: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	11, // 55: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	14, // 56: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	16, // 57: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	19, // 58: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	21, // 59: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	23, // 60: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	25, // 61: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	32, // 62: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	34, // 63: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	36, // 64: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	38, // 65: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	41, // 66: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	45, // 67: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	2,  // 68: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	5,  // 69: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	8,  // 70: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	10, // 71: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	13, // 72: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	15, // 73: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	18, // 74: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	20, // 75: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	22, // 76: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	24, // 77: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	28, // 78: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	33, // 79: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	35, // 80: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	37, // 81: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	40, // 82: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	43, // 83: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	46, // 84: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	68, // [68:85] is the sub-list for method output_type
-	51, // [51:68] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	56, // 28: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	48, // 29: jobwire.v1.GetStatsResponse.rate_limits:type_name -> jobwire.v1.RateLimitInfo
+	0,  // 30: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
+	60, // 31: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	60, // 32: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	30, // 33: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
+	60, // 34: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	60, // 35: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	61, // 36: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	31, // 37: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
+	60, // 38: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	29, // 39: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
+	29, // 40: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	0,  // 41: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
+	29, // 42: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	60, // 43: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	39, // 44: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	60, // 45: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	60, // 46: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	42, // 47: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	60, // 48: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	60, // 49: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	60, // 50: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	44, // 51: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	61, // 52: jobwire.v1.RateLimit.interval:type_name -> google.protobuf.Duration
+	47, // 53: jobwire.v1.RateLimitInfo.limit:type_name -> jobwire.v1.RateLimit
+	60, // 54: jobwire.v1.RateLimitInfo.next_at:type_name -> google.protobuf.Timestamp
+	60, // 55: jobwire.v1.RateLimitInfo.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 56: jobwire.v1.ListRateLimitsResponse.limits:type_name -> jobwire.v1.RateLimitInfo
+	47, // 57: jobwire.v1.SetRateLimitRequest.limit:type_name -> jobwire.v1.RateLimit
+	1,  // 58: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	4,  // 59: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	7,  // 60: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	9,  // 61: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	11, // 62: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	14, // 63: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	16, // 64: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	19, // 65: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	21, // 66: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	23, // 67: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	25, // 68: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	32, // 69: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	34, // 70: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	36, // 71: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	38, // 72: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	41, // 73: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	45, // 74: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	49, // 75: jobwire.v1.AdminService.ListRateLimits:input_type -> jobwire.v1.ListRateLimitsRequest
+	51, // 76: jobwire.v1.AdminService.SetRateLimit:input_type -> jobwire.v1.SetRateLimitRequest
+	53, // 77: jobwire.v1.AdminService.RemoveRateLimit:input_type -> jobwire.v1.RemoveRateLimitRequest
+	2,  // 78: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	5,  // 79: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	8,  // 80: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	10, // 81: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	13, // 82: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	15, // 83: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	18, // 84: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	20, // 85: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	22, // 86: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	24, // 87: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	28, // 88: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	33, // 89: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	35, // 90: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	37, // 91: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	40, // 92: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	43, // 93: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	46, // 94: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	50, // 95: jobwire.v1.AdminService.ListRateLimits:output_type -> jobwire.v1.ListRateLimitsResponse
+	52, // 96: jobwire.v1.AdminService.SetRateLimit:output_type -> jobwire.v1.SetRateLimitResponse
+	54, // 97: jobwire.v1.AdminService.RemoveRateLimit:output_type -> jobwire.v1.RemoveRateLimitResponse
+	78, // [78:98] is the sub-list for method output_type
+	58, // [58:78] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -3501,7 +3995,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

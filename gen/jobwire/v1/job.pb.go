@@ -312,7 +312,9 @@ type Job struct {
 	// What the last attempt's Success returned (SUCCEEDED jobs only). Empty in lists.
 	Result []byte `protobuf:"bytes,20,opt,name=result,proto3" json:"result,omitempty"`
 	// The newest progress the running (or last) attempt reported; absent if none.
-	Progress      *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The key the job counts under in the keyed rate limits that match it; empty when none.
+	RateKey       string `protobuf:"bytes,34,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +494,13 @@ func (x *Job) GetProgress() *JobProgress {
 		return x.Progress
 	}
 	return nil
+}
+
+func (x *Job) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
 }
 
 // JobProgress is how far a job's attempt got, as its worker last said.
@@ -679,7 +688,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\a\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -705,7 +714,8 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\x129\n" +
 	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x12\x16\n" +
 	"\x06result\x18\x14 \x01(\fR\x06result\x123\n" +
-	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x1a;\n" +
+	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x12\x19\n" +
+	"\brate_key\x18\" \x01(\tR\arateKey\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +

@@ -42,6 +42,12 @@ const (
 	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
 	// It is ready and waits for a free slot of a worker that serves it.
 	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+	// A rate limit that counts its jobs together has no allowance left until `until`; `limit`
+	// is its rate. Checked after the breaker, before the workers.
+	WaitReason_WAIT_REASON_RATE_LIMITED WaitReason = 8
+	// A rate limit that counts each key apart has no allowance left for the job's key until
+	// `until`; `limit` is its rate.
+	WaitReason_WAIT_REASON_RATE_LIMITED_KEY WaitReason = 9
 )
 
 // Enum value maps for WaitReason.
@@ -55,16 +61,20 @@ var (
 		5: "WAIT_REASON_BREAKER_PROBING",
 		6: "WAIT_REASON_NO_WORKER",
 		7: "WAIT_REASON_WORKER_SLOT",
+		8: "WAIT_REASON_RATE_LIMITED",
+		9: "WAIT_REASON_RATE_LIMITED_KEY",
 	}
 	WaitReason_value = map[string]int32{
-		"WAIT_REASON_UNSPECIFIED":     0,
-		"WAIT_REASON_SCHEDULED":       1,
-		"WAIT_REASON_QUEUE_PAUSED":    2,
-		"WAIT_REASON_QUEUE_AT_CAP":    3,
-		"WAIT_REASON_BREAKER_OPEN":    4,
-		"WAIT_REASON_BREAKER_PROBING": 5,
-		"WAIT_REASON_NO_WORKER":       6,
-		"WAIT_REASON_WORKER_SLOT":     7,
+		"WAIT_REASON_UNSPECIFIED":      0,
+		"WAIT_REASON_SCHEDULED":        1,
+		"WAIT_REASON_QUEUE_PAUSED":     2,
+		"WAIT_REASON_QUEUE_AT_CAP":     3,
+		"WAIT_REASON_BREAKER_OPEN":     4,
+		"WAIT_REASON_BREAKER_PROBING":  5,
+		"WAIT_REASON_NO_WORKER":        6,
+		"WAIT_REASON_WORKER_SLOT":      7,
+		"WAIT_REASON_RATE_LIMITED":     8,
+		"WAIT_REASON_RATE_LIMITED_KEY": 9,
 	}
 )
 
@@ -125,7 +135,11 @@ type JobSpec struct {
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
 	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
 	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The key the job counts under in the keyed rate limits that match it (see RateLimitInfo):
+	// 0..255 bytes. Empty: the key those limits take from the job (a metadata value or a payload
+	// field). See docs/scheduling.md.
+	RateKey       string `protobuf:"bytes,30,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +253,13 @@ func (x *JobSpec) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *JobSpec) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
 }
 
 type isJobSpec_Schedule interface {
@@ -607,9 +628,10 @@ type JobWaiting struct {
 	Reason WaitReason             `protobuf:"varint,1,opt,name=reason,proto3,enum=jobwire.v1.WaitReason" json:"reason,omitempty"`
 	// The reason as a sentence, such as "queue \"mail\" is paused".
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
-	// When the wait ends by itself: the run time, or the breaker's next probe.
+	// When the wait ends by itself: the run time, the breaker's next probe, or the moment a rate
+	// limit lets the job through.
 	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
-	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP.
+	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP; the limit's rate for the rate reasons.
 	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -766,7 +788,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xe9\x03\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\x84\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -778,7 +800,8 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x12\x19\n" +
+	"\brate_key\x18\x1e \x01(\tR\arateKey\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -811,7 +834,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x10CancelJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"6\n" +
 	"\x11CancelJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\xf7\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\xb7\x02\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -821,7 +844,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x1c\n" +
+	"\x18WAIT_REASON_RATE_LIMITED\x10\b\x12 \n" +
+	"\x1cWAIT_REASON_RATE_LIMITED_KEY\x10\t2\xb3\x02\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
