@@ -216,5 +216,5 @@ func WorkerReason(j Job, ws []Worker) Reason {
 // offer takes no allowance), and it must go ahead of no job
 // that waits (waitingAhead: a ready job, stored before, of at least its priority).
 func MayOffer(j Job, s State, waitingAhead bool) bool {
-	return !waitingAhead && s.Queue.Cap == 0 && s.Breaker.State == Closed && !s.RateCounted && Check(j, s) == None
+	return !waitingAhead && s.Queue.Cap == 0 && !s.RateCounted && s.Breaker.State == Closed && Check(j, s) == None
 }

@@ -16,6 +16,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	cf := addCommonFlags(e, fs)
 	var (
 		typ, payload, queue, runAt, key string
+		rateKey                         string
 		priority, maxAttempts           int
 		delay, attemptTimeout           time.Duration
 	)
@@ -28,6 +29,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "attempts allowed, including the first (default: the type's policy)")
 	fs.StringVar(&key, "idempotency-key", "", "a repeat enqueue with this key returns the existing job")
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
+	fs.StringVar(&rateKey, "rate-key", "", "the key the job counts under in keyed rate limits (default: the one they take from the job)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -36,7 +38,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 
-	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key}
+	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key, RateKey: rateKey}
 	switch {
 	case typ == "":
 		return usageErrorf("--type is required")

@@ -88,6 +88,9 @@ func init() {
 		{name: "queues pause", args: "QUEUE [flags]", summary: "Stop dispatching a queue's jobs; running jobs finish.", run: runQueuesPause},
 		{name: "queues resume", args: "QUEUE [flags]", summary: "Resume dispatching a paused queue.", run: runQueuesResume},
 		{name: "queues set-limit", args: "QUEUE N [flags]", summary: "Cap a queue's running jobs across all workers (0 removes the cap).", run: runQueuesSetLimit},
+		{name: "ratelimits list", args: "[flags]", summary: "List the rate limits with each one's allowance now.", run: runRateLimitsList},
+		{name: "ratelimits set", args: "NAME N/INTERVAL [--burst N] [--type T] [--queue Q] [--key EXPR] [flags]", summary: "Allow at most N job starts per interval, across every broker.", run: runRateLimitsSet},
+		{name: "ratelimits remove", args: "NAME [flags]", summary: "Remove a rate limit; the jobs it held back may start.", run: runRateLimitsRemove},
 		{name: "stats", args: "[flags]", summary: "Show job counts, recent throughput and queue shapes.", run: runStats},
 		{name: "breakers list", args: "[flags]", summary: "List the circuit breakers of job types.", run: runBreakersList},
 		{name: "breakers reset", args: "TYPE [flags]", summary: "Close a job type's breaker and forget its failures.", run: runBreakersReset},
@@ -108,13 +111,14 @@ func init() {
 // groups describes the command groups ("dlq", "queues", ...) for their help page. A group
 // missing here still works; its help page then lists the subcommands without a heading line.
 var groups = map[string]string{
-	"job":      "Look at or cancel one job.",
-	"jobs":     "List jobs, oldest first.",
-	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
-	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
-	"breakers": "Look at and steer the circuit breakers of job types.",
-	"tokens":   "Create, list and revoke the API tokens of a broker with auth on.",
-	"audit":    "Read the audit trail of operator actions.",
+	"job":        "Look at or cancel one job.",
+	"jobs":       "List jobs, oldest first.",
+	"dlq":        "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
+	"queues":     "List queues, pause and resume them, cap how many of their jobs run at once.",
+	"breakers":   "Look at and steer the circuit breakers of job types.",
+	"ratelimits": "Limit how many jobs start per interval, for a type, a queue or each key taken from a job.",
+	"tokens":     "Create, list and revoke the API tokens of a broker with auth on.",
+	"audit":      "Read the audit trail of operator actions.",
 }
 
 // isHelpFlag reports whether arg asks for help.

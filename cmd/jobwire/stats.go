@@ -51,6 +51,10 @@ func printStats(w io.Writer, resp *jobwirev1.GetStatsResponse) {
 		fmt.Fprintln(w, "\nQueues:")
 		printQueueTable(w, "  ", resp.GetQueues())
 	}
+	if len(resp.GetRateLimits()) > 0 {
+		fmt.Fprintln(w, "\nRate limits:")
+		printRateLimitTable(w, "  ", resp.GetRateLimits())
+	}
 	if len(resp.GetStorageRetries()) > 0 {
 		fmt.Fprintln(w, "\nStorage retries:")
 		tw := newTable(w)
