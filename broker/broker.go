@@ -262,7 +262,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.loadQueueRules(ctx); err != nil {
 		return err
 	}
-	if err := b.loadRateLimits(ctx); err != nil {
+	if err := b.startRateLimits(ctx); err != nil {
 		return err
 	}
 	// A RUNNING job is still running somewhere, as far as anyone knows: it keeps its lease,

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/jobwire/jobwire/ratelimit"
 	"time"
 
 	"github.com/jobwire/jobwire/retry"
@@ -28,6 +29,9 @@ type Config struct {
 	MaxBatch int
 	// Retention says how long finished jobs are kept before they are deleted.
 	Retention Retention
+	// RateLimits are set as the broker starts (ratelimit.go): the configuration file's word
+	// wins over a change made at run time to a limit it names; other limits are kept.
+	RateLimits []ratelimit.Rule
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small

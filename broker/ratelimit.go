@@ -322,3 +322,37 @@ func (b *Broker) reloadRateLimits(ctx context.Context) error {
 	b.signal()
 	return nil
 }
+
+// startRateLimits sets the limits the configuration names, where the stored ones differ, and
+// reads every limit into memory. It writes before the writer runs, as the start's recovery does.
+func (b *Broker) startRateLimits(ctx context.Context) error {
+	recs, err := b.st.RateLimitLoadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("load rate limits: %w", err)
+	}
+	stored := make(map[string]ratelimit.Rule, len(recs))
+	for _, r := range recs {
+		stored[r.Name] = r.Rule
+	}
+	var changed []ratelimit.Rule
+	for _, r := range b.cfg.RateLimits {
+		if s, ok := stored[r.Name]; !ok || s != r {
+			changed = append(changed, r)
+		}
+	}
+	if len(changed) > 0 {
+		err := b.st.Write(ctx, "rate_limit_config", func(tx store.Tx) error {
+			for _, r := range changed {
+				if err := tx.RateLimitPut(store.RateLimitRecord{Rule: r, UpdatedAt: b.now()}); err != nil {
+					return err
+				}
+			}
+			tx.Publish(store.Event{Kind: store.EventQueues, Key: "ratelimit:config"})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("set the configured rate limits: %w", err)
+		}
+	}
+	return b.loadRateLimits(ctx)
+}

@@ -14,6 +14,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 )
 
 // onBothStores runs f on a broker of each store (PostgreSQL skips without a server).
@@ -232,5 +233,32 @@ func TestRateLimitRefusesBadInput(t *testing.T) {
 		Name: "b", Key: "payload.tenant", Rate: 1, Interval: sec}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), `limit "a"`) {
 		t.Fatalf("a second keyed limit over the same jobs by another key = %v, want INVALID_ARGUMENT naming limit a", err)
+	}
+}
+
+// A limit the configuration names is set as the broker starts; a change made at run time lasts
+// until the next start, where the configuration's word wins again.
+func TestConfiguredRateLimitIsSetAtStart(t *testing.T) {
+	t.Parallel()
+	cfg := brokertest.DefaultConfig()
+	cfg.RateLimits = []ratelimit.Rule{{Name: "mail", Type: "mail", Limit: ratelimit.Limit{Rate: 2, Per: time.Second, Burst: 2}}}
+	b := brokertest.New(t, brokertest.Options{Config: cfg})
+	rate := func() int32 {
+		l, err := b.Admin.ListRateLimits(context.Background(), &jobwirev1.ListRateLimitsRequest{})
+		if err != nil || len(l.GetLimits()) != 1 {
+			t.Fatalf("ListRateLimits = %v, %v; want the configured limit", l, err)
+		}
+		return l.GetLimits()[0].GetLimit().GetRate()
+	}
+	if r := rate(); r != 2 {
+		t.Fatalf("configured rate %d, want 2", r)
+	}
+	setRateLimit(t, b, &jobwirev1.RateLimit{Name: "mail", Type: "mail", Rate: 5, Interval: durationpb.New(time.Second)})
+	if r := rate(); r != 5 {
+		t.Fatalf("rate after a change %d, want 5", r)
+	}
+	b.Restart()
+	if r := rate(); r != 2 {
+		t.Fatalf("rate after a restart %d, want the configured 2", r)
 	}
 }

@@ -37,6 +37,7 @@ type File struct {
 	Retry             RetryFile          `yaml:"retry"`
 	Breaker           BreakerFile        `yaml:"breaker"`
 	JobTypes          map[string]TypeCfg `yaml:"job_types"`
+	RateLimits        []RateLimitFile    `yaml:"rate_limits"`
 	Storage           StorageFile        `yaml:"storage"`
 	Retention         RetentionFile      `yaml:"retention"`
 	LogLevel          string             `yaml:"log_level"`  // debug, info (default), warn, error
@@ -309,6 +310,7 @@ func (f File) apply(c Config, ck *checker) Config {
 		checkBreaker("job_types."+typ+".breaker", bc, err)
 		c.Breakers.PerType[typ] = bc
 	}
+	errs = append(errs, f.applyRateLimits(&c)...)
 	s := f.Storage
 	if s.MaxTransientRetries != nil {
 		c.Storage.MaxTransientRetries = *s.MaxTransientRetries
