@@ -70,6 +70,9 @@ var rpcs = map[string]rpc{
 	"ForceBreaker":    call[jobwirev1.ForceBreakerRequest, jobwirev1.ForceBreakerResponse](jobwirev1.AdminService_ForceBreaker_FullMethodName, true),
 	"ListWorkers":     call[jobwirev1.ListWorkersRequest, jobwirev1.ListWorkersResponse](jobwirev1.AdminService_ListWorkers_FullMethodName, false),
 	"ListBrokers":     call[jobwirev1.ListBrokersRequest, jobwirev1.ListBrokersResponse](jobwirev1.AdminService_ListBrokers_FullMethodName, false),
+	"ListRateLimits":  call[jobwirev1.ListRateLimitsRequest, jobwirev1.ListRateLimitsResponse](jobwirev1.AdminService_ListRateLimits_FullMethodName, false),
+	"SetRateLimit":    call[jobwirev1.SetRateLimitRequest, jobwirev1.SetRateLimitResponse](jobwirev1.AdminService_SetRateLimit_FullMethodName, true),
+	"RemoveRateLimit": call[jobwirev1.RemoveRateLimitRequest, jobwirev1.RemoveRateLimitResponse](jobwirev1.AdminService_RemoveRateLimit_FullMethodName, true),
 	"ListAuditEvents": call[jobwirev1.ListAuditEventsRequest, jobwirev1.ListAuditEventsResponse](jobwirev1.AdminService_ListAuditEvents_FullMethodName, false),
 }
 

@@ -580,7 +580,7 @@ pages.workers = {
 };
 
 const AUDIT_ACTIONS = ["", "job.cancel", "dlq.requeue", "dlq.purge", "jobs.purge_succeeded", "queue.pause", "queue.resume",
-  "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke"];
+  "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke", "ratelimit.set", "ratelimit.remove"];
 
 // The audit trail: who did each operator action, newest first.
 pages.audit = {
