@@ -79,7 +79,8 @@ func testRateKeyStored(t *testing.T, b *bundle) {
 	idem.RateKey, idem.IdempotencyKey = "globex", "k1"
 	got := b.insert(plain, keyed, idem)
 	offered := b.job("t")
-	offered.RateKey = "initech"
+	// Ahead of the jobs waiting, so that only the limit keeps it from its offer.
+	offered.RateKey, offered.Priority = "initech", 10
 	b.putRateLimit(ratelimit.Rule{Name: "per-customer", Type: "t", Key: "payload.customer",
 		Limit: ratelimit.Limit{Rate: 1, Per: time.Second, Burst: 1}})
 	ids, leased := b.insertOffered([]*store.JobInsertParams{offered}, []*store.JobOffer{b.offerTo(1)})
