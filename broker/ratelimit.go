@@ -95,7 +95,7 @@ func (r *rateLimits) counts(typ, queue string) bool {
 }
 
 // keyOf sets p's rate key: given when the producer named one, else the key the first keyed
-// limit that matches p takes from it ('' when none, or when the job lacks the key).
+// limit that matches p takes from it (empty when none, or when the job lacks the key).
 func (r *rateLimits) keyOf(p *store.JobInsertParams, given string) {
 	if given != "" {
 		p.RateKey = given
