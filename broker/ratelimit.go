@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobwire/jobwire/broker/dispatchrule"
@@ -40,43 +40,43 @@ const (
 )
 
 // rateLimits is the broker's copy of the stored limits and the alarm that wakes dispatch when a
-// bucket refills.
+// bucket refills. The limits are an immutable set swapped whole, so the paths every job takes
+// (enqueue, a round's lease, an offer) read them without a lock.
 type rateLimits struct {
 	wake *service.Alarm
+	set  atomic.Pointer[rateSet]
+}
 
-	mu    sync.Mutex
+// rateSet is one version of the limits.
+type rateSet struct {
 	rules []ratelimit.Rule
 	keys  map[string]jobkey.Expr // the keyed rules' key expressions, by rule name
 }
 
 func newRateLimits(clk clock.Clock, signal func()) *rateLimits {
-	return &rateLimits{wake: service.NewAlarm(clk, signal)}
+	r := &rateLimits{wake: service.NewAlarm(clk, signal)}
+	r.set.Store(&rateSet{})
+	return r
 }
 
-// replace makes recs the limits; it reports whether one was added or loosened (or removed),
-// which may let held jobs through.
+// replace makes recs the limits.
 func (r *rateLimits) replace(recs []store.RateLimitRecord) {
-	rules := store.Rules(recs)
-	keys := make(map[string]jobkey.Expr)
-	for _, rule := range rules {
+	set := &rateSet{rules: store.Rules(recs), keys: make(map[string]jobkey.Expr)}
+	for _, rule := range set.rules {
 		if rule.Key == "" {
 			continue
 		}
-		// Checked when set; an expression this broker cannot read counts its jobs under ''.
+		// Checked when set; an expression this broker cannot read counts its jobs under "".
 		if e, err := jobkey.Parse(rule.Key); err == nil {
-			keys[rule.Name] = e
+			set.keys[rule.Name] = e
 		}
 	}
-	r.mu.Lock()
-	r.rules, r.keys = rules, keys
-	r.mu.Unlock()
+	r.set.Store(set)
 }
 
 // lease is the rate part of a round's leases: nil when no limit is known.
 func (r *rateLimits) lease() *store.RateLease {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.rules) == 0 {
+	if len(r.set.Load().rules) == 0 {
 		return nil
 	}
 	return &store.RateLease{}
@@ -84,10 +84,9 @@ func (r *rateLimits) lease() *store.RateLease {
 
 // counts reports whether some limit counts the jobs of typ in queue.
 func (r *rateLimits) counts(typ, queue string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range r.rules {
-		if r.rules[i].Matches(typ, queue) {
+	set := r.set.Load()
+	for i := range set.rules {
+		if set.rules[i].Matches(typ, queue) {
 			return true
 		}
 	}
@@ -101,11 +100,13 @@ func (r *rateLimits) keyOf(p *store.JobInsertParams, given string) {
 		p.RateKey = given
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range r.rules {
-		e, keyed := r.keys[r.rules[i].Name]
-		if !keyed || !r.rules[i].Matches(p.Type, p.Queue) {
+	set := r.set.Load()
+	if len(set.keys) == 0 {
+		return
+	}
+	for i := range set.rules {
+		e, keyed := set.keys[set.rules[i].Name]
+		if !keyed || !set.rules[i].Matches(p.Type, p.Queue) {
 			continue
 		}
 		p.RateKey, _ = e.Of(jobkey.Source{Type: p.Type, Queue: p.Queue, Metadata: p.Metadata, Payload: p.Payload})
