@@ -269,6 +269,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.applyConfiguredKeys(ctx); err != nil {
 		return err
 	}
+	if err := b.startRateLimits(ctx); err != nil {
+		return err
+	}
 	// A RUNNING job is still running somewhere, as far as anyone knows: it keeps its lease,
 	// held by no session, as when its worker's stream breaks. It counts under its queue's cap
 	// until its worker comes back and adopts it (Open) or the sweep ends its lease.
@@ -417,6 +420,7 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	for i := range specs {
 		s := specs[i].withDefaults(b.cfg, now)
 		params[i] = s.insertParams(now)
+		b.svc.rates.keyOf(params[i], s.RateKey)
 	}
 	if err := b.svc.keys.assign(specs, params); err != nil {
 		return nil, err

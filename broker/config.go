@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/jobwire/jobwire/ratelimit"
 	"time"
 
 	"github.com/jobwire/jobwire/retry"
@@ -40,6 +41,9 @@ type Config struct {
 	// Concurrency are the limits of running jobs per key the configuration file sets
 	// (keyconc.go), stored at start over any of the same name.
 	Concurrency []ConcurrencyRule
+	// RateLimits are set as the broker starts (ratelimit.go): the configuration file's word
+	// wins over a change made at run time to a limit it names; other limits are kept.
+	RateLimits []ratelimit.Rule
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small

@@ -80,6 +80,7 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// back, sees the whole ready set: if its grants then come back short (handOut), no job is
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
+	// Jobs a rate limit holds back wait for the alarm the lease arms (rateLimits.held).
 	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 && !b.svc.keys.active() {
 		b.writing.readyMaybe.Store(false)
 	}
@@ -357,6 +358,7 @@ func (o *leaseOp) Done(err error) {
 			b.log.Error("lease jobs for one worker stream", "session", g.sess.id, "worker", g.sess.workerID, "err", g.failed)
 			b.writing.readyMaybe.Store(true) // its jobs are still waiting
 		}
+		b.svc.rates.held(g.params.Rates)
 	}
 	b.applyBreakerChanges(o.ch)
 	if len(o.shut) > 0 {
@@ -379,8 +381,8 @@ func (g *grant) giveBack() {
 }
 
 // atCommit reports whether g leases at commit (leaseOp.AtCommit): outside a probe, with no
-// queue cap to count down.
-func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped }
+// queue cap to count down and no rate limit to take from.
+func (g *grant) atCommit() bool { return !g.probe && g.params.SkipCapped && g.params.Rates == nil }
 
 // atCommitGroups are the grants that lease at commit, one group per scope: nothing in the
 // transaction depends on what they take (no cap to count down, no probe slot to take), so the
@@ -492,6 +494,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		SkipCapped:    b.mode.sharedQueues() && len(b.queues.cappedQueues) == 0 && !b.svc.keys.active(),
 		ExcludeShut:   b.sharedBreakers() && !probe,
 		Keyed:         b.svc.keys.active(),
+		Rates:         b.svc.rates.lease(),
 	}
 }
 

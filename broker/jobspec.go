@@ -39,6 +39,9 @@ type JobSpec struct {
 	ConcurrencyLimit int
 	// Batch is the open batch the job is added to (0: none; see EnqueueBatch).
 	Batch int64
+	// RateKey is the key the job counts under in the keyed rate limits that match it; empty:
+	// the key those limits take from the job (ratelimit.go).
+	RateKey string
 }
 
 // Enqueued is what became of one JobSpec.

@@ -66,7 +66,8 @@ func (b *Broker) offerSessionLocked(p *store.JobInsertParams, now time.Time) *Se
 	r := b.queues.queueRules[p.Queue]
 	j := dispatchrule.Job{Type: p.Type, Queue: p.Queue, RunAt: p.RunAt}
 	st := dispatchrule.State{Now: now, Queue: dispatchrule.Queue{Paused: r.paused, Cap: r.limit},
-		Breaker: b.breakerStateLocked(p.Type, false), Workers: make([]dispatchrule.Worker, 1)}
+		Breaker: b.breakerStateLocked(p.Type, false), Workers: make([]dispatchrule.Worker, 1),
+		RateCounted: b.svc.rates.counts(p.Type, p.Queue)}
 	for i, s := range b.table.sessions {
 		st.Workers[0] = s.asWorkerLocked(0)
 		if !dispatchrule.MayOffer(j, st, false) {

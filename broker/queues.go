@@ -186,7 +186,8 @@ func (b *Broker) reloadQueueRules(ctx context.Context) error {
 	if loosened {
 		b.signal()
 	}
-	return nil
+	// A change of the rate limits is announced as a change of the queues' rules too.
+	return b.reloadRateLimits(ctx)
 }
 
 // set records a queue's rule, dropping queues with nothing to enforce, and keeps the count of

@@ -23,7 +23,8 @@ type services struct {
 	schedules   *scheduler        // periodic schedules fired on the leader (schedules.go)
 
 	// keys are the concurrency rules and their refresh in a cluster (keyconc.go).
-	keys *keyLimits
+	keys  *keyLimits
+	rates *rateLimits // the rate limits known, a round when a bucket refills (ratelimit.go)
 
 	// After the writer: it reports to them until it stops.
 	breakerStore *breakerKeeper // breaker states stored, shared ones refreshed (breakerstore.go)
@@ -40,6 +41,7 @@ func newServices(b *Broker) *services {
 		watches:     newWatchHub(b),
 		schedules: newScheduler(schedulerConfig{clk: b.clk, log: b.log, leader: b.isLeader, fire: b.fireSchedules},
 			b.triager.Uniform),
+		rates: newRateLimits(b.clk, b.signal),
 		breakerStore: newBreakerKeeper(breakerKeeperConfig{st: b.st, clk: b.clk, log: b.log,
 			snapshot: func() []breaker.Saved { return b.breakers.Snapshot() }, encode: b.encodeBreaker,
 			shared: b.sharedBreakers, refresh: b.refreshBreakers}),
@@ -48,7 +50,7 @@ func newServices(b *Broker) *services {
 
 // timed lists the services that start work on a clock, in the order they start.
 func (s *services) timed() []service.Service {
-	return []service.Service{s.breakerWake, s.queueReload, s.promoter, s.sweep, s.retention, s.watches, s.schedules}
+	return []service.Service{s.breakerWake, s.rates.wake, s.queueReload, s.promoter, s.sweep, s.retention, s.watches, s.schedules}
 }
 
 // after lists the services that stop after the writer.

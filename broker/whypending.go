@@ -32,10 +32,16 @@ const (
 	WaitWorkerSlot = WaitReason(dispatchrule.WorkerSlot)
 	// WaitKeyAtLimit: its concurrency key has as many jobs running as its limit allows.
 	WaitKeyAtLimit = WaitReason(dispatchrule.KeyAtLimit)
+	// WaitRateLimited: a rate limit (its rate in Waiting.Limit) has no allowance left until
+	// Waiting.Until.
+	WaitRateLimited = WaitReason(dispatchrule.RateLimited)
+	// WaitRateLimitedKey: a rate limit counting each key apart has no allowance left for the
+	// job's key until Waiting.Until.
+	WaitRateLimitedKey = WaitReason(dispatchrule.RateLimitedKey)
 )
 
 var waitReasonNames = [...]string{"", "scheduled", "queue_paused", "queue_at_cap", "breaker_open",
-	"breaker_probing", "no_worker", "worker_slot"}
+	"breaker_probing", "no_worker", "worker_slot", "rate_limited", "rate_limited_key"}
 
 func (r WaitReason) String() string {
 	if int(r) < len(waitReasonNames) {
@@ -48,9 +54,11 @@ func (r WaitReason) String() string {
 type Waiting struct {
 	Reason WaitReason
 	Detail string
-	// Until is when the wait ends by itself: the run time, or the breaker's next probe.
+	// Until is when the wait ends by itself: the run time, the breaker's next probe, or the
+	// moment a rate limit's bucket lets the job through.
 	Until time.Time
-	// Limit is the queue's cap for WaitQueueAtCap, the key's limit for WaitKeyAtLimit.
+	// Limit is the queue's cap for WaitQueueAtCap, the key's limit for WaitKeyAtLimit, the
+	// limit's rate for the rate reasons.
 	Limit int
 }
 
@@ -74,10 +82,11 @@ func (b *Broker) WhyPending(j *job.Job) Waiting {
 	if w, held := b.keyWaiting(j); held {
 		return w
 	}
+	hold := b.rateHold(b.ctx, j)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := dispatchrule.State{Now: now, Queue: b.planQueuesLocked().queue(j.Queue),
-		Breaker: b.breakerStateLocked(j.Type, true), Workers: b.workersLocked()}
+		Breaker: b.breakerStateLocked(j.Type, true), Rate: hold, Workers: b.workersLocked()}
 	r := dispatchrule.Check(dispatchrule.Job{Type: j.Type, Queue: j.Queue, RunAt: j.RunAt}, st)
 	return b.waiting(j, r, st)
 }
@@ -99,6 +108,8 @@ func (b *Broker) waiting(j *job.Job, r dispatchrule.Reason, st dispatchrule.Stat
 		}
 		return Waiting{Reason: WaitBreakerProbing, Until: info.NextProbeAt,
 			Detail: fmt.Sprintf("the breaker of %q is HALF_OPEN and its %d probe(s) are running", j.Type, info.ProbesInFlight)}
+	case dispatchrule.RateLimited, dispatchrule.RateLimitedKey:
+		return rateWaiting(r, st.Rate)
 	case dispatchrule.NoWorker:
 		return Waiting{Reason: WaitNoWorker,
 			Detail: fmt.Sprintf("no worker connected to this broker serves type %q on queue %q", j.Type, j.Queue)}

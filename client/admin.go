@@ -377,6 +377,8 @@ type Stats struct {
 	StorageRetries map[string]int64
 	// Concurrency are the limits of running jobs per key with how busy their keys are.
 	Concurrency []ConcurrencyInfo
+	// RateLimits are the rate limits with each one's allowance now.
+	RateLimits []RateLimitInfo
 }
 
 // GetStats returns a snapshot of the broker's counters.
@@ -386,7 +388,9 @@ func (c *Client) GetStats(ctx context.Context) (*Stats, error) {
 		return nil, wrapErr("GetStats", err)
 	}
 	s := &Stats{Queues: queuesFromProto(resp.GetQueues()), StorageRetries: resp.GetStorageRetries(),
-		Concurrency: concurrencyFromProto(resp.GetConcurrency())}
+		Concurrency: concurrencyFromProto(resp.GetConcurrency()),
+
+		RateLimits: rateLimitsFromProto(resp.GetRateLimits())}
 	for _, sc := range resp.GetCounts() {
 		s.Counts = append(s.Counts, StateCount{Queue: sc.GetQueue(), Type: sc.GetType(), State: job.State(sc.GetState()), Count: sc.GetCount()})
 	}

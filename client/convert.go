@@ -35,6 +35,7 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 		LastErrorType:    p.GetLastErrorType(),
 		LastErrorMessage: p.GetLastErrorMessage(),
 		Metadata:         p.GetMetadata(),
+		RateKey:          p.GetRateKey(),
 		BatchID:          p.GetBatchId(),
 		ConcurrencyKey:   p.GetConcurrencyKey(),
 		ConcurrencyLimit: int(p.GetConcurrencyLimit()),

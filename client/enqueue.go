@@ -57,6 +57,9 @@ type JobSpec struct {
 	ConcurrencyLimit int
 	// Batch adds the job to an open batch (CreateBatch); 0: none.
 	Batch int64
+	// RateKey is the key the job counts under in the keyed rate limits that match it (RateKey,
+	// ratelimit.go); empty: the key those limits take from the job.
+	RateKey string
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -242,6 +245,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		MaxAttempts:    maxAttempts,
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
+		RateKey:        s.RateKey,
 		BatchId:        s.Batch,
 		Unique:         uniqueToProto(s.Unique),
 	}

@@ -200,6 +200,9 @@ type Job struct {
 	ConcurrencyKey   string
 	ConcurrencyLimit int
 	ConcurrencyRule  string
+	// RateKey is the key the job counts under in the keyed rate limits that match it, taken
+	// from the job when it was enqueued ('' when none).
+	RateKey string
 
 	LastErrorType    string
 	LastErrorMessage string

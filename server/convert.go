@@ -64,6 +64,7 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		ConcurrencyLimit: int32(j.ConcurrencyLimit),
 		ConcurrencyRule:  j.ConcurrencyRule,
 		BatchId:          j.BatchID,
+		RateKey:          j.RateKey,
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {
@@ -309,6 +310,8 @@ var waitReasons = map[broker.WaitReason]jobwirev1.WaitReason{
 	broker.WaitNoWorker:       jobwirev1.WaitReason_WAIT_REASON_NO_WORKER,
 	broker.WaitWorkerSlot:     jobwirev1.WaitReason_WAIT_REASON_WORKER_SLOT,
 	broker.WaitKeyAtLimit:     jobwirev1.WaitReason_WAIT_REASON_CONCURRENCY_KEY,
+	broker.WaitRateLimited:    jobwirev1.WaitReason_WAIT_REASON_RATE_LIMITED,
+	broker.WaitRateLimitedKey: jobwirev1.WaitReason_WAIT_REASON_RATE_LIMITED_KEY,
 }
 
 // waitingToProto is nil for a job that waits for nothing.

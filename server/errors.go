@@ -45,7 +45,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, broker.ErrShuttingDown):
 		return status.Error(codes.Unavailable, "the broker is shutting down; retry against it once it is back")
-	case errors.Is(err, breaker.ErrEmptyType), errors.Is(err, breaker.ErrInvalidState):
+	case errors.Is(err, breaker.ErrEmptyType), errors.Is(err, breaker.ErrInvalidState),
+		errors.Is(err, broker.ErrInvalidRateLimit):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, breaker.ErrDisabled):
 		return status.Error(codes.FailedPrecondition, err.Error())

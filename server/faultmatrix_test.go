@@ -321,6 +321,20 @@ var faultCases = []faultCase{
 			checkQueue(t, fx.b, "q", false, 3)
 			onlyAudit(t, fx.b, "queue.limit")
 		}},
+	{kind: "rate limit", ops: []string{"rate_limit_change", "batch"},
+		write: func(t *testing.T, fx *faultFixture, _ any) {
+			ctx := context.Background()
+			_, err := fx.b.Admin.SetRateLimit(ctx, &jobwirev1.SetRateLimitRequest{Limit: &jobwirev1.RateLimit{
+				Name: "api", Rate: 5, Interval: durationpb.New(time.Second)}})
+			if err != nil {
+				t.Fatalf("set rate limit: %v", err)
+			}
+			l, err := fx.b.Admin.ListRateLimits(ctx, &jobwirev1.ListRateLimitsRequest{})
+			if err != nil || len(l.GetLimits()) != 1 || l.GetLimits()[0].GetLimit().GetRate() != 5 {
+				t.Fatalf("rate limits %v, %v; want the one set", l, err)
+			}
+			onlyAudit(t, fx.b, "ratelimit.set")
+		}},
 	{kind: "breaker save", ops: []string{"breaker_save"}, capacity: 1, failures: 1,
 		setup: func(t *testing.T, fx *faultFixture) any {
 			a := started(t, fx).(*jobwirev1.Assignment)

@@ -364,5 +364,8 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 		return nil, toStatus(err)
 	}
 	out.Concurrency = concurrencyToProto(infos)
+	if out.RateLimits, err = a.rateLimits(ctx); err != nil {
+		return nil, err
+	}
 	return out, nil
 }

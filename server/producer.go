@@ -81,6 +81,7 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 		ConcurrencyKey:   spec.GetConcurrencyKey(),
 		ConcurrencyLimit: int(spec.GetConcurrencyLimit()),
 		Batch:            spec.GetBatchId(),
+		RateKey:          spec.GetRateKey(),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:

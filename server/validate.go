@@ -150,6 +150,9 @@ func (l Limits) validateSpec(prefix string, s *jobwirev1.JobSpec, now time.Time)
 	if err := validConcurrencyKey(prefix, s); err != nil {
 		return err
 	}
+	if k := s.GetRateKey(); len(k) > maxNameLen {
+		return invalid(prefix+".rate_key", "must be at most %d bytes, got %d", maxNameLen, len(k))
+	}
 	if t := s.GetAttemptTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return invalid(prefix+".attempt_timeout", "is not a valid duration: %v", err)

@@ -105,6 +105,10 @@ func (s *Server) validateAdmin(req any, now time.Time) error {
 		if r.GetName() == "" {
 			return invalid("name", "must name a concurrency rule")
 		}
+	case *jobwirev1.SetRateLimitRequest:
+		return validRateLimit(r.GetLimit())
+	case *jobwirev1.RemoveRateLimitRequest:
+		return validName("name", r.GetName())
 	case *jobwirev1.SetQueueLimitRequest:
 		if err := validName("queue", r.GetQueue()); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 )
 
 // ErrNotFound is returned when a job (or other record) does not exist.
@@ -84,6 +85,7 @@ type Store interface {
 	VersionReader
 	ScheduleReader
 	BatchReader
+	RateLimitReader
 
 	Close() error
 }
@@ -98,6 +100,7 @@ type Tx interface {
 	DepsTx // deps.go
 	ProgressTx
 	ConcurrencyTx
+	RateLimitTx
 	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
 	// error that is not storage failing as a whole, everything fn wrote is undone and a
 	// *IsolatedError is returned; the transaction may go on. Any other error fails it.
@@ -279,7 +282,10 @@ type JobInsertParams struct {
 	// Concurrency is the job's concurrency key (keyconc.go); zero for none. A job with a key
 	// is never offered (JobInsertOfferedAtCommit).
 	Concurrency Concurrency
-	Now         time.Time
+	// RateKey is the key the job counts under in the keyed rate limits that match it ('':
+	// none, or the empty key).
+	RateKey string
+	Now     time.Time
 }
 
 // Keyed reports whether p carries a key that another job may hold (an idempotency or a unique
@@ -360,7 +366,13 @@ type JobLeaseParams struct {
 	// while its key has room, counted in the database under the keys' lock, and the keys' jobs
 	// are taken round-robin. Without it the lease leaves every keyed job out.
 	Keyed bool
-	Limit int // written into the statement: keep the set of values small
+	// Rates, when set, has the lease apply the stored rate limits (see RateLease): nil for a
+	// broker that knows of none, whose leases then cost nothing more.
+	Rates *RateLease
+	// ExcludeRated leaves out the jobs of each bucket a lease found empty (a store sets it on
+	// its own copy as it leases: see RateExclusion).
+	ExcludeRated []ratelimit.Hold
+	Limit        int // written into the statement: keep the set of values small
 	// MaxBytes, when positive, stops the lease once the leased jobs' payloads reach it (at
 	// least one job is leased): what a worker is handed in one go stays bounded in memory.
 	MaxBytes int

@@ -1,6 +1,8 @@
 // Package dispatchrule holds the rules for what may be dispatched, in one place: a job may go to
 // a worker only once its run time has come, while its queue is neither paused nor at its cap,
-// while its concurrency key has a free slot (keyconc.go), while its type's breaker lets it through, and to a worker that serves its type and queue and
+// while its concurrency key has a free slot (keyconc.go), while its type's breaker lets it
+// through, while the rate limits that count it have allowance, and to a worker that serves its
+// type and queue and
 // has a free slot.
 //
 // The rules are pure functions of a state the caller reads (Check and its steps): the broker's
@@ -13,6 +15,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/jobwire/jobwire/ratelimit"
 )
 
 // Reason is why a job may not be dispatched now, in the order the rules apply; None when it
@@ -40,10 +44,16 @@ const (
 	// It is checked after the queue's rules and before the breaker's (Check); numbered last so
 	// that the reasons' numbers stay as they were.
 	KeyAtLimit
+	// RateLimited: a rate limit that counts all its jobs together has no allowance left now
+	// (checked after the breaker, before the workers: see RateReason).
+	RateLimited
+	// RateLimitedKey: a rate limit that counts each key apart has no allowance left for its
+	// key now.
+	RateLimitedKey
 )
 
 var reasonNames = [...]string{"none", "scheduled", "queue_paused", "queue_at_cap", "breaker_open",
-	"breaker_probing", "no_worker", "worker_slot", "key_at_limit"}
+	"breaker_probing", "no_worker", "worker_slot", "key_at_limit", "rate_limited", "rate_limited_key"}
 
 func (r Reason) String() string {
 	if r >= 0 && int(r) < len(reasonNames) {
@@ -124,7 +134,12 @@ type State struct {
 	Queue   Queue
 	Key     Key
 	Breaker Breaker
-	Workers []Worker
+	// Rate is the rate limits' hold on the job now: nil when every limit that counts it has
+	// allowance (ratelimit.Gate.Check).
+	Rate *ratelimit.Hold
+	// RateCounted: some rate limit counts the job, with allowance or not.
+	RateCounted bool
+	Workers     []Worker
 }
 
 // Check answers whether j may be dispatched in state s (None), and if not, the first rule that
@@ -140,6 +155,9 @@ func Check(j Job, s State) Reason {
 		return r
 	}
 	if r := BreakerReason(s.Breaker); r != None {
+		return r
+	}
+	if r := RateReason(s.Rate); r != None {
 		return r
 	}
 	return WorkerReason(j, s.Workers)
@@ -173,6 +191,19 @@ func BreakerReason(b Breaker) Reason {
 	return BreakerProbing
 }
 
+// RateReason is RateLimited or RateLimitedKey when h, a rate limit's hold on a job, keeps it
+// back, else None. Dispatch takes a job's allowance only as it leases it, so a job a rate limit
+// holds back spends no attempt: it stays PENDING until its bucket lets it through.
+func RateReason(h *ratelimit.Hold) Reason {
+	switch {
+	case h == nil:
+		return None
+	case h.Rule.Key != "":
+		return RateLimitedKey
+	}
+	return RateLimited
+}
+
 // WorkerReason is None when a worker serves j with a free slot, WorkerSlot when those that
 // serve it are busy, NoWorker when none serves it.
 func WorkerReason(j Job, ws []Worker) Reason {
@@ -192,9 +223,9 @@ func WorkerReason(j Job, ws []Worker) Reason {
 // MayOffer reports whether a job may be leased by the write that stores it, to a worker the
 // caller picked (store.Tx.JobInsertOfferedAtCommit): it must be dispatchable now, but more
 // strictly than a round leases: it must have no concurrency key and its queue no cap (an offer
-// counts no room), its
-// type's breaker must be CLOSED (an offer takes no probe slot), and it must go ahead of no job
+// counts no room), its type's breaker must be CLOSED (an offer takes no probe slot), no rate
+// limit may count it (an offer takes no allowance), and it must go ahead of no job
 // that waits (waitingAhead: a ready job, stored before, of at least its priority).
 func MayOffer(j Job, s State, waitingAhead bool) bool {
-	return !waitingAhead && j.Key == "" && s.Queue.Cap == 0 && s.Breaker.State == Closed && Check(j, s) == None
+	return !waitingAhead && j.Key == "" && s.Queue.Cap == 0 && !s.RateCounted && s.Breaker.State == Closed && Check(j, s) == None
 }

@@ -16,6 +16,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	cf := addCommonFlags(e, fs)
 	var (
 		typ, payload, queue, runAt, key string
+		rateKey                         string
 		priority, maxAttempts           int
 		batch                           int64
 		delay, attemptTimeout           time.Duration
@@ -33,6 +34,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	applyDeps := addDepsFlags(fs)
 	conc := addConcurrencyFlags(fs)
 	fs.Int64Var(&batch, "batch", 0, "add the job to this open batch (batches create)")
+	fs.StringVar(&rateKey, "rate-key", "", "the key the job counts under in keyed rate limits (default: the one they take from the job)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -41,7 +43,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return err
 	}
 
-	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key, BatchId: batch}
+	spec := &jobwirev1.JobSpec{Type: typ, Queue: queue, IdempotencyKey: key, BatchId: batch, RateKey: rateKey}
 	switch {
 	case typ == "":
 		return usageErrorf("--type is required")

@@ -205,6 +205,9 @@ var hostileArgs = map[string][][]string{
 	"batches get":        {{"1"}},
 	"batches create":     {{"--description", hostile, "--on-complete", "t"}},
 	"batches close":      {{"1"}},
+	"ratelimits list":    {nil},
+	"ratelimits set":     {{hostile, "5/s"}, {"n", "5/1m", "--key", hostile, "--type", hostile}},
+	"ratelimits remove":  {{hostile}},
 }
 
 // noBroker are the commands that do not talk to a broker.

@@ -46,13 +46,6 @@ func printConcurrencyTable(w io.Writer, indent string, rules []*jobwirev1.Concur
 	_ = tw.Flush()
 }
 
-func anyIfEmpty(s string) string {
-	if s == "" {
-		return "any"
-	}
-	return display(s)
-}
-
 func runConcurrencySet(ctx context.Context, e *env, c *command, args []string) error {
 	fs := flagsFor(c)
 	cf := addCommonFlags(e, fs)

@@ -182,3 +182,11 @@ func count[N ~int | ~int32 | ~int64](n N, kind string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, kind)
 }
+
+// anyIfEmpty shows an empty filter (a rule's type or queue) as "any".
+func anyIfEmpty(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return display(s)
+}

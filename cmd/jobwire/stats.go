@@ -52,6 +52,10 @@ func printStats(w io.Writer, resp *jobwirev1.GetStatsResponse) {
 		printQueueTable(w, "  ", resp.GetQueues())
 	}
 	printConcurrencyStats(w, resp.GetConcurrency())
+	if len(resp.GetRateLimits()) > 0 {
+		fmt.Fprintln(w, "\nRate limits:")
+		printRateLimitTable(w, "  ", resp.GetRateLimits())
+	}
 	if len(resp.GetStorageRetries()) > 0 {
 		fmt.Fprintln(w, "\nStorage retries:")
 		tw := newTable(w)

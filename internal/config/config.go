@@ -38,6 +38,7 @@ type File struct {
 	Retry             RetryFile          `yaml:"retry"`
 	Breaker           BreakerFile        `yaml:"breaker"`
 	JobTypes          map[string]TypeCfg `yaml:"job_types"`
+	RateLimits        []RateLimitFile    `yaml:"rate_limits"`
 	Storage           StorageFile        `yaml:"storage"`
 	Retention         RetentionFile      `yaml:"retention"`
 	// Concurrency are limits of running jobs per key (broker.ConcurrencyRule), stored at start
@@ -318,6 +319,7 @@ func (f File) apply(c Config, ck *checker) Config {
 		checkBreaker("job_types."+typ+".breaker", bc, err)
 		c.Breakers.PerType[typ] = bc
 	}
+	errs = append(errs, f.applyRateLimits(&c)...)
 	s := f.Storage
 	if s.MaxTransientRetries != nil {
 		c.Storage.MaxTransientRetries = *s.MaxTransientRetries

@@ -93,7 +93,8 @@ func (m *Metrics) Watch(src Source, retries RetryCounts, clk clock.Clock, log *s
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueueJobs, descOldestReady, descQueuePaused, descWorkers, descFreeSlots, descLeader,
-		descBreakerState, descStorageRetries, descStorageExhausted, descScrapeErrors} {
+		descBreakerState, descStorageRetries, descStorageExhausted, descScrapeErrors,
+		descRateAllowance, descRateKeysLimited, descRateRate} {
 		ch <- d
 	}
 }
@@ -107,6 +108,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		c.queues(ch, queues)
 	}
+	c.rateLimits(ctx, ch)
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.CounterValue, float64(c.errors.Load()))
 
 	streams, free := c.src.WorkerTotals()

@@ -85,6 +85,9 @@ var rpcs = map[string]rpc{
 	"RemoveConcurrencyRule": call[jobwirev1.RemoveConcurrencyRuleRequest, jobwirev1.RemoveConcurrencyRuleResponse](jobwirev1.AdminService_RemoveConcurrencyRule_FullMethodName, true),
 	"ListBatches":           call[jobwirev1.ListBatchesRequest, jobwirev1.ListBatchesResponse](jobwirev1.AdminService_ListBatches_FullMethodName, false),
 	"GetBatch":              call[jobwirev1.GetBatchRequest, jobwirev1.GetBatchResponse](jobwirev1.AdminService_GetBatch_FullMethodName, false),
+	"ListRateLimits":        call[jobwirev1.ListRateLimitsRequest, jobwirev1.ListRateLimitsResponse](jobwirev1.AdminService_ListRateLimits_FullMethodName, false),
+	"SetRateLimit":          call[jobwirev1.SetRateLimitRequest, jobwirev1.SetRateLimitResponse](jobwirev1.AdminService_SetRateLimit_FullMethodName, true),
+	"RemoveRateLimit":       call[jobwirev1.RemoveRateLimitRequest, jobwirev1.RemoveRateLimitResponse](jobwirev1.AdminService_RemoveRateLimit_FullMethodName, true),
 }
 
 // maxRequestBody bounds a dashboard request (a requeue with an edited payload is the largest).

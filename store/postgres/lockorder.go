@@ -15,16 +15,18 @@ import "slices"
 //  2. the finished totals, by queue, type and state (finishedOrder, totals.go);
 //  3. the breakers, by type;
 //  4. the capped queues, by name (lockCappedSQL, queues.go);
-//  5. a periodic schedule (ScheduleLock, schedules.go): one per write, of the schedule it fires,
+//  5. the rate limits, every one, by name (rateLocksSQL, ratelimit.go), and then the buckets a
+//     lease takes from, which only holders of those locks write.
+//  6. a periodic schedule (ScheduleLock, schedules.go): one per write, of the schedule it fires,
 //     triggers, backfills or changes; the jobs it inserts are new rows, which no other
 //     transaction waits for. A writer's batch holding two such writes of two schedules locks
 //     them in the order they came, which two brokers may not share; only the leader fires, so
 //     such a cycle needs an operator's change racing the leader's fire, and the server breaks
 //     it (40P01) for the storage retries to run again.
-//  6. the concurrency keys' one advisory lock (keysLockID, keyconc.go), taken by a lease that
+//  7. the concurrency keys' one advisory lock (keysLockID, keyconc.go), taken by a lease that
 //     honours keys, which then waits for no row (its reads of jobs skip locked rows), and the
 //     rows of concurrency_turns, written only under that lock.
-//  7. the batches, by id (countBatchJobsSQL, batches.go): a transaction counts the batch jobs
+//  8. the batches, by id (countBatchJobsSQL, batches.go): a transaction counts the batch jobs
 //     it finished where its writes end, after every row above. Adding jobs to a batch takes
 //     its row FOR KEY SHARE, which no count waits for; closing one takes it FOR UPDATE. The
 //     count's mark of the jobs it counts (countBatchJobsSQL) comes after those rows but locks

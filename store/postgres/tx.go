@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -139,12 +140,12 @@ func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResu
 	for range store.UniqueTries {
 		var id int64
 		err = t.tx.QueryRow(t.ctx, `INSERT INTO jobs (type, queue, payload, priority, state,
-			max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata, unique_key, unique_states)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13)
+			max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata, unique_key, unique_states, rate_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14)
 			ON CONFLICT DO NOTHING RETURNING id`,
 			p.Type, p.Queue, payloadOf(p), p.Priority, int16(state), p.MaxAttempts, nanos(p.RunAt),
 			nanos(p.Now), nullText(p.IdempotencyKey), int64(p.AttemptTimeout), meta,
-			nullText(p.UniqueKey), int32(p.UniqueStates)).Scan(&id)
+			nullText(p.UniqueKey), int32(p.UniqueStates), p.RateKey).Scan(&id)
 		if err == nil {
 			if err := t.ensureQueue(p.Queue); err != nil {
 				return store.JobInsertResult{}, err
@@ -265,18 +266,20 @@ func (t *tx) insertRun(ps []*store.JobInsertParams, out []store.JobInsertResult)
 	// Held: nothing waits for its answer, and an error of its own fails the statement it is sent
 	// with, in this transaction.
 	return t.hold(`INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at,
-		created_at, attempt_timeout_ns, metadata)
-		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb
+		created_at, attempt_timeout_ns, metadata, rate_key)
+		SELECT id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata::jsonb,
+			rate_key
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
-			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
-			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata)`,
+			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[])
+			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata,
+				rate_key)`,
 		rows...)
 }
 
 // insertRows draws ids for ps (idCache), sets out to what becomes of each, creates the rows of
 // their queues, and returns their columns, an array each, in the order the inserts' unnest
 // reads them: id, type, queue, payload, priority, state, max_attempts, run_at, created_at,
-// timeout, metadata.
+// timeout, metadata, rate key.
 func (t *tx) insertRows(ps []*store.JobInsertParams, out []store.JobInsertResult) ([]any, error) {
 	ids, err := t.ids.take(t, len(ps))
 	if err != nil {
@@ -288,6 +291,7 @@ func (t *tx) insertRows(ps []*store.JobInsertParams, out []store.JobInsertResult
 		priorities, states, maxAttempts = make([]int32, len(ps)), make([]int16, len(ps)), make([]int32, len(ps))
 		runAts, created, timeouts       = make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
 		metas                           = make([]*string, len(ps))
+		rateKeys                        = make([]string, len(ps))
 	)
 	for i, p := range ps {
 		var err error
@@ -299,13 +303,15 @@ func (t *tx) insertRows(ps []*store.JobInsertParams, out []store.JobInsertResult
 		types[i], queues[i], payloads[i] = p.Type, p.Queue, payloadOf(p)
 		priorities[i], states[i], maxAttempts[i] = int32(p.Priority), int16(st), int32(p.MaxAttempts)
 		runAts[i], created[i], timeouts[i] = nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout)
+		rateKeys[i] = p.RateKey
 	}
 	for _, q := range queues {
 		if err := t.ensureQueue(q); err != nil {
 			return nil, err
 		}
 	}
-	return []any{ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts, metas}, nil
+	return []any{ids, types, queues, payloads, priorities, states, maxAttempts, runAts, created, timeouts, metas,
+		rateKeys}, nil
 }
 
 // JobInsertOfferedAtCommit inserts ps with one statement, sent with COMMIT, that also leases
@@ -368,7 +374,8 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	if err := t.joinByKey(true); err != nil {
 		return nil, err
 	}
-	err = runRows(t, true, offeredInsertSQL, append(args, offered, untils, workers, owners, secrets), read, got)
+	args = append(args[:11:11], offered, untils, workers, owners, secrets, args[11])
+	err = runRows(t, true, offeredInsertSQL, args, read, got)
 	if err != nil {
 		return nil, err
 	}
@@ -388,16 +395,17 @@ var offeredInsertSQL = `WITH u AS (
 			AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.state = 2 AND r.priority >= u.priority)
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = u.queue
 				AND (queues.paused OR queues.concurrency_limit > 0))
-			AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type AND breakers.shut) AS lease
+			AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type AND breakers.shut)` +
+	rateCountsOffer + ` AS lease
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
 			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::boolean[],
-			$13::bigint[], $14::text[], $15::text[]) WITH ORDINALITY
+			$13::bigint[], $14::text[], $15::text[], $17::text[]) WITH ORDINALITY
 			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata,
-				offered, until, worker, owner, n)),
+				offered, until, worker, owner, rate_key, n)),
 	ins AS (INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at, created_at,
-			attempt_timeout_ns, metadata, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner)
+			attempt_timeout_ns, metadata, rate_key, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner)
 		SELECT id, type, queue, payload, priority, CASE WHEN lease THEN 3 ELSE state END, max_attempts, run_at,
-			created_at, timeout, metadata::jsonb, CASE WHEN lease THEN 1 ELSE 0 END,
+			created_at, timeout, metadata::jsonb, rate_key, CASE WHEN lease THEN 1 ELSE 0 END,
 			CASE WHEN lease THEN substring($16::bytea FROM ((n - 1) * ` + secretSize + ` + 1)::int FOR ` + secretSize + `) END,
 			CASE WHEN lease THEN until END, CASE WHEN lease THEN worker ELSE '' END,
 			CASE WHEN lease THEN owner ELSE '' END
@@ -428,7 +436,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Keyed {
 		return t.leaseKeyed(scope, caps)
 	}
-	if len(caps) == 0 {
+	if len(caps) == 0 && p.Rates == nil {
 		var leased []*job.Job
 		err := t.leaseAtOnce(scope, []*store.JobLeaseParams{p}, false, func(out [][]*job.Job, _ error) { leased = out[0] })
 		return leased, err
@@ -453,7 +461,7 @@ func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job,
 	if err != nil {
 		return err
 	}
-	if len(caps) == 0 && !ps[0].Keyed {
+	if len(caps) == 0 && !ps[0].Keyed && ps[0].Rates == nil {
 		return t.leaseAtOnce(scope, ps, true, got)
 	}
 	out := make([][]*job.Job, len(ps))
@@ -495,6 +503,10 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 	scope := *p
 	var leased []*job.Job
 	bytes := 0 // payloads leased so far (MaxBytes)
+	gate, err := t.rateGate(p)
+	if err != nil {
+		return nil, err
+	}
 	if err := t.readInDispatchOrder(true); err != nil {
 		return nil, err
 	}
@@ -504,7 +516,11 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 		if err != nil {
 			return nil, err
 		}
+		if err := t.rateLoad(gate, jobs); err != nil {
+			return nil, err
+		}
 		full := ""
+		var held *ratelimit.Hold // a rate limit's bucket this lease found empty
 		for _, j := range jobs {
 			if p.MaxBytes > 0 && bytes >= p.MaxBytes {
 				break
@@ -513,6 +529,11 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 			if capped && room <= 0 {
 				full = j.Queue
 				break
+			}
+			if gate != nil {
+				if held = gate.Admit(j.Type, j.Queue, j.RateKey); held != nil {
+					break
+				}
 			}
 			token, err := job.NewLeaseToken(j.LeaseToken.Seq, p.Random)
 			if err != nil {
@@ -529,6 +550,11 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 			leased = append(leased, j)
 			bytes += len(j.Payload)
 		}
+		if held != nil {
+			// Read again without the bucket's jobs: the ones after them may go.
+			scope.ExcludeRated = append(slices.Clone(scope.ExcludeRated), *held)
+			continue
+		}
 		if full == "" {
 			break // every ready job in scope was read, or the limit is reached
 		}
@@ -541,6 +567,9 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 		}
 	}
 	if err := t.readInDispatchOrder(false); err != nil {
+		return nil, err
+	}
+	if err := t.rateSave(gate, p.Rates); err != nil {
 		return nil, err
 	}
 	if len(leased) == 0 {
@@ -741,6 +770,9 @@ func leaseWhere(q *query, p *store.JobLeaseParams) {
 	}
 	if p.ExcludeShut {
 		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
+	}
+	for _, h := range p.ExcludeRated {
+		q.sql.WriteString(store.RateExclusion(h, q.arg))
 	}
 }
 

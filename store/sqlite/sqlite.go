@@ -318,14 +318,14 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, metadata, unique_key, unique_states, parents, batch_id`
+	attempt_base, requeued_at, metadata, unique_key, unique_states, parents, batch_id, rate_key`
 
 // listColumns are jobColumns without the payload: listings can hold many jobs, and payloads
 // (up to the broker's payload limit each) are read one job at a time.
 const listColumns = `id, type, queue, NULL, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, NULL, unique_key, unique_states, parents, batch_id`
+	attempt_base, requeued_at, NULL, unique_key, unique_states, parents, batch_id, rate_key`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -345,7 +345,7 @@ func scanJob(sc scanner) (*job.Job, error) {
 	err := sc.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates, &j.Parents, &batch)
+		&j.AttemptBase, &requeuedAt, &metadata, &uniqueKey, &uniqueStates, &j.Parents, &batch, &j.RateKey)
 	if err != nil {
 		return nil, err
 	}

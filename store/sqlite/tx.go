@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -70,12 +71,12 @@ func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResu
 		return store.JobInsertResult{}, err
 	}
 	res, err := t.execResult(`INSERT INTO jobs (type, queue, payload, priority, state,
-		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata, unique_key, unique_states)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		max_attempts, run_at, created_at, idempotency_key, attempt_timeout_ns, metadata, unique_key, unique_states, rate_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		p.Type, p.Queue, payload, p.Priority, int(state), p.MaxAttempts, nanos(p.RunAt),
 		nanos(p.Now), nullString(p.IdempotencyKey), int64(p.AttemptTimeout), meta,
-		nullString(p.UniqueKey), p.UniqueStates)
+		nullString(p.UniqueKey), p.UniqueStates, p.RateKey)
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
@@ -245,8 +246,8 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 		if err := t.queryRow(`SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE `+openState+` AND state = 2
 				AND priority >= ? AND id < ?)
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND (paused OR concurrency_limit > 0))
-			AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)`,
-			p.Priority, first, p.Queue, p.Type).Scan(&free); err != nil {
+			AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)`+rateCountsOffer,
+			p.Priority, first, p.Queue, p.Type, p.Type, p.Queue).Scan(&free); err != nil {
 			return nil, err
 		}
 		if !free {
@@ -309,6 +310,10 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Keyed {
 		return t.leaseKeyed(&scope, caps)
 	}
+	gate, err := t.rateGate(p)
+	if err != nil {
+		return nil, err
+	}
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
 	bytes := 0 // payloads leased so far (MaxBytes)
@@ -318,7 +323,11 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := t.rateLoad(gate, jobs); err != nil {
+			return nil, err
+		}
 		full := ""
+		var held *ratelimit.Hold // a rate limit's bucket this lease found empty
 		for _, j := range jobs {
 			if len(leased) == p.Limit || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 				break
@@ -327,6 +336,11 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			if capped && room <= 0 {
 				full = j.Queue
 				break
+			}
+			if gate != nil {
+				if held = gate.Admit(j.Type, j.Queue, j.RateKey); held != nil {
+					break
+				}
 			}
 			// Nothing else writes between the read above and this update: the transaction
 			// holds the write lock. The state = 2 condition and the count check still turn a
@@ -355,6 +369,11 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			leased = append(leased, j)
 			bytes += len(j.Payload)
 		}
+		if held != nil && (p.MaxBytes <= 0 || bytes < p.MaxBytes) {
+			// Read again without the bucket's jobs: the ones after them may go.
+			scope.ExcludeRated = append(slices.Clone(scope.ExcludeRated), *held)
+			continue
+		}
 		if full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break // every ready job in scope was read, or the limit is reached
 		}
@@ -366,7 +385,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 			}
 		}
 	}
-	return leased, nil
+	return leased, t.rateSave(gate, p.Rates)
 }
 
 // leaseQuery selects the ready jobs p may lease, in dispatch order. A lease that does not honour
@@ -401,7 +420,7 @@ func leaseWhere(sel *strings.Builder, args []any, p *store.JobLeaseParams) []any
 	if p.ExcludeShut {
 		sel.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
 	}
-	return args
+	return rateExcluded(sel, args, p)
 }
 
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
@@ -714,13 +733,13 @@ const insertChunk = 32
 
 // insertChunkSQL inserts insertChunk jobs without idempotency keys.
 var insertChunkSQL = `INSERT INTO jobs (type, queue, payload, priority, state, max_attempts, run_at,
-	created_at, attempt_timeout_ns, metadata) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", insertChunk), ", ")
+	created_at, attempt_timeout_ns, metadata, rate_key) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", insertChunk), ", ")
 
 // JobInsertMany inserts jobs in order, insertChunk at a time where they carry no idempotency
 // key: one statement for many rows costs far less than a statement a row.
 func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult, error) {
 	out := make([]store.JobInsertResult, len(ps))
-	args := make([]any, 0, 10*insertChunk)
+	args := make([]any, 0, 11*insertChunk)
 	var chunk []int
 	flush := func() error {
 		args = args[:0]
@@ -739,7 +758,7 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 				return err
 			}
 			args = append(args, p.Type, p.Queue, payload, p.Priority, int(out[i].State), p.MaxAttempts,
-				nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout), meta)
+				nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout), meta, p.RateKey)
 		}
 		res, err := t.execResult(insertChunkSQL, args...)
 		if err != nil {

@@ -2577,7 +2577,9 @@ type GetStatsResponse struct {
 	CountsOmitted int32 `protobuf:"varint,5,opt,name=counts_omitted,json=countsOmitted,proto3" json:"counts_omitted,omitempty"`
 	QueuesOmitted int32 `protobuf:"varint,6,opt,name=queues_omitted,json=queuesOmitted,proto3" json:"queues_omitted,omitempty"`
 	// The limits of running jobs per key, with how busy their keys are (ListConcurrencyRules).
-	Concurrency   []*ConcurrencyRuleInfo `protobuf:"bytes,40,rep,name=concurrency,proto3" json:"concurrency,omitempty"`
+	Concurrency []*ConcurrencyRuleInfo `protobuf:"bytes,40,rep,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// The rate limits with each one's allowance now.
+	RateLimits    []*RateLimitInfo `protobuf:"bytes,35,rep,name=rate_limits,json=rateLimits,proto3" json:"rate_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2657,6 +2659,13 @@ func (x *GetStatsResponse) GetQueuesOmitted() int32 {
 func (x *GetStatsResponse) GetConcurrency() []*ConcurrencyRuleInfo {
 	if x != nil {
 		return x.Concurrency
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetRateLimits() []*RateLimitInfo {
+	if x != nil {
+		return x.RateLimits
 	}
 	return nil
 }
@@ -3681,7 +3690,9 @@ type AuditEvent struct {
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	// What was done: job.cancel, job.run_now, job.retry_now, job.delete, job.priority,
 	// dlq.requeue, dlq.purge, jobs.purge_succeeded, queue.pause, queue.resume, queue.limit,
-	// breaker.reset, breaker.force, token.create or token.revoke.
+	// breaker.reset, breaker.force, token.create, token.revoke, schedule.add, schedule.update,
+	// schedule.remove, schedule.pause, schedule.resume, schedule.trigger, schedule.backfill,
+	// concurrency.set, concurrency.remove, ratelimit.set or ratelimit.remove.
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// The id of the token the caller presented; empty when auth is off.
 	ActorTokenId string `protobuf:"bytes,4,opt,name=actor_token_id,json=actorTokenId,proto3" json:"actor_token_id,omitempty"`
@@ -5209,6 +5220,439 @@ func (x *ListBatchesResponse) GetNextPageToken() string {
 	return ""
 }
 
+// RateLimit is at most rate job starts per interval, with bursts of up to burst after a quiet
+// spell (a token bucket), for the jobs of type and queue (empty: any). With a key, each key's
+// jobs are counted apart.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..255 characters of [A-Za-z0-9_.:-].
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Only jobs of this type; empty: any type.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// Only jobs of this queue; empty: any queue.
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Where each job's key comes from: "type", "queue", "metadata.NAME" or
+	// "payload.FIELD[.FIELD...]"; empty: one bucket for all the jobs it matches. Two keyed limits
+	// that can match the same job must have the same key.
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// Starts allowed per interval: at least 1.
+	Rate int32 `protobuf:"varint,5,opt,name=rate,proto3" json:"rate,omitempty"`
+	// At least 1ms.
+	Interval *durationpb.Duration `protobuf:"bytes,6,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Starts allowed at once after a quiet spell: at least 1; 0 in SetRateLimit means rate.
+	Burst         int32 `protobuf:"varint,7,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *RateLimit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RateLimit) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RateLimit) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *RateLimit) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RateLimit) GetRate() int32 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *RateLimit) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *RateLimit) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+// RateLimitInfo is a rate limit with its allowance now.
+type RateLimitInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Limit *RateLimit             `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Starts it lets through now; for a keyed limit, for a key that started nothing lately.
+	Allowance int32 `protobuf:"varint,2,opt,name=allowance,proto3" json:"allowance,omitempty"`
+	// When one more start is allowed, while allowance is 0.
+	NextAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=next_at,json=nextAt,proto3" json:"next_at,omitempty"`
+	// For a keyed limit: the keys that started jobs lately, and those of them with no allowance
+	// left now.
+	Keys          int32                  `protobuf:"varint,4,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeysLimited   int32                  `protobuf:"varint,5,opt,name=keys_limited,json=keysLimited,proto3" json:"keys_limited,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimitInfo) Reset() {
+	*x = RateLimitInfo{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimitInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimitInfo) ProtoMessage() {}
+
+func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
+func (*RateLimitInfo) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *RateLimitInfo) GetLimit() *RateLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *RateLimitInfo) GetAllowance() int32 {
+	if x != nil {
+		return x.Allowance
+	}
+	return 0
+}
+
+func (x *RateLimitInfo) GetNextAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAt
+	}
+	return nil
+}
+
+func (x *RateLimitInfo) GetKeys() int32 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *RateLimitInfo) GetKeysLimited() int32 {
+	if x != nil {
+		return x.KeysLimited
+	}
+	return 0
+}
+
+func (x *RateLimitInfo) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type ListRateLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRateLimitsRequest) Reset() {
+	*x = ListRateLimitsRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRateLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRateLimitsRequest) ProtoMessage() {}
+
+func (x *ListRateLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRateLimitsRequest.ProtoReflect.Descriptor instead.
+func (*ListRateLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{87}
+}
+
+type ListRateLimitsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limits        []*RateLimitInfo       `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRateLimitsResponse) Reset() {
+	*x = ListRateLimitsResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRateLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRateLimitsResponse) ProtoMessage() {}
+
+func (x *ListRateLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRateLimitsResponse.ProtoReflect.Descriptor instead.
+func (*ListRateLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ListRateLimitsResponse) GetLimits() []*RateLimitInfo {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type SetRateLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         *RateLimit             `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRateLimitRequest) Reset() {
+	*x = SetRateLimitRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRateLimitRequest) ProtoMessage() {}
+
+func (x *SetRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *SetRateLimitRequest) GetLimit() *RateLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+type SetRateLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRateLimitResponse) Reset() {
+	*x = SetRateLimitResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRateLimitResponse) ProtoMessage() {}
+
+func (x *SetRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{90}
+}
+
+type RemoveRateLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRateLimitRequest) Reset() {
+	*x = RemoveRateLimitRequest{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRateLimitRequest) ProtoMessage() {}
+
+func (x *RemoveRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *RemoveRateLimitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveRateLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRateLimitResponse) Reset() {
+	*x = RemoveRateLimitResponse{}
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRateLimitResponse) ProtoMessage() {}
+
+func (x *RemoveRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_admin_service_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*RemoveRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{92}
+}
+
 var File_jobwire_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_jobwire_v1_admin_service_proto_rawDesc = "" +
@@ -5371,7 +5815,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\xd2\x03\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\x8e\x04\n" +
 	"\x10GetStatsResponse\x12.\n" +
 	"\x06counts\x18\x01 \x03(\v2\x16.jobwire.v1.StateCountR\x06counts\x120\n" +
 	"\x06recent\x18\x02 \x03(\v2\x18.jobwire.v1.RecentCountsR\x06recent\x12-\n" +
@@ -5379,7 +5823,9 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x0fstorage_retries\x18\x04 \x03(\v20.jobwire.v1.GetStatsResponse.StorageRetriesEntryR\x0estorageRetries\x12%\n" +
 	"\x0ecounts_omitted\x18\x05 \x01(\x05R\rcountsOmitted\x12%\n" +
 	"\x0equeues_omitted\x18\x06 \x01(\x05R\rqueuesOmitted\x12A\n" +
-	"\vconcurrency\x18( \x03(\v2\x1f.jobwire.v1.ConcurrencyRuleInfoR\vconcurrency\x1aA\n" +
+	"\vconcurrency\x18( \x03(\v2\x1f.jobwire.v1.ConcurrencyRuleInfoR\vconcurrency\x12:\n" +
+	"\vrate_limits\x18# \x03(\v2\x19.jobwire.v1.RateLimitInfoR\n" +
+	"rateLimits\x1aA\n" +
 	"\x13StorageRetriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xd2\x04\n" +
@@ -5568,7 +6014,32 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"j\n" +
 	"\x13ListBatchesResponse\x12+\n" +
 	"\abatches\x18\x01 \x03(\v2\x11.jobwire.v1.BatchR\abatches\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*|\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x01\n" +
+	"\tRateLimit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x12\n" +
+	"\x04rate\x18\x05 \x01(\x05R\x04rate\x125\n" +
+	"\binterval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x14\n" +
+	"\x05burst\x18\a \x01(\x05R\x05burst\"\x81\x02\n" +
+	"\rRateLimitInfo\x12+\n" +
+	"\x05limit\x18\x01 \x01(\v2\x15.jobwire.v1.RateLimitR\x05limit\x12\x1c\n" +
+	"\tallowance\x18\x02 \x01(\x05R\tallowance\x123\n" +
+	"\anext_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06nextAt\x12\x12\n" +
+	"\x04keys\x18\x04 \x01(\x05R\x04keys\x12!\n" +
+	"\fkeys_limited\x18\x05 \x01(\x05R\vkeysLimited\x129\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x17\n" +
+	"\x15ListRateLimitsRequest\"K\n" +
+	"\x16ListRateLimitsResponse\x121\n" +
+	"\x06limits\x18\x01 \x03(\v2\x19.jobwire.v1.RateLimitInfoR\x06limits\"B\n" +
+	"\x13SetRateLimitRequest\x12+\n" +
+	"\x05limit\x18\x01 \x01(\v2\x15.jobwire.v1.RateLimitR\x05limit\"\x16\n" +
+	"\x14SetRateLimitResponse\",\n" +
+	"\x16RemoveRateLimitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x19\n" +
+	"\x17RemoveRateLimitResponse*|\n" +
 	"\fBreakerState\x12\x1d\n" +
 	"\x19BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BREAKER_STATE_CLOSED\x10\x01\x12\x16\n" +
@@ -5584,7 +6055,7 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x1dSCHEDULE_CATCH_UP_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULE_CATCH_UP_LATEST\x10\x01\x12\x1a\n" +
 	"\x16SCHEDULE_CATCH_UP_SKIP\x10\x02\x12\x19\n" +
-	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\xb2\x17\n" +
+	"\x15SCHEDULE_CATCH_UP_ALL\x10\x032\xba\x19\n" +
 	"\fAdminService\x12E\n" +
 	"\bListJobs\x12\x1b.jobwire.v1.ListJobsRequest\x1a\x1c.jobwire.v1.ListJobsResponse\x12Q\n" +
 	"\fListDeadJobs\x12\x1f.jobwire.v1.ListDeadJobsRequest\x1a .jobwire.v1.ListDeadJobsResponse\x12Z\n" +
@@ -5622,7 +6093,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x12SetConcurrencyRule\x12%.jobwire.v1.SetConcurrencyRuleRequest\x1a&.jobwire.v1.SetConcurrencyRuleResponse\x12l\n" +
 	"\x15RemoveConcurrencyRule\x12(.jobwire.v1.RemoveConcurrencyRuleRequest\x1a).jobwire.v1.RemoveConcurrencyRuleResponse\x12E\n" +
 	"\bGetBatch\x12\x1b.jobwire.v1.GetBatchRequest\x1a\x1c.jobwire.v1.GetBatchResponse\x12N\n" +
-	"\vListBatches\x12\x1e.jobwire.v1.ListBatchesRequest\x1a\x1f.jobwire.v1.ListBatchesResponseB\xa1\x01\n" +
+	"\vListBatches\x12\x1e.jobwire.v1.ListBatchesRequest\x1a\x1f.jobwire.v1.ListBatchesResponse\x12W\n" +
+	"\x0eListRateLimits\x12!.jobwire.v1.ListRateLimitsRequest\x1a\".jobwire.v1.ListRateLimitsResponse\x12Q\n" +
+	"\fSetRateLimit\x12\x1f.jobwire.v1.SetRateLimitRequest\x1a .jobwire.v1.SetRateLimitResponse\x12Z\n" +
+	"\x0fRemoveRateLimit\x12\".jobwire.v1.RemoveRateLimitRequest\x1a#.jobwire.v1.RemoveRateLimitResponseB\xa1\x01\n" +
 	"\x0ecom.jobwire.v1B\x11AdminServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -5640,7 +6114,7 @@ func file_jobwire_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_jobwire_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
 var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(BreakerState)(0),                     // 0: jobwire.v1.BreakerState
 	(ScheduleOverlap)(0),                  // 1: jobwire.v1.ScheduleOverlap
@@ -5730,177 +6204,198 @@ var file_jobwire_v1_admin_service_proto_goTypes = []any{
 	(*GetBatchResponse)(nil),              // 85: jobwire.v1.GetBatchResponse
 	(*ListBatchesRequest)(nil),            // 86: jobwire.v1.ListBatchesRequest
 	(*ListBatchesResponse)(nil),           // 87: jobwire.v1.ListBatchesResponse
-	nil,                                   // 88: jobwire.v1.QueueInfo.DepthByStateEntry
-	nil,                                   // 89: jobwire.v1.GetStatsResponse.StorageRetriesEntry
-	nil,                                   // 90: jobwire.v1.Schedule.MetadataEntry
-	(*Job)(nil),                           // 91: jobwire.v1.Job
-	(JobState)(0),                         // 92: jobwire.v1.JobState
-	(DeadReason)(0),                       // 93: jobwire.v1.DeadReason
-	(*timestamppb.Timestamp)(nil),         // 94: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 95: google.protobuf.Duration
-	(*Batch)(nil),                         // 96: jobwire.v1.Batch
-	(BatchState)(0),                       // 97: jobwire.v1.BatchState
+	(*RateLimit)(nil),                     // 88: jobwire.v1.RateLimit
+	(*RateLimitInfo)(nil),                 // 89: jobwire.v1.RateLimitInfo
+	(*ListRateLimitsRequest)(nil),         // 90: jobwire.v1.ListRateLimitsRequest
+	(*ListRateLimitsResponse)(nil),        // 91: jobwire.v1.ListRateLimitsResponse
+	(*SetRateLimitRequest)(nil),           // 92: jobwire.v1.SetRateLimitRequest
+	(*SetRateLimitResponse)(nil),          // 93: jobwire.v1.SetRateLimitResponse
+	(*RemoveRateLimitRequest)(nil),        // 94: jobwire.v1.RemoveRateLimitRequest
+	(*RemoveRateLimitResponse)(nil),       // 95: jobwire.v1.RemoveRateLimitResponse
+	nil,                                   // 96: jobwire.v1.QueueInfo.DepthByStateEntry
+	nil,                                   // 97: jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	nil,                                   // 98: jobwire.v1.Schedule.MetadataEntry
+	(*Job)(nil),                           // 99: jobwire.v1.Job
+	(JobState)(0),                         // 100: jobwire.v1.JobState
+	(DeadReason)(0),                       // 101: jobwire.v1.DeadReason
+	(*timestamppb.Timestamp)(nil),         // 102: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 103: google.protobuf.Duration
+	(*Batch)(nil),                         // 104: jobwire.v1.Batch
+	(BatchState)(0),                       // 105: jobwire.v1.BatchState
 }
 var file_jobwire_v1_admin_service_proto_depIdxs = []int32{
-	91,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
-	91,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
-	91,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
-	91,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
+	99,  // 0: jobwire.v1.RunJobNowResponse.job:type_name -> jobwire.v1.Job
+	99,  // 1: jobwire.v1.RetryJobNowResponse.job:type_name -> jobwire.v1.Job
+	99,  // 2: jobwire.v1.DeleteJobResponse.job:type_name -> jobwire.v1.Job
+	99,  // 3: jobwire.v1.SetJobPriorityResponse.job:type_name -> jobwire.v1.Job
 	11,  // 4: jobwire.v1.ConcurrencyRuleInfo.rule:type_name -> jobwire.v1.ConcurrencyRule
 	12,  // 5: jobwire.v1.ListConcurrencyRulesResponse.rules:type_name -> jobwire.v1.ConcurrencyRuleInfo
 	11,  // 6: jobwire.v1.SetConcurrencyRuleRequest.rule:type_name -> jobwire.v1.ConcurrencyRule
 	11,  // 7: jobwire.v1.SetConcurrencyRuleResponse.rule:type_name -> jobwire.v1.ConcurrencyRule
-	92,  // 8: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
-	91,  // 9: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
-	93,  // 10: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
-	94,  // 11: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
-	94,  // 12: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
+	100, // 8: jobwire.v1.ListJobsRequest.state:type_name -> jobwire.v1.JobState
+	99,  // 9: jobwire.v1.ListJobsResponse.jobs:type_name -> jobwire.v1.Job
+	101, // 10: jobwire.v1.DeadJobFilter.reason:type_name -> jobwire.v1.DeadReason
+	102, // 11: jobwire.v1.DeadJobFilter.dead_after:type_name -> google.protobuf.Timestamp
+	102, // 12: jobwire.v1.DeadJobFilter.dead_before:type_name -> google.protobuf.Timestamp
 	21,  // 13: jobwire.v1.ListDeadJobsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	91,  // 14: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
+	99,  // 14: jobwire.v1.ListDeadJobsResponse.jobs:type_name -> jobwire.v1.Job
 	21,  // 15: jobwire.v1.BulkSelection.filter:type_name -> jobwire.v1.DeadJobFilter
 	24,  // 16: jobwire.v1.RequeueDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	94,  // 17: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
-	91,  // 18: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	102, // 17: jobwire.v1.RequeueDeadJobsRequest.run_at:type_name -> google.protobuf.Timestamp
+	99,  // 18: jobwire.v1.RequeueDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	24,  // 19: jobwire.v1.PurgeDeadJobsRequest.selection:type_name -> jobwire.v1.BulkSelection
-	91,  // 20: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
+	99,  // 20: jobwire.v1.PurgeDeadJobsResponse.sample:type_name -> jobwire.v1.Job
 	21,  // 21: jobwire.v1.TopDeadErrorsRequest.filter:type_name -> jobwire.v1.DeadJobFilter
-	94,  // 22: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
+	102, // 22: jobwire.v1.ErrorGroup.last_seen:type_name -> google.protobuf.Timestamp
 	30,  // 23: jobwire.v1.TopDeadErrorsResponse.groups:type_name -> jobwire.v1.ErrorGroup
-	95,  // 24: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
-	88,  // 25: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
-	95,  // 26: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
+	103, // 24: jobwire.v1.PurgeFinishedJobsRequest.older_than:type_name -> google.protobuf.Duration
+	96,  // 25: jobwire.v1.QueueInfo.depth_by_state:type_name -> jobwire.v1.QueueInfo.DepthByStateEntry
+	103, // 26: jobwire.v1.QueueInfo.oldest_ready_age:type_name -> google.protobuf.Duration
 	35,  // 27: jobwire.v1.ListQueuesResponse.queues:type_name -> jobwire.v1.QueueInfo
 	35,  // 28: jobwire.v1.PauseQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	35,  // 29: jobwire.v1.ResumeQueueResponse.queue:type_name -> jobwire.v1.QueueInfo
 	35,  // 30: jobwire.v1.SetQueueLimitResponse.queue:type_name -> jobwire.v1.QueueInfo
-	92,  // 31: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
-	95,  // 32: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
+	100, // 31: jobwire.v1.StateCount.state:type_name -> jobwire.v1.JobState
+	103, // 32: jobwire.v1.RecentCounts.window:type_name -> google.protobuf.Duration
 	44,  // 33: jobwire.v1.GetStatsResponse.counts:type_name -> jobwire.v1.StateCount
 	45,  // 34: jobwire.v1.GetStatsResponse.recent:type_name -> jobwire.v1.RecentCounts
 	35,  // 35: jobwire.v1.GetStatsResponse.queues:type_name -> jobwire.v1.QueueInfo
-	89,  // 36: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
+	97,  // 36: jobwire.v1.GetStatsResponse.storage_retries:type_name -> jobwire.v1.GetStatsResponse.StorageRetriesEntry
 	12,  // 37: jobwire.v1.GetStatsResponse.concurrency:type_name -> jobwire.v1.ConcurrencyRuleInfo
-	0,   // 38: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
-	94,  // 39: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
-	94,  // 40: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
-	48,  // 41: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
-	94,  // 42: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
-	94,  // 43: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
-	95,  // 44: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
-	49,  // 45: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
-	94,  // 46: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
-	47,  // 47: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
-	47,  // 48: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	0,   // 49: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
-	47,  // 50: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
-	94,  // 51: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	57,  // 52: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
-	94,  // 53: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
-	94,  // 54: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
-	60,  // 55: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
-	94,  // 56: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	94,  // 57: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	94,  // 58: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	62,  // 59: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
-	95,  // 60: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
-	90,  // 61: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
-	95,  // 62: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
-	1,   // 63: jobwire.v1.Schedule.overlap:type_name -> jobwire.v1.ScheduleOverlap
-	2,   // 64: jobwire.v1.Schedule.catch_up:type_name -> jobwire.v1.ScheduleCatchUp
-	95,  // 65: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
-	94,  // 66: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
-	94,  // 67: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
-	92,  // 68: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
-	94,  // 69: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
-	65,  // 70: jobwire.v1.ListSchedulesResponse.schedules:type_name -> jobwire.v1.Schedule
-	65,  // 71: jobwire.v1.GetScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	65,  // 72: jobwire.v1.AddScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
-	65,  // 73: jobwire.v1.AddScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	65,  // 74: jobwire.v1.UpdateScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
-	65,  // 75: jobwire.v1.UpdateScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	65,  // 76: jobwire.v1.PauseScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	65,  // 77: jobwire.v1.ResumeScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
-	92,  // 78: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
-	94,  // 79: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	94,  // 80: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	96,  // 81: jobwire.v1.GetBatchResponse.batch:type_name -> jobwire.v1.Batch
-	97,  // 82: jobwire.v1.ListBatchesRequest.state:type_name -> jobwire.v1.BatchState
-	96,  // 83: jobwire.v1.ListBatchesResponse.batches:type_name -> jobwire.v1.Batch
-	19,  // 84: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
-	22,  // 85: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
-	25,  // 86: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
-	27,  // 87: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
-	29,  // 88: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
-	32,  // 89: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
-	34,  // 90: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
-	37,  // 91: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
-	39,  // 92: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
-	41,  // 93: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
-	43,  // 94: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
-	50,  // 95: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
-	52,  // 96: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
-	54,  // 97: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
-	56,  // 98: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
-	59,  // 99: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
-	63,  // 100: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
-	3,   // 101: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
-	5,   // 102: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
-	7,   // 103: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
-	9,   // 104: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
-	66,  // 105: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
-	68,  // 106: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
-	70,  // 107: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
-	72,  // 108: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
-	74,  // 109: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
-	76,  // 110: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
-	78,  // 111: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
-	80,  // 112: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
-	82,  // 113: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
-	13,  // 114: jobwire.v1.AdminService.ListConcurrencyRules:input_type -> jobwire.v1.ListConcurrencyRulesRequest
-	15,  // 115: jobwire.v1.AdminService.SetConcurrencyRule:input_type -> jobwire.v1.SetConcurrencyRuleRequest
-	17,  // 116: jobwire.v1.AdminService.RemoveConcurrencyRule:input_type -> jobwire.v1.RemoveConcurrencyRuleRequest
-	84,  // 117: jobwire.v1.AdminService.GetBatch:input_type -> jobwire.v1.GetBatchRequest
-	86,  // 118: jobwire.v1.AdminService.ListBatches:input_type -> jobwire.v1.ListBatchesRequest
-	20,  // 119: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
-	23,  // 120: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
-	26,  // 121: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
-	28,  // 122: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
-	31,  // 123: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
-	33,  // 124: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
-	36,  // 125: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
-	38,  // 126: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
-	40,  // 127: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
-	42,  // 128: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
-	46,  // 129: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
-	51,  // 130: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
-	53,  // 131: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
-	55,  // 132: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
-	58,  // 133: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
-	61,  // 134: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
-	64,  // 135: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
-	4,   // 136: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
-	6,   // 137: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
-	8,   // 138: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
-	10,  // 139: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
-	67,  // 140: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
-	69,  // 141: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
-	71,  // 142: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
-	73,  // 143: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
-	75,  // 144: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
-	77,  // 145: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
-	79,  // 146: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
-	81,  // 147: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
-	83,  // 148: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
-	14,  // 149: jobwire.v1.AdminService.ListConcurrencyRules:output_type -> jobwire.v1.ListConcurrencyRulesResponse
-	16,  // 150: jobwire.v1.AdminService.SetConcurrencyRule:output_type -> jobwire.v1.SetConcurrencyRuleResponse
-	18,  // 151: jobwire.v1.AdminService.RemoveConcurrencyRule:output_type -> jobwire.v1.RemoveConcurrencyRuleResponse
-	85,  // 152: jobwire.v1.AdminService.GetBatch:output_type -> jobwire.v1.GetBatchResponse
-	87,  // 153: jobwire.v1.AdminService.ListBatches:output_type -> jobwire.v1.ListBatchesResponse
-	119, // [119:154] is the sub-list for method output_type
-	84,  // [84:119] is the sub-list for method input_type
-	84,  // [84:84] is the sub-list for extension type_name
-	84,  // [84:84] is the sub-list for extension extendee
-	0,   // [0:84] is the sub-list for field type_name
+	89,  // 38: jobwire.v1.GetStatsResponse.rate_limits:type_name -> jobwire.v1.RateLimitInfo
+	0,   // 39: jobwire.v1.BreakerInfo.state:type_name -> jobwire.v1.BreakerState
+	102, // 40: jobwire.v1.BreakerInfo.opened_at:type_name -> google.protobuf.Timestamp
+	102, // 41: jobwire.v1.BreakerInfo.next_probe_at:type_name -> google.protobuf.Timestamp
+	48,  // 42: jobwire.v1.BreakerInfo.trip:type_name -> jobwire.v1.BreakerTrip
+	102, // 43: jobwire.v1.BreakerInfo.changed_at:type_name -> google.protobuf.Timestamp
+	102, // 44: jobwire.v1.BreakerTrip.at:type_name -> google.protobuf.Timestamp
+	103, // 45: jobwire.v1.BreakerTrip.window:type_name -> google.protobuf.Duration
+	49,  // 46: jobwire.v1.BreakerTrip.last_failures:type_name -> jobwire.v1.BreakerFailure
+	102, // 47: jobwire.v1.BreakerFailure.at:type_name -> google.protobuf.Timestamp
+	47,  // 48: jobwire.v1.ListBreakersResponse.breakers:type_name -> jobwire.v1.BreakerInfo
+	47,  // 49: jobwire.v1.ResetBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	0,   // 50: jobwire.v1.ForceBreakerRequest.state:type_name -> jobwire.v1.BreakerState
+	47,  // 51: jobwire.v1.ForceBreakerResponse.breaker:type_name -> jobwire.v1.BreakerInfo
+	102, // 52: jobwire.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	57,  // 53: jobwire.v1.ListWorkersResponse.workers:type_name -> jobwire.v1.WorkerInfo
+	102, // 54: jobwire.v1.BrokerEntry.started_at:type_name -> google.protobuf.Timestamp
+	102, // 55: jobwire.v1.BrokerEntry.last_seen:type_name -> google.protobuf.Timestamp
+	60,  // 56: jobwire.v1.ListBrokersResponse.brokers:type_name -> jobwire.v1.BrokerEntry
+	102, // 57: jobwire.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	102, // 58: jobwire.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	102, // 59: jobwire.v1.ListAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	62,  // 60: jobwire.v1.ListAuditEventsResponse.events:type_name -> jobwire.v1.AuditEvent
+	103, // 61: jobwire.v1.Schedule.attempt_timeout:type_name -> google.protobuf.Duration
+	98,  // 62: jobwire.v1.Schedule.metadata:type_name -> jobwire.v1.Schedule.MetadataEntry
+	103, // 63: jobwire.v1.Schedule.jitter:type_name -> google.protobuf.Duration
+	1,   // 64: jobwire.v1.Schedule.overlap:type_name -> jobwire.v1.ScheduleOverlap
+	2,   // 65: jobwire.v1.Schedule.catch_up:type_name -> jobwire.v1.ScheduleCatchUp
+	103, // 66: jobwire.v1.Schedule.catch_up_window:type_name -> google.protobuf.Duration
+	102, // 67: jobwire.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
+	102, // 68: jobwire.v1.Schedule.last_fire_at:type_name -> google.protobuf.Timestamp
+	100, // 69: jobwire.v1.Schedule.last_job_state:type_name -> jobwire.v1.JobState
+	102, // 70: jobwire.v1.Schedule.buffered_fire_at:type_name -> google.protobuf.Timestamp
+	65,  // 71: jobwire.v1.ListSchedulesResponse.schedules:type_name -> jobwire.v1.Schedule
+	65,  // 72: jobwire.v1.GetScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 73: jobwire.v1.AddScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 74: jobwire.v1.AddScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 75: jobwire.v1.UpdateScheduleRequest.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 76: jobwire.v1.UpdateScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 77: jobwire.v1.PauseScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	65,  // 78: jobwire.v1.ResumeScheduleResponse.schedule:type_name -> jobwire.v1.Schedule
+	100, // 79: jobwire.v1.TriggerScheduleResponse.state:type_name -> jobwire.v1.JobState
+	102, // 80: jobwire.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	102, // 81: jobwire.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	104, // 82: jobwire.v1.GetBatchResponse.batch:type_name -> jobwire.v1.Batch
+	105, // 83: jobwire.v1.ListBatchesRequest.state:type_name -> jobwire.v1.BatchState
+	104, // 84: jobwire.v1.ListBatchesResponse.batches:type_name -> jobwire.v1.Batch
+	103, // 85: jobwire.v1.RateLimit.interval:type_name -> google.protobuf.Duration
+	88,  // 86: jobwire.v1.RateLimitInfo.limit:type_name -> jobwire.v1.RateLimit
+	102, // 87: jobwire.v1.RateLimitInfo.next_at:type_name -> google.protobuf.Timestamp
+	102, // 88: jobwire.v1.RateLimitInfo.updated_at:type_name -> google.protobuf.Timestamp
+	89,  // 89: jobwire.v1.ListRateLimitsResponse.limits:type_name -> jobwire.v1.RateLimitInfo
+	88,  // 90: jobwire.v1.SetRateLimitRequest.limit:type_name -> jobwire.v1.RateLimit
+	19,  // 91: jobwire.v1.AdminService.ListJobs:input_type -> jobwire.v1.ListJobsRequest
+	22,  // 92: jobwire.v1.AdminService.ListDeadJobs:input_type -> jobwire.v1.ListDeadJobsRequest
+	25,  // 93: jobwire.v1.AdminService.RequeueDeadJobs:input_type -> jobwire.v1.RequeueDeadJobsRequest
+	27,  // 94: jobwire.v1.AdminService.PurgeDeadJobs:input_type -> jobwire.v1.PurgeDeadJobsRequest
+	29,  // 95: jobwire.v1.AdminService.TopDeadErrors:input_type -> jobwire.v1.TopDeadErrorsRequest
+	32,  // 96: jobwire.v1.AdminService.PurgeFinishedJobs:input_type -> jobwire.v1.PurgeFinishedJobsRequest
+	34,  // 97: jobwire.v1.AdminService.ListQueues:input_type -> jobwire.v1.ListQueuesRequest
+	37,  // 98: jobwire.v1.AdminService.PauseQueue:input_type -> jobwire.v1.PauseQueueRequest
+	39,  // 99: jobwire.v1.AdminService.ResumeQueue:input_type -> jobwire.v1.ResumeQueueRequest
+	41,  // 100: jobwire.v1.AdminService.SetQueueLimit:input_type -> jobwire.v1.SetQueueLimitRequest
+	43,  // 101: jobwire.v1.AdminService.GetStats:input_type -> jobwire.v1.GetStatsRequest
+	50,  // 102: jobwire.v1.AdminService.ListBreakers:input_type -> jobwire.v1.ListBreakersRequest
+	52,  // 103: jobwire.v1.AdminService.ResetBreaker:input_type -> jobwire.v1.ResetBreakerRequest
+	54,  // 104: jobwire.v1.AdminService.ForceBreaker:input_type -> jobwire.v1.ForceBreakerRequest
+	56,  // 105: jobwire.v1.AdminService.ListWorkers:input_type -> jobwire.v1.ListWorkersRequest
+	59,  // 106: jobwire.v1.AdminService.ListBrokers:input_type -> jobwire.v1.ListBrokersRequest
+	63,  // 107: jobwire.v1.AdminService.ListAuditEvents:input_type -> jobwire.v1.ListAuditEventsRequest
+	3,   // 108: jobwire.v1.AdminService.RunJobNow:input_type -> jobwire.v1.RunJobNowRequest
+	5,   // 109: jobwire.v1.AdminService.RetryJobNow:input_type -> jobwire.v1.RetryJobNowRequest
+	7,   // 110: jobwire.v1.AdminService.DeleteJob:input_type -> jobwire.v1.DeleteJobRequest
+	9,   // 111: jobwire.v1.AdminService.SetJobPriority:input_type -> jobwire.v1.SetJobPriorityRequest
+	66,  // 112: jobwire.v1.AdminService.ListSchedules:input_type -> jobwire.v1.ListSchedulesRequest
+	68,  // 113: jobwire.v1.AdminService.GetSchedule:input_type -> jobwire.v1.GetScheduleRequest
+	70,  // 114: jobwire.v1.AdminService.AddSchedule:input_type -> jobwire.v1.AddScheduleRequest
+	72,  // 115: jobwire.v1.AdminService.UpdateSchedule:input_type -> jobwire.v1.UpdateScheduleRequest
+	74,  // 116: jobwire.v1.AdminService.RemoveSchedule:input_type -> jobwire.v1.RemoveScheduleRequest
+	76,  // 117: jobwire.v1.AdminService.PauseSchedule:input_type -> jobwire.v1.PauseScheduleRequest
+	78,  // 118: jobwire.v1.AdminService.ResumeSchedule:input_type -> jobwire.v1.ResumeScheduleRequest
+	80,  // 119: jobwire.v1.AdminService.TriggerSchedule:input_type -> jobwire.v1.TriggerScheduleRequest
+	82,  // 120: jobwire.v1.AdminService.BackfillSchedule:input_type -> jobwire.v1.BackfillScheduleRequest
+	13,  // 121: jobwire.v1.AdminService.ListConcurrencyRules:input_type -> jobwire.v1.ListConcurrencyRulesRequest
+	15,  // 122: jobwire.v1.AdminService.SetConcurrencyRule:input_type -> jobwire.v1.SetConcurrencyRuleRequest
+	17,  // 123: jobwire.v1.AdminService.RemoveConcurrencyRule:input_type -> jobwire.v1.RemoveConcurrencyRuleRequest
+	84,  // 124: jobwire.v1.AdminService.GetBatch:input_type -> jobwire.v1.GetBatchRequest
+	86,  // 125: jobwire.v1.AdminService.ListBatches:input_type -> jobwire.v1.ListBatchesRequest
+	90,  // 126: jobwire.v1.AdminService.ListRateLimits:input_type -> jobwire.v1.ListRateLimitsRequest
+	92,  // 127: jobwire.v1.AdminService.SetRateLimit:input_type -> jobwire.v1.SetRateLimitRequest
+	94,  // 128: jobwire.v1.AdminService.RemoveRateLimit:input_type -> jobwire.v1.RemoveRateLimitRequest
+	20,  // 129: jobwire.v1.AdminService.ListJobs:output_type -> jobwire.v1.ListJobsResponse
+	23,  // 130: jobwire.v1.AdminService.ListDeadJobs:output_type -> jobwire.v1.ListDeadJobsResponse
+	26,  // 131: jobwire.v1.AdminService.RequeueDeadJobs:output_type -> jobwire.v1.RequeueDeadJobsResponse
+	28,  // 132: jobwire.v1.AdminService.PurgeDeadJobs:output_type -> jobwire.v1.PurgeDeadJobsResponse
+	31,  // 133: jobwire.v1.AdminService.TopDeadErrors:output_type -> jobwire.v1.TopDeadErrorsResponse
+	33,  // 134: jobwire.v1.AdminService.PurgeFinishedJobs:output_type -> jobwire.v1.PurgeFinishedJobsResponse
+	36,  // 135: jobwire.v1.AdminService.ListQueues:output_type -> jobwire.v1.ListQueuesResponse
+	38,  // 136: jobwire.v1.AdminService.PauseQueue:output_type -> jobwire.v1.PauseQueueResponse
+	40,  // 137: jobwire.v1.AdminService.ResumeQueue:output_type -> jobwire.v1.ResumeQueueResponse
+	42,  // 138: jobwire.v1.AdminService.SetQueueLimit:output_type -> jobwire.v1.SetQueueLimitResponse
+	46,  // 139: jobwire.v1.AdminService.GetStats:output_type -> jobwire.v1.GetStatsResponse
+	51,  // 140: jobwire.v1.AdminService.ListBreakers:output_type -> jobwire.v1.ListBreakersResponse
+	53,  // 141: jobwire.v1.AdminService.ResetBreaker:output_type -> jobwire.v1.ResetBreakerResponse
+	55,  // 142: jobwire.v1.AdminService.ForceBreaker:output_type -> jobwire.v1.ForceBreakerResponse
+	58,  // 143: jobwire.v1.AdminService.ListWorkers:output_type -> jobwire.v1.ListWorkersResponse
+	61,  // 144: jobwire.v1.AdminService.ListBrokers:output_type -> jobwire.v1.ListBrokersResponse
+	64,  // 145: jobwire.v1.AdminService.ListAuditEvents:output_type -> jobwire.v1.ListAuditEventsResponse
+	4,   // 146: jobwire.v1.AdminService.RunJobNow:output_type -> jobwire.v1.RunJobNowResponse
+	6,   // 147: jobwire.v1.AdminService.RetryJobNow:output_type -> jobwire.v1.RetryJobNowResponse
+	8,   // 148: jobwire.v1.AdminService.DeleteJob:output_type -> jobwire.v1.DeleteJobResponse
+	10,  // 149: jobwire.v1.AdminService.SetJobPriority:output_type -> jobwire.v1.SetJobPriorityResponse
+	67,  // 150: jobwire.v1.AdminService.ListSchedules:output_type -> jobwire.v1.ListSchedulesResponse
+	69,  // 151: jobwire.v1.AdminService.GetSchedule:output_type -> jobwire.v1.GetScheduleResponse
+	71,  // 152: jobwire.v1.AdminService.AddSchedule:output_type -> jobwire.v1.AddScheduleResponse
+	73,  // 153: jobwire.v1.AdminService.UpdateSchedule:output_type -> jobwire.v1.UpdateScheduleResponse
+	75,  // 154: jobwire.v1.AdminService.RemoveSchedule:output_type -> jobwire.v1.RemoveScheduleResponse
+	77,  // 155: jobwire.v1.AdminService.PauseSchedule:output_type -> jobwire.v1.PauseScheduleResponse
+	79,  // 156: jobwire.v1.AdminService.ResumeSchedule:output_type -> jobwire.v1.ResumeScheduleResponse
+	81,  // 157: jobwire.v1.AdminService.TriggerSchedule:output_type -> jobwire.v1.TriggerScheduleResponse
+	83,  // 158: jobwire.v1.AdminService.BackfillSchedule:output_type -> jobwire.v1.BackfillScheduleResponse
+	14,  // 159: jobwire.v1.AdminService.ListConcurrencyRules:output_type -> jobwire.v1.ListConcurrencyRulesResponse
+	16,  // 160: jobwire.v1.AdminService.SetConcurrencyRule:output_type -> jobwire.v1.SetConcurrencyRuleResponse
+	18,  // 161: jobwire.v1.AdminService.RemoveConcurrencyRule:output_type -> jobwire.v1.RemoveConcurrencyRuleResponse
+	85,  // 162: jobwire.v1.AdminService.GetBatch:output_type -> jobwire.v1.GetBatchResponse
+	87,  // 163: jobwire.v1.AdminService.ListBatches:output_type -> jobwire.v1.ListBatchesResponse
+	91,  // 164: jobwire.v1.AdminService.ListRateLimits:output_type -> jobwire.v1.ListRateLimitsResponse
+	93,  // 165: jobwire.v1.AdminService.SetRateLimit:output_type -> jobwire.v1.SetRateLimitResponse
+	95,  // 166: jobwire.v1.AdminService.RemoveRateLimit:output_type -> jobwire.v1.RemoveRateLimitResponse
+	129, // [129:167] is the sub-list for method output_type
+	91,  // [91:129] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_admin_service_proto_init() }
@@ -5916,7 +6411,7 @@ func file_jobwire_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_admin_service_proto_rawDesc), len(file_jobwire_v1_admin_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   88,
+			NumMessages:   96,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,9 @@ const (
 	AdminService_RemoveConcurrencyRule_FullMethodName = "/jobwire.v1.AdminService/RemoveConcurrencyRule"
 	AdminService_GetBatch_FullMethodName              = "/jobwire.v1.AdminService/GetBatch"
 	AdminService_ListBatches_FullMethodName           = "/jobwire.v1.AdminService/ListBatches"
+	AdminService_ListRateLimits_FullMethodName        = "/jobwire.v1.AdminService/ListRateLimits"
+	AdminService_SetRateLimit_FullMethodName          = "/jobwire.v1.AdminService/SetRateLimit"
+	AdminService_RemoveRateLimit_FullMethodName       = "/jobwire.v1.AdminService/RemoveRateLimit"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -153,6 +156,15 @@ type AdminServiceClient interface {
 	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
 	// ListBatches lists batches, newest first.
 	ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error)
+	// ListRateLimits lists the rate limits with each one's allowance now, by name.
+	ListRateLimits(ctx context.Context, in *ListRateLimitsRequest, opts ...grpc.CallOption) (*ListRateLimitsResponse, error)
+	// SetRateLimit creates or changes a rate limit: at most rate job starts per interval, bursts
+	// of up to burst, for the jobs it matches, each key apart when it has a key. Every broker
+	// sharing the database enforces it. A changed limit keeps what was spent of it.
+	SetRateLimit(ctx context.Context, in *SetRateLimitRequest, opts ...grpc.CallOption) (*SetRateLimitResponse, error)
+	// RemoveRateLimit removes a rate limit; one that does not exist is NOT_FOUND. Jobs it held
+	// back go at once.
+	RemoveRateLimit(ctx context.Context, in *RemoveRateLimitRequest, opts ...grpc.CallOption) (*RemoveRateLimitResponse, error)
 }
 
 type adminServiceClient struct {
@@ -513,6 +525,36 @@ func (c *adminServiceClient) ListBatches(ctx context.Context, in *ListBatchesReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ListRateLimits(ctx context.Context, in *ListRateLimitsRequest, opts ...grpc.CallOption) (*ListRateLimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRateLimitsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListRateLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetRateLimit(ctx context.Context, in *SetRateLimitRequest, opts ...grpc.CallOption) (*SetRateLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRateLimitResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetRateLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveRateLimit(ctx context.Context, in *RemoveRateLimitRequest, opts ...grpc.CallOption) (*RemoveRateLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveRateLimitResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveRateLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -610,6 +652,15 @@ type AdminServiceServer interface {
 	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
 	// ListBatches lists batches, newest first.
 	ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error)
+	// ListRateLimits lists the rate limits with each one's allowance now, by name.
+	ListRateLimits(context.Context, *ListRateLimitsRequest) (*ListRateLimitsResponse, error)
+	// SetRateLimit creates or changes a rate limit: at most rate job starts per interval, bursts
+	// of up to burst, for the jobs it matches, each key apart when it has a key. Every broker
+	// sharing the database enforces it. A changed limit keeps what was spent of it.
+	SetRateLimit(context.Context, *SetRateLimitRequest) (*SetRateLimitResponse, error)
+	// RemoveRateLimit removes a rate limit; one that does not exist is NOT_FOUND. Jobs it held
+	// back go at once.
+	RemoveRateLimit(context.Context, *RemoveRateLimitRequest) (*RemoveRateLimitResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -724,6 +775,15 @@ func (UnimplementedAdminServiceServer) GetBatch(context.Context, *GetBatchReques
 }
 func (UnimplementedAdminServiceServer) ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBatches not implemented")
+}
+func (UnimplementedAdminServiceServer) ListRateLimits(context.Context, *ListRateLimitsRequest) (*ListRateLimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRateLimits not implemented")
+}
+func (UnimplementedAdminServiceServer) SetRateLimit(context.Context, *SetRateLimitRequest) (*SetRateLimitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRateLimit not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveRateLimit(context.Context, *RemoveRateLimitRequest) (*RemoveRateLimitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveRateLimit not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1376,6 +1436,60 @@ func _AdminService_ListBatches_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListRateLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRateLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListRateLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListRateLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListRateLimits(ctx, req.(*ListRateLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetRateLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRateLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetRateLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetRateLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetRateLimit(ctx, req.(*SetRateLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveRateLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRateLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveRateLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveRateLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveRateLimit(ctx, req.(*RemoveRateLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1522,6 +1636,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBatches",
 			Handler:    _AdminService_ListBatches_Handler,
+		},
+		{
+			MethodName: "ListRateLimits",
+			Handler:    _AdminService_ListRateLimits_Handler,
+		},
+		{
+			MethodName: "SetRateLimit",
+			Handler:    _AdminService_SetRateLimit_Handler,
+		},
+		{
+			MethodName: "RemoveRateLimit",
+			Handler:    _AdminService_RemoveRateLimit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -387,7 +387,9 @@ type Job struct {
 	ConcurrencyLimit int32  `protobuf:"varint,38,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
 	ConcurrencyRule  string `protobuf:"bytes,39,opt,name=concurrency_rule,json=concurrencyRule,proto3" json:"concurrency_rule,omitempty"`
 	// The batch the job belongs to (see Batch); 0: none.
-	BatchId       int64 `protobuf:"varint,25,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	BatchId int64 `protobuf:"varint,25,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// The key the job counts under in the keyed rate limits that match it; empty when none.
+	RateKey       string `protobuf:"bytes,34,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -616,6 +618,13 @@ func (x *Job) GetBatchId() int64 {
 		return x.BatchId
 	}
 	return 0
+}
+
+func (x *Job) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
 }
 
 // JobDependencies is where a job stands among the jobs it depends on and that depend on it.
@@ -1117,7 +1126,8 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\t\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\n" +
+	"\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1151,7 +1161,8 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x0fconcurrency_key\x18% \x01(\tR\x0econcurrencyKey\x12+\n" +
 	"\x11concurrency_limit\x18& \x01(\x05R\x10concurrencyLimit\x12)\n" +
 	"\x10concurrency_rule\x18' \x01(\tR\x0fconcurrencyRule\x12\x19\n" +
-	"\bbatch_id\x18\x19 \x01(\x03R\abatchId\x1a;\n" +
+	"\bbatch_id\x18\x19 \x01(\x03R\abatchId\x12\x19\n" +
+	"\brate_key\x18\" \x01(\tR\arateKey\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +

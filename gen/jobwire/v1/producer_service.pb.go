@@ -94,6 +94,12 @@ const (
 	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
 	// It is ready and waits for a free slot of a worker that serves it.
 	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+	// A rate limit that counts its jobs together has no allowance left until `until`; `limit`
+	// is its rate. Checked after the breaker, before the workers.
+	WaitReason_WAIT_REASON_RATE_LIMITED WaitReason = 8
+	// A rate limit that counts each key apart has no allowance left for the job's key until
+	// `until`; `limit` is its rate.
+	WaitReason_WAIT_REASON_RATE_LIMITED_KEY WaitReason = 9
 	// Its concurrency key has as many jobs running as its limit allows.
 	WaitReason_WAIT_REASON_CONCURRENCY_KEY WaitReason = 10
 	// It waits for its parents (JOB_STATE_WAITING); detail names those not yet SUCCEEDED.
@@ -111,20 +117,24 @@ var (
 		5:  "WAIT_REASON_BREAKER_PROBING",
 		6:  "WAIT_REASON_NO_WORKER",
 		7:  "WAIT_REASON_WORKER_SLOT",
+		8:  "WAIT_REASON_RATE_LIMITED",
+		9:  "WAIT_REASON_RATE_LIMITED_KEY",
 		10: "WAIT_REASON_CONCURRENCY_KEY",
 		12: "WAIT_REASON_PARENTS",
 	}
 	WaitReason_value = map[string]int32{
-		"WAIT_REASON_UNSPECIFIED":     0,
-		"WAIT_REASON_SCHEDULED":       1,
-		"WAIT_REASON_QUEUE_PAUSED":    2,
-		"WAIT_REASON_QUEUE_AT_CAP":    3,
-		"WAIT_REASON_BREAKER_OPEN":    4,
-		"WAIT_REASON_BREAKER_PROBING": 5,
-		"WAIT_REASON_NO_WORKER":       6,
-		"WAIT_REASON_WORKER_SLOT":     7,
-		"WAIT_REASON_CONCURRENCY_KEY": 10,
-		"WAIT_REASON_PARENTS":         12,
+		"WAIT_REASON_UNSPECIFIED":      0,
+		"WAIT_REASON_SCHEDULED":        1,
+		"WAIT_REASON_QUEUE_PAUSED":     2,
+		"WAIT_REASON_QUEUE_AT_CAP":     3,
+		"WAIT_REASON_BREAKER_OPEN":     4,
+		"WAIT_REASON_BREAKER_PROBING":  5,
+		"WAIT_REASON_NO_WORKER":        6,
+		"WAIT_REASON_WORKER_SLOT":      7,
+		"WAIT_REASON_RATE_LIMITED":     8,
+		"WAIT_REASON_RATE_LIMITED_KEY": 9,
+		"WAIT_REASON_CONCURRENCY_KEY":  10,
+		"WAIT_REASON_PARENTS":          12,
 	}
 )
 
@@ -207,7 +217,11 @@ type JobSpec struct {
 	// Adds the job to this open batch (CreateBatch); 0: none. A batch that is closed or does
 	// not exist fails the call with FAILED_PRECONDITION or NOT_FOUND. A duplicate (idempotency
 	// key) is not added again.
-	BatchId       int64 `protobuf:"varint,40,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	BatchId int64 `protobuf:"varint,40,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// The key the job counts under in the keyed rate limits that match it (see RateLimitInfo):
+	// 0..255 bytes. Empty: the key those limits take from the job (a metadata value or a payload
+	// field). See docs/scheduling.md.
+	RateKey       string `protobuf:"bytes,30,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -363,6 +377,13 @@ func (x *JobSpec) GetBatchId() int64 {
 		return x.BatchId
 	}
 	return 0
+}
+
+func (x *JobSpec) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
 }
 
 type isJobSpec_Schedule interface {
@@ -1441,10 +1462,11 @@ type JobWaiting struct {
 	Reason WaitReason             `protobuf:"varint,1,opt,name=reason,proto3,enum=jobwire.v1.WaitReason" json:"reason,omitempty"`
 	// The reason as a sentence, such as "queue \"mail\" is paused".
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
-	// When the wait ends by itself: the run time, or the breaker's next probe.
+	// When the wait ends by itself: the run time, the breaker's next probe, or the moment a rate
+	// limit lets the job through.
 	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
 	// The queue's cap, for WAIT_REASON_QUEUE_AT_CAP; the key's limit, for
-	// WAIT_REASON_CONCURRENCY_KEY.
+	// WAIT_REASON_CONCURRENCY_KEY; the limit's rate for the rate reasons.
 	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1601,7 +1623,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xdb\x05\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xf6\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -1620,7 +1642,8 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x06unique\x18\x14 \x01(\v2\x19.jobwire.v1.UniqueOptionsR\x06unique\x12'\n" +
 	"\x0fconcurrency_key\x18\x19 \x01(\tR\x0econcurrencyKey\x12+\n" +
 	"\x11concurrency_limit\x18\x1a \x01(\x05R\x10concurrencyLimit\x12\x19\n" +
-	"\bbatch_id\x18( \x01(\x03R\abatchId\x1a;\n" +
+	"\bbatch_id\x18( \x01(\x03R\abatchId\x12\x19\n" +
+	"\brate_key\x18\x1e \x01(\tR\arateKey\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -1700,7 +1723,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\vDuplicateBy\x12\x1c\n" +
 	"\x18DUPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cDUPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n" +
-	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\xb1\x02\n" +
+	"\x13DUPLICATE_BY_UNIQUE\x10\x02*\xf1\x02\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -1710,7 +1733,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x1f\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x1c\n" +
+	"\x18WAIT_REASON_RATE_LIMITED\x10\b\x12 \n" +
+	"\x1cWAIT_REASON_RATE_LIMITED_KEY\x10\t\x12\x1f\n" +
 	"\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n" +
 	"\x12\x17\n" +
 	"\x13WAIT_REASON_PARENTS\x10\f2\xba\x05\n" +

@@ -660,7 +660,8 @@ pages.workers = {
 
 const AUDIT_ACTIONS = ["", "job.cancel", "job.run_now", "job.retry_now", "job.delete", "job.priority", "dlq.requeue", "dlq.purge", "jobs.purge_succeeded", "queue.pause", "queue.resume",
   "queue.limit", "breaker.reset", "breaker.force", "token.create", "token.revoke", "schedule.add", "schedule.update",
-  "schedule.remove", "schedule.pause", "schedule.resume", "schedule.trigger", "schedule.backfill"];
+  "schedule.remove", "schedule.pause", "schedule.resume", "schedule.trigger", "schedule.backfill",
+  "ratelimit.set", "ratelimit.remove", "concurrency.set", "concurrency.remove"];
 
 // The audit trail: who did each operator action, newest first.
 pages.audit = {

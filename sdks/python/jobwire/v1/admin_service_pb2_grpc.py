@@ -191,6 +191,21 @@ class AdminServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesResponse.FromString,
                 )
+        self.ListRateLimits = channel.unary_unary(
+                '/jobwire.v1.AdminService/ListRateLimits',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.FromString,
+                )
+        self.SetRateLimit = channel.unary_unary(
+                '/jobwire.v1.AdminService/SetRateLimit',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetRateLimitRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetRateLimitResponse.FromString,
+                )
+        self.RemoveRateLimit = channel.unary_unary(
+                '/jobwire.v1.AdminService/RemoveRateLimit',
+                request_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveRateLimitRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveRateLimitResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -463,6 +478,30 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRateLimits(self, request, context):
+        """ListRateLimits lists the rate limits with each one's allowance now, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetRateLimit(self, request, context):
+        """SetRateLimit creates or changes a rate limit: at most rate job starts per interval, bursts
+        of up to burst, for the jobs it matches, each key apart when it has a key. Every broker
+        sharing the database enforces it. A changed limit keeps what was spent of it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRateLimit(self, request, context):
+        """RemoveRateLimit removes a rate limit; one that does not exist is NOT_FOUND. Jobs it held
+        back go at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -640,6 +679,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListBatches,
                     request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListBatchesResponse.SerializeToString,
+            ),
+            'ListRateLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRateLimits,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.SerializeToString,
+            ),
+            'SetRateLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRateLimit,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.SetRateLimitRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.SetRateLimitResponse.SerializeToString,
+            ),
+            'RemoveRateLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRateLimit,
+                    request_deserializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveRateLimitRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_admin__service__pb2.RemoveRateLimitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1245,5 +1299,56 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListBatches',
             jobwire_dot_v1_dot_admin__service__pb2.ListBatchesRequest.SerializeToString,
             jobwire_dot_v1_dot_admin__service__pb2.ListBatchesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListRateLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/ListRateLimits',
+            jobwire_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetRateLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/SetRateLimit',
+            jobwire_dot_v1_dot_admin__service__pb2.SetRateLimitRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.SetRateLimitResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RemoveRateLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.AdminService/RemoveRateLimit',
+            jobwire_dot_v1_dot_admin__service__pb2.RemoveRateLimitRequest.SerializeToString,
+            jobwire_dot_v1_dot_admin__service__pb2.RemoveRateLimitResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
