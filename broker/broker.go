@@ -260,16 +260,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	if rec.released > 0 {
 		b.log.Info("returned leased jobs to pending after restart", "jobs", rec.released)
 	}
-	if err := b.restoreBreakers(ctx); err != nil {
-		return err
-	}
-	if err := b.loadQueueRules(ctx); err != nil {
-		return err
-	}
-	if err := b.applyConfiguredKeys(ctx); err != nil {
-		return err
-	}
-	if err := b.startRateLimits(ctx); err != nil {
+	if err := b.loadRules(ctx); err != nil {
 		return err
 	}
 	// A RUNNING job is still running somewhere, as far as anyone knows: it keeps its lease,
@@ -308,6 +299,17 @@ func (b *Broker) Start(ctx context.Context) error {
 		return err
 	}
 	b.signal()
+	return nil
+}
+
+// loadRules reads what decides dispatch before the first round: the breakers' states, the
+// queues' rules, and the concurrency rules and rate limits, the configuration's written first.
+func (b *Broker) loadRules(ctx context.Context) error {
+	for _, load := range []func(context.Context) error{b.restoreBreakers, b.loadQueueRules, b.applyConfiguredKeys, b.startRateLimits} {
+		if err := load(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -422,7 +424,7 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		params[i] = s.insertParams(now)
 		b.svc.rates.keyOf(params[i], s.RateKey)
 	}
-	if err := b.svc.keys.assign(specs, params); err != nil {
+	if err := b.assignKeys(specs, params); err != nil {
 		return nil, err
 	}
 	o := newEnqueueOp(params, now)

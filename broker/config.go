@@ -120,6 +120,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_result_bytes must be 0..%d, got %d", MaxMaxResultBytes, c.MaxResultBytes))
 	}
 	errs = append(errs, validSchedules(c.Schedules)...)
+	errs = append(errs, c.validLimits()...)
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max_batch must be at least 1, got %d", c.MaxBatch))
 	}

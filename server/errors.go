@@ -37,7 +37,7 @@ func toStatus(err error) error {
 	case errors.Is(err, broker.ErrScheduleFromConfig):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting),
-		errors.Is(err, broker.ErrBatchClosed):
+		errors.Is(err, broker.ErrBatchClosed), errors.Is(err, broker.ErrLimitsCombined):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrBadConcurrencyRule):
 		return status.Error(codes.InvalidArgument, err.Error())
