@@ -127,7 +127,7 @@ class ResultsStreamTest(BrokerTestCase):
         w = self.make_worker()
         now = [100.0]
         w._clock = lambda: now[0]  # the throttle's clock, moved by hand
-        w._progress_interval = 0.05  # the flush timer waits this long on the loop
+        w._progress_interval = 0.2  # the flush timer waits this long, far longer than 5 reports take
         task, s, _ = await self.start(w)
         self.addCleanup(task.cancel)
         s.send(assignment=assignment(1, "steps"))
