@@ -841,13 +841,16 @@ class Worker {
     const { send, dueAt } = j.progress.offer(this.clock(), { ...j.ref, fraction, message });
     if (send) this.send({ progress: send });
     if (dueAt !== undefined) {
-      j.progressTimer = setTimeout(() => {
-        j.progressTimer = undefined;
-        const p = j.progress.due(this.clock());
-        if (p && this.jobs.get(j.ref.jobId) === j && !j.result) this.send({ progress: p });
-      }, Math.max(Math.ceil(dueAt - this.clock()), 0));
+      j.progressTimer = setTimeout(() => this.progressDue(j), Math.max(Math.ceil(dueAt - this.clock()), 0));
       j.progressTimer.unref?.();
     }
+  }
+
+  /** Send the report j's throttle held back, unless the throttle was closed meanwhile. */
+  progressDue(j) {
+    j.progressTimer = undefined;
+    const p = j.progress.due(this.clock());
+    if (p) this.send({ progress: p });
   }
 
   /** No progress for j from now on: its result is sent, or it is gone. */

@@ -791,13 +791,15 @@ test('progress is throttled to one a second on the worker clock, the last one se
   const last = await s.recv('progress');
   assert.deepEqual([last.fraction, last.message], [1, 'step 5']);
   // The handler's report right before it returns is held back (within the interval) and then
-  // dropped: the result goes next.
+  // dropped: the result goes next, and a flush that comes later finds nothing to send.
   now += 5;
+  const j = b.worker.jobs.get('1');
   finish();
   const r = await s.recv('result');
   assert.equal(Buffer.from(r.success.result).toString(), 'done');
+  b.worker.progressDue(j);
   s.send(ack(1));
-  await b.stopAndExpectDrain(s);
+  await b.stopAndExpectDrain(s); // the Drain is next, no Progress before it
 });
 
 test('the parents\' results of an assignment reach the handler in order', async (t) => {

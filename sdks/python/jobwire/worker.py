@@ -708,9 +708,10 @@ class Worker:
             j.progress_timer = self._loop.call_later(delay, self._progress_due, j)
 
     def _progress_due(self, j: _Job) -> None:
+        """Send the report j's throttle held back, unless the throttle was closed meanwhile."""
         j.progress_timer = None
         p = j.progress.due(self._clock())
-        if p is not None and self._jobs.get(j.ctx.id) is j and j.result is None:
+        if p is not None:
             self._send(pb.ConnectRequest(progress=p))
 
     @staticmethod

@@ -155,10 +155,12 @@ class ResultsStreamTest(BrokerTestCase):
         s.send(assignment=assignment(1, "steps"))
         await s.recv("started")
         await s.recv("progress")
+        j = w._jobs[1]
         self.progress_go.set()
         await s.recv("result")  # no progress between: the one held back was dropped
+        w._progress_due(j)  # as if its flush came now: it finds nothing to send
         s.send(result_ack=ack(1))
-        await self.stop_and_expect_drain(w, task, s)
+        await self.stop_and_expect_drain(w, task, s)  # the Drain is next, no Progress before it
 
 
 if __name__ == "__main__":
