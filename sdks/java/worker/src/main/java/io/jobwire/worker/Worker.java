@@ -987,9 +987,10 @@ public final class Worker {
     }
     if (offer.dueAt() != ProgressThrottle.Offer.NONE) {
       t.progressTimer = after(offer.dueAt() - nanoClock.getAsLong(), () -> {
+        // Sends the report held back, unless the throttle was closed meanwhile (stopProgress).
         t.progressTimer = null;
         Progress p = t.progress.due(nanoClock.getAsLong());
-        if (p != null && jobs.get(t.jobId) == t && t.result == null) {
+        if (p != null) {
           send(ConnectRequest.newBuilder().setProgress(p).build());
         }
       });
