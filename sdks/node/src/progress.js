@@ -5,8 +5,9 @@
  *
  * A handler may report progress as often as it likes (every row of a million-row import); the
  * broker keeps only the newest report, so the worker sends at most one per job per interval (a
- * second), and the last one always: a report held back goes out when the interval is over,
- * unless a newer one replaced it first or the job's result was sent (docs/protocol.md).
+ * second), and the last one always: a report held back goes out when the interval is over
+ * (unless a newer one replaced it first), or right before the job's result if that comes first.
+ * Nothing goes after the result (docs/protocol.md).
  */
 
 /** The least time between two progress reports of one job. */
@@ -66,10 +67,16 @@ class ProgressThrottle {
     return report;
   }
 
-  /** The job's result is sent (or the job is gone): drop what waits and all that comes. */
+  /**
+   * Stop: the job's result goes next (or the job is gone). Returns the report held back, to send
+   * before the result; later offers are dropped.
+   * @returns {R | undefined}
+   */
   close() {
+    const report = this.closed ? undefined : this.pending;
     this.closed = true;
     this.pending = undefined;
+    return report;
   }
 }
 

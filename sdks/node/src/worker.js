@@ -853,11 +853,14 @@ class Worker {
     if (p) this.send({ progress: p });
   }
 
-  /** No progress for j from now on: its result is sent, or it is gone. */
+  /**
+   * No progress for j from now on: its result goes next, or it is gone. Returns the report held
+   * back, which goes right before the result.
+   */
   stopProgress(j) {
-    j.progress.close();
     if (j.progressTimer) clearTimeout(j.progressTimer);
     j.progressTimer = undefined;
+    return j.progress.close();
   }
 
   afterFree() {
@@ -924,8 +927,9 @@ class Worker {
     }
     j.clearTimeout?.();
     this.stopLease(j); // the result is sent whatever becomes of the lease now
-    this.stopProgress(j); // the result supersedes any report still held back
+    const last = this.stopProgress(j); // nothing after the result; what was held back goes before it
     if (this.jobs.get(ctx.id) !== j) return; // cancelled or lost meanwhile: results would be refused
+    if (last) this.send({ progress: last });
     j.result = result;
     this.send({ result });
   }

@@ -16,13 +16,14 @@ test('the first report goes at once, then one a second, the newest held back alw
   assert.deepEqual(t.offer(12500, 'd'), { send: 'd' });
 });
 
-test('nothing is sent once the throttle is closed', () => {
+test('close hands over the report held back, then nothing is sent', () => {
   const t = new ProgressThrottle(1000);
   t.offer(0, 'a');
   assert.deepEqual(t.offer(500, 'b'), { dueAt: 1000 });
-  t.close();
+  assert.equal(t.close(), 'b'); // the result goes next: b right before it
   assert.equal(t.due(1000), undefined);
   assert.deepEqual(t.offer(5000, 'c'), {});
+  assert.equal(t.close(), undefined);
 });
 
 test('a fraction outside 0..1 is refused; a long message is cut at a character', () => {

@@ -761,7 +761,7 @@ test("a result over the broker's limit is a FATAL ResultTooLarge naming both siz
   await b.stopAndExpectDrain(s);
 });
 
-test('progress is throttled to one a second on the worker clock, the last one sent, none after the result', async (t) => {
+test('progress is throttled to one a second on the worker clock, the last one sent before the result, none after', async (t) => {
   const b = await setup(t);
   let now = 100000;
   b.worker.clock = () => now; // the throttle's clock, moved by hand
@@ -790,11 +790,12 @@ test('progress is throttled to one a second on the worker clock, the last one se
   now += 1000;
   const last = await s.recv('progress');
   assert.deepEqual([last.fraction, last.message], [1, 'step 5']);
-  // The handler's report right before it returns is held back (within the interval) and then
-  // dropped: the result goes next, and a flush that comes later finds nothing to send.
+  // The handler's report right before it returns is held back (within the interval), and goes
+  // right before the result; a flush that comes later finds nothing to send.
   now += 5;
   const j = b.worker.jobs.get('1');
   finish();
+  assert.equal((await s.recv('progress')).message, 'after the last');
   const r = await s.recv('result');
   assert.equal(Buffer.from(r.success.result).toString(), 'done');
   b.worker.progressDue(j);

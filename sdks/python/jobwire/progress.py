@@ -2,8 +2,9 @@
 
 A handler may report progress as often as it likes (every row of a million-row import); the
 broker keeps only the newest report, so the worker sends at most one per job per interval
-(a second), and the last one always: a report held back goes out when the interval is over,
-unless a newer one replaced it first or the job's result was sent (docs/protocol.md).
+(a second), and the last one always: a report held back goes out when the interval is over
+(unless a newer one replaced it first), or right before the job's result if that comes
+first. Nothing goes after the result (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -62,11 +63,14 @@ class ProgressThrottle(Generic[R]):
             self._sent_at = now
             return report
 
-    def close(self) -> None:
-        """The job's result is sent (or the job is gone): drop what waits and all that comes."""
+    def close(self) -> Optional[R]:
+        """Stop: the job's result goes next (or the job is gone). Returns the report held back,
+        to send before the result; later offers are dropped."""
         with self._lock:
+            report = None if self._closed else self._pending
             self._closed = True
             self._pending = None
+            return report
 
 
 def check_fraction(fraction: Optional[float]) -> Optional[float]:

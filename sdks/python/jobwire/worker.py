@@ -715,12 +715,13 @@ class Worker:
             self._send(pb.ConnectRequest(progress=p))
 
     @staticmethod
-    def _stop_progress(j: _Job) -> None:
-        """No progress for j from now on: its result is sent, or it is gone."""
-        j.progress.close()
+    def _stop_progress(j: _Job) -> Optional[pb.Progress]:
+        """No progress for j from now on: its result goes next, or it is gone. Returns the report
+        held back, which goes right before the result."""
         if j.progress_timer is not None:
             j.progress_timer.cancel()
             j.progress_timer = None
+        return j.progress.close()
 
     def _after_free(self) -> None:
         self._maybe_close()
@@ -805,9 +806,11 @@ class Worker:
             if j.attempt_timer is not None:
                 j.attempt_timer.cancel()
         self._stop_lease(j)  # the result is sent whatever becomes of the lease now
-        self._stop_progress(j)  # the result supersedes any report still held back
+        last = self._stop_progress(j)  # nothing after the result; what was held back goes before it
         if self._jobs.get(ctx.id) is not j:
             return  # cancelled or lost meanwhile: the broker refuses results for this lease
+        if last is not None:
+            self._send(pb.ConnectRequest(progress=last))
         j.result = result
         self._send(msg)
 

@@ -25,13 +25,14 @@ class ProgressThrottleTest(unittest.TestCase):
         self.assertIsNone(t.due(11.0))  # nothing waits any more
         self.assertEqual(t.offer(12.5, "d"), ("d", None))  # a second after the last send
 
-    def test_nothing_after_close(self):
+    def test_close_hands_over_what_was_held_back_then_nothing(self):
         t = ProgressThrottle(interval=1.0)
         t.offer(0.0, "a")
         self.assertEqual(t.offer(0.5, "b"), (None, 1.0))
-        t.close()  # the result was sent
+        self.assertEqual(t.close(), "b")  # the result goes next: b right before it
         self.assertIsNone(t.due(1.0))
         self.assertEqual(t.offer(5.0, "c"), (None, None))
+        self.assertIsNone(t.close())
 
     def test_fraction_and_message_are_checked(self):
         self.assertIsNone(check_fraction(None))
@@ -146,7 +147,7 @@ class ResultsStreamTest(BrokerTestCase):
         s.send(result_ack=ack(1))
         await self.stop_and_expect_drain(w, task, s)
 
-    async def test_progress_held_back_is_dropped_once_the_result_is_sent(self):
+    async def test_progress_held_back_goes_right_before_the_result_and_none_after(self):
         w = self.make_worker()
         w._clock = lambda: 100.0  # never moves: reports 2..5 wait for a flush
         w._progress_interval = 3600.0  # whose timer would fire only after the test
@@ -157,7 +158,9 @@ class ResultsStreamTest(BrokerTestCase):
         await s.recv("progress")
         j = w._jobs[1]
         self.progress_go.set()
-        await s.recv("result")  # no progress between: the one held back was dropped
+        last = await s.recv("progress")  # the handler returned: the newest report, then the result
+        self.assertEqual((last.fraction, last.message), (1.0, "step 5"))
+        await s.recv("result")
         w._progress_due(j)  # as if its flush came now: it finds nothing to send
         s.send(result_ack=ack(1))
         await self.stop_and_expect_drain(w, task, s)  # the Drain is next, no Progress before it

@@ -3,8 +3,9 @@
 //!
 //! A handler may report progress as often as it likes (every row of a million-row import); the
 //! broker keeps only the newest report, so the worker sends at most one per job per interval (a
-//! second), and the last one always: a report held back goes out when the interval is over,
-//! unless a newer one replaced it first or the job's result was sent (docs/protocol.md).
+//! second), and the last one always: a report held back goes out when the interval is over
+//! (unless a newer one replaced it first), or right before the job's result if that comes first.
+//! Nothing goes after the result (docs/protocol.md).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -120,10 +121,12 @@ impl<R> Throttle<R> {
         Some(report)
     }
 
-    /// The job's result is sent (or the job is gone): drop what waits and all that comes.
-    pub(crate) fn close(&mut self) {
+    /// Stops: the job's result goes next (or the job is gone). Returns the report held back, to
+    /// send before the result; later offers are dropped.
+    pub(crate) fn close(&mut self) -> Option<R> {
+        let report = self.pending.take().filter(|_| !self.closed);
         self.closed = true;
-        self.pending = None;
+        report
     }
 }
 
@@ -150,8 +153,8 @@ impl ProgressSink {
         self.throttle.lock().unwrap_or_else(|e| e.into_inner()).due(now)
     }
 
-    pub(crate) fn close(&self) {
-        self.throttle.lock().unwrap_or_else(|e| e.into_inner()).close();
+    pub(crate) fn close(&self) -> Option<pb::Progress> {
+        self.throttle.lock().unwrap_or_else(|e| e.into_inner()).close()
     }
 }
 
@@ -207,14 +210,15 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn nothing_is_sent_once_closed() {
+    async fn close_hands_over_the_report_held_back_then_nothing_is_sent() {
         let mut t = Throttle::new(Duration::from_secs(1));
         let t0 = Instant::now();
         t.offer(t0, "a");
         assert!(t.offer(t0 + Duration::from_millis(500), "b").due_at.is_some());
-        t.close();
+        assert_eq!(t.close(), Some("b"), "the result goes next: b right before it");
         assert_eq!(t.due(t0 + Duration::from_secs(1)), None);
         assert_eq!(t.offer(t0 + Duration::from_secs(5), "c"), Offer { send: None, due_at: None });
+        assert_eq!(t.close(), None);
     }
 
     #[test]

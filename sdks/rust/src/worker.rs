@@ -875,7 +875,8 @@ impl Core {
         let Some(j) = self.jobs.get_mut(&job_id).filter(|j| j.seq == seq && j.result.is_none()) else {
             return; // cancelled, lost or reported meanwhile: its outcome is dropped
         };
-        j.progress.close(); // the result supersedes any report still held back
+        // Nothing after the result; what was held back goes right before it.
+        let last = j.progress.close();
         let outcome = match outcome {
             Ok(result) if limit > 0 && result.len() > limit => {
                 let f = result_too_large(job_id, result.len(), limit);
@@ -906,6 +907,9 @@ impl Core {
         j.lease_end = None; // the result is sent whatever becomes of the lease now
         let result = pb::Result { job_id, lease_token: j.lease.lease_token.clone(), outcome: Some(outcome) };
         j.result = Some(result.clone());
+        if let Some(p) = last {
+            self.send(pb::connect_request::Message::Progress(p));
+        }
         self.send(pb::connect_request::Message::Result(result));
     }
 
@@ -1025,7 +1029,7 @@ impl Core {
         for (id, j) in self.jobs.iter_mut().filter(|(_, j)| j.result.is_none()) {
             tracing::warn!("grace period over: cancelling job {id}");
             j.cancel.cancel(CancelReason::Shutdown);
-            j.progress.close();
+            j.progress.close(); // a cut-off handler's last report is not worth sending
             j.lease_end = None;
             let result = pb::Result {
                 job_id: *id,
@@ -1059,7 +1063,7 @@ impl Core {
     /// Forgets a job the broker has settled: its handler is cancelled and its outcome dropped.
     fn drop_job(&mut self, job_id: i64, reason: CancelReason) {
         if let Some(j) = self.jobs.remove(&job_id) {
-            j.progress.close();
+            j.progress.close(); // the job is gone: its reports too
             j.cancel.cancel(reason);
         }
         self.after_free();
@@ -1166,7 +1170,7 @@ mod tests {
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 job.progress(None, "late 1")?;
-                job.progress(None, "late 2")?; // held back, then dropped: the result goes first
+                job.progress(None, "late 2")?; // held back: it goes right before the result
                 Ok::<_, JobError>("done")
             });
         let (tx, events) = mpsc::unbounded_channel();
@@ -1457,7 +1461,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn progress_is_throttled_to_one_a_second_the_last_sent_and_none_after_the_result() {
+    async fn progress_is_throttled_to_one_a_second_the_last_sent_before_the_result_and_none_after() {
         let mut b = setup(4);
         b.core.on_message(assignment_with(23, "steps", b"{}", vec![]));
         // Report 1 passes; 2 is held back with a flush scheduled; 3..5 replace it.
@@ -1475,7 +1479,15 @@ mod tests {
         b.until_done().await;
         b.advance(Duration::from_secs(2)).await;
         let sent = b.sent();
-        assert_eq!(progress_of(&sent), vec![(None, "late 1".to_string())], "late 2 was held back when the result went: dropped");
-        assert!(matches!(result_of(&sent, 23).and_then(|r| r.outcome), Some(pb::result::Outcome::Success(ok)) if ok.result == b"done"));
+        assert_eq!(
+            progress_of(&sent),
+            vec![(None, "late 1".to_string()), (None, "late 2".to_string())],
+            "late 2, held back when the handler returned, goes right before the result; nothing after"
+        );
+        let last = sent.iter().rfind(|m| !matches!(m, Out::Heartbeat(_)));
+        assert!(
+            matches!(last, Some(Out::Result(r)) if matches!(&r.outcome, Some(pb::result::Outcome::Success(ok)) if ok.result == b"done")),
+            "{sent:?}"
+        );
     }
 }

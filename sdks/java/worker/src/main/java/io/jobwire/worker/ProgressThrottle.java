@@ -5,8 +5,9 @@ package io.jobwire.worker;
  *
  * <p>A handler may report progress as often as it likes (every row of a million-row import); the
  * broker keeps only the newest report, so the worker sends at most one per job per interval (a
- * second), and the last one always: a report held back goes out when the interval is over, unless
- * a newer one replaced it first or the job's result was sent (docs/protocol.md). Time is passed in
+ * second), and the last one always: a report held back goes out when the interval is over (unless
+ * a newer one replaced it first), or right before the job's result if that comes first; nothing
+ * goes after the result (docs/protocol.md). Time is passed in
  * (nanoseconds of a monotonic clock), so that tests move it by hand; a handler's thread offers
  * reports while the worker's loop sends them, hence the lock.
  *
@@ -67,9 +68,14 @@ final class ProgressThrottle<R> {
     return report;
   }
 
-  /** The job's result is sent (or the job is gone): drop what waits and all that comes. */
-  synchronized void close() {
+  /**
+   * Stops: the job's result goes next (or the job is gone). Returns the report held back, to send
+   * before the result, or null; later offers are dropped.
+   */
+  synchronized R close() {
+    R report = closed ? null : pending;
     closed = true;
     pending = null;
+    return report;
   }
 }

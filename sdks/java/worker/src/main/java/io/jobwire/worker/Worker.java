@@ -997,13 +997,16 @@ public final class Worker {
     }
   }
 
-  /** No progress for t from now on: its result is sent, or it is gone. */
-  private static void stopProgress(Task t) {
-    t.progress.close();
+  /**
+   * No progress for t from now on: its result goes next, or it is gone. Returns the report held
+   * back, which goes right before the result, or null.
+   */
+  private static Progress stopProgress(Task t) {
     if (t.progressTimer != null) {
       t.progressTimer.cancel(false);
       t.progressTimer = null;
     }
+    return t.progress.close();
   }
 
   /**
@@ -1045,9 +1048,12 @@ public final class Worker {
       t.timeoutTimer.cancel(false);
     }
     stopLease(t); // the result is sent whatever becomes of the lease now
-    stopProgress(t); // the result supersedes any report still held back
+    Progress last = stopProgress(t); // nothing after the result; what was held back goes before it
     if (jobs.get(t.jobId) != t) {
       return; // cancelled or lost meanwhile: the broker refuses results for this lease
+    }
+    if (last != null) {
+      send(ConnectRequest.newBuilder().setProgress(last).build());
     }
     Result.Builder r = Result.newBuilder().setJobId(t.jobId).setLeaseToken(t.token);
     byte[] value = t.ctx.result();

@@ -65,8 +65,9 @@ class ResultsTest {
     assertNull(t.due(11_000));
     assertEquals("d", t.offer(12_500, "d").send());
     t.offer(12_600, "e");
-    t.close();
+    assertEquals("e", t.close()); // the result goes next: e right before it
     assertNull(t.due(13_500));
+    assertNull(t.close());
     assertFalse(t.offer(20_000, "f").any());
   }
 
@@ -100,7 +101,7 @@ class ResultsTest {
       }
       reported.countDown();
       go.await();
-      ctx.progress("late"); // held back within the interval, then dropped: the result goes first
+      ctx.progress("late"); // held back within the interval: it goes right before the result
       ctx.setResultText("done");
     });
     Thread t = new Thread(() -> {
@@ -193,7 +194,7 @@ class ResultsTest {
   }
 
   @Test
-  void progressHeldBackIsDroppedOnceTheResultIsSent() throws Exception {
+  void progressHeldBackGoesRightBeforeTheResult() throws Exception {
     // A clock that never moves and an interval longer than the test: "late" waits for a flush.
     start(Worker.builder().nanoClock(() -> 0L).progressInterval(Duration.ofHours(1)));
     FakeBroker.Stream s = connect(0);
@@ -202,6 +203,9 @@ class ResultsTest {
     assertEquals("step 1", s.recv(PROGRESS).getProgress().getMessage());
     assertTrue(reported.await(FakeBroker.WAIT_SECONDS, TimeUnit.SECONDS));
     go.countDown();
+    Progress last = s.recv(PROGRESS).getProgress();
+    assertEquals("late", last.getMessage());
+    assertFalse(last.hasFraction(), "a message alone carries no fraction");
     assertEquals(ByteString.copyFromUtf8("done"), s.recv(RESULT).getResult().getSuccess().getResult());
   }
 }
