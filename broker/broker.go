@@ -144,6 +144,8 @@ type writerState struct {
 	stopped    sync.WaitGroup
 
 	breakerBatch breakerBatch // shared breaker changes of the batch being written
+	// progress is the progress reports waiting for the writer, coalesced (outcome.go).
+	progress progressQueue
 	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
 	// row lock the writer takes, on the writer goroutine.
 	lockingBreaker func(typ string, locked bool)
@@ -477,6 +479,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		return nil, &finishedError{id: id, state: before.State}
 	}
 	b.obs.JobCancelled(before.Queue, before.Type)
+	b.jobsChanged(id)
 	if before.State.Held() {
 		b.cancelHeld(job.LeaseRef{JobID: id, Token: before.LeaseToken})
 	}

@@ -28,6 +28,12 @@ type Config struct {
 	MaxBatch int
 	// Retention says how long finished jobs are kept before they are deleted.
 	Retention Retention
+	// MaxResultBytes is the largest result a success may carry (Welcome tells workers): a
+	// larger one fails its attempt as FATAL "ResultTooLarge".
+	MaxResultBytes int
+	// WatchPoll is how often the jobs being watched are read again, in case a change's
+	// notice was lost (watch.go).
+	WatchPoll time.Duration
 }
 
 // Retention is how long finished jobs are kept. Deletion runs every Interval in small
@@ -60,6 +66,8 @@ func DefaultConfig() Config {
 		Retry:             retry.DefaultPolicy(),
 		MaxBatch:          1024,
 		Retention:         DefaultRetention(),
+		MaxResultBytes:    DefaultMaxResultBytes,
+		WatchPoll:         2 * time.Second,
 	}
 }
 
@@ -97,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("retention interval must be positive, got %s", c.Retention.Interval))
+	}
+	if c.MaxResultBytes < 0 || c.MaxResultBytes > MaxMaxResultBytes {
+		errs = append(errs, fmt.Errorf("max_result_bytes must be 0..%d, got %d", MaxMaxResultBytes, c.MaxResultBytes))
 	}
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max_batch must be at least 1, got %d", c.MaxBatch))

@@ -40,6 +40,9 @@ const (
 	RefusedStale Refusal = iota + 1
 	// RefusedBusy: storage was busy; the worker should send the message again.
 	RefusedBusy
+	// RefusedInvalid: the message breaks a rule of its own (a progress fraction outside 0..1);
+	// nothing changed, and sending it again changes nothing either.
+	RefusedInvalid
 )
 
 // About names the worker message a Refused answers.
@@ -50,6 +53,7 @@ const (
 	AboutHeartbeat
 	AboutResult
 	AboutRelease
+	AboutProgress
 )
 
 // Refused answers a worker message that changed nothing.
@@ -84,6 +88,8 @@ type Welcome struct {
 	LeaseDuration     time.Duration
 	HeartbeatInterval time.Duration
 	Lost              []job.LeaseRef
+	// MaxResultBytes is the largest result a success may carry.
+	MaxResultBytes int
 }
 
 func (Assignment) isMessage()   {}

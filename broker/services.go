@@ -19,6 +19,7 @@ type services struct {
 	retention   *service.Periodic // finished jobs and audit events past retention (retention.go)
 	breakerWake *service.Alarm    // a dispatch round when time alone changes a breaker (dispatch.go)
 	queueReload *queueReloader    // the queue rules read again when they changed (queues.go)
+	watches     *watchHub         // jobs producers wait for or follow, and their backstop (watch.go)
 
 	// After the writer: it reports to them until it stops.
 	breakerStore *breakerKeeper // breaker states stored, shared ones refreshed (breakerstore.go)
@@ -32,6 +33,7 @@ func newServices(b *Broker) *services {
 		retention:   service.NewPeriodic(b.clk, b.cfg.Retention.Interval, b.retentionTick),
 		breakerWake: service.NewAlarm(b.clk, b.signal),
 		queueReload: newQueueReloader(b.clk, b.log, b.reloadQueueRules),
+		watches:     newWatchHub(b),
 		breakerStore: newBreakerKeeper(breakerKeeperConfig{st: b.st, clk: b.clk, log: b.log,
 			snapshot: func() []breaker.Saved { return b.breakers.Snapshot() }, encode: b.encodeBreaker,
 			shared: b.sharedBreakers, refresh: b.refreshBreakers}),
@@ -40,7 +42,7 @@ func newServices(b *Broker) *services {
 
 // timed lists the services that start work on a clock, in the order they start.
 func (s *services) timed() []service.Service {
-	return []service.Service{s.breakerWake, s.queueReload, s.promoter, s.sweep, s.retention}
+	return []service.Service{s.breakerWake, s.queueReload, s.promoter, s.sweep, s.retention, s.watches}
 }
 
 // after lists the services that stop after the writer.

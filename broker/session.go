@@ -81,7 +81,8 @@ type lease struct {
 // against the capacity like assigned ones. Every entry not adopted is listed in Welcome.lost.
 func (b *Broker) Open(ctx context.Context, h Hello) (*Session, Welcome, error) {
 	s := b.newSession(h)
-	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval}
+	w := Welcome{LeaseDuration: b.cfg.LeaseDuration, HeartbeatInterval: b.cfg.HeartbeatInterval,
+		MaxResultBytes: b.maxResultBytes()}
 	// In a cluster the worker may have held its leases through another broker: those not in
 	// this broker's memory are read from the database, in one transaction, before deciding.
 	stored, err := b.mode.storedLeases(ctx, func() []job.LeaseRef { return b.missingLeases(h) })
@@ -314,6 +315,7 @@ func (o *startOp) Apply(tx store.Tx) error {
 
 func (o *startOp) Done(err error) {
 	s, b, ref, late, now, was := o.s, o.s.b, o.params.Ref, o.late, o.params.Now, o.was
+	defer b.jobsChanged(ref.JobID)
 	ok := o.applied
 	if late && (ok || err != nil) { // started, or left for its result to record
 		b.obs.AttemptStarted(o.queue, o.typ, o.wait)
@@ -418,9 +420,13 @@ func (o *heartbeatOp) Done(err error) {
 
 // Result stores how an attempt ended (failure nil means success) and acknowledges it with
 // the decision once committed.
-func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
+func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) { s.Finish(ref, failure, nil) }
+
+// Finish is Result with what a success returned (result, stored with it; see outcome.go).
+func (s *Session) Finish(ref job.LeaseRef, failure *job.Failure, result []byte) {
 	b := s.b
 	now := b.now()
+	failure, result = b.checkResult(failure, result)
 	e, ok := s.takeResult(ref, failure, now)
 	if !ok {
 		return
@@ -431,7 +437,11 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) {
 	if failure != nil {
 		d, a = b.triageFailure(e.job, a, *failure, now)
 	}
-	b.submit(newResultOp(s, ref, e, failure, d, finishParams(ref, e.job, d, a, now)))
+	p := finishParams(ref, e.job, d, a, now)
+	if p.State == job.StateSucceeded {
+		p.Result = result
+	}
+	b.submit(newResultOp(s, ref, e, failure, d, p))
 }
 
 // endingAttempt is what a result reads of the lease whose attempt it ends.
@@ -566,6 +576,7 @@ func (o *resultOp) Apply(tx store.Tx) error {
 // Done answers the worker, and the repeats of its result that came meanwhile.
 func (o *resultOp) Done(err error) {
 	b := o.s.b
+	defer b.jobsChanged(o.ref.JobID)
 	if err == nil && o.unread != nil {
 		err = o.unread // stored with others at commit, and its answer not known
 	}

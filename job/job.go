@@ -205,6 +205,11 @@ type Job struct {
 
 	// History is every finished attempt, oldest first; filled only by single-job reads.
 	History []Attempt
+
+	// Result is what the successful attempt returned (nil when none); Progress is the newest
+	// progress an attempt reported (nil when none). Filled only by single-job reads.
+	Result   []byte
+	Progress *Progress
 }
 
 // LifetimeStart is when the job's retry lifetime began: its creation, or its last requeue

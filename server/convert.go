@@ -56,6 +56,8 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		LastErrorType:    j.LastErrorType,
 		LastErrorMessage: j.LastErrorMessage,
 		Metadata:         j.Metadata,
+		Result:           j.Result,
+		Progress:         progressToProto(j.Progress),
 	}
 	history := j.History
 	if n := len(history) - maxHistory; n > 0 {
@@ -144,6 +146,7 @@ var aboutToProto = map[broker.About]jobwirev1.RefusedMessage{
 	broker.AboutHeartbeat: jobwirev1.RefusedMessage_REFUSED_MESSAGE_HEARTBEAT,
 	broker.AboutResult:    jobwirev1.RefusedMessage_REFUSED_MESSAGE_RESULT,
 	broker.AboutRelease:   jobwirev1.RefusedMessage_REFUSED_MESSAGE_RELEASE,
+	broker.AboutProgress:  jobwirev1.RefusedMessage_REFUSED_MESSAGE_PROGRESS,
 }
 
 var cancelToProto = map[broker.CancelReason]jobwirev1.CancelReason{
@@ -178,8 +181,11 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 		}}}
 	case broker.Refused:
 		code := uint32(9) // FAILED_PRECONDITION
-		if m.Reason == broker.RefusedBusy {
+		switch m.Reason {
+		case broker.RefusedBusy:
 			code = 14 // UNAVAILABLE
+		case broker.RefusedInvalid:
+			code = 3 // INVALID_ARGUMENT
 		}
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Refused{Refused: &jobwirev1.Refused{
 			JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), RefusedMessage: aboutToProto[m.About], Code: code, Message: m.Message,
@@ -193,7 +199,7 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 	case broker.Welcome:
 		return &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Welcome{Welcome: &jobwirev1.Welcome{
 			SessionId: m.SessionID, LeaseDuration: dur(m.LeaseDuration), HeartbeatInterval: dur(m.HeartbeatInterval),
-			Lost: refsToProto(m.Lost),
+			Lost: refsToProto(m.Lost), MaxResultBytes: int32(m.MaxResultBytes),
 		}}}
 	}
 	return nil

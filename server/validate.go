@@ -214,7 +214,7 @@ func validateRequestBatch(b *jobwirev1.ConnectRequestBatch) error {
 	for i, m := range msgs {
 		switch m.GetMessage().(type) {
 		case *jobwirev1.ConnectRequest_Started, *jobwirev1.ConnectRequest_Heartbeat,
-			*jobwirev1.ConnectRequest_Result, *jobwirev1.ConnectRequest_Release:
+			*jobwirev1.ConnectRequest_Result, *jobwirev1.ConnectRequest_Release, *jobwirev1.ConnectRequest_Progress:
 		case *jobwirev1.ConnectRequest_Batch:
 			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is a batch: batches do not nest")
 		case *jobwirev1.ConnectRequest_Hello:
@@ -222,7 +222,7 @@ func validateRequestBatch(b *jobwirev1.ConnectRequestBatch) error {
 		case *jobwirev1.ConnectRequest_Drain:
 			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is drain: drain must be sent alone")
 		default:
-			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is empty or of an unknown type: a batch may hold only started, heartbeat, result and release")
+			return invalid(fmt.Sprintf("batch.messages[%d]", i), "is empty or of an unknown type: a batch may hold only started, heartbeat, result, release and progress")
 		}
 	}
 	return nil

@@ -195,9 +195,11 @@ func applyRequest(sess *broker.Session, msg *jobwirev1.ConnectRequest) error {
 		if o, ok := r.GetOutcome().(*jobwirev1.Result_Failure); ok {
 			f = failureFromProto(o.Failure)
 		}
-		sess.Result(refFromProto(r.GetJobId(), r.GetLeaseToken()), f)
+		sess.Finish(refFromProto(r.GetJobId(), r.GetLeaseToken()), f, r.GetSuccess().GetResult())
 	case *jobwirev1.ConnectRequest_Release:
 		sess.Release(refFromProto(m.Release.GetJobId(), m.Release.GetLeaseToken()))
+	case *jobwirev1.ConnectRequest_Progress:
+		sess.Progress(refFromProto(m.Progress.GetJobId(), m.Progress.GetLeaseToken()), progressFromProto(m.Progress))
 	case *jobwirev1.ConnectRequest_Drain:
 		sess.Drain()
 	case *jobwirev1.ConnectRequest_Hello:

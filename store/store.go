@@ -79,6 +79,8 @@ type Store interface {
 	// p.Limit.
 	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
 
+	VersionReader
+
 	Close() error
 }
 
@@ -89,6 +91,7 @@ type Store interface {
 // JobFinish, JobSucceedMany, JobRelease; JobExtendLeases and JobGetHeld are the same when
 // repeated). Any other token, older or newer, is stale.
 type Tx interface {
+	ProgressTx
 	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
 	// error that is not storage failing as a whole, everything fn wrote is undone and a
 	// *IsolatedError is returned; the transaction may go on. Any other error fails it.
@@ -394,6 +397,8 @@ type JobFinishParams struct {
 	DeadReason job.DeadReason
 	Attempt    job.Attempt // the attempt record; Number becomes the job's attempt count
 	Now        time.Time
+	// Result is what a successful attempt returned (nil: none); other states store none.
+	Result []byte
 }
 
 // JobListParams filters a job listing. Listed jobs carry no history or payload.

@@ -403,6 +403,14 @@ func (w *Worker) onRefusedLocked(s *session, r *jobwirev1.Refused) {
 		if t != nil && !retry {
 			w.loseLocked(t, ErrLeaseLost)
 		}
+	case jobwirev1.RefusedMessage_REFUSED_MESSAGE_PROGRESS:
+		// Progress is advisory: a busy broker's refusal is not worth a re-send (the next
+		// report replaces it), and one breaking a rule is only logged. A stale lease is lost.
+		if codes.Code(r.GetCode()) == codes.InvalidArgument {
+			w.log.Warn("worker: progress refused", "job_id", ref.jobID, "reason", r.GetMessage())
+		} else if t != nil && !retry && t.state == stateRunning {
+			w.loseLocked(t, ErrLeaseLost)
+		}
 	case jobwirev1.RefusedMessage_REFUSED_MESSAGE_RELEASE:
 		if !retry {
 			return

@@ -91,6 +91,12 @@ func (w *Worker) startTaskLocked(s *session, a *jobwirev1.Assignment, h HandlerF
 	} else if d := pj.GetAttemptTimeout(); d != nil && d.AsDuration() > 0 {
 		t.job.AttemptTimeout = d.AsDuration()
 	}
+	t.job.ParentResults = parentResults(a)
+	t.job.out = &outcome{clk: w.clock, send: func(p *jobwirev1.Progress) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.sendProgressLocked(t, p)
+	}}
 	t.ctx, t.cancel = context.WithCancelCause(w.handlerBase)
 	w.tasks[t.ref] = t
 	w.armLeaseLocked(t, s, w.clock.Now())
@@ -146,7 +152,11 @@ func (w *Worker) runTask(t *task, h HandlerFunc) {
 
 	ctx, span := w.startProcess(t.ctx, &t.job)
 	err, cause := w.call(ctx, t, h)
+	returned := t.job.out.end() // the last progress goes before the result
 	result := resultFor(t.ref, err, cause, w.sentinels)
+	if s := result.GetSuccess(); s != nil {
+		s.Result = returned
+	}
 	endProcess(span, result)
 
 	w.mu.Lock()

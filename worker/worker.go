@@ -49,6 +49,11 @@ type Job struct {
 	// Metadata is what the producer attached to the job (client.Metadata), including the W3C
 	// trace context ("traceparent", "tracestate") the handler's span continues.
 	Metadata map[string]string
+	// ParentResults are the results of the jobs this one depends on, in the order the producer
+	// named them; empty for a job without parents. Read them, do not change them.
+	ParentResults []ParentResult
+
+	out *outcome // the result and progress it reports (outcome.go)
 }
 
 // Options configure a Worker.

@@ -154,8 +154,14 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	if j.GetLastErrorType() != "" || j.GetLastErrorMessage() != "" {
 		row(tw, "Last error", oneLine(lastError(j), 200))
 	}
+	if p := j.GetProgress(); p != nil {
+		row(tw, "Progress", progressLine(p))
+	}
 	_ = tw.Flush()
 	printPayload(w, j.GetPayload())
+	if j.GetState() == jobwirev1.JobState_JOB_STATE_SUCCEEDED {
+		printResult(w, j.GetResult())
+	}
 }
 
 // printPayload shows a payload in full: JSON as it was sent, other bytes with whatever is not

@@ -62,7 +62,9 @@ func TestJSONShapeOfAJob(t *testing.T) {
         "details": ""
       }
     ],
-    "metadata": {}
+    "metadata": {},
+    "result": null,
+    "progress": null
   },
   "waiting": null
 }

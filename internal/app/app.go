@@ -169,6 +169,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	limits.MaxPayload = cfg.MaxPayload
 	limits.MaxWorkerStreamsPerToken = cfg.MaxWorkerStreamsPerToken
 	transport := server.DefaultTransport()
+	// A result travels in one worker message: the largest the broker stores must fit in one.
+	transport.MaxRecvMsgSize = max(transport.MaxRecvMsgSize, cfg.Broker.MaxResultBytes+64<<10)
 	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{},
 		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...), Transport: transport})
 	addrs := Addrs{GRPC: lis.Addr()}

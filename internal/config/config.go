@@ -33,6 +33,7 @@ type File struct {
 	HeartbeatInterval time.Duration      `yaml:"heartbeat_interval"`
 	AttemptTimeout    time.Duration      `yaml:"attempt_timeout"`
 	MaxPayloadBytes   int                `yaml:"max_payload_bytes"`
+	MaxResultBytes    int                `yaml:"max_result_bytes"`
 	AlwaysFatal       []string           `yaml:"always_fatal"`
 	Retry             RetryFile          `yaml:"retry"`
 	Breaker           BreakerFile        `yaml:"breaker"`
@@ -275,6 +276,9 @@ func (f File) apply(c Config, ck *checker) Config {
 	}
 	if c.MaxPayload < 1 || c.MaxPayload > 64<<20 {
 		errs = append(errs, fmt.Sprintf("max_payload_bytes must be 1..%d, got %d", 64<<20, c.MaxPayload))
+	}
+	if f.MaxResultBytes != 0 {
+		c.Broker.MaxResultBytes = f.MaxResultBytes
 	}
 	c.Broker.AlwaysFatal = f.AlwaysFatal
 	c.Broker.Retry = f.Retry.over(c.Broker.Retry)

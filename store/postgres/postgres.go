@@ -406,6 +406,9 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 			return err
 		}
 		j.AddSucceededAttempt() // the successful attempt lives in the job row (see tx.JobFinish)
+		if err := readOutcome(ctx, s.pool, j); err != nil {
+			return err
+		}
 		out = j
 		return nil
 	})

@@ -704,9 +704,9 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 	if a.Outcome == job.OutcomeSucceeded {
 		// The successful attempt needs no row of its own: the job row holds its worker, start,
 		// end and number, and JobGet reports it from there.
-		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = $1, finished_at = $2, started_at = $3
+		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = $1, finished_at = $2, started_at = $3, result = $7
 			WHERE id = $4 AND lease_token = $5 AND lease_secret = $6 AND state IN (3, 4)`,
-			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], resultArg(p.Result))
 		if err != nil {
 			return false, err
 		}
@@ -770,10 +770,11 @@ const leaseSQL = `UPDATE jobs SET state = 3, lease_token = u.seq, lease_secret =
 // are locked before it, in id order (lockLeases): it waits for none of them, and its snapshot,
 // taken after the locks, shows the successes another broker stored while they waited.
 var succeedManySQL = `WITH u AS (
-	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[])
-		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, ord)
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::bigint[], $6::bigint[], $11::bytea[])
+		WITH ORDINALITY AS u(id, seq, secret, attempts, started, finished, result, ord)
 ), done AS (
-	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished
+	UPDATE jobs SET state = 5, attempts = u.attempts, started_at = u.started, finished_at = u.finished,
+		result = u.result
 	FROM u
 	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
 	RETURNING u.ord, jobs.queue, jobs.type
@@ -822,6 +823,7 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
 	// The statement writes the transaction's totals: what it adds and what was held until now.
 	args := append(succeedManyArgs(ps, ids, seqs, secrets), t.takeFinished()...)
+	args = append(args, resultsOf(ps))
 	if err := runRows(t, later, succeedManySQL, args, read, got); err != nil {
 		return err
 	}

@@ -427,6 +427,9 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 			return err
 		}
 		j.AddSucceededAttempt() // the successful attempt lives in the job row (see tx.JobFinish)
+		if err := readOutcome(ctx, s.r, j); err != nil {
+			return err
+		}
 		out = j
 		return nil
 	})

@@ -389,9 +389,9 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		// The common case writes one row and only what changes: every column left out is an
 		// index that need not be checked. The successful attempt needs no row of its own: the
 		// job row holds its worker, start, end and number, and JobGet reports it from there.
-		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?
+		n, err := t.exec(`UPDATE jobs SET state = 5, attempts = ?, finished_at = ?, started_at = ?, result = ?
 			WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,
-			a.Number, finished, nanos(a.StartedAt), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
+			a.Number, finished, nanos(a.StartedAt), resultArg(p.Result), p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:])
 		if err != nil {
 			return false, err
 		}
@@ -587,8 +587,8 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d]`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
-			nanos(p.Attempt.StartedAt), nanos(p.Now))
+		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d,"%x"]`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
+			nanos(p.Attempt.StartedAt), nanos(p.Now), p.Result)
 	}
 	b.WriteByte(']')
 	// A savepoint lets a batch with a stale lease in it be stored again one result at a time,
@@ -597,7 +597,7 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		return nil, err
 	}
 	n, err := t.exec(`UPDATE jobs SET state = 5, attempts = f.value ->> 3, started_at = f.value ->> 4,
-		finished_at = f.value ->> 5
+		finished_at = f.value ->> 5, result = nullif(unhex(f.value ->> 6), x'')
 		FROM json_each(?) AS f
 		WHERE jobs.id = f.value ->> 0 AND jobs.lease_token = f.value ->> 1
 		AND jobs.lease_secret = unhex(f.value ->> 2) AND jobs.state IN (3, 4)`, b.String())

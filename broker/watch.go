@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jobwire/jobwire/internal/service"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// Watching jobs. A producer waiting for a job, or following its progress, holds a JobWatch:
+// the broker tells it which of its jobs changed, and it reads only those. Changes are told
+// from the broker's own writes as they commit (results, starts, progress, cancels), so a
+// watch costs nothing per job while nothing happens, and a broker with no watch pays one
+// atomic load per change. What another broker of a cluster writes, and any change no write
+// here tells of, is found by the backstop: every WatchPoll, one read of the versions of every
+// watched job (store.VersionReader), however many watches there are.
+
+// watchHub is the broker's watches, by job, and the backstop that reads them again.
+type watchHub struct {
+	*service.Periodic
+	ctx  func() context.Context
+	read store.VersionReader
+	log  func(msg string, args ...any)
+
+	watched atomic.Int64 // how many jobs are watched: no lock taken while it is zero
+
+	mu    sync.Mutex
+	byJob map[int64][]*JobWatch
+	// seen is the version of each watched job the backstop read last.
+	seen map[int64]store.JobVersion
+}
+
+func newWatchHub(b *Broker) *watchHub {
+	h := &watchHub{ctx: func() context.Context { return b.ctx }, read: b.st, log: b.log.Debug,
+		byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion)}
+	poll := b.cfg.WatchPoll
+	if poll <= 0 {
+		poll = DefaultConfig().WatchPoll
+	}
+	h.Periodic = service.NewPeriodic(b.clk, poll, h.backstop)
+	return h
+}
+
+// JobWatch is a watch of some jobs: C is signalled when any of them may have changed, and
+// Changed says which.
+type JobWatch struct {
+	hub     *watchHub
+	ids     []int64
+	signal  chan struct{}
+	mu      sync.Mutex
+	changed map[int64]bool
+}
+
+// WatchJobs starts a watch of ids, which the caller must Close. The jobs are not read: the
+// caller reads them once after this returns, so that no change between the read and the watch
+// is missed.
+func (b *Broker) WatchJobs(ids []int64) *JobWatch {
+	return b.svc.watches.add(slices.Compact(slices.Sorted(slices.Values(ids))))
+}
+
+func (h *watchHub) add(ids []int64) *JobWatch {
+	w := &JobWatch{hub: h, ids: ids, signal: make(chan struct{}, 1), changed: make(map[int64]bool)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		if len(h.byJob[id]) == 0 {
+			h.watched.Add(1)
+		}
+		h.byJob[id] = append(h.byJob[id], w)
+	}
+	return w
+}
+
+// C is signalled when one of the watched jobs may have changed since Changed was last called.
+func (w *JobWatch) C() <-chan struct{} { return w.signal }
+
+// Changed returns the watched jobs that may have changed since it was last called, in id order.
+func (w *JobWatch) Changed() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]int64, 0, len(w.changed))
+	for id := range w.changed {
+		out = append(out, id)
+	}
+	clear(w.changed)
+	slices.Sort(out)
+	return out
+}
+
+// Stop ends the watch of ids (a job the caller has seen final needs watching no longer).
+func (w *JobWatch) Stop(ids ...int64) { w.hub.remove(w, ids) }
+
+// Close ends the watch.
+func (w *JobWatch) Close() { w.hub.remove(w, w.ids) }
+
+func (w *JobWatch) mark(id int64) {
+	w.mu.Lock()
+	w.changed[id] = true
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (h *watchHub) remove(w *JobWatch, ids []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		ws := slices.DeleteFunc(h.byJob[id], func(x *JobWatch) bool { return x == w })
+		switch {
+		case len(ws) > 0:
+			h.byJob[id] = ws
+		case h.byJob[id] != nil:
+			delete(h.byJob, id)
+			delete(h.seen, id)
+			h.watched.Add(-1)
+		}
+	}
+}
+
+// changed tells the watches of ids that their jobs may have changed.
+func (h *watchHub) changed(ids ...int64) {
+	if h.watched.Load() == 0 || len(ids) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		for _, w := range h.byJob[id] {
+			w.mark(id)
+		}
+	}
+}
+
+// jobsChanged tells the watches of ids, if any, that their jobs may have changed.
+func (b *Broker) jobsChanged(ids ...int64) { b.svc.watches.changed(ids...) }
+
+// backstop reads the versions of every watched job and tells the watches of those that changed
+// since it last read them: what another broker wrote, or a change no write here told of.
+func (h *watchHub) backstop() {
+	if h.watched.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	ids := make([]int64, 0, len(h.byJob))
+	for id := range h.byJob {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	versions, err := h.read.JobVersions(h.ctx(), ids)
+	if err != nil {
+		h.log("watch backstop: could not read the watched jobs", "jobs", len(ids), "err", err)
+		return
+	}
+	var moved []int64
+	h.mu.Lock()
+	for _, id := range ids {
+		v, ok := versions[id]
+		was, known := h.seen[id]
+		if _, still := h.byJob[id]; !still {
+			continue
+		}
+		if ok {
+			h.seen[id] = v
+		}
+		if (known && v != was) || !ok {
+			moved = append(moved, id)
+		}
+	}
+	h.mu.Unlock()
+	h.changed(moved...)
+}
+
+// Saw records the version of a watched job as its watcher read it: the backstop tells of any
+// change from there, a change between the watcher's read and the backstop's first included.
+func (w *JobWatch) Saw(j *job.Job) {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, known := h.seen[j.ID]; !known && h.byJob[j.ID] != nil {
+		h.seen[j.ID] = store.VersionOf(j)
+	}
+}

@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// progressManySQL stores progress reports fenced by their leases (see updateLeases).
+const progressManySQL = `UPDATE jobs SET progress_attempt = u.attempt,
+	progress_fraction = CASE WHEN u.has THEN u.fraction END, progress_message = u.message, progress_at = u.at
+	FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::integer[], $5::boolean[], $6::float8[], $7::text[], $8::bigint[])
+		AS u(id, seq, secret, attempt, has, fraction, message, at)
+	WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.lease_secret = u.secret AND jobs.state + 0 IN (3, 4)
+	RETURNING jobs.id, jobs.lease_token, jobs.lease_secret`
+
+// JobProgressMany stores progress reports with one statement (see store.ProgressTx).
+func (t *tx) JobProgressMany(ps []*store.JobProgressParams) ([]bool, error) {
+	applied := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return applied, nil
+	}
+	latest, of := store.LatestProgress(ps)
+	n := len(latest)
+	ids, seqs, secrets := leaseArrays(n, func(i int) job.LeaseRef { return latest[i].Ref })
+	attempts, has, fractions := make([]int32, n), make([]bool, n), make([]float64, n)
+	messages, at := make([]string, n), make([]int64, n)
+	for i, p := range latest {
+		pr := p.Progress
+		attempts[i], has[i], fractions[i], messages[i], at[i] = int32(pr.Attempt), pr.HasFraction, pr.Fraction,
+			pr.Message, nanos(pr.UpdatedAt)
+	}
+	changed, err := t.updateLeases(progressManySQL, ids, seqs, secrets, attempts, has, fractions, messages, at)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ps {
+		applied[i] = changed[latest[of[i]].Ref]
+	}
+	return applied, nil
+}
+
+// readOutcome fills a job read by JobGet with its result and progress: they are read apart from
+// jobColumns, which leases and listings share and need neither.
+func readOutcome(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, j *job.Job) error {
+	var attempt *int32
+	var fraction *float64
+	var message *string
+	var at *int64
+	err := q.QueryRow(ctx, `SELECT result, progress_attempt, progress_fraction, progress_message, progress_at
+		FROM jobs WHERE id = $1`, j.ID).Scan(&j.Result, &attempt, &fraction, &message, &at)
+	if err != nil || at == nil {
+		return err
+	}
+	p := &job.Progress{UpdatedAt: fromNanos(*at)}
+	if attempt != nil {
+		p.Attempt = int(*attempt)
+	}
+	if fraction != nil {
+		p.Fraction, p.HasFraction = *fraction, true
+	}
+	if message != nil {
+		p.Message = *message
+	}
+	j.Progress = p
+	return nil
+}
+
+// JobVersions reads what watchers compare of each job (store.VersionReader).
+func (s *Store) JobVersions(ctx context.Context, ids []int64) (map[int64]store.JobVersion, error) {
+	out := make(map[int64]store.JobVersion, len(ids))
+	err := s.read(ctx, "job_versions", func(ctx context.Context) error {
+		clear(out) // a read run again starts afresh
+		rows, err := s.pool.Query(ctx, `SELECT id, state, attempts, progress_at FROM jobs WHERE id = ANY($1)`, ids)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var st int16
+			var attempts int32
+			var at *int64
+			if err := rows.Scan(&id, &st, &attempts, &at); err != nil {
+				return err
+			}
+			v := store.JobVersion{State: job.State(st), Attempts: int(attempts)}
+			if at != nil {
+				v.ProgressAt = fromNanos(*at)
+			}
+			out[id] = v
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// resultArg is a success's result as a statement's argument: NULL when there is none.
+func resultArg(result []byte) []byte {
+	if len(result) == 0 {
+		return nil
+	}
+	return result
+}
+
+// resultsOf is succeedManySQL's results argument ($11): NULL for a success without one.
+func resultsOf(ps []*store.JobFinishParams) [][]byte {
+	out := make([][]byte, len(ps))
+	for i, p := range ps {
+		out[i] = resultArg(p.Result)
+	}
+	return out
+}

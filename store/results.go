@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+)
+
+// ProgressTx stores the progress running jobs report.
+type ProgressTx interface {
+	// JobProgressMany stores each report on its job, fenced by its lease (the job LEASED or
+	// RUNNING under p.Ref's token), replacing the job's earlier progress, in one statement, and
+	// says which it applied. A job named twice keeps the later report.
+	JobProgressMany(ps []*JobProgressParams) (applied []bool, err error)
+}
+
+// JobProgressParams is one progress report.
+type JobProgressParams struct {
+	Ref      job.LeaseRef
+	Progress job.Progress
+}
+
+// JobVersion is what a watcher compares to tell that a job changed: its state, its attempt
+// count and when its progress last changed.
+type JobVersion struct {
+	State      job.State
+	Attempts   int
+	ProgressAt time.Time
+}
+
+// VersionOf is j's version.
+func VersionOf(j *job.Job) JobVersion {
+	v := JobVersion{State: j.State, Attempts: j.Attempts}
+	if j.Progress != nil {
+		v.ProgressAt = j.Progress.UpdatedAt
+	}
+	return v
+}
+
+// VersionReader reads the versions of many jobs at once (JobVersion), for a watch's backstop:
+// one read for every watched job, not one per job.
+type VersionReader interface {
+	// JobVersions reads the version of each job of ids that exists.
+	JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error)
+}
+
+// LatestProgress is the reports of ps to write, the last for each lease, and for each of ps the
+// index in it of the report written for it: a lease reported twice in one call is written once.
+func LatestProgress(ps []*JobProgressParams) (latest []*JobProgressParams, of []int) {
+	at := make(map[job.LeaseRef]int, len(ps))
+	for i, p := range ps {
+		at[p.Ref] = i
+	}
+	index := make(map[int]int, len(at))
+	for i, p := range ps {
+		if at[p.Ref] == i {
+			index[i] = len(latest)
+			latest = append(latest, p)
+		}
+	}
+	of = make([]int, len(ps))
+	for i, p := range ps {
+		of[i] = index[at[p.Ref]]
+	}
+	return latest, of
+}

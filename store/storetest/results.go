@@ -1,0 +1,150 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+var _ = register(
+	testCase{"ResultStoredWithSuccess", testResultStoredWithSuccess},
+	testCase{"ResultDeletedWithJob", testResultDeletedWithJob},
+	testCase{"JobProgressMany", testJobProgressMany},
+	testCase{"JobVersions", testJobVersions},
+)
+
+// A success's result is stored by every way a success is written (one at a time, many at once,
+// many at commit), read back by JobGet, and a success without one reads as none.
+func testResultStoredWithSuccess(t *testing.T, b *bundle) {
+	for _, n := range []int{1, 6} { // JobSucceedMany writes fewer than a few one by one
+		for _, how := range []string{"JobFinish", "JobSucceedMany", "JobSucceedManyAtCommit"} {
+			var ps []*store.JobInsertParams
+			for range n {
+				ps = append(ps, b.job("t"))
+			}
+			b.insert(ps...)
+			jobs := b.lease(b.leaseParams(n, "t"))
+			var fs []*store.JobFinishParams
+			for i, j := range jobs {
+				b.start(refOf(j))
+				f := b.finishParams(refOf(j), job.StateSucceeded)
+				if i%2 == 0 {
+					f.Result = []byte{0, 1, 2, 0xff, byte(i)} // binary, not text
+				}
+				fs = append(fs, f)
+			}
+			b.write(func(tx store.Tx) error {
+				switch how {
+				case "JobFinish":
+					for _, f := range fs {
+						if _, err := tx.JobFinish(f); err != nil {
+							return err
+						}
+					}
+					return nil
+				case "JobSucceedMany":
+					_, err := tx.JobSucceedMany(fs)
+					return err
+				}
+				return tx.JobSucceedManyAtCommit(fs, func([]bool, error) {})
+			})
+			for i, j := range jobs {
+				got := b.get(j.ID)
+				if got.State != job.StateSucceeded || !bytes.Equal(got.Result, fs[i].Result) {
+					t.Fatalf("%s of %d: job %d is %s with result %x, want SUCCEEDED with %x", how, n, j.ID, got.State, got.Result, fs[i].Result)
+				}
+				if fs[i].Result == nil && got.Result != nil {
+					t.Fatalf("%s: job %d returned no result and reads %x", how, j.ID, got.Result)
+				}
+			}
+		}
+	}
+}
+
+// Retention deletes a result with its job.
+func testResultDeletedWithJob(t *testing.T, b *bundle) {
+	id := b.insert(b.job("t"))[0]
+	ref := b.leaseOne("t")
+	b.start(ref)
+	f := b.finishParams(ref, job.StateSucceeded)
+	f.Result = bytes.Repeat([]byte("r"), 64<<10)
+	b.finish(f)
+	if got := b.get(id); len(got.Result) != 64<<10 {
+		t.Fatalf("result of %d bytes, want %d", len(got.Result), 64<<10)
+	}
+	b.write(func(tx store.Tx) error {
+		_, err := tx.JobDeleteFinished(&store.JobDeleteFinishedParams{States: []job.State{job.StateSucceeded},
+			FinishedBefore: b.now.Add(time.Hour), Limit: 10})
+		return err
+	})
+	if _, err := b.s.JobGet(b.ctx, id); err == nil {
+		t.Fatal("job still there after retention deleted it")
+	}
+}
+
+// JobProgressMany stores the newest report of each current lease, refuses stale leases and
+// finished jobs, and keeps the progress after the job finished.
+func testJobProgressMany(t *testing.T, b *bundle) {
+	b.insert(b.job("t"), b.job("t"), b.job("t"))
+	running, leased, done := b.leaseOne("t"), b.leaseOne("t"), b.leaseOne("t")
+	b.start(running)
+	b.start(done)
+	b.finish(b.finishParams(done, job.StateSucceeded))
+	stale := job.LeaseRef{JobID: running.JobID, Token: job.LeaseToken{Seq: running.Token.Seq + 1}}
+	report := func(ref job.LeaseRef, fraction float64, has bool, msg string, at time.Duration) *store.JobProgressParams {
+		return &store.JobProgressParams{Ref: ref, Progress: job.Progress{Attempt: 1, Fraction: fraction,
+			HasFraction: has, Message: msg, UpdatedAt: b.now.Add(at)}}
+	}
+	batch := []*store.JobProgressParams{
+		report(running, 0.25, true, "first", time.Second),
+		report(leased, 0, false, "only a message", time.Second),
+		report(stale, 0.9, true, "stale", time.Second),
+		report(done, 0.9, true, "finished", time.Second),
+		report(running, 0.5, true, "halfway: ünïcode", 2*time.Second), // the later one wins
+	}
+	var applied []bool
+	b.write(func(tx store.Tx) error {
+		var err error
+		applied, err = tx.JobProgressMany(batch)
+		return err
+	})
+	equal(t, "applied", applied, []bool{true, true, false, false, true})
+	equal(t, "running's progress", b.get(running.JobID).Progress, &job.Progress{Attempt: 1, Fraction: 0.5,
+		HasFraction: true, Message: "halfway: ünïcode", UpdatedAt: b.now.Add(2 * time.Second)})
+	equal(t, "leased's progress", b.get(leased.JobID).Progress, &job.Progress{Attempt: 1, Message: "only a message",
+		UpdatedAt: b.now.Add(time.Second)})
+	if p := b.get(done.JobID).Progress; p != nil {
+		t.Fatalf("a finished job took progress: %+v", p)
+	}
+	b.finish(b.finishParams(running, job.StateSucceeded))
+	if p := b.get(running.JobID).Progress; p == nil || p.Message != "halfway: ünïcode" {
+		t.Fatalf("progress after the job succeeded: %+v, want the last one kept", p)
+	}
+}
+
+// JobVersions reads each existing job's state, attempts and when its progress changed.
+func testJobVersions(t *testing.T, b *bundle) {
+	ids := b.insert(b.job("t"), b.job("t"))
+	ref := b.leaseOne("t")
+	b.start(ref)
+	b.write(func(tx store.Tx) error {
+		_, err := tx.JobProgressMany([]*store.JobProgressParams{{Ref: ref,
+			Progress: job.Progress{Attempt: 1, Message: "m", UpdatedAt: b.now.Add(time.Second)}}})
+		return err
+	})
+	got, err := b.s.JobVersions(b.ctx, append(ids, 1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ids[0]
+	if other == ref.JobID {
+		other = ids[1]
+	}
+	equal(t, "versions", got, map[int64]store.JobVersion{
+		ref.JobID: {State: job.StateRunning, Attempts: 1, ProgressAt: b.now.Add(time.Second)},
+		other:     {State: job.StatePending},
+	})
+}
