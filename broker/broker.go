@@ -190,6 +190,7 @@ func New(opts Options) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.newWriters(opts.Commit)
 	b.writing.readyMaybe.Store(true)
+	b.watchDependents()
 	return b, nil
 }
 
@@ -394,6 +395,9 @@ func (b *Broker) wakeWriter() { b.writing.writer.Wake() }
 // Enqueue stores jobs in one transaction and returns what became of each, in order. Zero
 // fields of a spec take their defaults (see JobSpec).
 func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, error) {
+	if hasDeps(specs) {
+		return b.enqueueWithDeps(ctx, specs)
+	}
 	now := b.now()
 	params := make([]*store.JobInsertParams, len(specs))
 	for i := range specs {

@@ -27,6 +27,8 @@ type JobSpec struct {
 	IdempotencyKey string
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
+	// Deps, when it names parents, makes the job wait for them (deps.go).
+	Deps *DepsSpec
 }
 
 // Enqueued is what became of one JobSpec.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/triage"
 )
 
@@ -18,6 +19,9 @@ type Assignment struct {
 	Token          job.LeaseToken
 	LeaseDeadline  time.Time
 	AttemptTimeout time.Duration
+	// Parents are the results of the job's parents, in the order the producer named them
+	// (deps.go); nil for a job without parents.
+	Parents []store.ParentInfo
 }
 
 // ResultAck says a result is stored and what was decided.

@@ -207,7 +207,7 @@ func (s *Session) Next(ctx context.Context) ([]Message, error) {
 		// the worker reads again, a round may give it jobs.
 		s.b.signalCapacity()
 	}
-	return msgs, err
+	return s.withParents(ctx, msgs), err
 }
 
 // currentLocked returns the session's lease for ref, or nil when ref is not current.

@@ -43,6 +43,11 @@ type JobSpec struct {
 	// 64 keys of [A-Za-z0-9_.:-], values up to 4096 bytes. The client adds the W3C trace
 	// context of the enqueue ("traceparent", "tracestate").
 	Metadata map[string]string
+	// DependsOn are ids of jobs this one runs after (deps.go): it waits until every one
+	// SUCCEEDED and is cancelled when one goes DEAD or CANCELLED, unless RunIfParentsFail.
+	DependsOn []int64
+	// RunIfParentsFail runs the job once every parent is final, whatever their outcome.
+	RunIfParentsFail bool
 }
 
 // EnqueueOption sets an optional field of a job being enqueued.
@@ -226,6 +231,7 @@ func specToProto(op string, s *JobSpec) (*jobwirev1.JobSpec, error) {
 		IdempotencyKey: s.IdempotencyKey,
 		Metadata:       maps.Clone(s.Metadata),
 	}
+	pb.DependsOn, pb.RunIfParentsFail = s.DependsOn, s.RunIfParentsFail
 	switch {
 	case !s.RunAt.IsZero():
 		pb.Schedule = &jobwirev1.JobSpec_RunAt{RunAt: timestamppb.New(s.RunAt)}

@@ -25,6 +25,10 @@ const (
 	StateDead State = 6
 	// StateCancelled is final.
 	StateCancelled State = 7
+	// StateWaiting: the job waits for its parents (JobSpec.depends_on); it becomes PENDING in
+	// the transaction that makes its last parent SUCCEEDED, or CANCELLED in the one that makes
+	// a parent DEAD or CANCELLED (unless it runs whatever its parents' outcome).
+	StateWaiting State = 8
 )
 
 var stateNames = map[State]string{
@@ -35,6 +39,7 @@ var stateNames = map[State]string{
 	StateSucceeded: "SUCCEEDED",
 	StateDead:      "DEAD",
 	StateCancelled: "CANCELLED",
+	StateWaiting:   "WAITING",
 }
 
 func (s State) String() string {
@@ -202,6 +207,9 @@ type Job struct {
 	AttemptBase int
 	// RequeuedAt is when the job was last requeued from the dead-letter queue; zero if never.
 	RequeuedAt time.Time
+
+	// Parents is how many jobs this one depends on (JobSpec.depends_on); 0 for most jobs.
+	Parents int
 
 	// History is every finished attempt, oldest first; filled only by single-job reads.
 	History []Attempt

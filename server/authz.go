@@ -45,6 +45,9 @@ var access = map[string]rule{
 	jobwirev1.ProducerService_EnqueueBatch_FullMethodName: producerOnly,
 	jobwirev1.ProducerService_GetJob_FullMethodName:       producerViewer,
 	jobwirev1.ProducerService_CancelJob_FullMethodName:    producerOnly,
+	jobwirev1.ProducerService_EnqueueGraph_FullMethodName: producerOnly,
+	jobwirev1.ProducerService_GetGraph_FullMethodName:     producerViewer,
+	jobwirev1.ProducerService_CancelGraph_FullMethodName:  producerOnly,
 
 	jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,
 
@@ -200,6 +203,12 @@ func (s *Server) authorizeRequest(ctx context.Context, req any) error {
 		return s.checkStoredJobScope(ctx, p, r.GetId())
 	case *jobwirev1.CancelJobRequest:
 		return s.checkStoredJobScope(ctx, p, r.GetId())
+	case *jobwirev1.EnqueueGraphRequest:
+		return authorizeGraph(p, r)
+	case *jobwirev1.GetGraphRequest:
+		return s.checkGraphScope(ctx, p, r.GetGraphId())
+	case *jobwirev1.CancelGraphRequest:
+		return s.checkGraphScope(ctx, p, r.GetGraphId())
 	}
 	return nil
 }

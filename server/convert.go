@@ -165,6 +165,7 @@ func messageToProto(m broker.Message) *jobwirev1.ConnectResponse {
 			LeaseToken:     m.Token.String(),
 			LeaseDeadline:  ts(m.LeaseDeadline),
 			AttemptTimeout: dur(m.AttemptTimeout),
+			ParentResults:  parentResultsToProto(m.Parents),
 		}}}
 	case broker.ResultAck:
 		ack := &jobwirev1.ResultAck{JobId: m.Ref.JobID, LeaseToken: m.Ref.Token.String(), Decision: decisionToProto[m.Decision.Verdict]}

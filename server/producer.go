@@ -23,6 +23,12 @@ func (s *Server) validate(req any) error {
 	switch r := req.(type) {
 	case *jobwirev1.EnqueueRequest:
 		return s.limits.validateSpec("job", r.GetJob(), now)
+	case *jobwirev1.EnqueueGraphRequest:
+		return s.limits.validateGraph(r, now)
+	case *jobwirev1.GetGraphRequest:
+		return validID("graph_id", r.GetGraphId())
+	case *jobwirev1.CancelGraphRequest:
+		return validID("graph_id", r.GetGraphId())
 	case *jobwirev1.EnqueueBatchRequest:
 		n := len(r.GetJobs())
 		if n == 0 || n > s.limits.MaxBatch {
@@ -62,6 +68,7 @@ func jobSpecFromProto(spec *jobwirev1.JobSpec) broker.JobSpec {
 		IdempotencyKey: spec.GetIdempotencyKey(),
 		AttemptTimeout: spec.GetAttemptTimeout().AsDuration(),
 		Metadata:       spec.GetMetadata(),
+		Deps:           depsSpecFromProto(spec),
 	}
 	switch sched := spec.GetSchedule().(type) {
 	case *jobwirev1.JobSpec_RunAt:
@@ -79,7 +86,7 @@ func enqueuedToProto(r broker.Enqueued) *jobwirev1.EnqueuedJob {
 func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {
 	res, err := p.b.Enqueue(ctx, []broker.JobSpec{jobSpecFromProto(req.GetJob())})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, depsStatus(err)
 	}
 	return &jobwirev1.EnqueueResponse{Job: enqueuedToProto(res[0])}, nil
 }
@@ -96,7 +103,7 @@ func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatch
 		return nil, status.Errorf(codes.AlreadyExists, "jobs[%d]: %v; no job of this batch was stored", conflict.Index, err)
 	}
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, depsStatus(err)
 	}
 	out := &jobwirev1.EnqueueBatchResponse{Jobs: make([]*jobwirev1.EnqueuedJob, len(res))}
 	for i, r := range res {
@@ -110,7 +117,11 @@ func (p *producer) GetJob(ctx context.Context, req *jobwirev1.GetJobRequest) (*j
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &jobwirev1.GetJobResponse{Job: jobToProto(j), Waiting: waitingToProto(p.b.WhyPending(j))}, nil
+	out := &jobwirev1.GetJobResponse{Job: jobToProto(j), Waiting: waitingToProto(p.b.WhyPending(j))}
+	if err := p.withDeps(ctx, j, out); err != nil {
+		return nil, toStatus(err)
+	}
+	return out, nil
 }
 
 func (p *producer) CancelJob(ctx context.Context, req *jobwirev1.CancelJobRequest) (*jobwirev1.CancelJobResponse, error) {

@@ -141,6 +141,9 @@ func (l Limits) validateSpec(prefix string, s *jobwirev1.JobSpec, now time.Time)
 	if err := validMetadata(prefix+".metadata", s.GetMetadata()); err != nil {
 		return err
 	}
+	if err := validateDeps(prefix, s); err != nil {
+		return err
+	}
 	if t := s.GetAttemptTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return invalid(prefix+".attempt_timeout", "is not a valid duration: %v", err)

@@ -79,6 +79,7 @@ type Store interface {
 	// p.Limit.
 	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
 
+	DepsReader // deps.go
 	VersionReader
 
 	Close() error
@@ -91,6 +92,7 @@ type Store interface {
 // JobFinish, JobSucceedMany, JobRelease; JobExtendLeases and JobGetHeld are the same when
 // repeated). Any other token, older or newer, is stale.
 type Tx interface {
+	DepsTx // deps.go
 	ProgressTx
 	// Isolated runs fn as a part of the transaction that can fail alone: when fn returns an
 	// error that is not storage failing as a whole, everything fn wrote is undone and a

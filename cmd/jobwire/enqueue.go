@@ -28,6 +28,7 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "attempts allowed, including the first (default: the type's policy)")
 	fs.StringVar(&key, "idempotency-key", "", "a repeat enqueue with this key returns the existing job")
 	fs.Var(durationValue{&attemptTimeout}, "attempt-timeout", "how long one attempt may run (default: the broker's)")
+	applyDeps := addDepsFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -68,6 +69,9 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 	}
 	if attemptTimeout != 0 {
 		spec.AttemptTimeout = durationpb.New(attemptTimeout)
+	}
+	if err := applyDeps(spec); err != nil {
+		return err
 	}
 
 	resp, err := fetch(ctx, cf, func(ctx context.Context, b *broker) (*jobwirev1.EnqueueResponse, error) {

@@ -50,7 +50,7 @@ func runJobsList(ctx context.Context, e *env, c *command, args []string) error {
 	cf := addCommonFlags(e, fs)
 	var state, queue, typ, token string
 	var limit int
-	fs.StringVar(&state, "state", "", "only jobs in this state (scheduled, pending, leased, running, succeeded, dead, cancelled)")
+	fs.StringVar(&state, "state", "", "only jobs in this state (scheduled, pending, leased, running, succeeded, dead, cancelled, waiting)")
 	fs.StringVar(&queue, "queue", "", "only jobs of this queue")
 	fs.StringVar(&typ, "type", "", "only jobs of this type")
 	sf := addSortFlags(fs, jwbroker.JobSortColumns())
@@ -157,6 +157,7 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	if p := j.GetProgress(); p != nil {
 		row(tw, "Progress", progressLine(p))
 	}
+	printDeps(tw, j.GetDependencies())
 	_ = tw.Flush()
 	printPayload(w, j.GetPayload())
 	if j.GetState() == jobwirev1.JobState_JOB_STATE_SUCCEEDED {

@@ -64,7 +64,8 @@ func TestJSONShapeOfAJob(t *testing.T) {
     ],
     "metadata": {},
     "result": null,
-    "progress": null
+    "progress": null,
+    "dependencies": null
   },
   "waiting": null
 }

@@ -78,6 +78,9 @@ func init() {
 		{name: "enqueue", args: "--type T [--payload JSON] [flags]", summary: "Enqueue one job and print its id.", run: runEnqueue},
 		{name: "job get", args: "ID [flags]", summary: "Show a job with its attempt history.", run: runJobGet},
 		{name: "job cancel", args: "ID [flags]", summary: "Cancel a job that has not finished.", run: runJobCancel},
+		{name: "graph enqueue", args: "FILE [flags]", summary: "Enqueue a graph of jobs from a JSON file in one call.", run: runGraphEnqueue},
+		{name: "graph get", args: "ID [flags]", summary: "Show the jobs of a graph with their parents.", run: runGraphGet},
+		{name: "graph cancel", args: "ID [flags]", summary: "Cancel every job of a graph that has not finished.", run: runGraphCancel},
 		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [--sort COLUMN [--asc]] [flags]", summary: "List jobs, newest first or sorted by a column.", run: runJobsList},
 		{name: "dlq list", args: "[filters] [--sort COLUMN [--asc]] [flags]", summary: "List dead jobs, the newest death first or sorted by a column.", run: runDLQList},
 		{name: "dlq show", args: "ID [flags]", summary: "Show a dead job's payload and every attempt's error.", run: runDLQShow},
@@ -110,6 +113,7 @@ func init() {
 var groups = map[string]string{
 	"job":      "Look at or cancel one job.",
 	"jobs":     "List jobs, oldest first.",
+	"graph":    "Enqueue, look at and cancel graphs of jobs that depend on one another.",
 	"dlq":      "Work the dead-letter queue: list, inspect, requeue and purge dead jobs.",
 	"queues":   "List queues, pause and resume them, cap how many of their jobs run at once.",
 	"breakers": "Look at and steer the circuit breakers of job types.",

@@ -182,6 +182,8 @@ func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats
 		rows, err = s.pool.Query(ctx, `SELECT queue, state, COUNT(*) FROM jobs WHERE state IN (1, 2, 3, 4)
 				AND ($1 = '' OR queue = $1) GROUP BY queue, state
 			UNION ALL
+			SELECT queue, state, COUNT(*) FROM jobs WHERE state = 8 AND ($1 = '' OR queue = $1) GROUP BY queue, state
+			UNION ALL
 			SELECT queue, state, SUM(n)::bigint FROM finished_totals WHERE n > 0 AND ($1 = '' OR queue = $1)
 				GROUP BY queue, state`, name)
 		if err != nil {
@@ -231,6 +233,8 @@ func (s *Store) JobCounts(ctx context.Context) ([]store.StateCount, error) {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, `SELECT queue, type, state, COUNT(*) FROM jobs WHERE state IN (1, 2, 3, 4)
 				GROUP BY queue, type, state
+			UNION ALL
+			SELECT queue, type, state, COUNT(*) FROM jobs WHERE state = 8 GROUP BY queue, type, state
 			UNION ALL
 			SELECT queue, type, state, n FROM finished_totals WHERE n > 0
 			ORDER BY 1, 2, 3`)

@@ -105,6 +105,7 @@ type Store struct {
 	aliveWindow time.Duration
 	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
 	workers atomic.Pointer[func() int]
+	onReady atomic.Pointer[func()]         // told of dependents made ready (deps.go)
 	peers   atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
 	reach   atomic.Pointer[reach.Tracker]  // hears of the heartbeat (ReportReach); nil: nobody
 
@@ -243,6 +244,9 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		if err := fn(t); err != nil {
 			return err
 		}
+		if err := t.settleDependents(s.channel); err != nil {
+			return err
+		}
 		if err := t.flushFinished(); err != nil {
 			return err
 		}
@@ -258,6 +262,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		}
 		committed = true
 		s.queues.Add(t.newQueues)
+		s.dependentsReady(t.settle.released)
 		return nil
 	}))
 }
@@ -287,13 +292,13 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, metadata`
+	attempt_base, requeued_at, metadata, parents`
 
 // listColumns are jobColumns without the payload.
 const listColumns = `id, type, queue, NULL::bytea, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, NULL::jsonb`
+	attempt_base, requeued_at, NULL::jsonb, parents`
 
 func scanJob(row pgx.Row) (*job.Job, error) {
 	var (
@@ -308,7 +313,7 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 	err := row.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt, &metadata)
+		&j.AttemptBase, &requeuedAt, &metadata, &j.Parents)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type tx struct {
 	// locked are the jobs JobLockRows locked, sorted: a write of many leases among them needs
 	// no lock of its own first (lockLeases).
 	locked []int64
+	settle settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -711,6 +712,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 			return false, err
 		}
 		if n == 1 {
+			t.settle.add(p.Ref.JobID, p.Now)
 			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
 			return err == nil, err
 		}
@@ -731,6 +733,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return false, err
 	}
 	if p.State.Final() {
+		t.settle.add(p.Ref.JobID, p.Now)
 		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
 			return false, err
 		}
@@ -819,6 +822,9 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 	ids, seqs, secrets := leaseArrays(len(ps), func(i int) job.LeaseRef { return ps[i].Ref })
 	if err := t.lockLeases(ids, seqs, secrets); err != nil {
 		return err
+	}
+	for _, p := range ps {
+		t.settle.add(p.Ref.JobID, p.Now) // applied or not: settling reads the jobs' states
 	}
 	read := func(rows pgx.Rows) ([]bool, error) { return appliedOf(rows, ps) }
 	// The statement writes the transaction's totals: what it adds and what was held until now.
@@ -942,6 +948,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 		attempt_deadline = NULL, started_at = NULL WHERE id = $2`, nanos(now), id); err != nil {
 		return nil, err
 	}
+	t.settle.add(id, now)
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}

@@ -242,8 +242,11 @@ func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats
 		}
 		// As in JobCounts, the cost follows the backlog, not the history.
 		qand := strings.Replace(strings.Replace(where, "WHERE", "AND", 1), "name", "queue", 1)
-		depthArgs := slices.Concat(args, args, args) // one set per part of the union
+		depthArgs := slices.Concat(args, args, args, args) // one set per part of the union
 		rows, err = s.r.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs WHERE state = 1`+qand+`
+				GROUP BY queue, state
+			UNION ALL
+			SELECT queue, state, COUNT(*) FROM jobs WHERE state = 8`+qand+`
 				GROUP BY queue, state
 			UNION ALL
 			SELECT queue, state, COUNT(*) FROM jobs WHERE `+openState+qand+` GROUP BY queue, state
@@ -298,6 +301,9 @@ func (s *Store) JobCounts(ctx context.Context) ([]store.StateCount, error) {
 		// Unfinished jobs are counted through the partial indexes, finished ones read from
 		// their totals (migration 004): the cost follows the backlog, not the history.
 		rows, err := s.r.QueryContext(ctx, `SELECT queue, type, state, COUNT(*) FROM jobs WHERE state = 1
+				GROUP BY queue, type, state
+			UNION ALL
+			SELECT queue, type, state, COUNT(*) FROM jobs WHERE state = 8
 				GROUP BY queue, type, state
 			UNION ALL
 			SELECT queue, type, state, COUNT(*) FROM jobs WHERE `+openState+`

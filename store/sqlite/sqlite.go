@@ -73,8 +73,9 @@ type Store struct {
 	cp                      *sql.DB // background checkpoints
 	log                     *slog.Logger
 	stmts                   *stmtCache
-	queues                  *store.KnownQueues // queues known to have a row
-	receipts                atomic.Int64       // the last receipt number a Write took
+	queues                  *store.KnownQueues     // queues known to have a row
+	receipts                atomic.Int64           // the last receipt number a Write took
+	onReady                 atomic.Pointer[func()] // told of dependents made ready (deps.go)
 
 	stopCheckpoints, checkpointsDone chan struct{}
 }
@@ -273,6 +274,10 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		if err := fn(t); err != nil {
 			return err
 		}
+		released, err := t.settleDependents()
+		if err != nil {
+			return err
+		}
 		if err := t.storeReceipt(receipt); err != nil {
 			return err
 		}
@@ -282,6 +287,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		}
 		committed = true
 		s.queues.Add(t.newQueues)
+		s.dependentsReady(released)
 		return nil
 	}))
 }
@@ -309,14 +315,14 @@ func (s *Store) read(ctx context.Context, op string, fn func(ctx context.Context
 const jobColumns = `id, type, queue, payload, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, metadata`
+	attempt_base, requeued_at, metadata, parents`
 
 // listColumns are jobColumns without the payload: listings can hold many jobs, and payloads
 // (up to the broker's payload limit each) are read one job at a time.
 const listColumns = `id, type, queue, NULL, priority, state, attempts, max_attempts, run_at,
 	created_at, finished_at, idempotency_key, attempt_timeout_ns, dead_reason, last_error_type,
 	last_error_message, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner, started_at,
-	attempt_base, requeued_at, NULL`
+	attempt_base, requeued_at, NULL, parents`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -333,7 +339,7 @@ func scanJob(sc scanner) (*job.Job, error) {
 	err := sc.Scan(&j.ID, &j.Type, &j.Queue, &j.Payload, &j.Priority, &state, &j.Attempts,
 		&j.MaxAttempts, &runAt, &createdAt, &finishedAt, &key, &timeout, &deadReason,
 		&j.LastErrorType, &j.LastErrorMessage, &j.LeaseToken.Seq, &secret, &leaseExpires, &j.WorkerID, &j.LeaseOwner, &startedAt,
-		&j.AttemptBase, &requeuedAt, &metadata)
+		&j.AttemptBase, &requeuedAt, &metadata, &j.Parents)
 	if err != nil {
 		return nil, err
 	}

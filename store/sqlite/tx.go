@@ -29,6 +29,7 @@ type tx struct {
 	cache     *stmtCache      // its connection holds the transaction
 	queues    *store.KnownQueues
 	newQueues []string // queue rows this transaction created
+	settle    settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -396,6 +397,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 			return false, err
 		}
 		if n == 1 {
+			t.settle.add(p.Ref.JobID, p.Now)
 			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
 			return err == nil, err
 		}
@@ -418,6 +420,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return false, err
 	}
 	if p.State.Final() {
+		t.settle.add(p.Ref.JobID, p.Now)
 		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
 			return false, err
 		}
@@ -486,6 +489,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 		attempt_deadline = NULL, started_at = NULL WHERE id = ?`, nanos(now), id); err != nil {
 		return nil, err
 	}
+	t.settle.add(id, now)
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}
@@ -626,6 +630,7 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 	for i, p := range ps {
 		applied[i] = true
 		succeeded[key{p.Queue, p.Type}]++
+		t.settle.add(p.Ref.JobID, p.Now)
 	}
 	for k, c := range succeeded {
 		if err := t.addFinished(k.queue, k.typ, job.StateSucceeded, c); err != nil {

@@ -40,6 +40,9 @@ const (
 	// In the dead-letter queue; dead_reason says why.
 	JobState_JOB_STATE_DEAD      JobState = 6
 	JobState_JOB_STATE_CANCELLED JobState = 7
+	// Waits for its parents (JobSpec.depends_on): PENDING once every parent SUCCEEDED, CANCELLED
+	// when a parent goes DEAD or CANCELLED (unless JobSpec.run_if_parents_fail).
+	JobState_JOB_STATE_WAITING JobState = 8
 )
 
 // Enum value maps for JobState.
@@ -53,6 +56,7 @@ var (
 		5: "JOB_STATE_SUCCEEDED",
 		6: "JOB_STATE_DEAD",
 		7: "JOB_STATE_CANCELLED",
+		8: "JOB_STATE_WAITING",
 	}
 	JobState_value = map[string]int32{
 		"JOB_STATE_UNSPECIFIED": 0,
@@ -63,6 +67,7 @@ var (
 		"JOB_STATE_SUCCEEDED":   5,
 		"JOB_STATE_DEAD":        6,
 		"JOB_STATE_CANCELLED":   7,
+		"JOB_STATE_WAITING":     8,
 	}
 )
 
@@ -312,7 +317,9 @@ type Job struct {
 	// What the last attempt's Success returned (SUCCEEDED jobs only). Empty in lists.
 	Result []byte `protobuf:"bytes,20,opt,name=result,proto3" json:"result,omitempty"`
 	// The newest progress the running (or last) attempt reported; absent if none.
-	Progress      *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress *JobProgress `protobuf:"bytes,21,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The job's parents, dependents and graph; absent for a job with none. Filled by GetJob.
+	Dependencies  *JobDependencies `protobuf:"bytes,22,opt,name=dependencies,proto3" json:"dependencies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +501,165 @@ func (x *Job) GetProgress() *JobProgress {
 	return nil
 }
 
+func (x *Job) GetDependencies() *JobDependencies {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
+}
+
+// JobDependencies is where a job stands among the jobs it depends on and that depend on it.
+type JobDependencies struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs this one runs after, in the order the producer named them.
+	Parents []*JobParent `protobuf:"bytes,1,rep,name=parents,proto3" json:"parents,omitempty"`
+	// The jobs that run after this one, by id.
+	Dependents []int64 `protobuf:"varint,2,rep,packed,name=dependents,proto3" json:"dependents,omitempty"`
+	// The graph the job was enqueued in (EnqueueGraph): the id of its first job; 0 for none.
+	GraphId int64 `protobuf:"varint,3,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	// The job runs once every parent is final, whatever their outcome.
+	RunIfParentsFail bool `protobuf:"varint,4,opt,name=run_if_parents_fail,json=runIfParentsFail,proto3" json:"run_if_parents_fail,omitempty"`
+	// Parents whose outcome has not reached this job yet (0 once it may run).
+	ParentsLeft int32 `protobuf:"varint,5,opt,name=parents_left,json=parentsLeft,proto3" json:"parents_left,omitempty"`
+	// The parent whose DEAD or CANCELLED state cancelled this job; 0 for none.
+	CancelledBy   int64 `protobuf:"varint,6,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobDependencies) Reset() {
+	*x = JobDependencies{}
+	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobDependencies) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobDependencies) ProtoMessage() {}
+
+func (x *JobDependencies) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobDependencies.ProtoReflect.Descriptor instead.
+func (*JobDependencies) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JobDependencies) GetParents() []*JobParent {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *JobDependencies) GetDependents() []int64 {
+	if x != nil {
+		return x.Dependents
+	}
+	return nil
+}
+
+func (x *JobDependencies) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+func (x *JobDependencies) GetRunIfParentsFail() bool {
+	if x != nil {
+		return x.RunIfParentsFail
+	}
+	return false
+}
+
+func (x *JobDependencies) GetParentsLeft() int32 {
+	if x != nil {
+		return x.ParentsLeft
+	}
+	return 0
+}
+
+func (x *JobDependencies) GetCancelledBy() int64 {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return 0
+}
+
+// JobParent is one job another depends on.
+type JobParent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	State         JobState               `protobuf:"varint,3,opt,name=state,proto3,enum=jobwire.v1.JobState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobParent) Reset() {
+	*x = JobParent{}
+	mi := &file_jobwire_v1_job_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobParent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobParent) ProtoMessage() {}
+
+func (x *JobParent) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_job_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobParent.ProtoReflect.Descriptor instead.
+func (*JobParent) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JobParent) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *JobParent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *JobParent) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
 // JobProgress is how far a job's attempt got, as its worker last said.
 type JobProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -509,7 +675,7 @@ type JobProgress struct {
 
 func (x *JobProgress) Reset() {
 	*x = JobProgress{}
-	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	mi := &file_jobwire_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +687,7 @@ func (x *JobProgress) String() string {
 func (*JobProgress) ProtoMessage() {}
 
 func (x *JobProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_job_proto_msgTypes[1]
+	mi := &file_jobwire_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +700,7 @@ func (x *JobProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobProgress.ProtoReflect.Descriptor instead.
 func (*JobProgress) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobProgress) GetAttempt() int32 {
@@ -583,7 +749,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_jobwire_v1_job_proto_msgTypes[2]
+	mi := &file_jobwire_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +761,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_job_proto_msgTypes[2]
+	mi := &file_jobwire_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +774,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_jobwire_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -679,7 +845,7 @@ var File_jobwire_v1_job_proto protoreflect.FileDescriptor
 const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14jobwire/v1/job.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\a\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -705,10 +871,24 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x0fattempt_history\x18\x11 \x03(\v2\x13.jobwire.v1.AttemptR\x0eattemptHistory\x129\n" +
 	"\bmetadata\x18\x12 \x03(\v2\x1d.jobwire.v1.Job.MetadataEntryR\bmetadata\x12\x16\n" +
 	"\x06result\x18\x14 \x01(\fR\x06result\x123\n" +
-	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x1a;\n" +
+	"\bprogress\x18\x15 \x01(\v2\x17.jobwire.v1.JobProgressR\bprogress\x12?\n" +
+	"\fdependencies\x18\x16 \x01(\v2\x1b.jobwire.v1.JobDependenciesR\fdependencies\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +
+	"\x0fJobDependencies\x12/\n" +
+	"\aparents\x18\x01 \x03(\v2\x15.jobwire.v1.JobParentR\aparents\x12\x1e\n" +
+	"\n" +
+	"dependents\x18\x02 \x03(\x03R\n" +
+	"dependents\x12\x19\n" +
+	"\bgraph_id\x18\x03 \x01(\x03R\agraphId\x12-\n" +
+	"\x13run_if_parents_fail\x18\x04 \x01(\bR\x10runIfParentsFail\x12!\n" +
+	"\fparents_left\x18\x05 \x01(\x05R\vparentsLeft\x12!\n" +
+	"\fcancelled_by\x18\x06 \x01(\x03R\vcancelledBy\"[\n" +
+	"\tJobParent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\"\xaa\x01\n" +
 	"\vJobProgress\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1f\n" +
 	"\bfraction\x18\x02 \x01(\x01H\x00R\bfraction\x88\x01\x01\x12\x18\n" +
@@ -728,7 +908,7 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"error_type\x18\a \x01(\tR\terrorType\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12\x18\n" +
-	"\adetails\x18\t \x01(\tR\adetails*\xc8\x01\n" +
+	"\adetails\x18\t \x01(\tR\adetails*\xdf\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13JOB_STATE_SCHEDULED\x10\x01\x12\x15\n" +
@@ -737,7 +917,8 @@ const file_jobwire_v1_job_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x04\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x12\n" +
 	"\x0eJOB_STATE_DEAD\x10\x06\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\a*_\n" +
+	"\x13JOB_STATE_CANCELLED\x10\a\x12\x15\n" +
+	"\x11JOB_STATE_WAITING\x10\b*_\n" +
 	"\vFailureKind\x12\x1c\n" +
 	"\x18FAILURE_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FAILURE_KIND_FATAL\x10\x01\x12\x1a\n" +
@@ -775,39 +956,44 @@ func file_jobwire_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_jobwire_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_jobwire_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: jobwire.v1.JobState
 	(FailureKind)(0),              // 1: jobwire.v1.FailureKind
 	(DeadReason)(0),               // 2: jobwire.v1.DeadReason
 	(AttemptOutcome)(0),           // 3: jobwire.v1.AttemptOutcome
 	(*Job)(nil),                   // 4: jobwire.v1.Job
-	(*JobProgress)(nil),           // 5: jobwire.v1.JobProgress
-	(*Attempt)(nil),               // 6: jobwire.v1.Attempt
-	nil,                           // 7: jobwire.v1.Job.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	(*JobDependencies)(nil),       // 5: jobwire.v1.JobDependencies
+	(*JobParent)(nil),             // 6: jobwire.v1.JobParent
+	(*JobProgress)(nil),           // 7: jobwire.v1.JobProgress
+	(*Attempt)(nil),               // 8: jobwire.v1.Attempt
+	nil,                           // 9: jobwire.v1.Job.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
 }
 var file_jobwire_v1_job_proto_depIdxs = []int32{
 	0,  // 0: jobwire.v1.Job.state:type_name -> jobwire.v1.JobState
-	8,  // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	8,  // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
+	10, // 1: jobwire.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	10, // 2: jobwire.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	10, // 3: jobwire.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	11, // 4: jobwire.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
 	2,  // 5: jobwire.v1.Job.dead_reason:type_name -> jobwire.v1.DeadReason
-	6,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
-	7,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
-	5,  // 8: jobwire.v1.Job.progress:type_name -> jobwire.v1.JobProgress
-	8,  // 9: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 11: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 12: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
-	1,  // 13: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	8,  // 6: jobwire.v1.Job.attempt_history:type_name -> jobwire.v1.Attempt
+	9,  // 7: jobwire.v1.Job.metadata:type_name -> jobwire.v1.Job.MetadataEntry
+	7,  // 8: jobwire.v1.Job.progress:type_name -> jobwire.v1.JobProgress
+	5,  // 9: jobwire.v1.Job.dependencies:type_name -> jobwire.v1.JobDependencies
+	6,  // 10: jobwire.v1.JobDependencies.parents:type_name -> jobwire.v1.JobParent
+	0,  // 11: jobwire.v1.JobParent.state:type_name -> jobwire.v1.JobState
+	10, // 12: jobwire.v1.JobProgress.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 13: jobwire.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	10, // 14: jobwire.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 15: jobwire.v1.Attempt.outcome:type_name -> jobwire.v1.AttemptOutcome
+	1,  // 16: jobwire.v1.Attempt.failure_kind:type_name -> jobwire.v1.FailureKind
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_job_proto_init() }
@@ -815,14 +1001,14 @@ func file_jobwire_v1_job_proto_init() {
 	if File_jobwire_v1_job_proto != nil {
 		return
 	}
-	file_jobwire_v1_job_proto_msgTypes[1].OneofWrappers = []any{}
+	file_jobwire_v1_job_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_job_proto_rawDesc), len(file_jobwire_v1_job_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

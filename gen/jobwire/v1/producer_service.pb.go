@@ -42,19 +42,22 @@ const (
 	WaitReason_WAIT_REASON_NO_WORKER WaitReason = 6
 	// It is ready and waits for a free slot of a worker that serves it.
 	WaitReason_WAIT_REASON_WORKER_SLOT WaitReason = 7
+	// It waits for its parents (JOB_STATE_WAITING); detail names those not yet SUCCEEDED.
+	WaitReason_WAIT_REASON_PARENTS WaitReason = 12
 )
 
 // Enum value maps for WaitReason.
 var (
 	WaitReason_name = map[int32]string{
-		0: "WAIT_REASON_UNSPECIFIED",
-		1: "WAIT_REASON_SCHEDULED",
-		2: "WAIT_REASON_QUEUE_PAUSED",
-		3: "WAIT_REASON_QUEUE_AT_CAP",
-		4: "WAIT_REASON_BREAKER_OPEN",
-		5: "WAIT_REASON_BREAKER_PROBING",
-		6: "WAIT_REASON_NO_WORKER",
-		7: "WAIT_REASON_WORKER_SLOT",
+		0:  "WAIT_REASON_UNSPECIFIED",
+		1:  "WAIT_REASON_SCHEDULED",
+		2:  "WAIT_REASON_QUEUE_PAUSED",
+		3:  "WAIT_REASON_QUEUE_AT_CAP",
+		4:  "WAIT_REASON_BREAKER_OPEN",
+		5:  "WAIT_REASON_BREAKER_PROBING",
+		6:  "WAIT_REASON_NO_WORKER",
+		7:  "WAIT_REASON_WORKER_SLOT",
+		12: "WAIT_REASON_PARENTS",
 	}
 	WaitReason_value = map[string]int32{
 		"WAIT_REASON_UNSPECIFIED":     0,
@@ -65,6 +68,7 @@ var (
 		"WAIT_REASON_BREAKER_PROBING": 5,
 		"WAIT_REASON_NO_WORKER":       6,
 		"WAIT_REASON_WORKER_SLOT":     7,
+		"WAIT_REASON_PARENTS":         12,
 	}
 )
 
@@ -125,9 +129,16 @@ type JobSpec struct {
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
 	// Stored with the job and handed to its worker unchanged (see Job.metadata). At most 64
 	// keys of 1..128 characters of [A-Za-z0-9_.:-], values of at most 4096 bytes, 16 KiB in all.
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Ids of stored jobs this one runs after: it waits (JOB_STATE_WAITING) until every one
+	// SUCCEEDED, and is CANCELLED, naming the parent, when one goes DEAD or CANCELLED. At most
+	// 1000, none twice; a job with parents cannot have run_at or delay. A parent that does not
+	// exist is NOT_FOUND; one already DEAD or CANCELLED is FAILED_PRECONDITION.
+	DependsOn []int64 `protobuf:"varint,35,rep,packed,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// Run once every parent is final, whatever their outcome, instead of being cancelled.
+	RunIfParentsFail bool `protobuf:"varint,36,opt,name=run_if_parents_fail,json=runIfParentsFail,proto3" json:"run_if_parents_fail,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -239,6 +250,20 @@ func (x *JobSpec) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *JobSpec) GetDependsOn() []int64 {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *JobSpec) GetRunIfParentsFail() bool {
+	if x != nil {
+		return x.RunIfParentsFail
+	}
+	return false
 }
 
 type isJobSpec_Schedule interface {
@@ -602,6 +627,346 @@ func (x *GetJobResponse) GetWaiting() *JobWaiting {
 	return nil
 }
 
+type EnqueueGraphRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 10000 nodes, parents before or after their dependents: the broker orders them.
+	Nodes         []*GraphNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueGraphRequest) Reset() {
+	*x = EnqueueGraphRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueGraphRequest) ProtoMessage() {}
+
+func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueGraphRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueGraphRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EnqueueGraphRequest) GetNodes() []*GraphNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// GraphNode is one job of a graph.
+type GraphNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's name within the call: 1..255 characters of [A-Za-z0-9_.:-], unique in the call.
+	Key string   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Job *JobSpec `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	// Keys of the call's nodes this one runs after (with job.depends_on, ids of stored jobs).
+	DependsOn     []string `protobuf:"bytes,3,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GraphNode) Reset() {
+	*x = GraphNode{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GraphNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GraphNode) ProtoMessage() {}
+
+func (x *GraphNode) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
+func (*GraphNode) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GraphNode) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GraphNode) GetJob() *JobSpec {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *GraphNode) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+type EnqueueGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The graph's id: the id of its first job.
+	GraphId int64 `protobuf:"varint,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	// In the order of the request's nodes.
+	Jobs          []*EnqueuedJob `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueGraphResponse) Reset() {
+	*x = EnqueueGraphResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueGraphResponse) ProtoMessage() {}
+
+func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueGraphResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueGraphResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EnqueueGraphResponse) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+func (x *EnqueueGraphResponse) GetJobs() []*EnqueuedJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type GetGraphRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       int64                  `protobuf:"varint,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGraphRequest) Reset() {
+	*x = GetGraphRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGraphRequest) ProtoMessage() {}
+
+func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGraphRequest.ProtoReflect.Descriptor instead.
+func (*GetGraphRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetGraphRequest) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+type GetGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Without payloads or attempt history, each with its dependencies.
+	Jobs          []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGraphResponse) Reset() {
+	*x = GetGraphResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGraphResponse) ProtoMessage() {}
+
+func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGraphResponse.ProtoReflect.Descriptor instead.
+func (*GetGraphResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetGraphResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type CancelGraphRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       int64                  `protobuf:"varint,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelGraphRequest) Reset() {
+	*x = CancelGraphRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelGraphRequest) ProtoMessage() {}
+
+func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelGraphRequest.ProtoReflect.Descriptor instead.
+func (*CancelGraphRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CancelGraphRequest) GetGraphId() int64 {
+	if x != nil {
+		return x.GraphId
+	}
+	return 0
+}
+
+type CancelGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs cancelled by this call.
+	Cancelled     int32 `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelGraphResponse) Reset() {
+	*x = CancelGraphResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelGraphResponse) ProtoMessage() {}
+
+func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelGraphResponse.ProtoReflect.Descriptor instead.
+func (*CancelGraphResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CancelGraphResponse) GetCancelled() int32 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
 type JobWaiting struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Reason WaitReason             `protobuf:"varint,1,opt,name=reason,proto3,enum=jobwire.v1.WaitReason" json:"reason,omitempty"`
@@ -617,7 +982,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +994,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +1007,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -682,7 +1047,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +1059,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +1072,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -726,7 +1091,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +1103,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1116,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -766,7 +1131,7 @@ var File_jobwire_v1_producer_service_proto protoreflect.FileDescriptor
 const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"!jobwire/v1/producer_service.proto\x12\n" +
-	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xe9\x03\n" +
+	"jobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xb7\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x14\n" +
@@ -778,7 +1143,10 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12=\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2!.jobwire.v1.JobSpec.MetadataEntryR\bmetadata\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18# \x03(\x03R\tdependsOn\x12-\n" +
+	"\x13run_if_parents_fail\x18$ \x01(\bR\x10runIfParentsFail\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -801,7 +1169,25 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x120\n" +
-	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"\x9c\x01\n" +
+	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"B\n" +
+	"\x13EnqueueGraphRequest\x12+\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x15.jobwire.v1.GraphNodeR\x05nodes\"c\n" +
+	"\tGraphNode\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12%\n" +
+	"\x03job\x18\x02 \x01(\v2\x13.jobwire.v1.JobSpecR\x03job\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\x03 \x03(\tR\tdependsOn\"^\n" +
+	"\x14EnqueueGraphResponse\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\x03R\agraphId\x12+\n" +
+	"\x04jobs\x18\x02 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\",\n" +
+	"\x0fGetGraphRequest\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\x03R\agraphId\"7\n" +
+	"\x10GetGraphResponse\x12#\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\"/\n" +
+	"\x12CancelGraphRequest\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\x03R\agraphId\"3\n" +
+	"\x13CancelGraphResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\"\x9c\x01\n" +
 	"\n" +
 	"JobWaiting\x12.\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x16.jobwire.v1.WaitReasonR\x06reason\x12\x16\n" +
@@ -811,7 +1197,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x10CancelJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"6\n" +
 	"\x11CancelJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\xf7\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job*\x90\x02\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -821,12 +1207,16 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a\x12\x17\n" +
+	"\x13WAIT_REASON_PARENTS\x10\f2\x9d\x04\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
 	"\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n" +
-	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponseB\xa4\x01\n" +
+	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n" +
+	"\fEnqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12E\n" +
+	"\bGetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n" +
+	"\vCancelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponseB\xa4\x01\n" +
 	"\x0ecom.jobwire.v1B\x14ProducerServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -844,7 +1234,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(WaitReason)(0),               // 0: jobwire.v1.WaitReason
 	(*JobSpec)(nil),               // 1: jobwire.v1.JobSpec
@@ -855,44 +1245,61 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*EnqueueBatchResponse)(nil),  // 6: jobwire.v1.EnqueueBatchResponse
 	(*GetJobRequest)(nil),         // 7: jobwire.v1.GetJobRequest
 	(*GetJobResponse)(nil),        // 8: jobwire.v1.GetJobResponse
-	(*JobWaiting)(nil),            // 9: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 10: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 11: jobwire.v1.CancelJobResponse
-	nil,                           // 12: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(JobState)(0),                 // 15: jobwire.v1.JobState
-	(*Job)(nil),                   // 16: jobwire.v1.Job
+	(*EnqueueGraphRequest)(nil),   // 9: jobwire.v1.EnqueueGraphRequest
+	(*GraphNode)(nil),             // 10: jobwire.v1.GraphNode
+	(*EnqueueGraphResponse)(nil),  // 11: jobwire.v1.EnqueueGraphResponse
+	(*GetGraphRequest)(nil),       // 12: jobwire.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),      // 13: jobwire.v1.GetGraphResponse
+	(*CancelGraphRequest)(nil),    // 14: jobwire.v1.CancelGraphRequest
+	(*CancelGraphResponse)(nil),   // 15: jobwire.v1.CancelGraphResponse
+	(*JobWaiting)(nil),            // 16: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 17: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 18: jobwire.v1.CancelJobResponse
+	nil,                           // 19: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(JobState)(0),                 // 22: jobwire.v1.JobState
+	(*Job)(nil),                   // 23: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	13, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	14, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	14, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	12, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	20, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	21, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	21, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	19, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	1,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	15, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	13, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	22, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	20, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	3,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	1,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
 	3,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	16, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	9,  // 11: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	0,  // 12: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	13, // 13: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	16, // 14: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	2,  // 15: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	5,  // 16: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	7,  // 17: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	10, // 18: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	4,  // 19: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	6,  // 20: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	8,  // 21: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	11, // 22: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	23, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	16, // 11: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	10, // 12: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
+	1,  // 13: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
+	3,  // 14: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	23, // 15: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
+	0,  // 16: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	20, // 17: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	23, // 18: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	2,  // 19: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	5,  // 20: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	7,  // 21: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	17, // 22: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	9,  // 23: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
+	12, // 24: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
+	14, // 25: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
+	4,  // 26: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	6,  // 27: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	8,  // 28: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	18, // 29: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	11, // 30: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
+	13, // 31: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
+	15, // 32: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -911,7 +1318,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

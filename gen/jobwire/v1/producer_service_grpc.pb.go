@@ -23,6 +23,9 @@ const (
 	ProducerService_EnqueueBatch_FullMethodName = "/jobwire.v1.ProducerService/EnqueueBatch"
 	ProducerService_GetJob_FullMethodName       = "/jobwire.v1.ProducerService/GetJob"
 	ProducerService_CancelJob_FullMethodName    = "/jobwire.v1.ProducerService/CancelJob"
+	ProducerService_EnqueueGraph_FullMethodName = "/jobwire.v1.ProducerService/EnqueueGraph"
+	ProducerService_GetGraph_FullMethodName     = "/jobwire.v1.ProducerService/GetGraph"
+	ProducerService_CancelGraph_FullMethodName  = "/jobwire.v1.ProducerService/CancelGraph"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -42,6 +45,16 @@ type ProducerServiceClient interface {
 	// A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
 	// fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
+	// EnqueueGraph stores a graph of jobs that depend on one another in one transaction: all or
+	// nothing. Nodes name their parents by the keys local to the call (GraphNode.depends_on) and
+	// by ids of stored jobs (JobSpec.depends_on). A cycle, an unknown key or a parent that does
+	// not exist is INVALID_ARGUMENT or NOT_FOUND naming the node.
+	EnqueueGraph(ctx context.Context, in *EnqueueGraphRequest, opts ...grpc.CallOption) (*EnqueueGraphResponse, error)
+	// GetGraph lists the jobs of a graph, in the order they were enqueued.
+	GetGraph(ctx context.Context, in *GetGraphRequest, opts ...grpc.CallOption) (*GetGraphResponse, error)
+	// CancelGraph cancels every job of a graph that has not finished (running ones are told to
+	// stop) and returns how many it cancelled.
+	CancelGraph(ctx context.Context, in *CancelGraphRequest, opts ...grpc.CallOption) (*CancelGraphResponse, error)
 }
 
 type producerServiceClient struct {
@@ -92,6 +105,36 @@ func (c *producerServiceClient) CancelJob(ctx context.Context, in *CancelJobRequ
 	return out, nil
 }
 
+func (c *producerServiceClient) EnqueueGraph(ctx context.Context, in *EnqueueGraphRequest, opts ...grpc.CallOption) (*EnqueueGraphResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnqueueGraphResponse)
+	err := c.cc.Invoke(ctx, ProducerService_EnqueueGraph_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *producerServiceClient) GetGraph(ctx context.Context, in *GetGraphRequest, opts ...grpc.CallOption) (*GetGraphResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGraphResponse)
+	err := c.cc.Invoke(ctx, ProducerService_GetGraph_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *producerServiceClient) CancelGraph(ctx context.Context, in *CancelGraphRequest, opts ...grpc.CallOption) (*CancelGraphResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelGraphResponse)
+	err := c.cc.Invoke(ctx, ProducerService_CancelGraph_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServiceServer is the server API for ProducerService service.
 // All implementations must embed UnimplementedProducerServiceServer
 // for forward compatibility.
@@ -109,6 +152,16 @@ type ProducerServiceServer interface {
 	// A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
 	// fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
+	// EnqueueGraph stores a graph of jobs that depend on one another in one transaction: all or
+	// nothing. Nodes name their parents by the keys local to the call (GraphNode.depends_on) and
+	// by ids of stored jobs (JobSpec.depends_on). A cycle, an unknown key or a parent that does
+	// not exist is INVALID_ARGUMENT or NOT_FOUND naming the node.
+	EnqueueGraph(context.Context, *EnqueueGraphRequest) (*EnqueueGraphResponse, error)
+	// GetGraph lists the jobs of a graph, in the order they were enqueued.
+	GetGraph(context.Context, *GetGraphRequest) (*GetGraphResponse, error)
+	// CancelGraph cancels every job of a graph that has not finished (running ones are told to
+	// stop) and returns how many it cancelled.
+	CancelGraph(context.Context, *CancelGraphRequest) (*CancelGraphResponse, error)
 	mustEmbedUnimplementedProducerServiceServer()
 }
 
@@ -130,6 +183,15 @@ func (UnimplementedProducerServiceServer) GetJob(context.Context, *GetJobRequest
 }
 func (UnimplementedProducerServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
+}
+func (UnimplementedProducerServiceServer) EnqueueGraph(context.Context, *EnqueueGraphRequest) (*EnqueueGraphResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnqueueGraph not implemented")
+}
+func (UnimplementedProducerServiceServer) GetGraph(context.Context, *GetGraphRequest) (*GetGraphResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGraph not implemented")
+}
+func (UnimplementedProducerServiceServer) CancelGraph(context.Context, *CancelGraphRequest) (*CancelGraphResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelGraph not implemented")
 }
 func (UnimplementedProducerServiceServer) mustEmbedUnimplementedProducerServiceServer() {}
 func (UnimplementedProducerServiceServer) testEmbeddedByValue()                         {}
@@ -224,6 +286,60 @@ func _ProducerService_CancelJob_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProducerService_EnqueueGraph_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnqueueGraphRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).EnqueueGraph(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_EnqueueGraph_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).EnqueueGraph(ctx, req.(*EnqueueGraphRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProducerService_GetGraph_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGraphRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).GetGraph(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_GetGraph_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).GetGraph(ctx, req.(*GetGraphRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProducerService_CancelGraph_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelGraphRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).CancelGraph(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_CancelGraph_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).CancelGraph(ctx, req.(*CancelGraphRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProducerService_ServiceDesc is the grpc.ServiceDesc for ProducerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -246,6 +362,18 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelJob",
 			Handler:    _ProducerService_CancelJob_Handler,
+		},
+		{
+			MethodName: "EnqueueGraph",
+			Handler:    _ProducerService_EnqueueGraph_Handler,
+		},
+		{
+			MethodName: "GetGraph",
+			Handler:    _ProducerService_GetGraph_Handler,
+		},
+		{
+			MethodName: "CancelGraph",
+			Handler:    _ProducerService_CancelGraph_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from jobwire.v1 import job_pb2 as jobwire_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xf8\x02\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"}\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"8\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*\xf7\x01\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x32\xb3\x02\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xa9\x03\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x12\x12\n\ndepends_on\x18# \x03(\x03\x12\x1b\n\x13run_if_parents_fail\x18$ \x01(\x08\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"}\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"8\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\";\n\x13\x45nqueueGraphRequest\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.GraphNode\"N\n\tGraphNode\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x03job\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12\x12\n\ndepends_on\x18\x03 \x03(\t\"O\n\x14\x45nqueueGraphResponse\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\x12%\n\x04jobs\x18\x02 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"#\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"1\n\x10GetGraphResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"&\n\x12\x43\x61ncelGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"(\n\x13\x43\x61ncelGraphResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*\x90\x02\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x12\x17\n\x13WAIT_REASON_PARENTS\x10\x0c\x32\x9d\x04\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n\x0c\x45nqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12\x45\n\x08GetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n\x0b\x43\x61ncelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.producer_service_pb2', globals())
@@ -25,32 +25,46 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _JOBSPEC_METADATAENTRY._options = None
   _JOBSPEC_METADATAENTRY._serialized_options = b'8\001'
-  _WAITREASON._serialized_start=1202
-  _WAITREASON._serialized_end=1449
+  _WAITREASON._serialized_start=1643
+  _WAITREASON._serialized_end=1915
   _JOBSPEC._serialized_start=137
-  _JOBSPEC._serialized_end=513
-  _JOBSPEC_METADATAENTRY._serialized_start=454
-  _JOBSPEC_METADATAENTRY._serialized_end=501
-  _ENQUEUEREQUEST._serialized_start=515
-  _ENQUEUEREQUEST._serialized_end=565
-  _ENQUEUEDJOB._serialized_start=567
-  _ENQUEUEDJOB._serialized_end=692
-  _ENQUEUERESPONSE._serialized_start=694
-  _ENQUEUERESPONSE._serialized_end=749
-  _ENQUEUEBATCHREQUEST._serialized_start=751
-  _ENQUEUEBATCHREQUEST._serialized_end=807
-  _ENQUEUEBATCHRESPONSE._serialized_start=809
-  _ENQUEUEBATCHRESPONSE._serialized_end=870
-  _GETJOBREQUEST._serialized_start=872
-  _GETJOBREQUEST._serialized_end=899
-  _GETJOBRESPONSE._serialized_start=901
-  _GETJOBRESPONSE._serialized_end=988
-  _JOBWAITING._serialized_start=990
-  _JOBWAITING._serialized_end=1116
-  _CANCELJOBREQUEST._serialized_start=1118
-  _CANCELJOBREQUEST._serialized_end=1148
-  _CANCELJOBRESPONSE._serialized_start=1150
-  _CANCELJOBRESPONSE._serialized_end=1199
-  _PRODUCERSERVICE._serialized_start=1452
-  _PRODUCERSERVICE._serialized_end=1759
+  _JOBSPEC._serialized_end=562
+  _JOBSPEC_METADATAENTRY._serialized_start=503
+  _JOBSPEC_METADATAENTRY._serialized_end=550
+  _ENQUEUEREQUEST._serialized_start=564
+  _ENQUEUEREQUEST._serialized_end=614
+  _ENQUEUEDJOB._serialized_start=616
+  _ENQUEUEDJOB._serialized_end=741
+  _ENQUEUERESPONSE._serialized_start=743
+  _ENQUEUERESPONSE._serialized_end=798
+  _ENQUEUEBATCHREQUEST._serialized_start=800
+  _ENQUEUEBATCHREQUEST._serialized_end=856
+  _ENQUEUEBATCHRESPONSE._serialized_start=858
+  _ENQUEUEBATCHRESPONSE._serialized_end=919
+  _GETJOBREQUEST._serialized_start=921
+  _GETJOBREQUEST._serialized_end=948
+  _GETJOBRESPONSE._serialized_start=950
+  _GETJOBRESPONSE._serialized_end=1037
+  _ENQUEUEGRAPHREQUEST._serialized_start=1039
+  _ENQUEUEGRAPHREQUEST._serialized_end=1098
+  _GRAPHNODE._serialized_start=1100
+  _GRAPHNODE._serialized_end=1178
+  _ENQUEUEGRAPHRESPONSE._serialized_start=1180
+  _ENQUEUEGRAPHRESPONSE._serialized_end=1259
+  _GETGRAPHREQUEST._serialized_start=1261
+  _GETGRAPHREQUEST._serialized_end=1296
+  _GETGRAPHRESPONSE._serialized_start=1298
+  _GETGRAPHRESPONSE._serialized_end=1347
+  _CANCELGRAPHREQUEST._serialized_start=1349
+  _CANCELGRAPHREQUEST._serialized_end=1387
+  _CANCELGRAPHRESPONSE._serialized_start=1389
+  _CANCELGRAPHRESPONSE._serialized_end=1429
+  _JOBWAITING._serialized_start=1431
+  _JOBWAITING._serialized_end=1557
+  _CANCELJOBREQUEST._serialized_start=1559
+  _CANCELJOBREQUEST._serialized_end=1589
+  _CANCELJOBRESPONSE._serialized_start=1591
+  _CANCELJOBRESPONSE._serialized_end=1640
+  _PRODUCERSERVICE._serialized_start=1918
+  _PRODUCERSERVICE._serialized_end=2459
 # @@protoc_insertion_point(module_scope)

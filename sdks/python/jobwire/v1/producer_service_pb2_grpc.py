@@ -35,6 +35,21 @@ class ProducerServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_producer__service__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CancelJobResponse.FromString,
                 )
+        self.EnqueueGraph = channel.unary_unary(
+                '/jobwire.v1.ProducerService/EnqueueGraph',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueGraphRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueGraphResponse.FromString,
+                )
+        self.GetGraph = channel.unary_unary(
+                '/jobwire.v1.ProducerService/GetGraph',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.GetGraphRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.GetGraphResponse.FromString,
+                )
+        self.CancelGraph = channel.unary_unary(
+                '/jobwire.v1.ProducerService/CancelGraph',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphResponse.FromString,
+                )
 
 
 class ProducerServiceServicer(object):
@@ -72,6 +87,31 @@ class ProducerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EnqueueGraph(self, request, context):
+        """EnqueueGraph stores a graph of jobs that depend on one another in one transaction: all or
+        nothing. Nodes name their parents by the keys local to the call (GraphNode.depends_on) and
+        by ids of stored jobs (JobSpec.depends_on). A cycle, an unknown key or a parent that does
+        not exist is INVALID_ARGUMENT or NOT_FOUND naming the node.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGraph(self, request, context):
+        """GetGraph lists the jobs of a graph, in the order they were enqueued.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelGraph(self, request, context):
+        """CancelGraph cancels every job of a graph that has not finished (running ones are told to
+        stop) and returns how many it cancelled.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +134,21 @@ def add_ProducerServiceServicer_to_server(servicer, server):
                     servicer.CancelJob,
                     request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CancelJobRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_producer__service__pb2.CancelJobResponse.SerializeToString,
+            ),
+            'EnqueueGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnqueueGraph,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueGraphRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueGraphResponse.SerializeToString,
+            ),
+            'GetGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGraph,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.GetGraphRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.GetGraphResponse.SerializeToString,
+            ),
+            'CancelGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelGraph,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.CancelGraphResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -171,5 +226,56 @@ class ProducerService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/CancelJob',
             jobwire_dot_v1_dot_producer__service__pb2.CancelJobRequest.SerializeToString,
             jobwire_dot_v1_dot_producer__service__pb2.CancelJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EnqueueGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/EnqueueGraph',
+            jobwire_dot_v1_dot_producer__service__pb2.EnqueueGraphRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.EnqueueGraphResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/GetGraph',
+            jobwire_dot_v1_dot_producer__service__pb2.GetGraphRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.GetGraphResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CancelGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/CancelGraph',
+            jobwire_dot_v1_dot_producer__service__pb2.CancelGraphRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.CancelGraphResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
