@@ -797,6 +797,7 @@ test('progress is throttled to one a second on the worker clock, the last one se
   finish();
   assert.equal((await s.recv('progress')).message, 'after the last');
   const r = await s.recv('result');
+  assert.deepEqual(s.frames.at(-1), ['progress', 'result'], 'the last report and the result share a batch frame');
   assert.equal(Buffer.from(r.success.result).toString(), 'done');
   b.worker.progressDue(j);
   s.send(ack(1));

@@ -161,6 +161,7 @@ class ResultsStreamTest(BrokerTestCase):
         last = await s.recv("progress")  # the handler returned: the newest report, then the result
         self.assertEqual((last.fraction, last.message), (1.0, "step 5"))
         await s.recv("result")
+        self.assertEqual(s.batches[-1], 2, "the last report and the result, queued together, share a batch frame")
         w._progress_due(j)  # as if its flush came now: it finds nothing to send
         s.send(result_ack=ack(1))
         await self.stop_and_expect_drain(w, task, s)  # the Drain is next, no Progress before it

@@ -37,6 +37,7 @@ import org.junit.jupiter.api.Test;
 class ResultsTest {
   private FakeBroker broker;
   private Worker worker;
+  private Thread running;
   private final CountDownLatch reported = new CountDownLatch(1);
   private final CountDownLatch go = new CountDownLatch(1);
   private final AtomicReference<List<ParentResult>> parents = new AtomicReference<>();
@@ -53,6 +54,9 @@ class ResultsTest {
       worker.shutdown();
     }
     broker.close();
+    if (running != null) {
+      running.join(TimeUnit.SECONDS.toMillis(FakeBroker.WAIT_SECONDS)); // no worker outlives its test
+    }
   }
 
   @Test
@@ -88,6 +92,8 @@ class ResultsTest {
         .workerId("w1")
         .capacity(2)
         .backoff(new Backoff(Duration.ofMillis(10), Duration.ofMillis(50), () -> 0.5))
+        .gracePeriod(Duration.ofMillis(100))
+        .finishTimeout(Duration.ofMillis(100))
         .resultEncoder(v -> ("<" + v + ">").getBytes(StandardCharsets.UTF_8))
         .build();
     worker.handle("bytes", ctx -> ctx.setResult(ctx.payload()));
@@ -104,15 +110,15 @@ class ResultsTest {
       ctx.progress("late"); // held back within the interval: it goes right before the result
       ctx.setResultText("done");
     });
-    Thread t = new Thread(() -> {
+    running = new Thread(() -> {
       try {
         worker.run();
       } catch (Exception e) {
         // the test's assertions say what went wrong
       }
     });
-    t.setDaemon(true);
-    t.start();
+    running.setDaemon(true);
+    running.start();
   }
 
   private FakeBroker.Stream connect(int maxResultBytes) throws InterruptedException {
