@@ -761,45 +761,64 @@ test("a result over the broker's limit is a FATAL ResultTooLarge naming both siz
   await b.stopAndExpectDrain(s);
 });
 
-test('progress is throttled to one a second on the worker clock, the last one sent before the result, none after', async (t) => {
-  const b = await setup(t);
-  let now = 100000;
-  b.worker.clock = () => now; // the throttle's clock, moved by hand
-  b.worker.progressIntervalMs = 20; // the flush timer waits this long
-  let finish;
+/** A handler "steps" that reports five times at once, then once more and resolves when told to. */
+function stepsHandler(b) {
+  const h = {};
   const finished = new Promise((r) => {
-    finish = r;
+    h.finish = r;
   });
-  let reported;
-  const allReported = new Promise((r) => {
-    reported = r;
+  h.reported = new Promise((r) => {
+    h.allReported = r;
   });
   b.worker.handle('steps', async (ctx) => {
     for (let i = 1; i <= 5; i++) ctx.progress(i / 5, `step ${i}`);
-    reported();
+    h.allReported();
     await finished;
     ctx.progress(1, 'after the last');
     return 'done';
   });
+  return h;
+}
+
+test('progress is throttled to one a second on the worker clock and the newest report held back is sent', async (t) => {
+  const b = await setup(t);
+  let now = 100000;
+  b.worker.clock = () => now; // the throttle's clock, moved by hand
+  b.worker.progressIntervalMs = 20; // the flush timer waits this long
+  const h = stepsHandler(b);
   const { s } = await b.start();
   s.send(assignment(1, 'steps'));
   await s.recv('started');
   const first = await s.recv('progress');
   assert.deepEqual([first.jobId, first.leaseToken, first.fraction, first.message], ['1', '100', 0.2, 'step 1']);
-  await allReported;
-  now += 1000;
+  await h.reported;
+  now += 20;
   const last = await s.recv('progress');
   assert.deepEqual([last.fraction, last.message], [1, 'step 5']);
-  // The handler's report right before it returns is held back (within the interval), and goes
-  // right before the result; a flush that comes later finds nothing to send.
-  now += 5;
+  h.finish();
+  assert.equal((await s.recv('progress')).message, 'after the last'); // a second on: at once
+  assert.equal(Buffer.from((await s.recv('result')).success.result).toString(), 'done');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('a progress report held back when the handler resolves goes right before the result, none after', async (t) => {
+  const b = await setup(t);
+  b.worker.clock = () => 100000; // never moves: every report after the first waits for a flush
+  b.worker.progressIntervalMs = 3_600_000; // whose timer would fire only after the test
+  const h = stepsHandler(b);
+  const { s } = await b.start();
+  s.send(assignment(1, 'steps'));
+  await s.recv('started');
+  assert.equal((await s.recv('progress')).message, 'step 1');
+  await h.reported;
   const j = b.worker.jobs.get('1');
-  finish();
+  h.finish();
   assert.equal((await s.recv('progress')).message, 'after the last');
   const r = await s.recv('result');
-  assert.deepEqual(s.frames.at(-1), ['progress', 'result'], 'the last report and the result share a batch frame');
   assert.equal(Buffer.from(r.success.result).toString(), 'done');
-  b.worker.progressDue(j);
+  assert.deepEqual(s.frames.at(-1), ['progress', 'result'], 'the last report and the result share a batch frame');
+  b.worker.progressDue(j); // as if its flush came now: it finds nothing to send
   s.send(ack(1));
   await b.stopAndExpectDrain(s); // the Drain is next, no Progress before it
 });
