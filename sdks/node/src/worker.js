@@ -22,6 +22,7 @@ const { ProgressThrottle, PROGRESS_INTERVAL_MS, checkFraction, clipMessage, enco
 /** Refused codes the protocol gives a meaning to (gRPC status codes). */
 const CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
 const CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
+const CODE_INVALID_ARGUMENT = 3; // a progress report broke a rule: the job goes on
 
 /**
  * The HTTP/2 flow-control window this worker grants the broker, for its stream and its
@@ -776,7 +777,12 @@ class Worker {
       }
       return; // a refused heartbeat is repeated by the next tick anyway
     }
-    if (r.refusedMessage === 'REFUSED_MESSAGE_HEARTBEAT' && j.result) return; // the Result's own answer settles it
+    if (r.refusedMessage === 'REFUSED_MESSAGE_PROGRESS' && r.code === CODE_INVALID_ARGUMENT) {
+      this.log.warn(`broker refused a progress report of job ${r.jobId}: ${r.message}`);
+      return; // progress is advisory: the job goes on
+    }
+    const settling = r.refusedMessage === 'REFUSED_MESSAGE_HEARTBEAT' || r.refusedMessage === 'REFUSED_MESSAGE_PROGRESS';
+    if (settling && j.result) return; // the Result's own answer settles it
     this.log.warn(`broker refused ${r.refusedMessage} for job ${r.jobId} (code ${r.code}: ${r.message}); dropping the job`);
     this.drop(j, CancelReason.LEASE_LOST);
   }

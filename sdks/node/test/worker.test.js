@@ -847,3 +847,22 @@ test('the parents\' results of an assignment reach the handler in order', async 
   s.send(ack(9));
   await b.stopAndExpectDrain(s);
 });
+
+test('a refused progress report is only logged unless the lease is stale', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  s.send(refused(1, 'REFUSED_MESSAGE_PROGRESS', 3)); // INVALID_ARGUMENT: the report broke a rule
+  s.send(refused(1, 'REFUSED_MESSAGE_PROGRESS', 14)); // UNAVAILABLE: the next report replaces it
+  s.send(assignment(2)); // read after the two refusals: once it ran, they were handled
+  await s.recv('started');
+  await s.recv('result');
+  s.send(ack(2));
+  assert.ok(b.worker.jobs.has('1'), 'the job runs on after a refused report');
+  assert.deepEqual(b.seenCancel, []);
+  s.send(refused(1, 'REFUSED_MESSAGE_PROGRESS', 9)); // FAILED_PRECONDITION: the lease is stale
+  await until(() => b.seenCancel.length > 0);
+  assert.deepEqual(b.seenCancel, ['lease_lost'], 'only the stale lease stopped the job');
+  await b.stopAndExpectDrain(s); // no Result for the lost job
+});

@@ -50,6 +50,7 @@ CHANNEL_OPTIONS = (("grpc.http2.bdp_probe", 0),)
 
 CODE_FAILED_PRECONDITION = 9  # stale lease or finished job: drop the message
 CODE_UNAVAILABLE = 14  # storage busy: send the message again after a short backoff
+CODE_INVALID_ARGUMENT = 3  # a progress report broke a rule: the job goes on
 
 # Stream errors that no reconnect can fix: the worker's configuration is wrong.
 _PERMANENT_CODES = frozenset(
@@ -662,7 +663,10 @@ class Worker:
                 started = pb.Started(job_id=r.job_id, lease_token=r.lease_token)
                 self._later(lambda: self._resend_if_held(j, pb.ConnectRequest(started=started)))
             return  # a refused heartbeat is repeated by the next tick anyway
-        if what == pb.REFUSED_MESSAGE_HEARTBEAT and j.result is not None:
+        if what == pb.REFUSED_MESSAGE_PROGRESS and r.code == CODE_INVALID_ARGUMENT:
+            log.warning("broker refused a progress report of job %d: %s", r.job_id, r.message)
+            return  # progress is advisory: the job goes on
+        if what in (pb.REFUSED_MESSAGE_HEARTBEAT, pb.REFUSED_MESSAGE_PROGRESS) and j.result is not None:
             return  # the Result's own answer settles this job
         log.warning(
             "broker refused %s for job %d (code %d: %s); dropping the job",

@@ -166,6 +166,31 @@ class ResultsStreamTest(BrokerTestCase):
         s.send(result_ack=ack(1))
         await self.stop_and_expect_drain(w, task, s)  # the Drain is next, no Progress before it
 
+    async def test_a_refused_progress_report_is_only_logged_unless_the_lease_is_stale(self):
+        w = self.make_worker()
+        task, s, _ = await self.start(w)
+        self.addCleanup(task.cancel)
+
+        def refused(code):
+            return pb.Refused(
+                job_id=1, lease_token="100", refused_message=pb.REFUSED_MESSAGE_PROGRESS, code=code, message="scripted"
+            )
+
+        s.send(assignment=assignment(1, "block"))
+        await s.recv("started")
+        s.send(refused=refused(3))  # INVALID_ARGUMENT: the report broke a rule
+        s.send(refused=refused(14))  # UNAVAILABLE: the next report replaces it
+        s.send(assignment=assignment(2))  # read after the two refusals: once it ran, they were handled
+        await s.recv("started")
+        await s.recv("result")
+        s.send(result_ack=ack(2))
+        self.assertIn(1, w._jobs, "the job runs on after a refused report")
+        self.assertEqual(self.cancel_reasons, [])
+        s.send(refused=refused(9))  # FAILED_PRECONDITION: the lease is stale
+        await asyncio.wait_for(self.seen_cancel.wait(), WAIT)
+        self.assertEqual(self.cancel_reasons, ["lease_lost"], "only the stale lease stopped the job")
+        await self.stop_and_expect_drain(w, task, s)  # no Result for the lost job
+
 
 if __name__ == "__main__":
     unittest.main()

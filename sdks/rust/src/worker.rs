@@ -828,7 +828,11 @@ impl Core {
             }
             return;
         }
-        if what == pb::RefusedMessage::Heartbeat && has_result {
+        if what == pb::RefusedMessage::Progress && r.code == Code::InvalidArgument as u32 {
+            tracing::warn!("the broker refused a progress report of job {job_id}: {}", r.message);
+            return; // progress is advisory: the job goes on
+        }
+        if matches!(what, pb::RefusedMessage::Heartbeat | pb::RefusedMessage::Progress) && has_result {
             return; // the Result's own answer settles it
         }
         tracing::warn!("the broker refused {what:?} of job {job_id} (code {}: {}); dropping the job", r.code, r.message);
@@ -1489,5 +1493,27 @@ mod tests {
             matches!(last, Some(Out::Result(r)) if matches!(&r.outcome, Some(pb::result::Outcome::Success(ok)) if ok.result == b"done")),
             "{sent:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_progress_report_is_only_logged_unless_the_lease_is_stale() {
+        let mut b = setup(4);
+        let refused = |code: Code| {
+            msg(In::Refused(pb::Refused {
+                job_id: 24,
+                lease_token: "t24".into(),
+                refused_message: pb::RefusedMessage::Progress as i32,
+                code: code as u32,
+                message: "scripted".into(),
+            }))
+        };
+        b.core.on_message(assignment(24, "wait", "t24"));
+        b.core.on_message(refused(Code::InvalidArgument));
+        b.core.on_message(refused(Code::Unavailable));
+        assert!(b.core.jobs.contains_key(&24), "a report that broke a rule, or met a busy store, leaves the job running");
+        b.core.on_message(refused(Code::FailedPrecondition));
+        assert!(!b.core.jobs.contains_key(&24), "a stale lease is a lost lease");
+        b.handler_returns().await;
+        assert!(result_of(&b.sent(), 24).is_none(), "the lost job's outcome is dropped");
     }
 }

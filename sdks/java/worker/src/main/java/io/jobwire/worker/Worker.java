@@ -101,6 +101,8 @@ public final class Worker {
 
   static final int CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
 
+  static final int CODE_INVALID_ARGUMENT = 3; // a progress report broke a rule: the job goes on
+
   /** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
   static final int MAX_BATCH = 1024;
 
@@ -906,7 +908,13 @@ public final class Worker {
       }
       return; // a refused heartbeat is repeated by the next tick anyway
     }
-    if (r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_HEARTBEAT && t.result != null) {
+    if (r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_PROGRESS && r.getCode() == CODE_INVALID_ARGUMENT) {
+      logf(Level.WARNING, "broker refused a progress report of job %s: %s", r.getJobId(), r.getMessage());
+      return; // progress is advisory: the job goes on
+    }
+    boolean settledByResult = r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_HEARTBEAT
+        || r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_PROGRESS;
+    if (settledByResult && t.result != null) {
       return; // the Result's own answer settles it
     }
     logf(Level.WARNING, "broker refused %s for job %s (code %s: %s); dropping the job",

@@ -26,6 +26,8 @@ import jobwire.v1.WorkerServiceOuterClass.Assignment;
 import jobwire.v1.WorkerServiceOuterClass.ConnectResponse;
 import jobwire.v1.WorkerServiceOuterClass.Failure;
 import jobwire.v1.WorkerServiceOuterClass.Progress;
+import jobwire.v1.WorkerServiceOuterClass.Refused;
+import jobwire.v1.WorkerServiceOuterClass.RefusedMessage;
 import jobwire.v1.WorkerServiceOuterClass.Result;
 import jobwire.v1.WorkerServiceOuterClass.ResultAck;
 import jobwire.v1.WorkerServiceOuterClass.Welcome;
@@ -213,5 +215,26 @@ class ResultsTest {
     assertEquals("late", last.getMessage());
     assertFalse(last.hasFraction(), "a message alone carries no fraction");
     assertEquals(ByteString.copyFromUtf8("done"), s.recv(RESULT).getResult().getSuccess().getResult());
+  }
+
+  @Test
+  void aProgressReportTheBrokerRefusedAsInvalidLeavesTheJobRunning() throws Exception {
+    start(Worker.builder().nanoClock(() -> 0L).progressInterval(Duration.ofHours(1)));
+    FakeBroker.Stream s = connect(0);
+    s.assign(1, "steps", "", "1.a");
+    s.recv(STARTED);
+    s.recv(PROGRESS);
+    s.send(ConnectResponse.newBuilder()
+        .setRefused(Refused.newBuilder()
+            .setJobId(1)
+            .setLeaseToken("1.a")
+            .setRefusedMessage(RefusedMessage.REFUSED_MESSAGE_PROGRESS)
+            .setCode(3) // INVALID_ARGUMENT: the report broke a rule
+            .setMessage("scripted"))
+        .build());
+    run(s, 2, "none", ""); // read after the refusal: once it ran, the refusal was handled
+    go.countDown();
+    s.recv(PROGRESS);
+    assertEquals(ByteString.copyFromUtf8("done"), s.recv(RESULT).getResult().getSuccess().getResult(), "the job ran on to its result");
   }
 }
