@@ -35,6 +35,8 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 		LastErrorType:    p.GetLastErrorType(),
 		LastErrorMessage: p.GetLastErrorMessage(),
 		Metadata:         p.GetMetadata(),
+		Result:           p.GetResult(),
+		Progress:         progressFromProto(p.GetProgress()),
 		RateKey:          p.GetRateKey(),
 		BatchID:          p.GetBatchId(),
 		ConcurrencyKey:   p.GetConcurrencyKey(),
@@ -159,4 +161,12 @@ func timeFromProto(ts *timestamppb.Timestamp) time.Time {
 		return time.Time{}
 	}
 	return ts.AsTime()
+}
+
+func progressFromProto(p *jobwirev1.JobProgress) *job.Progress {
+	if p == nil {
+		return nil
+	}
+	return &job.Progress{Attempt: int(p.GetAttempt()), Fraction: p.GetFraction(), HasFraction: p.Fraction != nil,
+		Message: p.GetMessage(), UpdatedAt: timeFromProto(p.GetUpdatedAt())}
 }

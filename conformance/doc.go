@@ -3,9 +3,10 @@
 // conformance worker, then for each language starts broker and worker processes and drives them
 // through the Go client, one scenario at a time (payload round trip, fatal and transient failures,
 // retry-after, heartbeats, cancellation, a killed worker, graceful drain, worker and broker
-// restarts, a broker frozen past a lease, TLS). Every scenario runs twice per language: with the
-// broker on a SQLite file, and on a PostgreSQL schema of the server JOBWIRE_TEST_POSTGRES names
-// (the columns "go-pg" and so on; skipped without a server, a failure under CI).
+// restarts, a broker frozen past a lease, TLS, results and progress, parents' results). Every
+// scenario runs twice per language: with the broker on a SQLite file, and on a PostgreSQL schema
+// of the server JOBWIRE_TEST_POSTGRES names (the columns "go-pg" and so on; skipped without a
+// server, a failure under CI).
 //
 // Run it with
 //

@@ -50,9 +50,35 @@ export declare class JobContext {
   readonly cancelReason: CancelReasonValue | undefined;
   /** The payload decoded as JSON; a malformed payload throws SyntaxError, which is FATAL. */
   json<T = any>(): T;
+  /** The results of the jobs this one depends on, in the order the producer named them. */
+  readonly parentResults: ParentResult[];
+  /**
+   * Set the job's result: a Buffer or Uint8Array as it is, a string as UTF-8, anything else as
+   * JSON. A value the handler resolves to (other than undefined) wins. Larger than the broker's
+   * limit, the attempt fails as FATAL with error type ResultTooLarge.
+   */
+  setResult(value: unknown): void;
+  /**
+   * Report how far the job got: a fraction from 0 to 1 (null when unknown) and/or a short
+   * message. Sent at most once a second per job, the last one always, none after the result.
+   */
+  progress(fraction?: number | null, message?: string): void;
 }
 
-/** A handler resolves for success and throws (or rejects) for failure. */
+/** The result of a job another depends on, as its assignment carries it. */
+export interface ParentResult {
+  /** The parent's id: an int64 as a decimal string. */
+  readonly jobId: string;
+  readonly type: string;
+  /** What the parent returned; empty if nothing. */
+  readonly result: Buffer;
+  /** 'succeeded', or 'dead' or 'cancelled' for a job enqueued to run whatever its parents' outcome. */
+  readonly state: string;
+  /** The result decoded as JSON. */
+  json<T = any>(): T;
+}
+
+/** A handler resolves for success (its value is the job's result) and throws (or rejects) for failure. */
 export type Handler = (ctx: JobContext) => unknown | Promise<unknown>;
 
 export interface Logger {

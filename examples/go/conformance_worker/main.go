@@ -26,6 +26,11 @@
 //	slow              {"ms": M}: sleeps M ms, stopping early on a cancel
 //	wait_cancel       waits for a cancel, then writes <dir>/cancelled-<job_id> holding the reason
 //	block             {"marker": NAME}: writes <dir>/started-<NAME>, then waits for a cancel
+//	result            returns the payload's bytes as the job's result
+//	result_size       {"bytes": N}: returns a result of N bytes ("x" each)
+//	progress          {"steps": N, "marker": NAME}: reports progress i/N, "step i of N", for i in
+//	                  1..N at once, writes <dir>/started-<NAME>, then waits for a cancel
+//	parents           returns its parents' results as JSON: [{"job_id", "type", "state", "result"}]
 //
 // SIGTERM or SIGINT starts a graceful shutdown; the process exits 0 once it completes.
 package main
@@ -174,6 +179,50 @@ func (h *handlers) register(w *worker.Worker) {
 		}
 		<-ctx.Done()
 		return context.Cause(ctx)
+	})
+	h.registerResults(w)
+}
+
+// registerResults adds the job types of a job's value back to its producer: results, progress
+// and parents' results.
+func (h *handlers) registerResults(w *worker.Worker) {
+	w.Handle("result", func(_ context.Context, j *worker.Job) error {
+		j.SetResult(j.Payload)
+		return nil
+	})
+	worker.HandleJSON(w, "result_size", func(_ context.Context, j *worker.Job, p struct {
+		Bytes int `json:"bytes"`
+	}) error {
+		j.SetResult([]byte(strings.Repeat("x", p.Bytes)))
+		return nil
+	})
+	worker.HandleJSON(w, "progress", func(ctx context.Context, j *worker.Job, p struct {
+		Steps  int    `json:"steps"`
+		Marker string `json:"marker"`
+	}) error {
+		for i := 1; i <= p.Steps; i++ {
+			if err := j.SetProgress(float64(i)/float64(p.Steps), fmt.Sprintf("step %d of %d", i, p.Steps)); err != nil {
+				return err
+			}
+		}
+		if err := h.writeMarker("started-"+p.Marker, []byte(strconv.FormatInt(j.ID, 10))); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	w.Handle("parents", func(_ context.Context, j *worker.Job) error {
+		type parent struct {
+			JobID  int64  `json:"job_id"`
+			Type   string `json:"type"`
+			State  string `json:"state"`
+			Result string `json:"result"`
+		}
+		parents := []parent{}
+		for _, p := range j.ParentResults {
+			parents = append(parents, parent{JobID: p.JobID, Type: p.Type, State: p.State, Result: string(p.Result)})
+		}
+		return j.SetResultJSON(parents)
 	})
 }
 

@@ -25,6 +25,11 @@
 //   slow              {"ms": M}: sleeps M ms, stopping early on a cancel
 //   wait_cancel       waits for a cancel, then writes <dir>/cancelled-<job_id> and resolves
 //   block             {"marker": NAME}: writes <dir>/started-<NAME>, then waits for a cancel
+//   result            resolves to the payload's bytes: the job's result
+//   result_size       {"bytes": N}: resolves to a result of N bytes ("x" each)
+//   progress          {"steps": N, "marker": NAME}: reports progress i/N, "step i of N", for i
+//                     in 1..N at once, writes <dir>/started-<NAME>, then waits for a cancel
+//   parents           resolves to its parents' results as JSON: [{job_id, type, state, result}]
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -107,6 +112,22 @@ worker.handle('block', async (ctx) => {
   await aborted(ctx.signal);
   throw ctx.signal.reason;
 });
+
+worker.handle('result', async (ctx) => ctx.payload);
+
+worker.handle('result_size', async (ctx) => Buffer.alloc(ctx.json().bytes, 'x'));
+
+worker.handle('progress', async (ctx) => {
+  const { steps, marker } = ctx.json();
+  for (let i = 1; i <= steps; i++) ctx.progress(i / steps, `step ${i} of ${steps}`);
+  writeMarker(`started-${safeName(marker)}`, ctx.id);
+  await aborted(ctx.signal);
+  throw ctx.signal.reason;
+});
+
+worker.handle('parents', async (ctx) =>
+  ctx.parentResults.map((p) => ({ job_id: Number(p.jobId), type: p.type, state: p.state, result: p.result.toString('utf8') })),
+);
 
 console.error(`conformance worker state dir ${stateDir}`);
 worker.installSignalHandlers();

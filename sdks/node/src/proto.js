@@ -85,7 +85,8 @@ function workerStream() {
   for (const name of ['id', 'type', 'queue', 'payload', 'maxAttempts', 'metadata']) JobHead.add(copy(Job.fields[name]));
   const AssignmentHead = new protobuf.Type('AssignmentHead');
   for (const f of Assignment.fieldsArray) {
-    if (f.name !== 'leaseDeadline') AssignmentHead.add(copy(f, f.name === 'job' ? 'bytes' : f.type));
+    // A message field keeps its type by full name: the head lives in another namespace.
+    if (f.name !== 'leaseDeadline') AssignmentHead.add(copy(f, f.name === 'job' ? 'bytes' : f.resolvedType?.fullName ?? f.type));
   }
   ns.add(JobHead).add(AssignmentHead);
   root.resolveAll();

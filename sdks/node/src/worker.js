@@ -14,13 +14,15 @@ const grpc = require('@grpc/grpc-js');
 const { Backoff } = require('./backoff');
 const protobuf = require('protobufjs');
 const { workerStream, int64String } = require('./proto');
-const { classify, toFailure, durationToMs, FAILURE_KIND_TRANSIENT } = require('./errors');
+const { classify, toFailure, durationToMs, FAILURE_KIND_FATAL, FAILURE_KIND_TRANSIENT } = require('./errors');
 const { leaseMarginMs } = require('./lease');
 const { classifyConnectError, settingsFromEnv } = require('./connect');
+const { ProgressThrottle, PROGRESS_INTERVAL_MS, checkFraction, clipMessage, encodeResult } = require('./progress');
 
 /** Refused codes the protocol gives a meaning to (gRPC status codes). */
 const CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
 const CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
+const CODE_INVALID_ARGUMENT = 3; // a progress report broke a rule: the job goes on
 
 /**
  * The HTTP/2 flow-control window this worker grants the broker, for its stream and its
@@ -48,6 +50,13 @@ const CancelReason = Object.freeze({
   LEASE_LOST: 'lease_lost', // the broker no longer considers this worker the lease holder, or the lease ran out on this worker's clock
   SHUTDOWN: 'shutdown', // this worker is shutting down and its grace period ran out
 });
+
+/** JobState names by number, as a decoded Assignment's ParentResult carries them. */
+const JOB_STATES = {
+  5: 'JOB_STATE_SUCCEEDED',
+  6: 'JOB_STATE_DEAD',
+  7: 'JOB_STATE_CANCELLED',
+};
 
 const WIRE_CANCEL_REASONS = {
   CANCEL_REASON_REQUESTED: CancelReason.REQUESTED,
@@ -111,6 +120,55 @@ class JobContext {
     this.metadata = { ...(job.metadata || {}) };
     /** Made when the signal is first read or the job cancelled: most handlers never look. */
     this._controller = undefined;
+    /** @type {Buffer | undefined} set by setResult() */
+    this._result = undefined;
+    /** Set by the worker: takes a checked (fraction, message). */
+    this._progressSink = undefined;
+    this._parents = undefined;
+  }
+
+  /**
+   * The results of the jobs this one depends on, in the order the producer named them; empty for
+   * a job without parents. `state` is 'succeeded', or 'dead' or 'cancelled' for a job enqueued
+   * to run whatever its parents' outcome.
+   * @returns {{jobId: string, type: string, result: Buffer, state: string, json: () => any}[]}
+   */
+  get parentResults() {
+    this._parents ??= (this._assignment.parentResults || []).map((p) => {
+      const result = Buffer.isBuffer(p.result) ? p.result : Buffer.from(p.result || []);
+      const state = typeof p.state === 'number' ? JOB_STATES[p.state] ?? `JOB_STATE_${p.state}` : String(p.state);
+      return {
+        jobId: int64String(p.jobId),
+        type: p.type,
+        result,
+        state: state.replace(/^JOB_STATE_/, '').toLowerCase(),
+        json: () => JSON.parse(result.toString('utf8')),
+      };
+    });
+    return this._parents;
+  }
+
+  /**
+   * Set the job's result, sent with its success: a Buffer or Uint8Array as it is, a string as
+   * UTF-8, anything else as JSON. A handler may instead resolve to it; a resolved value other than
+   * undefined wins. A result larger than the broker's limit (Welcome.max_result_bytes) fails the
+   * attempt as FATAL, error type ResultTooLarge.
+   * @param {unknown} value
+   */
+  setResult(value) {
+    this._result = encodeResult(value);
+  }
+
+  /**
+   * Report how far the job got: fraction from 0 to 1 (null when unknown) and/or a short message
+   * (cut to 256 bytes of UTF-8). Call it as often as you like: the worker sends at most one
+   * report per second, the last one always, and none after the job's result.
+   * @param {number | null} [fraction]
+   * @param {string} [message]
+   */
+  progress(fraction, message) {
+    const f = checkFraction(fraction);
+    this._progressSink?.(f, clipMessage(message));
   }
 
   /** The decoded jobwire.v1.Job, in the plain shape (int64 as decimal strings, enums as names). */
@@ -145,6 +203,22 @@ class JobContext {
   _cancel(reason) {
     if (!this.signal.aborted) this._controller.abort(new JobCancelledError(reason));
   }
+}
+
+/**
+ * The FATAL failure of an attempt whose result the broker would not store: retrying produces the
+ * same result.
+ * @param {string} jobId
+ * @param {number} size
+ * @param {number} limit
+ */
+function resultTooLarge(jobId, size, limit) {
+  return {
+    kind: FAILURE_KIND_FATAL,
+    errorType: 'ResultTooLarge',
+    message: `the result of job ${jobId} is ${size} bytes, more than the broker's limit of ${limit} bytes`,
+    details: '',
+  };
 }
 
 /**
@@ -279,6 +353,11 @@ class Worker {
     this.leaseAllowanceMs = 0;
     /** Jobs assigned by the frame being read, with their handlers: see startHandlers(). */
     this.starting = [];
+    /** The largest result the broker stores (Welcome.max_result_bytes); 0: it did not say. */
+    this.maxResultBytes = 0;
+    /** The least time between two progress reports of a job, and the clock they are timed by. */
+    this.progressIntervalMs = PROGRESS_INTERVAL_MS;
+    this.clock = () => performance.now();
   }
 
   /**
@@ -489,6 +568,7 @@ class Worker {
     let hb = durationToMs(w.heartbeatInterval);
     if (!(hb > 0)) hb = leaseMs > 0 ? leaseMs / 3 : 10000;
     sess.heartbeatMs = hb;
+    this.maxResultBytes = w.maxResultBytes || 0;
     this.leaseAllowanceMs = leaseMs > 0 ? leaseMs - leaseMarginMs(leaseMs, hb) : 0;
     // Heartbeats of the old stream are never answered; adopted leases keep their deadlines.
     for (const j of this.jobs.values()) j.heartbeatAt = undefined;
@@ -653,7 +733,10 @@ class Worker {
       leaseEnd: undefined,
       leaseTimer: undefined,
       heartbeatAt: undefined,
+      progress: new ProgressThrottle(this.progressIntervalMs),
+      progressTimer: undefined,
     };
+    ctx._progressSink = (fraction, message) => this.offerProgress(j, fraction, message);
     this.jobs.set(jobId, j);
     this.armLease(j, performance.now());
     // Started must reach the broker before user code runs: the attempt counts from here.
@@ -694,7 +777,12 @@ class Worker {
       }
       return; // a refused heartbeat is repeated by the next tick anyway
     }
-    if (r.refusedMessage === 'REFUSED_MESSAGE_HEARTBEAT' && j.result) return; // the Result's own answer settles it
+    if (r.refusedMessage === 'REFUSED_MESSAGE_PROGRESS' && r.code === CODE_INVALID_ARGUMENT) {
+      this.log.warn(`broker refused a progress report of job ${r.jobId}: ${r.message}`);
+      return; // progress is advisory: the job goes on
+    }
+    const settling = r.refusedMessage === 'REFUSED_MESSAGE_HEARTBEAT' || r.refusedMessage === 'REFUSED_MESSAGE_PROGRESS';
+    if (settling && j.result) return; // the Result's own answer settles it
     this.log.warn(`broker refused ${r.refusedMessage} for job ${r.jobId} (code ${r.code}: ${r.message}); dropping the job`);
     this.drop(j, CancelReason.LEASE_LOST);
   }
@@ -746,8 +834,39 @@ class Worker {
   drop(j, reason) {
     if (this.jobs.get(j.ref.jobId) === j) this.jobs.delete(j.ref.jobId);
     this.stopLease(j);
+    this.stopProgress(j);
     j.ctx._cancel(reason);
     this.afterFree();
+  }
+
+  // ---- progress (see progress.js) ----------------------------------------------------
+
+  /** Take a report from the handler: sent now, held back for a flush, or dropped. */
+  offerProgress(j, fraction, message) {
+    if (this.jobs.get(j.ref.jobId) !== j || j.result) return;
+    const { send, dueAt } = j.progress.offer(this.clock(), { ...j.ref, fraction, message });
+    if (send) this.send({ progress: send });
+    if (dueAt !== undefined) {
+      j.progressTimer = setTimeout(() => this.progressDue(j), Math.max(Math.ceil(dueAt - this.clock()), 0));
+      j.progressTimer.unref?.();
+    }
+  }
+
+  /** Send the report j's throttle held back, unless the throttle was closed meanwhile. */
+  progressDue(j) {
+    j.progressTimer = undefined;
+    const p = j.progress.due(this.clock());
+    if (p) this.send({ progress: p });
+  }
+
+  /**
+   * No progress for j from now on: its result goes next, or it is gone. Returns the report held
+   * back, which goes right before the result.
+   */
+  stopProgress(j) {
+    if (j.progressTimer) clearTimeout(j.progressTimer);
+    j.progressTimer = undefined;
+    return j.progress.close();
   }
 
   afterFree() {
@@ -779,8 +898,15 @@ class Worker {
     const { ctx } = j;
     const result = { jobId: ctx.id, leaseToken: ctx.leaseToken };
     try {
-      await fn(ctx);
-      result.success = {};
+      const value = await fn(ctx);
+      const data = value === undefined ? ctx._result : encodeResult(value);
+      const limit = this.maxResultBytes;
+      if (data && limit > 0 && data.length > limit) {
+        result.failure = resultTooLarge(ctx.id, data.length, limit);
+        this.log.info(`job ${ctx.id} failed (FATAL): ${result.failure.message}`);
+      } else {
+        result.success = data && data.length > 0 ? { result: data } : {};
+      }
     } catch (err) {
       if (j.timedOut) {
         // The attempt timeout stopped it: a timeout, whatever the handler made of that.
@@ -807,7 +933,9 @@ class Worker {
     }
     j.clearTimeout?.();
     this.stopLease(j); // the result is sent whatever becomes of the lease now
+    const last = this.stopProgress(j); // nothing after the result; what was held back goes before it
     if (this.jobs.get(ctx.id) !== j) return; // cancelled or lost meanwhile: results would be refused
+    if (last) this.send({ progress: last });
     j.result = result;
     this.send({ result });
   }

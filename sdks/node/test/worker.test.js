@@ -79,7 +79,7 @@ class Stream {
     this.call.write(msg);
   }
 
-  welcome({ heartbeatMs = 60000, lost = [], leaseMs = 30000 } = {}) {
+  welcome({ heartbeatMs = 60000, lost = [], leaseMs = 30000, maxResultBytes = 0 } = {}) {
     const duration = (ms) => ({ seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
     this.send({
       welcome: {
@@ -87,6 +87,7 @@ class Stream {
         leaseDuration: duration(leaseMs),
         heartbeatInterval: duration(heartbeatMs),
         lost,
+        maxResultBytes,
       },
     });
   }
@@ -714,4 +715,154 @@ test('answered heartbeats keep the lease', async (t) => {
   assert.ok(result.success, `result ${JSON.stringify(result)}, want success`);
   s.send(ack(1));
   await b.stopAndExpectDrain(s);
+});
+
+// ---- results, progress and parents' results ---------------------------------------------
+
+test('a resolved value or setResult is sent as the result; bytes as they are, strings as UTF-8, the rest as JSON', async (t) => {
+  const b = await setup(t);
+  b.worker.handle('value', async (ctx) => ctx.json().return);
+  b.worker.handle('set', async (ctx) => {
+    ctx.setResult(Buffer.from([0, 1, 2]));
+  });
+  const { s } = await b.start({ maxResultBytes: 64 });
+  const cases = [
+    [1, 'value', JSON.stringify({ return: { n: 1 } }), Buffer.from('{"n":1}')],
+    [2, 'value', JSON.stringify({ return: 'text' }), Buffer.from('text')],
+    [3, 'set', '{}', Buffer.from([0, 1, 2])],
+    [4, 'echo', '{}', Buffer.alloc(0)],
+  ];
+  for (const [id, type, payload, want] of cases) {
+    s.send(assignment(id, type, payload));
+    await s.recv('started');
+    const r = await s.recv('result');
+    assert.equal(r.outcome, 'success');
+    assert.deepEqual(Buffer.from(r.success.result), want, `job ${id}`);
+    s.send(ack(id));
+  }
+  await b.stopAndExpectDrain(s);
+});
+
+test("a result over the broker's limit is a FATAL ResultTooLarge naming both sizes", async (t) => {
+  const b = await setup(t);
+  b.worker.handle('value', async (ctx) => ctx.json().return);
+  const { s } = await b.start({ maxResultBytes: 8 });
+  s.send(assignment(1, 'value', JSON.stringify({ return: 'x'.repeat(9) })));
+  await s.recv('started');
+  const r = await s.recv('result');
+  assert.equal(r.failure.kind, 'FAILURE_KIND_FATAL');
+  assert.equal(r.failure.errorType, 'ResultTooLarge');
+  assert.match(r.failure.message, /is 9 bytes, more than the broker's limit of 8 bytes/);
+  s.send(ack(1));
+  s.send(assignment(2, 'value', JSON.stringify({ return: 'x'.repeat(8) })));
+  await s.recv('started');
+  assert.equal(Buffer.from((await s.recv('result')).success.result).toString(), 'x'.repeat(8));
+  s.send(ack(2));
+  await b.stopAndExpectDrain(s);
+});
+
+/** A handler "steps" that reports five times at once, then once more and resolves when told to. */
+function stepsHandler(b) {
+  const h = {};
+  const finished = new Promise((r) => {
+    h.finish = r;
+  });
+  h.reported = new Promise((r) => {
+    h.allReported = r;
+  });
+  b.worker.handle('steps', async (ctx) => {
+    for (let i = 1; i <= 5; i++) ctx.progress(i / 5, `step ${i}`);
+    h.allReported();
+    await finished;
+    ctx.progress(1, 'after the last');
+    return 'done';
+  });
+  return h;
+}
+
+test('progress is throttled to one a second on the worker clock and the newest report held back is sent', async (t) => {
+  const b = await setup(t);
+  let now = 100000;
+  b.worker.clock = () => now; // the throttle's clock, moved by hand
+  b.worker.progressIntervalMs = 20; // the flush timer waits this long
+  const h = stepsHandler(b);
+  const { s } = await b.start();
+  s.send(assignment(1, 'steps'));
+  await s.recv('started');
+  const first = await s.recv('progress');
+  assert.deepEqual([first.jobId, first.leaseToken, first.fraction, first.message], ['1', '100', 0.2, 'step 1']);
+  await h.reported;
+  now += 20;
+  const last = await s.recv('progress');
+  assert.deepEqual([last.fraction, last.message], [1, 'step 5']);
+  h.finish();
+  assert.equal((await s.recv('progress')).message, 'after the last'); // a second on: at once
+  assert.equal(Buffer.from((await s.recv('result')).success.result).toString(), 'done');
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s);
+});
+
+test('a progress report held back when the handler resolves goes right before the result, none after', async (t) => {
+  const b = await setup(t);
+  b.worker.clock = () => 100000; // never moves: every report after the first waits for a flush
+  b.worker.progressIntervalMs = 3_600_000; // whose timer would fire only after the test
+  const h = stepsHandler(b);
+  const { s } = await b.start();
+  s.send(assignment(1, 'steps'));
+  await s.recv('started');
+  assert.equal((await s.recv('progress')).message, 'step 1');
+  await h.reported;
+  const j = b.worker.jobs.get('1');
+  h.finish();
+  assert.equal((await s.recv('progress')).message, 'after the last');
+  const r = await s.recv('result');
+  assert.equal(Buffer.from(r.success.result).toString(), 'done');
+  assert.deepEqual(s.frames.at(-1), ['progress', 'result'], 'the last report and the result share a batch frame');
+  b.worker.progressDue(j); // as if its flush came now: it finds nothing to send
+  s.send(ack(1));
+  await b.stopAndExpectDrain(s); // the Drain is next, no Progress before it
+});
+
+test('the parents\' results of an assignment reach the handler in order', async (t) => {
+  const b = await setup(t);
+  let seen;
+  b.worker.handle('report', async (ctx) => {
+    seen = ctx.parentResults.map((p) => [p.jobId, p.type, p.result.toString(), p.state]);
+    return ctx.parentResults[0].json();
+  });
+  const { s } = await b.start();
+  const a = assignment(9, 'report');
+  a.assignment.parentResults = [
+    { jobId: '7', type: 'fetch', result: Buffer.from('{"rows":2}'), state: 'JOB_STATE_SUCCEEDED' },
+    { jobId: '8', type: 'fetch', result: Buffer.alloc(0), state: 'JOB_STATE_CANCELLED' },
+  ];
+  s.send(a);
+  await s.recv('started');
+  const r = await s.recv('result');
+  assert.deepEqual(seen, [
+    ['7', 'fetch', '{"rows":2}', 'succeeded'],
+    ['8', 'fetch', '', 'cancelled'],
+  ]);
+  assert.equal(Buffer.from(r.success.result).toString(), '{"rows":2}');
+  s.send(ack(9));
+  await b.stopAndExpectDrain(s);
+});
+
+test('a refused progress report is only logged unless the lease is stale', async (t) => {
+  const b = await setup(t);
+  const { s } = await b.start();
+  s.send(assignment(1, 'block'));
+  await s.recv('started');
+  s.send(refused(1, 'REFUSED_MESSAGE_PROGRESS', 3)); // INVALID_ARGUMENT: the report broke a rule
+  s.send(refused(1, 'REFUSED_MESSAGE_PROGRESS', 14)); // UNAVAILABLE: the next report replaces it
+  s.send(assignment(2)); // read after the two refusals: once it ran, they were handled
+  await s.recv('started');
+  await s.recv('result');
+  s.send(ack(2));
+  assert.ok(b.worker.jobs.has('1'), 'the job runs on after a refused report');
+  assert.deepEqual(b.seenCancel, []);
+  s.send(refused(1, 'REFUSED_MESSAGE_PROGRESS', 9)); // FAILED_PRECONDITION: the lease is stale
+  await until(() => b.seenCancel.length > 0);
+  assert.deepEqual(b.seenCancel, ['lease_lost'], 'only the stale lease stopped the job');
+  await b.stopAndExpectDrain(s); // no Result for the lost job
 });

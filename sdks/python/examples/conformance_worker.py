@@ -22,6 +22,11 @@ Job types (JSON payloads):
   slow              {"ms": M}: sleeps M ms, stopping early on a cancel
   wait_cancel       waits for a cancel, then writes <dir>/cancelled-<job_id> and returns
   block             {"marker": NAME}: writes <dir>/started-<NAME>, then waits for a cancel
+  result            returns the payload's bytes as the job's result
+  result_size       {"bytes": N}: returns a result of N bytes ("x" each)
+  progress          {"steps": N, "marker": NAME}: reports progress i/N, "step i of N", for i in
+                    1..N at once, writes <dir>/started-<NAME>, then waits for a cancel
+  parents           returns its parents' results as JSON: [{"job_id", "type", "state", "result"}]
 """
 
 import logging
@@ -116,6 +121,35 @@ def block(ctx):
     write_marker("started-" + safe_name(ctx.json()["marker"]), str(ctx.id))
     ctx.wait_cancelled()
     ctx.raise_if_cancelled()
+
+
+@worker.handler("result")
+def result(ctx):
+    return ctx.payload
+
+
+@worker.handler("result_size")
+def result_size(ctx):
+    return b"x" * int(ctx.json()["bytes"])
+
+
+@worker.handler("progress")
+def progress(ctx):
+    p = ctx.json()
+    steps = int(p["steps"])
+    for i in range(1, steps + 1):
+        ctx.progress(i / steps, f"step {i} of {steps}")
+    write_marker("started-" + safe_name(p["marker"]), str(ctx.id))
+    ctx.wait_cancelled()
+    ctx.raise_if_cancelled()
+
+
+@worker.handler("parents")
+def parents(ctx):
+    return [
+        {"job_id": p.job_id, "type": p.type, "state": p.state, "result": p.result.decode("utf-8", "replace")}
+        for p in ctx.parent_results
+    ]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from jobwire.context import (
     CANCEL_SHUTDOWN,
     CANCEL_TIMEOUT,
     JobContext,
+    ParentResult,
 )
 from jobwire.connect import ConnectError, settings_from_env
 from jobwire.errors import (
@@ -34,6 +35,7 @@ __all__ = [
     "FatalError",
     "JobCancelled",
     "JobContext",
+    "ParentResult",
     "ProtocolError",
     "RetryAfter",
     "Worker",

@@ -6,10 +6,12 @@ import asyncio
 import functools
 import json
 import threading
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
 
 from jobwire.errors import JobCancelled
-from jobwire.v1 import worker_service_pb2
+from jobwire.progress import check_fraction, clip_message
+from jobwire.v1 import job_pb2, worker_service_pb2
 
 #: Why a job was cancelled, as found in JobContext.cancel_reason.
 CANCEL_REQUESTED = "requested"  # someone called CancelJob
@@ -18,6 +20,39 @@ CANCEL_TIMEOUT = "timeout"  # the attempt outlived its attempt timeout
 # worker's clock without an extension
 CANCEL_LEASE_LOST = "lease_lost"
 CANCEL_SHUTDOWN = "shutdown"  # this worker is shutting down and its grace period ran out
+
+
+
+@dataclass(frozen=True)
+class ParentResult:
+    """The result of a job this one depends on, as the assignment carries it."""
+
+    job_id: int
+    type: str
+    result: bytes  # what the parent's handler returned; empty if nothing
+    state: str  # "succeeded", or "dead" or "cancelled" for a job enqueued to run anyway
+
+    def json(self) -> Any:
+        """Decode the parent's result as JSON. A malformed one raises json.JSONDecodeError (FATAL)."""
+        return json.loads(self.result.decode("utf-8"))
+
+
+def _state_name(state: int) -> str:
+    name = job_pb2.JobState.Name(state) if state in job_pb2.JobState.values() else f"JOB_STATE_{state}"
+    return name.removeprefix("JOB_STATE_").lower()
+
+
+def encode_result(value: Any) -> Optional[bytes]:
+    """A handler's result as the bytes to send: bytes as they are, str as UTF-8, None as no
+    result, anything else as JSON (a value JSON cannot hold raises TypeError: FATAL)."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
 
 # Guards the making of a JobContext's threading.Event, which happens on the first wait (in the
 # handler's thread), against a cancel (on the worker's loop): one of them sees the other.
@@ -35,6 +70,7 @@ class JobContext:
 
     def __init__(self, assignment: worker_service_pb2.Assignment):
         job = assignment.job
+        self._assignment = assignment
         self.job = job
         self.id: int = job.id
         self.type: str = job.type
@@ -49,6 +85,9 @@ class JobContext:
             else None
         )
         self.cancel_reason: Optional[str] = None
+        self._result: Optional[bytes] = None
+        # Set by the worker: takes a validated (fraction, message) from any thread.
+        self._progress_sink: Optional[Callable[[Optional[float], str], None]] = None
         # Made on the first wait: most handlers never wait, and a worker draining thousands of
         # jobs a second would otherwise make two events (a lock and a condition) for each.
         self._event: Optional[threading.Event] = None
@@ -69,6 +108,32 @@ class JobContext:
     def json(self) -> Any:
         """Decode the payload as JSON. A malformed payload raises json.JSONDecodeError (FATAL)."""
         return json.loads(self.payload.decode("utf-8"))
+
+    @functools.cached_property
+    def parent_results(self) -> List[ParentResult]:
+        """The results of the jobs this one depends on, in the order the producer named them;
+        empty for a job without parents."""
+        return [
+            ParentResult(job_id=p.job_id, type=p.type, result=bytes(p.result), state=_state_name(p.state))
+            for p in self._assignment.parent_results
+        ]
+
+    def set_result(self, value: Any) -> None:
+        """Set the job's result, sent with its success: bytes as they are, str as UTF-8, anything
+        else as JSON. A handler may instead return it; a returned value other than None wins.
+        A result larger than the broker's limit (Welcome.max_result_bytes) fails the attempt as
+        FATAL, error type ResultTooLarge."""
+        self._result = encode_result(value)
+
+    def progress(self, fraction: Optional[float] = None, message: str = "") -> None:
+        """Report how far the job got: fraction from 0 to 1 (None when unknown) and/or a short
+        message (cut to 256 bytes of UTF-8). Call it as often as you like, from the handler's
+        thread or loop: the worker sends at most one report per second, the last one always,
+        and none after the job's result."""
+        f = check_fraction(fraction)
+        sink = self._progress_sink
+        if sink is not None:
+            sink(f, clip_message(message))
 
     @property
     def cancelled(self) -> bool:

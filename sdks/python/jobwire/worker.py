@@ -16,6 +16,7 @@ import random
 import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Union
 
@@ -29,12 +30,14 @@ from jobwire.context import (
     CANCEL_SHUTDOWN,
     CANCEL_TIMEOUT,
     JobContext,
+    encode_result,
 )
 from jobwire.errors import JobCancelled, classify, to_failure
 from jobwire.lease import lease_margin
+from jobwire.progress import PROGRESS_INTERVAL, ProgressThrottle
 from jobwire.v1 import job_pb2, worker_service_pb2 as pb, worker_service_pb2_grpc
 
-Handler = Callable[[JobContext], Union[None, Awaitable[None]]]
+Handler = Callable[[JobContext], Union[Any, Awaitable[Any]]]
 
 log = logging.getLogger("jobwire")
 
@@ -47,6 +50,7 @@ CHANNEL_OPTIONS = (("grpc.http2.bdp_probe", 0),)
 
 CODE_FAILED_PRECONDITION = 9  # stale lease or finished job: drop the message
 CODE_UNAVAILABLE = 14  # storage busy: send the message again after a short backoff
+CODE_INVALID_ARGUMENT = 3  # a progress report broke a rule: the job goes on
 
 # Stream errors that no reconnect can fix: the worker's configuration is wrong.
 _PERMANENT_CODES = frozenset(
@@ -98,6 +102,16 @@ def _batchable(msg: Any) -> bool:
     return msg is not _CLOSE and not msg.HasField("drain")
 
 
+def result_too_large(job_id: int, size: int, limit: int) -> pb.Failure:
+    """The FATAL failure of an attempt whose result the broker would not store: retrying
+    produces the same result."""
+    return pb.Failure(
+        kind=job_pb2.FAILURE_KIND_FATAL,
+        error_type="ResultTooLarge",
+        message=f"the result of job {job_id} is {size} bytes, more than the broker's limit of {limit} bytes",
+    )
+
+
 class ProtocolError(Exception):
     """The broker broke the protocol (for example, did not answer Hello with Welcome)."""
 
@@ -118,6 +132,8 @@ class _Job:
     lease_end: Optional[float] = None
     lease_timer: Optional[asyncio.TimerHandle] = None
     heartbeat_at: Optional[float] = None
+    progress: ProgressThrottle = field(default_factory=ProgressThrottle)
+    progress_timer: Optional[asyncio.TimerHandle] = None
 
     @property
     def ref(self) -> pb.LeaseRef:
@@ -150,8 +166,9 @@ class Worker:
 
         worker.run_sync()  # returns after SIGTERM/SIGINT and a graceful drain
 
-    A handler returns normally on success and raises on failure; see jobwire.errors for how
-    exceptions map to FATAL and TRANSIENT failures.
+    A handler returns normally on success, and what it returns (or gave ctx.set_result) is the
+    job's result; it raises on failure, see jobwire.errors for how exceptions map to FATAL and
+    TRANSIENT failures. ctx.progress() reports how far it got.
     """
 
     def __init__(
@@ -244,6 +261,12 @@ class Worker:
         # lease_margin(). Zero (no lease duration announced) leaves leases to the broker.
         self._lease_allowance = 0.0
         self._welcomed = False  # the current stream got its Welcome
+        # The largest result the broker stores (Welcome.max_result_bytes); 0: it did not say.
+        self._max_result_bytes = 0
+        # The least time between two progress reports of a job, and the clock they are timed
+        # by: loop.time()'s, readable from a handler's thread too.
+        self._progress_interval = PROGRESS_INTERVAL
+        self._clock: Callable[[], float] = time.monotonic
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None, **kwargs: Any) -> "Worker":
@@ -423,6 +446,7 @@ class Worker:
         if interval <= 0:
             interval = lease / 3 if lease > 0 else 10.0
         sess.heartbeat_interval = interval
+        self._max_result_bytes = w.max_result_bytes
         self._lease_allowance = lease - lease_margin(lease, interval) if lease > 0 else 0.0
         # Heartbeats of the old stream are never answered; adopted leases keep their deadlines.
         for j in self._jobs.values():
@@ -555,7 +579,8 @@ class Worker:
         if reason:
             self._release(pb.Release(job_id=job_id, lease_token=a.lease_token, reason=reason))
             return
-        j = _Job(ctx=JobContext(a))
+        j = _Job(ctx=JobContext(a), progress=ProgressThrottle(self._progress_interval))
+        j.ctx._progress_sink = lambda fraction, message: self._offer_progress(j, fraction, message)
         self._jobs[job_id] = j
         # Started must reach the broker before user code runs: the attempt counts from here.
         self._send(pb.ConnectRequest(started=pb.Started(job_id=job_id, lease_token=a.lease_token)))
@@ -638,7 +663,10 @@ class Worker:
                 started = pb.Started(job_id=r.job_id, lease_token=r.lease_token)
                 self._later(lambda: self._resend_if_held(j, pb.ConnectRequest(started=started)))
             return  # a refused heartbeat is repeated by the next tick anyway
-        if what == pb.REFUSED_MESSAGE_HEARTBEAT and j.result is not None:
+        if what == pb.REFUSED_MESSAGE_PROGRESS and r.code == CODE_INVALID_ARGUMENT:
+            log.warning("broker refused a progress report of job %d: %s", r.job_id, r.message)
+            return  # progress is advisory: the job goes on
+        if what in (pb.REFUSED_MESSAGE_HEARTBEAT, pb.REFUSED_MESSAGE_PROGRESS) and j.result is not None:
             return  # the Result's own answer settles this job
         log.warning(
             "broker refused %s for job %d (code %d: %s); dropping the job",
@@ -653,8 +681,51 @@ class Worker:
         if self._jobs.get(j.ctx.id) is j:
             del self._jobs[j.ctx.id]
         self._stop_lease(j)
+        self._stop_progress(j)
         j.ctx._cancel(reason)
         self._after_free()
+
+    # ---- progress -------------------------------------------------------------------------
+
+    def _offer_progress(self, j: _Job, fraction: Optional[float], message: str) -> None:
+        """Take a report from the handler (any thread): the throttle decides there, and only
+        what is to be sent or scheduled crosses to the loop, at most twice a second."""
+        p = pb.Progress(job_id=j.ctx.id, lease_token=j.ctx.lease_token, fraction=fraction, message=message)
+        send, at = j.progress.offer(self._clock(), p)
+        if send is None and at is None:
+            return
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._progress_out, j, send, at)
+        except RuntimeError:
+            pass  # the loop is gone: the worker stopped
+
+    def _progress_out(self, j: _Job, send: Optional[pb.Progress], at: Optional[float]) -> None:
+        if self._jobs.get(j.ctx.id) is not j or j.result is not None:
+            return
+        if send is not None:
+            self._send(pb.ConnectRequest(progress=send))
+        if at is not None:
+            delay = max(at - self._clock(), 0.0)
+            j.progress_timer = self._loop.call_later(delay, self._progress_due, j)
+
+    def _progress_due(self, j: _Job) -> None:
+        """Send the report j's throttle held back, unless the throttle was closed meanwhile."""
+        j.progress_timer = None
+        p = j.progress.due(self._clock())
+        if p is not None:
+            self._send(pb.ConnectRequest(progress=p))
+
+    @staticmethod
+    def _stop_progress(j: _Job) -> Optional[pb.Progress]:
+        """No progress for j from now on: its result goes next, or it is gone. Returns the report
+        held back, which goes right before the result."""
+        if j.progress_timer is not None:
+            j.progress_timer.cancel()
+            j.progress_timer = None
+        return j.progress.close()
 
     def _after_free(self) -> None:
         self._maybe_close()
@@ -693,10 +764,18 @@ class Worker:
         result.lease_token = ctx.lease_token
         try:
             if is_async:
-                await fn(ctx)
+                value = await fn(ctx)
             else:
-                await self._in_thread(fn, ctx)
-            result.success.SetInParent()
+                value = await self._in_thread(fn, ctx)
+            data = encode_result(value) if value is not None else ctx._result
+            limit = self._max_result_bytes
+            if data and limit > 0 and len(data) > limit:
+                result.failure.CopyFrom(result_too_large(ctx.id, len(data), limit))
+                log.info("job %d failed (FAILURE_KIND_FATAL): %s", ctx.id, result.failure.message)
+            else:
+                result.success.SetInParent()
+                if data:
+                    result.success.result = data
         except BaseException as e:  # noqa: BLE001 - every handler outcome must be reported
             if isinstance(e, asyncio.CancelledError) and self._hard_stopped:
                 raise
@@ -731,32 +810,36 @@ class Worker:
             if j.attempt_timer is not None:
                 j.attempt_timer.cancel()
         self._stop_lease(j)  # the result is sent whatever becomes of the lease now
+        last = self._stop_progress(j)  # nothing after the result; what was held back goes before it
         if self._jobs.get(ctx.id) is not j:
             return  # cancelled or lost meanwhile: the broker refuses results for this lease
+        if last is not None:
+            self._send(pb.ConnectRequest(progress=last))
         j.result = result
         self._send(msg)
 
-    def _in_thread(self, fn: Callable[[JobContext], Any], ctx: JobContext) -> asyncio.Future:
+    def _in_thread(self, fn: Callable[[JobContext], Any], ctx: JobContext) -> "asyncio.Future[Any]":
         """Run a sync handler in its own daemon thread, so a stuck handler never blocks shutdown."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
 
-        def settle(exc: Optional[BaseException]) -> None:
+        def settle(value: Any, exc: Optional[BaseException]) -> None:
             if fut.done():
                 return
             if exc is None:
-                fut.set_result(None)
+                fut.set_result(value)
             else:
                 fut.set_exception(exc)
 
         def target() -> None:
+            value: Any = None
             exc: Optional[BaseException] = None
             try:
-                fn(ctx)
+                value = fn(ctx)
             except BaseException as e:  # noqa: BLE001 - handed to the loop
                 exc = e
             try:
-                loop.call_soon_threadsafe(settle, exc)
+                loop.call_soon_threadsafe(settle, value, exc)
             except RuntimeError:
                 pass  # the loop is gone: the worker stopped
 

@@ -170,7 +170,7 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
 
         return w
 
-    async def start(self, w, heartbeat=60.0, lost=(), lease=30.0):
+    async def start(self, w, heartbeat=60.0, lost=(), lease=30.0, max_result_bytes=0):
         """Run w, answer its Hello, and return (task, stream, hello)."""
         task = asyncio.create_task(w.run())
         s = await self.broker.next_stream()
@@ -181,6 +181,7 @@ class BrokerTestCase(unittest.IsolatedAsyncioTestCase):
                 lease_duration=dur(lease),
                 heartbeat_interval=dur(heartbeat),
                 lost=list(lost),
+                max_result_bytes=max_result_bytes,
             )
         )
         return task, s, hello

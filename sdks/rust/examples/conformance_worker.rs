@@ -22,12 +22,17 @@
 //!   slow              {"ms": M}: sleeps M ms, stopping early on a cancel
 //!   wait_cancel       waits for a cancel, then writes <dir>/cancelled-<job_id> with the reason
 //!   block             {"marker": NAME}: writes <dir>/started-<NAME>, then waits for a cancel
+//!   result            returns the payload's bytes as the job's result
+//!   result_size       {"bytes": N}: returns a result of N bytes ("x" each)
+//!   progress          {"steps": N, "marker": NAME}: reports progress i/N, "step i of N", for i
+//!                     in 1..N at once, writes <dir>/started-<NAME>, then waits for a cancel
+//!   parents           returns its parents' results as JSON: [{"job_id", "type", "state", "result"}]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jobwire::{Job, JobError, Worker};
+use jobwire::{Job, JobError, Json, Worker};
 use serde::Deserialize;
 
 #[derive(Clone)]
@@ -70,6 +75,17 @@ struct Block {
     marker: String,
 }
 
+#[derive(Deserialize)]
+struct Size {
+    bytes: usize,
+}
+
+#[derive(Deserialize)]
+struct Steps {
+    steps: u32,
+    marker: String,
+}
+
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -87,7 +103,7 @@ async fn main() -> std::process::ExitCode {
     let st = State { dir, flaky: Arc::default() };
     let queues: Vec<String> = std::env::var("JOBWIRE_QUEUES").unwrap_or_default().split(',').filter(|q| !q.is_empty()).map(String::from).collect();
 
-    let (echo, flaky, wait, block) = (st.clone(), st.clone(), st.clone(), st.clone());
+    let (echo, flaky, wait, block, progress) = (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
     let worker = Worker::from_env()
         .capacity(env_or("JOBWIRE_CAPACITY", 8))
         .queues(queues)
@@ -150,6 +166,30 @@ async fn main() -> std::process::ExitCode {
                 let reason = job.cancelled().await;
                 Err::<(), _>(JobError::transient(format!("cancelled: {reason}")))
             }
+        })
+        .handle("result", |job: Job| async move { Ok::<_, JobError>(job.payload().to_vec()) })
+        .handle_json("result_size", |_job: Job, s: Size| async move { Ok::<_, JobError>("x".repeat(s.bytes)) })
+        .handle_json("progress", move |job: Job, s: Steps| {
+            let st = progress.clone();
+            async move {
+                for i in 1..=s.steps {
+                    job.progress(Some(i as f64 / s.steps as f64), format!("step {i} of {}", s.steps))?;
+                }
+                st.write_marker(&format!("started-{}", s.marker), job.id().to_string().as_bytes())?;
+                let reason = job.cancelled().await;
+                Err::<(), _>(JobError::transient(format!("cancelled: {reason}")))
+            }
+        })
+        .handle("parents", |job: Job| async move {
+            let parents: Vec<_> = job
+                .parent_results()
+                .iter()
+                .map(|p| {
+                    let state = p.state.as_str_name().trim_start_matches("JOB_STATE_").to_lowercase();
+                    serde_json::json!({"job_id": p.job_id, "type": p.job_type, "state": state, "result": String::from_utf8_lossy(&p.result)})
+                })
+                .collect();
+            Ok::<_, JobError>(Json(parents))
         })
         .build();
     let worker = match worker {

@@ -7,7 +7,34 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::progress::{check_fraction, clip_message, ProgressSink};
+use crate::v1 as pb;
 use crate::JobError;
+
+/// The result of a job this one depends on, as the assignment carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParentResult {
+    /// The parent's id.
+    pub job_id: i64,
+    /// The parent's job type.
+    pub job_type: String,
+    /// What the parent's handler returned; empty if nothing.
+    pub result: Vec<u8>,
+    /// `Succeeded`, or `Dead` or `Cancelled` for a job enqueued to run whatever its parents' outcome.
+    pub state: pb::JobState,
+}
+
+impl ParentResult {
+    pub(crate) fn from_wire(p: pb::ParentResult) -> Self {
+        let state = p.state();
+        ParentResult { job_id: p.job_id, job_type: p.r#type, result: p.result, state }
+    }
+
+    /// Decodes the parent's result as JSON; one that does not decode is a fatal failure.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        serde_json::from_slice(&self.result).map_err(JobError::new)
+    }
+}
 
 /// Why a job's handler was cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,7 +101,9 @@ pub struct Job {
     pub(crate) lease_token: String,
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) metadata: Arc<HashMap<String, String>>,
+    pub(crate) parent_results: Arc<[ParentResult]>,
     pub(crate) cancel: Cancellation,
+    pub(crate) progress: Arc<ProgressSink>,
 }
 
 impl Job {
@@ -110,6 +139,22 @@ impl Job {
     /// `traceparent` and `tracestate`.
     pub fn metadata(&self) -> &HashMap<String, String> {
         &self.metadata
+    }
+
+    /// The results of the jobs this one depends on, in the order the producer named them; empty
+    /// for a job without parents.
+    pub fn parent_results(&self) -> &[ParentResult] {
+        &self.parent_results
+    }
+
+    /// Reports how far the job got: a fraction from 0 to 1 (`None` when unknown) and/or a short
+    /// message (cut to 256 bytes). Call it as often as you like: the worker sends at most one
+    /// report per second, the last one always, and none after the job's result. A fraction
+    /// outside 0..=1 is a fatal error, for `?`.
+    pub fn progress(&self, fraction: Option<f64>, message: impl Into<String>) -> Result<(), JobError> {
+        let fraction = check_fraction(fraction)?;
+        self.progress.report(fraction, clip_message(message.into()));
+        Ok(())
     }
 
     /// Decodes the payload as JSON. A payload that does not decode is a fatal failure (a

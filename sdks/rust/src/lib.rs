@@ -52,6 +52,7 @@ mod connect;
 mod error;
 mod job;
 mod lease;
+mod progress;
 mod settings;
 mod worker;
 
@@ -64,7 +65,8 @@ pub mod v1 {
 pub use backoff::Backoff;
 pub use connect::{ConnectError, ConnectErrorKind};
 pub use error::{JobError, Kind};
-pub use job::{CancelReason, Job};
+pub use job::{CancelReason, Job, ParentResult};
+pub use progress::{JobOutput, Json, MAX_PROGRESS_MESSAGE_BYTES, PROGRESS_INTERVAL};
 pub use settings::{Settings, Tls, DEFAULT_ADDRESS};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Worker, WorkerBuilder, SHUTDOWN_ERROR_TYPE};

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -22,13 +22,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::time::DelayQueue;
 use tonic::Code;
 
-use crate::job::Cancellation;
+use crate::job::{Cancellation, ParentResult};
+use crate::progress::{result_too_large, JobOutput, ProgressSink, Throttle, PROGRESS_INTERVAL};
 use crate::settings::{Settings, Tls};
 use crate::v1 as pb;
 use crate::v1::worker_service_client::WorkerServiceClient;
 use crate::{connect, lease, Backoff, CancelReason, Error, Job, JobError, Kind};
 
-type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
+/// A handler's outcome: the result's bytes (empty for none), or its failure.
+type HandlerFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, JobError>> + Send>>;
 type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
 
 /// Stream errors that no reconnect can fix: the worker's configuration is wrong.
@@ -131,11 +133,14 @@ impl WorkerBuilder {
     }
 
     /// Registers the handler of a job type: an async function of the [`Job`] that returns
-    /// `Ok(())` on success, or an error (anything that converts into [`JobError`]).
-    pub fn handle<F, Fut, E>(mut self, job_type: impl Into<String>, handler: F) -> Self
+    /// `Ok(())` on success, or `Ok(result)` with the job's result (any [`JobOutput`]: bytes, a
+    /// string, or [`Json`](crate::Json) of a value), or an error (anything that converts into
+    /// [`JobError`]).
+    pub fn handle<F, Fut, R, E>(mut self, job_type: impl Into<String>, handler: F) -> Self
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        R: JobOutput + 'static,
         E: Into<JobError> + 'static,
     {
         let job_type = job_type.into();
@@ -146,7 +151,7 @@ impl WorkerBuilder {
         }
         let h: Handler = Arc::new(move |job| {
             let fut = handler(job);
-            Box::pin(async move { fut.await.map_err(Into::into) })
+            Box::pin(async move { fut.await.map_err(Into::into)?.into_result() })
         });
         self.handlers.insert(job_type, h);
         self
@@ -154,11 +159,12 @@ impl WorkerBuilder {
 
     /// Registers a handler that takes the payload decoded from JSON as `T` beside the job. A
     /// payload that does not decode fails the attempt as fatal, without calling the handler.
-    pub fn handle_json<T, F, Fut, E>(self, job_type: impl Into<String>, handler: F) -> Self
+    pub fn handle_json<T, F, Fut, R, E>(self, job_type: impl Into<String>, handler: F) -> Self
     where
         T: DeserializeOwned + Send + 'static,
         F: Fn(Job, T) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        R: JobOutput + Send + 'static,
         E: Into<JobError> + 'static,
     {
         let handler = Arc::new(handler);
@@ -166,7 +172,7 @@ impl WorkerBuilder {
             let handler = handler.clone();
             async move {
                 let payload: T = job.json()?;
-                handler(job, payload).await.map_err(Into::into)
+                handler(job, payload).await.map_err(Into::into)?.into_result()
             }
         })
     }
@@ -312,8 +318,10 @@ pub(crate) enum Event {
     Msg(u64, pb::ConnectResponse),
     /// Stream `sid` ended: status OK, or its error.
     Ended(u64, Result<(), tonic::Status>),
-    /// A handler returned.
-    Done { job_id: i64, seq: u64, outcome: Result<(), JobError> },
+    /// A handler returned: its result's bytes, or its failure.
+    Done { job_id: i64, seq: u64, outcome: Result<Vec<u8>, JobError> },
+    /// A handler's progress report passed its throttle: to send now, and/or a flush to schedule.
+    Progress { job_id: i64, seq: u64, send: Option<pb::Progress>, due_at: Option<Instant> },
 }
 
 /// Timers of held jobs; each is checked against the job's current state when it fires.
@@ -325,6 +333,8 @@ enum Timer {
     ResendResult { job_id: i64, seq: u64 },
     ResendStarted { job_id: i64, seq: u64 },
     ResendRelease { job_id: i64, token: String },
+    /// A progress report held back by the throttle may be sent.
+    Progress { job_id: i64, seq: u64 },
 }
 
 /// A job the worker holds: it counts against capacity until acknowledged, refused or cancelled.
@@ -341,6 +351,7 @@ struct Held {
     /// When the oldest heartbeat that named the lease on this stream and has no answer was sent.
     heartbeat_at: Option<Instant>,
     timed_out: bool,
+    progress: Arc<ProgressSink>,
 }
 
 struct Session {
@@ -374,6 +385,10 @@ pub(crate) struct Core {
     reconnect_at: Option<Instant>,
     connect_deadline: Option<Instant>,
     close_deadline: Option<Instant>,
+    /// The largest result the broker stores (Welcome.max_result_bytes); 0: it did not say.
+    max_result_bytes: usize,
+    /// The least time between two progress reports of a job.
+    progress_interval: Duration,
 }
 
 impl Core {
@@ -400,6 +415,8 @@ impl Core {
             reconnect_at: None,
             connect_deadline: None,
             close_deadline: None,
+            max_result_bytes: 0,
+            progress_interval: PROGRESS_INTERVAL,
         }
     }
 
@@ -458,6 +475,7 @@ impl Core {
             Event::Msg(sid, msg) if self.session.as_ref().is_some_and(|s| s.id == sid) => self.on_message(msg),
             Event::Ended(sid, res) if self.session.as_ref().is_some_and(|s| s.id == sid) => return self.on_session_end(res).await,
             Event::Done { job_id, seq, outcome } => self.on_done(job_id, seq, outcome),
+            Event::Progress { job_id, seq, send, due_at } => self.on_progress(job_id, seq, send, due_at),
             _ => {} // from a stream that is already over
         }
         Ok(())
@@ -645,6 +663,7 @@ impl Core {
             hb = if lease.is_zero() { Duration::from_secs(10) } else { lease / 3 };
         }
         self.heartbeat_every = hb;
+        self.max_result_bytes = w.max_result_bytes.max(0) as usize;
         self.lease_allowance = (!lease.is_zero()).then(|| lease - lease::margin(lease, hb));
         if let Some(s) = &mut self.session {
             s.welcomed = true;
@@ -723,6 +742,13 @@ impl Core {
         let lease_ref = pb::LeaseRef { job_id, lease_token: a.lease_token.clone() };
         let attempt_timeout = a.attempt_timeout.map(duration).filter(|d| !d.is_zero());
         let cancel = Cancellation::default();
+        let progress = Arc::new(ProgressSink {
+            job_id,
+            seq,
+            lease_token: a.lease_token.clone(),
+            throttle: Mutex::new(Throttle::new(self.progress_interval)),
+            events: self.events.clone(),
+        });
         let ctx = Job {
             id: job_id,
             job_type: job.r#type,
@@ -733,7 +759,9 @@ impl Core {
             lease_token: a.lease_token,
             attempt_timeout,
             metadata: Arc::new(job.metadata),
+            parent_results: a.parent_results.into_iter().map(ParentResult::from_wire).collect(),
             cancel: cancel.clone(),
+            progress: progress.clone(),
         };
         let mut held = Held {
             seq,
@@ -744,6 +772,7 @@ impl Core {
             lease_end: None,
             heartbeat_at: None,
             timed_out: false,
+            progress,
         };
         let now = Instant::now();
         self.arm_lease(&mut held, now);
@@ -799,7 +828,11 @@ impl Core {
             }
             return;
         }
-        if what == pb::RefusedMessage::Heartbeat && has_result {
+        if what == pb::RefusedMessage::Progress && r.code == Code::InvalidArgument as u32 {
+            tracing::warn!("the broker refused a progress report of job {job_id}: {}", r.message);
+            return; // progress is advisory: the job goes on
+        }
+        if matches!(what, pb::RefusedMessage::Heartbeat | pb::RefusedMessage::Progress) && has_result {
             return; // the Result's own answer settles it
         }
         tracing::warn!("the broker refused {what:?} of job {job_id} (code {}: {}); dropping the job", r.code, r.message);
@@ -841,12 +874,20 @@ impl Core {
 
     // ---- handlers and timers ----------------------------------------------------------------
 
-    fn on_done(&mut self, job_id: i64, seq: u64, outcome: Result<(), JobError>) {
+    fn on_done(&mut self, job_id: i64, seq: u64, outcome: Result<Vec<u8>, JobError>) {
+        let limit = self.max_result_bytes;
         let Some(j) = self.jobs.get_mut(&job_id).filter(|j| j.seq == seq && j.result.is_none()) else {
             return; // cancelled, lost or reported meanwhile: its outcome is dropped
         };
+        // Nothing after the result; what was held back goes right before it.
+        let last = j.progress.close();
         let outcome = match outcome {
-            Ok(()) => pb::result::Outcome::Success(pb::Success {}),
+            Ok(result) if limit > 0 && result.len() > limit => {
+                let f = result_too_large(job_id, result.len(), limit);
+                tracing::info!("job {job_id} failed (Fatal): {}", f.message);
+                pb::result::Outcome::Failure(f)
+            }
+            Ok(result) => pb::result::Outcome::Success(pb::Success { result }),
             Err(e) if j.timed_out => {
                 let timeout = j.attempt_timeout.unwrap_or_default();
                 pb::result::Outcome::Failure(pb::Failure {
@@ -870,7 +911,24 @@ impl Core {
         j.lease_end = None; // the result is sent whatever becomes of the lease now
         let result = pb::Result { job_id, lease_token: j.lease.lease_token.clone(), outcome: Some(outcome) };
         j.result = Some(result.clone());
+        if let Some(p) = last {
+            self.send(pb::connect_request::Message::Progress(p));
+        }
         self.send(pb::connect_request::Message::Result(result));
+    }
+
+    /// Sends what a job's throttle let through, and schedules the flush of what it held back,
+    /// while the job runs.
+    fn on_progress(&mut self, job_id: i64, seq: u64, send: Option<pb::Progress>, due_at: Option<Instant>) {
+        if !self.jobs.get(&job_id).is_some_and(|j| j.seq == seq && j.result.is_none()) {
+            return;
+        }
+        if let Some(p) = send {
+            self.send(pb::connect_request::Message::Progress(p));
+        }
+        if let Some(at) = due_at {
+            self.timers.insert_at(Timer::Progress { job_id, seq }, at);
+        }
     }
 
     fn on_timer(&mut self, t: Timer) {
@@ -901,6 +959,13 @@ impl Core {
             Timer::ResendStarted { job_id, seq } => {
                 if let Some(l) = self.jobs.get(&job_id).filter(|j| j.seq == seq && j.result.is_none()).map(|j| started(&j.lease)) {
                     self.send(Out::Started(l));
+                }
+            }
+            Timer::Progress { job_id, seq } => {
+                // Unless its throttle was closed meanwhile: the result went, or the job was dropped.
+                let due = self.jobs.get(&job_id).filter(|j| j.seq == seq).and_then(|j| j.progress.due(now));
+                if let Some(p) = due {
+                    self.send(Out::Progress(p));
                 }
             }
             Timer::ResendRelease { job_id, token } => {
@@ -968,6 +1033,7 @@ impl Core {
         for (id, j) in self.jobs.iter_mut().filter(|(_, j)| j.result.is_none()) {
             tracing::warn!("grace period over: cancelling job {id}");
             j.cancel.cancel(CancelReason::Shutdown);
+            j.progress.close(); // a cut-off handler's last report is not worth sending
             j.lease_end = None;
             let result = pb::Result {
                 job_id: *id,
@@ -1001,6 +1067,7 @@ impl Core {
     /// Forgets a job the broker has settled: its handler is cancelled and its outcome dropped.
     fn drop_job(&mut self, job_id: i64, reason: CancelReason) {
         if let Some(j) = self.jobs.remove(&job_id) {
+            j.progress.close(); // the job is gone: its reports too
             j.cancel.cancel(reason);
         }
         self.after_free();
@@ -1095,6 +1162,20 @@ mod tests {
                     panic!("handler bug");
                 }
                 Ok::<_, JobError>(())
+            })
+            .handle("value", |job: Job| async move { Ok::<_, JobError>(job.payload().to_vec()) })
+            .handle_json("parents", |job: Job, _: serde_json::Value| async move {
+                let names: Vec<_> = job.parent_results().iter().map(|p| (p.job_id, p.job_type.clone(), p.state)).collect();
+                Ok::<_, JobError>(crate::Json((format!("{names:?}"), job.parent_results()[0].json::<serde_json::Value>()?)))
+            })
+            .handle("steps", |job: Job| async move {
+                for i in 1..=5 {
+                    job.progress(Some(i as f64 / 5.0), format!("step {i}"))?;
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                job.progress(None, "late 1")?;
+                job.progress(None, "late 2")?; // held back: it goes right before the result
+                Ok::<_, JobError>("done")
             });
         let (tx, events) = mpsc::unbounded_channel();
         let mut core = Core::new(Arc::new(b.cfg), Arc::new(b.handlers), tx);
@@ -1105,6 +1186,7 @@ mod tests {
             lease_duration: Some(prost_types::Duration { seconds: 3, nanos: 0 }),
             heartbeat_interval: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
             lost: vec![],
+            max_result_bytes: 16,
         })));
         Bundle { core, out, events }
     }
@@ -1136,6 +1218,18 @@ mod tests {
         async fn handler_returns(&mut self) {
             let ev = self.events.recv().await.expect("a handler event");
             self.core.on_event(ev).await.unwrap();
+        }
+
+        /// Hands the core every event until a handler's outcome.
+        async fn until_done(&mut self) {
+            loop {
+                let ev = self.events.recv().await.expect("a handler event");
+                let done = matches!(ev, Event::Done { .. });
+                self.core.on_event(ev).await.unwrap();
+                if done {
+                    return;
+                }
+            }
         }
 
         /// Moves the paused clock by d and fires the timers that are due.
@@ -1321,5 +1415,105 @@ mod tests {
         let sent = b.sent();
         assert!(result_of(&sent, 12).is_some(), "the unanswered result is sent again: {sent:?}");
         assert!(!b.core.jobs.contains_key(&13), "a lost lease is dropped");
+    }
+
+    fn progress_of(sent: &[Out]) -> Vec<(Option<f64>, String)> {
+        sent.iter()
+            .filter_map(|m| match m {
+                Out::Progress(p) => Some((p.fraction, p.message.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn assignment_with(id: i64, job_type: &str, payload: &[u8], parents: Vec<pb::ParentResult>) -> pb::ConnectResponse {
+        msg(In::Assignment(pb::Assignment {
+            job: Some(pb::Job { id, r#type: job_type.into(), payload: payload.to_vec(), ..Default::default() }),
+            attempt: 1,
+            lease_token: format!("t{id}"),
+            parent_results: parents,
+            ..Default::default()
+        }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_returned_result_is_sent_and_one_over_the_brokers_limit_is_a_fatal_result_too_large() {
+        let mut b = setup(4);
+        b.core.on_message(assignment_with(20, "value", &[7; 16], vec![]));
+        b.until_done().await;
+        let Some(pb::result::Outcome::Success(ok)) = result_of(&b.sent(), 20).and_then(|r| r.outcome) else { panic!("no success") };
+        assert_eq!(ok.result, vec![7; 16], "the limit itself is fine");
+        b.core.on_message(assignment_with(21, "value", &[7; 17], vec![]));
+        b.until_done().await;
+        let Some(pb::result::Outcome::Failure(f)) = result_of(&b.sent(), 21).and_then(|r| r.outcome) else { panic!("no failure") };
+        assert_eq!((f.kind(), f.error_type.as_str()), (pb::FailureKind::Fatal, "ResultTooLarge"));
+        assert!(f.message.contains("is 17 bytes, more than the broker's limit of 16 bytes"), "{}", f.message);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_handler_reads_its_parents_results_in_order() {
+        let mut b = setup(4);
+        let parents = vec![
+            pb::ParentResult { job_id: 5, r#type: "fetch".into(), result: b"1".to_vec(), state: pb::JobState::Succeeded as i32 },
+            pb::ParentResult { job_id: 6, r#type: "fetch".into(), result: vec![], state: pb::JobState::Dead as i32 },
+        ];
+        b.core.max_result_bytes = 0; // no limit announced
+        b.core.on_message(assignment_with(22, "parents", b"{}", parents));
+        b.until_done().await;
+        let Some(pb::result::Outcome::Success(ok)) = result_of(&b.sent(), 22).and_then(|r| r.outcome) else { panic!("no success") };
+        assert_eq!(String::from_utf8(ok.result).unwrap(), r#"["[(5, \"fetch\", Succeeded), (6, \"fetch\", Dead)]",1]"#);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_is_throttled_to_one_a_second_the_last_sent_before_the_result_and_none_after() {
+        let mut b = setup(4);
+        b.core.on_message(assignment_with(23, "steps", b"{}", vec![]));
+        // Report 1 passes; 2 is held back with a flush scheduled; 3..5 replace it.
+        for _ in 0..2 {
+            let ev = b.events.recv().await.expect("a progress event");
+            b.core.on_event(ev).await.unwrap();
+        }
+        let sent = b.sent();
+        assert!(matches!(&sent[0], Out::Started(_)), "{sent:?}");
+        assert_eq!(progress_of(&sent), vec![(Some(0.2), "step 1".to_string())]);
+        b.advance(Duration::from_millis(999)).await;
+        assert_eq!(progress_of(&b.sent()), vec![], "nothing within the second");
+        b.advance(Duration::from_millis(1)).await;
+        assert_eq!(progress_of(&b.sent()), vec![(Some(1.0), "step 5".to_string())], "the newest report, once the second is over");
+        b.until_done().await;
+        b.advance(Duration::from_secs(2)).await;
+        let sent = b.sent();
+        assert_eq!(
+            progress_of(&sent),
+            vec![(None, "late 1".to_string()), (None, "late 2".to_string())],
+            "late 2, held back when the handler returned, goes right before the result; nothing after"
+        );
+        let last = sent.iter().rfind(|m| !matches!(m, Out::Heartbeat(_)));
+        assert!(
+            matches!(last, Some(Out::Result(r)) if matches!(&r.outcome, Some(pb::result::Outcome::Success(ok)) if ok.result == b"done")),
+            "{sent:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_progress_report_is_only_logged_unless_the_lease_is_stale() {
+        let mut b = setup(4);
+        let refused = |code: Code| {
+            msg(In::Refused(pb::Refused {
+                job_id: 24,
+                lease_token: "t24".into(),
+                refused_message: pb::RefusedMessage::Progress as i32,
+                code: code as u32,
+                message: "scripted".into(),
+            }))
+        };
+        b.core.on_message(assignment(24, "wait", "t24"));
+        b.core.on_message(refused(Code::InvalidArgument));
+        b.core.on_message(refused(Code::Unavailable));
+        assert!(b.core.jobs.contains_key(&24), "a report that broke a rule, or met a busy store, leaves the job running");
+        b.core.on_message(refused(Code::FailedPrecondition));
+        assert!(!b.core.jobs.contains_key(&24), "a stale lease is a lost lease");
+        b.handler_returns().await;
+        assert!(result_of(&b.sent(), 24).is_none(), "the lost job's outcome is dropped");
     }
 }

@@ -13,6 +13,7 @@ import {
   settingsFromEnv,
   type Classified,
   type JobContext,
+  type ParentResult,
 } from '@jobwire/worker';
 
 interface Email {
@@ -37,6 +38,15 @@ worker.handle('email.send', async (ctx: JobContext) => {
   if (ctx.signal.aborted && ctx.cancelReason === CancelReason.TIMEOUT) return;
   if (payload.length > 1_000_000) throw new RetryAfterError(30_000, `job ${id} too large for now (${timeout})`);
   if (ctx.attempt < ctx.maxAttempts) throw retryAfter(new Error('mail API busy'), 1000);
+});
+
+worker.handle('report.build', async (ctx: JobContext) => {
+  const parents: ParentResult[] = ctx.parentResults;
+  const rows: number = parents.reduce((n, p) => n + p.json<{ rows: number }>().rows, 0);
+  ctx.progress(0.5, `${rows} rows from ${parents.map((p) => `${p.jobId} (${p.state})`).join(', ')}`);
+  ctx.progress(null, 'only a message');
+  ctx.setResult(Buffer.from('raw'));
+  return { rows };
 });
 
 const fromEnv: Worker = Worker.fromEnv({ capacity: 4 });

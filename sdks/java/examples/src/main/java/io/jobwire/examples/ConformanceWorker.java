@@ -37,6 +37,11 @@ import java.util.Arrays;
  *   <li>slow {"ms": M}: sleeps M ms, stopping early on a cancel
  *   <li>wait_cancel: waits for a cancel, then writes its reason to DIR/cancelled-ID
  *   <li>block {"marker": NAME}: writes DIR/started-NAME, then waits for a cancel and ends with it
+ *   <li>result: sets the payload's bytes as the job's result
+ *   <li>result_size {"bytes": N}: sets a result of N bytes ("x" each)
+ *   <li>progress {"steps": N, "marker": NAME}: reports progress i/N, "step i of N", for i in 1..N
+ *       at once, writes DIR/started-NAME, then waits for a cancel and ends with it
+ *   <li>parents: sets its parents' results as JSON: [{"job_id", "type", "state", "result"}]
  * </ul>
  */
 public final class ConformanceWorker {
@@ -47,6 +52,12 @@ public final class ConformanceWorker {
   record Slow(long ms) {}
 
   record Block(String marker) {}
+
+  record ResultSize(int bytes) {}
+
+  record Steps(int steps, String marker) {}
+
+  record Parent(@JsonProperty("job_id") long jobId, String type, String state, String result) {}
 
   private static final Object FLAKY_LOCK = new Object();
 
@@ -65,6 +76,7 @@ public final class ConformanceWorker {
         .queues(Arrays.stream(env("JOBWIRE_QUEUES", "").split(",")).filter(q -> !q.isEmpty()).toList())
         .gracePeriod(Duration.ofMillis((long) (Double.parseDouble(env("JOBWIRE_GRACE_SECONDS", "30")) * 1000)))
         .payloadDecoder(mapper::readValue)
+        .resultEncoder(mapper::writeValueAsBytes)
         .build();
 
     worker.handle("echo", ctx -> {
@@ -109,6 +121,19 @@ public final class ConformanceWorker {
       ctx.awaitCancelled();
       ctx.throwIfCancelled();
     });
+    worker.handle("result", ctx -> ctx.setResult(ctx.payload()));
+    worker.handle("result_size", ResultSize.class, (ctx, p) -> ctx.setResultText("x".repeat(p.bytes())));
+    worker.handle("progress", Steps.class, (ctx, p) -> {
+      for (int i = 1; i <= p.steps(); i++) {
+        ctx.progress((double) i / p.steps(), "step " + i + " of " + p.steps());
+      }
+      writeMarker(dir, "started-" + safeName(p.marker()), String.valueOf(ctx.id()).getBytes(StandardCharsets.UTF_8));
+      ctx.awaitCancelled();
+      ctx.throwIfCancelled();
+    });
+    worker.handle("parents", ctx -> ctx.setResultValue(ctx.parentResults().stream()
+        .map(p -> new Parent(p.jobId(), p.type(), p.state().name().replaceFirst("^JOB_STATE_", "").toLowerCase(), p.resultText()))
+        .toList()));
 
     System.err.println("conformance worker state dir " + dir);
     worker.installSignalHandlers();

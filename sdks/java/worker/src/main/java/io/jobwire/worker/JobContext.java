@@ -31,11 +31,37 @@ public final class JobContext {
   // Guarded by this: the thread running the handler, to interrupt, and the cancel callbacks.
   private Thread thread;
   private List<Runnable> onCancel = new ArrayList<>();
+  private final ResultEncoder encoder;
+  private volatile byte[] result;
+  /** Where progress reports go: the worker's throttle for this job; set before the handler runs. */
+  private volatile ProgressSink progressSink;
+
+  /** Takes a checked report: a fraction (NaN when unknown) and a message already cut to size. */
+  interface ProgressSink {
+    void report(double fraction, String message);
+  }
+
+  /** The longest progress message the broker takes, in bytes of UTF-8 (Progress.message). */
+  static final int MAX_PROGRESS_MESSAGE_BYTES = 256;
 
   JobContext(Assignment assignment) {
+    this(assignment, null);
+  }
+
+  JobContext(Assignment assignment, ResultEncoder encoder) {
     this.assignment = assignment;
     this.job = assignment.getJob();
     this.payload = job.getPayload().toByteArray();
+    this.encoder = encoder;
+  }
+
+  void progressSink(ProgressSink sink) {
+    this.progressSink = sink;
+  }
+
+  /** The result set by the handler, or null. */
+  byte[] result() {
+    return result;
   }
 
   /** The job's id. */
@@ -98,6 +124,90 @@ public final class JobContext {
   /** The producer's W3C traceparent, if the job carries one. */
   public Optional<String> traceparent() {
     return Optional.ofNullable(job.getMetadataMap().get("traceparent"));
+  }
+
+  /**
+   * The results of the jobs this one depends on, in the order the producer named them; empty for
+   * a job without parents.
+   */
+  public List<ParentResult> parentResults() {
+    List<ParentResult> out = new ArrayList<>(assignment.getParentResultsCount());
+    for (jobwire.v1.WorkerServiceOuterClass.ParentResult p : assignment.getParentResultsList()) {
+      out.add(new ParentResult(p.getJobId(), p.getType(), p.getResult().toByteArray(), p.getState()));
+    }
+    return List.copyOf(out);
+  }
+
+  /**
+   * Sets the job's result, sent with its success. A result larger than the broker's limit
+   * (Welcome.max_result_bytes) fails the attempt as FATAL, error type {@code ResultTooLarge}.
+   */
+  public void setResult(byte[] bytes) {
+    this.result = bytes.clone();
+  }
+
+  /** Sets the job's result to text, as UTF-8. */
+  public void setResultText(String text) {
+    this.result = text.getBytes(StandardCharsets.UTF_8);
+  }
+
+  /**
+   * Sets the job's result to a value encoded by the builder's {@link ResultEncoder} (JSON, with
+   * the mapper you chose). A value it cannot encode throws a {@link ResultException}: FATAL.
+   */
+  public void setResultValue(Object value) {
+    if (encoder == null) {
+      throw new IllegalStateException("result values need a result encoder: Worker.builder().resultEncoder(mapper::writeValueAsBytes)");
+    }
+    try {
+      this.result = encoder.encode(value);
+    } catch (Exception e) {
+      throw new ResultException("job " + id() + ": the result could not be encoded", e);
+    }
+  }
+
+  /**
+   * Reports how far the job got: a fraction from 0 to 1 and a short message (cut to 256 bytes of
+   * UTF-8). Call it as often as you like: the worker sends at most one report per second, the
+   * last one always, and none after the job's result.
+   *
+   * @throws IllegalArgumentException for a fraction outside 0..1 (FATAL if it leaves the handler)
+   */
+  public void progress(double fraction, String message) {
+    if (!(fraction >= 0 && fraction <= 1)) {
+      throw new IllegalArgumentException("progress fraction " + fraction + " is not between 0 and 1");
+    }
+    report(fraction, message);
+  }
+
+  /** Reports a fraction from 0 to 1 alone; see {@link #progress(double, String)}. */
+  public void progress(double fraction) {
+    progress(fraction, "");
+  }
+
+  /** Reports a message alone, when the job cannot say how far it got; see {@link #progress(double, String)}. */
+  public void progress(String message) {
+    report(Double.NaN, message);
+  }
+
+  private void report(double fraction, String message) {
+    ProgressSink sink = progressSink;
+    if (sink != null) {
+      sink.report(fraction, clip(message == null ? "" : message));
+    }
+  }
+
+  /** message cut to MAX_PROGRESS_MESSAGE_BYTES of UTF-8 at a character: better shortened than refused. */
+  static String clip(String message) {
+    byte[] b = message.getBytes(StandardCharsets.UTF_8);
+    if (b.length <= MAX_PROGRESS_MESSAGE_BYTES) {
+      return message;
+    }
+    int end = MAX_PROGRESS_MESSAGE_BYTES;
+    while (end > 0 && (b[end] & 0xc0) == 0x80) {
+      end--; // back to the start of a character
+    }
+    return new String(b, 0, end, StandardCharsets.UTF_8);
   }
 
   /** Whether the job was cancelled; {@link #cancelReason()} says why. */

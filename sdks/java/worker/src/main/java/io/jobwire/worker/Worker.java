@@ -46,6 +46,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.DoubleSupplier;
+import java.util.function.LongSupplier;
 import jobwire.v1.JobOuterClass.FailureKind;
 import jobwire.v1.WorkerServiceGrpc;
 import jobwire.v1.WorkerServiceOuterClass.Assignment;
@@ -58,6 +59,7 @@ import jobwire.v1.WorkerServiceOuterClass.Failure;
 import jobwire.v1.WorkerServiceOuterClass.Heartbeat;
 import jobwire.v1.WorkerServiceOuterClass.Hello;
 import jobwire.v1.WorkerServiceOuterClass.LeaseRef;
+import jobwire.v1.WorkerServiceOuterClass.Progress;
 import jobwire.v1.WorkerServiceOuterClass.Refused;
 import jobwire.v1.WorkerServiceOuterClass.RefusedMessage;
 import jobwire.v1.WorkerServiceOuterClass.Release;
@@ -83,9 +85,10 @@ import jobwire.v1.WorkerServiceOuterClass.Welcome;
  * single writer by construction. Handlers run on threads of their own (a cached pool, or the
  * executor given to the builder), at most {@code capacity} at once.
  *
- * <p>A handler returns for success and throws for failure. FATAL (the job goes to the dead-letter
- * queue at once): {@link FatalException}, anything that implements {@link Fatal}, a payload the
- * {@link PayloadDecoder} refused, and the standard bug exceptions {@link Failures#FATAL_TYPES}.
+ * <p>A handler returns for success (what it gave {@link JobContext#setResult} is the job's
+ * result) and throws for failure. FATAL (the job goes to the dead-letter queue at once): {@link
+ * FatalException}, anything that implements {@link Fatal}, a payload the {@link PayloadDecoder}
+ * refused, and the standard bug exceptions {@link Failures#FATAL_TYPES}.
  * Everything else is TRANSIENT (retried with the broker's backoff); {@link RetryAfterException}
  * asks for a specific wait.
  */
@@ -97,6 +100,8 @@ public final class Worker {
   static final int CODE_FAILED_PRECONDITION = 9; // stale lease or finished job: drop the message
 
   static final int CODE_UNAVAILABLE = 14; // storage busy: send the message again after a short backoff
+
+  static final int CODE_INVALID_ARGUMENT = 3; // a progress report broke a rule: the job goes on
 
   /** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
   static final int MAX_BATCH = 1024;
@@ -124,8 +129,12 @@ public final class Worker {
   private final boolean usesTls;
   private final boolean clientCert;
   private final PayloadDecoder decoder;
+  private final ResultEncoder encoder;
   private final Executor handlerExecutor;
   private final DoubleSupplier random;
+  /** The clock progress reports are timed by (System.nanoTime unless a test moves its own). */
+  private final LongSupplier nanoClock;
+  private final long progressIntervalNanos;
 
   private final Map<String, Handler> handlers = new ConcurrentHashMap<>();
   private final AtomicBoolean running = new AtomicBoolean();
@@ -150,6 +159,8 @@ public final class Worker {
    * Leases#margin}. Zero (no lease duration announced) leaves leases to the broker.
    */
   private long leaseAllowanceNanos;
+  /** The largest result the broker stores (Welcome.max_result_bytes); 0: it did not say. */
+  private int maxResultBytes;
 
   private Worker(Builder b) {
     this.address = b.address;
@@ -168,8 +179,11 @@ public final class Worker {
     this.usesTls = b.usesTls;
     this.clientCert = b.clientCert;
     this.decoder = b.decoder;
+    this.encoder = b.encoder;
     this.handlerExecutor = b.handlerExecutor;
     this.random = b.random;
+    this.nanoClock = b.nanoClock;
+    this.progressIntervalNanos = b.progressIntervalNanos;
   }
 
   /** A builder with the defaults: 127.0.0.1:7070, plaintext, capacity 8. */
@@ -639,6 +653,7 @@ public final class Worker {
       hb = lease.isZero() || lease.isNegative() ? Duration.ofSeconds(10) : lease.dividedBy(3);
     }
     leaseAllowanceNanos = lease.isZero() || lease.isNegative() ? 0 : lease.minus(Leases.margin(lease, hb)).toNanos();
+    maxResultBytes = Math.max(w.getMaxResultBytes(), 0);
     // Heartbeats of the old stream are never answered; adopted leases keep their deadlines.
     for (Task t : jobs.values()) {
       t.heartbeatAt = -1;
@@ -772,9 +787,12 @@ public final class Worker {
     // this stream and has no answer yet was sent (System.nanoTime), or -1.
     ScheduledFuture<?> leaseTimer;
     long heartbeatAt = -1;
+    final ProgressThrottle<Progress> progress;
+    ScheduledFuture<?> progressTimer;
 
-    Task(JobContext ctx) {
+    Task(JobContext ctx, long progressIntervalNanos) {
       this.ctx = ctx;
+      this.progress = new ProgressThrottle<>(progressIntervalNanos);
       this.jobId = ctx.id();
       this.token = ctx.leaseToken();
       this.ref = LeaseRef.newBuilder().setJobId(jobId).setLeaseToken(token).build();
@@ -805,7 +823,8 @@ public final class Worker {
       release(Release.newBuilder().setJobId(id).setLeaseToken(a.getLeaseToken()).setReason(reason).build());
       return;
     }
-    Task t = new Task(new JobContext(a));
+    Task t = new Task(new JobContext(a, encoder), progressIntervalNanos);
+    t.ctx.progressSink((fraction, message) -> offerProgress(t, fraction, message));
     jobs.put(id, t);
     armLease(t, System.nanoTime());
     // Started must reach the broker before user code runs: the attempt counts from here.
@@ -889,7 +908,13 @@ public final class Worker {
       }
       return; // a refused heartbeat is repeated by the next tick anyway
     }
-    if (r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_HEARTBEAT && t.result != null) {
+    if (r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_PROGRESS && r.getCode() == CODE_INVALID_ARGUMENT) {
+      logf(Level.WARNING, "broker refused a progress report of job %s: %s", r.getJobId(), r.getMessage());
+      return; // progress is advisory: the job goes on
+    }
+    boolean settledByResult = r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_HEARTBEAT
+        || r.getRefusedMessage() == RefusedMessage.REFUSED_MESSAGE_PROGRESS;
+    if (settledByResult && t.result != null) {
       return; // the Result's own answer settles it
     }
     logf(Level.WARNING, "broker refused %s for job %s (code %s: %s); dropping the job",
@@ -944,6 +969,66 @@ public final class Worker {
     }
   }
 
+  // ---- progress (see ProgressThrottle) --------------------------------------------------------
+
+  /**
+   * Takes a report from the handler's thread: the throttle decides there, and only what is to be
+   * sent or scheduled crosses to the loop, at most twice a second.
+   */
+  private void offerProgress(Task t, double fraction, String message) {
+    Progress.Builder p = Progress.newBuilder().setJobId(t.jobId).setLeaseToken(t.token).setMessage(message);
+    if (!Double.isNaN(fraction)) {
+      p.setFraction(fraction);
+    }
+    ProgressThrottle.Offer<Progress> offer = t.progress.offer(nanoClock.getAsLong(), p.build());
+    if (offer.any()) {
+      onLoop(() -> progressOut(t, offer));
+    }
+  }
+
+  private void progressOut(Task t, ProgressThrottle.Offer<Progress> offer) {
+    if (jobs.get(t.jobId) != t || t.result != null) {
+      return;
+    }
+    if (offer.send() != null) {
+      send(ConnectRequest.newBuilder().setProgress(offer.send()).build());
+    }
+    if (offer.dueAt() != ProgressThrottle.Offer.NONE) {
+      t.progressTimer = after(offer.dueAt() - nanoClock.getAsLong(), () -> {
+        // Sends the report held back, unless the throttle was closed meanwhile (stopProgress).
+        t.progressTimer = null;
+        Progress p = t.progress.due(nanoClock.getAsLong());
+        if (p != null) {
+          send(ConnectRequest.newBuilder().setProgress(p).build());
+        }
+      });
+    }
+  }
+
+  /**
+   * No progress for t from now on: its result goes next, or it is gone. Returns the report held
+   * back, which goes right before the result, or null.
+   */
+  private static Progress stopProgress(Task t) {
+    if (t.progressTimer != null) {
+      t.progressTimer.cancel(false);
+      t.progressTimer = null;
+    }
+    return t.progress.close();
+  }
+
+  /**
+   * The FATAL failure of an attempt whose result the broker would not store: retrying produces
+   * the same result.
+   */
+  static Failure resultTooLarge(long jobId, int size, int limit) {
+    return Failure.newBuilder()
+        .setKind(FailureKind.FAILURE_KIND_FATAL)
+        .setErrorType("ResultTooLarge")
+        .setMessage("the result of job " + jobId + " is " + size + " bytes, more than the broker's limit of " + limit + " bytes")
+        .build();
+  }
+
   // ---- handlers -------------------------------------------------------------------------------
 
   private void execute(Task t, Handler fn) {
@@ -971,11 +1056,21 @@ public final class Worker {
       t.timeoutTimer.cancel(false);
     }
     stopLease(t); // the result is sent whatever becomes of the lease now
+    Progress last = stopProgress(t); // nothing after the result; what was held back goes before it
     if (jobs.get(t.jobId) != t) {
       return; // cancelled or lost meanwhile: the broker refuses results for this lease
     }
+    if (last != null) {
+      send(ConnectRequest.newBuilder().setProgress(last).build());
+    }
     Result.Builder r = Result.newBuilder().setJobId(t.jobId).setLeaseToken(t.token);
-    if (err == null) {
+    byte[] value = t.ctx.result();
+    if (err == null && value != null && maxResultBytes > 0 && value.length > maxResultBytes) {
+      r.setFailure(resultTooLarge(t.jobId, value.length, maxResultBytes));
+      logf(Level.DEBUG, "job %s failed (FATAL): %s", t.jobId, r.getFailure().getMessage());
+    } else if (err == null && value != null && value.length > 0) {
+      r.setSuccess(Success.newBuilder().setResult(com.google.protobuf.ByteString.copyFrom(value)));
+    } else if (err == null) {
       r.setSuccess(Success.getDefaultInstance());
     } else if (t.timedOut) {
       // The attempt timeout stopped it: a timeout, whatever the handler made of that.
@@ -1045,6 +1140,7 @@ public final class Worker {
       jobs.remove(t.jobId);
     }
     stopLease(t);
+    stopProgress(t);
     if (t.timeoutTimer != null) {
       t.timeoutTimer.cancel(false);
     }
@@ -1109,8 +1205,11 @@ public final class Worker {
     private boolean usesTls;
     private boolean clientCert;
     private PayloadDecoder decoder;
+    private ResultEncoder encoder;
     private Executor handlerExecutor;
     private DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
+    private LongSupplier nanoClock = System::nanoTime;
+    private long progressIntervalNanos = ProgressThrottle.INTERVAL_NANOS;
 
     private Builder() {}
 
@@ -1242,6 +1341,27 @@ public final class Worker {
     /** Decodes payloads for typed handlers: the JSON mapper of your choice, e.g. {@code objectMapper::readValue}. */
     public Builder payloadDecoder(PayloadDecoder decoder) {
       this.decoder = Objects.requireNonNull(decoder, "decoder");
+      return this;
+    }
+
+    /**
+     * Encodes the values handlers give {@link JobContext#setResultValue}: the JSON mapper of your
+     * choice, e.g. {@code objectMapper::writeValueAsBytes}.
+     */
+    public Builder resultEncoder(ResultEncoder encoder) {
+      this.encoder = Objects.requireNonNull(encoder, "encoder");
+      return this;
+    }
+
+    /** The clock progress reports are timed by, for tests that move it by hand. */
+    Builder nanoClock(LongSupplier clock) {
+      this.nanoClock = Objects.requireNonNull(clock, "clock");
+      return this;
+    }
+
+    /** The least time between two progress reports of a job (default 1 s), for tests. */
+    Builder progressInterval(Duration d) {
+      this.progressIntervalNanos = positive(d, "progress interval").toNanos();
       return this;
     }
 
