@@ -761,6 +761,108 @@ func mutations() []mutation {
 	add(mutation{name: "unique: a requeued job keeps a key another holds", file: "store/sqlite/admin.go",
 		from: "\t\t\t\t\tAND (o.unique_states >> o.state) & 1 = 1)", to: "\t\t\t\t\tAND 0 = 1)",
 		pkgs: []string{storePkg}, run: "TestStoreContract/UniqueKeyOfRequeuedJobAlreadyTaken"})
+	add(mutation{name: "deps: a dependent is released with a parent left", file: "store/sqlite/deps.go",
+		from: "\n\tif left > 0 {", to: "\n\tif left > 1 {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/DepsReleasedByEveryWayASuccessIsWritten"})
+	add(mutation{name: "deps: a settled edge is settled again", file: "store/postgres/migrations/016_dependencies.up.sql",
+		from: "AND NOT d.settled", to: "AND true",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/DepsSettledOnceWhenRepeated", postgres: true})
+	add(mutation{name: "deps: a released dependent wakes no other broker", file: "store/postgres/migrations/016_dependencies.up.sql",
+		from: "PERFORM pg_notify(channel, '{\"k\":\"ready\",\"f\":\"dependencies\"}');", to: "PERFORM 1;",
+		pkgs: []string{srvPkg}, run: "TestClusterParentOnOneBrokerReleasesDependentOnAnother", postgres: true})
+	add(mutation{name: "deps: a graph with a cycle is accepted", file: "broker/deps.go",
+		from: "\tif len(order) < len(nodes) {", to: "\tif false {",
+		pkgs: []string{srvPkg}, run: "TestEnqueueGraphRefusesBadGraphs"})
+	add(mutation{name: "deps: a dead parent is accepted", file: "store/deps.go",
+		from: "if !p.RunAnyway && (st == job.StateDead || st == job.StateCancelled) {", to: "if false {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/DepsAddRefusesWhatCannotRun"})
+	add(mutation{name: "schedules: a backfill enqueues an occurrence twice", file: "broker/schedules.go",
+		from: "ScheduleOccurrenceGet(def.Name, at); err != nil || ok {", to: "ScheduleOccurrenceGet(def.Name, at); err != nil && ok {",
+		pkgs: []string{srvPkg}, run: "TestScheduleBackfillEnqueuesEachOccurrenceOnce"})
+	add(mutation{name: "schedules: the next fire time is not moved on", file: "broker/schedules.go",
+		from: "\tr.NextFireAt, r.BufferedFireAt, r.UpdatedAt = d.Next, d.Buffered, now", to: "\tr.BufferedFireAt, r.UpdatedAt = d.Buffered, now",
+		pkgs: []string{srvPkg}, run: "TestScheduleCatchUpAfterAStop"})
+	add(mutation{name: "schedules: every overlap is allowed", file: "schedule/decide.go",
+		from: "\t\tcase !running || d.Overlap == OverlapAllowAll:", to: "\t\tcase true:",
+		pkgs: []string{"./schedule"}, run: "TestDecide"})
+	add(mutation{name: "schedules: a late occurrence counts as on time", file: "schedule/decide.go",
+		from: "\t\toldest = now.Add(-LateGrace)", to: "\t\toldest = now.Add(-100 * LateGrace)",
+		pkgs: []string{"./schedule"}, run: "TestDecide"})
+	add(mutation{name: "schedules: the alarm moves later", file: "broker/schedules.go",
+		from: "\tif armed, ok := s.alarm.Armed(); ok && !at.Before(armed) {", to: "\tif false {",
+		pkgs: []string{"./broker"}, run: "TestSchedulerAlarmOnlyMovesEarlier"})
+	add(mutation{name: "batches: a job is counted twice (SQLite)", file: "store/sqlite/batches.go",
+		from: "AND batch_id IS NOT NULL AND batch_counted = 0 AND ", to: "AND batch_id IS NOT NULL AND ",
+		pkgs: []string{storePkg}, run: "TestStoreContract/BatchCompletesOnceWhenEveryJobIsFinal"})
+	add(mutation{name: "batches: a job is counted twice (PostgreSQL)", file: "store/postgres/batches.go",
+		from: "AND batch_id IS NOT NULL AND NOT batch_counted AND state IN (5, 6, 7)", to: "AND batch_id IS NOT NULL AND state IN (5, 6, 7)",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/BatchCompletesOnceWhenEveryJobIsFinal", postgres: true})
+	add(mutation{name: "batches: a result does not name its batch", file: "broker/session.go",
+		from: "Attempt: a, Now: now, Batch: batchOf(j)}", to: "Attempt: a, Now: now}",
+		pkgs: []string{srvPkg}, run: "TestBatchCallbacksRunOnce"})
+	add(mutation{name: "keyconc: a key runs one over its limit", file: "store/keyconc.go",
+		from: "if c.Key != \"\" && c.Held+picked[c.Key] >= c.Limit {", to: "if c.Key != \"\" && c.Held+picked[c.Key] > c.Limit {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedLeaseHoldsEachKeyToItsLimit"})
+	add(mutation{name: "keyconc: a keyed lease takes no lock", file: "store/postgres/keyconc.go",
+		from: "\tif t.keysLocked {", to: "\tif true {",
+		pkgs: []string{pgPkg}, run: "TestKeyedLeaseWaitsForConcurrentLease", postgres: true})
+	add(mutation{name: "keyconc: a lease without keys takes keyed jobs", file: "store/sqlite/tx.go",
+		from: "\t\tsel.WriteString(` AND concurrency_key = ''`)", to: "\t\tsel.WriteString(``)",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedJobsAreLeftOutByALeaseWithoutKeys"})
+	add(mutation{name: "keyconc: keys do not take turns", file: "store/sqlite/keyconc.go",
+		from: "ORDER BY priority DESC, turn, served, run_at, id LIMIT", to: "ORDER BY priority DESC, run_at, id LIMIT",
+		pkgs: []string{srvPkg}, run: "TestConcurrencyKeysTakeTurns"})
+	add(mutation{name: "ratelimit: an empty bucket lets a job through", file: "ratelimit/ratelimit.go",
+		from: "\tif l.Allowance(b, now) < 1 {", to: "\tif l.Allowance(b, now) < 0 {",
+		pkgs: []string{"./ratelimit"}, run: "TestBurstThenSteadyRate$"})
+	add(mutation{name: "ratelimit: the SQLite lease ignores the gate", file: "store/sqlite/tx.go",
+		from: "if held = gate.Admit(j.Type, j.Queue, j.RateKey); held != nil {", to: "if held = gate.Admit(j.Type, j.Queue, j.RateKey); false {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseFollowsRateRule$"})
+	add(mutation{name: "ratelimit: the PostgreSQL lease skips the limits", file: "store/postgres/tx.go",
+		from: "\tif len(caps) == 0 && p.Rates == nil {", to: "\tif len(caps) == 0 {",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/RateLimitedLeaseTakesBurstThenRate$", postgres: true})
+	add(mutation{name: "ratelimit: a job's type does not pick its limits", file: "store/sqlite/ratelimit.go",
+		from: "WHERE (job_type = '' OR job_type = ?)", to: "WHERE (job_type = '-' AND job_type = ?)",
+		pkgs: []string{storePkg}, run: "TestStoreContract/RateKeyStoredWithJob$"})
+	add(mutation{name: "ratelimit: a lease does not lock the limits", file: "store/postgres/ratelimit.go",
+		from: "FROM rate_limits ORDER BY name FOR UPDATE", to: "FROM rate_limits ORDER BY name",
+		pkgs: []string{srvPkg}, run: "TestClusterRateLimitHoldsAcrossBrokers$", postgres: true})
+	add(mutation{name: "ratelimit: a held job waits for no alarm", file: "broker/ratelimit.go",
+		from: "if at, armed := r.wake.Armed(); !armed || rl.NextAt.Before(at) {", to: "if at, armed := r.wake.Armed(); false && (!armed || rl.NextAt.Before(at)) {",
+		pkgs: []string{srvPkg}, run: "TestRateLimitHoldsJobsBackWithoutSpendingAttempts$"})
+	add(mutation{name: "limits: a rate limit is set beside concurrency keys", file: "broker/limitsmix.go",
+		from: "\tif b.svc.keys.active() {", to: "\tif false {",
+		pkgs: []string{srvPkg}, run: "TestRateLimitsAndConcurrencyKeysAreNotCombined"})
+	add(mutation{name: "python: a result over the limit is sent", file: "sdks/python/jobwire/worker.py",
+		from: "if data and limit > 0 and len(data) > limit:", to: "if data and limit > 0 and len(data) > limit + 1:",
+		pkgs: []string{"sdks/python/tests/test_results.py"}, run: "test_a_result_over_the_brokers_limit_is_a_fatal_result_too_large", sdk: sdkPython})
+	add(mutation{name: "python: progress is not throttled", file: "sdks/python/jobwire/progress.py",
+		from: "if self._sent_at is None or now >= self._sent_at + self._interval:", to: "if True:",
+		pkgs: []string{"sdks/python/tests/test_results.py"}, run: "test_first_goes_at_once_then_one_a_second_and_the_last_always", sdk: sdkPython})
+	add(mutation{name: "python: the last progress is dropped", file: "sdks/python/jobwire/worker.py",
+		from: "last = self._stop_progress(j)  # nothing after the result; what was held back goes before it", to: "last = None",
+		pkgs: []string{"sdks/python/tests/test_results.py"}, run: "test_progress_held_back_goes_right_before_the_result_and_none_after", sdk: sdkPython})
+	add(mutation{name: "node: a result over the limit is sent", file: "sdks/node/src/worker.js",
+		from: "if (data && limit > 0 && data.length > limit) {", to: "if (data && limit > 0 && data.length > limit + 1) {",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^a result over the broker's limit", sdk: sdkNode})
+	add(mutation{name: "node: the last progress is dropped", file: "sdks/node/src/worker.js",
+		from: "const last = this.stopProgress(j); // nothing after the result; what was held back goes before it", to: "const last = undefined;",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^a progress report held back when the handler resolves", sdk: sdkNode})
+	add(mutation{name: "node: a refused progress ends the job", file: "sdks/node/src/worker.js",
+		from: "if (r.refusedMessage === 'REFUSED_MESSAGE_PROGRESS' && r.code === CODE_INVALID_ARGUMENT) {", to: "if (false) {",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^a refused progress report is only logged", sdk: sdkNode})
+	add(mutation{name: "java: progress is not throttled", file: "sdks/java/worker/src/main/java/io/jobwire/worker/ProgressThrottle.java",
+		from: "if (!sentOnce || now - sentAt >= intervalNanos) {", to: "if (true) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/ResultsTest.java"}, run: "theThrottleSendsTheFirstAtOnceThenOneASecondAndTheNewestAlways", sdk: sdkJava})
+	add(mutation{name: "java: a result over the limit is sent", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "value.length > maxResultBytes) {", to: "value.length > maxResultBytes + 1) {",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/ResultsTest.java"}, run: "theResultSetByTheHandlerIsSentAndOneOverTheBrokersLimitIsAFatalResultTooLarge", sdk: sdkJava})
+	add(mutation{name: "rust: a result over the limit is sent", file: "sdks/rust/src/worker.rs",
+		from: "Ok(result) if limit > 0 && result.len() > limit =>", to: "Ok(result) if limit > 0 && result.len() > limit + 1 =>",
+		pkgs: []string{"sdks/rust/src/worker.rs"}, run: "a_returned_result_is_sent_and_one_over_the_brokers_limit_is_a_fatal_result_too_large", sdk: sdkRust})
+	add(mutation{name: "rust: progress is not throttled", file: "sdks/rust/src/progress.rs",
+		from: "Some(at) if now < at + self.interval =>", to: "Some(at) if false && now < at + self.interval =>",
+		pkgs: []string{"sdks/rust/src/progress.rs"}, run: "the_first_report_goes_at_once_then_one_a_second_the_newest_held_back_always", sdk: sdkRust})
 	return ms
 }
 
