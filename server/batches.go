@@ -61,6 +61,9 @@ func (l Limits) validateBatchEnqueue(r *jobwirev1.EnqueueBatchRequest, now time.
 			if spec.GetBatchId() != 0 {
 				return invalid(fmt.Sprintf("jobs[%d].batch_id", i), "must be 0 when the request creates its batch (batch is set), got %d", spec.GetBatchId())
 			}
+			if len(spec.GetDependsOn()) > 0 {
+				return invalid(fmt.Sprintf("jobs[%d].depends_on", i), dependentInBatch)
+			}
 		}
 		return l.validateBatchOptions("batch", r.GetBatch(), now)
 	}
