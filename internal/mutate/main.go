@@ -863,6 +863,9 @@ func mutations() []mutation {
 	add(mutation{name: "rust: progress is not throttled", file: "sdks/rust/src/progress.rs",
 		from: "Some(at) if now < at + self.interval =>", to: "Some(at) if false && now < at + self.interval =>",
 		pkgs: []string{"sdks/rust/src/progress.rs"}, run: "the_first_report_goes_at_once_then_one_a_second_the_newest_held_back_always", sdk: sdkRust})
+	add(mutation{name: "deps: a dependent is let into a batch", file: "server/deps.go",
+		from: "\tif s.GetBatchId() != 0 {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)", to: "\tif false {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)",
+		pkgs: []string{srvPkg}, run: "TestDependentsAreKeptOutOfBatches"})
 	return ms
 }
 
