@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jobwire/jobwire/internal/service"
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -178,11 +177,19 @@ func (h *watchHub) backstop() {
 
 // Saw records the version of a watched job as its watcher read it: the backstop tells of any
 // change from there, a change between the watcher's read and the backstop's first included.
-func (w *JobWatch) Saw(j *job.Job) {
+func (w *JobWatch) Saw(id int64, v store.JobVersion) {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, known := h.seen[j.ID]; !known && h.byJob[j.ID] != nil {
-		h.seen[j.ID] = store.VersionOf(j)
+	if _, known := h.seen[id]; !known && h.byJob[id] != nil {
+		h.seen[id] = v
 	}
 }
+
+// JobVersions reads the versions of jobs (store.VersionReader), for a watcher's first look.
+func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]store.JobVersion, error) {
+	return b.st.JobVersions(ctx, ids)
+}
+
+// Watched is how many jobs are being watched.
+func (b *Broker) Watched() int { return int(b.svc.watches.watched.Load()) }

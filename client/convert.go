@@ -35,6 +35,8 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 		LastErrorType:    p.GetLastErrorType(),
 		LastErrorMessage: p.GetLastErrorMessage(),
 		Metadata:         p.GetMetadata(),
+		Result:           p.GetResult(),
+		Progress:         progressFromProto(p.GetProgress()),
 	}
 	if d := p.GetAttemptTimeout(); d != nil {
 		j.AttemptTimeout = d.AsDuration()
@@ -149,4 +151,12 @@ func timeFromProto(ts *timestamppb.Timestamp) time.Time {
 		return time.Time{}
 	}
 	return ts.AsTime()
+}
+
+func progressFromProto(p *jobwirev1.JobProgress) *job.Progress {
+	if p == nil {
+		return nil
+	}
+	return &job.Progress{Attempt: int(p.GetAttempt()), Fraction: p.GetFraction(), HasFraction: p.Fraction != nil,
+		Message: p.GetMessage(), UpdatedAt: timeFromProto(p.GetUpdatedAt())}
 }

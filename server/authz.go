@@ -45,6 +45,7 @@ var access = map[string]rule{
 	jobwirev1.ProducerService_EnqueueBatch_FullMethodName: producerOnly,
 	jobwirev1.ProducerService_GetJob_FullMethodName:       producerViewer,
 	jobwirev1.ProducerService_CancelJob_FullMethodName:    producerOnly,
+	jobwirev1.ProducerService_WatchJobs_FullMethodName:    producerViewer,
 
 	jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,
 
@@ -200,6 +201,12 @@ func (s *Server) authorizeRequest(ctx context.Context, req any) error {
 		return s.checkStoredJobScope(ctx, p, r.GetId())
 	case *jobwirev1.CancelJobRequest:
 		return s.checkStoredJobScope(ctx, p, r.GetId())
+	case *jobwirev1.WatchJobsRequest:
+		for _, id := range r.GetIds() {
+			if err := s.checkStoredJobScope(ctx, p, id); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -548,6 +548,107 @@ func (x *GetJobRequest) GetId() int64 {
 	return 0
 }
 
+type WatchJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs to follow: 1..10000 ids, each once.
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// Send each job only once it is final (SUCCEEDED, DEAD or CANCELLED): what a caller that
+	// waits needs.
+	FinalOnly     bool `protobuf:"varint,2,opt,name=final_only,json=finalOnly,proto3" json:"final_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsRequest) Reset() {
+	*x = WatchJobsRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsRequest) ProtoMessage() {}
+
+func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
+func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WatchJobsRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *WatchJobsRequest) GetFinalOnly() bool {
+	if x != nil {
+		return x.FinalOnly
+	}
+	return false
+}
+
+type WatchJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job as it is now, without payload or attempt history: its state, attempts, last
+	// error, progress, and once SUCCEEDED its result.
+	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsResponse) Reset() {
+	*x = WatchJobsResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsResponse) ProtoMessage() {}
+
+func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
+func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WatchJobsResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 type GetJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -560,7 +661,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +673,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +686,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -617,7 +718,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +730,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +743,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -682,7 +783,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +795,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +808,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -726,7 +827,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +839,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +852,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -798,7 +899,13 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x14EnqueueBatchResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.jobwire.v1.EnqueuedJobR\x04jobs\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"C\n" +
+	"\x10WatchJobsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x1d\n" +
+	"\n" +
+	"final_only\x18\x02 \x01(\bR\tfinalOnly\"6\n" +
+	"\x11WatchJobsResponse\x12!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x120\n" +
 	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"\x9c\x01\n" +
@@ -821,12 +928,13 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n" +
 	"\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n" +
 	"\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n" +
-	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xb3\x02\n" +
+	"\x17WAIT_REASON_WORKER_SLOT\x10\a2\xff\x02\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
 	"\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n" +
-	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponseB\xa4\x01\n" +
+	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12J\n" +
+	"\tWatchJobs\x12\x1c.jobwire.v1.WatchJobsRequest\x1a\x1d.jobwire.v1.WatchJobsResponse0\x01B\xa4\x01\n" +
 	"\x0ecom.jobwire.v1B\x14ProducerServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -844,7 +952,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(WaitReason)(0),               // 0: jobwire.v1.WaitReason
 	(*JobSpec)(nil),               // 1: jobwire.v1.JobSpec
@@ -854,45 +962,50 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*EnqueueBatchRequest)(nil),   // 5: jobwire.v1.EnqueueBatchRequest
 	(*EnqueueBatchResponse)(nil),  // 6: jobwire.v1.EnqueueBatchResponse
 	(*GetJobRequest)(nil),         // 7: jobwire.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 8: jobwire.v1.GetJobResponse
-	(*JobWaiting)(nil),            // 9: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 10: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 11: jobwire.v1.CancelJobResponse
-	nil,                           // 12: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(JobState)(0),                 // 15: jobwire.v1.JobState
-	(*Job)(nil),                   // 16: jobwire.v1.Job
+	(*WatchJobsRequest)(nil),      // 8: jobwire.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 9: jobwire.v1.WatchJobsResponse
+	(*GetJobResponse)(nil),        // 10: jobwire.v1.GetJobResponse
+	(*JobWaiting)(nil),            // 11: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 12: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 13: jobwire.v1.CancelJobResponse
+	nil,                           // 14: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(JobState)(0),                 // 17: jobwire.v1.JobState
+	(*Job)(nil),                   // 18: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	13, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	14, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	14, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	12, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	15, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	16, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	16, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	14, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	1,  // 4: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	15, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	13, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	17, // 5: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	15, // 6: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	3,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	1,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
 	3,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	16, // 10: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	9,  // 11: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	0,  // 12: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	13, // 13: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	16, // 14: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	2,  // 15: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	5,  // 16: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	7,  // 17: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	10, // 18: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	4,  // 19: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	6,  // 20: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	8,  // 21: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	11, // 22: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 10: jobwire.v1.WatchJobsResponse.job:type_name -> jobwire.v1.Job
+	18, // 11: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	11, // 12: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	0,  // 13: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	15, // 14: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	18, // 15: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	2,  // 16: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	5,  // 17: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	7,  // 18: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	12, // 19: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	8,  // 20: jobwire.v1.ProducerService.WatchJobs:input_type -> jobwire.v1.WatchJobsRequest
+	4,  // 21: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	6,  // 22: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	10, // 23: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	13, // 24: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	9,  // 25: jobwire.v1.ProducerService.WatchJobs:output_type -> jobwire.v1.WatchJobsResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -911,7 +1024,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

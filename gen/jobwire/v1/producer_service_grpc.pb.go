@@ -23,6 +23,7 @@ const (
 	ProducerService_EnqueueBatch_FullMethodName = "/jobwire.v1.ProducerService/EnqueueBatch"
 	ProducerService_GetJob_FullMethodName       = "/jobwire.v1.ProducerService/GetJob"
 	ProducerService_CancelJob_FullMethodName    = "/jobwire.v1.ProducerService/CancelJob"
+	ProducerService_WatchJobs_FullMethodName    = "/jobwire.v1.ProducerService/WatchJobs"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -42,6 +43,13 @@ type ProducerServiceClient interface {
 	// A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
 	// fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
+	// WatchJobs follows jobs until each is final: it sends each job as it is when the call
+	// starts, then again whenever its state or progress changes (with final_only, only once it
+	// is final), and ends once every job was sent final. The broker tells the stream from its own
+	// writes and, across brokers on one database, from a bounded read of the watched jobs: a
+	// caller never polls per job. A job that does not exist is NOT_FOUND; one deleted while
+	// watched (retention) ends the call with NOT_FOUND naming it.
+	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error)
 }
 
 type producerServiceClient struct {
@@ -92,6 +100,25 @@ func (c *producerServiceClient) CancelJob(ctx context.Context, in *CancelJobRequ
 	return out, nil
 }
 
+func (c *producerServiceClient) WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProducerService_ServiceDesc.Streams[0], ProducerService_WatchJobs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchJobsRequest, WatchJobsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_WatchJobsClient = grpc.ServerStreamingClient[WatchJobsResponse]
+
 // ProducerServiceServer is the server API for ProducerService service.
 // All implementations must embed UnimplementedProducerServiceServer
 // for forward compatibility.
@@ -109,6 +136,13 @@ type ProducerServiceServer interface {
 	// A job that already finished (SUCCEEDED, DEAD or CANCELLED) is left as it is and the call
 	// fails with FAILED_PRECONDITION naming the state; a job that does not exist is NOT_FOUND.
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
+	// WatchJobs follows jobs until each is final: it sends each job as it is when the call
+	// starts, then again whenever its state or progress changes (with final_only, only once it
+	// is final), and ends once every job was sent final. The broker tells the stream from its own
+	// writes and, across brokers on one database, from a bounded read of the watched jobs: a
+	// caller never polls per job. A job that does not exist is NOT_FOUND; one deleted while
+	// watched (retention) ends the call with NOT_FOUND naming it.
+	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error
 	mustEmbedUnimplementedProducerServiceServer()
 }
 
@@ -130,6 +164,9 @@ func (UnimplementedProducerServiceServer) GetJob(context.Context, *GetJobRequest
 }
 func (UnimplementedProducerServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
+}
+func (UnimplementedProducerServiceServer) WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchJobs not implemented")
 }
 func (UnimplementedProducerServiceServer) mustEmbedUnimplementedProducerServiceServer() {}
 func (UnimplementedProducerServiceServer) testEmbeddedByValue()                         {}
@@ -224,6 +261,17 @@ func _ProducerService_CancelJob_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProducerService_WatchJobs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchJobsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProducerServiceServer).WatchJobs(m, &grpc.GenericServerStream[WatchJobsRequest, WatchJobsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_WatchJobsServer = grpc.ServerStreamingServer[WatchJobsResponse]
+
 // ProducerService_ServiceDesc is the grpc.ServiceDesc for ProducerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -248,6 +296,12 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ProducerService_CancelJob_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchJobs",
+			Handler:       _ProducerService_WatchJobs_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "jobwire/v1/producer_service.proto",
 }

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// MaxWatchJobs is the most jobs one WatchJobs call follows.
+const MaxWatchJobs = 10_000
+
+// WatchJobs follows jobs until each is final (see the proto). The broker's watch says which
+// jobs may have changed; only those are read again, so a call costs one read per change of a
+// job, never a read per job per interval.
+func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.ProducerService_WatchJobsServer) error {
+	ctx := stream.Context()
+	if err := validateWatch(req); err != nil {
+		return err
+	}
+	if err := p.authorizeRequest(ctx, req); err != nil {
+		return err
+	}
+	// The watch starts before the first read, so no change between the two is missed.
+	w := p.b.WatchJobs(req.GetIds())
+	defer w.Close()
+	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]store.JobVersion)}
+	if err := f.first(ctx, req.GetIds()); err != nil {
+		return err
+	}
+	for len(f.sent) > 0 {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-w.C():
+		}
+		for _, id := range w.Changed() {
+			if err := f.check(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// following is one WatchJobs call's jobs: sent holds the version last sent of each job not
+// final yet (zero when none was sent).
+type following struct {
+	p         *producer
+	stream    jobwirev1.ProducerService_WatchJobsServer
+	w         *broker.JobWatch
+	finalOnly bool
+	sent      map[int64]store.JobVersion
+}
+
+// first reads every job once: its versions in one read, and in full only the jobs to send now.
+func (f *following) first(ctx context.Context, ids []int64) error {
+	versions, err := f.p.b.JobVersions(ctx, ids)
+	if err != nil {
+		return toStatus(err)
+	}
+	for _, id := range ids {
+		if _, ok := versions[id]; !ok {
+			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
+		}
+	}
+	for _, id := range ids {
+		v := versions[id]
+		f.w.Saw(id, v)
+		if f.finalOnly && !v.State.Final() {
+			f.sent[id] = v
+			continue
+		}
+		f.sent[id] = store.JobVersion{}
+		if err := f.check(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check reads a job that may have changed and sends it if it did (and, with finalOnly, is
+// final); a final job is followed no more.
+func (f *following) check(ctx context.Context, id int64) error {
+	last, open := f.sent[id]
+	if !open {
+		return nil
+	}
+	j, err := f.p.b.Get(ctx, id)
+	if errors.Is(err, broker.ErrNotFound) {
+		return status.Errorf(codes.NotFound, "job %d was deleted while watched (retention or a purge)", id)
+	}
+	if err != nil {
+		return toStatus(err)
+	}
+	v := store.VersionOf(j)
+	final := j.State.Final()
+	if v == last || (f.finalOnly && !final) {
+		return nil
+	}
+	if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Job: watchedToProto(j)}); err != nil {
+		return err
+	}
+	f.sent[id] = v
+	if final {
+		delete(f.sent, id)
+		f.w.Stop(id)
+	}
+	return nil
+}
+
+// watchedToProto is a job as WatchJobs sends it: without payload or attempt history.
+func watchedToProto(j *job.Job) *jobwirev1.Job {
+	light := *j
+	light.Payload, light.History = nil, nil
+	return jobToProto(&light)
+}
+
+// validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once.
+func validateWatch(req *jobwirev1.WatchJobsRequest) error {
+	ids := req.GetIds()
+	if len(ids) == 0 || len(ids) > MaxWatchJobs {
+		return invalid("ids", "names %d jobs; name 1..%d", len(ids), MaxWatchJobs)
+	}
+	seen := make(map[int64]bool, len(ids))
+	for i, id := range ids {
+		if id <= 0 {
+			return invalid("ids", "ids[%d] is %d; job ids are positive", i, id)
+		}
+		if seen[id] {
+			return invalid("ids", "job %d is named twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
