@@ -160,6 +160,8 @@ var hostileArgs = map[string][][]string{
 	"enqueue":          {{"--type", "t"}, {"--type", "t", "--idempotency-key", hostile}},
 	"job get":          {{"1"}},
 	"job cancel":       {{"1"}},
+	"job wait":         {{"1"}, {"1", "2"}},
+	"job watch":        {{"1"}},
 	"jobs list":        {nil},
 	"dlq list":         {nil},
 	"dlq show":         {{"1"}},

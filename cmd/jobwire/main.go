@@ -78,6 +78,8 @@ func init() {
 		{name: "enqueue", args: "--type T [--payload JSON] [flags]", summary: "Enqueue one job and print its id.", run: runEnqueue},
 		{name: "job get", args: "ID [flags]", summary: "Show a job with its attempt history.", run: runJobGet},
 		{name: "job cancel", args: "ID [flags]", summary: "Cancel a job that has not finished.", run: runJobCancel},
+		{name: "job wait", args: "ID... [--for D] [flags]", summary: "Wait until jobs are final; the exit status says how they ended.", run: runJobWait},
+		{name: "job watch", args: "ID [--for D] [flags]", summary: "Follow a job's state and progress until it is final.", run: runJobWatch},
 		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [--sort COLUMN [--asc]] [flags]", summary: "List jobs, newest first or sorted by a column.", run: runJobsList},
 		{name: "dlq list", args: "[filters] [--sort COLUMN [--asc]] [flags]", summary: "List dead jobs, the newest death first or sorted by a column.", run: runDLQList},
 		{name: "dlq show", args: "ID [flags]", summary: "Show a dead job's payload and every attempt's error.", run: runDLQShow},
@@ -196,8 +198,14 @@ func (e *env) run(ctx context.Context, args []string) int {
 		ue *usageError
 		hr *helpRequest
 		gh *groupHelpRequest
+		xs *exitStatus
 	)
 	switch {
+	case errors.As(err, &xs):
+		if xs.msg != "" {
+			fmt.Fprintf(e.stderr, "jobwire %s: %s\n", c.name, xs.msg)
+		}
+		return xs.code
 	case errors.As(err, &hr):
 		printCommandUsage(e.stdout, c, hr.fs)
 		return 0
