@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/store"
@@ -29,13 +30,16 @@ type watchHub struct {
 
 	mu    sync.Mutex
 	byJob map[int64][]*JobWatch
+	// remote are the jobs other brokers watch, until when (watchcluster.go).
+	remote map[int64]time.Time
 	// seen is the version of each watched job the backstop read last.
 	seen map[int64]store.JobVersion
 }
 
 func newWatchHub(b *Broker) *watchHub {
 	h := &watchHub{ctx: func() context.Context { return b.ctx }, read: b.st, log: b.log.Debug,
-		byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion)}
+		byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion), remote: make(map[int64]time.Time)}
+	h.startWatchEvents(b)
 	poll := b.cfg.WatchPoll
 	if poll <= 0 {
 		poll = DefaultConfig().WatchPoll
@@ -58,7 +62,10 @@ type JobWatch struct {
 // caller reads them once after this returns, so that no change between the read and the watch
 // is missed.
 func (b *Broker) WatchJobs(ids []int64) *JobWatch {
-	return b.svc.watches.add(slices.Compact(slices.Sorted(slices.Values(ids))))
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	w := b.svc.watches.add(ids)
+	b.svc.watches.announce(b, ids)
+	return w
 }
 
 func (h *watchHub) add(ids []int64) *JobWatch {

@@ -47,7 +47,7 @@ func TestWaitReturnsFinalJobsWithResults(t *testing.T) {
 	w.Started(a)
 	ack(t, w.Fail(a, brokertest.Fatal("ValueError")))
 
-	jobs := <-done
+	jobs := received(t, done)
 	if len(jobs) != 2 || jobs[0].ID != ok || string(jobs[0].Result) != `{"sum":3}` || jobs[0].State != job.StateSucceeded {
 		t.Fatalf("waited: %+v", jobs)
 	}
