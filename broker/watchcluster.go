@@ -119,7 +119,6 @@ func (h *watchHub) startWatchEvents(b *Broker) {
 	b.WatchCluster(func(e store.Event) { h.onClusterEvent(b, e) })
 }
 
-
 // WatchedElsewhere reports whether another broker announced a watch of the job (for tests).
 func (b *Broker) WatchedElsewhere(id int64) bool { return b.watchedElsewhere(id) }
 

@@ -67,4 +67,3 @@ func contains(s string, subs ...string) bool {
 }
 
 func stringsContains(s, sub string) bool { return strings.Contains(s, sub) }
-
