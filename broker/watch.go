@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/internal/service"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -200,3 +201,8 @@ func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]store.
 
 // Watched is how many jobs are being watched.
 func (b *Broker) Watched() int { return int(b.svc.watches.watched.Load()) }
+
+// JobOutcomes reads jobs with their results and progress (store.VersionReader), for watchers.
+func (b *Broker) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
+	return b.st.JobOutcomes(ctx, ids)
+}

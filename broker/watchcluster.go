@@ -96,6 +96,9 @@ func (h *watchHub) resync() {
 
 // watchedElsewhere reports whether another broker announced a watch of the job lately.
 func (b *Broker) watchedElsewhere(id int64) bool {
+	if !b.clustered() {
+		return false
+	}
 	h := b.svc.watches
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,10 +40,8 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 			return status.FromContextError(ctx.Err()).Err()
 		case <-w.C():
 		}
-		for _, id := range w.Changed() {
-			if err := f.check(ctx, id); err != nil {
-				return err
-			}
+		if err := f.check(ctx, w.Changed()); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -70,6 +68,7 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
 		}
 	}
+	var now []int64
 	for _, id := range ids {
 		v := versions[id]
 		f.w.Saw(id, v)
@@ -78,41 +77,67 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 			continue
 		}
 		f.sent[id] = store.JobVersion{}
-		if err := f.check(ctx, id); err != nil {
+		now = append(now, id)
+	}
+	return f.check(ctx, now)
+}
+
+// check reads the jobs of ids still followed that may have changed, in one read, and sends
+// each that did (with finalOnly, only once final); a final job is followed no more.
+func (f *following) check(ctx context.Context, ids []int64) error {
+	open := ids[:0:0]
+	for _, id := range ids {
+		if _, ok := f.sent[id]; ok {
+			open = append(open, id)
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	jobs, err := f.p.b.JobOutcomes(ctx, open)
+	if err != nil {
+		return toStatus(err)
+	}
+	if len(jobs) < len(open) {
+		return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, jobs))
+	}
+	for _, j := range jobs {
+		if err := f.sendIfChanged(j); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// check reads a job that may have changed and sends it if it did (and, with finalOnly, is
-// final); a final job is followed no more.
-func (f *following) check(ctx context.Context, id int64) error {
-	last, open := f.sent[id]
-	if !open {
-		return nil
-	}
-	j, err := f.p.b.Get(ctx, id)
-	if errors.Is(err, broker.ErrNotFound) {
-		return status.Errorf(codes.NotFound, "job %d was deleted while watched (retention or a purge)", id)
-	}
-	if err != nil {
-		return toStatus(err)
-	}
-	v := store.VersionOf(j)
-	final := j.State.Final()
-	if v == last || (f.finalOnly && !final) {
+// sendIfChanged sends j if it changed since it was last sent (and, with finalOnly, is final).
+func (f *following) sendIfChanged(j *job.Job) error {
+	v, final := store.VersionOf(j), j.State.Final()
+	if v == f.sent[j.ID] || (f.finalOnly && !final) {
 		return nil
 	}
 	if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Job: watchedToProto(j)}); err != nil {
 		return err
 	}
-	f.sent[id] = v
+	f.sent[j.ID] = v
 	if final {
-		delete(f.sent, id)
-		f.w.Stop(id)
+		delete(f.sent, j.ID)
+		f.w.Stop(j.ID)
 	}
 	return nil
+}
+
+// missing names the first job of ids that jobs lacks.
+func missing(ids []int64, jobs []*job.Job) string {
+	have := make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		have[j.ID] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			return fmt.Sprintf("job %d was", id)
+		}
+	}
+	return "a job was"
 }
 
 // watchedToProto is a job as WatchJobs sends it: without payload or attempt history.
