@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{name: "broker_frozen_past_lease", run: brokerFrozenPastLease},
 	{name: "tls_token", cfg: brokerConfig{tls: tlsServer}, run: tlsToken},
 	{name: "mtls_token", cfg: brokerConfig{tls: tlsMutual}, run: tlsToken},
+	{name: "results_and_progress", run: resultsAndProgress},
 }
 
 // TestConformance runs every scenario against the conformance worker of every language, each

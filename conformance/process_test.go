@@ -37,6 +37,9 @@ type language struct {
 	fatalType     string // the fatal job type
 	flakyType     string // flaky's transient failures
 	transientType string // always_transient
+	// results: the worker runs the "result" job type (results and progress); a language whose
+	// worker does not yet skips results_and_progress.
+	results bool
 }
 
 // shutdownErrorType is what every library reports for a handler cut off by the shutdown grace.
@@ -66,6 +69,7 @@ func fileExists(path string) bool {
 var languages = []*language{
 	{
 		name:          "go",
+		results:       true,
 		command:       func() []string { return []string{goWorkerBin} },
 		missing:       func() string { return "" },
 		fatalType:     "*main.FatalByDesignError",

@@ -26,6 +26,9 @@
 //	slow              {"ms": M}: sleeps M ms, stopping early on a cancel
 //	wait_cancel       waits for a cancel, then writes <dir>/cancelled-<job_id> holding the reason
 //	block             {"marker": NAME}: writes <dir>/started-<NAME>, then waits for a cancel
+//	result            {"steps": N, "result_bytes": M}: reports progress k/N with the message
+//	                  "step k of N" for k = 1..N, then succeeds returning the payload's bytes as
+//	                  its result, or, when M > 0, M bytes of "x"
 //
 // SIGTERM or SIGINT starts a graceful shutdown; the process exits 0 once it completes.
 package main
@@ -166,6 +169,7 @@ func (h *handlers) register(w *worker.Worker) {
 		h.log.Info("job cancelled", "job_id", j.ID, "reason", reason)
 		return h.writeMarker(fmt.Sprintf("cancelled-%d", j.ID), []byte(reason))
 	})
+	worker.HandleJSON(w, "result", resultJob)
 	worker.HandleJSON(w, "block", func(ctx context.Context, j *worker.Job, p struct {
 		Marker string `json:"marker"`
 	}) error {
@@ -244,4 +248,23 @@ func (h *handlers) writeMarker(name string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// resultJob reports its steps as progress and returns its payload, or result_bytes bytes, as its
+// result.
+func resultJob(_ context.Context, j *worker.Job, p struct {
+	Steps       int `json:"steps"`
+	ResultBytes int `json:"result_bytes"`
+}) error {
+	for k := 1; k <= p.Steps; k++ {
+		if err := j.SetProgress(float64(k)/float64(p.Steps), fmt.Sprintf("step %d of %d", k, p.Steps)); err != nil {
+			return worker.Fatal(err)
+		}
+	}
+	if p.ResultBytes > 0 {
+		j.SetResult([]byte(strings.Repeat("x", p.ResultBytes)))
+		return nil
+	}
+	j.SetResult(j.Payload)
+	return nil
 }
