@@ -120,6 +120,22 @@ func testJobProgressMany(t *testing.T, b *bundle) {
 	if p := b.get(done.JobID).Progress; p != nil {
 		t.Fatalf("a finished job took progress: %+v", p)
 	}
+	// A report under another token of a job's lease, alone in its write, changes nothing:
+	// neither another sequence number with the same secret, nor the same number with another.
+	otherSeq, otherSecret := leased, leased
+	otherSeq.Token.Seq++
+	otherSecret.Token.Secret[0]++
+	for _, ref := range []job.LeaseRef{otherSeq, otherSecret} {
+		b.write(func(tx store.Tx) error {
+			var err error
+			applied, err = tx.JobProgressMany([]*store.JobProgressParams{report(ref, 1, true, "forged", 3*time.Second)})
+			return err
+		})
+		equal(t, "applied under another token", applied, []bool{false})
+	}
+	if p := b.get(leased.JobID).Progress; p == nil || p.Message != "only a message" {
+		t.Fatalf("progress after reports under other tokens: %+v", p)
+	}
 	b.finish(b.finishParams(running, job.StateSucceeded))
 	if p := b.get(running.JobID).Progress; p == nil || p.Message != "halfway: ünïcode" {
 		t.Fatalf("progress after the job succeeded: %+v, want the last one kept", p)
