@@ -148,12 +148,14 @@ func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly 
 		if err != nil {
 			return err // io.EOF is not Unavailable: an end before every job was final
 		}
-		j := jobFromProto(resp.GetJob())
-		if j.State.Final() {
-			delete(left, j.ID)
-		}
-		if !yield(j, nil) {
-			return errStopped
+		for _, pj := range resp.GetJobs() {
+			j := jobFromProto(pj)
+			if j.State.Final() {
+				delete(left, j.ID)
+			}
+			if !yield(j, nil) {
+				return errStopped
+			}
 		}
 		if len(left) == 0 {
 			return nil

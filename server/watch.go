@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +17,13 @@ import (
 
 // MaxWatchJobs is the most jobs one WatchJobs call follows.
 const MaxWatchJobs = 10_000
+
+// A call following at least coalesceFrom jobs reads the changes of coalesceFor at once: jobs
+// finishing by thousands a second are then read a few hundred a statement, not one or two.
+const (
+	coalesceFrom = 100
+	coalesceFor  = 20 * time.Millisecond
+)
 
 // WatchJobs follows jobs until each is final (see the proto). The broker's watch says which
 // jobs may have changed; only those are read again, so a call costs one read per change of a
@@ -39,6 +48,14 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case <-w.C():
+		}
+		if len(f.sent) >= coalesceFrom {
+			// Many jobs finishing at once: gather a moment's worth into one read.
+			select {
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			case <-time.After(coalesceFor):
+			}
 		}
 		if err := f.check(ctx, w.Changed()); err != nil {
 			return err
@@ -101,29 +118,36 @@ func (f *following) check(ctx context.Context, ids []int64) error {
 	if len(jobs) < len(open) {
 		return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, jobs))
 	}
+	var out []*jobwirev1.Job
 	for _, j := range jobs {
-		if err := f.sendIfChanged(j); err != nil {
+		if f.changed(j) {
+			out = append(out, watchedToProto(j))
+		}
+	}
+	for part := range slices.Chunk(out, maxWatchBatch) {
+		if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Jobs: part}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sendIfChanged sends j if it changed since it was last sent (and, with finalOnly, is final).
-func (f *following) sendIfChanged(j *job.Job) error {
+// maxWatchBatch is the most jobs one WatchJobsResponse carries.
+const maxWatchBatch = 500
+
+// changed reports whether j is to be sent: it changed since it was last sent (and, with
+// finalOnly, is final). It notes j as sent; a final job is followed no more.
+func (f *following) changed(j *job.Job) bool {
 	v, final := store.VersionOf(j), j.State.Final()
 	if v == f.sent[j.ID] || (f.finalOnly && !final) {
-		return nil
-	}
-	if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Job: watchedToProto(j)}); err != nil {
-		return err
+		return false
 	}
 	f.sent[j.ID] = v
 	if final {
 		delete(f.sent, j.ID)
 		f.w.Stop(j.ID)
 	}
-	return nil
+	return true
 }
 
 // missing names the first job of ids that jobs lacks.

@@ -96,12 +96,15 @@ func follow(ctx context.Context, e *env, cf *commonFlags, wf *waitFlags, req *jo
 		if resp, err = stream.Recv(); err != nil {
 			break
 		}
-		j := resp.GetJob()
-		if err := show(e, cf, resp, func(*jobwirev1.WatchJobsResponse) error { text(e.stdout, j); return nil }); err != nil {
-			return err
-		}
-		if final(j.GetState()) && j.GetState() != jobwirev1.JobState_JOB_STATE_SUCCEEDED {
-			failed++
+		for _, j := range resp.GetJobs() {
+			// One JSON document a job, whatever the broker sent together.
+			one := &jobwirev1.WatchJobsResponse{Jobs: []*jobwirev1.Job{j}}
+			if err := show(e, cf, one, func(*jobwirev1.WatchJobsResponse) error { text(e.stdout, j); return nil }); err != nil {
+				return err
+			}
+			if final(j.GetState()) && j.GetState() != jobwirev1.JobState_JOB_STATE_SUCCEEDED {
+				failed++
+			}
 		}
 	}
 	switch {

@@ -605,9 +605,11 @@ func (x *WatchJobsRequest) GetFinalOnly() bool {
 
 type WatchJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job as it is now, without payload or attempt history: its state, attempts, last
-	// error, progress, and once SUCCEEDED its result.
-	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// The jobs that changed, each as it is now, without payload or attempt history: its state,
+	// attempts, last error, progress, and once SUCCEEDED its result. Changes read together come
+	// in one response (at most 500 jobs), so that thousands of jobs finishing cost the stream
+	// a few messages, not one each.
+	Jobs          []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,9 +644,9 @@ func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
 	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *WatchJobsResponse) GetJob() *Job {
+func (x *WatchJobsResponse) GetJobs() []*Job {
 	if x != nil {
-		return x.Job
+		return x.Jobs
 	}
 	return nil
 }
@@ -903,9 +905,9 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x10WatchJobsRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x1d\n" +
 	"\n" +
-	"final_only\x18\x02 \x01(\bR\tfinalOnly\"6\n" +
-	"\x11WatchJobsResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\"e\n" +
+	"final_only\x18\x02 \x01(\bR\tfinalOnly\"8\n" +
+	"\x11WatchJobsResponse\x12#\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x120\n" +
 	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"\x9c\x01\n" +
@@ -985,7 +987,7 @@ var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
 	3,  // 7: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	1,  // 8: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
 	3,  // 9: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	18, // 10: jobwire.v1.WatchJobsResponse.job:type_name -> jobwire.v1.Job
+	18, // 10: jobwire.v1.WatchJobsResponse.jobs:type_name -> jobwire.v1.Job
 	18, // 11: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
 	11, // 12: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
 	0,  // 13: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason

@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from jobwire.v1 import job_pb2 as jobwire_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xf8\x02\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"}\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"8\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"3\n\x10WatchJobsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12\x12\n\nfinal_only\x18\x02 \x01(\x08\"1\n\x11WatchJobsResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*\xf7\x01\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x32\xff\x02\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12J\n\tWatchJobs\x12\x1c.jobwire.v1.WatchJobsRequest\x1a\x1d.jobwire.v1.WatchJobsResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xf8\x02\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"}\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"8\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"3\n\x10WatchJobsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12\x12\n\nfinal_only\x18\x02 \x01(\x08\"2\n\x11WatchJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*\xf7\x01\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x32\xff\x02\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12J\n\tWatchJobs\x12\x1c.jobwire.v1.WatchJobsRequest\x1a\x1d.jobwire.v1.WatchJobsResponse0\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.producer_service_pb2', globals())
@@ -25,8 +25,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _JOBSPEC_METADATAENTRY._options = None
   _JOBSPEC_METADATAENTRY._serialized_options = b'8\001'
-  _WAITREASON._serialized_start=1306
-  _WAITREASON._serialized_end=1553
+  _WAITREASON._serialized_start=1307
+  _WAITREASON._serialized_end=1554
   _JOBSPEC._serialized_start=137
   _JOBSPEC._serialized_end=513
   _JOBSPEC_METADATAENTRY._serialized_start=454
@@ -46,15 +46,15 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _WATCHJOBSREQUEST._serialized_start=901
   _WATCHJOBSREQUEST._serialized_end=952
   _WATCHJOBSRESPONSE._serialized_start=954
-  _WATCHJOBSRESPONSE._serialized_end=1003
-  _GETJOBRESPONSE._serialized_start=1005
-  _GETJOBRESPONSE._serialized_end=1092
-  _JOBWAITING._serialized_start=1094
-  _JOBWAITING._serialized_end=1220
-  _CANCELJOBREQUEST._serialized_start=1222
-  _CANCELJOBREQUEST._serialized_end=1252
-  _CANCELJOBRESPONSE._serialized_start=1254
-  _CANCELJOBRESPONSE._serialized_end=1303
-  _PRODUCERSERVICE._serialized_start=1556
-  _PRODUCERSERVICE._serialized_end=1939
+  _WATCHJOBSRESPONSE._serialized_end=1004
+  _GETJOBRESPONSE._serialized_start=1006
+  _GETJOBRESPONSE._serialized_end=1093
+  _JOBWAITING._serialized_start=1095
+  _JOBWAITING._serialized_end=1221
+  _CANCELJOBREQUEST._serialized_start=1223
+  _CANCELJOBREQUEST._serialized_end=1253
+  _CANCELJOBRESPONSE._serialized_start=1255
+  _CANCELJOBRESPONSE._serialized_end=1304
+  _PRODUCERSERVICE._serialized_start=1557
+  _PRODUCERSERVICE._serialized_end=1940
 # @@protoc_insertion_point(module_scope)
