@@ -185,7 +185,7 @@ func (h *watchHub) backstop() {
 
 // Saw records the version of a watched job as its watcher read it: the backstop tells of any
 // change from there, a change between the watcher's read and the backstop's first included.
-func (w *JobWatch) Saw(id int64, v store.JobVersion) {
+func (w *JobWatch) Saw(id int64, v JobVersion) {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -195,7 +195,7 @@ func (w *JobWatch) Saw(id int64, v store.JobVersion) {
 }
 
 // JobVersions reads the versions of jobs (store.VersionReader), for a watcher's first look.
-func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]store.JobVersion, error) {
+func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error) {
 	return b.st.JobVersions(ctx, ids)
 }
 
@@ -206,3 +206,9 @@ func (b *Broker) Watched() int { return int(b.svc.watches.watched.Load()) }
 func (b *Broker) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
 	return b.st.JobOutcomes(ctx, ids)
 }
+
+// JobVersion is what a watcher compares to tell that a job changed (store.JobVersion).
+type JobVersion = store.JobVersion
+
+// VersionOf is j's version.
+func VersionOf(j *job.Job) JobVersion { return store.VersionOf(j) }

@@ -12,7 +12,6 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/job"
-	"github.com/jobwire/jobwire/store"
 )
 
 // MaxWatchJobs is the most jobs one WatchJobs call follows.
@@ -39,7 +38,7 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 	// The watch starts before the first read, so no change between the two is missed.
 	w := p.b.WatchJobs(req.GetIds())
 	defer w.Close()
-	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]store.JobVersion)}
+	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion)}
 	if err := f.first(ctx, req.GetIds()); err != nil {
 		return err
 	}
@@ -71,7 +70,7 @@ type following struct {
 	stream    jobwirev1.ProducerService_WatchJobsServer
 	w         *broker.JobWatch
 	finalOnly bool
-	sent      map[int64]store.JobVersion
+	sent      map[int64]broker.JobVersion
 }
 
 // first reads every job once: its versions in one read, and in full only the jobs to send now.
@@ -93,7 +92,7 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 			f.sent[id] = v
 			continue
 		}
-		f.sent[id] = store.JobVersion{}
+		f.sent[id] = broker.JobVersion{}
 		now = append(now, id)
 	}
 	return f.check(ctx, now)
@@ -138,7 +137,7 @@ const maxWatchBatch = 500
 // changed reports whether j is to be sent: it changed since it was last sent (and, with
 // finalOnly, is final). It notes j as sent; a final job is followed no more.
 func (f *following) changed(j *job.Job) bool {
-	v, final := store.VersionOf(j), j.State.Final()
+	v, final := broker.VersionOf(j), j.State.Final()
 	if v == f.sent[j.ID] || (f.finalOnly && !final) {
 		return false
 	}
