@@ -495,6 +495,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 			Detail: "was " + before.State.String(), Count: 1, JobIDs: []int64{id}}); err != nil {
 			return err
 		}
+		b.publishChanged(tx, id)
 		if !before.State.Held() {
 			return nil
 		}

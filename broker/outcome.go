@@ -136,6 +136,11 @@ func (o *progressOp) Apply(tx store.Tx) error {
 	}
 	var err error
 	o.applied, err = tx.JobProgressMany(ps)
+	for i, ok := range o.applied {
+		if ok {
+			o.b.publishChanged(tx, ps[i].Ref.JobID)
+		}
+	}
 	return err
 }
 

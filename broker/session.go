@@ -548,8 +548,8 @@ func (o *resultOp) frees() *Session        { return o.s }
 // later in the transaction may depend on it, so it settles no shared breaker in its write and
 // frees no queue room.
 func (o *resultOp) Success() *store.JobFinishParams {
-	if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees {
-		return nil
+	if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees || o.s.b.watchedElsewhere(o.ref.JobID) {
+		return nil // a job another broker watches publishes its change in its write (watchcluster.go)
 	}
 	return o.params
 }
@@ -570,6 +570,7 @@ func (o *resultOp) Apply(tx store.Tx) error {
 	if o.params.State == job.StateScheduled {
 		tx.Publish(scheduledEvent(o.params.RunAt))
 	}
+	o.s.b.publishChanged(tx, o.ref.JobID)
 	return o.s.b.settleShared(tx, &o.ch, o.job.Type, o.ref.JobID, o.number, o.permit, o.how, o.kind, o.msg)
 }
 

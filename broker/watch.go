@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/job"
@@ -30,13 +31,16 @@ type watchHub struct {
 
 	mu    sync.Mutex
 	byJob map[int64][]*JobWatch
+	// remote are the jobs other brokers watch, until when (watchcluster.go).
+	remote map[int64]time.Time
 	// seen is the version of each watched job the backstop read last.
 	seen map[int64]store.JobVersion
 }
 
 func newWatchHub(b *Broker) *watchHub {
 	h := &watchHub{ctx: func() context.Context { return b.ctx }, read: b.st, log: b.log.Debug,
-		byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion)}
+		byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion), remote: make(map[int64]time.Time)}
+	h.startWatchEvents(b)
 	poll := b.cfg.WatchPoll
 	if poll <= 0 {
 		poll = DefaultConfig().WatchPoll
@@ -59,7 +63,10 @@ type JobWatch struct {
 // caller reads them once after this returns, so that no change between the read and the watch
 // is missed.
 func (b *Broker) WatchJobs(ids []int64) *JobWatch {
-	return b.svc.watches.add(slices.Compact(slices.Sorted(slices.Values(ids))))
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	w := b.svc.watches.add(ids)
+	b.svc.watches.announce(b, ids)
+	return w
 }
 
 func (h *watchHub) add(ids []int64) *JobWatch {
@@ -178,11 +185,30 @@ func (h *watchHub) backstop() {
 
 // Saw records the version of a watched job as its watcher read it: the backstop tells of any
 // change from there, a change between the watcher's read and the backstop's first included.
-func (w *JobWatch) Saw(j *job.Job) {
+func (w *JobWatch) Saw(id int64, v JobVersion) {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, known := h.seen[j.ID]; !known && h.byJob[j.ID] != nil {
-		h.seen[j.ID] = store.VersionOf(j)
+	if _, known := h.seen[id]; !known && h.byJob[id] != nil {
+		h.seen[id] = v
 	}
 }
+
+// JobVersions reads the versions of jobs (store.VersionReader), for a watcher's first look.
+func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error) {
+	return b.st.JobVersions(ctx, ids)
+}
+
+// Watched is how many jobs are being watched.
+func (b *Broker) Watched() int { return int(b.svc.watches.watched.Load()) }
+
+// JobOutcomes reads jobs with their results and progress (store.VersionReader), for watchers.
+func (b *Broker) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
+	return b.st.JobOutcomes(ctx, ids)
+}
+
+// JobVersion is what a watcher compares to tell that a job changed (store.JobVersion).
+type JobVersion = store.JobVersion
+
+// VersionOf is j's version.
+func VersionOf(j *job.Job) JobVersion { return store.VersionOf(j) }

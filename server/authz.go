@@ -50,6 +50,7 @@ var access = map[string]rule{
 	jobwirev1.ProducerService_CancelGraph_FullMethodName:  producerOnly,
 	jobwirev1.ProducerService_CreateBatch_FullMethodName:  producerOnly,
 	jobwirev1.ProducerService_CloseBatch_FullMethodName:   producerOnly,
+	jobwirev1.ProducerService_WatchJobs_FullMethodName:    producerViewer,
 
 	jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,
 
@@ -236,6 +237,12 @@ func (s *Server) authorizeRequest(ctx context.Context, req any) error {
 		return s.checkGraphScope(ctx, p, r.GetGraphId())
 	case *jobwirev1.CancelGraphRequest:
 		return s.checkGraphScope(ctx, p, r.GetGraphId())
+	case *jobwirev1.WatchJobsRequest:
+		for _, id := range r.GetIds() {
+			if err := s.checkStoredJobScope(ctx, p, id); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -43,6 +43,10 @@ func VersionOf(j *job.Job) JobVersion {
 type VersionReader interface {
 	// JobVersions reads the version of each job of ids that exists.
 	JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error)
+	// JobOutcomes reads the jobs of ids that exist, without payload or history but with their
+	// result and progress, in the order of ids: what watchers send, a statement or two for
+	// many jobs rather than a read per job.
+	JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error)
 }
 
 // LatestProgress is the reports of ps to write, the last for each lease, and for each of ps the

@@ -95,8 +95,10 @@ func TestSuccessStartedThenResult(t *testing.T) {
 	j := g.waitEntered(t)
 	want := Job{ID: 1, Type: "email.send", Queue: "mail", Payload: []byte(`{"to":"a@b"}`), Priority: 3,
 		Attempt: 2, MaxAttempts: 5, IdempotencyKey: "k1", AttemptTimeout: time.Hour, LeaseToken: "7.0123456789abcdef0123456789abcdef"}
-	if !reflect.DeepEqual(*j, want) {
-		t.Errorf("handler got %+v, want %+v", *j, want)
+	got := *j
+	got.out = nil // what the job reports goes to the worker, not compared here
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("handler got %+v, want %+v", got, want)
 	}
 	g.proceed <- nil
 	if r := bs.result(ref); r.GetSuccess() == nil {

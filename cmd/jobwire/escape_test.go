@@ -208,6 +208,8 @@ var hostileArgs = map[string][][]string{
 	"ratelimits list":    {nil},
 	"ratelimits set":     {{hostile, "5/s"}, {"n", "5/1m", "--key", hostile, "--type", hostile}},
 	"ratelimits remove":  {{hostile}},
+	"job wait":           {{"1"}, {"1", "2"}},
+	"job watch":          {{"1"}},
 }
 
 // noBroker are the commands that do not talk to a broker.

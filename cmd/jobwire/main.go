@@ -85,6 +85,8 @@ func init() {
 		{name: "graph enqueue", args: "FILE [flags]", summary: "Enqueue a graph of jobs from a JSON file in one call.", run: runGraphEnqueue},
 		{name: "graph get", args: "ID [flags]", summary: "Show the jobs of a graph with their parents.", run: runGraphGet},
 		{name: "graph cancel", args: "ID [flags]", summary: "Cancel every job of a graph that has not finished.", run: runGraphCancel},
+		{name: "job wait", args: "ID... [--for D] [flags]", summary: "Wait until jobs are final; the exit status says how they ended.", run: runJobWait},
+		{name: "job watch", args: "ID [--for D] [flags]", summary: "Follow a job's state and progress until it is final.", run: runJobWatch},
 		{name: "jobs list", args: "[--state S] [--queue Q] [--type T] [--sort COLUMN [--asc]] [flags]", summary: "List jobs, newest first or sorted by a column.", run: runJobsList},
 		{name: "dlq list", args: "[filters] [--sort COLUMN [--asc]] [flags]", summary: "List dead jobs, the newest death first or sorted by a column.", run: runDLQList},
 		{name: "dlq show", args: "ID [flags]", summary: "Show a dead job's payload and every attempt's error.", run: runDLQShow},
@@ -227,8 +229,14 @@ func (e *env) run(ctx context.Context, args []string) int {
 		ue *usageError
 		hr *helpRequest
 		gh *groupHelpRequest
+		xs *exitStatus
 	)
 	switch {
+	case errors.As(err, &xs):
+		if xs.msg != "" {
+			fmt.Fprintf(e.stderr, "jobwire %s: %s\n", c.name, xs.msg)
+		}
+		return xs.code
 	case errors.As(err, &hr):
 		printCommandUsage(e.stdout, c, hr.fs)
 		return 0

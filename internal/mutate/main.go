@@ -618,7 +618,7 @@ func mutations() []mutation {
 		from: "\tif t.superseded {\n\t\treturn false\n\t}\n\tswitch o := t.op.(type) {", to: "\tswitch o := t.op.(type) {",
 		pkgs: []string{"./broker/commit"}, run: "TestGroupedWritesOneCallPerKind"})
 	add(mutation{name: "commit: a success that settles a shared breaker is stored at commit", file: "broker/session.go",
-		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees {", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees {",
+		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees ||", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees ||",
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
 	add(mutation{name: "limits: a batch one message longer than the limit", file: "server/validate.go",
 		from: "if len(msgs) > MaxBatchMessages {", to: "if len(msgs) > MaxBatchMessages+1 {",

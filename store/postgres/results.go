@@ -116,3 +116,54 @@ func resultsOf(ps []*store.JobFinishParams) [][]byte {
 	}
 	return out
 }
+
+// JobOutcomes reads jobs with their results and progress (store.VersionReader).
+func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
+	jobs, err := s.JobGetMany(ctx, ids)
+	if err != nil || len(jobs) == 0 {
+		return jobs, err
+	}
+	byID := make(map[int64]*job.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	err = s.read(ctx, "job_outcomes", func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT id, result, progress_attempt, progress_fraction, progress_message,
+			progress_at FROM jobs WHERE id = ANY($1)`, ids)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var result []byte
+			var attempt *int32
+			var fraction *float64
+			var message *string
+			var at *int64
+			if err := rows.Scan(&id, &result, &attempt, &fraction, &message, &at); err != nil {
+				return err
+			}
+			j := byID[id]
+			if j == nil {
+				continue
+			}
+			j.Result, j.Progress = result, nil
+			if at != nil {
+				p := &job.Progress{UpdatedAt: fromNanos(*at)}
+				if attempt != nil {
+					p.Attempt = int(*attempt)
+				}
+				if fraction != nil {
+					p.Fraction, p.HasFraction = *fraction, true
+				}
+				if message != nil {
+					p.Message = *message
+				}
+				j.Progress = p
+			}
+		}
+		return rows.Err()
+	})
+	return jobs, err
+}

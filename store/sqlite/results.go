@@ -116,3 +116,44 @@ func resultArg(result []byte) any {
 	}
 	return result
 }
+
+// JobOutcomes reads jobs with their results and progress (store.VersionReader).
+func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
+	jobs, err := s.JobGetMany(ctx, ids)
+	if err != nil || len(jobs) == 0 {
+		return jobs, err
+	}
+	byID := make(map[int64]*job.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	err = s.read(ctx, "job_outcomes", func(ctx context.Context) error {
+		return chunks(ids, func(part []int64) error {
+			rows, err := s.r.QueryContext(ctx, `SELECT id, result, progress_attempt, progress_fraction, progress_message,
+				progress_at FROM jobs WHERE id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id int64
+				var result []byte
+				var attempt, at sql.NullInt64
+				var fraction sql.NullFloat64
+				var message sql.NullString
+				if err := rows.Scan(&id, &result, &attempt, &fraction, &message, &at); err != nil {
+					return err
+				}
+				if j := byID[id]; j != nil {
+					j.Result = result
+					if at.Valid {
+						j.Progress = &job.Progress{Attempt: int(attempt.Int64), Fraction: fraction.Float64,
+							HasFraction: fraction.Valid, Message: message.String, UpdatedAt: fromNanos(at.Int64)}
+					}
+				}
+			}
+			return rows.Err()
+		})
+	})
+	return jobs, err
+}

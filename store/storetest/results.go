@@ -14,6 +14,7 @@ var _ = register(
 	testCase{"ResultDeletedWithJob", testResultDeletedWithJob},
 	testCase{"JobProgressMany", testJobProgressMany},
 	testCase{"JobVersions", testJobVersions},
+	testCase{"JobOutcomes", testJobOutcomes},
 )
 
 // A success's result is stored by every way a success is written (one at a time, many at once,
@@ -119,6 +120,22 @@ func testJobProgressMany(t *testing.T, b *bundle) {
 	if p := b.get(done.JobID).Progress; p != nil {
 		t.Fatalf("a finished job took progress: %+v", p)
 	}
+	// A report under another token of a job's lease, alone in its write, changes nothing:
+	// neither another sequence number with the same secret, nor the same number with another.
+	otherSeq, otherSecret := leased, leased
+	otherSeq.Token.Seq++
+	otherSecret.Token.Secret[0]++
+	for _, ref := range []job.LeaseRef{otherSeq, otherSecret} {
+		b.write(func(tx store.Tx) error {
+			var err error
+			applied, err = tx.JobProgressMany([]*store.JobProgressParams{report(ref, 1, true, "forged", 3*time.Second)})
+			return err
+		})
+		equal(t, "applied under another token", applied, []bool{false})
+	}
+	if p := b.get(leased.JobID).Progress; p == nil || p.Message != "only a message" {
+		t.Fatalf("progress after reports under other tokens: %+v", p)
+	}
 	b.finish(b.finishParams(running, job.StateSucceeded))
 	if p := b.get(running.JobID).Progress; p == nil || p.Message != "halfway: ünïcode" {
 		t.Fatalf("progress after the job succeeded: %+v, want the last one kept", p)
@@ -147,4 +164,39 @@ func testJobVersions(t *testing.T, b *bundle) {
 		ref.JobID: {State: job.StateRunning, Attempts: 1, ProgressAt: b.now.Add(time.Second)},
 		other:     {State: job.StatePending},
 	})
+}
+
+// JobOutcomes reads existing jobs in the order asked, without payload or history, with their
+// results and progress.
+func testJobOutcomes(t *testing.T, b *bundle) {
+	ids := b.insert(b.job("t"), b.job("t"))
+	ref := b.leaseOne("t")
+	b.start(ref)
+	f := b.finishParams(ref, job.StateSucceeded)
+	f.Result = []byte("r")
+	b.write(func(tx store.Tx) error {
+		if _, err := tx.JobProgressMany([]*store.JobProgressParams{{Ref: ref,
+			Progress: job.Progress{Attempt: 1, Message: "m", UpdatedAt: b.now}}}); err != nil {
+			return err
+		}
+		_, err := tx.JobFinish(f)
+		return err
+	})
+	other := ids[0]
+	if other == ref.JobID {
+		other = ids[1]
+	}
+	got, err := b.s.JobOutcomes(b.ctx, []int64{ref.JobID, 1 << 40, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != ref.JobID || got[1].ID != other {
+		t.Fatalf("JobOutcomes read %d jobs: %v", len(got), got)
+	}
+	if string(got[0].Result) != "r" || got[0].Progress == nil || got[0].Progress.Message != "m" || len(got[0].Payload) != 0 {
+		t.Fatalf("finished job: result %q progress %+v payload %q", got[0].Result, got[0].Progress, got[0].Payload)
+	}
+	if got[1].Result != nil || got[1].Progress != nil || got[1].State != job.StatePending {
+		t.Fatalf("pending job: %+v", got[1])
+	}
 }

@@ -1063,6 +1063,109 @@ func (x *GetJobRequest) GetId() int64 {
 	return 0
 }
 
+type WatchJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs to follow: 1..10000 ids, each once.
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// Send each job only once it is final (SUCCEEDED, DEAD or CANCELLED): what a caller that
+	// waits needs.
+	FinalOnly     bool `protobuf:"varint,2,opt,name=final_only,json=finalOnly,proto3" json:"final_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsRequest) Reset() {
+	*x = WatchJobsRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsRequest) ProtoMessage() {}
+
+func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
+func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WatchJobsRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *WatchJobsRequest) GetFinalOnly() bool {
+	if x != nil {
+		return x.FinalOnly
+	}
+	return false
+}
+
+type WatchJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs that changed, each as it is now, without payload or attempt history: its state,
+	// attempts, last error, progress, and once SUCCEEDED its result. Changes read together come
+	// in one response (at most 500 jobs), so that thousands of jobs finishing cost the stream
+	// a few messages, not one each.
+	Jobs          []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsResponse) Reset() {
+	*x = WatchJobsResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsResponse) ProtoMessage() {}
+
+func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
+func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WatchJobsResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type GetJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -1075,7 +1178,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1190,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1203,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1127,7 +1230,7 @@ type EnqueueGraphRequest struct {
 
 func (x *EnqueueGraphRequest) Reset() {
 	*x = EnqueueGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1242,7 @@ func (x *EnqueueGraphRequest) String() string {
 func (*EnqueueGraphRequest) ProtoMessage() {}
 
 func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1255,7 @@ func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueGraphRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EnqueueGraphRequest) GetNodes() []*GraphNode {
@@ -1176,7 +1279,7 @@ type GraphNode struct {
 
 func (x *GraphNode) Reset() {
 	*x = GraphNode{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1291,7 @@ func (x *GraphNode) String() string {
 func (*GraphNode) ProtoMessage() {}
 
 func (x *GraphNode) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1304,7 @@ func (x *GraphNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
 func (*GraphNode) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GraphNode) GetKey() string {
@@ -1237,7 +1340,7 @@ type EnqueueGraphResponse struct {
 
 func (x *EnqueueGraphResponse) Reset() {
 	*x = EnqueueGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1352,7 @@ func (x *EnqueueGraphResponse) String() string {
 func (*EnqueueGraphResponse) ProtoMessage() {}
 
 func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1365,7 @@ func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueGraphResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnqueueGraphResponse) GetGraphId() int64 {
@@ -1288,7 +1391,7 @@ type GetGraphRequest struct {
 
 func (x *GetGraphRequest) Reset() {
 	*x = GetGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1403,7 @@ func (x *GetGraphRequest) String() string {
 func (*GetGraphRequest) ProtoMessage() {}
 
 func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1416,7 @@ func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphRequest.ProtoReflect.Descriptor instead.
 func (*GetGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetGraphRequest) GetGraphId() int64 {
@@ -1333,7 +1436,7 @@ type GetGraphResponse struct {
 
 func (x *GetGraphResponse) Reset() {
 	*x = GetGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1448,7 @@ func (x *GetGraphResponse) String() string {
 func (*GetGraphResponse) ProtoMessage() {}
 
 func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1461,7 @@ func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphResponse.ProtoReflect.Descriptor instead.
 func (*GetGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetGraphResponse) GetJobs() []*Job {
@@ -1377,7 +1480,7 @@ type CancelGraphRequest struct {
 
 func (x *CancelGraphRequest) Reset() {
 	*x = CancelGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1492,7 @@ func (x *CancelGraphRequest) String() string {
 func (*CancelGraphRequest) ProtoMessage() {}
 
 func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1505,7 @@ func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGraphRequest.ProtoReflect.Descriptor instead.
 func (*CancelGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{19}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelGraphRequest) GetGraphId() int64 {
@@ -1422,7 +1525,7 @@ type CancelGraphResponse struct {
 
 func (x *CancelGraphResponse) Reset() {
 	*x = CancelGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1537,7 @@ func (x *CancelGraphResponse) String() string {
 func (*CancelGraphResponse) ProtoMessage() {}
 
 func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1550,7 @@ func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGraphResponse.ProtoReflect.Descriptor instead.
 func (*CancelGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{20}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CancelGraphResponse) GetCancelled() int32 {
@@ -1474,7 +1577,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1589,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1602,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{21}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -1539,7 +1642,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1654,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1667,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{22}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -1583,7 +1686,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1698,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1711,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{23}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1688,7 +1791,13 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x12CloseBatchResponse\x12'\n" +
 	"\x05batch\x18\x01 \x01(\v2\x11.jobwire.v1.BatchR\x05batch\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"C\n" +
+	"\x10WatchJobsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x1d\n" +
+	"\n" +
+	"final_only\x18\x02 \x01(\bR\tfinalOnly\"8\n" +
+	"\x11WatchJobsResponse\x12#\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0f.jobwire.v1.JobR\x04jobs\"e\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.jobwire.v1.JobR\x03job\x120\n" +
 	"\awaiting\x18\x02 \x01(\v2\x16.jobwire.v1.JobWaitingR\awaiting\"B\n" +
@@ -1738,7 +1847,7 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x1cWAIT_REASON_RATE_LIMITED_KEY\x10\t\x12\x1f\n" +
 	"\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n" +
 	"\x12\x17\n" +
-	"\x13WAIT_REASON_PARENTS\x10\f2\xba\x05\n" +
+	"\x13WAIT_REASON_PARENTS\x10\f2\x86\x06\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
@@ -1749,7 +1858,8 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\vCancelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponse\x12N\n" +
 	"\vCreateBatch\x12\x1e.jobwire.v1.CreateBatchRequest\x1a\x1f.jobwire.v1.CreateBatchResponse\x12K\n" +
 	"\n" +
-	"CloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponseB\xa4\x01\n" +
+	"CloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponse\x12J\n" +
+	"\tWatchJobs\x12\x1c.jobwire.v1.WatchJobsRequest\x1a\x1d.jobwire.v1.WatchJobsResponse0\x01B\xa4\x01\n" +
 	"\x0ecom.jobwire.v1B\x14ProducerServiceProtoP\x01Z3github.com/jobwire/jobwire/gen/jobwire/v1;jobwirev1\xa2\x02\x03JXX\xaa\x02\n" +
 	"Jobwire.V1\xca\x02\n" +
 	"Jobwire\\V1\xe2\x02\x16Jobwire\\V1\\GPBMetadata\xea\x02\vJobwire::V1b\x06proto3"
@@ -1767,7 +1877,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(DuplicateBy)(0),              // 0: jobwire.v1.DuplicateBy
 	(WaitReason)(0),               // 1: jobwire.v1.WaitReason
@@ -1784,35 +1894,37 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*CloseBatchRequest)(nil),     // 12: jobwire.v1.CloseBatchRequest
 	(*CloseBatchResponse)(nil),    // 13: jobwire.v1.CloseBatchResponse
 	(*GetJobRequest)(nil),         // 14: jobwire.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 15: jobwire.v1.GetJobResponse
-	(*EnqueueGraphRequest)(nil),   // 16: jobwire.v1.EnqueueGraphRequest
-	(*GraphNode)(nil),             // 17: jobwire.v1.GraphNode
-	(*EnqueueGraphResponse)(nil),  // 18: jobwire.v1.EnqueueGraphResponse
-	(*GetGraphRequest)(nil),       // 19: jobwire.v1.GetGraphRequest
-	(*GetGraphResponse)(nil),      // 20: jobwire.v1.GetGraphResponse
-	(*CancelGraphRequest)(nil),    // 21: jobwire.v1.CancelGraphRequest
-	(*CancelGraphResponse)(nil),   // 22: jobwire.v1.CancelGraphResponse
-	(*JobWaiting)(nil),            // 23: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 24: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 25: jobwire.v1.CancelJobResponse
-	nil,                           // 26: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(JobState)(0),                 // 29: jobwire.v1.JobState
-	(*Batch)(nil),                 // 30: jobwire.v1.Batch
-	(*Job)(nil),                   // 31: jobwire.v1.Job
+	(*WatchJobsRequest)(nil),      // 15: jobwire.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 16: jobwire.v1.WatchJobsResponse
+	(*GetJobResponse)(nil),        // 17: jobwire.v1.GetJobResponse
+	(*EnqueueGraphRequest)(nil),   // 18: jobwire.v1.EnqueueGraphRequest
+	(*GraphNode)(nil),             // 19: jobwire.v1.GraphNode
+	(*EnqueueGraphResponse)(nil),  // 20: jobwire.v1.EnqueueGraphResponse
+	(*GetGraphRequest)(nil),       // 21: jobwire.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),      // 22: jobwire.v1.GetGraphResponse
+	(*CancelGraphRequest)(nil),    // 23: jobwire.v1.CancelGraphRequest
+	(*CancelGraphResponse)(nil),   // 24: jobwire.v1.CancelGraphResponse
+	(*JobWaiting)(nil),            // 25: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 26: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 27: jobwire.v1.CancelJobResponse
+	nil,                           // 28: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(JobState)(0),                 // 31: jobwire.v1.JobState
+	(*Batch)(nil),                 // 32: jobwire.v1.Batch
+	(*Job)(nil),                   // 33: jobwire.v1.Job
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	27, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	28, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	28, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	26, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	29, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	30, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	30, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	28, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	3,  // 4: jobwire.v1.JobSpec.unique:type_name -> jobwire.v1.UniqueOptions
-	28, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
-	29, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
+	30, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
+	31, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
 	2,  // 7: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	29, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	27, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	31, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	29, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobwire.v1.EnqueuedJob.duplicate_by:type_name -> jobwire.v1.DuplicateBy
 	5,  // 11: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
 	2,  // 12: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
@@ -1821,40 +1933,43 @@ var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
 	2,  // 15: jobwire.v1.BatchOptions.on_success:type_name -> jobwire.v1.JobSpec
 	2,  // 16: jobwire.v1.BatchOptions.on_complete:type_name -> jobwire.v1.JobSpec
 	9,  // 17: jobwire.v1.CreateBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
-	30, // 18: jobwire.v1.CreateBatchResponse.batch:type_name -> jobwire.v1.Batch
-	30, // 19: jobwire.v1.CloseBatchResponse.batch:type_name -> jobwire.v1.Batch
-	31, // 20: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	23, // 21: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	17, // 22: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
-	2,  // 23: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
-	5,  // 24: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	31, // 25: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
-	1,  // 26: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	27, // 27: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	31, // 28: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	4,  // 29: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	7,  // 30: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	14, // 31: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	24, // 32: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	16, // 33: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
-	19, // 34: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
-	21, // 35: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
-	10, // 36: jobwire.v1.ProducerService.CreateBatch:input_type -> jobwire.v1.CreateBatchRequest
-	12, // 37: jobwire.v1.ProducerService.CloseBatch:input_type -> jobwire.v1.CloseBatchRequest
-	6,  // 38: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	8,  // 39: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	15, // 40: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	25, // 41: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	18, // 42: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
-	20, // 43: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
-	22, // 44: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
-	11, // 45: jobwire.v1.ProducerService.CreateBatch:output_type -> jobwire.v1.CreateBatchResponse
-	13, // 46: jobwire.v1.ProducerService.CloseBatch:output_type -> jobwire.v1.CloseBatchResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	32, // 18: jobwire.v1.CreateBatchResponse.batch:type_name -> jobwire.v1.Batch
+	32, // 19: jobwire.v1.CloseBatchResponse.batch:type_name -> jobwire.v1.Batch
+	33, // 20: jobwire.v1.WatchJobsResponse.jobs:type_name -> jobwire.v1.Job
+	33, // 21: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	25, // 22: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	19, // 23: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
+	2,  // 24: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
+	5,  // 25: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	33, // 26: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
+	1,  // 27: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	29, // 28: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	33, // 29: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	4,  // 30: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	7,  // 31: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	14, // 32: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	26, // 33: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	18, // 34: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
+	21, // 35: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
+	23, // 36: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
+	10, // 37: jobwire.v1.ProducerService.CreateBatch:input_type -> jobwire.v1.CreateBatchRequest
+	12, // 38: jobwire.v1.ProducerService.CloseBatch:input_type -> jobwire.v1.CloseBatchRequest
+	15, // 39: jobwire.v1.ProducerService.WatchJobs:input_type -> jobwire.v1.WatchJobsRequest
+	6,  // 40: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	8,  // 41: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	17, // 42: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	27, // 43: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	20, // 44: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
+	22, // 45: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
+	24, // 46: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
+	11, // 47: jobwire.v1.ProducerService.CreateBatch:output_type -> jobwire.v1.CreateBatchResponse
+	13, // 48: jobwire.v1.ProducerService.CloseBatch:output_type -> jobwire.v1.CloseBatchResponse
+	16, // 49: jobwire.v1.ProducerService.WatchJobs:output_type -> jobwire.v1.WatchJobsResponse
+	40, // [40:50] is the sub-list for method output_type
+	30, // [30:40] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -1873,7 +1988,7 @@ func file_jobwire_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	ProducerService_CancelGraph_FullMethodName  = "/jobwire.v1.ProducerService/CancelGraph"
 	ProducerService_CreateBatch_FullMethodName  = "/jobwire.v1.ProducerService/CreateBatch"
 	ProducerService_CloseBatch_FullMethodName   = "/jobwire.v1.ProducerService/CloseBatch"
+	ProducerService_WatchJobs_FullMethodName    = "/jobwire.v1.ProducerService/WatchJobs"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -65,6 +66,13 @@ type ProducerServiceClient interface {
 	// is final, and a job added to it is refused (FAILED_PRECONDITION). Closing a closed batch
 	// changes nothing; a batch that does not exist is NOT_FOUND.
 	CloseBatch(ctx context.Context, in *CloseBatchRequest, opts ...grpc.CallOption) (*CloseBatchResponse, error)
+	// WatchJobs follows jobs until each is final: it sends each job as it is when the call
+	// starts, then again whenever its state or progress changes (with final_only, only once it
+	// is final), and ends once every job was sent final. The broker tells the stream from its own
+	// writes and, across brokers on one database, from a bounded read of the watched jobs: a
+	// caller never polls per job. A job that does not exist is NOT_FOUND; one deleted while
+	// watched (retention) ends the call with NOT_FOUND naming it.
+	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error)
 }
 
 type producerServiceClient struct {
@@ -165,6 +173,25 @@ func (c *producerServiceClient) CloseBatch(ctx context.Context, in *CloseBatchRe
 	return out, nil
 }
 
+func (c *producerServiceClient) WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProducerService_ServiceDesc.Streams[0], ProducerService_WatchJobs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchJobsRequest, WatchJobsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_WatchJobsClient = grpc.ServerStreamingClient[WatchJobsResponse]
+
 // ProducerServiceServer is the server API for ProducerService service.
 // All implementations must embed UnimplementedProducerServiceServer
 // for forward compatibility.
@@ -200,6 +227,13 @@ type ProducerServiceServer interface {
 	// is final, and a job added to it is refused (FAILED_PRECONDITION). Closing a closed batch
 	// changes nothing; a batch that does not exist is NOT_FOUND.
 	CloseBatch(context.Context, *CloseBatchRequest) (*CloseBatchResponse, error)
+	// WatchJobs follows jobs until each is final: it sends each job as it is when the call
+	// starts, then again whenever its state or progress changes (with final_only, only once it
+	// is final), and ends once every job was sent final. The broker tells the stream from its own
+	// writes and, across brokers on one database, from a bounded read of the watched jobs: a
+	// caller never polls per job. A job that does not exist is NOT_FOUND; one deleted while
+	// watched (retention) ends the call with NOT_FOUND naming it.
+	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error
 	mustEmbedUnimplementedProducerServiceServer()
 }
 
@@ -236,6 +270,9 @@ func (UnimplementedProducerServiceServer) CreateBatch(context.Context, *CreateBa
 }
 func (UnimplementedProducerServiceServer) CloseBatch(context.Context, *CloseBatchRequest) (*CloseBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseBatch not implemented")
+}
+func (UnimplementedProducerServiceServer) WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchJobs not implemented")
 }
 func (UnimplementedProducerServiceServer) mustEmbedUnimplementedProducerServiceServer() {}
 func (UnimplementedProducerServiceServer) testEmbeddedByValue()                         {}
@@ -420,6 +457,17 @@ func _ProducerService_CloseBatch_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProducerService_WatchJobs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchJobsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProducerServiceServer).WatchJobs(m, &grpc.GenericServerStream[WatchJobsRequest, WatchJobsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_WatchJobsServer = grpc.ServerStreamingServer[WatchJobsResponse]
+
 // ProducerService_ServiceDesc is the grpc.ServiceDesc for ProducerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -464,6 +512,12 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ProducerService_CloseBatch_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchJobs",
+			Handler:       _ProducerService_WatchJobs_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "jobwire/v1/producer_service.proto",
 }

@@ -449,6 +449,7 @@ pages.job = {
         ["Unique key", j.unique_key ? j.unique_key.slice(0, 16) + "… while " + (j.unique_states || []).map(jobState).join(", ") : ""],
       ].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v ?? ""))]))),
       el("section", {}, el("h2", {}, payload.json ? "Payload (JSON)" : "Payload"), el("pre", { id: "payload" }, payload.text)),
+      ...outcomeSections(j),
       meta ? el("section", {}, el("h2", {}, "Metadata"), el("dl", { class: "kv" },
         Object.entries(meta).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]))) : null,
       depsSection(j.dependencies, final),
@@ -476,6 +477,25 @@ function waitingActions(j, st, id, full) {
     st === "SCHEDULED" && Number(j.attempts) > 0 ? adminButton("Retry now", () => act(() => write("RetryJobNow", { id }))) : null,
     prio, prio ? adminButton("Set priority", () => act(() => write("SetJobPriority", { id, priority: Number(prio.value) }))) : null,
     adminButton("Delete", del, "danger"));
+}
+
+// outcomeSections shows what a job gives back: the newest progress its attempt reported, and
+// once SUCCEEDED the result it returned.
+function outcomeSections(j) {
+  const out = [];
+  const p = j.progress;
+  if (p) {
+    const parts = [];
+    if (p.fraction !== undefined && p.fraction !== null) parts.push(Math.round(p.fraction * 100) + "%");
+    if (p.message) parts.push(p.message);
+    out.push(el("section", {}, el("h2", {}, "Progress"),
+      el("div", { id: "progress" }, parts.join(" ") + " (attempt " + p.attempt + ", " + fmtTime(p.updated_at) + ")")));
+  }
+  if (jobState(j.state) === "SUCCEEDED") {
+    const r = j.result ? decodePayload(j.result) : { text: "none", json: false };
+    out.push(el("section", {}, el("h2", {}, r.json ? "Result (JSON)" : "Result"), el("pre", { id: "result" }, r.text)));
+  }
+  return out;
 }
 
 pages.dlq = {

@@ -60,6 +60,11 @@ class ProducerServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchResponse.FromString,
                 )
+        self.WatchJobs = channel.unary_stream(
+                '/jobwire.v1.ProducerService/WatchJobs',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.WatchJobsRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.WatchJobsResponse.FromString,
+                )
 
 
 class ProducerServiceServicer(object):
@@ -140,6 +145,18 @@ class ProducerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchJobs(self, request, context):
+        """WatchJobs follows jobs until each is final: it sends each job as it is when the call
+        starts, then again whenever its state or progress changes (with final_only, only once it
+        is final), and ends once every job was sent final. The broker tells the stream from its own
+        writes and, across brokers on one database, from a bounded read of the watched jobs: a
+        caller never polls per job. A job that does not exist is NOT_FOUND; one deleted while
+        watched (retention) ends the call with NOT_FOUND naming it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +204,11 @@ def add_ProducerServiceServicer_to_server(servicer, server):
                     servicer.CloseBatch,
                     request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_producer__service__pb2.CloseBatchResponse.SerializeToString,
+            ),
+            'WatchJobs': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJobs,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.WatchJobsRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.WatchJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,5 +371,22 @@ class ProducerService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/CloseBatch',
             jobwire_dot_v1_dot_producer__service__pb2.CloseBatchRequest.SerializeToString,
             jobwire_dot_v1_dot_producer__service__pb2.CloseBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/jobwire.v1.ProducerService/WatchJobs',
+            jobwire_dot_v1_dot_producer__service__pb2.WatchJobsRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.WatchJobsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

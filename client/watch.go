@@ -1,0 +1,164 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+)
+
+// Waiting and watching. The broker follows the jobs (WatchJobs) and tells the client when one
+// changed; the client never polls. A stream that breaks (a broker restart, a move to another
+// broker of a cluster) is opened again for the jobs not final yet.
+
+// ErrJobFailed is matched by the error Wait returns for a job that ended DEAD or CANCELLED.
+var ErrJobFailed = errors.New("jobwire: job did not succeed")
+
+// JobError says how a job that did not succeed ended.
+type JobError struct {
+	ID        int64
+	State     job.State // DEAD or CANCELLED
+	ErrorType string    // the last attempt's error type, if any
+	Message   string
+}
+
+func (e *JobError) Error() string {
+	msg := fmt.Sprintf("job %d is %s", e.ID, e.State)
+	switch {
+	case e.ErrorType != "" && e.Message != "":
+		msg += ": " + e.ErrorType + ": " + e.Message
+	case e.ErrorType != "" || e.Message != "":
+		msg += ": " + e.ErrorType + e.Message
+	}
+	return msg
+}
+
+func (e *JobError) Is(target error) bool { return target == ErrJobFailed }
+
+// JobErr is nil for a SUCCEEDED job, and a *JobError for one that ended otherwise.
+func JobErr(j *job.Job) error {
+	if j.State == job.StateSucceeded {
+		return nil
+	}
+	return &JobError{ID: j.ID, State: j.State, ErrorType: j.LastErrorType, Message: j.LastErrorMessage}
+}
+
+// Wait returns once the job is final: the job, with its result (job.Job.Result) when it
+// SUCCEEDED, and a *JobError (matching ErrJobFailed) when it went DEAD or was CANCELLED. A job
+// that does not exist matches ErrNotFound.
+func (c *Client) Wait(ctx context.Context, id int64) (*job.Job, error) {
+	for j, err := range c.WaitEach(ctx, id) {
+		if err != nil {
+			return nil, err
+		}
+		return j, JobErr(j)
+	}
+	return nil, wrapErr("Wait", status.Error(codes.Internal, "the broker ended the watch before the job was final"))
+}
+
+// WaitAll returns once every job of ids is final, in the order of ids. How each ended is its
+// State (JobErr tells it as an error); the error is only for the wait itself.
+func (c *Client) WaitAll(ctx context.Context, ids ...int64) ([]*job.Job, error) {
+	byID := make(map[int64]*job.Job, len(ids))
+	for j, err := range c.WaitEach(ctx, ids...) {
+		if err != nil {
+			return nil, err
+		}
+		byID[j.ID] = j
+	}
+	out := make([]*job.Job, len(ids))
+	for i, id := range ids {
+		if out[i] = byID[id]; out[i] == nil {
+			return nil, wrapErr("WaitAll", status.Errorf(codes.Internal, "the broker ended the watch before job %d was final", id))
+		}
+	}
+	return out, nil
+}
+
+// WaitEach yields each job of ids once it is final, in the order they finish (up to 10,000
+// jobs a call).
+func (c *Client) WaitEach(ctx context.Context, ids ...int64) iter.Seq2[*job.Job, error] {
+	return c.follow(ctx, "Wait", ids, true)
+}
+
+// Watch yields the job as it is now, then again on each change of its state or progress,
+// until it is final (the last job yielded is final).
+func (c *Client) Watch(ctx context.Context, id int64) iter.Seq2[*job.Job, error] {
+	return c.follow(ctx, "Watch", []int64{id}, false)
+}
+
+// resumeDelay is how long a broken watch waits before it is opened again.
+const resumeDelay = 200 * time.Millisecond
+
+// follow runs WatchJobs for ids until each was yielded final, opening it again for the jobs
+// left when the broker becomes unavailable.
+func (c *Client) follow(ctx context.Context, op string, ids []int64, finalOnly bool) iter.Seq2[*job.Job, error] {
+	return func(yield func(*job.Job, error) bool) {
+		left := make(map[int64]bool, len(ids))
+		for _, id := range ids {
+			left[id] = true
+		}
+		for len(left) > 0 {
+			err := c.followOnce(ctx, left, finalOnly, yield)
+			if err == nil || errors.Is(err, errStopped) {
+				return // every job yielded final, or the caller stopped
+			}
+			if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+				if errors.Is(err, io.EOF) {
+					err = status.Error(codes.Internal, "the broker ended the watch before every job was final")
+				}
+				yield(nil, wrapErr(op, err))
+				return
+			}
+			select {
+			case <-ctx.Done():
+				yield(nil, wrapErr(op, status.FromContextError(ctx.Err()).Err()))
+				return
+			case <-time.After(resumeDelay):
+			}
+		}
+	}
+}
+
+// errStopped: the caller stopped iterating.
+var errStopped = errors.New("stopped")
+
+// followOnce runs one WatchJobs call for the jobs left, taking each final one out of left.
+func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly bool, yield func(*job.Job, error) bool) error {
+	ids := make([]int64, 0, len(left))
+	for id := range left {
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: ids, FinalOnly: finalOnly})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err // io.EOF is not Unavailable: an end before every job was final
+		}
+		for _, pj := range resp.GetJobs() {
+			j := jobFromProto(pj)
+			if j.State.Final() {
+				delete(left, j.ID)
+			}
+			if !yield(j, nil) {
+				return errStopped
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/broker"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/job"
+)
+
+// MaxWatchJobs is the most jobs one WatchJobs call follows.
+const MaxWatchJobs = 10_000
+
+// A call following at least coalesceFrom jobs reads the changes of coalesceFor at once: jobs
+// finishing by thousands a second are then read a few hundred a statement, not one or two.
+const (
+	coalesceFrom = 100
+	coalesceFor  = 20 * time.Millisecond
+)
+
+// WatchJobs follows jobs until each is final (see the proto). The broker's watch says which
+// jobs may have changed; only those are read again, so a call costs one read per change of a
+// job, never a read per job per interval.
+func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.ProducerService_WatchJobsServer) error {
+	ctx := stream.Context()
+	if err := validateWatch(req); err != nil {
+		return err
+	}
+	if err := p.authorizeRequest(ctx, req); err != nil {
+		return err
+	}
+	// The watch starts before the first read, so no change between the two is missed.
+	w := p.b.WatchJobs(req.GetIds())
+	defer w.Close()
+	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion)}
+	if err := f.first(ctx, req.GetIds()); err != nil {
+		return err
+	}
+	for len(f.sent) > 0 {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-w.C():
+		}
+		if len(f.sent) >= coalesceFrom {
+			// Many jobs finishing at once: gather a moment's worth into one read.
+			select {
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			case <-time.After(coalesceFor):
+			}
+		}
+		if err := f.check(ctx, w.Changed()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// following is one WatchJobs call's jobs: sent holds the version last sent of each job not
+// final yet (zero when none was sent).
+type following struct {
+	p         *producer
+	stream    jobwirev1.ProducerService_WatchJobsServer
+	w         *broker.JobWatch
+	finalOnly bool
+	sent      map[int64]broker.JobVersion
+}
+
+// first reads every job once: its versions in one read, and in full only the jobs to send now.
+func (f *following) first(ctx context.Context, ids []int64) error {
+	versions, err := f.p.b.JobVersions(ctx, ids)
+	if err != nil {
+		return toStatus(err)
+	}
+	for _, id := range ids {
+		if _, ok := versions[id]; !ok {
+			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
+		}
+	}
+	var now []int64
+	for _, id := range ids {
+		v := versions[id]
+		f.w.Saw(id, v)
+		if f.finalOnly && !v.State.Final() {
+			f.sent[id] = v
+			continue
+		}
+		f.sent[id] = broker.JobVersion{}
+		now = append(now, id)
+	}
+	return f.check(ctx, now)
+}
+
+// check reads the jobs of ids still followed that may have changed, in one read, and sends
+// each that did (with finalOnly, only once final); a final job is followed no more.
+func (f *following) check(ctx context.Context, ids []int64) error {
+	open := ids[:0:0]
+	for _, id := range ids {
+		if _, ok := f.sent[id]; ok {
+			open = append(open, id)
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	jobs, err := f.p.b.JobOutcomes(ctx, open)
+	if err != nil {
+		return toStatus(err)
+	}
+	if len(jobs) < len(open) {
+		return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, jobs))
+	}
+	var out []*jobwirev1.Job
+	for _, j := range jobs {
+		if f.changed(j) {
+			out = append(out, watchedToProto(j))
+		}
+	}
+	for part := range slices.Chunk(out, maxWatchBatch) {
+		if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Jobs: part}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxWatchBatch is the most jobs one WatchJobsResponse carries.
+const maxWatchBatch = 500
+
+// changed reports whether j is to be sent: it changed since it was last sent (and, with
+// finalOnly, is final). It notes j as sent; a final job is followed no more.
+func (f *following) changed(j *job.Job) bool {
+	v, final := broker.VersionOf(j), j.State.Final()
+	if v == f.sent[j.ID] || (f.finalOnly && !final) {
+		return false
+	}
+	f.sent[j.ID] = v
+	if final {
+		delete(f.sent, j.ID)
+		f.w.Stop(j.ID)
+	}
+	return true
+}
+
+// missing names the first job of ids that jobs lacks.
+func missing(ids []int64, jobs []*job.Job) string {
+	have := make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		have[j.ID] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			return fmt.Sprintf("job %d was", id)
+		}
+	}
+	return "a job was"
+}
+
+// watchedToProto is a job as WatchJobs sends it: without payload or attempt history.
+func watchedToProto(j *job.Job) *jobwirev1.Job {
+	light := *j
+	light.Payload, light.History = nil, nil
+	return jobToProto(&light)
+}
+
+// validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once.
+func validateWatch(req *jobwirev1.WatchJobsRequest) error {
+	ids := req.GetIds()
+	if len(ids) == 0 || len(ids) > MaxWatchJobs {
+		return invalid("ids", "names %d jobs; name 1..%d", len(ids), MaxWatchJobs)
+	}
+	seen := make(map[int64]bool, len(ids))
+	for i, id := range ids {
+		if id <= 0 {
+			return invalid("ids", "ids[%d] is %d; job ids are positive", i, id)
+		}
+		if seen[id] {
+			return invalid("ids", "job %d is named twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}

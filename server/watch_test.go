@@ -1,0 +1,132 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobwire/jobwire/client"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/job"
+)
+
+// waitAsync runs c.WaitAll in the background and returns what it returned.
+func waitAsync(c *client.Client, ids ...int64) <-chan []*job.Job {
+	out := make(chan []*job.Job, 1)
+	go func() {
+		jobs, err := c.WaitAll(context.Background(), ids...)
+		if err != nil {
+			panic(err)
+		}
+		out <- jobs
+	}()
+	return out
+}
+
+// Waiting returns each job once final, with its result, or how it failed; the broker's own
+// writes wake the wait, with no clock moved (so no backstop read is involved).
+func TestWaitReturnsFinalJobsWithResults(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	c := client.New(b.Conn)
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	ok := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	bad := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	done := waitAsync(c, ok, bad)
+	brokertest.WaitFor(t, "the watch", func() bool { return b.Broker.Watched() == 2 })
+
+	a := w.Assignment()
+	w.Started(a)
+	w.Send(successWith(brokertest.Ref(a), []byte(`{"sum":3}`)))
+	ack(t, w.Next())
+	a = w.Assignment()
+	w.Started(a)
+	ack(t, w.Fail(a, brokertest.Fatal("ValueError")))
+
+	jobs := received(t, done)
+	if len(jobs) != 2 || jobs[0].ID != ok || string(jobs[0].Result) != `{"sum":3}` || jobs[0].State != job.StateSucceeded {
+		t.Fatalf("waited: %+v", jobs)
+	}
+	err := client.JobErr(jobs[1])
+	var je *client.JobError
+	if !errors.As(err, &je) || !errors.Is(err, client.ErrJobFailed) || je.State != job.StateDead || je.ErrorType != "ValueError" {
+		t.Fatalf("failed job's error: %v", err)
+	}
+	if _, err := c.Wait(context.Background(), bad); !errors.Is(err, client.ErrJobFailed) {
+		t.Fatalf("Wait of a dead job: %v, want ErrJobFailed", err)
+	}
+	if j, err := c.Wait(context.Background(), ok); err != nil || string(j.Result) != `{"sum":3}` {
+		t.Fatalf("Wait of a finished job: %v %v", j, err)
+	}
+	brokertest.WaitFor(t, "watches closed", func() bool { return b.Broker.Watched() == 0 })
+}
+
+// Watching yields the job, then each change of state and progress, until it is final.
+func TestWatchYieldsStateAndProgress(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	c := client.New(b.Conn)
+	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	seen := make(chan *job.Job, 16)
+	go func() {
+		defer close(seen)
+		for j, err := range c.Watch(context.Background(), id) {
+			if err != nil {
+				t.Errorf("watch: %v", err)
+				return
+			}
+			seen <- j
+		}
+	}()
+	if j := <-seen; j.State != job.StatePending {
+		t.Fatalf("first: %s, want PENDING", j.State)
+	}
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	a := w.Assignment()
+	next := func(what string, ok func(j *job.Job) bool) {
+		t.Helper()
+		for j := range seen {
+			if ok(j) {
+				return
+			}
+		}
+		t.Fatalf("the watch ended before %s", what)
+	}
+	w.Started(a)
+	next("RUNNING", func(j *job.Job) bool { return j.State == job.StateRunning })
+	w.Send(progressMsg(brokertest.Ref(a), 0.5, "half"))
+	next("progress", func(j *job.Job) bool { return j.Progress != nil && j.Progress.Message == "half" })
+	ack(t, w.Succeed(a))
+	next("SUCCEEDED", func(j *job.Job) bool { return j.State == job.StateSucceeded })
+	if _, open := <-seen; open {
+		t.Fatal("the watch went on after the job was final")
+	}
+}
+
+// Bad watch requests are refused with the reason.
+func TestWatchJobsRefusesBadRequests(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	for _, tc := range []struct {
+		ids  []int64
+		code codes.Code
+	}{
+		{nil, codes.InvalidArgument},
+		{[]int64{id, id}, codes.InvalidArgument},
+		{[]int64{-1}, codes.InvalidArgument},
+		{[]int64{id, 1 << 40}, codes.NotFound},
+	} {
+		stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: tc.ids})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != tc.code {
+			t.Errorf("watch %v: %v, want %s", tc.ids, err, tc.code)
+		}
+	}
+}
