@@ -67,7 +67,12 @@ func TestJSONShapeOfAJob(t *testing.T) {
     "progress": null,
     "uniqueKey": "",
     "uniqueStates": [],
-    "dependencies": null
+    "dependencies": null,
+    "concurrencyKey": "",
+    "concurrencyLimit": 0,
+    "concurrencyRule": "",
+    "batchId": 0,
+    "rateKey": ""
   },
   "waiting": null
 }

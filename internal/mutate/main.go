@@ -866,6 +866,18 @@ func mutations() []mutation {
 	add(mutation{name: "deps: a dependent is let into a batch", file: "server/deps.go",
 		from: "\tif s.GetBatchId() != 0 {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)", to: "\tif false {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)",
 		pkgs: []string{srvPkg}, run: "TestDependentsAreKeptOutOfBatches"})
+	add(mutation{name: "results: a result over the limit is stored", file: "broker/outcome.go",
+		from: "if max := b.maxResultBytes(); len(result) > max {", to: "if max := b.maxResultBytes(); len(result) > max+1<<30 {",
+		pkgs: []string{srvPkg}, run: "TestResultTooLargeIsAFatalFailure"})
+	add(mutation{name: "progress: a forged lease writes progress", file: "store/sqlite/results.go",
+		from: "AND jobs.lease_secret = unhex(f.value ->> 3) AND jobs.state IN (3, 4)", to: "AND jobs.state IN (3, 4)",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobProgressMany"})
+	add(mutation{name: "watch: a change another broker made is not sent", file: "broker/watch.go",
+		from: "if (known && v != was) || !ok {", to: "if !ok {",
+		pkgs: []string{srvPkg}, run: "TestClusterWaitAcrossBrokers", postgres: true})
+	add(mutation{name: "watch: a write wakes no watcher on another broker", file: "broker/watchcluster.go",
+		from: "if b.clustered() && b.watchedElsewhere(id) {", to: "if false {",
+		pkgs: []string{srvPkg}, run: "TestClusterWaitAcrossBrokers", postgres: true})
 	return ms
 }
 
