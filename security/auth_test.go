@@ -143,6 +143,19 @@ var allowedRoles = map[string][]auth.Role{
 	jobwirev1.AdminService_ListWorkers_FullMethodName:     {auth.RoleViewer},
 	jobwirev1.AdminService_ListBrokers_FullMethodName:     {auth.RoleViewer},
 	jobwirev1.AdminService_ListAuditEvents_FullMethodName: {auth.RoleViewer},
+
+	jobwirev1.ProducerService_EnqueueGraph_FullMethodName:      {auth.RoleProducer},
+	jobwirev1.ProducerService_GetGraph_FullMethodName:          {auth.RoleProducer, auth.RoleViewer},
+	jobwirev1.ProducerService_CancelGraph_FullMethodName:       {auth.RoleProducer},
+	jobwirev1.ProducerService_CreateBatch_FullMethodName:       {auth.RoleProducer},
+	jobwirev1.ProducerService_CloseBatch_FullMethodName:        {auth.RoleProducer},
+	jobwirev1.ProducerService_WatchJobs_FullMethodName:         {auth.RoleProducer, auth.RoleViewer},
+	jobwirev1.AdminService_ListSchedules_FullMethodName:        {auth.RoleViewer},
+	jobwirev1.AdminService_GetSchedule_FullMethodName:          {auth.RoleViewer},
+	jobwirev1.AdminService_GetBatch_FullMethodName:             {auth.RoleViewer},
+	jobwirev1.AdminService_ListBatches_FullMethodName:          {auth.RoleViewer},
+	jobwirev1.AdminService_ListRateLimits_FullMethodName:       {auth.RoleViewer},
+	jobwirev1.AdminService_ListConcurrencyRules_FullMethodName: {auth.RoleViewer},
 }
 
 // TestRoles: each role may make exactly its calls; any other is PERMISSION_DENIED with a

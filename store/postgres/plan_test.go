@@ -48,7 +48,7 @@ func TestManyWritesProbeThePrimaryKey(t *testing.T) {
 		{"lease", leaseSQL, []any{ids, seqs, secrets, int64(1), "w", "o"}},
 		{"start", startManySQL, []any{ids, seqs, secrets, times, times, times}},
 		{"release", releaseManySQL, []any{ids, seqs, secrets}},
-		{"success", succeedManySQL, []any{ids, seqs, secrets, ints, times, times, []string{}, []string{}, []int16{}, []int64{}}},
+		{"success", succeedManySQL, []any{ids, seqs, secrets, ints, times, times, []string{}, []string{}, []int16{}, []int64{}, make([][]byte, len(ids))}},
 		{"heartbeat", extendLeasesSQL, []any{ids, seqs, secrets, int64(1), int64(0)}},
 		{"lock", lockLeasesSQL, []any{ids, seqs, secrets}},
 	}
