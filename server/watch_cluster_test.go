@@ -47,11 +47,14 @@ func TestClusterWaitAcrossBrokers(t *testing.T) {
 }
 
 // received is what done delivers, or fails the test after brokertest.WaitTimeout.
-func received(t *testing.T, done <-chan []*job.Job) []*job.Job {
+func received(t *testing.T, done <-chan waited) []*job.Job {
 	t.Helper()
 	select {
-	case jobs := <-done:
-		return jobs
+	case w := <-done:
+		if w.err != nil {
+			t.Fatalf("wait: %v", w.err)
+		}
+		return w.jobs
 	case <-time.After(brokertest.WaitTimeout):
 		t.Fatal("the wait did not return")
 		return nil

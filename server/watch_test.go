@@ -14,15 +14,20 @@ import (
 	"github.com/jobwire/jobwire/job"
 )
 
-// waitAsync runs c.WaitAll in the background and returns what it returned.
-func waitAsync(c *client.Client, ids ...int64) <-chan []*job.Job {
-	out := make(chan []*job.Job, 1)
+// waited is what a background WaitAll returned.
+type waited struct {
+	jobs []*job.Job
+	err  error
+}
+
+// waitAsync runs c.WaitAll in the background and delivers what it returned (received reads
+// it). The goroutine only sends, so a wait cut short by the end of its test fails nothing
+// after the test is over.
+func waitAsync(c *client.Client, ids ...int64) <-chan waited {
+	out := make(chan waited, 1)
 	go func() {
 		jobs, err := c.WaitAll(context.Background(), ids...)
-		if err != nil {
-			panic(err)
-		}
-		out <- jobs
+		out <- waited{jobs, err}
 	}()
 	return out
 }
