@@ -157,3 +157,37 @@ func joinIDs(ids []int64) string {
 	}
 	return b.String()
 }
+
+// BatchCandidates are the jobs of batches a transaction's final writes may have finished, which
+// the store counts where the transaction's writes end, as of the latest of those writes.
+type BatchCandidates struct {
+	ids []int64
+	now time.Time
+}
+
+// Add notes a write that may make job jobID of batch final; a batch of 0 is none.
+func (c *BatchCandidates) Add(batch, jobID int64, now time.Time) {
+	if batch == 0 {
+		return
+	}
+	c.ids = append(c.ids, jobID)
+	if now.After(c.now) {
+		c.now = now
+	}
+}
+
+// Finished notes the final writes among ps.
+func (c *BatchCandidates) Finished(ps ...*JobFinishParams) {
+	for _, p := range ps {
+		if p.State.Final() {
+			c.Add(p.Batch, p.Ref.JobID, p.Now)
+		}
+	}
+}
+
+// Take returns the candidates noted and the time to count them at, and forgets them.
+func (c *BatchCandidates) Take() ([]int64, time.Time) {
+	ids, now := c.ids, c.now
+	c.ids = nil
+	return ids, now
+}

@@ -15,7 +15,7 @@ import (
 
 // Batches (see store.BatchWriter), with several brokers finishing one batch's jobs at once.
 //
-// A transaction's final writes of batch jobs mark them candidates (batchCandidate); where its
+// A transaction's final writes of batch jobs mark them candidates (store.BatchCandidates); where its
 // writes end, after the finished totals (flushBatches, from Write), one statement marks the
 // candidates that are final and not counted yet as counted (their rows are the transaction's
 // own: it wrote them) and adds the counts to their batches' rows, locked in id order.
@@ -41,26 +41,6 @@ const (
 	CASE WHEN closed_at IS NULL THEN (SELECT count(*) FROM jobs WHERE batch_id = batches.id) ELSE total END,
 	succeeded, dead, cancelled, on_success, on_complete, success_job_id, complete_job_id`
 )
-
-// batchCandidate notes a write that may make a batch's job final, for flushBatches.
-func (t *tx) batchCandidate(batch, jobID int64, now time.Time) {
-	if batch == 0 {
-		return
-	}
-	t.batchJobs = append(t.batchJobs, jobID)
-	if now.After(t.batchNow) {
-		t.batchNow = now
-	}
-}
-
-// batchFinished notes the final writes among ps.
-func (t *tx) batchFinished(ps ...*store.JobFinishParams) {
-	for _, p := range ps {
-		if p.State.Final() {
-			t.batchCandidate(p.Batch, p.Ref.JobID, p.Now)
-		}
-	}
-}
 
 func (t *tx) BatchCreate(p *store.BatchCreateParams) (int64, error) {
 	success, err := encodeCallback(p.OnSuccess)
@@ -131,14 +111,13 @@ FROM locked, counts
 WHERE batches.id = locked.id AND counts.batch_id = locked.id
 RETURNING ` + prefixed("batches", rawBatchColumns)
 
-// flushBatches counts the candidates (batchCandidate) that are final and not counted yet in
+// flushBatches counts the candidates (store.BatchCandidates) that are final and not counted yet in
 // their batches, and completes those that are done.
 func (t *tx) flushBatches() error {
-	if len(t.batchJobs) == 0 {
+	ids, now := t.batches.Take()
+	if len(ids) == 0 {
 		return nil
 	}
-	ids, now := t.batchJobs, t.batchNow
-	t.batchJobs = nil
 	rows, err := t.tx.Query(t.ctx, countBatchJobsSQL, ids)
 	if err != nil {
 		return err

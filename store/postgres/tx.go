@@ -41,10 +41,9 @@ type tx struct {
 	settle settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
 	// keysLocked: the transaction holds the concurrency keys' lock (keyconc.go).
 	keysLocked bool
-	// batchJobs are the jobs of batches its final writes may have finished, counted where its
-	// writes end (flushBatches, batches.go), as of batchNow.
-	batchJobs []int64
-	batchNow  time.Time
+	// batches are the jobs of batches its final writes may have finished, counted where its
+	// writes end (flushBatches, batches.go).
+	batches store.BatchCandidates
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -789,7 +788,7 @@ func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
 }
 
 func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
-	t.batchFinished(p)
+	t.batches.Finished(p)
 	var finished *int64
 	if p.State.Final() {
 		finished = nullNanos(p.Now)
@@ -913,7 +912,7 @@ func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]boo
 		got(nil, nil)
 		return nil
 	}
-	t.batchFinished(ps...)
+	t.batches.Finished(ps...)
 	if err := t.joinByKey(true); err != nil {
 		return err
 	}
@@ -1050,7 +1049,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}
-	t.batchCandidate(before.BatchID, id, now)
+	t.batches.Add(before.BatchID, id, now)
 	if before.State == job.StateRunning {
 		_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 			message) VALUES ($1, $2, $3, $4, $5, $6, 'cancelled while running') ON CONFLICT DO NOTHING`,

@@ -17,33 +17,13 @@ import (
 
 // Batches (see store.BatchWriter). One writer at a time holds the file, so counting needs no
 // lock order here: a transaction's final writes of batch jobs mark them candidates
-// (batchCandidate), and flushBatches, the last thing before COMMIT, counts those final and not
-// counted yet, adds them to their batches and completes the batches that are done.
+// (store.BatchCandidates), and flushBatches, the last thing before COMMIT, counts those final
+// and not counted yet, adds them to their batches and completes the batches that are done.
 
 // batchColumns are the columns scanBatch reads. An open batch's size is the jobs added so far.
 const batchColumns = `id, description, created_at, closed_at, completed_at,
 	CASE WHEN closed_at IS NULL THEN (SELECT count(*) FROM jobs WHERE batch_id = batches.id) ELSE total END,
 	succeeded, dead, cancelled, on_success, on_complete, success_job_id, complete_job_id`
-
-// batchCandidate notes a write that may make a batch's job final, for flushBatches.
-func (t *tx) batchCandidate(batch, jobID int64, now time.Time) {
-	if batch == 0 {
-		return
-	}
-	t.batchJobs = append(t.batchJobs, jobID)
-	if now.After(t.batchNow) {
-		t.batchNow = now
-	}
-}
-
-// batchFinished notes the final writes among ps.
-func (t *tx) batchFinished(ps ...*store.JobFinishParams) {
-	for _, p := range ps {
-		if p.State.Final() {
-			t.batchCandidate(p.Batch, p.Ref.JobID, p.Now)
-		}
-	}
-}
 
 func (t *tx) BatchCreate(p *store.BatchCreateParams) (int64, error) {
 	success, err := encodeCallback(p.OnSuccess)
@@ -106,14 +86,13 @@ func (t *tx) batch(id int64) (*store.Batch, error) {
 	return b, err
 }
 
-// flushBatches counts the candidates (batchCandidate) that are final and not counted yet in
+// flushBatches counts the candidates (store.BatchCandidates) that are final and not counted yet in
 // their batches, and completes those that are done.
 func (t *tx) flushBatches() error {
-	if len(t.batchJobs) == 0 {
+	ids, now := t.batches.Take()
+	if len(ids) == 0 {
 		return nil
 	}
-	ids, now := t.batchJobs, t.batchNow
-	t.batchJobs = nil
 	type counts struct{ succeeded, dead, cancelled int64 }
 	byBatch := map[int64]*counts{}
 	for chunk := range slices.Chunk(ids, idChunk) {

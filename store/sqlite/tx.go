@@ -31,10 +31,9 @@ type tx struct {
 	queues    *store.KnownQueues
 	newQueues []string // queue rows this transaction created
 	settle    settling // jobs made final, whose dependents it settles before COMMIT (deps.go)
-	// batchJobs are the jobs of batches its final writes may have finished, counted at its
-	// end (flushBatches, batches.go), as of batchNow.
-	batchJobs []int64
-	batchNow  time.Time
+	// batches are the jobs of batches its final writes may have finished, counted where its
+	// writes end (flushBatches, batches.go).
+	batches store.BatchCandidates
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -437,7 +436,7 @@ func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {
 }
 
 func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
-	t.batchFinished(p)
+	t.batches.Finished(p)
 	var finished sql.NullInt64
 	if p.State.Final() {
 		finished = nullNanos(p.Now)
@@ -556,7 +555,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}
-	t.batchCandidate(before.BatchID, id, now)
+	t.batches.Add(before.BatchID, id, now)
 	if before.State == job.StateRunning {
 		_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 			message) VALUES (?, ?, ?, ?, ?, ?, 'cancelled while running') ON CONFLICT DO NOTHING`,
@@ -639,7 +638,7 @@ const succeedManyMin = 4
 // JobSucceedMany writes a batch of successes with one statement: on the hot path the cost of a
 // statement's round trip through database/sql is as large as the row change itself.
 func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
-	t.batchFinished(ps...)
+	t.batches.Finished(ps...)
 	applied := make([]bool, len(ps))
 	if len(ps) < succeedManyMin {
 		for i, p := range ps {
