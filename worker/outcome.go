@@ -3,15 +3,14 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/job"
 )
 
 // What a handler gives back besides its error: a result for its producer (and its dependent
@@ -25,8 +24,9 @@ import (
 // always, before the result).
 const ProgressInterval = time.Second
 
-// MaxProgressMessage is the longest progress message, in bytes of UTF-8.
-const MaxProgressMessage = 256
+// MaxProgressMessage is the longest progress message, in bytes of UTF-8: the broker's own
+// limit, so that what the library lets through the broker takes.
+const MaxProgressMessage = job.MaxProgressMessage
 
 // ParentResult is the result of a job this one depends on.
 type ParentResult struct {
@@ -80,9 +80,6 @@ func (j *Job) SetResultJSON(v any) error {
 // result. It returns an error, and sends nothing, for a fraction outside 0..1 or a message
 // too long or not UTF-8.
 func (j *Job) SetProgress(fraction float64, message string) error {
-	if math.IsNaN(fraction) || fraction < 0 || fraction > 1 {
-		return fmt.Errorf("worker: progress fraction %v is outside 0..1", fraction)
-	}
 	return j.report(&jobwirev1.Progress{Fraction: proto.Float64(fraction), Message: message})
 }
 
@@ -92,12 +89,11 @@ func (j *Job) SetProgressMessage(message string) error {
 	return j.report(&jobwirev1.Progress{Message: message})
 }
 
+// report checks p by the rules the broker applies (job.CheckProgress), so that a report the
+// broker would refuse fails here, where the handler can see why.
 func (j *Job) report(p *jobwirev1.Progress) error {
-	if len(p.Message) > MaxProgressMessage {
-		return fmt.Errorf("worker: progress message is %d bytes; at most %d are allowed", len(p.Message), MaxProgressMessage)
-	}
-	if !utf8.ValidString(p.Message) {
-		return fmt.Errorf("worker: progress message is not valid UTF-8")
+	if err := job.CheckProgress(p.GetFraction(), p.Fraction != nil, p.Message); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	j.outcome().progress(p)
 	return nil
