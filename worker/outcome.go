@@ -3,6 +3,7 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,27 +158,15 @@ func (o *outcome) end() []byte {
 	return o.result
 }
 
-// parentResults reads an Assignment's parent results for the handler.
+// parentResults reads an Assignment's parent results for the handler. A state is named as
+// job.State names it, in lower case ("succeeded").
 func parentResults(a *jobwirev1.Assignment) []ParentResult {
 	var out []ParentResult
 	for _, p := range a.GetParentResults() {
 		out = append(out, ParentResult{JobID: p.GetJobId(), Type: p.GetType(), Result: p.GetResult(),
-			State: stateName(p.GetState())})
+			State: strings.ToLower(job.State(p.GetState()).String())})
 	}
 	return out
-}
-
-// stateName is a job state as ParentResult.State names it.
-func stateName(s jobwirev1.JobState) string {
-	switch s {
-	case jobwirev1.JobState_JOB_STATE_SUCCEEDED:
-		return "succeeded"
-	case jobwirev1.JobState_JOB_STATE_DEAD:
-		return "dead"
-	case jobwirev1.JobState_JOB_STATE_CANCELLED:
-		return "cancelled"
-	}
-	return "unknown"
 }
 
 // sendProgressLocked queues p for t's lease on the live session, if t still runs. w.mu is held.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -40,5 +41,25 @@ func TestProgressIsThrottledAndTheLastIsSent(t *testing.T) {
 	defer o.mu.Unlock()
 	if want := []string{"a", "c", "e"}; len(sent) != 3 || sent[0] != want[0] || sent[1] != want[1] || sent[2] != want[2] {
 		t.Fatalf("sent %v, want %v", sent, want)
+	}
+}
+
+// A handler reads its parents' results in the producer's order, each state named in lower case.
+func TestParentResultsKeepOrderAndNameStates(t *testing.T) {
+	a := &jobwirev1.Assignment{ParentResults: []*jobwirev1.ParentResult{
+		{JobId: 7, Type: "fetch", Result: []byte("rows"), State: jobwirev1.JobState_JOB_STATE_SUCCEEDED},
+		{JobId: 5, Type: "fetch", State: jobwirev1.JobState_JOB_STATE_DEAD},
+		{JobId: 6, Type: "load", State: jobwirev1.JobState_JOB_STATE_CANCELLED},
+	}}
+	want := []ParentResult{
+		{JobID: 7, Type: "fetch", Result: []byte("rows"), State: "succeeded"},
+		{JobID: 5, Type: "fetch", State: "dead"},
+		{JobID: 6, Type: "load", State: "cancelled"},
+	}
+	if got := parentResults(a); !reflect.DeepEqual(got, want) {
+		t.Fatalf("parent results %+v, want %+v", got, want)
+	}
+	if got := parentResults(&jobwirev1.Assignment{}); len(got) != 0 {
+		t.Fatalf("a job without parents read %+v", got)
 	}
 }
