@@ -126,19 +126,25 @@ class ResultsStreamTest(BrokerTestCase):
 
     async def test_progress_is_throttled_the_last_report_sent_and_none_after_the_result(self):
         w = self.make_worker()
-        now = [100.0]
-        w._clock = lambda: now[0]  # the throttle's clock, moved by hand
-        w._progress_interval = 0.2  # the flush timer waits this long, far longer than 5 reports take
+        w._clock = lambda: 100.0  # the throttle's clock stands still: reports 2..5 are within the interval
+        w._progress_interval = 3600.0  # so their flush runs when the test runs it, not on its own
         task, s, _ = await self.start(w)
         self.addCleanup(task.cancel)
         s.send(assignment=assignment(1, "steps"))
         await s.recv("started")
         first = await s.recv("progress")
         self.assertEqual((first.job_id, first.lease_token, first.fraction, first.message), (1, "100", 0.2, "step 1"))
-        # Reports 2..5 came within the same second on the throttle's clock: held back, and the
-        # newest one goes once its flush runs.
         await asyncio.wait_for(asyncio.to_thread(self.progress_sent.wait, WAIT), WAIT)
-        now[0] += 1.0
+        # Reports 2..5 were held back, and one flush armed for the end of the interval.
+        j = w._jobs[1]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while j.progress_timer is None and loop.time() < deadline:
+            await asyncio.sleep(0.001)  # the loop takes the handler's offers in turn
+        self.assertIsNotNone(j.progress_timer, "no flush armed for the reports held back")
+        self.assertAlmostEqual(j.progress_timer.when() - loop.time(), 3600.0, delta=WAIT)
+        j.progress_timer.cancel()
+        w._progress_due(j)  # the flush, now instead of in an hour: the newest report goes
         last = await s.recv("progress")
         self.assertEqual((last.fraction, last.message), (1.0, "step 5"))
         self.progress_go.set()
