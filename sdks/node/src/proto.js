@@ -61,7 +61,7 @@ let stream;
  * types, are encoded without fromObject's copy. A batch frame (ConnectRequest.batch) is encoded
  * from its messages the same way; a ConnectResponse.batch is cut into its messages, each read as
  * if it had come alone.
- * @returns {{path: string, serialize: (msg: any) => Buffer, deserialize: (buf: Buffer) => any, plainJob: (assignment: any) => any}}
+ * @returns {{path: string, serialize: (msg: any) => Buffer, deserialize: (buf: Buffer) => any, plainJob: (assignment: any) => any, stateName: (state: number | string) => string}}
  */
 function workerStream() {
   if (stream) return stream;
@@ -164,7 +164,14 @@ function workerStream() {
    */
   const plainJob = (assignment) =>
     Job.toObject(assignment.jobBytes ? Job.decode(assignment.jobBytes) : assignment.job, LOADER_OPTIONS);
-  stream = { path: CONNECT_PATH, serialize, deserialize, plainJob };
+  const JobState = root.lookupEnum('jobwire.v1.JobState');
+  /**
+   * A JobState as a name ('JOB_STATE_SUCCEEDED'), from its number (as decode() gives it) or its
+   * name already; a number the .proto does not know as 'JOB_STATE_<n>'.
+   * @param {number | string} state
+   */
+  const stateName = (state) => (typeof state === 'number' ? JobState.valuesById[state] ?? `JOB_STATE_${state}` : String(state));
+  stream = { path: CONNECT_PATH, serialize, deserialize, plainJob, stateName };
   return stream;
 }
 

@@ -51,13 +51,6 @@ const CancelReason = Object.freeze({
   SHUTDOWN: 'shutdown', // this worker is shutting down and its grace period ran out
 });
 
-/** JobState names by number, as a decoded Assignment's ParentResult carries them. */
-const JOB_STATES = {
-  5: 'JOB_STATE_SUCCEEDED',
-  6: 'JOB_STATE_DEAD',
-  7: 'JOB_STATE_CANCELLED',
-};
-
 const WIRE_CANCEL_REASONS = {
   CANCEL_REASON_REQUESTED: CancelReason.REQUESTED,
   CANCEL_REASON_TIMEOUT: CancelReason.TIMEOUT,
@@ -136,7 +129,7 @@ class JobContext {
   get parentResults() {
     this._parents ??= (this._assignment.parentResults || []).map((p) => {
       const result = Buffer.isBuffer(p.result) ? p.result : Buffer.from(p.result || []);
-      const state = typeof p.state === 'number' ? JOB_STATES[p.state] ?? `JOB_STATE_${p.state}` : String(p.state);
+      const state = workerStream().stateName(p.state);
       return {
         jobId: int64String(p.jobId),
         type: p.type,
