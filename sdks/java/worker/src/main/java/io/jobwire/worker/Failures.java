@@ -56,12 +56,13 @@ public final class Failures {
 
   /**
    * The wire Failure of t: its kind, the exception's class name as the error type (for a {@link
-   * RetryAfterException} or {@link PayloadException} with a cause, the cause's), its message and
-   * its stack trace.
+   * RetryAfterException}, or the {@link PayloadException} or {@link ResultException} of a codec,
+   * with a cause, the cause's), its message and its stack trace.
    */
   static Failure of(Throwable t) {
     Throwable described = t;
-    if ((t instanceof RetryAfterException || t instanceof PayloadException) && t.getCause() != null) {
+    boolean wraps = t instanceof RetryAfterException || t instanceof PayloadException || t instanceof ResultException;
+    if (wraps && t.getCause() != null) {
       described = t.getCause();
     }
     Failure.Builder f = describe(described);

@@ -78,9 +78,16 @@ class FailuresTest {
     assertEquals("retry after 2000ms", f.getMessage());
   }
 
-  @Test
-  void aPayloadTheDecoderRefusedIsFatalWithTheDecodersError() {
-    Failure f = Failures.of(new PayloadException("job 1: the payload is not an Email", new IOException("Unexpected character")));
+  static Stream<Arguments> codecErrors() {
+    return Stream.of(
+        Arguments.of(new PayloadException("job 1: the payload is not an Email", new IOException("Unexpected character"))),
+        Arguments.of(new ResultException("job 1: the result could not be encoded", new IOException("Unexpected character"))));
+  }
+
+  @ParameterizedTest
+  @MethodSource("codecErrors")
+  void aPayloadOrResultTheCodecRefusedIsFatalWithTheCodecsError(FatalException e) {
+    Failure f = Failures.of(e);
     assertEquals(FailureKind.FAILURE_KIND_FATAL, f.getKind());
     assertEquals("java.io.IOException", f.getErrorType());
     assertEquals("Unexpected character", f.getMessage());

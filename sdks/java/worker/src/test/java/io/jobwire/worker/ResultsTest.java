@@ -96,11 +96,17 @@ class ResultsTest {
         .backoff(new Backoff(Duration.ofMillis(10), Duration.ofMillis(50), () -> 0.5))
         .gracePeriod(Duration.ofMillis(100))
         .finishTimeout(Duration.ofMillis(100))
-        .resultEncoder(v -> ("<" + v + ">").getBytes(StandardCharsets.UTF_8))
+        .resultEncoder(v -> {
+          if (v instanceof Thread) {
+            throw new java.io.IOException("a thread has no JSON");
+          }
+          return ("<" + v + ">").getBytes(StandardCharsets.UTF_8);
+        })
         .build();
     worker.handle("bytes", ctx -> ctx.setResult(ctx.payload()));
     worker.handle("text", ctx -> ctx.setResultText(ctx.payloadText()));
     worker.handle("value", ctx -> ctx.setResultValue(List.of(1, 2)));
+    worker.handle("unencodable", ctx -> ctx.setResultValue(Thread.currentThread()));
     worker.handle("none", ctx -> {});
     worker.handle("parents", ctx -> parents.set(ctx.parentResults()));
     worker.handle("steps", ctx -> {
@@ -158,6 +164,9 @@ class ResultsTest {
     assertEquals(FailureKind.FAILURE_KIND_FATAL, f.getKind());
     assertEquals("ResultTooLarge", f.getErrorType());
     assertTrue(f.getMessage().contains("is 9 bytes, more than the broker's limit of 8 bytes"), f.getMessage());
+    Failure u = run(s, 6, "unencodable", "").getFailure();
+    assertEquals(FailureKind.FAILURE_KIND_FATAL, u.getKind(), "a value the encoder refused is FATAL");
+    assertEquals(List.of("java.io.IOException", "a thread has no JSON"), List.of(u.getErrorType(), u.getMessage()));
   }
 
   @Test
