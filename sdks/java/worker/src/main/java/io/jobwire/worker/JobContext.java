@@ -153,11 +153,12 @@ public final class JobContext {
 
   /**
    * Sets the job's result to a value encoded by the builder's {@link ResultEncoder} (JSON, with
-   * the mapper you chose). A value it cannot encode throws a {@link ResultException}: FATAL.
+   * the mapper you chose). A value it cannot encode, or a worker built without one, throws a {@link
+   * ResultException}: FATAL, since a retry would fail the same way.
    */
   public void setResultValue(Object value) {
     if (encoder == null) {
-      throw new IllegalStateException("result values need a result encoder: Worker.builder().resultEncoder(mapper::writeValueAsBytes)");
+      throw new ResultException("job " + id() + ": result values need a result encoder: Worker.builder().resultEncoder(mapper::writeValueAsBytes)", null);
     }
     try {
       this.result = encoder.encode(value);

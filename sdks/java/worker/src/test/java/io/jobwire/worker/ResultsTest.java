@@ -89,6 +89,15 @@ class ResultsTest {
     assertEquals("a" + "é".repeat(127), JobContext.clip("a" + "é".repeat(200)));
   }
 
+  @Test
+  void aResultValueWithoutAnEncoderIsFatal() {
+    JobContext ctx = new JobContext(Assignment.getDefaultInstance());
+    ResultException e = assertThrows(ResultException.class, () -> ctx.setResultValue(List.of(1)));
+    assertTrue(e.getMessage().contains("resultEncoder"), e.getMessage());
+    Failure f = Failures.of(e);
+    assertEquals(List.of(FailureKind.FAILURE_KIND_FATAL, "io.jobwire.worker.ResultException"), List.of(f.getKind(), f.getErrorType()));
+  }
+
   private void start(Worker.Builder b) {
     worker = b.address(broker.address())
         .workerId("w1")
