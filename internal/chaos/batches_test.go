@@ -48,11 +48,7 @@ func TestBatchCallbackOnceAcrossKilledBrokers(t *testing.T) {
 	db := pgtest.URL(t)
 	dir := t.TempDir()
 	brokers := newBrokerSet(t, batchBrokers, db, dir)
-	for i := range batchBrokers {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), batchDeadline)
 	defer cancel()
 	c, err := client.DialBrokers(ctx, brokers.addrs)

@@ -201,6 +201,16 @@ func (s *brokerSet) start(i int) error {
 	}
 }
 
+// startAll starts every broker of the set, failing the test if one does not listen.
+func (s *brokerSet) startAll(t *testing.T) {
+	t.Helper()
+	for i := range s.addrs {
+		if err := s.start(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // kill ends broker i with SIGKILL, if it runs, and waits until it is gone.
 func (s *brokerSet) kill(i int) bool {
 	s.mu.Lock()

@@ -116,11 +116,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 
 	dir := t.TempDir()
 	brokers := newBrokerSet(t, set.brokers, db, dir)
-	for i := range set.brokers {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), set.chaosFor+5*time.Minute)
 	defer cancel()

@@ -87,11 +87,7 @@ func TestKeyLimitHoldsUnderKill(t *testing.T) {
 	dir := t.TempDir()
 	const n = 3
 	brokers := newBrokerSet(t, n, db, dir)
-	for i := range n {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pg, err := pgx.Connect(ctx, db)

@@ -63,11 +63,7 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 	if err := os.WriteFile(brokers.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), runFor+2*time.Minute)
 	defer cancel()
 
