@@ -94,7 +94,7 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	leases := &leaseLog{}
 	for i, addr := range brokers.addrs {
-		conn, err := client.Dial(ctx, addr, client.WithDialOptions(grpc.WithChainStreamInterceptor(leases.interceptor)))
+		conn, err := client.Dial(ctx, addr, client.WithDialOptions(grpc.WithChainStreamInterceptor(onReceive(leases.record))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,12 +192,6 @@ type leaseLog struct {
 }
 
 func (l *leaseLog) record(m *jobwirev1.ConnectResponse) {
-	if b := m.GetBatch(); b != nil {
-		for _, x := range b.GetMessages() {
-			l.record(x)
-		}
-		return
-	}
 	a := m.GetAssignment()
 	if a == nil {
 		return
@@ -222,26 +216,4 @@ func (l *leaseLog) sorted() []time.Time {
 	}
 	slices.SortFunc(out, time.Time.Compare)
 	return out
-}
-
-func (l *leaseLog) interceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
-	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &leaseStream{ClientStream: s, l: l}, nil
-}
-
-type leaseStream struct {
-	grpc.ClientStream
-	l *leaseLog
-}
-
-func (s *leaseStream) RecvMsg(m any) error {
-	err := s.ClientStream.RecvMsg(m)
-	if r, ok := m.(*jobwirev1.ConnectResponse); ok && err == nil {
-		s.l.record(r)
-	}
-	return err
 }
