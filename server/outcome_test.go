@@ -12,13 +12,6 @@ import (
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
 
-// successWith is a Result message for ref's attempt carrying result.
-func successWith(ref *jobwirev1.LeaseRef, result []byte) *jobwirev1.ConnectRequest {
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(),
-		Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{Result: result}}}}}
-}
-
 // progressMsg is a Progress message for ref's attempt; fraction < 0 sends none.
 func progressMsg(ref *jobwirev1.LeaseRef, fraction float64, message string) *jobwirev1.ConnectRequest {
 	p := &jobwirev1.Progress{JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Message: message}
@@ -40,7 +33,7 @@ func TestResultIsStoredAndReturned(t *testing.T) {
 	a := w.Assignment()
 	w.Started(a)
 	result := []byte("\x00{\"rows\": 42}\xff")
-	w.Send(successWith(brokertest.Ref(a), result))
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(a), result))
 	if d := ack(t, w.Next()).GetDecision(); d != jobwirev1.Decision_DECISION_SUCCEEDED {
 		t.Fatalf("decision %s", d)
 	}
@@ -63,7 +56,7 @@ func TestResultTooLargeIsAFatalFailure(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", MaxAttempts: 5})
 	a := w.Assignment()
 	w.Started(a)
-	w.Send(successWith(brokertest.Ref(a), bytes.Repeat([]byte("x"), 101)))
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(a), bytes.Repeat([]byte("x"), 101)))
 	if d := ack(t, w.Next()).GetDecision(); d != jobwirev1.Decision_DECISION_DEAD {
 		t.Fatalf("decision %s, want DEAD", d)
 	}
@@ -77,7 +70,7 @@ func TestResultTooLargeIsAFatalFailure(t *testing.T) {
 	id = enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a = w.Assignment()
 	w.Started(a)
-	w.Send(successWith(brokertest.Ref(a), bytes.Repeat([]byte("x"), 100)))
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(a), bytes.Repeat([]byte("x"), 100)))
 	ack(t, w.Next())
 	if n := len(getJob(t, b, id).GetResult()); n != 100 {
 		t.Fatalf("result of exactly the limit: %d bytes stored", n)

@@ -24,7 +24,7 @@ func TestClusterWaitAcrossBrokers(t *testing.T) {
 	w.Started(got)
 	done := waitAsync(c, id)
 	brokertest.WaitFor(t, "the watch announced on the other broker", func() bool { return b.Broker.WatchedElsewhere(id) })
-	w.Send(successWith(brokertest.Ref(got), []byte("42")))
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(got), []byte("42")))
 	ack(t, w.Next())
 	if jobs := received(t, done); len(jobs) != 1 || jobs[0].State != job.StateSucceeded || string(jobs[0].Result) != "42" {
 		t.Fatalf("waited: %+v", jobs)

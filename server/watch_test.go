@@ -46,7 +46,7 @@ func TestWaitReturnsFinalJobsWithResults(t *testing.T) {
 
 	a := w.Assignment()
 	w.Started(a)
-	w.Send(successWith(brokertest.Ref(a), []byte(`{"sum":3}`)))
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(a), []byte(`{"sum":3}`)))
 	ack(t, w.Next())
 	a = w.Assignment()
 	w.Started(a)

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jobwire/jobwire/client"
@@ -35,8 +32,7 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 	if _, err := env.client.CloseBatch(waitCtx, batch.ID); err != nil {
 		return nil, err
 	}
-	cpu := batchBrokersCPU(env)
-	start := time.Now()
+	start, cpu := time.Now(), env.meterCPU()
 	f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name}, env.client)
 	if err != nil {
 		return nil, err
@@ -46,7 +42,8 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 		f.kill()
 		return nil, err
 	}
-	used := batchBrokersCPU(env) - cpu
+	brokerCPU := cpu.perJob(int64(b.cfg.Jobs))
+	workerCPU, workerOK := f.workerCPU()
 	if _, err := f.stop(); err != nil {
 		return nil, err
 	}
@@ -58,40 +55,8 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 		return nil, fmt.Errorf("batch %+v: want %d jobs succeeded and its callback enqueued", got, b.cfg.Jobs)
 	}
 	el := end.Sub(start)
-	desc := fmt.Sprintf("%d in one batch, then %d Go workers x%d%s", b.cfg.Jobs, b.cfg.Workers, b.cfg.Concurrency,
-		batchCPUPerJob(used, b.cfg.Jobs))
+	desc := fmt.Sprintf("%d in one batch, then %d Go workers x%d", b.cfg.Jobs, b.cfg.Workers, b.cfg.Concurrency)
 	return []result{{Name: "drain-batch", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
-		JobsPerSec: float64(b.cfg.Jobs) / el.Seconds()}}, nil
-}
-
-// batchBrokersCPU is the CPU time the scenario's broker processes used so far (user and system, from
-// /proc; 0 where it cannot be read).
-func batchBrokersCPU(env *scenarioEnv) time.Duration {
-	var total time.Duration
-	for _, bp := range env.brokers {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", bp.cmd.Process.Pid))
-		if err != nil {
-			return 0
-		}
-		// The fields after the command name (which may hold spaces) start after its ')'.
-		rest := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		if len(rest) < 13 {
-			return 0
-		}
-		utime, _ := strconv.ParseInt(rest[11], 10, 64)
-		stime, _ := strconv.ParseInt(rest[12], 10, 64)
-		total += time.Duration(utime+stime) * time.Second / batchClockTicks
-	}
-	return total
-}
-
-// batchClockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux the benchmark runs on.
-const batchClockTicks = 100
-
-// batchCPUPerJob describes the broker CPU a drain used per job ("" when not measured).
-func batchCPUPerJob(used time.Duration, jobs int) string {
-	if used <= 0 || jobs == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", broker CPU %.0f µs/job", float64(used.Microseconds())/float64(jobs))
+		JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: brokerCPU,
+		WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))}}, nil
 }

@@ -29,9 +29,7 @@ func TestE2EJobWaitAndWatch(t *testing.T) {
 	if code != exitWaitOver || !contains(out, "RUNNING", "40% copying part 2 of 5") {
 		t.Fatalf("job watch of a running job: exit %d, %q", code, out)
 	}
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: a.GetJob().GetId(), LeaseToken: a.GetLeaseToken(),
-		Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{Result: []byte(`{"rows":3}`)}}}}})
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(a), []byte(`{"rows":3}`)))
 	w.Next()
 	out = e2eOK(t, b, "job", "wait", fmt.Sprint(ok))
 	e2eContains(t, "job wait", out, fmt.Sprintf(`job %d SUCCEEDED result {"rows":3}`, ok))

@@ -193,13 +193,19 @@ func (w *RawWorker) SendResult(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) {
 // ResultMsg is the message that reports the result of ref's attempt (f nil: success), to send
 // alone or in a batch.
 func ResultMsg(ref *jobwirev1.LeaseRef, f *jobwirev1.Failure) *jobwirev1.ConnectRequest {
-	r := &jobwirev1.Result{JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken()}
 	if f == nil {
-		r.Outcome = &jobwirev1.Result_Success{Success: &jobwirev1.Success{}}
-	} else {
-		r.Outcome = &jobwirev1.Result_Failure{Failure: f}
+		return SuccessMsg(ref, nil)
 	}
-	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: r}}
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Outcome: &jobwirev1.Result_Failure{Failure: f}}}}
+}
+
+// SuccessMsg is the message that reports the success of ref's attempt with result (nil: none),
+// to send alone or in a batch.
+func SuccessMsg(ref *jobwirev1.LeaseRef, result []byte) *jobwirev1.ConnectRequest {
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+		JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(),
+		Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{Result: result}}}}}
 }
 
 // Heartbeat asks to extend refs and returns the broker's answer.

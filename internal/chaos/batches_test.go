@@ -3,12 +3,10 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,11 +48,7 @@ func TestBatchCallbackOnceAcrossKilledBrokers(t *testing.T) {
 	db := pgtest.URL(t)
 	dir := t.TempDir()
 	brokers := newBrokerSet(t, batchBrokers, db, dir)
-	for i := range batchBrokers {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), batchDeadline)
 	defer cancel()
 	c, err := client.DialBrokers(ctx, brokers.addrs)
@@ -85,10 +79,19 @@ func TestBatchCallbackOnceAcrossKilledBrokers(t *testing.T) {
 
 	var callbacks [2]atomic.Int64 // runs of the success and the completion callback
 	workCtx, stopWork := context.WithCancel(ctx)
-	wait := startBatchWorkers(t, workCtx, brokers.addrs, filepath.Join(dir, "workers.log"), &callbacks)
+	wait, err := startFleet(workCtx, fleet{name: "batch-worker", n: batchWorkers, slots: batchSlots, addrs: brokers.addrs,
+		handlers: map[string]worker.HandlerFunc{
+			batchJob:    func(context.Context, *worker.Job) error { return nil },
+			batchReport: func(context.Context, *worker.Job) error { callbacks[0].Add(1); return nil },
+			batchDone:   func(context.Context, *worker.Job) error { callbacks[1].Add(1); return nil },
+		},
+		logPath: filepath.Join(dir, "workers.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		stopWork()
-		wait()
+		_ = wait()
 	}()
 
 	drain := time.Now()
@@ -131,44 +134,6 @@ func TestBatchCallbackOnceAcrossKilledBrokers(t *testing.T) {
 		callbacks[0].Load(), callbacks[1].Load())
 	if p := brokers.problems(); len(p) > 0 {
 		t.Errorf("the brokers' logs show problems:\n%s", strings.Join(p, "\n"))
-	}
-}
-
-// startBatchWorkers runs Go workers over addrs that succeed every job of the batch and count
-// the runs of its callbacks; wait stops them.
-func startBatchWorkers(t *testing.T, ctx context.Context, addrs []string, logPath string, callbacks *[2]atomic.Int64) (wait func()) {
-	t.Helper()
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var wg sync.WaitGroup
-	var conns []*client.Client
-	for i := range batchWorkers {
-		rot := append(append([]string{}, addrs[i%len(addrs):]...), addrs[:i%len(addrs)]...)
-		conn, err := client.DialBrokers(ctx, rot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, conn)
-		w, err := worker.New(conn.Conn(), worker.Options{ID: fmt.Sprintf("batch-worker-%d", i), Concurrency: batchSlots,
-			ShutdownGrace: 5 * time.Second, ReconnectBackoff: worker.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
-			Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Handle(batchJob, func(context.Context, *worker.Job) error { return nil })
-		w.Handle(batchReport, func(context.Context, *worker.Job) error { callbacks[0].Add(1); return nil })
-		w.Handle(batchDone, func(context.Context, *worker.Job) error { callbacks[1].Add(1); return nil })
-		wg.Go(func() { _ = w.Run(ctx) })
-	}
-	return func() {
-		wg.Wait()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		_ = logFile.Close()
 	}
 }
 

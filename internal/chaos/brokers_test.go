@@ -16,24 +16,49 @@ import (
 	"time"
 )
 
-// buildBroker builds the jobwire command from this tree into dir, with the race detector if
-// race is set.
-func buildBroker(t *testing.T, dir string, race bool) string {
+// brokerBin is the jobwire command every test of the package runs: built once, on first use,
+// into a directory TestMain removes, instead of once per test (a link of the whole broker each).
+var brokerBin struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// TestMain removes the jobwire command the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if brokerBin.dir != "" {
+		_ = os.RemoveAll(brokerBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBroker builds the jobwire command from this tree, with the race detector if race is set,
+// the first time it is called in the package's run, and returns its path.
+func buildBroker(t *testing.T, race bool) string {
 	t.Helper()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	brokerBin.once.Do(func() {
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if brokerBin.dir, brokerBin.err = os.MkdirTemp("", "jobwire-chaos-"); brokerBin.err != nil {
+			return
+		}
+		brokerBin.bin = filepath.Join(brokerBin.dir, "jobwire")
+		args := []string{"build", "-o", brokerBin.bin}
+		if race {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command(goCmd, append(args, "github.com/jobwire/jobwire/cmd/jobwire")...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			brokerBin.err = fmt.Errorf("go build ./cmd/jobwire: %v\n%s", err, out)
+		}
+	})
+	if brokerBin.err != nil {
+		t.Fatal(brokerBin.err)
 	}
-	bin := filepath.Join(dir, "jobwire")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goCmd, append(args, "github.com/jobwire/jobwire/cmd/jobwire")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/jobwire: %v\n%s", err, out)
-	}
-	return bin
+	return brokerBin.bin
 }
 
 // brokerSet runs n `jobwire serve` processes on one database, each on a loopback port of its
@@ -59,13 +84,13 @@ type brokerProc struct {
 	ready bool
 }
 
-// newBrokerSet prepares n brokers on db, with the jobwire command ($JOBWIRE_CHAOS_BIN, or one
-// built into dir), brokerConfig, and their logs in dir.
+// newBrokerSet prepares n brokers on db, with the jobwire command ($JOBWIRE_CHAOS_BIN, or the one
+// buildBroker built), brokerConfig, and their logs in dir.
 func newBrokerSet(t *testing.T, n int, db, dir string) *brokerSet {
 	t.Helper()
 	bin := os.Getenv(envBin)
 	if bin == "" {
-		bin = buildBroker(t, dir, os.Getenv(envRace) == "1")
+		bin = buildBroker(t, os.Getenv(envRace) == "1")
 	}
 	config := filepath.Join(dir, "jobwire.yaml")
 	if err := os.WriteFile(config, []byte(brokerConfig), 0o644); err != nil {
@@ -173,6 +198,16 @@ func (s *brokerSet) start(i int) error {
 	case <-time.After(30 * time.Second):
 		s.kill(i)
 		return fmt.Errorf("broker %d did not listen within 30s:\n%s", i, tail(s.logPath(i), 20))
+	}
+}
+
+// startAll starts every broker of the set, failing the test if one does not listen.
+func (s *brokerSet) startAll(t *testing.T) {
+	t.Helper()
+	for i := range s.addrs {
+		if err := s.start(i); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -116,11 +116,7 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 
 	dir := t.TempDir()
 	brokers := newBrokerSet(t, set.brokers, db, dir)
-	for i := range set.brokers {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), set.chaosFor+5*time.Minute)
 	defer cancel()
@@ -263,9 +259,9 @@ func TestBrokersKilledAtRandom(t *testing.T) {
 
 	t.Logf("%d jobs acknowledged by %s (%d enqueue calls retried), all final by %s: %d SUCCEEDED, %d DEAD "+
 		"(%d of them jobs meant to succeed whose every attempt was lost or failed), %d attempts lost with a lease, "+
-		"%d successes under a lease that was no longer the job's; %d brokers killed; workers per broker at the end %v; %s; %s; breakers %v",
+		"%d successes under a lease that was no longer the job's, %d results acknowledged to the workers; %d brokers killed; workers per broker at the end %v; %s; %s; breakers %v",
 		len(ids), produced.Round(time.Millisecond), p.retries, settled.Round(time.Millisecond), tl.succeeded, tl.dead,
-		tl.unlucky, tl.leaseExpired, tl.staleRuns, brokers.kills, spread, l.zombie, hung, view)
+		tl.unlucky, tl.leaseExpired, tl.staleRuns, tl.acked, brokers.kills, spread, l.zombie, hung, view)
 	if left > 0 {
 		t.Errorf("%d acknowledged jobs were still not final 2 minutes after the kills stopped", left)
 	}

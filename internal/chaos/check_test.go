@@ -73,6 +73,7 @@ func unfinished(ctx context.Context, db *pgx.Conn, ids []int64) (int, error) {
 // tally counts how the jobs ended, for the test's log.
 type tally struct {
 	succeeded, dead, unlucky, leaseExpired, staleRuns int
+	acked                                             int // ResultAcks the workers received
 }
 
 // check returns every broken promise among the jobs: each must be final, its attempt count
@@ -142,6 +143,7 @@ func check(jobs map[int64]*jobRow, ids []int64, l *ledger) ([]string, tally) {
 		l.mu.Lock()
 		runs, acks := l.runs[id], l.acks[id]
 		l.mu.Unlock()
+		tl.acked += len(acks)
 		for _, a := range acks {
 			if a.decision == jobwirev1.Decision_DECISION_SUCCEEDED && (r.state != job.StateSucceeded || a.token != r.token) {
 				fail(r, "a success under lease %s was acknowledged SUCCEEDED, but the job's last lease is %s", a.token, r.token)
@@ -187,6 +189,9 @@ func check(jobs map[int64]*jobRow, ids []int64, l *ledger) ([]string, tally) {
 		default:
 			fail(r, "final state %s, which nothing in this test causes", r.state)
 		}
+	}
+	if tl.succeeded > 0 && tl.acked == 0 {
+		bad = append(bad, "no worker recorded a ResultAck: nothing checked that a success under a stale lease was refused")
 	}
 	return bad, tl
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -99,11 +98,7 @@ func TestDAGRunsInOrderOnceAcrossAKilledBroker(t *testing.T) {
 	if err := os.WriteFile(brokers.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*frozenWait)
 	defer cancel()
 	seed := readSettings(t).seed
@@ -114,7 +109,8 @@ func TestDAGRunsInOrderOnceAcrossAKilledBroker(t *testing.T) {
 	l := &dagLedger{runs: map[int64]int{}, started: map[int64]int{}, done: map[int64]int{}}
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
-	wait, err := startDAGWorkers(workCtx, 4, brokers.addrs, l, filepath.Join(dir, "workers.log"))
+	wait, err := startFleet(workCtx, fleet{name: "dag", n: 4, slots: 8, addrs: brokers.addrs,
+		handlers: map[string]worker.HandlerFunc{"dag": l.handle}, logPath: filepath.Join(dir, "workers.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,43 +228,4 @@ func checkDAGOrder(t *testing.T, l *dagLedger, nodes []client.GraphNode, g *clie
 	for _, w := range l.wrong {
 		report("%s", w)
 	}
-}
-
-// startDAGWorkers runs n Go SDK workers serving "dag" on connections to every broker of addrs
-// until ctx ends; the returned function waits for them.
-func startDAGWorkers(ctx context.Context, n int, addrs []string, l *dagLedger, logPath string) (func() error, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	var conns []*client.Client
-	for i := range n {
-		rot := append(append([]string{}, addrs[i%len(addrs):]...), addrs[:i%len(addrs)]...)
-		conn, err := client.DialBrokers(ctx, rot)
-		if err != nil {
-			return nil, err
-		}
-		conns = append(conns, conn)
-		w, err := worker.New(conn.Conn(), worker.Options{
-			ID: fmt.Sprintf("dag-%d", i), Concurrency: 8, ShutdownGrace: 5 * time.Second,
-			ReconnectBackoff: worker.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
-			Logger:           log,
-		})
-		if err != nil {
-			return nil, err
-		}
-		w.Handle("dag", l.handle)
-		wg.Go(func() { errs[i] = w.Run(ctx) })
-	}
-	return func() error {
-		wg.Wait()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		_ = logFile.Close()
-		return errors.Join(errs...)
-	}, nil
 }

@@ -144,65 +144,101 @@ func (l *ledger) startedUnderLater(jobID int64, token string) bool {
 	return false
 }
 
-// interceptor records the ResultAcks on a worker's stream.
-func (l *ledger) interceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
-	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil {
-		return nil, err
+// recordAck records a ResultAck a worker received.
+func (l *ledger) recordAck(r *jobwirev1.ConnectResponse) {
+	if a := r.GetResultAck(); a != nil {
+		l.mu.Lock()
+		l.acks[a.GetJobId()] = append(l.acks[a.GetJobId()], ack{token: a.GetLeaseToken(), decision: a.GetDecision()})
+		l.mu.Unlock()
 	}
-	return &ackStream{ClientStream: s, l: l}, nil
 }
 
-type ackStream struct {
+// onReceive is a stream interceptor that hands f each message a worker receives, the
+// messages of a batch one by one.
+func onReceive(f func(*jobwirev1.ConnectResponse)) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &recvStream{ClientStream: s, f: f}, nil
+	}
+}
+
+type recvStream struct {
 	grpc.ClientStream
-	l *ledger
+	f func(*jobwirev1.ConnectResponse)
 }
 
-func (s *ackStream) RecvMsg(m any) error {
+func (s *recvStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if r, ok := m.(*jobwirev1.ConnectResponse); ok && err == nil {
-		if a := r.GetResultAck(); a != nil {
-			s.l.mu.Lock()
-			s.l.acks[a.GetJobId()] = append(s.l.acks[a.GetJobId()], ack{token: a.GetLeaseToken(), decision: a.GetDecision()})
-			s.l.mu.Unlock()
+		if b := r.GetBatch(); b != nil {
+			for _, x := range b.GetMessages() {
+				s.f(x)
+			}
+		} else {
+			s.f(r)
 		}
 	}
 	return err
 }
 
-// startWorkers runs n Go SDK workers, named name-0 to name-(n-1), each on a connection to every
-// broker of addrs (client.DialBrokers), until ctx ends. The returned function waits for them to
-// stop.
+// startWorkers runs n Go SDK workers, named name-0 to name-(n-1), that serve every type of
+// jobTypes with l, each on a connection to every broker of addrs (client.DialBrokers) through
+// onReceive(l.recordAck), until ctx ends. The returned function waits for them to stop.
 func startWorkers(ctx context.Context, name string, n, concurrency int, addrs []string, l *ledger, logPath string) (func() error, error) {
-	logFile, err := os.Create(logPath)
+	handlers := map[string]worker.HandlerFunc{}
+	for _, typ := range jobTypes {
+		handlers[typ] = l.handle
+	}
+	return startFleet(ctx, fleet{name: name, n: n, slots: concurrency, addrs: addrs, handlers: handlers, logPath: logPath,
+		dial: []client.DialOption{client.WithDialOptions(grpc.WithChainStreamInterceptor(onReceive(l.recordAck)))}})
+}
+
+// fleet is a set of Go SDK workers the tests run against a brokerSet.
+type fleet struct {
+	name     string // worker i is named name-i
+	n, slots int    // workers, and jobs each runs at once
+	addrs    []string
+	handlers map[string]worker.HandlerFunc // by job type
+	dial     []client.DialOption           // besides the brokers' addresses
+	logPath  string                        // the workers' warnings and errors
+}
+
+// startFleet runs f's workers, each on a connection to every broker of f.addrs
+// (client.DialBrokers), until ctx ends. The returned function waits for them to stop and
+// joins their errors.
+func startFleet(ctx context.Context, f fleet) (func() error, error) {
+	logFile, err := os.Create(f.logPath)
 	if err != nil {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var wg sync.WaitGroup
-	errs := make([]error, n)
+	errs := make([]error, f.n)
 	var conns []*client.Client
-	for i := range n {
+	for i := range f.n {
 		// Each worker lists the brokers from a different one, so they start spread out.
-		rot := append(append([]string{}, addrs[i%len(addrs):]...), addrs[:i%len(addrs)]...)
-		conn, err := client.DialBrokers(ctx, rot, client.WithDialOptions(grpc.WithChainStreamInterceptor(l.interceptor)))
+		rot := append(append([]string{}, f.addrs[i%len(f.addrs):]...), f.addrs[:i%len(f.addrs)]...)
+		conn, err := client.DialBrokers(ctx, rot, f.dial...)
 		if err != nil {
-			return nil, err
+			return nil, err // the workers started stop with ctx
 		}
 		conns = append(conns, conn)
 		w, err := worker.New(conn.Conn(), worker.Options{
-			ID:               fmt.Sprintf("%s-%d", name, i),
-			Concurrency:      concurrency,
+			ID:               fmt.Sprintf("%s-%d", f.name, i),
+			Concurrency:      f.slots,
 			ShutdownGrace:    5 * time.Second,
 			ReconnectBackoff: worker.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 			Logger:           log,
 		})
 		if err != nil {
-			return nil, err
+			return nil, err // the workers started stop with ctx
 		}
-		for _, typ := range jobTypes {
-			w.Handle(typ, l.handle)
+		for typ, h := range f.handlers {
+			w.Handle(typ, h)
 		}
 		wg.Go(func() { errs[i] = w.Run(ctx) })
 	}

@@ -29,11 +29,7 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	dir := t.TempDir()
 	const n = 3
 	brokers := newBrokerSet(t, n, db, dir)
-	for i := range n {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	saying := func(i int, what string) bool { return strings.Contains(tail(brokers.logPath(i), 1000), what) }
 	leader := -1
 	waitUntil(t, "a broker to lead", func() bool {

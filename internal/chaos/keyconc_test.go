@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -86,11 +87,7 @@ func TestKeyLimitHoldsUnderKill(t *testing.T) {
 	dir := t.TempDir()
 	const n = 3
 	brokers := newBrokerSet(t, n, db, dir)
-	for i := range n {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pg, err := pgx.Connect(ctx, db)
@@ -101,23 +98,13 @@ func TestKeyLimitHoldsUnderKill(t *testing.T) {
 
 	watch := &keyWatch{running: map[string]int{}, most: map[string]int{}}
 	workCtx, stopWork := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := range n {
-		rot := append(append([]string{}, brokers.addrs[i:]...), brokers.addrs[:i]...)
-		conn, err := client.DialBrokers(ctx, rot, client.WithDialOptions(grpc.WithDisableRetry()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		w, err := worker.New(conn.Conn(), worker.Options{ID: fmt.Sprintf("keyed-%d", i), Concurrency: 4,
-			ShutdownGrace: 5 * time.Second, ReconnectBackoff: worker.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Handle("keyed", watch.handle)
-		wg.Go(func() { _ = w.Run(workCtx) })
+	wait, err := startFleet(workCtx, fleet{name: "keyed", n: n, slots: 4, addrs: brokers.addrs,
+		handlers: map[string]worker.HandlerFunc{"keyed": watch.handle}, logPath: filepath.Join(dir, "workers.log"),
+		dial: []client.DialOption{client.WithDialOptions(grpc.WithDisableRetry())}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	defer func() { stopWork(); wg.Wait() }()
+	defer func() { stopWork(); _ = wait() }()
 
 	pc, err := client.DialBrokers(ctx, brokers.addrs[1:])
 	if err != nil {

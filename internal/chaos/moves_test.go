@@ -31,11 +31,7 @@ func TestMovedWorkersRunNoJobTwice(t *testing.T) {
 	if err := os.WriteFile(brokers.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*frozenWait)
 	defer cancel()
 	workCtx, stopWork := context.WithCancel(ctx)

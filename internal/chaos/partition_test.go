@@ -111,11 +111,7 @@ func TestPartitionedBrokerIsLeft(t *testing.T) {
 	const n = 3
 	brokers := newBrokerSet(t, n, db, dir)
 	brokers.dbs = map[int]string{0: via.String()}
-	for i := range n {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*frozenWait)
 	defer cancel()
 	c, err := client.DialBrokers(ctx, brokers.addrs, client.WithBlock())

@@ -25,11 +25,7 @@ func TestWorkersEvenOutWhenABrokerReturns(t *testing.T) {
 	db := pgtest.URL(t)
 	dir := t.TempDir()
 	brokers := newBrokerSet(t, 2, db, dir)
-	for i := range 2 {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*frozenWait)
 	defer cancel()
 	workCtx, stopWork := context.WithCancel(ctx)

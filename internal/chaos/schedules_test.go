@@ -39,11 +39,7 @@ func TestScheduleLeaderKilledAtFireTimes(t *testing.T) {
 	if err := os.WriteFile(brokers.config, []byte(scheduleConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if err := brokers.start(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers.startAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := client.DialBrokers(ctx, brokers.addrs)

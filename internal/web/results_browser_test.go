@@ -27,9 +27,7 @@ func TestDashboardShowsResultAndProgressInBrowser(t *testing.T) {
 	bb.waitJS(t, "the progress shown", `(document.getElementById("progress") || {}).textContent?.startsWith("60% part 3 of 5 (attempt 1,")`)
 
 	result := `{"html":"<img src=x onerror=\"window.__pwned=1\">"}`
-	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
-		JobId: id, LeaseToken: a.GetLeaseToken(),
-		Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{Result: []byte(result)}}}}})
+	w.Send(brokertest.SuccessMsg(brokertest.Ref(a), []byte(result)))
 	w.Next()
 	bb.open(t, fmt.Sprintf("job/%d", id))
 	bb.waitJS(t, "the result shown", `document.getElementById("result") !== null`)
