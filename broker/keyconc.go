@@ -271,15 +271,8 @@ func (b *Broker) RemoveConcurrencyRule(ctx context.Context, name string) error {
 // changeKeys stores a change of the rules with its audit event, reads the rules again and
 // asks for a dispatch round: a raised limit may let jobs through.
 func (b *Broker) changeKeys(ctx context.Context, ev store.AuditEvent, write func(store.Tx) error) error {
-	err := b.doOp(ctx, &funcOp{name: "concurrency_change", apply: func(tx store.Tx) error {
-		if err := write(tx); err != nil {
-			return err
-		}
-		tx.Publish(readyEvent)
-		tx.Publish(concurrencyEvent)
-		e := ev
-		return b.audit(ctx, tx, &e)
-	}})
+	err := b.storeRuleChange(ctx, ruleChange{op: "concurrency_change", write: write,
+		announce: []store.Event{readyEvent, concurrencyEvent}, audit: ev})
 	if err != nil {
 		return err
 	}

@@ -253,14 +253,8 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 // pause never does: a flood of pauses then costs no dispatch rounds.
 func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEvent, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
 	// A queue change locks the capped queues: after the batch's breakers (see breakerBatch).
-	err := b.doOp(ctx, &funcOp{name: "queue_change", locks: true, apply: func(tx store.Tx) error {
-		if err := write(tx); err != nil {
-			return err
-		}
-		tx.Publish(store.Event{Kind: store.EventQueues, Key: name})
-		e := ev
-		return b.audit(ctx, tx, &e)
-	}})
+	err := b.storeRuleChange(ctx, ruleChange{op: "queue_change", locks: true, write: write,
+		announce: []store.Event{{Kind: store.EventQueues, Key: name}}, audit: ev})
 	if err != nil {
 		return err
 	}

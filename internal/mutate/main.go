@@ -478,8 +478,8 @@ func mutations() []mutation {
 	add(mutation{name: "audit: retention deletes every event", file: "broker/audit.go",
 		from: "\tbefore := b.now().Add(-b.cfg.Retention.Audit)", to: "\tbefore := b.now()",
 		pkgs: []string{srvPkg}, run: "TestAuditEventsAreDeletedPastTheirRetention"})
-	add(mutation{name: "audit: a pause is not recorded", file: "broker/queues.go",
-		from: "\t\te := ev\n\t\treturn b.audit(ctx, tx, &e)", to: "\t\treturn nil",
+	add(mutation{name: "audit: a pause is not recorded", file: "broker/rulechange.go",
+		from: "\t\tev := c.audit\n\t\treturn b.audit(ctx, tx, &ev)", to: "\t\treturn nil",
 		pkgs: []string{srvPkg}, run: "TestStorageFaultMatrix/pause"})
 	add(mutation{name: "audit: the dashboard's actions read as the API's", file: "server/audit.go",
 		from: "\t\ta.Source = sourceDashboard", to: "\t\ta.Source = sourceAPI",
