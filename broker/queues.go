@@ -114,6 +114,7 @@ type queueReloader struct {
 	service.Base
 	clk  clock.Clock
 	log  *slog.Logger
+	what string                          // what it reads, for the log
 	read func(ctx context.Context) error // reads the rules once
 
 	mu      sync.Mutex
@@ -122,8 +123,8 @@ type queueReloader struct {
 	again   bool // a change was reported since it began
 }
 
-func newQueueReloader(clk clock.Clock, log *slog.Logger, read func(ctx context.Context) error) *queueReloader {
-	return &queueReloader{clk: clk, log: log, read: read}
+func newQueueReloader(clk clock.Clock, log *slog.Logger, what string, read func(ctx context.Context) error) *queueReloader {
+	return &queueReloader{clk: clk, log: log, what: what, read: read}
 }
 
 // Start lets changes be reported; the reads run on ctx.
@@ -150,7 +151,7 @@ func (r *queueReloader) changed() {
 func (r *queueReloader) loop(ctx context.Context) {
 	for {
 		if err := r.read(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("read queue settings again", "err", err, "retry_in", queueReloadRetry)
+			r.log.Warn("read "+r.what+" again", "err", err, "retry_in", queueReloadRetry)
 			r.clk.AfterFunc(queueReloadRetry, r.changed)
 		}
 		r.mu.Lock()
