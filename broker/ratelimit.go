@@ -119,9 +119,7 @@ func (r *rateLimits) held(rl *store.RateLease) {
 	if rl == nil || rl.NextAt.IsZero() {
 		return
 	}
-	if at, armed := r.wake.Armed(); !armed || rl.NextAt.Before(at) {
-		r.wake.Set(rl.NextAt, true)
-	}
+	r.wake.SetEarlier(rl.NextAt)
 }
 
 // loadRateLimits reads the limits into memory.
