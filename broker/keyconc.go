@@ -96,9 +96,8 @@ type keyLimits struct {
 	on atomic.Bool
 	// refresh reads the rules and the store's keyed jobs again, in a cluster every poll.
 	refresh *service.Periodic
-	// reloading and dirty run one read of the rules at a time for the cluster's events
-	// (changed).
-	reloading, dirty atomic.Bool
+	// reload reads them again when another broker announces a change (changed), in a cluster.
+	reload *queueReloader
 }
 
 // concurrencyEvent tells the other brokers of a cluster that rules changed or keyed jobs
@@ -109,28 +108,16 @@ var concurrencyEvent = store.Event{Kind: store.EventConcurrency}
 func (k *keyLimits) watch(b *Broker) {
 	b.WatchCluster(func(e store.Event) {
 		if e.Kind == store.EventConcurrency || e.Kind == store.EventResync {
-			k.changed(b)
+			k.changed()
 		}
 	})
 }
 
-// changed turns keys on and reads the rules again, off the caller's goroutine (the cluster's
-// listener, which must not block); events that come meanwhile are served by one more read.
-func (k *keyLimits) changed(b *Broker) {
+// changed turns keys on and has the rules read again, off the caller's goroutine (the
+// cluster's listener, which must not block).
+func (k *keyLimits) changed() {
 	k.on.Store(true)
-	k.dirty.Store(true)
-	if !k.reloading.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer k.reloading.Store(false)
-		for k.dirty.Swap(false) {
-			if err := k.load(b.ctx, b.st); err != nil {
-				b.log.Warn("read concurrency rules", "err", err)
-			}
-		}
-		b.signal()
-	}()
+	k.reload.changed()
 }
 
 func newKeyLimits(b *Broker, clustered bool, poll time.Duration) *keyLimits {
@@ -140,6 +127,10 @@ func newKeyLimits(b *Broker, clustered bool, poll time.Duration) *keyLimits {
 			if err := k.load(b.ctx, b.st); err != nil {
 				b.log.Warn("read concurrency rules", "err", err)
 			}
+		})
+		k.reload = newQueueReloader(b.clk, b.log, "concurrency rules", func(ctx context.Context) error {
+			defer b.signal() // a rule removed or loosened may let held jobs go
+			return k.load(ctx, b.st)
 		})
 	}
 	return k
@@ -151,7 +142,7 @@ func (k *keyLimits) services() []service.Service {
 	if k.refresh == nil {
 		return nil
 	}
-	return []service.Service{k.refresh}
+	return []service.Service{k.refresh, k.reload}
 }
 
 // active reports whether leases must honour keys.
@@ -271,15 +262,8 @@ func (b *Broker) RemoveConcurrencyRule(ctx context.Context, name string) error {
 // changeKeys stores a change of the rules with its audit event, reads the rules again and
 // asks for a dispatch round: a raised limit may let jobs through.
 func (b *Broker) changeKeys(ctx context.Context, ev store.AuditEvent, write func(store.Tx) error) error {
-	err := b.doOp(ctx, &funcOp{name: "concurrency_change", apply: func(tx store.Tx) error {
-		if err := write(tx); err != nil {
-			return err
-		}
-		tx.Publish(readyEvent)
-		tx.Publish(concurrencyEvent)
-		e := ev
-		return b.audit(ctx, tx, &e)
-	}})
+	err := b.storeRuleChange(ctx, ruleChange{op: "concurrency_change", write: write,
+		announce: []store.Event{readyEvent, concurrencyEvent}, audit: ev})
 	if err != nil {
 		return err
 	}

@@ -65,10 +65,7 @@ func (p *promoter) schedule(at time.Time) {
 	if !p.Running() || !p.cfg.leader() {
 		return // in a cluster the leader promotes, whoever stored the job (the poll)
 	}
-	if armed, ok := p.alarm.Armed(); ok && !at.Before(armed) {
-		return
-	}
-	p.alarm.Set(at, true)
+	p.alarm.SetEarlier(at)
 }
 
 // disarm clears the alarm: when this broker stops leading its cluster.

@@ -114,6 +114,7 @@ type queueReloader struct {
 	service.Base
 	clk  clock.Clock
 	log  *slog.Logger
+	what string                          // what it reads, for the log
 	read func(ctx context.Context) error // reads the rules once
 
 	mu      sync.Mutex
@@ -122,8 +123,8 @@ type queueReloader struct {
 	again   bool // a change was reported since it began
 }
 
-func newQueueReloader(clk clock.Clock, log *slog.Logger, read func(ctx context.Context) error) *queueReloader {
-	return &queueReloader{clk: clk, log: log, read: read}
+func newQueueReloader(clk clock.Clock, log *slog.Logger, what string, read func(ctx context.Context) error) *queueReloader {
+	return &queueReloader{clk: clk, log: log, what: what, read: read}
 }
 
 // Start lets changes be reported; the reads run on ctx.
@@ -150,7 +151,7 @@ func (r *queueReloader) changed() {
 func (r *queueReloader) loop(ctx context.Context) {
 	for {
 		if err := r.read(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("read queue settings again", "err", err, "retry_in", queueReloadRetry)
+			r.log.Warn("read "+r.what+" again", "err", err, "retry_in", queueReloadRetry)
 			r.clk.AfterFunc(queueReloadRetry, r.changed)
 		}
 		r.mu.Lock()
@@ -253,14 +254,8 @@ func (b *Broker) SetQueueLimit(ctx context.Context, name string, limit int) erro
 // pause never does: a flood of pauses then costs no dispatch rounds.
 func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEvent, write func(store.Tx) error, apply func(*queueRule), wake bool) error {
 	// A queue change locks the capped queues: after the batch's breakers (see breakerBatch).
-	err := b.doOp(ctx, &funcOp{name: "queue_change", locks: true, apply: func(tx store.Tx) error {
-		if err := write(tx); err != nil {
-			return err
-		}
-		tx.Publish(store.Event{Kind: store.EventQueues, Key: name})
-		e := ev
-		return b.audit(ctx, tx, &e)
-	}})
+	err := b.storeRuleChange(ctx, ruleChange{op: "queue_change", locks: true, write: write,
+		announce: []store.Event{{Kind: store.EventQueues, Key: name}}, audit: ev})
 	if err != nil {
 		return err
 	}

@@ -119,9 +119,7 @@ func (r *rateLimits) held(rl *store.RateLease) {
 	if rl == nil || rl.NextAt.IsZero() {
 		return
 	}
-	if at, armed := r.wake.Armed(); !armed || rl.NextAt.Before(at) {
-		r.wake.Set(rl.NextAt, true)
-	}
+	r.wake.SetEarlier(rl.NextAt)
 }
 
 // loadRateLimits reads the limits into memory.
@@ -237,7 +235,7 @@ func (b *Broker) checkKeyClash(ctx context.Context, r ratelimit.Rule) error {
 		return err
 	}
 	for _, o := range recs {
-		if o.Name != r.Name && o.Key != "" && o.Key != r.Key && ratelimit.Overlap(&o.Rule, &r) {
+		if ratelimit.KeyClash(&o.Rule, &r) {
 			return fmt.Errorf("%w %q: limit %q counts some of the same jobs by key %q, and a job has one rate key",
 				ErrInvalidRateLimit, r.Name, o.Name, o.Key)
 		}
@@ -261,22 +259,12 @@ func (b *Broker) RemoveRateLimit(ctx context.Context, name string) error {
 // other brokers, reads the limits again and asks for a round: the change may let held jobs go.
 func (b *Broker) changeRateLimit(ctx context.Context, ev store.AuditEvent, write func(store.Tx) error) error {
 	// It locks the capped queues and the limits (PostgreSQL): after the batch's breakers.
-	err := b.doOp(ctx, &funcOp{name: "rate_limit_change", locks: true, apply: func(tx store.Tx) error {
-		if err := write(tx); err != nil {
-			return err
-		}
-		tx.Publish(store.Event{Kind: store.EventQueues, Key: "ratelimit:" + ev.Target})
-		e := ev
-		return b.audit(ctx, tx, &e)
-	}})
+	err := b.storeRuleChange(ctx, ruleChange{op: "rate_limit_change", locks: true, write: write,
+		announce: []store.Event{{Kind: store.EventQueues, Key: "ratelimit:" + ev.Target}}, audit: ev})
 	if err != nil {
 		return err
 	}
-	if err := b.loadRateLimits(ctx); err != nil {
-		return err
-	}
-	b.signal()
-	return nil
+	return b.reloadRateLimits(ctx)
 }
 
 // rateHold is what the rate limits say of j now, read from the stored buckets (nil: nothing

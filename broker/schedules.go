@@ -123,12 +123,7 @@ func (s *scheduler) Start(ctx context.Context) error {
 }
 
 // wake makes sure the scheduler runs by at.
-func (s *scheduler) wake(at time.Time) {
-	if armed, ok := s.alarm.Armed(); ok && !at.Before(armed) {
-		return
-	}
-	s.alarm.Set(at, true)
-}
+func (s *scheduler) wake(at time.Time) { s.alarm.SetEarlier(at) }
 
 // runNow fires what is due now and waits for it: on the cluster's poll.
 func (s *scheduler) runNow() { s.Do(s.run) }

@@ -37,7 +37,7 @@ func newServices(b *Broker) *services {
 		sweep:       service.NewPeriodic(b.clk, b.cfg.SweepInterval, b.sweepTick),
 		retention:   service.NewPeriodic(b.clk, b.cfg.Retention.Interval, b.retentionTick),
 		breakerWake: service.NewAlarm(b.clk, b.signal),
-		queueReload: newQueueReloader(b.clk, b.log, b.reloadQueueRules),
+		queueReload: newQueueReloader(b.clk, b.log, "queue settings", b.reloadQueueRules),
 		watches:     newWatchHub(b),
 		schedules: newScheduler(schedulerConfig{clk: b.clk, log: b.log, leader: b.isLeader, fire: b.fireSchedules},
 			b.triager.Uniform),

@@ -36,6 +36,12 @@ func Overlap(a, b *Rule) bool {
 	return (a.Type == "" || b.Type == "" || a.Type == b.Type) && (a.Queue == "" || b.Queue == "" || a.Queue == b.Queue)
 }
 
+// KeyClash reports whether a and b, two limits of other names, cannot both be set: both keyed,
+// by other keys, and some job could match both. A job has one rate key.
+func KeyClash(a, b *Rule) bool {
+	return a.Name != b.Name && a.Key != "" && b.Key != "" && a.Key != b.Key && Overlap(a, b)
+}
+
 // BucketKey names one bucket: a rule's, and within a keyed rule, a key's.
 type BucketKey struct{ Name, Key string }
 

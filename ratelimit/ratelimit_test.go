@@ -86,3 +86,25 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyClash(t *testing.T) {
+	a := Rule{Name: "a", Type: "sync", Key: "payload.customer"}
+	for _, c := range []struct {
+		name  string
+		b     Rule
+		clash bool
+	}{
+		{"another key over the same jobs", Rule{Name: "b", Key: "metadata.tenant"}, true},
+		{"the same key", Rule{Name: "b", Key: "payload.customer"}, false},
+		{"unkeyed", Rule{Name: "b"}, false},
+		{"other jobs", Rule{Name: "b", Type: "mail", Key: "metadata.tenant"}, false},
+		{"the same limit changed", Rule{Name: "a", Key: "metadata.tenant"}, false},
+	} {
+		if got := KeyClash(&a, &c.b); got != c.clash {
+			t.Errorf("%s: KeyClash = %v, want %v", c.name, got, c.clash)
+		}
+		if got := KeyClash(&c.b, &a); got != c.clash {
+			t.Errorf("%s, the other way round: KeyClash = %v, want %v", c.name, got, c.clash)
+		}
+	}
+}

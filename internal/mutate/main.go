@@ -478,8 +478,8 @@ func mutations() []mutation {
 	add(mutation{name: "audit: retention deletes every event", file: "broker/audit.go",
 		from: "\tbefore := b.now().Add(-b.cfg.Retention.Audit)", to: "\tbefore := b.now()",
 		pkgs: []string{srvPkg}, run: "TestAuditEventsAreDeletedPastTheirRetention"})
-	add(mutation{name: "audit: a pause is not recorded", file: "broker/queues.go",
-		from: "\t\te := ev\n\t\treturn b.audit(ctx, tx, &e)", to: "\t\treturn nil",
+	add(mutation{name: "audit: a pause is not recorded", file: "broker/rulechange.go",
+		from: "\t\tev := c.audit\n\t\treturn b.audit(ctx, tx, &ev)", to: "\t\treturn nil",
 		pkgs: []string{srvPkg}, run: "TestStorageFaultMatrix/pause"})
 	add(mutation{name: "audit: the dashboard's actions read as the API's", file: "server/audit.go",
 		from: "\t\ta.Source = sourceDashboard", to: "\t\ta.Source = sourceAPI",
@@ -594,7 +594,7 @@ func mutations() []mutation {
 		from: "\tif b.state != running {\n\t\treturn false", to: "\tif false {\n\t\treturn false",
 		pkgs: []string{"./internal/service"}, run: "TestBaseStopsOnceAndNeverStartsAgain"})
 	add(mutation{name: "promote: a later due job moves the wake-up back", file: "broker/promote.go",
-		from: "\tif armed, ok := p.alarm.Armed(); ok && !at.Before(armed) {", to: "\tif _, ok := p.alarm.Armed(); ok {",
+		from: "\tp.alarm.SetEarlier(at)", to: "\tp.alarm.Set(at, true)",
 		pkgs: []string{"./broker"}, run: "TestPromoterWakesForTheEarliestDueJob"})
 	add(mutation{name: "breakers: no snapshot is stored at stop", file: "broker/breakerstore.go",
 		from: "k.queue(k.cfg.snapshot())", to: "k.queue(nil)",
@@ -789,7 +789,7 @@ func mutations() []mutation {
 		from: "\t\toldest = now.Add(-LateGrace)", to: "\t\toldest = now.Add(-100 * LateGrace)",
 		pkgs: []string{"./schedule"}, run: "TestDecide"})
 	add(mutation{name: "schedules: the alarm moves later", file: "broker/schedules.go",
-		from: "\tif armed, ok := s.alarm.Armed(); ok && !at.Before(armed) {", to: "\tif false {",
+		from: "{ s.alarm.SetEarlier(at) }", to: "{ s.alarm.Set(at, true) }",
 		pkgs: []string{"./broker"}, run: "TestSchedulerAlarmOnlyMovesEarlier"})
 	add(mutation{name: "batches: a job is counted twice (SQLite)", file: "store/sqlite/batches.go",
 		from: "AND batch_id IS NOT NULL AND batch_counted = 0 AND ", to: "AND batch_id IS NOT NULL AND ",
@@ -828,7 +828,7 @@ func mutations() []mutation {
 		from: "FROM rate_limits ORDER BY name FOR UPDATE", to: "FROM rate_limits ORDER BY name",
 		pkgs: []string{srvPkg}, run: "TestClusterRateLimitHoldsAcrossBrokers$", postgres: true})
 	add(mutation{name: "ratelimit: a held job waits for no alarm", file: "broker/ratelimit.go",
-		from: "if at, armed := r.wake.Armed(); !armed || rl.NextAt.Before(at) {", to: "if at, armed := r.wake.Armed(); false && (!armed || rl.NextAt.Before(at)) {",
+		from: "\tr.wake.SetEarlier(rl.NextAt)", to: "\t_ = r.wake",
 		pkgs: []string{srvPkg}, run: "TestRateLimitHoldsJobsBackWithoutSpendingAttempts$"})
 	add(mutation{name: "limits: a rate limit is set beside concurrency keys", file: "broker/limitsmix.go",
 		from: "\tif b.svc.keys.active() {", to: "\tif false {",

@@ -162,3 +162,31 @@ func TestAlarmKeepsOneTimerForTheLatestMoment(t *testing.T) {
 	default:
 	}
 }
+
+func TestAlarmSetEarlierKeepsTheEarliestMoment(t *testing.T) {
+	t.Parallel()
+	clk := newFake()
+	a := NewAlarm(clk, func() {})
+	t0 := clk.Now()
+	a.SetEarlier(t0.Add(time.Second))
+	if _, ok := a.Armed(); ok {
+		t.Fatal("an alarm not started was armed")
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	for _, c := range []struct {
+		set, want time.Duration
+	}{
+		{3 * time.Second, 3 * time.Second}, // unarmed: arms
+		{5 * time.Second, 3 * time.Second}, // later: kept
+		{3 * time.Second, 3 * time.Second}, // the same: kept
+		{2 * time.Second, 2 * time.Second}, // earlier: moved
+	} {
+		a.SetEarlier(t0.Add(c.set))
+		if at, ok := a.Armed(); !ok || !at.Equal(t0.Add(c.want)) {
+			t.Fatalf("after SetEarlier(+%s): armed %v for %v, want armed for +%s", c.set, ok, at, c.want)
+		}
+	}
+}

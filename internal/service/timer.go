@@ -97,7 +97,26 @@ func (a *Alarm) Set(at time.Time, ok bool) {
 		return
 	}
 	a.clearLocked()
-	if !ok || !a.Running() {
+	if ok {
+		a.armLocked(at)
+	}
+}
+
+// SetEarlier arms the alarm for at unless it is armed for at or earlier already: whoever
+// needs a call by some moment sets it, and the earliest moment wins. The check and the change
+// are one step, so two callers cannot leave the later of their moments armed.
+func (a *Alarm) SetEarlier(at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.timer != nil && !at.Before(a.at) {
+		return
+	}
+	a.clearLocked()
+	a.armLocked(at)
+}
+
+func (a *Alarm) armLocked(at time.Time) {
+	if !a.Running() {
 		return
 	}
 	a.at = at
