@@ -649,23 +649,34 @@ func (t *tx) JobSucceedMany(ps []*store.JobFinishParams) ([]bool, error) {
 		}
 		return applied, nil
 	}
+	// Most successes return no result: their statement then reads no result from the array
+	// and sets none (the column is cleared, as JobFinish clears it).
+	results := slices.ContainsFunc(ps, func(p *store.JobFinishParams) bool { return len(p.Result) > 0 })
 	var b strings.Builder
 	b.WriteByte('[')
 	for i, p := range ps {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d,"%x"]`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
-			nanos(p.Attempt.StartedAt), nanos(p.Now), p.Result)
+		fmt.Fprintf(&b, `[%d,%d,"%x",%d,%d,%d`, p.Ref.JobID, p.Ref.Token.Seq, p.Ref.Token.Secret[:], p.Attempt.Number,
+			nanos(p.Attempt.StartedAt), nanos(p.Now))
+		if results {
+			fmt.Fprintf(&b, `,"%x"`, p.Result)
+		}
+		b.WriteByte(']')
 	}
 	b.WriteByte(']')
+	result := `NULL`
+	if results {
+		result = `nullif(unhex(f.value ->> 6), x'')`
+	}
 	// A savepoint lets a batch with a stale lease in it be stored again one result at a time,
 	// which tells exactly which results this statement applied, and counts only those.
 	if _, err := t.exec(`SAVEPOINT succeed_many`); err != nil {
 		return nil, err
 	}
 	n, err := t.exec(`UPDATE jobs SET state = 5, attempts = f.value ->> 3, started_at = f.value ->> 4,
-		finished_at = f.value ->> 5, result = nullif(unhex(f.value ->> 6), x'')
+		finished_at = f.value ->> 5, result = `+result+`
 		FROM json_each(?) AS f
 		WHERE jobs.id = f.value ->> 0 AND jobs.lease_token = f.value ->> 1
 		AND jobs.lease_secret = unhex(f.value ->> 2) AND jobs.state IN (3, 4)`, b.String())
