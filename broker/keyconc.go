@@ -303,12 +303,7 @@ func (b *Broker) ConcurrencyRules(ctx context.Context) ([]ConcurrencyInfo, error
 // applyConfiguredKeys stores the rules of the configuration file, at start: the file wins
 // over a change made at run time to a rule of the same name.
 func (b *Broker) applyConfiguredKeys(ctx context.Context) error {
-	for _, r := range b.cfg.Concurrency {
-		if _, err := r.check(); err != nil {
-			return err
-		}
-	}
-	if len(b.cfg.Concurrency) > 0 {
+	if len(b.cfg.Concurrency) > 0 { // checked by Config.Validate
 		err := b.st.Write(ctx, "concurrency_config", func(tx store.Tx) error {
 			for _, r := range b.cfg.Concurrency {
 				rec := store.ConcurrencyRule{Name: r.Name, Type: r.Type, Queue: r.Queue, Key: r.Key, MaxRunning: r.MaxRunning}

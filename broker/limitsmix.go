@@ -53,10 +53,22 @@ func keyedSpecs(specs []JobSpec) bool {
 	return false
 }
 
-// validLimits refuses a configuration that sets both rate limits and concurrency rules.
+// validLimits checks the configured concurrency rules and rate limits, each as the API checks a
+// change, and refuses a configuration that sets both kinds.
 func (c Config) validLimits() []error {
-	if len(c.RateLimits) > 0 && len(c.Concurrency) > 0 {
-		return []error{fmt.Errorf("%w: the configuration sets both rate_limits and concurrency", ErrLimitsCombined)}
+	var errs []error
+	for _, r := range c.Concurrency {
+		if err := r.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	for _, r := range c.RateLimits {
+		if err := CheckRateLimit(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(c.RateLimits) > 0 && len(c.Concurrency) > 0 {
+		errs = append(errs, fmt.Errorf("%w: the configuration sets both rate_limits and concurrency", ErrLimitsCombined))
+	}
+	return errs
 }
