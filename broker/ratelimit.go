@@ -237,7 +237,7 @@ func (b *Broker) checkKeyClash(ctx context.Context, r ratelimit.Rule) error {
 		return err
 	}
 	for _, o := range recs {
-		if o.Name != r.Name && o.Key != "" && o.Key != r.Key && ratelimit.Overlap(&o.Rule, &r) {
+		if o.Name != r.Name && ratelimit.KeysClash(&o.Rule, &r) {
 			return fmt.Errorf("%w %q: limit %q counts some of the same jobs by key %q, and a job has one rate key",
 				ErrInvalidRateLimit, r.Name, o.Name, o.Key)
 		}

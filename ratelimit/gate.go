@@ -36,6 +36,12 @@ func Overlap(a, b *Rule) bool {
 	return (a.Type == "" || b.Type == "" || a.Type == b.Type) && (a.Queue == "" || b.Queue == "" || a.Queue == b.Queue)
 }
 
+// KeysClash reports whether a and b are keyed limits by different keys that can count the same
+// job: they cannot both be set, since a job has one rate key.
+func KeysClash(a, b *Rule) bool {
+	return a.Key != "" && b.Key != "" && a.Key != b.Key && Overlap(a, b)
+}
+
 // BucketKey names one bucket: a rule's, and within a keyed rule, a key's.
 type BucketKey struct{ Name, Key string }
 

@@ -43,7 +43,7 @@ func (f File) applyRateLimits(c *Config) []string {
 		}
 		seen[r.Name] = true
 		for _, o := range c.Broker.RateLimits {
-			if r.Key != "" && o.Key != "" && r.Key != o.Key && ratelimit.Overlap(&o, &r) {
+			if ratelimit.KeysClash(&o, &r) {
 				errs = append(errs, fmt.Sprintf("%s: limit %q counts some of the same jobs by key %q, and a job has one rate key",
 					path, o.Name, o.Key))
 			}
