@@ -190,24 +190,13 @@ func scheduleToProto(s *Schedule) (*jobwirev1.Schedule, error) {
 }
 
 func scheduleFromProto(p *jobwirev1.Schedule) Schedule {
-	s := Schedule{Name: p.GetName(), Cron: p.GetCron(), TimeZone: p.GetTimeZone(), Type: p.GetType(), Payload: p.GetPayload(),
+	return Schedule{Name: p.GetName(), Cron: p.GetCron(), TimeZone: p.GetTimeZone(), Type: p.GetType(), Payload: p.GetPayload(),
 		Queue: p.GetQueue(), Priority: int(p.GetPriority()), MaxAttempts: int(p.GetMaxAttempts()), Metadata: p.GetMetadata(),
 		Overlap: enumName("SCHEDULE_OVERLAP_", p.GetOverlap().String()), CatchUp: enumName("SCHEDULE_CATCH_UP_", p.GetCatchUp().String()),
 		Paused: p.GetPaused(), Note: p.GetNote(), FromConfig: p.GetFromConfig(), LastJobID: p.GetLastJobId(),
-		LastJobState: job.State(p.GetLastJobState())}
-	if p.GetAttemptTimeout() != nil {
-		s.AttemptTimeout = p.GetAttemptTimeout().AsDuration()
-	}
-	if p.GetJitter() != nil {
-		s.Jitter = p.GetJitter().AsDuration()
-	}
-	if p.GetCatchUpWindow() != nil {
-		s.CatchUpWindow = p.GetCatchUpWindow().AsDuration()
-	}
-	for dst, ts := range map[*time.Time]*timestamppb.Timestamp{&s.NextFireAt: p.GetNextFireAt(), &s.LastFireAt: p.GetLastFireAt(), &s.BufferedFireAt: p.GetBufferedFireAt()} {
-		if ts != nil {
-			*dst = ts.AsTime()
-		}
-	}
-	return s
+		LastJobState: job.State(p.GetLastJobState()), NextFireAt: timeFromProto(p.GetNextFireAt()),
+		LastFireAt: timeFromProto(p.GetLastFireAt()), BufferedFireAt: timeFromProto(p.GetBufferedFireAt()),
+		// An unset duration reads as 0.
+		AttemptTimeout: p.GetAttemptTimeout().AsDuration(), Jitter: p.GetJitter().AsDuration(),
+		CatchUpWindow: p.GetCatchUpWindow().AsDuration()}
 }

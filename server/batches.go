@@ -234,18 +234,13 @@ func (a *admin) ListBatches(ctx context.Context, req *jobwirev1.ListBatchesReque
 func batchToProto(b *broker.Batch) *jobwirev1.Batch {
 	out := &jobwirev1.Batch{Id: b.ID, Description: b.Description, State: jobwirev1.BatchState_BATCH_STATE_OPEN,
 		CreatedAt: ts(b.CreatedAt), Total: b.Total, Succeeded: b.Succeeded, Dead: b.Dead, Cancelled: b.Cancelled,
-		SuccessJobId: b.SuccessJobID, CompleteJobId: b.CompleteJobID, FailedJobIds: b.FailedJobIDs}
+		SuccessJobId: b.SuccessJobID, CompleteJobId: b.CompleteJobID, FailedJobIds: b.FailedJobIDs,
+		ClosedAt: ts(b.ClosedAt), CompletedAt: ts(b.CompletedAt)}
 	switch {
 	case b.Complete():
 		out.State = jobwirev1.BatchState_BATCH_STATE_COMPLETE
 	case !b.Open():
 		out.State = jobwirev1.BatchState_BATCH_STATE_CLOSED
-	}
-	if !b.ClosedAt.IsZero() {
-		out.ClosedAt = ts(b.ClosedAt)
-	}
-	if !b.CompletedAt.IsZero() {
-		out.CompletedAt = ts(b.CompletedAt)
 	}
 	if b.OnSuccess != nil {
 		out.OnSuccessType = b.OnSuccess.Type

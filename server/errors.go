@@ -32,24 +32,18 @@ func toStatus(err error) error {
 		return status.Errorf(codes.Unavailable, "%v; the call was not applied: retry it once the broker's storage is back (its log says what an operator must fix)", err)
 	case errors.Is(err, broker.ErrIdempotencyConflict), errors.Is(err, broker.ErrScheduleExists):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, broker.ErrInvalidSchedule):
+	case errors.Is(err, broker.ErrInvalidSchedule), errors.Is(err, broker.ErrBadConcurrencyRule),
+		errors.Is(err, broker.ErrInvalidRateLimit), errors.Is(err, breaker.ErrEmptyType),
+		errors.Is(err, breaker.ErrInvalidState):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, broker.ErrScheduleFromConfig):
-		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting),
-		errors.Is(err, broker.ErrBatchClosed), errors.Is(err, broker.ErrLimitsCombined):
+		errors.Is(err, broker.ErrBatchClosed), errors.Is(err, broker.ErrLimitsCombined),
+		errors.Is(err, broker.ErrScheduleFromConfig), errors.Is(err, breaker.ErrDisabled):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, broker.ErrBadConcurrencyRule):
-		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, broker.ErrTooManyCappedQueues):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, broker.ErrShuttingDown):
 		return status.Error(codes.Unavailable, "the broker is shutting down; retry against it once it is back")
-	case errors.Is(err, breaker.ErrEmptyType), errors.Is(err, breaker.ErrInvalidState),
-		errors.Is(err, broker.ErrInvalidRateLimit):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, breaker.ErrDisabled):
-		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

@@ -35,15 +35,11 @@ func validConcurrencyRule(r *jobwirev1.ConcurrencyRule) error {
 	if r.GetName() == "" {
 		return invalid("rule.name", "must name the rule")
 	}
-	if t := r.GetType(); t != "" {
-		if err := validName("rule.type", t); err != nil {
-			return err
-		}
+	if err := optionalName("rule.type", r.GetType()); err != nil {
+		return err
 	}
-	if q := r.GetQueue(); q != "" {
-		if err := validName("rule.queue", q); err != nil {
-			return err
-		}
+	if err := optionalName("rule.queue", r.GetQueue()); err != nil {
+		return err
 	}
 	if _, err := jobkey.Parse(r.GetKey()); err != nil {
 		return invalid("rule.key", "%v", err)

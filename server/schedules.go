@@ -185,27 +185,11 @@ var catchUpFromProto = map[jobwirev1.ScheduleCatchUp]schedule.CatchUp{
 }
 
 func scheduleToProto(s *broker.ScheduleInfo) *jobwirev1.Schedule {
-	out := &jobwirev1.Schedule{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Type: s.Type, Payload: s.Payload,
+	return &jobwirev1.Schedule{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Type: s.Type, Payload: s.Payload,
 		Queue: s.Queue, Priority: int32(s.Priority), MaxAttempts: int32(s.MaxAttempts), Metadata: s.Metadata,
 		Overlap: jobwirev1.ScheduleOverlap(s.Overlap + 1), CatchUp: jobwirev1.ScheduleCatchUp(s.CatchUp + 1),
-		Paused: s.Paused, Note: s.Note, FromConfig: s.FromConfig, NextFireAt: optTime(s.NextFireAt),
-		LastFireAt: optTime(s.LastFireAt), LastJobId: s.LastJobID, LastJobState: stateToProto(s.LastJobState),
-		BufferedFireAt: optTime(s.BufferedFireAt)}
-	if s.AttemptTimeout > 0 {
-		out.AttemptTimeout = durationpb.New(s.AttemptTimeout)
-	}
-	if s.Jitter > 0 {
-		out.Jitter = durationpb.New(s.Jitter)
-	}
-	if s.CatchUpWindow > 0 {
-		out.CatchUpWindow = durationpb.New(s.CatchUpWindow)
-	}
-	return out
-}
-
-func optTime(t time.Time) *timestamppb.Timestamp {
-	if t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(t)
+		Paused: s.Paused, Note: s.Note, FromConfig: s.FromConfig, NextFireAt: ts(s.NextFireAt),
+		LastFireAt: ts(s.LastFireAt), LastJobId: s.LastJobID, LastJobState: stateToProto(s.LastJobState),
+		BufferedFireAt: ts(s.BufferedFireAt), AttemptTimeout: dur(s.AttemptTimeout), Jitter: dur(s.Jitter),
+		CatchUpWindow: dur(s.CatchUpWindow)}
 }

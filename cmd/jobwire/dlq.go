@@ -341,8 +341,8 @@ func runDLQRequeue(ctx context.Context, e *env, c *command, args []string) error
 	}
 	req := &jobwirev1.RequeueDeadJobsRequest{}
 	if flagGiven(fs, "priority") {
-		if priority < -1000 || priority > 1000 {
-			return usageErrorf("--priority %d is outside -1000..1000", priority)
+		if err := checkRange("priority", priority, minPriority, maxPriority); err != nil {
+			return err
 		}
 		p := int32(priority)
 		req.Priority = &p

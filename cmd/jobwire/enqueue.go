@@ -49,10 +49,14 @@ func runEnqueue(ctx context.Context, e *env, c *command, args []string) error {
 		return usageErrorf("--type is required")
 	case batch < 0:
 		return usageErrorf("--batch %d is not a positive batch id", batch)
-	case priority < -1000 || priority > 1000:
-		return usageErrorf("--priority %d is outside -1000..1000", priority)
-	case maxAttempts < 0 || maxAttempts > 1_000_000:
-		return usageErrorf("--max-attempts %d is out of range", maxAttempts)
+	}
+	if err := checkRange("priority", priority, minPriority, maxPriority); err != nil {
+		return err
+	}
+	if err := checkRange("max-attempts", maxAttempts, 0, maxAttemptsLimit); err != nil {
+		return err
+	}
+	switch {
 	case delay < 0:
 		return usageErrorf("--delay must not be negative")
 	case attemptTimeout < 0:

@@ -209,6 +209,21 @@ func positionals(pos []string, names ...string) error {
 	return nil
 }
 
+// The bounds of the flags several commands take, as the broker checks them.
+const (
+	minPriority, maxPriority = -1000, 1000
+	maxAttemptsLimit         = 1_000_000
+	maxConcurrencyLimit      = 100000
+)
+
+// checkRange refuses the value n of flag --name outside lo..hi.
+func checkRange(name string, n, lo, hi int) error {
+	if n < lo || n > hi {
+		return usageErrorf("--%s %d is outside %d..%d", name, n, lo, hi)
+	}
+	return nil
+}
+
 // parseID reads a job id.
 func parseID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)

@@ -165,24 +165,24 @@ func printJobWaiting(w io.Writer, j *jobwirev1.Job, waiting *jobwirev1.JobWaitin
 	}
 	printDeps(tw, j.GetDependencies())
 	_ = tw.Flush()
-	printPayload(w, j.GetPayload())
+	printBytes(w, "Payload", j.GetPayload())
 	if j.GetState() == jobwirev1.JobState_JOB_STATE_SUCCEEDED {
-		printResult(w, j.GetResult())
+		printBytes(w, "Result", j.GetResult())
 	}
 }
 
-// printPayload shows a payload in full: JSON as it was sent, other bytes with whatever is not
-// printable escaped.
-func printPayload(w io.Writer, p []byte) {
+// printBytes shows a payload or a result in full under its title: JSON as it was sent, other
+// bytes with whatever is not printable escaped.
+func printBytes(w io.Writer, title string, p []byte) {
 	if len(p) == 0 {
-		fmt.Fprintln(w, "\nPayload: none")
+		fmt.Fprintf(w, "\n%s: none\n", title)
 		return
 	}
 	kind := "JSON"
 	if !json.Valid(p) {
 		kind = "not JSON"
 	}
-	fmt.Fprintf(w, "\nPayload (%d bytes, %s):\n", len(p), kind)
+	fmt.Fprintf(w, "\n%s (%d bytes, %s):\n", title, len(p), kind)
 	displayLines(w, "", string(p))
 }
 

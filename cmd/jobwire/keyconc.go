@@ -67,8 +67,9 @@ func runConcurrencySet(ctx context.Context, e *env, c *command, args []string) e
 		return usageErrorf("the rule name is empty")
 	case !flagGiven(fs, "key"):
 		return usageErrorf("--key is required: where each job's key comes from, e.g. --key payload.customer_id")
-	case most < 1 || most > 100000:
-		return usageErrorf("--max-running must be 1..100000, got %d", most)
+	}
+	if err := checkRange("max-running", most, 1, maxConcurrencyLimit); err != nil {
+		return err
 	}
 	if _, err := jobkey.Parse(key); err != nil {
 		return usageErrorf("--key: %v", err)
@@ -124,8 +125,8 @@ func (f *concurrencyFlags) apply(spec *jobwirev1.JobSpec) error {
 	switch {
 	case f.key == "" && f.limit != 0:
 		return usageErrorf("--concurrency-limit needs --concurrency-key")
-	case f.key != "" && (f.limit < 1 || f.limit > 100000):
-		return usageErrorf("--concurrency-limit must be 1..100000 with --concurrency-key, got %d", f.limit)
+	case f.key != "" && (f.limit < 1 || f.limit > maxConcurrencyLimit):
+		return usageErrorf("--concurrency-limit must be 1..%d with --concurrency-key, got %d", maxConcurrencyLimit, f.limit)
 	}
 	spec.ConcurrencyKey, spec.ConcurrencyLimit = f.key, int32(f.limit)
 	return nil

@@ -42,7 +42,7 @@ func TestConcurrencyCommandsRefuseBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"concurrency", "set", "x", "--max-running", "1"}, "--key is required"},
-		{[]string{"concurrency", "set", "x", "--key", "payload.a"}, "--max-running must be 1..100000, got 0"},
+		{[]string{"concurrency", "set", "x", "--key", "payload.a"}, "--max-running 0 is outside 1..100000"},
 		{[]string{"concurrency", "set", "x", "--key", "customer", "--max-running", "1"}, "--key: key \"customer\" is not one of"},
 		{[]string{"concurrency", "set", "--key", "payload.a", "--max-running", "1"}, "missing rule name"},
 		{[]string{"concurrency", "remove"}, "missing rule name"},

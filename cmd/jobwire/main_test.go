@@ -34,6 +34,7 @@ func TestBadCommandLinesExitTwoWithOneSentence(t *testing.T) {
 		{"enqueue delay and run-at", []string{"enqueue", "--type", "t", "--delay", "1m", "--run-at", "2030-01-01T00:00:00Z"}, "not both"},
 		{"enqueue bad run-at", []string{"enqueue", "--type", "t", "--run-at", "tomorrow"}, "not an RFC 3339 time"},
 		{"enqueue priority too high", []string{"enqueue", "--type", "t", "--priority", "1001"}, "outside -1000..1000"},
+		{"enqueue max-attempts too high", []string{"enqueue", "--type", "t", "--max-attempts", "1000001"}, "--max-attempts 1000001 is outside 0..1000000"},
 		{"enqueue bad priority", []string{"enqueue", "--type", "t", "--priority", "high"}, `invalid value "high" for flag --priority`},
 		{"enqueue stray argument", []string{"enqueue", "--type", "t", "extra"}, `unexpected argument "extra"`},
 		{"enqueue bad depends-on", []string{"enqueue", "--type", "t", "--depends-on", "3,x"}, `job id "x" is not a positive integer`},

@@ -88,8 +88,8 @@ func runRateLimitsSet(ctx context.Context, e *env, c *command, args []string) er
 	if err != nil {
 		return err
 	}
-	if burst < 0 || burst > 1_000_000 {
-		return usageErrorf("--burst %d is outside 1..1000000", burst)
+	if err := checkRange("burst", burst, 0, 1_000_000); err != nil {
+		return err
 	}
 	l := &jobwirev1.RateLimit{Name: pos[0], Type: typ, Queue: queue, Key: key, Rate: rate,
 		Interval: durationpb.New(per), Burst: int32(burst)}

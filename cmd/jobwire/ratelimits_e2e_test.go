@@ -45,7 +45,7 @@ func TestRateLimitsCommandsAgainstRealBroker(t *testing.T) {
 		{[]string{"ratelimits", "set", "x", "fast"}, "is not N/INTERVAL"},
 		{[]string{"ratelimits", "set", "x", "0/s"}, "is not N/INTERVAL"},
 		{[]string{"ratelimits", "set", "x", "5/soon"}, "is not a duration"},
-		{[]string{"ratelimits", "set", "x", "5/s", "--burst", "-1"}, "--burst"},
+		{[]string{"ratelimits", "set", "x", "5/s", "--burst", "-1"}, "--burst -1 is outside 0..1000000"},
 		{[]string{"ratelimits", "set", "x", "5/s", "--key", "body.id"}, "key"},
 		{[]string{"ratelimits", "set", "x", "5/s", "--key", "metadata.tenant"}, `limit "per-customer"`},
 		{[]string{"ratelimits", "remove"}, "missing limit name"},

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -19,18 +17,4 @@ func progressLine(p *jobwirev1.JobProgress) string {
 		parts = append(parts, oneLine(p.GetMessage(), 200))
 	}
 	return fmt.Sprintf("%s (attempt %d, %s)", strings.Join(parts, " "), p.GetAttempt(), fmtTime(p.GetUpdatedAt()))
-}
-
-// printResult shows a succeeded job's result in full, as printPayload shows a payload.
-func printResult(w io.Writer, r []byte) {
-	if len(r) == 0 {
-		fmt.Fprintln(w, "\nResult: none")
-		return
-	}
-	kind := "JSON"
-	if !json.Valid(r) {
-		kind = "not JSON"
-	}
-	fmt.Fprintf(w, "\nResult (%d bytes, %s):\n", len(r), kind)
-	displayLines(w, "", string(r))
 }

@@ -200,10 +200,13 @@ func (f *scheduleFlags) apply(fs *flag.FlagSet, s *jobwirev1.Schedule) error {
 		"time-zone": func() error { s.TimeZone = f.zone; return nil },
 		"type":      func() error { s.Type = f.typ; return nil },
 		"queue":     func() error { s.Queue = f.queue; return nil },
-		"priority":  func() error { s.Priority = int32(f.priority); return checkRange("priority", f.priority, -1000, 1000) },
+		"priority": func() error {
+			s.Priority = int32(f.priority)
+			return checkRange("priority", f.priority, minPriority, maxPriority)
+		},
 		"max-attempts": func() error {
 			s.MaxAttempts = int32(f.maxAttempts)
-			return checkRange("max-attempts", f.maxAttempts, 0, 1_000_000)
+			return checkRange("max-attempts", f.maxAttempts, 0, maxAttemptsLimit)
 		},
 		"attempt-timeout": func() error {
 			s.AttemptTimeout = optDuration(f.attemptTimeout)
@@ -239,13 +242,6 @@ func (f *scheduleFlags) apply(fs *flag.FlagSet, s *jobwirev1.Schedule) error {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-func checkRange(name string, n, lo, hi int) error {
-	if n < lo || n > hi {
-		return usageErrorf("--%s %d is outside %d..%d", name, n, lo, hi)
 	}
 	return nil
 }

@@ -77,8 +77,8 @@ func runJobPriority(ctx context.Context, e *env, c *command, args []string) erro
 		return err
 	}
 	p, err := strconv.Atoi(pos[1])
-	if err != nil || p < -1000 || p > 1000 {
-		return usageErrorf("priority %q is not a whole number in -1000..1000", pos[1])
+	if err != nil || p < minPriority || p > maxPriority {
+		return usageErrorf("priority %q is not a whole number in %d..%d", pos[1], minPriority, maxPriority)
 	}
 	return request(ctx, e, cf, func(ctx context.Context, b *broker) (*jobwirev1.SetJobPriorityResponse, error) {
 		return b.admin.SetJobPriority(ctx, &jobwirev1.SetJobPriorityRequest{Id: id, Priority: int32(p)})

@@ -46,6 +46,8 @@ function num(v) { return td(fmtNum(v), "num"); }
 function badge(text, cls) { return el("span", { class: "badge " + (cls || text) }, text); }
 function isAdmin() { return state.role === "admin"; }
 function adminButton(label, onclick, cls) { return isAdmin() ? el("button", { type: "button", class: cls, onclick }, label) : null; }
+// jobLink links to a job's page, its id the text unless text is given.
+function jobLink(id, text) { return el("a", { href: "#/job/" + encodeURIComponent(id), dataset: { job: id } }, text ?? String(id)); }
 
 // ---- formatting --------------------------------------------------------------------------
 
@@ -361,7 +363,7 @@ function urlPager(box, route, params, next) {
 // JOB_COLUMNS are the columns a list of jobs can show; sorts: the broker sorts a list by the
 // column of that name (ListJobs' and ListDeadJobs' sort).
 const JOB_COLUMNS = {
-  id: { label: "Id", sorts: true, cell: (j) => td(el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)) },
+  id: { label: "Id", sorts: true, cell: (j) => td(jobLink(j.id)) },
   type: { label: "Type", sorts: true, cell: (j) => td(j.type) },
   queue: { label: "Queue", sorts: true, cell: (j) => td(j.queue) },
   state: { label: "State", sorts: true, cell: (j) => td(badge(jobState(j.state))) },
@@ -618,7 +620,7 @@ pages.breakers = {
       append(this.trips, [el("h2", {}, "Why they opened"), ...tripped.map((b) => el("div", { class: "trip", dataset: { trip: b.type } },
         el("p", {}, el("strong", {}, b.type), " opened at " + fmtTime(b.trip.at) + ": " + tripSummary(b.trip)),
         table(["Job", "Kind", "At", "Error"], (b.trip.last_failures || []).map((f) =>
-          el("tr", {}, td(el("a", { href: "#/job/" + encodeURIComponent(f.job_id) }, String(f.job_id))), td(f.kind), td(fmtTime(f.at)), td(f.message || "-"))),
+          el("tr", {}, td(jobLink(f.job_id)), td(f.kind), td(fmtTime(f.at)), td(f.message || "-"))),
         "No failure was noted.")))]);
     }
   },
@@ -652,8 +654,8 @@ pages.schedules = {
           td(s.name), td(s.cron + (s.time_zone ? " (" + s.time_zone + ")" : "")), td(s.type),
           td(el("span", { class: "status" }, s.paused ? badge("paused") : badge("active"), s.note ? " " + s.note : "")),
           td(fmtTime(s.next_fire_at)), td(fmtTime(s.last_fire_at)),
-          td(last ? el("a", { href: "#/job/" + encodeURIComponent(s.last_job_id) }, String(s.last_job_id)) : "-"),
-          td(last ? (s.last_job_state === "JOB_STATE_UNSPECIFIED" ? "deleted" : badge(short(s.last_job_state, "JOB_STATE_"))) : "-", "last-state"),
+          td(last ? jobLink(s.last_job_id) : "-"),
+          td(last ? (s.last_job_state === "JOB_STATE_UNSPECIFIED" ? "deleted" : badge(jobState(s.last_job_state))) : "-", "last-state"),
           td(isAdmin() ? el("span", { class: "row" },
             s.paused ? adminButton("Resume", () => act(() => write("ResumeSchedule", { name: s.name })))
               : el("span", { class: "row" }, note, adminButton("Pause", () => act(() => write("PauseSchedule", { name: s.name, note: note.value.trim() })))),
@@ -715,7 +717,7 @@ const BATCH_STATES = ["", "OPEN", "CLOSED", "COMPLETE"];
 function batchCallback(type, id) {
   if (!type) return "-";
   if (!id || id === "0") return el("span", { class: "muted" }, type + " (waiting)");
-  return el("a", { href: "#/job/" + id }, type + " #" + id);
+  return jobLink(id, type + " #" + id);
 }
 
 function batchProgress(b) {

@@ -4,8 +4,7 @@
 
 // jobLinks lists jobs as links to their pages, each with its state when known.
 function jobLinks(jobs) {
-  return jobs.flatMap((p, i) => [i ? ", " : "", el("a", { href: "#/job/" + encodeURIComponent(p.id), dataset: { job: p.id } }, String(p.id)),
-    p.state ? " " : "", p.state ? badge(jobState(p.state)) : null]);
+  return jobs.flatMap((p, i) => [i ? ", " : "", jobLink(p.id), p.state ? " " : "", p.state ? badge(jobState(p.state)) : null]);
 }
 
 // depsSection shows a job's parents (with their states), its dependents and its graph, with an
@@ -19,7 +18,7 @@ function depsSection(d, final) {
   if (Number(d.graph_id)) rows.push(["Graph", String(d.graph_id)]);
   if (d.run_if_parents_fail) rows.push(["Runs if parents fail", "yes"]);
   if (!final && parents.length) rows.push(["Parents left", String(d.parents_left || 0)]);
-  if (Number(d.cancelled_by)) rows.push(["Cancelled by parent", el("a", { href: "#/job/" + encodeURIComponent(d.cancelled_by) }, String(d.cancelled_by))]);
+  if (Number(d.cancelled_by)) rows.push(["Cancelled by parent", jobLink(d.cancelled_by)]);
   return el("section", { id: "dependencies" }, el("div", { class: "row" }, el("h2", {}, "Dependencies"),
     Number(d.graph_id) ? adminButton("Cancel graph", () => act(() => write("CancelGraph", { graph_id: d.graph_id })), "danger") : null),
   el("dl", { class: "kv" }, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])));
