@@ -76,19 +76,24 @@ func TestWatchYieldsStateAndProgress(t *testing.T) {
 	b := brokertest.New(t, brokertest.Options{})
 	c := client.New(b.Conn)
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	// The watch gives up after brokertest.WaitTimeout, so a change nobody is told of fails the
+	// test instead of hanging it; its error is read once seen is closed.
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
 	seen := make(chan *job.Job, 16)
+	var watchErr error
 	go func() {
 		defer close(seen)
-		for j, err := range c.Watch(context.Background(), id) {
+		for j, err := range c.Watch(ctx, id) {
 			if err != nil {
-				t.Errorf("watch: %v", err)
+				watchErr = err
 				return
 			}
 			seen <- j
 		}
 	}()
-	if j := <-seen; j.State != job.StatePending {
-		t.Fatalf("first: %s, want PENDING", j.State)
+	if j, open := <-seen; !open || j.State != job.StatePending {
+		t.Fatalf("first: %v (watch: %v), want PENDING", j, watchErr)
 	}
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
 	a := w.Assignment()
@@ -99,7 +104,7 @@ func TestWatchYieldsStateAndProgress(t *testing.T) {
 				return
 			}
 		}
-		t.Fatalf("the watch ended before %s", what)
+		t.Fatalf("the watch ended before %s: %v", what, watchErr)
 	}
 	w.Started(a)
 	next("RUNNING", func(j *job.Job) bool { return j.State == job.StateRunning })
@@ -107,8 +112,8 @@ func TestWatchYieldsStateAndProgress(t *testing.T) {
 	next("progress", func(j *job.Job) bool { return j.Progress != nil && j.Progress.Message == "half" })
 	ack(t, w.Succeed(a))
 	next("SUCCEEDED", func(j *job.Job) bool { return j.State == job.StateSucceeded })
-	if _, open := <-seen; open {
-		t.Fatal("the watch went on after the job was final")
+	if _, open := <-seen; open || watchErr != nil {
+		t.Fatalf("the watch went on after the job was final, or ended with %v", watchErr)
 	}
 }
 

@@ -360,6 +360,8 @@ func (f File) apply(c Config, ck *checker) Config {
 	var scheduleErrs []string
 	c.Broker.Schedules, scheduleErrs = schedulesOf(f.Schedules)
 	errs = append(errs, scheduleErrs...)
+	// Set before the broker's check, which refuses concurrency rules beside rate limits.
+	errs = append(errs, f.applyConcurrency(&c)...)
 	if retryOK {
 		// The broker checks the retry policies too; they were reported above with their place
 		// in the file.
@@ -378,7 +380,6 @@ func (f File) apply(c Config, ck *checker) Config {
 		errs = append(errs, fmt.Sprintf("http_listen %v", err))
 	}
 	errs = append(errs, f.applySecurity(&c)...)
-	errs = append(errs, f.applyConcurrency(&c)...)
 	switch c.LogFormat {
 	case "text", "json":
 	default:
