@@ -878,6 +878,42 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a write wakes no watcher on another broker", file: "broker/watchcluster.go",
 		from: "if b.clustered() && b.watchedElsewhere(id) {", to: "if false {",
 		pkgs: []string{srvPkg}, run: "TestClusterWaitAcrossBrokers", postgres: true})
+	add(mutation{name: "go worker: progress rules unchecked in the library", file: "worker/outcome.go",
+		from: "job.CheckProgress(p.GetFraction(), p.Fraction != nil, p.Message)", to: "job.CheckProgress(p.GetFraction(), false, p.Message)",
+		pkgs: []string{"./worker"}, run: "TestProgressRulesAreCheckedInTheLibrary"})
+	add(mutation{name: "go worker: a parent's state keeps the proto's spelling", file: "worker/outcome.go",
+		from: "State: strings.ToLower(job.State(p.GetState()).String())}", to: "State: job.State(p.GetState()).String()}",
+		pkgs: []string{"./worker"}, run: "TestParentResultsKeepOrderAndNameStates"})
+	add(mutation{name: "java: a refused result names the library, not the codec", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Failures.java",
+		from: " || t instanceof ResultException;", to: ";",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/FailuresTest.java"}, run: "aPayloadOrResultTheCodecRefusedIsFatalWithTheCodecsError", sdk: sdkJava})
+	add(mutation{name: "node: a parent's state is not named from the schema", file: "sdks/node/src/proto.js",
+		from: "JobState.valuesById[state] ?? ", to: "undefined ?? ",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "results of an assignment reach the handler in order", sdk: sdkNode})
+	add(mutation{name: "keyconc: another broker's rule change is not read", file: "broker/keyconc.go",
+		from: "\tk.reload.changed()", to: "\t_ = k.reload",
+		pkgs: []string{srvPkg}, run: "TestClusterConcurrencyKeyHoldsAcrossBrokers", postgres: true})
+	add(mutation{name: "ratelimit: two keyed limits over the same jobs may take different keys", file: "ratelimit/gate.go",
+		from: "a.Key != b.Key && Overlap(a, b)", to: "Overlap(a, b)",
+		pkgs: []string{"./ratelimit"}, run: "TestKeyClash"})
+	add(mutation{name: "service: an alarm moves later", file: "internal/service/timer.go",
+		from: "\tif a.timer != nil && !at.Before(a.at) {", to: "\tif false {",
+		pkgs: []string{"./internal/service"}, run: "TestAlarmSetEarlierKeepsTheEarliestMoment"})
+	add(mutation{name: "chaos: a rate limit across three brokers without its lock", file: "store/postgres/ratelimit.go",
+		from: "FROM rate_limits ORDER BY name FOR UPDATE", to: "FROM rate_limits ORDER BY name",
+		pkgs: []string{"./internal/chaos"}, run: "TestRateLimitHoldsAcrossThreeBrokers$", postgres: true})
+	add(mutation{name: "progress: every report is its own write", file: "broker/outcome.go",
+		from: "\tsubmit := !q.queued", to: "\tsubmit := true",
+		pkgs: []string{srvPkg}, run: "TestProgressBurstIsOneWrite"})
+	add(mutation{name: "watch: the broker's own writes wake no watch", file: "broker/watch.go",
+		from: "func (b *Broker) jobsChanged(ids ...int64) { b.svc.watches.changed(ids...) }", to: "func (b *Broker) jobsChanged(ids ...int64) {}",
+		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults$"})
+	add(mutation{name: "limits: a configuration sets both rate limits and concurrency rules", file: "broker/limitsmix.go",
+		from: "if len(c.RateLimits) > 0 && len(c.Concurrency) > 0 {", to: "if false {",
+		pkgs: []string{"./internal/config"}, run: "TestParseRefusesRateLimitsBesideConcurrencyRules"})
+	add(mutation{name: "cli: a number out of its range is taken", file: "cmd/jobwire/flags.go",
+		from: "\tif n < lo || n > hi {", to: "\tif false {",
+		pkgs: []string{"./cmd/jobwire"}, run: "TestBadCommandLinesExitTwoWithOneSentence"})
 	return ms
 }
 
