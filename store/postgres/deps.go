@@ -282,17 +282,7 @@ func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, er
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.ParentInfo
-	for rows.Next() {
-		var p store.ParentInfo
-		var st int16
-		if err := rows.Scan(&p.ID, &p.Type, &st, &p.Result); err != nil {
-			return nil, err
-		}
-		p.State = job.State(st)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanParent)
 }
 
 // settleSQL calls jobwire_settle_dependents. It reads and writes rows by their keys only, so

@@ -350,15 +350,5 @@ func parentsOf(ctx context.Context, db *sql.DB, id int64) ([]store.ParentInfo, e
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.ParentInfo
-	for rows.Next() {
-		var p store.ParentInfo
-		var st int
-		if err := rows.Scan(&p.ID, &p.Type, &st, &p.Result); err != nil {
-			return nil, err
-		}
-		p.State = job.State(st)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanParent)
 }

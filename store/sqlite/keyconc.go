@@ -116,15 +116,7 @@ func (t *tx) keyedCandidates(p *store.JobLeaseParams) ([]store.KeyedCandidate, e
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.KeyedCandidate
-	for rows.Next() {
-		var c store.KeyedCandidate
-		if err := rows.Scan(&c.ID, &c.Queue, &c.Key, &c.Limit, &c.Held, &c.Size); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanKeyedCandidate)
 }
 
 // leaseIDs leases the ready jobs ids, in that order, as JobLease does.
@@ -181,20 +173,13 @@ func (t *tx) ConcurrencyRuleDelete(name string) (bool, error) {
 func (s *Store) ConcurrencyRules(ctx context.Context) ([]store.ConcurrencyRule, error) {
 	var out []store.ConcurrencyRule
 	err := s.read(ctx, "concurrency_rules", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.r.QueryContext(ctx, `SELECT name, job_type, queue, key_expr, max_running FROM concurrency_rules ORDER BY name`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var r store.ConcurrencyRule
-			if err := rows.Scan(&r.Name, &r.Type, &r.Queue, &r.Key, &r.MaxRunning); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanConcurrencyRule)
+		return err
 	})
 	return out, err
 }
@@ -227,20 +212,13 @@ const concurrencyStatsSQL = `SELECT concurrency_rule, count(*), coalesce(sum(hel
 func (s *Store) ConcurrencyStats(ctx context.Context) ([]store.ConcurrencyStat, error) {
 	var out []store.ConcurrencyStat
 	err := s.read(ctx, "concurrency_stats", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.r.QueryContext(ctx, concurrencyStatsSQL)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var st store.ConcurrencyStat
-			if err := rows.Scan(&st.Rule, &st.Keys, &st.AtLimit, &st.Held, &st.Waiting); err != nil {
-				return err
-			}
-			out = append(out, st)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanConcurrencyStat)
+		return err
 	})
 	return out, err
 }
