@@ -122,6 +122,10 @@ func testKeyedLeaseRoundRobin(t *testing.T, b *bundle) {
 func testConcurrencyRulesReachWaitingJobs(t *testing.T, b *bundle) {
 	r := store.ConcurrencyRule{Name: "per-customer", Type: "t", Key: "payload.customer", MaxRunning: 1}
 	b.write(func(tx store.Tx) error { return tx.ConcurrencyRuleSave(r) })
+	b.insert(b.job("unkeyed"))
+	if keyed, err := b.s.ConcurrencyKeyed(b.ctx); err != nil || keyed {
+		t.Fatalf("ConcurrencyKeyed = %t, %v with no keyed job", keyed, err)
+	}
 	var ps []*store.JobInsertParams
 	for range 3 {
 		p := b.keyed("per-customer:acme", 1)
@@ -153,6 +157,10 @@ func testConcurrencyRulesReachWaitingJobs(t *testing.T, b *bundle) {
 	b.write(func(tx store.Tx) (err error) { existed, err = tx.ConcurrencyRuleDelete(r.Name); return err })
 	if !existed {
 		t.Fatal("deleting the rule said it did not exist")
+	}
+	b.write(func(tx store.Tx) (err error) { existed, err = tx.ConcurrencyRuleDelete(r.Name); return err })
+	if existed {
+		t.Fatal("deleting the rule again said it existed")
 	}
 	if c, _, _ := b.s.ConcurrencyOfJob(b.ctx, ids[2]); c != (store.Concurrency{}) {
 		t.Fatalf("a waiting job of the deleted rule keeps key %+v", c)
