@@ -387,6 +387,18 @@ type JobLeaseParams struct {
 	Random io.Reader
 }
 
+// DropQueue leaves the queue q out of p's scope: a lease that found q full reads again
+// without it. It reports whether any queue is left (false when p named its queues and q was
+// the last of them). p's slices are copied, not changed in place: they may be the caller's.
+func (p *JobLeaseParams) DropQueue(q string) bool {
+	p.ExcludeQueues = append(slices.Clone(p.ExcludeQueues), q)
+	if len(p.Queues) == 0 {
+		return true
+	}
+	p.Queues = slices.DeleteFunc(slices.Clone(p.Queues), func(x string) bool { return x == q })
+	return len(p.Queues) > 0
+}
+
 // SameLeaseScope reports whether two leases select from the same jobs under the same rules:
 // the same types, queues and exclusions, and the same rules enforced. Their limits, payload
 // bounds and holders may differ.

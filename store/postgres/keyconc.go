@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -153,14 +152,8 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if pick.Full == "" && !more || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break
 		}
-		if pick.Full != "" {
-			scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), pick.Full)
-			if len(scope.Queues) > 0 {
-				scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == pick.Full })
-				if len(scope.Queues) == 0 {
-					break
-				}
-			}
+		if pick.Full != "" && !scope.DropQueue(pick.Full) {
+			break
 		}
 	}
 	return leased, nil

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,12 +86,8 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if pick.Full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break
 		}
-		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), pick.Full)
-		if len(scope.Queues) > 0 {
-			scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == pick.Full })
-			if len(scope.Queues) == 0 {
-				break
-			}
+		if !scope.DropQueue(pick.Full) {
+			break
 		}
 	}
 	return leased, nil
