@@ -32,16 +32,13 @@ const keysLockID int64 = 0x6a6f62776b657973
 // setKeys writes the concurrency keys of the jobs of ps just inserted (out), one statement for
 // them all. The rows are new: no other transaction sees them yet.
 func (t *tx) setKeys(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
-	idx := store.Keyed(ps, out)
-	if len(idx) == 0 {
-		return nil
+	idx, err := store.Keyed(ps, out)
+	if err != nil || len(idx) == 0 {
+		return err
 	}
 	ids, keys, limits, rules := make([]int64, len(idx)), make([]string, len(idx)), make([]int32, len(idx)), make([]string, len(idx))
 	for k, i := range idx {
 		c := ps[i].Concurrency
-		if err := store.CheckConcurrency(c); err != nil {
-			return err
-		}
 		ids[k], keys[k], limits[k], rules[k] = out[i].ID, c.Key, int32(c.Limit), c.Rule
 	}
 	return t.hold(`UPDATE jobs SET concurrency_key = u.k, concurrency_limit = u.l, concurrency_rule = u.r

@@ -18,11 +18,12 @@ import (
 
 // setKeys writes the concurrency keys of the jobs of ps just inserted (out).
 func (t *tx) setKeys(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
-	for _, i := range store.Keyed(ps, out) {
+	keyed, err := store.Keyed(ps, out)
+	if err != nil {
+		return err
+	}
+	for _, i := range keyed {
 		c := ps[i].Concurrency
-		if err := store.CheckConcurrency(c); err != nil {
-			return err
-		}
 		if _, err := t.exec(`UPDATE jobs SET concurrency_key = ?, concurrency_limit = ?, concurrency_rule = ? WHERE id = ?`,
 			c.Key, c.Limit, c.Rule, out[i].ID); err != nil {
 			return err

@@ -14,6 +14,7 @@ var _ = register(
 	testCase{"KeyedJobsAreLeftOutByALeaseWithoutKeys", testKeyedJobsLeftOutWithoutKeys},
 	testCase{"KeyedLeaseTakesKeysRoundRobin", testKeyedLeaseRoundRobin},
 	testCase{"ConcurrencyRulesReachWaitingJobs", testConcurrencyRulesReachWaitingJobs},
+	testCase{"KeyedInsertRefusesABadLimit", testKeyedInsertRefusesABadLimit},
 )
 
 // keyed is a job of type "t" with concurrency key key and limit.
@@ -170,5 +171,24 @@ func testConcurrencyRulesReachWaitingJobs(t *testing.T, b *bundle) {
 	}
 	if keyed, err := b.s.ConcurrencyKeyed(b.ctx); err != nil || !keyed {
 		t.Fatalf("ConcurrencyKeyed = %t, %v with keyed jobs held", keyed, err)
+	}
+}
+
+// A key without a positive limit, whose jobs no lease could ever take, and a limit without a
+// key are refused, and nothing of their write is stored.
+func testKeyedInsertRefusesABadLimit(t *testing.T, b *bundle) {
+	for _, c := range []store.Concurrency{{Key: "a"}, {Key: "a", Limit: -1}, {Limit: 2}, {Rule: "r"}} {
+		p := b.job("t")
+		p.Concurrency = c
+		err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+			_, err := tx.JobInsertMany([]*store.JobInsertParams{b.job("t"), p})
+			return err
+		})
+		if err == nil {
+			t.Errorf("insert with concurrency %+v: no error", c)
+		}
+	}
+	if c := b.counts(); len(c) != 0 {
+		t.Fatalf("refused inserts stored jobs: %+v", c)
 	}
 }
