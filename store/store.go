@@ -275,7 +275,7 @@ type JobInsertParams struct {
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
 	// UniqueKey, when set, makes the job unique (job/unique): it is not added while a job
-	// holds the key, one whose state is in that job's UniqueStates (a mask, MaskOfStates), and
+	// holds the key, one whose state is in that job's UniqueStates (a unique.Mask), and
 	// the result names that job as a Duplicate.
 	UniqueKey    string
 	UniqueStates int
