@@ -15,7 +15,7 @@ import (
 // the read. The storage retries treat it as any failed write of the caller.
 var ErrUniqueRace = errors.New("unique key kept changing hands")
 
-// uniqueTries is how many times an insert whose unique key is taken looks for its holder.
+// UniqueTries is how many times an insert whose unique key is taken looks for its holder.
 const UniqueTries = 3
 
 // UniqueRaceError says which key an insert could not settle.
