@@ -102,6 +102,25 @@ type BatchListParams struct {
 	Limit                  int
 }
 
+// StateFilter is the condition on the batches' columns that selects p's states, as
+// " AND (...)", or "" for any state.
+func (p *BatchListParams) StateFilter() string {
+	var states []string
+	if p.Open {
+		states = append(states, `closed_at IS NULL`)
+	}
+	if p.Closed {
+		states = append(states, `(closed_at IS NOT NULL AND completed_at IS NULL)`)
+	}
+	if p.Complete {
+		states = append(states, `completed_at IS NOT NULL`)
+	}
+	if len(states) == 0 {
+		return ""
+	}
+	return ` AND (` + strings.Join(states, ` OR `) + `)`
+}
+
 // BatchReader reads batches.
 type BatchReader interface {
 	// BatchGet reads one batch with its failed jobs, or ErrNotFound.

@@ -80,8 +80,6 @@ type DepsTx interface {
 	// or that is DEAD or CANCELLED when the child does not run anyway, fails it with a
 	// *DepsError; the caller must roll back.
 	JobDepsAdd(ps []*JobDepsParams) ([]job.State, error)
-	// GraphOpenIDs lists the jobs of graph that are not final, in id order.
-	GraphOpenIDs(graph int64) ([]int64, error)
 }
 
 // DepsReader reads dependencies outside a write.

@@ -86,15 +86,22 @@ func CheckConcurrency(c Concurrency) error {
 }
 
 // Keyed returns the indexes of ps whose jobs have a concurrency key and were added (not
-// duplicates), for a store to write their keys after inserting them.
-func Keyed(ps []*JobInsertParams, rs []JobInsertResult) []int {
+// duplicates), for a store to write their keys after inserting them; it refuses the first of
+// ps whose concurrency CheckConcurrency refuses.
+func Keyed(ps []*JobInsertParams, rs []JobInsertResult) ([]int, error) {
 	var out []int
 	for i, p := range ps {
-		if p.Concurrency.Key != "" && !rs[i].Duplicate {
+		if p.Concurrency == (Concurrency{}) {
+			continue
+		}
+		if err := CheckConcurrency(p.Concurrency); err != nil {
+			return nil, err
+		}
+		if !rs[i].Duplicate {
 			out = append(out, i)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // KeyedCandidate is a ready job a lease that honours keys may take, as the store read it, in

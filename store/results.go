@@ -69,3 +69,40 @@ func LatestProgress(ps []*JobProgressParams) (latest []*JobProgressParams, of []
 	}
 	return latest, of
 }
+
+// ProgressColumns are the columns ScanProgress reads after the row's first ones.
+const ProgressColumns = `progress_attempt, progress_fraction, progress_message, progress_at`
+
+// ScanProgress reads dest from the row's first columns, then a job's progress from the columns
+// ProgressColumns: nil when the job has reported none (progress_at NULL).
+func ScanProgress(row Scanner, dest ...any) (*job.Progress, error) {
+	var attempt, at *int64
+	var fraction *float64
+	var message *string
+	if err := row.Scan(append(dest, &attempt, &fraction, &message, &at)...); err != nil || at == nil {
+		return nil, err
+	}
+	p := &job.Progress{UpdatedAt: fromNanos(*at)}
+	if attempt != nil {
+		p.Attempt = int(*attempt)
+	}
+	if fraction != nil {
+		p.Fraction, p.HasFraction = *fraction, true
+	}
+	if message != nil {
+		p.Message = *message
+	}
+	return p, nil
+}
+
+// ScanVersion reads a job's id and version from the columns id, state, attempts, progress_at.
+func ScanVersion(row Scanner) (int64, JobVersion, error) {
+	var id, st int64
+	var v JobVersion
+	var at *int64
+	if err := row.Scan(&id, &st, &v.Attempts, &at); err != nil {
+		return 0, v, err
+	}
+	v.State, v.ProgressAt = job.State(st), fromNull(at)
+	return id, v, nil
+}

@@ -275,7 +275,7 @@ type JobInsertParams struct {
 	// Metadata is stored with the job and handed to its worker (nil: none).
 	Metadata map[string]string
 	// UniqueKey, when set, makes the job unique (job/unique): it is not added while a job
-	// holds the key, one whose state is in that job's UniqueStates (a mask, MaskOfStates), and
+	// holds the key, one whose state is in that job's UniqueStates (a unique.Mask), and
 	// the result names that job as a Duplicate.
 	UniqueKey    string
 	UniqueStates int
@@ -385,6 +385,18 @@ type JobLeaseParams struct {
 	// Random supplies each lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader,
 	// so tokens cannot be guessed.
 	Random io.Reader
+}
+
+// DropQueue leaves the queue q out of p's scope: a lease that found q full reads again
+// without it. It reports whether any queue is left (false when p named its queues and q was
+// the last of them). p's slices are copied, not changed in place: they may be the caller's.
+func (p *JobLeaseParams) DropQueue(q string) bool {
+	p.ExcludeQueues = append(slices.Clone(p.ExcludeQueues), q)
+	if len(p.Queues) == 0 {
+		return true
+	}
+	p.Queues = slices.DeleteFunc(slices.Clone(p.Queues), func(x string) bool { return x == q })
+	return len(p.Queues) > 0
 }
 
 // SameLeaseScope reports whether two leases select from the same jobs under the same rules:

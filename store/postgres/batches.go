@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,22 +31,17 @@ import (
 // group commit carries hundreds of results), not once per job, so two brokers draining one
 // batch queue on its row once per commit each; see docs/workflows.md for the measurement.
 
-// batchColumns are the columns scanBatch reads; rawBatchColumns the same as stored (an open
-// batch's total is counted by batchColumns).
-const (
-	rawBatchColumns = `id, description, created_at, closed_at, completed_at, total, succeeded, dead, cancelled,
+// rawBatchColumns are the columns store.ScanBatch reads, as stored (store.BatchColumns counts
+// an open batch's total).
+const rawBatchColumns = `id, description, created_at, closed_at, completed_at, total, succeeded, dead, cancelled,
 	on_success, on_complete, success_job_id, complete_job_id`
-	batchColumns = `id, description, created_at, closed_at, completed_at,
-	CASE WHEN closed_at IS NULL THEN (SELECT count(*) FROM jobs WHERE batch_id = batches.id) ELSE total END,
-	succeeded, dead, cancelled, on_success, on_complete, success_job_id, complete_job_id`
-)
 
 func (t *tx) BatchCreate(p *store.BatchCreateParams) (int64, error) {
-	success, err := encodeCallback(p.OnSuccess)
+	success, err := store.EncodeCallback(p.OnSuccess)
 	if err != nil {
 		return 0, err
 	}
-	complete, err := encodeCallback(p.OnComplete)
+	complete, err := store.EncodeCallback(p.OnComplete)
 	if err != nil {
 		return 0, err
 	}
@@ -73,7 +67,7 @@ func (t *tx) BatchAdd(id int64, jobs []int64) error {
 }
 
 func (t *tx) BatchClose(id int64, now time.Time) (*store.Batch, error) {
-	b, err := scanBatch(t.tx.QueryRow(t.ctx, `SELECT `+rawBatchColumns+` FROM batches WHERE id = $1 FOR UPDATE`, id))
+	b, err := store.ScanBatch(t.tx.QueryRow(t.ctx, `SELECT `+rawBatchColumns+` FROM batches WHERE id = $1 FOR UPDATE`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
 	}
@@ -122,7 +116,7 @@ func (t *tx) flushBatches() error {
 	if err != nil {
 		return err
 	}
-	counted, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Batch, error) { return scanBatch(row) })
+	counted, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Batch, error) { return store.ScanBatch(row) })
 	if err != nil {
 		return err
 	}
@@ -187,7 +181,7 @@ func failedIDs(ctx context.Context, db queryer, batch int64) ([]int64, error) {
 func (s *Store) BatchGet(ctx context.Context, id int64) (*store.Batch, error) {
 	var out *store.Batch
 	err := s.read(ctx, "batch_get", func(ctx context.Context) error {
-		b, err := scanBatch(s.pool.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
+		b, err := store.ScanBatch(s.pool.QueryRow(ctx, `SELECT `+store.BatchColumns+` FROM batches WHERE id = $1`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
 		}
@@ -205,23 +199,11 @@ func (s *Store) BatchGet(ctx context.Context, id int64) (*store.Batch, error) {
 
 func (s *Store) BatchList(ctx context.Context, p *store.BatchListParams) ([]*store.Batch, error) {
 	q := &query{}
-	q.sql.WriteString(`SELECT ` + batchColumns + ` FROM batches WHERE true`)
+	q.sql.WriteString(`SELECT ` + store.BatchColumns + ` FROM batches WHERE true`)
 	if p.Before > 0 {
 		q.sql.WriteString(` AND id < ` + q.arg(p.Before))
 	}
-	var states []string
-	if p.Open {
-		states = append(states, `closed_at IS NULL`)
-	}
-	if p.Closed {
-		states = append(states, `(closed_at IS NOT NULL AND completed_at IS NULL)`)
-	}
-	if p.Complete {
-		states = append(states, `completed_at IS NOT NULL`)
-	}
-	if len(states) > 0 {
-		q.sql.WriteString(` AND (` + strings.Join(states, ` OR `) + `)`)
-	}
+	q.sql.WriteString(p.StateFilter())
 	q.sql.WriteString(` ORDER BY id DESC LIMIT ` + q.arg(p.Limit))
 	var out []*store.Batch
 	err := s.read(ctx, "batch_list", func(ctx context.Context) error {
@@ -229,52 +211,10 @@ func (s *Store) BatchList(ctx context.Context, p *store.BatchListParams) ([]*sto
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Batch, error) { return scanBatch(row) })
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Batch, error) { return store.ScanBatch(row) })
 		return err
 	})
 	return out, err
-}
-
-func scanBatch(row pgx.Row) (*store.Batch, error) {
-	var b store.Batch
-	var created int64
-	var closed, completed, successID, completeID *int64
-	var success, complete []byte
-	err := row.Scan(&b.ID, &b.Description, &created, &closed, &completed, &b.Total, &b.Succeeded, &b.Dead,
-		&b.Cancelled, &success, &complete, &successID, &completeID)
-	if err != nil {
-		return nil, err
-	}
-	b.CreatedAt, b.ClosedAt, b.CompletedAt = fromNanos(created), fromNull(closed), fromNull(completed)
-	if successID != nil {
-		b.SuccessJobID = *successID
-	}
-	if completeID != nil {
-		b.CompleteJobID = *completeID
-	}
-	if b.OnSuccess, err = decodeCallback(success); err != nil {
-		return nil, fmt.Errorf("batch %d: on_success: %w", b.ID, err)
-	}
-	if b.OnComplete, err = decodeCallback(complete); err != nil {
-		return nil, fmt.Errorf("batch %d: on_complete: %w", b.ID, err)
-	}
-	return &b, nil
-}
-
-func encodeCallback(cb *store.BatchCallback) (any, error) {
-	if cb == nil {
-		return nil, nil
-	}
-	data, err := json.Marshal(cb)
-	return string(data), err
-}
-
-func decodeCallback(data []byte) (*store.BatchCallback, error) {
-	if data == nil {
-		return nil, nil
-	}
-	var cb store.BatchCallback
-	return &cb, json.Unmarshal(data, &cb)
 }
 
 func nullID(id int64) *int64 {

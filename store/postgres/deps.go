@@ -157,15 +157,6 @@ func (t *tx) parentStates(ps []*store.JobDepsParams) (map[int64]job.State, error
 	return states, rows.Err()
 }
 
-func (t *tx) GraphOpenIDs(graph int64) ([]int64, error) {
-	rows, err := t.tx.Query(t.ctx, `SELECT j.id FROM dep_nodes w JOIN jobs j ON j.id = w.job_id
-		WHERE w.graph_id = $1 AND j.state NOT IN (5, 6, 7) ORDER BY j.id`, graph)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
-}
-
 func (s *Store) JobDepsGet(ctx context.Context, id int64) (*store.JobDeps, error) {
 	var out *store.JobDeps
 	err := s.read(ctx, "job_deps_get", func(ctx context.Context) error {
@@ -291,17 +282,7 @@ func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, er
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.ParentInfo
-	for rows.Next() {
-		var p store.ParentInfo
-		var st int16
-		if err := rows.Scan(&p.ID, &p.Type, &st, &p.Result); err != nil {
-			return nil, err
-		}
-		p.State = job.State(st)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanParent)
 }
 
 // settleSQL calls jobwire_settle_dependents. It reads and writes rows by their keys only, so

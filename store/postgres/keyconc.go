@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,16 +32,13 @@ const keysLockID int64 = 0x6a6f62776b657973
 // setKeys writes the concurrency keys of the jobs of ps just inserted (out), one statement for
 // them all. The rows are new: no other transaction sees them yet.
 func (t *tx) setKeys(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
-	idx := store.Keyed(ps, out)
-	if len(idx) == 0 {
-		return nil
+	idx, err := store.Keyed(ps, out)
+	if err != nil || len(idx) == 0 {
+		return err
 	}
 	ids, keys, limits, rules := make([]int64, len(idx)), make([]string, len(idx)), make([]int32, len(idx)), make([]string, len(idx))
 	for k, i := range idx {
 		c := ps[i].Concurrency
-		if err := store.CheckConcurrency(c); err != nil {
-			return err
-		}
 		ids[k], keys[k], limits[k], rules[k] = out[i].ID, c.Key, int32(c.Limit), c.Rule
 	}
 	return t.hold(`UPDATE jobs SET concurrency_key = u.k, concurrency_limit = u.l, concurrency_rule = u.r
@@ -153,14 +149,8 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if pick.Full == "" && !more || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break
 		}
-		if pick.Full != "" {
-			scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), pick.Full)
-			if len(scope.Queues) > 0 {
-				scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == pick.Full })
-				if len(scope.Queues) == 0 {
-					break
-				}
-			}
+		if pick.Full != "" && !scope.DropQueue(pick.Full) {
+			break
 		}
 	}
 	return leased, nil
@@ -183,15 +173,7 @@ func (t *tx) keyedCandidates(q *query) ([]store.KeyedCandidate, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.KeyedCandidate
-	for rows.Next() {
-		var c store.KeyedCandidate
-		if err := rows.Scan(&c.ID, &c.Queue, &c.Key, &c.Limit, &c.Held, &c.Size); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanKeyedCandidate)
 }
 
 // leasePicked leases the jobs ids, locked and read as byID, in the order of ids.
@@ -252,20 +234,13 @@ func (t *tx) ConcurrencyRuleDelete(name string) (bool, error) {
 func (s *Store) ConcurrencyRules(ctx context.Context) ([]store.ConcurrencyRule, error) {
 	var out []store.ConcurrencyRule
 	err := s.read(ctx, "concurrency_rules", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.pool.Query(ctx, `SELECT name, job_type, queue, key_expr, max_running FROM concurrency_rules ORDER BY name`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var r store.ConcurrencyRule
-			if err := rows.Scan(&r.Name, &r.Type, &r.Queue, &r.Key, &r.MaxRunning); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanConcurrencyRule)
+		return err
 	})
 	return out, err
 }
@@ -299,20 +274,13 @@ const concurrencyStatsSQL = `SELECT concurrency_rule, count(*), count(*) FILTER 
 func (s *Store) ConcurrencyStats(ctx context.Context) ([]store.ConcurrencyStat, error) {
 	var out []store.ConcurrencyStat
 	err := s.read(ctx, "concurrency_stats", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.pool.Query(ctx, concurrencyStatsSQL)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var st store.ConcurrencyStat
-			if err := rows.Scan(&st.Rule, &st.Keys, &st.AtLimit, &st.Held, &st.Waiting); err != nil {
-				return err
-			}
-			out = append(out, st)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanConcurrencyStat)
+		return err
 	})
 	return out, err
 }

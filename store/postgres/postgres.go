@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/job/unique"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/reach"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -344,7 +345,7 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 		j.IdempotencyKey = *key
 	}
 	if uniqueKey != nil {
-		j.UniqueKey, j.UniqueStates = *uniqueKey, store.StatesOfMask(int(uniqueStates))
+		j.UniqueKey, j.UniqueStates = *uniqueKey, unique.Mask(uniqueStates).States()
 	}
 	j.AttemptTimeout = time.Duration(timeout)
 	if j.Payload == nil {

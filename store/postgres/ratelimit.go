@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,27 +17,15 @@ import (
 // no allowance is spent twice. A bucket is written only under its limit's lock; a change or
 // removal of a limit takes the same lock by writing its row.
 
-const rateLimitColumns = `name, job_type, queue, key, rate, per_ns, burst, updated_at`
-
 // rateLocksSQL reads and locks every limit, in name order.
-const rateLocksSQL = `SELECT ` + rateLimitColumns + ` FROM rate_limits ORDER BY name FOR UPDATE`
+const rateLocksSQL = `SELECT ` + store.RateLimitColumns + ` FROM rate_limits ORDER BY name FOR UPDATE`
 
 func scanRateLimits(rows pgx.Rows, err error) ([]store.RateLimitRecord, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.RateLimitRecord
-	for rows.Next() {
-		var r store.RateLimitRecord
-		var per, updated int64
-		if err := rows.Scan(&r.Name, &r.Type, &r.Queue, &r.Key, &r.Rate, &per, &r.Burst, &updated); err != nil {
-			return nil, err
-		}
-		r.Per, r.UpdatedAt = time.Duration(per), fromNanos(updated)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanRateLimit)
 }
 
 // RateLimitLoadAll reads every rate limit, by name.
@@ -46,7 +33,7 @@ func (s *Store) RateLimitLoadAll(ctx context.Context) ([]store.RateLimitRecord, 
 	var out []store.RateLimitRecord
 	err := s.read(ctx, "rate_limit_load", func(ctx context.Context) error {
 		var err error
-		out, err = scanRateLimits(s.pool.Query(ctx, `SELECT `+rateLimitColumns+` FROM rate_limits ORDER BY name`))
+		out, err = scanRateLimits(s.pool.Query(ctx, `SELECT `+store.RateLimitColumns+` FROM rate_limits ORDER BY name`))
 		return err
 	})
 	return out, err
@@ -56,22 +43,19 @@ func (s *Store) RateLimitLoadAll(ctx context.Context) ([]store.RateLimitRecord, 
 func (s *Store) RateBucketLoad(ctx context.Context, name string) ([]store.RateBucketRecord, error) {
 	var out []store.RateBucketRecord
 	err := s.read(ctx, "rate_bucket_load", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.pool.Query(ctx, `SELECT key, tat FROM rate_buckets WHERE name = $1 ORDER BY key`, name)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
+		out, err = store.CollectRows(rows, func(row store.Scanner) (store.RateBucketRecord, error) {
 			r := store.RateBucketRecord{Name: name}
 			var tat int64
-			if err := rows.Scan(&r.Key, &tat); err != nil {
-				return err
-			}
+			err := row.Scan(&r.Key, &tat)
 			r.TAT = fromNanos(tat)
-			out = append(out, r)
-		}
-		return rows.Err()
+			return r, err
+		})
+		return err
 	})
 	return out, err
 }
@@ -80,7 +64,7 @@ func (t *tx) RateLimitPut(r store.RateLimitRecord) error {
 	if err := t.rateChanging(); err != nil {
 		return err
 	}
-	_, err := t.exec(`INSERT INTO rate_limits (`+rateLimitColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	_, err := t.exec(`INSERT INTO rate_limits (`+store.RateLimitColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type, queue = excluded.queue,
 		key = excluded.key, rate = excluded.rate, per_ns = excluded.per_ns, burst = excluded.burst,
 		updated_at = excluded.updated_at`,

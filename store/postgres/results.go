@@ -48,27 +48,10 @@ func (t *tx) JobProgressMany(ps []*store.JobProgressParams) ([]bool, error) {
 func readOutcome(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, j *job.Job) error {
-	var attempt *int32
-	var fraction *float64
-	var message *string
-	var at *int64
-	err := q.QueryRow(ctx, `SELECT result, progress_attempt, progress_fraction, progress_message, progress_at
-		FROM jobs WHERE id = $1`, j.ID).Scan(&j.Result, &attempt, &fraction, &message, &at)
-	if err != nil || at == nil {
-		return err
-	}
-	p := &job.Progress{UpdatedAt: fromNanos(*at)}
-	if attempt != nil {
-		p.Attempt = int(*attempt)
-	}
-	if fraction != nil {
-		p.Fraction, p.HasFraction = *fraction, true
-	}
-	if message != nil {
-		p.Message = *message
-	}
-	j.Progress = p
-	return nil
+	var err error
+	j.Progress, err = store.ScanProgress(q.QueryRow(ctx, `SELECT result, `+store.ProgressColumns+`
+		FROM jobs WHERE id = $1`, j.ID), &j.Result)
+	return err
 }
 
 // JobVersions reads what watchers compare of each job (store.VersionReader).
@@ -82,16 +65,9 @@ func (s *Store) JobVersions(ctx context.Context, ids []int64) (map[int64]store.J
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var id int64
-			var st int16
-			var attempts int32
-			var at *int64
-			if err := rows.Scan(&id, &st, &attempts, &at); err != nil {
+			id, v, err := store.ScanVersion(rows)
+			if err != nil {
 				return err
-			}
-			v := store.JobVersion{State: job.State(st), Attempts: int(attempts)}
-			if at != nil {
-				v.ProgressAt = fromNanos(*at)
 			}
 			out[id] = v
 		}
@@ -128,8 +104,7 @@ func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error
 		byID[j.ID] = j
 	}
 	err = s.read(ctx, "job_outcomes", func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT id, result, progress_attempt, progress_fraction, progress_message,
-			progress_at FROM jobs WHERE id = ANY($1)`, ids)
+		rows, err := s.pool.Query(ctx, `SELECT id, result, `+store.ProgressColumns+` FROM jobs WHERE id = ANY($1)`, ids)
 		if err != nil {
 			return err
 		}
@@ -137,30 +112,12 @@ func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error
 		for rows.Next() {
 			var id int64
 			var result []byte
-			var attempt *int32
-			var fraction *float64
-			var message *string
-			var at *int64
-			if err := rows.Scan(&id, &result, &attempt, &fraction, &message, &at); err != nil {
+			progress, err := store.ScanProgress(rows, &id, &result)
+			if err != nil {
 				return err
 			}
-			j := byID[id]
-			if j == nil {
-				continue
-			}
-			j.Result, j.Progress = result, nil
-			if at != nil {
-				p := &job.Progress{UpdatedAt: fromNanos(*at)}
-				if attempt != nil {
-					p.Attempt = int(*attempt)
-				}
-				if fraction != nil {
-					p.Fraction, p.HasFraction = *fraction, true
-				}
-				if message != nil {
-					p.Message = *message
-				}
-				j.Progress = p
+			if j := byID[id]; j != nil {
+				j.Result, j.Progress = result, progress
 			}
 		}
 		return rows.Err()

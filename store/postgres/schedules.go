@@ -15,42 +15,23 @@ import (
 // transaction that fires a schedule locks its row first (ScheduleLock), so brokers firing one
 // schedule at once take turns, and the second sees the occurrence the first recorded.
 
-const scheduleColumns = `name, spec, from_config, paused, note, next_fire_at, last_fire_at, last_job_id,
-	buffered_fire_at, created_at, updated_at`
-
-func scanSchedule(row pgx.Row) (*store.ScheduleRecord, error) {
-	var (
-		r                      store.ScheduleRecord
-		next, created, updated int64
-		lastFire, buffered     *int64
-	)
-	if err := row.Scan(&r.Name, &r.Spec, &r.FromConfig, &r.Paused, &r.Note, &next, &lastFire, &r.LastJobID,
-		&buffered, &created, &updated); err != nil {
-		return nil, err
-	}
-	r.NextFireAt, r.LastFireAt, r.BufferedFireAt = fromNanos(next), fromNull(lastFire), fromNull(buffered)
-	r.CreatedAt, r.UpdatedAt = fromNanos(created), fromNanos(updated)
-	return &r, nil
-}
-
 // ScheduleList reads every schedule, by name.
 func (s *Store) ScheduleList(ctx context.Context) ([]store.ScheduleRecord, error) {
 	var out []store.ScheduleRecord
 	err := s.read(ctx, "schedule_list", func(ctx context.Context) error {
-		out = out[:0]
-		rows, err := s.pool.Query(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY name`)
+		rows, err := s.pool.Query(ctx, `SELECT `+store.ScheduleColumns+` FROM schedules ORDER BY name`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			r, err := scanSchedule(rows)
+		out, err = store.CollectRows(rows, func(row store.Scanner) (store.ScheduleRecord, error) {
+			r, err := store.ScanSchedule(row)
 			if err != nil {
-				return err
+				return store.ScheduleRecord{}, err
 			}
-			out = append(out, *r)
-		}
-		return rows.Err()
+			return *r, nil
+		})
+		return err
 	})
 	return out, err
 }
@@ -59,7 +40,7 @@ func (s *Store) ScheduleList(ctx context.Context) ([]store.ScheduleRecord, error
 func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.ScheduleRecord, error) {
 	var out *store.ScheduleRecord
 	err := s.read(ctx, "schedule_get", func(ctx context.Context) error {
-		r, err := scanSchedule(s.pool.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE name = $1`, name))
+		r, err := store.ScanSchedule(s.pool.QueryRow(ctx, `SELECT `+store.ScheduleColumns+` FROM schedules WHERE name = $1`, name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("schedule %q: %w", name, store.ErrNotFound)
 		}
@@ -70,7 +51,7 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.ScheduleRe
 }
 
 func (t *tx) ScheduleLock(name string) (*store.ScheduleRecord, error) {
-	r, err := scanSchedule(t.tx.QueryRow(t.ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE name = $1 FOR UPDATE`, name))
+	r, err := store.ScanSchedule(t.tx.QueryRow(t.ctx, `SELECT `+store.ScheduleColumns+` FROM schedules WHERE name = $1 FOR UPDATE`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("schedule %q: %w", name, store.ErrNotFound)
 	}
@@ -78,7 +59,7 @@ func (t *tx) ScheduleLock(name string) (*store.ScheduleRecord, error) {
 }
 
 func (t *tx) ScheduleSave(r *store.ScheduleRecord) error {
-	_, err := t.exec(`INSERT INTO schedules (`+scheduleColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	_, err := t.exec(`INSERT INTO schedules (`+store.ScheduleColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, from_config = excluded.from_config,
 			paused = excluded.paused, note = excluded.note, next_fire_at = excluded.next_fire_at,
 			last_fire_at = excluded.last_fire_at, last_job_id = excluded.last_job_id,

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,17 +19,12 @@ import (
 // (store.BatchCandidates), and flushBatches, the last thing before COMMIT, counts those final
 // and not counted yet, adds them to their batches and completes the batches that are done.
 
-// batchColumns are the columns scanBatch reads. An open batch's size is the jobs added so far.
-const batchColumns = `id, description, created_at, closed_at, completed_at,
-	CASE WHEN closed_at IS NULL THEN (SELECT count(*) FROM jobs WHERE batch_id = batches.id) ELSE total END,
-	succeeded, dead, cancelled, on_success, on_complete, success_job_id, complete_job_id`
-
 func (t *tx) BatchCreate(p *store.BatchCreateParams) (int64, error) {
-	success, err := encodeCallback(p.OnSuccess)
+	success, err := store.EncodeCallback(p.OnSuccess)
 	if err != nil {
 		return 0, err
 	}
-	complete, err := encodeCallback(p.OnComplete)
+	complete, err := store.EncodeCallback(p.OnComplete)
 	if err != nil {
 		return 0, err
 	}
@@ -79,7 +73,7 @@ func (t *tx) BatchClose(id int64, now time.Time) (*store.Batch, error) {
 
 // batch reads a batch in the transaction.
 func (t *tx) batch(id int64) (*store.Batch, error) {
-	b, err := scanBatch(t.queryRow(`SELECT `+batchColumns+` FROM batches WHERE id = ?`, id))
+	b, err := store.ScanBatch(t.queryRow(`SELECT `+store.BatchColumns+` FROM batches WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
 	}
@@ -213,7 +207,7 @@ func failedIDs(ctx context.Context, db querier, batch int64) ([]int64, error) {
 func (s *Store) BatchGet(ctx context.Context, id int64) (*store.Batch, error) {
 	var out *store.Batch
 	err := s.read(ctx, "batch_get", func(ctx context.Context) error {
-		b, err := scanBatch(s.r.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = ?`, id))
+		b, err := store.ScanBatch(s.r.QueryRowContext(ctx, `SELECT `+store.BatchColumns+` FROM batches WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("batch %d: %w", id, store.ErrNotFound)
 		}
@@ -231,82 +225,26 @@ func (s *Store) BatchGet(ctx context.Context, id int64) (*store.Batch, error) {
 
 func (s *Store) BatchList(ctx context.Context, p *store.BatchListParams) ([]*store.Batch, error) {
 	var q strings.Builder
-	q.WriteString(`SELECT ` + batchColumns + ` FROM batches WHERE 1 = 1`)
+	q.WriteString(`SELECT ` + store.BatchColumns + ` FROM batches WHERE 1 = 1`)
 	var args []any
 	if p.Before > 0 {
 		q.WriteString(` AND id < ?`)
 		args = append(args, p.Before)
 	}
-	var states []string
-	if p.Open {
-		states = append(states, `closed_at IS NULL`)
-	}
-	if p.Closed {
-		states = append(states, `(closed_at IS NOT NULL AND completed_at IS NULL)`)
-	}
-	if p.Complete {
-		states = append(states, `completed_at IS NOT NULL`)
-	}
-	if len(states) > 0 {
-		q.WriteString(` AND (` + strings.Join(states, ` OR `) + `)`)
-	}
+	q.WriteString(p.StateFilter())
 	q.WriteString(` ORDER BY id DESC LIMIT ?`)
 	args = append(args, p.Limit)
 	var out []*store.Batch
 	err := s.read(ctx, "batch_list", func(ctx context.Context) error {
-		out = nil
 		rows, err := s.r.QueryContext(ctx, q.String(), args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			b, err := scanBatch(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, b)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanBatch)
+		return err
 	})
 	return out, err
-}
-
-func scanBatch(sc scanner) (*store.Batch, error) {
-	var b store.Batch
-	var created int64
-	var closed, completed, successID, completeID sql.NullInt64
-	var success, complete sql.NullString
-	err := sc.Scan(&b.ID, &b.Description, &created, &closed, &completed, &b.Total, &b.Succeeded, &b.Dead,
-		&b.Cancelled, &success, &complete, &successID, &completeID)
-	if err != nil {
-		return nil, err
-	}
-	b.CreatedAt, b.ClosedAt, b.CompletedAt = fromNanos(created), fromNull(closed), fromNull(completed)
-	b.SuccessJobID, b.CompleteJobID = successID.Int64, completeID.Int64
-	if b.OnSuccess, err = decodeCallback(success); err != nil {
-		return nil, fmt.Errorf("batch %d: on_success: %w", b.ID, err)
-	}
-	if b.OnComplete, err = decodeCallback(complete); err != nil {
-		return nil, fmt.Errorf("batch %d: on_complete: %w", b.ID, err)
-	}
-	return &b, nil
-}
-
-func encodeCallback(cb *store.BatchCallback) (any, error) {
-	if cb == nil {
-		return nil, nil
-	}
-	data, err := json.Marshal(cb)
-	return string(data), err
-}
-
-func decodeCallback(s sql.NullString) (*store.BatchCallback, error) {
-	if !s.Valid {
-		return nil, nil
-	}
-	var cb store.BatchCallback
-	return &cb, json.Unmarshal([]byte(s.String), &cb)
 }
 
 func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id != 0} }

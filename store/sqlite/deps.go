@@ -215,24 +215,6 @@ func (t *tx) parentStates(p *store.JobDepsParams) (map[int64]job.State, error) {
 	return states, store.CheckParents(p, states)
 }
 
-func (t *tx) GraphOpenIDs(graph int64) ([]int64, error) {
-	rows, err := t.query(`SELECT j.id FROM dep_nodes w JOIN jobs j ON j.id = w.job_id
-		WHERE w.graph_id = ? AND j.state NOT IN (5, 6, 7) ORDER BY j.id`, graph)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
 func (s *Store) JobDepsGet(ctx context.Context, id int64) (*store.JobDeps, error) {
 	var out *store.JobDeps
 	err := s.read(ctx, "job_deps_get", func(ctx context.Context) error {
@@ -368,15 +350,5 @@ func parentsOf(ctx context.Context, db *sql.DB, id int64) ([]store.ParentInfo, e
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.ParentInfo
-	for rows.Next() {
-		var p store.ParentInfo
-		var st int
-		if err := rows.Scan(&p.ID, &p.Type, &st, &p.Result); err != nil {
-			return nil, err
-		}
-		p.State = job.State(st)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanParent)
 }

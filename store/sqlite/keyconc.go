@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,11 +18,12 @@ import (
 
 // setKeys writes the concurrency keys of the jobs of ps just inserted (out).
 func (t *tx) setKeys(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
-	for _, i := range store.Keyed(ps, out) {
+	keyed, err := store.Keyed(ps, out)
+	if err != nil {
+		return err
+	}
+	for _, i := range keyed {
 		c := ps[i].Concurrency
-		if err := store.CheckConcurrency(c); err != nil {
-			return err
-		}
 		if _, err := t.exec(`UPDATE jobs SET concurrency_key = ?, concurrency_limit = ?, concurrency_rule = ? WHERE id = ?`,
 			c.Key, c.Limit, c.Rule, out[i].ID); err != nil {
 			return err
@@ -87,12 +87,8 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if pick.Full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break
 		}
-		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), pick.Full)
-		if len(scope.Queues) > 0 {
-			scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == pick.Full })
-			if len(scope.Queues) == 0 {
-				break
-			}
+		if !scope.DropQueue(pick.Full) {
+			break
 		}
 	}
 	return leased, nil
@@ -116,15 +112,7 @@ func (t *tx) keyedCandidates(p *store.JobLeaseParams) ([]store.KeyedCandidate, e
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.KeyedCandidate
-	for rows.Next() {
-		var c store.KeyedCandidate
-		if err := rows.Scan(&c.ID, &c.Queue, &c.Key, &c.Limit, &c.Held, &c.Size); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanKeyedCandidate)
 }
 
 // leaseIDs leases the ready jobs ids, in that order, as JobLease does.
@@ -181,20 +169,13 @@ func (t *tx) ConcurrencyRuleDelete(name string) (bool, error) {
 func (s *Store) ConcurrencyRules(ctx context.Context) ([]store.ConcurrencyRule, error) {
 	var out []store.ConcurrencyRule
 	err := s.read(ctx, "concurrency_rules", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.r.QueryContext(ctx, `SELECT name, job_type, queue, key_expr, max_running FROM concurrency_rules ORDER BY name`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var r store.ConcurrencyRule
-			if err := rows.Scan(&r.Name, &r.Type, &r.Queue, &r.Key, &r.MaxRunning); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanConcurrencyRule)
+		return err
 	})
 	return out, err
 }
@@ -227,20 +208,13 @@ const concurrencyStatsSQL = `SELECT concurrency_rule, count(*), coalesce(sum(hel
 func (s *Store) ConcurrencyStats(ctx context.Context) ([]store.ConcurrencyStat, error) {
 	var out []store.ConcurrencyStat
 	err := s.read(ctx, "concurrency_stats", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.r.QueryContext(ctx, concurrencyStatsSQL)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var st store.ConcurrencyStat
-			if err := rows.Scan(&st.Rule, &st.Keys, &st.AtLimit, &st.Held, &st.Waiting); err != nil {
-				return err
-			}
-			out = append(out, st)
-		}
-		return rows.Err()
+		out, err = store.CollectRows(rows, store.ScanConcurrencyStat)
+		return err
 	})
 	return out, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"strings"
-	"time"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/ratelimit"
@@ -14,24 +13,12 @@ import (
 // Rate limits (store/ratelimit.go). One broker writes the file, so the limits and buckets need
 // no lock: the write transaction is the only one.
 
-const rateLimitColumns = `name, job_type, queue, key, rate, per_ns, burst, updated_at`
-
 func scanRateLimits(rows *sql.Rows, err error) ([]store.RateLimitRecord, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.RateLimitRecord
-	for rows.Next() {
-		var r store.RateLimitRecord
-		var per, updated int64
-		if err := rows.Scan(&r.Name, &r.Type, &r.Queue, &r.Key, &r.Rate, &per, &r.Burst, &updated); err != nil {
-			return nil, err
-		}
-		r.Per, r.UpdatedAt = time.Duration(per), fromNanos(updated)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, store.ScanRateLimit)
 }
 
 // RateLimitLoadAll reads every rate limit, by name.
@@ -39,7 +26,7 @@ func (s *Store) RateLimitLoadAll(ctx context.Context) ([]store.RateLimitRecord, 
 	var out []store.RateLimitRecord
 	err := s.read(ctx, "rate_limit_load", func(ctx context.Context) error {
 		var err error
-		out, err = scanRateLimits(s.r.QueryContext(ctx, `SELECT `+rateLimitColumns+` FROM rate_limits ORDER BY name`))
+		out, err = scanRateLimits(s.r.QueryContext(ctx, `SELECT `+store.RateLimitColumns+` FROM rate_limits ORDER BY name`))
 		return err
 	})
 	return out, err
@@ -49,28 +36,25 @@ func (s *Store) RateLimitLoadAll(ctx context.Context) ([]store.RateLimitRecord, 
 func (s *Store) RateBucketLoad(ctx context.Context, name string) ([]store.RateBucketRecord, error) {
 	var out []store.RateBucketRecord
 	err := s.read(ctx, "rate_bucket_load", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.r.QueryContext(ctx, `SELECT key, tat FROM rate_buckets WHERE name = ? ORDER BY key`, name)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
+		out, err = store.CollectRows(rows, func(row store.Scanner) (store.RateBucketRecord, error) {
 			r := store.RateBucketRecord{Name: name}
 			var tat int64
-			if err := rows.Scan(&r.Key, &tat); err != nil {
-				return err
-			}
+			err := row.Scan(&r.Key, &tat)
 			r.TAT = fromNanos(tat)
-			out = append(out, r)
-		}
-		return rows.Err()
+			return r, err
+		})
+		return err
 	})
 	return out, err
 }
 
 func (t *tx) RateLimitPut(r store.RateLimitRecord) error {
-	_, err := t.exec(`INSERT INTO rate_limits (`+rateLimitColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := t.exec(`INSERT INTO rate_limits (`+store.RateLimitColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type, queue = excluded.queue,
 		key = excluded.key, rate = excluded.rate, per_ns = excluded.per_ns, burst = excluded.burst,
 		updated_at = excluded.updated_at`,
@@ -93,7 +77,7 @@ func (t *tx) rateGate(p *store.JobLeaseParams) (*ratelimit.Gate, error) {
 	if p.Rates == nil {
 		return nil, nil
 	}
-	recs, err := scanRateLimits(t.query(`SELECT ` + rateLimitColumns + ` FROM rate_limits ORDER BY name`))
+	recs, err := scanRateLimits(t.query(`SELECT ` + store.RateLimitColumns + ` FROM rate_limits ORDER BY name`))
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}

@@ -13,20 +13,10 @@ import (
 // readOutcome fills a job read by JobGet with its result and progress: they are read apart from
 // jobColumns, which leases and listings share and need neither.
 func readOutcome(ctx context.Context, db *sql.DB, j *job.Job) error {
-	var attempt sql.NullInt64
-	var fraction sql.NullFloat64
-	var message sql.NullString
-	var at sql.NullInt64
-	err := db.QueryRowContext(ctx, `SELECT result, progress_attempt, progress_fraction, progress_message,
-		progress_at FROM jobs WHERE id = ?`, j.ID).Scan(&j.Result, &attempt, &fraction, &message, &at)
-	if err != nil {
-		return err
-	}
-	if at.Valid {
-		j.Progress = &job.Progress{Attempt: int(attempt.Int64), Fraction: fraction.Float64,
-			HasFraction: fraction.Valid, Message: message.String, UpdatedAt: fromNanos(at.Int64)}
-	}
-	return nil
+	var err error
+	j.Progress, err = store.ScanProgress(db.QueryRowContext(ctx, `SELECT result, `+store.ProgressColumns+`
+		FROM jobs WHERE id = ?`, j.ID), &j.Result)
+	return err
 }
 
 // JobProgressMany stores progress reports with one statement (see store.ProgressTx).
@@ -90,16 +80,9 @@ func (s *Store) JobVersions(ctx context.Context, ids []int64) (map[int64]store.J
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var id int64
-				var v store.JobVersion
-				var st int
-				var at sql.NullInt64
-				if err := rows.Scan(&id, &st, &v.Attempts, &at); err != nil {
+				id, v, err := store.ScanVersion(rows)
+				if err != nil {
 					return err
-				}
-				v.State = job.State(st)
-				if at.Valid {
-					v.ProgressAt = fromNanos(at.Int64)
 				}
 				out[id] = v
 			}
@@ -129,8 +112,8 @@ func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error
 	}
 	err = s.read(ctx, "job_outcomes", func(ctx context.Context) error {
 		return chunks(ids, func(part []int64) error {
-			rows, err := s.r.QueryContext(ctx, `SELECT id, result, progress_attempt, progress_fraction, progress_message,
-				progress_at FROM jobs WHERE id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
+			rows, err := s.r.QueryContext(ctx, `SELECT id, result, `+store.ProgressColumns+`
+				FROM jobs WHERE id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
 			if err != nil {
 				return err
 			}
@@ -138,18 +121,12 @@ func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error
 			for rows.Next() {
 				var id int64
 				var result []byte
-				var attempt, at sql.NullInt64
-				var fraction sql.NullFloat64
-				var message sql.NullString
-				if err := rows.Scan(&id, &result, &attempt, &fraction, &message, &at); err != nil {
+				progress, err := store.ScanProgress(rows, &id, &result)
+				if err != nil {
 					return err
 				}
 				if j := byID[id]; j != nil {
-					j.Result = result
-					if at.Valid {
-						j.Progress = &job.Progress{Attempt: int(attempt.Int64), Fraction: fraction.Float64,
-							HasFraction: fraction.Valid, Message: message.String, UpdatedAt: fromNanos(at.Int64)}
-					}
+					j.Result, j.Progress = result, progress
 				}
 			}
 			return rows.Err()

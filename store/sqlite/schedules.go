@@ -14,44 +14,23 @@ import (
 // store's writers take turns, so reading a schedule in a write transaction holds it as well as
 // a lock would.
 
-const scheduleColumns = `name, spec, from_config, paused, note, next_fire_at, last_fire_at, last_job_id,
-	buffered_fire_at, created_at, updated_at`
-
-type rowScanner interface{ Scan(dest ...any) error }
-
-func scanSchedule(row rowScanner) (*store.ScheduleRecord, error) {
-	var (
-		r                      store.ScheduleRecord
-		next, created, updated int64
-		lastFire, buffered     sql.NullInt64
-	)
-	if err := row.Scan(&r.Name, &r.Spec, &r.FromConfig, &r.Paused, &r.Note, &next, &lastFire, &r.LastJobID,
-		&buffered, &created, &updated); err != nil {
-		return nil, err
-	}
-	r.NextFireAt, r.LastFireAt, r.BufferedFireAt = fromNanos(next), fromNull(lastFire), fromNull(buffered)
-	r.CreatedAt, r.UpdatedAt = fromNanos(created), fromNanos(updated)
-	return &r, nil
-}
-
 // ScheduleList reads every schedule, by name.
 func (s *Store) ScheduleList(ctx context.Context) ([]store.ScheduleRecord, error) {
 	var out []store.ScheduleRecord
 	err := s.read(ctx, "schedule_list", func(ctx context.Context) error {
-		out = out[:0]
-		rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY name`)
+		rows, err := s.r.QueryContext(ctx, `SELECT `+store.ScheduleColumns+` FROM schedules ORDER BY name`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			r, err := scanSchedule(rows)
+		out, err = store.CollectRows(rows, func(row store.Scanner) (store.ScheduleRecord, error) {
+			r, err := store.ScanSchedule(row)
 			if err != nil {
-				return err
+				return store.ScheduleRecord{}, err
 			}
-			out = append(out, *r)
-		}
-		return rows.Err()
+			return *r, nil
+		})
+		return err
 	})
 	return out, err
 }
@@ -60,7 +39,7 @@ func (s *Store) ScheduleList(ctx context.Context) ([]store.ScheduleRecord, error
 func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.ScheduleRecord, error) {
 	var out *store.ScheduleRecord
 	err := s.read(ctx, "schedule_get", func(ctx context.Context) error {
-		r, err := scanSchedule(s.r.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE name = ?`, name))
+		r, err := store.ScanSchedule(s.r.QueryRowContext(ctx, `SELECT `+store.ScheduleColumns+` FROM schedules WHERE name = ?`, name))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("schedule %q: %w", name, store.ErrNotFound)
 		}
@@ -71,7 +50,7 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.ScheduleRe
 }
 
 func (t *tx) ScheduleLock(name string) (*store.ScheduleRecord, error) {
-	r, err := scanSchedule(t.queryRow(`SELECT `+scheduleColumns+` FROM schedules WHERE name = ?`, name))
+	r, err := store.ScanSchedule(t.queryRow(`SELECT `+store.ScheduleColumns+` FROM schedules WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("schedule %q: %w", name, store.ErrNotFound)
 	}
@@ -79,7 +58,7 @@ func (t *tx) ScheduleLock(name string) (*store.ScheduleRecord, error) {
 }
 
 func (t *tx) ScheduleSave(r *store.ScheduleRecord) error {
-	_, err := t.exec(`INSERT INTO schedules (`+scheduleColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := t.exec(`INSERT INTO schedules (`+store.ScheduleColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, from_config = excluded.from_config,
 			paused = excluded.paused, note = excluded.note, next_fire_at = excluded.next_fire_at,
 			last_fire_at = excluded.last_fire_at, last_job_id = excluded.last_job_id,

@@ -22,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/job/unique"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
@@ -364,7 +365,7 @@ func scanJob(sc scanner) (*job.Job, error) {
 	j.StartedAt = fromNull(startedAt)
 	j.RequeuedAt = fromNull(requeuedAt)
 	j.IdempotencyKey = key.String
-	j.UniqueKey, j.UniqueStates = uniqueKey.String, store.StatesOfMask(uniqueStates)
+	j.UniqueKey, j.UniqueStates = uniqueKey.String, unique.Mask(uniqueStates).States()
 	j.BatchID = batch.Int64
 	j.AttemptTimeout = time.Duration(timeout)
 	if j.Payload == nil {

@@ -14,6 +14,7 @@ var _ = register(
 	testCase{"KeyedJobsAreLeftOutByALeaseWithoutKeys", testKeyedJobsLeftOutWithoutKeys},
 	testCase{"KeyedLeaseTakesKeysRoundRobin", testKeyedLeaseRoundRobin},
 	testCase{"ConcurrencyRulesReachWaitingJobs", testConcurrencyRulesReachWaitingJobs},
+	testCase{"KeyedInsertRefusesABadLimit", testKeyedInsertRefusesABadLimit},
 )
 
 // keyed is a job of type "t" with concurrency key key and limit.
@@ -122,6 +123,10 @@ func testKeyedLeaseRoundRobin(t *testing.T, b *bundle) {
 func testConcurrencyRulesReachWaitingJobs(t *testing.T, b *bundle) {
 	r := store.ConcurrencyRule{Name: "per-customer", Type: "t", Key: "payload.customer", MaxRunning: 1}
 	b.write(func(tx store.Tx) error { return tx.ConcurrencyRuleSave(r) })
+	b.insert(b.job("unkeyed"))
+	if keyed, err := b.s.ConcurrencyKeyed(b.ctx); err != nil || keyed {
+		t.Fatalf("ConcurrencyKeyed = %t, %v with no keyed job", keyed, err)
+	}
 	var ps []*store.JobInsertParams
 	for range 3 {
 		p := b.keyed("per-customer:acme", 1)
@@ -154,6 +159,10 @@ func testConcurrencyRulesReachWaitingJobs(t *testing.T, b *bundle) {
 	if !existed {
 		t.Fatal("deleting the rule said it did not exist")
 	}
+	b.write(func(tx store.Tx) (err error) { existed, err = tx.ConcurrencyRuleDelete(r.Name); return err })
+	if existed {
+		t.Fatal("deleting the rule again said it existed")
+	}
 	if c, _, _ := b.s.ConcurrencyOfJob(b.ctx, ids[2]); c != (store.Concurrency{}) {
 		t.Fatalf("a waiting job of the deleted rule keeps key %+v", c)
 	}
@@ -162,5 +171,24 @@ func testConcurrencyRulesReachWaitingJobs(t *testing.T, b *bundle) {
 	}
 	if keyed, err := b.s.ConcurrencyKeyed(b.ctx); err != nil || !keyed {
 		t.Fatalf("ConcurrencyKeyed = %t, %v with keyed jobs held", keyed, err)
+	}
+}
+
+// A key without a positive limit, whose jobs no lease could ever take, and a limit without a
+// key are refused, and nothing of their write is stored.
+func testKeyedInsertRefusesABadLimit(t *testing.T, b *bundle) {
+	for _, c := range []store.Concurrency{{Key: "a"}, {Key: "a", Limit: -1}, {Limit: 2}, {Rule: "r"}} {
+		p := b.job("t")
+		p.Concurrency = c
+		err := b.s.Write(b.ctx, "storetest", func(tx store.Tx) error {
+			_, err := tx.JobInsertMany([]*store.JobInsertParams{b.job("t"), p})
+			return err
+		})
+		if err == nil {
+			t.Errorf("insert with concurrency %+v: no error", c)
+		}
+	}
+	if c := b.counts(); len(c) != 0 {
+		t.Fatalf("refused inserts stored jobs: %+v", c)
 	}
 }

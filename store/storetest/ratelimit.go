@@ -19,6 +19,7 @@ var _ = register(
 	testCase{"RateKeyStoredWithJob", testRateKeyStored},
 	testCase{"RateLimitedLeaseTakesBurstThenRate", testRateLimitedLease},
 	testCase{"LeaseFollowsRateRule", testLeaseFollowsRateRule},
+	testCase{"RateLimitOverEveryJob", testRateLimitOverEveryJob},
 )
 
 func (b *bundle) putRateLimit(r ratelimit.Rule) {
@@ -125,6 +126,16 @@ func testRateLimitedLease(t *testing.T, b *bundle) {
 		keys[i] = j.RateKey
 	}
 	equal(t, "keys leased", keys, []string{"a", "b", "c"})
+}
+
+// A limit that names no type, queue or key counts every job in one bucket: once it is empty,
+// the lease reads no further job.
+func testRateLimitOverEveryJob(t *testing.T, b *bundle) {
+	b.putRateLimit(ratelimit.Rule{Name: "all", Limit: ratelimit.Limit{Rate: 1, Per: time.Second, Burst: 1}})
+	b.insert(b.job("a"), b.job("b"), b.job("a"))
+	got, next := b.rateLease(16, b.now, "a", "b")
+	equal(t, "leased at once", len(got), 1)
+	equal(t, "next at", next, b.now.Add(time.Second))
 }
 
 // The lease repeats the rate rule: over random limits (by type, by queue, by key) and jobs, a

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/job/unique"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -40,7 +41,10 @@ func testUniqueLargeInsert(t *testing.T, b *bundle) {
 }
 
 // waitingMask is the states a unique job holds its key in by default: while it waits or runs.
-var waitingMask = store.MaskOfStates([]job.State{job.StateScheduled, job.StatePending, job.StateLeased, job.StateRunning})
+// maskOf is states as a store keeps them with a job.
+func maskOf(states []job.State) int { return int(unique.MaskOf(states)) }
+
+var waitingMask = maskOf([]job.State{job.StateScheduled, job.StatePending, job.StateLeased, job.StateRunning})
 
 // uniqueJob is an insert of a job of type "t" with unique key key, held in the states of mask.
 func (b *bundle) uniqueJob(key string, mask int) *store.JobInsertParams {
@@ -68,7 +72,7 @@ func testUniqueKeyHeldWhileInItsStates(t *testing.T, b *bundle) {
 	id := b.insert(first)[0]
 	j := b.get(id)
 	equal(t, "stored unique key", j.UniqueKey, "k1")
-	equal(t, "stored unique states", j.UniqueStates, store.StatesOfMask(waitingMask))
+	equal(t, "stored unique states", j.UniqueStates, unique.Mask(waitingMask).States())
 
 	other := b.uniqueJob("k1", waitingMask)
 	other.Payload, other.Priority = []byte(`{"other":true}`), 9
@@ -116,7 +120,7 @@ func testUniqueKeyHeldWhileInItsStates(t *testing.T, b *bundle) {
 
 // A key held in final states too stays taken once its job finished.
 func testUniqueKeyKeptAfterFinish(t *testing.T, b *bundle) {
-	all := store.MaskOfStates([]job.State{job.StateScheduled, job.StatePending, job.StateLeased, job.StateRunning,
+	all := maskOf([]job.State{job.StateScheduled, job.StatePending, job.StateLeased, job.StateRunning,
 		job.StateSucceeded, job.StateDead, job.StateCancelled})
 	id := b.insert(b.uniqueJob("k", all))[0]
 	ref := b.leaseOne("t")
