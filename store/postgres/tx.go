@@ -557,12 +557,8 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 		if full == "" {
 			break // every ready job in scope was read, or the limit is reached
 		}
-		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), full)
-		if len(scope.Queues) > 0 {
-			scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == full })
-			if len(scope.Queues) == 0 {
-				break
-			}
+		if !scope.DropQueue(full) {
+			break
 		}
 	}
 	if err := t.readInDispatchOrder(false); err != nil {

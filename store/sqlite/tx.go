@@ -376,12 +376,8 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		if full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break // every ready job in scope was read, or the limit is reached
 		}
-		scope.ExcludeQueues = append(slices.Clone(scope.ExcludeQueues), full)
-		if len(scope.Queues) > 0 {
-			scope.Queues = slices.DeleteFunc(slices.Clone(scope.Queues), func(q string) bool { return q == full })
-			if len(scope.Queues) == 0 {
-				break
-			}
+		if !scope.DropQueue(full) {
+			break
 		}
 	}
 	return leased, t.rateSave(gate, p.Rates)
