@@ -914,6 +914,18 @@ func mutations() []mutation {
 	add(mutation{name: "cli: a number out of its range is taken", file: "cmd/jobwire/flags.go",
 		from: "\tif n < lo || n > hi {", to: "\tif false {",
 		pkgs: []string{"./cmd/jobwire"}, run: "TestBadCommandLinesExitTwoWithOneSentence"})
+	add(mutation{name: "store: a keyed job with no limit is inserted", file: "store/keyconc.go",
+		from: "case c.Key != \"\" && c.Limit < 1:", to: "case c.Key != \"\" && c.Limit < 0:",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedInsertRefusesABadLimit"})
+	add(mutation{name: "store: a limit without a key is inserted", file: "store/keyconc.go",
+		from: "if err := CheckConcurrency(p.Concurrency); err != nil {", to: "if err := CheckConcurrency(p.Concurrency); err != nil && p.Concurrency.Key != \"\" {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedInsertRefusesABadLimit"})
+	add(mutation{name: "store: keys always said to be in use", file: "store/sqlite/keyconc.go",
+		from: "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND concurrency_key <> '')", to: "SELECT 1 OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND concurrency_key <> '')",
+		pkgs: []string{storePkg}, run: "TestStoreContract/ConcurrencyRulesReachWaitingJobs"})
+	add(mutation{name: "store: dropping a queue changes the caller's list", file: "store/store.go",
+		from: "p.Queues = slices.DeleteFunc(slices.Clone(p.Queues)", to: "p.Queues = slices.DeleteFunc(p.Queues",
+		pkgs: []string{"./store"}, run: "TestDropQueue"})
 	return ms
 }
 
