@@ -696,11 +696,29 @@ func (o *handBackOp) Apply(tx store.Tx) error {
 	return err
 }
 
+// Done ends the leases a closed stream kept for the hand back (Session.Close). If the hand
+// back failed, they stay LEASED until they expire and the sweeper returns them, as the
+// leases of a stream that broke do.
 func (o *handBackOp) Done(err error) {
+	b := o.b
 	if err != nil {
-		o.b.log.Warn(o.failed, "jobs", len(o.back), "err", err)
-		return
+		b.log.Warn(o.failed, "jobs", len(o.back), "err", err)
+	} else {
+		b.applyBreakerChanges(o.ch)
 	}
-	o.b.applyBreakerChanges(o.ch)
-	o.b.signal()
+	b.mu.Lock()
+	for _, h := range o.back {
+		l := b.leaseLocked(h.ref)
+		switch {
+		case l == nil:
+		case err == nil || b.mode.forgetsClosed():
+			b.endLeaseLocked(l, permitReleased, 0)
+		default:
+			l.storing = endingNone
+		}
+	}
+	b.mu.Unlock()
+	if err == nil {
+		b.signal()
+	}
 }

@@ -755,8 +755,11 @@ func (s *Session) Close() {
 		case l.finishing():
 			l.sess = nil
 		case !l.started && (s.halfClosed || unsent[l.ref]):
+			// The lease, and a probe's slot with it, ends once its job is back in line
+			// (handBackOp.Done): a probe slot freed before would go to the job behind it.
 			release = append(release, heldProbe{ref: l.ref, typ: l.job.Type, permit: l.permit})
-			b.endLeaseLocked(l, permitReleased, 0)
+			l.storing = endingRelease
+			l.sess = nil
 		case b.mode.forgetsClosed():
 			// Its worker may come back on any broker, which adopts the lease from the
 			// database (Open): this one forgets it rather than hold a copy that goes stale.
