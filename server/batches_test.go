@@ -50,8 +50,12 @@ func TestBatchCallbacksRunOnce(t *testing.T) {
 	w := b.Connect(brokertest.Hello("w1", 1, "t", "report", "done"))
 	id := batchJobs(t, b, 5)
 	callbacks := map[string]*jobwirev1.Job{}
+	var next *jobwirev1.Assignment // handed out between a result's two acks
 	for len(callbacks) < 2 {
-		a := w.Assignment()
+		a := next
+		if next = nil; a == nil {
+			a = w.Assignment()
+		}
 		w.Started(a)
 		if typ := a.GetJob().GetType(); typ != "t" {
 			if callbacks[typ] != nil {
@@ -63,8 +67,16 @@ func TestBatchCallbacksRunOnce(t *testing.T) {
 		}
 		w.SendResult(brokertest.Ref(a), nil)
 		w.SendResult(brokertest.Ref(a), nil) // a repeat counts nothing more
-		ack(t, w.Next())
-		ack(t, w.Next())
+		for acks := 0; acks < 2; acks++ {
+			m := w.Next()
+			if as := m.GetAssignment(); as != nil && next == nil && acks == 1 {
+				// The first ack freed the worker's slot: the next job may come before the
+				// repeat's ack.
+				next, acks = as, acks-1
+				continue
+			}
+			ack(t, m)
+		}
 	}
 	got := getBatch(t, b, id)
 	if got.GetState() != jobwirev1.BatchState_BATCH_STATE_COMPLETE || got.GetTotal() != 5 || got.GetSucceeded() != 5 ||
