@@ -1,23 +1,38 @@
 package server_test
 
 import (
-	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/ratelimit"
 )
 
-// limitsTogether sets, through b, one running sync per customer and a rate limit of 2 sync
-// starts a second with a burst of 2, and enqueues two jobs each of acme, globex and initech,
-// customer by customer; it returns their ids by customer.
-func limitsTogether(t *testing.T, b *brokertest.Bundle) map[string][]int64 {
+// setLimitsTogether sets, through b, one running sync per customer and a rate limit of 2 sync
+// starts a second with a burst of 2 (limitsConfig in a configuration).
+func setLimitsTogether(t *testing.T, b *brokertest.Bundle) {
 	t.Helper()
 	setRule(t, b, &jobwirev1.ConcurrencyRule{Name: "per-customer", Type: "sync", Key: "payload.customer_id", MaxRunning: 1})
 	setRateLimit(t, b, &jobwirev1.RateLimit{Name: "sync", Type: "sync", Rate: 2, Interval: durationpb.New(time.Second), Burst: 2})
+}
+
+// limitsConfig is a broker configuration with setLimitsTogether's rule and limit.
+func limitsConfig() broker.Config {
+	cfg := brokertest.DefaultConfig()
+	cfg.Concurrency = []broker.ConcurrencyRule{{Name: "per-customer", Type: "sync", Key: "payload.customer_id", MaxRunning: 1}}
+	cfg.RateLimits = []ratelimit.Rule{{Name: "sync", Type: "sync", Limit: ratelimit.Limit{Rate: 2, Per: time.Second, Burst: 2}}}
+	return cfg
+}
+
+// enqueueCustomers enqueues, through b, two sync jobs each of acme, globex and initech, customer
+// by customer, and returns their ids by customer.
+func enqueueCustomers(t *testing.T, b *brokertest.Bundle) map[string][]int64 {
+	t.Helper()
 	ids := map[string][]int64{}
 	for _, c := range []string{"acme", "acme", "globex", "globex", "initech", "initech"} {
 		ids[c] = append(ids[c], b.Enqueue(forCustomer(c)))
@@ -43,7 +58,8 @@ func TestRateLimitAndConcurrencyKeyApplyTogether(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, func(t *testing.T, pg bool) {
 		b := brokertest.New(t, brokertest.Options{Postgres: pg})
-		ids := limitsTogether(t, b)
+		setLimitsTogether(t, b)
+		ids := enqueueCustomers(t, b)
 		w := b.Connect(brokertest.Hello("w", 10, "sync"))
 		first, second := w.Assignment(), w.Assignment()
 		if customerOf(first) != "acme" || customerOf(second) != "globex" {
@@ -84,24 +100,23 @@ func TestRateLimitAndConcurrencyKeyApplyTogether(t *testing.T) {
 // Across two brokers on one database both limits hold together: with workers free on each
 // broker, never more than one job of a customer is held, and the jobs handed out never outrun
 // the shared bucket, refill by refill (one running job ending before each), until every job ran.
-// After each step the brokers have settled when every job not handed out waits for one of the
-// two limits.
+// After each step the brokers have settled when every job finished is stored SUCCEEDED and every
+// job not handed out waits for one of the two limits. Both brokers read the rule and the limit from their configuration, so neither
+// leases before it knows them.
 func TestClusterRateLimitAndConcurrencyKeyApplyTogether(t *testing.T) {
 	t.Parallel()
-	a, b := twoBrokers(t)
-	ids := limitsTogether(t, a)
+	a := brokertest.New(t, brokertest.Options{Cluster: true, ClusterPoll: noPoll, Config: limitsConfig()})
+	a.WaitLeader()
+	b := brokertest.New(t, brokertest.Options{Join: a, ClusterPoll: noPoll, Config: limitsConfig()})
+	a.WaitListening(2)
+	ids := enqueueCustomers(t, a)
 	var all []int64
 	for _, v := range ids {
 		all = append(all, v...)
 	}
-	brokertest.WaitFor(t, "b to know the limit and the rule", func() bool {
-		l, err := b.Admin.ListRateLimits(context.Background(), &jobwirev1.ListRateLimitsRequest{})
-		r, err2 := b.Admin.ListConcurrencyRules(context.Background(), &jobwirev1.ListConcurrencyRulesRequest{})
-		return err == nil && err2 == nil && len(l.GetLimits()) == 1 && len(r.GetRules()) == 1
-	})
 	workers := []*brokertest.RawWorker{a.Connect(brokertest.Hello("wa", 5, "sync")), b.Connect(brokertest.Hello("wb", 5, "sync"))}
 	var running []keyedHeld
-	handed := map[int64]bool{}
+	handed, finished := map[int64]bool{}, map[int64]bool{}
 	allowed := 2 // the burst; one more each refill
 	settle := func() {
 		t.Helper()
@@ -124,10 +139,16 @@ func TestClusterRateLimitAndConcurrencyKeyApplyTogether(t *testing.T) {
 				t.Fatalf("%d jobs handed out across both brokers when the bucket allowed %d", len(handed), allowed)
 			}
 			for _, id := range all {
+				r := waiting(t, a, id)
+				if finished[id] {
+					if r.GetJob().GetState() != jobwirev1.JobState_JOB_STATE_SUCCEEDED {
+						return false // its result is not stored yet
+					}
+					continue
+				}
 				if handed[id] {
 					continue
 				}
-				r := waiting(t, a, id)
 				switch r.GetWaiting().GetReason() {
 				case jobwirev1.WaitReason_WAIT_REASON_RATE_LIMITED, jobwirev1.WaitReason_WAIT_REASON_CONCURRENCY_KEY:
 				default:
@@ -140,10 +161,17 @@ func TestClusterRateLimitAndConcurrencyKeyApplyTogether(t *testing.T) {
 	settle()
 	for step := 0; len(handed) < len(all); step++ {
 		if step > 4*len(all) {
-			t.Fatalf("%d of %d jobs handed out after %d refills: some starved", len(handed), len(all), step)
+			var left []string
+			for _, id := range all {
+				r := waiting(t, a, id)
+				left = append(left, fmt.Sprintf("job %d (handed out %t) %s after %d attempts %s", id, handed[id],
+					r.GetJob().GetState(), r.GetJob().GetAttempts(), r.GetWaiting()))
+			}
+			t.Fatalf("%d of %d jobs handed out after %d refills: some starved: %v; running %d", len(handed), len(all), step, left, len(running))
 		}
 		if len(running) > 0 {
 			running[0].w.SendResult(brokertest.Ref(running[0].a), nil)
+			finished[running[0].a.GetJob().GetId()] = true
 			running = running[1:]
 		}
 		a.Clock.Advance(500 * time.Millisecond) // either broker's alarm rings

@@ -843,6 +843,10 @@ func mutations() []mutation {
 	add(mutation{name: "limits: a keyed lease reads no further than a held bucket (PostgreSQL)", file: "store/postgres/keyconc.go",
 		from: "held := len(pick.Held) > 0 && cut", to: "held := false && cut",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/KeyedLeaseReadsPastAHeldBucket$", postgres: true})
+	add(mutation{name: "limits: a keyed lease takes the keys' lock before the rate limits' rows", file: "store/postgres/keyconc.go",
+		from: "\tgate, err := t.rateGate(p)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tif err := t.lockKeys(); err != nil {\n\t\treturn nil, err\n\t}\n",
+		to:   "\tif err := t.lockKeys(); err != nil {\n\t\treturn nil, err\n\t}\n\tgate, err := t.rateGate(p)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n",
+		pkgs: []string{pgPkg}, run: "TestKeyedRatedLeaseLocksTheLimitsBeforeTheKeys$", postgres: true})
 	add(mutation{name: "limits: a keyed lease in a cluster applies no rate limit", file: "store/postgres/keyconc.go",
 		from: "\tleased, err := t.leaseKeyedPasses(p, caps, gate)", to: "\tleased, err := t.leaseKeyedPasses(p, caps, nil)",
 		pkgs: []string{srvPkg}, run: "TestClusterRateLimitAndConcurrencyKeyApplyTogether$", postgres: true})
