@@ -424,7 +424,7 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 		params[i] = s.insertParams(now)
 		b.svc.rates.keyOf(params[i], s.RateKey)
 	}
-	if err := b.assignKeys(specs, params); err != nil {
+	if err := b.svc.keys.assign(specs, params); err != nil {
 		return nil, err
 	}
 	o := newEnqueueOp(params, now)

@@ -149,3 +149,21 @@ func validSchedules(defs []schedule.Definition) []error {
 	}
 	return errs
 }
+
+// validLimits checks the configured concurrency rules and rate limits, each as the API checks a
+// change. The two kinds apply together: a lease that honours keys admits its jobs through the
+// rate limits too.
+func (c Config) validLimits() []error {
+	var errs []error
+	for _, r := range c.Concurrency {
+		if err := r.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range c.RateLimits {
+		if err := CheckRateLimit(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

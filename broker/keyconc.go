@@ -230,9 +230,6 @@ func (b *Broker) SetConcurrencyRule(ctx context.Context, r ConcurrencyRule) erro
 	if _, err := r.check(); err != nil {
 		return err
 	}
-	if err := b.ratesBlockKeys(); err != nil {
-		return err
-	}
 	b.svc.keys.mu.Lock()
 	n, known := len(b.svc.keys.rules), slices.ContainsFunc(b.svc.keys.rules, func(k keyRule) bool { return k.Name == r.Name })
 	b.svc.keys.mu.Unlock()

@@ -208,9 +208,6 @@ func (b *Broker) SetRateLimit(ctx context.Context, r ratelimit.Rule) error {
 	if err := CheckRateLimit(r); err != nil {
 		return err
 	}
-	if err := b.keysBlockRates(); err != nil {
-		return err
-	}
 	if r.Key != "" {
 		e, _ := jobkey.Parse(r.Key)
 		r.Key = e.String()

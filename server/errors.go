@@ -37,7 +37,7 @@ func toStatus(err error) error {
 		errors.Is(err, breaker.ErrInvalidState):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, broker.ErrNotDead), errors.Is(err, broker.ErrFinished), errors.Is(err, broker.ErrNotWaiting),
-		errors.Is(err, broker.ErrBatchClosed), errors.Is(err, broker.ErrLimitsCombined),
+		errors.Is(err, broker.ErrBatchClosed),
 		errors.Is(err, broker.ErrScheduleFromConfig), errors.Is(err, breaker.ErrDisabled):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broker.ErrTooManyCappedQueues):

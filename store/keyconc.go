@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 )
 
 // Concurrency per key: at most a number of jobs of one key (one customer, say) leased or
@@ -15,6 +16,12 @@ import (
 // database, this transaction's included, stay under the job's limit, and takes the keys' jobs
 // round-robin (dispatchrule.FairOrder). A lease that does not honour keys leaves every keyed job
 // out, so a broker that does not know of keys yet never overfills one.
+//
+// A keyed lease applies the rate limits too (JobLeaseParams.Rates, ratelimit.go): PickKeyed
+// admits each candidate its key and queue have room for through the lease's rate gate, last,
+// so a job held back by its rate limit spends no allowance, takes no room of its key or
+// queue, and the candidates behind it of other buckets may still go. When the candidates a
+// pass read were not all of them, the next pass reads again without the held buckets' jobs.
 
 // EventConcurrency is published (Tx.Publish) when concurrency rules change or keyed jobs are
 // enqueued: the other brokers read the rules again and their leases honour keys.
@@ -107,12 +114,14 @@ func Keyed(ps []*JobInsertParams, rs []JobInsertResult) ([]int, error) {
 // KeyedCandidate is a ready job a lease that honours keys may take, as the store read it, in
 // fair order (dispatchrule.FairOrder).
 type KeyedCandidate struct {
-	ID    int64
-	Queue string
-	Key   string // "" for none
-	Limit int    // the job's key's limit
-	Held  int    // the key's jobs leased or running when read
-	Size  int    // payload bytes
+	ID      int64
+	Type    string
+	Queue   string
+	RateKey string // the job's key in keyed rate limits
+	Key     string // the concurrency key, "" for none
+	Limit   int    // the job's key's limit
+	Held    int    // the key's jobs leased or running when read
+	Size    int    // payload bytes
 }
 
 // KeyedPick is what PickKeyed chose.
@@ -123,14 +132,18 @@ type KeyedPick struct {
 	Full string
 	// Bytes is the payload bytes picked.
 	Bytes int
+	// Held is the rate limits' buckets that held a candidate back, each once: the lease reads
+	// again without their jobs when the candidates were not all read.
+	Held []ratelimit.Hold
 }
 
 // PickKeyed walks candidates in order and picks up to want of them: a job of a capped queue
 // (caps, counted down as it picks) while the queue has room, a keyed job while its key's jobs
-// held and picked stay under the job's limit, until the payloads reach maxBytes (less bytes
-// already leased; no bound when maxBytes is 0 or less). skip marks jobs another transaction
-// holds, which are passed over.
-func PickKeyed(cands []KeyedCandidate, caps map[string]int, want, maxBytes, bytes int, skip func(int64) bool) KeyedPick {
+// held and picked stay under the job's limit, and then only if gate (nil for no rate limit)
+// admits it, until the payloads reach maxBytes (less bytes already leased; no bound when
+// maxBytes is 0 or less). skip marks jobs another transaction holds, which are passed over.
+// The gate comes last: a job it admits is picked, and one it holds back takes nothing.
+func PickKeyed(cands []KeyedCandidate, caps map[string]int, want, maxBytes, bytes int, skip func(int64) bool, gate *ratelimit.Gate) KeyedPick {
 	var out KeyedPick
 	picked := make(map[string]int)
 	for _, c := range cands {
@@ -148,6 +161,12 @@ func PickKeyed(cands []KeyedCandidate, caps map[string]int, want, maxBytes, byte
 			out.Full = c.Queue
 			break
 		}
+		if gate != nil {
+			if h := gate.Admit(c.Type, c.Queue, c.RateKey); h != nil {
+				out.held(*h)
+				continue
+			}
+		}
 		if capped {
 			caps[c.Queue] = room - 1
 		}
@@ -158,6 +177,16 @@ func PickKeyed(cands []KeyedCandidate, caps map[string]int, want, maxBytes, byte
 		out.Bytes += c.Size
 	}
 	return out
+}
+
+// held adds h to Held unless its bucket is there already.
+func (p *KeyedPick) held(h ratelimit.Hold) {
+	for _, o := range p.Held {
+		if o.Rule.Name == h.Rule.Name && o.Key == h.Key {
+			return
+		}
+	}
+	p.Held = append(p.Held, h)
 }
 
 // MarkKeys sets the concurrency key and limit of jobs a keyed lease took from cands: the

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/ratelimit"
 )
 
@@ -85,4 +86,40 @@ func RateExclusion(h ratelimit.Hold, ph func(any) string) string {
 		return " AND FALSE"
 	}
 	return " AND NOT (" + strings.Join(conds, " AND ") + ")"
+}
+
+// JobBuckets lists, each once, the buckets of g's rules that jobs count in and g has not read
+// yet, marking them known (a bucket never stored is the zero Bucket) for the store to read
+// over; nil when g is nil.
+func JobBuckets(g *ratelimit.Gate, jobs []*job.Job) []ratelimit.BucketKey {
+	if g == nil {
+		return nil
+	}
+	var out []ratelimit.BucketKey
+	for _, j := range jobs {
+		out = needBuckets(g, out, j.Type, j.Queue, j.RateKey)
+	}
+	return out
+}
+
+// CandidateBuckets is JobBuckets for the candidates of a keyed lease.
+func CandidateBuckets(g *ratelimit.Gate, cands []KeyedCandidate) []ratelimit.BucketKey {
+	if g == nil {
+		return nil
+	}
+	var out []ratelimit.BucketKey
+	for i := range cands {
+		out = needBuckets(g, out, cands[i].Type, cands[i].Queue, cands[i].RateKey)
+	}
+	return out
+}
+
+// needBuckets appends to out the buckets a job of typ in queue with rate key key counts in
+// that g does not know, and marks them known.
+func needBuckets(g *ratelimit.Gate, out []ratelimit.BucketKey, typ, queue, key string) []ratelimit.BucketKey {
+	for _, k := range g.Needs(typ, queue, key) {
+		g.Set(k, ratelimit.Bucket{})
+		out = append(out, k)
+	}
+	return out
 }

@@ -97,10 +97,10 @@ func ScanConcurrencyStat(row Scanner) (ConcurrencyStat, error) {
 }
 
 // ScanKeyedCandidate reads a candidate from the columns id, queue, its key, its limit, the
-// key's held jobs and the payload's size.
+// key's held jobs, the payload's size, the type and the rate key.
 func ScanKeyedCandidate(row Scanner) (KeyedCandidate, error) {
 	var c KeyedCandidate
-	err := row.Scan(&c.ID, &c.Queue, &c.Key, &c.Limit, &c.Held, &c.Size)
+	err := row.Scan(&c.ID, &c.Queue, &c.Key, &c.Limit, &c.Held, &c.Size, &c.Type, &c.RateKey)
 	return c, err
 }
 

@@ -50,7 +50,23 @@ const measuredLease = 2 * time.Second
 // 90% of rate × duration (the limit is used, not only respected; on a quiet machine it reaches
 // 98%, and a machine loaded many times over its cores delays the rounds that take the refills).
 // It prints the leases per second and per broker.
-func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
+func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) { rateAcrossThreeBrokers(t, false) }
+
+// measuredCustomers is how many customers' jobs the keyed run spreads its jobs over, one
+// running at a time each: fewer than the burst, so that the burst alone would run two of a
+// customer at once were the key not applied.
+const measuredCustomers = 4
+
+// The same with a concurrency rule over the same jobs, one running job per customer: the rate
+// limit holds as above, every handler of a customer runs alone (a handler runs while its job is
+// held, so two at once would mean two held), and every customer's jobs start.
+func TestRateLimitAndConcurrencyKeyHoldAcrossThreeBrokers(t *testing.T) {
+	rateAcrossThreeBrokers(t, true)
+}
+
+// rateAcrossThreeBrokers is TestRateLimitHoldsAcrossThreeBrokers, with the jobs keyed by
+// customer (measuredCustomers, one running each) when keyed.
+func rateAcrossThreeBrokers(t *testing.T, keyed bool) {
 	runFor := defaultRateFor
 	if d := os.Getenv(envRateFor); d != "" {
 		var err error
@@ -64,6 +80,11 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 	config := brokerConfig + fmt.Sprintf(`rate_limits:
   - {name: api, type: %s, rate: %d, interval: 1s, burst: %d}
 `, measuredType, measuredRate, measuredBurst)
+	if keyed {
+		config += fmt.Sprintf(`concurrency:
+  - {name: per-customer, type: %s, key: payload.customer, max_running: 1}
+`, measuredType)
+	}
 	if err := os.WriteFile(brokers.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +102,11 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 	for from := 0; from < total; from += 500 {
 		specs := make([]client.JobSpec, min(500, total-from))
 		for i := range specs {
-			specs[i] = client.NewJobSpec(measuredType, []byte(`{}`))
+			payload := []byte(`{}`)
+			if keyed {
+				payload = fmt.Appendf(nil, `{"customer": "c%d"}`, (from+i)%measuredCustomers)
+			}
+			specs[i] = client.NewJobSpec(measuredType, payload)
 		}
 		if _, err := producer.EnqueueBatch(ctx, specs); err != nil {
 			t.Fatal(err)
@@ -93,6 +118,7 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 	var wg sync.WaitGroup
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	leases := &leaseLog{}
+	customers := &runningKeys{}
 	for i, addr := range brokers.addrs {
 		conn, err := client.Dial(ctx, addr, client.WithDialOptions(grpc.WithChainStreamInterceptor(onReceive(leases.record))))
 		if err != nil {
@@ -103,7 +129,12 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Handle(measuredType, func(context.Context, *worker.Job) error { return nil })
+		w.Handle(measuredType, func(_ context.Context, j *worker.Job) error {
+			if keyed {
+				customers.run(string(j.Payload))
+			}
+			return nil
+		})
 		wg.Go(func() { _ = w.Run(workCtx) })
 	}
 	time.Sleep(runFor) // the measure is of real time: the run lasts as long as asked
@@ -149,6 +180,42 @@ func TestRateLimitHoldsAcrossThreeBrokers(t *testing.T) {
 			t.Errorf("the worker of broker %s started nothing: the brokers did not share the limit", i)
 		}
 	}
+	if keyed {
+		customers.mu.Lock()
+		defer customers.mu.Unlock()
+		t.Logf("concurrency per customer 1: most running at once %d; started per customer %v", customers.most, customers.started)
+		if customers.most > 1 {
+			t.Fatalf("%d handlers of one customer ran at once, the rule allows 1", customers.most)
+		}
+		if len(customers.started) != measuredCustomers {
+			t.Fatalf("jobs of %d customers started, want all %d: some starved", len(customers.started), measuredCustomers)
+		}
+	}
+}
+
+// runningKeys counts the handlers running per customer (by payload), and the most of one at once.
+type runningKeys struct {
+	mu      sync.Mutex
+	running map[string]int
+	started map[string]int
+	most    int
+}
+
+// run counts a handler of customer running for a moment, long enough for another of the same
+// customer, were it let through, to overlap it.
+func (r *runningKeys) run(customer string) {
+	r.mu.Lock()
+	if r.running == nil {
+		r.running, r.started = map[string]int{}, map[string]int{}
+	}
+	r.running[customer]++
+	r.started[customer]++
+	r.most = max(r.most, r.running[customer])
+	r.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // a handler's work; the check is of overlap, not of timing
+	r.mu.Lock()
+	r.running[customer]--
+	r.mu.Unlock()
 }
 
 // readStarts reads when each job of the measured type started, in order, as the brokers stored

@@ -360,7 +360,7 @@ func (f File) apply(c Config, ck *checker) Config {
 	var scheduleErrs []string
 	c.Broker.Schedules, scheduleErrs = schedulesOf(f.Schedules)
 	errs = append(errs, scheduleErrs...)
-	// Set before the broker's check, which refuses concurrency rules beside rate limits.
+	// Set before the broker's check, which checks the rules with the rate limits.
 	errs = append(errs, f.applyConcurrency(&c)...)
 	if retryOK {
 		// The broker checks the retry policies too; they were reported above with their place

@@ -830,9 +830,26 @@ func mutations() []mutation {
 	add(mutation{name: "ratelimit: a held job waits for no alarm", file: "broker/ratelimit.go",
 		from: "\tr.wake.SetEarlier(rl.NextAt)", to: "\t_ = r.wake",
 		pkgs: []string{srvPkg}, run: "TestRateLimitHoldsJobsBackWithoutSpendingAttempts$"})
-	add(mutation{name: "limits: a rate limit is set beside concurrency keys", file: "broker/limitsmix.go",
-		from: "\tif b.svc.keys.active() {", to: "\tif false {",
-		pkgs: []string{srvPkg}, run: "TestRateLimitsAndConcurrencyKeysAreNotCombined"})
+	add(mutation{name: "limits: a keyed lease applies no rate limit", file: "store/keyconc.go",
+		from: "if h := gate.Admit(c.Type, c.Queue, c.RateKey); h != nil {", to: "if h := gate.Admit(c.Type, c.Queue, c.RateKey); false {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedLeaseHoldsRateLimitedJobsWithoutTheirKeysSlot$"})
+	add(mutation{name: "limits: a keyed lease takes a rate limit's start before its key's room", file: "store/keyconc.go",
+		from: "\t\tif c.Key != \"\" && c.Held+picked[c.Key] >= c.Limit {\n\t\t\tcontinue\n\t\t}\n\t\troom, capped := caps[c.Queue]",
+		to:   "\t\tif c.Key != \"\" && c.Held+picked[c.Key] >= c.Limit && (gate == nil || gate.Admit(c.Type, c.Queue, c.RateKey) != nil || true) {\n\t\t\tcontinue\n\t\t}\n\t\troom, capped := caps[c.Queue]",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedLeaseHoldsRateLimitedJobsWithoutTheirKeysSlot$"})
+	add(mutation{name: "limits: a keyed lease reads no further than a held bucket (SQLite)", file: "store/sqlite/keyconc.go",
+		from: "held := len(pick.Held) > 0 && len(cands) == scope.Limit", to: "held := false && len(cands) == scope.Limit",
+		pkgs: []string{storePkg}, run: "TestStoreContract/KeyedLeaseReadsPastAHeldBucket$"})
+	add(mutation{name: "limits: a keyed lease reads no further than a held bucket (PostgreSQL)", file: "store/postgres/keyconc.go",
+		from: "held := len(pick.Held) > 0 && cut", to: "held := false && cut",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/KeyedLeaseReadsPastAHeldBucket$", postgres: true})
+	add(mutation{name: "limits: a keyed lease takes the keys' lock before the rate limits' rows", file: "store/postgres/keyconc.go",
+		from: "\tgate, err := t.rateGate(p)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tif err := t.lockKeys(); err != nil {\n\t\treturn nil, err\n\t}\n",
+		to:   "\tif err := t.lockKeys(); err != nil {\n\t\treturn nil, err\n\t}\n\tgate, err := t.rateGate(p)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n",
+		pkgs: []string{pgPkg}, run: "TestKeyedRatedLeaseLocksTheLimitsBeforeTheKeys$", postgres: true})
+	add(mutation{name: "limits: a keyed lease in a cluster applies no rate limit", file: "store/postgres/keyconc.go",
+		from: "\tleased, err := t.leaseKeyedPasses(p, caps, gate)", to: "\tleased, err := t.leaseKeyedPasses(p, caps, nil)",
+		pkgs: []string{srvPkg}, run: "TestClusterRateLimitAndConcurrencyKeyApplyTogether$", postgres: true})
 	add(mutation{name: "python: a result over the limit is sent", file: "sdks/python/jobwire/worker.py",
 		from: "if data and limit > 0 and len(data) > limit:", to: "if data and limit > 0 and len(data) > limit + 1:",
 		pkgs: []string{"sdks/python/tests/test_results.py"}, run: "test_a_result_over_the_brokers_limit_is_a_fatal_result_too_large", sdk: sdkPython})
@@ -908,9 +925,6 @@ func mutations() []mutation {
 	add(mutation{name: "watch: the broker's own writes wake no watch", file: "broker/watch.go",
 		from: "func (b *Broker) jobsChanged(ids ...int64) { b.svc.watches.changed(ids...) }", to: "func (b *Broker) jobsChanged(ids ...int64) {}",
 		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults$"})
-	add(mutation{name: "limits: a configuration sets both rate limits and concurrency rules", file: "broker/limitsmix.go",
-		from: "if len(c.RateLimits) > 0 && len(c.Concurrency) > 0 {", to: "if false {",
-		pkgs: []string{"./internal/config"}, run: "TestParseRefusesRateLimitsBesideConcurrencyRules"})
 	add(mutation{name: "cli: a number out of its range is taken", file: "cmd/jobwire/flags.go",
 		from: "\tif n < lo || n > hi {", to: "\tif false {",
 		pkgs: []string{"./cmd/jobwire"}, run: "TestBadCommandLinesExitTwoWithOneSentence"})

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -72,11 +74,11 @@ func keyedQuery(p *store.JobLeaseParams, skip []int64) *query {
 			q.sql.WriteString(` AND NOT (id = ANY(` + q.arg(skip) + `))`)
 		}
 	}
-	q.sql.WriteString(`SELECT id, queue, concurrency_key, concurrency_limit, held, size FROM (
+	q.sql.WriteString(`SELECT id, queue, concurrency_key, concurrency_limit, held, size, type, rate_key FROM (
 		SELECT r.id, r.queue, r.priority, r.run_at, r.concurrency_key, r.concurrency_limit, r.size, r.turn + h.n AS turn,
-			h.n AS held, coalesce(t.served, 0) AS served FROM (
+			h.n AS held, coalesce(t.served, 0) AS served, r.type, r.rate_key FROM (
 			SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, octet_length(payload) AS size,
-				row_number() OVER (PARTITION BY concurrency_key, priority ORDER BY run_at, id) AS turn
+				row_number() OVER (PARTITION BY concurrency_key, priority ORDER BY run_at, id) AS turn, type, rate_key
 			FROM jobs WHERE state = 2 AND concurrency_key <> ''`)
 	leaseWhere(q, p)
 	notSkipped()
@@ -85,7 +87,8 @@ func keyedQuery(p *store.JobLeaseParams, skip []int64) *query {
 		LEFT JOIN concurrency_turns t ON t.concurrency_key = r.concurrency_key
 		WHERE h.n < r.concurrency_limit
 		UNION ALL (
-			SELECT id, queue, priority, run_at, '', 0, octet_length(payload), 1::bigint, 0::bigint, 0::bigint
+			SELECT id, queue, priority, run_at, '', 0, octet_length(payload), 1::bigint, 0::bigint, 0::bigint,
+				type, rate_key
 			FROM jobs WHERE state = 2 AND concurrency_key = ''`)
 	leaseWhere(q, p)
 	notSkipped()
@@ -96,14 +99,31 @@ func keyedQuery(p *store.JobLeaseParams, skip []int64) *query {
 }
 
 // leaseKeyed leases what p (its scope, the queues' rules applied) asks for when concurrency
-// keys are honoured, under the keys' lock. Each pass reads candidates in fair order, locks
-// them (SKIP LOCKED: a row another transaction holds is someone else's), picks those their
-// key's and queue's room allow (store.PickKeyed) and leases them, so that the next pass counts
-// them as held; a capped queue whose room ran out, and the rows found locked, drop out of it.
+// keys are honoured, under the keys' lock, and the rate limits' locks first when p applies
+// them (the lock order, lockorder.go). Each pass reads candidates in fair order, locks them
+// (SKIP LOCKED: a row another transaction holds is someone else's), picks those their key's
+// and queue's room, and then the rate limits, allow (store.PickKeyed) and leases them, so that
+// the next pass counts them as held; a capped queue whose room ran out, the rows found locked,
+// and the jobs of a rate limit's bucket that held one back drop out of it.
 func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Job, error) {
+	gate, err := t.rateGate(p)
+	if err != nil {
+		return nil, err
+	}
 	if err := t.lockKeys(); err != nil {
 		return nil, err
 	}
+	leased, err := t.leaseKeyedPasses(p, caps, gate)
+	if err != nil {
+		return nil, err
+	}
+	// Only holders of the limits' locks write the buckets: this waits for no row.
+	return leased, t.rateSave(gate, p.Rates)
+}
+
+// leaseKeyedPasses runs leaseKeyed's passes, admitting the candidates through gate (nil for no
+// rate limit).
+func (t *tx) leaseKeyedPasses(p *store.JobLeaseParams, caps map[string]int, gate *ratelimit.Gate) ([]*job.Job, error) {
 	scope := *p
 	var leased []*job.Job
 	var skip []int64
@@ -123,6 +143,9 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if err != nil {
 			return nil, err
 		}
+		if err := t.rateLoad(gate, store.CandidateBuckets(gate, cands)); err != nil {
+			return nil, err
+		}
 		byID := make(map[int64]*job.Job, len(rows))
 		for _, j := range rows {
 			byID[j.ID] = j
@@ -134,7 +157,7 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 				return true
 			}
 			return false
-		})
+		}, gate)
 		jobs, err := t.leasePicked(p, pick.IDs, byID)
 		if err != nil {
 			return nil, err
@@ -145,8 +168,18 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		}
 		leased = append(leased, jobs...)
 		bytes += pick.Bytes
-		more := len(skip) > skipped && len(cands) == scope.Limit
-		if pick.Full == "" && !more || p.MaxBytes > 0 && bytes >= p.MaxBytes {
+		if p.MaxBytes > 0 && bytes >= p.MaxBytes {
+			break
+		}
+		// Jobs passed over, locked or held back by a rate limit, were read in place of others:
+		// read again without them, unless every candidate was read already.
+		cut := len(cands) == scope.Limit
+		held := len(pick.Held) > 0 && cut
+		if held {
+			scope.ExcludeRated = append(slices.Clone(scope.ExcludeRated), pick.Held...)
+		}
+		more := held || len(skip) > skipped && cut
+		if pick.Full == "" && !more {
 			break
 		}
 		if pick.Full != "" && !scope.DropQueue(pick.Full) {

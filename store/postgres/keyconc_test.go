@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/ratelimit"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
@@ -92,5 +93,137 @@ func TestKeyedLeaseWaitsForConcurrentLease(t *testing.T) {
 	}
 	if len(second) != 0 {
 		t.Fatalf("second lease took %v while the key's 2 slots were held, want none", ids(second))
+	}
+}
+
+// A keyed lease that applies rate limits takes the limits' rows before the keys' lock (steps 5
+// and 7 of the lock order, lockorder.go): while it waits for the rows another broker's lease
+// holds, it holds no keys' lock, so a keyed lease without rate limits goes meanwhile. Taking
+// the keys' lock first would hold every keyed lease of every broker behind those rows, and
+// close a cycle with a lease that holds the keys' lock and then wants the rows.
+func TestKeyedRatedLeaseLocksTheLimitsBeforeTheKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := pgtest.URL(t)
+	var stores [3]*Store
+	for i := range stores {
+		st, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores[i] = st
+	}
+	holder, rated, plain := stores[0], stores[1], stores[2]
+	now := time.Unix(1_700_000_000, 0)
+	if err := holder.Write(ctx, "setup", func(tx store.Tx) error {
+		if err := tx.RateLimitPut(store.RateLimitRecord{Rule: ratelimit.Rule{Name: "t", Type: "t",
+			Limit: ratelimit.Limit{Rate: 100, Per: time.Second, Burst: 100}}, UpdatedAt: now}); err != nil {
+			return err
+		}
+		var ps []*store.JobInsertParams
+		for _, typ := range []string{"t", "other"} {
+			ps = append(ps, &store.JobInsertParams{Type: typ, Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
+				RunAt: now, Now: now, AttemptTimeout: time.Minute, Concurrency: store.Concurrency{Key: typ, Limit: 1}})
+		}
+		_, err := tx.JobInsertMany(ps)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lease := func(tx store.Tx, typ string, keyed, rates bool) ([]*job.Job, error) {
+		p := &store.JobLeaseParams{Types: []string{typ}, Limit: 4, Keyed: keyed, EnforceQueues: true,
+			WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}
+		if rates {
+			p.Rates = &store.RateLease{}
+		}
+		return tx.JobLease(p)
+	}
+	pidOf := func(stx store.Tx) int {
+		var pid int
+		if err := stx.(*tx).tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Error(err)
+		}
+		return pid
+	}
+	blockedBy := func(pid, by int) bool {
+		var blocked bool
+		err := holder.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE pid = $1 AND $2 = ANY(pg_blocking_pids(pid)))`, pid, by).Scan(&blocked)
+		return err == nil && blocked
+	}
+	anyBlocking := func(pid int) bool {
+		var blocked bool
+		err := holder.pool.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, pid).Scan(&blocked)
+		return err == nil && blocked
+	}
+
+	// The holder, a lease without keys that applies the limits, keeps their rows locked.
+	holding, release := make(chan int, 1), make(chan struct{})
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	defer letGo()
+	holderDone := make(chan error, 1)
+	go func() {
+		holderDone <- holder.Write(ctx, "holder", func(stx store.Tx) error {
+			_, err := lease(stx, "t", false, true)
+			holding <- pidOf(stx)
+			<-release
+			return err
+		})
+	}()
+	holderPID := <-holding
+
+	ratedPID, ratedDone := make(chan int, 1), make(chan error, 1)
+	var ratedJobs []*job.Job
+	go func() {
+		ratedDone <- rated.Write(ctx, "keyed and rated", func(stx store.Tx) error {
+			select {
+			case ratedPID <- pidOf(stx):
+			default: // a retry
+			}
+			var err error
+			ratedJobs, err = lease(stx, "t", true, true)
+			return err
+		})
+	}()
+	rpid := <-ratedPID
+	waitFor(t, "the keyed, rated lease to wait for the limits' rows", func() bool { return blockedBy(rpid, holderPID) })
+
+	plainPID, plainDone := make(chan int, 1), make(chan error, 1)
+	var plainJobs []*job.Job
+	go func() {
+		plainDone <- plain.Write(ctx, "keyed", func(stx store.Tx) error {
+			select {
+			case plainPID <- pidOf(stx):
+			default:
+			}
+			var err error
+			plainJobs, err = lease(stx, "other", true, false)
+			return err
+		})
+	}()
+	ppid := <-plainPID
+	var plainErr error
+	waitFor(t, "the keyed lease without limits to end or wait", func() bool {
+		select {
+		case plainErr = <-plainDone:
+			return true
+		default:
+			if anyBlocking(ppid) {
+				t.Fatalf("a keyed lease without limits waits for %d while a keyed, rated lease waits for the limits' rows: the rated lease took the keys' lock first", rpid)
+			}
+			return false
+		}
+	})
+	if plainErr != nil || len(plainJobs) != 1 {
+		t.Fatalf("keyed lease without limits: %v, %d jobs; want its one job", plainErr, len(plainJobs))
+	}
+	letGo()
+	if err := <-holderDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ratedDone; err != nil || len(ratedJobs) != 1 {
+		t.Fatalf("keyed, rated lease: %v, %d jobs; want its one job once the rows are free", err, len(ratedJobs))
 	}
 }

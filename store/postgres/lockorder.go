@@ -25,7 +25,10 @@ import "slices"
 //     it (40P01) for the storage retries to run again.
 //  7. the concurrency keys' one advisory lock (keysLockID, keyconc.go), taken by a lease that
 //     honours keys, which then waits for no row (its reads of jobs skip locked rows), and the
-//     rows of concurrency_turns, written only under that lock.
+//     rows of concurrency_turns, written only under that lock. A keyed lease that applies rate
+//     limits takes step 5 first and writes the buckets last, which only holders of step 5's
+//     locks write: waiting for the limits' rows, it holds no keys' lock
+//     (TestKeyedRatedLeaseLocksTheLimitsBeforeTheKeys).
 //  8. the batches, by id (countBatchJobsSQL, batches.go): a transaction counts the batch jobs
 //     it finished where its writes end, after every row above. Adding jobs to a batch takes
 //     its row FOR KEY SHARE, which no count waits for; closing one takes it FOR UPDATE. The

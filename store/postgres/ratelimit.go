@@ -5,7 +5,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/ratelimit"
 	"github.com/jobwire/jobwire/store"
 )
@@ -116,20 +115,15 @@ func (t *tx) rateGate(p *store.JobLeaseParams) (*ratelimit.Gate, error) {
 	return ratelimit.NewGate(store.Rules(recs), p.Now), nil
 }
 
-// rateLoad reads into g, with one statement, the buckets that jobs count in and g lacks.
-func (t *tx) rateLoad(g *ratelimit.Gate, jobs []*job.Job) error {
-	if g == nil {
+// rateLoad reads into g, with one statement, the buckets ks (store.JobBuckets,
+// store.CandidateBuckets), which g takes as never stored until read.
+func (t *tx) rateLoad(g *ratelimit.Gate, ks []ratelimit.BucketKey) error {
+	if len(ks) == 0 {
 		return nil
 	}
-	var names, keys []string
-	for _, j := range jobs {
-		for _, k := range g.Needs(j.Type, j.Queue, j.RateKey) {
-			g.Set(k, ratelimit.Bucket{}) // until read: a bucket never stored is full
-			names, keys = append(names, k.Name), append(keys, k.Key)
-		}
-	}
-	if len(names) == 0 {
-		return nil
+	names, keys := make([]string, len(ks)), make([]string, len(ks))
+	for i, k := range ks {
+		names[i], keys[i] = k.Name, k.Key
 	}
 	rows, err := t.tx.Query(t.ctx, `SELECT b.name, b.key, b.tat FROM rate_buckets b
 		JOIN unnest($1::text[], $2::text[]) AS u(name, key) ON b.name = u.name AND b.key = u.key`, names, keys)

@@ -515,7 +515,7 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 		if err != nil {
 			return nil, err
 		}
-		if err := t.rateLoad(gate, jobs); err != nil {
+		if err := t.rateLoad(gate, store.JobBuckets(gate, jobs)); err != nil {
 			return nil, err
 		}
 		full := ""

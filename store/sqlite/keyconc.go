@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,19 +40,20 @@ func (t *tx) setKeys(ps []*store.JobInsertParams, out []store.JobInsertResult) e
 func keyedQuery(p *store.JobLeaseParams) (string, []any) {
 	limit := strconv.Itoa(p.Limit)
 	var sb strings.Builder
-	sb.WriteString(`SELECT id, queue, concurrency_key, concurrency_limit, held, size FROM (
+	sb.WriteString(`SELECT id, queue, concurrency_key, concurrency_limit, held, size, type, rate_key FROM (
 		SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, size, turn + held AS turn, held,
-			coalesce((SELECT served FROM concurrency_turns t WHERE t.concurrency_key = r.concurrency_key), 0) AS served
+			coalesce((SELECT served FROM concurrency_turns t WHERE t.concurrency_key = r.concurrency_key), 0) AS served,
+			type, rate_key
 		FROM (
 			SELECT id, queue, priority, run_at, concurrency_key, concurrency_limit, length(payload) AS size,
 				row_number() OVER (PARTITION BY concurrency_key, priority ORDER BY run_at, id) AS turn,
 				(SELECT count(*) FROM jobs h WHERE h.state BETWEEN 3 AND 4 AND h.concurrency_key <> ''
-					AND h.concurrency_key = jobs.concurrency_key) AS held
+					AND h.concurrency_key = jobs.concurrency_key) AS held, type, rate_key
 			FROM jobs WHERE state = 2 AND concurrency_key <> ''`)
 	args := leaseWhere(&sb, nil, p)
 	sb.WriteString(`) r WHERE held < concurrency_limit
 		UNION ALL SELECT * FROM (
-			SELECT id, queue, priority, run_at, '', 0, length(payload), 1, 0, 0
+			SELECT id, queue, priority, run_at, '', 0, length(payload), 1, 0, 0, type, rate_key
 			FROM jobs WHERE ` + openState + ` AND state = 2 AND concurrency_key = ''`)
 	args = leaseWhere(&sb, args, p)
 	sb.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + limit + `))
@@ -61,9 +63,14 @@ func keyedQuery(p *store.JobLeaseParams) (string, []any) {
 
 // leaseKeyed leases what p (its scope, the queues' rules applied) asks for when concurrency
 // keys are honoured. Each pass reads candidates in fair order, picks those their key's and
-// queue's room allow (store.PickKeyed), and leases them, so the next pass counts them as held;
-// a capped queue whose room ran out drops out of the next.
+// queue's room, and then the rate limits, allow (store.PickKeyed), and leases them, so the
+// next pass counts them as held; a capped queue whose room ran out drops out of the next, and
+// so do the jobs of a rate limit's bucket that held one back.
 func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Job, error) {
+	gate, err := t.rateGate(p)
+	if err != nil {
+		return nil, err
+	}
 	scope := *p
 	var leased []*job.Job
 	bytes := 0
@@ -73,7 +80,10 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		if err != nil {
 			return nil, err
 		}
-		pick := store.PickKeyed(cands, caps, scope.Limit, p.MaxBytes, bytes, nil)
+		if err := t.rateLoad(gate, store.CandidateBuckets(gate, cands)); err != nil {
+			return nil, err
+		}
+		pick := store.PickKeyed(cands, caps, scope.Limit, p.MaxBytes, bytes, nil, gate)
 		jobs, err := t.leaseIDs(p, pick.IDs)
 		if err != nil {
 			return nil, err
@@ -84,14 +94,20 @@ func (t *tx) leaseKeyed(p *store.JobLeaseParams, caps map[string]int) ([]*job.Jo
 		}
 		leased = append(leased, jobs...)
 		bytes += pick.Bytes
-		if pick.Full == "" || p.MaxBytes > 0 && bytes >= p.MaxBytes {
+		if p.MaxBytes > 0 && bytes >= p.MaxBytes {
 			break
 		}
-		if !scope.DropQueue(pick.Full) {
+		// Held jobs read in place of others: read again without their buckets, unless every
+		// candidate was read already.
+		held := len(pick.Held) > 0 && len(cands) == scope.Limit
+		if held {
+			scope.ExcludeRated = append(slices.Clone(scope.ExcludeRated), pick.Held...)
+		}
+		if pick.Full != "" && !scope.DropQueue(pick.Full) || pick.Full == "" && !held {
 			break
 		}
 	}
-	return leased, nil
+	return leased, t.rateSave(gate, p.Rates)
 }
 
 // served records that the keys of jobs had a job leased at now.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"strings"
 
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/ratelimit"
 	"github.com/jobwire/jobwire/store"
 )
@@ -84,23 +83,18 @@ func (t *tx) rateGate(p *store.JobLeaseParams) (*ratelimit.Gate, error) {
 	return ratelimit.NewGate(store.Rules(recs), p.Now), nil
 }
 
-// rateLoad reads into g the buckets that jobs, read for a lease, count in and g lacks.
-func (t *tx) rateLoad(g *ratelimit.Gate, jobs []*job.Job) error {
-	if g == nil {
-		return nil
-	}
-	for _, j := range jobs {
-		for _, k := range g.Needs(j.Type, j.Queue, j.RateKey) {
-			var tat int64
-			err := t.queryRow(`SELECT tat FROM rate_buckets WHERE name = ? AND key = ?`, k.Name, k.Key).Scan(&tat)
-			switch {
-			case err == sql.ErrNoRows:
-				g.Set(k, ratelimit.Bucket{})
-			case err != nil:
-				return err
-			default:
-				g.Set(k, ratelimit.Bucket{TAT: fromNanos(tat)})
-			}
+// rateLoad reads into g the buckets ks (store.JobBuckets, store.CandidateBuckets), which g
+// takes as never stored until read.
+func (t *tx) rateLoad(g *ratelimit.Gate, ks []ratelimit.BucketKey) error {
+	for _, k := range ks {
+		var tat int64
+		err := t.queryRow(`SELECT tat FROM rate_buckets WHERE name = ? AND key = ?`, k.Name, k.Key).Scan(&tat)
+		switch {
+		case err == sql.ErrNoRows:
+		case err != nil:
+			return err
+		default:
+			g.Set(k, ratelimit.Bucket{TAT: fromNanos(tat)})
 		}
 	}
 	return nil

@@ -322,7 +322,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := t.rateLoad(gate, jobs); err != nil {
+		if err := t.rateLoad(gate, store.JobBuckets(gate, jobs)); err != nil {
 			return nil, err
 		}
 		full := ""
