@@ -906,7 +906,7 @@ func mutations() []mutation {
 		from: "\tsubmit := !q.queued", to: "\tsubmit := true",
 		pkgs: []string{srvPkg}, run: "TestProgressBurstIsOneWrite"})
 	add(mutation{name: "watch: the broker's own writes wake no watch", file: "broker/watch.go",
-		from: "func (b *Broker) jobsChanged(ids ...int64) { b.svc.watches.changed(ids...) }", to: "func (b *Broker) jobsChanged(ids ...int64) {}",
+		from: "func (b *Broker) jobsChanged(c jobChange, ids ...int64) { b.svc.watches.changed(c, ids...) }", to: "func (b *Broker) jobsChanged(c jobChange, ids ...int64) {}",
 		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults$"})
 	add(mutation{name: "limits: a configuration sets both rate limits and concurrency rules", file: "broker/limitsmix.go",
 		from: "if len(c.RateLimits) > 0 && len(c.Concurrency) > 0 {", to: "if false {",
