@@ -123,6 +123,7 @@ func drainOnce(b *testing.B, waiting bool) drain {
 	}
 	cpu := processCPU(b)
 	start := time.Now()
+	stopClock := followWallClock(bb)
 	if _, err := bb.Admin.ResumeQueue(ctx, &jobwirev1.ResumeQueueRequest{Queue: "bench"}); err != nil {
 		b.Fatal(err)
 	}
@@ -131,9 +132,34 @@ func drainOnce(b *testing.B, waiting bool) drain {
 	if waiting {
 		d.waiter = waiter.wait(b)
 	}
+	stopClock()
 	d.took, d.broker = time.Since(start), processCPU(b)-cpu
 	d.worker = w.stop(b)
 	return d
+}
+
+// followWallClock moves the broker's fake clock as the wall clock moves, until the returned
+// stop is called, so that what the broker does on its clock runs as it would in production:
+// the watch's backstop (a read of the versions of every job still watched, every WatchPoll),
+// the sweeps.
+func followWallClock(bb *brokertest.Bundle) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				bb.Clock.Advance(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // successes counts the attempts that succeed (broker.Observer) and closes all at the last.
