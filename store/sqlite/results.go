@@ -114,12 +114,16 @@ func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error
 			return err
 		}
 		defer rows.Close()
+		// One slice of destinations for every row, with room for the result and the progress
+		// ScanProgress adds: not two more slices a row.
+		buf := make([]any, 0, 48)
 		for rows.Next() {
 			var result []byte
 			var progress *job.Progress
 			j, err := scanJob(scanFunc(func(dest ...any) error {
 				var err error
-				progress, err = store.ScanProgress(rows, append(dest, &result)...)
+				buf = append(append(buf[:0], dest...), &result)
+				progress, err = store.ScanProgress(rows, buf...)
 				return err
 			}))
 			if err != nil {
