@@ -514,7 +514,7 @@ func (b *Broker) Cancel(ctx context.Context, id int64) (*job.Job, error) {
 		b.signal() // its batch's callbacks may be ready
 	}
 	b.obs.JobCancelled(before.Queue, before.Type)
-	b.jobsChanged(id)
+	b.jobsChanged(changeAny, id)
 	if before.State.Held() {
 		b.cancelHeld(job.LeaseRef{JobID: id, Token: before.LeaseToken})
 	}

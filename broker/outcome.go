@@ -160,5 +160,5 @@ func (o *progressOp) Done(err error) {
 		}
 		r.s.refuse(r.p.Ref, AboutProgress, RefusedStale, staleLease)
 	}
-	o.b.jobsChanged(changed...)
+	o.b.jobsChanged(changeRunning, changed...) // progress is stored on running jobs only
 }

@@ -315,7 +315,7 @@ func (o *startOp) Apply(tx store.Tx) error {
 
 func (o *startOp) Done(err error) {
 	s, b, ref, late, now, was := o.s, o.s.b, o.params.Ref, o.late, o.params.Now, o.was
-	defer b.jobsChanged(ref.JobID)
+	defer b.jobsChanged(changeRunning, ref.JobID) // LEASED to RUNNING, or nothing
 	ok := o.applied
 	if late && (ok || err != nil) { // started, or left for its result to record
 		b.obs.AttemptStarted(o.queue, o.typ, o.wait)
@@ -577,7 +577,7 @@ func (o *resultOp) Apply(tx store.Tx) error {
 // Done answers the worker, and the repeats of its result that came meanwhile.
 func (o *resultOp) Done(err error) {
 	b := o.s.b
-	defer b.jobsChanged(o.ref.JobID)
+	defer b.jobsChanged(changeAny, o.ref.JobID)
 	if err == nil && o.unread != nil {
 		err = o.unread // stored with others at commit, and its answer not known
 	}

@@ -84,7 +84,7 @@ func (b *Broker) expire(now time.Time, list func(tx store.Tx) ([]*job.Job, error
 	}
 	b.mu.Unlock()
 	for _, e := range outs {
-		b.jobsChanged(e.j.ID)
+		b.jobsChanged(changeAny, e.j.ID)
 	}
 	b.signal()
 	return outs

@@ -52,25 +52,34 @@ func newWatchHub(b *Broker) *watchHub {
 // JobWatch is a watch of some jobs: C is signalled when any of them may have changed, and
 // Changed says which.
 type JobWatch struct {
-	hub     *watchHub
-	ids     []int64
-	signal  chan struct{}
-	mu      sync.Mutex
-	changed map[int64]bool
+	hub       *watchHub
+	ids       []int64
+	finalOnly bool
+	signal    chan struct{}
+	mu        sync.Mutex
+	changed   map[int64]bool
+}
+
+// WatchOptions adjust a watch.
+type WatchOptions struct {
+	// FinalOnly: the watcher wants the jobs once final, not their starts or progress. A start
+	// or a progress report then does not wake it: a job running longer than the watcher takes
+	// to read it is read once as it ends, not also as it starts.
+	FinalOnly bool
 }
 
 // WatchJobs starts a watch of ids, which the caller must Close. The jobs are not read: the
 // caller reads them once after this returns, so that no change between the read and the watch
 // is missed.
-func (b *Broker) WatchJobs(ids []int64) *JobWatch {
+func (b *Broker) WatchJobs(ids []int64, opts WatchOptions) *JobWatch {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
-	w := b.svc.watches.add(ids)
+	w := b.svc.watches.add(ids, opts)
 	b.svc.watches.announce(b, ids)
 	return w
 }
 
-func (h *watchHub) add(ids []int64) *JobWatch {
-	w := &JobWatch{hub: h, ids: ids, signal: make(chan struct{}, 1), changed: make(map[int64]bool)}
+func (h *watchHub) add(ids []int64, opts WatchOptions) *JobWatch {
+	w := &JobWatch{hub: h, ids: ids, finalOnly: opts.FinalOnly, signal: make(chan struct{}, 1), changed: make(map[int64]bool)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
@@ -130,8 +139,19 @@ func (h *watchHub) remove(w *JobWatch, ids []int64) {
 	}
 }
 
-// changed tells the watches of ids that their jobs may have changed.
-func (h *watchHub) changed(ids ...int64) {
+// jobChange is what a write did to jobs, as far as their watches care.
+type jobChange int
+
+const (
+	// changeAny: the jobs may be in any state now, final included.
+	changeAny jobChange = iota
+	// changeRunning: the jobs started or reported progress; none became final by it, so a
+	// FinalOnly watch is not woken.
+	changeRunning
+)
+
+// changed tells the watches of ids that their jobs may have changed by c.
+func (h *watchHub) changed(c jobChange, ids ...int64) {
 	if h.watched.Load() == 0 || len(ids) == 0 {
 		return
 	}
@@ -139,13 +159,16 @@ func (h *watchHub) changed(ids ...int64) {
 	defer h.mu.Unlock()
 	for _, id := range ids {
 		for _, w := range h.byJob[id] {
+			if c == changeRunning && w.finalOnly {
+				continue
+			}
 			w.mark(id)
 		}
 	}
 }
 
-// jobsChanged tells the watches of ids, if any, that their jobs may have changed.
-func (b *Broker) jobsChanged(ids ...int64) { b.svc.watches.changed(ids...) }
+// jobsChanged tells the watches of ids, if any, that their jobs may have changed by c.
+func (b *Broker) jobsChanged(c jobChange, ids ...int64) { b.svc.watches.changed(c, ids...) }
 
 // backstop reads the versions of every watched job and tells the watches of those that changed
 // since it last read them: what another broker wrote, or a change no write here told of.
@@ -180,7 +203,7 @@ func (h *watchHub) backstop() {
 		}
 	}
 	h.mu.Unlock()
-	h.changed(moved...)
+	h.changed(changeAny, moved...)
 }
 
 // Saw records the version of a watched job as its watcher read it: the backstop tells of any

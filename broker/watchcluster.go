@@ -76,7 +76,7 @@ func (h *watchHub) onClusterEvent(b *Broker, e store.Event) {
 		h.mu.Unlock()
 	case EventJob:
 		if id, err := strconv.ParseInt(e.Key, 10, 64); err == nil && e.From != b.mode.id() {
-			h.changed(id)
+			h.changed(changeAny, id)
 		}
 	case store.EventResync:
 		h.resync()
@@ -91,7 +91,7 @@ func (h *watchHub) resync() {
 		ids = append(ids, id)
 	}
 	h.mu.Unlock()
-	h.changed(ids...)
+	h.changed(changeAny, ids...)
 }
 
 // watchedElsewhere reports whether another broker announced a watch of the job lately.

@@ -36,7 +36,7 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 		return err
 	}
 	// The watch starts before the first read, so no change between the two is missed.
-	w := p.b.WatchJobs(req.GetIds())
+	w := p.b.WatchJobs(req.GetIds(), broker.WatchOptions{FinalOnly: req.GetFinalOnly()})
 	defer w.Close()
 	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion)}
 	if err := f.first(ctx, req.GetIds()); err != nil {
@@ -118,11 +118,17 @@ func (f *following) check(ctx context.Context, ids []int64) error {
 		return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, jobs))
 	}
 	var out []*jobwirev1.Job
+	var final []int64
 	for _, j := range jobs {
 		if f.changed(j) {
 			out = append(out, watchedToProto(j))
+			if j.State.Final() {
+				final = append(final, j.ID)
+			}
 		}
 	}
+	// Final jobs need watching no longer: one call for all, not a lock of the hub each.
+	f.w.Stop(final...)
 	for part := range slices.Chunk(out, maxWatchBatch) {
 		if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Jobs: part}); err != nil {
 			return err
@@ -135,7 +141,8 @@ func (f *following) check(ctx context.Context, ids []int64) error {
 const maxWatchBatch = 500
 
 // changed reports whether j is to be sent: it changed since it was last sent (and, with
-// finalOnly, is final). It notes j as sent; a final job is followed no more.
+// finalOnly, is final). It notes j as sent; a final job is followed no more (the caller stops
+// its watch).
 func (f *following) changed(j *job.Job) bool {
 	v, final := broker.VersionOf(j), j.State.Final()
 	if v == f.sent[j.ID] || (f.finalOnly && !final) {
@@ -144,7 +151,6 @@ func (f *following) changed(j *job.Job) bool {
 	f.sent[j.ID] = v
 	if final {
 		delete(f.sent, j.ID)
-		f.w.Stop(j.ID)
 	}
 	return true
 }

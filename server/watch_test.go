@@ -3,11 +3,14 @@ package server_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
@@ -138,5 +141,49 @@ func TestWatchJobsRefusesBadRequests(t *testing.T) {
 		if status.Code(err) != tc.code {
 			t.Errorf("watch %v: %v, want %s", tc.ids, err, tc.code)
 		}
+	}
+}
+
+// A watch of final states only (a wait) is not woken by a job's start or progress, only by its
+// end: a job running longer than the wait takes to read it is read once, as it ends. A watch
+// of every change, beside it, is woken by each.
+func TestFinalOnlyWatchSleepsThroughStartAndProgress(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	final := b.Broker.WatchJobs([]int64{id}, broker.WatchOptions{FinalOnly: true})
+	defer final.Close()
+	every := b.Broker.WatchJobs([]int64{id}, broker.WatchOptions{})
+	defer every.Close()
+	// Both watches are told of a change together, so once every has been, final has been or
+	// never will be.
+	woken := func(what string) {
+		t.Helper()
+		select {
+		case <-every.C():
+		case <-time.After(brokertest.WaitTimeout):
+			t.Fatalf("no watch was woken by the %s", what)
+		}
+		if got := every.Changed(); !slices.Equal(got, []int64{id}) {
+			t.Fatalf("after the %s, the watch of every change has %v, want [%d]", what, got, id)
+		}
+		if got := final.Changed(); len(got) != 0 {
+			t.Fatalf("the %s woke the watch of final states: %v", what, got)
+		}
+	}
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	a := w.Assignment()
+	w.Started(a)
+	woken("start")
+	w.Send(progressMsg(brokertest.Ref(a), 0.5, "half"))
+	woken("progress")
+	ack(t, w.Succeed(a))
+	select {
+	case <-final.C():
+	case <-time.After(brokertest.WaitTimeout):
+		t.Fatal("the success did not wake the watch of final states")
+	}
+	if got := final.Changed(); !slices.Equal(got, []int64{id}) {
+		t.Fatalf("after the success, the watch of final states has %v, want [%d]", got, id)
 	}
 }

@@ -923,7 +923,7 @@ func mutations() []mutation {
 		from: "\tsubmit := !q.queued", to: "\tsubmit := true",
 		pkgs: []string{srvPkg}, run: "TestProgressBurstIsOneWrite"})
 	add(mutation{name: "watch: the broker's own writes wake no watch", file: "broker/watch.go",
-		from: "func (b *Broker) jobsChanged(ids ...int64) { b.svc.watches.changed(ids...) }", to: "func (b *Broker) jobsChanged(ids ...int64) {}",
+		from: "func (b *Broker) jobsChanged(c jobChange, ids ...int64) { b.svc.watches.changed(c, ids...) }", to: "func (b *Broker) jobsChanged(c jobChange, ids ...int64) {}",
 		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults$"})
 	add(mutation{name: "cli: a number out of its range is taken", file: "cmd/jobwire/flags.go",
 		from: "\tif n < lo || n > hi {", to: "\tif false {",

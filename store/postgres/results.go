@@ -93,34 +93,46 @@ func resultsOf(ps []*store.JobFinishParams) [][]byte {
 	return out
 }
 
-// JobOutcomes reads jobs with their results and progress (store.VersionReader).
+// JobOutcomes reads jobs with their results and progress (store.VersionReader): the columns of
+// a listing, the result and the progress of every job in one statement, so that each job is read
+// as of one moment and a watch pays one statement for the jobs it reads together.
 func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
-	jobs, err := s.JobGetMany(ctx, ids)
-	if err != nil || len(jobs) == 0 {
-		return jobs, err
-	}
-	byID := make(map[int64]*job.Job, len(jobs))
-	for _, j := range jobs {
-		byID[j.ID] = j
-	}
-	err = s.read(ctx, "job_outcomes", func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT id, result, `+store.ProgressColumns+` FROM jobs WHERE id = ANY($1)`, ids)
+	byID := make(map[int64]*job.Job, len(ids))
+	err := s.read(ctx, "job_outcomes", func(ctx context.Context) error {
+		clear(byID) // a read run again starts afresh
+		rows, err := s.pool.Query(ctx, `SELECT `+listColumns+`, result, `+store.ProgressColumns+`
+			FROM jobs WHERE id = ANY($1)`, ids)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		// One slice of destinations for every row, with room for the result and the progress
+		// ScanProgress adds: not two more slices a row.
+		buf := make([]any, 0, 48)
 		for rows.Next() {
-			var id int64
 			var result []byte
-			progress, err := store.ScanProgress(rows, &id, &result)
+			var progress *job.Progress
+			j, err := scanJob(scanFunc(func(dest ...any) error {
+				var err error
+				buf = append(append(buf[:0], dest...), &result)
+				progress, err = store.ScanProgress(rows, buf...)
+				return err
+			}))
 			if err != nil {
 				return err
 			}
-			if j := byID[id]; j != nil {
-				j.Result, j.Progress = result, progress
-			}
+			j.Result, j.Progress = result, progress
+			byID[j.ID] = j
 		}
 		return rows.Err()
 	})
-	return jobs, err
+	if err != nil {
+		return nil, err
+	}
+	return store.InIDOrder(ids, byID), nil
 }
+
+// scanFunc is a row that calls itself: a row with columns after those scanJob reads.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }

@@ -68,26 +68,26 @@ func (t *tx) JobProgressMany(ps []*store.JobProgressParams) ([]bool, error) {
 	return applied, nil
 }
 
-// JobVersions reads what watchers compare of each job (store.VersionReader).
+// JobVersions reads what watchers compare of each job (store.VersionReader), in one statement
+// whatever their number: the ids go in as one JSON array, not a placeholder each.
 func (s *Store) JobVersions(ctx context.Context, ids []int64) (map[int64]store.JobVersion, error) {
 	out := make(map[int64]store.JobVersion, len(ids))
 	err := s.read(ctx, "job_versions", func(ctx context.Context) error {
-		return chunks(ids, func(part []int64) error {
-			rows, err := s.r.QueryContext(ctx, `SELECT id, state, attempts, progress_at FROM jobs WHERE id IN (`+
-				placeholders(len(part))+`)`, idArgs(part)...)
+		clear(out)
+		rows, err := s.r.QueryContext(ctx, `SELECT id, state, attempts, progress_at FROM jobs
+			WHERE id IN (SELECT value FROM json_each(?))`, idsJSON(ids))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			id, v, err := store.ScanVersion(rows)
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				id, v, err := store.ScanVersion(rows)
-				if err != nil {
-					return err
-				}
-				out[id] = v
-			}
-			return rows.Err()
-		})
+			out[id] = v
+		}
+		return rows.Err()
 	})
 	return out, err
 }
@@ -100,37 +100,47 @@ func resultArg(result []byte) any {
 	return result
 }
 
-// JobOutcomes reads jobs with their results and progress (store.VersionReader).
+// JobOutcomes reads jobs with their results and progress (store.VersionReader): the columns of
+// a listing, the result and the progress of every job in one statement, the ids as one JSON
+// array. Watchers read each job that finishes through it, so its cost per job is what a wait
+// adds to a job's.
 func (s *Store) JobOutcomes(ctx context.Context, ids []int64) ([]*job.Job, error) {
-	jobs, err := s.JobGetMany(ctx, ids)
-	if err != nil || len(jobs) == 0 {
-		return jobs, err
-	}
-	byID := make(map[int64]*job.Job, len(jobs))
-	for _, j := range jobs {
-		byID[j.ID] = j
-	}
-	err = s.read(ctx, "job_outcomes", func(ctx context.Context) error {
-		return chunks(ids, func(part []int64) error {
-			rows, err := s.r.QueryContext(ctx, `SELECT id, result, `+store.ProgressColumns+`
-				FROM jobs WHERE id IN (`+placeholders(len(part))+`)`, idArgs(part)...)
+	byID := make(map[int64]*job.Job, len(ids))
+	err := s.read(ctx, "job_outcomes", func(ctx context.Context) error {
+		clear(byID)
+		rows, err := s.r.QueryContext(ctx, `SELECT `+listColumns+`, result, `+store.ProgressColumns+`
+			FROM jobs WHERE id IN (SELECT value FROM json_each(?))`, idsJSON(ids))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		// One slice of destinations for every row, with room for the result and the progress
+		// ScanProgress adds: not two more slices a row.
+		buf := make([]any, 0, 48)
+		for rows.Next() {
+			var result []byte
+			var progress *job.Progress
+			j, err := scanJob(scanFunc(func(dest ...any) error {
+				var err error
+				buf = append(append(buf[:0], dest...), &result)
+				progress, err = store.ScanProgress(rows, buf...)
+				return err
+			}))
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				var result []byte
-				progress, err := store.ScanProgress(rows, &id, &result)
-				if err != nil {
-					return err
-				}
-				if j := byID[id]; j != nil {
-					j.Result, j.Progress = result, progress
-				}
-			}
-			return rows.Err()
-		})
+			j.Result, j.Progress = result, progress
+			byID[j.ID] = j
+		}
+		return rows.Err()
 	})
-	return jobs, err
+	if err != nil {
+		return nil, err
+	}
+	return store.InIDOrder(ids, byID), nil
 }
+
+// scanFunc is a scanner that calls itself: a row with columns after those scanJob reads.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ var _ = register(
 	testCase{"JobProgressMany", testJobProgressMany},
 	testCase{"JobVersions", testJobVersions},
 	testCase{"JobOutcomes", testJobOutcomes},
+	testCase{"JobOutcomesOfManyJobs", testJobOutcomesOfManyJobs},
 )
 
 // A success's result is stored by every way a success is written (one at a time, many at once,
@@ -198,5 +200,30 @@ func testJobOutcomes(t *testing.T, b *bundle) {
 	}
 	if got[1].Result != nil || got[1].Progress != nil || got[1].State != job.StatePending {
 		t.Fatalf("pending job: %+v", got[1])
+	}
+}
+
+// A watch reads thousands of jobs at once (its first look, and the jobs of a burst that
+// finished): JobVersions and JobOutcomes read them all, in the order asked, however many.
+func testJobOutcomesOfManyJobs(t *testing.T, b *bundle) {
+	ps := make([]*store.JobInsertParams, 600)
+	for i := range ps {
+		ps[i] = b.job("t")
+	}
+	ids := b.insert(ps...)
+	asked := append([]int64{1 << 40}, ids...)
+	slices.Reverse(asked)
+	versions, err := b.s.JobVersions(b.ctx, asked)
+	if err != nil || len(versions) != len(ids) {
+		t.Fatalf("JobVersions read %d versions of %d jobs: %v", len(versions), len(ids), err)
+	}
+	got, err := b.s.JobOutcomes(b.ctx, asked)
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("JobOutcomes read %d of %d jobs: %v", len(got), len(ids), err)
+	}
+	for i, j := range got {
+		if want := ids[len(ids)-1-i]; j.ID != want || j.State != job.StatePending || j.Type != "t" {
+			t.Fatalf("JobOutcomes[%d] = job %d %s %q, want job %d PENDING \"t\"", i, j.ID, j.State, j.Type, want)
+		}
 	}
 }
