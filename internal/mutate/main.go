@@ -940,6 +940,15 @@ func mutations() []mutation {
 	add(mutation{name: "store: dropping a queue changes the caller's list", file: "store/store.go",
 		from: "p.Queues = slices.DeleteFunc(slices.Clone(p.Queues)", to: "p.Queues = slices.DeleteFunc(p.Queues",
 		pkgs: []string{"./store"}, run: "TestDropQueue"})
+	add(mutation{name: "watch: a final-only watch is woken by a start", file: "broker/watch.go",
+		from: "if c == changeRunning && w.finalOnly {", to: "if false {",
+		pkgs: []string{srvPkg}, run: "TestFinalOnlyWatchSleepsThroughStartAndProgress$"})
+	add(mutation{name: "watch: a full watch sleeps through a start", file: "broker/watch.go",
+		from: "if c == changeRunning && w.finalOnly {", to: "if c == changeRunning {",
+		pkgs: []string{srvPkg}, run: "TestWatchYieldsStateAndProgress$"})
+	add(mutation{name: "store: a watched job's outcome without its result", file: "store/sqlite/results.go",
+		from: "j.Result, j.Progress = result, progress", to: "_ = progress",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobOutcomes"})
 	return ms
 }
 
