@@ -899,7 +899,7 @@ func mutations() []mutation {
 		from: "job.CheckProgress(p.GetFraction(), p.Fraction != nil, p.Message)", to: "job.CheckProgress(p.GetFraction(), false, p.Message)",
 		pkgs: []string{"./worker"}, run: "TestProgressRulesAreCheckedInTheLibrary"})
 	add(mutation{name: "go worker: a parent's state keeps the proto's spelling", file: "worker/outcome.go",
-		from: "State: strings.ToLower(job.State(p.GetState()).String())}", to: "State: job.State(p.GetState()).String()}",
+		from: "State: strings.ToLower(job.State(p.GetState()).String())}", to: "State: strings.ToUpper(job.State(p.GetState()).String())}",
 		pkgs: []string{"./worker"}, run: "TestParentResultsKeepOrderAndNameStates"})
 	add(mutation{name: "java: a refused result names the library, not the codec", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Failures.java",
 		from: " || t instanceof ResultException;", to: ";",
