@@ -94,9 +94,10 @@ type DepsReader interface {
 	GraphGet(ctx context.Context, graph int64) ([]*job.Job, map[int64]*JobDeps, error)
 }
 
-// DependentsNotifier is a store that calls fn after a commit that made waiting jobs ready, for
-// its broker to plan a dispatch round. A store shared by several brokers publishes an
-// EventReady instead, which every broker hears.
+// DependentsNotifier is a store that calls fn after a commit that made waiting jobs ready (or
+// enqueued a batch's callbacks, which a dependent cancelled by its parent's failure may
+// complete in a write that names no batch), for its broker to plan a dispatch round. A store
+// shared by several brokers publishes an EventReady too, which every broker hears.
 type DependentsNotifier interface {
 	OnDependentsReady(fn func())
 }

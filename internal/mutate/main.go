@@ -863,9 +863,15 @@ func mutations() []mutation {
 	add(mutation{name: "rust: progress is not throttled", file: "sdks/rust/src/progress.rs",
 		from: "Some(at) if now < at + self.interval =>", to: "Some(at) if false && now < at + self.interval =>",
 		pkgs: []string{"sdks/rust/src/progress.rs"}, run: "the_first_report_goes_at_once_then_one_a_second_the_newest_held_back_always", sdk: sdkRust})
-	add(mutation{name: "deps: a dependent is let into a batch", file: "server/deps.go",
-		from: "\tif s.GetBatchId() != 0 {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)", to: "\tif false {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)",
-		pkgs: []string{srvPkg}, run: "TestDependentsAreKeptOutOfBatches"})
+	add(mutation{name: "deps: a dependent cancelled by its parent is not counted in its batch", file: "store/sqlite/deps.go",
+		from: "\t\tt.batches.Add(batch.Int64, child, now)\n", to: "",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd"})
+	add(mutation{name: "postgres deps: a dependent cancelled by its parent is not counted in its batch", file: "store/postgres/batches.go",
+		from: "rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, failed)", to: "rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids)",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd", postgres: true})
+	add(mutation{name: "batches: callbacks a cascade enqueued wake no dispatch", file: "store/sqlite/sqlite.go",
+		from: "s.dependentsReady(released + t.callbacks)", to: "s.dependentsReady(released)",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd"})
 	add(mutation{name: "results: a result over the limit is stored", file: "broker/outcome.go",
 		from: "if max := b.maxResultBytes(); len(result) > max {", to: "if max := b.maxResultBytes(); len(result) > max+1<<30 {",
 		pkgs: []string{srvPkg}, run: "TestResultTooLargeIsAFatalFailure"})
