@@ -252,3 +252,75 @@ func TestDependentsIntoABatchThatCannotTakeThem(t *testing.T) {
 		t.Fatalf("closed batch %v", got)
 	}
 }
+
+func requeue(t *testing.T, b *brokertest.Bundle, ids ...int64) {
+	t.Helper()
+	res, err := b.Admin.RequeueDeadJobs(context.Background(), &jobwirev1.RequeueDeadJobsRequest{
+		Selection: &jobwirev1.BulkSelection{Ids: ids}})
+	if err != nil || res.GetAffected() != int32(len(ids)) {
+		t.Fatalf("requeue %v: %v, %v", ids, res, err)
+	}
+}
+
+// A dead job of a batch requeued from the dead-letter queue leaves its batch's dead count and
+// is counted again when it is final: in an open batch, the job that then succeeds makes the
+// batch a success, both callbacks running at its close; in a complete batch, the counts follow
+// the job while the callbacks, run already, never run again.
+func TestRequeuedDeadJobIsCountedAgainInItsBatch(t *testing.T) {
+	t.Parallel()
+	onBothBrokers(t, func(t *testing.T, b *brokertest.Bundle) {
+		ctx := context.Background()
+		batch := openBatch(t, b)
+		res, err := b.Producer.EnqueueBatch(ctx, &jobwirev1.EnqueueBatchRequest{Jobs: []*jobwirev1.JobSpec{
+			{Type: "child", BatchId: batch, MaxAttempts: 1}, {Type: "child", BatchId: batch, MaxAttempts: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dies := res.GetJobs()[1].GetId()
+		w := b.Connect(brokertest.Hello("w", 1, "child", "report", "done"))
+		work(t, w, 2, dies)
+		if got := getBatch(t, b, batch); got.GetDead() != 1 || got.GetSucceeded() != 1 {
+			t.Fatalf("before the requeue: %v", got)
+		}
+		requeue(t, b, dies)
+		if got := getBatch(t, b, batch); got.GetDead() != 0 || got.GetSucceeded() != 1 || len(got.GetFailedJobIds()) != 0 {
+			t.Fatalf("after the requeue: %v, want no dead job", got)
+		}
+		work(t, w, 1)
+		closeBatch(t, b, batch)
+		seen := map[string]map[string]string{}
+		for range 2 {
+			a := w.Assignment()
+			w.Started(a)
+			ack(t, w.Succeed(a))
+			seen[a.GetJob().GetType()] = a.GetJob().GetMetadata()
+		}
+		if seen["report"]["jobwire.batch.succeeded"] != "2" || seen["done"]["jobwire.batch.dead"] != "0" {
+			t.Fatalf("callbacks %v", seen)
+		}
+
+		// The job dies again, is requeued in the complete batch and succeeds.
+		res, err = b.Producer.EnqueueBatch(ctx, &jobwirev1.EnqueueBatchRequest{
+			Batch: &jobwirev1.BatchOptions{OnComplete: &jobwirev1.JobSpec{Type: "done"}},
+			Jobs:  []*jobwirev1.JobSpec{{Type: "child", MaxAttempts: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		complete, again := res.GetBatchId(), res.GetJobs()[0].GetId()
+		work(t, w, 1, again)
+		if meta := callback(t, w, "done"); meta["jobwire.batch.dead"] != "1" {
+			t.Fatalf("callback %v", meta)
+		}
+		requeue(t, b, again)
+		if got := getBatch(t, b, complete); got.GetDead() != 0 || got.GetState() != jobwirev1.BatchState_BATCH_STATE_COMPLETE {
+			t.Fatalf("complete batch after the requeue: %v", got)
+		}
+		work(t, w, 1)
+		if got := getBatch(t, b, complete); got.GetSucceeded() != 1 || got.GetDead() != 0 {
+			t.Fatalf("complete batch after the job succeeded: %v", got)
+		}
+		if m, ok := w.Poll(); ok {
+			t.Fatalf("after the requeued job of a complete batch: %v", m)
+		}
+	})
+}

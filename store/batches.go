@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +29,10 @@ import (
 //   - Closing counts the batch's jobs (its size) and completes it at once when they are all
 //     final already.
 //
-// Each job is counted once, by how it ended first: a dead job requeued from the dead-letter
-// queue stays counted as dead, and a batch that completed stays complete.
+// Each job is counted once per run: a dead job requeued from the dead-letter queue leaves its
+// batch's dead count in the requeue's transaction (its mark cleared) and is counted again when
+// it is final. A batch that completed stays complete: its callbacks never run again, while its
+// counts follow its jobs.
 
 // ErrBatchClosed is returned when a job is added to a batch that is closed.
 var ErrBatchClosed = errors.New("batch is closed")
@@ -178,10 +182,34 @@ func joinIDs(ids []int64) string {
 }
 
 // BatchCandidates are the jobs of batches a transaction's final writes may have finished, which
-// the store counts where the transaction's writes end, as of the latest of those writes.
+// the store counts where the transaction's writes end, as of the latest of those writes, and
+// the dead jobs of batches it requeued, which leave their batches' dead counts there.
 type BatchCandidates struct {
 	ids []int64
 	now time.Time
+	// requeued counts the dead jobs requeued by batch.
+	requeued map[int64]int64
+}
+
+// Uncount notes a counted dead job of batch requeued; a batch of 0 is none.
+func (c *BatchCandidates) Uncount(batch int64) {
+	if batch == 0 {
+		return
+	}
+	if c.requeued == nil {
+		c.requeued = map[int64]int64{}
+	}
+	c.requeued[batch]++
+}
+
+// TakeRequeued returns the batches that lost dead jobs to a requeue, in id order, with how many
+// each lost, and forgets them.
+func (c *BatchCandidates) TakeRequeued() (batches, dead []int64) {
+	for _, b := range slices.Sorted(maps.Keys(c.requeued)) {
+		batches, dead = append(batches, b), append(dead, c.requeued[b])
+	}
+	c.requeued = nil
+	return batches, dead
 }
 
 // Add notes a write that may make job jobID of batch final; a batch of 0 is none.

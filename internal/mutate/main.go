@@ -867,7 +867,7 @@ func mutations() []mutation {
 		from: "\t\tt.batches.Add(batch.Int64, child, now)\n", to: "",
 		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd"})
 	add(mutation{name: "postgres deps: a dependent cancelled by its parent is not counted in its batch", file: "store/postgres/batches.go",
-		from: "rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, failed)", to: "rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids)",
+		from: "rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, requeued, dead, failed)", to: "rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids, requeued, dead)",
 		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd", postgres: true})
 	add(mutation{name: "batches: callbacks a cascade enqueued wake no dispatch", file: "store/sqlite/sqlite.go",
 		from: "s.dependentsReady(released + t.callbacks)", to: "s.dependentsReady(released)",

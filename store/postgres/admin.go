@@ -311,22 +311,26 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 		return 0, err
 	}
 	rows, err := t.tx.Query(t.ctx, `WITH locked AS MATERIALIZED (
-			SELECT id FROM jobs WHERE state = 6 AND id = ANY($6) ORDER BY id FOR NO KEY UPDATE)
+			SELECT id, batch_counted FROM jobs WHERE state = 6 AND id = ANY($6) ORDER BY id FOR NO KEY UPDATE)
 		UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
-		priority = COALESCE($4, priority), payload = COALESCE($5, payload),
+		priority = COALESCE($4, priority), payload = COALESCE($5, payload), batch_counted = false,
 		attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
 		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
-		FROM locked WHERE jobs.id = locked.id AND jobs.state = 6 RETURNING jobs.queue, jobs.type`,
+		FROM locked WHERE jobs.id = locked.id AND jobs.state = 6
+		RETURNING jobs.queue, jobs.type, CASE WHEN locked.batch_counted THEN jobs.batch_id ELSE 0 END`,
 		int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
 	if err != nil {
 		return 0, err
 	}
 	// The dead jobs leave the finished totals, written with the transaction's other changes to
-	// them (totals.go).
+	// them (totals.go), and their batches' dead counts, where the transaction's writes end
+	// (flushBatches): they are counted again when they are final.
 	var n int
 	var queue, typ string
-	_, err = pgx.ForEachRow(rows, []any{&queue, &typ}, func() error {
+	var batch int64
+	_, err = pgx.ForEachRow(rows, []any{&queue, &typ, &batch}, func() error {
 		n++
+		t.batches.Uncount(batch)
 		return t.addFinished(queue, typ, job.StateDead, -1)
 	})
 	return n, err

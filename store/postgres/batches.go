@@ -90,29 +90,35 @@ func (t *tx) BatchClose(id int64, now time.Time) (*store.Batch, error) {
 // statement, one round trip, for a transaction that finished jobs of batches.
 var countBatchJobsSQL = countSQL(``, `id = ANY($1::bigint[])`)
 
-// countCascadeSQL is countBatchJobsSQL for a transaction that made jobs DEAD or CANCELLED ($2):
+// countCascadeSQL is countBatchJobsSQL for a transaction that made jobs DEAD or CANCELLED ($4):
 // its candidates are also the dependents settling cancelled because of them, and theirs in
 // turn (dep_nodes.cancelled_by names the parent whose failure cancelled a job). Settling
 // (jobwire_settle_dependents) runs before this statement in the transaction, so it sees them
 // cancelled; they are the transaction's own rows, locked by settling.
 var countCascadeSQL = countSQL(`RECURSIVE cascade(id) AS (
-	SELECT unnest($2::bigint[])
+	SELECT unnest($4::bigint[])
 	UNION
 	SELECT d.child_id FROM cascade c JOIN job_deps d ON d.parent_id = c.id
 		JOIN dep_nodes w ON w.job_id = d.child_id AND w.cancelled_by = d.parent_id
 ), `, `(id = ANY($1::bigint[]) OR id IN (SELECT id FROM cascade))`)
 
 // countSQL is a statement that counts the candidates which selects (after the queries of with,
-// if any), as countBatchJobsSQL says.
+// if any), as countBatchJobsSQL says, and takes the dead jobs the transaction requeued ($3 of
+// each batch $2) off their batches' dead counts, in the same statement: every batch row it
+// changes is locked by one statement, in id order.
 func countSQL(with, which string) string {
 	return `WITH ` + with + `counted AS (
 	UPDATE jobs SET batch_counted = true
 	WHERE ` + which + ` AND batch_id IS NOT NULL AND NOT batch_counted AND state IN (5, 6, 7)
 	RETURNING batch_id, state
 ), counts AS (
-	SELECT batch_id, count(*) FILTER (WHERE state = 5) AS s, count(*) FILTER (WHERE state = 6) AS d,
-		count(*) FILTER (WHERE state = 7) AS c
-	FROM counted GROUP BY batch_id
+	SELECT batch_id, sum(s)::bigint AS s, sum(d)::bigint AS d, sum(c)::bigint AS c FROM (
+		SELECT batch_id, count(*) FILTER (WHERE state = 5) AS s, count(*) FILTER (WHERE state = 6) AS d,
+			count(*) FILTER (WHERE state = 7) AS c
+		FROM counted GROUP BY batch_id
+		UNION ALL
+		SELECT batch_id, 0, -n, 0 FROM unnest($2::bigint[], $3::bigint[]) AS r(batch_id, n)
+	) AS changes GROUP BY batch_id
 ), locked AS MATERIALIZED (
 	SELECT id FROM batches WHERE id IN (SELECT batch_id FROM counts) ORDER BY id FOR NO KEY UPDATE
 )
@@ -136,13 +142,14 @@ func (t *tx) flushBatches() error {
 	if now.Before(t.settle.now) {
 		now = t.settle.now
 	}
+	requeued, dead := t.batches.TakeRequeued()
 	var rows pgx.Rows
 	var err error
 	switch {
 	case len(failed) > 0:
-		rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, failed)
-	case len(ids) > 0:
-		rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids)
+		rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, requeued, dead, failed)
+	case len(ids) > 0 || len(requeued) > 0:
+		rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids, requeued, dead)
 	default:
 		return nil
 	}

@@ -409,9 +409,17 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 					AND o.state = 6 AND o.id IN (`+placeholders(len(part))+`)))`, append(idArgs(part), idArgs(part)...)...); err != nil {
 			return err
 		}
+		// A batch's dead job leaves its batch's dead count, to be counted again when it is
+		// final (store/batches.go).
+		if _, err := t.exec(`UPDATE batches SET dead = dead - (SELECT COUNT(*) FROM jobs
+				WHERE jobs.batch_id = batches.id AND state = 6 AND batch_counted = 1 AND id IN (`+placeholders(len(part))+`))
+			WHERE id IN (SELECT batch_id FROM jobs WHERE state = 6 AND batch_counted = 1 AND id IN (`+placeholders(len(part))+`))`,
+			append(idArgs(part), idArgs(part)...)...); err != nil {
+			return err
+		}
 		args := append([]any{int(state), nanos(p.RunAt), nanos(p.Now), priority, payload}, idArgs(part)...)
 		n, err := t.exec(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,
-			priority = COALESCE(?, priority), payload = COALESCE(?, payload),
+			priority = COALESCE(?, priority), payload = COALESCE(?, payload), batch_counted = 0,
 			attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
 			lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
 			WHERE state = 6 AND id IN (`+placeholders(len(part))+`)`, args...)
