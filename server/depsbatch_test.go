@@ -324,3 +324,85 @@ func TestRequeuedDeadJobIsCountedAgainInItsBatch(t *testing.T) {
 		}
 	})
 }
+
+// Requeueing a dead parent brings back the dependents its death cancelled, down the chain,
+// WAITING again with their cancel reason cleared, and out of their batch's cancelled count; a
+// dependent that another dead parent holds cancelled stays cancelled. The revived run to the
+// end, and their batch completes as if the parent had not died.
+func TestRequeuedParentRevivesItsDependents(t *testing.T) {
+	t.Parallel()
+	onBothBrokers(t, func(t *testing.T, b *brokertest.Bundle) {
+		done := enqueue(t, b, &jobwirev1.JobSpec{Type: "parent"})
+		parent := enqueue(t, b, &jobwirev1.JobSpec{Type: "doomed", MaxAttempts: 1})
+		other := enqueue(t, b, &jobwirev1.JobSpec{Type: "doomed", MaxAttempts: 1})
+		batch := openBatch(t, b)
+		child := enqueue(t, b, &jobwirev1.JobSpec{Type: "child", BatchId: batch, DependsOn: []int64{parent, done}})
+		grandchild := enqueue(t, b, &jobwirev1.JobSpec{Type: "child", BatchId: batch, DependsOn: []int64{child}})
+		held := enqueue(t, b, &jobwirev1.JobSpec{Type: "child", DependsOn: []int64{parent, other}})
+
+		work(t, b.Connect(brokertest.Hello("wq", 1, "parent")), 1)
+		wp := b.Connect(brokertest.Hello("wp", 1, "doomed"))
+		work(t, wp, 2, parent, other)
+		for _, id := range []int64{child, grandchild, held} {
+			waitState(t, b, id, stateCancelled)
+		}
+		if got := getBatch(t, b, batch); got.GetCancelled() != 2 {
+			t.Fatalf("batch %v, want 2 cancelled", got)
+		}
+		if n := cancelledIn(t, b); n != 3 {
+			t.Fatalf("the queue counts %d cancelled jobs, want 3", n)
+		}
+
+		requeue(t, b, parent)
+		for _, id := range []int64{child, grandchild} {
+			j := getJob(t, b, id)
+			if j.GetState() != stateWaiting || j.GetLastErrorType() != "" || j.GetLastErrorMessage() != "" ||
+				j.GetDependencies().GetCancelledBy() != 0 || j.GetDependencies().GetParentsLeft() != 1 {
+				t.Fatalf("job %d after its parent's requeue: %s %q %q, deps %v", id, j.GetState(),
+					j.GetLastErrorType(), j.GetLastErrorMessage(), j.GetDependencies())
+			}
+		}
+		if j := getJob(t, b, held); j.GetState() != stateCancelled {
+			t.Fatalf("dependent of another dead parent: %s, want it still CANCELLED", j.GetState())
+		}
+		if got := getBatch(t, b, batch); got.GetCancelled() != 0 || len(got.GetFailedJobIds()) != 0 {
+			t.Fatalf("batch after the requeue %v, want nothing cancelled", got)
+		}
+
+		work(t, wp, 1)
+		wc := b.Connect(brokertest.Hello("wc", 1, "child", "report", "done"))
+		if ran := work(t, wc, 2); ran[0] != child || ran[1] != grandchild {
+			t.Fatalf("ran %v, want %d then %d", ran, child, grandchild)
+		}
+		closeBatch(t, b, batch)
+		seen := map[string]bool{}
+		for range 2 {
+			a := wc.Assignment()
+			wc.Started(a)
+			ack(t, wc.Succeed(a))
+			seen[a.GetJob().GetType()] = true
+		}
+		if !seen["report"] || !seen["done"] {
+			t.Fatalf("callbacks %v, want both", seen)
+		}
+		if n := cancelledIn(t, b); n != 1 {
+			t.Fatalf("the queue counts %d cancelled jobs, want 1 (the dependent still held)", n)
+		}
+	})
+}
+
+// cancelledIn is how many CANCELLED jobs the default queue counts (its finished totals).
+func cancelledIn(t *testing.T, b *brokertest.Bundle) int64 {
+	t.Helper()
+	res, err := b.Admin.ListQueues(context.Background(), &jobwirev1.ListQueuesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range res.GetQueues() {
+		if q.GetName() == "default" {
+			return q.GetDepthByState()["CANCELLED"]
+		}
+	}
+	t.Fatalf("no default queue in %v", res)
+	return 0
+}

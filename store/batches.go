@@ -3,11 +3,11 @@ package store
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobwire/jobwire/job"
 )
 
 // Batches are groups of jobs with callbacks enqueued once, when the last job of the group is
@@ -187,29 +187,28 @@ func joinIDs(ids []int64) string {
 type BatchCandidates struct {
 	ids []int64
 	now time.Time
-	// requeued counts the dead jobs requeued by batch.
-	requeued map[int64]int64
+	// uncounted are the batch and the final state of each counted job that is no longer final
+	// (requeued, or revived with its parent).
+	uncounted       []int64
+	uncountedStates []int16
 }
 
-// Uncount notes a counted dead job of batch requeued; a batch of 0 is none.
-func (c *BatchCandidates) Uncount(batch int64) {
+// Uncount notes a job of batch, counted as ended in state, that is no longer final; a batch of
+// 0 is none.
+func (c *BatchCandidates) Uncount(batch int64, state job.State) {
 	if batch == 0 {
 		return
 	}
-	if c.requeued == nil {
-		c.requeued = map[int64]int64{}
-	}
-	c.requeued[batch]++
+	c.uncounted = append(c.uncounted, batch)
+	c.uncountedStates = append(c.uncountedStates, int16(state))
 }
 
-// TakeRequeued returns the batches that lost dead jobs to a requeue, in id order, with how many
-// each lost, and forgets them.
-func (c *BatchCandidates) TakeRequeued() (batches, dead []int64) {
-	for _, b := range slices.Sorted(maps.Keys(c.requeued)) {
-		batches, dead = append(batches, b), append(dead, c.requeued[b])
-	}
-	c.requeued = nil
-	return batches, dead
+// TakeUncounted returns what Uncount noted, one entry per job (its batch and its state), and
+// forgets it.
+func (c *BatchCandidates) TakeUncounted() (batches []int64, states []int16) {
+	batches, states = c.uncounted, c.uncountedStates
+	c.uncounted, c.uncountedStates = nil, nil
+	return batches, states
 }
 
 // Add notes a write that may make job jobID of batch final; a batch of 0 is none.

@@ -103,9 +103,9 @@ var countCascadeSQL = countSQL(`RECURSIVE cascade(id) AS (
 ), `, `(id = ANY($1::bigint[]) OR id IN (SELECT id FROM cascade))`)
 
 // countSQL is a statement that counts the candidates which selects (after the queries of with,
-// if any), as countBatchJobsSQL says, and takes the dead jobs the transaction requeued ($3 of
-// each batch $2) off their batches' dead counts, in the same statement: every batch row it
-// changes is locked by one statement, in id order.
+// if any), as countBatchJobsSQL says, and takes the jobs that are no longer final (batches $2,
+// states $3: a dead job requeued, a dependent revived with it) off their batches' counts, in
+// the same statement: every batch row it changes is locked by one statement, in id order.
 func countSQL(with, which string) string {
 	return `WITH ` + with + `counted AS (
 	UPDATE jobs SET batch_counted = true
@@ -117,7 +117,8 @@ func countSQL(with, which string) string {
 			count(*) FILTER (WHERE state = 7) AS c
 		FROM counted GROUP BY batch_id
 		UNION ALL
-		SELECT batch_id, 0, -n, 0 FROM unnest($2::bigint[], $3::bigint[]) AS r(batch_id, n)
+		SELECT batch_id, 0, -count(*) FILTER (WHERE state = 6), -count(*) FILTER (WHERE state = 7)
+		FROM unnest($2::bigint[], $3::smallint[]) AS r(batch_id, state) GROUP BY batch_id
 	) AS changes GROUP BY batch_id
 ), locked AS MATERIALIZED (
 	SELECT id FROM batches WHERE id IN (SELECT batch_id FROM counts) ORDER BY id FOR NO KEY UPDATE
@@ -142,14 +143,14 @@ func (t *tx) flushBatches() error {
 	if now.Before(t.settle.now) {
 		now = t.settle.now
 	}
-	requeued, dead := t.batches.TakeRequeued()
+	requeued, states := t.batches.TakeUncounted()
 	var rows pgx.Rows
 	var err error
 	switch {
 	case len(failed) > 0:
-		rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, requeued, dead, failed)
+		rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, requeued, states, failed)
 	case len(ids) > 0 || len(requeued) > 0:
-		rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids, requeued, dead)
+		rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids, requeued, states)
 	default:
 		return nil
 	}
