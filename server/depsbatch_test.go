@@ -406,3 +406,26 @@ func cancelledIn(t *testing.T, b *brokertest.Bundle) int64 {
 	t.Fatalf("no default queue in %v", res)
 	return 0
 }
+
+// Across brokers on one PostgreSQL database: a parent that dies through one broker cancels its
+// dependent, in a batch made through the other, and the completion callback that cancel's
+// transaction enqueued reaches a worker of the other broker, once.
+func TestClusterParentDeathCompletesABatchOnAnotherBroker(t *testing.T) {
+	a, b := twoBrokers(t)
+	parent := enqueue(t, a, &jobwirev1.JobSpec{Type: "doomed", MaxAttempts: 1})
+	res, err := b.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{
+		Batch: &jobwirev1.BatchOptions{OnComplete: &jobwirev1.JobSpec{Type: "done"}},
+		Jobs:  []*jobwirev1.JobSpec{{Type: "child", DependsOn: []int64{parent}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb := b.Connect(brokertest.Hello("wb", 1, "done"))
+	work(t, a.Connect(brokertest.Hello("wa", 1, "doomed")), 1, parent)
+	meta := callback(t, wb, "done")
+	if meta["jobwire.batch.cancelled"] != "1" || meta["jobwire.batch.failed"] != itoa(res.GetJobs()[0].GetId()) {
+		t.Fatalf("callback metadata %v", meta)
+	}
+	if m, ok := wb.Poll(); ok {
+		t.Fatalf("after the callback: %v", m)
+	}
+}
