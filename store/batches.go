@@ -19,9 +19,11 @@ import (
 // result is repeated:
 //
 //   - A final write of a batch's job (JobFinish, JobSucceedMany, JobCancel; JobFinishParams.Batch
-//     names the batch) makes the job a candidate. Where the transaction's writes end, before
-//     COMMIT, the store counts the candidates that are final and not counted yet
-//     (jobs.batch_counted), marking them counted: a repeated or stale write counts nothing.
+//     names the batch) makes the job a candidate, and so does the settling that cancels a
+//     dependent because a parent failed (store/deps.go), which comes before the count. Where
+//     the transaction's writes end, before COMMIT, the store counts the candidates that are
+//     final and not counted yet (jobs.batch_counted), marking them counted: a repeated or
+//     stale write counts nothing.
 //   - The counts are added to each batch's row, the rows taken in id order. A batch that is
 //     closed and whose counts reach its size completes in that transaction: its callbacks are
 //     inserted, with its counts and failed jobs in their metadata (BatchMeta...), and their ids
