@@ -14,8 +14,10 @@ import (
 // settles its edges in its own transaction, at its end: a dependent whose parents all
 // SUCCEEDED (or all ended, for one that runs anyway) becomes PENDING, one whose parent went
 // DEAD or CANCELLED is CANCELLED with that parent named, and its own dependents are settled in
-// turn. A store that can be shared by several brokers tells every one of them when jobs became
-// ready this way; a store alone tells its own broker (DependentsNotifier).
+// turn; its batch, if any, counts that cancel in the same transaction. Requeueing a dead
+// parent brings such dependents back, WAITING (Tx.JobRequeue). A store that can be shared by
+// several brokers tells every one of them when jobs became ready this way; a store alone tells
+// its own broker (DependentsNotifier).
 
 // MaxParents is the most parents one job may name.
 const MaxParents = 1000
