@@ -98,6 +98,9 @@ func (b *Broker) ListBatches(ctx context.Context, f BatchFilter) ([]*Batch, erro
 // one, created and closed with them, when opts is not nil; else the open batch every spec
 // names (JobSpec.Batch). It returns the batch's id with the jobs.
 func (b *Broker) EnqueueBatch(ctx context.Context, specs []JobSpec, opts *BatchOptions) ([]Enqueued, int64, error) {
+	if hasDeps(specs) {
+		return b.enqueueBatchWithDeps(ctx, specs, opts)
+	}
 	now := b.now()
 	params := make([]*store.JobInsertParams, len(specs))
 	for i := range specs {
@@ -127,6 +130,23 @@ func (b *Broker) EnqueueBatch(ctx context.Context, specs []JobSpec, opts *BatchO
 		b.schedule(o.scheduled)
 	}
 	b.signal()
+	return out, o.batch, nil
+}
+
+// enqueueBatchWithDeps is EnqueueBatch of specs some of which name parents: one depsOp stores
+// the jobs, their edges and their batch.
+func (b *Broker) enqueueBatchWithDeps(ctx context.Context, specs []JobSpec, opts *BatchOptions) ([]Enqueued, int64, error) {
+	o := newDepsOp(specs)
+	if opts != nil {
+		o.create = b.createParams(opts, b.now())
+	}
+	out, err := b.enqueueDeps(ctx, o)
+	if err != nil {
+		return nil, 0, err
+	}
+	if opts == nil {
+		return out, specs[0].Batch, nil
+	}
 	return out, o.batch, nil
 }
 

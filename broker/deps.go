@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,6 +195,12 @@ func hasDeps(specs []JobSpec) bool {
 
 // enqueueWithDeps stores specs, some of which name parents.
 func (b *Broker) enqueueWithDeps(ctx context.Context, specs []JobSpec) ([]Enqueued, error) {
+	return b.enqueueDeps(ctx, newDepsOp(specs))
+}
+
+// newDepsOp is the op that stores specs, some of which name parents, in one call of Enqueue
+// or EnqueueBatch.
+func newDepsOp(specs []JobSpec) *depsOp {
 	where := make([]string, len(specs))
 	for i := range specs {
 		where[i] = "job"
@@ -200,7 +208,7 @@ func (b *Broker) enqueueWithDeps(ctx context.Context, specs []JobSpec) ([]Enqueu
 			where[i] = fmt.Sprintf("jobs[%d]", i)
 		}
 	}
-	return b.enqueueDeps(ctx, &depsOp{specs: specs, where: where, local: make([][]int, len(specs))})
+	return &depsOp{specs: specs, where: where, local: make([][]int, len(specs))}
 }
 
 // enqueueDeps stores o's jobs and their edges through the writer.
@@ -237,14 +245,23 @@ func (b *Broker) enqueueDeps(ctx context.Context, o *depsOp) ([]Enqueued, error)
 }
 
 // depsOp stores jobs with their parents: it inserts them, then makes those with parents wait
-// (store.DepsTx.JobDepsAdd), in one transaction. It writes alone in its batch, and asks for a
-// dispatch round, which leases those of its jobs that are ready in the same commit.
+// (store.DepsTx.JobDepsAdd), then puts those that name a batch in it, in one transaction. It
+// writes alone in its batch, and asks for a dispatch round, which leases those of its jobs that
+// are ready in the same commit.
+//
+// A dependent may belong to a batch: however it ends, its batch counts it in the transaction
+// that makes it final, a cancel because a parent failed included (the store counts the jobs
+// its settling cancels), so its batch completes once, with it in its counts.
 type depsOp struct {
 	specs []JobSpec
 	where []string // how an error names each spec
 	local [][]int  // parents among the op's own jobs, by index (all earlier)
 	graph bool     // the jobs are one graph, whose id is the first job's
 	now   time.Time
+	// create makes a new batch of every job, closed with them (EnqueueBatch with options);
+	// batch is its id once stored. Without it each job goes to the open batch its spec names.
+	create *store.BatchCreateParams
+	batch  int64
 
 	params  []*store.JobInsertParams
 	results []store.JobInsertResult
@@ -255,6 +272,12 @@ func (o *depsOp) Readies() bool { return true }
 func (o *depsOp) Done(error)    {}
 
 func (o *depsOp) Apply(tx store.Tx) error {
+	if o.create != nil {
+		var err error
+		if o.batch, err = tx.BatchCreate(o.create); err != nil {
+			return err
+		}
+	}
 	results, err := tx.JobInsertMany(o.params)
 	if err != nil {
 		return err
@@ -277,7 +300,33 @@ func (o *depsOp) Apply(tx store.Tx) error {
 			o.results[o.indexOf(p.Child)].State = job.StateWaiting
 		}
 	}
-	return nil
+	return o.addToBatches(tx)
+}
+
+// addToBatches puts the jobs the op stored (not the duplicates of earlier ones) in their
+// batches, in batch id order, and closes the batch the op creates. A batch closed or missing
+// fails the whole op: nothing of it is stored.
+func (o *depsOp) addToBatches(tx store.Tx) error {
+	byBatch := map[int64][]int64{}
+	for i, r := range o.results {
+		batch := o.specs[i].Batch
+		if o.create != nil {
+			batch = o.batch
+		}
+		if batch != 0 && !r.Duplicate {
+			byBatch[batch] = append(byBatch[batch], r.ID)
+		}
+	}
+	for _, batch := range slices.Sorted(maps.Keys(byBatch)) {
+		if err := tx.BatchAdd(batch, byBatch[batch]); err != nil {
+			return err
+		}
+	}
+	if o.create == nil {
+		return nil
+	}
+	_, err := tx.BatchClose(o.batch, o.now)
+	return err
 }
 
 // depsParams are the edges of job i, once the op's jobs have ids.

@@ -61,9 +61,6 @@ func (l Limits) validateBatchEnqueue(r *jobwirev1.EnqueueBatchRequest, now time.
 			if spec.GetBatchId() != 0 {
 				return invalid(fmt.Sprintf("jobs[%d].batch_id", i), "must be 0 when the request creates its batch (batch is set), got %d", spec.GetBatchId())
 			}
-			if len(spec.GetDependsOn()) > 0 {
-				return invalid(fmt.Sprintf("jobs[%d].depends_on", i), dependentInBatch)
-			}
 		}
 		return l.validateBatchOptions("batch", r.GetBatch(), now)
 	}
@@ -173,7 +170,7 @@ func enqueueStatus(err error) error {
 	if errors.As(err, &conflict) {
 		return status.Errorf(codes.AlreadyExists, "jobs[%d]: %v; no job of this batch was stored", conflict.Index, err)
 	}
-	return toStatus(err)
+	return depsStatus(err)
 }
 
 func (p *producer) CreateBatch(ctx context.Context, req *jobwirev1.CreateBatchRequest) (*jobwirev1.CreateBatchResponse, error) {

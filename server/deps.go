@@ -42,9 +42,6 @@ func validateDeps(prefix string, s *jobwirev1.JobSpec) error {
 	if s.GetSchedule() != nil {
 		return invalid(prefix+".depends_on", "a job with parents runs when they are done: it cannot have run_at or delay")
 	}
-	if s.GetBatchId() != 0 {
-		return invalid(prefix+".depends_on", dependentInBatch)
-	}
 	return nil
 }
 
@@ -70,17 +67,9 @@ func (l Limits) validateGraph(r *jobwirev1.EnqueueGraphRequest, now time.Time) e
 		if len(n.GetDependsOn()) > 0 && n.GetJob().GetSchedule() != nil {
 			return invalid(prefix+".depends_on", "a job with parents runs when they are done: it cannot have run_at or delay")
 		}
-		if len(n.GetDependsOn()) > 0 && n.GetJob().GetBatchId() != 0 {
-			return invalid(prefix+".depends_on", dependentInBatch)
-		}
 	}
 	return nil
 }
-
-// dependentInBatch refuses a job that both waits for parents and belongs to a batch: a
-// dependent cancelled because a parent failed is cancelled by the store's settling of the
-// parent's write, which a batch does not count yet, so its batch would never complete.
-const dependentInBatch = "a job in a batch cannot wait for parents yet (its batch would not count it if a parent failed): leave it out of the batch, or give it no depends_on"
 
 // depsSpecFromProto is the parents a spec names; nil for none.
 func depsSpecFromProto(s *jobwirev1.JobSpec) *broker.DepsSpec {

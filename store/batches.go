@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobwire/jobwire/job"
 )
 
 // Batches are groups of jobs with callbacks enqueued once, when the last job of the group is
@@ -17,9 +19,11 @@ import (
 // result is repeated:
 //
 //   - A final write of a batch's job (JobFinish, JobSucceedMany, JobCancel; JobFinishParams.Batch
-//     names the batch) makes the job a candidate. Where the transaction's writes end, before
-//     COMMIT, the store counts the candidates that are final and not counted yet
-//     (jobs.batch_counted), marking them counted: a repeated or stale write counts nothing.
+//     names the batch) makes the job a candidate, and so does the settling that cancels a
+//     dependent because a parent failed (store/deps.go), which comes before the count. Where
+//     the transaction's writes end, before COMMIT, the store counts the candidates that are
+//     final and not counted yet (jobs.batch_counted), marking them counted: a repeated or
+//     stale write counts nothing.
 //   - The counts are added to each batch's row, the rows taken in id order. A batch that is
 //     closed and whose counts reach its size completes in that transaction: its callbacks are
 //     inserted, with its counts and failed jobs in their metadata (BatchMeta...), and their ids
@@ -27,8 +31,10 @@ import (
 //   - Closing counts the batch's jobs (its size) and completes it at once when they are all
 //     final already.
 //
-// Each job is counted once, by how it ended first: a dead job requeued from the dead-letter
-// queue stays counted as dead, and a batch that completed stays complete.
+// Each job is counted once per run: a dead job requeued from the dead-letter queue leaves its
+// batch's dead count in the requeue's transaction (its mark cleared) and is counted again when
+// it is final. A batch that completed stays complete: its callbacks never run again, while its
+// counts follow its jobs.
 
 // ErrBatchClosed is returned when a job is added to a batch that is closed.
 var ErrBatchClosed = errors.New("batch is closed")
@@ -178,10 +184,33 @@ func joinIDs(ids []int64) string {
 }
 
 // BatchCandidates are the jobs of batches a transaction's final writes may have finished, which
-// the store counts where the transaction's writes end, as of the latest of those writes.
+// the store counts where the transaction's writes end, as of the latest of those writes, and
+// the dead jobs of batches it requeued, which leave their batches' dead counts there.
 type BatchCandidates struct {
 	ids []int64
 	now time.Time
+	// uncounted are the batch and the final state of each counted job that is no longer final
+	// (requeued, or revived with its parent).
+	uncounted       []int64
+	uncountedStates []int16
+}
+
+// Uncount notes a job of batch, counted as ended in state, that is no longer final; a batch of
+// 0 is none.
+func (c *BatchCandidates) Uncount(batch int64, state job.State) {
+	if batch == 0 {
+		return
+	}
+	c.uncounted = append(c.uncounted, batch)
+	c.uncountedStates = append(c.uncountedStates, int16(state))
+}
+
+// TakeUncounted returns what Uncount noted, one entry per job (its batch and its state), and
+// forgets it.
+func (c *BatchCandidates) TakeUncounted() (batches []int64, states []int16) {
+	batches, states = c.uncounted, c.uncountedStates
+	c.uncounted, c.uncountedStates = nil, nil
+	return batches, states
 }
 
 // Add notes a write that may make job jobID of batch final; a batch of 0 is none.

@@ -14,8 +14,10 @@ import (
 // settles its edges in its own transaction, at its end: a dependent whose parents all
 // SUCCEEDED (or all ended, for one that runs anyway) becomes PENDING, one whose parent went
 // DEAD or CANCELLED is CANCELLED with that parent named, and its own dependents are settled in
-// turn. A store that can be shared by several brokers tells every one of them when jobs became
-// ready this way; a store alone tells its own broker (DependentsNotifier).
+// turn; its batch, if any, counts that cancel in the same transaction. Requeueing a dead
+// parent brings such dependents back, WAITING (Tx.JobRequeue). A store that can be shared by
+// several brokers tells every one of them when jobs became ready this way; a store alone tells
+// its own broker (DependentsNotifier).
 
 // MaxParents is the most parents one job may name.
 const MaxParents = 1000
@@ -94,9 +96,10 @@ type DepsReader interface {
 	GraphGet(ctx context.Context, graph int64) ([]*job.Job, map[int64]*JobDeps, error)
 }
 
-// DependentsNotifier is a store that calls fn after a commit that made waiting jobs ready, for
-// its broker to plan a dispatch round. A store shared by several brokers publishes an
-// EventReady instead, which every broker hears.
+// DependentsNotifier is a store that calls fn after a commit that made waiting jobs ready (or
+// enqueued a batch's callbacks, which a dependent cancelled by its parent's failure may
+// complete in a write that names no batch), for its broker to plan a dispatch round. A store
+// shared by several brokers publishes an EventReady too, which every broker hears.
 type DependentsNotifier interface {
 	OnDependentsReady(fn func())
 }

@@ -226,6 +226,11 @@ type Tx interface {
 	// JobRequeue sends the dead jobs among p.IDs back to run and returns how many it changed.
 	// A requeued job whose unique key another job holds, or another job of the requeue with a
 	// smaller id keeps, loses its key: it runs as a job without one rather than not at all.
+	// A requeued job leaves its batch's dead count (it is counted again when it is final), and
+	// the dependents its death cancelled (dep_nodes.cancelled_by), and theirs in turn, are
+	// WAITING again, their cancel reason cleared, their edges settled anew by their parents'
+	// states, and out of the finished totals and their batches' counts; a dependent that
+	// another DEAD or CANCELLED parent holds stays cancelled.
 	JobRequeue(p *JobRequeueParams) (int, error)
 	// JobDeleteDead deletes the dead jobs among ids, with their attempts.
 	JobDeleteDead(ids []int64) (int, error)

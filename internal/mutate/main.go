@@ -880,9 +880,30 @@ func mutations() []mutation {
 	add(mutation{name: "rust: progress is not throttled", file: "sdks/rust/src/progress.rs",
 		from: "Some(at) if now < at + self.interval =>", to: "Some(at) if false && now < at + self.interval =>",
 		pkgs: []string{"sdks/rust/src/progress.rs"}, run: "the_first_report_goes_at_once_then_one_a_second_the_newest_held_back_always", sdk: sdkRust})
-	add(mutation{name: "deps: a dependent is let into a batch", file: "server/deps.go",
-		from: "\tif s.GetBatchId() != 0 {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)", to: "\tif false {\n\t\treturn invalid(prefix+\".depends_on\", dependentInBatch)",
-		pkgs: []string{srvPkg}, run: "TestDependentsAreKeptOutOfBatches"})
+	add(mutation{name: "deps: a dependent cancelled by its parent is not counted in its batch", file: "store/sqlite/deps.go",
+		from: "\t\tt.batches.Add(batch.Int64, child, now)\n", to: "",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd"})
+	add(mutation{name: "postgres deps: a dependent cancelled by its parent is not counted in its batch", file: "store/postgres/batches.go",
+		from: "rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, requeued, states, failed)", to: "rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids, requeued, states)",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd", postgres: true})
+	add(mutation{name: "batches: a requeued dead job stays counted in its batch", file: "store/sqlite/admin.go",
+		from: "payload = COALESCE(?, payload), batch_counted = 0,", to: "payload = COALESCE(?, payload),",
+		pkgs: []string{srvPkg}, run: "TestRequeuedDeadJobIsCountedAgainInItsBatch"})
+	add(mutation{name: "postgres batches: a requeued dead job stays in its batch's dead count", file: "store/postgres/admin.go",
+		from: "\t\tt.batches.Uncount(batch, state)\n", to: "",
+		pkgs: []string{srvPkg}, run: "TestRequeuedDeadJobIsCountedAgainInItsBatch", postgres: true})
+	add(mutation{name: "deps: a requeued parent leaves its dependents cancelled", file: "store/sqlite/admin.go",
+		from: "return len(requeued), t.reviveDependents(requeued)", to: "return len(requeued), nil",
+		pkgs: []string{srvPkg}, run: "TestRequeuedParentRevivesItsDependents"})
+	add(mutation{name: "postgres deps: a requeued parent leaves its dependents cancelled", file: "store/postgres/admin.go",
+		from: "return len(requeued), t.reviveDependents(requeued)", to: "return len(requeued), nil",
+		pkgs: []string{srvPkg}, run: "TestRequeuedParentRevivesItsDependents", postgres: true})
+	add(mutation{name: "deps: a revived dependent stays in the cancelled totals", file: "store/sqlite/admin.go",
+		from: "if err := t.addFinished(j.queue, j.typ, job.StateCancelled, -1); err != nil {", to: "if err := error(nil); err != nil {",
+		pkgs: []string{srvPkg}, run: "TestRequeuedParentRevivesItsDependents"})
+	add(mutation{name: "batches: callbacks a cascade enqueued wake no dispatch", file: "store/sqlite/sqlite.go",
+		from: "s.dependentsReady(released + t.callbacks)", to: "s.dependentsReady(released)",
+		pkgs: []string{srvPkg}, run: "TestBatchCountsItsDependentsHoweverTheyEnd"})
 	add(mutation{name: "results: a result over the limit is stored", file: "broker/outcome.go",
 		from: "if max := b.maxResultBytes(); len(result) > max {", to: "if max := b.maxResultBytes(); len(result) > max+1<<30 {",
 		pkgs: []string{srvPkg}, run: "TestResultTooLargeIsAFatalFailure"})

@@ -311,25 +311,79 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 		return 0, err
 	}
 	rows, err := t.tx.Query(t.ctx, `WITH locked AS MATERIALIZED (
-			SELECT id FROM jobs WHERE state = 6 AND id = ANY($6) ORDER BY id FOR NO KEY UPDATE)
+			SELECT id, batch_counted FROM jobs WHERE state = 6 AND id = ANY($6) ORDER BY id FOR NO KEY UPDATE)
 		UPDATE jobs SET state = $1, run_at = $2, requeued_at = $3,
-		priority = COALESCE($4, priority), payload = COALESCE($5, payload),
+		priority = COALESCE($4, priority), payload = COALESCE($5, payload), batch_counted = false,
 		attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
 		lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
-		FROM locked WHERE jobs.id = locked.id AND jobs.state = 6 RETURNING jobs.queue, jobs.type`,
+		FROM locked WHERE jobs.id = locked.id AND jobs.state = 6
+		RETURNING jobs.id, jobs.queue, jobs.type, CASE WHEN locked.batch_counted THEN jobs.batch_id ELSE 0 END`,
 		int16(state), nanos(p.RunAt), nanos(p.Now), priority, p.Payload, p.IDs)
 	if err != nil {
 		return 0, err
 	}
-	// The dead jobs leave the finished totals, written with the transaction's other changes to
-	// them (totals.go).
-	var n int
+	requeued, err := t.leaveCounts(rows, job.StateDead)
+	if err != nil {
+		return 0, err
+	}
+	return len(requeued), t.reviveDependents(requeued)
+}
+
+// leaveCounts reads rows of jobs (id, queue, type, and the batch that counted them or 0) that
+// were final in state and are no longer: they leave the finished totals, written with the
+// transaction's other changes to them (totals.go), and their batches' counts, where the
+// transaction's writes end (flushBatches): they are counted again when they are final. It
+// returns their ids.
+func (t *tx) leaveCounts(rows pgx.Rows, state job.State) ([]int64, error) {
+	var ids []int64
+	var id, batch int64
 	var queue, typ string
-	_, err = pgx.ForEachRow(rows, []any{&queue, &typ}, func() error {
-		n++
-		return t.addFinished(queue, typ, job.StateDead, -1)
+	_, err := pgx.ForEachRow(rows, []any{&id, &queue, &typ, &batch}, func() error {
+		ids = append(ids, id)
+		t.batches.Uncount(batch, state)
+		return t.addFinished(queue, typ, state, -1)
 	})
-	return n, err
+	return ids, err
+}
+
+// reviveSQL brings back, as WAITING, the dependents that the jobs $1 cancelled when they
+// failed (dep_nodes.cancelled_by) and that no other parent holds cancelled (DEAD or CANCELLED),
+// locked in id order; it returns them as leaveCounts reads them.
+const reviveSQL = `WITH locked AS MATERIALIZED (
+		SELECT j.id, j.batch_counted FROM job_deps e
+		JOIN dep_nodes w ON w.job_id = e.child_id AND w.cancelled_by = e.parent_id
+		JOIN jobs j ON j.id = e.child_id
+		WHERE e.parent_id = ANY($1) AND j.state = 7
+			AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.parent_id
+				WHERE d.child_id = j.id AND p.state IN (6, 7))
+		ORDER BY j.id FOR NO KEY UPDATE OF j)
+	UPDATE jobs SET state = 8, finished_at = NULL, last_error_type = '', last_error_message = '', batch_counted = false
+	FROM locked WHERE jobs.id = locked.id AND jobs.state = 7
+	RETURNING jobs.id, jobs.queue, jobs.type, CASE WHEN locked.batch_counted THEN jobs.batch_id ELSE 0 END`
+
+// reviveDependents brings back the dependents that the jobs parents, requeued, cancelled
+// when they failed (store.Tx.JobRequeue), level by level: their edges are settled again by
+// their parents' states (a SUCCEEDED parent stays done), and they wait for the others.
+func (t *tx) reviveDependents(parents []int64) error {
+	for frontier := parents; len(frontier) > 0; {
+		rows, err := t.tx.Query(t.ctx, reviveSQL, frontier)
+		if err != nil {
+			return err
+		}
+		if frontier, err = t.leaveCounts(rows, job.StateCancelled); err != nil || len(frontier) == 0 {
+			return err
+		}
+		if _, err := t.exec(`UPDATE job_deps d SET settled = (p.state = 5) FROM jobs p
+			WHERE d.child_id = ANY($1) AND p.id = d.parent_id`, frontier); err != nil {
+			return err
+		}
+		if _, err := t.exec(`UPDATE dep_nodes w SET cancelled_by = 0, parents_left = (SELECT count(*) FROM job_deps d
+				JOIN jobs p ON p.id = d.parent_id WHERE d.child_id = w.job_id AND p.state <> 5)
+			WHERE w.job_id = ANY($1)`, frontier); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // requeueUniqueSQL locks the dead jobs $1 in id order and takes the unique key off those that

@@ -88,14 +88,38 @@ func (t *tx) BatchClose(id int64, now time.Time) (*store.Batch, error) {
 // (they are the transaction's own rows: it finished them), adds them to their batches' counts,
 // the batches' rows locked in id order first, and returns those batches as they are after: one
 // statement, one round trip, for a transaction that finished jobs of batches.
-var countBatchJobsSQL = `WITH counted AS (
+var countBatchJobsSQL = countSQL(``, `id = ANY($1::bigint[])`)
+
+// countCascadeSQL is countBatchJobsSQL for a transaction that made jobs DEAD or CANCELLED ($4):
+// its candidates are also the dependents settling cancelled because of them, and theirs in
+// turn (dep_nodes.cancelled_by names the parent whose failure cancelled a job). Settling
+// (jobwire_settle_dependents) runs before this statement in the transaction, so it sees them
+// cancelled; they are the transaction's own rows, locked by settling.
+var countCascadeSQL = countSQL(`RECURSIVE cascade(id) AS (
+	SELECT unnest($4::bigint[])
+	UNION
+	SELECT d.child_id FROM cascade c JOIN job_deps d ON d.parent_id = c.id
+		JOIN dep_nodes w ON w.job_id = d.child_id AND w.cancelled_by = d.parent_id
+), `, `(id = ANY($1::bigint[]) OR id IN (SELECT id FROM cascade))`)
+
+// countSQL is a statement that counts the candidates which selects (after the queries of with,
+// if any), as countBatchJobsSQL says, and takes the jobs that are no longer final (batches $2,
+// states $3: a dead job requeued, a dependent revived with it) off their batches' counts, in
+// the same statement: every batch row it changes is locked by one statement, in id order.
+func countSQL(with, which string) string {
+	return `WITH ` + with + `counted AS (
 	UPDATE jobs SET batch_counted = true
-	WHERE id = ANY($1::bigint[]) AND batch_id IS NOT NULL AND NOT batch_counted AND state IN (5, 6, 7)
+	WHERE ` + which + ` AND batch_id IS NOT NULL AND NOT batch_counted AND state IN (5, 6, 7)
 	RETURNING batch_id, state
 ), counts AS (
-	SELECT batch_id, count(*) FILTER (WHERE state = 5) AS s, count(*) FILTER (WHERE state = 6) AS d,
-		count(*) FILTER (WHERE state = 7) AS c
-	FROM counted GROUP BY batch_id
+	SELECT batch_id, sum(s)::bigint AS s, sum(d)::bigint AS d, sum(c)::bigint AS c FROM (
+		SELECT batch_id, count(*) FILTER (WHERE state = 5) AS s, count(*) FILTER (WHERE state = 6) AS d,
+			count(*) FILTER (WHERE state = 7) AS c
+		FROM counted GROUP BY batch_id
+		UNION ALL
+		SELECT batch_id, 0, -count(*) FILTER (WHERE state = 6), -count(*) FILTER (WHERE state = 7)
+		FROM unnest($2::bigint[], $3::smallint[]) AS r(batch_id, state) GROUP BY batch_id
+	) AS changes GROUP BY batch_id
 ), locked AS MATERIALIZED (
 	SELECT id FROM batches WHERE id IN (SELECT batch_id FROM counts) ORDER BY id FOR NO KEY UPDATE
 )
@@ -104,15 +128,32 @@ UPDATE batches SET succeeded = batches.succeeded + counts.s, dead = batches.dead
 FROM locked, counts
 WHERE batches.id = locked.id AND counts.batch_id = locked.id
 RETURNING ` + prefixed("batches", rawBatchColumns)
+}
 
 // flushBatches counts the candidates (store.BatchCandidates) that are final and not counted yet in
 // their batches, and completes those that are done.
+//
+// A transaction that made jobs DEAD or CANCELLED counts the dependents its settling cancelled
+// too (countCascadeSQL): it costs a round trip only to the rare writes that fail jobs, not to
+// the successes, which cancel no dependent.
 func (t *tx) flushBatches() error {
 	ids, now := t.batches.Take()
-	if len(ids) == 0 {
+	failed := t.settle.failed
+	t.settle.failed = nil
+	if now.Before(t.settle.now) {
+		now = t.settle.now
+	}
+	requeued, states := t.batches.TakeUncounted()
+	var rows pgx.Rows
+	var err error
+	switch {
+	case len(failed) > 0:
+		rows, err = t.tx.Query(t.ctx, countCascadeSQL, ids, requeued, states, failed)
+	case len(ids) > 0 || len(requeued) > 0:
+		rows, err = t.tx.Query(t.ctx, countBatchJobsSQL, ids, requeued, states)
+	default:
 		return nil
 	}
-	rows, err := t.tx.Query(t.ctx, countBatchJobsSQL, ids)
 	if err != nil {
 		return err
 	}
@@ -155,6 +196,7 @@ func (t *tx) completeBatch(b *store.Batch, now time.Time) error {
 		for i, r := range res {
 			*kinds[i] = r.ID
 		}
+		t.callbacks += len(res)
 		t.Publish(store.Event{Kind: store.EventReady})
 	}
 	b.CompletedAt = now

@@ -17,7 +17,10 @@ import (
 // write that changed nothing (a repeated result, a success whose lease was stale): the
 // function reads the job's state, and settles each edge once.
 type settling struct {
-	ids      []int64
+	ids []int64
+	// failed are the ids made DEAD or CANCELLED: only they may cancel dependents, which their
+	// batches count (flushBatches).
+	failed   []int64
 	now      time.Time
 	released int // how many jobs it made ready, once the answer came
 }
@@ -27,6 +30,12 @@ func (s *settling) add(id int64, now time.Time) {
 	if now.After(s.now) {
 		s.now = now
 	}
+}
+
+// addFailed notes a job made DEAD or CANCELLED.
+func (s *settling) addFailed(id int64, now time.Time) {
+	s.add(id, now)
+	s.failed = append(s.failed, id)
 }
 
 // settleDependents settles the dependents of the jobs the transaction made final. It goes
@@ -52,7 +61,8 @@ func (t *tx) settleDependents(channel string) error {
 		})
 }
 
-// OnDependentsReady has fn called after each commit that made waiting jobs ready.
+// OnDependentsReady has fn called after each commit that made waiting jobs ready or enqueued
+// a batch's callbacks.
 func (s *Store) OnDependentsReady(fn func()) { s.onReady.Store(&fn) }
 
 func (s *Store) dependentsReady(n int) {

@@ -53,7 +53,10 @@ import "slices"
 //   - An operator's change of a waiting job (JobChangeWaiting: run now, retry now, delete,
 //     priority) locks one job FOR UPDATE, as JobCancel does.
 //   - JobRequeue first locks the dead jobs in id order and takes the unique key off those whose
-//     key another job holds (requeueUniqueSQL), then requeues them.
+//     key another job holds (requeueUniqueSQL), then requeues them; then it locks the
+//     dependents their deaths cancelled, in id order, a level of dependents per statement
+//     (reviveSQL). Those are CANCELLED jobs, which only a retention delete or another requeue
+//     writes; their batches' rows it leaves to the transaction's count (countSQL).
 //   - The writes of one lease (JobStart, JobFinish, JobRelease) and JobCancel lock one job each,
 //     and JobFinish's and JobCancel's attempt rows refer to (KEY SHARE) the job they just
 //     locked. A transaction that runs several locks them in the order of its calls, which keep

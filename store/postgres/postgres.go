@@ -266,7 +266,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		}
 		committed = true
 		s.queues.Add(t.newQueues)
-		s.dependentsReady(t.settle.released)
+		s.dependentsReady(t.settle.released + t.callbacks)
 		return nil
 	}))
 }

@@ -44,6 +44,8 @@ type tx struct {
 	// batches are the jobs of batches its final writes may have finished, counted where its
 	// writes end (flushBatches, batches.go).
 	batches store.BatchCandidates
+	// callbacks counts the batch callbacks it enqueued, ready at its commit.
+	callbacks int
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -825,7 +827,7 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 		return false, err
 	}
 	if p.State.Final() {
-		t.settle.add(p.Ref.JobID, p.Now)
+		t.settle.addFailed(p.Ref.JobID, p.Now)
 		if err := t.addFinished(p.Queue, p.Type, p.State, 1); err != nil {
 			return false, err
 		}
@@ -1041,7 +1043,7 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 		attempt_deadline = NULL, started_at = NULL WHERE id = $2`, nanos(now), id); err != nil {
 		return nil, err
 	}
-	t.settle.add(id, now)
+	t.settle.addFailed(id, now)
 	if err := t.addFinished(before.Queue, before.Type, job.StateCancelled, 1); err != nil {
 		return nil, err
 	}

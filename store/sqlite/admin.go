@@ -390,7 +390,7 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 	if p.Payload != nil {
 		payload = p.Payload
 	}
-	total := 0
+	var requeued []int64
 	err := chunks(p.IDs, func(part []int64) error {
 		// The dead jobs leave the finished totals (migration 004).
 		if _, err := t.exec(`INSERT INTO finished_totals (queue, type, state, n)
@@ -409,16 +409,100 @@ func (t *tx) JobRequeue(p *store.JobRequeueParams) (int, error) {
 					AND o.state = 6 AND o.id IN (`+placeholders(len(part))+`)))`, append(idArgs(part), idArgs(part)...)...); err != nil {
 			return err
 		}
+		// A batch's dead job leaves its batch's dead count, to be counted again when it is
+		// final (store/batches.go).
+		if _, err := t.exec(`UPDATE batches SET dead = dead - (SELECT COUNT(*) FROM jobs
+				WHERE jobs.batch_id = batches.id AND state = 6 AND batch_counted = 1 AND id IN (`+placeholders(len(part))+`))
+			WHERE id IN (SELECT batch_id FROM jobs WHERE state = 6 AND batch_counted = 1 AND id IN (`+placeholders(len(part))+`))`,
+			append(idArgs(part), idArgs(part)...)...); err != nil {
+			return err
+		}
 		args := append([]any{int(state), nanos(p.RunAt), nanos(p.Now), priority, payload}, idArgs(part)...)
-		n, err := t.exec(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,
-			priority = COALESCE(?, priority), payload = COALESCE(?, payload),
+		rows, err := t.query(`UPDATE jobs SET state = ?, run_at = ?, requeued_at = ?,
+			priority = COALESCE(?, priority), payload = COALESCE(?, payload), batch_counted = 0,
 			attempt_base = attempt_base + attempts, attempts = 0, dead_reason = 0, finished_at = NULL,
 			lease_expires_at = NULL, attempt_deadline = NULL, started_at = NULL, worker_id = ''
-			WHERE state = 6 AND id IN (`+placeholders(len(part))+`)`, args...)
-		total += int(n)
+			WHERE state = 6 AND id IN (`+placeholders(len(part))+`) RETURNING id`, args...)
+		if err != nil {
+			return err
+		}
+		got, err := store.CollectRows(rows, scanID)
+		requeued = append(requeued, got...)
 		return err
 	})
-	return total, err
+	if err != nil {
+		return 0, err
+	}
+	return len(requeued), t.reviveDependents(requeued)
+}
+
+func scanID(r store.Scanner) (int64, error) {
+	var id int64
+	return id, r.Scan(&id)
+}
+
+// reviveDependents brings back the dependents that the jobs parents, requeued, cancelled
+// when they failed (store.Tx.JobRequeue), level by level.
+func (t *tx) reviveDependents(parents []int64) error {
+	for frontier := parents; len(frontier) > 0; {
+		rows, err := t.query(`SELECT j.id, j.queue, j.type, j.batch_id, j.batch_counted
+			FROM job_deps e JOIN dep_nodes w ON w.job_id = e.child_id AND w.cancelled_by = e.parent_id
+			JOIN jobs j ON j.id = e.child_id
+			WHERE e.parent_id IN (SELECT value FROM json_each(?)) AND j.state = 7
+			AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.parent_id
+				WHERE d.child_id = j.id AND p.state IN (6, 7))
+			ORDER BY j.id`, idsJSON(frontier))
+		if err != nil {
+			return err
+		}
+		revived, err := store.CollectRows(rows, func(r store.Scanner) (revivedJob, error) {
+			var j revivedJob
+			var batch sql.NullInt64
+			err := r.Scan(&j.id, &j.queue, &j.typ, &batch, &j.counted)
+			j.batch = batch.Int64
+			return j, err
+		})
+		if err != nil {
+			return err
+		}
+		frontier = frontier[:0:0]
+		for _, j := range revived {
+			frontier = append(frontier, j.id)
+			if err := t.addFinished(j.queue, j.typ, job.StateCancelled, -1); err != nil {
+				return err
+			}
+			if j.counted && j.batch != 0 {
+				if _, err := t.exec(`UPDATE batches SET cancelled = cancelled - 1 WHERE id = ?`, j.batch); err != nil {
+					return err
+				}
+			}
+		}
+		if len(frontier) == 0 {
+			return nil
+		}
+		arg := idsJSON(frontier)
+		if _, err := t.exec(`UPDATE jobs SET state = 8, finished_at = NULL, last_error_type = '', last_error_message = '',
+			batch_counted = 0 WHERE id IN (SELECT value FROM json_each(?))`, arg); err != nil {
+			return err
+		}
+		if _, err := t.exec(`UPDATE job_deps SET settled = (SELECT state = 5 FROM jobs WHERE jobs.id = job_deps.parent_id)
+			WHERE child_id IN (SELECT value FROM json_each(?))`, arg); err != nil {
+			return err
+		}
+		if _, err := t.exec(`UPDATE dep_nodes SET cancelled_by = 0, parents_left = (SELECT COUNT(*) FROM job_deps d
+				JOIN jobs p ON p.id = d.parent_id WHERE d.child_id = dep_nodes.job_id AND p.state <> 5)
+			WHERE job_id IN (SELECT value FROM json_each(?))`, arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// revivedJob is a dependent reviveDependents brings back.
+type revivedJob struct {
+	id, batch  int64
+	queue, typ string
+	counted    bool
 }
 
 func (t *tx) JobDeleteDead(ids []int64) (int, error) {

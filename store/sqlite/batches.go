@@ -167,6 +167,7 @@ func (t *tx) completeBatch(b *store.Batch, now time.Time) error {
 	for i, r := range res {
 		*kinds[i] = r.ID
 	}
+	t.callbacks += len(res)
 	b.CompletedAt = now
 	_, err = t.exec(`UPDATE batches SET completed_at = ?, success_job_id = ?, complete_job_id = ? WHERE id = ?`,
 		nanos(now), nullID(b.SuccessJobID), nullID(b.CompleteJobID), b.ID)

@@ -27,7 +27,8 @@ func (s *settling) add(id int64, now time.Time) {
 	}
 }
 
-// OnDependentsReady has fn called after each commit that made waiting jobs ready.
+// OnDependentsReady has fn called after each commit that made waiting jobs ready or enqueued
+// a batch's callbacks.
 func (s *Store) OnDependentsReady(fn func()) { s.onReady.Store(&fn) }
 
 func (s *Store) dependentsReady(n int) {
@@ -117,7 +118,8 @@ func (t *tx) settleChild(edges []settledEdge, now time.Time) (released int, canc
 	child := edges[0].child
 	var queue, typ string
 	var st int
-	err = t.queryRow(`SELECT queue, type, state FROM jobs WHERE id = ?`, child).Scan(&queue, &typ, &st)
+	var batch sql.NullInt64
+	err = t.queryRow(`SELECT queue, type, state, batch_id FROM jobs WHERE id = ?`, child).Scan(&queue, &typ, &st, &batch)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && job.State(st) != job.StateWaiting) {
 		return 0, false, nil
 	}
@@ -142,6 +144,8 @@ func (t *tx) settleChild(edges []settledEdge, now time.Time) (released int, canc
 			failed.parent, ok, child); err != nil {
 			return 0, false, err
 		}
+		// Its batch counts it as any cancel (flushBatches comes after settling).
+		t.batches.Add(batch.Int64, child, now)
 		return 0, true, t.addFinished(queue, typ, job.StateCancelled, 1)
 	}
 	var left int

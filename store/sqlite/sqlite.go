@@ -291,7 +291,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		}
 		committed = true
 		s.queues.Add(t.newQueues)
-		s.dependentsReady(released)
+		s.dependentsReady(released + t.callbacks)
 		return nil
 	}))
 }

@@ -34,6 +34,8 @@ type tx struct {
 	// batches are the jobs of batches its final writes may have finished, counted where its
 	// writes end (flushBatches, batches.go).
 	batches store.BatchCandidates
+	// callbacks counts the batch callbacks it enqueued, ready at its commit.
+	callbacks int
 }
 
 var _ store.Tx = (*tx)(nil)

@@ -15,7 +15,7 @@ var _ = register(
 	testCase{"BatchClosedWhenDoneCompletesAtClose", testBatchClosedWhenDone},
 	testCase{"BatchAddRefusedWhenClosedOrMissing", testBatchAddRefused},
 	testCase{"BatchListSelectsByState", testBatchList},
-	testCase{"BatchCountsEachJobByHowItEndedFirst", testBatchRequeuedJob},
+	testCase{"BatchCountsARequeuedJobAgain", testBatchRequeuedJob},
 )
 
 // batchOf creates a batch with both callbacks and n jobs of type "t" in it, closed when
@@ -195,23 +195,27 @@ func testBatchList(t *testing.T, b *bundle) {
 	equal(t, "before", list(store.BatchListParams{Before: closed}), []int64{open})
 }
 
-// A dead job of a batch requeued from the dead-letter queue stays counted as dead, and its
-// success later counts nothing more: each job is counted once, by how it ended first.
+// A dead job of a batch requeued from the dead-letter queue leaves the batch's dead count in
+// the requeue's transaction, and is counted again by how its new run ends: the batch whose
+// jobs then all succeeded runs both callbacks, once each.
 func testBatchRequeuedJob(t *testing.T, b *bundle) {
 	id, jobs := b.batchOf(2, true)
 	first := b.leaseOne("t")
 	b.finish(withBatch(b.finishParams(first, job.StateDead), id))
+	equal(t, "dead", b.batch(id).Dead, int64(1))
 	b.write(func(tx store.Tx) error {
 		_, err := tx.JobRequeue(&store.JobRequeueParams{IDs: []int64{first.JobID}, RunAt: b.now, Now: b.now})
 		return err
 	})
+	requeued := b.batch(id)
+	equal(t, "counts after the requeue", []int64{requeued.Total, requeued.Succeeded, requeued.Dead}, []int64{2, 0, 0})
 	for _, j := range b.lease(b.leaseParams(2, "t")) {
 		b.finish(withBatch(b.finishParams(refOf(j), job.StateSucceeded), id))
 	}
 	got := b.batch(id)
-	equal(t, "counts", []int64{got.Total, got.Succeeded, got.Dead}, []int64{2, 1, 1})
+	equal(t, "counts", []int64{got.Total, got.Succeeded, got.Dead}, []int64{2, 2, 0})
 	equal(t, "complete", got.Complete(), true)
 	equal(t, "requeued job", b.state(first.JobID), job.StateSucceeded)
 	equal(t, "jobs", len(jobs), 2)
-	equal(t, "callbacks", len(b.lease(b.leaseParams(10, "on-complete", "on-success"))), 1)
+	equal(t, "callbacks", len(b.lease(b.leaseParams(10, "on-complete", "on-success"))), 2)
 }
