@@ -385,16 +385,46 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 
 // leaseQuery selects the ready jobs p may lease, in dispatch order. A lease that does not honour
 // concurrency keys leaves the keyed jobs out (keyconc.go).
+//
+// A lease that names its queues reads each queue's ready jobs through jobs_ready_queue, so
+// what it reads follows the jobs it may take, not the jobs of queues it does not serve: read
+// from jobs_open, a queue of waiting jobs nobody serves would be passed over by every lease.
+// Each queue gives its first jobs in dispatch order, and the union is put in that order
+// again: a sort of at most Limit rows a queue.
 func leaseQuery(p *store.JobLeaseParams) (string, []any) {
-	var sel strings.Builder
-	sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
-	args := leaseWhere(&sel, nil, p)
-	if !p.Keyed {
-		sel.WriteString(` AND concurrency_key = ''`)
-	}
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
-	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit))
+	order := ` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit)
+	if len(p.Queues) == 0 {
+		var sel strings.Builder
+		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
+		args := leaseWhere(&sel, nil, p)
+		if !p.Keyed {
+			sel.WriteString(` AND concurrency_key = ''`)
+		}
+		sel.WriteString(order)
+		return sel.String(), args
+	}
+	var sel strings.Builder
+	var args []any
+	one := *p
+	for i, q := range p.Queues {
+		if i > 0 {
+			sel.WriteString(` UNION ALL `)
+		}
+		sel.WriteString(`SELECT * FROM (SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_ready_queue
+			WHERE state = 2 AND queue = ?`)
+		args = append(args, q)
+		one.Queues = nil
+		args = leaseWhere(&sel, args, &one)
+		if !p.Keyed {
+			sel.WriteString(` AND concurrency_key = ''`)
+		}
+		sel.WriteString(order + `)`)
+	}
+	if len(p.Queues) > 1 {
+		sel.WriteString(order)
+	}
 	return sel.String(), args
 }
 
