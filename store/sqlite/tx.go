@@ -398,10 +398,7 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	if len(p.Queues) == 0 {
 		var sel strings.Builder
 		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
-		args := leaseWhere(&sel, nil, p)
-		if !p.Keyed {
-			sel.WriteString(` AND concurrency_key = ''`)
-		}
+		args := readyWhere(&sel, nil, p)
 		sel.WriteString(order)
 		return sel.String(), args
 	}
@@ -416,16 +413,23 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 			WHERE state = 2 AND queue = ?`)
 		args = append(args, q)
 		one.Queues = nil
-		args = leaseWhere(&sel, args, &one)
-		if !p.Keyed {
-			sel.WriteString(` AND concurrency_key = ''`)
-		}
+		args = readyWhere(&sel, args, &one)
 		sel.WriteString(order + `)`)
 	}
 	if len(p.Queues) > 1 {
 		sel.WriteString(order)
 	}
 	return sel.String(), args
+}
+
+// readyWhere writes the conditions of leaseWhere and, for a lease that does not honour
+// concurrency keys, leaves the keyed jobs out.
+func readyWhere(sel *strings.Builder, args []any, p *store.JobLeaseParams) []any {
+	args = leaseWhere(sel, args, p)
+	if !p.Keyed {
+		sel.WriteString(` AND concurrency_key = ''`)
+	}
+	return args
 }
 
 // leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules
