@@ -313,6 +313,18 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(scope.Queues) == 0 && !p.EnforceQueues && (scope.ExcludePaused || len(scope.ExcludeQueues) > 0) {
+		named, ok, err := t.readyQueuesBut(&scope)
+		if err != nil {
+			return nil, err
+		}
+		if ok && len(named) == 0 {
+			return nil, t.rateSave(gate, p.Rates) // every queue with ready jobs is left out
+		}
+		if ok {
+			scope.Queues = named
+		}
+	}
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
 	bytes := 0 // payloads leased so far (MaxBytes)
