@@ -20,7 +20,7 @@ import (
 const backlogQueue = "backlog"
 
 // fillBacklog queues n jobs in backlogQueue, 1000 a call from the batch producers, before the
-// scenario starts. Its jobs come first in dispatch order (same priority, earlier run time), so
+// scenario starts, and pauses the queue with --backlog-paused. Its jobs come first in dispatch order (same priority, earlier run time), so
 // a lease that reads past them instead of around them shows up as a scenario that slows down.
 func (b *bench) fillBacklog(ctx context.Context, c *client.Client) error {
 	n := b.cfg.Backlog
@@ -59,6 +59,11 @@ func (b *bench) fillBacklog(ctx context.Context, c *client.Client) error {
 	}
 	el := time.Since(start)
 	fmt.Fprintf(os.Stderr, "jobwire-bench: %d jobs queued in %q in %.1fs (%.0f jobs/s)\n", n, backlogQueue, el.Seconds(), float64(n)/el.Seconds())
+	if b.cfg.BacklogPaused {
+		if _, err := c.PauseQueue(ctx, backlogQueue); err != nil {
+			return fmt.Errorf("pause the backlog's queue: %w", err)
+		}
+	}
 	return nil
 }
 

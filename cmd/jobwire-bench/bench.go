@@ -78,7 +78,11 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		brokers = fmt.Sprintf("%d brokers on one database (producer calls spread over them, worker i on broker i mod %d)", cfg.Brokers, cfg.Brokers)
 	}
 	if cfg.Backlog > 0 {
-		brokers = fmt.Sprintf("%s, %d jobs waiting in queue %q (workers take only %q)", brokers, cfg.Backlog, backlogQueue, job.DefaultQueue)
+		how := fmt.Sprintf("workers take only %q", job.DefaultQueue)
+		if cfg.BacklogPaused {
+			how = "paused; workers serve every queue"
+		}
+		brokers = fmt.Sprintf("%s, %d jobs waiting in queue %q (%s)", brokers, cfg.Backlog, backlogQueue, how)
 	}
 	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %s; %d worker processes x %d slots\n\n",
 		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, brokers, cfg.Workers, cfg.Concurrency)

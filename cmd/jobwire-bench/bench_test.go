@@ -82,6 +82,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "negative backlog", args: []string{"--backlog", "-1"}, wantErr: "--backlog must not be negative"},
 		{name: "backlog with external workers", args: []string{"--backlog", "10", "--worker-cmd", "true"},
 			wantErr: "--backlog cannot be combined with --worker-cmd"},
+		{name: "paused backlog needs a backlog", args: []string{"--backlog-paused"}, wantErr: "--backlog-paused needs --backlog N"},
 		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
 	}
 	for _, tt := range tests {

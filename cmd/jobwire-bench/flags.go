@@ -37,6 +37,9 @@ type benchConfig struct {
 	// Backlog is how many jobs each scenario first queues in backlogQueue, which its workers
 	// do not serve: the scenario then runs beside that many waiting jobs.
 	Backlog int `json:"backlog,omitempty"`
+	// BacklogPaused pauses backlogQueue instead of having the workers name the default queue:
+	// the workers then serve every queue, as a worker configured with none does.
+	BacklogPaused bool `json:"backlog_paused,omitempty"`
 
 	jsonPath  string
 	brokerBin string
@@ -81,6 +84,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.StringVar(&c.Postgres, "db", "", "run the brokers on this PostgreSQL database (a postgres:// URL), each scenario in a fresh schema, instead of a fresh SQLite file each")
 	fs.IntVar(&c.Brokers, "brokers", 1, "brokers per scenario, all on its database (above 1 needs --db): producer calls are spread over them, worker i takes from broker i mod N, and in the latency scenario the producer sends to the first while the workers take from the others")
 	fs.IntVar(&c.Backlog, "backlog", 0, "first queue this many jobs in the queue \""+backlogQueue+"\", which no worker serves (the workers then take only the default queue), so each scenario runs beside a backlog")
+	fs.BoolVar(&c.BacklogPaused, "backlog-paused", false, "with --backlog: pause the backlog's queue, and let the workers serve every queue, instead of having them take only the default queue")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
@@ -140,6 +144,9 @@ func parseFlags(args []string) (benchConfig, error) {
 	}
 	if c.Backlog < 0 {
 		errs = append(errs, fmt.Sprintf("--backlog must not be negative, got %d", c.Backlog))
+	}
+	if c.BacklogPaused && c.Backlog == 0 {
+		errs = append(errs, "--backlog-paused needs --backlog N")
 	}
 	if c.Backlog > 0 && c.WorkerCmd != "" {
 		errs = append(errs, "--backlog cannot be combined with --worker-cmd: such workers serve every queue, the backlog's too")
