@@ -39,6 +39,9 @@ type result struct {
 	BrokerCPUus float64 `json:"broker_cpu_us_per_job,omitempty"`
 	// WorkerCPUus is the same for the worker processes, in the scenarios that run workers.
 	WorkerCPUus float64 `json:"worker_cpu_us_per_job,omitempty"`
+	// BrokerRSSMiB is the peak resident memory of the scenario's broker (the largest of its
+	// brokers), backlog included, in MiB (0 where it cannot be read).
+	BrokerRSSMiB float64 `json:"broker_peak_rss_mib,omitempty"`
 }
 
 // bench holds what every scenario shares.
@@ -73,6 +76,13 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	brokers := "1 broker"
 	if cfg.Brokers > 1 {
 		brokers = fmt.Sprintf("%d brokers on one database (producer calls spread over them, worker i on broker i mod %d)", cfg.Brokers, cfg.Brokers)
+	}
+	if cfg.Backlog > 0 {
+		how := fmt.Sprintf("workers take only %q", job.DefaultQueue)
+		if cfg.BacklogPaused {
+			how = "paused; workers serve every queue"
+		}
+		brokers = fmt.Sprintf("%s, %d jobs waiting in queue %q (%s)", brokers, cfg.Backlog, backlogQueue, how)
 	}
 	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %s; %d worker processes x %d slots\n\n",
 		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, brokers, cfg.Workers, cfg.Concurrency)
@@ -195,7 +205,15 @@ func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Conte
 	if err != nil {
 		return nil, errors.Join(err, stop())
 	}
+	if err := b.fillBacklog(ctx, env.client); err != nil {
+		_ = env.client.Close()
+		return nil, errors.Join(err, stop())
+	}
 	rs, err := fn(ctx, env)
+	rss := env.brokerPeakRSS()
+	for i := range rs {
+		rs[i].BrokerRSSMiB = rss
+	}
 	_ = env.client.Close()
 	if stopErr := stop(); stopErr != nil && err == nil {
 		err = stopErr
@@ -350,20 +368,30 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		out = append(out, result{Name: "drain", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
 			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU,
 			WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))})
-		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Jobs))
+		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.Jobs))
 	}
 }
 
 // checkSucceeded spot-checks that jobs 1..n (ids count from 1 in a fresh database) ended
-// SUCCEEDED, so a benchmark of a broker that loses or fails jobs cannot look good.
-func checkSucceeded(ctx context.Context, c *client.Client, n int64) error {
+// SUCCEEDED, so a benchmark of a broker that loses or fails jobs cannot look good. The
+// backlog's jobs (--backlog) come first and must still be PENDING: ids are counted after them,
+// and one of the backlog's met there (brokers that draw ids in blocks interleave them) is
+// checked as such.
+func checkSucceeded(ctx context.Context, c *client.Client, backlog, n int64) error {
 	for _, id := range []int64{1, n / 3, n / 2, n - 1, n} {
 		if id < 1 {
 			continue
 		}
+		id += backlog
 		j, err := c.Get(ctx, id)
 		if err != nil {
 			return fmt.Errorf("check job %d: %w", id, err)
+		}
+		if j.Queue == backlogQueue {
+			if j.State != job.StatePending {
+				return fmt.Errorf("job %d of the backlog is %s, want PENDING", id, j.State)
+			}
+			continue
 		}
 		if j.State != job.StateSucceeded {
 			return fmt.Errorf("job %d is %s, want SUCCEEDED", id, j.State)
@@ -412,7 +440,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU,
 			WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(b.cfg.E2EJobs)),
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
-		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.E2EJobs))
+		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.E2EJobs))
 	}
 }
 

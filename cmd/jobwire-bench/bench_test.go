@@ -78,6 +78,11 @@ func TestParseFlags(t *testing.T) {
 			return c.Brokers == 2 && c.Store == "postgres"
 		}},
 		{name: "zero brokers", args: []string{"--brokers", "0"}, wantErr: "--brokers must be at least 1"},
+		{name: "backlog", args: []string{"--backlog", "1000000"}, check: func(c benchConfig) bool { return c.Backlog == 1_000_000 }},
+		{name: "negative backlog", args: []string{"--backlog", "-1"}, wantErr: "--backlog must not be negative"},
+		{name: "backlog with external workers", args: []string{"--backlog", "10", "--worker-cmd", "true"},
+			wantErr: "--backlog cannot be combined with --worker-cmd"},
+		{name: "paused backlog needs a backlog", args: []string{"--backlog-paused"}, wantErr: "--backlog-paused needs --backlog N"},
 		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
 	}
 	for _, tt := range tests {

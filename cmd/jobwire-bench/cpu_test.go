@@ -34,3 +34,16 @@ func TestProcessCPUGrowsWithWork(t *testing.T) {
 		t.Fatal("read a CPU time of a process that cannot exist")
 	}
 }
+
+func TestProcessPeakRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	rss, ok := processPeakRSS(os.Getpid())
+	if !ok || rss < 1<<20 {
+		t.Fatalf("peak RSS of this process = %d bytes (ok %v), want at least 1 MiB", rss, ok)
+	}
+	if _, ok := processPeakRSS(-1); ok {
+		t.Fatal("read the peak RSS of a process that cannot exist")
+	}
+}

@@ -34,6 +34,12 @@ type benchConfig struct {
 	Store    string `json:"store"`
 	// Brokers is how many brokers each scenario starts on its database (PostgreSQL only).
 	Brokers int `json:"brokers"`
+	// Backlog is how many jobs each scenario first queues in backlogQueue, which its workers
+	// do not serve: the scenario then runs beside that many waiting jobs.
+	Backlog int `json:"backlog,omitempty"`
+	// BacklogPaused pauses backlogQueue instead of having the workers name the default queue:
+	// the workers then serve every queue, as a worker configured with none does.
+	BacklogPaused bool `json:"backlog_paused,omitempty"`
 
 	jsonPath  string
 	brokerBin string
@@ -77,6 +83,8 @@ func parseFlags(args []string) (benchConfig, error) {
 	quick := fs.Bool("quick", false, "a small, fast run: 10,000 jobs to drain, 5,000 per e2e scenario, 2s enqueue scenarios, 3s latency")
 	fs.StringVar(&c.Postgres, "db", "", "run the brokers on this PostgreSQL database (a postgres:// URL), each scenario in a fresh schema, instead of a fresh SQLite file each")
 	fs.IntVar(&c.Brokers, "brokers", 1, "brokers per scenario, all on its database (above 1 needs --db): producer calls are spread over them, worker i takes from broker i mod N, and in the latency scenario the producer sends to the first while the workers take from the others")
+	fs.IntVar(&c.Backlog, "backlog", 0, "first queue this many jobs in the queue \""+backlogQueue+"\", which no worker serves (the workers then take only the default queue), so each scenario runs beside a backlog")
+	fs.BoolVar(&c.BacklogPaused, "backlog-paused", false, "with --backlog: pause the backlog's queue, and let the workers serve every queue, instead of having them take only the default queue")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
@@ -133,6 +141,15 @@ func parseFlags(args []string) (benchConfig, error) {
 	}
 	if c.Durability != "normal" && c.Durability != "full" {
 		errs = append(errs, fmt.Sprintf("--durability must be normal or full, got %q", c.Durability))
+	}
+	if c.Backlog < 0 {
+		errs = append(errs, fmt.Sprintf("--backlog must not be negative, got %d", c.Backlog))
+	}
+	if c.BacklogPaused && c.Backlog == 0 {
+		errs = append(errs, "--backlog-paused needs --backlog N")
+	}
+	if c.Backlog > 0 && c.WorkerCmd != "" {
+		errs = append(errs, "--backlog cannot be combined with --worker-cmd: such workers serve every queue, the backlog's too")
 	}
 	if c.Metrics != "on" && c.Metrics != "off" {
 		errs = append(errs, fmt.Sprintf("--metrics must be on or off, got %q", c.Metrics))

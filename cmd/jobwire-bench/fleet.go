@@ -76,6 +76,10 @@ func startFleet(cfg *benchConfig, dir string, addrs []string, spec fleetSpec, ad
 			if spec.latency {
 				args = append(args, "--latency")
 			}
+			if cfg.Backlog > 0 && !cfg.BacklogPaused {
+				// Named, so the backlog's queue is left to wait.
+				args = append(args, "--queue", job.DefaultQueue)
+			}
 			if cfg.profDir != "" {
 				args = append(args, "--cpuprofile", filepath.Join(cfg.profDir, id+".pprof"))
 			}

@@ -117,8 +117,13 @@ func runWorker(ctx context.Context, args []string) error {
 	concurrency := fs.Int("concurrency", 256, "handler slots")
 	latency := fs.Bool("latency", false, "record enqueue-to-start latency")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	queue := fs.String("queue", "", "take jobs of this queue only (default: every queue)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	var queues []string
+	if *queue != "" {
+		queues = []string{*queue}
 	}
 	if *addr == "" {
 		return errors.New("worker: --addr is required")
@@ -146,6 +151,7 @@ func runWorker(ctx context.Context, args []string) error {
 	w, err := worker.New(c.Conn(), worker.Options{
 		ID:            *id,
 		Concurrency:   *concurrency,
+		Queues:        queues,
 		ShutdownGrace: 10 * time.Second,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

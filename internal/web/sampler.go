@@ -20,9 +20,19 @@ type sampler struct {
 	read  func(context.Context) (*jobwirev1.GetStatsResponse, error)
 
 	reading sync.Mutex // held while a reading is in flight
+	// restAt is when the sampler may read again after a slow reading (readShare); guarded by
+	// reading.
+	restAt  time.Time
 	mu      sync.Mutex
 	samples []sample // oldest first
 }
+
+// readShare bounds the broker's time the sampler spends reading: after a reading that took d,
+// the next comes no sooner than readShare times d after it began. The totals are counted over
+// the unfinished jobs, so a reading's cost grows with the backlog (a million jobs waiting took
+// seconds on SQLite); read every 2 s regardless, the graph alone would take a CPU from the
+// broker. With a small backlog a reading takes milliseconds and the pace stays every.
+const readShare = 20
 
 // DefaultSampleEvery is how often the throughput graph's totals are read.
 const DefaultSampleEvery = 2 * time.Second
@@ -57,7 +67,12 @@ func (s *sampler) tick() {
 		return
 	}
 	defer s.reading.Unlock()
+	began := s.clk.Now()
+	if began.Before(s.restAt) {
+		return
+	}
 	s.take()
+	s.restAt = began.Add(readShare * s.clk.Now().Sub(began))
 }
 
 // snapshot returns the samples so far, oldest first.

@@ -106,3 +106,56 @@ func TestSamplerReadsFromStartWithEveryLineAveragedAlike(t *testing.T) {
 		t.Errorf("%d samples kept, want %d", got, sampleKeep)
 	}
 }
+
+// tickClock is a fake clock that says when each function it fired has returned, so a test
+// knows a tick is over even when it read nothing.
+type tickClock struct {
+	*clock.Fake
+	ran chan struct{}
+}
+
+func (c *tickClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.Fake.AfterFunc(d, func() {
+		f()
+		c.ran <- struct{}{}
+	})
+}
+
+// A slow reading (a large backlog to count) spaces out the readings after it, so the graph
+// never takes more than 1/readShare of the broker's time; once readings are quick again, so is
+// the pace.
+func TestSamplerSpacesOutSlowReadings(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk := &tickClock{Fake: clock.NewFake(start), ran: make(chan struct{}, 1)}
+	f := &fakeStats{}
+	took := time.Second // read and written by ticks only, which never overlap here
+	read := func(ctx context.Context) (*jobwirev1.GetStatsResponse, error) {
+		clk.Advance(took) // the reading takes this long on the sampler's clock
+		return f.read(ctx)
+	}
+	s := newSampler(t.Context(), clk, 2*time.Second, read)
+	reads := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.reads
+	}
+	s.start()
+	<-clk.ran // the first reading, which took 1 s
+	took = 0
+	// Ticks every 2 s, at 3 s, 5 s ... 19 s: none may read before 20 s.
+	for clk.Now().Before(start.Add(19 * time.Second)) {
+		clk.Advance(s.every)
+		<-clk.ran
+	}
+	if n := reads(); n != 1 {
+		t.Fatalf("%d readings in the %v after one that took 1s, want 1", n, clk.Now().Sub(start))
+	}
+	// Readings that take no time come every 2 s again.
+	for range 3 {
+		clk.Advance(s.every)
+		<-clk.ran
+	}
+	if n := reads(); n != 4 {
+		t.Fatalf("%d readings by %v, want 4: quick readings keep the pace", n, clk.Now().Sub(start))
+	}
+}

@@ -157,3 +157,76 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 		t.Fatalf("JobLease sent %v, want %s first", order, want)
 	}
 }
+
+// A lease for a worker that names one queue reads that queue's ready jobs through
+// jobs_ready_queue, in dispatch order, and none of the jobs waiting in other queues: read from
+// jobs_ready, it passed over every one of them, so a queue nobody serves slowed every lease as
+// it grew. The generic plan, which the server keeps for a prepared statement, must read the same.
+func TestLeaseOfOneQueueReadsOnlyItsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	now := time.Unix(1_700_000_000, 0)
+	var ps []*store.JobInsertParams
+	for i := range 3000 {
+		q := "backlog"
+		if i%100 == 99 {
+			q = "q"
+		}
+		ps = append(ps, &store.JobInsertParams{Type: "t", Queue: q, Payload: []byte(`{}`), MaxAttempts: 3,
+			RunAt: now, Now: now, AttemptTimeout: time.Minute})
+	}
+	if err := s.Write(ctx, "test", func(stx store.Tx) error { _, err := stx.JobInsertMany(ps); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	params := &store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"q"}, Limit: 16, WorkerID: "w", Now: now,
+		LeaseUntil: now.Add(time.Minute)}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		var plan string
+		err := s.Write(ctx, "test", func(stx store.Tx) error {
+			tx := stx.(*tx)
+			if _, err := tx.tx.Exec(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, mode); err != nil {
+				return err
+			}
+			if err := tx.readInDispatchOrder(true); err != nil {
+				return err
+			}
+			q := leaseQuery(params, params.Limit, nil, jobColumns)
+			rows, err := tx.tx.Query(ctx, `EXPLAIN `+q.sql.String(), q.args...)
+			if err != nil {
+				return err
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			plan = strings.Join(lines, "\n")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan, "Index Scan using jobs_ready_queue") || !strings.Contains(plan, "Index Cond: (queue = ") ||
+			strings.Contains(plan, "Sort") {
+			t.Errorf("plan_cache_mode %s: the lease of one queue does not read jobs_ready_queue by queue in order:\n%s", mode, plan)
+		}
+	}
+	var leased []*job.Job
+	err := s.Write(ctx, "test", func(stx store.Tx) error {
+		var err error
+		leased, err = stx.JobLease(params)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leased) != 16 {
+		t.Fatalf("leased %d jobs of queue q, want 16", len(leased))
+	}
+	for _, j := range leased {
+		if j.Queue != "q" {
+			t.Fatalf("leased job %d of queue %q, want q", j.ID, j.Queue)
+		}
+	}
+}

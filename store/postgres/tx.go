@@ -752,7 +752,14 @@ func leaseWhere(q *query, p *store.JobLeaseParams) {
 	if len(p.ExcludeTypes) > 0 {
 		q.sql.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
 	}
-	if len(p.Queues) > 0 {
+	switch len(p.Queues) {
+	case 0:
+	case 1:
+		// An equality the planner can match to jobs_ready_queue, which then reads this
+		// queue's ready jobs in dispatch order, and none of the other queues'. (Of an array
+		// it reads jobs_ready, for order, and passes over the other queues' jobs.)
+		q.sql.WriteString(` AND queue = ` + q.arg(p.Queues[0]))
+	default:
 		q.sql.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)
 	}
 	if len(p.ExcludeQueues) > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,96 @@ func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
 	}
 	if len(running) != 1 || running[0].ID != 1 || running[0].LeaseToken.Seq != 3 || running[0].LeaseToken.Secret == ([job.SecretSize]byte{}) {
 		t.Fatalf("running after the migration = %+v, want job 1 still leased, with its number and a secret", running)
+	}
+}
+
+// A lease of every queue but the paused and excluded ones names the queues with ready jobs that
+// are left, so that it reads them through jobs_ready_queue and never passes over the jobs of a
+// paused queue, where a backlog waits; past maxNamedQueues queues it reads jobs_open as before.
+func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	insert := func(queues ...string) {
+		t.Helper()
+		var ps []*store.JobInsertParams
+		for _, q := range queues {
+			ps = append(ps, &store.JobInsertParams{Type: "t", Queue: q, MaxAttempts: 1, RunAt: now,
+				Now: now, AttemptTimeout: time.Minute})
+		}
+		if err := s.Write(ctx, "insert", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The paused queue's jobs come first in dispatch order (same priority and time: by id).
+	insert("paused", "paused", "paused", "excluded", "b", "a", "b")
+	// readAll reports whether a lease read jobs_open, every queue's ready jobs: its statement
+	// is in the writer's cache once it ran.
+	readAll := func() bool {
+		all := false
+		err := s.Write(ctx, "look", func(stx store.Tx) error {
+			for q := range stx.(*tx).cache.stmts {
+				all = all || strings.HasPrefix(q, `SELECT `+jobColumns+` FROM jobs WHERE `+openState+` AND state = 2`)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all
+	}
+	lease := func(limit int) (leased []*job.Job, named []string, ok bool) {
+		t.Helper()
+		p := &store.JobLeaseParams{Types: []string{"t"}, ExcludeQueues: []string{"excluded"}, ExcludePaused: true,
+			Limit: limit, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}
+		err := s.Write(ctx, "lease", func(stx store.Tx) error {
+			if err := stx.QueueSetPaused("paused", true); err != nil {
+				return err
+			}
+			var err error
+			if named, ok, err = stx.(*tx).readyQueuesBut(p); err != nil {
+				return err
+			}
+			leased, err = stx.JobLease(p)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leased, named, ok
+	}
+	leased, named, ok := lease(2)
+	if !ok || strings.Join(named, ",") != "a,b" {
+		t.Fatalf("named %q (ok %v), want a,b", named, ok)
+	}
+	if len(leased) != 2 || leased[0].Queue != "b" || leased[1].Queue != "a" {
+		t.Fatalf("leased %v, want the first of b then a, in dispatch order", leased)
+	}
+	if readAll() {
+		t.Fatal("the lease read jobs_open, past the paused queue's jobs, not the queues it named")
+	}
+	leased, _, _ = lease(8)
+	if len(leased) != 1 || leased[0].Queue != "b" {
+		t.Fatalf("leased %v, want the last job of b and nothing of the paused or excluded queues", leased)
+	}
+	if leased, named, ok = lease(8); !ok || len(named) != 0 || len(leased) != 0 {
+		t.Fatalf("named %q (ok %v), leased %v; want no queue and nothing", named, ok, leased)
+	}
+	many := make([]string, maxNamedQueues+1)
+	for i := range many {
+		many[i] = "q" + strconv.Itoa(i)
+	}
+	insert(many...)
+	if leased, named, ok = lease(1); ok || named != nil || len(leased) != 1 || leased[0].Queue != "q0" {
+		t.Fatalf("named %q (ok %v), leased %v; want no names past %d queues, and the lease still in order", named, ok,
+			leased, maxNamedQueues)
+	}
+	if !readAll() {
+		t.Fatal("past maxNamedQueues queues the lease did not read jobs_open")
 	}
 }

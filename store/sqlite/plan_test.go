@@ -30,23 +30,33 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 	tests := []struct {
 		name, index string
 		query       func() (string, []any)
+		// union: one read of index per queue, then a sort of what they gave (at most the
+		// limit each), where the queues meet.
+		union bool
 	}{
 		{"lease one type", "jobs_open", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a"}, Limit: 1})
-		}},
-		{"lease many types and queues", "jobs_open", func() (string, []any) {
-			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, Queues: []string{"q", "r"}, Limit: 256})
-		}},
+		}, false},
+		{"lease many types", "jobs_open", func() (string, []any) {
+			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, ExcludeQueues: []string{"q"}, Limit: 256})
+		}, false},
+		// A lease that names its queues reads only their jobs, however many wait in others.
+		{"lease one queue", "jobs_ready_queue", func() (string, []any) {
+			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, Queues: []string{"q"}, ExcludePaused: true, Limit: 256})
+		}, false},
+		{"lease many types and queues", "jobs_ready_queue", func() (string, []any) {
+			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, Queues: []string{"q", "r", "s"}, Limit: 256})
+		}, true},
 		{"lease excluding", "jobs_open", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a"}, ExcludeTypes: []string{"b"},
 				ExcludeQueues: []string{"q", "r", "s"}, Limit: 8})
-		}},
+		}, false},
 		{"lease leaving out paused queues", "jobs_open", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, ExcludeQueues: []string{"q"}, ExcludePaused: true, Limit: 8})
-		}},
+		}, false},
 		{"finished since", "jobs_finished", func() (string, []any) {
 			return `SELECT COUNT(*) FROM jobs WHERE ` + finishedState + ` AND state IN (5, 6) AND finished_at >= ?`, []any{0}
-		}},
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +79,18 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			all := strings.Join(plan, "; ")
+			if tt.union {
+				for _, step := range plan {
+					if strings.HasPrefix(step, "SEARCH jobs") && !strings.Contains(step, "INDEX "+tt.index+" (queue=?)") ||
+						strings.HasPrefix(step, "SCAN jobs") {
+						t.Fatalf("plan %q: want every read of jobs through %s by queue", all, tt.index)
+					}
+				}
+				if strings.Count(all, "INDEX "+tt.index+" (queue=?)") != 3 {
+					t.Fatalf("plan %q: want a read of %s for each of the 3 queues", all, tt.index)
+				}
+				return
+			}
 			if !strings.Contains(all, "INDEX "+tt.index+" (") || strings.Contains(all, "TEMP B-TREE") {
 				t.Fatalf("plan %q: want a read of %s in index order, with no temporary b-tree", all, tt.index)
 			}

@@ -1,5 +1,11 @@
 package sqlite
 
+import (
+	"strconv"
+
+	"github.com/jobwire/jobwire/store"
+)
+
 // queueRoom is how many more jobs each unpaused capped queue may have leased, counted from the
 // database (JobLeaseParams.EnforceQueues): its limit less its LEASED and RUNNING jobs, this
 // transaction's included. The transaction holds the database's write lock, so nothing else
@@ -22,4 +28,67 @@ func (t *tx) queueRoom() (map[string]int, error) {
 		room[name] = max(0, limit-held)
 	}
 	return room, rows.Err()
+}
+
+// maxNamedQueues is how many queues readyQueuesBut names at most: a lease reads each named
+// queue on its own, and past a few dozen one read of jobs_open costs less.
+const maxNamedQueues = 16
+
+// readyQueuesBut names the queues a lease of every queue but some (p.ExcludeQueues and, with
+// p.ExcludePaused, the paused ones) may take from: those with ready jobs, less the ones left
+// out. A lease that names them reads each through jobs_ready_queue (leaseQuery), where one of
+// every queue reads jobs_open and passes over each ready job of the queues it leaves out: a
+// paused queue is where a backlog waits. ok is false when more than maxNamedQueues would be
+// named. The queues are found by one index step each (a loose scan of jobs_ready_queue), so
+// the cost follows the number of queues, not of their jobs.
+func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, err error) {
+	out := map[string]bool{}
+	for _, q := range p.ExcludeQueues {
+		out[q] = true
+	}
+	if p.ExcludePaused {
+		paused, err := t.queryStrings(`SELECT name FROM queues WHERE paused`)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, q := range paused {
+			out[q] = true
+		}
+	}
+	ready, err := t.queryStrings(`WITH RECURSIVE ready(name) AS (
+			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue WHERE state = 2 ORDER BY queue LIMIT 1)
+			UNION ALL
+			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue WHERE state = 2 AND queue > ready.name
+				ORDER BY queue LIMIT 1) FROM ready WHERE ready.name IS NOT NULL
+		) SELECT name FROM ready WHERE name IS NOT NULL LIMIT ` + strconv.Itoa(maxNamedQueues+len(out)+1))
+	if err != nil {
+		return nil, false, err
+	}
+	for _, q := range ready {
+		if !out[q] {
+			names = append(names, q)
+		}
+	}
+	if len(names) > maxNamedQueues || len(ready) > maxNamedQueues+len(out) {
+		return nil, false, nil
+	}
+	return names, true, nil
+}
+
+// queryStrings runs a query of one text column and returns its rows.
+func (t *tx) queryStrings(q string, args ...any) ([]string, error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

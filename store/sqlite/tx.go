@@ -315,6 +315,18 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(scope.Queues) == 0 && !p.EnforceQueues && (scope.ExcludePaused || len(scope.ExcludeQueues) > 0) {
+		named, ok, err := t.readyQueuesBut(&scope)
+		if err != nil {
+			return nil, err
+		}
+		if ok && len(named) == 0 {
+			return nil, t.rateSave(gate, p.Rates) // every queue with ready jobs is left out
+		}
+		if ok {
+			scope.Queues = named
+		}
+	}
 	var leased []*job.Job
 	until := nanos(p.LeaseUntil)
 	bytes := 0 // payloads leased so far (MaxBytes)
@@ -387,17 +399,51 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 
 // leaseQuery selects the ready jobs p may lease, in dispatch order. A lease that does not honour
 // concurrency keys leaves the keyed jobs out (keyconc.go).
+//
+// A lease that names its queues reads each queue's ready jobs through jobs_ready_queue, so
+// what it reads follows the jobs it may take, not the jobs of queues it does not serve: read
+// from jobs_open, a queue of waiting jobs nobody serves would be passed over by every lease.
+// Each queue gives its first jobs in dispatch order, and the union is put in that order
+// again: a sort of at most Limit rows a queue.
 func leaseQuery(p *store.JobLeaseParams) (string, []any) {
+	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
+	// the statement again on every run. Callers keep the number of distinct limits small.
+	order := ` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit)
+	if len(p.Queues) == 0 {
+		var sel strings.Builder
+		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
+		args := readyWhere(&sel, nil, p)
+		sel.WriteString(order)
+		return sel.String(), args
+	}
 	var sel strings.Builder
-	sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
-	args := leaseWhere(&sel, nil, p)
+	var args []any
+	one := *p
+	for i, q := range p.Queues {
+		if i > 0 {
+			sel.WriteString(` UNION ALL `)
+		}
+		sel.WriteString(`SELECT * FROM (SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_ready_queue
+			WHERE state = 2 AND queue = ?`)
+		args = append(args, q)
+		one.Queues = nil
+		args = readyWhere(&sel, args, &one)
+		sel.WriteString(order + `)`)
+	}
+	if len(p.Queues) > 1 {
+		sel.WriteString(order)
+	}
+	return sel.String(), args
+}
+
+// readyWhere writes the conditions of leaseWhere and, for a lease that does not honour
+// concurrency keys, leaves the keyed jobs out.
+func readyWhere(sel *strings.Builder, args []any, p *store.JobLeaseParams) []any {
+	args = leaseWhere(sel, args, p)
 	if !p.Keyed {
 		sel.WriteString(` AND concurrency_key = ''`)
 	}
-	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
-	// the statement again on every run. Callers keep the number of distinct limits small.
-	sel.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit))
-	return sel.String(), args
+	return args
 }
 
 // leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules
