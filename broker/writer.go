@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jobwire/jobwire/broker/commit"
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -81,9 +82,11 @@ func (b *Broker) doOn(ctx context.Context, w commit.Writer, o commit.Op) error {
 		lost = b.lost()
 	}
 	deadline, _ := ctx.Deadline()
+	stages.Mark(stages.Queued)
 	t := w.Enter(o, deadline)
 	select {
 	case err := <-t.Answer():
+		stages.Mark(stages.Answered)
 		return err
 	case <-lost:
 		return b.unreached(t)

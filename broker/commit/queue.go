@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -116,6 +117,7 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		q.locks = jobsWritten(batch, q.locks)
 	}
 	locks := q.locks
+	stages.Mark(stages.CommitStart)
 	err := q.cfg.Store.Write(ctx, batchName(batch), func(tx store.Tx) error {
 		// One job alone is locked by its write, before any other row: the order needs no help.
 		if len(locks) > 1 {
@@ -153,6 +155,7 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		}
 		return nil
 	})
+	stages.Mark(stages.CommitEnd)
 	owner.Written(ops, err)
 	return err
 }
