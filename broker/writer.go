@@ -82,11 +82,12 @@ func (b *Broker) doOn(ctx context.Context, w commit.Writer, o commit.Op) error {
 		lost = b.lost()
 	}
 	deadline, _ := ctx.Deadline()
-	stages.Mark(stages.Queued)
 	t := w.Enter(o, deadline)
 	select {
 	case err := <-t.Answer():
-		stages.Mark(stages.Answered)
+		if t.Traced() {
+			stages.Mark(stages.Answered)
+		}
 		return err
 	case <-lost:
 		return b.unreached(t)

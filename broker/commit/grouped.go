@@ -64,7 +64,9 @@ func (w *Grouped) Run() {
 		}
 		window.Stop()
 		asked = w.fill() || asked
-		stages.Mark(stages.Taken)
+		if tracedIn(w.batch) {
+			stages.Mark(stages.Taken)
+		}
 		w.next(asked)
 	}
 }

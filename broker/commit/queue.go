@@ -54,7 +54,7 @@ func (q *queue) Submit(o Op) { q.put(&Ticket{op: o}) }
 
 // Enter queues o for a caller that waits on the ticket.
 func (q *queue) Enter(o Op, deadline time.Time) *Ticket {
-	t := &Ticket{op: o, deadline: deadline, answer: make(chan error, 1)}
+	t := &Ticket{op: o, deadline: deadline, answer: make(chan error, 1), traced: stages.Mark(stages.Queued)}
 	q.put(t)
 	return t
 }
@@ -117,7 +117,10 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		q.locks = jobsWritten(batch, q.locks)
 	}
 	locks := q.locks
-	stages.Mark(stages.CommitStart)
+	traced := tracedIn(batch)
+	if traced {
+		stages.Mark(stages.CommitStart)
+	}
 	err := q.cfg.Store.Write(ctx, batchName(batch), func(tx store.Tx) error {
 		// One job alone is locked by its write, before any other row: the order needs no help.
 		if len(locks) > 1 {
@@ -155,7 +158,9 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		}
 		return nil
 	})
-	stages.Mark(stages.CommitEnd)
+	if traced {
+		stages.Mark(stages.CommitEnd)
+	}
 	owner.Written(ops, err)
 	return err
 }

@@ -6,7 +6,8 @@
 // set, which is always the case outside the breakdown, a mark costs one atomic load. Marks
 // carry no request identity: the breakdown sends one request at a time and waits until
 // everything it caused is done before the next, so the marks between Begin and End are that
-// request's.
+// request's. The writer's marks, which other writes pass too, count only for the batch holding
+// the op whose entry into the writer's queue was marked (commit.Ticket.Traced).
 package stages
 
 import (
@@ -78,12 +79,18 @@ var current atomic.Pointer[Trace]
 // origin makes the marks monotonic: time.Since reads the monotonic clock.
 var origin = time.Now()
 
-// Mark records that the request being traced passed p now, unless it passed p before.
-func Mark(p Point) {
+// Mark records that the request being traced passed p now, unless it passed p before, and
+// reports whether this mark was recorded.
+func Mark(p Point) bool {
 	if t := current.Load(); t != nil {
-		t.at[p].CompareAndSwap(0, int64(time.Since(origin))+1)
+		return t.at[p].CompareAndSwap(0, int64(time.Since(origin))+1)
 	}
+	return false
 }
+
+// Active reports whether a trace is on, for marks that first look for their request among
+// others (the writer's batch).
+func Active() bool { return current.Load() != nil }
 
 // Begin starts tracing into a new Trace, which it returns; the previous one stops.
 func Begin() *Trace {
