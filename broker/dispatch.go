@@ -82,15 +82,8 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
 	// Jobs a rate limit holds back wait for the alarm the lease arms (rateLimits.held).
-	// A round for jobs just made ready that could not see them all leaves them waiting: the next
-	// freed slot must look, even when the jobs leased before were offered (offer.go), whose
-	// hand-out asks for no round.
-	sawAll := !r.full && !r.limited && len(r.plan.capped) == 0 && !b.svc.keys.active()
-	switch {
-	case len(r.grants) > 0 && sawAll:
+	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 && !b.svc.keys.active() {
 		b.writing.readyMaybe.Store(false)
-	case force && !sawAll:
-		b.writing.readyMaybe.Store(true)
 	}
 	b.armBreakerTimerLocked()
 	return r.grants

@@ -102,14 +102,7 @@ func (m *local) recover(tx store.Tx) (recovered, error) {
 	return r, err
 }
 
-func (m *local) enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error {
-	if o.grouped {
-		// As in a cluster (offer.go): a job a worker has room for is leased by its own insert,
-		// which spares the commit that stores it a dispatch round's lease statement.
-		var all bool
-		o.offers, all = m.b.planOffers(params, now)
-		o.readies = o.readies && !all
-	}
+func (m *local) enqueue(ctx context.Context, o *enqueueOp, _ []*store.JobInsertParams, _ time.Time) error {
 	return m.b.doOp(ctx, o)
 }
 

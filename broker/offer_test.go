@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
-	"github.com/jobwire/jobwire/store/sqlite"
 )
 
 // leaseCalls is a store that lists the calls its writes make that lease jobs or make them
@@ -79,36 +77,19 @@ func (t recordingTx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offer
 	return t.Tx.JobInsertOfferedAtCommit(ps, offers, got)
 }
 
-// offerStores are the stores offers are tested on: a lone broker on SQLite, and one broker
-// of a cluster on PostgreSQL.
-var offerStores = []string{"sqlite", "postgres"}
-
-// offerBroker starts a broker on a fresh database of the kind named (offerStores), its
-// leasing calls listed.
-func offerBroker(t *testing.T, kind string) (*Broker, *leaseCalls) {
+// offerBroker starts one broker of a cluster on a fresh PostgreSQL schema, its leasing calls
+// listed.
+func offerBroker(t *testing.T) (*Broker, *leaseCalls) {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := Options{Commit: testCommit, Config: DefaultConfig(), Logger: log,
-		Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}
-	var st store.Store
-	switch kind {
-	case "sqlite":
-		lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st = lite
-	default:
-		pg, err := postgres.Open(ctx, pgtest.URL(t), postgres.Options{Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, opts.Cluster = pg, pg
+	st, err := postgres.Open(ctx, pgtest.URL(t), postgres.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
 	}
 	w := &leaseCalls{Store: st}
-	opts.Store = w
-	b, err := New(opts)
+	b, err := New(Options{Store: w, Commit: testCommit, Cluster: st, Config: DefaultConfig(), Logger: log,
+		Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,21 +118,12 @@ func settle(t *testing.T, b *Broker) {
 	}
 }
 
-// A job enqueued while a worker has room is leased by the insert that stores it and handed
-// out: no dispatch round leases it, and in a cluster the other brokers are not told it is ready.
+// In a cluster, a job enqueued while a worker has room is leased by the insert that stores it
+// and handed out: no dispatch round leases it, and the other brokers are not told it is ready.
 func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 	t.Parallel()
 	onlyGroupCommit(t) // the reference writer inserts alone and leases in a round
-	for _, kind := range offerStores {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			testOfferedJobLeasedByItsInsert(t, kind)
-		})
-	}
-}
-
-func testOfferedJobLeasedByItsInsert(t *testing.T, kind string) {
-	b, w := offerBroker(t, kind)
+	b, w := offerBroker(t)
 	s := openPay(t, b, 4)
 	settle(t, b)
 	before := w.count()
@@ -178,26 +150,21 @@ func testOfferedJobLeasedByItsInsert(t *testing.T, kind string) {
 // jobs than it has slots never give it more jobs than its capacity.
 func TestOffersKeepToCapacity(t *testing.T) {
 	t.Parallel()
-	for _, kind := range offerStores {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			b, _ := offerBroker(t, kind)
-			s := openPay(t, b, 1)
-			settle(t, b)
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Go(func() {
-					if _, err := b.Enqueue(context.Background(), []JobSpec{{Type: payType}}); err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-			settle(t, b)
-			if n := assigned(s); n != 1 {
-				t.Fatalf("a worker of one slot was handed %d jobs", n)
+	b, _ := offerBroker(t)
+	s := openPay(t, b, 1)
+	settle(t, b)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := b.Enqueue(context.Background(), []JobSpec{{Type: payType}}); err != nil {
+				t.Error(err)
 			}
 		})
+	}
+	wg.Wait()
+	settle(t, b)
+	if n := assigned(s); n != 1 {
+		t.Fatalf("a worker of one slot was handed %d jobs", n)
 	}
 }
 
@@ -205,22 +172,17 @@ func TestOffersKeepToCapacity(t *testing.T) {
 // by the round its write then asks for, without anything else happening.
 func TestOfferLeftPendingGetsARound(t *testing.T) {
 	t.Parallel()
-	for _, kind := range offerStores {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			b, _ := offerBroker(t, kind)
-			if _, err := b.Enqueue(context.Background(), []JobSpec{{Type: "nobody"}}); err != nil {
-				t.Fatal(err)
-			}
-			s := openPay(t, b, 4)
-			settle(t, b)
-			ids, err := b.Enqueue(context.Background(), []JobSpec{{Type: payType}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
-				t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
-			}
-		})
+	b, _ := offerBroker(t)
+	if _, err := b.Enqueue(context.Background(), []JobSpec{{Type: "nobody"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := openPay(t, b, 4)
+	settle(t, b)
+	ids, err := b.Enqueue(context.Background(), []JobSpec{{Type: payType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
+		t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,9 +226,6 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	if err := store.CheckOffers(ps, offers); err != nil {
 		return nil, err
 	}
-	if len(ps) == 1 && offers[0] != nil {
-		return t.insertOfferedOne(ps[0], offers[0], got)
-	}
 	out, err := t.JobInsertMany(ps)
 	if err != nil {
 		return nil, err
@@ -244,8 +240,13 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 		if o == nil {
 			continue
 		}
-		free, err := t.offerFree(ps[i], first)
-		if err != nil {
+		p := ps[i]
+		var free bool
+		if err := t.queryRow(`SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE `+openState+` AND state = 2
+				AND priority >= ? AND id < ?)
+			AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND (paused OR concurrency_limit > 0))
+			AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)`+rateCountsOffer,
+			p.Priority, first, p.Queue, p.Type, p.Type, p.Queue).Scan(&free); err != nil {
 			return nil, err
 		}
 		if !free {
@@ -268,65 +269,6 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	}
 	got(leased, nil)
 	return out, nil
-}
-
-// offerFree reports whether a job of p, offered, may be leased: no ready job of its priority or
-// higher with an id below before waits, and no pause, cap, shut breaker or rate limit holds it.
-func (t *tx) offerFree(p *store.JobInsertParams, before int64) (bool, error) {
-	var free bool
-	err := t.queryRow(`SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE `+openState+` AND state = 2
-			AND priority >= ? AND id < ?)
-		AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND (paused OR concurrency_limit > 0))
-		AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)`+rateCountsOffer,
-		p.Priority, before, p.Queue, p.Type, p.Type, p.Queue).Scan(&free)
-	return free, err
-}
-
-// insertOfferedOne stores one offered job: checked first (every job there is comes before it),
-// then inserted already LEASED, with the columns the lease of JobInsertOfferedAtCommit's other
-// path would set, so that no update rewrites the row and its index entries. A job that may not
-// be leased is inserted PENDING, as any.
-func (t *tx) insertOfferedOne(p *store.JobInsertParams, o *store.JobOffer, got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
-	free, err := t.offerFree(p, math.MaxInt64)
-	if err != nil {
-		return nil, err
-	}
-	if !free {
-		out, err := t.JobInsertMany([]*store.JobInsertParams{p})
-		if err != nil {
-			return nil, err
-		}
-		got([]*job.Job{nil}, nil)
-		return out, nil
-	}
-	token, err := job.NewLeaseToken(0, o.Random)
-	if err != nil {
-		return nil, err
-	}
-	payload := p.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	meta, err := encodeMetadata(p.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	jobs, err := t.queryJobs(`INSERT INTO jobs (type, queue, payload, priority, state, max_attempts, run_at,
-		created_at, attempt_timeout_ns, metadata, rate_key, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner)
-		VALUES (?, ?, ?, ?, 3, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+jobColumns,
-		p.Type, p.Queue, payload, p.Priority, p.MaxAttempts, nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout), meta,
-		p.RateKey, token.Seq, token.Secret[:], nanos(o.LeaseUntil), o.WorkerID, o.Owner)
-	if err != nil {
-		return nil, err
-	}
-	if len(jobs) != 1 {
-		return nil, fmt.Errorf("insert an offered job: %d rows stored", len(jobs))
-	}
-	if err := t.ensureQueue(p.Queue); err != nil {
-		return nil, err
-	}
-	got(jobs, nil)
-	return []store.JobInsertResult{{ID: jobs[0].ID, State: job.StatePending, RunAt: p.RunAt}}, nil
 }
 
 // JobSucceedManyAtCommit is JobSucceedMany: a statement costs no round trip here.
