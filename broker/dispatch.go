@@ -511,7 +511,9 @@ func limitOf(n int) int {
 // handOut turns leased jobs into assignments. Jobs for a session that closed meanwhile, or of
 // a type whose breaker opened meanwhile, are handed back.
 func (b *Broker) handOut(grants []*grant) bool {
-	stages.Mark(stages.HandedOut)
+	if stages.Active() && slices.ContainsFunc(grants, func(g *grant) bool { return len(g.leased) > 0 }) {
+		stages.Mark(stages.HandedOut) // a round that leased nothing hands nothing out
+	}
 	more := false
 	var back []heldProbe // jobs handed back, with the permits of probes
 	b.mu.Lock()
