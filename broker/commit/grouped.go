@@ -64,9 +64,7 @@ func (w *Grouped) Run() {
 		}
 		window.Stop()
 		asked = w.fill() || asked
-		if tracedIn(w.batch) {
-			stages.Mark(stages.Taken)
-		}
+		markIf(tracedIn(w.batch), stages.Taken)
 		w.next(asked)
 	}
 }

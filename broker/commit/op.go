@@ -203,6 +203,13 @@ type Ticket struct {
 // Traced reports whether t's op is the request being traced (package stages).
 func (t *Ticket) Traced() bool { return t.traced }
 
+// markIf marks p for a batch that holds the traced request's op (traced, from tracedIn).
+func markIf(traced bool, p stages.Point) {
+	if traced {
+		stages.Mark(p)
+	}
+}
+
 // tracedIn reports whether batch holds the traced request's op, when a trace is on.
 func tracedIn(batch []*Ticket) bool {
 	if !stages.Active() {

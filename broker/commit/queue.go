@@ -118,9 +118,7 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 	}
 	locks := q.locks
 	traced := tracedIn(batch)
-	if traced {
-		stages.Mark(stages.CommitStart)
-	}
+	markIf(traced, stages.CommitStart)
 	err := q.cfg.Store.Write(ctx, batchName(batch), func(tx store.Tx) error {
 		// One job alone is locked by its write, before any other row: the order needs no help.
 		if len(locks) > 1 {
@@ -158,9 +156,7 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		}
 		return nil
 	})
-	if traced {
-		stages.Mark(stages.CommitEnd)
-	}
+	markIf(traced, stages.CommitEnd)
 	owner.Written(ops, err)
 	return err
 }
