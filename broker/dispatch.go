@@ -11,6 +11,7 @@ import (
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/broker/dispatchrule"
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -510,6 +511,9 @@ func limitOf(n int) int {
 // handOut turns leased jobs into assignments. Jobs for a session that closed meanwhile, or of
 // a type whose breaker opened meanwhile, are handed back.
 func (b *Broker) handOut(grants []*grant) bool {
+	if stages.Active() && slices.ContainsFunc(grants, func(g *grant) bool { return len(g.leased) > 0 }) {
+		stages.Mark(stages.HandedOut) // a round that leased nothing hands nothing out
+	}
 	more := false
 	var back []heldProbe // jobs handed back, with the permits of probes
 	b.mu.Lock()

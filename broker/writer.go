@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jobwire/jobwire/broker/commit"
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -84,6 +85,9 @@ func (b *Broker) doOn(ctx context.Context, w commit.Writer, o commit.Op) error {
 	t := w.Enter(o, deadline)
 	select {
 	case err := <-t.Answer():
+		if t.Traced() {
+			stages.Mark(stages.Answered)
+		}
 		return err
 	case <-lost:
 		return b.unreached(t)

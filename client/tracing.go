@@ -58,6 +58,11 @@ func (c *Client) startSend(ctx context.Context, specs []*jobwirev1.JobSpec) (con
 			attribute.String("messaging.destination.name", queue),
 			attribute.String("jobwire.job.type", specs[0].GetType()),
 			attribute.Int("messaging.batch.message_count", len(specs))))
+	// Without a valid span context (no span recorded and no trace carried in) Inject writes
+	// nothing: the specs' metadata is left as it is, and no map is made per job to find that out.
+	if !span.SpanContext().IsValid() {
+		return ctx, span
+	}
 	for _, s := range specs {
 		if s.Metadata == nil {
 			s.Metadata = map[string]string{}

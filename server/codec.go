@@ -12,6 +12,9 @@ import (
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec wrapped below
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/stages"
 )
 
 // A request that fails to decode (invalid UTF-8 in a string field, bytes that are not a
@@ -30,6 +33,9 @@ func newUTF8Codec() utf8Codec { return utf8Codec{encoding.GetCodecV2("proto")} }
 func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
 		badMessages.Store(v, err)
+	}
+	if _, ok := v.(*jobwirev1.EnqueueRequest); ok {
+		stages.Mark(stages.Decoded)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/stages"
 )
 
 type producer struct {
@@ -98,10 +99,12 @@ func enqueuedToProto(r broker.Enqueued) *jobwirev1.EnqueuedJob {
 }
 
 func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {
+	stages.Mark(stages.Handler)
 	res, err := p.b.Enqueue(ctx, []broker.JobSpec{jobSpecFromProto(req.GetJob())})
 	if err != nil {
 		return nil, depsStatus(err)
 	}
+	stages.Mark(stages.Replied)
 	return &jobwirev1.EnqueueResponse{Job: enqueuedToProto(res[0])}, nil
 }
 

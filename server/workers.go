@@ -13,6 +13,7 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/job"
 )
 
@@ -110,6 +111,7 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
 		}
 		for _, frame := range frames(msgs, batches) {
+			stages.Mark(stages.StreamSend)
 			if err := stream.Send(frame); err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -63,6 +64,7 @@ func (w *Grouped) Run() {
 		}
 		window.Stop()
 		asked = w.fill() || asked
+		markIf(tracedIn(w.batch), stages.Taken)
 		w.next(asked)
 	}
 }

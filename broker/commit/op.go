@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
@@ -195,6 +196,31 @@ type Ticket struct {
 	// Grouped's bookkeeping, on its goroutine: a start superseded by its result in the same
 	// batch, and a start already held back once (see holdStarts).
 	superseded, waited bool
+	// traced: the op's entry was the traced request's (package stages).
+	traced bool
+}
+
+// Traced reports whether t's op is the request being traced (package stages).
+func (t *Ticket) Traced() bool { return t.traced }
+
+// markIf marks p for a batch that holds the traced request's op (traced, from tracedIn).
+func markIf(traced bool, p stages.Point) {
+	if traced {
+		stages.Mark(p)
+	}
+}
+
+// tracedIn reports whether batch holds the traced request's op, when a trace is on.
+func tracedIn(batch []*Ticket) bool {
+	if !stages.Active() {
+		return false
+	}
+	for _, t := range batch {
+		if t.traced {
+			return true
+		}
+	}
+	return false
 }
 
 // Answer receives the op's outcome once its write ended.

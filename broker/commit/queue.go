@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobwire/jobwire/internal/stages"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/storeretry"
@@ -53,7 +54,7 @@ func (q *queue) Submit(o Op) { q.put(&Ticket{op: o}) }
 
 // Enter queues o for a caller that waits on the ticket.
 func (q *queue) Enter(o Op, deadline time.Time) *Ticket {
-	t := &Ticket{op: o, deadline: deadline, answer: make(chan error, 1)}
+	t := &Ticket{op: o, deadline: deadline, answer: make(chan error, 1), traced: stages.Mark(stages.Queued)}
 	q.put(t)
 	return t
 }
@@ -116,6 +117,8 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		q.locks = jobsWritten(batch, q.locks)
 	}
 	locks := q.locks
+	traced := tracedIn(batch)
+	markIf(traced, stages.CommitStart)
 	err := q.cfg.Store.Write(ctx, batchName(batch), func(tx store.Tx) error {
 		// One job alone is locked by its write, before any other row: the order needs no help.
 		if len(locks) > 1 {
@@ -153,6 +156,7 @@ func (q *queue) write(ctx context.Context, batch []*Ticket, ops []Op, g *grouped
 		}
 		return nil
 	})
+	markIf(traced, stages.CommitEnd)
 	owner.Written(ops, err)
 	return err
 }

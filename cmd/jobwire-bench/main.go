@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string) error {
 			return runBroker(ctx, args[1:])
 		case compareCommand:
 			return runCompare(ctx, args[1:])
+		case breakdownCommand:
+			return runBreakdown(ctx, args[1:])
 		}
 	}
 	cfg, err := parseFlags(args)

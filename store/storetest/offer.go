@@ -73,6 +73,23 @@ func testInsertOffered(t *testing.T, b *bundle) {
 	equal(t, "a lease after it", ids(b.lease(b.leaseParams(10, "t"))), []int64{stored[1]})
 	b.start(refOf(leased[0]))
 	equal(t, "the offered job once started", b.state(stored[0]), job.StateRunning)
+
+	// A job offered alone (a store may store it leased at once) is stored the same way.
+	alone, leasedAlone := b.insertOffered([]*store.JobInsertParams{b.job("t")}, []*store.JobOffer{b.offerTo(0xcd)})
+	copy(want.Secret[:], bytes.Repeat([]byte{0xcd}, job.SecretSize))
+	if leasedAlone[0] == nil {
+		t.Fatal("a job offered alone, with nothing waiting, was not leased")
+	}
+	for _, j := range []*job.Job{leasedAlone[0], b.get(alone[0])} {
+		if j.ID != alone[0] || j.State != job.StateLeased || j.LeaseToken != want || j.WorkerID != "w" ||
+			j.LeaseOwner != "tok_1" || !j.LeaseExpiresAt.Equal(b.now.Add(time.Minute)) || j.Attempts != 0 ||
+			string(j.Payload) != `{}` || j.Type != "t" {
+			t.Fatalf("job offered alone %+v: want job %d LEASED to w for tok_1 until %s with token %v, its payload, no attempt spent",
+				j, alone[0], b.now.Add(time.Minute), want)
+		}
+	}
+	b.start(refOf(leasedAlone[0]))
+	equal(t, "the job offered alone once started", b.state(alone[0]), job.StateRunning)
 }
 
 // An offer goes ahead of no job that waits: a ready job of the same or a higher priority,
