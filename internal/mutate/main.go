@@ -970,6 +970,18 @@ func mutations() []mutation {
 	add(mutation{name: "store: a watched job's outcome without its result", file: "store/sqlite/results.go",
 		from: "j.Result, j.Progress = result, progress", to: "_ = progress",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobOutcomes"})
+	add(mutation{name: "sqlite: a lease of named queues reads every queue", file: "store/sqlite/tx.go",
+		from: "\tif len(p.Queues) == 0 {", to: "\tif true {",
+		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
+	add(mutation{name: "sqlite: a lease of every queue but some reads the paused ones' backlog", file: "store/sqlite/tx.go",
+		from: "\t\t\tscope.Queues = named", to: "\t\t\t_ = named",
+		pkgs: []string{storePkg}, run: "TestLeaseOfEveryQueueButSomeNamesTheRest"})
+	add(mutation{name: "postgres: a lease of one queue reads every queue", file: "store/postgres/tx.go",
+		from: "q.sql.WriteString(` AND queue = ` + q.arg(p.Queues[0]))", to: "q.sql.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfOneQueueReadsOnlyItsQueue", postgres: true})
+	add(mutation{name: "web: the sampler reads a slow backlog every tick", file: "internal/web/sampler.go",
+		from: "if began.Before(s.restAt) {", to: "if false && began.Before(s.restAt) {",
+		pkgs: []string{webPkg}, run: "TestSamplerSpacesOutSlowReadings"})
 	return ms
 }
 
