@@ -261,3 +261,56 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 		t.Fatal("past maxNamedQueues queues the lease did not read jobs_open")
 	}
 }
+
+// A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
+// would bind the types once a queue, past SQLite's limit on variables and on terms of a union.
+// Past maxNamedQueues, and for fewer queues whose reads would bind too many names, it reads
+// jobs_open once.
+func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	names := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = prefix + strconv.Itoa(i)
+		}
+		return out
+	}
+	err = s.Write(ctx, "insert", func(tx store.Tx) error {
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t999", Queue: "q7", MaxAttempts: 1,
+			RunAt: now, Now: now, AttemptTimeout: time.Minute}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		types, queues int
+	}{
+		{"1000 queues of 1000 types", 1000, 1000},
+		{"16 queues of 3000 types", 3000, maxNamedQueues},
+	} {
+		p := &store.JobLeaseParams{Types: names("t", c.types), Queues: names("q", c.queues), Limit: 1,
+			WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}
+		var leased []*job.Job
+		err := s.Write(ctx, "lease", func(tx store.Tx) error {
+			leased, err = tx.JobLease(p)
+			if err == nil && len(leased) == 1 {
+				err = errRollback // leave the job ready for the next case
+			}
+			return err
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatalf("%s: leased %v, %v; want the job", c.name, leased, err)
+		}
+	}
+}
+
+var errRollback = errors.New("roll back")

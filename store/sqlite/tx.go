@@ -409,12 +409,8 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
 	order := ` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit)
-	if len(p.Queues) == 0 {
-		var sel strings.Builder
-		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
-		args := readyWhere(&sel, nil, p)
-		sel.WriteString(order)
-		return sel.String(), args
+	if len(p.Queues) == 0 || len(p.Queues) > maxNamedQueues {
+		return openQuery(p, order)
 	}
 	var sel strings.Builder
 	var args []any
@@ -433,6 +429,27 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	if len(p.Queues) > 1 {
 		sel.WriteString(order)
 	}
+	if len(args) > maxVariables {
+		// Each queue's read binds the scope's names again: past SQLite's limit on bound
+		// variables, one read of jobs_open is the statement that can run.
+		return openQuery(p, order)
+	}
+	return sel.String(), args
+}
+
+// maxVariables is how many bound variables a statement may have (SQLITE_MAX_VARIABLE_NUMBER's
+// default since SQLite 3.32).
+const maxVariables = 32766
+
+// openQuery selects the ready jobs p may lease from jobs_open, queues named or not: the
+// statement for a lease of every queue, or of more queues than a union of their reads is
+// worth (maxNamedQueues) or can bind (maxVariables). A union of 1,000 queues' reads would
+// bind the scope's types once a queue and fail, and SQLite allows 500 terms in a union.
+func openQuery(p *store.JobLeaseParams, order string) (string, []any) {
+	var sel strings.Builder
+	sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE ` + openState + ` AND state = 2`)
+	args := readyWhere(&sel, nil, p)
+	sel.WriteString(order)
 	return sel.String(), args
 }
 
