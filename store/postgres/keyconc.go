@@ -28,8 +28,6 @@ import (
 // locked rows), so it closes no cycle. A lease that does not honour keys leaves keyed jobs out
 // (leaseQuery), so it needs no lock: the hot path of jobs without keys is unchanged.
 
-// keysLockID is the advisory lock of every concurrency key ("jobwire keys" in ASCII).
-const keysLockID int64 = 0x6a6f62776b657973
 
 // setKeys writes the concurrency keys of the jobs of ps just inserted (out), one statement for
 // them all. The rows are new: no other transaction sees them yet.
@@ -56,7 +54,7 @@ func (t *tx) lockKeys() error {
 	if err := t.flushFinished(); err != nil { // the totals' rows come before the lock
 		return err
 	}
-	if _, err := t.exec(`SELECT pg_advisory_xact_lock($1)`, keysLockID); err != nil {
+	if _, err := t.exec(`SELECT pg_advisory_xact_lock($1, `+schemaKey+`)`, lockConcurrency); err != nil {
 		return err
 	}
 	t.keysLocked = true

@@ -227,3 +227,85 @@ func TestKeyedRatedLeaseLocksTheLimitsBeforeTheKeys(t *testing.T) {
 		t.Fatalf("keyed, rated lease: %v, %d jobs; want its one job once the rows are free", err, len(ratedJobs))
 	}
 }
+
+// The keys' lock is the schema's: a keyed lease of one schema never waits for a keyed lease of
+// another schema of the same database, as brokers of two schemas share nothing else. The lock
+// once had one key for the whole database.
+func TestKeysLockIsTheSchemas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var stores [2]*Store
+	for i := range stores {
+		st, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores[i] = st
+	}
+	now := time.Unix(1_700_000_000, 0)
+	lease := func(stx store.Tx) ([]*job.Job, error) {
+		if _, err := stx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
+			MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute,
+			Concurrency: store.Concurrency{Key: "k", Limit: 1}}}); err != nil {
+			return nil, err
+		}
+		return stx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: 1, Keyed: true, WorkerID: "w",
+			Now: now, LeaseUntil: now.Add(time.Minute)})
+	}
+	holding, release := make(chan error, 1), make(chan struct{})
+	holderDone := make(chan error, 1)
+	go func() {
+		holderDone <- stores[0].Write(ctx, "holder", func(stx store.Tx) error {
+			_, err := lease(stx)
+			holding <- err
+			<-release
+			return err
+		})
+	}()
+	if err := <-holding; err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	otherPID := make(chan int, 1)
+	otherDone := make(chan error, 1)
+	var leased []*job.Job
+	go func() {
+		otherDone <- stores[1].Write(ctx, "other schema", func(stx store.Tx) error {
+			var pid int
+			if err := stx.(*tx).tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				return err
+			}
+			select {
+			case otherPID <- pid:
+			default: // a retry
+			}
+			var err error
+			leased, err = lease(stx)
+			return err
+		})
+	}()
+	pid := <-otherPID
+	var err error
+	waitFor(t, "the other schema's keyed lease to end or wait", func() bool {
+		select {
+		case err = <-otherDone:
+			return true
+		default:
+			var waits bool
+			if qerr := stores[1].pool.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, pid).Scan(&waits); qerr == nil && waits {
+				close(release)
+				<-holderDone
+				t.Fatal("a keyed lease waits for the keyed lease of another schema")
+			}
+			return false
+		}
+	})
+	close(release)
+	if hErr := <-holderDone; hErr != nil {
+		t.Fatal(hErr)
+	}
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("other schema's keyed lease: %v, %d jobs; want its one job", err, len(leased))
+	}
+}

@@ -23,7 +23,7 @@ import "slices"
 //     them in the order they came, which two brokers may not share; only the leader fires, so
 //     such a cycle needs an operator's change racing the leader's fire, and the server breaks
 //     it (40P01) for the storage retries to run again.
-//  7. the concurrency keys' one advisory lock (keysLockID, keyconc.go), taken by a lease that
+//  7. the concurrency keys' one advisory lock (lockConcurrency, keyconc.go), taken by a lease that
 //     honours keys, which then waits for no row (its reads of jobs skip locked rows), and the
 //     rows of concurrency_turns, written only under that lock. A keyed lease that applies rate
 //     limits takes step 5 first and writes the buckets last, which only holders of step 5's

@@ -24,6 +24,10 @@ func migrations() ([]migration.Migration, error) { return migration.Load(migrati
 const (
 	lockMigrate = 0x6a770001 // held while migrations run
 	lockLeader  = 0x6a770003 // held by the leader among the brokers serving the schema (Campaign)
+	// lockConcurrency is every concurrency key's one lock (keyconc.go), held by a keyed lease to its
+	// commit. It once had no schema half: the keyed leases of every schema of a database waited
+	// for each other (TestKeysLockIsTheSchemas).
+	lockConcurrency = 0x6a770004
 )
 
 // schemaKey is the second half of the store's advisory lock keys: the schema the session
