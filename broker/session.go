@@ -171,11 +171,13 @@ func (b *Broker) adoptLocked(s *Session, h Hello, ref job.LeaseRef, stored map[j
 	if l.job.WorkerID != h.WorkerID || l.job.LeaseOwner != h.Owner {
 		return true
 	}
-	// The same lease from the worker's earlier stream: take it over, permit and all.
+	// The same lease from the worker's earlier stream: take it over, permit and all. In a
+	// cluster the worker may have reported progress through another broker meanwhile, which
+	// this one did not see: its result's write no longer knows the whole row (finalSnapshot).
 	if l.sess != nil {
 		delete(l.sess.held, ref.JobID)
 	}
-	l.sess = s
+	l.sess, l.fresh = s, false
 	s.held[ref.JobID] = l
 	return false
 }
