@@ -93,7 +93,8 @@ func TestWatchSendsFinalJobsAsStored(t *testing.T) {
 	onBothStores(t, func(t *testing.T, pg bool) {
 		b := brokertest.New(t, brokertest.Options{Postgres: pg})
 		w := b.Connect(brokertest.Hello("w1", 1, "t"))
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+		defer cancel() // a watch that never sends what a step waits for fails the test
 		for _, tc := range cases {
 			spec := proto.Clone(tc.spec).(*jobwirev1.JobSpec)
 			if spec.Metadata != nil {
