@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
@@ -185,3 +187,24 @@ type watchedStep = func(m *jobwirev1.ConnectRequest, did func(*jobwirev1.Job) bo
 
 // isRunning reports whether j is RUNNING.
 func isRunning(j *jobwirev1.Job) bool { return j.GetState() == jobwirev1.JobState_JOB_STATE_RUNNING }
+
+// A job told of twice before its watch looked is read, not taken as the last write handed it:
+// of two changes told, only a read says which came last.
+func TestWatchReadsAJobToldOfTwice(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
+	every := b.Broker.WatchJobs([]int64{id}, broker.WatchOptions{})
+	defer every.Close()
+	w := b.Connect(brokertest.Hello("w1", 1, "t"))
+	a := w.Assignment()
+	w.Started(a)
+	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING) // told, not looked at
+	handed := b.Broker.FinalsHanded()
+	ack(t, w.Succeed(a))
+	brokertest.WaitFor(t, "the success handed to the watch", func() bool { return b.Broker.FinalsHanded() > handed })
+	read, known := every.Changed()
+	if !slices.Equal(read, []int64{id}) || len(known) != 0 {
+		t.Fatalf("a job started and finished unlooked at: to read %v, known %v; want it read", read, known)
+	}
+}
