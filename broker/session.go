@@ -72,8 +72,11 @@ type lease struct {
 	// given the first one's answer too.
 	repeats []*Session
 	// fresh: job is the row as this broker's lease wrote it (not adopted from a read), and
-	// progressed: a progress report was taken for this lease. A result's write then knows the
-	// whole row of a fresh lease that reported no progress (finalSnapshot).
+	// progressed: a progress report was taken for this lease, through any stream of its
+	// worker. A result's write then knows the whole row of a fresh lease that reported no
+	// progress (finalSnapshot). A lease kept here saw every report: in a cluster, where the
+	// worker may report through another broker, a closed stream's leases are forgotten
+	// (forgetsClosed) and read again from the database when it comes back (not fresh).
 	fresh, progressed bool
 }
 
@@ -171,13 +174,11 @@ func (b *Broker) adoptLocked(s *Session, h Hello, ref job.LeaseRef, stored map[j
 	if l.job.WorkerID != h.WorkerID || l.job.LeaseOwner != h.Owner {
 		return true
 	}
-	// The same lease from the worker's earlier stream: take it over, permit and all. In a
-	// cluster the worker may have reported progress through another broker meanwhile, which
-	// this one did not see: its result's write no longer knows the whole row (finalSnapshot).
+	// The same lease from the worker's earlier stream: take it over, permit and all.
 	if l.sess != nil {
 		delete(l.sess.held, ref.JobID)
 	}
-	l.sess, l.fresh = s, false
+	l.sess = s
 	s.held[ref.JobID] = l
 	return false
 }
