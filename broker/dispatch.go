@@ -618,7 +618,8 @@ func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, perm
 	payload := j.Payload
 	kept := *j
 	kept.Payload = nil
-	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt}
+	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt,
+		fresh: true}
 	sess.held[j.ID] = l
 	b.table.leases[j.ID] = l
 	if r := b.queues.queueRules[j.Queue]; held != nil && r.limit > 0 {

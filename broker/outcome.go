@@ -77,6 +77,7 @@ func (s *Session) Progress(ref job.LeaseRef, p job.Progress) {
 		return
 	}
 	p.Attempt = l.job.AttemptBase + l.attempt
+	l.progressed = true // its write may land: the result's no longer knows the row
 	b.mu.Unlock()
 	p.UpdatedAt = b.now()
 	q := &b.writing.progress

@@ -71,6 +71,13 @@ type lease struct {
 	// repeats are the sessions that sent the result again while it was being stored; each is
 	// given the first one's answer too.
 	repeats []*Session
+	// fresh: job is the row as this broker's lease wrote it (not adopted from a read), and
+	// progressed: a progress report was taken for this lease, through any stream of its
+	// worker. A result's write then knows the whole row of a fresh lease that reported no
+	// progress (finalSnapshot). A lease kept here saw every report: in a cluster, where the
+	// worker may report through another broker, a closed stream's leases are forgotten
+	// (forgetsClosed) and read again from the database when it comes back (not fresh).
+	fresh, progressed bool
 }
 
 // Open registers a worker stream and adopts the leases it still holds from an earlier stream.
@@ -452,6 +459,8 @@ type endingAttempt struct {
 	permit    breaker.Permit
 	// frees: the lease's end frees room under its queue's cap.
 	frees bool
+	// known: the job's row is known but for what the result's write stores (finalSnapshot).
+	known bool
 }
 
 // takeResult marks ref's lease as storing the result that failure describes and returns its
@@ -484,7 +493,8 @@ func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Ti
 	}
 	l.storing = endingOf(failure)
 	e := endingAttempt{job: l.job, number: l.attempt, startedAt: l.startedAt, permit: l.permit,
-		frees: b.freesRoomLocked(l.job.Queue) || b.mode.sharedQueues() && l.job.ConcurrencyKey != ""}
+		frees: b.freesRoomLocked(l.job.Queue) || b.mode.sharedQueues() && l.job.ConcurrencyKey != "",
+		known: l.fresh && !l.progressed && ref.Token.Seq == 1 && l.job.AttemptBase == 0 && l.job.RequeuedAt.IsZero()}
 	if !l.started {
 		e.startedAt = now // a worker that skipped Started: the attempt still counts
 		b.obs.AttemptStarted(e.job.Queue, e.job.Type, now.Sub(e.job.RunAt))
@@ -577,9 +587,13 @@ func (o *resultOp) Apply(tx store.Tx) error {
 // Done answers the worker, and the repeats of its result that came meanwhile.
 func (o *resultOp) Done(err error) {
 	b := o.s.b
-	defer b.jobsChanged(changeAny, o.ref.JobID)
 	if err == nil && o.unread != nil {
 		err = o.unread // stored with others at commit, and its answer not known
+	}
+	if err == nil && o.succeeded && o.known && o.params.State.Final() {
+		defer b.svc.watches.finished(o.ref.JobID, o.finalSnapshot)
+	} else {
+		defer b.jobsChanged(changeAny, o.ref.JobID)
 	}
 	if err == nil {
 		b.applyBreakerChanges(o.ch)
@@ -611,6 +625,34 @@ func (o *resultOp) Done(err error) {
 	default:
 		o.acknowledgeLocked(cur, answered)
 	}
+}
+
+// finalSnapshot is the job as the result's write left it, as a watch sends it: the fields of
+// JobOutcomes that WatchJobsResponse carries (not the lease's, which a final job's has none of):
+// the job as leased, and what the write stored (store.JobFinishParams, the same columns on
+// either store). Only for a known attempt (endingAttempt.known): the job's first lease, by
+// this broker, with no progress reported, so no column a watch sends was written since the
+// lease but by this write. It spares a watched job's read after the broker's own final write.
+func (o *resultOp) finalSnapshot() *job.Job {
+	j, p := o.job, o.params
+	s := &job.Job{ID: j.ID, Type: j.Type, Queue: j.Queue, Priority: j.Priority, State: p.State,
+		Attempts: p.Attempt.Number, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
+		FinishedAt:     time.Unix(0, p.Now.UnixNano()).UTC(), // as stored: nanoseconds
+		IdempotencyKey: j.IdempotencyKey, AttemptTimeout: j.AttemptTimeout, DeadReason: j.DeadReason,
+		LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage, UniqueKey: j.UniqueKey,
+		UniqueStates: j.UniqueStates, BatchID: j.BatchID, RateKey: j.RateKey}
+	if p.State == job.StateSucceeded {
+		if len(p.Result) > 0 {
+			s.Result = p.Result // a success without one stores NULL
+		}
+		return s
+	}
+	// A failure's write: its dead reason, and its error when it has a type (store.Tx.JobFinish).
+	s.DeadReason = p.DeadReason
+	if p.Attempt.ErrorType != "" {
+		s.LastErrorType, s.LastErrorMessage = p.Attempt.ErrorType, p.Attempt.Message
+	}
+	return s
 }
 
 // acknowledgeLocked ends the lease of a stored result and sends its decision to answered.

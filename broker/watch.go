@@ -28,6 +28,7 @@ type watchHub struct {
 	log  func(msg string, args ...any)
 
 	watched atomic.Int64 // how many jobs are watched: no lock taken while it is zero
+	handed  atomic.Int64 // how many final states the broker's writes handed to watches (finished)
 
 	mu    sync.Mutex
 	byJob map[int64][]*JobWatch
@@ -57,7 +58,9 @@ type JobWatch struct {
 	finalOnly bool
 	signal    chan struct{}
 	mu        sync.Mutex
-	changed   map[int64]bool
+	// changed holds the jobs that may have changed since Changed was last called: each with
+	// the snapshot the broker's own final write handed over, or nil when it must be read.
+	changed map[int64]*job.Job
 }
 
 // WatchOptions adjust a watch.
@@ -79,7 +82,7 @@ func (b *Broker) WatchJobs(ids []int64, opts WatchOptions) *JobWatch {
 }
 
 func (h *watchHub) add(ids []int64, opts WatchOptions) *JobWatch {
-	w := &JobWatch{hub: h, ids: ids, finalOnly: opts.FinalOnly, signal: make(chan struct{}, 1), changed: make(map[int64]bool)}
+	w := &JobWatch{hub: h, ids: ids, finalOnly: opts.FinalOnly, signal: make(chan struct{}, 1), changed: make(map[int64]*job.Job)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
@@ -94,17 +97,24 @@ func (h *watchHub) add(ids []int64, opts WatchOptions) *JobWatch {
 // C is signalled when one of the watched jobs may have changed since Changed was last called.
 func (w *JobWatch) C() <-chan struct{} { return w.signal }
 
-// Changed returns the watched jobs that may have changed since it was last called, in id order.
-func (w *JobWatch) Changed() []int64 {
+// Changed returns the watched jobs that may have changed since it was last called: those to
+// read, in id order, and those whose final state the broker's own write told (known, as
+// JobOutcomes would read them, fields a watch leaves out aside), which need no read. A known
+// job is shared with other watches: it is not to be modified.
+func (w *JobWatch) Changed() (read []int64, known []*job.Job) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]int64, 0, len(w.changed))
-	for id := range w.changed {
-		out = append(out, id)
+	read = make([]int64, 0, len(w.changed))
+	for id, j := range w.changed {
+		if j != nil {
+			known = append(known, j)
+		} else {
+			read = append(read, id)
+		}
 	}
 	clear(w.changed)
-	slices.Sort(out)
-	return out
+	slices.Sort(read)
+	return read, known
 }
 
 // Stop ends the watch of ids (a job the caller has seen final needs watching no longer).
@@ -113,9 +123,14 @@ func (w *JobWatch) Stop(ids ...int64) { w.hub.remove(w, ids) }
 // Close ends the watch.
 func (w *JobWatch) Close() { w.hub.remove(w, w.ids) }
 
-func (w *JobWatch) mark(id int64) {
+// mark notes that job id may have changed, to snap (nil: to be read). A job marked twice
+// before Changed is read: of two changes told, only a read says which came last.
+func (w *JobWatch) mark(id int64, snap *job.Job) {
 	w.mu.Lock()
-	w.changed[id] = true
+	if _, twice := w.changed[id]; twice {
+		snap = nil
+	}
+	w.changed[id] = snap
 	w.mu.Unlock()
 	select {
 	case w.signal <- struct{}{}:
@@ -162,8 +177,28 @@ func (h *watchHub) changed(c jobChange, ids ...int64) {
 			if c == changeRunning && w.finalOnly {
 				continue
 			}
-			w.mark(id)
+			w.mark(id, nil)
 		}
+	}
+}
+
+// finished hands the watches of job id, if any, its final state as the broker's own write just
+// stored it: snapshot builds it, only when someone watches the job. The watchers send it
+// without reading the job again.
+func (h *watchHub) finished(id int64, snapshot func() *job.Job) {
+	if h.watched.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.byJob[id]
+	if len(ws) == 0 {
+		return
+	}
+	snap := snapshot()
+	h.handed.Add(1)
+	for _, w := range ws {
+		w.mark(id, snap)
 	}
 }
 
@@ -221,6 +256,10 @@ func (w *JobWatch) Saw(id int64, v JobVersion) {
 func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error) {
 	return b.st.JobVersions(ctx, ids)
 }
+
+// FinalsHanded is how many final states the broker's own writes handed to watches, which sent
+// them without reading the job.
+func (b *Broker) FinalsHanded() int64 { return b.svc.watches.handed.Load() }
 
 // Watched is how many jobs are being watched.
 func (b *Broker) Watched() int { return int(b.svc.watches.watched.Load()) }

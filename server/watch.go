@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -56,7 +57,8 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 			case <-time.After(coalesceFor):
 			}
 		}
-		if err := f.check(ctx, w.Changed()); err != nil {
+		read, known := w.Changed()
+		if err := f.check(ctx, read, known); err != nil {
 			return err
 		}
 	}
@@ -95,27 +97,37 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 		f.sent[id] = broker.JobVersion{}
 		now = append(now, id)
 	}
-	return f.check(ctx, now)
+	return f.check(ctx, now, nil)
 }
 
-// check reads the jobs of ids still followed that may have changed, in one read, and sends
-// each that did (with finalOnly, only once final); a final job is followed no more.
-func (f *following) check(ctx context.Context, ids []int64) error {
+// check reads the jobs of ids still followed that may have changed, in one read, takes the jobs
+// of known still followed as they are (the broker's own final writes told them: no read), and
+// sends each that changed (with finalOnly, only once final); a final job is followed no more.
+func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) error {
 	open := ids[:0:0]
 	for _, id := range ids {
 		if _, ok := f.sent[id]; ok {
 			open = append(open, id)
 		}
 	}
-	if len(open) == 0 {
-		return nil
+	var jobs []*job.Job
+	if len(open) > 0 {
+		read, err := f.p.b.JobOutcomes(ctx, open)
+		if err != nil {
+			return toStatus(err)
+		}
+		if len(read) < len(open) {
+			return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, read))
+		}
+		jobs = read
 	}
-	jobs, err := f.p.b.JobOutcomes(ctx, open)
-	if err != nil {
-		return toStatus(err)
+	for _, j := range known {
+		if _, ok := f.sent[j.ID]; ok {
+			jobs = append(jobs, j)
+		}
 	}
-	if len(jobs) < len(open) {
-		return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, jobs))
+	if len(known) > 0 {
+		slices.SortFunc(jobs, func(a, b *job.Job) int { return cmp.Compare(a.ID, b.ID) }) // sent in id order
 	}
 	var out []*jobwirev1.Job
 	var final []int64

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -58,5 +59,50 @@ func received(t *testing.T, done <-chan waited) []*job.Job {
 	case <-time.After(brokertest.WaitTimeout):
 		t.Fatal("the wait did not return")
 		return nil
+	}
+}
+
+// A lease its worker took through another broker and back is not known to the broker it comes
+// back to: the progress it reported through the other one is in the database only, so the
+// job's final state is read, progress and all, not taken from the result's write.
+func TestClusterWatchReadsAJobWhoseWorkerCameBack(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := a.Connect(brokertest.Hello("w1", 1, "t"))
+	id, got := runJob(t, a, w)
+	w.Kill()
+	hello := brokertest.Hello("w1", 1, "t")
+	hello.Held = []*jobwirev1.LeaseRef{brokertest.Ref(got)}
+	w2 := b.Connect(hello)
+	w2.Send(progressMsg(brokertest.Ref(got), 0.5, "through b"))
+	brokertest.WaitFor(t, "the progress stored", func() bool { return getJob(t, a, id).GetProgress() != nil })
+	w2.Kill()
+	w3 := a.Connect(hello)
+	if lost := w3.Welcome.GetLost(); len(lost) != 0 {
+		t.Fatalf("the lease is listed lost on its way back: %v", lost)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
+	stream, err := a.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: []int64{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // the job as the watch starts
+		t.Fatal(err)
+	}
+	handed := a.Broker.FinalsHanded()
+	ack(t, w3.Succeed(got))
+	var last *jobwirev1.Job
+	for last == nil || !final(last) {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		last = resp.GetJobs()[len(resp.GetJobs())-1]
+	}
+	if n := a.Broker.FinalsHanded() - handed; n != 0 || last.GetProgress().GetMessage() != "through b" {
+		t.Fatalf("watched %v with progress %v (%d handed without a read), want the progress reported through b",
+			last.GetState(), last.GetProgress(), n)
 	}
 }

@@ -945,7 +945,7 @@ func mutations() []mutation {
 		pkgs: []string{srvPkg}, run: "TestProgressBurstIsOneWrite"})
 	add(mutation{name: "watch: the broker's own writes wake no watch", file: "broker/watch.go",
 		from: "func (b *Broker) jobsChanged(c jobChange, ids ...int64) { b.svc.watches.changed(c, ids...) }", to: "func (b *Broker) jobsChanged(c jobChange, ids ...int64) {}",
-		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults$"})
+		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults$|TestFinalOnlyWatchSleepsThroughStartAndProgress$"})
 	add(mutation{name: "cli: a number out of its range is taken", file: "cmd/jobwire/flags.go",
 		from: "\tif n < lo || n > hi {", to: "\tif false {",
 		pkgs: []string{"./cmd/jobwire"}, run: "TestBadCommandLinesExitTwoWithOneSentence"})
