@@ -971,7 +971,7 @@ func mutations() []mutation {
 		from: "j.Result, j.Progress = result, progress", to: "_ = progress",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobOutcomes"})
 	add(mutation{name: "sqlite: a lease of named queues reads every queue", file: "store/sqlite/tx.go",
-		from: "\tif len(p.Queues) == 0 {", to: "\tif true {",
+		from: "if len(p.Queues) == 0 || len(p.Queues) > maxNamedQueues {", to: "if true {",
 		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
 	add(mutation{name: "sqlite: a lease of every queue but some reads the paused ones' backlog", file: "store/sqlite/tx.go",
 		from: "\t\t\tscope.Queues = named", to: "\t\t\t_ = named",
@@ -982,6 +982,30 @@ func mutations() []mutation {
 	add(mutation{name: "web: the sampler reads a slow backlog every tick", file: "internal/web/sampler.go",
 		from: "if began.Before(s.restAt) {", to: "if false && began.Before(s.restAt) {",
 		pkgs: []string{webPkg}, run: "TestSamplerSpacesOutSlowReadings"})
+	add(mutation{name: "watch: a job that reported progress is known to its result's write", file: "broker/session.go",
+		from: "known: l.fresh && !l.progressed && ref.Token.Seq == 1 &&", to: "known: l.fresh && ref.Token.Seq == 1 &&",
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored"})
+	add(mutation{name: "watch: a lease read back from the database is known to its result's write", file: "broker/session.go",
+		from: "known: l.fresh && !l.progressed && ref", to: "known: !l.progressed && ref",
+		pkgs: []string{srvPkg}, run: "TestClusterWatchReadsAJobWhoseWorkerCameBack$", postgres: true})
+	add(mutation{name: "watch: a result handed to watches loses its result", file: "broker/session.go",
+		from: "s.Result = p.Result // a success without one stores NULL", to: "s.Result = nil",
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored"})
+	add(mutation{name: "watch: a result handed to watches keeps the old dead reason", file: "broker/session.go",
+		from: "s.DeadReason = p.DeadReason", to: "s.DeadReason = j.DeadReason",
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored"})
+	add(mutation{name: "watch: a job told of twice is taken from the hand-over", file: "broker/watch.go",
+		from: "if _, twice := w.changed[id]; twice {", to: "if false {",
+		pkgs: []string{srvPkg}, run: "TestWatchReadsAJobToldOfTwice$"})
+	add(mutation{name: "sqlite: a lease of 1,000 queues reads them one by one", file: "store/sqlite/tx.go",
+		from: "if len(p.Queues) == 0 || len(p.Queues) > maxNamedQueues {", to: "if len(p.Queues) == 0 {",
+		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
+	add(mutation{name: "sqlite: a union of queues' reads binds past SQLite's limit", file: "store/sqlite/tx.go",
+		from: "if len(args) > maxVariables {", to: "if false {",
+		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
+	add(mutation{name: "postgres: the keys' lock is the database's, not the schema's", file: "store/postgres/keyconc.go",
+		from: "`SELECT pg_advisory_xact_lock($1, `+schemaKey+`)`, lockConcurrency", to: "`SELECT pg_advisory_xact_lock($1, 0)`, lockConcurrency",
+		pkgs: []string{pgPkg}, run: "TestKeysLockIsTheSchemas", postgres: true})
 	return ms
 }
 

@@ -28,7 +28,6 @@ import (
 // locked rows), so it closes no cycle. A lease that does not honour keys leaves keyed jobs out
 // (leaseQuery), so it needs no lock: the hot path of jobs without keys is unchanged.
 
-
 // setKeys writes the concurrency keys of the jobs of ps just inserted (out), one statement for
 // them all. The rows are new: no other transaction sees them yet.
 func (t *tx) setKeys(ps []*store.JobInsertParams, out []store.JobInsertResult) error {
