@@ -263,7 +263,8 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 }
 
 // A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
-// would bind the types once a queue, past SQLite's limit on variables and on terms of a union.
+// would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads
+// are past its limit of 500 terms in a union.
 // Past maxNamedQueues, and for fewer queues whose reads would bind too many names, it reads
 // jobs_open once.
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
@@ -283,7 +284,7 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 		return out
 	}
 	err = s.Write(ctx, "insert", func(tx store.Tx) error {
-		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t999", Queue: "q7", MaxAttempts: 1,
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t0", Queue: "q7", MaxAttempts: 1,
 			RunAt: now, Now: now, AttemptTimeout: time.Minute}})
 		return err
 	})
@@ -295,6 +296,7 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 		types, queues int
 	}{
 		{"1000 queues of 1000 types", 1000, 1000},
+		{"600 queues of one type", 1, 600}, // a union of 600 reads binds 1,200 names
 		{"16 queues of 3000 types", 3000, maxNamedQueues},
 	} {
 		p := &store.JobLeaseParams{Types: names("t", c.types), Queues: names("q", c.queues), Limit: 1,
