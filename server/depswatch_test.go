@@ -12,6 +12,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
 )
 
 // The dependents a parent's failure cancels are cancelled by the store, in the parent's own
@@ -213,6 +214,32 @@ func TestWaitOnDependentsReturnsAsTheirParentFailsOnAnotherBroker(t *testing.T) 
 	}
 
 	c.revivedTold(t, b, quietWatch(t, a, c.child, c.grandchild))
+}
+
+// A parent's failure that cancels more dependents than one notification names tells the other
+// brokers of every one: a wait there on the last returns at once too.
+func TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w", 1, "parent"))
+	parent := enqueue(t, a, &jobwirev1.JobSpec{Type: "parent"})
+	specs := make([]*jobwirev1.JobSpec, 2*store.JobEventIDs+1)
+	for i := range specs {
+		specs[i] = &jobwirev1.JobSpec{Type: "child", DependsOn: []int64{parent}}
+	}
+	res, err := a.Producer.EnqueueBatch(context.Background(), &jobwirev1.EnqueueBatchRequest{Jobs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := res.GetJobs()[0].GetId(), res.GetJobs()[len(specs)-1].GetId()
+	done := waitAsync(client.New(a.Conn), first, last)
+	brokertest.WaitFor(t, "the wait", func() bool { return a.Broker.Watched() == 2 })
+	runOne(t, w, parent, "ValueError")
+	for _, j := range received(t, done) {
+		if j.State != job.StateCancelled || j.LastErrorMessage != "parent job "+itoa(parent)+" ended DEAD" {
+			t.Fatalf("job %d waited: %s %q", j.ID, j.State, j.LastErrorMessage)
+		}
+	}
 }
 
 // Cancelling a graph cancels its first job, whose dependents the store cancels with it: their

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -55,22 +56,27 @@ func (t *tx) settleDependents(channel, broker string) error {
 		return nil
 	}
 	read := func(rows pgx.Rows) (settled, error) {
-		return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[settled])
+		return pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (settled, error) {
+			var s settled
+			return s, row.Scan(&s.released, &s.cancelled)
+		})
 	}
 	return runRows(t, true, settleSQL,
 		[]any{t.settle.ids, nanos(t.settle.now), channel, broker}, read, func(s settled, err error) {
 			if err == nil {
-				t.settle.released = int(s.Released)
-				t.settle.changed = append(t.settle.changed, s.Cancelled...)
+				t.settle.released = int(s.released)
+				if s.cancelled.Valid {
+					t.settle.changed = append(t.settle.changed, store.JobEventIDsOf(s.cancelled.String)...)
+				}
 			}
 		})
 }
 
-// settled is jobwire_settle_dependents' answer: how many jobs it made ready, and which it
-// cancelled.
+// settled is jobwire_settle_dependents' answer: how many jobs it made ready, and the ids of
+// those it cancelled, comma-separated (NULL: none).
 type settled struct {
-	Released  int32
-	Cancelled []int64
+	released  int32
+	cancelled pgtype.Text
 }
 
 // OnDependentsReady has fn called after each commit that made waiting jobs ready or enqueued

@@ -93,6 +93,7 @@ type Store struct {
 	receipts atomic.Int64 // the last receipt number a Write took, among this broker's
 
 	brokerID         int64  // this store's row in the brokers table
+	brokerName       string // brokerID as BrokerID says it, formatted once: every write names it
 	channel          string // the schema's notification channel
 	electionInterval time.Duration
 	leaderTimeout    time.Duration

@@ -1,14 +1,16 @@
 -- The dependents a parent's failure cancels are cancelled here, by the database: no write of
 -- a broker names them, so the watches of producers waiting for them heard of it only at their
 -- backstop read, seconds later. jobwire_settle_dependents now also says which jobs it
--- cancelled: it returns them to the broker that wrote (for its own watches) and, when there
--- are any, tells every broker (an event of kind "job" naming them, sent at commit, ignored by
+-- cancelled: it returns their ids, comma-separated (NULL: none, which the broker reads without
+-- decoding an array), to the broker that wrote, for its own watches, and, when there are any,
+-- tells every broker (an event of kind "job" naming them, sent at commit, ignored by
 -- the broker from_broker names, which has them already). A write that cancels nothing sends
 -- nothing more.
 CREATE OR REPLACE FUNCTION jobwire_settle_dependents(finals bigint[], now_ns bigint, channel text,
-    from_broker text, OUT released integer, OUT cancelled bigint[])
+    from_broker text, OUT released integer, OUT cancelled text)
 LANGUAGE plpgsql AS $$
 DECLARE
+    gone     bigint[] := '{}';
     frontier bigint[] := finals;
     next     bigint[];
     r        record;
@@ -16,7 +18,6 @@ DECLARE
     left_n   integer;
 BEGIN
     released := 0;
-    cancelled := '{}';
     WHILE frontier IS NOT NULL AND cardinality(frontier) > 0 LOOP
         next := '{}';
         FOR r IN
@@ -56,17 +57,20 @@ BEGIN
                 END IF;
             END IF;
         END LOOP;
-        cancelled := cancelled || next;
+        gone := gone || next;
         frontier := next;
     END LOOP;
     IF released > 0 THEN
         PERFORM pg_notify(channel, '{"k":"ready","f":"dependencies"}');
     END IF;
     -- 300 ids a notification (store.JobEventIDs): under 8000 bytes whatever their size.
-    FOR i IN 1 .. cardinality(cancelled) BY 300 LOOP
+    FOR i IN 1 .. cardinality(gone) BY 300 LOOP
         PERFORM pg_notify(channel, json_build_object('k', 'job',
-            'key', array_to_string(cancelled[i:i + 299], ','), 'f', from_broker)::text);
+            'key', array_to_string(gone[i:i + 299], ','), 'f', from_broker)::text);
     END LOOP;
+    IF cardinality(gone) > 0 THEN
+        cancelled := array_to_string(gone, ',');
+    END IF;
 END
 $$;
 
