@@ -269,3 +269,16 @@ func TestCancelGraphReachesTheWaitsOfItsJobs(t *testing.T) {
 		}
 	})
 }
+
+// A broker whose waits on its database are bounded (as the jobwire command bounds a broker of
+// a cluster) wraps its store; it still hears from the store that a commit made dependents
+// ready, and offers one to an idle worker at once, with no clock moved.
+func TestDependentReleasedIsOfferedAtOnceWithDatabaseSilenceBounded(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{DatabaseSilence: time.Hour})
+	parent := enqueue(t, b, &jobwirev1.JobSpec{Type: "parent"})
+	child := enqueue(t, b, &jobwirev1.JobSpec{Type: "child", DependsOn: []int64{parent}})
+	idle := b.Connect(brokertest.Hello("idle", 1, "child"))
+	runOne(t, b.Connect(brokertest.Hello("w", 1, "parent")), parent, "")
+	runOne(t, idle, child, "")
+}
