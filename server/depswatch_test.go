@@ -178,6 +178,8 @@ func TestWaitOnDependentsReturnsAsTheirParentFails(t *testing.T) {
 		{"sqlite", brokertest.Options{}},
 		{"sqlite, database silence bounded", brokertest.Options{DatabaseSilence: time.Hour}},
 		{"postgres", brokertest.Options{Postgres: true}},
+		// A broker of a cluster ignores the events it sent itself: its store tells it.
+		{"postgres cluster, database silence bounded", brokertest.Options{Cluster: true, ClusterPoll: noPoll, DatabaseSilence: time.Hour}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
