@@ -191,7 +191,7 @@ func New(opts Options) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.newWriters(opts.Commit)
 	b.writing.readyMaybe.Store(true)
-	b.watchDependents()
+	b.watchDependents(opts.Store)
 	return b, nil
 }
 

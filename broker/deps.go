@@ -370,11 +370,16 @@ func (o *depsOp) refusal(err error) error {
 		"it could never run (enqueue it to run whatever its parents' outcome to run it anyway)", de.Parent, de.State)}
 }
 
-// watchDependents has the store tell the broker when a commit made waiting jobs ready, for a
-// dispatch round to lease them (a store shared by brokers tells the others with an event).
-func (b *Broker) watchDependents() {
-	if n, ok := b.st.(store.DependentsNotifier); ok {
+// watchDependents has st, the broker's store as given (not wrapped: see reach.go), tell the
+// broker when a commit made waiting jobs ready, for a dispatch round to lease them, and which
+// waiting jobs its settling cancelled (or a requeue revived), for the watches of those jobs:
+// no write of the broker names them. A store shared by brokers tells the others with events.
+func (b *Broker) watchDependents(st store.Store) {
+	if n, ok := st.(store.DependentsNotifier); ok {
 		n.OnDependentsReady(b.signal)
+	}
+	if n, ok := st.(store.DependentsChangedNotifier); ok {
+		n.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })
 	}
 }
 

@@ -14,11 +14,13 @@ import (
 
 // Watching jobs. A producer waiting for a job, or following its progress, holds a JobWatch:
 // the broker tells it which of its jobs changed, and it reads only those. Changes are told
-// from the broker's own writes as they commit (results, starts, progress, cancels), so a
-// watch costs nothing per job while nothing happens, and a broker with no watch pays one
-// atomic load per change. What another broker of a cluster writes, and any change no write
-// here tells of, is found by the backstop: every WatchPoll, one read of the versions of every
-// watched job (store.VersionReader), however many watches there are.
+// from the broker's own writes as they commit (results, starts, progress, cancels), and from
+// its store for the dependents a commit's settling cancelled or a requeue revived, which no
+// write names (watchDependents), so a watch costs nothing per job while nothing happens, and a
+// broker with no watch pays one atomic load per change. What another broker of a cluster
+// writes is told by its events (watchcluster.go); any change no one tells of is found by the
+// backstop: every WatchPoll, one read of the versions of every watched job
+// (store.VersionReader), however many watches there are.
 
 // watchHub is the broker's watches, by job, and the backstop that reads them again.
 type watchHub struct {

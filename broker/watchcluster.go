@@ -13,14 +13,17 @@ import (
 // write of its own to such a job publishes EventJob with its id, which wakes the watching
 // broker's watches as its own writes would. The successes of watched jobs are then written one
 // by one, not with the batch's others (resultOp.Success): a job no one watches costs nothing
-// more. A notice lost (a listening connection that broke, a watch announced while the job was
-// being finished) is caught by the backstop read.
+// more. The waiting jobs a parent's failure cancels, and those a requeue revives, are changed
+// by the store, which alone knows them: it publishes EventJob with their ids whoever watches
+// them (store.DependentsChangedNotifier), and only when there are some. A notice lost (a
+// listening connection that broke, a watch announced while the job was being finished) is
+// caught by the backstop read.
 
 const (
 	// EventWatch announces jobs a broker watches; Key is their ids, comma-separated.
 	EventWatch store.EventKind = "watch"
-	// EventJob says a watched job changed; Key is its id.
-	EventJob store.EventKind = "job"
+	// EventJob says watched jobs changed; Key is their ids, comma-separated (store.EventJob).
+	EventJob = store.EventJob
 	// remoteWatchFor is how long a job announced as watched elsewhere is treated so. A watch
 	// that lasts longer relies on the backstop alone.
 	remoteWatchFor = time.Hour
@@ -68,15 +71,14 @@ func (h *watchHub) onClusterEvent(b *Broker, e store.Event) {
 		}
 		until := b.now().Add(remoteWatchFor)
 		h.mu.Lock()
-		for _, s := range strings.Split(e.Key, ",") {
-			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-				h.remote[id] = until
-			}
+		for _, id := range store.JobEventIDsOf(e.Key) {
+			h.remote[id] = until
 		}
 		h.mu.Unlock()
 	case EventJob:
-		if id, err := strconv.ParseInt(e.Key, 10, 64); err == nil && e.From != b.mode.id() {
-			h.changed(changeAny, id)
+		// Nothing watched here: one atomic load, the key left unread.
+		if h.watched.Load() > 0 && e.From != b.mode.id() {
+			h.changed(changeAny, store.JobEventIDsOf(e.Key)...)
 		}
 	case store.EventResync:
 		h.resync()

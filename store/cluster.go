@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -57,7 +60,45 @@ const (
 	EventTokenRevoked EventKind = "token_revoked"
 	// EventResync: events may have been lost; look at the database afresh.
 	EventResync EventKind = "resync"
+	// EventJob: jobs that another broker may watch changed; Key is their ids, comma-separated.
+	// A broker publishes it for the jobs its own writes change (broker/watchcluster.go); a
+	// store, for the waiting jobs its settling cancelled and those a requeue revived
+	// (DependentsChangedNotifier), whose ids only it knows.
+	EventJob EventKind = "job"
 )
+
+// JobEventIDs is the most ids one EventJob names: a notification's payload holds under
+// 8000 bytes whatever their size (the PostgreSQL store's jobwire_settle_dependents splits
+// its lists the same way).
+const JobEventIDs = 300
+
+// JobEvents are the EventJob events that name ids, JobEventIDs an event.
+func JobEvents(ids []int64) []Event {
+	var out []Event
+	for part := range slices.Chunk(ids, JobEventIDs) {
+		var s strings.Builder
+		for i, id := range part {
+			if i > 0 {
+				s.WriteByte(',')
+			}
+			s.WriteString(strconv.FormatInt(id, 10))
+		}
+		out = append(out, Event{Kind: EventJob, Key: s.String()})
+	}
+	return out
+}
+
+// JobEventIDsOf reads the ids an EventJob (or any key of comma-separated ids) names, skipping
+// what is not an id.
+func JobEventIDsOf(key string) []int64 {
+	var ids []int64
+	for s := range strings.SplitSeq(key, ",") {
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
 
 // Event is one change a broker published.
 type Event struct {

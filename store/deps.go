@@ -16,8 +16,9 @@ import (
 // DEAD or CANCELLED is CANCELLED with that parent named, and its own dependents are settled in
 // turn; its batch, if any, counts that cancel in the same transaction. Requeueing a dead
 // parent brings such dependents back, WAITING (Tx.JobRequeue). A store that can be shared by
-// several brokers tells every one of them when jobs became ready this way; a store alone tells
-// its own broker (DependentsNotifier).
+// several brokers tells every one of them when jobs became ready this way, and which jobs its
+// settling cancelled or a requeue revived; a store alone tells its own broker
+// (DependentsNotifier, DependentsChangedNotifier).
 
 // MaxParents is the most parents one job may name.
 const MaxParents = 1000
@@ -102,6 +103,16 @@ type DepsReader interface {
 // shared by several brokers publishes an EventReady too, which every broker hears.
 type DependentsNotifier interface {
 	OnDependentsReady(fn func())
+}
+
+// DependentsChangedNotifier is a store that calls fn, after a commit, with the ids of the
+// waiting jobs its settling cancelled (a parent went DEAD or CANCELLED) and of the cancelled
+// jobs a requeue revived: no write of the broker names them, so its watches hear of them only
+// this way (or at their backstop read). A write that changes no dependent calls nothing. A
+// store shared by several brokers also publishes an EventJob with those ids, for the others'
+// watches.
+type DependentsChangedNotifier interface {
+	OnDependentsChanged(fn func(ids []int64))
 }
 
 // ParentFailedType is the last_error_type of a job cancelled because a parent went DEAD or

@@ -764,10 +764,10 @@ func mutations() []mutation {
 	add(mutation{name: "deps: a dependent is released with a parent left", file: "store/sqlite/deps.go",
 		from: "\n\tif left > 0 {", to: "\n\tif left > 1 {",
 		pkgs: []string{storePkg}, run: "TestStoreContract/DepsReleasedByEveryWayASuccessIsWritten"})
-	add(mutation{name: "deps: a settled edge is settled again", file: "store/postgres/migrations/016_dependencies.up.sql",
+	add(mutation{name: "deps: a settled edge is settled again", file: "store/postgres/migrations/019_settle_tells_watches.up.sql",
 		from: "AND NOT d.settled", to: "AND true",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/DepsSettledOnceWhenRepeated", postgres: true})
-	add(mutation{name: "deps: a released dependent wakes no other broker", file: "store/postgres/migrations/016_dependencies.up.sql",
+	add(mutation{name: "deps: a released dependent wakes no other broker", file: "store/postgres/migrations/019_settle_tells_watches.up.sql",
 		from: "PERFORM pg_notify(channel, '{\"k\":\"ready\",\"f\":\"dependencies\"}');", to: "PERFORM 1;",
 		pkgs: []string{srvPkg}, run: "TestClusterParentOnOneBrokerReleasesDependentOnAnother", postgres: true})
 	add(mutation{name: "deps: a graph with a cycle is accepted", file: "broker/deps.go",

@@ -373,6 +373,10 @@ func (t *tx) reviveDependents(parents []int64) error {
 		if frontier, err = t.leaveCounts(rows, job.StateCancelled); err != nil || len(frontier) == 0 {
 			return err
 		}
+		t.settle.changed = append(t.settle.changed, frontier...)
+		for _, e := range store.JobEvents(frontier) { // for the other brokers' watches
+			t.Publish(e)
+		}
 		if _, err := t.exec(`UPDATE job_deps d SET settled = (p.state = 5) FROM jobs p
 			WHERE d.child_id = ANY($1) AND p.id = d.parent_id`, frontier); err != nil {
 			return err

@@ -78,13 +78,13 @@ func (s *Store) register(ctx context.Context, addr string) error {
 	if err := s.pool.QueryRow(ctx, `SELECT to_hex(`+schemaKey+`)`).Scan(&schema); err != nil {
 		return fmt.Errorf("read the schema: %w", err)
 	}
-	s.brokerID = id
+	s.brokerID, s.brokerName = id, strconv.FormatInt(id, 10)
 	s.channel = "jobwire_events_" + schema
 	return nil
 }
 
 // BrokerID is this store's broker number among every broker that has opened the database.
-func (s *Store) BrokerID() string { return strconv.FormatInt(s.brokerID, 10) }
+func (s *Store) BrokerID() string { return s.brokerName }
 
 // Brokers lists every broker that has opened the database, oldest first, with which one leads
 // now: the broker whose "leader" session (application_name, see connect) holds the schema's

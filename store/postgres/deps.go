@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
 // settling is the jobs a transaction made final, whose dependents it settles before COMMIT
-// (store/deps.go) with jobwire_settle_dependents (migration 016). An id may be listed for a
+// (store/deps.go) with jobwire_settle_dependents (migrations 016, 019). An id may be listed for a
 // write that changed nothing (a repeated result, a success whose lease was stale): the
 // function reads the job's state, and settles each edge once.
 type settling struct {
@@ -23,6 +24,9 @@ type settling struct {
 	failed   []int64
 	now      time.Time
 	released int // how many jobs it made ready, once the answer came
+	// changed are the waiting jobs it cancelled, once the answer came, and the cancelled jobs
+	// a requeue revived, for the broker's watches (store.DependentsChangedNotifier).
+	changed []int64
 }
 
 func (s *settling) add(id int64, now time.Time) {
@@ -44,21 +48,35 @@ func (s *settling) addFailed(id int64, now time.Time) {
 // jobs, in id order level by level: the only other writers of a waiting job are a cancel and
 // another transaction's settling, so it closes no cycle with the writes of leases. The
 // function tells every broker (a ready event) when it made jobs ready; the store tells its own
-// broker too (OnDependentsReady), for one that is not in a cluster and does not listen.
-func (t *tx) settleDependents(channel string) error {
+// broker too (OnDependentsReady), for one that is not in a cluster and does not listen. The
+// jobs it cancelled come back in its answer, for the broker's own watches, and the function
+// tells the other brokers of them (an EventJob from broker); cancelling none, it sends no more.
+func (t *tx) settleDependents(channel, broker string) error {
 	if len(t.settle.ids) == 0 {
 		return nil
 	}
-	read := func(rows pgx.Rows) (int, error) {
-		n, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32])
-		return int(n), err
+	read := func(rows pgx.Rows) (settled, error) {
+		return pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (settled, error) {
+			var s settled
+			return s, row.Scan(&s.released, &s.cancelled)
+		})
 	}
 	return runRows(t, true, settleSQL,
-		[]any{t.settle.ids, nanos(t.settle.now), channel}, read, func(n int, err error) {
+		[]any{t.settle.ids, nanos(t.settle.now), channel, broker}, read, func(s settled, err error) {
 			if err == nil {
-				t.settle.released = n
+				t.settle.released = int(s.released)
+				if s.cancelled.Valid {
+					t.settle.changed = append(t.settle.changed, store.JobEventIDsOf(s.cancelled.String)...)
+				}
 			}
 		})
+}
+
+// settled is jobwire_settle_dependents' answer: how many jobs it made ready, and the ids of
+// those it cancelled, comma-separated (NULL: none).
+type settled struct {
+	released  int32
+	cancelled pgtype.Text
 }
 
 // OnDependentsReady has fn called after each commit that made waiting jobs ready or enqueued
@@ -68,6 +86,16 @@ func (s *Store) OnDependentsReady(fn func()) { s.onReady.Store(&fn) }
 func (s *Store) dependentsReady(n int) {
 	if fn := s.onReady.Load(); n > 0 && fn != nil {
 		(*fn)()
+	}
+}
+
+// OnDependentsChanged has fn called after each commit that cancelled waiting jobs because a
+// parent failed, or revived cancelled ones, with their ids.
+func (s *Store) OnDependentsChanged(fn func(ids []int64)) { s.onChanged.Store(&fn) }
+
+func (s *Store) dependentsChanged(ids []int64) {
+	if fn := s.onChanged.Load(); len(ids) > 0 && fn != nil {
+		(*fn)(ids)
 	}
 }
 
@@ -295,9 +323,9 @@ func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, er
 	return store.CollectRows(rows, store.ScanParent)
 }
 
-// settleSQL calls jobwire_settle_dependents. It reads and writes rows by their keys only, so
+// settleSQL calls jobwire_settle_dependents (migration 019). It reads and writes rows by their keys only, so
 // the planner settings a write of many turns off cannot change its plans: settings waiting to
 // be turned back still wait (plannerNeutral).
-const settleSQL = `SELECT jobwire_settle_dependents($1, $2, $3)`
+const settleSQL = `SELECT released, cancelled FROM jobwire_settle_dependents($1, $2, $3, $4)`
 
 func init() { plannerNeutral[settleSQL] = true }

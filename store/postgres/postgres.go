@@ -93,6 +93,7 @@ type Store struct {
 	receipts atomic.Int64 // the last receipt number a Write took, among this broker's
 
 	brokerID         int64  // this store's row in the brokers table
+	brokerName       string // brokerID as BrokerID says it, formatted once: every write names it
 	channel          string // the schema's notification channel
 	electionInterval time.Duration
 	leaderTimeout    time.Duration
@@ -105,10 +106,11 @@ type Store struct {
 	// alive, its workers counted by the others): aliveFor election intervals. Tests raise it.
 	aliveWindow time.Duration
 	// workers counts the broker's worker streams for its heartbeat (CountWorkers); nil: none.
-	workers atomic.Pointer[func() int]
-	onReady atomic.Pointer[func()]         // told of dependents made ready (deps.go)
-	peers   atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
-	reach   atomic.Pointer[reach.Tracker]  // hears of the heartbeat (ReportReach); nil: nobody
+	workers   atomic.Pointer[func() int]
+	onReady   atomic.Pointer[func()]         // told of dependents made ready (deps.go)
+	onChanged atomic.Pointer[func([]int64)]  // told of dependents cancelled or revived (deps.go)
+	peers     atomic.Pointer[map[string]int] // the other live brokers' counts (PeerWorkers)
+	reach     atomic.Pointer[reach.Tracker]  // hears of the heartbeat (ReportReach); nil: nobody
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error
@@ -245,7 +247,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		if err := fn(t); err != nil {
 			return err
 		}
-		if err := t.settleDependents(s.channel); err != nil {
+		if err := t.settleDependents(s.channel, s.BrokerID()); err != nil {
 			return err
 		}
 		if err := t.flushFinished(); err != nil {
@@ -267,6 +269,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		committed = true
 		s.queues.Add(t.newQueues)
 		s.dependentsReady(t.settle.released + t.callbacks)
+		s.dependentsChanged(t.settle.changed)
 		return nil
 	}))
 }

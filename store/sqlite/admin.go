@@ -480,6 +480,7 @@ func (t *tx) reviveDependents(parents []int64) error {
 		if len(frontier) == 0 {
 			return nil
 		}
+		t.settle.changed = append(t.settle.changed, frontier...)
 		arg := idsJSON(frontier)
 		if _, err := t.exec(`UPDATE jobs SET state = 8, finished_at = NULL, last_error_type = '', last_error_message = '',
 			batch_counted = 0 WHERE id IN (SELECT value FROM json_each(?))`, arg); err != nil {

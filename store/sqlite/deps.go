@@ -18,6 +18,9 @@ import (
 type settling struct {
 	ids []int64
 	now time.Time
+	// changed are the waiting jobs the settling cancelled and the cancelled jobs a requeue
+	// revived, for the broker's watches (store.DependentsChangedNotifier).
+	changed []int64
 }
 
 func (s *settling) add(id int64, now time.Time) {
@@ -34,6 +37,16 @@ func (s *Store) OnDependentsReady(fn func()) { s.onReady.Store(&fn) }
 func (s *Store) dependentsReady(n int) {
 	if fn := s.onReady.Load(); n > 0 && fn != nil {
 		(*fn)()
+	}
+}
+
+// OnDependentsChanged has fn called after each commit that cancelled waiting jobs because a
+// parent failed, or revived cancelled ones, with their ids.
+func (s *Store) OnDependentsChanged(fn func(ids []int64)) { s.onChanged.Store(&fn) }
+
+func (s *Store) dependentsChanged(ids []int64) {
+	if fn := s.onChanged.Load(); len(ids) > 0 && fn != nil {
+		(*fn)(ids)
 	}
 }
 
@@ -76,6 +89,7 @@ func (t *tx) settleDependents() (int, error) {
 			}
 			i = j
 		}
+		t.settle.changed = append(t.settle.changed, next...)
 		frontier = next
 	}
 	return released, nil

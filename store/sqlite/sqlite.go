@@ -74,9 +74,10 @@ type Store struct {
 	cp                      *sql.DB // background checkpoints
 	log                     *slog.Logger
 	stmts                   *stmtCache
-	queues                  *store.KnownQueues     // queues known to have a row
-	receipts                atomic.Int64           // the last receipt number a Write took
-	onReady                 atomic.Pointer[func()] // told of dependents made ready (deps.go)
+	queues                  *store.KnownQueues            // queues known to have a row
+	receipts                atomic.Int64                  // the last receipt number a Write took
+	onReady                 atomic.Pointer[func()]        // told of dependents made ready (deps.go)
+	onChanged               atomic.Pointer[func([]int64)] // told of dependents cancelled or revived (deps.go)
 
 	stopCheckpoints, checkpointsDone chan struct{}
 }
@@ -292,6 +293,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 		committed = true
 		s.queues.Add(t.newQueues)
 		s.dependentsReady(released + t.callbacks)
+		s.dependentsChanged(t.settle.changed)
 		return nil
 	}))
 }

@@ -15,6 +15,7 @@ var _ = register(
 	testCase{"DepsSettledOnceWhenRepeated", testDepsSettledOnce},
 	testCase{"DepsAddRefusesWhatCannotRun", testDepsAddRefuses},
 	testCase{"DepsReadBack", testDepsReadBack},
+	testCase{"DepsChangedToldAfterCommit", testDepsChangedTold},
 )
 
 // withParents inserts a job of type typ and makes it wait for parents (in one write), and
@@ -141,6 +142,47 @@ func testDepsCancelledDownTheGraph(t *testing.T, b *bundle) {
 	b.write(func(tx store.Tx) error { _, err := tx.JobCancel(w1, b.now); return err })
 	if b.state(w2) != job.StateCancelled || b.state(q) != job.StatePending {
 		t.Fatalf("after cancelling a waiting job: dependent %s, parent %s", b.state(w2), b.state(q))
+	}
+}
+
+// The waiting jobs a write's settling cancels, at every level, are told after its commit, and
+// so are those a requeue revives (store.DependentsChangedNotifier): the broker's watches of
+// them hear of it from there alone. A write that cancels none tells nothing.
+func testDepsChangedTold(t *testing.T, b *bundle) {
+	n, ok := b.s.(store.DependentsChangedNotifier)
+	if !ok {
+		t.Fatal("the store does not tell which dependents its writes changed")
+	}
+	var told [][]int64 // called on the writing goroutine, within b.write
+	n.OnDependentsChanged(func(ids []int64) { told = append(told, slices.Sorted(slices.Values(ids))) })
+	q := b.insert(b.job("q"))[0]
+	released, _ := b.withParents("r", false, 0, q)
+	ref := b.leaseOne("q")
+	b.start(ref)
+	b.finish(b.finishParams(ref, job.StateSucceeded))
+	if b.state(released) != job.StatePending || len(told) != 0 {
+		t.Fatalf("a success that released a dependent told %v", told)
+	}
+
+	p := b.insert(b.job("p"))[0]
+	child, _ := b.withParents("c", false, 0, p)
+	grandchild, _ := b.withParents("c", false, 0, child)
+	anyway, _ := b.withParents("a", true, 0, child)
+	ref = b.leaseOne("p")
+	b.start(ref)
+	f := b.finishParams(ref, job.StateDead)
+	f.DeadReason = job.DeadFatal
+	b.finish(f)
+	want := []int64{child, grandchild}
+	if len(told) != 1 || !slices.Equal(told[0], want) || b.state(anyway) != job.StatePending {
+		t.Fatalf("the parent's death told %v, want %v once", told, want)
+	}
+	b.write(func(tx store.Tx) error {
+		_, err := tx.JobRequeue(&store.JobRequeueParams{IDs: []int64{p}, RunAt: b.now, Now: b.now})
+		return err
+	})
+	if len(told) != 2 || !slices.Equal(told[1], want) || b.state(grandchild) != job.StateWaiting {
+		t.Fatalf("the requeue told %v, want %v revived", told[1:], want)
 	}
 }
 

@@ -1,0 +1,82 @@
+-- The dependents a parent's failure cancels are cancelled here, by the database: no write of
+-- a broker names them, so the watches of producers waiting for them heard of it only at their
+-- backstop read, seconds later. jobwire_settle_dependents now also says which jobs it
+-- cancelled: it returns their ids, comma-separated (NULL: none, which the broker reads without
+-- decoding an array), to the broker that wrote, for its own watches, and, when there are any,
+-- tells every broker (an event of kind "job" naming them, sent at commit, ignored by
+-- the broker from_broker names, which has them already). A write that cancels nothing sends
+-- nothing more.
+CREATE OR REPLACE FUNCTION jobwire_settle_dependents(finals bigint[], now_ns bigint, channel text,
+    from_broker text, OUT released integer, OUT cancelled text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    gone     bigint[] := '{}';
+    frontier bigint[] := finals;
+    next     bigint[];
+    r        record;
+    pstate   smallint;
+    left_n   integer;
+BEGIN
+    released := 0;
+    WHILE frontier IS NOT NULL AND cardinality(frontier) > 0 LOOP
+        next := '{}';
+        FOR r IN
+            WITH e AS (
+                UPDATE job_deps d SET settled = true FROM jobs p
+                WHERE d.parent_id = ANY (frontier) AND p.id = d.parent_id AND p.state IN (5, 6, 7)
+                    AND NOT d.settled
+                RETURNING d.child_id, d.parent_id, p.state AS pstate)
+            SELECT e.child_id,
+                   count(*) FILTER (WHERE e.pstate = 5 OR w.run_anyway) AS ok,
+                   min(e.parent_id) FILTER (WHERE e.pstate <> 5 AND NOT w.run_anyway) AS failed
+            FROM e JOIN dep_nodes w ON w.job_id = e.child_id
+            GROUP BY e.child_id ORDER BY e.child_id
+        LOOP
+            PERFORM FROM jobs WHERE id = r.child_id AND state = 8 FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                CONTINUE;
+            END IF;
+            IF r.failed IS NOT NULL THEN
+                SELECT state INTO pstate FROM jobs WHERE id = r.failed;
+                UPDATE jobs SET state = 7, finished_at = now_ns, last_error_type = 'PARENT_FAILED',
+                    last_error_message = format('parent job %s ended %s', r.failed,
+                        CASE pstate WHEN 6 THEN 'DEAD' ELSE 'CANCELLED' END)
+                    WHERE id = r.child_id;
+                UPDATE dep_nodes SET cancelled_by = r.failed, parents_left = parents_left - r.ok
+                    WHERE job_id = r.child_id;
+                INSERT INTO finished_totals (queue, type, state, n)
+                    SELECT queue, type, 7, 1 FROM jobs WHERE id = r.child_id
+                    ON CONFLICT (queue, type, state) DO UPDATE SET n = finished_totals.n + 1;
+                next := next || r.child_id;
+            ELSE
+                UPDATE dep_nodes SET parents_left = parents_left - r.ok WHERE job_id = r.child_id
+                    RETURNING parents_left INTO left_n;
+                IF left_n <= 0 THEN
+                    UPDATE jobs SET state = 2 WHERE id = r.child_id;
+                    released := released + 1;
+                END IF;
+            END IF;
+        END LOOP;
+        gone := gone || next;
+        frontier := next;
+    END LOOP;
+    IF released > 0 THEN
+        PERFORM pg_notify(channel, '{"k":"ready","f":"dependencies"}');
+    END IF;
+    -- 300 ids a notification (store.JobEventIDs): under 8000 bytes whatever their size.
+    FOR i IN 1 .. cardinality(gone) BY 300 LOOP
+        PERFORM pg_notify(channel, json_build_object('k', 'job',
+            'key', array_to_string(gone[i:i + 299], ','), 'f', from_broker)::text);
+    END LOOP;
+    IF cardinality(gone) > 0 THEN
+        cancelled := array_to_string(gone, ',');
+    END IF;
+END
+$$;
+
+-- A broker of an earlier version calls the function as migration 016 made it: it settles the
+-- same way, and its cancels reach the watches of the others.
+CREATE OR REPLACE FUNCTION jobwire_settle_dependents(finals bigint[], now_ns bigint, channel text)
+RETURNS integer LANGUAGE sql AS $$
+    SELECT released FROM jobwire_settle_dependents(finals, now_ns, channel, '')
+$$;
