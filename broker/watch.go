@@ -233,7 +233,9 @@ func (h *watchHub) backstop() {
 		if ok {
 			h.seen[id] = v
 		}
-		if (known && v != was) || !ok {
+		// A job first seen here is told when final: a wait's first look records no version of
+		// a job not final yet (FinalAmong), so its change since that look shows only so.
+		if (known && v != was) || (!known && v.State.Final()) || !ok {
 			moved = append(moved, id)
 		}
 	}
@@ -255,6 +257,13 @@ func (w *JobWatch) Saw(id int64, v JobVersion) {
 // JobVersions reads the versions of jobs (store.VersionReader), for a watcher's first look.
 func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error) {
 	return b.st.JobVersions(ctx, ids)
+}
+
+// FinalAmong counts the jobs of ids that exist and reads which are final (store.VersionReader),
+// for the first look of a watcher that wants only final jobs: it records no version with Saw,
+// and the backstop tells it of a job it first reads final.
+func (b *Broker) FinalAmong(ctx context.Context, ids []int64) (found int, final []int64, err error) {
+	return b.st.FinalAmong(ctx, ids)
 }
 
 // FinalsHanded is how many final states the broker's own writes handed to watches, which sent

@@ -39,7 +39,7 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 	// The watch starts before the first read, so no change between the two is missed.
 	w := p.b.WatchJobs(req.GetIds(), broker.WatchOptions{FinalOnly: req.GetFinalOnly()})
 	defer w.Close()
-	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion)}
+	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion, len(req.GetIds()))}
 	if err := f.first(ctx, req.GetIds()); err != nil {
 		return err
 	}
@@ -77,14 +77,15 @@ type following struct {
 
 // first reads every job once: its versions in one read, and in full only the jobs to send now.
 func (f *following) first(ctx context.Context, ids []int64) error {
+	if f.finalOnly {
+		return f.firstFinal(ctx, ids)
+	}
 	versions, err := f.p.b.JobVersions(ctx, ids)
 	if err != nil {
 		return toStatus(err)
 	}
-	for _, id := range ids {
-		if _, ok := versions[id]; !ok {
-			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
-		}
+	if len(versions) < len(ids) {
+		return f.notFound(ctx, ids)
 	}
 	var now []int64
 	for _, id := range ids {
@@ -98,6 +99,38 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 		now = append(now, id)
 	}
 	return f.check(ctx, now, nil)
+}
+
+// firstFinal is first for a watch of final jobs only: it needs no version of a job not final
+// yet (no change but its end is sent), so the jobs are counted and only the final ones named,
+// in one row, and read in full to be sent now. A final job the first look missed is told by the
+// broker's write or by the backstop, which tells a job it first reads final.
+func (f *following) firstFinal(ctx context.Context, ids []int64) error {
+	found, final, err := f.p.b.FinalAmong(ctx, ids)
+	if err != nil {
+		return toStatus(err)
+	}
+	if found < len(ids) {
+		return f.notFound(ctx, ids)
+	}
+	for _, id := range ids {
+		f.sent[id] = broker.JobVersion{}
+	}
+	return f.check(ctx, final, nil)
+}
+
+// notFound is the NotFound error for the first job of ids that does not exist.
+func (f *following) notFound(ctx context.Context, ids []int64) error {
+	versions, err := f.p.b.JobVersions(ctx, ids)
+	if err != nil {
+		return toStatus(err)
+	}
+	for _, id := range ids {
+		if _, ok := versions[id]; !ok {
+			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
+		}
+	}
+	return status.Error(codes.NotFound, "ids: a job does not exist")
 }
 
 // check reads the jobs of ids still followed that may have changed, in one read, takes the jobs

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -203,6 +204,17 @@ const (
 	benchAddrEnv = "JOBWIRE_WAIT_BENCH_ADDR"
 )
 
+// benchProfileEnv, when set to a directory, has each worker and waiter process write a CPU
+// profile there (ROLE-N.prof, N counting the processes of the role), to be read with the
+// broker's own (-cpuprofile):
+//
+//	JOBWIRE_WAIT_BENCH_PROFILE=$PWD/prof go test ./server -run '^$' -bench WaitOn10kJobs/waiting=true -cpuprofile prof/broker.prof
+//	go tool pprof -top prof/waiter-*.prof
+const benchProfileEnv = "JOBWIRE_WAIT_BENCH_PROFILE"
+
+// benchChildren counts the processes started per role, to name their profiles.
+var benchChildren = map[string]int{}
+
 // benchChild is a worker or waiter process of the benchmark.
 type benchChild struct {
 	cmd   *exec.Cmd
@@ -214,7 +226,12 @@ type benchChild struct {
 // startBenchChild runs this test binary again as role for the broker at addr; a waiter is
 // given ids on its standard input.
 func startBenchChild(b *testing.B, addr, role string, ids []int64) *benchChild {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWaitBenchChild$", "-test.bench=^$")
+	args := []string{"-test.run=^TestWaitBenchChild$", "-test.bench=^$"}
+	if dir := os.Getenv(benchProfileEnv); dir != "" {
+		benchChildren[role]++
+		args = append(args, "-test.cpuprofile="+filepath.Join(dir, fmt.Sprintf("%s-%d.prof", role, benchChildren[role])))
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchRoleEnv+"="+role, benchAddrEnv+"="+addr)
 	out := new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = out, out

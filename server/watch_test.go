@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
 )
 
 // waited is what a background WaitAll returned.
@@ -120,7 +122,8 @@ func TestWatchYieldsStateAndProgress(t *testing.T) {
 	}
 }
 
-// Bad watch requests are refused with the reason.
+// Bad watch requests are refused with the reason; a job that does not exist is named, by a
+// watch of every change and by one of final states (whose first look only counts the jobs).
 func TestWatchJobsRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
@@ -128,18 +131,22 @@ func TestWatchJobsRefusesBadRequests(t *testing.T) {
 	for _, tc := range []struct {
 		ids  []int64
 		code codes.Code
+		msg  string
 	}{
-		{nil, codes.InvalidArgument},
-		{[]int64{id, id}, codes.InvalidArgument},
-		{[]int64{-1}, codes.InvalidArgument},
-		{[]int64{id, 1 << 40}, codes.NotFound},
+		{nil, codes.InvalidArgument, "ids: names 0 jobs"},
+		{[]int64{id, id}, codes.InvalidArgument, "named twice"},
+		{[]int64{-1}, codes.InvalidArgument, "job ids are positive"},
+		{[]int64{id, 1 << 40}, codes.NotFound, "ids: job 1099511627776 does not exist"},
+		{[]int64{1<<40 + 1, id}, codes.NotFound, "ids: job 1099511627777 does not exist"},
 	} {
-		stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: tc.ids})
-		if err == nil {
-			_, err = stream.Recv()
-		}
-		if status.Code(err) != tc.code {
-			t.Errorf("watch %v: %v, want %s", tc.ids, err, tc.code)
+		for _, finalOnly := range []bool{false, true} {
+			stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: tc.ids, FinalOnly: finalOnly})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Errorf("watch %v (final only: %t): %v, want %s: %s", tc.ids, finalOnly, err, tc.code, tc.msg)
+			}
 		}
 	}
 }
@@ -196,4 +203,40 @@ func changedIDs(w *broker.JobWatch) []int64 {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// A wait's first look records no version of a job not final yet (FinalAmong): a job that then
+// ends by a write the broker does not tell its watches of (another broker's, here one straight
+// to the store) is found by the backstop, which tells of a job it first reads final.
+func TestWaitFindsAnUntoldEndThroughTheBackstop(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
+	ended := enqueue(t, b, &jobwirev1.JobSpec{Type: "idle"})
+	untold := enqueue(t, b, &jobwirev1.JobSpec{Type: "idle"})
+	if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: ended}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: []int64{untold, ended}, FinalOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job final already is sent by the first look: once it is here, the look is over.
+	if resp, err := stream.Recv(); err != nil || len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != ended {
+		t.Fatalf("first look: %v, %v; want job %d alone", resp, err, ended)
+	}
+	err = b.Store.Write(ctx, "test", func(tx store.Tx) error {
+		_, err := tx.JobCancel(untold, b.Clock.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(broker.DefaultConfig().WatchPoll)
+	resp, err := stream.Recv()
+	if err != nil || len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != untold ||
+		resp.GetJobs()[0].GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
+		t.Fatalf("after the backstop: %v, %v; want job %d CANCELLED", resp, err, untold)
+	}
 }
