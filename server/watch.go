@@ -164,9 +164,10 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	}
 	var out []*jobwirev1.Job
 	var final []int64
+	slab := newProtoSlab(len(jobs))
 	for _, j := range jobs {
 		if f.changed(j) {
-			out = append(out, watchedToProto(j))
+			out = append(out, watchedToProto(slab, j))
 			if j.State.Final() {
 				final = append(final, j.ID)
 			}
@@ -214,11 +215,11 @@ func missing(ids []int64, jobs []*job.Job) string {
 	return "a job was"
 }
 
-// watchedToProto is a job as WatchJobs sends it: without payload or attempt history.
-func watchedToProto(j *job.Job) *jobwirev1.Job {
+// watchedToProto is a job as WatchJobs sends it, from slab: without payload or attempt history.
+func watchedToProto(slab *protoSlab, j *job.Job) *jobwirev1.Job {
 	light := *j
 	light.Payload, light.History = nil, nil
-	return jobToProto(&light)
+	return slab.job(&light)
 }
 
 // validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once.
