@@ -118,6 +118,13 @@ func (w *JobWatch) Changed() (read []int64, known []*job.Job) {
 	return read, known
 }
 
+// Pending is how many watched jobs may have changed since Changed was last called.
+func (w *JobWatch) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.changed)
+}
+
 // Stop ends the watch of ids (a job the caller has seen final needs watching no longer).
 func (w *JobWatch) Stop(ids ...int64) { w.hub.remove(w, ids) }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,9 @@ const (
 	coalesceFrom = 100
 	coalesceFor  = 20 * time.Millisecond
 )
+
+// gatherFor, when set (by tests: export_test.go, while calls read it), replaces coalesceFor.
+var gatherFor atomic.Int64
 
 // WatchJobs follows jobs until each is final (see the proto). The broker's watch says which
 // jobs may have changed; only those are read again, so a call costs one read per change of a
@@ -51,10 +55,8 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 		}
 		if len(f.sent) >= coalesceFrom {
 			// Many jobs finishing at once: gather a moment's worth into one read.
-			select {
-			case <-ctx.Done():
-				return status.FromContextError(ctx.Err()).Err()
-			case <-time.After(coalesceFor):
+			if err := f.gather(ctx); err != nil {
+				return err
 			}
 		}
 		read, known := w.Changed()
@@ -73,6 +75,28 @@ type following struct {
 	w         *broker.JobWatch
 	finalOnly bool
 	sent      map[int64]broker.JobVersion
+}
+
+// gather waits coalesceFor for more of the jobs to change, to read and send them together, but
+// no longer than until every job still followed has: then no change is left to wait for, and
+// the last jobs of a wait are sent as they end, not coalesceFor later.
+func (f *following) gather(ctx context.Context) error {
+	d := time.Duration(gatherFor.Load())
+	if d == 0 {
+		d = coalesceFor
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for f.w.Pending() < len(f.sent) {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+			return nil
+		case <-f.w.C():
+		}
+	}
+	return nil
 }
 
 // first reads every job once: its versions in one read, and in full only the jobs to send now.

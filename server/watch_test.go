@@ -16,6 +16,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/server"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -238,5 +239,36 @@ func TestWaitFindsAnUntoldEndThroughTheBackstop(t *testing.T) {
 	if err != nil || len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != untold ||
 		resp.GetJobs()[0].GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
 		t.Fatalf("after the backstop: %v, %v; want job %d CANCELLED", resp, err, untold)
+	}
+}
+
+// A wait on many jobs gathers their changes a moment to read and send them together, but not
+// once every job it still follows has changed: its last jobs are sent as they end. The moment
+// is an hour here, so the wait returns only by that.
+func TestWaitSendsItsLastJobsWithoutGathering(t *testing.T) {
+	server.SetCoalesceFor(t, time.Hour) // for every call: not in parallel
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	specs := make([]*jobwirev1.JobSpec, 150) // more than a watch gathers changes from
+	for i := range specs {
+		specs[i] = &jobwirev1.JobSpec{Type: "idle"}
+	}
+	res, err := b.Producer.EnqueueBatch(ctx, &jobwirev1.EnqueueBatchRequest{Jobs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, j := range res.GetJobs() {
+		ids = append(ids, j.GetId())
+	}
+	done := waitAsync(client.New(b.Conn), ids...)
+	brokertest.WaitFor(t, "the watch", func() bool { return b.Broker.Watched() == len(ids) })
+	for _, id := range ids {
+		if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs := received(t, done); len(jobs) != len(ids) || jobs[len(jobs)-1].State != job.StateCancelled {
+		t.Fatalf("waited for %d jobs, got %d", len(ids), len(jobs))
 	}
 }
