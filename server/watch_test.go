@@ -128,6 +128,8 @@ func TestWatchYieldsStateAndProgress(t *testing.T) {
 func TestWatchJobsRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	for _, tc := range []struct {
 		ids  []int64
@@ -141,7 +143,7 @@ func TestWatchJobsRefusesBadRequests(t *testing.T) {
 		{[]int64{1<<40 + 1, id}, codes.NotFound, "ids: job 1099511627777 does not exist"},
 	} {
 		for _, finalOnly := range []bool{false, true} {
-			stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: tc.ids, FinalOnly: finalOnly})
+			stream, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: tc.ids, FinalOnly: finalOnly})
 			if err == nil {
 				_, err = stream.Recv()
 			}
