@@ -109,7 +109,7 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 		return toStatus(err)
 	}
 	if len(versions) < len(ids) {
-		return f.notFound(ctx, ids)
+		return notFound(ids, versions)
 	}
 	var now []int64
 	for _, id := range ids {
@@ -135,7 +135,11 @@ func (f *following) firstFinal(ctx context.Context, ids []int64) error {
 		return toStatus(err)
 	}
 	if found < len(ids) {
-		return f.notFound(ctx, ids)
+		versions, err := f.p.b.JobVersions(ctx, ids) // to name the job missing
+		if err != nil {
+			return toStatus(err)
+		}
+		return notFound(ids, versions)
 	}
 	for _, id := range ids {
 		f.sent[id] = broker.JobVersion{}
@@ -143,12 +147,8 @@ func (f *following) firstFinal(ctx context.Context, ids []int64) error {
 	return f.check(ctx, final, nil)
 }
 
-// notFound is the NotFound error for the first job of ids that does not exist.
-func (f *following) notFound(ctx context.Context, ids []int64) error {
-	versions, err := f.p.b.JobVersions(ctx, ids)
-	if err != nil {
-		return toStatus(err)
-	}
+// notFound is the NotFound error for the first job of ids that versions lacks.
+func notFound(ids []int64, versions map[int64]broker.JobVersion) error {
 	for _, id := range ids {
 		if _, ok := versions[id]; !ok {
 			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)

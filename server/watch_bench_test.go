@@ -36,35 +36,41 @@ const waitBenchJobs = 10_000
 
 // BenchmarkWaitOn10kJobs drains 10,000 jobs through a Go worker with nobody waiting, and the
 // same with a producer waiting on all of them (client.WaitAll over one WatchJobs call): the
-// waiter costs the broker one read of the versions of the 10,000 jobs as the wait starts, the
-// hand-over of each job's final state as its result's write stored it (no read: see
-// broker.JobWatch.Changed), and one read of the versions of the jobs still watched every
-// WatchPoll (the backstop; the broker's clock follows the wall clock here, so it runs as in
-// production). The worker and the waiter are processes of their own (this test binary run
-// again), so that the CPU the broker's process spends is measured apart from theirs:
+// waiter costs the broker one row counting the 10,000 jobs and naming the final ones as the
+// wait starts (store.VersionReader.FinalAmong), the hand-over of each job's final state as its
+// result's write stored it (no read: see broker.JobWatch.Changed), its sending, and the same
+// one-row read of the jobs still watched every WatchPoll (the backstop; the broker's clock
+// follows the wall clock here, so it runs as in production). The worker and the waiter are
+// processes of their own (this test binary run again), so that the CPU the broker's process
+// spends is measured apart from theirs:
 //
 //	jobs/s          the drain's rate, from the resume of the queue to the last job read by
 //	                the waiter (or the last success stored)
 //	broker-µs/job   CPU, user and system, of the broker's process over the drain, per job
 //	worker-µs/job   CPU of the worker's process over its life, per job
-//	waiter-µs/job   CPU of the waiter's process over its life, per job
+//	waiter-µs/job   CPU of the waiter's process over its life, per job, its start included
 //
 // Run it interleaved, and compare broker-µs/job first: rates on two shared cores move with
-// whatever else runs far more than CPU per job does.
+// whatever else runs far more than CPU per job does. JOBWIRE_WAIT_BENCH_PROFILE (below) adds
+// the worker's and the waiter's CPU profiles to the broker's.
 //
 //	go test ./server -run '^$' -bench WaitOn10kJobs -benchtime 3x -count 3
 //
-// Measured on two cores shared with other work (load average 5-10), 8 rounds of 3 drains each,
-// the test binaries of the code before and after the hand-over run alternately: without a
-// waiter the broker spent 39-45 µs of CPU a job (mean 41-42 both); a waiter on all 10,000 jobs
-// added 5.6-11.2 µs a job before (mean 9.2, 22%) and 2.1-9.4 after (mean 4.7, 11%), while
-// the waiter's own process spent 4.5-6 µs a job. Rates with a waiter were 0.70-1.09 times those
-// without before (mean 0.81) and 0.56-1.26 after (mean 0.89): within 5% in some rounds, not
-// on average, and the rates move with the machine's load more than the difference. Per CPU
-// profile (-cpuprofile, 5 drains with a waiter), JobOutcomes no longer runs; what is left of
-// the watch is 4.6 µs a job: the first look at the 10,000 jobs (2.8, of it 2.4 the read of
-// their versions), and turning the final jobs into messages and sending them (1.4). Before, reading each job once as it
-// finished (JobOutcomes, 35 columns a row through the SQLite driver) was 8-12 µs a job.
+// Measured on two cores shared with other work (load average 6-15), 24 rounds of 3 drains
+// each, the test binaries of the code before and after the one-row reads (and the slab of
+// messages, and a wait's last jobs sent as they end) run alternately: without a waiter the
+// broker spent 37-54 µs of CPU a job (mean 45 both); a waiter on all 10,000 jobs added
+// -0.7..16.4 µs a job before (mean 5.7, 12.7%) and -10.5..13.4 after (mean 1.9, 4.2%), while
+// the waiter's own process spent 4.3-8 µs a job. Rates with a waiter were 0.59-1.46 times
+// those without before (mean 0.91; of the mean rates 0.87) and 0.67-2.39 after (mean 1.04; of
+// the mean rates 0.97). A round's difference moves by ±10 µs with the machine's load: 6 more
+// rounds of 5 drains, alternating with and without a waiter drain by drain, found +3.6 µs a
+// job before and +3.8 after, no difference. The CPU profiles (-cpuprofile, 22 drains with a
+// waiter each, alternately) are steadier: the watch's call spends 1.95 µs a job where it spent
+// 4.6 (its first look 0.36 where it spent 2.55, of it 1.9 the read of the versions; turning
+// final jobs into messages and sending them 1.1 where 1.8), the hand-over 0.7, and the GC 2.8
+// µs a job where 3.3. Before the hand-over, reading each job once as it finished (JobOutcomes,
+// 35 columns a row through the SQLite driver) was 8-12 µs a job.
 func BenchmarkWaitOn10kJobs(b *testing.B) {
 	for _, waiting := range []bool{false, true} {
 		b.Run(fmt.Sprintf("waiting=%t", waiting), func(b *testing.B) {
