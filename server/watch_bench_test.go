@@ -56,21 +56,22 @@ const waitBenchJobs = 10_000
 //
 //	go test ./server -run '^$' -bench WaitOn10kJobs -benchtime 3x -count 3
 //
-// Measured on two cores shared with other work (load average 6-15), 36 rounds of 3 drains
-// each, the test binaries of the code before and after the one-row reads (and the slab of
-// messages, and a wait's last jobs sent as they end) run alternately: without a waiter the
-// broker spent 37-68 µs of CPU a job (mean 47-49); a waiter on all 10,000 jobs added
-// -1.2..20.3 µs a job before (mean 6.5 ± 0.9, 13.8%) and -10.5..13.4 after (mean 1.1 ± 0.9,
-// 2.2%), while the waiter's own process spent 4.3-8.3 µs a job. Rates with a waiter were
-// 0.46-1.46 times those without before (median 0.84, mean rates 0.85) and 0.54-2.39 after
-// (median 0.94, mean rates 0.95). A round's difference moves by ±10 µs with the machine's
-// load, and not every set agrees: 6 rounds of 5 drains alternating with and without a waiter
-// drain by drain found +3.6 µs a job before and +3.8 after. The CPU profiles (-cpuprofile, 22
-// drains with a waiter each, alternately) are steadier: the watch's call spends 1.95 µs a job
-// where it spent 4.6 (its first look 0.36 where 2.55, of it 1.9 the read of the versions;
-// turning final jobs into messages and sending them 1.1 where 1.8), the hand-over 0.7, and
-// the GC 2.8 µs a job where 3.3. Before the hand-over, reading each job once as it finished
-// (JobOutcomes, 35 columns a row through the SQLite driver) was 8-12 µs a job.
+// Measured on two cores shared with other work (load average 6-15), 36 rounds of 3 drains each,
+// the test binaries of the code before and after the one-row reads (and the slab of messages, and
+// a wait's last jobs sent as they end) run alternately: without a waiter the broker spent 37-68 µs
+// of CPU a job (mean 47-49); a waiter on all 10,000 jobs added -1.2..20.3 µs a job before (mean
+// 6.5 ± 0.9, 13.8%) and -10.5..13.4 after (mean 1.1 ± 0.9, 2.2%), while the waiter's own process
+// spent 4.3-8.3 µs a job. Rates with a waiter were 0.46-1.46 times those without before (median
+// 0.84, mean rates 0.85) and 0.54-2.39 after (median 0.94, mean rates 0.95). A round's difference
+// moves by ±10 µs with the machine's load: 12 rounds of 5 drains with and 5 without a waiter
+// (-benchtime 1x -count 5), paired in order, found +5.3 ± 0.9 µs a job before (11%) and +2.1 ± 0.9
+// after (4%), mean rates 0.88 and 0.95 times those without, though their first 6 rounds alone
+// found +3.6 and +3.8, no difference. The CPU profiles (-cpuprofile, 22 drains with a waiter each,
+// alternately) are steadier: the watch's call spends 1.95 µs a job where it spent 4.6 (its first
+// look 0.36 where 2.55, of it 1.9 the read of the versions; turning final jobs into messages and
+// sending them 1.1 where 1.8), the hand-over 0.7, and the GC 2.8 µs a job where 3.3. Before the
+// hand-over, reading each job once as it finished (JobOutcomes, 35 columns a row through the
+// SQLite driver) was 8-12 µs a job.
 func BenchmarkWaitOn10kJobs(b *testing.B) {
 	for _, waiting := range []bool{false, true} {
 		b.Run(fmt.Sprintf("waiting=%t", waiting), func(b *testing.B) {
