@@ -19,8 +19,9 @@ import (
 // write names (watchDependents), so a watch costs nothing per job while nothing happens, and a
 // broker with no watch pays one atomic load per change. What another broker of a cluster
 // writes is told by its events (watchcluster.go); any change no one tells of is found by the
-// backstop: every WatchPoll, one read of the versions of every watched job
-// (store.VersionReader), however many watches there are.
+// backstop: every WatchPoll, one read of every watched job (store.VersionReader), however
+// many watches there are: of its version, or only of whether it is final when every watch of
+// it waits for its end (a row for them all, not one a job).
 
 // watchHub is the broker's watches, by job, and the backstop that reads them again.
 type watchHub struct {
@@ -119,6 +120,13 @@ func (w *JobWatch) Changed() (read []int64, known []*job.Job) {
 	return read, known
 }
 
+// Pending is how many watched jobs may have changed since Changed was last called.
+func (w *JobWatch) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.changed)
+}
+
 // Stop ends the watch of ids (a job the caller has seen final needs watching no longer).
 func (w *JobWatch) Stop(ids ...int64) { w.hub.remove(w, ids) }
 
@@ -207,25 +215,58 @@ func (h *watchHub) finished(id int64, snapshot func() *job.Job) {
 // jobsChanged tells the watches of ids, if any, that their jobs may have changed by c.
 func (b *Broker) jobsChanged(c jobChange, ids ...int64) { b.svc.watches.changed(c, ids...) }
 
-// backstop reads the versions of every watched job and tells the watches of those that changed
-// since it last read them: what another broker wrote, or a change no write here told of.
+// backstop reads the watched jobs again and tells the watches of those that changed since it
+// last read them: what another broker wrote, or a change no write here told of. A job watched
+// for its end alone (every watch of it FinalOnly) is only looked for final, in one row for
+// them all (store.VersionReader.FinalAmong); the others' versions are read and compared.
 func (h *watchHub) backstop() {
 	if h.watched.Load() == 0 {
 		return
 	}
 	h.mu.Lock()
-	ids := make([]int64, 0, len(h.byJob))
-	for id := range h.byJob {
-		ids = append(ids, id)
+	var every, ends []int64
+	for id, ws := range h.byJob {
+		if slices.ContainsFunc(ws, func(w *JobWatch) bool { return !w.finalOnly }) {
+			every = append(every, id)
+		} else {
+			ends = append(ends, id)
+		}
 	}
 	h.mu.Unlock()
+	h.changed(changeAny, append(h.versionsMoved(every), h.ended(ends)...)...)
+}
+
+// ended is the jobs of ids, watched for their end alone, that are final or gone: what their
+// watches are to read.
+func (h *watchHub) ended(ids []int64) []int64 {
+	if len(ids) == 0 {
+		return nil
+	}
+	found, final, err := h.read.FinalAmong(h.ctx(), ids)
+	if err != nil {
+		h.log("watch backstop: could not read the watched jobs", "jobs", len(ids), "err", err)
+		return nil
+	}
+	if found < len(ids) {
+		return h.versionsMoved(ids) // which are gone, and which final
+	}
+	return final
+}
+
+// versionsMoved reads the versions of ids and returns those of the jobs still watched that
+// changed since the backstop last read them, are gone, or are final when first read.
+func (h *watchHub) versionsMoved(ids []int64) []int64 {
+	if len(ids) == 0 {
+		return nil
+	}
 	versions, err := h.read.JobVersions(h.ctx(), ids)
 	if err != nil {
 		h.log("watch backstop: could not read the watched jobs", "jobs", len(ids), "err", err)
-		return
+		return nil
 	}
 	var moved []int64
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, id := range ids {
 		v, ok := versions[id]
 		was, known := h.seen[id]
@@ -235,12 +276,13 @@ func (h *watchHub) backstop() {
 		if ok {
 			h.seen[id] = v
 		}
-		if (known && v != was) || !ok {
+		// A job first seen here is told when final: a wait's first look records no version of
+		// a job not final yet (FinalAmong), so its change since that look shows only so.
+		if (known && v != was) || (!known && v.State.Final()) || !ok {
 			moved = append(moved, id)
 		}
 	}
-	h.mu.Unlock()
-	h.changed(changeAny, moved...)
+	return moved
 }
 
 // Saw records the version of a watched job as its watcher read it: the backstop tells of any
@@ -257,6 +299,13 @@ func (w *JobWatch) Saw(id int64, v JobVersion) {
 // JobVersions reads the versions of jobs (store.VersionReader), for a watcher's first look.
 func (b *Broker) JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error) {
 	return b.st.JobVersions(ctx, ids)
+}
+
+// FinalAmong counts the jobs of ids that exist and reads which are final (store.VersionReader),
+// for the first look of a watcher that wants only final jobs: it records no version with Saw,
+// and the backstop tells it of a job it first reads final.
+func (b *Broker) FinalAmong(ctx context.Context, ids []int64) (found int, final []int64, err error) {
+	return b.st.FinalAmong(ctx, ids)
 }
 
 // FinalsHanded is how many final states the broker's own writes handed to watches, which sent

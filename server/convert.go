@@ -37,8 +37,52 @@ func stateToProto(s job.State) jobwirev1.JobState { return jobwirev1.JobState(s)
 
 func deadReasonToProto(r job.DeadReason) jobwirev1.DeadReason { return jobwirev1.DeadReason(r) }
 
-func jobToProto(j *job.Job) *jobwirev1.Job {
-	out := &jobwirev1.Job{
+func jobToProto(j *job.Job) *jobwirev1.Job { return (*protoSlab)(nil).job(j) }
+
+// protoSlab hands out the messages of many jobs, and their timestamps, from a few slices
+// rather than an allocation each: a watch sends jobs by hundreds. A nil slab allocates each.
+type protoSlab struct {
+	jobs  []jobwirev1.Job
+	times []timestamppb.Timestamp
+	durs  []durationpb.Duration
+}
+
+// newProtoSlab is a slab for n jobs of up to three timestamps and a duration each; what does
+// not fit is allocated apart.
+func newProtoSlab(n int) *protoSlab {
+	return &protoSlab{jobs: make([]jobwirev1.Job, 0, n), times: make([]timestamppb.Timestamp, 0, 3*n),
+		durs: make([]durationpb.Duration, 0, n)}
+}
+
+func (a *protoSlab) ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() || a == nil || len(a.times) == cap(a.times) {
+		return ts(t)
+	}
+	a.times = append(a.times, timestamppb.Timestamp{Seconds: t.Unix(), Nanos: int32(t.Nanosecond())})
+	return &a.times[len(a.times)-1]
+}
+
+func (a *protoSlab) dur(d time.Duration) *durationpb.Duration {
+	if d == 0 || a == nil || len(a.durs) == cap(a.durs) {
+		return dur(d)
+	}
+	a.durs = append(a.durs, durationpb.Duration{Seconds: int64(d / time.Second), Nanos: int32(d % time.Second)})
+	return &a.durs[len(a.durs)-1]
+}
+
+// msg is an empty job message.
+func (a *protoSlab) msg() *jobwirev1.Job {
+	if a == nil || len(a.jobs) == cap(a.jobs) {
+		return new(jobwirev1.Job)
+	}
+	a.jobs = a.jobs[:len(a.jobs)+1]
+	return &a.jobs[len(a.jobs)-1]
+}
+
+// job is j as the API sends it.
+func (a *protoSlab) job(j *job.Job) *jobwirev1.Job {
+	out := a.msg()
+	*out = jobwirev1.Job{
 		Id:               j.ID,
 		Type:             j.Type,
 		Queue:            j.Queue,
@@ -47,11 +91,11 @@ func jobToProto(j *job.Job) *jobwirev1.Job {
 		State:            stateToProto(j.State),
 		Attempts:         int32(j.Attempts),
 		MaxAttempts:      int32(j.MaxAttempts),
-		RunAt:            ts(j.RunAt),
-		CreatedAt:        ts(j.CreatedAt),
-		FinishedAt:       ts(j.FinishedAt),
+		RunAt:            a.ts(j.RunAt),
+		CreatedAt:        a.ts(j.CreatedAt),
+		FinishedAt:       a.ts(j.FinishedAt),
 		IdempotencyKey:   j.IdempotencyKey,
-		AttemptTimeout:   dur(j.AttemptTimeout),
+		AttemptTimeout:   a.dur(j.AttemptTimeout),
 		DeadReason:       deadReasonToProto(j.DeadReason),
 		LastErrorType:    j.LastErrorType,
 		LastErrorMessage: j.LastErrorMessage,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -25,6 +26,9 @@ const (
 	coalesceFor  = 20 * time.Millisecond
 )
 
+// gatherFor, when set (by tests: export_test.go, while calls read it), replaces coalesceFor.
+var gatherFor atomic.Int64
+
 // WatchJobs follows jobs until each is final (see the proto). The broker's watch says which
 // jobs may have changed; only those are read again, so a call costs one read per change of a
 // job, never a read per job per interval.
@@ -39,7 +43,7 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 	// The watch starts before the first read, so no change between the two is missed.
 	w := p.b.WatchJobs(req.GetIds(), broker.WatchOptions{FinalOnly: req.GetFinalOnly()})
 	defer w.Close()
-	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion)}
+	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion, len(req.GetIds()))}
 	if err := f.first(ctx, req.GetIds()); err != nil {
 		return err
 	}
@@ -51,10 +55,8 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 		}
 		if len(f.sent) >= coalesceFrom {
 			// Many jobs finishing at once: gather a moment's worth into one read.
-			select {
-			case <-ctx.Done():
-				return status.FromContextError(ctx.Err()).Err()
-			case <-time.After(coalesceFor):
+			if err := f.gather(ctx); err != nil {
+				return err
 			}
 		}
 		read, known := w.Changed()
@@ -75,16 +77,39 @@ type following struct {
 	sent      map[int64]broker.JobVersion
 }
 
+// gather waits coalesceFor for more of the jobs to change, to read and send them together, but
+// no longer than until every job still followed has: then no change is left to wait for, and
+// the last jobs of a wait are sent as they end, not coalesceFor later.
+func (f *following) gather(ctx context.Context) error {
+	d := time.Duration(gatherFor.Load())
+	if d == 0 {
+		d = coalesceFor
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for f.w.Pending() < len(f.sent) {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+			return nil
+		case <-f.w.C():
+		}
+	}
+	return nil
+}
+
 // first reads every job once: its versions in one read, and in full only the jobs to send now.
 func (f *following) first(ctx context.Context, ids []int64) error {
+	if f.finalOnly {
+		return f.firstFinal(ctx, ids)
+	}
 	versions, err := f.p.b.JobVersions(ctx, ids)
 	if err != nil {
 		return toStatus(err)
 	}
-	for _, id := range ids {
-		if _, ok := versions[id]; !ok {
-			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
-		}
+	if len(versions) < len(ids) {
+		return notFound(ids, versions)
 	}
 	var now []int64
 	for _, id := range ids {
@@ -98,6 +123,38 @@ func (f *following) first(ctx context.Context, ids []int64) error {
 		now = append(now, id)
 	}
 	return f.check(ctx, now, nil)
+}
+
+// firstFinal is first for a watch of final jobs only: it needs no version of a job not final
+// yet (no change but its end is sent), so the jobs are counted and only the final ones named,
+// in one row, and read in full to be sent now. A final job the first look missed is told by the
+// broker's write or by the backstop, which tells a job it first reads final.
+func (f *following) firstFinal(ctx context.Context, ids []int64) error {
+	found, final, err := f.p.b.FinalAmong(ctx, ids)
+	if err != nil {
+		return toStatus(err)
+	}
+	if found < len(ids) {
+		versions, err := f.p.b.JobVersions(ctx, ids) // to name the job missing
+		if err != nil {
+			return toStatus(err)
+		}
+		return notFound(ids, versions)
+	}
+	for _, id := range ids {
+		f.sent[id] = broker.JobVersion{}
+	}
+	return f.check(ctx, final, nil)
+}
+
+// notFound is the NotFound error for the first job of ids that versions lacks.
+func notFound(ids []int64, versions map[int64]broker.JobVersion) error {
+	for _, id := range ids {
+		if _, ok := versions[id]; !ok {
+			return status.Errorf(codes.NotFound, "ids: job %d does not exist", id)
+		}
+	}
+	return status.Error(codes.NotFound, "ids: a job does not exist")
 }
 
 // check reads the jobs of ids still followed that may have changed, in one read, takes the jobs
@@ -131,9 +188,10 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	}
 	var out []*jobwirev1.Job
 	var final []int64
+	slab := newProtoSlab(len(jobs))
 	for _, j := range jobs {
 		if f.changed(j) {
-			out = append(out, watchedToProto(j))
+			out = append(out, watchedToProto(slab, j))
 			if j.State.Final() {
 				final = append(final, j.ID)
 			}
@@ -181,11 +239,11 @@ func missing(ids []int64, jobs []*job.Job) string {
 	return "a job was"
 }
 
-// watchedToProto is a job as WatchJobs sends it: without payload or attempt history.
-func watchedToProto(j *job.Job) *jobwirev1.Job {
+// watchedToProto is a job as WatchJobs sends it, from slab: without payload or attempt history.
+func watchedToProto(slab *protoSlab, j *job.Job) *jobwirev1.Job {
 	light := *j
 	light.Payload, light.History = nil, nil
-	return jobToProto(&light)
+	return slab.job(&light)
 }
 
 // validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once.

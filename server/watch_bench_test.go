@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -35,35 +36,42 @@ const waitBenchJobs = 10_000
 
 // BenchmarkWaitOn10kJobs drains 10,000 jobs through a Go worker with nobody waiting, and the
 // same with a producer waiting on all of them (client.WaitAll over one WatchJobs call): the
-// waiter costs the broker one read of the versions of the 10,000 jobs as the wait starts, the
-// hand-over of each job's final state as its result's write stored it (no read: see
-// broker.JobWatch.Changed), and one read of the versions of the jobs still watched every
-// WatchPoll (the backstop; the broker's clock follows the wall clock here, so it runs as in
-// production). The worker and the waiter are processes of their own (this test binary run
-// again), so that the CPU the broker's process spends is measured apart from theirs:
+// waiter costs the broker one row counting the 10,000 jobs and naming the final ones as the
+// wait starts (store.VersionReader.FinalAmong), the hand-over of each job's final state as its
+// result's write stored it (no read: see broker.JobWatch.Changed), its sending, and the same
+// one-row read of the jobs still watched every WatchPoll (the backstop; the broker's clock
+// follows the wall clock here, so it runs as in production). The worker and the waiter are
+// processes of their own (this test binary run again), so that the CPU the broker's process
+// spends is measured apart from theirs:
 //
 //	jobs/s          the drain's rate, from the resume of the queue to the last job read by
 //	                the waiter (or the last success stored)
 //	broker-µs/job   CPU, user and system, of the broker's process over the drain, per job
 //	worker-µs/job   CPU of the worker's process over its life, per job
-//	waiter-µs/job   CPU of the waiter's process over its life, per job
+//	waiter-µs/job   CPU of the waiter's process over its life, per job, its start included
 //
 // Run it interleaved, and compare broker-µs/job first: rates on two shared cores move with
-// whatever else runs far more than CPU per job does.
+// whatever else runs far more than CPU per job does. JOBWIRE_WAIT_BENCH_PROFILE (below) adds
+// the worker's and the waiter's CPU profiles to the broker's.
 //
 //	go test ./server -run '^$' -bench WaitOn10kJobs -benchtime 3x -count 3
 //
-// Measured on two cores shared with other work (load average 5-10), 8 rounds of 3 drains each,
-// the test binaries of the code before and after the hand-over run alternately: without a
-// waiter the broker spent 39-45 µs of CPU a job (mean 41-42 both); a waiter on all 10,000 jobs
-// added 5.6-11.2 µs a job before (mean 9.2, 22%) and 2.1-9.4 after (mean 4.7, 11%), while
-// the waiter's own process spent 4.5-6 µs a job. Rates with a waiter were 0.70-1.09 times those
-// without before (mean 0.81) and 0.56-1.26 after (mean 0.89): within 5% in some rounds, not
-// on average, and the rates move with the machine's load more than the difference. Per CPU
-// profile (-cpuprofile, 5 drains with a waiter), JobOutcomes no longer runs; what is left of
-// the watch is 4.6 µs a job: the first look at the 10,000 jobs (2.8, of it 2.4 the read of
-// their versions), and turning the final jobs into messages and sending them (1.4). Before, reading each job once as it
-// finished (JobOutcomes, 35 columns a row through the SQLite driver) was 8-12 µs a job.
+// Measured on two cores shared with other work (load average 6-15), 36 rounds of 3 drains each,
+// the test binaries of the code before and after the one-row reads (and the slab of messages, and
+// a wait's last jobs sent as they end) run alternately: without a waiter the broker spent 37-68 µs
+// of CPU a job (mean 47-49); a waiter on all 10,000 jobs added -1.2..20.3 µs a job before (mean
+// 6.5 ± 0.9, 13.8%) and -10.5..13.4 after (mean 1.1 ± 0.9, 2.2%), while the waiter's own process
+// spent 4.3-8.3 µs a job. Rates with a waiter were 0.46-1.46 times those without before (median
+// 0.84, mean rates 0.85) and 0.54-2.39 after (median 0.94, mean rates 0.95). A round's difference
+// moves by ±10 µs with the machine's load: 12 rounds of 5 drains with and 5 without a waiter
+// (-benchtime 1x -count 5), paired in order, found +5.3 ± 0.9 µs a job before (11%) and +2.1 ± 0.9
+// after (4%), mean rates 0.88 and 0.95 times those without, though their first 6 rounds alone
+// found +3.6 and +3.8, no difference. The CPU profiles (-cpuprofile, 22 drains with a waiter each,
+// alternately) are steadier: the watch's call spends 1.95 µs a job where it spent 4.6 (its first
+// look 0.36 where 2.55, of it 1.9 the read of the versions; turning final jobs into messages and
+// sending them 1.1 where 1.8), the hand-over 0.7, and the GC 2.8 µs a job where 3.3. Before the
+// hand-over, reading each job once as it finished (JobOutcomes, 35 columns a row through the
+// SQLite driver) was 8-12 µs a job.
 func BenchmarkWaitOn10kJobs(b *testing.B) {
 	for _, waiting := range []bool{false, true} {
 		b.Run(fmt.Sprintf("waiting=%t", waiting), func(b *testing.B) {
@@ -203,6 +211,17 @@ const (
 	benchAddrEnv = "JOBWIRE_WAIT_BENCH_ADDR"
 )
 
+// benchProfileEnv, when set to a directory, has each worker and waiter process write a CPU
+// profile there (ROLE-N.prof, N counting the processes of the role), to be read with the
+// broker's own (-cpuprofile):
+//
+//	JOBWIRE_WAIT_BENCH_PROFILE=$PWD/prof go test ./server -run '^$' -bench WaitOn10kJobs/waiting=true -cpuprofile prof/broker.prof
+//	go tool pprof -top prof/waiter-*.prof
+const benchProfileEnv = "JOBWIRE_WAIT_BENCH_PROFILE"
+
+// benchChildren counts the processes started per role, to name their profiles.
+var benchChildren = map[string]int{}
+
 // benchChild is a worker or waiter process of the benchmark.
 type benchChild struct {
 	cmd   *exec.Cmd
@@ -214,7 +233,12 @@ type benchChild struct {
 // startBenchChild runs this test binary again as role for the broker at addr; a waiter is
 // given ids on its standard input.
 func startBenchChild(b *testing.B, addr, role string, ids []int64) *benchChild {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWaitBenchChild$", "-test.bench=^$")
+	args := []string{"-test.run=^TestWaitBenchChild$", "-test.bench=^$"}
+	if dir := os.Getenv(benchProfileEnv); dir != "" {
+		benchChildren[role]++
+		args = append(args, "-test.cpuprofile="+filepath.Join(dir, fmt.Sprintf("%s-%d.prof", role, benchChildren[role])))
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchRoleEnv+"="+role, benchAddrEnv+"="+addr)
 	out := new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = out, out

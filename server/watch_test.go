@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/server"
+	"github.com/jobwire/jobwire/store"
 )
 
 // waited is what a background WaitAll returned.
@@ -120,26 +123,33 @@ func TestWatchYieldsStateAndProgress(t *testing.T) {
 	}
 }
 
-// Bad watch requests are refused with the reason.
+// Bad watch requests are refused with the reason; a job that does not exist is named, by a
+// watch of every change and by one of final states (whose first look only counts the jobs).
 func TestWatchJobsRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	for _, tc := range []struct {
 		ids  []int64
 		code codes.Code
+		msg  string
 	}{
-		{nil, codes.InvalidArgument},
-		{[]int64{id, id}, codes.InvalidArgument},
-		{[]int64{-1}, codes.InvalidArgument},
-		{[]int64{id, 1 << 40}, codes.NotFound},
+		{nil, codes.InvalidArgument, "ids: names 0 jobs"},
+		{[]int64{id, id}, codes.InvalidArgument, "named twice"},
+		{[]int64{-1}, codes.InvalidArgument, "job ids are positive"},
+		{[]int64{id, 1 << 40}, codes.NotFound, "ids: job 1099511627776 does not exist"},
+		{[]int64{1<<40 + 1, id}, codes.NotFound, "ids: job 1099511627777 does not exist"},
 	} {
-		stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: tc.ids})
-		if err == nil {
-			_, err = stream.Recv()
-		}
-		if status.Code(err) != tc.code {
-			t.Errorf("watch %v: %v, want %s", tc.ids, err, tc.code)
+		for _, finalOnly := range []bool{false, true} {
+			stream, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: tc.ids, FinalOnly: finalOnly})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Errorf("watch %v (final only: %t): %v, want %s: %s", tc.ids, finalOnly, err, tc.code, tc.msg)
+			}
 		}
 	}
 }
@@ -196,4 +206,71 @@ func changedIDs(w *broker.JobWatch) []int64 {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// A wait's first look records no version of a job not final yet (FinalAmong): a job that then
+// ends by a write the broker does not tell its watches of (another broker's, here one straight
+// to the store) is found by the backstop, which tells of a job it first reads final.
+func TestWaitFindsAnUntoldEndThroughTheBackstop(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
+	ended := enqueue(t, b, &jobwirev1.JobSpec{Type: "idle"})
+	untold := enqueue(t, b, &jobwirev1.JobSpec{Type: "idle"})
+	if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: ended}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: []int64{untold, ended}, FinalOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job final already is sent by the first look: once it is here, the look is over.
+	if resp, err := stream.Recv(); err != nil || len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != ended {
+		t.Fatalf("first look: %v, %v; want job %d alone", resp, err, ended)
+	}
+	err = b.Store.Write(ctx, "test", func(tx store.Tx) error {
+		_, err := tx.JobCancel(untold, b.Clock.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(broker.DefaultConfig().WatchPoll)
+	resp, err := stream.Recv()
+	if err != nil || len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != untold ||
+		resp.GetJobs()[0].GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
+		t.Fatalf("after the backstop: %v, %v; want job %d CANCELLED", resp, err, untold)
+	}
+}
+
+// A wait on many jobs gathers their changes a moment to read and send them together, but not
+// once every job it still follows has changed: its last jobs are sent as they end. The moment
+// is an hour here, so the wait returns only by that.
+func TestWaitSendsItsLastJobsWithoutGathering(t *testing.T) {
+	server.SetCoalesceFor(t, time.Hour) // for every call: not in parallel
+	b := brokertest.New(t, brokertest.Options{})
+	ctx := context.Background()
+	specs := make([]*jobwirev1.JobSpec, 150) // more than a watch gathers changes from
+	for i := range specs {
+		specs[i] = &jobwirev1.JobSpec{Type: "idle"}
+	}
+	res, err := b.Producer.EnqueueBatch(ctx, &jobwirev1.EnqueueBatchRequest{Jobs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, j := range res.GetJobs() {
+		ids = append(ids, j.GetId())
+	}
+	done := waitAsync(client.New(b.Conn), ids...)
+	brokertest.WaitFor(t, "the watch", func() bool { return b.Broker.Watched() == len(ids) })
+	for _, id := range ids {
+		if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs := received(t, done); len(jobs) != len(ids) || jobs[len(jobs)-1].State != job.StateCancelled {
+		t.Fatalf("waited for %d jobs, got %d", len(ids), len(jobs))
+	}
 }

@@ -43,6 +43,10 @@ func VersionOf(j *job.Job) JobVersion {
 type VersionReader interface {
 	// JobVersions reads the version of each job of ids that exists.
 	JobVersions(ctx context.Context, ids []int64) (map[int64]JobVersion, error)
+	// FinalAmong counts the jobs of ids that exist and reads which of them are final, in id
+	// order, in one statement: a wait's first look, which has no use for the version of a job
+	// not final yet, and so reads no row of one (an id named twice counts once).
+	FinalAmong(ctx context.Context, ids []int64) (found int, final []int64, err error)
 	// JobOutcomes reads the jobs of ids that exist, without payload or history but with their
 	// result and progress, in the order of ids: what watchers send, a statement or two for
 	// many jobs rather than a read per job.

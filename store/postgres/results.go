@@ -76,6 +76,21 @@ func (s *Store) JobVersions(ctx context.Context, ids []int64) (map[int64]store.J
 	return out, err
 }
 
+// FinalAmong counts the jobs of ids that exist and reads which are final (store.VersionReader),
+// in one row whatever the number of ids.
+func (s *Store) FinalAmong(ctx context.Context, ids []int64) (int, []int64, error) {
+	var found int
+	var final []int64
+	err := s.read(ctx, "final_among", func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT count(*), coalesce(array_agg(id ORDER BY id) FILTER (WHERE state IN (5, 6, 7)), '{}')
+			FROM jobs WHERE id = ANY($1)`, ids).Scan(&found, &final)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return found, final, nil
+}
+
 // resultArg is a success's result as a statement's argument: NULL when there is none.
 func resultArg(result []byte) []byte {
 	if len(result) == 0 {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -90,6 +91,57 @@ func (s *Store) JobVersions(ctx context.Context, ids []int64) (map[int64]store.J
 		return rows.Err()
 	})
 	return out, err
+}
+
+// FinalAmong counts the jobs of ids that exist and reads which are final (store.VersionReader):
+// one row comes back, whatever the number of ids, so no job costs a row through the driver
+// (about 1 µs a row of JobVersions). Ids that run on without a gap, as a batch's do, are looked
+// up as ranges (idRanges).
+func (s *Store) FinalAmong(ctx context.Context, ids []int64) (int, []int64, error) {
+	var found int
+	var final []int64
+	err := s.read(ctx, "final_among", func(ctx context.Context) error {
+		var list string
+		q, arg := finalAmongSQL(ids)
+		if err := s.r.QueryRowContext(ctx, q, arg).Scan(&found, &list); err != nil {
+			return err
+		}
+		final = nil
+		return json.Unmarshal([]byte(list), &final)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.Sort(final)
+	return found, final, nil
+}
+
+// finalAmongSQL is FinalAmong's statement for ids and its argument: a lookup of each id (a
+// JSON array), or of each range of ids (a JSON array of [first, last] pairs) when they come
+// in ranges of four ids or more on average, which SQLite walks as spans of the table rather
+// than an id at a time: 10,000 ids of a batch take about a third of the time.
+func finalAmongSQL(ids []int64) (string, string) {
+	const agg = `SELECT count(*), json_group_array(jobs.id) FILTER (WHERE jobs.state IN (5, 6, 7)) FROM `
+	ranges := idRanges(ids)
+	if len(ranges)*4 > len(ids) {
+		return agg + `jobs WHERE jobs.id IN (SELECT value FROM json_each(?))`, idsJSON(ids)
+	}
+	b, _ := json.Marshal(ranges)
+	return agg + `json_each(?) AS r JOIN jobs ON jobs.id BETWEEN r.value ->> 0 AND r.value ->> 1`, string(b)
+}
+
+// idRanges is ids, sorted and each once, as [first, last] ranges without a gap.
+func idRanges(ids []int64) [][2]int64 {
+	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
+	var ranges [][2]int64
+	for _, id := range sorted {
+		if n := len(ranges); n > 0 && ranges[n-1][1]+1 == id {
+			ranges[n-1][1] = id
+			continue
+		}
+		ranges = append(ranges, [2]int64{id, id})
+	}
+	return ranges
 }
 
 // resultArg is a success's result as a statement's argument: NULL when there is none.

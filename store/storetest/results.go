@@ -15,6 +15,7 @@ var _ = register(
 	testCase{"ResultDeletedWithJob", testResultDeletedWithJob},
 	testCase{"JobProgressMany", testJobProgressMany},
 	testCase{"JobVersions", testJobVersions},
+	testCase{"FinalAmong", testFinalAmong},
 	testCase{"JobOutcomes", testJobOutcomes},
 	testCase{"JobOutcomesOfManyJobs", testJobOutcomesOfManyJobs},
 )
@@ -168,6 +169,56 @@ func testJobVersions(t *testing.T, b *bundle) {
 	})
 }
 
+// FinalAmong counts the jobs that exist among those asked, each once, and reads which are final,
+// in id order, whether the ids come in one range without a gap, in ranges, or one by one.
+func testFinalAmong(t *testing.T, b *bundle) {
+	ps := make([]*store.JobInsertParams, 12)
+	for i := range ps {
+		ps[i] = b.job("t")
+	}
+	ids := b.insert(ps...)
+	var final []int64
+	for _, state := range []job.State{job.StateSucceeded, job.StateDead, job.StateScheduled} {
+		ref := b.leaseOne("t")
+		b.start(ref)
+		b.finish(b.finishParams(ref, state))
+		if state.Final() {
+			final = append(final, ref.JobID)
+		}
+	}
+	slices.Sort(final)
+	var everyOther []int64
+	for i := 0; i < len(ids); i += 2 {
+		everyOther = append(everyOther, ids[i])
+	}
+	twoRanges := append(slices.Clone(ids[7:]), ids[:6]...)
+	slices.Reverse(twoRanges)
+	// among is the final jobs of asked.
+	among := func(asked []int64) []int64 {
+		return slices.DeleteFunc(slices.Clone(final), func(id int64) bool { return !slices.Contains(asked, id) })
+	}
+	cases := []struct {
+		name      string
+		asked     []int64
+		found     int
+		wantFinal []int64
+	}{
+		{"one range, an unknown id and one named twice", append(append([]int64{1 << 40}, ids...), ids[3]), len(ids), final},
+		{"two ranges, backwards", twoRanges, len(twoRanges), among(twoRanges)},
+		{"one by one", everyOther, len(everyOther), among(everyOther)},
+		{"none exists", []int64{1 << 40, 1<<40 + 1}, 0, nil},
+	}
+	for _, c := range cases {
+		found, got, err := b.s.FinalAmong(b.ctx, c.asked)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if found != c.found || !slices.Equal(got, c.wantFinal) {
+			t.Fatalf("%s: found %d jobs, final %v; want %d, final %v", c.name, found, got, c.found, c.wantFinal)
+		}
+	}
+}
+
 // JobOutcomes reads existing jobs in the order asked, without payload or history, with their
 // results and progress.
 func testJobOutcomes(t *testing.T, b *bundle) {
@@ -216,6 +267,10 @@ func testJobOutcomesOfManyJobs(t *testing.T, b *bundle) {
 	versions, err := b.s.JobVersions(b.ctx, asked)
 	if err != nil || len(versions) != len(ids) {
 		t.Fatalf("JobVersions read %d versions of %d jobs: %v", len(versions), len(ids), err)
+	}
+	found, final, err := b.s.FinalAmong(b.ctx, asked)
+	if err != nil || found != len(ids) || len(final) != 0 {
+		t.Fatalf("FinalAmong found %d of %d jobs, %d final: %v", found, len(ids), len(final), err)
 	}
 	got, err := b.s.JobOutcomes(b.ctx, asked)
 	if err != nil || len(got) != len(ids) {

@@ -1,0 +1,79 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// jobsAt is a store.VersionReader over jobs as a map: what the backstop reads.
+type jobsAt map[int64]store.JobVersion
+
+func (s jobsAt) JobVersions(_ context.Context, ids []int64) (map[int64]store.JobVersion, error) {
+	out := make(map[int64]store.JobVersion)
+	for _, id := range ids {
+		if v, ok := s[id]; ok {
+			out[id] = v
+		}
+	}
+	return out, nil
+}
+
+func (s jobsAt) FinalAmong(_ context.Context, ids []int64) (int, []int64, error) {
+	found, final := 0, []int64(nil)
+	for _, id := range ids {
+		if v, ok := s[id]; ok {
+			found++
+			if v.State.Final() {
+				final = append(final, id)
+			}
+		}
+	}
+	slices.Sort(final)
+	return found, final, nil
+}
+
+func (jobsAt) JobOutcomes(context.Context, []int64) ([]*job.Job, error) { return nil, nil }
+
+// The backstop tells a watch of each job that changed by a write no one told it of: for a
+// watch of every change, a version other than the one it saw (or, unseen, a final one); for a
+// watch of the end alone, which records no version, a job now final; for either, a job gone.
+func TestBackstopTellsWhatChangedUntold(t *testing.T) {
+	pending := store.JobVersion{State: job.StatePending}
+	running := store.JobVersion{State: job.StateRunning, Attempts: 1}
+	done := store.JobVersion{State: job.StateSucceeded, Attempts: 1}
+	cases := []struct {
+		name      string
+		finalOnly bool
+		watched   []int64
+		saw       map[int64]store.JobVersion // what the watch's first look recorded
+		now       jobsAt
+		want      []int64
+	}{
+		{"every change: unchanged", false, []int64{1}, map[int64]store.JobVersion{1: pending}, jobsAt{1: pending}, nil},
+		{"every change: started", false, []int64{1}, map[int64]store.JobVersion{1: pending}, jobsAt{1: running}, []int64{1}},
+		{"every change: unseen, final", false, []int64{1, 2}, nil, jobsAt{1: done, 2: running}, []int64{1}},
+		{"every change: gone", false, []int64{1}, map[int64]store.JobVersion{1: pending}, jobsAt{}, []int64{1}},
+		{"end alone: started", true, []int64{1, 2}, nil, jobsAt{1: running, 2: pending}, nil},
+		{"end alone: final", true, []int64{1, 2}, nil, jobsAt{1: running, 2: done}, []int64{2}},
+		{"end alone: final beside one gone", true, []int64{1, 2, 3}, nil, jobsAt{2: done, 3: pending}, []int64{1, 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := &watchHub{ctx: context.Background, read: c.now, log: func(string, ...any) {},
+				byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion)}
+			w := h.add(c.watched, WatchOptions{FinalOnly: c.finalOnly})
+			for id, v := range c.saw {
+				w.Saw(id, v)
+			}
+			h.backstop()
+			read, known := w.Changed()
+			if len(known) != 0 || !slices.Equal(read, c.want) {
+				t.Fatalf("told %v (and %d known), want %v", read, len(known), c.want)
+			}
+		})
+	}
+}
