@@ -1006,6 +1006,66 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: the keys' lock is the database's, not the schema's", file: "store/postgres/keyconc.go",
 		from: "`SELECT pg_advisory_xact_lock($1, `+schemaKey+`)`, lockConcurrency", to: "`SELECT pg_advisory_xact_lock($1, 0)`, lockConcurrency",
 		pkgs: []string{pgPkg}, run: "TestKeysLockIsTheSchemas", postgres: true})
+	add(mutation{name: "watch: a wait's first look reports no job final", file: "broker/watch.go",
+		from: "\treturn final\n", to: "\treturn final[:0]\n",
+		pkgs: []string{"./broker"}, run: "TestBackstopTellsWhatChangedUntold"})
+	add(mutation{name: "watch: a watch of versions reads only which jobs are final", file: "broker/watch.go",
+		from: "return h.versionsMoved(ids) // which are gone, and which final", to: "return final // which are gone, and which final",
+		pkgs: []string{"./broker"}, run: "TestBackstopTellsWhatChangedUntold"})
+	add(mutation{name: "watch: the backstop misses a job that ended before it was first read", file: "broker/watch.go",
+		from: "(!known && v.State.Final())", to: "(!known && false)",
+		pkgs: []string{"./broker"}, run: "TestBackstopTellsWhatChangedUntold"})
+	add(mutation{name: "wait: jobs not found are not refused", file: "server/watch.go",
+		from: "if found < len(ids) {", to: "if found < 0 {",
+		pkgs: []string{srvPkg}, run: "TestWatchJobsRefusesBadRequests"})
+	add(mutation{name: "wait: the last jobs are held to gather company", file: "server/watch.go",
+		from: "for f.w.Pending() < len(f.sent) {", to: "for f.w.Pending() < len(f.sent)+1 {",
+		pkgs: []string{srvPkg}, run: "TestWaitSendsItsLastJobsWithoutGathering"})
+	add(mutation{name: "sqlite: FinalAmong reads only the first id of each range", file: "store/sqlite/results.go",
+		from: "BETWEEN r.value ->> 0 AND r.value ->> 1`", to: "BETWEEN r.value ->> 0 AND r.value ->> 0`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/FinalAmong"})
+	add(mutation{name: "convert: the slab's times lose their nanoseconds", file: "server/convert.go",
+		from: "Nanos: int32(t.Nanosecond())})", to: "})",
+		pkgs: []string{srvPkg}, run: "TestProtoSlabMatchesJobToProto"})
+	add(mutation{name: "deps watch: the broker is not told of dependents its store changed", file: "broker/deps.go",
+		from: "n.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })", to: "n.OnDependentsChanged(func(ids []int64) {})",
+		pkgs: []string{srvPkg}, run: "TestWaitOnDependentsReturnsAsTheirParentFails$"})
+	add(mutation{name: "deps watch: store callbacks registered on the wrapped store", file: "broker/broker.go",
+		from: "b.watchDependents(opts.Store)", to: "b.watchDependents(b.st)",
+		pkgs: []string{srvPkg}, run: "TestDependentReleasedIsOfferedAtOnceWithDatabaseSilenceBounded"})
+	add(mutation{name: "sqlite: a settling's cancelled dependents are not told", file: "store/sqlite/deps.go",
+		from: "\t\tt.settle.changed = append(t.settle.changed, next...)\n", to: "",
+		pkgs: []string{storePkg}, run: "TestStoreContract/DepsChangedToldAfterCommit"})
+	add(mutation{name: "sqlite: changed dependents are not told after commit", file: "store/sqlite/sqlite.go",
+		from: "\t\ts.dependentsChanged(t.settle.changed)\n", to: "",
+		pkgs: []string{storePkg}, run: "TestStoreContract/DepsChangedToldAfterCommit"})
+	add(mutation{name: "sqlite: a requeue's revived dependents are not told", file: "store/sqlite/admin.go",
+		from: "\t\tt.settle.changed = append(t.settle.changed, frontier...)\n", to: "",
+		pkgs: []string{storePkg}, run: "TestStoreContract/DepsChangedToldAfterCommit"})
+	add(mutation{name: "postgres: a settling's cancelled dependents are not told", file: "store/postgres/deps.go",
+		from: "t.settle.changed = append(t.settle.changed, store.JobEventIDsOf(s.cancelled.String)...)", to: "_ = s",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$/DepsChangedToldAfterCommit", postgres: true})
+	add(mutation{name: "postgres: changed dependents are not told after commit", file: "store/postgres/postgres.go",
+		from: "\t\ts.dependentsChanged(t.settle.changed)\n", to: "",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$/DepsChangedToldAfterCommit", postgres: true})
+	add(mutation{name: "postgres: a requeue's revived dependents are not told", file: "store/postgres/admin.go",
+		from: "\t\tt.settle.changed = append(t.settle.changed, frontier...)\n", to: "",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$/DepsChangedToldAfterCommit", postgres: true})
+	add(mutation{name: "postgres: a requeue's revived dependents are not published to other brokers", file: "store/postgres/admin.go",
+		from: "\t\t\tt.Publish(e)\n\t\t}\n\t\tif _, err := t.exec(`UPDATE job_deps d SET settled", to: "\t\t\t_ = e\n\t\t}\n\t\tif _, err := t.exec(`UPDATE job_deps d SET settled",
+		pkgs: []string{srvPkg}, run: "TestWaitOnDependentsReturnsAsTheirParentFailsOnAnotherBroker", postgres: true})
+	add(mutation{name: "postgres: the settle function notifies no job events", file: "store/postgres/migrations/019_settle_tells_watches.up.sql",
+		from: "PERFORM pg_notify(channel, json_build_object(", to: "PERFORM length(json_build_object(",
+		pkgs: []string{srvPkg}, run: "TestWaitOnDependentsReturnsAsTheirParentFailsOnAnotherBroker", postgres: true})
+	add(mutation{name: "postgres: the settle function forgets all but the first generation", file: "store/postgres/migrations/019_settle_tells_watches.up.sql",
+		from: "        gone := gone || next;\n", to: "",
+		pkgs: []string{pgPkg}, run: "TestStoreContract$/DepsChangedToldAfterCommit", postgres: true})
+	add(mutation{name: "postgres: the settle function notifies only the first 300 ids", file: "store/postgres/migrations/019_settle_tells_watches.up.sql",
+		from: "FOR i IN 1 .. cardinality(gone) BY 300 LOOP", to: "FOR i IN 1 .. 1 BY 300 LOOP",
+		pkgs: []string{srvPkg}, run: "TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother", postgres: true})
+	add(mutation{name: "watch cluster: a job event names only its first job", file: "broker/watchcluster.go",
+		from: "h.changed(changeAny, store.JobEventIDsOf(e.Key)...)", to: "h.changed(changeAny, store.JobEventIDsOf(e.Key)[:1]...)",
+		pkgs: []string{srvPkg}, run: "TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother", postgres: true})
 	return ms
 }
 
