@@ -234,9 +234,12 @@ func TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, last := res.GetJobs()[0].GetId(), res.GetJobs()[len(specs)-1].GetId()
-	done := waitAsync(client.New(a.Conn), first, last)
-	brokertest.WaitFor(t, "the wait", func() bool { return a.Broker.Watched() == 2 })
+	ids := make([]int64, len(specs)) // all of them: each event names 300, and all must be read
+	for i, j := range res.GetJobs() {
+		ids[i] = j.GetId()
+	}
+	done := waitAsync(client.New(a.Conn), ids...)
+	brokertest.WaitFor(t, "the wait", func() bool { return a.Broker.Watched() == len(ids) })
 	runOne(t, b.Connect(brokertest.Hello("w", 1, "parent")), parent, "ValueError")
 	for _, j := range received(t, done) {
 		if j.State != job.StateCancelled || j.LastErrorMessage != "parent job "+itoa(parent)+" ended DEAD" {
