@@ -564,6 +564,16 @@ func (o *resultOp) Success() *store.JobFinishParams {
 	return o.params
 }
 
+// MayWait lets a success wait one batch for a producer's next enqueue (commit.Deferrer) when
+// nothing else waits on its commit: the last round leased every ready job it could see
+// (readyMaybe), so no job waits for the slot it frees; no client watches a job; and it ends no
+// batch, whose callbacks its commit would enqueue. The jobs that depend on it become ready with
+// its commit, at most one batch (commit.StartWindow) later.
+func (o *resultOp) MayWait() bool {
+	b := o.s.b
+	return o.params.Batch == 0 && !b.writing.readyMaybe.Load() && b.Watched() == 0 && o.Success() != nil
+}
+
 func (o *resultOp) Succeeded(applied bool, unread error) { o.succeeded, o.unread = applied, unread }
 
 func (o *resultOp) Apply(tx store.Tx) error {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,5 +258,104 @@ func TestGroupedBatchBoundOpFallsWithItsBatch(t *testing.T) {
 	}
 	if bound != 1 {
 		t.Fatalf("the bound op applied %d times, want once (with its batch, never alone)", bound)
+	}
+}
+
+// waitingSuccess is a success that may wait for a producer's next enqueue (Deferrer) when may.
+type waitingSuccess struct {
+	*successOp
+	may bool
+}
+
+func (o *waitingSuccess) MayWait() bool { return o.may }
+
+// deferWriter runs a grouped writer over st whose windows last an hour on the clock now, and
+// returns it with the sizes of the batches it committed so far.
+func deferWriter(t *testing.T, st store.Store, now *atomic.Int64) (*Grouped, func() []int) {
+	t.Helper()
+	var mu sync.Mutex
+	var sizes []int
+	stop := make(chan struct{})
+	w := NewGrouped(Config{Store: st, Ctx: context.Background(), MaxBatch: 16, Owner: nobody{}, Stop: stop,
+		Stopped: errors.New("stopped"), Now: func() time.Time { return time.Unix(0, now.Load()) }, Window: time.Hour,
+		Observe: func(ops int, _ time.Duration, _ error) {
+			mu.Lock()
+			sizes = append(sizes, ops)
+			mu.Unlock()
+		}})
+	done := make(chan struct{})
+	go func() { w.Run(); close(done) }()
+	t.Cleanup(func() { close(stop); <-done })
+	return w, func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sizes)
+	}
+}
+
+// answered waits for tk's answer; a writer that holds it back for its window (an hour here)
+// fails the test.
+func answered(t *testing.T, tk *Ticket) {
+	t.Helper()
+	select {
+	case err := <-tk.Answer():
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("op not answered: held back for its window")
+	}
+}
+
+// allTaken waits until the writer has taken every queued op.
+func allTaken(w *Grouped) {
+	for w.Queued() > 0 {
+		runtime.Gosched()
+	}
+}
+
+// A result that may wait, taken alone while a producer is enqueueing (an insert committed
+// within the window), shares the commit of the next op; one that may not, or one taken once
+// the window since the last insert has passed, is committed at once.
+func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		may   bool
+		after time.Duration // the clock's move between the insert's commit and the result
+		want  []int         // the sizes of the batches committed
+	}{
+		{name: "deferred", may: true, want: []int{1, 2}},
+		{name: "may not wait", may: false, want: []int{1, 1, 1}},
+		{name: "no producer", may: true, after: time.Hour, want: []int{1, 1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := openStore(t, sqlite.Options{})
+			ref := leaseJobs(t, st, 1)[0]
+			var now atomic.Int64
+			now.Store(testNow.UnixNano())
+			w, sizes := deferWriter(t, st, &now)
+			answered(t, w.Enter(newInsert("a"), time.Time{}))
+			now.Add(int64(tt.after))
+			result := &waitingSuccess{successOp: newSuccess(ref), may: tt.may}
+			rt := w.Enter(result, time.Time{})
+			allTaken(w)
+			deferred := tt.may && tt.after == 0
+			if !deferred {
+				answered(t, rt) // before the next op comes
+			}
+			answered(t, w.Enter(newInsert("b"), time.Time{}))
+			if deferred {
+				answered(t, rt)
+			}
+			if got := sizes(); !slices.Equal(got, tt.want) {
+				t.Fatalf("batches of %v ops, want %v", got, tt.want)
+			}
+			if !result.succeeded {
+				t.Fatal("the result did not apply")
+			}
+		})
 	}
 }
