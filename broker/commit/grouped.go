@@ -31,6 +31,7 @@ type Grouped struct {
 	// inserted is when the last batch that inserted jobs committed: within Window of it a
 	// producer is taken to be enqueueing (deferResults).
 	inserted time.Time
+	deferred func() // tests only: told each time a batch is deferred
 }
 
 // NewGrouped returns a group-commit writer; Run runs it.
@@ -98,6 +99,9 @@ func (w *Grouped) next(asked bool) {
 	markSuperseded(w.batch)
 	if !asked && w.deferResults(w.batch) {
 		w.held = append(w.held, w.batch...)
+		if w.deferred != nil {
+			w.deferred()
+		}
 		return
 	}
 	w.batch, w.held = holdStarts(w.batch, w.held)

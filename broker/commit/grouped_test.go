@@ -5,9 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"runtime"
 	"slices"
-	"sync"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,64 +269,44 @@ type waitingSuccess struct {
 func (o *waitingSuccess) MayWait() bool { return o.may }
 
 // deferWriter runs a grouped writer over st whose windows last an hour on the clock now, and
-// returns it with the sizes of the batches it committed so far.
-func deferWriter(t *testing.T, st store.Store, now *atomic.Int64) (*Grouped, func() []int) {
+// returns it with the events of its batches: each batch committed as its number of ops, each
+// batch deferred as "deferred".
+func deferWriter(t *testing.T, st store.Store, now *atomic.Int64) (*Grouped, <-chan string) {
 	t.Helper()
-	var mu sync.Mutex
-	var sizes []int
+	events := make(chan string, 16)
 	stop := make(chan struct{})
 	w := NewGrouped(Config{Store: st, Ctx: context.Background(), MaxBatch: 16, Owner: nobody{}, Stop: stop,
 		Stopped: errors.New("stopped"), Now: func() time.Time { return time.Unix(0, now.Load()) }, Window: time.Hour,
-		Observe: func(ops int, _ time.Duration, _ error) {
-			mu.Lock()
-			sizes = append(sizes, ops)
-			mu.Unlock()
-		}})
+		Observe: func(ops int, _ time.Duration, _ error) { events <- strconv.Itoa(ops) }})
+	w.deferred = func() { events <- "deferred" }
 	done := make(chan struct{})
 	go func() { w.Run(); close(done) }()
 	t.Cleanup(func() { close(stop); <-done })
-	return w, func() []int {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(sizes)
-	}
+	return w, events
 }
 
-// answered waits for tk's answer; a writer that holds it back for its window (an hour here)
-// fails the test.
+// answered waits for tk's answer.
 func answered(t *testing.T, tk *Ticket) {
 	t.Helper()
-	select {
-	case err := <-tk.Answer():
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("op not answered: held back for its window")
-	}
-}
-
-// allTaken waits until the writer has taken every queued op.
-func allTaken(w *Grouped) {
-	for w.Queued() > 0 {
-		runtime.Gosched()
+	if err := <-tk.Answer(); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // A result that may wait, taken alone while a producer is enqueueing (an insert committed
-// within the window), shares the commit of the next op; one that may not, or one taken once
-// the window since the last insert has passed, is committed at once.
+// within the window), is deferred and shares the commit of the next op; one that may not, or
+// one taken once the window since the last insert has passed, is committed at once.
 func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
 		may   bool
 		after time.Duration // the clock's move between the insert's commit and the result
-		want  []int         // the sizes of the batches committed
+		want  []string      // the writer's events (deferWriter)
 	}{
-		{name: "deferred", may: true, want: []int{1, 2}},
-		{name: "may not wait", may: false, want: []int{1, 1, 1}},
-		{name: "no producer", may: true, after: time.Hour, want: []int{1, 1, 1}},
+		{name: "deferred", may: true, want: []string{"1", "deferred", "2"}},
+		{name: "may not wait", may: false, want: []string{"1", "1", "1"}},
+		{name: "no producer", may: true, after: time.Hour, want: []string{"1", "1", "1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,22 +315,18 @@ func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
 			ref := leaseJobs(t, st, 1)[0]
 			var now atomic.Int64
 			now.Store(testNow.UnixNano())
-			w, sizes := deferWriter(t, st, &now)
+			w, events := deferWriter(t, st, &now)
 			answered(t, w.Enter(newInsert("a"), time.Time{}))
+			got := []string{<-events}
 			now.Add(int64(tt.after))
 			result := &waitingSuccess{successOp: newSuccess(ref), may: tt.may}
 			rt := w.Enter(result, time.Time{})
-			allTaken(w)
-			deferred := tt.may && tt.after == 0
-			if !deferred {
-				answered(t, rt) // before the next op comes
-			}
+			got = append(got, <-events) // the result's batch, deferred or committed
 			answered(t, w.Enter(newInsert("b"), time.Time{}))
-			if deferred {
-				answered(t, rt)
-			}
-			if got := sizes(); !slices.Equal(got, tt.want) {
-				t.Fatalf("batches of %v ops, want %v", got, tt.want)
+			answered(t, rt)
+			got = append(got, <-events)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("writer's events %v, want %v", got, tt.want)
 			}
 			if !result.succeeded {
 				t.Fatal("the result did not apply")
