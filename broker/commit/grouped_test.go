@@ -302,11 +302,13 @@ func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
 		name  string
 		may   bool
 		after time.Duration // the clock's move between the insert's commit and the result
+		other bool          // an op that inserts nothing is committed after that move
 		want  []string      // the writer's events (deferWriter)
 	}{
 		{name: "deferred", may: true, want: []string{"1", "deferred", "2"}},
 		{name: "may not wait", may: false, want: []string{"1", "1", "1"}},
 		{name: "no producer", may: true, after: time.Hour, want: []string{"1", "1", "1"}},
+		{name: "no producer, other writes", may: true, after: time.Hour, other: true, want: []string{"1", "1", "1", "1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -319,6 +321,10 @@ func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
 			answered(t, w.Enter(newInsert("a"), time.Time{}))
 			got := []string{<-events}
 			now.Add(int64(tt.after))
+			if tt.other {
+				answered(t, w.Enter(&funcOp{name: "other"}, time.Time{}))
+				got = append(got, <-events)
+			}
 			result := &waitingSuccess{successOp: newSuccess(ref), may: tt.may}
 			rt := w.Enter(result, time.Time{})
 			got = append(got, <-events) // the result's batch, deferred or committed
