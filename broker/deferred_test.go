@@ -6,11 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/triage"
 )
+
+// The writer defers only the results that say they may wait.
+var _ commit.Deferrer = (*resultOp)(nil)
 
 // A success may wait for a producer's next enqueue (commit.Deferrer) only when nothing but its
 // own answer waits on its commit.

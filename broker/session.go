@@ -504,8 +504,9 @@ func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Ti
 }
 
 // resultOp stores a result's decision and answers its worker once committed, which frees the
-// worker's slot (slotFreer). It ends the lease (commit.Finisher), and a success may be stored
-// with others at commit (commit.Succeeder).
+// worker's slot (slotFreer). It ends the lease (commit.Finisher), a success may be stored
+// with others at commit (commit.Succeeder), and one that nothing else waits on may wait for a
+// producer's next enqueue to share its commit (commit.Deferrer).
 type resultOp struct {
 	s   *Session
 	ref job.LeaseRef
