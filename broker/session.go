@@ -504,8 +504,9 @@ func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Ti
 }
 
 // resultOp stores a result's decision and answers its worker once committed, which frees the
-// worker's slot (slotFreer). It ends the lease (commit.Finisher), and a success may be stored
-// with others at commit (commit.Succeeder).
+// worker's slot (slotFreer). It ends the lease (commit.Finisher), a success may be stored
+// with others at commit (commit.Succeeder), and one that nothing else waits on may wait for a
+// producer's next enqueue to share its commit (commit.Deferrer).
 type resultOp struct {
 	s   *Session
 	ref job.LeaseRef
@@ -562,6 +563,16 @@ func (o *resultOp) Success() *store.JobFinishParams {
 		return nil // a job another broker watches publishes its change in its write (watchcluster.go)
 	}
 	return o.params
+}
+
+// MayWait lets a success wait one batch for a producer's next enqueue (commit.Deferrer) when
+// nothing else waits on its commit: the last round leased every ready job it could see
+// (readyMaybe), so no job waits for the slot it frees; no client watches a job; and it ends no
+// batch, whose callbacks its commit would enqueue. The jobs that depend on it become ready with
+// its commit, at most one batch (commit.StartWindow) later.
+func (o *resultOp) MayWait() bool {
+	b := o.s.b
+	return o.params.Batch == 0 && !b.writing.readyMaybe.Load() && b.Watched() == 0 && o.Success() != nil
 }
 
 func (o *resultOp) Succeeded(applied bool, unread error) { o.succeeded, o.unread = applied, unread }

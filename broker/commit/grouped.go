@@ -26,8 +26,12 @@ const StartWindow = 2 * time.Millisecond
 type Grouped struct {
 	queue
 	batch []*Ticket
-	held  []*Ticket // starts waiting one batch for their results
+	held  []*Ticket // starts waiting one batch for their results, results for an enqueue
 	g     grouped
+	// inserted is when the last batch that inserted jobs committed: within Window of it a
+	// producer is taken to be enqueueing (deferResults).
+	inserted time.Time
+	deferred func() // tests only: told each time a batch is deferred
 }
 
 // NewGrouped returns a group-commit writer; Run runs it.
@@ -46,7 +50,7 @@ func (w *Grouped) Run() {
 		if len(w.batch) == 0 {
 			wait = nil
 		} else {
-			window.Reset(StartWindow)
+			window.Reset(w.cfg.Window)
 		}
 		asked := false
 		select {
@@ -93,6 +97,13 @@ func (w *Grouped) fill() (asked bool) {
 // next holds back the starts that wait for their results, adds the owner's round and commits.
 func (w *Grouped) next(asked bool) {
 	markSuperseded(w.batch)
+	if !asked && w.deferResults(w.batch) {
+		w.held = append(w.held, w.batch...)
+		if w.deferred != nil {
+			w.deferred()
+		}
+		return
+	}
 	w.batch, w.held = holdStarts(w.batch, w.held)
 	ops := w.opsOf(w.batch)
 	if o := w.cfg.Owner.Round(ops, asked, slices.ContainsFunc(ops, readies)); o != nil {
@@ -117,6 +128,38 @@ func holdStarts(batch, held []*Ticket) ([]*Ticket, []*Ticket) {
 		keep = append(keep, t)
 	}
 	return keep, held
+}
+
+// deferResults reports whether batch is to wait one batch (at most Window) for a producer's
+// next enqueue, and marks its tickets as having waited if so. It does when batch holds results
+// that may wait (Deferrer) seen for the first time and nothing else but starts that have not
+// waited yet or that their results supersede, no round was asked for, and a batch inserted
+// jobs within Window: the result then most likely shares the next enqueue's commit, and waits
+// out the window only when that enqueue does not come.
+func (w *Grouped) deferResults(batch []*Ticket) bool {
+	results := false
+	for _, t := range batch {
+		switch o := t.op.(type) {
+		case Deferrer:
+			if t.waited || !o.MayWait() {
+				return false
+			}
+			results = true
+		case Starter:
+			if t.waited && !t.superseded {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if !results || w.cfg.Now().Sub(w.inserted) >= w.cfg.Window {
+		return false
+	}
+	for _, t := range batch {
+		t.waited = true
+	}
+	return true
 }
 
 // markSuperseded flags the starts whose lease's result is in the same batch.
@@ -146,6 +189,9 @@ func (w *Grouped) commit(batch []*Ticket, ops []Op) {
 	began := time.Now()
 	err := w.write(batchContext(w.cfg.Ctx, batch), batch, ops, &w.g, true)
 	w.cfg.Observe(len(batch), time.Since(began), err)
+	if err == nil && slices.ContainsFunc(ops, inserts) {
+		w.inserted = w.cfg.Now()
+	}
 	w.finish(batch, err)
 }
 

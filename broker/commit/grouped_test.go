@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,5 +257,86 @@ func TestGroupedBatchBoundOpFallsWithItsBatch(t *testing.T) {
 	}
 	if bound != 1 {
 		t.Fatalf("the bound op applied %d times, want once (with its batch, never alone)", bound)
+	}
+}
+
+// waitingSuccess is a success that may wait for a producer's next enqueue (Deferrer) when may.
+type waitingSuccess struct {
+	*successOp
+	may bool
+}
+
+func (o *waitingSuccess) MayWait() bool { return o.may }
+
+// deferWriter runs a grouped writer over st whose windows last an hour on the clock now, and
+// returns it with the events of its batches: each batch committed as its number of ops, each
+// batch deferred as "deferred".
+func deferWriter(t *testing.T, st store.Store, now *atomic.Int64) (*Grouped, <-chan string) {
+	t.Helper()
+	events := make(chan string, 16)
+	stop := make(chan struct{})
+	w := NewGrouped(Config{Store: st, Ctx: context.Background(), MaxBatch: 16, Owner: nobody{}, Stop: stop,
+		Stopped: errors.New("stopped"), Now: func() time.Time { return time.Unix(0, now.Load()) }, Window: time.Hour,
+		Observe: func(ops int, _ time.Duration, _ error) { events <- strconv.Itoa(ops) }})
+	w.deferred = func() { events <- "deferred" }
+	done := make(chan struct{})
+	go func() { w.Run(); close(done) }()
+	t.Cleanup(func() { close(stop); <-done })
+	return w, events
+}
+
+// answered waits for tk's answer.
+func answered(t *testing.T, tk *Ticket) {
+	t.Helper()
+	if err := <-tk.Answer(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A result that may wait, taken alone while a producer is enqueueing (an insert committed
+// within the window), is deferred and shares the commit of the next op; one that may not, or
+// one taken once the window since the last insert has passed, is committed at once.
+func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		may   bool
+		after time.Duration // the clock's move between the insert's commit and the result
+		other bool          // an op that inserts nothing is committed after that move
+		want  []string      // the writer's events (deferWriter)
+	}{
+		{name: "deferred", may: true, want: []string{"1", "deferred", "2"}},
+		{name: "may not wait", may: false, want: []string{"1", "1", "1"}},
+		{name: "no producer", may: true, after: time.Hour, want: []string{"1", "1", "1"}},
+		{name: "no producer, other writes", may: true, after: time.Hour, other: true, want: []string{"1", "1", "1", "1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := openStore(t, sqlite.Options{})
+			ref := leaseJobs(t, st, 1)[0]
+			var now atomic.Int64
+			now.Store(testNow.UnixNano())
+			w, events := deferWriter(t, st, &now)
+			answered(t, w.Enter(newInsert("a"), time.Time{}))
+			got := []string{<-events}
+			now.Add(int64(tt.after))
+			if tt.other {
+				answered(t, w.Enter(&funcOp{name: "other"}, time.Time{}))
+				got = append(got, <-events)
+			}
+			result := &waitingSuccess{successOp: newSuccess(ref), may: tt.may}
+			rt := w.Enter(result, time.Time{})
+			got = append(got, <-events) // the result's batch, deferred or committed
+			answered(t, w.Enter(newInsert("b"), time.Time{}))
+			answered(t, rt)
+			got = append(got, <-events)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("writer's events %v, want %v", got, tt.want)
+			}
+			if !result.succeeded {
+				t.Fatal("the result did not apply")
+			}
+		})
 	}
 }

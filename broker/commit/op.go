@@ -57,6 +57,19 @@ type Finisher interface {
 	Finishes() job.LeaseRef
 }
 
+// Deferrer is a Finisher that may wait one batch (at most StartWindow) for a producer's next
+// enqueue to share its commit. Grouped defers a batch made only of such results (and of starts)
+// while a producer is enqueueing, that is within StartWindow of the last committed insert: a
+// lone producer waits on each enqueue's commit, and the result that would otherwise be
+// committed alone in between (a BEGIN, a COMMIT and its log writes more per job) rides the
+// next one instead. A result is still answered only once committed.
+type Deferrer interface {
+	Finisher
+	// MayWait says that nothing but the result's own answer waits on its commit: no job for the
+	// slot it frees, no client following the job.
+	MayWait() bool
+}
+
 // Succeeder is an op whose write may be a success stored with the batch's other successes in
 // one statement the store may send with COMMIT (tx.JobSucceedManyAtCommit): nothing later in
 // the transaction may depend on whether it applied.
@@ -252,6 +265,11 @@ var ErrAnswerLost = errors.New("the store's answer to this write was lost; wheth
 func readies(o Op) bool {
 	r, ok := o.(Readier)
 	return ok && r.Readies()
+}
+
+func inserts(o Op) bool {
+	_, ok := o.(Inserter)
+	return ok
 }
 
 func locksQueues(o Op) bool {

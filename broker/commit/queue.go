@@ -30,6 +30,10 @@ type Config struct {
 	// writes first, in id order (see JobWriter). A writer alone on its jobs leaves it unset and
 	// spends nothing on the locks.
 	LockJobs bool
+	// Now is the wall clock the group-commit writer's windows run on (StartWindow); nil:
+	// time.Now. Window, when not zero, replaces StartWindow. Both are for tests.
+	Now    func() time.Time
+	Window time.Duration
 }
 
 // queue is what both writers share: the ops waiting, the wake-up for a dispatch round, and the
@@ -45,6 +49,12 @@ type queue struct {
 func newQueue(cfg Config) queue {
 	if cfg.Observe == nil {
 		cfg.Observe = func(int, time.Duration, error) {}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Window == 0 {
+		cfg.Window = StartWindow
 	}
 	return queue{cfg: cfg, in: make(chan *Ticket, 4*cfg.MaxBatch), wake: make(chan struct{}, 1)}
 }
