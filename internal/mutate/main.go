@@ -1066,6 +1066,30 @@ func mutations() []mutation {
 	add(mutation{name: "watch cluster: a job event names only its first job", file: "broker/watchcluster.go",
 		from: "h.changed(changeAny, store.JobEventIDsOf(e.Key)...)", to: "h.changed(changeAny, store.JobEventIDsOf(e.Key)[:1]...)",
 		pkgs: []string{srvPkg}, run: "TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother", postgres: true})
+	add(mutation{name: "commit: a lone result never waits for the next enqueue", file: "broker/commit/grouped.go",
+		from: "if !asked && w.deferResults(w.batch) {", to: "if false && w.deferResults(w.batch) {",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedDefersLoneResultToNextEnqueue"})
+	add(mutation{name: "commit: a result that may not wait is deferred", file: "broker/commit/grouped.go",
+		from: "if t.waited || !o.MayWait() {", to: "if t.waited || !(o.MayWait() || true) {",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedDefersLoneResultToNextEnqueue"})
+	add(mutation{name: "commit: a result waits though no producer enqueued lately", file: "broker/commit/grouped.go",
+		from: "w.cfg.Now().Sub(w.inserted) >= w.cfg.Window", to: "w.cfg.Now().Sub(w.inserted) < 0",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedDefersLoneResultToNextEnqueue"})
+	add(mutation{name: "commit: any write counts as a producer's enqueue", file: "broker/commit/grouped.go",
+		from: "if err == nil && slices.ContainsFunc(ops, inserts) {", to: "if err == nil {",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedDefersLoneResultToNextEnqueue"})
+	add(mutation{name: "session: a result ending a batch's job may wait", file: "broker/session.go",
+		from: "return o.params.Batch == 0 && !b.writing.readyMaybe.Load()", to: "return !b.writing.readyMaybe.Load()",
+		pkgs: []string{"./broker"}, run: "TestResultMayWaitOnlyWhenNothingWaitsOnIt"})
+	add(mutation{name: "session: a result may wait while a job waits for its slot", file: "broker/session.go",
+		from: "o.params.Batch == 0 && !b.writing.readyMaybe.Load() && ", to: "o.params.Batch == 0 && ",
+		pkgs: []string{"./broker"}, run: "TestResultMayWaitOnlyWhenNothingWaitsOnIt"})
+	add(mutation{name: "session: a watched job's result may wait", file: "broker/session.go",
+		from: "&& b.Watched() == 0 && o.Success() != nil", to: "&& o.Success() != nil",
+		pkgs: []string{"./broker"}, run: "TestResultMayWaitOnlyWhenNothingWaitsOnIt"})
+	add(mutation{name: "session: a failure may wait", file: "broker/session.go",
+		from: "b.Watched() == 0 && o.Success() != nil", to: "b.Watched() == 0",
+		pkgs: []string{"./broker"}, run: "TestResultMayWaitOnlyWhenNothingWaitsOnIt"})
 	return ms
 }
 
