@@ -19,10 +19,12 @@ import (
 // database; this file is how one broker takes part:
 //
 //   - Wake-ups. Every write that can make a job ready publishes store.EventReady in its
-//     transaction (readyEvent, in the ops' apply functions), and an event from another broker
-//     asks for a dispatch round here, so a job enqueued on one broker reaches an idle worker on
-//     another at once. A poll every ClusterPoll, and a round after any gap in the events
-//     (EventResync), bound what a lost notification can delay.
+//     transaction (readyEvent, in the ops' apply functions), and so does one that holds a ready
+//     job locked, which another broker's lease skips (SKIP LOCKED: a dependent's insert holds
+//     its parents, store/postgres's parentStates). An event from another broker asks for a
+//     dispatch round here, so a job enqueued on one broker reaches an idle worker on another at
+//     once. A poll every ClusterPoll, and a round after any gap in the events (EventResync),
+//     bound what a lost notification can delay.
 //   - Leadership. Maintenance that must run once runs on the leader only (isLeader): promoting
 //     scheduled jobs, the database sweep of expired leases and attempt timeouts, retention. A
 //     broker that becomes leader runs promote and sweep at once. A job stored SCHEDULED through

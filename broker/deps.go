@@ -300,6 +300,11 @@ func (o *depsOp) Apply(tx store.Tx) error {
 			o.results[o.indexOf(p.Child)].State = job.StateWaiting
 		}
 	}
+	// The batch's round leases its ready jobs here; the other brokers' idle workers hear of
+	// them as of any enqueue's.
+	if slices.ContainsFunc(o.results, func(r store.JobInsertResult) bool { return !r.Duplicate && r.State == job.StatePending }) {
+		tx.Publish(readyEvent)
+	}
 	return o.addToBatches(tx)
 }
 

@@ -199,18 +199,20 @@ func TestWaitOnDependentsReturnsAsTheirParentFails(t *testing.T) {
 
 // Across brokers of a PostgreSQL cluster: a wait on one broker returns as the other stores the
 // parent's failure (the store's settling tells every broker which jobs it cancelled), and a
-// requeue on the other revives them for the watches of the first. The worker connects to the
-// other broker once the jobs are stored and watched: its first round leases the parent. (One
-// connected before, idle while the jobs were enqueued and watched through the first broker, was
-// now and then never offered the parent, on main too.)
+// requeue on the other revives them for the watches of the first. The worker is connected to
+// the other broker first, idle while the jobs are enqueued and watched through the first: the
+// parent's notification may have its broker lease while a dependent's insert holds the parent,
+// and that insert's own notification has it look again (see
+// TestIdleWorkerOnAnotherBrokerIsOfferedAParentAsItsDependentsAreEnqueued).
 func TestWaitOnDependentsReturnsAsTheirParentFailsOnAnotherBroker(t *testing.T) {
 	t.Parallel()
 	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w", 1, "parent"))
 	c := newChain(t, a)
 	stream := follow(t, a, c.child, c.grandchild)
 	done := waitAsync(client.New(a.Conn), c.child, c.grandchild)
 	brokertest.WaitFor(t, "the waits", func() bool { return a.Broker.Watched() == 2 })
-	c.failParent(t, b.Connect(brokertest.Hello("w", 1, "parent")))
+	c.failParent(t, w)
 	c.checkCancelled(t, received(t, done))
 	c.checkCancelledStream(t, stream.finals())
 	if b.Broker.Watched() != 0 {
@@ -225,6 +227,7 @@ func TestWaitOnDependentsReturnsAsTheirParentFailsOnAnotherBroker(t *testing.T) 
 func TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother(t *testing.T) {
 	t.Parallel()
 	a, b := twoBrokers(t)
+	w := b.Connect(brokertest.Hello("w", 1, "parent"))
 	parent := enqueue(t, a, &jobwirev1.JobSpec{Type: "parent"})
 	specs := make([]*jobwirev1.JobSpec, 2*store.JobEventIDs+1)
 	for i := range specs {
@@ -240,7 +243,7 @@ func TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother(t *testing.T) {
 	}
 	done := waitAsync(client.New(a.Conn), ids...)
 	brokertest.WaitFor(t, "the wait", func() bool { return a.Broker.Watched() == len(ids) })
-	runOne(t, b.Connect(brokertest.Hello("w", 1, "parent")), parent, "ValueError")
+	runOne(t, w, parent, "ValueError")
 	for _, j := range received(t, done) {
 		if j.State != job.StateCancelled || j.LastErrorMessage != "parent job "+itoa(parent)+" ended DEAD" {
 			t.Fatalf("job %d waited: %s %q", j.ID, j.State, j.LastErrorMessage)

@@ -170,6 +170,12 @@ func (n *depNodes) add(p *store.JobDepsParams, left int) {
 
 // parentStates reads the states of the parents of ps, locked (shared) in id order so that none
 // of them becomes final before the edges to it are stored (its settling would miss them).
+//
+// A lease skips the rows another transaction holds (SKIP LOCKED), and takes a round that
+// finds nothing for one that saw every ready job: a ready parent held here, skipped by another
+// broker's round, was left PENDING beside that broker's idle worker until something else woke
+// it. Holding one, the transaction therefore publishes EventReady: it reaches the other
+// brokers once the commit has let the parent go.
 func (t *tx) parentStates(ps []*store.JobDepsParams) (map[int64]job.State, error) {
 	var ids []int64
 	for _, p := range ps {
@@ -191,6 +197,9 @@ func (t *tx) parentStates(ps []*store.JobDepsParams) (map[int64]job.State, error
 			return nil, err
 		}
 		states[id] = job.State(st)
+		if job.State(st) == job.StatePending {
+			t.Publish(store.Event{Kind: store.EventReady})
+		}
 	}
 	return states, rows.Err()
 }

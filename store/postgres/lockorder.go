@@ -94,6 +94,8 @@ import "slices"
 //     settle or cancel the same waiting jobs, which the server breaks (40P01) for the storage
 //     retries to run again. Adding a dependent locks its parents FOR SHARE, in id order, after
 //     inserting the new (unseen) rows, so that none of them is settled before its edge exists.
+//     Another broker's lease skips a PENDING parent so held, so the write then publishes
+//     EventReady (parentStates, deps.go): that broker looks again once the lock is let go.
 
 // lockLeasesSQL locks the jobs of many leases (the arrays of their ids, token numbers and
 // secrets) that the leases still hold, in id order, as the write of them that follows will
