@@ -1090,6 +1090,12 @@ func mutations() []mutation {
 	add(mutation{name: "session: a failure may wait", file: "broker/session.go",
 		from: "b.Watched() == 0 && o.Success() != nil", to: "b.Watched() == 0",
 		pkgs: []string{"./broker"}, run: "TestResultMayWaitOnlyWhenNothingWaitsOnIt"})
+	add(mutation{name: "postgres: a dependent's write that locks a pending parent publishes no ready", file: "store/postgres/deps.go",
+		from: "if job.State(st) == job.StatePending {", to: "if job.State(st) == job.StateWaiting {",
+		pkgs: []string{pgPkg}, run: "TestAddingADependentOfAPendingParentPublishesReady", postgres: true})
+	add(mutation{name: "cluster: a dependent stored ready wakes no other broker", file: "broker/deps.go",
+		from: "!r.Duplicate && r.State == job.StatePending", to: "!r.Duplicate && r.State == job.StateWaiting",
+		pkgs: []string{srvPkg}, run: "TestIdleWorkerOnAnotherBrokerIsOfferedADependentOfADoneParent$", postgres: true})
 	return ms
 }
 
