@@ -72,6 +72,11 @@ const waitBenchJobs = 10_000
 // sending them 1.1 where 1.8), the hand-over 0.7, and the GC 2.8 µs a job where 3.3. Before the
 // hand-over, reading each job once as it finished (JobOutcomes, 35 columns a row through the
 // SQLite driver) was 8-12 µs a job.
+//
+// On the machine otherwise idle (load under 1 before, about 3 with the benchmark), 40 rounds of
+// 3 drains with and without the waiter: 19,426 jobs/s without it and 17,805 with it (0.92x of
+// the mean rates), the broker 51.4 and 54.2 µs a job (+2.8 ± 1.4), the waiter 5.9 µs a job: on
+// two shared cores the waiter's own CPU and its jobs' sending still cost the rate about 8%.
 func BenchmarkWaitOn10kJobs(b *testing.B) {
 	for _, waiting := range []bool{false, true} {
 		b.Run(fmt.Sprintf("waiting=%t", waiting), func(b *testing.B) {
