@@ -174,6 +174,12 @@ func (b *Broker) adoptLocked(s *Session, h Hello, ref job.LeaseRef, stored map[j
 	if l.job.WorkerID != h.WorkerID || l.job.LeaseOwner != h.Owner {
 		return true
 	}
+	if l.storing == endingRelease {
+		// Its job is being handed back (Session.Close, a Release): that write ends the lease
+		// whatever the worker says now, and the job may be leased to another worker before
+		// its answer reaches this broker.
+		return true
+	}
 	// The same lease from the worker's earlier stream: take it over, permit and all.
 	if l.sess != nil {
 		delete(l.sess.held, ref.JobID)

@@ -1096,6 +1096,9 @@ func mutations() []mutation {
 	add(mutation{name: "cluster: a dependent stored ready wakes no other broker", file: "broker/deps.go",
 		from: "!r.Duplicate && r.State == job.StatePending", to: "!r.Duplicate && r.State == job.StateWaiting",
 		pkgs: []string{srvPkg}, run: "TestIdleWorkerOnAnotherBrokerIsOfferedADependentOfADoneParent$", postgres: true})
+	add(mutation{name: "session: a returning worker adopts a lease being handed back", file: "broker/session.go",
+		from: "\tif l.storing == endingRelease {\n\t\t// Its job is being handed back", to: "\tif false {\n\t\t// Its job is being handed back",
+		pkgs: []string{srvPkg}, run: "TestLeaseBeingHandedBackIsLostToAReturningWorker"})
 	return ms
 }
 
