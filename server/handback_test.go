@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
@@ -43,7 +44,11 @@ func TestLeaseBeingHandedBackIsLostToAReturningWorker(t *testing.T) {
 	old := w1.Assignment()
 	gate.armed.Store(true)
 	w1.HalfClose() // never started: its job goes back
-	<-gate.entered
+	select {
+	case <-gate.entered:
+	case <-time.After(brokertest.WaitTimeout):
+		t.Fatal("the hand back was not written alone, as a write named \"release\"")
+	}
 
 	hello := brokertest.Hello("w1", 1, "t")
 	hello.Held = []*jobwirev1.LeaseRef{brokertest.Ref(old)}
