@@ -18,7 +18,14 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 	if p == nil {
 		return nil
 	}
-	j := &job.Job{
+	j := new(job.Job)
+	fillJob(j, p)
+	return j
+}
+
+// fillJob sets j to the job p says.
+func fillJob(j *job.Job, p *jobwirev1.Job) {
+	*j = job.Job{
 		ID:               p.GetId(),
 		Type:             p.GetType(),
 		Queue:            p.GetQueue(),
@@ -63,7 +70,6 @@ func jobFromProto(p *jobwirev1.Job) *job.Job {
 			Details:     a.GetDetails(),
 		})
 	}
-	return j
 }
 
 func jobsFromProto(ps []*jobwirev1.Job) []*job.Job {

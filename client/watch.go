@@ -68,7 +68,7 @@ func (c *Client) Wait(ctx context.Context, id int64) (*job.Job, error) {
 // State (JobErr tells it as an error); the error is only for the wait itself.
 func (c *Client) WaitAll(ctx context.Context, ids ...int64) ([]*job.Job, error) {
 	byID := make(map[int64]*job.Job, len(ids))
-	for j, err := range c.WaitEach(ctx, ids...) {
+	for j, err := range c.follow(ctx, "Wait", ids, true, true) {
 		if err != nil {
 			return nil, err
 		}
@@ -86,28 +86,30 @@ func (c *Client) WaitAll(ctx context.Context, ids ...int64) ([]*job.Job, error) 
 // WaitEach yields each job of ids once it is final, in the order they finish (up to 10,000
 // jobs a call).
 func (c *Client) WaitEach(ctx context.Context, ids ...int64) iter.Seq2[*job.Job, error] {
-	return c.follow(ctx, "Wait", ids, true)
+	return c.follow(ctx, "Wait", ids, true, false)
 }
 
 // Watch yields the job as it is now, then again on each change of its state or progress,
 // until it is final (the last job yielded is final).
 func (c *Client) Watch(ctx context.Context, id int64) iter.Seq2[*job.Job, error] {
-	return c.follow(ctx, "Watch", []int64{id}, false)
+	return c.follow(ctx, "Watch", []int64{id}, false, false)
 }
 
 // resumeDelay is how long a broken watch waits before it is opened again.
 const resumeDelay = 200 * time.Millisecond
 
 // follow runs WatchJobs for ids until each was yielded final, opening it again for the jobs
-// left when the broker becomes unavailable.
-func (c *Client) follow(ctx context.Context, op string, ids []int64, finalOnly bool) iter.Seq2[*job.Job, error] {
+// left when the broker becomes unavailable. With slab, the jobs of one response are allocated
+// together: fewer, larger allocations for a caller that keeps every job (WaitAll), while one
+// that keeps a few would keep their whole response's.
+func (c *Client) follow(ctx context.Context, op string, ids []int64, finalOnly, slab bool) iter.Seq2[*job.Job, error] {
 	return func(yield func(*job.Job, error) bool) {
 		left := make(map[int64]bool, len(ids))
 		for _, id := range ids {
 			left[id] = true
 		}
 		for len(left) > 0 {
-			err := c.followOnce(ctx, left, finalOnly, yield)
+			err := c.followOnce(ctx, left, finalOnly, slab, yield)
 			if err == nil || errors.Is(err, errStopped) {
 				return // every job yielded final, or the caller stopped
 			}
@@ -132,7 +134,7 @@ func (c *Client) follow(ctx context.Context, op string, ids []int64, finalOnly b
 var errStopped = errors.New("stopped")
 
 // followOnce runs one WatchJobs call for the jobs left, taking each final one out of left.
-func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly bool, yield func(*job.Job, error) bool) error {
+func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly, slab bool, yield func(*job.Job, error) bool) error {
 	ids := make([]int64, 0, len(left))
 	for id := range left {
 		ids = append(ids, id)
@@ -148,8 +150,18 @@ func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly 
 		if err != nil {
 			return err // io.EOF is not Unavailable: an end before every job was final
 		}
-		for _, pj := range resp.GetJobs() {
-			j := jobFromProto(pj)
+		var jobs []job.Job
+		if slab {
+			jobs = make([]job.Job, len(resp.GetJobs()))
+		}
+		for i, pj := range resp.GetJobs() {
+			var j *job.Job
+			if slab {
+				j = &jobs[i]
+				fillJob(j, pj)
+			} else {
+				j = jobFromProto(pj)
+			}
 			if j.State.Final() {
 				delete(left, j.ID)
 			}

@@ -81,8 +81,12 @@ func BenchmarkWaitOn10kJobs(b *testing.B) {
 	for _, waiting := range []bool{false, true} {
 		b.Run(fmt.Sprintf("waiting=%t", waiting), func(b *testing.B) {
 			var total drain
+			var waiter *benchWaiter
+			if waiting {
+				waiter = startBenchWaiter(b)
+			}
 			for range b.N {
-				total.add(drainOnce(b, waiting))
+				total.add(drainOnce(b, waiter))
 			}
 			jobs := float64(waitBenchJobs * b.N)
 			b.ReportMetric(jobs/total.took.Seconds(), "jobs/s")
@@ -106,9 +110,10 @@ func (d *drain) add(o drain) {
 	d.waiter += o.waiter
 }
 
-// drainOnce enqueues the jobs into a paused queue, starts a worker (and the waiter), resumes
-// the queue and returns how long the jobs took to succeed (and to be read by the waiter).
-func drainOnce(b *testing.B, waiting bool) drain {
+// drainOnce enqueues the jobs into a paused queue, starts a worker (and has the waiter wait on
+// the jobs, if there is one), resumes the queue and returns how long the jobs took to succeed
+// (and to be read by the waiter).
+func drainOnce(b *testing.B, waiter *benchWaiter) drain {
 	b.StopTimer()
 	defer b.StartTimer()
 	ctx := context.Background()
@@ -133,11 +138,10 @@ func drainOnce(b *testing.B, waiting bool) drain {
 			ids = append(ids, j.GetId())
 		}
 	}
-	w := startBenchChild(b, bb.Addr, "worker", nil)
+	w := startBenchChild(b, bb.Addr, "worker")
 	bb.WaitStreams(1)
-	var waiter *benchChild
-	if waiting {
-		waiter = startBenchChild(b, bb.Addr, "waiter", ids)
+	if waiter != nil {
+		waiter.start(b, bb.Addr, ids)
 		brokertest.WaitFor(b, "the waiter", func() bool { return bb.Broker.Watched() == waitBenchJobs })
 	}
 	cpu := processCPU(b)
@@ -148,8 +152,8 @@ func drainOnce(b *testing.B, waiting bool) drain {
 	}
 	<-done.all
 	var d drain
-	if waiting {
-		d.waiter = waiter.wait(b)
+	if waiter != nil {
+		d.waiter = waiter.done(b)
 	}
 	stopClock()
 	d.took, d.broker = time.Since(start), processCPU(b)-cpu
@@ -201,10 +205,10 @@ func (*successes) BreakerTransition(string, breaker.State, breaker.State, breake
 func (*successes) BatchCommitted(int, time.Duration, error)                               {}
 
 // processCPU is the CPU time, user and system, this process has used so far.
-func processCPU(b *testing.B) time.Duration {
+func processCPU(tb testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
@@ -229,15 +233,16 @@ var benchChildren = map[string]int{}
 
 // benchChild is a worker or waiter process of the benchmark.
 type benchChild struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	role  string
-	out   *bytes.Buffer // what it printed, shown when it fails
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	replies *bufio.Reader // a waiter's standard output
+	role    string
+	out     *bytes.Buffer // what it printed, shown when it fails
 }
 
-// startBenchChild runs this test binary again as role for the broker at addr; a waiter is
-// given ids on its standard input.
-func startBenchChild(b *testing.B, addr, role string, ids []int64) *benchChild {
+// startBenchChild runs this test binary again as role for the broker at addr (a worker), or
+// for the brokers its standard input names (a waiter).
+func startBenchChild(b *testing.B, addr, role string) *benchChild {
 	args := []string{"-test.run=^TestWaitBenchChild$", "-test.bench=^$"}
 	if dir := os.Getenv(benchProfileEnv); dir != "" {
 		benchChildren[role]++
@@ -246,27 +251,66 @@ func startBenchChild(b *testing.B, addr, role string, ids []int64) *benchChild {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchRoleEnv+"="+role, benchAddrEnv+"="+addr)
 	out := new(bytes.Buffer)
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stderr = out
+	c := &benchChild{cmd: cmd, role: role, out: out}
+	if role == "waiter" {
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.replies = bufio.NewReader(stdout)
+	} else {
+		cmd.Stdout = out
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
+	c.stdin = stdin
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	c := &benchChild{cmd: cmd, stdin: stdin, role: role, out: out}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if ids != nil {
-		buf := bufio.NewWriter(stdin)
-		for _, id := range ids {
-			fmt.Fprintln(buf, id)
-		}
-		if err := buf.Flush(); err != nil {
-			b.Fatal(err)
-		}
-		_ = stdin.Close()
-	}
 	return c
+}
+
+// benchWaiter is a producer's process that waits on each round's jobs in turn, as a
+// long-lived producer would: its start is not counted, and its heap is warm after the first
+// round.
+type benchWaiter struct{ *benchChild }
+
+func startBenchWaiter(b *testing.B) *benchWaiter {
+	w := &benchWaiter{startBenchChild(b, "", "waiter")}
+	b.Cleanup(func() { _ = w.stdin.Close() })
+	return w
+}
+
+// start has the waiter wait on ids, a round's jobs, at the broker at addr: a line of the
+// address and the ids.
+func (w *benchWaiter) start(b *testing.B, addr string, ids []int64) {
+	buf := bufio.NewWriter(w.stdin)
+	fmt.Fprint(buf, addr)
+	for _, id := range ids {
+		fmt.Fprint(buf, " ", id)
+	}
+	fmt.Fprintln(buf)
+	if err := buf.Flush(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// done waits for the waiter to say that every job of the round was final, and returns the CPU
+// its wait used (from its dial of the broker to its last job).
+func (w *benchWaiter) done(b *testing.B) time.Duration {
+	line, err := w.replies.ReadString('\n')
+	if err != nil {
+		b.Fatalf("the waiter: %v\n%s", err, w.out)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		b.Fatalf("the waiter said %q: %v\n%s", line, err, w.out)
+	}
+	return time.Duration(ns)
 }
 
 // wait waits for the process to end and returns the CPU it used.
@@ -286,54 +330,72 @@ func (c *benchChild) stop(b *testing.B) time.Duration {
 // TestWaitBenchChild is a worker or a waiter of BenchmarkWaitOn10kJobs when the benchmark runs
 // this binary again; it does nothing otherwise.
 func TestWaitBenchChild(t *testing.T) {
-	role, addr := os.Getenv(benchRoleEnv), os.Getenv(benchAddrEnv)
-	if role == "" {
+	switch role := os.Getenv(benchRoleEnv); role {
+	case "":
 		t.Skip("run by BenchmarkWaitOn10kJobs")
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	switch role {
 	case "worker":
-		w, err := worker.New(conn, worker.Options{ID: "bench", Concurrency: 64, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Handle("t", func(context.Context, *worker.Job) error { return nil })
-		go func() {
-			_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
-			cancel()
-		}()
-		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Fatal(err)
-		}
+		benchWork(t, os.Getenv(benchAddrEnv))
 	case "waiter":
-		in, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []int64
-		for _, f := range strings.Fields(string(in)) {
-			id, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		jobs, err := client.New(conn).WaitAll(ctx, ids...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if j.State != job.StateSucceeded {
-				t.Fatalf("job %d is %s", j.ID, j.State)
-			}
+		lines := bufio.NewScanner(os.Stdin)
+		lines.Buffer(nil, 1<<20)
+		for lines.Scan() {
+			fmt.Println(benchWait(t, strings.Fields(lines.Text())).Nanoseconds())
 		}
 	default:
 		t.Fatalf("%s is %q: worker or waiter", benchRoleEnv, role)
 	}
+}
+
+func benchDial(t *testing.T, addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// benchWork runs a worker of 64 slots until its standard input is closed.
+func benchWork(t *testing.T, addr string) {
+	conn := benchDial(t, addr)
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := worker.New(conn, worker.Options{ID: "bench", Concurrency: 64, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("t", func(context.Context, *worker.Job) error { return nil })
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
+		cancel()
+	}()
+	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+}
+
+// benchWait waits on the jobs of a round (the broker's address, then the ids) and returns the
+// CPU this process used for it.
+func benchWait(t *testing.T, round []string) time.Duration {
+	ids := make([]int64, 0, len(round)-1)
+	for _, f := range round[1:] {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	cpu := processCPU(t)
+	conn := benchDial(t, round[0])
+	defer conn.Close()
+	jobs, err := client.New(conn).WaitAll(context.Background(), ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.State != job.StateSucceeded {
+			t.Fatalf("job %d is %s", j.ID, j.State)
+		}
+	}
+	return processCPU(t) - cpu
 }
