@@ -31,10 +31,13 @@ type watchHub struct {
 	log  func(msg string, args ...any)
 
 	watched atomic.Int64 // how many jobs are watched: no lock taken while it is zero
-	handed  atomic.Int64 // how many final states the broker's writes handed to watches (finished)
+	// running is how many watches of a job want its starts and progress (not FinalOnly): no
+	// lock taken for a start while it is zero.
+	running atomic.Int64
 
-	mu    sync.Mutex
-	byJob map[int64][]*JobWatch
+	mu     sync.Mutex
+	handed int64 // how many final states the broker's writes handed to watches (finished)
+	byJob  map[int64][]*JobWatch
 	// remote are the jobs other brokers watch, until when (watchcluster.go).
 	remote map[int64]time.Time
 	// seen is the version of each watched job the backstop read last.
@@ -94,6 +97,9 @@ func (h *watchHub) add(ids []int64, opts WatchOptions) *JobWatch {
 		}
 		h.byJob[id] = append(h.byJob[id], w)
 	}
+	if !opts.FinalOnly {
+		h.running.Add(int64(len(ids)))
+	}
 	return w
 }
 
@@ -152,7 +158,11 @@ func (h *watchHub) remove(w *JobWatch, ids []int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
+		was := len(h.byJob[id])
 		ws := slices.DeleteFunc(h.byJob[id], func(x *JobWatch) bool { return x == w })
+		if len(ws) < was && !w.finalOnly {
+			h.running.Add(-1)
+		}
 		switch {
 		case len(ws) > 0:
 			h.byJob[id] = ws
@@ -177,7 +187,7 @@ const (
 
 // changed tells the watches of ids that their jobs may have changed by c.
 func (h *watchHub) changed(c jobChange, ids ...int64) {
-	if h.watched.Load() == 0 || len(ids) == 0 {
+	if h.watched.Load() == 0 || len(ids) == 0 || (c == changeRunning && h.running.Load() == 0) {
 		return
 	}
 	h.mu.Lock()
@@ -206,7 +216,7 @@ func (h *watchHub) finished(id int64, snapshot func() *job.Job) {
 		return
 	}
 	snap := snapshot()
-	h.handed.Add(1)
+	h.handed++
 	for _, w := range ws {
 		w.mark(id, snap)
 	}
@@ -310,7 +320,12 @@ func (b *Broker) FinalAmong(ctx context.Context, ids []int64) (found int, final 
 
 // FinalsHanded is how many final states the broker's own writes handed to watches, which sent
 // them without reading the job.
-func (b *Broker) FinalsHanded() int64 { return b.svc.watches.handed.Load() }
+func (b *Broker) FinalsHanded() int64 {
+	h := b.svc.watches
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.handed
+}
 
 // Watched is how many jobs are being watched.
 func (b *Broker) Watched() int { return int(b.svc.watches.watched.Load()) }

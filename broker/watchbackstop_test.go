@@ -77,3 +77,28 @@ func TestBackstopTellsWhatChangedUntold(t *testing.T) {
 		})
 	}
 }
+
+// A start wakes only watches of every change, and once the last of them ended a start takes
+// no lock: running counts their jobs down as they Stop or Close.
+func TestStartsWakeOnlyWatchesOfEveryChange(t *testing.T) {
+	h := &watchHub{ctx: context.Background, read: jobsAt{}, log: func(string, ...any) {},
+		byJob: make(map[int64][]*JobWatch), seen: make(map[int64]store.JobVersion)}
+	ends := h.add([]int64{1, 2, 3}, WatchOptions{FinalOnly: true})
+	every := h.add([]int64{2, 3}, WatchOptions{})
+	h.changed(changeRunning, 1, 2, 3)
+	if read, _ := ends.Changed(); len(read) != 0 {
+		t.Fatalf("a watch of the end alone was told of starts of %v", read)
+	}
+	if read, _ := every.Changed(); !slices.Equal(read, []int64{2, 3}) {
+		t.Fatalf("a watch of every change was told of starts of %v, want [2 3]", read)
+	}
+	every.Stop(2)
+	if n := h.running.Load(); n != 1 {
+		t.Fatalf("running is %d after one of two jobs stopped, want 1", n)
+	}
+	every.Close()
+	ends.Close()
+	if n := h.running.Load(); n != 0 {
+		t.Fatalf("running is %d after every watch closed, want 0", n)
+	}
+}

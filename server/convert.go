@@ -80,13 +80,17 @@ func (a *protoSlab) msg() *jobwirev1.Job {
 }
 
 // job is j as the API sends it.
-func (a *protoSlab) job(j *job.Job) *jobwirev1.Job {
+func (a *protoSlab) job(j *job.Job) *jobwirev1.Job { return a.jobOf(j, true) }
+
+// watched is j as WatchJobs sends it: without payload or attempt history.
+func (a *protoSlab) watched(j *job.Job) *jobwirev1.Job { return a.jobOf(j, false) }
+
+func (a *protoSlab) jobOf(j *job.Job, whole bool) *jobwirev1.Job {
 	out := a.msg()
 	*out = jobwirev1.Job{
 		Id:               j.ID,
 		Type:             j.Type,
 		Queue:            j.Queue,
-		Payload:          j.Payload,
 		Priority:         int32(j.Priority),
 		State:            stateToProto(j.State),
 		Attempts:         int32(j.Attempts),
@@ -110,7 +114,10 @@ func (a *protoSlab) job(j *job.Job) *jobwirev1.Job {
 		BatchId:          j.BatchID,
 		RateKey:          j.RateKey,
 	}
-	history := j.History
+	var history []job.Attempt
+	if whole {
+		out.Payload, history = j.Payload, j.History
+	}
 	if n := len(history) - maxHistory; n > 0 {
 		history, out.AttemptsOmitted = history[n:], int32(n)
 	}

@@ -27,8 +27,15 @@ func TestProtoSlabMatchesJobToProto(t *testing.T) {
 	for _, size := range []int{len(jobs), 1, 0} {
 		slab := newProtoSlab(size)
 		for _, j := range jobs {
-			if got, want := watchedToProto(slab, j), watchedToProto(nil, j); !proto.Equal(got, want) {
+			got, want := slab.watched(j), (*protoSlab)(nil).watched(j)
+			if !proto.Equal(got, want) {
 				t.Fatalf("slab of %d: job %d is %v, want %v", size, j.ID, got, want)
+			}
+			if got.GetPayload() != nil || (j.State != job.StateRunning && got.GetAttemptHistory() != nil) {
+				t.Fatalf("job %d is watched with its payload or history: %v", j.ID, got)
+			}
+			if whole := slab.job(j); len(j.Payload) > 0 && string(whole.GetPayload()) != string(j.Payload) {
+				t.Fatalf("job %d is sent whole without its payload: %v", j.ID, whole)
 			}
 		}
 	}

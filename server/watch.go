@@ -191,7 +191,7 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	slab := newProtoSlab(len(jobs))
 	for _, j := range jobs {
 		if f.changed(j) {
-			out = append(out, watchedToProto(slab, j))
+			out = append(out, slab.watched(j))
 			if j.State.Final() {
 				final = append(final, j.ID)
 			}
@@ -214,13 +214,18 @@ const maxWatchBatch = 500
 // finalOnly, is final). It notes j as sent; a final job is followed no more (the caller stops
 // its watch).
 func (f *following) changed(j *job.Job) bool {
-	v, final := broker.VersionOf(j), j.State.Final()
-	if v == f.sent[j.ID] || (f.finalOnly && !final) {
+	final := j.State.Final()
+	if f.finalOnly && !final {
 		return false
 	}
-	f.sent[j.ID] = v
+	v := broker.VersionOf(j)
+	if v == f.sent[j.ID] {
+		return false
+	}
 	if final {
 		delete(f.sent, j.ID)
+	} else {
+		f.sent[j.ID] = v
 	}
 	return true
 }
@@ -237,13 +242,6 @@ func missing(ids []int64, jobs []*job.Job) string {
 		}
 	}
 	return "a job was"
-}
-
-// watchedToProto is a job as WatchJobs sends it, from slab: without payload or attempt history.
-func watchedToProto(slab *protoSlab, j *job.Job) *jobwirev1.Job {
-	light := *j
-	light.Payload, light.History = nil, nil
-	return slab.job(&light)
 }
 
 // validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once.

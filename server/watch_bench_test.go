@@ -281,7 +281,7 @@ type benchWaiter struct{ *benchChild }
 
 func startBenchWaiter(b *testing.B) *benchWaiter {
 	w := &benchWaiter{startBenchChild(b, "", "waiter")}
-	b.Cleanup(func() { _ = w.stdin.Close() })
+	b.Cleanup(func() { w.stop(b) }) // lets it end, and write its profile
 	return w
 }
 
@@ -386,9 +386,12 @@ func benchWait(t *testing.T, round []string) time.Duration {
 		ids = append(ids, id)
 	}
 	cpu := processCPU(t)
-	conn := benchDial(t, round[0])
-	defer conn.Close()
-	jobs, err := client.New(conn).WaitAll(context.Background(), ids...)
+	c, err := client.Dial(context.Background(), round[0]) // the SDK's connection, as a producer's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	jobs, err := c.WaitAll(context.Background(), ids...)
 	if err != nil {
 		t.Fatal(err)
 	}
