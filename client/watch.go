@@ -51,9 +51,12 @@ func JobErr(j *job.Job) error {
 	return &JobError{ID: j.ID, State: j.State, ErrorType: j.LastErrorType, Message: j.LastErrorMessage}
 }
 
-// Wait returns once the job is final: the job, with its result (job.Job.Result) when it
+// Wait returns once the job is final: how it ended, with its result (job.Job.Result) when it
 // SUCCEEDED, and a *JobError (matching ErrJobFailed) when it went DEAD or was CANCELLED. A job
 // that does not exist matches ErrNotFound.
+//
+// The job a wait returns (Wait, WaitAll, WaitEach) holds how it ended: its ID, Type, Queue,
+// State, Attempts, FinishedAt, DeadReason, last error and Result. GetJob reads the rest.
 func (c *Client) Wait(ctx context.Context, id int64) (*job.Job, error) {
 	for j, err := range c.WaitEach(ctx, id) {
 		if err != nil {

@@ -49,9 +49,14 @@ type protoSlab struct {
 
 // newProtoSlab is a slab for n jobs of up to three timestamps and a duration each; what does
 // not fit is allocated apart.
-func newProtoSlab(n int) *protoSlab {
-	return &protoSlab{jobs: make([]jobwirev1.Job, 0, n), times: make([]timestamppb.Timestamp, 0, 3*n),
-		durs: make([]durationpb.Duration, 0, n)}
+func newProtoSlab(n int) *protoSlab { return slabOf(n, 3, 1) }
+
+// newOutcomeSlab is a slab for the outcomes of n jobs (outcome): a timestamp each.
+func newOutcomeSlab(n int) *protoSlab { return slabOf(n, 1, 0) }
+
+func slabOf(n, times, durs int) *protoSlab {
+	return &protoSlab{jobs: make([]jobwirev1.Job, 0, n), times: make([]timestamppb.Timestamp, 0, times*n),
+		durs: make([]durationpb.Duration, 0, durs*n)}
 }
 
 func (a *protoSlab) ts(t time.Time) *timestamppb.Timestamp {
@@ -81,6 +86,18 @@ func (a *protoSlab) msg() *jobwirev1.Job {
 
 // job is j as the API sends it.
 func (a *protoSlab) job(j *job.Job) *jobwirev1.Job { return a.jobOf(j, true) }
+
+// outcome is how j ended, as a wait (WatchJobsRequest.final_only) is sent it: its id, type,
+// queue, state, attempts, end, dead reason, last error and result. A wait of thousands of jobs
+// is mostly these messages; the fields it leaves out took the broker and the waiter about as
+// long again to encode and decode.
+func (a *protoSlab) outcome(j *job.Job) *jobwirev1.Job {
+	out := a.msg()
+	*out = jobwirev1.Job{Id: j.ID, Type: j.Type, Queue: j.Queue, State: stateToProto(j.State),
+		Attempts: int32(j.Attempts), FinishedAt: a.ts(j.FinishedAt), DeadReason: deadReasonToProto(j.DeadReason),
+		LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage, Result: j.Result}
+	return out
+}
 
 // watched is j as WatchJobs sends it: without payload or attempt history.
 func (a *protoSlab) watched(j *job.Job) *jobwirev1.Job { return a.jobOf(j, false) }

@@ -25,7 +25,7 @@ func TestProtoSlabMatchesJobToProto(t *testing.T) {
 		{ID: 4, Type: "t", State: job.StatePending}, // no timestamp at all
 	}
 	for _, size := range []int{len(jobs), 1, 0} {
-		slab := newProtoSlab(size)
+		slab, outcomes := newProtoSlab(size), newOutcomeSlab(size)
 		for _, j := range jobs {
 			got, want := slab.watched(j), (*protoSlab)(nil).watched(j)
 			if !proto.Equal(got, want) {
@@ -33,6 +33,9 @@ func TestProtoSlabMatchesJobToProto(t *testing.T) {
 			}
 			if got.GetPayload() != nil || (j.State != job.StateRunning && got.GetAttemptHistory() != nil) {
 				t.Fatalf("job %d is watched with its payload or history: %v", j.ID, got)
+			}
+			if got, want := outcomes.outcome(j), (*protoSlab)(nil).outcome(j); !proto.Equal(got, want) {
+				t.Fatalf("outcome slab of %d: job %d is %v, want %v", size, j.ID, got, want)
 			}
 			if whole := slab.job(j); len(j.Payload) > 0 && string(whole.GetPayload()) != string(j.Payload) {
 				t.Fatalf("job %d is sent whole without its payload: %v", j.ID, whole)

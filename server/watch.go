@@ -188,10 +188,13 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	}
 	var out []*jobwirev1.Job
 	var final []int64
-	slab := newProtoSlab(len(jobs))
+	slab, send := newProtoSlab(len(jobs)), (*protoSlab).watched
+	if f.finalOnly {
+		slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).outcome
+	}
 	for _, j := range jobs {
 		if f.changed(j) {
-			out = append(out, slab.watched(j))
+			out = append(out, send(slab, j))
 			if j.State.Final() {
 				final = append(final, j.ID)
 			}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/app"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/worker"
@@ -38,46 +40,30 @@ const waitBenchJobs = 10_000
 // same with a producer waiting on all of them (client.WaitAll over one WatchJobs call): the
 // waiter costs the broker one row counting the 10,000 jobs and naming the final ones as the
 // wait starts (store.VersionReader.FinalAmong), the hand-over of each job's final state as its
-// result's write stored it (no read: see broker.JobWatch.Changed), its sending, and the same
-// one-row read of the jobs still watched every WatchPoll (the backstop; the broker's clock
-// follows the wall clock here, so it runs as in production). The worker and the waiter are
-// processes of their own (this test binary run again), so that the CPU the broker's process
-// spends is measured apart from theirs:
+// result's write stored it (no read: see broker.JobWatch.Changed), the sending of how each
+// ended (its outcome, not the whole job), and the same one-row read of the jobs still watched
+// every WatchPoll (the backstop; the broker's clock follows the wall clock here, so it runs as
+// in production). The broker collects garbage at jobwire serve's GOGC. The worker is a process
+// of its own each round; the waiter is one process for all rounds, as a producer is, which
+// dials the broker with client.Dial (this test binary run again), so that the CPU the broker's
+// process spends is measured apart from theirs:
 //
 //	jobs/s          the drain's rate, from the resume of the queue to the last job read by
 //	                the waiter (or the last success stored)
 //	broker-µs/job   CPU, user and system, of the broker's process over the drain, per job
 //	worker-µs/job   CPU of the worker's process over its life, per job
-//	waiter-µs/job   CPU of the waiter's process over its life, per job, its start included
+//	waiter-µs/job   CPU of the waiter's process from its dial to its last job, per job
 //
-// Run it interleaved, and compare broker-µs/job first: rates on two shared cores move with
-// whatever else runs far more than CPU per job does. JOBWIRE_WAIT_BENCH_PROFILE (below) adds
-// the worker's and the waiter's CPU profiles to the broker's.
+// Run it interleaved, many rounds, and compare broker-µs/job first: rates on two shared cores
+// move with whatever else runs far more than CPU per job does, and a round's difference by
+// several µs a job. JOBWIRE_WAIT_BENCH_PROFILE (below) adds the worker's and the waiter's CPU
+// profiles to the broker's.
 //
 //	go test ./server -run '^$' -bench WaitOn10kJobs -benchtime 3x -count 3
 //
-// Measured on two cores shared with other work (load average 6-15), 36 rounds of 3 drains each,
-// the test binaries of the code before and after the one-row reads (and the slab of messages, and
-// a wait's last jobs sent as they end) run alternately: without a waiter the broker spent 37-68 µs
-// of CPU a job (mean 47-49); a waiter on all 10,000 jobs added -1.2..20.3 µs a job before (mean
-// 6.5 ± 0.9, 13.8%) and -10.5..13.4 after (mean 1.1 ± 0.9, 2.2%), while the waiter's own process
-// spent 4.3-8.3 µs a job. Rates with a waiter were 0.46-1.46 times those without before (median
-// 0.84, mean rates 0.85) and 0.54-2.39 after (median 0.94, mean rates 0.95). A round's difference
-// moves by ±10 µs with the machine's load: 12 rounds of 5 drains with and 5 without a waiter
-// (-benchtime 1x -count 5), paired in order, found +5.3 ± 0.9 µs a job before (11%) and +2.1 ± 0.9
-// after (4%), mean rates 0.88 and 0.95 times those without, though their first 6 rounds alone
-// found +3.6 and +3.8, no difference. The CPU profiles (-cpuprofile, 22 drains with a waiter each,
-// alternately) are steadier: the watch's call spends 1.95 µs a job where it spent 4.6 (its first
-// look 0.36 where 2.55, of it 1.9 the read of the versions; turning final jobs into messages and
-// sending them 1.1 where 1.8), the hand-over 0.7, and the GC 2.8 µs a job where 3.3. Before the
-// hand-over, reading each job once as it finished (JobOutcomes, 35 columns a row through the
-// SQLite driver) was 8-12 µs a job.
-//
-// On the machine otherwise idle (load under 1 before, about 3 with the benchmark), 40 rounds of
-// 3 drains with and without the waiter: 19,426 jobs/s without it and 17,805 with it (0.92x of
-// the mean rates), the broker 51.4 and 54.2 µs a job (+2.8 ± 1.4), the waiter 5.9 µs a job: on
-// two shared cores the waiter's own CPU and its jobs' sending still cost the rate about 8%.
+// docs/workflows.md ("Waiting and watching") gives the measured cost.
 func BenchmarkWaitOn10kJobs(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(app.GCPercent)) // as jobwire serve collects
 	for _, waiting := range []bool{false, true} {
 		b.Run(fmt.Sprintf("waiting=%t", waiting), func(b *testing.B) {
 			var total drain

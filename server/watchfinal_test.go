@@ -19,7 +19,8 @@ import (
 // job again, when that is the whole job (its first lease, no progress). What the watch sends is
 // then field for field what a read sends (a watch opened once the job is final reads it) and
 // what GetJob returns, but for what a watch leaves out: payload, attempt history and
-// metadata. A job that reported progress, or ran before, is read, and is the same.
+// metadata. A job that reported progress, or ran before, is read, and is the same. A wait
+// (FinalOnly) is sent how the job ended, as GetJob tells it.
 func TestWatchSendsFinalJobsAsStored(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -111,6 +112,10 @@ func TestWatchSendsFinalJobsAsStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			wait, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: []int64{id}, FinalOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
 			first, err := stream.Recv() // the job as the watch starts: its read is done
 			if err != nil || len(first.GetJobs()) != 1 {
 				t.Fatalf("%s: first watched %v, %v", tc.name, first, err)
@@ -155,6 +160,17 @@ func TestWatchSendsFinalJobsAsStored(t *testing.T) {
 			if !proto.Equal(watched, got) {
 				t.Errorf("%s: the watch sent\n%v\nGetJob returns (without payload, history, metadata)\n%v", tc.name, watched, got)
 			}
+			// A wait (FinalOnly) is sent how the job ended, the same from the hand-over.
+			ended, err := wait.Recv()
+			if err != nil || len(ended.GetJobs()) != 1 {
+				t.Fatalf("%s: wait: %v, %v", tc.name, ended, err)
+			}
+			want := &jobwirev1.Job{Id: got.GetId(), Type: got.GetType(), Queue: got.GetQueue(), State: got.GetState(),
+				Attempts: got.GetAttempts(), FinishedAt: got.GetFinishedAt(), DeadReason: got.GetDeadReason(),
+				LastErrorType: got.GetLastErrorType(), LastErrorMessage: got.GetLastErrorMessage(), Result: got.GetResult()}
+			if !proto.Equal(ended.GetJobs()[0], want) {
+				t.Errorf("%s: the wait was sent\n%v\nwant how GetJob says it ended\n%v", tc.name, ended.GetJobs()[0], want)
+			}
 		}
 	})
 }
@@ -171,7 +187,7 @@ func final(j *jobwirev1.Job) bool {
 // watchedFinal is the final job id as a watch opened now sends it: read from the store.
 func watchedFinal(t *testing.T, b *brokertest.Bundle, id int64) *jobwirev1.Job {
 	t.Helper()
-	stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: []int64{id}, FinalOnly: true})
+	stream, err := b.Producer.WatchJobs(context.Background(), &jobwirev1.WatchJobsRequest{Ids: []int64{id}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,8 @@ import (
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
-// gcPercent is the broker's GOGC unless the environment sets one.
-const gcPercent = 400
+// GCPercent is the broker's GOGC unless the environment sets one.
+const GCPercent = 400
 
 // ShutdownGrace is how long running jobs get to finish when the broker stops.
 const ShutdownGrace = 30 * time.Second
@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	if os.Getenv("GOGC") == "" {
 		// The broker's heap is small and short-lived (messages in flight); collecting it half
 		// as often costs little memory and gives the single writer goroutine more CPU.
-		debug.SetGCPercent(gcPercent)
+		debug.SetGCPercent(GCPercent)
 	}
 	st, policy, err := openStore(ctx, cfg, lis.Addr().String(), log)
 	if err != nil {

@@ -1067,8 +1067,10 @@ type WatchJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The jobs to follow: 1..10000 ids, each once.
 	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
-	// Send each job only once it is final (SUCCEEDED, DEAD or CANCELLED): what a caller that
-	// waits needs.
+	// Send each job only once it is final (SUCCEEDED, DEAD or CANCELLED), and only how it ended:
+	// what a caller that waits needs. Such a job carries its id, type, queue, state, attempts,
+	// finished_at, dead_reason, last_error_type, last_error_message and result; GetJob reads the
+	// rest.
 	FinalOnly     bool `protobuf:"varint,2,opt,name=final_only,json=finalOnly,proto3" json:"final_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1121,7 +1123,8 @@ func (x *WatchJobsRequest) GetFinalOnly() bool {
 type WatchJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The jobs that changed, each as it is now, without payload or attempt history: its state,
-	// attempts, last error, progress, and once SUCCEEDED its result. Changes read together come
+	// attempts, last error, progress, and once SUCCEEDED its result (with final_only, how it
+	// ended: see WatchJobsRequest.final_only). Changes read together come
 	// in one response (at most 500 jobs), so that thousands of jobs finishing cost the stream
 	// a few messages, not one each.
 	Jobs          []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
