@@ -1099,6 +1099,18 @@ func mutations() []mutation {
 	add(mutation{name: "session: a returning worker adopts a lease being handed back", file: "broker/session.go",
 		from: "\tif l.storing == endingRelease {\n\t\t// Its job is being handed back", to: "\tif false {\n\t\t// Its job is being handed back",
 		pkgs: []string{srvPkg}, run: "TestLeaseBeingHandedBackIsLostToAReturningWorker"})
+	add(mutation{name: "watch: starts are skipped though a watch wants them", file: "broker/watch.go",
+		from: "(c == changeRunning && h.running.Load() == 0)", to: "(c == changeRunning)",
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored$|TestWatchReadsAJobToldOfTwice$"})
+	add(mutation{name: "watch: running is not counted down as watches stop", file: "broker/watch.go",
+		from: "\t\tif len(ws) < was && !w.finalOnly {\n\t\t\th.running.Add(-1)", to: "\t\tif false {\n\t\t\th.running.Add(-1)",
+		pkgs: []string{"./broker"}, run: "TestStartsWakeOnlyWatchesOfEveryChange$"})
+	add(mutation{name: "watch: a wait is sent the whole job", file: "server/watch.go",
+		from: "slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).outcome", to: "slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).watched",
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored$"})
+	add(mutation{name: "watch: a wait is sent no result", file: "server/convert.go",
+		from: "LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage, Result: j.Result}\n\treturn out", to: "LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage}\n\treturn out",
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored$|TestWaitReturnsFinalJobsWithResults$"})
 	return ms
 }
 
