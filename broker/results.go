@@ -43,10 +43,13 @@ func (r *recentResults) add(ack ResultAck, success bool, now time.Time) {
 		r.m = make(map[job.LeaseRef]recentResult)
 	}
 	r.prune(now)
-	if _, ok := r.m[ack.Ref]; !ok {
+	// One probe of the map, not a look for the lease and then a store: with thousands of
+	// leases remembered, each probe of a new one is a walk of cold memory.
+	n := len(r.m)
+	r.m[ack.Ref] = recentResult{ack: ack, success: success, at: now}
+	if len(r.m) > n {
 		r.order = append(r.order, ack.Ref)
 	}
-	r.m[ack.Ref] = recentResult{ack: ack, success: success, at: now}
 }
 
 // get returns the answer to ref's stored result, if it is still kept.

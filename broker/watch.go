@@ -64,6 +64,13 @@ type JobWatch struct {
 	finalOnly bool
 	signal    chan struct{}
 	mu        sync.Mutex
+	// wakeAt is how many jobs must be pending before a change signals C (WakeAt; 1: every
+	// change does).
+	wakeAt int
+	// live is how many of ids the hub still holds for this watch, under the hub's lock: a job
+	// handed over final leaves the hub at once (finished), so a watch whose every job ended
+	// that way has nothing left to remove when it closes.
+	live int
 	// changed holds the jobs that may have changed since Changed was last called: each with
 	// the snapshot the broker's own final write handed over, or nil when it must be read.
 	changed map[int64]*job.Job
@@ -88,7 +95,8 @@ func (b *Broker) WatchJobs(ids []int64, opts WatchOptions) *JobWatch {
 }
 
 func (h *watchHub) add(ids []int64, opts WatchOptions) *JobWatch {
-	w := &JobWatch{hub: h, ids: ids, finalOnly: opts.FinalOnly, signal: make(chan struct{}, 1), changed: make(map[int64]*job.Job)}
+	w := &JobWatch{hub: h, ids: ids, finalOnly: opts.FinalOnly, signal: make(chan struct{}, 1), wakeAt: 1, live: len(ids),
+		changed: make(map[int64]*job.Job)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
@@ -133,7 +141,20 @@ func (w *JobWatch) Pending() int {
 	return len(w.changed)
 }
 
-// Stop ends the watch of ids (a job the caller has seen final needs watching no longer).
+// WakeAt has a change signal C only once n jobs (at least 1) may have changed since Changed was
+// last called, not at every change, until it is called again, and reports whether n already
+// may have. A watcher gathering a moment's changes into one read sets it to the jobs it still
+// follows: as thousands of jobs a second end, it is then woken once, not each time a job ends
+// (the broker's writer pays for every wake of a parked watcher, and the watcher for every look).
+func (w *JobWatch) WakeAt(n int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wakeAt = max(n, 1)
+	return len(w.changed) >= w.wakeAt
+}
+
+// Stop ends the watch of ids (a job the caller has seen final needs watching no longer). A job
+// Changed returned as known has left the watch already.
 func (w *JobWatch) Stop(ids ...int64) { w.hub.remove(w, ids) }
 
 // Close ends the watch.
@@ -147,31 +168,55 @@ func (w *JobWatch) mark(id int64, snap *job.Job) {
 		snap = nil
 	}
 	w.changed[id] = snap
+	wake := len(w.changed) >= w.wakeAt
 	w.mu.Unlock()
-	select {
-	case w.signal <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case w.signal <- struct{}{}:
+		default:
+		}
 	}
 }
 
+// remove ends w's watch of ids. A wait stops its jobs by the hundred as they end, under the lock
+// the broker's writer takes to hand them over (finished): one lookup a job, and the counters
+// moved once for all.
 func (h *watchHub) remove(w *JobWatch, ids []int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var unwatched, stopped int64
 	for _, id := range ids {
-		was := len(h.byJob[id])
-		ws := slices.DeleteFunc(h.byJob[id], func(x *JobWatch) bool { return x == w })
-		if len(ws) < was && !w.finalOnly {
-			h.running.Add(-1)
+		if w.live == 0 {
+			break
 		}
-		switch {
-		case len(ws) > 0:
+		ws, ok := h.byJob[id]
+		if !ok {
+			continue
+		}
+		was := len(ws)
+		if was == 1 && ws[0] == w { // the common case: w alone watches it
+			ws = nil
+		} else {
+			ws = slices.DeleteFunc(ws, func(x *JobWatch) bool { return x == w })
+		}
+		if len(ws) < was {
+			stopped++
+			w.live--
+		}
+		if len(ws) > 0 {
 			h.byJob[id] = ws
-		case h.byJob[id] != nil:
-			delete(h.byJob, id)
-			delete(h.seen, id)
-			h.watched.Add(-1)
+			continue
 		}
+		delete(h.byJob, id)
+		if len(h.seen) > 0 {
+			delete(h.seen, id)
+		}
+		unwatched++
 	}
+	if !w.finalOnly {
+		h.running.Add(-stopped)
+	}
+	h.watched.Add(-unwatched)
 }
 
 // jobChange is what a write did to jobs, as far as their watches care.
@@ -204,7 +249,11 @@ func (h *watchHub) changed(c jobChange, ids ...int64) {
 
 // finished hands the watches of job id, if any, its final state as the broker's own write just
 // stored it: snapshot builds it, only when someone watches the job. The watchers send it
-// without reading the job again.
+// without reading the job again, and follow it no more: a final job is sent once, by every
+// kind of watch. So the job leaves the hub here, while its entry is at hand, rather than when
+// each watcher stops it (the watcher's JobWatch.Stop names only the jobs it read). A change
+// after this one (a requeue of a dead job) is then not told to these watches: they send the end
+// they were handed, as they would had they read it before the change.
 func (h *watchHub) finished(id int64, snapshot func() *job.Job) {
 	if h.watched.Load() == 0 {
 		return
@@ -219,7 +268,16 @@ func (h *watchHub) finished(id int64, snapshot func() *job.Job) {
 	h.handed++
 	for _, w := range ws {
 		w.mark(id, snap)
+		w.live--
+		if !w.finalOnly {
+			h.running.Add(-1)
+		}
 	}
+	delete(h.byJob, id)
+	if len(h.seen) > 0 {
+		delete(h.seen, id)
+	}
+	h.watched.Add(-1)
 }
 
 // jobsChanged tells the watches of ids, if any, that their jobs may have changed by c.

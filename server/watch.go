@@ -79,11 +79,16 @@ type following struct {
 
 // gather waits coalesceFor for more of the jobs to change, to read and send them together, but
 // no longer than until every job still followed has: then no change is left to wait for, and
-// the last jobs of a wait are sent as they end, not coalesceFor later.
+// the last jobs of a wait are sent as they end, not coalesceFor later. Meanwhile the watch
+// wakes it only when that many have changed (JobWatch.WakeAt), not at each change.
 func (f *following) gather(ctx context.Context) error {
 	d := time.Duration(gatherFor.Load())
 	if d == 0 {
 		d = coalesceFor
+	}
+	defer f.w.WakeAt(1)
+	if f.w.WakeAt(len(f.sent)) {
+		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -93,7 +98,7 @@ func (f *following) gather(ctx context.Context) error {
 			return status.FromContextError(ctx.Err()).Err()
 		case <-t.C:
 			return nil
-		case <-f.w.C():
+		case <-f.w.C(): // all of them, or a signal from before the gathering began
 		}
 	}
 	return nil
@@ -168,6 +173,7 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 		}
 	}
 	var jobs []*job.Job
+	var final []int64 // the final jobs read, to stop watching (a known one left the watch already)
 	if len(open) > 0 {
 		read, err := f.p.b.JobOutcomes(ctx, open)
 		if err != nil {
@@ -175,6 +181,11 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 		}
 		if len(read) < len(open) {
 			return status.Errorf(codes.NotFound, "%s deleted while watched (retention or a purge)", missing(open, read))
+		}
+		for _, j := range read {
+			if j.State.Final() {
+				final = append(final, j.ID)
+			}
 		}
 		jobs = read
 	}
@@ -187,7 +198,6 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 		slices.SortFunc(jobs, func(a, b *job.Job) int { return cmp.Compare(a.ID, b.ID) }) // sent in id order
 	}
 	var out []*jobwirev1.Job
-	var final []int64
 	slab, send := newProtoSlab(len(jobs)), (*protoSlab).watched
 	if f.finalOnly {
 		slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).outcome
@@ -195,9 +205,6 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	for _, j := range jobs {
 		if f.changed(j) {
 			out = append(out, send(slab, j))
-			if j.State.Final() {
-				final = append(final, j.ID)
-			}
 		}
 	}
 	// Final jobs need watching no longer: one call for all, not a lock of the hub each.

@@ -56,10 +56,15 @@ const waitBenchJobs = 10_000
 //
 // Run it interleaved, many rounds, and compare broker-µs/job first: rates on two shared cores
 // move with whatever else runs far more than CPU per job does, and a round's difference by
-// several µs a job. JOBWIRE_WAIT_BENCH_PROFILE (below) adds the worker's and the waiter's CPU
-// profiles to the broker's.
+// several µs a job. The third sub-benchmark, paired, runs the two side by side instead: each
+// round a drain without the waiter and one with it, back to back (which goes first alternates),
+// so that both meet the machine in the same state, and reports the ratio of their rates
+// (rate-ratio: with / without, the time of all drains without over that of all with) and the
+// broker's extra CPU per job (broker-µs/job-more). JOBWIRE_WAIT_BENCH_PROFILE (below) adds the
+// worker's and the waiter's CPU profiles to the broker's.
 //
 //	go test ./server -run '^$' -bench WaitOn10kJobs -benchtime 3x -count 3
+//	go test ./server -run '^$' -bench WaitOn10kJobs/paired -benchtime 40x
 //
 // docs/workflows.md ("Waiting and watching") gives the measured cost.
 func BenchmarkWaitOn10kJobs(b *testing.B) {
@@ -84,6 +89,26 @@ func BenchmarkWaitOn10kJobs(b *testing.B) {
 			b.ReportMetric(0, "ns/op") // a round's time is in jobs/s
 		})
 	}
+	b.Run("paired", func(b *testing.B) {
+		waiter := startBenchWaiter(b)
+		var without, with drain
+		for i := range b.N {
+			if i%2 == 0 {
+				without.add(drainOnce(b, nil))
+				with.add(drainOnce(b, waiter))
+			} else {
+				with.add(drainOnce(b, waiter))
+				without.add(drainOnce(b, nil))
+			}
+		}
+		jobs := float64(waitBenchJobs * b.N)
+		b.ReportMetric(jobs/without.took.Seconds(), "jobs/s-without")
+		b.ReportMetric(jobs/with.took.Seconds(), "jobs/s-with")
+		b.ReportMetric(without.took.Seconds()/with.took.Seconds(), "rate-ratio")
+		b.ReportMetric(float64((with.broker-without.broker).Nanoseconds())/1e3/jobs, "broker-µs/job-more")
+		b.ReportMetric(float64(with.waiter.Microseconds())/jobs, "waiter-µs/job")
+		b.ReportMetric(0, "ns/op")
+	})
 }
 
 // drain is what one round took: its wall time and the CPU of each process.

@@ -1103,7 +1103,7 @@ func mutations() []mutation {
 		from: "(c == changeRunning && h.running.Load() == 0)", to: "(c == changeRunning)",
 		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored$|TestWatchReadsAJobToldOfTwice$"})
 	add(mutation{name: "watch: running is not counted down as watches stop", file: "broker/watch.go",
-		from: "\t\tif len(ws) < was && !w.finalOnly {\n\t\t\th.running.Add(-1)", to: "\t\tif len(ws) < was && false {\n\t\t\th.running.Add(-1)",
+		from: "\tif !w.finalOnly {\n\t\th.running.Add(-stopped)", to: "\tif false {\n\t\th.running.Add(-stopped)",
 		pkgs: []string{"./broker"}, run: "TestStartsWakeOnlyWatchesOfEveryChange$"})
 	add(mutation{name: "watch: a wait is sent the whole job", file: "server/watch.go",
 		from: "slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).outcome", to: "slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).watched",
@@ -1111,6 +1111,21 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a wait is sent no result", file: "server/convert.go",
 		from: "LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage, Result: j.Result}\n\treturn out", to: "LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage}\n\treturn out",
 		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored$|TestWaitReturnsFinalJobsWithResults$"})
+	add(mutation{name: "watch: every change wakes a gathering watcher", file: "broker/watch.go",
+		from: "wake := len(w.changed) >= w.wakeAt", to: "wake := true",
+		pkgs: []string{"./broker"}, run: "TestWatchWakesOnlyAtItsCount$"})
+	add(mutation{name: "watch: a gathering watcher is woken one change late", file: "broker/watch.go",
+		from: "wake := len(w.changed) >= w.wakeAt", to: "wake := len(w.changed) > w.wakeAt",
+		pkgs: []string{srvPkg}, run: "TestWaitSendsItsLastJobsWithoutGathering$"})
+	add(mutation{name: "watch: a job handed over final still counts as watched", file: "broker/watch.go",
+		from: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)\n}", to: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n}",
+		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
+	add(mutation{name: "watch: a job handed over final still wants its starts", file: "broker/watch.go",
+		from: "\t\tw.live--\n\t\tif !w.finalOnly {\n\t\t\th.running.Add(-1)", to: "\t\tw.live--\n\t\tif false {\n\t\t\th.running.Add(-1)",
+		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
+	add(mutation{name: "watch: a job handed over final stays in the hub", file: "broker/watch.go",
+		from: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)", to: "\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)",
+		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
 	return ms
 }
 
