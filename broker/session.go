@@ -562,13 +562,33 @@ func (o *resultOp) Finishes() job.LeaseRef { return o.ref }
 func (o *resultOp) frees() *Session        { return o.s }
 
 // Success is the result's write when it may be stored with other successes at commit: nothing
-// later in the transaction may depend on it, so it settles no shared breaker in its write and
-// frees no queue room.
+// later in the transaction may depend on it, so it frees no queue room and settles no shared
+// breaker in its write, but for a success stored within the transaction (InTx).
 func (o *resultOp) Success() *store.JobFinishParams {
-	if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees || o.s.b.watchedElsewhere(o.ref.JobID) {
+	if o.d.Verdict != triage.Succeeded || o.settlesShared && !o.InTx() || o.endingAttempt.frees || o.s.b.watchedElsewhere(o.ref.JobID) {
 		return nil // a job another broker watches publishes its change in its write (watchcluster.go)
 	}
 	return o.params
+}
+
+// InTx: a success that settles a stored breaker's ordinary permit (a breaker counting
+// successes, in ratio mode) is stored with the batch's other such successes in one statement
+// within the transaction, and counted in its breaker once known applied (SucceededInTx), not
+// written alone: one statement a batch instead of one a job. A probe's, or a permit the broker
+// does not know, still writes alone.
+func (o *resultOp) InTx() bool {
+	return o.settlesShared && o.permit.Generation != 0 && !o.permit.IsProbe()
+}
+
+// SucceededInTx counts, in tx, a success stored with others within the transaction in its
+// shared breaker, once applied.
+func (o *resultOp) SucceededInTx(tx store.Tx, applied bool) error {
+	o.ch.reset()
+	o.succeeded, o.unread = applied, nil
+	if !applied {
+		return nil
+	}
+	return o.s.b.settleShared(tx, &o.ch, o.job.Type, o.ref.JobID, o.number, o.permit, o.how, o.kind, o.msg)
 }
 
 // MayWait lets a success wait one batch for a producer's next enqueue (commit.Deferrer) when

@@ -242,6 +242,10 @@ func (w *Grouped) finish(batch []*Ticket, err error) {
 // (tx.JobSucceedManyAtCommit), starts (tx.JobStartMany) and the jobs of inserts (tx.JobInsertMany,
 // or tx.JobInsertOfferedAtCommit when some are offered).
 type grouped struct {
+	// settling and settled are the successes stored in the transaction (InTxSucceeder), apart
+	// from those stored with COMMIT (succeeding and successes).
+	settling   []InTxSucceeder
+	settled    []*store.JobFinishParams
 	succeeding []Succeeder
 	starting   []Starter
 	inserting  []Inserter
@@ -253,6 +257,7 @@ type grouped struct {
 
 // reset empties g for another run of the transaction.
 func (g *grouped) reset() {
+	g.settling, g.settled = g.settling[:0], g.settled[:0]
 	g.succeeding, g.starting, g.inserting, g.inserted = g.succeeding[:0], g.starting[:0], g.inserting[:0], g.inserted[:0]
 	g.successes, g.starts, g.inserts = g.successes[:0], g.starts[:0], g.inserts[:0]
 }
@@ -274,6 +279,10 @@ func (g *grouped) add(t *Ticket) bool {
 		p := o.Success()
 		if p == nil {
 			return false
+		}
+		if in, ok := o.(InTxSucceeder); ok && in.InTx() {
+			g.settling, g.settled = append(g.settling, in), append(g.settled, p)
+			break
 		}
 		g.succeeding, g.successes = append(g.succeeding, o), append(g.successes, p)
 	case Starter:
@@ -304,6 +313,17 @@ func (g *grouped) write(tx store.Tx) error {
 		}
 		for i, o := range g.starting {
 			o.Started(started[i])
+		}
+	}
+	if len(g.settled) > 0 {
+		applied, err := tx.JobSucceedMany(g.settled)
+		if err != nil {
+			return err
+		}
+		for i, o := range g.settling {
+			if err := o.SucceededInTx(tx, applied[i]); err != nil {
+				return err
+			}
 		}
 	}
 	if len(g.successes) > 0 {

@@ -82,6 +82,18 @@ type Succeeder interface {
 	Succeeded(applied bool, unread error)
 }
 
+// InTxSucceeder is a Succeeder whose success, stored with the batch's other such successes in
+// one statement (tx.JobSucceedMany), must be known applied or not within the transaction,
+// because the op writes more after it: a success counted in a breaker stored in the database.
+type InTxSucceeder interface {
+	Succeeder
+	// InTx says this success needs its answer in the transaction.
+	InTx() bool
+	// SucceededInTx says, in tx, whether the success applied, and writes what follows from it.
+	// It may run again when the transaction does.
+	SucceededInTx(tx store.Tx, applied bool) error
+}
+
 // Inserter is an op whose jobs may be inserted with the batch's other jobs in one statement
 // (tx.JobInsertMany): jobs without idempotency keys (a key taken by a job of other content
 // fails its enqueue alone).

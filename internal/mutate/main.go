@@ -618,8 +618,8 @@ func mutations() []mutation {
 		from: "\tif t.superseded {\n\t\treturn false\n\t}\n\tswitch o := t.op.(type) {", to: "\tswitch o := t.op.(type) {",
 		pkgs: []string{"./broker/commit"}, run: "TestGroupedWritesOneCallPerKind"})
 	add(mutation{name: "commit: a success that settles a shared breaker is stored at commit", file: "broker/session.go",
-		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared || o.endingAttempt.frees ||", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees ||",
-		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
+		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared && !o.InTx() || o.endingAttempt.frees ||", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees ||",
+		pkgs: []string{"./broker"}, run: "TestSharedBreaker", postgres: true})
 	add(mutation{name: "limits: a batch one message longer than the limit", file: "server/validate.go",
 		from: "if len(msgs) > MaxBatchMessages {", to: "if len(msgs) > MaxBatchMessages+1 {",
 		pkgs: []string{srvPkg}, run: "TestBatchRefusals"})
@@ -1126,6 +1126,12 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a job handed over final stays in the hub", file: "broker/watch.go",
 		from: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)", to: "\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)",
 		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
+	add(mutation{name: "breakers: a success counted in a stored breaker is written alone", file: "broker/session.go",
+		from: "return o.settlesShared && o.permit.Generation != 0 && !o.permit.IsProbe()", to: "return false",
+		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
+	add(mutation{name: "breakers: a success stored with others is not counted in its stored breaker", file: "broker/session.go",
+		from: "\tif !applied {\n\t\treturn nil\n\t}\n\treturn o.s.b.settleShared(", to: "\tif applied {\n\t\treturn nil\n\t}\n\treturn o.s.b.settleShared(",
+		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
 	return ms
 }
 
