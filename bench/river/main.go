@@ -4,6 +4,8 @@
 //
 //   - drain: -jobs jobs inserted (InsertMany, 1,000 at a time), then a client works them;
 //   - e2e-100: four producers insert batches of 100 while a client works them;
+//   - e2e-1: one producer inserts one job a call (Insert), waiting for each, while a client
+//     works them;
 //   - latency: an open-loop producer inserts one job at a time at -rate a second for
 //     -duration; each job carries the time taken just before its insert, and its worker
 //     records how long it took to start (the first second is not counted).
@@ -59,8 +61,8 @@ func (w noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
 
 func main() {
 	url := flag.String("db", "", "PostgreSQL URL (required)")
-	scenario := flag.String("scenario", "drain", "drain, e2e-100 or latency")
-	jobs := flag.Int("jobs", 20000, "jobs of drain and e2e-100")
+	scenario := flag.String("scenario", "drain", "drain, e2e-100, e2e-1 or latency")
+	jobs := flag.Int("jobs", 20000, "jobs of drain, e2e-100 and e2e-1")
 	workers := flag.Int("workers", 512, "the queue's MaxWorkers")
 	cooldown := flag.Duration("fetch-cooldown", 0, "Config.FetchCooldown (0: River's default)")
 	poll := flag.Duration("fetch-poll", 0, "Config.FetchPollInterval (0: River's default)")
@@ -83,7 +85,7 @@ func main() {
 		log.Fatal(err)
 	}
 	switch *scenario {
-	case "drain", "e2e-100":
+	case "drain", "e2e-100", "e2e-1":
 		took := throughput(ctx, client, *scenario, *jobs)
 		fmt.Printf("river %s %d jobs %.2fs %.0f jobs/s (MaxWorkers %d)\n", *scenario, *jobs, took.Seconds(),
 			float64(*jobs)/took.Seconds(), *workers)
@@ -169,7 +171,7 @@ func withWorkers(c *river.Config, ws *river.Workers) *river.Config {
 	return c
 }
 
-// throughput runs drain or e2e-100 and returns how long the client took to complete every job.
+// throughput runs drain, e2e-100 or e2e-1 and returns how long the client took to complete every job.
 func throughput(ctx context.Context, client *river.Client[pgx.Tx], scenario string, jobs int) time.Duration {
 	batch := func(n int) []river.InsertManyParams {
 		ps := make([]river.InsertManyParams, n)
@@ -214,6 +216,13 @@ func throughput(ctx context.Context, client *river.Client[pgx.Tx], scenario stri
 			})
 		}
 		wg.Wait()
+	}
+	if scenario == "e2e-1" {
+		for i := range jobs {
+			if _, err := client.Insert(ctx, noopArgs{N: i}, nil); err != nil {
+				log.Fatal(err)
+			}
+		}
 	}
 	<-finished
 	return time.Since(start)
