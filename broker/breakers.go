@@ -44,9 +44,9 @@ type breakerHome interface {
 	swept(ctx context.Context)
 	// batch begins the writer's batch of ops in tx (see breakerBatch).
 	batch(tx store.Tx, ops []commit.Op)
-	// settlesInWrite reports whether the permit p of a lease of typ is settled by the write
-	// that ends the lease (settleInWrite), not in memory once it committed.
-	settlesInWrite(p breaker.Permit, typ string) bool
+	// settlesInWrite says how the permit p of a lease of typ is settled by the write that
+	// ends the lease (settleInWrite), if it is, rather than in memory once it committed.
+	settlesInWrite(p breaker.Permit, typ string) writeSettles
 	// settleInWrite settles, in tx, the permit of job jobID's lease that tx ends (see
 	// Broker.settleShared).
 	settleInWrite(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
@@ -70,7 +70,7 @@ func (h breakersInMemory) release(p breaker.Permit)  { h.b.breakers.Release(p) }
 func (breakersInMemory) swept(context.Context)       {}
 func (breakersInMemory) batch(store.Tx, []commit.Op) {}
 
-func (breakersInMemory) settlesInWrite(breaker.Permit, string) bool { return false }
+func (breakersInMemory) settlesInWrite(breaker.Permit, string) writeSettles { return settlesAfter }
 
 // leaseProbes leaves probes to the ordinary lease: their slots are taken from memory once
 // leased (takeProbePermitsLocked).

@@ -521,11 +521,11 @@ type resultOp struct {
 	d      triage.Decision
 	params *store.JobFinishParams
 	// How the result settles the breaker permit, which a shared breaker does in the result's
-	// own write (settlesShared).
-	how           permitEnd
-	kind          breaker.FailureKind
-	msg           string
-	settlesShared bool
+	// own write (settles).
+	how     permitEnd
+	kind    breaker.FailureKind
+	msg     string
+	settles writeSettles
 
 	ch        breakerChanges
 	succeeded bool
@@ -553,7 +553,7 @@ func newResultOp(s *Session, ref job.LeaseRef, e endingAttempt, failure *job.Fai
 	default:
 		o.how, o.kind = permitFailed, breakerKind(d.Kind)
 	}
-	o.settlesShared = b.mode.breakers().settlesInWrite(e.permit, e.job.Type)
+	o.settles = b.mode.breakers().settlesInWrite(e.permit, e.job.Type)
 	return o
 }
 
@@ -561,24 +561,20 @@ func (o *resultOp) Name() string           { return "result" }
 func (o *resultOp) Finishes() job.LeaseRef { return o.ref }
 func (o *resultOp) frees() *Session        { return o.s }
 
-// Success is the result's write when it may be stored with other successes at commit: nothing
-// later in the transaction may depend on it, so it frees no queue room and settles no shared
-// breaker in its write, but for a success stored within the transaction (InTx).
+// Success is the result's write when it may be stored with other successes: it frees no queue
+// room and its permit is not settled by a write of its own (settlesAlone). Stored at commit,
+// unless its stored breaker counts it once stored (InTx).
 func (o *resultOp) Success() *store.JobFinishParams {
-	if o.d.Verdict != triage.Succeeded || o.settlesShared && !o.InTx() || o.endingAttempt.frees || o.s.b.watchedElsewhere(o.ref.JobID) {
+	if o.d.Verdict != triage.Succeeded || o.settles == settlesAlone || o.endingAttempt.frees || o.s.b.watchedElsewhere(o.ref.JobID) {
 		return nil // a job another broker watches publishes its change in its write (watchcluster.go)
 	}
 	return o.params
 }
 
-// InTx: a success that settles a stored breaker's ordinary permit (a breaker counting
-// successes, in ratio mode) is stored with the batch's other such successes in one statement
-// within the transaction, and counted in its breaker once known applied (SucceededInTx), not
-// written alone: one statement a batch instead of one a job. A probe's, or a permit the broker
-// does not know, still writes alone.
-func (o *resultOp) InTx() bool {
-	return o.settlesShared && o.permit.Generation != 0 && !o.permit.IsProbe()
-}
+// InTx: a success its stored breaker counts (settlesOnceStored) is stored with the batch's
+// other such successes in one statement within the transaction, and counted once known
+// applied (SucceededInTx): one statement a batch, not one a job.
+func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }
 
 // SucceededInTx counts, in tx, a success stored with others within the transaction in its
 // shared breaker, once applied.

@@ -108,13 +108,32 @@ func (h breakersInStore) swept(ctx context.Context) {
 // sharedBreakers reports whether the breakers live in the database (breakersInStore).
 func (b *Broker) sharedBreakers() bool { return b.mode.breakers().shared() }
 
-// settlesInWrite reports whether the permit of a lease of typ is settled in the write that ends
-// the lease (settleShared): a permit the broker did not keep (a lease adopted), a probe's, and
-// any permit of a breaker that counts every call (ratio mode), whose successes are applied to its
-// stored state too.
-func (h breakersInStore) settlesInWrite(p breaker.Permit, typ string) bool {
-	cfg := h.b.breakers.ConfigFor(typ)
-	return p.Generation == 0 || p.IsProbe() || !cfg.Disabled && cfg.Mode == breaker.ModeRatio
+// writeSettles is how the write that ends a lease settles its breaker permit.
+type writeSettles int
+
+const (
+	// settlesAfter: not in the write; in memory once it committed, if at all.
+	settlesAfter writeSettles = iota
+	// settlesOnceStored: an ordinary permit of a stored breaker that counts every call (ratio
+	// mode): a success is counted once known stored, so it may be stored with the batch's other
+	// such successes in one statement within the transaction (resultOp.SucceededInTx).
+	settlesOnceStored
+	// settlesAlone: a permit the broker did not keep (a lease adopted) or a probe's, settled by
+	// the write of its own result (settleShared).
+	settlesAlone
+)
+
+// settlesInWrite says how the permit of a lease of typ is settled in the write that ends the
+// lease (settleShared): a permit the broker did not keep and a probe's alone, any permit of a
+// breaker that counts every call (ratio mode) once its success is stored.
+func (h breakersInStore) settlesInWrite(p breaker.Permit, typ string) writeSettles {
+	if p.Generation == 0 || p.IsProbe() {
+		return settlesAlone
+	}
+	if cfg := h.b.breakers.ConfigFor(typ); !cfg.Disabled && cfg.Mode == breaker.ModeRatio {
+		return settlesOnceStored
+	}
+	return settlesAfter
 }
 
 // breakerChanges are the shared breakers one op's transaction read or changed, to give to the

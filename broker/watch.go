@@ -194,23 +194,17 @@ func (h *watchHub) remove(w *JobWatch, ids []int64) {
 			continue
 		}
 		was := len(ws)
-		if was == 1 && ws[0] == w { // the common case: w alone watches it
-			ws = nil
-		} else {
-			ws = slices.DeleteFunc(ws, func(x *JobWatch) bool { return x == w })
+		if ws = slices.DeleteFunc(ws, func(x *JobWatch) bool { return x == w }); len(ws) == was {
+			continue
 		}
-		if len(ws) < was {
-			stopped++
-			w.live--
-		}
+		stopped++
+		w.live--
 		if len(ws) > 0 {
 			h.byJob[id] = ws
 			continue
 		}
 		delete(h.byJob, id)
-		if len(h.seen) > 0 {
-			delete(h.seen, id)
-		}
+		delete(h.seen, id)
 		unwatched++
 	}
 	if !w.finalOnly {
@@ -274,9 +268,7 @@ func (h *watchHub) finished(id int64, snapshot func() *job.Job) {
 		}
 	}
 	delete(h.byJob, id)
-	if len(h.seen) > 0 {
-		delete(h.seen, id)
-	}
+	delete(h.seen, id)
 	h.watched.Add(-1)
 }
 

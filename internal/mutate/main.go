@@ -618,7 +618,7 @@ func mutations() []mutation {
 		from: "\tif t.superseded {\n\t\treturn false\n\t}\n\tswitch o := t.op.(type) {", to: "\tswitch o := t.op.(type) {",
 		pkgs: []string{"./broker/commit"}, run: "TestGroupedWritesOneCallPerKind"})
 	add(mutation{name: "commit: a success that settles a shared breaker is stored at commit", file: "broker/session.go",
-		from: "if o.d.Verdict != triage.Succeeded || o.settlesShared && !o.InTx() || o.endingAttempt.frees ||", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees ||",
+		from: "if o.d.Verdict != triage.Succeeded || o.settles == settlesAlone || o.endingAttempt.frees ||", to: "if o.d.Verdict != triage.Succeeded || o.endingAttempt.frees ||",
 		pkgs: []string{"./broker"}, run: "TestSharedBreaker", postgres: true})
 	add(mutation{name: "limits: a batch one message longer than the limit", file: "server/validate.go",
 		from: "if len(msgs) > MaxBatchMessages {", to: "if len(msgs) > MaxBatchMessages+1 {",
@@ -1118,16 +1118,16 @@ func mutations() []mutation {
 		from: "wake := len(w.changed) >= w.wakeAt", to: "wake := len(w.changed) > w.wakeAt",
 		pkgs: []string{srvPkg}, run: "TestWaitSendsItsLastJobsWithoutGathering$"})
 	add(mutation{name: "watch: a job handed over final still counts as watched", file: "broker/watch.go",
-		from: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)\n}", to: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n}",
+		from: "\tdelete(h.byJob, id)\n\tdelete(h.seen, id)\n\th.watched.Add(-1)\n}", to: "\tdelete(h.byJob, id)\n\tdelete(h.seen, id)\n}",
 		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
 	add(mutation{name: "watch: a job handed over final still wants its starts", file: "broker/watch.go",
 		from: "\t\tw.live--\n\t\tif !w.finalOnly {\n\t\t\th.running.Add(-1)", to: "\t\tw.live--\n\t\tif false {\n\t\t\th.running.Add(-1)",
 		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
 	add(mutation{name: "watch: a job handed over final stays in the hub", file: "broker/watch.go",
-		from: "\tdelete(h.byJob, id)\n\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)", to: "\tif len(h.seen) > 0 {\n\t\tdelete(h.seen, id)\n\t}\n\th.watched.Add(-1)",
+		from: "\tdelete(h.byJob, id)\n\tdelete(h.seen, id)\n\th.watched.Add(-1)\n}", to: "\tdelete(h.seen, id)\n\th.watched.Add(-1)\n}",
 		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
 	add(mutation{name: "breakers: a success counted in a stored breaker is written alone", file: "broker/session.go",
-		from: "return o.settlesShared && o.permit.Generation != 0 && !o.permit.IsProbe()", to: "return false",
+		from: "func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }", to: "func (o *resultOp) InTx() bool { return false }",
 		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
 	add(mutation{name: "breakers: a success stored with others is not counted in its stored breaker", file: "broker/session.go",
 		from: "\tif !applied {\n\t\treturn nil\n\t}\n\treturn o.s.b.settleShared(", to: "\tif applied {\n\t\treturn nil\n\t}\n\treturn o.s.b.settleShared(",
