@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -162,6 +164,48 @@ func breakerFromProto(p *jobwirev1.BreakerInfo) Breaker {
 
 // timeFromProto maps an unset timestamp to the zero time rather than the Unix epoch, so
 // IsZero means "not set" as everywhere else in Go.
+// endsFromProto is the jobs of ends, how each ended (see jobwirev1.JobEnds), allocated together
+// with slab (see Client.follow). A response that breaks the columns' shape is an Internal
+// error, not a panic.
+func endsFromProto(ends *jobwirev1.JobEnds, slab bool) ([]*job.Job, error) {
+	ids, names := ends.GetIds(), ends.GetNames()
+	n := len(ids)
+	if len(ends.GetStates()) != n || len(ends.GetAttempts()) != n || len(ends.GetFinishedAtUnixNanos()) != n ||
+		len(ends.GetTypes()) != n || len(ends.GetQueues()) != n {
+		return nil, status.Error(codes.Internal, "the broker sent job ends whose columns differ in length")
+	}
+	out := make([]*job.Job, n)
+	var all []job.Job
+	if slab {
+		all = make([]job.Job, n)
+	}
+	for i, id := range ids {
+		typ, queue := ends.GetTypes()[i], ends.GetQueues()[i]
+		if int(typ) >= len(names) || int(queue) >= len(names) {
+			return nil, status.Errorf(codes.Internal, "the broker sent job %d with a name index out of range", id)
+		}
+		if slab {
+			out[i] = &all[i]
+		} else {
+			out[i] = new(job.Job)
+		}
+		*out[i] = job.Job{ID: id, Type: names[typ], Queue: names[queue], State: job.State(ends.GetStates()[i]),
+			Attempts: int(ends.GetAttempts()[i])}
+		if ns := ends.GetFinishedAtUnixNanos()[i]; ns != 0 {
+			out[i].FinishedAt = time.Unix(0, ns).UTC()
+		}
+	}
+	for _, d := range ends.GetDetails() {
+		if int(d.GetIndex()) >= n {
+			return nil, status.Errorf(codes.Internal, "the broker sent a job end's detail for index %d of %d jobs", d.GetIndex(), n)
+		}
+		j := out[d.GetIndex()]
+		j.Result, j.DeadReason = d.GetResult(), job.DeadReason(d.GetDeadReason())
+		j.LastErrorType, j.LastErrorMessage = d.GetLastErrorType(), d.GetLastErrorMessage()
+	}
+	return out, nil
+}
+
 func timeFromProto(ts *timestamppb.Timestamp) time.Time {
 	if ts == nil {
 		return time.Time{}

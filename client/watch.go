@@ -133,6 +133,27 @@ func (c *Client) follow(ctx context.Context, op string, ids []int64, finalOnly, 
 	}
 }
 
+// jobsOf is the jobs resp sends, allocated together with slab (see follow).
+func jobsOf(resp *jobwirev1.WatchJobsResponse, slab bool) ([]*job.Job, error) {
+	if ends := resp.GetEnds(); ends != nil {
+		return endsFromProto(ends, slab)
+	}
+	out := make([]*job.Job, len(resp.GetJobs()))
+	var all []job.Job
+	if slab {
+		all = make([]job.Job, len(out))
+	}
+	for i, p := range resp.GetJobs() {
+		if slab {
+			out[i] = &all[i]
+			fillJob(out[i], p)
+		} else {
+			out[i] = jobFromProto(p)
+		}
+	}
+	return out, nil
+}
+
 // errStopped: the caller stopped iterating.
 var errStopped = errors.New("stopped")
 
@@ -144,7 +165,8 @@ func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: ids, FinalOnly: finalOnly})
+	// A wait has the jobs' ends sent as columns: a few bytes a job, no message each.
+	stream, err := c.producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: ids, FinalOnly: finalOnly, Columns: finalOnly})
 	if err != nil {
 		return err
 	}
@@ -153,18 +175,11 @@ func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly,
 		if err != nil {
 			return err // io.EOF is not Unavailable: an end before every job was final
 		}
-		var jobs []job.Job
-		if slab {
-			jobs = make([]job.Job, len(resp.GetJobs()))
+		jobs, err := jobsOf(resp, slab)
+		if err != nil {
+			return err
 		}
-		for i, pj := range resp.GetJobs() {
-			var j *job.Job
-			if slab {
-				j = &jobs[i]
-				fillJob(j, pj)
-			} else {
-				j = jobFromProto(pj)
-			}
+		for _, j := range jobs {
 			if j.State.Final() {
 				delete(left, j.ID)
 			}

@@ -99,6 +99,37 @@ func (a *protoSlab) outcome(j *job.Job) *jobwirev1.Job {
 	return out
 }
 
+// endsToProto is how jobs ended as columns (WatchJobsRequest.columns): the same fields as
+// outcome, in a message for all of them rather than one with a timestamp each, each type and
+// queue named once.
+func endsToProto(jobs []*job.Job) *jobwirev1.JobEnds {
+	n := len(jobs)
+	out := &jobwirev1.JobEnds{Ids: make([]int64, n), States: make([]jobwirev1.JobState, n),
+		Attempts: make([]int32, n), FinishedAtUnixNanos: make([]int64, n), Types: make([]uint32, n), Queues: make([]uint32, n)}
+	names := make(map[string]uint32, 2)
+	name := func(s string) uint32 {
+		i, ok := names[s]
+		if !ok {
+			i = uint32(len(out.Names))
+			names[s] = i
+			out.Names = append(out.Names, s)
+		}
+		return i
+	}
+	for i, j := range jobs {
+		out.Ids[i], out.States[i], out.Attempts[i] = j.ID, stateToProto(j.State), int32(j.Attempts)
+		if !j.FinishedAt.IsZero() {
+			out.FinishedAtUnixNanos[i] = j.FinishedAt.UnixNano()
+		}
+		out.Types[i], out.Queues[i] = name(j.Type), name(j.Queue)
+		if len(j.Result) > 0 || j.DeadReason != job.DeadNone || j.LastErrorType != "" || j.LastErrorMessage != "" {
+			out.Details = append(out.Details, &jobwirev1.JobEndDetail{Index: uint32(i), Result: j.Result,
+				DeadReason: deadReasonToProto(j.DeadReason), LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage})
+		}
+	}
+	return out
+}
+
 // watched is j as WatchJobs sends it: without payload or attempt history.
 func (a *protoSlab) watched(j *job.Job) *jobwirev1.Job { return a.jobOf(j, false) }
 

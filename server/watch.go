@@ -43,7 +43,7 @@ func (p *producer) WatchJobs(req *jobwirev1.WatchJobsRequest, stream jobwirev1.P
 	// The watch starts before the first read, so no change between the two is missed.
 	w := p.b.WatchJobs(req.GetIds(), broker.WatchOptions{FinalOnly: req.GetFinalOnly()})
 	defer w.Close()
-	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), sent: make(map[int64]broker.JobVersion, len(req.GetIds()))}
+	f := &following{p: p, stream: stream, w: w, finalOnly: req.GetFinalOnly(), columns: req.GetColumns(), sent: make(map[int64]broker.JobVersion, len(req.GetIds()))}
 	if err := f.first(ctx, req.GetIds()); err != nil {
 		return err
 	}
@@ -74,6 +74,7 @@ type following struct {
 	stream    jobwirev1.ProducerService_WatchJobsServer
 	w         *broker.JobWatch
 	finalOnly bool
+	columns   bool // send final jobs as JobEnds (WatchJobsRequest.columns)
 	sent      map[int64]broker.JobVersion
 }
 
@@ -197,24 +198,37 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	if len(known) > 0 {
 		slices.SortFunc(jobs, func(a, b *job.Job) int { return cmp.Compare(a.ID, b.ID) }) // sent in id order
 	}
-	var out []*jobwirev1.Job
-	slab, send := newProtoSlab(len(jobs)), (*protoSlab).watched
-	if f.finalOnly {
-		slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).outcome
-	}
+	send := jobs[:0]
 	for _, j := range jobs {
 		if f.changed(j) {
-			out = append(out, send(slab, j))
+			send = append(send, j)
 		}
 	}
 	// Final jobs need watching no longer: one call for all, not a lock of the hub each.
 	f.w.Stop(final...)
-	for part := range slices.Chunk(out, maxWatchBatch) {
-		if err := f.stream.Send(&jobwirev1.WatchJobsResponse{Jobs: part}); err != nil {
+	for part := range slices.Chunk(send, maxWatchBatch) {
+		if err := f.stream.Send(f.response(part)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// response is the message that sends jobs: as columns, how each ended (columns), or a Job
+// each, how it ended (finalOnly) or as it is.
+func (f *following) response(jobs []*job.Job) *jobwirev1.WatchJobsResponse {
+	if f.columns {
+		return &jobwirev1.WatchJobsResponse{Ends: endsToProto(jobs)}
+	}
+	slab, conv := newProtoSlab(len(jobs)), (*protoSlab).watched
+	if f.finalOnly {
+		slab, conv = newOutcomeSlab(len(jobs)), (*protoSlab).outcome
+	}
+	out := make([]*jobwirev1.Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = conv(slab, j)
+	}
+	return &jobwirev1.WatchJobsResponse{Jobs: out}
 }
 
 // maxWatchBatch is the most jobs one WatchJobsResponse carries.
@@ -254,11 +268,15 @@ func missing(ids []int64, jobs []*job.Job) string {
 	return "a job was"
 }
 
-// validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once.
+// validateWatch checks a WatchJobs request: 1..MaxWatchJobs positive ids, each once, and
+// columns only with final_only.
 func validateWatch(req *jobwirev1.WatchJobsRequest) error {
 	ids := req.GetIds()
 	if len(ids) == 0 || len(ids) > MaxWatchJobs {
 		return invalid("ids", "names %d jobs; name 1..%d", len(ids), MaxWatchJobs)
+	}
+	if req.GetColumns() && !req.GetFinalOnly() {
+		return invalid("columns", "is for final jobs only: set final_only too")
 	}
 	seen := make(map[int64]bool, len(ids))
 	for i, id := range ids {

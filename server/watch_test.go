@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/client"
@@ -152,6 +153,13 @@ func TestWatchJobsRefusesBadRequests(t *testing.T) {
 			}
 		}
 	}
+	stream, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: []int64{id}, Columns: true})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if want := "columns: is for final jobs only: set final_only too"; status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+		t.Errorf("columns without final_only: %v, want InvalidArgument: %s", err, want)
+	}
 }
 
 // A watch of final states only (a wait) is not woken by a job's start or progress, only by its
@@ -272,5 +280,50 @@ func TestWaitSendsItsLastJobsWithoutGathering(t *testing.T) {
 	}
 	if jobs := received(t, done); len(jobs) != len(ids) || jobs[len(jobs)-1].State != job.StateCancelled {
 		t.Fatalf("waited for %d jobs, got %d", len(ids), len(jobs))
+	}
+}
+
+// A wait sent columns (WatchJobsRequest.columns) names each type and queue once, whatever
+// their mix, and tells each job what a wait sent a Job each is told.
+func TestWaitColumnsNameEachTypeAndQueueOnce(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.WaitTimeout)
+	defer cancel()
+	var ids []int64
+	for _, spec := range []*jobwirev1.JobSpec{
+		{Type: "mail", Queue: "q1"}, {Type: "report", Queue: "q1"}, {Type: "mail", Queue: "q2"},
+		{Type: "mail"}, {Type: "q1", Queue: "mail"}, // a type named as another's queue
+	} {
+		id := enqueue(t, b, spec)
+		if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	recv := func(columns bool) *jobwirev1.WatchJobsResponse {
+		t.Helper()
+		stream, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: ids, FinalOnly: true, Columns: columns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ends := recv(true).GetEnds()
+	if want := []string{"mail", "q1", "report", "q2", "default"}; !slices.Equal(ends.GetNames(), want) {
+		t.Errorf("names %q, want %q", ends.GetNames(), want)
+	}
+	got, want := endedJobs(t, ends), recv(false).GetJobs()
+	if len(got) != len(ids) || len(want) != len(ids) {
+		t.Fatalf("sent %d jobs as columns and %d as jobs, want %d", len(got), len(want), len(ids))
+	}
+	for i := range got {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("job %d as columns:\n%v\nas a Job:\n%v", ids[i], got[i], want[i])
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -116,6 +117,10 @@ func TestWatchSendsFinalJobsAsStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			waitColumns, err := b.Producer.WatchJobs(ctx, &jobwirev1.WatchJobsRequest{Ids: []int64{id}, FinalOnly: true, Columns: true})
+			if err != nil {
+				t.Fatal(err)
+			}
 			first, err := stream.Recv() // the job as the watch starts: its read is done
 			if err != nil || len(first.GetJobs()) != 1 {
 				t.Fatalf("%s: first watched %v, %v", tc.name, first, err)
@@ -171,6 +176,14 @@ func TestWatchSendsFinalJobsAsStored(t *testing.T) {
 			if !proto.Equal(ended.GetJobs()[0], want) {
 				t.Errorf("%s: the wait was sent\n%v\nwant how GetJob says it ended\n%v", tc.name, ended.GetJobs()[0], want)
 			}
+			// A wait sent columns (Columns) is sent the same fields.
+			ended, err = waitColumns.Recv()
+			if err != nil {
+				t.Fatalf("%s: wait for columns: %v", tc.name, err)
+			}
+			if cols := endedJobs(t, ended.GetEnds()); len(cols) != 1 || !proto.Equal(cols[0], want) {
+				t.Errorf("%s: the wait for columns was sent\n%v\nwant how GetJob says it ended\n%v", tc.name, ended.GetEnds(), want)
+			}
 		}
 	})
 }
@@ -223,4 +236,35 @@ func TestWatchReadsAJobToldOfTwice(t *testing.T) {
 	if !slices.Equal(read, []int64{id}) || len(known) != 0 {
 		t.Fatalf("a job started and finished unlooked at: to read %v, known %v; want it read", read, known)
 	}
+}
+
+// endedJobs is the jobs of ends (WatchJobsRequest.columns) as a wait without columns is sent
+// them, a Job each, for comparing the two forms; ends whose columns differ in length fail t.
+func endedJobs(t *testing.T, ends *jobwirev1.JobEnds) []*jobwirev1.Job {
+	t.Helper()
+	n := len(ends.GetIds())
+	for name, col := range map[string]int{"states": len(ends.GetStates()), "attempts": len(ends.GetAttempts()),
+		"finished_at_unix_nanos": len(ends.GetFinishedAtUnixNanos()), "types": len(ends.GetTypes()), "queues": len(ends.GetQueues())} {
+		if col != n {
+			t.Fatalf("ends: %d %s for %d ids", col, name, n)
+		}
+	}
+	out := make([]*jobwirev1.Job, n)
+	for i, id := range ends.GetIds() {
+		out[i] = &jobwirev1.Job{Id: id, Type: ends.GetNames()[ends.GetTypes()[i]], Queue: ends.GetNames()[ends.GetQueues()[i]],
+			State: ends.GetStates()[i], Attempts: ends.GetAttempts()[i]}
+		if ns := ends.GetFinishedAtUnixNanos()[i]; ns != 0 {
+			out[i].FinishedAt = timestamppb.New(time.Unix(0, ns))
+		}
+	}
+	last := -1
+	for _, d := range ends.GetDetails() {
+		if int(d.GetIndex()) <= last {
+			t.Fatalf("ends: detail of index %d after %d", d.GetIndex(), last)
+		}
+		last = int(d.GetIndex())
+		j := out[d.GetIndex()]
+		j.Result, j.DeadReason, j.LastErrorType, j.LastErrorMessage = d.GetResult(), d.GetDeadReason(), d.GetLastErrorType(), d.GetLastErrorMessage()
+	}
+	return out
 }

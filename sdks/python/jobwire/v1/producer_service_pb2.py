@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from jobwire.v1 import job_pb2 as jobwire_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xac\x04\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x12\x12\n\ndepends_on\x18# \x03(\x03\x12\x1b\n\x13run_if_parents_fail\x18$ \x01(\x08\x12)\n\x06unique\x18\x14 \x01(\x0b\x32\x19.jobwire.v1.UniqueOptions\x12\x17\n\x0f\x63oncurrency_key\x18\x19 \x01(\t\x12\x19\n\x11\x63oncurrency_limit\x18\x1a \x01(\x05\x12\x10\n\x08\x62\x61tch_id\x18( \x01(\x03\x12\x10\n\x08rate_key\x18\x1e \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"\xa8\x01\n\rUniqueOptions\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nby_payload\x18\x02 \x01(\x08\x12\x0e\n\x06\x66ields\x18\x03 \x03(\t\x12\x15\n\racross_queues\x18\x04 \x01(\x08\x12)\n\x06period\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x06states\x18\x06 \x03(\x0e\x32\x14.jobwire.v1.JobState\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"\xac\x01\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\x0c\x64uplicate_by\x18\x19 \x01(\x0e\x32\x17.jobwire.v1.DuplicateBy\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"a\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\x12\'\n\x05\x62\x61tch\x18\x32 \x01(\x0b\x32\x18.jobwire.v1.BatchOptions\"O\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\x12\x10\n\x08\x62\x61tch_id\x18\x32 \x01(\x03\"v\n\x0c\x42\x61tchOptions\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\'\n\non_success\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12(\n\x0bon_complete\x18\x03 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x12\x43reateBatchRequest\x12\'\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x18.jobwire.v1.BatchOptions\"7\n\x13\x43reateBatchResponse\x12 \n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.Batch\"\x1f\n\x11\x43loseBatchRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"6\n\x12\x43loseBatchResponse\x12 \n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.Batch\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"3\n\x10WatchJobsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12\x12\n\nfinal_only\x18\x02 \x01(\x08\"2\n\x11WatchJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\";\n\x13\x45nqueueGraphRequest\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.GraphNode\"N\n\tGraphNode\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x03job\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12\x12\n\ndepends_on\x18\x03 \x03(\t\"O\n\x14\x45nqueueGraphResponse\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\x12%\n\x04jobs\x18\x02 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"#\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"1\n\x10GetGraphResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"&\n\x12\x43\x61ncelGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"(\n\x13\x43\x61ncelGraphResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*f\n\x0b\x44uplicateBy\x12\x1c\n\x18\x44UPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n\x1c\x44UPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n\x13\x44UPLICATE_BY_UNIQUE\x10\x02*\xf1\x02\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x12\x1c\n\x18WAIT_REASON_RATE_LIMITED\x10\x08\x12 \n\x1cWAIT_REASON_RATE_LIMITED_KEY\x10\t\x12\x1f\n\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n\x12\x17\n\x13WAIT_REASON_PARENTS\x10\x0c\x32\x86\x06\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n\x0c\x45nqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12\x45\n\x08GetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n\x0b\x43\x61ncelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponse\x12N\n\x0b\x43reateBatch\x12\x1e.jobwire.v1.CreateBatchRequest\x1a\x1f.jobwire.v1.CreateBatchResponse\x12K\n\nCloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponse\x12J\n\tWatchJobs\x12\x1c.jobwire.v1.WatchJobsRequest\x1a\x1d.jobwire.v1.WatchJobsResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!jobwire/v1/producer_service.proto\x12\njobwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14jobwire/v1/job.proto\"\xac\x04\n\x07JobSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12,\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12\x32\n\x0f\x61ttempt_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x08metadata\x18\n \x03(\x0b\x32!.jobwire.v1.JobSpec.MetadataEntry\x12\x12\n\ndepends_on\x18# \x03(\x03\x12\x1b\n\x13run_if_parents_fail\x18$ \x01(\x08\x12)\n\x06unique\x18\x14 \x01(\x0b\x32\x19.jobwire.v1.UniqueOptions\x12\x17\n\x0f\x63oncurrency_key\x18\x19 \x01(\t\x12\x19\n\x11\x63oncurrency_limit\x18\x1a \x01(\x05\x12\x10\n\x08\x62\x61tch_id\x18( \x01(\x03\x12\x10\n\x08rate_key\x18\x1e \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08schedule\"\xa8\x01\n\rUniqueOptions\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nby_payload\x18\x02 \x01(\x08\x12\x0e\n\x06\x66ields\x18\x03 \x03(\t\x12\x15\n\racross_queues\x18\x04 \x01(\x08\x12)\n\x06period\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x06states\x18\x06 \x03(\x0e\x32\x14.jobwire.v1.JobState\"2\n\x0e\x45nqueueRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"\xac\x01\n\x0b\x45nqueuedJob\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.jobwire.v1.JobState\x12*\n\x06run_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\x0c\x64uplicate_by\x18\x19 \x01(\x0e\x32\x17.jobwire.v1.DuplicateBy\"7\n\x0f\x45nqueueResponse\x12$\n\x03job\x18\x01 \x01(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"a\n\x13\x45nqueueBatchRequest\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.jobwire.v1.JobSpec\x12\'\n\x05\x62\x61tch\x18\x32 \x01(\x0b\x32\x18.jobwire.v1.BatchOptions\"O\n\x14\x45nqueueBatchResponse\x12%\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\x12\x10\n\x08\x62\x61tch_id\x18\x32 \x01(\x03\"v\n\x0c\x42\x61tchOptions\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\'\n\non_success\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12(\n\x0bon_complete\x18\x03 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\"=\n\x12\x43reateBatchRequest\x12\'\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x18.jobwire.v1.BatchOptions\"7\n\x13\x43reateBatchResponse\x12 \n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.Batch\"\x1f\n\x11\x43loseBatchRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"6\n\x12\x43loseBatchResponse\x12 \n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x11.jobwire.v1.Batch\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"D\n\x10WatchJobsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12\x12\n\nfinal_only\x18\x02 \x01(\x08\x12\x0f\n\x07\x63olumns\x18\x03 \x01(\x08\"U\n\x11WatchJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\x12!\n\x04\x65nds\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobEnds\"\xc7\x01\n\x07JobEnds\x12\x0b\n\x03ids\x18\x01 \x03(\x03\x12$\n\x06states\x18\x02 \x03(\x0e\x32\x14.jobwire.v1.JobState\x12\x10\n\x08\x61ttempts\x18\x03 \x03(\x05\x12\x1e\n\x16\x66inished_at_unix_nanos\x18\x04 \x03(\x03\x12\r\n\x05names\x18\x05 \x03(\t\x12\r\n\x05types\x18\x06 \x03(\r\x12\x0e\n\x06queues\x18\x07 \x03(\r\x12)\n\x07\x64\x65tails\x18\x08 \x03(\x0b\x32\x18.jobwire.v1.JobEndDetail\"\x8f\x01\n\x0cJobEndDetail\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0e\n\x06result\x18\x02 \x01(\x0c\x12+\n\x0b\x64\x65\x61\x64_reason\x18\x03 \x01(\x0e\x32\x16.jobwire.v1.DeadReason\x12\x17\n\x0flast_error_type\x18\x04 \x01(\t\x12\x1a\n\x12last_error_message\x18\x05 \x01(\t\"W\n\x0eGetJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job\x12\'\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.jobwire.v1.JobWaiting\";\n\x13\x45nqueueGraphRequest\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.jobwire.v1.GraphNode\"N\n\tGraphNode\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x03job\x18\x02 \x01(\x0b\x32\x13.jobwire.v1.JobSpec\x12\x12\n\ndepends_on\x18\x03 \x03(\t\"O\n\x14\x45nqueueGraphResponse\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\x12%\n\x04jobs\x18\x02 \x03(\x0b\x32\x17.jobwire.v1.EnqueuedJob\"#\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"1\n\x10GetGraphResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.jobwire.v1.Job\"&\n\x12\x43\x61ncelGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\x03\"(\n\x13\x43\x61ncelGraphResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"~\n\nJobWaiting\x12&\n\x06reason\x18\x01 \x01(\x0e\x32\x16.jobwire.v1.WaitReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05limit\x18\x04 \x01(\x05\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"1\n\x11\x43\x61ncelJobResponse\x12\x1c\n\x03job\x18\x01 \x01(\x0b\x32\x0f.jobwire.v1.Job*f\n\x0b\x44uplicateBy\x12\x1c\n\x18\x44UPLICATE_BY_UNSPECIFIED\x10\x00\x12 \n\x1c\x44UPLICATE_BY_IDEMPOTENCY_KEY\x10\x01\x12\x17\n\x13\x44UPLICATE_BY_UNIQUE\x10\x02*\xf1\x02\n\nWaitReason\x12\x1b\n\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15WAIT_REASON_SCHEDULED\x10\x01\x12\x1c\n\x18WAIT_REASON_QUEUE_PAUSED\x10\x02\x12\x1c\n\x18WAIT_REASON_QUEUE_AT_CAP\x10\x03\x12\x1c\n\x18WAIT_REASON_BREAKER_OPEN\x10\x04\x12\x1f\n\x1bWAIT_REASON_BREAKER_PROBING\x10\x05\x12\x19\n\x15WAIT_REASON_NO_WORKER\x10\x06\x12\x1b\n\x17WAIT_REASON_WORKER_SLOT\x10\x07\x12\x1c\n\x18WAIT_REASON_RATE_LIMITED\x10\x08\x12 \n\x1cWAIT_REASON_RATE_LIMITED_KEY\x10\t\x12\x1f\n\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n\x12\x17\n\x13WAIT_REASON_PARENTS\x10\x0c\x32\x86\x06\n\x0fProducerService\x12\x42\n\x07\x45nqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n\x0c\x45nqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n\x0c\x45nqueueGraph\x12\x1f.jobwire.v1.EnqueueGraphRequest\x1a .jobwire.v1.EnqueueGraphResponse\x12\x45\n\x08GetGraph\x12\x1b.jobwire.v1.GetGraphRequest\x1a\x1c.jobwire.v1.GetGraphResponse\x12N\n\x0b\x43\x61ncelGraph\x12\x1e.jobwire.v1.CancelGraphRequest\x1a\x1f.jobwire.v1.CancelGraphResponse\x12N\n\x0b\x43reateBatch\x12\x1e.jobwire.v1.CreateBatchRequest\x1a\x1f.jobwire.v1.CreateBatchResponse\x12K\n\nCloseBatch\x12\x1d.jobwire.v1.CloseBatchRequest\x1a\x1e.jobwire.v1.CloseBatchResponse\x12J\n\tWatchJobs\x12\x1c.jobwire.v1.WatchJobsRequest\x1a\x1d.jobwire.v1.WatchJobsResponse0\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobwire.v1.producer_service_pb2', globals())
@@ -25,10 +25,10 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _JOBSPEC_METADATAENTRY._options = None
   _JOBSPEC_METADATAENTRY._serialized_options = b'8\001'
-  _DUPLICATEBY._serialized_start=2485
-  _DUPLICATEBY._serialized_end=2587
-  _WAITREASON._serialized_start=2590
-  _WAITREASON._serialized_end=2959
+  _DUPLICATEBY._serialized_start=2885
+  _DUPLICATEBY._serialized_end=2987
+  _WAITREASON._serialized_start=2990
+  _WAITREASON._serialized_end=3359
   _JOBSPEC._serialized_start=137
   _JOBSPEC._serialized_end=693
   _JOBSPEC_METADATAENTRY._serialized_start=634
@@ -58,31 +58,35 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _GETJOBREQUEST._serialized_start=1659
   _GETJOBREQUEST._serialized_end=1686
   _WATCHJOBSREQUEST._serialized_start=1688
-  _WATCHJOBSREQUEST._serialized_end=1739
-  _WATCHJOBSRESPONSE._serialized_start=1741
-  _WATCHJOBSRESPONSE._serialized_end=1791
-  _GETJOBRESPONSE._serialized_start=1793
-  _GETJOBRESPONSE._serialized_end=1880
-  _ENQUEUEGRAPHREQUEST._serialized_start=1882
-  _ENQUEUEGRAPHREQUEST._serialized_end=1941
-  _GRAPHNODE._serialized_start=1943
-  _GRAPHNODE._serialized_end=2021
-  _ENQUEUEGRAPHRESPONSE._serialized_start=2023
-  _ENQUEUEGRAPHRESPONSE._serialized_end=2102
-  _GETGRAPHREQUEST._serialized_start=2104
-  _GETGRAPHREQUEST._serialized_end=2139
-  _GETGRAPHRESPONSE._serialized_start=2141
-  _GETGRAPHRESPONSE._serialized_end=2190
-  _CANCELGRAPHREQUEST._serialized_start=2192
-  _CANCELGRAPHREQUEST._serialized_end=2230
-  _CANCELGRAPHRESPONSE._serialized_start=2232
-  _CANCELGRAPHRESPONSE._serialized_end=2272
-  _JOBWAITING._serialized_start=2274
-  _JOBWAITING._serialized_end=2400
-  _CANCELJOBREQUEST._serialized_start=2402
-  _CANCELJOBREQUEST._serialized_end=2432
-  _CANCELJOBRESPONSE._serialized_start=2434
-  _CANCELJOBRESPONSE._serialized_end=2483
-  _PRODUCERSERVICE._serialized_start=2962
-  _PRODUCERSERVICE._serialized_end=3736
+  _WATCHJOBSREQUEST._serialized_end=1756
+  _WATCHJOBSRESPONSE._serialized_start=1758
+  _WATCHJOBSRESPONSE._serialized_end=1843
+  _JOBENDS._serialized_start=1846
+  _JOBENDS._serialized_end=2045
+  _JOBENDDETAIL._serialized_start=2048
+  _JOBENDDETAIL._serialized_end=2191
+  _GETJOBRESPONSE._serialized_start=2193
+  _GETJOBRESPONSE._serialized_end=2280
+  _ENQUEUEGRAPHREQUEST._serialized_start=2282
+  _ENQUEUEGRAPHREQUEST._serialized_end=2341
+  _GRAPHNODE._serialized_start=2343
+  _GRAPHNODE._serialized_end=2421
+  _ENQUEUEGRAPHRESPONSE._serialized_start=2423
+  _ENQUEUEGRAPHRESPONSE._serialized_end=2502
+  _GETGRAPHREQUEST._serialized_start=2504
+  _GETGRAPHREQUEST._serialized_end=2539
+  _GETGRAPHRESPONSE._serialized_start=2541
+  _GETGRAPHRESPONSE._serialized_end=2590
+  _CANCELGRAPHREQUEST._serialized_start=2592
+  _CANCELGRAPHREQUEST._serialized_end=2630
+  _CANCELGRAPHRESPONSE._serialized_start=2632
+  _CANCELGRAPHRESPONSE._serialized_end=2672
+  _JOBWAITING._serialized_start=2674
+  _JOBWAITING._serialized_end=2800
+  _CANCELJOBREQUEST._serialized_start=2802
+  _CANCELJOBREQUEST._serialized_end=2832
+  _CANCELJOBRESPONSE._serialized_start=2834
+  _CANCELJOBRESPONSE._serialized_end=2883
+  _PRODUCERSERVICE._serialized_start=3362
+  _PRODUCERSERVICE._serialized_end=4136
 # @@protoc_insertion_point(module_scope)
