@@ -70,16 +70,20 @@ func (c *Client) Wait(ctx context.Context, id int64) (*job.Job, error) {
 // WaitAll returns once every job of ids is final, in the order of ids. How each ended is its
 // State (JobErr tells it as an error); the error is only for the wait itself.
 func (c *Client) WaitAll(ctx context.Context, ids ...int64) ([]*job.Job, error) {
-	byID := make(map[int64]*job.Job, len(ids))
-	for j, err := range c.follow(ctx, "Wait", ids, true, true) {
-		if err != nil {
-			return nil, err
-		}
-		byID[j.ID] = j
-	}
+	w := newWatched(ids)
 	out := make([]*job.Job, len(ids))
+	err := c.followAll(ctx, "Wait", w, true, true, func(i int, j *job.Job) bool {
+		out[i] = j
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
 	for i, id := range ids {
-		if out[i] = byID[id]; out[i] == nil {
+		if out[i] == nil {
+			out[i] = out[w.first(id)] // named twice: its first place holds it
+		}
+		if out[i] == nil {
 			return nil, wrapErr("WaitAll", status.Errorf(codes.Internal, "the broker ended the watch before job %d was final", id))
 		}
 	}
@@ -101,36 +105,71 @@ func (c *Client) Watch(ctx context.Context, id int64) iter.Seq2[*job.Job, error]
 // resumeDelay is how long a broken watch waits before it is opened again.
 const resumeDelay = 200 * time.Millisecond
 
-// follow runs WatchJobs for ids until each was yielded final, opening it again for the jobs
-// left when the broker becomes unavailable. With slab, the jobs of one response are allocated
-// together: fewer, larger allocations for a caller that keeps every job (WaitAll), while one
-// that keeps a few would keep their whole response's.
+// follow yields the jobs of ids as followAll finds them, then its error if it has one.
 func (c *Client) follow(ctx context.Context, op string, ids []int64, finalOnly, slab bool) iter.Seq2[*job.Job, error] {
 	return func(yield func(*job.Job, error) bool) {
-		left := make(map[int64]bool, len(ids))
-		for _, id := range ids {
-			left[id] = true
-		}
-		for len(left) > 0 {
-			err := c.followOnce(ctx, left, finalOnly, slab, yield)
-			if err == nil || errors.Is(err, errStopped) {
-				return // every job yielded final, or the caller stopped
-			}
-			if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
-				if errors.Is(err, io.EOF) {
-					err = status.Error(codes.Internal, "the broker ended the watch before every job was final")
-				}
-				yield(nil, wrapErr(op, err))
-				return
-			}
-			select {
-			case <-ctx.Done():
-				yield(nil, wrapErr(op, status.FromContextError(ctx.Err()).Err()))
-				return
-			case <-time.After(resumeDelay):
-			}
+		stopped := false
+		err := c.followAll(ctx, op, newWatched(ids), finalOnly, slab, func(_ int, j *job.Job) bool {
+			stopped = !yield(j, nil)
+			return !stopped
+		})
+		if err != nil && !stopped {
+			yield(nil, err)
 		}
 	}
+}
+
+// watched is the jobs of a wait or watch: their ids each once, in the caller's order, where
+// the caller named each, and which were yielded final. A wait on 10,000 jobs looks each job up
+// once as it ends, in one map built once.
+type watched struct {
+	ids   []int64
+	at    map[int64]int // the index in ids of each id
+	place []int         // the index in the caller's list of each of ids (its first, if named twice)
+	done  []bool
+	left  int
+}
+
+func newWatched(ids []int64) *watched {
+	w := &watched{at: make(map[int64]int, len(ids)), ids: make([]int64, 0, len(ids)), place: make([]int, 0, len(ids))}
+	for i, id := range ids {
+		if _, twice := w.at[id]; !twice {
+			w.at[id] = len(w.ids)
+			w.ids = append(w.ids, id)
+			w.place = append(w.place, i)
+		}
+	}
+	w.done, w.left = make([]bool, len(w.ids)), len(w.ids)
+	return w
+}
+
+// first is where the caller first named job id.
+func (w *watched) first(id int64) int { return w.place[w.at[id]] }
+
+// followAll runs WatchJobs for w's jobs until each was yielded final (yield is given where the
+// caller first named it), opening it again for the jobs left when the broker becomes unavailable. With slab,
+// the jobs of one response are allocated together: fewer, larger allocations for a caller that
+// keeps every job (WaitAll), while one that keeps a few would keep their whole response's. It
+// returns nil when every job was yielded final or yield returned false.
+func (c *Client) followAll(ctx context.Context, op string, w *watched, finalOnly, slab bool, yield func(int, *job.Job) bool) error {
+	for w.left > 0 {
+		err := c.followOnce(ctx, w, finalOnly, slab, yield)
+		if err == nil || errors.Is(err, errStopped) {
+			return nil // every job yielded final, or the caller stopped
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			if errors.Is(err, io.EOF) {
+				err = status.Error(codes.Internal, "the broker ended the watch before every job was final")
+			}
+			return wrapErr(op, err)
+		}
+		select {
+		case <-ctx.Done():
+			return wrapErr(op, status.FromContextError(ctx.Err()).Err())
+		case <-time.After(resumeDelay):
+		}
+	}
+	return nil
 }
 
 // jobsOf is the jobs resp sends, allocated together with slab (see follow).
@@ -157,11 +196,13 @@ func jobsOf(resp *jobwirev1.WatchJobsResponse, slab bool) ([]*job.Job, error) {
 // errStopped: the caller stopped iterating.
 var errStopped = errors.New("stopped")
 
-// followOnce runs one WatchJobs call for the jobs left, taking each final one out of left.
-func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly, slab bool, yield func(*job.Job, error) bool) error {
-	ids := make([]int64, 0, len(left))
-	for id := range left {
-		ids = append(ids, id)
+// followOnce runs one WatchJobs call for w's jobs not final yet, marking each final one done.
+func (c *Client) followOnce(ctx context.Context, w *watched, finalOnly, slab bool, yield func(int, *job.Job) bool) error {
+	ids := make([]int64, 0, w.left)
+	for i, id := range w.ids {
+		if !w.done[i] {
+			ids = append(ids, id)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -180,14 +221,19 @@ func (c *Client) followOnce(ctx context.Context, left map[int64]bool, finalOnly,
 			return err
 		}
 		for _, j := range jobs {
-			if j.State.Final() {
-				delete(left, j.ID)
+			i, ok := w.at[j.ID]
+			if !ok {
+				return status.Errorf(codes.Internal, "the broker sent job %d, which is not watched", j.ID)
 			}
-			if !yield(j, nil) {
+			if j.State.Final() && !w.done[i] {
+				w.done[i] = true
+				w.left--
+			}
+			if !yield(w.place[i], j) {
 				return errStopped
 			}
 		}
-		if len(left) == 0 {
+		if w.left == 0 {
 			return nil
 		}
 	}

@@ -74,6 +74,11 @@ func TestWaitReturnsFinalJobsWithResults(t *testing.T) {
 	if j, err := c.Wait(context.Background(), ok); err != nil || string(j.Result) != `{"sum":3}` {
 		t.Fatalf("Wait of a finished job: %v %v", j, err)
 	}
+	// A job named twice is waited on once, and returned in both places.
+	again, err := c.WaitAll(context.Background(), bad, bad, ok, bad)
+	if err != nil || len(again) != 4 || again[0].ID != bad || again[1].ID != bad || again[2].ID != ok || again[3].ID != bad {
+		t.Fatalf("WaitAll(bad, bad, ok, bad): %+v, %v", again, err)
+	}
 	brokertest.WaitFor(t, "watches closed", func() bool { return b.Broker.Watched() == 0 })
 }
 

@@ -1021,6 +1021,27 @@ func mutations() []mutation {
 	add(mutation{name: "wait: the last jobs are held to gather company", file: "server/watch.go",
 		from: "for f.w.Pending() < len(f.sent) {", to: "for f.w.Pending() < len(f.sent)+1 {",
 		pkgs: []string{srvPkg}, run: "TestWaitSendsItsLastJobsWithoutGathering"})
+	add(mutation{name: "wait: columns are accepted without final_only", file: "server/watch.go",
+		from: "if req.GetColumns() && !req.GetFinalOnly() {", to: "if false {",
+		pkgs: []string{srvPkg}, run: "TestWatchJobsRefusesBadRequests"})
+	add(mutation{name: "wait columns: a job with only an error message is sent without it", file: "server/convert.go",
+		from: `j.LastErrorType != "" || j.LastErrorMessage != ""`, to: `j.LastErrorType != ""`,
+		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored"})
+	add(mutation{name: "wait columns: a job's queue is sent as its type", file: "server/convert.go",
+		from: "out.Types[i], out.Queues[i] = name(j.Type), name(j.Queue)", to: "out.Types[i], out.Queues[i] = name(j.Type), name(j.Type)",
+		pkgs: []string{srvPkg}, run: "TestWaitColumnsNameEachTypeAndQueueOnce"})
+	add(mutation{name: "client: job ends with a short column are taken", file: "client/convert.go",
+		from: "len(ends.GetTypes()) != n || len(ends.GetQueues()) != n {", to: "len(ends.GetTypes()) != n {",
+		pkgs: []string{"./client"}, run: "TestEndsFromProtoRefusesBrokenColumns"})
+	add(mutation{name: "client: a job end's detail out of range panics", file: "client/convert.go",
+		from: "if int(d.GetIndex()) >= n {", to: "if int(d.GetIndex()) > n {",
+		pkgs: []string{"./client"}, run: "TestEndsFromProtoRefusesBrokenColumns"})
+	add(mutation{name: "client: a waited job is placed by its index among distinct ids", file: "client/watch.go",
+		from: "if !yield(w.place[i], j) {", to: "if !yield(i, j) {",
+		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults"})
+	add(mutation{name: "client: a job named twice is returned once", file: "client/watch.go",
+		from: "out[i] = out[w.first(id)] // named twice: its first place holds it", to: "_ = w.first(id)",
+		pkgs: []string{srvPkg}, run: "TestWaitReturnsFinalJobsWithResults"})
 	add(mutation{name: "sqlite: FinalAmong reads only the first id of each range", file: "store/sqlite/results.go",
 		from: "BETWEEN r.value ->> 0 AND r.value ->> 1`", to: "BETWEEN r.value ->> 0 AND r.value ->> 0`",
 		pkgs: []string{storePkg}, run: "TestStoreContract/FinalAmong"})
@@ -1106,7 +1127,7 @@ func mutations() []mutation {
 		from: "\tif !w.finalOnly {\n\t\th.running.Add(-stopped)", to: "\tif false {\n\t\th.running.Add(-stopped)",
 		pkgs: []string{"./broker"}, run: "TestStartsWakeOnlyWatchesOfEveryChange$"})
 	add(mutation{name: "watch: a wait is sent the whole job", file: "server/watch.go",
-		from: "slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).outcome", to: "slab, send = newOutcomeSlab(len(jobs)), (*protoSlab).watched",
+		from: "slab, conv = newOutcomeSlab(len(jobs)), (*protoSlab).outcome", to: "slab, conv = newOutcomeSlab(len(jobs)), (*protoSlab).watched",
 		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored$"})
 	add(mutation{name: "watch: a wait is sent no result", file: "server/convert.go",
 		from: "LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage, Result: j.Result}\n\treturn out", to: "LastErrorType: j.LastErrorType, LastErrorMessage: j.LastErrorMessage}\n\treturn out",
