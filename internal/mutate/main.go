@@ -1026,7 +1026,7 @@ func mutations() []mutation {
 		pkgs: []string{srvPkg}, run: "TestWatchJobsRefusesBadRequests"})
 	add(mutation{name: "wait columns: a job with only an error message is sent without it", file: "server/convert.go",
 		from: `j.LastErrorType != "" || j.LastErrorMessage != ""`, to: `j.LastErrorType != ""`,
-		pkgs: []string{srvPkg}, run: "TestWatchSendsFinalJobsAsStored"})
+		pkgs: []string{srvPkg}, run: "TestEndsToProtoTellsWhatOutcomeTells"})
 	add(mutation{name: "wait columns: a job's queue is sent as its type", file: "server/convert.go",
 		from: "out.Types[i], out.Queues[i] = name(j.Type), name(j.Queue)", to: "out.Types[i], out.Queues[i] = name(j.Type), name(j.Type)",
 		pkgs: []string{srvPkg}, run: "TestWaitColumnsNameEachTypeAndQueueOnce"})
