@@ -204,12 +204,25 @@ func testDepsSettledOnce(t *testing.T, b *bundle) {
 		_, err := tx.JobSucceedMany([]*store.JobFinishParams{f, f, f, f, f})
 		return err
 	})
+	// Again with another parent's first success in the same write: its edge is settled, the
+	// settled one is not settled again.
+	q := b.insert(b.job("q"))[0]
+	other, _ := b.withParents("c2", false, 0, q)
+	refQ := b.leaseOne("q")
+	b.start(refQ)
+	b.write(func(tx store.Tx) error {
+		_, err := tx.JobSucceedMany([]*store.JobFinishParams{f, b.finishParams(refQ, job.StateSucceeded)})
+		return err
+	})
 	if s := b.state(child); s != job.StateWaiting {
 		t.Fatalf("child is %s after one parent's success stored again, want WAITING", s)
 	}
 	d, _ := b.s.JobDepsGet(b.ctx, child)
 	if d == nil || d.ParentsLeft != 1 {
 		t.Fatalf("deps = %+v, want 1 parent left", d)
+	}
+	if s := b.state(other); s != job.StatePending {
+		t.Fatalf("the other child is %s after its parent succeeded, want PENDING", s)
 	}
 }
 
