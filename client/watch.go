@@ -147,10 +147,11 @@ func newWatched(ids []int64) *watched {
 func (w *watched) first(id int64) int { return w.place[w.at[id]] }
 
 // followAll runs WatchJobs for w's jobs until each was yielded final (yield is given where the
-// caller first named it), opening it again for the jobs left when the broker becomes unavailable. With slab,
-// the jobs of one response are allocated together: fewer, larger allocations for a caller that
-// keeps every job (WaitAll), while one that keeps a few would keep their whole response's. It
-// returns nil when every job was yielded final or yield returned false.
+// caller first named it), opening it again for the jobs left when the broker becomes
+// unavailable. With slab, the jobs of one response are allocated together: fewer, larger
+// allocations for a caller that keeps every job (WaitAll), while one that keeps a few would keep
+// their whole response's. It returns nil when every job was yielded final or yield returned
+// false.
 func (c *Client) followAll(ctx context.Context, op string, w *watched, finalOnly, slab bool, yield func(int, *job.Job) bool) error {
 	for w.left > 0 {
 		err := c.followOnce(ctx, w, finalOnly, slab, yield)
