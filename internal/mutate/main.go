@@ -767,6 +767,9 @@ func mutations() []mutation {
 	add(mutation{name: "deps: a settling finds no dependents to settle", file: "store/postgres/migrations/020_settle_without_dependents.up.sql",
 		from: "EXIT WHEN NOT EXISTS (SELECT FROM job_deps WHERE parent_id = ANY (frontier) AND NOT settled);", to: "EXIT WHEN true;",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/Deps", postgres: true})
+	add(mutation{name: "postgres: the settle call is skipped while edges are left to settle", file: "store/postgres/deps.go",
+		from: "WHERE EXISTS (SELECT FROM job_deps WHERE parent_id = ANY ($1) AND NOT settled)`", to: "WHERE EXISTS (SELECT FROM job_deps WHERE parent_id = ANY ($1) AND settled)`",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/Deps", postgres: true})
 	add(mutation{name: "deps: a settled edge is settled again", file: "store/postgres/migrations/020_settle_without_dependents.up.sql",
 		from: "AND NOT d.settled", to: "AND true",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/DepsSettledOnceWhenRepeated", postgres: true})

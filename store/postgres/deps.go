@@ -56,10 +56,14 @@ func (t *tx) settleDependents(channel, broker string) error {
 		return nil
 	}
 	read := func(rows pgx.Rows) (settled, error) {
-		return pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (settled, error) {
+		all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (settled, error) {
 			var s settled
 			return s, row.Scan(&s.released, &s.cancelled)
 		})
+		if err != nil || len(all) == 0 {
+			return settled{}, err // no row: no edge was left to settle
+		}
+		return all[0], nil
 	}
 	return runRows(t, true, settleSQL,
 		[]any{t.settle.ids, nanos(t.settle.now), channel, broker}, read, func(s settled, err error) {
@@ -332,9 +336,13 @@ func (s *Store) parentsOf(ctx context.Context, id int64) ([]store.ParentInfo, er
 	return store.CollectRows(rows, store.ScanParent)
 }
 
-// settleSQL calls jobwire_settle_dependents (migration 019). It reads and writes rows by their keys only, so
-// the planner settings a write of many turns off cannot change its plans: settings waiting to
-// be turned back still wait (plannerNeutral).
-const settleSQL = `SELECT released, cancelled FROM jobwire_settle_dependents($1, $2, $3, $4)`
+// settleSQL calls jobwire_settle_dependents (migrations 019, 020) when a finished job has an
+// edge left to settle, and answers no row otherwise: the function, which would find the same
+// and do nothing, costs a call of about 50 µs on the server, where the check alone takes a few
+// (the usual case: most jobs have no dependents). It reads and writes rows by their keys only,
+// so the planner settings a write of many turns off cannot change its plans: settings waiting
+// to be turned back still wait (plannerNeutral).
+const settleSQL = `SELECT released, cancelled FROM jobwire_settle_dependents($1, $2, $3, $4)
+	WHERE EXISTS (SELECT FROM job_deps WHERE parent_id = ANY ($1) AND NOT settled)`
 
 func init() { plannerNeutral[settleSQL] = true }
