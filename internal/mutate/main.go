@@ -770,6 +770,9 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: the settle call is skipped while edges are left to settle", file: "store/postgres/deps.go",
 		from: "WHERE EXISTS (SELECT FROM job_deps WHERE parent_id = ANY ($1) AND NOT settled)`", to: "WHERE EXISTS (SELECT FROM job_deps WHERE parent_id = ANY ($1) AND settled)`",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/Deps", postgres: true})
+	add(mutation{name: "postgres: whether keyed jobs exist is asked with a plan kept from the broker's start", file: "store/postgres/keyconc.go",
+		from: "s.pool.QueryRow(ctx, concurrencyKeyedSQL, pgx.QueryExecModeExec).Scan(&keyed)", to: "s.pool.QueryRow(ctx, concurrencyKeyedSQL).Scan(&keyed)",
+		pkgs: []string{pgPkg}, run: "TestConcurrencyKeyedIsPlannedAtEachCall", postgres: true})
 	add(mutation{name: "deps: a settled edge is settled again", file: "store/postgres/migrations/020_settle_without_dependents.up.sql",
 		from: "AND NOT d.settled", to: "AND true",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/DepsSettledOnceWhenRepeated", postgres: true})

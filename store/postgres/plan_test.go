@@ -187,3 +187,47 @@ func TestShutBreakerReadUsesItsIndex(t *testing.T) {
 		t.Fatalf("the shut-breaker read does not use breakers_shut:\n%s", plan)
 	}
 }
+
+// Whether keyed jobs exist, asked every poll from the broker's start, is planned at each call:
+// no plan made on the empty table is kept on the connection (it read the whole table beside a
+// million waiting jobs), and planned with the table grown, it reads the partial indexes of keyed
+// jobs only.
+func TestConcurrencyKeyedIsPlannedAtEachCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// One connection, so that a statement kept would be where this test looks.
+	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	keyed := func() {
+		t.Helper()
+		if k, err := s.ConcurrencyKeyed(ctx); err != nil || k {
+			t.Fatalf("ConcurrencyKeyed: %t, %v; want false", k, err)
+		}
+	}
+	keyed() // on the empty table
+	if _, err := s.pool.Exec(ctx, `INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at,
+		attempt_timeout_ns) SELECT 't', 'backlog', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 20000)`); err != nil {
+		t.Fatal(err)
+	}
+	keyed()
+	var kept int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = $1`,
+		concurrencyKeyedSQL).Scan(&kept); err != nil || kept != 0 {
+		t.Fatalf("the statement is kept on the connection %d times (%v), want 0", kept, err)
+	}
+	rows, err := s.pool.Query(ctx, `EXPLAIN `+concurrencyKeyedSQL, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "jobs_ready_keyed") || !strings.Contains(plan, "jobs_held_keyed") ||
+		strings.Contains(plan, "Seq Scan") {
+		t.Errorf("the check does not read the keyed jobs' indexes:\n%s", plan)
+	}
+}
