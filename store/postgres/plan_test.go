@@ -100,12 +100,7 @@ func TestManyWritesProbeThePrimaryKey(t *testing.T) {
 func TestManyWritesKeepTheirPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// One connection, so that every write's statements are prepared where this test looks.
-	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOneConn(t) // every write's statements are prepared where this test looks
 	now := time.Unix(1_700_000_000, 0)
 	ref := job.LeaseRef{JobID: 1 << 40, Token: job.LeaseToken{Seq: 1}}
 	const writes = 12
@@ -195,12 +190,7 @@ func TestShutBreakerReadUsesItsIndex(t *testing.T) {
 func TestConcurrencyKeyedIsPlannedAtEachCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// One connection, so that a statement kept would be where this test looks.
-	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOneConn(t) // a statement kept would be where this test looks
 	keyed := func() {
 		t.Helper()
 		if k, err := s.ConcurrencyKeyed(ctx); err != nil || k {
@@ -230,4 +220,16 @@ func TestConcurrencyKeyedIsPlannedAtEachCall(t *testing.T) {
 		strings.Contains(plan, "Seq Scan") {
 		t.Errorf("the check does not read the keyed jobs' indexes:\n%s", plan)
 	}
+}
+
+// openOneConn opens a store of one connection, closed when the test ends, so that the
+// statements a test runs are kept on the connection its queries look at.
+func openOneConn(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
