@@ -108,7 +108,11 @@ func moveOne(t *testing.T, c *cluster, i int, ss ...*Session) *Session {
 // of one. A moved worker that comes straight back makes the next move wait, twice as long each
 // time.
 func TestWorkersEvenOutAcrossBrokers(t *testing.T) {
-	c := newCluster(t, 2, DefaultConfig(), breaker.CountConfig(), listening)
+	// Brokers stay listed alive for three election intervals by the database's clock: at 20 ms,
+	// a heartbeat late under load made the other broker look gone for a moment, which starts the
+	// wait between moves again (as a broker that died or came back should), and a worker moved
+	// before the wait was over.
+	c := newClusterElecting(t, 2, DefaultConfig(), breaker.CountConfig(), listening, 250*time.Millisecond)
 	a := c.brokers[0]
 	am := a.mode.(*clustered)
 	pinned := openWorker(t, c, 0, "pinned", false)

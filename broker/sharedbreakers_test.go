@@ -45,6 +45,9 @@ type cluster struct {
 	clk     *clock.Fake
 	brokers []*Broker
 	stores  []*postgres.Store
+	// election is each broker's election interval, which also sets how long a broker may go
+	// unseen and still be listed alive (by the database's clock, not clk).
+	election time.Duration
 
 	mu          sync.Mutex
 	transitions []reported // in the order they were reported, across brokers
@@ -90,7 +93,13 @@ const (
 // the database.
 func newCluster(t testing.TB, n int, conf Config, cfg breaker.Config, m membership) *cluster {
 	t.Helper()
-	c := &cluster{url: pgtest.URL(t), clk: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}
+	return newClusterElecting(t, n, conf, cfg, m, 20*time.Millisecond)
+}
+
+// newClusterElecting is newCluster with brokers that hold elections every election.
+func newClusterElecting(t testing.TB, n int, conf Config, cfg breaker.Config, m membership, election time.Duration) *cluster {
+	t.Helper()
+	c := &cluster{url: pgtest.URL(t), clk: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)), election: election}
 	for range n {
 		c.startBroker(t, conf, cfg, m)
 	}
@@ -107,7 +116,7 @@ func (c *cluster) startBroker(t testing.TB, conf Config, cfg breaker.Config, m m
 	}
 	i := len(c.brokers)
 	{
-		st, err := postgres.Open(ctx, c.url, postgres.Options{Logger: log, ElectionInterval: 20 * time.Millisecond})
+		st, err := postgres.Open(ctx, c.url, postgres.Options{Logger: log, ElectionInterval: c.election})
 		if err != nil {
 			t.Fatal(err)
 		}
