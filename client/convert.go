@@ -174,20 +174,11 @@ func endsFromProto(ends *jobwirev1.JobEnds, slab bool) ([]*job.Job, error) {
 		len(ends.GetTypes()) != n || len(ends.GetQueues()) != n {
 		return nil, status.Error(codes.Internal, "the broker sent job ends whose columns differ in length")
 	}
-	out := make([]*job.Job, n)
-	var all []job.Job
-	if slab {
-		all = make([]job.Job, n)
-	}
+	out := newJobs(n, slab)
 	for i, id := range ids {
 		typ, queue := ends.GetTypes()[i], ends.GetQueues()[i]
 		if int(typ) >= len(names) || int(queue) >= len(names) {
 			return nil, status.Errorf(codes.Internal, "the broker sent job %d with a name index out of range", id)
-		}
-		if slab {
-			out[i] = &all[i]
-		} else {
-			out[i] = new(job.Job)
 		}
 		*out[i] = job.Job{ID: id, Type: names[typ], Queue: names[queue], State: job.State(ends.GetStates()[i]),
 			Attempts: int(ends.GetAttempts()[i])}

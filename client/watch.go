@@ -178,20 +178,28 @@ func jobsOf(resp *jobwirev1.WatchJobsResponse, slab bool) ([]*job.Job, error) {
 	if ends := resp.GetEnds(); ends != nil {
 		return endsFromProto(ends, slab)
 	}
-	out := make([]*job.Job, len(resp.GetJobs()))
-	var all []job.Job
-	if slab {
-		all = make([]job.Job, len(out))
-	}
+	out := newJobs(len(resp.GetJobs()), slab)
 	for i, p := range resp.GetJobs() {
-		if slab {
-			out[i] = &all[i]
-			fillJob(out[i], p)
-		} else {
-			out[i] = jobFromProto(p)
-		}
+		fillJob(out[i], p)
 	}
 	return out, nil
+}
+
+// newJobs is n empty jobs to fill: with slab, in one allocation (see follow), else one each.
+func newJobs(n int, slab bool) []*job.Job {
+	out := make([]*job.Job, n)
+	var all []job.Job
+	if slab {
+		all = make([]job.Job, n)
+	}
+	for i := range out {
+		if slab {
+			out[i] = &all[i]
+		} else {
+			out[i] = new(job.Job)
+		}
+	}
+	return out
 }
 
 // errStopped: the caller stopped iterating.
