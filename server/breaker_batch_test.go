@@ -45,9 +45,11 @@ func (tx *successCountTx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, go
 }
 
 // On PostgreSQL a cluster's breakers live in the database, and the default breaker (ratio
-// mode) counts every success: the successes of a batch are still stored many to a statement
-// and counted in their breaker's window, not written one statement a job (which cost a drain
-// two thirds of its rate).
+// mode) counts every success: its successes still go through the batch statement
+// (JobSucceedMany), which a group commit gives all of a batch's successes, and are counted in
+// their breaker's window, not written by a statement of their own each (JobFinish, which cost a
+// drain two thirds of its rate). How many share a statement depends on how the results arrive,
+// so the test counts the statement used, not the batches.
 func TestClusterSuccessesCountedInTheBreakerAreStoredTogether(t *testing.T) {
 	t.Parallel()
 	counted := &successCount{}
