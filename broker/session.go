@@ -572,19 +572,16 @@ func (o *resultOp) Success() *store.JobFinishParams {
 }
 
 // InTx: a success its stored breaker counts (settlesOnceStored) is stored with the batch's
-// other such successes in one statement within the transaction, and counted once known
-// applied (SucceededInTx): one statement a batch, not one a job.
+// other successes in one statement, and counted once known applied (SucceedingInTx): one
+// statement a batch, not one a job.
 func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }
 
-// SucceededInTx counts, in tx, a success stored with others within the transaction in its
-// shared breaker, once applied.
-func (o *resultOp) SucceededInTx(tx store.Tx, applied bool) error {
+// SucceedingInTx counts, in tx, the success in its shared breaker if it applied: the count
+// is made when the transaction's breakers are locked, after the successes' answer was read
+// (Succeeded).
+func (o *resultOp) SucceedingInTx(tx store.Tx) error {
 	o.ch.reset()
-	o.succeeded, o.unread = applied, nil
-	if !applied {
-		return nil
-	}
-	return o.s.b.settleShared(tx, &o.ch, o.job.Type, o.ref.JobID, o.number, o.permit, o.how, o.kind, o.msg)
+	return o.s.b.settleOnceStored(tx, &o.ch, o.job.Type, o.ref.JobID, func() (bool, error) { return o.succeeded, o.unread })
 }
 
 // MayWait lets a success wait one batch for a producer's next enqueue (commit.Deferrer) when

@@ -116,7 +116,7 @@ const (
 	settlesAfter writeSettles = iota
 	// settlesOnceStored: an ordinary permit of a stored breaker that counts every call (ratio
 	// mode): a success is counted once known stored, so it may be stored with the batch's other
-	// such successes in one statement within the transaction (resultOp.SucceededInTx).
+	// successes in one statement (resultOp.SucceedingInTx).
 	settlesOnceStored
 	// settlesAlone: a permit the broker did not keep (a lease adopted) or a probe's, settled by
 	// the write of its own result (settleShared).
@@ -363,6 +363,22 @@ func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ stri
 		case permitFailed:
 			sh.FailureNote(p, breaker.Note{Job: jobID, Kind: kind, Message: msg}, breaker.Attempt{Job: jobID, Number: attempt})
 		}
+		return nil
+	})
+}
+
+// settleOnceStored counts, in tx, the success of job jobID (of type typ) in its shared
+// breaker if applied says the success was stored: a permit settled in the write
+// (settlesOnceStored), whose success's answer the store gives before the breaker's lock
+// returns (resultOp.SucceedingInTx). applied's error, when its answer was lost or never read,
+// fails the transaction: the breaker's count waits for it.
+func (b *Broker) settleOnceStored(tx store.Tx, ch *breakerChanges, typ string, jobID int64, applied func() (bool, error)) error {
+	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
+		ok, err := applied()
+		if err != nil || !ok {
+			return err
+		}
+		sh.Success(sh.Permit(jobID, breaker.Permit{}))
 		return nil
 	})
 }

@@ -167,7 +167,11 @@ type Tx interface {
 	// the transaction is over: a store may send them with COMMIT. got receives applied, or the
 	// error of reading it, as JobLeaseAtCommit's got does, with the same care: the
 	// transaction may still fail after it, and it is not called when the connection is lost
-	// with the answer of a COMMIT that went through.
+	// with the answer of a COMMIT that went through. Sent before COMMIT, with a statement of
+	// the transaction that is waited for, got is called before that statement's call returns:
+	// a caller that needs the answer within the transaction (a success counted in a breaker
+	// the transaction then locks) reads it after its next call that returns something read
+	// (BreakerLock), and a store must have called got by then.
 	JobSucceedManyAtCommit(ps []*JobFinishParams, got func(applied []bool, err error)) error
 	// JobRelease hands a LEASED job back to PENDING without spending an attempt.
 	JobRelease(ref job.LeaseRef) (bool, error)

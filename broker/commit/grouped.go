@@ -242,10 +242,8 @@ func (w *Grouped) finish(batch []*Ticket, err error) {
 // (tx.JobSucceedManyAtCommit), starts (tx.JobStartMany) and the jobs of inserts (tx.JobInsertMany,
 // or tx.JobInsertOfferedAtCommit when some are offered).
 type grouped struct {
-	// settling and settled are the successes stored in the transaction (InTxSucceeder), apart
-	// from those stored with COMMIT (succeeding and successes).
+	// settling are the successes of succeeding that write more once applied (InTxSucceeder).
 	settling   []InTxSucceeder
-	settled    []*store.JobFinishParams
 	succeeding []Succeeder
 	starting   []Starter
 	inserting  []Inserter
@@ -257,7 +255,7 @@ type grouped struct {
 
 // reset empties g for another run of the transaction.
 func (g *grouped) reset() {
-	g.settling, g.settled = g.settling[:0], g.settled[:0]
+	g.settling = g.settling[:0]
 	g.succeeding, g.starting, g.inserting, g.inserted = g.succeeding[:0], g.starting[:0], g.inserting[:0], g.inserted[:0]
 	g.successes, g.starts, g.inserts = g.successes[:0], g.starts[:0], g.inserts[:0]
 }
@@ -281,8 +279,7 @@ func (g *grouped) add(t *Ticket) bool {
 			return false
 		}
 		if in, ok := o.(InTxSucceeder); ok && in.InTx() {
-			g.settling, g.settled = append(g.settling, in), append(g.settled, p)
-			break
+			g.settling = append(g.settling, in)
 		}
 		g.succeeding, g.successes = append(g.succeeding, o), append(g.successes, p)
 	case Starter:
@@ -315,21 +312,11 @@ func (g *grouped) write(tx store.Tx) error {
 			o.Started(started[i])
 		}
 	}
-	if len(g.settled) > 0 {
-		applied, err := tx.JobSucceedMany(g.settled)
-		if err != nil {
-			return err
-		}
-		for i, o := range g.settling {
-			if err := o.SucceededInTx(tx, applied[i]); err != nil {
-				return err
-			}
-		}
-	}
 	if len(g.successes) > 0 {
-		// Nothing later in the transaction depends on which successes apply (Succeeder), so
-		// the store may send them with COMMIT. A success whose answer cannot be read is told
-		// so, and its op answers it as storage's failure.
+		// The store may send the successes with COMMIT, or with the next statement waited for
+		// (InTxSucceeder): what depends on their answer reads it after such a statement. A
+		// success whose answer cannot be read is told so, and its op answers it as storage's
+		// failure, or fails the transaction if it needed the answer within it.
 		succeeding := g.succeeding
 		for _, o := range succeeding {
 			o.Succeeded(false, ErrAnswerLost)
@@ -341,6 +328,11 @@ func (g *grouped) write(tx store.Tx) error {
 		})
 		if err != nil {
 			return err
+		}
+		for _, o := range g.settling {
+			if err := o.SucceedingInTx(tx); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -1159,9 +1159,15 @@ func mutations() []mutation {
 	add(mutation{name: "breakers: a success counted in a stored breaker is written alone", file: "broker/session.go",
 		from: "func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }", to: "func (o *resultOp) InTx() bool { return false }",
 		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
-	add(mutation{name: "breakers: a success stored with others is not counted in its stored breaker", file: "broker/session.go",
-		from: "\tif !applied {\n\t\treturn nil\n\t}\n\treturn o.s.b.settleShared(", to: "\tif applied {\n\t\treturn nil\n\t}\n\treturn o.s.b.settleShared(",
+	add(mutation{name: "breakers: a success stored with others is not counted in its stored breaker", file: "broker/sharedbreakers.go",
+		from: "\t\tif err != nil || !ok {\n\t\t\treturn err\n\t\t}\n\t\tsh.Success(", to: "\t\tif err != nil || ok {\n\t\t\treturn err\n\t\t}\n\t\tsh.Success(",
 		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
+	add(mutation{name: "breakers: a success counted in its breaker is not told its answer", file: "broker/session.go",
+		from: "func() (bool, error) { return o.succeeded, o.unread }", to: "func() (bool, error) { return false, nil }",
+		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
+	add(mutation{name: "pipeline: a breaker's save waits for its own round trip", file: "store/postgres/breakers.go",
+		from: "\treturn t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)", to: "\t_, err := t.exec(breakerSaveSQL, r.Type, r.Data, r.Shut)\n\treturn err",
+		pkgs: []string{pgPkg}, run: "TestCountedSuccessRidesTheBreakersLock$", postgres: true})
 	return ms
 }
 

@@ -266,3 +266,64 @@ func TestLeasesAtCommitShareOneStatement(t *testing.T) {
 		t.Fatalf("leased %v jobs per lease, want 2, 2 and 1", leased)
 	}
 }
+
+// A success a cluster counts in its type's breaker (broker's resultOp.SucceedingInTx) rides
+// the breaker's lock, whose call returns with the success's answer read, and the breaker's
+// save rides COMMIT: the transaction of a lone success costs two round trips, where waiting
+// for the success and sending the save each cost one more.
+func TestCountedSuccessRidesTheBreakersLock(t *testing.T) {
+	t.Parallel()
+	b := setupPipe(t)
+	ctx := context.Background()
+	if err := b.s.Write(ctx, "insert", func(tx store.Tx) error {
+		for range 2 {
+			if err := b.insert(tx, "a"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var leased []*job.Job
+	if err := b.s.Write(ctx, "lease", func(tx store.Tx) error {
+		var err error
+		leased, err = tx.JobLease(atCommitLease("w", 2))
+		return err
+	}); err != nil || len(leased) != 2 {
+		t.Fatalf("leased %d jobs: %v, want 2", len(leased), err)
+	}
+	succeed := func(j *job.Job) (trips int64) {
+		t.Helper()
+		before := b.trips.n.Load()
+		var applied []bool
+		err := b.s.Write(ctx, "result", func(tx store.Tx) error {
+			err := tx.JobSucceedManyAtCommit([]*store.JobFinishParams{{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+				Queue: j.Queue, Type: j.Type, State: job.StateSucceeded, Now: j.RunAt,
+				Attempt: job.Attempt{Number: 1, StartedAt: j.RunAt, FinishedAt: j.RunAt, Outcome: job.OutcomeSucceeded}}},
+				func(a []bool, err error) { applied = a })
+			if err != nil {
+				return err
+			}
+			if _, err := tx.BreakerLock("a", []byte(`{}`)); err != nil {
+				return err
+			}
+			if !slices.Equal(applied, []bool{true}) {
+				t.Errorf("the breaker's lock returned with the success's answer %v, want [true]", applied)
+			}
+			return tx.BreakerSave(store.BreakerRecord{Type: "a", Data: []byte(`{"calls":1}`)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.trips.n.Load() - before
+	}
+	succeed(leased[0]) // the statements are prepared on first use
+	if n := succeed(leased[1]); n != 2 {
+		t.Fatalf("a success counted in its breaker took %d round trips, want 2 (the breaker's lock, COMMIT)", n)
+	}
+	var data []byte
+	if err := b.s.pool.QueryRow(ctx, `SELECT data FROM breakers WHERE type = 'a'`).Scan(&data); err != nil || string(data) != `{"calls":1}` {
+		t.Fatalf("breaker stored: %q, %v", data, err)
+	}
+}

@@ -9,6 +9,23 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
+// breakerLockSQL reads and locks one type's breaker.
+const breakerLockSQL = `SELECT data FROM breakers WHERE type = $1 FOR UPDATE`
+
+// breakerSaveSQL stores one type's breaker.
+const breakerSaveSQL = `INSERT INTO breakers (type, data, shut) VALUES ($1, $2, $3)
+	ON CONFLICT (type) DO UPDATE SET data = excluded.data, shut = excluded.shut`
+
+// BreakerSave stores r, with the transaction's next statement that is waited for or with
+// COMMIT (hold): nothing reads its answer, and in a group commit that counts successes in
+// their breaker it was a round trip of its own between the breaker's lock and COMMIT.
+func (t *tx) BreakerSave(r store.BreakerRecord) error {
+	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
+		return err
+	}
+	return t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)
+}
+
 // BreakerLock locks the type's row. A row that does not exist cannot be locked, so a missing
 // one is inserted first; two brokers inserting at once agree on one row, since the second
 // insert waits for the first and then does nothing.
@@ -18,7 +35,7 @@ func (t *tx) BreakerLock(typ string, initial []byte) ([]byte, error) {
 	}
 	for range 2 {
 		var data []byte
-		err := t.tx.QueryRow(t.ctx, `SELECT data FROM breakers WHERE type = $1 FOR UPDATE`, typ).Scan(&data)
+		err := t.tx.QueryRow(t.ctx, breakerLockSQL, typ).Scan(&data)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return data, err
 		}

@@ -285,8 +285,9 @@ func TestDeadlockIsRetried(t *testing.T) {
 	var runs atomic.Int32
 	err = fb.s.Write(ctx, "test", func(stx store.Tx) error {
 		if runs.Add(1) == 1 {
-			// Lock a, let the other session wait for a while holding b, then ask for b.
-			if err := stx.BreakerSave(store.BreakerRecord{Type: "a", Data: []byte("2")}); err != nil {
+			// Lock a, let the other session wait for a while holding b, then ask for b (the
+			// save is sent with COMMIT).
+			if _, err := stx.BreakerLock("a", []byte("0")); err != nil {
 				return err
 			}
 			go func() {

@@ -1094,15 +1094,6 @@ func (t *tx) JobReleaseAllLeased() (int, error) {
 	return int(n), err
 }
 
-func (t *tx) BreakerSave(r store.BreakerRecord) error {
-	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
-		return err
-	}
-	_, err := t.exec(`INSERT INTO breakers (type, data, shut) VALUES ($1, $2, $3)
-		ON CONFLICT (type) DO UPDATE SET data = excluded.data, shut = excluded.shut`, r.Type, r.Data, r.Shut)
-	return err
-}
-
 // alreadyApplied reports whether a write fenced by ref that matched no row is already stored
 // (store.LeaseState.Applied).
 func (t *tx) alreadyApplied(ref job.LeaseRef, state job.State, attempts int) (bool, error) {

@@ -2,17 +2,56 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
 var _ = register(
 	testCase{"BreakerLockAndGet", testBreakerLockAndGet},
 	testCase{"BreakerLockSerializes", testBreakerLockSerializes},
+	testCase{"SuccessAnsweredByTheBreakerLock", testSuccessAnsweredByTheBreakerLock},
 )
+
+// A success stored at commit (JobSucceedManyAtCommit) is answered by the time the
+// transaction's next read returns, BreakerLock here: the broker counts a success in its
+// breaker only once it knows it applied, and asks after locking the breaker. A stale success's
+// answer is there too.
+func testSuccessAnsweredByTheBreakerLock(t *testing.T, b *bundle) {
+	b.insert(b.job("t"))
+	ref := b.leaseOne("t")
+	stale := ref
+	stale.Token.Seq++
+	var applied []bool
+	calls := 0
+	b.write(func(tx store.Tx) error {
+		err := tx.JobSucceedManyAtCommit([]*store.JobFinishParams{b.finishParams(ref, job.StateSucceeded),
+			b.finishParams(stale, job.StateSucceeded)}, func(a []bool, err error) {
+			applied, calls = a, calls+1
+			if err != nil {
+				t.Errorf("JobSucceedManyAtCommit: %v", err)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.BreakerLock("t", []byte(`{}`)); err != nil {
+			return err
+		}
+		if calls != 1 || !slices.Equal(applied, []bool{true, false}) {
+			t.Errorf("after BreakerLock returned, JobSucceedManyAtCommit's got was called %d times with %v, want once with [true false]",
+				calls, applied)
+		}
+		return nil
+	})
+	if calls != 1 {
+		t.Fatalf("JobSucceedManyAtCommit called got %d times, want once", calls)
+	}
+}
 
 // BreakerLock stores the initial state of a type with none and reads a stored one; BreakerGet
 // and BreakerLoadAll read the asked types that have a state, shut or not as last saved, and
