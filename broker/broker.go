@@ -144,10 +144,12 @@ type writerState struct {
 	stopped    sync.WaitGroup
 
 	breakerBatch breakerBatch // shared breaker changes of the batch being written
+	seen         breakersSeen // the stored breakers the writer wrote last
 	// progress is the progress reports waiting for the writer, coalesced (outcome.go).
 	progress progressQueue
 	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
-	// row lock the writer takes, on the writer goroutine.
+	// row lock the writer takes, on the writer goroutine; of a breaker saved without its lock
+	// (breakersSeen), whose row its save locks at commit, at once.
 	lockingBreaker func(typ string, locked bool)
 }
 

@@ -581,7 +581,7 @@ func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }
 // (Succeeded).
 func (o *resultOp) SucceedingInTx(tx store.Tx) error {
 	o.ch.reset()
-	return o.s.b.settleOnceStored(tx, &o.ch, o.job.Type, o.ref.JobID, func() (bool, error) { return o.succeeded, o.unread })
+	return o.s.b.settleOnceStored(tx, &o.ch, o.job.Type, o.ref, func() (bool, error) { return o.succeeded, o.unread })
 }
 
 // MayWait lets a success wait one batch for a producer's next enqueue (commit.Deferrer) when

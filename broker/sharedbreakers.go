@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"time"
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/broker/commit"
@@ -144,21 +145,28 @@ func (c *breakerChanges) reset() { *c = (*c)[:0] }
 
 // lockBreaker reads typ's shared breaker in tx, holding it locked until tx ends.
 func (b *Broker) lockBreaker(tx store.Tx, typ string) (*breaker.Shared, error) {
+	sh, _, err := b.lockBreakerData(tx, typ)
+	return sh, err
+}
+
+// lockBreakerData is lockBreaker, also returning the stored data it read.
+func (b *Broker) lockBreakerData(tx store.Tx, typ string) (*breaker.Shared, []byte, error) {
 	initial, err := json.Marshal(breaker.Saved{Type: typ, State: breaker.StateClosed, Generation: 1})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if b.writing.lockingBreaker != nil {
 		b.writing.lockingBreaker(typ, false)
 	}
 	data, err := tx.BreakerLock(typ, initial)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if b.writing.lockingBreaker != nil {
 		b.writing.lockingBreaker(typ, true)
 	}
-	return b.sharedBreaker(typ, data)
+	sh, err := b.sharedBreaker(typ, data)
+	return sh, data, err
 }
 
 // sharedBreaker builds typ's breaker from its stored document.
@@ -176,17 +184,90 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	if !sh.Changed() {
 		return nil
 	}
+	_, err := b.saveBreaker(tx, sh, nil, nil)
+	return err
+}
+
+// saveBreaker stores sh (with tx.BreakerSaveIf when seen is not nil: if still stored as seen,
+// and the successes of succeeded stored), tells the other brokers if dispatch depends on the
+// change, and returns the data stored.
+func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, seen []byte, succeeded []job.LeaseRef) ([]byte, error) {
 	rec, err := b.encodeBreaker(sh.Saved())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := tx.BreakerSave(rec); err != nil {
-		return err
+	if seen != nil {
+		err = tx.BreakerSaveIf(rec, seen, succeeded)
+	} else {
+		err = tx.BreakerSave(rec)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if sh.Moved() {
 		tx.Publish(store.Event{Kind: store.EventBreaker, Key: rec.Type})
 	}
-	return nil
+	return rec.Data, nil
+}
+
+// seenOffFor is how long the writer locks a type's breaker for every change after a save of it
+// without the lock (saveBreaker with seen) found it changed: another broker is counting the
+// same type, and each such miss costs the batch a second run.
+const seenOffFor = 10 * time.Second
+
+// breakersSeen is what the writer knows of the stored breakers it wrote last, so that a batch
+// that only counts in a breaker saves it in the commit (tx.BreakerSaveIf) instead of first
+// locking it, a round trip of its own: a lone producer's transaction carries the success of
+// the job before, which the type's breaker counts (ratio mode). The save fails the batch if
+// another write changed the breaker since; run again, the batch locks it. Exact either way:
+// the breaker counts what it would have under the lock. Only the writer goroutine uses it.
+type breakersSeen struct {
+	// data is each type's stored data as of the writer's last committed batch that read it
+	// under its lock or saved it.
+	data map[string][]byte
+	// off holds the types whose save without the lock found them changed, until when they
+	// are locked again.
+	off map[string]time.Time
+}
+
+// take returns typ's stored data to save against, and forgets it until the batch commits
+// (Written): a batch run again after its save failed locks the breaker. ok is false when the
+// writer does not know the data, or typ is off.
+func (s *breakersSeen) take(typ string, now time.Time) (data []byte, ok bool) {
+	if until, off := s.off[typ]; off {
+		if now.Before(until) {
+			return nil, false
+		}
+		delete(s.off, typ)
+	}
+	data, ok = s.data[typ]
+	delete(s.data, typ)
+	return data, ok
+}
+
+// written takes what batch bb stored, or, when it failed (err) or was run again, turns the
+// types it saved without their lock off.
+func (s *breakersSeen) written(bb *breakerBatch, err error, now time.Time) {
+	if err != nil {
+		s.missed(bb, now)
+		return
+	}
+	if s.data == nil {
+		s.data = make(map[string][]byte)
+	}
+	for typ, data := range bb.stored {
+		s.data[typ] = data
+	}
+}
+
+// missed turns off the types bb saved without their lock.
+func (s *breakersSeen) missed(bb *breakerBatch, now time.Time) {
+	for _, typ := range bb.unlocked {
+		if s.off == nil {
+			s.off = make(map[string]time.Time)
+		}
+		s.off[typ] = now.Add(seenOffFor)
+	}
 }
 
 // breakerBatch holds the changes the ops of the writer's batch being written make to shared
@@ -212,6 +293,13 @@ type breakerBatch struct {
 	// locked are the types the flush locked, with the breaker read for a probe type no op
 	// changed, until its lease takes it (nil after, and for the types the ops changed).
 	locked map[string]*breaker.Shared
+	// unlocked are the types the flush saved without locking them (breakersSeen), and stored
+	// the data each type's row holds once the batch commits, for breakersSeen.
+	unlocked []string
+	stored   map[string][]byte
+	// assumed are, for each type saved without its lock, the leases whose successes it counts
+	// before their answer (settleOnceStored): the save checks they are stored.
+	assumed map[string][]job.LeaseRef
 }
 
 // breakerPending is a change an op records for the flush.
@@ -226,6 +314,9 @@ func (b *Broker) batchBreakers(tx store.Tx, batch []commit.Op) { b.mode.breakers
 
 func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 	b := h.b
+	// A batch begun again in the same write (the storage retries run it again) after it saved
+	// a breaker without its lock: that save may have been what failed.
+	b.writing.seen.missed(&b.writing.breakerBatch, b.now())
 	bb := breakerBatch{tx: tx}
 	for _, o := range batch {
 		if p, ok := o.(prober); ok {
@@ -236,8 +327,10 @@ func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 }
 
 // flushBreakers locks, in tx, the breakers the batch changes and its round probes, sorted by
-// type (see breakerBatch for why), applies the ops' changes and stores them. What reads the
-// stored breakers (a lease) or locks a queue comes after. A second call does nothing.
+// type (see breakerBatch for why), applies the ops' changes and stores them. A type the ops
+// change and no probe needs, whose stored data the writer knows, is not locked but saved if
+// still stored so (breakersSeen). What reads the stored breakers (a lease) or locks a queue
+// comes after. A second call does nothing.
 func (b *Broker) flushBreakers(tx store.Tx) error {
 	bb := &b.writing.breakerBatch
 	if bb.tx != tx || bb.flushed {
@@ -253,13 +346,9 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 	}
 	slices.Sort(types)
 	types = slices.Compact(types)
-	bb.locked = make(map[string]*breaker.Shared, len(types))
-	for _, typ := range types {
-		sh, err := b.lockBreaker(tx, typ)
-		if err != nil {
-			return err
-		}
-		bb.locked[typ] = sh
+	seen, err := b.readBatchBreakers(tx, bb, types)
+	if err != nil {
+		return err
 	}
 	changed := make(map[string]bool, len(bb.pending))
 	for _, c := range bb.pending {
@@ -275,14 +364,54 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 		if !changed[typ] {
 			continue // a probe type: stored if its lease changes it (changeBreaker)
 		}
-		if err := b.storeBreaker(tx, bb.locked[typ]); err != nil {
-			return err
+		sh := bb.locked[typ]
+		// A breaker not locked is saved even unchanged: the save checks that what the ops
+		// changed it from is still stored.
+		if sh.Changed() || seen[typ] != nil {
+			data, err := b.saveBreaker(tx, sh, seen[typ], bb.assumed[typ])
+			if err != nil {
+				return err
+			}
+			bb.stored[typ] = data
 		}
 		// The ops' callers read sh once committed, some off the writer goroutine: a probe's
 		// lease of the type reads it again rather than share it.
 		bb.locked[typ] = nil
 	}
 	return nil
+}
+
+// readBatchBreakers reads, in tx, the breakers of types (sorted) into bb.locked: each locked,
+// or, for a type no probe needs whose stored data the writer knows (breakersSeen), built from
+// that data, which seen returns by type.
+func (b *Broker) readBatchBreakers(tx store.Tx, bb *breakerBatch, types []string) (seen map[string][]byte, err error) {
+	bb.locked = make(map[string]*breaker.Shared, len(types))
+	bb.stored = make(map[string][]byte, len(types))
+	bb.assumed = make(map[string][]job.LeaseRef)
+	seen = make(map[string][]byte)
+	now := b.now()
+	for _, typ := range types {
+		if data, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {
+			if b.writing.lockingBreaker != nil { // its row is locked by its save, at commit
+				b.writing.lockingBreaker(typ, false)
+				b.writing.lockingBreaker(typ, true)
+			}
+			sh, err := b.sharedBreaker(typ, data)
+			if err != nil {
+				return nil, err
+			}
+			bb.locked[typ], seen[typ] = sh, data
+			bb.unlocked = append(bb.unlocked, typ)
+			bb.assumed[typ] = []job.LeaseRef{} // not nil: counting as applied
+			continue
+		}
+		sh, data, err := b.lockBreakerData(tx, typ)
+		if err != nil {
+			return nil, err
+		}
+		bb.locked[typ], bb.stored[typ] = sh, data
+	}
+	return seen, nil
 }
 
 // changeBreaker applies fn to typ's shared breaker in tx. In a writer's batch the change is
@@ -316,6 +445,9 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 	}
 	if err := b.storeBreaker(tx, sh); err != nil {
 		return err
+	}
+	if bb.tx == tx {
+		delete(bb.stored, typ) // a probe's lease may have changed what the flush stored
 	}
 	*ch = append(*ch, sh)
 	return nil
@@ -372,13 +504,17 @@ func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ stri
 // (settlesOnceStored), whose success's answer the store gives before the breaker's lock
 // returns (resultOp.SucceedingInTx). applied's error, when its answer was lost or never read,
 // fails the transaction: the breaker's count waits for it.
-func (b *Broker) settleOnceStored(tx store.Tx, ch *breakerChanges, typ string, jobID int64, applied func() (bool, error)) error {
+//
+// A breaker the writer saves without its lock (breakersSeen) is changed before the answer is
+// read: the success is counted as applied, and the save checks that it was (BreakerSaveIf).
+func (b *Broker) settleOnceStored(tx store.Tx, ch *breakerChanges, typ string, ref job.LeaseRef, applied func() (bool, error)) error {
 	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
-		ok, err := applied()
-		if err != nil || !ok {
+		if bb := &b.writing.breakerBatch; bb.tx == tx && bb.assumed[typ] != nil {
+			bb.assumed[typ] = append(bb.assumed[typ], ref)
+		} else if ok, err := applied(); err != nil || !ok {
 			return err
 		}
-		sh.Success(sh.Permit(jobID, breaker.Permit{}))
+		sh.Success(sh.Permit(ref.JobID, breaker.Permit{}))
 		return nil
 	})
 }

@@ -761,3 +761,22 @@ func TestSharedBreakerRatio(t *testing.T) {
 		t.Fatalf("broker 0 lists the trip as %+v, want 10 of 20 calls and the last failures", tr)
 	}
 }
+
+// A success that frees room under its queue's cap is written alone (JobFinish), not with the
+// batch's others: its breaker counts it all the same, in the window every broker reads.
+func TestSharedBreakerRatioOfSuccessesWrittenAlone(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 2, DefaultConfig(), breaker.DefaultConfig(), listening)
+	c.enqueue(t, 0, 10)
+	if err := c.brokers[0].SetQueueLimit(context.Background(), "default", 10); err != nil {
+		t.Fatal(err)
+	}
+	s0 := c.worker(t, 0, 10)
+	for _, a := range assignments(t, s0, 10) {
+		report(t, s0, a, nil)
+	}
+	if in := c.info(t, 1); in.Calls != 10 || in.FailuresInWindow != 0 {
+		t.Fatalf("broker 1 lists %d calls, %d failures; want the 10 successes of broker 0", in.Calls, in.FailuresInWindow)
+	}
+}

@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 
+	"github.com/jobwire/jobwire/breaker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/job"
@@ -16,6 +18,9 @@ import (
 type successCount struct {
 	store.Store
 	alone, grouped atomic.Int64
+	// locks and saves count the breakers locked (BreakerLock) and saved without their lock
+	// (BreakerSaveIf).
+	locks, saves atomic.Int64
 }
 
 func (s *successCount) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
@@ -25,6 +30,16 @@ func (s *successCount) Write(ctx context.Context, op string, fn func(store.Tx) e
 type successCountTx struct {
 	store.Tx
 	s *successCount
+}
+
+func (tx *successCountTx) BreakerLock(typ string, initial []byte) ([]byte, error) {
+	tx.s.locks.Add(1)
+	return tx.Tx.BreakerLock(typ, initial)
+}
+
+func (tx *successCountTx) BreakerSaveIf(r store.BreakerRecord, stored []byte, succeeded []job.LeaseRef) error {
+	tx.s.saves.Add(1)
+	return tx.Tx.BreakerSaveIf(r, stored, succeeded)
 }
 
 func (tx *successCountTx) JobFinish(p *store.JobFinishParams) (bool, error) {
@@ -82,5 +97,72 @@ func TestClusterSuccessesCountedInTheBreakerAreStoredTogether(t *testing.T) {
 	}
 	if br := breakerOf(t, b, flaky); br.GetCallsInWindow() != jobs || br.GetFailuresInWindow() != 0 {
 		t.Fatalf("the breaker counted %d calls, %d failed; want %d and 0", br.GetCallsInWindow(), br.GetFailuresInWindow(), jobs)
+	}
+}
+
+// A lone success counted in its type's breaker (a producer enqueuing one job at a time) does
+// not lock the breaker once the writer has stored it: the writer saves it if still stored as
+// it left it, in the commit. When another broker (here a write beside the broker) changed it
+// since, the save fails the transaction, which runs again with the lock: the calls the other
+// wrote are kept, and each success counted once.
+func TestClusterBreakerSavedWithoutItsLockCountsExactly(t *testing.T) {
+	t.Parallel()
+	counted := &successCount{}
+	b := brokertest.New(t, brokertest.Options{Cluster: true, Commit: brokertest.GroupCommit(), WrapStore: func(st store.Store) store.Store {
+		counted.Store = st
+		return counted
+	}})
+	w := b.Connect(brokertest.Hello("w1", 1, flaky))
+	succeed := func() {
+		t.Helper()
+		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
+		a := w.Assignment()
+		w.Started(a)
+		w.Send(brokertest.SuccessMsg(brokertest.Ref(a), nil))
+		for w.Next().GetResultAck() == nil {
+		}
+	}
+	succeed()
+	locks := counted.locks.Load()
+	const lone = 5
+	for range lone {
+		succeed()
+	}
+	if n, saves := counted.locks.Load()-locks, counted.saves.Load(); n != 0 || saves < lone {
+		t.Fatalf("%d lone successes locked the breaker %d times and saved it without the lock %d times, want 0 and %d or more",
+			lone, n, saves, lone)
+	}
+	// Another writer adds 7 calls to the breaker's window.
+	const others = 7
+	ctx := context.Background()
+	if err := counted.Store.Write(ctx, "other", func(tx store.Tx) error {
+		data, err := tx.BreakerLock(flaky, nil)
+		if err != nil {
+			return err
+		}
+		var saved breaker.Saved
+		if err := json.Unmarshal(data, &saved); err != nil {
+			return err
+		}
+		saved.Window[len(saved.Window)-1].Calls += others
+		data, err = json.Marshal(saved)
+		if err != nil {
+			return err
+		}
+		return tx.BreakerSave(store.BreakerRecord{Type: flaky, Data: data})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	retried := b.Store.StorageRetries()["40001"]
+	locks = counted.locks.Load()
+	succeed()
+	if n := b.Store.StorageRetries()["40001"] - retried; n != 1 {
+		t.Fatalf("the save of a breaker changed since was retried %d times, want once", n)
+	}
+	if n := counted.locks.Load() - locks; n != 1 {
+		t.Fatalf("the success's write run again locked the breaker %d times, want once", n)
+	}
+	if br := breakerOf(t, b, flaky); br.GetCallsInWindow() != 1+lone+others+1 || br.GetFailuresInWindow() != 0 {
+		t.Fatalf("the breaker counted %d calls, %d failed; want %d and 0", br.GetCallsInWindow(), br.GetFailuresInWindow(), 1+lone+others+1)
 	}
 }

@@ -28,6 +28,10 @@ var ErrNotFound = errors.New("not found")
 // rolled back. Each store decides which of its errors those are (see docs/storage.md).
 var ErrUnavailable = errors.New("storage unavailable")
 
+// ErrBreakerMoved is matched by the error of a transaction whose BreakerSaveIf found the
+// breaker changed since the writer last saw it: nothing of the transaction was stored.
+var ErrBreakerMoved = errors.New("breaker changed since it was read")
+
 // Store is durable storage for jobs.
 type Store interface {
 	ConcurrencyReader
@@ -208,6 +212,15 @@ type Tx interface {
 	JobListRunning() ([]*job.Job, error)
 	// BreakerSave stores one circuit breaker's state.
 	BreakerSave(r BreakerRecord) error
+	// BreakerSaveIf is BreakerSave of a breaker not locked: it stores r only if the type's
+	// stored data is still stored, byte for byte, as when this writer last read or wrote it,
+	// and every lease of succeeded has its job SUCCEEDED under it (r counts their successes,
+	// stored earlier in the transaction, before their answer was known); otherwise it fails
+	// the transaction with an error wrapping ErrBreakerMoved, or one the store's classifier
+	// calls transient (run again, the writer locks the breaker instead). A store may send it
+	// with the next statement waited for or with COMMIT; it takes the breaker's row in the
+	// lock order as BreakerLock does.
+	BreakerSaveIf(r BreakerRecord, stored []byte, succeeded []job.LeaseRef) error
 	// BreakerLock reads a type's circuit breaker state and holds it locked until the
 	// transaction ends, so that a breaker several brokers share is changed by one transaction
 	// at a time (read, change, BreakerSave). When none is stored, initial is stored and returned.

@@ -1160,7 +1160,7 @@ func mutations() []mutation {
 		from: "func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }", to: "func (o *resultOp) InTx() bool { return false }",
 		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
 	add(mutation{name: "breakers: a success stored with others is not counted in its stored breaker", file: "broker/sharedbreakers.go",
-		from: "\t\tif err != nil || !ok {\n\t\t\treturn err\n\t\t}\n\t\tsh.Success(", to: "\t\tif err != nil || ok {\n\t\t\treturn err\n\t\t}\n\t\tsh.Success(",
+		from: "} else if ok, err := applied(); err != nil || !ok {", to: "} else if ok, err := applied(); err != nil || ok {",
 		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
 	add(mutation{name: "breakers: a success counted in its breaker is not told its answer", file: "broker/session.go",
 		from: "func() (bool, error) { return o.succeeded, o.unread }", to: "func() (bool, error) { return false, nil }",
@@ -1168,6 +1168,24 @@ func mutations() []mutation {
 	add(mutation{name: "pipeline: a breaker's save waits for its own round trip", file: "store/postgres/breakers.go",
 		from: "\treturn t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)", to: "\t_, err := t.exec(breakerSaveSQL, r.Type, r.Data, r.Shut)\n\treturn err",
 		pkgs: []string{pgPkg}, run: "TestCountedSuccessRidesTheBreakersLock$", postgres: true})
+	add(mutation{name: "breakers: a breaker saved without its lock overwrites another's change", file: "store/postgres/migrations/021_breaker_save_if.up.sql",
+		from: "WHERE type = breaker_type AND data = seen;", to: "WHERE type = breaker_type;",
+		pkgs: []string{srvPkg}, run: "TestClusterBreakerSavedWithoutItsLockCountsExactly$", postgres: true})
+	add(mutation{name: "breakers: a breaker saved without its lock counts a success not stored", file: "store/postgres/migrations/021_breaker_save_if.up.sql",
+		from: "jobs.lease_token = u.seq AND jobs.state = 5)) THEN", to: "jobs.lease_token = u.seq)) THEN",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/BreakerSaveIf$", postgres: true})
+	add(mutation{name: "breakers: every counted success locks its breaker", file: "broker/sharedbreakers.go",
+		from: "if data, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {", to: "if data, ok := b.writing.seen.take(typ, now); false && ok && !slices.Contains(bb.probes, typ) {",
+		pkgs: []string{srvPkg}, run: "TestClusterBreakerSavedWithoutItsLockCountsExactly$", postgres: true})
+	add(mutation{name: "breakers: a breaker whose save found it changed is saved without its lock again at once", file: "broker/sharedbreakers.go",
+		from: "\t\ts.off[typ] = now.Add(seenOffFor)", to: "\t\ts.off[typ] = now",
+		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
+	add(mutation{name: "breakers: a failed batch's breakers are taken as stored", file: "broker/sharedbreakers.go",
+		from: "\tif err != nil {\n\t\ts.missed(bb, now)\n\t\treturn\n\t}", to: "\tif err != nil {\n\t\ts.missed(bb, now)\n\t}",
+		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
+	add(mutation{name: "breakers: a breaker's data is taken twice", file: "broker/sharedbreakers.go",
+		from: "\tdata, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tdata, ok = s.data[typ]",
+		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
 	return ms
 }
 

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -270,13 +272,15 @@ func TestLeasesAtCommitShareOneStatement(t *testing.T) {
 // A success a cluster counts in its type's breaker (broker's resultOp.SucceedingInTx) rides
 // the breaker's lock, whose call returns with the success's answer read, and the breaker's
 // save rides COMMIT: the transaction of a lone success costs two round trips, where waiting
-// for the success and sending the save each cost one more.
+// for the success and sending the save each cost one more. Saved without the lock, if still
+// stored as the writer left it (BreakerSaveIf, the broker's breakersSeen), it costs one: all
+// of it rides COMMIT.
 func TestCountedSuccessRidesTheBreakersLock(t *testing.T) {
 	t.Parallel()
 	b := setupPipe(t)
 	ctx := context.Background()
 	if err := b.s.Write(ctx, "insert", func(tx store.Tx) error {
-		for range 2 {
+		for range 4 {
 			if err := b.insert(tx, "a"); err != nil {
 				return err
 			}
@@ -288,22 +292,28 @@ func TestCountedSuccessRidesTheBreakersLock(t *testing.T) {
 	var leased []*job.Job
 	if err := b.s.Write(ctx, "lease", func(tx store.Tx) error {
 		var err error
-		leased, err = tx.JobLease(atCommitLease("w", 2))
+		leased, err = tx.JobLease(atCommitLease("w", 4))
 		return err
-	}); err != nil || len(leased) != 2 {
-		t.Fatalf("leased %d jobs: %v, want 2", len(leased), err)
+	}); err != nil || len(leased) != 4 {
+		t.Fatalf("leased %d jobs: %v, want 4", len(leased), err)
 	}
-	succeed := func(j *job.Job) (trips int64) {
+	data := []byte(`{"calls":0}`)
+	succeed := func(j *job.Job, locked bool) (trips int64) {
 		t.Helper()
 		before := b.trips.n.Load()
 		var applied []bool
+		ref := job.LeaseRef{JobID: j.ID, Token: j.LeaseToken}
+		next := []byte(fmt.Sprintf(`{"calls":%d}`, j.ID))
 		err := b.s.Write(ctx, "result", func(tx store.Tx) error {
-			err := tx.JobSucceedManyAtCommit([]*store.JobFinishParams{{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+			err := tx.JobSucceedManyAtCommit([]*store.JobFinishParams{{Ref: ref,
 				Queue: j.Queue, Type: j.Type, State: job.StateSucceeded, Now: j.RunAt,
 				Attempt: job.Attempt{Number: 1, StartedAt: j.RunAt, FinishedAt: j.RunAt, Outcome: job.OutcomeSucceeded}}},
 				func(a []bool, err error) { applied = a })
 			if err != nil {
 				return err
+			}
+			if !locked {
+				return tx.BreakerSaveIf(store.BreakerRecord{Type: "a", Data: next}, data, []job.LeaseRef{ref})
 			}
 			if _, err := tx.BreakerLock("a", []byte(`{}`)); err != nil {
 				return err
@@ -311,19 +321,25 @@ func TestCountedSuccessRidesTheBreakersLock(t *testing.T) {
 			if !slices.Equal(applied, []bool{true}) {
 				t.Errorf("the breaker's lock returned with the success's answer %v, want [true]", applied)
 			}
-			return tx.BreakerSave(store.BreakerRecord{Type: "a", Data: []byte(`{"calls":1}`)})
+			return tx.BreakerSave(store.BreakerRecord{Type: "a", Data: next})
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b.trips.n.Load() - before
+		trips = b.trips.n.Load() - before
+		var stored []byte
+		if err := b.s.pool.QueryRow(ctx, `SELECT data FROM breakers WHERE type = 'a'`).Scan(&stored); err != nil || !bytes.Equal(stored, next) {
+			t.Fatalf("breaker stored: %q, %v, want %q", stored, err, next)
+		}
+		data = next
+		return trips
 	}
-	succeed(leased[0]) // the statements are prepared on first use
-	if n := succeed(leased[1]); n != 2 {
-		t.Fatalf("a success counted in its breaker took %d round trips, want 2 (the breaker's lock, COMMIT)", n)
+	succeed(leased[0], true) // the statements are prepared on first use
+	if n := succeed(leased[1], true); n != 2 {
+		t.Fatalf("a success counted in its locked breaker took %d round trips, want 2 (the breaker's lock, COMMIT)", n)
 	}
-	var data []byte
-	if err := b.s.pool.QueryRow(ctx, `SELECT data FROM breakers WHERE type = 'a'`).Scan(&data); err != nil || string(data) != `{"calls":1}` {
-		t.Fatalf("breaker stored: %q, %v", data, err)
+	succeed(leased[2], false)
+	if n := succeed(leased[3], false); n != 1 {
+		t.Fatalf("a success counted in its breaker saved without the lock took %d round trips, want 1 (COMMIT)", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -24,6 +25,25 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 		return err
 	}
 	return t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)
+}
+
+// breakerSaveIfSQL stores one type's breaker if it is stored as seen and the successes it
+// counts are stored (migration 021).
+const breakerSaveIfSQL = `SELECT jobwire_breaker_save_if($1, $2, $3, $4, $5, $6)`
+
+// BreakerSaveIf stores r if the type's row holds stored and the jobs of succeeded are
+// SUCCEEDED under those leases, with the transaction's next statement that is waited for or
+// with COMMIT (hold); otherwise it fails the transaction with 40001, a serialization failure,
+// which Classify calls transient.
+func (t *tx) BreakerSaveIf(r store.BreakerRecord, stored []byte, succeeded []job.LeaseRef) error {
+	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
+		return err
+	}
+	ids, seqs := make([]int64, len(succeeded)), make([]int64, len(succeeded))
+	for i, ref := range succeeded {
+		ids[i], seqs[i] = ref.JobID, ref.Token.Seq
+	}
+	return t.hold(breakerSaveIfSQL, r.Type, r.Data, r.Shut, stored, ids, seqs)
 }
 
 // BreakerLock locks the type's row. A row that does not exist cannot be locked, so a missing

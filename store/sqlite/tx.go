@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -651,6 +652,31 @@ func (t *tx) JobListRunning() ([]*job.Job, error) {
 func (t *tx) JobReleaseAllLeased() (int, error) {
 	n, err := t.exec(`UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = '' WHERE ` + openState + ` AND state = 3`)
 	return int(n), err
+}
+
+// BreakerSaveIf stores r if the type's row holds stored and the jobs of succeeded are
+// SUCCEEDED under those leases. A SQLite store has one writer at a time, so a row changed
+// since is an operator's change written apart from the writer's batch.
+func (t *tx) BreakerSaveIf(r store.BreakerRecord, stored []byte, succeeded []job.LeaseRef) error {
+	for _, ref := range succeeded {
+		var n int
+		if err := t.queryRow(`SELECT count(*) FROM jobs WHERE id = ? AND lease_token = ? AND state = ?`,
+			ref.JobID, ref.Token.Seq, int(job.StateSucceeded)).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("breaker of type %q counts the success of job %d, not stored: %w", r.Type, ref.JobID, store.ErrBreakerMoved)
+		}
+	}
+	var data []byte
+	err := t.queryRow(`SELECT data FROM breakers WHERE type = ?`, r.Type).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !bytes.Equal(data, stored) {
+		return fmt.Errorf("breaker of type %q: %w", r.Type, store.ErrBreakerMoved)
+	}
+	if err != nil {
+		return err
+	}
+	return t.BreakerSave(r)
 }
 
 func (t *tx) BreakerSave(r store.BreakerRecord) error {

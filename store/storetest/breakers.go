@@ -15,7 +15,51 @@ var _ = register(
 	testCase{"BreakerLockAndGet", testBreakerLockAndGet},
 	testCase{"BreakerLockSerializes", testBreakerLockSerializes},
 	testCase{"SuccessAnsweredByTheBreakerLock", testSuccessAnsweredByTheBreakerLock},
+	testCase{"BreakerSaveIf", testBreakerSaveIf},
 )
+
+// BreakerSaveIf stores a breaker still stored as the writer saw it, with the successes it
+// counts stored; a breaker changed since, or a success counted that is not stored, fails the
+// whole transaction and leaves the row as it was.
+func testBreakerSaveIf(t *testing.T, b *bundle) {
+	b.write(func(tx store.Tx) error {
+		return tx.BreakerSave(store.BreakerRecord{Type: "t", Data: []byte(`{"v":1}`)})
+	})
+	b.insert(b.job("t"), b.job("t"))
+	ref := b.leaseOne("t")
+	other := b.leaseOne("t")
+	b.write(func(tx store.Tx) error {
+		if err := tx.JobSucceedManyAtCommit([]*store.JobFinishParams{b.finishParams(ref, job.StateSucceeded)},
+			func([]bool, error) {}); err != nil {
+			return err
+		}
+		return tx.BreakerSaveIf(store.BreakerRecord{Type: "t", Data: []byte(`{"v":2}`), Shut: true}, []byte(`{"v":1}`), []job.LeaseRef{ref})
+	})
+	want := []store.BreakerRecord{{Type: "t", Data: []byte(`{"v":2}`), Shut: true}}
+	for _, c := range []struct {
+		name      string
+		stored    []byte
+		succeeded []job.LeaseRef
+	}{
+		{"a breaker changed since", []byte(`{"v":1}`), []job.LeaseRef{ref}},
+		{"a success counted that is not stored", []byte(`{"v":2}`), []job.LeaseRef{ref, other}},
+	} {
+		err := b.s.Write(b.ctx, "test", func(tx store.Tx) error {
+			if err := tx.BreakerSave(store.BreakerRecord{Type: "u", Data: []byte(`{}`)}); err != nil {
+				return err
+			}
+			return tx.BreakerSaveIf(store.BreakerRecord{Type: "t", Data: []byte(`{"v":3}`)}, c.stored, c.succeeded)
+		})
+		if err == nil {
+			t.Errorf("BreakerSaveIf of %s: the write went through", c.name)
+		}
+		b.write(func(tx store.Tx) error {
+			got, err := tx.BreakerGet([]string{"t", "u"})
+			equal(t, "breakers after BreakerSaveIf of "+c.name, got, want)
+			return err
+		})
+	}
+}
 
 // A success stored at commit (JobSucceedManyAtCommit) is answered by the time the
 // transaction's next read returns, BreakerLock here: the broker counts a success in its

@@ -1,0 +1,33 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// The writer saves a breaker without its lock only against the data its last committed batch
+// stored, once (a batch run again locks it), and not for seenOffFor after a batch that saved
+// one without its lock failed: another broker is counting the same type.
+func TestBreakersSeenTakesWhatCommittedOnce(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var s breakersSeen
+	take := func(at time.Time, want string) {
+		t.Helper()
+		data, ok := s.take("a", at)
+		if got := string(data); ok != (want != "") || got != want {
+			t.Fatalf("take at +%v: %q, %v; want %q", at.Sub(now), got, ok, want)
+		}
+	}
+	take(now, "")
+	s.written(&breakerBatch{stored: map[string][]byte{"a": []byte("1")}}, errors.New("rolled back"), now)
+	take(now, "") // a failed batch stored nothing
+	s.written(&breakerBatch{stored: map[string][]byte{"a": []byte("1")}}, nil, now)
+	take(now, "1")
+	take(now, "") // taken: a batch run again locks the breaker
+	s.written(&breakerBatch{unlocked: []string{"a"}, stored: map[string][]byte{"a": []byte("2")}}, errors.New("moved"), now)
+	s.written(&breakerBatch{stored: map[string][]byte{"a": []byte("3")}}, nil, now)
+	take(now.Add(seenOffFor-time.Nanosecond), "")
+	take(now.Add(seenOffFor), "3")
+}
