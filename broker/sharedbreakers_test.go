@@ -780,3 +780,46 @@ func TestSharedBreakerRatioOfSuccessesWrittenAlone(t *testing.T) {
 		t.Fatalf("broker 1 lists %d calls, %d failures; want the 10 successes of broker 0", in.Calls, in.FailuresInWindow)
 	}
 }
+
+// A success the writer counts in a breaker it saves without its lock (breakersSeen) is counted
+// before the store says it applied: the save checks that it did. A success whose lease ended
+// in the database meanwhile (another broker's sweep, here a release beside the broker) makes
+// the save fail, and the write, run again with the breaker locked, counts only what applied.
+func TestSharedBreakerCountsNoStaleSuccessSavedWithoutItsLock(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
+	s0 := c.worker(t, 0, 1)
+	c.enqueue(t, 0, 1)
+	report(t, s0, assignments(t, s0, 1)[0], nil) // the writer learns what it stored
+	c.enqueue(t, 0, 1)
+	a := assignments(t, s0, 1)[0]
+	ref := job.LeaseRef{JobID: a.Job.ID, Token: a.Token}
+	s0.Started(ref)
+	if err := c.stores[0].Write(context.Background(), "release", func(tx store.Tx) error {
+		_, err := tx.JobRelease(ref)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s0.Result(ref, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for refused := false; !refused; {
+		msgs, err := s0.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the stale success's answer: %v", err)
+		}
+		for _, m := range msgs {
+			switch m.(type) {
+			case ResultAck:
+				t.Fatal("a success whose lease ended in the database was acknowledged")
+			case Refused:
+				refused = true
+			}
+		}
+	}
+	if in := c.info(t, 0); in.Calls != 1 {
+		t.Fatalf("the breaker lists %d calls after one success and one stale, want 1", in.Calls)
+	}
+}

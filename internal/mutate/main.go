@@ -1186,6 +1186,9 @@ func mutations() []mutation {
 	add(mutation{name: "breakers: a breaker's data is taken twice", file: "broker/sharedbreakers.go",
 		from: "\tdata, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tdata, ok = s.data[typ]",
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
+	add(mutation{name: "breakers: a success counted before its answer is not checked", file: "broker/sharedbreakers.go",
+		from: "bb.assumed[typ] = append(bb.assumed[typ], ref)", to: "_ = ref",
+		pkgs: []string{"./broker"}, run: "TestSharedBreakerCountsNoStaleSuccessSavedWithoutItsLock$", postgres: true})
 	return ms
 }
 
