@@ -9,8 +9,9 @@ CREATE OR REPLACE FUNCTION jobwire_breaker_save_if(breaker_type text, new_data b
     seen bytea, ids bigint[], seqs bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- state + 0: read by the primary key, not an index of finished jobs, whatever the plan.
     IF EXISTS (SELECT FROM unnest(ids, seqs) AS u(id, seq) WHERE NOT EXISTS (
-            SELECT FROM jobs WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.state = 5)) THEN
+            SELECT FROM jobs WHERE jobs.id = u.id AND jobs.lease_token = u.seq AND jobs.state + 0 = 5)) THEN
         RAISE EXCEPTION 'a success counted in the breaker of type % is not stored', breaker_type
             USING ERRCODE = 'serialization_failure';
     END IF;
