@@ -19,8 +19,9 @@ import (
 // (breaker.Set.Cache), read to plan dispatch rounds:
 //
 //   - Everything that can change a breaker is applied to its stored state inside a write
-//     transaction that holds the type's breaker locked (Tx.BreakerLock), by the broker it happens
-//     on, in the same transaction as the write that causes it: a result's failure with the
+//     transaction that holds the type's breaker locked (Tx.BreakerLock), or saves it only if
+//     still stored as the writer last left it (breakersSeen, Tx.BreakerSaveIf), by the broker it
+//     happens on, in the same transaction as the write that causes it: a result's failure with the
 //     result, a probe's slot with the lease of its job, a lease's end with the write that ends
 //     it, an operator's reset or force on its own. The transaction publishes store.EventBreaker
 //     when what dispatch depends on changed (state, generation, probes in flight).
