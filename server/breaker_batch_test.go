@@ -59,6 +59,18 @@ func (tx *successCountTx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, go
 	return tx.Tx.JobSucceedManyAtCommit(ps, got)
 }
 
+// countingCluster starts a broker of a cluster on group commit (whatever JOBWIRE_TEST_COMMIT
+// says: the reference writer writes each op alone) whose writes counted counts.
+func countingCluster(t *testing.T) (b *brokertest.Bundle, counted *successCount) {
+	t.Helper()
+	counted = &successCount{}
+	b = brokertest.New(t, brokertest.Options{Cluster: true, Commit: brokertest.GroupCommit(), WrapStore: func(st store.Store) store.Store {
+		counted.Store = st
+		return counted
+	}})
+	return b, counted
+}
+
 // On PostgreSQL a cluster's breakers live in the database, and the default breaker (ratio
 // mode) counts every success: its successes still go through the batch statement
 // (JobSucceedMany), which a group commit gives all of a batch's successes, and are counted in
@@ -67,12 +79,7 @@ func (tx *successCountTx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, go
 // so the test counts the statement used, not the batches.
 func TestClusterSuccessesCountedInTheBreakerAreStoredTogether(t *testing.T) {
 	t.Parallel()
-	counted := &successCount{}
-	// Group commit, whatever JOBWIRE_TEST_COMMIT says: the reference writer writes each op alone.
-	b := brokertest.New(t, brokertest.Options{Cluster: true, Commit: brokertest.GroupCommit(), WrapStore: func(st store.Store) store.Store {
-		counted.Store = st
-		return counted
-	}})
+	b, counted := countingCluster(t)
 	const jobs = 20
 	for range jobs {
 		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
@@ -107,11 +114,7 @@ func TestClusterSuccessesCountedInTheBreakerAreStoredTogether(t *testing.T) {
 // wrote are kept, and each success counted once.
 func TestClusterBreakerSavedWithoutItsLockCountsExactly(t *testing.T) {
 	t.Parallel()
-	counted := &successCount{}
-	b := brokertest.New(t, brokertest.Options{Cluster: true, Commit: brokertest.GroupCommit(), WrapStore: func(st store.Store) store.Store {
-		counted.Store = st
-		return counted
-	}})
+	b, counted := countingCluster(t)
 	w := b.Connect(brokertest.Hello("w1", 1, flaky))
 	succeed := func() {
 		t.Helper()
