@@ -795,13 +795,16 @@ func TestSharedBreakerCountsNoStaleSuccessSavedWithoutItsLock(t *testing.T) {
 	c.enqueue(t, 0, 1)
 	a := assignments(t, s0, 1)[0]
 	ref := job.LeaseRef{JobID: a.Job.ID, Token: a.Token}
-	s0.Started(ref)
 	if err := c.stores[0].Write(context.Background(), "release", func(tx store.Tx) error {
-		_, err := tx.JobRelease(ref)
+		released, err := tx.JobRelease(ref)
+		if err == nil && !released {
+			err = fmt.Errorf("job %d: the release of its lease was refused", ref.JobID)
+		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+	s0.Started(ref)
 	s0.Result(ref, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
