@@ -15,19 +15,20 @@ func TestBreakersSeenTakesWhatCommittedOnce(t *testing.T) {
 	var s breakersSeen
 	take := func(at time.Time, want string) {
 		t.Helper()
-		data, ok := s.take("a", at)
-		if got := string(data); ok != (want != "") || got != want {
+		seen, ok := s.take("a", at)
+		if got := string(seen.data); ok != (want != "") || got != want {
 			t.Fatalf("take at +%v: %q, %v; want %q", at.Sub(now), got, ok, want)
 		}
 	}
+	stored := func(data string) map[string]seenBreaker { return map[string]seenBreaker{"a": {data: []byte(data)}} }
 	take(now, "")
-	s.written(&breakerBatch{stored: map[string][]byte{"a": []byte("1")}}, errors.New("rolled back"), now)
+	s.written(&breakerBatch{stored: stored("1")}, errors.New("rolled back"), now)
 	take(now, "") // a failed batch stored nothing
-	s.written(&breakerBatch{stored: map[string][]byte{"a": []byte("1")}}, nil, now)
+	s.written(&breakerBatch{stored: stored("1")}, nil, now)
 	take(now, "1")
 	take(now, "") // taken: a batch run again locks the breaker
-	s.written(&breakerBatch{unlocked: []string{"a"}, stored: map[string][]byte{"a": []byte("2")}}, errors.New("moved"), now)
-	s.written(&breakerBatch{stored: map[string][]byte{"a": []byte("3")}}, nil, now)
+	s.written(&breakerBatch{unlocked: []string{"a"}, stored: stored("2")}, errors.New("moved"), now)
+	s.written(&breakerBatch{stored: stored("3")}, nil, now)
 	take(now.Add(seenOffFor-time.Nanosecond), "")
 	take(now.Add(seenOffFor), "3")
 }

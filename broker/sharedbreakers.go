@@ -150,24 +150,28 @@ func (b *Broker) lockBreaker(tx store.Tx, typ string) (*breaker.Shared, error) {
 	return sh, err
 }
 
-// lockBreakerData is lockBreaker, also returning the stored data it read.
-func (b *Broker) lockBreakerData(tx store.Tx, typ string) (*breaker.Shared, []byte, error) {
+// lockBreakerData is lockBreaker, also returning the stored breaker it read.
+func (b *Broker) lockBreakerData(tx store.Tx, typ string) (*breaker.Shared, seenBreaker, error) {
 	initial, err := json.Marshal(breaker.Saved{Type: typ, State: breaker.StateClosed, Generation: 1})
 	if err != nil {
-		return nil, nil, err
+		return nil, seenBreaker{}, err
 	}
 	if b.writing.lockingBreaker != nil {
 		b.writing.lockingBreaker(typ, false)
 	}
 	data, err := tx.BreakerLock(typ, initial)
 	if err != nil {
-		return nil, nil, err
+		return nil, seenBreaker{}, err
 	}
 	if b.writing.lockingBreaker != nil {
 		b.writing.lockingBreaker(typ, true)
 	}
-	sh, err := b.sharedBreaker(typ, data)
-	return sh, data, err
+	saved, err := decodeBreaker(typ, data)
+	if err != nil {
+		return nil, seenBreaker{}, err
+	}
+	sh, err := b.breakers.Shared(typ, &saved)
+	return sh, seenBreaker{data: data, saved: saved}, err
 }
 
 // sharedBreaker builds typ's breaker from its stored document.
@@ -189,13 +193,21 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	return err
 }
 
+// seenBreaker is a breaker as stored: its document and what it decodes to. Shared breakers
+// built from saved copy what they change of it, so one saved may build several.
+type seenBreaker struct {
+	data  []byte
+	saved breaker.Saved
+}
+
 // saveBreaker stores sh (with tx.BreakerSaveIf when seen is not nil: if still stored as seen,
 // and the successes of succeeded stored), tells the other brokers if dispatch depends on the
-// change, and returns the data stored.
-func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, seen []byte, succeeded []job.LeaseRef) ([]byte, error) {
-	rec, err := b.encodeBreaker(sh.Saved())
+// change, and returns the breaker stored.
+func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, seen []byte, succeeded []job.LeaseRef) (seenBreaker, error) {
+	saved := sh.Saved()
+	rec, err := b.encodeBreaker(saved)
 	if err != nil {
-		return nil, err
+		return seenBreaker{}, err
 	}
 	if seen != nil {
 		err = tx.BreakerSaveIf(rec, seen, succeeded)
@@ -203,12 +215,12 @@ func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, seen []byte, succe
 		err = tx.BreakerSave(rec)
 	}
 	if err != nil {
-		return nil, err
+		return seenBreaker{}, err
 	}
 	if sh.Moved() {
 		tx.Publish(store.Event{Kind: store.EventBreaker, Key: rec.Type})
 	}
-	return rec.Data, nil
+	return seenBreaker{data: rec.Data, saved: saved}, nil
 }
 
 // seenOffFor is how long the writer locks a type's breaker for every change after a save of it
@@ -223,9 +235,9 @@ const seenOffFor = 10 * time.Second
 // another write changed the breaker since; run again, the batch locks it. Exact either way:
 // the breaker counts what it would have under the lock. Only the writer goroutine uses it.
 type breakersSeen struct {
-	// data is each type's stored data as of the writer's last committed batch that read it
-	// under its lock or saved it.
-	data map[string][]byte
+	// data is each type's stored breaker as of the writer's last committed batch that read
+	// it under its lock or saved it.
+	data map[string]seenBreaker
 	// off holds the types whose save without the lock found them changed, until when they
 	// are locked again.
 	off map[string]time.Time
@@ -234,16 +246,16 @@ type breakersSeen struct {
 // take returns typ's stored data to save against, and forgets it until the batch commits
 // (Written): a batch run again after its save failed locks the breaker. ok is false when the
 // writer does not know the data, or typ is off.
-func (s *breakersSeen) take(typ string, now time.Time) (data []byte, ok bool) {
+func (s *breakersSeen) take(typ string, now time.Time) (seen seenBreaker, ok bool) {
 	if until, off := s.off[typ]; off {
 		if now.Before(until) {
-			return nil, false
+			return seenBreaker{}, false
 		}
 		delete(s.off, typ)
 	}
-	data, ok = s.data[typ]
+	seen, ok = s.data[typ]
 	delete(s.data, typ)
-	return data, ok
+	return seen, ok
 }
 
 // written takes what batch bb stored, or, when it failed (err) or was run again, turns the
@@ -254,10 +266,10 @@ func (s *breakersSeen) written(bb *breakerBatch, err error, now time.Time) {
 		return
 	}
 	if s.data == nil {
-		s.data = make(map[string][]byte)
+		s.data = make(map[string]seenBreaker)
 	}
-	for typ, data := range bb.stored {
-		s.data[typ] = data
+	for typ, seen := range bb.stored {
+		s.data[typ] = seen
 	}
 }
 
@@ -297,7 +309,7 @@ type breakerBatch struct {
 	// unlocked are the types the flush saved without locking them (breakersSeen), and stored
 	// the data each type's row holds once the batch commits, for breakersSeen.
 	unlocked []string
-	stored   map[string][]byte
+	stored   map[string]seenBreaker
 	// assumed are, for each type saved without its lock, the leases whose successes it counts
 	// before their answer (settleOnceStored): the save checks they are stored.
 	assumed map[string][]job.LeaseRef
@@ -369,11 +381,11 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 		// A breaker not locked is saved even unchanged: the save checks that what the ops
 		// changed it from is still stored.
 		if sh.Changed() || seen[typ] != nil {
-			data, err := b.saveBreaker(tx, sh, seen[typ], bb.assumed[typ])
+			stored, err := b.saveBreaker(tx, sh, seen[typ], bb.assumed[typ])
 			if err != nil {
 				return err
 			}
-			bb.stored[typ] = data
+			bb.stored[typ] = stored
 		}
 		// The ops' callers read sh once committed, some off the writer goroutine: a probe's
 		// lease of the type reads it again rather than share it.
@@ -387,30 +399,30 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 // that data, which seen returns by type.
 func (b *Broker) readBatchBreakers(tx store.Tx, bb *breakerBatch, types []string) (seen map[string][]byte, err error) {
 	bb.locked = make(map[string]*breaker.Shared, len(types))
-	bb.stored = make(map[string][]byte, len(types))
+	bb.stored = make(map[string]seenBreaker, len(types))
 	bb.assumed = make(map[string][]job.LeaseRef)
 	seen = make(map[string][]byte)
 	now := b.now()
 	for _, typ := range types {
-		if data, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {
+		if known, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {
 			if b.writing.lockingBreaker != nil { // its row is locked by its save, at commit
 				b.writing.lockingBreaker(typ, false)
 				b.writing.lockingBreaker(typ, true)
 			}
-			sh, err := b.sharedBreaker(typ, data)
+			sh, err := b.breakers.Shared(typ, &known.saved) // not decoded again: copied
 			if err != nil {
 				return nil, err
 			}
-			bb.locked[typ], seen[typ] = sh, data
+			bb.locked[typ], seen[typ] = sh, known.data
 			bb.unlocked = append(bb.unlocked, typ)
 			bb.assumed[typ] = []job.LeaseRef{} // not nil: counting as applied
 			continue
 		}
-		sh, data, err := b.lockBreakerData(tx, typ)
+		sh, read, err := b.lockBreakerData(tx, typ)
 		if err != nil {
 			return nil, err
 		}
-		bb.locked[typ], bb.stored[typ] = sh, data
+		bb.locked[typ], bb.stored[typ] = sh, read
 	}
 	return seen, nil
 }

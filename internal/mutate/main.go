@@ -1175,7 +1175,7 @@ func mutations() []mutation {
 		from: "jobs.lease_token = u.seq AND jobs.state + 0 = 5)) THEN", to: "jobs.lease_token = u.seq)) THEN",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/BreakerSaveIf$", postgres: true})
 	add(mutation{name: "breakers: every counted success locks its breaker", file: "broker/sharedbreakers.go",
-		from: "if data, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {", to: "if data, ok := b.writing.seen.take(typ, now); false && ok && !slices.Contains(bb.probes, typ) {",
+		from: "if known, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {", to: "if known, ok := b.writing.seen.take(typ, now); false && ok && !slices.Contains(bb.probes, typ) {",
 		pkgs: []string{srvPkg}, run: "TestClusterBreakerSavedWithoutItsLockCountsExactly$", postgres: true})
 	add(mutation{name: "breakers: a breaker whose save found it changed is saved without its lock again at once", file: "broker/sharedbreakers.go",
 		from: "\t\ts.off[typ] = now.Add(seenOffFor)", to: "\t\ts.off[typ] = now",
@@ -1184,7 +1184,7 @@ func mutations() []mutation {
 		from: "\tif err != nil {\n\t\ts.missed(bb, now)\n\t\treturn\n\t}", to: "\tif err != nil {\n\t\ts.missed(bb, now)\n\t}",
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
 	add(mutation{name: "breakers: a breaker's data is taken twice", file: "broker/sharedbreakers.go",
-		from: "\tdata, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tdata, ok = s.data[typ]",
+		from: "\tseen, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tseen, ok = s.data[typ]",
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
 	add(mutation{name: "breakers: a success counted before its answer is not checked", file: "broker/sharedbreakers.go",
 		from: "bb.assumed[typ] = append(bb.assumed[typ], ref)", to: "_ = ref",
