@@ -189,8 +189,7 @@ func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
 	if !sh.Changed() {
 		return nil
 	}
-	_, err := b.saveBreaker(tx, sh, nil, nil)
-	return err
+	return b.saveBreaker(tx, sh, nil)
 }
 
 // seenBreaker is a breaker as stored: its document and what it decodes to. Shared breakers
@@ -200,27 +199,30 @@ type seenBreaker struct {
 	saved breaker.Saved
 }
 
-// saveBreaker stores sh (with tx.BreakerSaveIf when seen is not nil: if still stored as seen,
-// and the successes of succeeded stored), tells the other brokers if dispatch depends on the
-// change, and returns the breaker stored.
-func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, seen []byte, succeeded []job.LeaseRef) (seenBreaker, error) {
+// saveBreaker stores sh (with tx.BreakerSaveIf when un is not nil: if still stored as un saw
+// it, and its assumed successes stored), tells the other brokers if dispatch depends on the
+// change, and, in the writer's batch, keeps what it stored for breakersSeen.
+func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, un *unlockedBreaker) error {
 	saved := sh.Saved()
 	rec, err := b.encodeBreaker(saved)
 	if err != nil {
-		return seenBreaker{}, err
+		return err
 	}
-	if seen != nil {
-		err = tx.BreakerSaveIf(rec, seen, succeeded)
+	if un != nil {
+		err = tx.BreakerSaveIf(rec, un.seen, un.assumed)
 	} else {
 		err = tx.BreakerSave(rec)
 	}
 	if err != nil {
-		return seenBreaker{}, err
+		return err
 	}
 	if sh.Moved() {
 		tx.Publish(store.Event{Kind: store.EventBreaker, Key: rec.Type})
 	}
-	return seenBreaker{data: rec.Data, saved: saved}, nil
+	if bb := &b.writing.breakerBatch; bb.tx == tx && bb.stored != nil {
+		bb.stored[rec.Type] = seenBreaker{data: rec.Data, saved: saved}
+	}
+	return nil
 }
 
 // seenOffFor is how long the writer locks a type's breaker for every change after a save of it
@@ -260,7 +262,7 @@ func (s *breakersSeen) take(typ string, now time.Time) (seen seenBreaker, ok boo
 
 // written takes what batch bb stored, or, when it failed (err) or was run again, turns the
 // types it saved without their lock off.
-func (s *breakersSeen) written(bb *breakerBatch, err error, now time.Time) {
+func (s *breakersSeen) written(bb *breakerBatch, err error, now func() time.Time) {
 	if err != nil {
 		s.missed(bb, now)
 		return
@@ -274,12 +276,16 @@ func (s *breakersSeen) written(bb *breakerBatch, err error, now time.Time) {
 }
 
 // missed turns off the types bb saved without their lock.
-func (s *breakersSeen) missed(bb *breakerBatch, now time.Time) {
-	for _, typ := range bb.unlocked {
-		if s.off == nil {
-			s.off = make(map[string]time.Time)
-		}
-		s.off[typ] = now.Add(seenOffFor)
+func (s *breakersSeen) missed(bb *breakerBatch, now func() time.Time) {
+	if len(bb.unlocked) == 0 {
+		return
+	}
+	if s.off == nil {
+		s.off = make(map[string]time.Time)
+	}
+	until := now().Add(seenOffFor)
+	for typ := range bb.unlocked {
+		s.off[typ] = until
 	}
 }
 
@@ -306,13 +312,18 @@ type breakerBatch struct {
 	// locked are the types the flush locked, with the breaker read for a probe type no op
 	// changed, until its lease takes it (nil after, and for the types the ops changed).
 	locked map[string]*breaker.Shared
-	// unlocked are the types the flush saved without locking them (breakersSeen), and stored
-	// the data each type's row holds once the batch commits, for breakersSeen.
-	unlocked []string
+	// unlocked are the types the flush saves without locking them (breakersSeen), and stored
+	// the breaker each type's row holds once the batch commits, for breakersSeen.
+	unlocked map[string]*unlockedBreaker
 	stored   map[string]seenBreaker
-	// assumed are, for each type saved without its lock, the leases whose successes it counts
-	// before their answer (settleOnceStored): the save checks they are stored.
-	assumed map[string][]job.LeaseRef
+}
+
+// unlockedBreaker is a breaker a batch saves without its lock: the data it saves against, and
+// the leases whose successes it counts before their answer (settleOnceStored), which the save
+// checks are stored.
+type unlockedBreaker struct {
+	seen    []byte
+	assumed []job.LeaseRef
 }
 
 // breakerPending is a change an op records for the flush.
@@ -329,7 +340,7 @@ func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 	b := h.b
 	// A batch begun again in the same write (the storage retries run it again) after it saved
 	// a breaker without its lock: that save may have been what failed.
-	b.writing.seen.missed(&b.writing.breakerBatch, b.now())
+	b.writing.seen.missed(&b.writing.breakerBatch, b.now)
 	bb := breakerBatch{tx: tx}
 	for _, o := range batch {
 		if p, ok := o.(prober); ok {
@@ -359,8 +370,7 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 	}
 	slices.Sort(types)
 	types = slices.Compact(types)
-	seen, err := b.readBatchBreakers(tx, bb, types)
-	if err != nil {
+	if err := b.readBatchBreakers(tx, bb, types); err != nil {
 		return err
 	}
 	changed := make(map[string]bool, len(bb.pending))
@@ -377,15 +387,13 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 		if !changed[typ] {
 			continue // a probe type: stored if its lease changes it (changeBreaker)
 		}
-		sh := bb.locked[typ]
+		sh, un := bb.locked[typ], bb.unlocked[typ]
 		// A breaker not locked is saved even unchanged: the save checks that what the ops
 		// changed it from is still stored.
-		if sh.Changed() || seen[typ] != nil {
-			stored, err := b.saveBreaker(tx, sh, seen[typ], bb.assumed[typ])
-			if err != nil {
+		if sh.Changed() || un != nil {
+			if err := b.saveBreaker(tx, sh, un); err != nil {
 				return err
 			}
-			bb.stored[typ] = stored
 		}
 		// The ops' callers read sh once committed, some off the writer goroutine: a probe's
 		// lease of the type reads it again rather than share it.
@@ -395,13 +403,11 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 }
 
 // readBatchBreakers reads, in tx, the breakers of types (sorted) into bb.locked: each locked,
-// or, for a type no probe needs whose stored data the writer knows (breakersSeen), built from
-// that data, which seen returns by type.
-func (b *Broker) readBatchBreakers(tx store.Tx, bb *breakerBatch, types []string) (seen map[string][]byte, err error) {
+// or, for a type no probe needs whose stored breaker the writer knows (breakersSeen), built
+// from it and marked in bb.unlocked.
+func (b *Broker) readBatchBreakers(tx store.Tx, bb *breakerBatch, types []string) error {
 	bb.locked = make(map[string]*breaker.Shared, len(types))
 	bb.stored = make(map[string]seenBreaker, len(types))
-	bb.assumed = make(map[string][]job.LeaseRef)
-	seen = make(map[string][]byte)
 	now := b.now()
 	for _, typ := range types {
 		if known, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {
@@ -411,20 +417,21 @@ func (b *Broker) readBatchBreakers(tx store.Tx, bb *breakerBatch, types []string
 			}
 			sh, err := b.breakers.Shared(typ, &known.saved) // not decoded again: copied
 			if err != nil {
-				return nil, err
+				return err
 			}
-			bb.locked[typ], seen[typ] = sh, known.data
-			bb.unlocked = append(bb.unlocked, typ)
-			bb.assumed[typ] = []job.LeaseRef{} // not nil: counting as applied
+			if bb.unlocked == nil {
+				bb.unlocked = make(map[string]*unlockedBreaker)
+			}
+			bb.locked[typ], bb.unlocked[typ] = sh, &unlockedBreaker{seen: known.data}
 			continue
 		}
 		sh, read, err := b.lockBreakerData(tx, typ)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		bb.locked[typ], bb.stored[typ] = sh, read
 	}
-	return seen, nil
+	return nil
 }
 
 // changeBreaker applies fn to typ's shared breaker in tx. In a writer's batch the change is
@@ -458,9 +465,6 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 	}
 	if err := b.storeBreaker(tx, sh); err != nil {
 		return err
-	}
-	if bb.tx == tx {
-		delete(bb.stored, typ) // a probe's lease may have changed what the flush stored
 	}
 	*ch = append(*ch, sh)
 	return nil
@@ -522,8 +526,9 @@ func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ stri
 // read: the success is counted as applied, and the save checks that it was (BreakerSaveIf).
 func (b *Broker) settleOnceStored(tx store.Tx, ch *breakerChanges, typ string, ref job.LeaseRef, applied func() (bool, error)) error {
 	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
-		if bb := &b.writing.breakerBatch; bb.tx == tx && bb.assumed[typ] != nil {
-			bb.assumed[typ] = append(bb.assumed[typ], ref)
+		if bb := &b.writing.breakerBatch; bb.tx == tx && bb.unlocked[typ] != nil {
+			un := bb.unlocked[typ]
+			un.assumed = append(un.assumed, ref)
 		} else if ok, err := applied(); err != nil || !ok {
 			return err
 		}

@@ -149,7 +149,7 @@ func (o batches) Flush(tx store.Tx) error              { return o.b.flushBreaker
 // Written forgets the batch's breakers (a failed batch's were rolled back) and settles its
 // offers.
 func (o batches) Written(batch []commit.Op, err error) {
-	o.b.writing.seen.written(&o.b.writing.breakerBatch, err, o.b.now())
+	o.b.writing.seen.written(&o.b.writing.breakerBatch, err, o.b.now)
 	o.b.writing.breakerBatch = breakerBatch{}
 	o.b.batchesWritten(batch, err)
 	if o.b.settleOffers(batch, err) {
