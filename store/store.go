@@ -28,10 +28,6 @@ var ErrNotFound = errors.New("not found")
 // rolled back. Each store decides which of its errors those are (see docs/storage.md).
 var ErrUnavailable = errors.New("storage unavailable")
 
-// ErrBreakerMoved is matched by the error of a transaction whose BreakerSaveIf found the
-// breaker changed since the writer last saw it: nothing of the transaction was stored.
-var ErrBreakerMoved = errors.New("breaker changed since it was read")
-
 // Store is durable storage for jobs.
 type Store interface {
 	ConcurrencyReader
@@ -216,8 +212,8 @@ type Tx interface {
 	// stored data is still stored, byte for byte, as when this writer last read or wrote it,
 	// and every lease of succeeded has its job SUCCEEDED under it (r counts their successes,
 	// stored earlier in the transaction, before their answer was known); otherwise it fails
-	// the transaction with an error wrapping ErrBreakerMoved, or one the store's classifier
-	// calls transient (run again, the writer locks the breaker instead). A store may send it
+	// the transaction, with an error the store's classifier may call transient (run again,
+	// the writer locks the breaker instead). A store may send it
 	// with the next statement waited for or with COMMIT; it takes the breaker's row in the
 	// lock order as BreakerLock does.
 	BreakerSaveIf(r BreakerRecord, stored []byte, succeeded []job.LeaseRef) error

@@ -659,22 +659,20 @@ func (t *tx) JobReleaseAllLeased() (int, error) {
 // since is an operator's change written apart from the writer's batch.
 func (t *tx) BreakerSaveIf(r store.BreakerRecord, stored []byte, succeeded []job.LeaseRef) error {
 	for _, ref := range succeeded {
-		var n int
-		if err := t.queryRow(`SELECT count(*) FROM jobs WHERE id = ? AND lease_token = ? AND state = ?`,
-			ref.JobID, ref.Token.Seq, int(job.StateSucceeded)).Scan(&n); err != nil {
+		ls, err := t.leaseState(ref.JobID)
+		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return fmt.Errorf("breaker of type %q counts the success of job %d, not stored: %w", r.Type, ref.JobID, store.ErrBreakerMoved)
+		if ls.State != job.StateSucceeded || ls.Token.Seq != ref.Token.Seq {
+			return fmt.Errorf("breaker of type %q counts the success of job %d, which is not stored", r.Type, ref.JobID)
 		}
 	}
-	var data []byte
-	err := t.queryRow(`SELECT data FROM breakers WHERE type = ?`, r.Type).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !bytes.Equal(data, stored) {
-		return fmt.Errorf("breaker of type %q: %w", r.Type, store.ErrBreakerMoved)
-	}
+	recs, err := t.BreakerGet([]string{r.Type})
 	if err != nil {
 		return err
+	}
+	if len(recs) != 1 || !bytes.Equal(recs[0].Data, stored) {
+		return fmt.Errorf("breaker of type %q changed since it was read", r.Type)
 	}
 	return t.BreakerSave(r)
 }
