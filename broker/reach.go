@@ -171,7 +171,7 @@ func (b *Broker) onReach(down bool) {
 	// From the silence's start, not from now: this may run a while after it was lost.
 	b.mu.Lock()
 	if !b.shuttingDown {
-		b.clk.AfterFunc(since.Add(2*b.reach.Bound()).Sub(b.clk.Now()), b.moveAwayUnreached)
+		b.clk.AtFunc(since.Add(2*b.reach.Bound()), b.moveAwayUnreached)
 	}
 	b.mu.Unlock()
 }

@@ -53,7 +53,7 @@ func (w *Worker) armLeaseLocked(t *task, s *session, from time.Time) {
 	}
 	t.leaseEnd = from.Add(s.leaseAllowance)
 	gen := t.leaseGen
-	t.leaseTimer = w.clock.AfterFunc(t.leaseEnd.Sub(w.clock.Now()), func() { w.leaseRanOut(t, gen) })
+	t.leaseTimer = w.clock.AtFunc(t.leaseEnd, func() { w.leaseRanOut(t, gen) })
 }
 
 // stopLeaseLocked stops watching t's lease: its handler returned, or the task was given up.

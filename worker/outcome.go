@@ -124,7 +124,7 @@ func (o *outcome) progress(p *jobwirev1.Progress) {
 	}
 	o.pending = p
 	if o.timer == nil {
-		o.timer = o.clk.AfterFunc(o.sent.Add(ProgressInterval).Sub(now), o.tick)
+		o.timer = o.clk.AtFunc(o.sent.Add(ProgressInterval), o.tick)
 	}
 }
 

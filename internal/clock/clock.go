@@ -12,6 +12,11 @@ type Clock interface {
 	Now() time.Time
 	// AfterFunc calls f in its own goroutine once d has passed.
 	AfterFunc(d time.Duration, f func()) Timer
+	// AtFunc calls f in its own goroutine once the clock reads at or later. A deadline is
+	// set with it rather than with AfterFunc(at.Sub(Now())): between that reading and the
+	// timer's setting the clock may move, and the timer would fire that much late (a fake
+	// clock advanced in between never fires it).
+	AtFunc(at time.Time, f func()) Timer
 }
 
 // Timer can be stopped before it fires.
@@ -26,6 +31,8 @@ type Real struct{}
 func (Real) Now() time.Time { return time.Now() }
 
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+func (Real) AtFunc(at time.Time, f func()) Timer { return time.AfterFunc(time.Until(at), f) }
 
 // Fake is a clock that moves only when Advance or Set is called.
 type Fake struct {
@@ -45,13 +52,22 @@ func (c *Fake) Now() time.Time {
 
 func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	fire := d <= 0
-	if !fire {
+	defer c.mu.Unlock()
+	return c.atLocked(c.now.Add(d), f)
+}
+
+func (c *Fake) AtFunc(at time.Time, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.atLocked(at, f)
+}
+
+// atLocked sets a timer for at, or calls f at once if the clock reads at already.
+func (c *Fake) atLocked(at time.Time, f func()) Timer {
+	t := &fakeTimer{c: c, at: at, f: f}
+	if at.After(c.now) {
 		c.timers = append(c.timers, t)
-	}
-	c.mu.Unlock()
-	if fire {
+	} else {
 		go f()
 	}
 	return t

@@ -33,3 +33,27 @@ func TestFakeFiresDueTimersOnly(t *testing.T) {
 		t.Fatalf("Now = %v", got)
 	}
 }
+
+// AtFunc fires at its moment, not at a delay measured from a reading of the clock: a moment
+// already passed fires at once, and one ahead fires on the advance that reaches it.
+func TestFakeAtFuncFiresAtItsMoment(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(100, 0)
+	c := NewFake(start)
+	fired := make(chan string, 2)
+	c.AtFunc(start.Add(-time.Second), func() { fired <- "past" })
+	if f := <-fired; f != "past" {
+		t.Fatalf("fired %s, want past", f)
+	}
+	c.AtFunc(start.Add(time.Second), func() { fired <- "ahead" })
+	c.Advance(999 * time.Millisecond)
+	select {
+	case f := <-fired:
+		t.Fatalf("%s timer fired early", f)
+	default:
+	}
+	c.Advance(time.Millisecond)
+	if f := <-fired; f != "ahead" {
+		t.Fatalf("fired %s, want ahead", f)
+	}
+}

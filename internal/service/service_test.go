@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,3 +191,40 @@ func TestAlarmSetEarlierKeepsTheEarliestMoment(t *testing.T) {
 		}
 	}
 }
+
+// An alarm armed while the clock moves fires once the clock has passed its moment. The broker
+// arms alarms while another goroutine advances a test's clock; an alarm once measured its delay
+// from a reading the advance had made stale, and so waited for an advance that never came.
+func TestAlarmArmedWhileTheClockMovesFires(t *testing.T) {
+	t.Parallel()
+	clk := &movingClock{Fake: newFake(), step: 2 * time.Second}
+	fired := make(chan struct{}, 1)
+	a := NewAlarm(clk, func() { fired <- struct{}{} })
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	a.SetEarlier(clk.Fake.Now().Add(time.Millisecond))
+	clk.move() // if arming read no time, the clock moves now
+	select {
+	case <-fired:
+	case <-time.After(wait):
+		t.Fatalf("an alarm for a moment the clock passed as it was armed did not fire (now %v)", clk.Fake.Now())
+	}
+}
+
+// movingClock is a fake clock that moves on by step once: right after it is first read, as if
+// another goroutine advanced it then, or when move is called.
+type movingClock struct {
+	*clock.Fake
+	step  time.Duration
+	moved sync.Once
+}
+
+func (c *movingClock) Now() time.Time {
+	now := c.Fake.Now()
+	c.move()
+	return now
+}
+
+func (c *movingClock) move() { c.moved.Do(func() { c.Fake.Advance(c.step) }) }

@@ -122,7 +122,7 @@ func (a *Alarm) armLocked(at time.Time) {
 	a.at = at
 	a.gen++
 	gen := a.gen
-	a.timer = a.clk.AfterFunc(at.Sub(a.clk.Now()), func() { a.fire(gen) })
+	a.timer = a.clk.AtFunc(at, func() { a.fire(gen) })
 }
 
 // Clear disarms the alarm.

@@ -181,7 +181,7 @@ func (t *Tracker) checkLocked() {
 		t.timer.Stop()
 	}
 	t.timerAt = at
-	t.timer = t.clk.AfterFunc(at.Sub(now), t.fire)
+	t.timer = t.clk.AtFunc(at, t.fire)
 }
 
 // fire looks at the silence once it may have reached the bound.
