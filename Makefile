@@ -18,7 +18,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-compare bench-river bench-asynq run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-river bench-asynq bench-faktory run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -162,6 +162,10 @@ bench-river:
 ## bench-asynq: Asynq (on a private redis-server) and Jobwire side by side, in ROUNDS interleaved rounds (default 5)
 bench-asynq:
 	scripts/vs-asynq.sh $(or $(ROUNDS),5)
+
+## bench-faktory: Faktory (with its own redis-server) and Jobwire side by side, in ROUNDS interleaved rounds (default 5)
+bench-faktory:
+	scripts/vs-faktory.sh $(or $(ROUNDS),5)
 
 # Native Go fuzz targets, as package:Target. Their seed corpora also run as plain tests.
 FUZZ_TARGETS := server:FuzzValidateRequest server:FuzzTruncate internal/config:FuzzParse security:FuzzWorkerStream
