@@ -92,6 +92,7 @@ func runBreakdown(ctx context.Context, args []string) error {
 	only := fs.String("setups", "", "comma-separated setups to run (default all: "+setupNames()+")")
 	durability := fs.String("durability", "normal", "broker durability: normal or full")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker, producer and worker) to this file")
+	pg := fs.String("db", "", "run the broker on this PostgreSQL database (a postgres:// URL), each setup in a fresh schema, instead of a fresh SQLite file each")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: jobwire-bench %s [flags]\n\nTimes one Enqueue and one enqueue-to-start stage by stage, p50 and p99 in microseconds,\nwith each optional interceptor of the broker on and off (see docs/performance.md).\n\nFlags:\n", breakdownCommand)
 		fs.PrintDefaults()
@@ -139,11 +140,15 @@ func runBreakdown(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	env := machineInfo()
-	fmt.Printf("jobwire-bench %s: %s, %d CPUs, %s, load average %s; sqlite, durability %s; %d enqueues per setup and phase, one at a time\n\n",
-		breakdownCommand, env.CPU, env.CPUs, env.Go, env.LoadAvg, *durability, *n)
+	storeName := "sqlite, durability " + *durability
+	if *pg != "" {
+		storeName = "postgres"
+	}
+	fmt.Printf("jobwire-bench %s: %s, %d CPUs, %s, load average %s; %s; %d enqueues per setup and phase, one at a time\n\n",
+		breakdownCommand, env.CPU, env.CPUs, env.Go, env.LoadAvg, storeName, *n)
 	var enq, del [][]*stages.Trace
 	for _, s := range setups {
-		e, d, err := breakdownOne(ctx, s, filepath.Join(dir, s.name), *durability == "full", *n)
+		e, d, err := breakdownOn(ctx, s, &benchConfig{Postgres: *pg}, dir, *durability == "full", *n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -164,21 +169,33 @@ func setupNames() string {
 	return strings.Join(names, ", ")
 }
 
-// breakdownOne runs a broker with setup s on a fresh database in dir and times n enqueues
-// without a worker, then n enqueues each run by a worker before the next.
-func breakdownOne(ctx context.Context, s breakdownSetup, dir string, full bool, n int) (enq, del []*stages.Trace, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// breakdownOn runs breakdownOne on a fresh database for setup s: a SQLite file in dir, or a
+// schema of cfg's PostgreSQL database, dropped afterwards.
+func breakdownOn(ctx context.Context, s breakdownSetup, cfg *benchConfig, dir string, full bool, n int) (enq, del []*stages.Trace, err error) {
+	db, drop, err := scenarioDB(ctx, cfg, dir, "breakdown-"+s.name)
+	if err != nil {
 		return nil, nil, err
 	}
+	defer func() {
+		if dropErr := drop(); dropErr != nil && err == nil {
+			err = dropErr
+		}
+	}()
+	return breakdownOne(ctx, s, dir, db, full, n)
+}
+
+// breakdownOne runs a broker with setup s on the fresh database db, its files in dir, and times n enqueues
+// without a worker, then n enqueues each run by a worker before the next.
+func breakdownOne(ctx context.Context, s breakdownSetup, dir, db string, full bool, n int) (enq, del []*stages.Trace, err error) {
 	const token = "breakdown-admin-token-0123456789abcdef"
 	cfg := config.Defaults()
-	cfg.Listen, cfg.DB, cfg.FullSync = "127.0.0.1:0", filepath.Join(dir, "jobwire.db"), full
+	cfg.Listen, cfg.DB, cfg.FullSync = "127.0.0.1:0", db, full
 	cfg.HTTPListen, cfg.Metrics = config.HTTPOff, s.metrics
 	if s.metrics {
 		cfg.HTTPListen = "127.0.0.1:0" // the metrics are collected as they are when served
 	}
 	if s.auth {
-		cfg.Auth, cfg.BootstrapToken, cfg.BootstrapTokenFile = true, token, filepath.Join(dir, "admin-token")
+		cfg.Auth, cfg.BootstrapToken, cfg.BootstrapTokenFile = true, token, filepath.Join(dir, s.name+"-admin-token")
 	}
 	// Spans that cannot be exported are dropped, and said so on every export: not here.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))

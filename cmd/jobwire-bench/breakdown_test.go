@@ -2,37 +2,54 @@ package main
 
 import (
 	"context"
-	"path/filepath"
+	"os"
 	"testing"
 
 	"github.com/jobwire/jobwire/internal/stages"
 )
 
 // Every stage the breakdown prints is measured: each timed request passed both of its points,
-// with auth off and on (where every call carries a token).
+// with auth off and on (where every call carries a token), on SQLite and, where the tests have
+// a PostgreSQL database (JOBWIRE_TEST_POSTGRES), on PostgreSQL.
 func TestBreakdownPassesEveryPoint(t *testing.T) {
 	// Not parallel: the breakdown sets the broker's OTEL_* variables and traces process-wide.
-	for _, s := range []breakdownSetup{{name: "bare"}, {name: "auth", auth: true}} {
-		t.Run(s.name, func(t *testing.T) {
-			enq, del, err := breakdownOne(context.Background(), s, filepath.Join(t.TempDir(), s.name), false, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check := func(phase string, traces []*stages.Trace, rows []stage) {
-				t.Helper()
-				if len(traces) != 10 {
-					t.Fatalf("%s: %d traces, want 10", phase, len(traces))
-				}
-				for i, tr := range traces {
-					for _, st := range rows {
-						if _, ok := tr.Between(st.from, st.to); !ok {
-							t.Errorf("%s, enqueue %d: stage %q (%v to %v) not measured", phase, i, st.name, st.from, st.to)
-						}
-					}
-				}
-			}
-			check("enqueue", enq, enqueueStages)
-			check("delivery", del, append(enqueueStages[:8:8], deliveryStages...))
-		})
+	runs := []struct {
+		store string
+		cfg   benchConfig
+	}{{store: "sqlite"}}
+	if pg := os.Getenv("JOBWIRE_TEST_POSTGRES"); pg != "" {
+		runs = append(runs, struct {
+			store string
+			cfg   benchConfig
+		}{"postgres", benchConfig{Postgres: pg}})
 	}
+	for _, r := range runs {
+		for _, s := range []breakdownSetup{{name: "bare"}, {name: "auth", auth: true}} {
+			t.Run(r.store+"/"+s.name, func(t *testing.T) { checkBreakdown(t, &r.cfg, s) })
+		}
+	}
+}
+
+// checkBreakdown runs setup s's breakdown of 10 enqueues on a fresh database of cfg's store.
+func checkBreakdown(t *testing.T, cfg *benchConfig, s breakdownSetup) {
+	t.Helper()
+	enq, del, err := breakdownOn(context.Background(), s, cfg, t.TempDir(), false, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(phase string, traces []*stages.Trace, rows []stage) {
+		t.Helper()
+		if len(traces) != 10 {
+			t.Fatalf("%s: %d traces, want 10", phase, len(traces))
+		}
+		for i, tr := range traces {
+			for _, st := range rows {
+				if _, ok := tr.Between(st.from, st.to); !ok {
+					t.Errorf("%s, enqueue %d: stage %q (%v to %v) not measured", phase, i, st.name, st.from, st.to)
+				}
+			}
+		}
+	}
+	check("enqueue", enq, enqueueStages)
+	check("delivery", del, append(enqueueStages[:8:8], deliveryStages...))
 }
