@@ -17,3 +17,7 @@ require (
 	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
+
+require github.com/jobwire/jobwire/bench/openloop v0.0.0
+
+replace github.com/jobwire/jobwire/bench/openloop => ../openloop

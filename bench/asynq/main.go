@@ -5,8 +5,8 @@
 //   - e2e-1: one producer enqueues -jobs jobs, one Enqueue call each, waiting for each call,
 //     while a server of -concurrency workers works them; timed from the first enqueue until
 //     the last job's handler ran;
-//   - latency: an open-loop producer enqueues one job at a time at -rate a second for
-//     -duration; each job carries the time taken just before its enqueue, and its handler
+//   - latency: an open-loop producer (openloop.Produce) enqueues one job at a time at -rate a
+//     second for -duration; each job carries the time taken just before its enqueue, and its handler
 //     records how long it took to start (the first second is not counted).
 //
 // Handlers do nothing. Each run flushes the Redis database first. This is a module of its own
@@ -19,14 +19,13 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobwire/jobwire/bench/openloop"
 )
 
 func main() {
@@ -47,17 +46,11 @@ func main() {
 
 	var ran atomic.Int64
 	all := make(chan struct{})
-	var mu sync.Mutex
-	var latency []time.Duration
+	var latency openloop.Latencies
 	mux := asynq.NewServeMux()
 	mux.HandleFunc("noop", func(_ context.Context, t *asynq.Task) error {
 		if p := t.Payload(); len(p) == 8 {
-			if sent := int64(binary.BigEndian.Uint64(p)); sent != 0 {
-				d := time.Since(time.Unix(0, sent))
-				mu.Lock()
-				latency = append(latency, d)
-				mu.Unlock()
-			}
+			latency.Started(int64(binary.BigEndian.Uint64(p)))
 		}
 		if ran.Add(1) == int64(*jobs) && *scenario == "e2e-1" {
 			close(all)
@@ -87,48 +80,23 @@ func main() {
 		fmt.Printf("asynq e2e-1 %d jobs %.2fs %.0f jobs/s (Concurrency %d)\n", *jobs, took.Seconds(),
 			float64(*jobs)/took.Seconds(), *concurrency)
 	case "latency":
-		produce(client, *rate, *duration)
-		time.Sleep(500 * time.Millisecond) // the last jobs start
-		mu.Lock()
-		xs := slices.Clone(latency)
-		mu.Unlock()
-		slices.Sort(xs)
-		if len(xs) == 0 {
-			log.Fatal("no job started")
-		}
-		pct := func(p float64) float64 { return float64(xs[int(math.Ceil(p*float64(len(xs))))-1]) / 1e6 }
-		fmt.Printf("asynq latency %d/s: %d samples p50 %.2f ms p99 %.2f ms\n", *rate, len(xs), pct(0.5), pct(0.99))
-	default:
-		log.Fatalf("unknown scenario %q", *scenario)
-	}
-}
-
-// produce enqueues one job at a time at rate a second for d, in an open loop as jobwire-bench's
-// latency scenario does: the i-th enqueue is due at i/rate seconds and runs in a goroutine of
-// its own, so a slow one delays none of the next. The jobs of the first second carry no time
-// and are not counted. It returns once every enqueue has returned.
-func produce(client *asynq.Client, rate int, d time.Duration) {
-	interval := time.Second / time.Duration(rate)
-	total := int(d / interval)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range total {
-		due := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		}
-		measure := due.Sub(start) >= time.Second
-		wg.Go(func() {
+		openloop.Produce(*rate, *duration, func(sent time.Time) {
 			p := make([]byte, 8)
-			if measure {
-				binary.BigEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+			if !sent.IsZero() {
+				binary.BigEndian.PutUint64(p, uint64(sent.UnixNano()))
 			}
 			if _, err := client.Enqueue(asynq.NewTask("noop", p)); err != nil {
 				log.Fatal(err)
 			}
 		})
+		line, err := latency.Report("asynq", *rate)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(line)
+	default:
+		log.Fatalf("unknown scenario %q", *scenario)
 	}
-	wg.Wait()
 }
 
 // quiet is a logger that drops what the server logs below errors' level.

@@ -16,3 +16,7 @@ require (
 )
 
 tool github.com/contribsys/faktory/cmd/faktory
+
+require github.com/jobwire/jobwire/bench/openloop v0.0.0
+
+replace github.com/jobwire/jobwire/bench/openloop => ../openloop

@@ -18,15 +18,14 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	faktory "github.com/contribsys/faktory/client"
 	worker "github.com/contribsys/faktory_worker_go"
+
+	"github.com/jobwire/jobwire/bench/openloop"
 )
 
 func main() {
@@ -50,8 +49,7 @@ func main() {
 
 	var ran atomic.Int64
 	all := make(chan struct{})
-	var mu sync.Mutex
-	var latency []time.Duration
+	var latency openloop.Latencies
 	mgr := worker.NewManager()
 	mgr.Concurrency = *concurrency
 	mgr.Logger = quiet{}
@@ -62,10 +60,7 @@ func main() {
 				if err != nil {
 					return err
 				}
-				d := time.Since(time.Unix(0, sent))
-				mu.Lock()
-				latency = append(latency, d)
-				mu.Unlock()
+				latency.Started(sent)
 			}
 		}
 		if ran.Add(1) == int64(*jobs) && *scenario == "e2e-1" {
@@ -96,16 +91,11 @@ func main() {
 			float64(*jobs)/took.Seconds(), *concurrency)
 	case "latency":
 		produce(*rate, *duration)
-		time.Sleep(500 * time.Millisecond) // the last jobs start
-		mu.Lock()
-		xs := slices.Clone(latency)
-		mu.Unlock()
-		slices.Sort(xs)
-		if len(xs) == 0 {
-			log.Fatal("no job started")
+		line, err := latency.Report("faktory", *rate)
+		if err != nil {
+			log.Fatal(err)
 		}
-		pct := func(p float64) float64 { return float64(xs[int(math.Ceil(p*float64(len(xs))))-1]) / 1e6 }
-		fmt.Printf("faktory latency %d/s: %d samples p50 %.2f ms p99 %.2f ms\n", *rate, len(xs), pct(0.5), pct(0.99))
+		fmt.Println(line)
 	}
 }
 
@@ -130,36 +120,22 @@ func waitWorking(cl *faktory.Client) {
 	log.Fatal("the worker did not connect within 5s")
 }
 
-// produce pushes one job at a time at rate a second for d, in an open loop as jobwire-bench's
-// latency scenario does: the i-th push is due at i/rate seconds and runs in a goroutine of its
-// own, on a connection of its own from a pool, so a slow one delays none of the next. The jobs
-// of the first second carry no time and are not counted. It returns once every push returned.
+// produce pushes one job at a time at rate a second for d (openloop.Produce), each on a
+// connection of its own from a pool, so a slow push delays none of the next.
 func produce(rate int, d time.Duration) {
 	pool, err := faktory.NewPool(64)
 	if err != nil {
 		log.Fatal(err)
 	}
-	interval := time.Second / time.Duration(rate)
-	total := int(d / interval)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range total {
-		due := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
+	openloop.Produce(rate, d, func(at time.Time) {
+		sent := ""
+		if !at.IsZero() {
+			sent = strconv.FormatInt(at.UnixNano(), 10)
 		}
-		measure := due.Sub(start) >= time.Second
-		wg.Go(func() {
-			sent := ""
-			if measure {
-				sent = strconv.FormatInt(time.Now().UnixNano(), 10)
-			}
-			if err := pool.With(func(c *faktory.Client) error { return c.Push(faktory.NewJob("noop", sent)) }); err != nil {
-				log.Fatal(err)
-			}
-		})
-	}
-	wg.Wait()
+		if err := pool.With(func(c *faktory.Client) error { return c.Push(faktory.NewJob("noop", sent)) }); err != nil {
+			log.Fatal(err)
+		}
+	})
 }
 
 // quiet is a logger that drops what the worker logs below errors' level.

@@ -22,3 +22,7 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+require github.com/jobwire/jobwire/bench/openloop v0.0.0
+
+replace github.com/jobwire/jobwire/bench/openloop => ../openloop

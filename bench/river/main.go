@@ -21,8 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +30,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/jobwire/jobwire/bench/openloop"
 )
 
 // noopArgs is the benchmark's job; Sent is when a latency job was inserted (Unix ns).
@@ -45,17 +45,11 @@ func (noopArgs) Kind() string { return "noop" }
 // noopWorker does nothing but record how long a latency job took to start.
 type noopWorker struct {
 	river.WorkerDefaults[noopArgs]
-	mu      *sync.Mutex
-	latency *[]time.Duration
+	latency *openloop.Latencies
 }
 
 func (w noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
-	if j.Args.Sent != 0 {
-		d := time.Since(time.Unix(0, j.Args.Sent))
-		w.mu.Lock()
-		*w.latency = append(*w.latency, d)
-		w.mu.Unlock()
-	}
+	w.latency.Started(j.Args.Sent)
 	return nil
 }
 
@@ -76,10 +70,9 @@ func main() {
 	rc, pool, schema := setup(ctx, *url, *workers, *cooldown, *poll)
 	defer dropSchema(*url, schema)
 	defer pool.Close()
-	var mu sync.Mutex
-	var latency []time.Duration
+	var latency openloop.Latencies
 	ws := river.NewWorkers()
-	river.AddWorker(ws, noopWorker{mu: &mu, latency: &latency})
+	river.AddWorker(ws, noopWorker{latency: &latency})
 	client, err := river.NewClient(riverpgxv5.New(pool), withWorkers(rc, ws))
 	if err != nil {
 		log.Fatal(err)
@@ -94,16 +87,11 @@ func main() {
 			log.Fatal(err)
 		}
 		produce(ctx, client, *rate, *duration)
-		time.Sleep(500 * time.Millisecond) // the last jobs start
-		mu.Lock()
-		xs := slices.Clone(latency)
-		mu.Unlock()
-		slices.Sort(xs)
-		if len(xs) == 0 {
-			log.Fatal("no job started")
+		line, err := latency.Report("river", *rate)
+		if err != nil {
+			log.Fatal(err)
 		}
-		pct := func(p float64) float64 { return float64(xs[int(math.Ceil(p*float64(len(xs))))-1]) / 1e6 }
-		fmt.Printf("river latency %d/s: %d samples p50 %.2f ms p99 %.2f ms\n", *rate, len(xs), pct(0.5), pct(0.99))
+		fmt.Println(line)
 	default:
 		log.Fatalf("unknown scenario %q", *scenario)
 	}
@@ -228,32 +216,15 @@ func throughput(ctx context.Context, client *river.Client[pgx.Tx], scenario stri
 	return time.Since(start)
 }
 
-// produce inserts one job at a time at rate a second for d, in an open loop as jobwire-bench's
-// latency scenario does: the i-th insert is due at i/rate seconds, each runs in a goroutine of
-// its own, and a slow insert delays none of the next ones (with a ticker, which drops ticks
-// while its reader is busy, slow periods would go unsampled and the rate would fall short).
-// The jobs of the first second carry no time and are not counted. It returns once every
-// insert has returned.
+// produce inserts one job at a time at rate a second for d (openloop.Produce).
 func produce(ctx context.Context, client *river.Client[pgx.Tx], rate int, d time.Duration) {
-	interval := time.Second / time.Duration(rate)
-	total := int(d / interval)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range total {
-		due := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
+	openloop.Produce(rate, d, func(sent time.Time) {
+		args := noopArgs{}
+		if !sent.IsZero() {
+			args.Sent = sent.UnixNano()
 		}
-		measure := due.Sub(start) >= time.Second
-		wg.Go(func() {
-			args := noopArgs{}
-			if measure {
-				args.Sent = time.Now().UnixNano()
-			}
-			if _, err := client.Insert(ctx, args, nil); err != nil {
-				log.Fatal(err)
-			}
-		})
-	}
-	wg.Wait()
+		if _, err := client.Insert(ctx, args, nil); err != nil {
+			log.Fatal(err)
+		}
+	})
 }

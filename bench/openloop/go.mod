@@ -1,0 +1,3 @@
+module github.com/jobwire/jobwire/bench/openloop
+
+go 1.26.0

@@ -1,0 +1,38 @@
+package openloop
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The producer makes rate calls a second, the warm-up's untimed, and the report gives the
+// percentiles of what the handlers recorded.
+func TestProduceAndReport(t *testing.T) {
+	var calls, timed atomic.Int64
+	var l Latencies
+	Produce(200, 1500*time.Millisecond, func(sent time.Time) {
+		calls.Add(1)
+		var at int64 // a job of the warm-up carries 0
+		if !sent.IsZero() {
+			timed.Add(1)
+			at = sent.UnixNano()
+		}
+		l.Started(at)
+	})
+	if calls.Load() != 300 || timed.Load() != 100 {
+		t.Fatalf("%d calls, %d timed; want 300 and the last 100", calls.Load(), timed.Load())
+	}
+	line, err := l.Report("x", 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(line); len(f) != 11 || f[3] != "100" || f[0] != "x" {
+		t.Fatalf("report %q: want 100 samples and the scripts' fields", line)
+	}
+	var none Latencies
+	if _, err := none.Report("x", 200); err == nil {
+		t.Fatal("a report of no samples did not fail")
+	}
+}
