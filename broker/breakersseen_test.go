@@ -14,11 +14,11 @@ func TestBreakersSeenTakesWhatCommittedOnce(t *testing.T) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var s breakersSeen
 	at := func(t time.Time) func() time.Time { return func() time.Time { return t } }
-	take := func(at time.Time, want string) {
+	take := func(when time.Time, want string) {
 		t.Helper()
-		seen, ok := s.take("a", at)
+		seen, ok := s.take("a", at(when))
 		if got := string(seen.data); ok != (want != "") || got != want {
-			t.Fatalf("take at +%v: %q, %v; want %q", at.Sub(now), got, ok, want)
+			t.Fatalf("take at +%v: %q, %v; want %q", when.Sub(now), got, ok, want)
 		}
 	}
 	stored := func(data string) map[string]seenBreaker { return map[string]seenBreaker{"a": {data: []byte(data)}} }

@@ -174,15 +174,6 @@ func (b *Broker) lockBreakerData(tx store.Tx, typ string) (*breaker.Shared, seen
 	return sh, seenBreaker{data: data, saved: saved}, err
 }
 
-// sharedBreaker builds typ's breaker from its stored document.
-func (b *Broker) sharedBreaker(typ string, data []byte) (*breaker.Shared, error) {
-	saved, err := decodeBreaker(typ, data)
-	if err != nil {
-		return nil, err
-	}
-	return b.breakers.Shared(typ, &saved)
-}
-
 // storeBreaker stores sh if it changed, and tells the other brokers if dispatch depends on the
 // change.
 func (b *Broker) storeBreaker(tx store.Tx, sh *breaker.Shared) error {
@@ -248,9 +239,9 @@ type breakersSeen struct {
 // take returns typ's stored data to save against, and forgets it until the batch commits
 // (Written): a batch run again after its save failed locks the breaker. ok is false when the
 // writer does not know the data, or typ is off.
-func (s *breakersSeen) take(typ string, now time.Time) (seen seenBreaker, ok bool) {
+func (s *breakersSeen) take(typ string, now func() time.Time) (seen seenBreaker, ok bool) {
 	if until, off := s.off[typ]; off {
-		if now.Before(until) {
+		if now().Before(until) {
 			return seenBreaker{}, false
 		}
 		delete(s.off, typ)
@@ -408,28 +399,32 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 func (b *Broker) readBatchBreakers(tx store.Tx, bb *breakerBatch, types []string) error {
 	bb.locked = make(map[string]*breaker.Shared, len(types))
 	bb.stored = make(map[string]seenBreaker, len(types))
-	now := b.now()
 	for _, typ := range types {
-		if known, ok := b.writing.seen.take(typ, now); ok && !slices.Contains(bb.probes, typ) {
-			if b.writing.lockingBreaker != nil { // its row is locked by its save, at commit
-				b.writing.lockingBreaker(typ, false)
-				b.writing.lockingBreaker(typ, true)
-			}
-			sh, err := b.breakers.Shared(typ, &known.saved) // not decoded again: copied
+		var known seenBreaker
+		ok := false
+		if !slices.Contains(bb.probes, typ) { // a probe's lease reads the breaker under its lock
+			known, ok = b.writing.seen.take(typ, b.now)
+		}
+		if !ok {
+			sh, read, err := b.lockBreakerData(tx, typ)
 			if err != nil {
 				return err
 			}
-			if bb.unlocked == nil {
-				bb.unlocked = make(map[string]*unlockedBreaker)
-			}
-			bb.locked[typ], bb.unlocked[typ] = sh, &unlockedBreaker{seen: known.data}
+			bb.locked[typ], bb.stored[typ] = sh, read
 			continue
 		}
-		sh, read, err := b.lockBreakerData(tx, typ)
+		if b.writing.lockingBreaker != nil { // its row is locked by its save, at commit
+			b.writing.lockingBreaker(typ, false)
+			b.writing.lockingBreaker(typ, true)
+		}
+		sh, err := b.breakers.Shared(typ, &known.saved) // not decoded again: copied
 		if err != nil {
 			return err
 		}
-		bb.locked[typ], bb.stored[typ] = sh, read
+		if bb.unlocked == nil {
+			bb.unlocked = make(map[string]*unlockedBreaker)
+		}
+		bb.locked[typ], bb.unlocked[typ] = sh, &unlockedBreaker{seen: known.data}
 	}
 	return nil
 }
@@ -526,8 +521,8 @@ func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ stri
 // read: the success is counted as applied, and the save checks that it was (BreakerSaveIf).
 func (b *Broker) settleOnceStored(tx store.Tx, ch *breakerChanges, typ string, ref job.LeaseRef, applied func() (bool, error)) error {
 	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
-		if bb := &b.writing.breakerBatch; bb.tx == tx && bb.unlocked[typ] != nil {
-			un := bb.unlocked[typ]
+		bb := &b.writing.breakerBatch
+		if un := bb.unlocked[typ]; bb.tx == tx && un != nil {
 			un.assumed = append(un.assumed, ref)
 		} else if ok, err := applied(); err != nil || !ok {
 			return err
