@@ -72,12 +72,14 @@ test: lint check-generate sdk-deps test-rust test-go test-reference test-sdks te
 # Node.js or Java runtime fails instead of skipping, and its per-language table is printed at the end.
 # The PostgreSQL store's tests run against a private cluster that scripts/with-postgres.sh
 # starts for the run and removes after it (JOBWIRE_TEST_POSTGRES names it).
-# Passing packages are left out of the output; the full list is in .bin/go-test.log.
+# Passing packages are left out of the output; the full list is in .bin/go-test.log. The peer
+# harnesses' shared open loop (bench/openloop, a module of its own without dependencies) runs too.
 test-go: sdk-deps rust-worker
 	@mkdir -p $(BIN)
 	@echo "go test -race ./... (passing packages: .bin/go-test.log)"
 	@set -o pipefail; JOBWIRE_CONFORMANCE_STRICT=1 JOBWIRE_CONFORMANCE_REPORT=$(BIN)/conformance.txt JOBWIRE_PYTHON=$(PYTHON) \
 		scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 20m ./... 2>&1 | tee $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
+	@set -o pipefail; cd bench/openloop && $(GO) test -race -count=1 ./... 2>&1 | tee -a $(BIN)/go-test.log | sed -E '/^(ok|\?) +\t/d'
 	@cat $(BIN)/conformance.txt
 
 ## test-reference: the broker's behaviour tests on the reference writer, one operation per
