@@ -18,7 +18,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-compare bench-river bench-asynq bench-faktory run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-river bench-asynq bench-faktory bench-bulk run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -168,6 +168,10 @@ bench-asynq:
 ## bench-faktory: Faktory (with its own redis-server) and Jobwire side by side, in ROUNDS interleaved rounds (default 5)
 bench-faktory:
 	scripts/vs-faktory.sh $(or $(ROUNDS),5)
+
+## bench-bulk: the bulk scenarios (drain, batches of 100, 64 producers) of Jobwire, Asynq and Faktory side by side, in ROUNDS interleaved rounds (default 5) of JOBS jobs (default 20,000)
+bench-bulk:
+	scripts/vs-bulk.sh $(or $(ROUNDS),5) $(or $(JOBS),20000)
 
 # Native Go fuzz targets, as package:Target. Their seed corpora also run as plain tests.
 FUZZ_TARGETS := server:FuzzValidateRequest server:FuzzTruncate internal/config:FuzzParse security:FuzzWorkerStream

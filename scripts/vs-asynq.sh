@@ -13,16 +13,14 @@
 # per round.
 set -euo pipefail
 rounds=${1:-5}
-command -v redis-server >/dev/null || { echo "vs-asynq: needs redis-server (apt-get install redis-server)" >&2; exit 2; }
+source "$(dirname "$0")/peers.sh"
+need_redis
 dir=$(mktemp -d)
-root=$(cd "$(dirname "$0")/.." && pwd)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
-  --save '' --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; sleep 0.2; rm -rf "$dir"' EXIT
+trap 'stop_peers "$dir"' EXIT
+start_redis "$dir"
 (cd "$root/bench/asynq" && go build -o "$dir/asynq" .)
 (cd "$root" && go build -o "$dir/jobwire" ./cmd/jobwire && go build -o "$dir/jobwire-bench" ./cmd/jobwire-bench)
-asynq=("$dir/asynq" -redis "127.0.0.1:$port" -check-interval 1ms)
+asynq=("$dir/asynq" -redis "$REDIS_ADDR" -check-interval 1ms)
 jobwire=("$dir/jobwire-bench" --broker-bin "$dir/jobwire")
 asynq_e2e() { "${asynq[@]}" -scenario e2e-1 -jobs 5000 | awk '{print $6}'; }
 jobwire_e2e() {

@@ -12,22 +12,13 @@
 # in even ones. One line per round.
 set -euo pipefail
 rounds=${1:-5}
-command -v redis-server >/dev/null || { echo "vs-faktory: needs redis-server (apt-get install redis-server)" >&2; exit 2; }
+source "$(dirname "$0")/peers.sh"
+need_redis
 dir=$(mktemp -d)
-root=$(cd "$(dirname "$0")/.." && pwd)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-(cd "$root/bench/faktory" && go build -o "$dir/faktory-server" github.com/contribsys/faktory/cmd/faktory && go build -o "$dir/faktory" .)
+trap 'stop_peers "$dir"' EXIT
+start_faktory "$dir"
+(cd "$root/bench/faktory" && go build -o "$dir/faktory" .)
 (cd "$root" && go build -o "$dir/jobwire" ./cmd/jobwire && go build -o "$dir/jobwire-bench" ./cmd/jobwire-bench)
-mkdir -p "$dir/db" "$dir/conf"
-"$dir/faktory-server" -b "127.0.0.1:$port" -w "127.0.0.1:$(free_port)" -d "$dir/db" -c "$dir/conf" -l warn >"$dir/faktory.log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
-export FAKTORY_URL="tcp://127.0.0.1:$port"
 jobwire=("$dir/jobwire-bench" --broker-bin "$dir/jobwire")
 faktory_e2e() { "$dir/faktory" -scenario e2e-1 -jobs 5000 | awk '{print $6}'; }
 jobwire_e2e() {

@@ -2,9 +2,11 @@
 // measures Jobwire, so that the two can be run side by side on one machine
 // (scripts/vs-asynq.sh, docs/performance.md):
 //
-//   - e2e-1: one producer enqueues -jobs jobs, one Enqueue call each, waiting for each call,
-//     while a server of -concurrency workers works them; timed from the first enqueue until
-//     the last job's handler ran;
+//   - e2e-1: -producers producers (1 by default) enqueue -jobs jobs between them, one Enqueue
+//     call each, each waiting for its call, while a server of -concurrency workers works them;
+//     timed from the first enqueue until the last job's handler ran;
+//   - drain: 64 producers enqueue -jobs jobs before the server starts; timed from the server's
+//     start until the last job's handler ran;
 //   - latency: an open-loop producer (openloop.Produce) enqueues one job at a time at -rate a
 //     second for -duration; each job carries the time taken just before its enqueue, and its handler
 //     records how long it took to start (the first second is not counted).
@@ -30,8 +32,9 @@ import (
 
 func main() {
 	addr := flag.String("redis", "127.0.0.1:6379", "Redis address")
-	scenario := flag.String("scenario", "e2e-1", "e2e-1 or latency")
-	jobs := flag.Int("jobs", 5000, "e2e-1: jobs to enqueue")
+	scenario := flag.String("scenario", "e2e-1", "e2e-1, drain or latency")
+	jobs := flag.Int("jobs", 5000, "e2e-1 and drain: jobs to enqueue")
+	producers := flag.Int("producers", 1, "e2e-1: producers enqueueing at once, one job a call each")
 	concurrency := flag.Int("concurrency", 512, "the server's Concurrency")
 	check := flag.Duration("check-interval", 0, "the server's TaskCheckInterval: how long it sleeps after finding every queue empty (0: Asynq's default, 1s)")
 	rate := flag.Int("rate", 1000, "latency: jobs a second")
@@ -52,34 +55,47 @@ func main() {
 		if p := t.Payload(); len(p) == 8 {
 			latency.Started(int64(binary.BigEndian.Uint64(p)))
 		}
-		if ran.Add(1) == int64(*jobs) && *scenario == "e2e-1" {
+		if ran.Add(1) == int64(*jobs) && *scenario != "latency" {
 			close(all)
 		}
 		return nil
 	})
 	opt := asynq.RedisClientOpt{Addr: *addr}
-	srv := asynq.NewServer(opt, asynq.Config{Concurrency: *concurrency, TaskCheckInterval: *check,
-		Logger: quiet{}, LogLevel: asynq.ErrorLevel})
-	if err := srv.Start(mux); err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Shutdown()
 	client := asynq.NewClient(opt)
 	defer client.Close()
+	enqueue := func(int) {
+		if _, err := client.Enqueue(asynq.NewTask("noop", make([]byte, 8))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	srv := asynq.NewServer(opt, asynq.Config{Concurrency: *concurrency, TaskCheckInterval: *check,
+		Logger: quiet{}, LogLevel: asynq.ErrorLevel})
+	start := func() {
+		if err := srv.Start(mux); err != nil {
+			log.Fatal(err)
+		}
+	}
+	defer srv.Shutdown()
 
 	switch *scenario {
 	case "e2e-1":
-		start := time.Now()
-		for range *jobs {
-			if _, err := client.Enqueue(asynq.NewTask("noop", make([]byte, 8))); err != nil {
-				log.Fatal(err)
-			}
-		}
+		start()
+		began := time.Now()
+		openloop.Split(*jobs, *producers, enqueue)
 		<-all
-		took := time.Since(start)
-		fmt.Printf("asynq e2e-1 %d jobs %.2fs %.0f jobs/s (Concurrency %d)\n", *jobs, took.Seconds(),
+		took := time.Since(began)
+		fmt.Printf("asynq e2e-1 %d jobs %.2fs %.0f jobs/s (Concurrency %d, %d producers)\n", *jobs, took.Seconds(),
+			float64(*jobs)/took.Seconds(), *concurrency, *producers)
+	case "drain":
+		openloop.Split(*jobs, 64, enqueue)
+		began := time.Now()
+		start()
+		<-all
+		took := time.Since(began)
+		fmt.Printf("asynq drain %d jobs %.2fs %.0f jobs/s (Concurrency %d)\n", *jobs, took.Seconds(),
 			float64(*jobs)/took.Seconds(), *concurrency)
 	case "latency":
+		start()
 		openloop.Produce(*rate, *duration, func(sent time.Time) {
 			p := make([]byte, 8)
 			if !sent.IsZero() {

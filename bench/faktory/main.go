@@ -2,9 +2,16 @@
 // measures Jobwire, so that the two can be run side by side on one machine
 // (scripts/vs-faktory.sh, docs/performance.md):
 //
-//   - e2e-1: one producer pushes -jobs jobs, one Push each, waiting for each, while a worker
-//     process of -concurrency fetchers (faktory_worker_go) works them; timed from the first
-//     push until the last job's handler ran;
+//   - e2e-1: -producers producers (1 by default, each on a connection of its own) push -jobs
+//     jobs between them, one Push each, each waiting for its push, while a worker process of
+//     -concurrency fetchers (faktory_worker_go) works them; timed from the first push until the
+//     last job's handler ran;
+//   - e2e-100: the same with 4 producers pushing 100 jobs a call (PushBulk);
+//   - drain: 4 producers push -jobs jobs, 1,000 a call, before the worker process starts;
+//     timed from the first job's start until the last job's handler ran, and from the middle
+//     job's (faktory_worker_go starts each fetcher after a random delay of up to 2 s, so the
+//     first second or two of a drain runs on fewer fetchers: the second half is the steady
+//     rate);
 //   - latency: an open-loop producer pushes one job at a time at -rate a second for -duration;
 //     each job carries the time taken just before its push, and its handler records how long
 //     it took to start (the first second is not counted).
@@ -18,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,13 +37,14 @@ import (
 )
 
 func main() {
-	scenario := flag.String("scenario", "e2e-1", "e2e-1 or latency")
-	jobs := flag.Int("jobs", 5000, "e2e-1: jobs to push")
+	scenario := flag.String("scenario", "e2e-1", "e2e-1, e2e-100, drain or latency")
+	jobs := flag.Int("jobs", 5000, "e2e-1, e2e-100 and drain: jobs to push")
+	producers := flag.Int("producers", 1, "e2e-1: producers pushing at once, one job a call each")
 	concurrency := flag.Int("concurrency", 20, "the worker's Concurrency (faktory_worker_go's default is 20)")
 	rate := flag.Int("rate", 1000, "latency: jobs a second")
 	duration := flag.Duration("duration", 5*time.Second, "latency: how long to produce")
 	flag.Parse()
-	if *scenario != "e2e-1" && *scenario != "latency" {
+	if !slices.Contains([]string{"e2e-1", "e2e-100", "drain", "latency"}, *scenario) {
 		log.Fatalf("unknown scenario %q", *scenario)
 	}
 	cl, err := faktory.Open()
@@ -48,7 +57,7 @@ func main() {
 	}
 
 	var ran atomic.Int64
-	all := make(chan struct{})
+	all, first, middle := make(chan struct{}), make(chan time.Time, 1), make(chan time.Time, 1)
 	var latency openloop.Latencies
 	mgr := worker.NewManager()
 	mgr.Concurrency = *concurrency
@@ -63,32 +72,56 @@ func main() {
 				latency.Started(sent)
 			}
 		}
-		if ran.Add(1) == int64(*jobs) && *scenario == "e2e-1" {
+		switch n := ran.Add(1); {
+		case n == 1:
+			first <- time.Now()
+		case n == int64(*jobs/2):
+			middle <- time.Now()
+		case n == int64(*jobs) && *scenario != "latency":
 			close(all)
 		}
 		return nil
 	})
 	ctx, stop := context.WithCancel(context.Background())
 	ran0 := make(chan error, 1)
-	go func() { ran0 <- mgr.RunWithContext(ctx) }()
 	defer func() {
 		stop()
 		<-ran0
 	}()
-	waitWorking(cl)
+	if *scenario == "drain" {
+		pool, err := faktory.NewPool(4)
+		if err != nil {
+			log.Fatal(err)
+		}
+		openloop.Split(*jobs/1000, 4, func(int) { push(pool, 1000) })
+	}
+	go func() { ran0 <- mgr.RunWithContext(ctx) }()
+	if *scenario != "drain" {
+		waitWorking(cl)
+	}
 
 	switch *scenario {
-	case "e2e-1":
-		start := time.Now()
-		for range *jobs {
-			if err := cl.Push(faktory.NewJob("noop", "")); err != nil {
-				log.Fatal(err)
-			}
+	case "e2e-1", "e2e-100":
+		per, prods := 1, *producers
+		if *scenario == "e2e-100" {
+			per, prods = 100, 4
 		}
+		pool, err := faktory.NewPool(prods)
+		if err != nil {
+			log.Fatal(err)
+		}
+		start := time.Now()
+		openloop.Split(*jobs/per, prods, func(int) { push(pool, per) })
 		<-all
 		took := time.Since(start)
-		fmt.Printf("faktory e2e-1 %d jobs %.2fs %.0f jobs/s (Concurrency %d)\n", *jobs, took.Seconds(),
-			float64(*jobs)/took.Seconds(), *concurrency)
+		fmt.Printf("faktory %s %d jobs %.2fs %.0f jobs/s (Concurrency %d, %d producers)\n", *scenario, *jobs, took.Seconds(),
+			float64(*jobs)/took.Seconds(), *concurrency, prods)
+	case "drain":
+		<-all
+		start, mid := <-first, <-middle
+		took, half := time.Since(start), time.Since(mid)
+		fmt.Printf("faktory drain %d jobs %.2fs %.0f jobs/s (Concurrency %d; the second half %.0f jobs/s)\n",
+			*jobs, took.Seconds(), float64(*jobs)/took.Seconds(), *concurrency, float64(*jobs-*jobs/2)/half.Seconds())
 	case "latency":
 		produce(*rate, *duration)
 		line, err := latency.Report("faktory", *rate)
@@ -118,6 +151,27 @@ func waitWorking(cl *faktory.Client) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	log.Fatal("the worker did not connect within 5s")
+}
+
+// push pushes n jobs in one call: Push for one, PushBulk for more.
+func push(pool *faktory.Pool, n int) {
+	err := pool.With(func(c *faktory.Client) error {
+		if n == 1 {
+			return c.Push(faktory.NewJob("noop", ""))
+		}
+		jobs := make([]*faktory.Job, n)
+		for i := range jobs {
+			jobs[i] = faktory.NewJob("noop", "")
+		}
+		refused, err := c.PushBulk(jobs)
+		if err == nil && len(refused) > 0 {
+			err = fmt.Errorf("PushBulk refused %d jobs", len(refused))
+		}
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
 }
 
 // produce pushes one job at a time at rate a second for d (openloop.Produce), each on a

@@ -15,6 +15,22 @@ import (
 // Warmup is how long the producer runs before its jobs are timed.
 const Warmup = time.Second
 
+// Split makes n calls of do (with the call's number, 0 to n-1) from producers goroutines at
+// once, each making its calls one after the other, and returns once all have returned: a
+// closed-loop producer per goroutine, as jobwire-bench's e2e scenarios run them.
+func Split(n, producers int, do func(i int)) {
+	producers = max(1, min(producers, n))
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := p; i < n; i += producers {
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // Produce calls send once per job at rate a second for d, in an open loop: the i-th call is due
 // at i/rate seconds and runs in a goroutine of its own, so a slow one delays none of the next
 // (with a ticker, which drops ticks while its reader is busy, slow periods would go unsampled

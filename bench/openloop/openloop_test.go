@@ -36,3 +36,28 @@ func TestProduceAndReport(t *testing.T) {
 		t.Fatal("a report of no samples did not fail")
 	}
 }
+
+// Split makes every call exactly once, from as many goroutines at once as it is given
+// producers, each making its calls one at a time.
+func TestSplit(t *testing.T) {
+	for _, c := range []struct{ n, producers, most int }{{10, 1, 1}, {100, 8, 8}, {3, 64, 3}, {0, 4, 0}} {
+		seen := make([]atomic.Int64, c.n)
+		var now, most atomic.Int64
+		Split(c.n, c.producers, func(i int) {
+			n := now.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Millisecond) // long enough for the others to start theirs
+			seen[i].Add(1)
+			now.Add(-1)
+		})
+		for i := range seen {
+			if seen[i].Load() != 1 {
+				t.Fatalf("n=%d producers=%d: call %d made %d times", c.n, c.producers, i, seen[i].Load())
+			}
+		}
+		if most.Load() > int64(c.most) {
+			t.Fatalf("n=%d producers=%d: %d calls at once, want at most %d", c.n, c.producers, most.Load(), c.most)
+		}
+	}
+}
