@@ -23,6 +23,7 @@ import (
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/web"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
@@ -345,11 +346,15 @@ func TestScrapeCountsLeaseExpiries(t *testing.T) {
 	tb := setup(t, setupOpts{})
 	b := tb.b
 	w := b.Connect(brokertest.Hello("silent-1", 1, "t"))
-	b.Enqueue(&jobwirev1.JobSpec{Type: "t", Queue: "q"})
+	id := b.Enqueue(&jobwirev1.JobSpec{Type: "t", Queue: "q"})
 	a := w.Assignment()
 	w.Started(a)
+	// Counted as started once the broker hears Started; the sweep below must find it stored
+	// as running (a start may ride a later commit), or the expiry only hands the lease back.
 	waitFor(t, "the attempt to start", func() bool {
-		return tb.scrape().value("jobwire_jobs_started_total", "queue=q") == 1
+		j, err := b.Store.JobGet(context.Background(), id)
+		return err == nil && j.State == job.StateRunning &&
+			tb.scrape().value("jobwire_jobs_started_total", "queue=q") == 1
 	})
 	b.Advance(brokertest.DefaultConfig().LeaseDuration + time.Second) // the worker went silent
 	s := tb.scrape()
