@@ -706,7 +706,7 @@ func TestCancelRunningJobCancelsSDKHandler(t *testing.T) {
 	case <-time.After(brokertest.WaitTimeout):
 		t.Fatal("the handler did not start")
 	}
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	if _, err := b.Producer.CancelJob(ctx, &jobwirev1.CancelJobRequest{Id: id}); err != nil {
 		t.Fatal(err)
 	}
@@ -904,7 +904,7 @@ func TestQueueConcurrencyCapAcrossWorkers(t *testing.T) {
 	wait(startedCh, "capped")
 	close(releaseCapped)
 	for _, id := range cappedIDs {
-		waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+		b.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -1221,7 +1221,7 @@ func TestQueueCapCountsJobsRunningAcrossARestart(t *testing.T) {
 	for range limit {
 		a := w1.Assignment()
 		w1.Started(a)
-		waitState(t, b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+		b.WaitState(a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
 	}
 
 	b.Restart() // w1 does not come back

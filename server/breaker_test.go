@@ -341,7 +341,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 			a := assignment(t, w)
 			gen := breakerOf(t, b, flaky).GetGeneration()
 			w.Started(a)
-			waitState(t, b, a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+			b.WaitState(a.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
 			tc.fail(t, b, w, a)
 
 			br := breakerOf(t, b, flaky)
@@ -371,7 +371,7 @@ func TestBreakerSilentProbeFreesItsSlotAfterProbeTimeout(t *testing.T) {
 	b.Advance(openFor)
 	p1 := assignment(t, w1)
 	w1.Started(p1)
-	waitState(t, b, p1.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(p1.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
 	gen := breakerOf(t, b, flaky).GetGeneration()
 
 	w2 := b.Connect(brokertest.Hello("w2", 1, flaky, canaryType))

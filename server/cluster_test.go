@@ -36,7 +36,7 @@ func runJob(t *testing.T, a *brokertest.Bundle, w *brokertest.RawWorker) (int64,
 		t.Fatalf("the worker got job %d, want %d", got.GetJob().GetId(), id)
 	}
 	w.Started(got)
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	a.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	return id, got
 }
 
@@ -58,7 +58,7 @@ func TestClusterJobEnqueuedOnOneBrokerStartsOnAnother(t *testing.T) {
 	}
 	w.Started(got)
 	ack(t, w.Succeed(got))
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	a.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 }
 
 // A worker whose stream broke reconnects to another broker with the lease it holds: that broker
@@ -77,7 +77,7 @@ func TestClusterWorkerKeepsItsLeaseOnAnotherBroker(t *testing.T) {
 		t.Fatalf("the second broker lists %v lost, want the running lease adopted", lost)
 	}
 	ack(t, w2.Succeed(got))
-	j := waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	j := a.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	if n := j.GetAttempts(); n != 1 {
 		t.Fatalf("job after the result through another broker: %d attempts, want 1", n)
 	}
@@ -120,7 +120,7 @@ func TestClusterStaleTokenIsRefusedByEveryBroker(t *testing.T) {
 	}
 	w2.Started(cur)
 	ack(t, w2.Succeed(cur))
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 }
 
 // A broker that restarts, or stops, hands back none of the other brokers' leases: a job leased
@@ -136,7 +136,7 @@ func TestClusterRestartKeepsOtherBrokersLeases(t *testing.T) {
 		first, second = second, first
 	}
 	w.Started(first)
-	waitState(t, a, running, jobwirev1.JobState_JOB_STATE_RUNNING)
+	a.WaitState(running, jobwirev1.JobState_JOB_STATE_RUNNING)
 	before := map[int64]string{running: storedLease(t, a, running), leased: storedLease(t, a, leased)}
 
 	b.Restart()
@@ -265,7 +265,7 @@ func TestClusterNonLeaderKeepsAHeartbeatedLease(t *testing.T) {
 		b.Advance(brokertest.DefaultConfig().SweepInterval) // and the non-leader's
 	}
 	ack(t, w.Succeed(got))
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	a.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 }
 
 // A job whose notification never came (stored here without one) is still found by the other

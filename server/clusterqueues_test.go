@@ -166,7 +166,7 @@ func TestClusterCapCountsJobsRunningAcrossARestart(t *testing.T) {
 	for range limit {
 		got := w1.Assignment()
 		w1.Started(got)
-		waitState(t, a, got.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+		a.WaitState(got.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
 	}
 	a.Restart() // w1 does not come back
 	for name, bundle := range map[string]*brokertest.Bundle{"restarted": a, "other": b} {

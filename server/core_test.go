@@ -34,23 +34,6 @@ func getJob(t *testing.T, b *brokertest.Bundle, id int64) *jobwirev1.Job {
 	return res.GetJob()
 }
 
-// waitState polls the job until it reaches want; the broker applies some changes (promotion
-// after a clock move) on its own goroutines.
-func waitState(t *testing.T, b *brokertest.Bundle, id int64, want jobwirev1.JobState) *jobwirev1.Job {
-	t.Helper()
-	deadline := time.Now().Add(brokertest.WaitTimeout)
-	for {
-		j := getJob(t, b, id)
-		if j.GetState() == want {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d is %s, want %s", id, j.GetState(), want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func ack(t *testing.T, m *jobwirev1.ConnectResponse) *jobwirev1.ResultAck {
 	t.Helper()
 	a := m.GetResultAck()
@@ -123,7 +106,7 @@ func TestTransientTwiceThenSuccess(t *testing.T) {
 		if r.GetDecision() != jobwirev1.Decision_DECISION_RETRY {
 			t.Fatalf("decision = %s", r.GetDecision())
 		}
-		waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
+		b.WaitState(id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
 		b.Clock.Advance(r.GetRetryAt().AsTime().Sub(b.Clock.Now()))
 	}
 	a := w.Assignment()
@@ -216,7 +199,7 @@ func TestRetryLifetimeExpiry(t *testing.T) {
 	if r.GetDecision() != jobwirev1.Decision_DECISION_DEAD || r.GetDeadReason() != jobwirev1.DeadReason_DEAD_REASON_RETRY_LIFETIME_EXPIRED {
 		t.Fatalf("ack = %v", r)
 	}
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_DEAD)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_DEAD)
 }
 
 func TestIdempotencyKey(t *testing.T) {
@@ -277,7 +260,7 @@ func TestStaleFencingTokenRefused(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	cur := tokenOf(t, a)
 	earlier, guessed := cur, cur
 	earlier.Seq--            // the lease before this one, as an integer token would have been
@@ -312,7 +295,7 @@ func TestRunningJobOfKilledWorkerRetriedAfterLeaseExpiry(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w1.Assignment()
 	w1.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	w1.Kill()
 	w2 := b.Connect(brokertest.Hello("w2", 1, "t"))
 	// The lease is still valid: w1 might come back. Past it, the attempt counts as failed.
@@ -321,7 +304,7 @@ func TestRunningJobOfKilledWorkerRetriedAfterLeaseExpiry(t *testing.T) {
 		t.Fatalf("before lease expiry the job is %s", j.GetState())
 	}
 	b.Advance(time.Second)
-	j := waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
+	j := b.WaitState(id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
 	h := j.GetAttemptHistory()
 	if len(h) != 1 || h[0].GetOutcome() != jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_LEASE_EXPIRED || h[0].GetWorkerId() != "w1" {
 		t.Fatalf("history = %v", h)
@@ -349,7 +332,7 @@ func TestLeasedButNeverStartedComesBackWithoutAnAttempt(t *testing.T) {
 		t.Fatalf("job %d is %s once the stream ended, want LEASED until its lease runs out", id, j.GetState())
 	}
 	b.Advance(brokertest.DefaultConfig().LeaseDuration)
-	j := waitState(t, b, id, jobwirev1.JobState_JOB_STATE_PENDING)
+	j := b.WaitState(id, jobwirev1.JobState_JOB_STATE_PENDING)
 	if j.GetAttempts() != 0 || len(j.GetAttemptHistory()) != 0 {
 		t.Fatalf("an attempt was burned: %v", j)
 	}
@@ -396,7 +379,7 @@ func TestAttemptTimeoutCancelsAndRetries(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", AttemptTimeout: durationpb.New(20 * time.Second)})
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	b.Advance(15 * time.Second)
 	w.Send(&jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Heartbeat{Heartbeat: &jobwirev1.Heartbeat{
 		Leases: []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: a.GetLeaseToken()}}}}})
@@ -423,7 +406,7 @@ func TestReconnectedWorkerDeliversResult(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w1.Assignment()
 	w1.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	w1.Kill()
 	hello := brokertest.Hello("w1", 2, "t")
 	hello.Held = []*jobwirev1.LeaseRef{{JobId: id, LeaseToken: a.GetLeaseToken()}, {JobId: 999, LeaseToken: "1.00000000000000000000000000000001"}}
@@ -475,8 +458,8 @@ func TestDispatchOrder(t *testing.T) {
 	}
 	older := getJob(t, b, high+2).GetId()
 	b.Clock.Advance(2 * time.Second)
-	waitState(t, b, low, jobwirev1.JobState_JOB_STATE_PENDING)
-	waitState(t, b, older, jobwirev1.JobState_JOB_STATE_PENDING)
+	b.WaitState(low, jobwirev1.JobState_JOB_STATE_PENDING)
+	b.WaitState(older, jobwirev1.JobState_JOB_STATE_PENDING)
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
 	var order []int64
 	for range 3 {
@@ -518,7 +501,7 @@ func TestCancelRunningJob(t *testing.T) {
 	pending := enqueue(t, b, &jobwirev1.JobSpec{Type: "other"})
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	res, err := b.Producer.CancelJob(context.Background(), &jobwirev1.CancelJobRequest{Id: id})
 	if err != nil || res.GetJob().GetState() != jobwirev1.JobState_JOB_STATE_CANCELLED {
 		t.Fatalf("cancel: %v %v", res, err)
@@ -547,7 +530,7 @@ func TestBrokerRestartLosesNoJob(t *testing.T) {
 		t.Fatalf("assignments %d %d", a1.GetJob().GetId(), a2.GetJob().GetId())
 	}
 	w.Started(a1)
-	waitState(t, b, running, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(running, jobwirev1.JobState_JOB_STATE_RUNNING)
 	w.Kill()
 	b.Restart()
 
@@ -575,7 +558,7 @@ func TestBrokerRestartLosesNoJob(t *testing.T) {
 	b.Clock.Advance(time.Hour)
 	ack(t, w2.Succeed(w2.Assignment()))
 	for _, id := range []int64{running, leased, pending, scheduled} {
-		waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+		b.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	}
 }
 

@@ -344,7 +344,7 @@ func TestRequeuedParentRevivesItsDependents(t *testing.T) {
 		wp := b.Connect(brokertest.Hello("wp", 1, "doomed"))
 		work(t, wp, 2, parent, other)
 		for _, id := range []int64{child, grandchild, held} {
-			waitState(t, b, id, stateCancelled)
+			b.WaitState(id, stateCancelled)
 		}
 		if got := getBatch(t, b, batch); got.GetCancelled() != 2 {
 			t.Fatalf("batch %v, want 2 cancelled", got)

@@ -22,7 +22,7 @@ func TestStreamOpenedWhileTheBrokerDrainsIsRefused(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 
 	stopped := make(chan error, 1)
 	go func() {

@@ -168,7 +168,7 @@ var faultCases = []faultCase{
 				enqueue(t, fx.b, &jobwirev1.JobSpec{Type: "t"})
 				a := fx.w.Assignment()
 				fx.w.Started(a)
-				waitState(t, fx.b, a.GetJob().GetId(), running)
+				fx.b.WaitState(a.GetJob().GetId(), running)
 				as = append(as, a)
 			}
 			return as
@@ -489,7 +489,7 @@ var faultCases = []faultCase{
 			}
 			a := fx.w.Assignment()
 			fx.w.Started(a)
-			waitState(t, fx.b, a.GetJob().GetId(), running)
+			fx.b.WaitState(a.GetJob().GetId(), running)
 			return [2]any{res.GetBatchId(), a}
 		},
 		write: func(t *testing.T, fx *faultFixture, state any) {
@@ -569,7 +569,7 @@ func started(t *testing.T, fx *faultFixture) any {
 	t.Helper()
 	a := assigned(t, fx).(*jobwirev1.Assignment)
 	fx.w.Started(a)
-	waitState(t, fx.b, a.GetJob().GetId(), running)
+	fx.b.WaitState(a.GetJob().GetId(), running)
 	return a
 }
 
@@ -601,7 +601,7 @@ func finish(t *testing.T, fx *faultFixture, a *jobwirev1.Assignment) {
 func waitStored(t *testing.T, fx *faultFixture, id int64, state jobwirev1.JobState) {
 	t.Helper()
 	brokertest.WaitFor(t, "the injected faults to be used up", func() bool { return fx.f.Pending() == 0 })
-	waitState(t, fx.b, id, state)
+	fx.b.WaitState(id, state)
 }
 
 // checkJob fails unless job id is in state after attempts attempts of its current run, with
@@ -725,7 +725,7 @@ func TestGoWorkerUnderStorageFaults(t *testing.T) {
 			for _, id := range ids {
 				want[id] = []jobwirev1.JobState{jobwirev1.JobState_JOB_STATE_SCHEDULED, jobwirev1.JobState_JOB_STATE_SUCCEEDED,
 					jobwirev1.JobState_JOB_STATE_DEAD}[id%3]
-				waitState(t, b, id, want[id])
+				b.WaitState(id, want[id])
 			}
 			b.Advance(10 * time.Second) // past the retry wait of the jobs that failed once, within the breaker window
 			succeeded, failed, dead := jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED,
@@ -733,7 +733,7 @@ func TestGoWorkerUnderStorageFaults(t *testing.T) {
 			for _, id := range ids {
 				switch id % 3 {
 				case 0:
-					waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+					b.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 					checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 2, failed, succeeded)
 				case 1:
 					checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED, 1, succeeded)

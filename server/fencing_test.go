@@ -51,7 +51,7 @@ func TestStaleTokensAfterRestartAreRefused(t *testing.T) {
 		t.Fatalf("second assignment %v, want job %d under a new token", a, id)
 	}
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 
 	b.Restart()
 	cur := brokertest.Ref(a)

@@ -63,5 +63,5 @@ func TestLeaseBeingHandedBackIsLostToAReturningWorker(t *testing.T) {
 	}
 	again.Started(cur)
 	ack(t, again.Succeed(cur))
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 }

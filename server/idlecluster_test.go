@@ -38,7 +38,7 @@ func TestIdleWorkerOnAnotherBrokerIsOfferedADependentOfADoneParent(t *testing.T)
 	w := b.Connect(brokertest.Hello("w", 1, "parent", "child"))
 	parent := enqueue(t, a, &jobwirev1.JobSpec{Type: "parent"})
 	runOne(t, w, parent, "")
-	waitState(t, a, parent, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	a.WaitState(parent, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	runOne(t, w, enqueue(t, a, &jobwirev1.JobSpec{Type: "child", DependsOn: []int64{parent}}), "")
 }
 

@@ -51,7 +51,7 @@ func TestHeartbeatReadAfterTheDeadlineDoesNotExtend(t *testing.T) {
 			if started {
 				w.Started(a)
 				state = jobwirev1.JobState_JOB_STATE_RUNNING
-				waitState(t, b, id, state)
+				b.WaitState(id, state)
 			}
 
 			b.Clock.Advance(lease - time.Nanosecond)
@@ -82,7 +82,7 @@ func TestHeartbeatReadAfterTheDeadlineDoesNotExtend(t *testing.T) {
 					c.GetReason() != jobwirev1.CancelReason_CANCEL_REASON_LEASE_LOST {
 					t.Fatalf("after the sweep the worker got %v, want a Cancel for lease lost", m)
 				}
-				j := waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
+				j := b.WaitState(id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
 				if h := j.GetAttemptHistory(); len(h) != 1 || h[0].GetOutcome() != jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_LEASE_EXPIRED {
 					t.Fatalf("attempt history %v, want one attempt ended LEASE_EXPIRED", h)
 				}
@@ -120,7 +120,7 @@ func TestClusterHeartbeatReadAfterTheDeadlineDoesNotExtend(t *testing.T) {
 	}
 
 	a.Broker.Sweep() // the leader's
-	j := waitState(t, a, id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
+	j := a.WaitState(id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
 	if h := j.GetAttemptHistory(); len(h) != 1 || h[0].GetOutcome() != jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_LEASE_EXPIRED {
 		t.Fatalf("attempt history %v, want one attempt ended LEASE_EXPIRED", h)
 	}

@@ -23,7 +23,7 @@ func TestProgressBurstIsOneWrite(t *testing.T) {
 	a := w.Assignment()
 	ref := brokertest.Ref(a)
 	w.Started(a)
-	waitState(t, b, id, running)
+	b.WaitState(id, running)
 
 	entered, release := f.Hold("progress")
 	defer release()

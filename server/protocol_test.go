@@ -89,17 +89,17 @@ func TestHalfCloseWhileHoldingLeases(t *testing.T) {
 	a := w.Assignment()
 	w.Assignment()
 	w.Started(a)
-	waitState(t, b, running, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(running, jobwirev1.JobState_JOB_STATE_RUNNING)
 	w.HalfClose()
 	if err := w.Err(); err == nil || err.Error() != "EOF" {
 		t.Fatalf("stream ended with %v, want the broker's OK (EOF)", err)
 	}
-	waitState(t, b, leased, jobwirev1.JobState_JOB_STATE_PENDING)
+	b.WaitState(leased, jobwirev1.JobState_JOB_STATE_PENDING)
 	if j := getJob(t, b, running); j.GetState() != jobwirev1.JobState_JOB_STATE_RUNNING {
 		t.Fatalf("running job is %s after the half-close, want RUNNING until its lease expires", j.GetState())
 	}
 	b.Advance(brokertest.DefaultConfig().LeaseDuration)
-	j := waitState(t, b, running, jobwirev1.JobState_JOB_STATE_SCHEDULED)
+	j := b.WaitState(running, jobwirev1.JobState_JOB_STATE_SCHEDULED)
 	if h := j.GetAttemptHistory(); len(h) != 1 || h[0].GetOutcome() != jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_LEASE_EXPIRED {
 		t.Fatalf("history %v, want one LEASE_EXPIRED attempt", h)
 	}

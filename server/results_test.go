@@ -55,7 +55,7 @@ func TestResultResentAfterReconnectGetsItsAck(t *testing.T) {
 	a := w.Assignment()
 	w.Started(a)
 	w.SendResult(brokertest.Ref(a), nil)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	w.Kill()
 
 	hello := brokertest.Hello("w1", 1, "t")
@@ -80,7 +80,7 @@ func TestDifferentResultWhileTheFirstIsStoredIsRefused(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t", MaxAttempts: 3})
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 
 	// Hold the writer in a heartbeat's write, so that the failure waits to be stored.
 	entered, release := faults.Hold("heartbeat")
@@ -130,7 +130,7 @@ func TestDifferentResultWhileTheFirstIsStoredIsRefused(t *testing.T) {
 	if first.GetDecision() != jobwirev1.Decision_DECISION_DEAD || !proto.Equal(first, second) {
 		t.Fatalf("the failure and its copy: %v then %v; want the same DEAD ack twice", first, second)
 	}
-	got := waitState(t, b, id, jobwirev1.JobState_JOB_STATE_DEAD)
+	got := b.WaitState(id, jobwirev1.JobState_JOB_STATE_DEAD)
 	if h := got.GetAttemptHistory(); len(h) != 1 || slices.ContainsFunc(h, func(at *jobwirev1.Attempt) bool {
 		return at.GetOutcome() == jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED
 	}) {

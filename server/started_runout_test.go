@@ -72,7 +72,7 @@ func TestStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 			b.Clock.Advance(lease + late)
 			if late < 0 {
 				w.Started(a)
-				waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+				b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 				want := b.Clock.Now().Add(lease)
 				if j, err := b.Store.JobGet(context.Background(), id); err != nil || j.Attempts != 1 || !j.LeaseExpiresAt.Equal(want) {
 					t.Fatalf("after a Started just before the deadline: %+v (%v), want attempt 1 leased until %s", j, err, want)
@@ -104,7 +104,7 @@ func TestStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 			}
 			checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_LEASED, 0)
 			w.Started(again)
-			waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING)
+			b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 			checkJob(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING, 1, jobwirev1.AttemptOutcome_ATTEMPT_OUTCOME_RUNNING)
 			counted(1)
 		})
@@ -140,7 +140,7 @@ func TestClusterStartedReadAfterTheDeadlineDoesNotStart(t *testing.T) {
 	}
 
 	a.Broker.Sweep() // the leader's
-	waitState(t, a, id, jobwirev1.JobState_JOB_STATE_PENDING)
+	a.WaitState(id, jobwirev1.JobState_JOB_STATE_PENDING)
 	checkJob(t, a, id, jobwirev1.JobState_JOB_STATE_PENDING, 0)
 	w2 := a.Connect(brokertest.Hello("w2", 1, "t"))
 	if again := w2.Assignment(); again.GetJob().GetId() != id || again.GetAttempt() != 1 {

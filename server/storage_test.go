@@ -126,7 +126,7 @@ func TestResultRetriedAfterAmbiguousCommitCountsOnce(t *testing.T) {
 	id := enqueue(t, b, &jobwirev1.JobSpec{Type: "t"})
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING) // the start is stored alone before
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING) // the start is stored alone before
 	// The result writes alone, or with the round that its freed slot lets run ("batch").
 	tries := func() int { return f.Tries("result") + f.Tries("batch") }
 	before := tries()
@@ -229,7 +229,7 @@ func TestResultsSurviveALockHeldByAnotherConnection(t *testing.T) {
 		if id%3 == 0 {
 			want = jobwirev1.JobState_JOB_STATE_DEAD
 		}
-		waitState(t, b, id, want)
+		b.WaitState(id, want)
 		checkAttempts(t, b, id, want, 1)
 	}
 	if calls.Load() != jobs {

@@ -64,10 +64,10 @@ func TestUniqueKeyAnswersWithTheWaitingJobUntilItFinishes(t *testing.T) {
 	w := b.Connect(brokertest.Hello("w1", 1, "report"))
 	got := w.Assignment()
 	w.Started(got)
-	waitState(t, b, got.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(got.GetJob().GetId(), jobwirev1.JobState_JOB_STATE_RUNNING)
 	wantDuplicate(t, enqueued(t, b, uniqueSpec(`{}`, u)), first.GetId())
 	ack(t, w.Succeed(got))
-	waitState(t, b, first.GetId(), jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	b.WaitState(first.GetId(), jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	wantNew(t, enqueued(t, b, uniqueSpec(`{}`, u)), first.GetId())
 }
 

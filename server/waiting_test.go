@@ -72,7 +72,7 @@ func TestRetryJobNowEndsTheBackoff(t *testing.T) {
 	if r := ack(t, w.Fail(got, brokertest.Transient("Timeout", time.Hour))); r.GetDecision() != jobwirev1.Decision_DECISION_RETRY {
 		t.Fatalf("decision %s, want RETRY", r.GetDecision())
 	}
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_SCHEDULED)
 	if _, err := b.Admin.RetryJobNow(ctx, &jobwirev1.RetryJobNowRequest{Id: id}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestDeleteJobDeletesOnlyAWaitingJob(t *testing.T) {
 	running, _ := runJob(t, b, w)
 	_, err = b.Admin.DeleteJob(ctx, &jobwirev1.DeleteJobRequest{Id: running})
 	wantCode(t, err, codes.FailedPrecondition, "is RUNNING: only a PENDING or SCHEDULED job can be deleted; cancel")
-	waitState(t, b, running, jobwirev1.JobState_JOB_STATE_RUNNING)
+	b.WaitState(running, jobwirev1.JobState_JOB_STATE_RUNNING)
 }
 
 // A waiting job's new priority puts it ahead of the jobs enqueued before it.

@@ -40,7 +40,7 @@ func TestClusterWaitAcrossBrokers(t *testing.T) {
 	brokertest.WaitFor(t, "the second watch announced", func() bool { return b.Broker.WatchedElsewhere(id2) })
 	b.Broker.ForgetWatchedElsewhere() // as if the announcement were lost
 	ack(t, w.Succeed(got))
-	waitState(t, a, id2, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	a.WaitState(id2, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	a.Clock.Advance(broker.DefaultConfig().WatchPoll)
 	if jobs := received(t, done); len(jobs) != 1 || jobs[0].State != job.StateSucceeded {
 		t.Fatalf("waited through the backstop: %+v", jobs)

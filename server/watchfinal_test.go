@@ -228,7 +228,7 @@ func TestWatchReadsAJobToldOfTwice(t *testing.T) {
 	w := b.Connect(brokertest.Hello("w1", 1, "t"))
 	a := w.Assignment()
 	w.Started(a)
-	waitState(t, b, id, jobwirev1.JobState_JOB_STATE_RUNNING) // told, not looked at
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING) // told, not looked at
 	handed := b.Broker.FinalsHanded()
 	ack(t, w.Succeed(a))
 	brokertest.WaitFor(t, "the success handed to the watch", func() bool { return b.Broker.FinalsHanded() > handed })

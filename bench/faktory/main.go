@@ -93,7 +93,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		openloop.Split(*jobs/1000, 4, func(int) { push(pool, 1000) })
+		pushAll(pool, *jobs, 1000, 4)
 	}
 	go func() { ran0 <- mgr.RunWithContext(ctx) }()
 	if *scenario != "drain" {
@@ -111,7 +111,7 @@ func main() {
 			log.Fatal(err)
 		}
 		start := time.Now()
-		openloop.Split(*jobs/per, prods, func(int) { push(pool, per) })
+		pushAll(pool, *jobs, per, prods)
 		<-all
 		took := time.Since(start)
 		fmt.Printf("faktory %s %d jobs %.2fs %.0f jobs/s (Concurrency %d, %d producers)\n", *scenario, *jobs, took.Seconds(),
@@ -151,6 +151,11 @@ func waitWorking(cl *faktory.Client) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	log.Fatal("the worker did not connect within 5s")
+}
+
+// pushAll pushes n jobs, per a call (the last call the rest), from producers goroutines.
+func pushAll(pool *faktory.Pool, n, per, producers int) {
+	openloop.Split((n+per-1)/per, producers, func(i int) { push(pool, min(per, n-i*per)) })
 }
 
 // push pushes n jobs in one call: Push for one, PushBulk for more.

@@ -377,6 +377,26 @@ func (b *Bundle) Enqueue(spec *jobwirev1.JobSpec) int64 {
 	return res.GetJob().GetId()
 }
 
+// WaitState polls job id through the producer API until it is in state want, and returns it:
+// the broker applies some changes on its own goroutines (a start that rides a later commit,
+// promotion after a clock move).
+func (b *Bundle) WaitState(id int64, want jobwirev1.JobState) *jobwirev1.Job {
+	b.t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		res, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: id})
+		if err != nil {
+			b.t.Fatalf("get job %d: %v", id, err)
+		}
+		if j := res.GetJob(); j.GetState() == want {
+			return j
+		} else if time.Now().After(deadline) {
+			b.t.Fatalf("job %d is %s, want %s", id, j.GetState(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // WaitListening waits until n brokers listen for the events of the bundle's cluster: a job
 // enqueued after it returns wakes each of them.
 func (b *Bundle) WaitListening(n int) {

@@ -157,9 +157,16 @@ func TestKeyLimitHoldsUnderKill(t *testing.T) {
 	// The broker to kill is one whose worker stream holds keyed jobs now, as the brokers report
 	// their streams: which broker a worker is on depends on the brokers evening their workers
 	// out, and the jobs may all be done before one chosen beforehand gets any.
+	admins := make([]*client.Client, n)
+	for i, addr := range brokers.addrs {
+		if admins[i], err = client.Dial(ctx, addr); err != nil {
+			t.Fatal(err)
+		}
+		defer admins[i].Close()
+	}
 	victim := -1
 	waitUntil(t, "a broker whose worker holds keyed jobs", func() bool {
-		victim = holdingBroker(ctx, brokers.addrs)
+		victim = holdingBroker(ctx, admins)
 		return victim >= 0
 	})
 	if !brokers.kill(victim) {
@@ -190,20 +197,18 @@ func TestKeyLimitHoldsUnderKill(t *testing.T) {
 	}
 }
 
-// holdingBroker is the index of a broker in addrs one of whose worker streams holds leases
-// now, or -1.
-func holdingBroker(ctx context.Context, addrs []string) int {
-	for i, addr := range addrs {
-		c, err := client.Dial(ctx, addr)
-		if err != nil {
-			continue
-		}
+// holdingBroker is the index of a broker one of whose worker streams holds leases now, as its
+// client in admins hears from it, or -1.
+func holdingBroker(ctx context.Context, admins []*client.Client) int {
+	for i, c := range admins {
 		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		ws, err := c.ListWorkers(callCtx)
 		cancel()
-		_ = c.Close()
+		if err != nil {
+			continue
+		}
 		for _, w := range ws {
-			if err == nil && w.LeasesHeld > 0 {
+			if w.LeasesHeld > 0 {
 				return i
 			}
 		}

@@ -23,7 +23,6 @@ import (
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/web"
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
@@ -351,10 +350,9 @@ func TestScrapeCountsLeaseExpiries(t *testing.T) {
 	w.Started(a)
 	// Counted as started once the broker hears Started; the sweep below must find it stored
 	// as running (a start may ride a later commit), or the expiry only hands the lease back.
+	b.WaitState(id, jobwirev1.JobState_JOB_STATE_RUNNING)
 	waitFor(t, "the attempt to start", func() bool {
-		j, err := b.Store.JobGet(context.Background(), id)
-		return err == nil && j.State == job.StateRunning &&
-			tb.scrape().value("jobwire_jobs_started_total", "queue=q") == 1
+		return tb.scrape().value("jobwire_jobs_started_total", "queue=q") == 1
 	})
 	b.Advance(brokertest.DefaultConfig().LeaseDuration + time.Second) // the worker went silent
 	s := tb.scrape()
