@@ -1,0 +1,164 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// BenchmarkOneProducerTransaction is the write a lone producer's job costs the broker: one
+// transaction that inserts the job and leases it, and stores the start and the success of the
+// job before it (which ride the next enqueue's commit, commit.Grouped). It reports the log
+// frames each commit writes (one page each, written with two pwrite calls), and with -v which
+// tables and indexes those pages belong to: what a change to the schema or the statements of
+// the hot path adds to or takes from every lone job.
+//
+//	go test -run '^$' -bench OneProducerTransaction -benchtime 2000x -v ./store/sqlite
+func BenchmarkOneProducerTransaction(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "jobs.db")
+	st, err := Open(ctx, path, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	frames := stopCheckpointsForFrames(b, st)
+	now := time.Unix(1_800_000_000, 0)
+	var prev *job.Job
+	n := 0
+	start := frames()
+	b.ReportAllocs()
+	for b.Loop() {
+		n++
+		now = now.Add(time.Millisecond)
+		if err := st.Write(ctx, "one_producer", func(tx store.Tx) error {
+			var err error
+			prev, err = oneProducerWrite(tx, prev, now)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	written := frames() - start
+	b.ReportMetric(float64(written)/float64(n), "frames/op")
+	if testing.Verbose() {
+		b.Logf("pages of the last %d frames by table or index: %s", min(written, 500), framesByTree(b, st, path, 500))
+	}
+}
+
+// oneProducerWrite stores a new job and leases it, and starts and succeeds prev (nil: none),
+// returning the leased job.
+func oneProducerWrite(tx store.Tx, prev *job.Job, now time.Time) (*job.Job, error) {
+	if _, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "noop", Queue: "default",
+		Payload: []byte(`{"n":1}`), MaxAttempts: 3, RunAt: now, Now: now}}); err != nil {
+		return nil, err
+	}
+	if prev != nil {
+		ref := job.LeaseRef{JobID: prev.ID, Token: prev.LeaseToken}
+		ok, err := tx.JobStart(&store.JobStartParams{Ref: ref, Attempt: 1, Now: now,
+			LeaseUntil: now.Add(time.Minute), AttemptDeadline: now.Add(time.Minute)})
+		if err == nil && !ok {
+			err = fmt.Errorf("job %d: start refused", prev.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		applied, err := tx.JobSucceedMany([]*store.JobFinishParams{{Ref: ref, Queue: "default", Type: "noop",
+			State: job.StateSucceeded, Now: now, Attempt: job.Attempt{Number: 1, WorkerID: "w",
+				StartedAt: now, FinishedAt: now, Outcome: job.OutcomeSucceeded}}})
+		if err == nil && !applied[0] {
+			err = fmt.Errorf("job %d: success refused", prev.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	jobs, err := tx.JobLease(&store.JobLeaseParams{Types: []string{"noop"}, Limit: 1, WorkerID: "w",
+		Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) != 1 {
+		return nil, fmt.Errorf("leased %d jobs, want 1", len(jobs))
+	}
+	return jobs[0], nil
+}
+
+// stopCheckpointsForFrames stops st's background checkpoints, so that the log only grows (up to
+// the writer's backstop, walBackstopPages), and returns a function that reads how many frames
+// it holds.
+func stopCheckpointsForFrames(b *testing.B, st *Store) func() int {
+	b.Helper()
+	close(st.stopCheckpoints)
+	<-st.checkpointsDone
+	// Close stops the checkpointer again: give it channels it can close and wait on.
+	st.stopCheckpoints, st.checkpointsDone = make(chan struct{}), make(chan struct{})
+	close(st.checkpointsDone)
+	return func() int {
+		var busy, log, copied int
+		if err := st.cp.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied); err != nil {
+			b.Fatal(err)
+		}
+		return log
+	}
+}
+
+// framesByTree counts the pages of the log's last (at most) last frames by the table or index
+// they belong to (SQLite's dbstat), reading the frame headers of the -wal file.
+func framesByTree(b *testing.B, st *Store, path string, last int) string {
+	b.Helper()
+	owner := map[uint32]string{}
+	rows, err := st.cp.Query(`SELECT name, pageno FROM dbstat`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var page uint32
+		if err := rows.Scan(&name, &page); err != nil {
+			b.Fatal(err)
+		}
+		owner[page] = name
+	}
+	if err := rows.Close(); err != nil {
+		b.Fatal(err)
+	}
+	var busy, log, copied int
+	if err := st.cp.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied); err != nil {
+		b.Fatal(err)
+	}
+	wal, err := os.ReadFile(path + "-wal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const header, frameHeader = 32, 24
+	pageSize := int(binary.BigEndian.Uint32(wal[8:]))
+	counts := map[string]int{}
+	for i := max(0, log-last); i < log; i++ {
+		off := header + i*(frameHeader+pageSize)
+		if off+frameHeader > len(wal) {
+			break
+		}
+		counts[owner[binary.BigEndian.Uint32(wal[off:])]]++
+	}
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&out, "%s %d, ", name, counts[name])
+	}
+	return strings.TrimSuffix(out.String(), ", ")
+}
