@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,14 +152,9 @@ func framesByTree(b *testing.B, st *Store, path string, last int) string {
 		}
 		counts[owner[binary.BigEndian.Uint32(wal[off:])]]++
 	}
-	names := make([]string, 0, len(counts))
-	for name := range counts {
-		names = append(names, name)
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, fmt.Sprintf("%s %d", name, counts[name]))
 	}
-	slices.Sort(names)
-	var out strings.Builder
-	for _, name := range names {
-		fmt.Fprintf(&out, "%s %d, ", name, counts[name])
-	}
-	return strings.TrimSuffix(out.String(), ", ")
+	return strings.Join(out, ", ")
 }
