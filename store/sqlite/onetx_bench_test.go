@@ -33,15 +33,8 @@ func BenchmarkOneProducerTransaction(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	frames := stopCheckpointsForFrames(b, st)
-	now := time.Unix(1_800_000_000, 0)
-	var prev *job.Job
-	n := 0
-	start := frames()
-	b.ReportAllocs()
-	for b.Loop() {
-		n++
-		now = now.Add(time.Millisecond)
+	stopCheckpoints(ctx, b, st)
+	write := func(prev *job.Job, now time.Time) *job.Job {
 		if err := st.Write(ctx, "one_producer", func(tx store.Tx) error {
 			var err error
 			prev, err = oneProducerWrite(tx, prev, now)
@@ -49,11 +42,24 @@ func BenchmarkOneProducerTransaction(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
+		return prev
 	}
-	written := frames() - start
-	b.ReportMetric(float64(written)/float64(n), "frames/op")
+	now := time.Unix(1_800_000_000, 0)
+	// The first write may rewind the log, which the checkpoints before left all copied.
+	prev := write(nil, now)
+	start := readLog(b, path)
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		n++
+		now = now.Add(time.Millisecond)
+		prev = write(prev, now)
+	}
+	log := readLog(b, path)
+	b.ReportMetric(float64(len(log.pages)-len(start.pages))/float64(n), "frames/op")
 	if testing.Verbose() {
-		b.Logf("pages of the last %d frames by table or index: %s", min(written, 500), framesByTree(b, st, path, 500))
+		last := log.pages[max(len(start.pages), len(log.pages)-500):]
+		b.Logf("pages of the last %d frames by table or index: %s", len(last), pagesByTree(b, st, last))
 	}
 }
 
@@ -95,31 +101,56 @@ func oneProducerWrite(tx store.Tx, prev *job.Job, now time.Time) (*job.Job, erro
 	return jobs[0], nil
 }
 
-// stopCheckpointsForFrames stops st's background checkpoints, so that the log only grows (up to
-// the writer's backstop, walBackstopPages), and returns a function that reads how many frames
-// it holds.
-func stopCheckpointsForFrames(b *testing.B, st *Store) func() int {
+// stopCheckpoints stops st's background checkpoints and the writer's own (the backstop,
+// walBackstopPages), so that the log only grows and never rewinds: every frame a write adds
+// stays in it to be counted (readLog).
+func stopCheckpoints(ctx context.Context, b *testing.B, st *Store) {
 	b.Helper()
 	close(st.stopCheckpoints)
 	<-st.checkpointsDone
 	// Close stops the checkpointer again: give it channels it can close and wait on.
 	st.stopCheckpoints, st.checkpointsDone = make(chan struct{}), make(chan struct{})
 	close(st.checkpointsDone)
-	return func() int {
-		var busy, log, copied int
-		if err := st.cp.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied); err != nil {
-			b.Fatal(err)
-		}
-		return log
+	st.writeMu.Lock()
+	defer st.writeMu.Unlock()
+	if _, err := st.wc.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
+		b.Fatal(err)
 	}
 }
 
-// framesByTree counts the pages of the log's last (at most) last frames by the table or index
-// they belong to (SQLite's dbstat), reading the frame headers of the -wal file.
-func framesByTree(b *testing.B, st *Store, path string, last int) string {
+// walLog is what a -wal file holds: the page number of each of its frames, in order.
+type walLog struct{ pages []uint32 }
+
+// readLog reads the frames of the log beside the database at path: those after its header
+// that carry the header's salts (a rewound log keeps older frames behind the new ones, with
+// the salts of before).
+func readLog(b *testing.B, path string) walLog {
+	b.Helper()
+	wal, err := os.ReadFile(path + "-wal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const header, frameHeader = 32, 24
+	if len(wal) < header {
+		return walLog{}
+	}
+	pageSize := int(binary.BigEndian.Uint32(wal[8:]))
+	salts := wal[16:24]
+	var log walLog
+	for off := header; off+frameHeader+pageSize <= len(wal); off += frameHeader + pageSize {
+		if string(wal[off+8:off+16]) != string(salts) {
+			break
+		}
+		log.pages = append(log.pages, binary.BigEndian.Uint32(wal[off:]))
+	}
+	return log
+}
+
+// pagesByTree counts pages by the table or index they belong to (SQLite's dbstat).
+func pagesByTree(b *testing.B, st *Store, pages []uint32) string {
 	b.Helper()
 	owner := map[uint32]string{}
-	rows, err := st.cp.Query(`SELECT name, pageno FROM dbstat`)
+	rows, err := st.r.Query(`SELECT name, pageno FROM dbstat`)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,23 +165,9 @@ func framesByTree(b *testing.B, st *Store, path string, last int) string {
 	if err := rows.Close(); err != nil {
 		b.Fatal(err)
 	}
-	var busy, log, copied int
-	if err := st.cp.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied); err != nil {
-		b.Fatal(err)
-	}
-	wal, err := os.ReadFile(path + "-wal")
-	if err != nil {
-		b.Fatal(err)
-	}
-	const header, frameHeader = 32, 24
-	pageSize := int(binary.BigEndian.Uint32(wal[8:]))
 	counts := map[string]int{}
-	for i := max(0, log-last); i < log; i++ {
-		off := header + i*(frameHeader+pageSize)
-		if off+frameHeader > len(wal) {
-			break
-		}
-		counts[owner[binary.BigEndian.Uint32(wal[off:])]]++
+	for _, page := range pages {
+		counts[owner[page]]++
 	}
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(counts)) {
