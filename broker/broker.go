@@ -432,11 +432,14 @@ func (b *Broker) Enqueue(ctx context.Context, specs []JobSpec) ([]Enqueued, erro
 	o := newEnqueueOp(params, now)
 	spans := b.startEnqueueSpans(ctx, params)
 	err := b.mode.enqueue(ctx, o, params, now)
-	results := o.results
-	endEnqueueSpans(spans, results, err)
 	if err != nil {
+		// A caller that stopped waiting leaves its op with the writer, which may still be
+		// writing its results: they are not read.
+		endEnqueueSpans(spans, nil, err)
 		return nil, err
 	}
+	results := o.results
+	endEnqueueSpans(spans, results, nil)
 	out := make([]Enqueued, len(results))
 	var earliest time.Time
 	for i, r := range results {

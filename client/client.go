@@ -23,6 +23,7 @@ type Client struct {
 	producer jobwirev1.ProducerServiceClient
 	admin    jobwirev1.AdminServiceClient
 	tracer   trace.Tracer // nil: the global provider's
+	streams  *streamPool  // nil: Enqueue makes a call per job (WithEnqueueStreams)
 }
 
 // streamWindow and connWindow are the flow-control windows of a call and of a connection, in
@@ -144,8 +145,12 @@ func New(cc grpc.ClientConnInterface, opts ...Option) *Client {
 	return c
 }
 
-// Close releases the connection made by Dial. It is a no-op for a Client made by New.
+// Close releases the connection made by Dial, and ends the idle streams of WithEnqueueStreams.
+// It leaves the connection of a Client made by New open.
 func (c *Client) Close() error {
+	if c.streams != nil {
+		c.streams.close()
+	}
 	if c.conn == nil {
 		return nil
 	}

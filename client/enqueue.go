@@ -151,7 +151,15 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 		return nil, err
 	}
 	ctx, span := c.startSend(ctx, []*jobwirev1.JobSpec{pb})
-	resp, err := c.producer.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: pb})
+	req := &jobwirev1.EnqueueRequest{Job: pb}
+	var resp *jobwirev1.EnqueueResponse
+	sent := false
+	if c.streams != nil {
+		resp, sent, err = c.streams.enqueue(ctx, req)
+	}
+	if !sent {
+		resp, err = c.producer.Enqueue(ctx, req)
+	}
 	if err != nil {
 		endSend(span, nil, err)
 		return nil, wrapErr(op, err)

@@ -41,16 +41,17 @@ var (
 // and a test fails until it is added, so a new RPC is never open by accident. Producer and
 // worker calls are further limited by the token's scope (authorizeRequest, authorizeHello).
 var access = map[string]rule{
-	jobwirev1.ProducerService_Enqueue_FullMethodName:      producerOnly,
-	jobwirev1.ProducerService_EnqueueBatch_FullMethodName: producerOnly,
-	jobwirev1.ProducerService_GetJob_FullMethodName:       producerViewer,
-	jobwirev1.ProducerService_CancelJob_FullMethodName:    producerOnly,
-	jobwirev1.ProducerService_EnqueueGraph_FullMethodName: producerOnly,
-	jobwirev1.ProducerService_GetGraph_FullMethodName:     producerViewer,
-	jobwirev1.ProducerService_CancelGraph_FullMethodName:  producerOnly,
-	jobwirev1.ProducerService_CreateBatch_FullMethodName:  producerOnly,
-	jobwirev1.ProducerService_CloseBatch_FullMethodName:   producerOnly,
-	jobwirev1.ProducerService_WatchJobs_FullMethodName:    producerViewer,
+	jobwirev1.ProducerService_Enqueue_FullMethodName:       producerOnly,
+	jobwirev1.ProducerService_EnqueueStream_FullMethodName: producerOnly,
+	jobwirev1.ProducerService_EnqueueBatch_FullMethodName:  producerOnly,
+	jobwirev1.ProducerService_GetJob_FullMethodName:        producerViewer,
+	jobwirev1.ProducerService_CancelJob_FullMethodName:     producerOnly,
+	jobwirev1.ProducerService_EnqueueGraph_FullMethodName:  producerOnly,
+	jobwirev1.ProducerService_GetGraph_FullMethodName:      producerViewer,
+	jobwirev1.ProducerService_CancelGraph_FullMethodName:   producerOnly,
+	jobwirev1.ProducerService_CreateBatch_FullMethodName:   producerOnly,
+	jobwirev1.ProducerService_CloseBatch_FullMethodName:    producerOnly,
+	jobwirev1.ProducerService_WatchJobs_FullMethodName:     producerViewer,
 
 	jobwirev1.WorkerService_Connect_FullMethodName: workerOnly,
 

@@ -13,21 +13,23 @@ import (
 
 // benchConfig is what one benchmark run measures and how.
 type benchConfig struct {
-	Scenarios   []string      `json:"scenarios"`
-	Jobs        int           `json:"jobs"`
-	E2EJobs     int           `json:"e2e_jobs"`
-	Workers     int           `json:"workers"`
-	Concurrency int           `json:"concurrency"`
-	Producers   int           `json:"producers"`
-	BatchProds  int           `json:"batch_producers"`
-	Duration    time.Duration `json:"duration_ns"`
-	Rate        int           `json:"rate"`
-	LatencyFor  time.Duration `json:"latency_duration_ns"`
-	Warmup      time.Duration `json:"latency_warmup_ns"`
-	Durability  string        `json:"durability"`
-	Repeat      int           `json:"repeat"`
-	Metrics     string        `json:"metrics"`
-	WorkerCmd   string        `json:"worker_cmd,omitempty"`
+	Scenarios   []string `json:"scenarios"`
+	Jobs        int      `json:"jobs"`
+	E2EJobs     int      `json:"e2e_jobs"`
+	Workers     int      `json:"workers"`
+	Concurrency int      `json:"concurrency"`
+	Producers   int      `json:"producers"`
+	// EnqueueStreams is the producer's client.WithEnqueueStreams (0: a call per job).
+	EnqueueStreams int           `json:"enqueue_streams,omitempty"`
+	BatchProds     int           `json:"batch_producers"`
+	Duration       time.Duration `json:"duration_ns"`
+	Rate           int           `json:"rate"`
+	LatencyFor     time.Duration `json:"latency_duration_ns"`
+	Warmup         time.Duration `json:"latency_warmup_ns"`
+	Durability     string        `json:"durability"`
+	Repeat         int           `json:"repeat"`
+	Metrics        string        `json:"metrics"`
+	WorkerCmd      string        `json:"worker_cmd,omitempty"`
 	// Postgres is the database URL the brokers run on, each scenario in a fresh schema; ""
 	// runs each on a fresh SQLite file.
 	Postgres string `json:"-"`
@@ -72,6 +74,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Concurrency, "concurrency", 256, "handler slots (the capacity announced to the broker) per worker process")
 	fs.IntVar(&c.Producers, "producers", 64, "concurrent producer goroutines for one-job enqueues")
 	fs.IntVar(&c.BatchProds, "batch-producers", 4, "concurrent producer goroutines for batch enqueues")
+	fs.IntVar(&c.EnqueueStreams, "enqueue-streams", 0, "send one-job enqueues on up to this many streams (the Go client's WithEnqueueStreams); 0: a call per job")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "how long each enqueue-only scenario runs")
 	fs.IntVar(&c.Rate, "rate", 1000, "jobs per second of the latency scenario's open-loop producer")
 	fs.DurationVar(&c.LatencyFor, "latency-duration", 10*time.Second, "how long the latency scenario produces")
@@ -150,6 +153,9 @@ func parseFlags(args []string) (benchConfig, error) {
 	}
 	if c.Backlog > 0 && c.WorkerCmd != "" {
 		errs = append(errs, "--backlog cannot be combined with --worker-cmd: such workers serve every queue, the backlog's too")
+	}
+	if c.EnqueueStreams < 0 {
+		errs = append(errs, fmt.Sprintf("--enqueue-streams must be 0 or more, got %d", c.EnqueueStreams))
 	}
 	if c.Metrics != "on" && c.Metrics != "off" {
 		errs = append(errs, fmt.Sprintf("--metrics must be on or off, got %q", c.Metrics))

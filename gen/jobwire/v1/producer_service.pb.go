@@ -670,6 +670,189 @@ func (x *EnqueueResponse) GetJob() *EnqueuedJob {
 	return nil
 }
 
+type EnqueueStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What Enqueue takes.
+	Request       *EnqueueRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueStreamRequest) Reset() {
+	*x = EnqueueStreamRequest{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueStreamRequest) ProtoMessage() {}
+
+func (x *EnqueueStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueStreamRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueStreamRequest) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EnqueueStreamRequest) GetRequest() *EnqueueRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type EnqueueStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*EnqueueStreamResponse_Response
+	//	*EnqueueStreamResponse_Error
+	Result        isEnqueueStreamResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueStreamResponse) Reset() {
+	*x = EnqueueStreamResponse{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueStreamResponse) ProtoMessage() {}
+
+func (x *EnqueueStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueStreamResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueStreamResponse) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EnqueueStreamResponse) GetResult() isEnqueueStreamResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *EnqueueStreamResponse) GetResponse() *EnqueueResponse {
+	if x != nil {
+		if x, ok := x.Result.(*EnqueueStreamResponse_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *EnqueueStreamResponse) GetError() *EnqueueStreamError {
+	if x != nil {
+		if x, ok := x.Result.(*EnqueueStreamResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isEnqueueStreamResponse_Result interface {
+	isEnqueueStreamResponse_Result()
+}
+
+type EnqueueStreamResponse_Response struct {
+	// What Enqueue answers.
+	Response *EnqueueResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
+}
+
+type EnqueueStreamResponse_Error struct {
+	// The error Enqueue would have returned: a gRPC status code and its message.
+	Error *EnqueueStreamError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*EnqueueStreamResponse_Response) isEnqueueStreamResponse_Result() {}
+
+func (*EnqueueStreamResponse_Error) isEnqueueStreamResponse_Result() {}
+
+// EnqueueStreamError is a request's failure on EnqueueStream.
+type EnqueueStreamError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A google.rpc.Code value, as a unary call's status would carry.
+	Code          int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueStreamError) Reset() {
+	*x = EnqueueStreamError{}
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueStreamError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueStreamError) ProtoMessage() {}
+
+func (x *EnqueueStreamError) ProtoReflect() protoreflect.Message {
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueStreamError.ProtoReflect.Descriptor instead.
+func (*EnqueueStreamError) Descriptor() ([]byte, []int) {
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EnqueueStreamError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *EnqueueStreamError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type EnqueueBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Jobs  []*JobSpec             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
@@ -682,7 +865,7 @@ type EnqueueBatchRequest struct {
 
 func (x *EnqueueBatchRequest) Reset() {
 	*x = EnqueueBatchRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +877,7 @@ func (x *EnqueueBatchRequest) String() string {
 func (*EnqueueBatchRequest) ProtoMessage() {}
 
 func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[5]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +890,7 @@ func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{5}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EnqueueBatchRequest) GetJobs() []*JobSpec {
@@ -736,7 +919,7 @@ type EnqueueBatchResponse struct {
 
 func (x *EnqueueBatchResponse) Reset() {
 	*x = EnqueueBatchResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +931,7 @@ func (x *EnqueueBatchResponse) String() string {
 func (*EnqueueBatchResponse) ProtoMessage() {}
 
 func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[6]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +944,7 @@ func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{6}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnqueueBatchResponse) GetJobs() []*EnqueuedJob {
@@ -794,7 +977,7 @@ type BatchOptions struct {
 
 func (x *BatchOptions) Reset() {
 	*x = BatchOptions{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +989,7 @@ func (x *BatchOptions) String() string {
 func (*BatchOptions) ProtoMessage() {}
 
 func (x *BatchOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[7]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +1002,7 @@ func (x *BatchOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchOptions.ProtoReflect.Descriptor instead.
 func (*BatchOptions) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{7}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BatchOptions) GetDescription() string {
@@ -852,7 +1035,7 @@ type CreateBatchRequest struct {
 
 func (x *CreateBatchRequest) Reset() {
 	*x = CreateBatchRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +1047,7 @@ func (x *CreateBatchRequest) String() string {
 func (*CreateBatchRequest) ProtoMessage() {}
 
 func (x *CreateBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[8]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1060,7 @@ func (x *CreateBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBatchRequest.ProtoReflect.Descriptor instead.
 func (*CreateBatchRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{8}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateBatchRequest) GetBatch() *BatchOptions {
@@ -896,7 +1079,7 @@ type CreateBatchResponse struct {
 
 func (x *CreateBatchResponse) Reset() {
 	*x = CreateBatchResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1091,7 @@ func (x *CreateBatchResponse) String() string {
 func (*CreateBatchResponse) ProtoMessage() {}
 
 func (x *CreateBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[9]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1104,7 @@ func (x *CreateBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBatchResponse.ProtoReflect.Descriptor instead.
 func (*CreateBatchResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{9}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateBatchResponse) GetBatch() *Batch {
@@ -940,7 +1123,7 @@ type CloseBatchRequest struct {
 
 func (x *CloseBatchRequest) Reset() {
 	*x = CloseBatchRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1135,7 @@ func (x *CloseBatchRequest) String() string {
 func (*CloseBatchRequest) ProtoMessage() {}
 
 func (x *CloseBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[10]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1148,7 @@ func (x *CloseBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseBatchRequest.ProtoReflect.Descriptor instead.
 func (*CloseBatchRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{10}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CloseBatchRequest) GetId() int64 {
@@ -984,7 +1167,7 @@ type CloseBatchResponse struct {
 
 func (x *CloseBatchResponse) Reset() {
 	*x = CloseBatchResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1179,7 @@ func (x *CloseBatchResponse) String() string {
 func (*CloseBatchResponse) ProtoMessage() {}
 
 func (x *CloseBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[11]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1192,7 @@ func (x *CloseBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseBatchResponse.ProtoReflect.Descriptor instead.
 func (*CloseBatchResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{11}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CloseBatchResponse) GetBatch() *Batch {
@@ -1028,7 +1211,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1223,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[12]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1236,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{12}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetJobRequest) GetId() int64 {
@@ -1083,7 +1266,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1278,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[13]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1291,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{13}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchJobsRequest) GetIds() []int64 {
@@ -1149,7 +1332,7 @@ type WatchJobsResponse struct {
 
 func (x *WatchJobsResponse) Reset() {
 	*x = WatchJobsResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1344,7 @@ func (x *WatchJobsResponse) String() string {
 func (*WatchJobsResponse) ProtoMessage() {}
 
 func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[14]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1357,7 @@ func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{14}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchJobsResponse) GetJobs() []*Job {
@@ -1214,7 +1397,7 @@ type JobEnds struct {
 
 func (x *JobEnds) Reset() {
 	*x = JobEnds{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1409,7 @@ func (x *JobEnds) String() string {
 func (*JobEnds) ProtoMessage() {}
 
 func (x *JobEnds) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[15]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1422,7 @@ func (x *JobEnds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEnds.ProtoReflect.Descriptor instead.
 func (*JobEnds) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{15}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobEnds) GetIds() []int64 {
@@ -1314,7 +1497,7 @@ type JobEndDetail struct {
 
 func (x *JobEndDetail) Reset() {
 	*x = JobEndDetail{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1509,7 @@ func (x *JobEndDetail) String() string {
 func (*JobEndDetail) ProtoMessage() {}
 
 func (x *JobEndDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[16]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1522,7 @@ func (x *JobEndDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEndDetail.ProtoReflect.Descriptor instead.
 func (*JobEndDetail) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{16}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobEndDetail) GetIndex() uint32 {
@@ -1389,7 +1572,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1584,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[17]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1597,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{17}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1441,7 +1624,7 @@ type EnqueueGraphRequest struct {
 
 func (x *EnqueueGraphRequest) Reset() {
 	*x = EnqueueGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1636,7 @@ func (x *EnqueueGraphRequest) String() string {
 func (*EnqueueGraphRequest) ProtoMessage() {}
 
 func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[18]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1649,7 @@ func (x *EnqueueGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueGraphRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{18}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EnqueueGraphRequest) GetNodes() []*GraphNode {
@@ -1490,7 +1673,7 @@ type GraphNode struct {
 
 func (x *GraphNode) Reset() {
 	*x = GraphNode{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1685,7 @@ func (x *GraphNode) String() string {
 func (*GraphNode) ProtoMessage() {}
 
 func (x *GraphNode) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[19]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1698,7 @@ func (x *GraphNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
 func (*GraphNode) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{19}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GraphNode) GetKey() string {
@@ -1551,7 +1734,7 @@ type EnqueueGraphResponse struct {
 
 func (x *EnqueueGraphResponse) Reset() {
 	*x = EnqueueGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1746,7 @@ func (x *EnqueueGraphResponse) String() string {
 func (*EnqueueGraphResponse) ProtoMessage() {}
 
 func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[20]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1759,7 @@ func (x *EnqueueGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueGraphResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{20}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EnqueueGraphResponse) GetGraphId() int64 {
@@ -1602,7 +1785,7 @@ type GetGraphRequest struct {
 
 func (x *GetGraphRequest) Reset() {
 	*x = GetGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1797,7 @@ func (x *GetGraphRequest) String() string {
 func (*GetGraphRequest) ProtoMessage() {}
 
 func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[21]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1810,7 @@ func (x *GetGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphRequest.ProtoReflect.Descriptor instead.
 func (*GetGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{21}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetGraphRequest) GetGraphId() int64 {
@@ -1647,7 +1830,7 @@ type GetGraphResponse struct {
 
 func (x *GetGraphResponse) Reset() {
 	*x = GetGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1842,7 @@ func (x *GetGraphResponse) String() string {
 func (*GetGraphResponse) ProtoMessage() {}
 
 func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[22]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1855,7 @@ func (x *GetGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphResponse.ProtoReflect.Descriptor instead.
 func (*GetGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{22}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetGraphResponse) GetJobs() []*Job {
@@ -1691,7 +1874,7 @@ type CancelGraphRequest struct {
 
 func (x *CancelGraphRequest) Reset() {
 	*x = CancelGraphRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1886,7 @@ func (x *CancelGraphRequest) String() string {
 func (*CancelGraphRequest) ProtoMessage() {}
 
 func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[23]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1899,7 @@ func (x *CancelGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGraphRequest.ProtoReflect.Descriptor instead.
 func (*CancelGraphRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{23}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelGraphRequest) GetGraphId() int64 {
@@ -1736,7 +1919,7 @@ type CancelGraphResponse struct {
 
 func (x *CancelGraphResponse) Reset() {
 	*x = CancelGraphResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[24]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1931,7 @@ func (x *CancelGraphResponse) String() string {
 func (*CancelGraphResponse) ProtoMessage() {}
 
 func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[24]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1944,7 @@ func (x *CancelGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGraphResponse.ProtoReflect.Descriptor instead.
 func (*CancelGraphResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{24}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelGraphResponse) GetCancelled() int32 {
@@ -1788,7 +1971,7 @@ type JobWaiting struct {
 
 func (x *JobWaiting) Reset() {
 	*x = JobWaiting{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[25]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1983,7 @@ func (x *JobWaiting) String() string {
 func (*JobWaiting) ProtoMessage() {}
 
 func (x *JobWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[25]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1996,7 @@ func (x *JobWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
 func (*JobWaiting) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{25}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JobWaiting) GetReason() WaitReason {
@@ -1853,7 +2036,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[26]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2048,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[26]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2061,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{26}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelJobRequest) GetId() int64 {
@@ -1897,7 +2080,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[27]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2092,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobwire_v1_producer_service_proto_msgTypes[27]
+	mi := &file_jobwire_v1_producer_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2105,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{27}
+	return file_jobwire_v1_producer_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1980,7 +2163,16 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x06run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\x12:\n" +
 	"\fduplicate_by\x18\x19 \x01(\x0e2\x17.jobwire.v1.DuplicateByR\vduplicateBy\"<\n" +
 	"\x0fEnqueueResponse\x12)\n" +
-	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\"n\n" +
+	"\x03job\x18\x01 \x01(\v2\x17.jobwire.v1.EnqueuedJobR\x03job\"L\n" +
+	"\x14EnqueueStreamRequest\x124\n" +
+	"\arequest\x18\x01 \x01(\v2\x1a.jobwire.v1.EnqueueRequestR\arequest\"\x94\x01\n" +
+	"\x15EnqueueStreamResponse\x129\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1b.jobwire.v1.EnqueueResponseH\x00R\bresponse\x126\n" +
+	"\x05error\x18\x02 \x01(\v2\x1e.jobwire.v1.EnqueueStreamErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"B\n" +
+	"\x12EnqueueStreamError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"n\n" +
 	"\x13EnqueueBatchRequest\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.jobwire.v1.JobSpecR\x04jobs\x12.\n" +
 	"\x05batch\x182 \x01(\v2\x18.jobwire.v1.BatchOptionsR\x05batch\"^\n" +
@@ -2076,9 +2268,10 @@ const file_jobwire_v1_producer_service_proto_rawDesc = "" +
 	"\x1cWAIT_REASON_RATE_LIMITED_KEY\x10\t\x12\x1f\n" +
 	"\x1bWAIT_REASON_CONCURRENCY_KEY\x10\n" +
 	"\x12\x17\n" +
-	"\x13WAIT_REASON_PARENTS\x10\f2\x86\x06\n" +
+	"\x13WAIT_REASON_PARENTS\x10\f2\xe0\x06\n" +
 	"\x0fProducerService\x12B\n" +
-	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12Q\n" +
+	"\aEnqueue\x12\x1a.jobwire.v1.EnqueueRequest\x1a\x1b.jobwire.v1.EnqueueResponse\x12X\n" +
+	"\rEnqueueStream\x12 .jobwire.v1.EnqueueStreamRequest\x1a!.jobwire.v1.EnqueueStreamResponse(\x010\x01\x12Q\n" +
 	"\fEnqueueBatch\x12\x1f.jobwire.v1.EnqueueBatchRequest\x1a .jobwire.v1.EnqueueBatchResponse\x12?\n" +
 	"\x06GetJob\x12\x19.jobwire.v1.GetJobRequest\x1a\x1a.jobwire.v1.GetJobResponse\x12H\n" +
 	"\tCancelJob\x12\x1c.jobwire.v1.CancelJobRequest\x1a\x1d.jobwire.v1.CancelJobResponse\x12Q\n" +
@@ -2106,7 +2299,7 @@ func file_jobwire_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobwire_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_jobwire_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(DuplicateBy)(0),              // 0: jobwire.v1.DuplicateBy
 	(WaitReason)(0),               // 1: jobwire.v1.WaitReason
@@ -2115,97 +2308,105 @@ var file_jobwire_v1_producer_service_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),        // 4: jobwire.v1.EnqueueRequest
 	(*EnqueuedJob)(nil),           // 5: jobwire.v1.EnqueuedJob
 	(*EnqueueResponse)(nil),       // 6: jobwire.v1.EnqueueResponse
-	(*EnqueueBatchRequest)(nil),   // 7: jobwire.v1.EnqueueBatchRequest
-	(*EnqueueBatchResponse)(nil),  // 8: jobwire.v1.EnqueueBatchResponse
-	(*BatchOptions)(nil),          // 9: jobwire.v1.BatchOptions
-	(*CreateBatchRequest)(nil),    // 10: jobwire.v1.CreateBatchRequest
-	(*CreateBatchResponse)(nil),   // 11: jobwire.v1.CreateBatchResponse
-	(*CloseBatchRequest)(nil),     // 12: jobwire.v1.CloseBatchRequest
-	(*CloseBatchResponse)(nil),    // 13: jobwire.v1.CloseBatchResponse
-	(*GetJobRequest)(nil),         // 14: jobwire.v1.GetJobRequest
-	(*WatchJobsRequest)(nil),      // 15: jobwire.v1.WatchJobsRequest
-	(*WatchJobsResponse)(nil),     // 16: jobwire.v1.WatchJobsResponse
-	(*JobEnds)(nil),               // 17: jobwire.v1.JobEnds
-	(*JobEndDetail)(nil),          // 18: jobwire.v1.JobEndDetail
-	(*GetJobResponse)(nil),        // 19: jobwire.v1.GetJobResponse
-	(*EnqueueGraphRequest)(nil),   // 20: jobwire.v1.EnqueueGraphRequest
-	(*GraphNode)(nil),             // 21: jobwire.v1.GraphNode
-	(*EnqueueGraphResponse)(nil),  // 22: jobwire.v1.EnqueueGraphResponse
-	(*GetGraphRequest)(nil),       // 23: jobwire.v1.GetGraphRequest
-	(*GetGraphResponse)(nil),      // 24: jobwire.v1.GetGraphResponse
-	(*CancelGraphRequest)(nil),    // 25: jobwire.v1.CancelGraphRequest
-	(*CancelGraphResponse)(nil),   // 26: jobwire.v1.CancelGraphResponse
-	(*JobWaiting)(nil),            // 27: jobwire.v1.JobWaiting
-	(*CancelJobRequest)(nil),      // 28: jobwire.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 29: jobwire.v1.CancelJobResponse
-	nil,                           // 30: jobwire.v1.JobSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
-	(JobState)(0),                 // 33: jobwire.v1.JobState
-	(*Batch)(nil),                 // 34: jobwire.v1.Batch
-	(*Job)(nil),                   // 35: jobwire.v1.Job
-	(DeadReason)(0),               // 36: jobwire.v1.DeadReason
+	(*EnqueueStreamRequest)(nil),  // 7: jobwire.v1.EnqueueStreamRequest
+	(*EnqueueStreamResponse)(nil), // 8: jobwire.v1.EnqueueStreamResponse
+	(*EnqueueStreamError)(nil),    // 9: jobwire.v1.EnqueueStreamError
+	(*EnqueueBatchRequest)(nil),   // 10: jobwire.v1.EnqueueBatchRequest
+	(*EnqueueBatchResponse)(nil),  // 11: jobwire.v1.EnqueueBatchResponse
+	(*BatchOptions)(nil),          // 12: jobwire.v1.BatchOptions
+	(*CreateBatchRequest)(nil),    // 13: jobwire.v1.CreateBatchRequest
+	(*CreateBatchResponse)(nil),   // 14: jobwire.v1.CreateBatchResponse
+	(*CloseBatchRequest)(nil),     // 15: jobwire.v1.CloseBatchRequest
+	(*CloseBatchResponse)(nil),    // 16: jobwire.v1.CloseBatchResponse
+	(*GetJobRequest)(nil),         // 17: jobwire.v1.GetJobRequest
+	(*WatchJobsRequest)(nil),      // 18: jobwire.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 19: jobwire.v1.WatchJobsResponse
+	(*JobEnds)(nil),               // 20: jobwire.v1.JobEnds
+	(*JobEndDetail)(nil),          // 21: jobwire.v1.JobEndDetail
+	(*GetJobResponse)(nil),        // 22: jobwire.v1.GetJobResponse
+	(*EnqueueGraphRequest)(nil),   // 23: jobwire.v1.EnqueueGraphRequest
+	(*GraphNode)(nil),             // 24: jobwire.v1.GraphNode
+	(*EnqueueGraphResponse)(nil),  // 25: jobwire.v1.EnqueueGraphResponse
+	(*GetGraphRequest)(nil),       // 26: jobwire.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),      // 27: jobwire.v1.GetGraphResponse
+	(*CancelGraphRequest)(nil),    // 28: jobwire.v1.CancelGraphRequest
+	(*CancelGraphResponse)(nil),   // 29: jobwire.v1.CancelGraphResponse
+	(*JobWaiting)(nil),            // 30: jobwire.v1.JobWaiting
+	(*CancelJobRequest)(nil),      // 31: jobwire.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 32: jobwire.v1.CancelJobResponse
+	nil,                           // 33: jobwire.v1.JobSpec.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(JobState)(0),                 // 36: jobwire.v1.JobState
+	(*Batch)(nil),                 // 37: jobwire.v1.Batch
+	(*Job)(nil),                   // 38: jobwire.v1.Job
+	(DeadReason)(0),               // 39: jobwire.v1.DeadReason
 }
 var file_jobwire_v1_producer_service_proto_depIdxs = []int32{
-	31, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
-	32, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	32, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
-	30, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
+	34, // 0: jobwire.v1.JobSpec.run_at:type_name -> google.protobuf.Timestamp
+	35, // 1: jobwire.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	35, // 2: jobwire.v1.JobSpec.attempt_timeout:type_name -> google.protobuf.Duration
+	33, // 3: jobwire.v1.JobSpec.metadata:type_name -> jobwire.v1.JobSpec.MetadataEntry
 	3,  // 4: jobwire.v1.JobSpec.unique:type_name -> jobwire.v1.UniqueOptions
-	32, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
-	33, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
+	35, // 5: jobwire.v1.UniqueOptions.period:type_name -> google.protobuf.Duration
+	36, // 6: jobwire.v1.UniqueOptions.states:type_name -> jobwire.v1.JobState
 	2,  // 7: jobwire.v1.EnqueueRequest.job:type_name -> jobwire.v1.JobSpec
-	33, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
-	31, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
+	36, // 8: jobwire.v1.EnqueuedJob.state:type_name -> jobwire.v1.JobState
+	34, // 9: jobwire.v1.EnqueuedJob.run_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobwire.v1.EnqueuedJob.duplicate_by:type_name -> jobwire.v1.DuplicateBy
 	5,  // 11: jobwire.v1.EnqueueResponse.job:type_name -> jobwire.v1.EnqueuedJob
-	2,  // 12: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
-	9,  // 13: jobwire.v1.EnqueueBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
-	5,  // 14: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	2,  // 15: jobwire.v1.BatchOptions.on_success:type_name -> jobwire.v1.JobSpec
-	2,  // 16: jobwire.v1.BatchOptions.on_complete:type_name -> jobwire.v1.JobSpec
-	9,  // 17: jobwire.v1.CreateBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
-	34, // 18: jobwire.v1.CreateBatchResponse.batch:type_name -> jobwire.v1.Batch
-	34, // 19: jobwire.v1.CloseBatchResponse.batch:type_name -> jobwire.v1.Batch
-	35, // 20: jobwire.v1.WatchJobsResponse.jobs:type_name -> jobwire.v1.Job
-	17, // 21: jobwire.v1.WatchJobsResponse.ends:type_name -> jobwire.v1.JobEnds
-	33, // 22: jobwire.v1.JobEnds.states:type_name -> jobwire.v1.JobState
-	18, // 23: jobwire.v1.JobEnds.details:type_name -> jobwire.v1.JobEndDetail
-	36, // 24: jobwire.v1.JobEndDetail.dead_reason:type_name -> jobwire.v1.DeadReason
-	35, // 25: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
-	27, // 26: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
-	21, // 27: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
-	2,  // 28: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
-	5,  // 29: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
-	35, // 30: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
-	1,  // 31: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
-	31, // 32: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
-	35, // 33: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
-	4,  // 34: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
-	7,  // 35: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
-	14, // 36: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
-	28, // 37: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
-	20, // 38: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
-	23, // 39: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
-	25, // 40: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
-	10, // 41: jobwire.v1.ProducerService.CreateBatch:input_type -> jobwire.v1.CreateBatchRequest
-	12, // 42: jobwire.v1.ProducerService.CloseBatch:input_type -> jobwire.v1.CloseBatchRequest
-	15, // 43: jobwire.v1.ProducerService.WatchJobs:input_type -> jobwire.v1.WatchJobsRequest
-	6,  // 44: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
-	8,  // 45: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
-	19, // 46: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
-	29, // 47: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
-	22, // 48: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
-	24, // 49: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
-	26, // 50: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
-	11, // 51: jobwire.v1.ProducerService.CreateBatch:output_type -> jobwire.v1.CreateBatchResponse
-	13, // 52: jobwire.v1.ProducerService.CloseBatch:output_type -> jobwire.v1.CloseBatchResponse
-	16, // 53: jobwire.v1.ProducerService.WatchJobs:output_type -> jobwire.v1.WatchJobsResponse
-	44, // [44:54] is the sub-list for method output_type
-	34, // [34:44] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	4,  // 12: jobwire.v1.EnqueueStreamRequest.request:type_name -> jobwire.v1.EnqueueRequest
+	6,  // 13: jobwire.v1.EnqueueStreamResponse.response:type_name -> jobwire.v1.EnqueueResponse
+	9,  // 14: jobwire.v1.EnqueueStreamResponse.error:type_name -> jobwire.v1.EnqueueStreamError
+	2,  // 15: jobwire.v1.EnqueueBatchRequest.jobs:type_name -> jobwire.v1.JobSpec
+	12, // 16: jobwire.v1.EnqueueBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
+	5,  // 17: jobwire.v1.EnqueueBatchResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	2,  // 18: jobwire.v1.BatchOptions.on_success:type_name -> jobwire.v1.JobSpec
+	2,  // 19: jobwire.v1.BatchOptions.on_complete:type_name -> jobwire.v1.JobSpec
+	12, // 20: jobwire.v1.CreateBatchRequest.batch:type_name -> jobwire.v1.BatchOptions
+	37, // 21: jobwire.v1.CreateBatchResponse.batch:type_name -> jobwire.v1.Batch
+	37, // 22: jobwire.v1.CloseBatchResponse.batch:type_name -> jobwire.v1.Batch
+	38, // 23: jobwire.v1.WatchJobsResponse.jobs:type_name -> jobwire.v1.Job
+	20, // 24: jobwire.v1.WatchJobsResponse.ends:type_name -> jobwire.v1.JobEnds
+	36, // 25: jobwire.v1.JobEnds.states:type_name -> jobwire.v1.JobState
+	21, // 26: jobwire.v1.JobEnds.details:type_name -> jobwire.v1.JobEndDetail
+	39, // 27: jobwire.v1.JobEndDetail.dead_reason:type_name -> jobwire.v1.DeadReason
+	38, // 28: jobwire.v1.GetJobResponse.job:type_name -> jobwire.v1.Job
+	30, // 29: jobwire.v1.GetJobResponse.waiting:type_name -> jobwire.v1.JobWaiting
+	24, // 30: jobwire.v1.EnqueueGraphRequest.nodes:type_name -> jobwire.v1.GraphNode
+	2,  // 31: jobwire.v1.GraphNode.job:type_name -> jobwire.v1.JobSpec
+	5,  // 32: jobwire.v1.EnqueueGraphResponse.jobs:type_name -> jobwire.v1.EnqueuedJob
+	38, // 33: jobwire.v1.GetGraphResponse.jobs:type_name -> jobwire.v1.Job
+	1,  // 34: jobwire.v1.JobWaiting.reason:type_name -> jobwire.v1.WaitReason
+	34, // 35: jobwire.v1.JobWaiting.until:type_name -> google.protobuf.Timestamp
+	38, // 36: jobwire.v1.CancelJobResponse.job:type_name -> jobwire.v1.Job
+	4,  // 37: jobwire.v1.ProducerService.Enqueue:input_type -> jobwire.v1.EnqueueRequest
+	7,  // 38: jobwire.v1.ProducerService.EnqueueStream:input_type -> jobwire.v1.EnqueueStreamRequest
+	10, // 39: jobwire.v1.ProducerService.EnqueueBatch:input_type -> jobwire.v1.EnqueueBatchRequest
+	17, // 40: jobwire.v1.ProducerService.GetJob:input_type -> jobwire.v1.GetJobRequest
+	31, // 41: jobwire.v1.ProducerService.CancelJob:input_type -> jobwire.v1.CancelJobRequest
+	23, // 42: jobwire.v1.ProducerService.EnqueueGraph:input_type -> jobwire.v1.EnqueueGraphRequest
+	26, // 43: jobwire.v1.ProducerService.GetGraph:input_type -> jobwire.v1.GetGraphRequest
+	28, // 44: jobwire.v1.ProducerService.CancelGraph:input_type -> jobwire.v1.CancelGraphRequest
+	13, // 45: jobwire.v1.ProducerService.CreateBatch:input_type -> jobwire.v1.CreateBatchRequest
+	15, // 46: jobwire.v1.ProducerService.CloseBatch:input_type -> jobwire.v1.CloseBatchRequest
+	18, // 47: jobwire.v1.ProducerService.WatchJobs:input_type -> jobwire.v1.WatchJobsRequest
+	6,  // 48: jobwire.v1.ProducerService.Enqueue:output_type -> jobwire.v1.EnqueueResponse
+	8,  // 49: jobwire.v1.ProducerService.EnqueueStream:output_type -> jobwire.v1.EnqueueStreamResponse
+	11, // 50: jobwire.v1.ProducerService.EnqueueBatch:output_type -> jobwire.v1.EnqueueBatchResponse
+	22, // 51: jobwire.v1.ProducerService.GetJob:output_type -> jobwire.v1.GetJobResponse
+	32, // 52: jobwire.v1.ProducerService.CancelJob:output_type -> jobwire.v1.CancelJobResponse
+	25, // 53: jobwire.v1.ProducerService.EnqueueGraph:output_type -> jobwire.v1.EnqueueGraphResponse
+	27, // 54: jobwire.v1.ProducerService.GetGraph:output_type -> jobwire.v1.GetGraphResponse
+	29, // 55: jobwire.v1.ProducerService.CancelGraph:output_type -> jobwire.v1.CancelGraphResponse
+	14, // 56: jobwire.v1.ProducerService.CreateBatch:output_type -> jobwire.v1.CreateBatchResponse
+	16, // 57: jobwire.v1.ProducerService.CloseBatch:output_type -> jobwire.v1.CloseBatchResponse
+	19, // 58: jobwire.v1.ProducerService.WatchJobs:output_type -> jobwire.v1.WatchJobsResponse
+	48, // [48:59] is the sub-list for method output_type
+	37, // [37:48] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_jobwire_v1_producer_service_proto_init() }
@@ -2218,13 +2419,17 @@ func file_jobwire_v1_producer_service_proto_init() {
 		(*JobSpec_RunAt)(nil),
 		(*JobSpec_Delay)(nil),
 	}
+	file_jobwire_v1_producer_service_proto_msgTypes[6].OneofWrappers = []any{
+		(*EnqueueStreamResponse_Response)(nil),
+		(*EnqueueStreamResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobwire_v1_producer_service_proto_rawDesc), len(file_jobwire_v1_producer_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

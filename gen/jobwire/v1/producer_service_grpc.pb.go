@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProducerService_Enqueue_FullMethodName      = "/jobwire.v1.ProducerService/Enqueue"
-	ProducerService_EnqueueBatch_FullMethodName = "/jobwire.v1.ProducerService/EnqueueBatch"
-	ProducerService_GetJob_FullMethodName       = "/jobwire.v1.ProducerService/GetJob"
-	ProducerService_CancelJob_FullMethodName    = "/jobwire.v1.ProducerService/CancelJob"
-	ProducerService_EnqueueGraph_FullMethodName = "/jobwire.v1.ProducerService/EnqueueGraph"
-	ProducerService_GetGraph_FullMethodName     = "/jobwire.v1.ProducerService/GetGraph"
-	ProducerService_CancelGraph_FullMethodName  = "/jobwire.v1.ProducerService/CancelGraph"
-	ProducerService_CreateBatch_FullMethodName  = "/jobwire.v1.ProducerService/CreateBatch"
-	ProducerService_CloseBatch_FullMethodName   = "/jobwire.v1.ProducerService/CloseBatch"
-	ProducerService_WatchJobs_FullMethodName    = "/jobwire.v1.ProducerService/WatchJobs"
+	ProducerService_Enqueue_FullMethodName       = "/jobwire.v1.ProducerService/Enqueue"
+	ProducerService_EnqueueStream_FullMethodName = "/jobwire.v1.ProducerService/EnqueueStream"
+	ProducerService_EnqueueBatch_FullMethodName  = "/jobwire.v1.ProducerService/EnqueueBatch"
+	ProducerService_GetJob_FullMethodName        = "/jobwire.v1.ProducerService/GetJob"
+	ProducerService_CancelJob_FullMethodName     = "/jobwire.v1.ProducerService/CancelJob"
+	ProducerService_EnqueueGraph_FullMethodName  = "/jobwire.v1.ProducerService/EnqueueGraph"
+	ProducerService_GetGraph_FullMethodName      = "/jobwire.v1.ProducerService/GetGraph"
+	ProducerService_CancelGraph_FullMethodName   = "/jobwire.v1.ProducerService/CancelGraph"
+	ProducerService_CreateBatch_FullMethodName   = "/jobwire.v1.ProducerService/CreateBatch"
+	ProducerService_CloseBatch_FullMethodName    = "/jobwire.v1.ProducerService/CloseBatch"
+	ProducerService_WatchJobs_FullMethodName     = "/jobwire.v1.ProducerService/WatchJobs"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -39,6 +40,13 @@ const (
 type ProducerServiceClient interface {
 	// Enqueue stores one job. The response comes after the job is committed.
 	Enqueue(ctx context.Context, in *EnqueueRequest, opts ...grpc.CallOption) (*EnqueueResponse, error)
+	// EnqueueStream is Enqueue over one long-lived stream: each request stores one job, as
+	// Enqueue does (the same access rules, scope and validation, each request on its own), and
+	// is answered in order once committed, or with the error Enqueue would have returned; the
+	// stream goes on after an error. It spares a producer that enqueues one job at a time the
+	// cost of a call per job. The broker handles one request of a stream at a time: open a
+	// stream per concurrent caller.
+	EnqueueStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EnqueueStreamRequest, EnqueueStreamResponse], error)
 	// EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
 	// key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
 	EnqueueBatch(ctx context.Context, in *EnqueueBatchRequest, opts ...grpc.CallOption) (*EnqueueBatchResponse, error)
@@ -92,6 +100,19 @@ func (c *producerServiceClient) Enqueue(ctx context.Context, in *EnqueueRequest,
 	}
 	return out, nil
 }
+
+func (c *producerServiceClient) EnqueueStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EnqueueStreamRequest, EnqueueStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProducerService_ServiceDesc.Streams[0], ProducerService_EnqueueStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EnqueueStreamRequest, EnqueueStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_EnqueueStreamClient = grpc.BidiStreamingClient[EnqueueStreamRequest, EnqueueStreamResponse]
 
 func (c *producerServiceClient) EnqueueBatch(ctx context.Context, in *EnqueueBatchRequest, opts ...grpc.CallOption) (*EnqueueBatchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -175,7 +196,7 @@ func (c *producerServiceClient) CloseBatch(ctx context.Context, in *CloseBatchRe
 
 func (c *producerServiceClient) WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ProducerService_ServiceDesc.Streams[0], ProducerService_WatchJobs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ProducerService_ServiceDesc.Streams[1], ProducerService_WatchJobs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +221,13 @@ type ProducerService_WatchJobsClient = grpc.ServerStreamingClient[WatchJobsRespo
 type ProducerServiceServer interface {
 	// Enqueue stores one job. The response comes after the job is committed.
 	Enqueue(context.Context, *EnqueueRequest) (*EnqueueResponse, error)
+	// EnqueueStream is Enqueue over one long-lived stream: each request stores one job, as
+	// Enqueue does (the same access rules, scope and validation, each request on its own), and
+	// is answered in order once committed, or with the error Enqueue would have returned; the
+	// stream goes on after an error. It spares a producer that enqueues one job at a time the
+	// cost of a call per job. The broker handles one request of a stream at a time: open a
+	// stream per concurrent caller.
+	EnqueueStream(grpc.BidiStreamingServer[EnqueueStreamRequest, EnqueueStreamResponse]) error
 	// EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
 	// key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
 	EnqueueBatch(context.Context, *EnqueueBatchRequest) (*EnqueueBatchResponse, error)
@@ -246,6 +274,9 @@ type UnimplementedProducerServiceServer struct{}
 
 func (UnimplementedProducerServiceServer) Enqueue(context.Context, *EnqueueRequest) (*EnqueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Enqueue not implemented")
+}
+func (UnimplementedProducerServiceServer) EnqueueStream(grpc.BidiStreamingServer[EnqueueStreamRequest, EnqueueStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method EnqueueStream not implemented")
 }
 func (UnimplementedProducerServiceServer) EnqueueBatch(context.Context, *EnqueueBatchRequest) (*EnqueueBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EnqueueBatch not implemented")
@@ -312,6 +343,13 @@ func _ProducerService_Enqueue_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _ProducerService_EnqueueStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ProducerServiceServer).EnqueueStream(&grpc.GenericServerStream[EnqueueStreamRequest, EnqueueStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_EnqueueStreamServer = grpc.BidiStreamingServer[EnqueueStreamRequest, EnqueueStreamResponse]
 
 func _ProducerService_EnqueueBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EnqueueBatchRequest)
@@ -513,6 +551,12 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "EnqueueStream",
+			Handler:       _ProducerService_EnqueueStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "WatchJobs",
 			Handler:       _ProducerService_WatchJobs_Handler,

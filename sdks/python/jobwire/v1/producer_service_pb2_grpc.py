@@ -20,6 +20,11 @@ class ProducerServiceStub(object):
                 request_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueRequest.SerializeToString,
                 response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueResponse.FromString,
                 )
+        self.EnqueueStream = channel.stream_stream(
+                '/jobwire.v1.ProducerService/EnqueueStream',
+                request_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueStreamRequest.SerializeToString,
+                response_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueStreamResponse.FromString,
+                )
         self.EnqueueBatch = channel.unary_unary(
                 '/jobwire.v1.ProducerService/EnqueueBatch',
                 request_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueBatchRequest.SerializeToString,
@@ -73,6 +78,18 @@ class ProducerServiceServicer(object):
 
     def Enqueue(self, request, context):
         """Enqueue stores one job. The response comes after the job is committed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnqueueStream(self, request_iterator, context):
+        """EnqueueStream is Enqueue over one long-lived stream: each request stores one job, as
+        Enqueue does (the same access rules, scope and validation, each request on its own), and
+        is answered in order once committed, or with the error Enqueue would have returned; the
+        stream goes on after an error. It spares a producer that enqueues one job at a time the
+        cost of a call per job. The broker handles one request of a stream at a time: open a
+        stream per concurrent caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,6 +182,11 @@ def add_ProducerServiceServicer_to_server(servicer, server):
                     request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueRequest.FromString,
                     response_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueResponse.SerializeToString,
             ),
+            'EnqueueStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.EnqueueStream,
+                    request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueStreamRequest.FromString,
+                    response_serializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueStreamResponse.SerializeToString,
+            ),
             'EnqueueBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.EnqueueBatch,
                     request_deserializer=jobwire_dot_v1_dot_producer__service__pb2.EnqueueBatchRequest.FromString,
@@ -235,6 +257,23 @@ class ProducerService(object):
         return grpc.experimental.unary_unary(request, target, '/jobwire.v1.ProducerService/Enqueue',
             jobwire_dot_v1_dot_producer__service__pb2.EnqueueRequest.SerializeToString,
             jobwire_dot_v1_dot_producer__service__pb2.EnqueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EnqueueStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/jobwire.v1.ProducerService/EnqueueStream',
+            jobwire_dot_v1_dot_producer__service__pb2.EnqueueStreamRequest.SerializeToString,
+            jobwire_dot_v1_dot_producer__service__pb2.EnqueueStreamResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
