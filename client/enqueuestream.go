@@ -82,8 +82,9 @@ func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest)
 	return resp, true, err
 }
 
-// roundTrip sends req on s and waits for its answer, or for ctx to end (which drops s, as a
-// broken one is dropped). The stream goes back to the pool after an answer, error or not.
+// roundTrip sends req on s and waits for its answer, or for ctx to end (which ends s). The
+// stream goes back to the pool after an answer, error or not, unless ctx ended it; a broken one
+// is dropped. An answer that arrived is returned even when ctx ended just after.
 func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {
 	stop := context.AfterFunc(ctx, s.cancel)
 	err := s.st.Send(&jobwirev1.EnqueueStreamRequest{Request: req})
@@ -93,15 +94,19 @@ func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwi
 	} else {
 		_, err = s.st.Recv() // Send reports only that the stream ended; Recv has its status
 	}
-	if !stop() {
+	ended := !stop() // ctx ended, and with it the stream
+	switch {
+	case err != nil && ended:
 		p.drop(s)
 		return nil, status.FromContextError(ctx.Err()).Err() // as a call's status says
-	}
-	if err != nil {
+	case err != nil:
 		p.drop(s)
 		return nil, streamErr{err}
+	case ended:
+		p.drop(s)
+	default:
+		p.put(s)
 	}
-	p.put(s)
 	if e := out.GetError(); e != nil {
 		return nil, status.Error(codes.Code(e.GetCode()), e.GetMessage())
 	}
@@ -133,8 +138,9 @@ func (p *streamPool) take() (*enqueueStream, error) {
 	default:
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
 		return nil, nil
 	}
 	select {
@@ -142,6 +148,8 @@ func (p *streamPool) take() (*enqueueStream, error) {
 	default:
 		return nil, nil
 	}
+	// Opened without the lock: opening may wait for the connection's room for calls. A stream
+	// opened while the pool closes ends when it is put back.
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := p.producer.EnqueueStream(ctx)
 	if err != nil {
