@@ -382,19 +382,16 @@ func (b *Bundle) Enqueue(spec *jobwirev1.JobSpec) int64 {
 // promotion after a clock move).
 func (b *Bundle) WaitState(id int64, want jobwirev1.JobState) *jobwirev1.Job {
 	b.t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
-	for {
+	var j *jobwirev1.Job
+	WaitFor(b.t, fmt.Sprintf("job %d to be %s", id, want), func() bool {
 		res, err := b.Producer.GetJob(context.Background(), &jobwirev1.GetJobRequest{Id: id})
 		if err != nil {
 			b.t.Fatalf("get job %d: %v", id, err)
 		}
-		if j := res.GetJob(); j.GetState() == want {
-			return j
-		} else if time.Now().After(deadline) {
-			b.t.Fatalf("job %d is %s, want %s", id, j.GetState(), want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		j = res.GetJob()
+		return j.GetState() == want
+	})
+	return j
 }
 
 // WaitListening waits until n brokers listen for the events of the bundle's cluster: a job
