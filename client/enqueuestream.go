@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -74,18 +73,26 @@ func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest)
 	if s == nil || err != nil {
 		return nil, err != nil, err
 	}
-	resp, err = p.roundTrip(ctx, s, req)
-	if status.Code(err) == codes.Unimplemented && resp == nil && isStreamErr(err) {
-		p.off.Store(true)
+	out, err := p.roundTrip(ctx, s, req)
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		p.off.Store(true) // the stream was refused before the request was read
 		return nil, false, nil
+	case err != nil:
+		return nil, true, err
+	case out.GetError() != nil:
+		return nil, true, status.Error(codes.Code(out.GetError().GetCode()), out.GetError().GetMessage())
+	case out.GetResponse() == nil:
+		return nil, true, status.Error(codes.Internal, "the broker answered an EnqueueStream request with neither a job nor an error")
 	}
-	return resp, true, err
+	return out.GetResponse(), true, nil
 }
 
-// roundTrip sends req on s and waits for its answer, or for ctx to end (which ends s). The
-// stream goes back to the pool after an answer, error or not, unless ctx ended it; a broken one
-// is dropped. An answer that arrived is returned even when ctx ended just after.
-func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueResponse, error) {
+// roundTrip sends req on s and waits for its answer, or for ctx to end (which ends s); err is
+// the stream's (or ctx's), never the request's, which is in the answer. The stream goes back
+// to the pool after an answer unless ctx ended it; a broken one is dropped. An answer that
+// arrived is returned even when ctx ended just after.
+func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueStreamResponse, error) {
 	stop := context.AfterFunc(ctx, s.cancel)
 	err := s.st.Send(&jobwirev1.EnqueueStreamRequest{Request: req})
 	var out *jobwirev1.EnqueueStreamResponse
@@ -101,32 +108,13 @@ func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwi
 		return nil, status.FromContextError(ctx.Err()).Err() // as a call's status says
 	case err != nil:
 		p.drop(s)
-		return nil, streamErr{err}
+		return nil, err
 	case ended:
 		p.drop(s)
 	default:
 		p.put(s)
 	}
-	if e := out.GetError(); e != nil {
-		return nil, status.Error(codes.Code(e.GetCode()), e.GetMessage())
-	}
-	if out.GetResponse() == nil {
-		return nil, status.Error(codes.Internal, "the broker answered an EnqueueStream request with neither a job nor an error")
-	}
-	return out.GetResponse(), nil
-}
-
-// streamErr marks what ended a stream, as against a request's own error.
-type streamErr struct{ error }
-
-func (e streamErr) Unwrap() error { return e.error }
-
-// GRPCStatus lets status.FromError read the stream's status through the mark.
-func (e streamErr) GRPCStatus() *status.Status { return status.Convert(e.error) }
-
-func isStreamErr(err error) bool {
-	var s streamErr
-	return errors.As(err, &s)
+	return out, nil
 }
 
 // take returns an idle stream, or a new one while fewer than n are open, or nil when all n
