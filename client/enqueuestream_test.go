@@ -128,8 +128,9 @@ func TestEnqueueStreamsBoundedAndFallBackToCalls(t *testing.T) {
 		t.Fatalf("%d jobs answered, want %d", len(seen), callers*each)
 	}
 	streams, calls := n.counts()
-	if streams == 0 || streams > 3 || streams+calls < 1 {
-		t.Fatalf("%d streams opened (%d calls); want 1 to 3", streams, calls)
+	// 16 callers at once over 3 streams: some found every stream busy.
+	if streams == 0 || streams > 3 || calls == 0 {
+		t.Fatalf("%d streams opened and %d calls made; want 1 to 3 streams and some calls", streams, calls)
 	}
 }
 
