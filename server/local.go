@@ -94,8 +94,9 @@ func chainUnary(ints []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor 
 	}
 }
 
-// localStream is the grpc.ServerTransportStream of an in-process call: it names the method
-// and drops headers and trailers, which have no one to go to.
+// localStream is the grpc.ServerTransportStream of a call made without a call of its own, in
+// process or as a request of EnqueueStream: it names the method and drops headers and
+// trailers, which have no one to go to.
 type localStream string
 
 func (s localStream) Method() string             { return string(s) }
