@@ -85,13 +85,20 @@ func (c *localConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc
 // does for a server.
 func chainUnary(ints []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		next := handler
-		for i := len(ints) - 1; i >= 0; i-- {
-			in, h := ints[i], next
-			next = func(ctx context.Context, req any) (any, error) { return in(ctx, req, info, h) }
-		}
-		return next(ctx, req)
+		return bindUnary(ints, info, handler)(ctx, req)
 	}
+}
+
+// bindUnary is handler behind the interceptors ints, the first outermost, for calls of info:
+// bound once, it serves every request of a stream of calls (EnqueueStream) without chaining
+// them again per request.
+func bindUnary(ints []grpc.UnaryServerInterceptor, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
+	next := handler
+	for i := len(ints) - 1; i >= 0; i-- {
+		in, h := ints[i], next
+		next = func(ctx context.Context, req any) (any, error) { return in(ctx, req, info, h) }
+	}
+	return next
 }
 
 // localStream is the grpc.ServerTransportStream of a call made without a call of its own, in

@@ -119,9 +119,9 @@ func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (
 func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServer) error {
 	info := &grpc.UnaryServerInfo{Server: p, FullMethod: jobwirev1.ProducerService_Enqueue_FullMethodName}
 	ctx := grpc.NewContextWithServerTransportStream(st.Context(), localStream(info.FullMethod))
-	enqueue := func(ctx context.Context, req any) (any, error) {
+	enqueue := bindUnary(p.unary, info, func(ctx context.Context, req any) (any, error) {
 		return p.Enqueue(ctx, req.(*jobwirev1.EnqueueRequest))
-	}
+	})
 	for {
 		in, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -135,7 +135,7 @@ func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServe
 			req = &jobwirev1.EnqueueRequest{} // answered as an Enqueue without a job is
 		}
 		out := &jobwirev1.EnqueueStreamResponse{}
-		if resp, err := p.perCall(ctx, req, info, enqueue); err != nil {
+		if resp, err := enqueue(ctx, req); err != nil {
 			s := status.Convert(err)
 			out.Result = &jobwirev1.EnqueueStreamResponse_Error{Error: &jobwirev1.EnqueueStreamError{
 				Code: int32(s.Code()), Message: s.Message()}}

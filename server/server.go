@@ -50,9 +50,9 @@ type Server struct {
 	health *health.Server
 	auth   *auth.Authenticator
 	local  *localConn
-	// perCall is the interceptors of a unary call, chained: what each request of a stream of
-	// calls (EnqueueStream) goes through, as the call it stands for would.
-	perCall grpc.UnaryServerInterceptor
+	// unary is the interceptors of a unary call: what each request of a stream of calls
+	// (EnqueueStream) goes through, as the call it stands for would.
+	unary []grpc.UnaryServerInterceptor
 	// streams counts the open worker streams (Limits.MaxWorkerStreams).
 	streams atomic.Int64
 	// tokenStreams counts them by token (Limits.MaxWorkerStreamsPerToken).
@@ -112,8 +112,8 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)...)
-	s.perCall = chainUnary(unary)
-	s.local = newLocalConn(s.perCall)
+	s.unary = unary
+	s.local = newLocalConn(chainUnary(unary))
 	for _, r := range []grpc.ServiceRegistrar{gs, s.local} {
 		jobwirev1.RegisterProducerServiceServer(r, &producer{Server: s})
 		jobwirev1.RegisterAdminServiceServer(r, &admin{Server: s})

@@ -711,7 +711,7 @@ func mutations() []mutation {
 		from: "\tshuttingDown bool\n}", to: "\tshuttingDown bool\n\tspare        int\n}",
 		pkgs: []string{"./broker"}, run: "TestBrokerStaysSmall"})
 	add(mutation{name: "server: a stream's enqueue skips a call's checks", file: "server/producer.go",
-		from: "if resp, err := p.perCall(ctx, req, info, enqueue); err != nil {", to: "if resp, err := enqueue(ctx, req); err != nil {",
+		from: "enqueue := bindUnary(p.unary, info,", to: "enqueue := bindUnary(nil, info,",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamChecksEachRequestAsACall"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
