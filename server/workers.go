@@ -111,12 +111,26 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
 		}
 		for _, frame := range frames(msgs, batches) {
-			stages.Mark(stages.StreamSend)
+			if stages.Active() && assigns(frame) {
+				stages.Mark(stages.StreamSend)
+			}
 			if err := stream.Send(frame); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// assigns reports whether frame carries an assignment: the traced job's (package stages) is
+// the first sent after its lease was handed out; acknowledgements of other jobs' results
+// pass between.
+func assigns(frame *jobwirev1.ConnectResponse) bool {
+	if frame.GetAssignment() != nil {
+		return true
+	}
+	return slices.ContainsFunc(frame.GetBatch().GetMessages(), func(m *jobwirev1.ConnectResponse) bool {
+		return m.GetAssignment() != nil
+	})
 }
 
 // frames turns the messages ready at once into what goes on the wire: one frame each, or, for

@@ -33,7 +33,8 @@ import (
 // `jobwire serve`, on a fresh SQLite file, over gRPC on loopback), so that one clock stamps
 // every stage. The producer sends one enqueue at a time and waits for everything it caused
 // (with a worker: the job's start and its result's acknowledgement) before the next: what is
-// measured is each stage's own cost, not queueing behind other work.
+// measured is each stage's own cost, not queueing behind other work. With --rate the worker's
+// phase is paced instead (see deliverEach), to see which stages make the tail at a rate.
 const breakdownCommand = "breakdown"
 
 // breakdownSetup is one set of the broker's optional interceptors.
@@ -92,6 +93,7 @@ func runBreakdown(ctx context.Context, args []string) error {
 	only := fs.String("setups", "", "comma-separated setups to run (default all: "+setupNames()+")")
 	durability := fs.String("durability", "normal", "broker durability: normal or full")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker, producer and worker) to this file")
+	rate := fs.Int("rate", 0, "pace the worker's phase at this many enqueues a second, as the latency scenario does, instead of one after another's result (0)")
 	pg := fs.String("db", "", "run the broker on this PostgreSQL database (a postgres:// URL), each setup in a fresh schema, instead of a fresh SQLite file each")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: jobwire-bench %s [flags]\n\nTimes one Enqueue and one enqueue-to-start stage by stage, p50 and p99 in microseconds,\nwith each optional interceptor of the broker on and off (see docs/performance.md).\n\nFlags:\n", breakdownCommand)
@@ -105,6 +107,10 @@ func runBreakdown(ctx context.Context, args []string) error {
 	}
 	if *n < 10 {
 		fmt.Fprintf(os.Stderr, "jobwire-bench %s: -n must be at least 10, got %d\n", breakdownCommand, *n)
+		return errUsage
+	}
+	if *rate < 0 || *rate > 10_000 {
+		fmt.Fprintf(os.Stderr, "jobwire-bench %s: --rate must be between 0 and 10000, got %d\n", breakdownCommand, *rate)
 		return errUsage
 	}
 	if *durability != "normal" && *durability != "full" {
@@ -144,11 +150,15 @@ func runBreakdown(ctx context.Context, args []string) error {
 	if *pg != "" {
 		storeName = "postgres"
 	}
-	fmt.Printf("jobwire-bench %s: %s, %d CPUs, %s, load average %s; %s; %d enqueues per setup and phase, one at a time\n\n",
-		breakdownCommand, env.CPU, env.CPUs, env.Go, env.LoadAvg, storeName, *n)
+	pace := "one at a time"
+	if *rate > 0 {
+		pace = fmt.Sprintf("the worker's phase paced at %d/s", *rate)
+	}
+	fmt.Printf("jobwire-bench %s: %s, %d CPUs, %s, load average %s; %s; %d enqueues per setup and phase, %s\n\n",
+		breakdownCommand, env.CPU, env.CPUs, env.Go, env.LoadAvg, storeName, *n, pace)
 	var enq, del [][]*stages.Trace
 	for _, s := range setups {
-		e, d, err := breakdownOn(ctx, s, &benchConfig{Postgres: *pg}, dir, *durability == "full", *n)
+		e, d, err := breakdownOn(ctx, s, &benchConfig{Postgres: *pg}, dir, *durability == "full", *n, *rate)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -156,7 +166,11 @@ func runBreakdown(ctx context.Context, args []string) error {
 	}
 	fmt.Println("One Enqueue, no worker connected (p50 / p99 us):")
 	printStages(setups, enqueueStages, enq)
-	fmt.Println("\nEnqueue to start, one worker with room (p50 / p99 us):")
+	if *rate > 0 {
+		fmt.Printf("\nEnqueue to start at %d/s, one worker with room (p50 / p99 us):\n", *rate)
+	} else {
+		fmt.Println("\nEnqueue to start, one worker with room (p50 / p99 us):")
+	}
 	printStages(setups, append(enqueueStages[:8:8], deliveryStages...), del)
 	return nil
 }
@@ -171,7 +185,7 @@ func setupNames() string {
 
 // breakdownOn runs breakdownOne on a fresh database for setup s: a SQLite file in dir, or a
 // schema of cfg's PostgreSQL database, dropped afterwards.
-func breakdownOn(ctx context.Context, s breakdownSetup, cfg *benchConfig, dir string, full bool, n int) (enq, del []*stages.Trace, err error) {
+func breakdownOn(ctx context.Context, s breakdownSetup, cfg *benchConfig, dir string, full bool, n, rate int) (enq, del []*stages.Trace, err error) {
 	db, drop, err := scenarioDB(ctx, cfg, dir, "breakdown-"+s.name)
 	if err != nil {
 		return nil, nil, err
@@ -181,12 +195,12 @@ func breakdownOn(ctx context.Context, s breakdownSetup, cfg *benchConfig, dir st
 			err = dropErr
 		}
 	}()
-	return breakdownOne(ctx, s, dir, db, full, n)
+	return breakdownOne(ctx, s, dir, db, full, n, rate)
 }
 
 // breakdownOne runs a broker with setup s on the fresh database db, its files in dir, and times n enqueues
-// without a worker, then n enqueues each run by a worker before the next.
-func breakdownOne(ctx context.Context, s breakdownSetup, dir, db string, full bool, n int) (enq, del []*stages.Trace, err error) {
+// without a worker, then n enqueues each run by a worker before the next (or paced at rate).
+func breakdownOne(ctx context.Context, s breakdownSetup, dir, db string, full bool, n, rate int) (enq, del []*stages.Trace, err error) {
 	const token = "breakdown-admin-token-0123456789abcdef"
 	cfg := config.Defaults()
 	cfg.Listen, cfg.DB, cfg.FullSync = "127.0.0.1:0", db, full
@@ -244,7 +258,7 @@ func breakdownOne(ctx context.Context, s breakdownSetup, dir, db string, full bo
 
 	// The worker's phase first, so that its leases find no jobs of the other phase waiting.
 	warm := n / 10
-	if del, err = deliverEach(ctx, c, addrs.GRPC.String(), s, token, warm, n); err != nil {
+	if del, err = deliverEach(ctx, c, addrs.GRPC.String(), s, token, warm, n, rate); err != nil {
 		return nil, nil, err
 	}
 	defer stages.End()
@@ -266,7 +280,13 @@ func breakdownOne(ctx context.Context, s breakdownSetup, dir, db string, full bo
 // deliverEach connects a worker to the broker at addr and times c's n enqueues (after warm
 // untimed ones), each until its handler started and its result was acknowledged; then the
 // worker leaves.
-func deliverEach(ctx context.Context, c *client.Client, addr string, s breakdownSetup, token string, warm, n int) ([]*stages.Trace, error) {
+//
+// With rate above 0, enqueue i is sent at i/rate from the start instead (at once if late), and
+// waited for until its handler started only: the result of one job is then written while the
+// next is on its way, as under the latency scenario's producer. A trace whose writer's marks
+// went to another write (a result queued after the trace began, before its enqueue) is left
+// out, so at a rate the traces kept are slightly fewer than n.
+func deliverEach(ctx context.Context, c *client.Client, addr string, s breakdownSetup, token string, warm, n, rate int) ([]*stages.Trace, error) {
 	acks := &ackCounter{welcome: make(chan struct{})}
 	wopts := []client.DialOption{client.WithDialOptions(grpc.WithChainStreamInterceptor(acks.interceptor, markStream))}
 	if s.auth {
@@ -301,7 +321,11 @@ func deliverEach(ctx context.Context, c *client.Client, addr string, s breakdown
 	}
 	var out []*stages.Trace
 	defer stages.End()
+	start := time.Now()
 	for i := range warm + n {
+		if rate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
+		}
 		t := stages.Begin()
 		stages.Mark(stages.Call)
 		_, err := c.Enqueue(ctx, deliverType, makePayload(time.Now(), false))
@@ -313,6 +337,12 @@ func deliverEach(ctx context.Context, c *client.Client, addr string, s breakdown
 		case <-started:
 		case <-time.After(10 * time.Second):
 			return nil, fmt.Errorf("job %d did not start within 10s", i)
+		}
+		if rate > 0 {
+			if _, ok := t.Between(stages.Handler, stages.Queued); ok && i >= warm {
+				out = append(out, t)
+			}
+			continue
 		}
 		// Its result's commit is part of what this job caused: wait for its acknowledgement.
 		deadline := time.Now().Add(10 * time.Second)
