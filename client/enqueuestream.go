@@ -23,7 +23,9 @@ import (
 // per connection (128 by default) less what else the connection carries. A stream that fails
 // is dropped, its Enqueue failing as a call would (a job may have been stored when a stream
 // breaks, as when a call does: use an idempotency key to retry safely), and the next Enqueue
-// opens another. Against a broker without EnqueueStream, Enqueue goes back to calls.
+// opens another. A stream that ended while idle (its connection closed: the broker restarted,
+// say) sends nothing, so its Enqueue is made as a call instead. Against a broker without
+// EnqueueStream, Enqueue goes back to calls.
 //
 // The caller's deadline ends the wait for the answer, but the broker does not see it: the job
 // may still be stored after Enqueue returned the context's error. n of zero or less leaves
@@ -73,10 +75,14 @@ func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest)
 	if s == nil || err != nil {
 		return nil, err != nil, err
 	}
-	out, err := p.roundTrip(ctx, s, req)
+	out, sent, err := p.roundTrip(ctx, s, req)
 	switch {
 	case status.Code(err) == codes.Unimplemented:
 		p.off.Store(true) // the stream was refused before the request was read
+		return nil, false, nil
+	case err != nil && !sent && ctx.Err() == nil:
+		// The stream had ended before the request could go out (its connection closed while
+		// it was idle, when the broker restarted, say): nothing was sent, so a call is safe.
 		return nil, false, nil
 	case err != nil:
 		return nil, true, err
@@ -89,14 +95,15 @@ func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest)
 }
 
 // roundTrip sends req on s and waits for its answer, or for ctx to end (which ends s); err is
-// the stream's (or ctx's), never the request's, which is in the answer. The stream goes back
-// to the pool after an answer unless ctx ended it; a broken one is dropped. An answer that
-// arrived is returned even when ctx ended just after.
-func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwirev1.EnqueueRequest) (*jobwirev1.EnqueueStreamResponse, error) {
+// the stream's (or ctx's), never the request's, which is in the answer. sent is false when
+// the stream had ended before req could be sent: gRPC sends nothing on a stream that ended.
+// The stream goes back to the pool after an answer unless ctx ended it; a broken one is
+// dropped. An answer that arrived is returned even when ctx ended just after.
+func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwirev1.EnqueueRequest) (out *jobwirev1.EnqueueStreamResponse, sent bool, err error) {
 	stop := context.AfterFunc(ctx, s.cancel)
-	err := s.st.Send(&jobwirev1.EnqueueStreamRequest{Request: req})
-	var out *jobwirev1.EnqueueStreamResponse
-	if err == nil {
+	err = s.st.Send(&jobwirev1.EnqueueStreamRequest{Request: req})
+	sent = err == nil
+	if sent {
 		out, err = s.st.Recv()
 	} else {
 		_, err = s.st.Recv() // Send reports only that the stream ended; Recv has its status
@@ -105,16 +112,16 @@ func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwi
 	switch {
 	case err != nil && ended:
 		p.drop(s)
-		return nil, status.FromContextError(ctx.Err()).Err() // as a call's status says
+		return nil, sent, status.FromContextError(ctx.Err()).Err() // as a call's status says
 	case err != nil:
 		p.drop(s)
-		return nil, err
+		return nil, sent, err
 	case ended:
 		p.drop(s)
 	default:
 		p.put(s)
 	}
-	return out, nil
+	return out, sent, nil
 }
 
 // take returns an idle stream, or a new one while fewer than n are open, or nil when all n

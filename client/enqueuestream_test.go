@@ -191,3 +191,45 @@ func TestEnqueueStreamChecksEachRequestAsACall(t *testing.T) {
 		t.Fatalf("Enqueue without a token = %v; want UNAUTHENTICATED", err)
 	}
 }
+
+// Streams left idle when their broker restarted are not handed to callers: the next Enqueues
+// go through as calls would, on new streams, not fail on the old ones.
+func TestEnqueueStreamsAfterBrokerRestart(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	var counts countingStreams
+	c, err := client.Dial(t.Context(), b.Addr, client.WithEnqueueStreams(3), client.WithDialOptions(counts.dialOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	enqueueConcurrently := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				if _, err := c.Enqueue(ctx, "mail", []byte(`{}`)); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("Enqueue: %v", err)
+		}
+	}
+	enqueueConcurrently(12)
+	if s, _ := counts.counts(); s == 0 {
+		t.Fatal("no stream was opened before the restart")
+	}
+	b.Restart()
+	for i := range 6 {
+		if _, err := c.Enqueue(ctx, "mail", []byte(`{}`)); err != nil {
+			t.Fatalf("Enqueue %d after the restart: %v", i, err)
+		}
+	}
+	enqueueConcurrently(12)
+}

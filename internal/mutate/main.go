@@ -713,6 +713,9 @@ func mutations() []mutation {
 	add(mutation{name: "server: a stream's enqueue skips a call's checks", file: "server/producer.go",
 		from: "enqueue := bindUnary(p.unary, info,", to: "enqueue := bindUnary(nil, info,",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamChecksEachRequestAsACall"})
+	add(mutation{name: "client: an enqueue stream that ended while idle fails its Enqueue", file: "client/enqueuestream.go",
+		from: "case err != nil && !sent && ctx.Err() == nil:", to: "case err != nil && !sent && false:",
+		pkgs: []string{"./client"}, run: "TestEnqueueStreamsAfterBrokerRestart"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
