@@ -24,8 +24,9 @@ import (
 // is dropped, its Enqueue failing as a call would (a job may have been stored when a stream
 // breaks, as when a call does: use an idempotency key to retry safely), and the next Enqueue
 // opens another. A stream that ended while idle (its connection closed: the broker restarted,
-// say) sends nothing, so its Enqueue is made as a call instead. Against a broker without
-// EnqueueStream, Enqueue goes back to calls.
+// say) sends nothing, and a broker shutting down ends its streams between requests, saying the
+// request it was sent was not read: such an Enqueue is made as a call instead. Against a
+// broker without EnqueueStream, Enqueue goes back to calls.
 //
 // The caller's deadline ends the wait for the answer, but the broker does not see it: the job
 // may still be stored after Enqueue returned the context's error. n of zero or less leaves
@@ -41,6 +42,10 @@ func (o enqueueStreamsOption) applyClient(c *Client) {
 }
 
 func (o enqueueStreamsOption) applyDial(c *dialConfig) { c.clientOpts = append(c.clientOpts, o) }
+
+// unreadTrailer marks a stream the broker ended between requests as it shut down
+// (server.UnreadTrailer): a request not answered on it was not read.
+const unreadTrailer = "jobwire-unread"
 
 // streamPool keeps the EnqueueStream streams that are not carrying an Enqueue.
 type streamPool struct {
@@ -82,7 +87,8 @@ func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest)
 		return nil, false, nil
 	case err != nil && !sent && ctx.Err() == nil:
 		// The stream had ended before the request could go out (its connection closed while
-		// it was idle, when the broker restarted, say): nothing was sent, so a call is safe.
+		// it was idle, when the broker restarted, say), or the broker shutting down ended it
+		// without reading the request: a call is safe.
 		return nil, false, nil
 	case err != nil:
 		return nil, true, err
@@ -96,7 +102,8 @@ func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest)
 
 // roundTrip sends req on s and waits for its answer, or for ctx to end (which ends s); err is
 // the stream's (or ctx's), never the request's, which is in the answer. sent is false when
-// the stream had ended before req could be sent: gRPC sends nothing on a stream that ended.
+// the broker cannot have read req: the stream had ended before req could be sent (gRPC sends
+// nothing on a stream that ended), or the broker ended it unread (unreadTrailer).
 // The stream goes back to the pool after an answer unless ctx ended it; a broken one is
 // dropped. An answer that arrived is returned even when ctx ended just after.
 func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwirev1.EnqueueRequest) (out *jobwirev1.EnqueueStreamResponse, sent bool, err error) {
@@ -105,6 +112,9 @@ func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwi
 	sent = err == nil
 	if sent {
 		out, err = s.st.Recv()
+		if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 0 {
+			sent = false // the broker ended the stream as it shut down, without reading req
+		}
 	} else {
 		_, err = s.st.Recv() // Send reports only that the stream ended; Recv has its status
 	}

@@ -3,6 +3,11 @@ package client
 import (
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
@@ -27,5 +32,53 @@ func TestEnqueueStreamsFallBackToCallsOnAnOlderBroker(t *testing.T) {
 	}
 	if !c.streams.off.Load() {
 		t.Fatal("the client still tries streams on a broker without them")
+	}
+}
+
+// A stream the broker ended after the request was sent is a failed Enqueue, as a call broken
+// on its way is (the job may have been stored), unless the broker said it did not read the
+// request (the trailer of a broker shutting down): then the Enqueue is made as a call.
+func TestEnqueueStreamEndedUnread(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		unread    bool
+		wantCalls int
+	}{
+		{"the broker read the request", false, 0},
+		{"the broker did not read it", true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// The fake reads the request, then ends the stream as a broker shutting down does.
+			end := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
+				var req jobwirev1.EnqueueStreamRequest
+				if err := ss.RecvMsg(&req); err != nil {
+					return err
+				}
+				if tt.unread {
+					ss.SetTrailer(metadata.Pairs(unreadTrailer, "true"))
+				}
+				return status.Error(codes.Unavailable, "the broker is shutting down")
+			}
+			b := setupWith(t, map[string]handler{"Enqueue": reply(&jobwirev1.EnqueueResponse{Job: &jobwirev1.EnqueuedJob{Id: 7}})},
+				grpc.StreamInterceptor(end))
+			c, err := Dial(t.Context(), b.addr, WithEnqueueStreams(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			r, err := c.Enqueue(t.Context(), "mail", nil)
+			if calls := len(b.broker.requests("Enqueue")); calls != tt.wantCalls {
+				t.Fatalf("the broker received %d Enqueue calls, want %d", calls, tt.wantCalls)
+			}
+			switch {
+			case tt.unread && (err != nil || r.ID != 7):
+				t.Fatalf("Enqueue = %+v, %v; want job 7 through a call", r, err)
+			case !tt.unread && status.Code(err) != codes.Unavailable:
+				t.Fatalf("Enqueue error = %v, want UNAVAILABLE", err)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,7 @@ import (
 type countingStreams struct {
 	mu             sync.Mutex
 	streams, calls int
+	bundle         *brokertest.Bundle // the broker dialed, for dialCountingStreams
 }
 
 func (c *countingStreams) dialOptions() []grpc.DialOption {
@@ -55,7 +57,7 @@ func (c *countingStreams) counts() (streams, calls int) {
 func dialCountingStreams(t *testing.T, n int) (*client.Client, *countingStreams) {
 	t.Helper()
 	b := brokertest.New(t, brokertest.Options{})
-	var counts countingStreams
+	counts := countingStreams{bundle: b}
 	c, err := client.Dial(t.Context(), b.Addr, client.WithEnqueueStreams(n), client.WithDialOptions(counts.dialOptions()...))
 	if err != nil {
 		t.Fatal(err)
@@ -232,4 +234,39 @@ func TestEnqueueStreamsAfterBrokerRestart(t *testing.T) {
 		}
 	}
 	enqueueConcurrently(12)
+}
+
+// A broker shutting down ends its idle enqueue streams, which its graceful stop would
+// otherwise wait for until the producer closed them; a producer's next Enqueue then goes
+// elsewhere, as a call (here: refused, nobody listens).
+func TestEnqueueStreamsLetTheBrokerStopGracefully(t *testing.T) {
+	t.Parallel()
+	c, n := dialCountingStreams(t, 3)
+	b := n.bundle
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if _, err := c.Enqueue(t.Context(), "mail", []byte(`{}`)); err != nil {
+				t.Errorf("Enqueue: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if s, _ := n.counts(); s == 0 {
+		t.Fatal("no stream was opened")
+	}
+	stopped := make(chan struct{})
+	go func() { b.StopGracefully(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker's graceful stop still waits for the producer's idle enqueue streams after 30s")
+	}
+	_, calls := n.counts()
+	if _, err := c.Enqueue(t.Context(), "mail", []byte(`{}`)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Enqueue after the broker stopped: %v, want UNAVAILABLE", err)
+	}
+	if _, after := n.counts(); after != calls+1 {
+		t.Fatalf("Enqueue after the broker stopped made %d calls, want 1 (its stream had ended)", after-calls)
+	}
 }

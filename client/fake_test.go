@@ -67,12 +67,18 @@ type testBundle struct {
 // setup starts a fake broker with the given handlers on 127.0.0.1:0 and dials it.
 func setup(t *testing.T, handlers map[string]handler) *testBundle {
 	t.Helper()
+	return setupWith(t, handlers)
+}
+
+// setupWith is setup with more options for the fake broker's server (a stream interceptor).
+func setupWith(t *testing.T, handlers map[string]handler, opts ...grpc.ServerOption) *testBundle {
+	t.Helper()
 	fb := &fakeBroker{handlers: handlers, reqs: map[string][]proto.Message{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(fb.intercept))
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.UnaryInterceptor(fb.intercept)}, opts...)...)
 	jobwirev1.RegisterProducerServiceServer(srv, jobwirev1.UnimplementedProducerServiceServer{})
 	jobwirev1.RegisterAdminServiceServer(srv, jobwirev1.UnimplementedAdminServiceServer{})
 	go func() { _ = srv.Serve(lis) }()

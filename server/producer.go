@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -108,44 +106,6 @@ func (p *producer) Enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (
 	}
 	stages.Mark(stages.Replied)
 	return &jobwirev1.EnqueueResponse{Job: enqueuedToProto(res[0])}, nil
-}
-
-// EnqueueStream answers each request of the stream as a unary Enqueue would, in order, one at
-// a time: the request goes through the same interceptors (the call log, panic recovery, UTF-8,
-// authentication and the access rule of Enqueue, validation, the audit's actor, the token's
-// scope, the database's reach) and Enqueue itself, under Enqueue's method name. A request's
-// error is its answer; the stream goes on. What the stream as a whole fails with (its token
-// revoked, a message that cannot be decoded) ends it.
-func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServer) error {
-	info := &grpc.UnaryServerInfo{Server: p, FullMethod: jobwirev1.ProducerService_Enqueue_FullMethodName}
-	ctx := grpc.NewContextWithServerTransportStream(st.Context(), localStream(info.FullMethod))
-	enqueue := bindUnary(p.unary, info, func(ctx context.Context, req any) (any, error) {
-		return p.Enqueue(ctx, req.(*jobwirev1.EnqueueRequest))
-	})
-	for {
-		in, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		req := in.GetRequest()
-		if req == nil {
-			req = &jobwirev1.EnqueueRequest{} // answered as an Enqueue without a job is
-		}
-		out := &jobwirev1.EnqueueStreamResponse{}
-		if resp, err := enqueue(ctx, req); err != nil {
-			s := status.Convert(err)
-			out.Result = &jobwirev1.EnqueueStreamResponse_Error{Error: &jobwirev1.EnqueueStreamError{
-				Code: int32(s.Code()), Message: s.Message()}}
-		} else {
-			out.Result = &jobwirev1.EnqueueStreamResponse_Response{Response: resp.(*jobwirev1.EnqueueResponse)}
-		}
-		if err := st.Send(out); err != nil {
-			return err
-		}
-	}
 }
 
 func (p *producer) EnqueueBatch(ctx context.Context, req *jobwirev1.EnqueueBatchRequest) (*jobwirev1.EnqueueBatchResponse, error) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -53,6 +54,9 @@ type Server struct {
 	// unary is the interceptors of a unary call: what each request of a stream of calls
 	// (EnqueueStream) goes through, as the call it stands for would.
 	unary []grpc.UnaryServerInterceptor
+	// draining is closed by SetNotServing: the enqueue streams end between requests.
+	draining     chan struct{}
+	stopDraining sync.Once
 	// streams counts the open worker streams (Limits.MaxWorkerStreams).
 	streams atomic.Int64
 	// tokenStreams counts them by token (Limits.MaxWorkerStreamsPerToken).
@@ -74,7 +78,8 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.RequireAuth && opts.Auth == nil {
 		panic("server: RequireAuth needs an Authenticator")
 	}
-	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer(), auth: opts.Auth}
+	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer(), auth: opts.Auth,
+		draining: make(chan struct{})}
 	calls := callLog{log: opts.Logger}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		opts.Logger.ErrorContext(ctx, "panic in handler", "panic", p)
@@ -127,8 +132,13 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	return gs, s
 }
 
-// SetNotServing marks every service NOT_SERVING (at shutdown), so load balancers stop sending.
-func (s *Server) SetNotServing() { s.health.Shutdown() }
+// SetNotServing marks every service NOT_SERVING (at shutdown), so load balancers stop sending,
+// and ends the enqueue streams between requests (EnqueueStream), which a graceful stop would
+// otherwise wait for.
+func (s *Server) SetNotServing() {
+	s.health.Shutdown()
+	s.stopDraining.Do(func() { close(s.draining) })
+}
 
 // validateUnary answers a request that breaks a rule with INVALID_ARGUMENT naming the field,
 // before any handler runs.

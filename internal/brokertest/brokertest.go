@@ -345,6 +345,24 @@ func (b *Bundle) Stop() {
 	b.Broker = nil
 }
 
+// StopGracefully shuts the broker down as `jobwire serve` does at a signal: not serving,
+// workers drained, then a graceful stop of the gRPC server, which waits for every open call
+// and stream to end (no hard stop after it), and the store closed.
+func (b *Bundle) StopGracefully() {
+	br := b.Broker
+	if br == nil {
+		return
+	}
+	b.Broker = nil // what follows may hang in a failing test: its cleanup's Stop leaves it be
+	b.Server.SetNotServing()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = br.Shutdown(ctx)
+	b.grpc.GracefulStop()
+	_ = b.Conn.Close()
+	_ = b.Store.Close()
+}
+
 // Restart stops the broker and starts a new one on the same database, address and clock.
 func (b *Bundle) Restart() {
 	b.t.Helper()

@@ -710,12 +710,18 @@ func mutations() []mutation {
 	add(mutation{name: "broker size: one field more", file: "broker/broker.go",
 		from: "\tshuttingDown bool\n}", to: "\tshuttingDown bool\n\tspare        int\n}",
 		pkgs: []string{"./broker"}, run: "TestBrokerStaysSmall"})
-	add(mutation{name: "server: a stream's enqueue skips a call's checks", file: "server/producer.go",
+	add(mutation{name: "server: a stream's enqueue skips a call's checks", file: "server/enqueuestream.go",
 		from: "enqueue := bindUnary(p.unary, info,", to: "enqueue := bindUnary(nil, info,",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamChecksEachRequestAsACall"})
 	add(mutation{name: "client: an enqueue stream that ended while idle fails its Enqueue", file: "client/enqueuestream.go",
 		from: "case err != nil && !sent && ctx.Err() == nil:", to: "case err != nil && !sent && false:",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamsAfterBrokerRestart"})
+	add(mutation{name: "client: a request the broker did not read fails its Enqueue", file: "client/enqueuestream.go",
+		from: "if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 0 {", to: "if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 9 {",
+		pkgs: []string{"./client"}, run: "TestEnqueueStreamEndedUnread"})
+	add(mutation{name: "server: a shutting-down broker keeps its idle enqueue streams open", file: "server/enqueuestream.go",
+		from: "case <-p.draining:", to: "case <-make(chan struct{}):",
+		pkgs: []string{"./client"}, run: "TestEnqueueStreamsLetTheBrokerStopGracefully"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+)
+
+// UnreadTrailer is the trailer with which a broker ends an EnqueueStream between requests
+// as it shuts down (status UNAVAILABLE): a request sent on the stream and not answered was
+// not read, so sending it again cannot store its job twice.
+const UnreadTrailer = "jobwire-unread"
+
+// EnqueueStream answers each request of the stream as a unary Enqueue would, in order, one at
+// a time: the request goes through the same interceptors (the call log, panic recovery, UTF-8,
+// authentication and the access rule of Enqueue, validation, the audit's actor, the token's
+// scope, the database's reach) and Enqueue itself, under Enqueue's method name. A request's
+// error is its answer; the stream goes on. What the stream as a whole fails with (its token
+// revoked, a message that cannot be decoded) ends it.
+//
+// A producer keeps its streams open while idle, and the gRPC server's graceful stop waits for
+// every stream to end: so once the broker shuts down (SetNotServing) each stream ends between
+// requests, with UnreadTrailer, and its producer makes its next enqueue elsewhere.
+func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServer) error {
+	info := &grpc.UnaryServerInfo{Server: p, FullMethod: jobwirev1.ProducerService_Enqueue_FullMethodName}
+	ctx := grpc.NewContextWithServerTransportStream(st.Context(), localStream(info.FullMethod))
+	enqueue := bindUnary(p.unary, info, func(ctx context.Context, req any) (any, error) {
+		return p.Enqueue(ctx, req.(*jobwirev1.EnqueueRequest))
+	})
+	var e enqueueStream
+	done := make(chan error, 1)
+	go func() { done <- e.serve(ctx, st, enqueue) }()
+	select {
+	case err := <-done:
+		return err
+	case <-p.draining:
+	}
+	if e.end() {
+		if err := <-done; err != nil {
+			return err
+		}
+	}
+	st.SetTrailer(metadata.Pairs(UnreadTrailer, "true"))
+	return status.Error(codes.Unavailable, "the broker is shutting down; a request unanswered on this stream was not read: send it again")
+}
+
+// enqueueStream is what an EnqueueStream's reading goroutine and its handler share: whether
+// a request is being answered, and whether the stream is ending (the broker shutting down).
+// The handler's goroutine cannot end the stream while a request is being answered, nor the
+// reading goroutine start answering one once the stream is ending, so that a request is
+// either answered or unread.
+type enqueueStream struct {
+	mu     sync.Mutex
+	busy   bool
+	ending bool
+}
+
+// errUnread ends the reading goroutine with a request it read after the stream began to end.
+var errUnread = errors.New("request read while the stream ends")
+
+// serve reads and answers the stream's requests until it ends or ending is set.
+func (e *enqueueStream) serve(ctx context.Context, st jobwirev1.ProducerService_EnqueueStreamServer, enqueue grpc.UnaryHandler) error {
+	for {
+		in, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !e.begin() {
+			return errUnread
+		}
+		req := in.GetRequest()
+		if req == nil {
+			req = &jobwirev1.EnqueueRequest{} // answered as an Enqueue without a job is
+		}
+		out := &jobwirev1.EnqueueStreamResponse{}
+		if resp, err := enqueue(ctx, req); err != nil {
+			s := status.Convert(err)
+			out.Result = &jobwirev1.EnqueueStreamResponse_Error{Error: &jobwirev1.EnqueueStreamError{
+				Code: int32(s.Code()), Message: s.Message()}}
+		} else {
+			out.Result = &jobwirev1.EnqueueStreamResponse_Response{Response: resp.(*jobwirev1.EnqueueResponse)}
+		}
+		err = st.Send(out)
+		if ending := e.finish(); err != nil || ending {
+			return err
+		}
+	}
+}
+
+// begin marks a request being answered, unless the stream is ending.
+func (e *enqueueStream) begin() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.busy = !e.ending
+	return e.busy
+}
+
+// finish marks the request answered and reports whether the stream is ending.
+func (e *enqueueStream) finish() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.busy = false
+	return e.ending
+}
+
+// end makes the stream end and reports whether a request is being answered, which ends it
+// once answered.
+func (e *enqueueStream) end() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ending = true
+	return e.busy
+}
