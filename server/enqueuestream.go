@@ -32,7 +32,7 @@ const UnreadTrailer = "jobwire-unread"
 func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServer) error {
 	info := &grpc.UnaryServerInfo{Server: p, FullMethod: jobwirev1.ProducerService_Enqueue_FullMethodName}
 	ctx := grpc.NewContextWithServerTransportStream(st.Context(), localStream(info.FullMethod))
-	enqueue := bindUnary(p.unary, info, func(ctx context.Context, req any) (any, error) {
+	enqueue := bindUnary(p.requests, info, func(ctx context.Context, req any) (any, error) {
 		return p.Enqueue(ctx, req.(*jobwirev1.EnqueueRequest))
 	})
 	var e enqueueStream

@@ -38,6 +38,11 @@ type Options struct {
 	// ServerOptions are added to the gRPC server's: its transport credentials, and metrics or
 	// tracing interceptors, which come before the server's own so that they see every call.
 	ServerOptions []grpc.ServerOption
+	// RequestInterceptors also see each request of a stream of calls (EnqueueStream) as the
+	// call it stands for, before the server's own interceptors: the unary interceptors of
+	// ServerOptions that count or time calls (gRPC metrics), so a stream's requests are
+	// counted as calls of Enqueue.
+	RequestInterceptors []grpc.UnaryServerInterceptor
 	// Transport bounds connections and streams. Zero: DefaultTransport.
 	Transport Transport
 }
@@ -51,9 +56,10 @@ type Server struct {
 	health *health.Server
 	auth   *auth.Authenticator
 	local  *localConn
-	// unary is the interceptors of a unary call: what each request of a stream of calls
-	// (EnqueueStream) goes through, as the call it stands for would.
-	unary []grpc.UnaryServerInterceptor
+	// requests is what each request of a stream of calls (EnqueueStream) goes through, as the
+	// call it stands for would: Options.RequestInterceptors, then the interceptors of a unary
+	// call.
+	requests []grpc.UnaryServerInterceptor
 	// draining is closed by SetNotServing: the enqueue streams end between requests.
 	draining     chan struct{}
 	stopDraining sync.Once
@@ -117,7 +123,7 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)...)
-	s.unary = unary
+	s.requests = append(slices.Clone(opts.RequestInterceptors), unary...)
 	s.local = newLocalConn(chainUnary(unary))
 	for _, r := range []grpc.ServiceRegistrar{gs, s.local} {
 		jobwirev1.RegisterProducerServiceServer(r, &producer{Server: s})

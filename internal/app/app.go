@@ -119,6 +119,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		obs     broker.Observer
 		m       *metrics.Metrics
 		srvOpts []grpc.ServerOption
+		reqInts []grpc.UnaryServerInterceptor // what a stream's requests pass as calls
 		grpcm   *grpcprom.ServerMetrics
 	)
 	if cfg.Metrics {
@@ -128,6 +129,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		m.Registry().MustRegister(grpcm)
 		srvOpts = append(srvOpts, grpc.ChainUnaryInterceptor(grpcm.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(grpcm.StreamServerInterceptor()))
+		reqInts = append(reqInts, grpcm.UnaryServerInterceptor())
 	}
 	tp, stopTracing, err := tracing.FromEnv(ctx)
 	if err != nil {
@@ -172,7 +174,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	// A result travels in one worker message: the largest the broker stores must fit in one.
 	transport.MaxRecvMsgSize = max(transport.MaxRecvMsgSize, cfg.Broker.MaxResultBytes+64<<10)
 	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{},
-		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...), Transport: transport})
+		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...),
+		RequestInterceptors: reqInts, Transport: transport})
 	addrs := Addrs{GRPC: lis.Addr()}
 	var hs *http.Server
 	if hlis != nil {

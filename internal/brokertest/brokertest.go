@@ -73,6 +73,8 @@ type Options struct {
 	// ServerOptions are added to the gRPC server's (transport credentials, metrics or tracing
 	// interceptors, for example).
 	ServerOptions []grpc.ServerOption
+	// RequestInterceptors are server.Options.RequestInterceptors.
+	RequestInterceptors []grpc.UnaryServerInterceptor
 	// Faults, when set, injects storage faults: it runs every storage operation (in place of
 	// Retry) and the broker's writes go through it.
 	Faults *Faults
@@ -281,7 +283,8 @@ func (b *Bundle) start() {
 	b.Auth = auth.New(auth.Options{Store: st, Clock: b.Clock, Logger: log, Audit: br.AuditToken, Failures: b.opts.AuthFailures})
 	br.WatchCluster(b.Auth.ClusterEvent)
 	gs, srv := server.New(br, server.Options{Logger: log, Limits: b.opts.Limits, Clock: b.Clock,
-		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions, Transport: b.opts.Transport})
+		Auth: b.Auth, RequireAuth: b.opts.RequireAuth, ServerOptions: b.opts.ServerOptions,
+		RequestInterceptors: b.opts.RequestInterceptors, Transport: b.opts.Transport})
 	tr := b.opts.Transport
 	if tr == (server.Transport{}) {
 		tr = server.DefaultTransport()

@@ -17,9 +17,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/web"
@@ -49,7 +52,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	b := brokertest.New(t, brokertest.Options{Observer: m, ServerOptions: []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(grpcm.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(grpcm.StreamServerInterceptor()),
-	}})
+	}, RequestInterceptors: []grpc.UnaryServerInterceptor{grpcm.UnaryServerInterceptor()}})
 	m.Watch(b.Broker, nil, b.Clock, nil)
 	srv := httptest.NewServer(web.Handler(web.Options{Metrics: m.Handler(), Ready: b.Broker.Ready}))
 	t.Cleanup(srv.Close)
@@ -242,6 +245,41 @@ func TestScrapeCountsScriptedWorkload(t *testing.T) {
 
 // A cancelled job, a breaker forced open and reset, and a paused queue show up as counts and
 // gauges.
+// Each request of an enqueue stream is counted as the Enqueue call it stands for, with its
+// own status; the stream is counted once, as a stream.
+func TestScrapeCountsStreamRequestsAsEnqueueCalls(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	c, err := client.Dial(t.Context(), tb.b.Addr, client.WithEnqueueStreams(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 5 {
+		if _, err := c.Enqueue(t.Context(), "ok", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Enqueue(t.Context(), "", nil); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Enqueue without a type: %v, want INVALID_ARGUMENT", err)
+	}
+	s := tb.scrape()
+	for _, w := range []struct {
+		labels []string
+		value  float64
+	}{
+		{[]string{"grpc_method=Enqueue", "grpc_code=OK"}, 5},
+		{[]string{"grpc_method=Enqueue", "grpc_code=InvalidArgument"}, 1},
+	} {
+		if got := s.value("grpc_server_handled_total", w.labels...); got != w.value {
+			t.Errorf("grpc_server_handled_total%v = %v, want %v", w.labels, got, w.value)
+		}
+	}
+	if got := s.value("grpc_server_started_total", "grpc_method=EnqueueStream"); got != 1 {
+		t.Errorf("grpc_server_started_total{EnqueueStream} = %v, want 1 stream", got)
+	}
+}
+
 func TestScrapeCancelBreakerAndQueueGauges(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})

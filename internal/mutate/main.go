@@ -711,7 +711,7 @@ func mutations() []mutation {
 		from: "\tshuttingDown bool\n}", to: "\tshuttingDown bool\n\tspare        int\n}",
 		pkgs: []string{"./broker"}, run: "TestBrokerStaysSmall"})
 	add(mutation{name: "server: a stream's enqueue skips a call's checks", file: "server/enqueuestream.go",
-		from: "enqueue := bindUnary(p.unary, info,", to: "enqueue := bindUnary(nil, info,",
+		from: "enqueue := bindUnary(p.requests, info,", to: "enqueue := bindUnary(nil, info,",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamChecksEachRequestAsACall"})
 	add(mutation{name: "client: an enqueue stream that ended while idle fails its Enqueue", file: "client/enqueuestream.go",
 		from: "case err != nil && !sent && ctx.Err() == nil:", to: "case err != nil && !sent && false:",
@@ -722,6 +722,9 @@ func mutations() []mutation {
 	add(mutation{name: "server: a shutting-down broker keeps its idle enqueue streams open", file: "server/enqueuestream.go",
 		from: "case <-p.draining:", to: "case <-make(chan struct{}):",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamsLetTheBrokerStopGracefully"})
+	add(mutation{name: "server: a stream's requests are not counted as calls", file: "server/server.go",
+		from: "s.requests = append(slices.Clone(opts.RequestInterceptors), unary...)", to: "s.requests = unary",
+		pkgs: []string{"./internal/metrics"}, run: "TestScrapeCountsStreamRequestsAsEnqueueCalls"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
