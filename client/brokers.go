@@ -37,6 +37,11 @@ var schemes atomic.Int64
 // hold more workers than it end some of their streams, and those workers reconnect, evening
 // the workers out again.
 //
+// Enqueue makes a call per job here, unless WithEnqueueStreams says otherwise: each call is
+// spread and resent on its own. A stream's enqueues all go to the broker it was opened on and
+// are not resent; a broker that stops serving ends its streams, and the next Enqueue opens one
+// on another.
+//
 // WithBlock waits until at least one broker is ready.
 func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Client, error) {
 	if len(addrs) == 0 {
@@ -64,5 +69,5 @@ func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Clie
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
-	return dial(ctx, strings.Join(addrs, ","), brokerset.Target(r.Scheme(), len(addrs)), base, opts)
+	return dial(ctx, strings.Join(addrs, ","), brokerset.Target(r.Scheme(), len(addrs)), base, 0, opts)
 }

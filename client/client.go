@@ -72,12 +72,12 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	if addr == "" {
 		return nil, errors.New("jobwire: dial: empty broker address")
 	}
-	return dial(ctx, addr, addr, nil, opts)
+	return dial(ctx, addr, addr, nil, DefaultEnqueueStreams, opts)
 }
 
 // dial connects to target, named name in errors, with the package's defaults, then base, then
-// what opts ask for.
-func dial(ctx context.Context, name, target string, base []grpc.DialOption, opts []DialOption) (*Client, error) {
+// what opts ask for; streams is the enqueue streams unless opts say (WithEnqueueStreams).
+func dial(ctx context.Context, name, target string, base []grpc.DialOption, streams int, opts []DialOption) (*Client, error) {
 	addr := name
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
@@ -107,7 +107,7 @@ func dial(ctx context.Context, name, target string, base []grpc.DialOption, opts
 			return nil, fmt.Errorf("jobwire: dial %s: %w", addr, err)
 		}
 	}
-	c := New(conn, cfg.clientOpts...)
+	c := New(conn, append([]Option{WithEnqueueStreams(streams)}, cfg.clientOpts...)...)
 	c.conn = conn
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -154,7 +155,7 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 	req := &jobwirev1.EnqueueRequest{Job: pb}
 	var resp *jobwirev1.EnqueueResponse
 	sent := false
-	if c.streams != nil {
+	if c.streams != nil && !carriesMetadata(ctx) {
 		resp, sent, err = c.streams.enqueue(ctx, req)
 	}
 	if !sent {
@@ -279,4 +280,11 @@ func toInt32(op, field string, v int) (int32, error) {
 		return 0, invalidArg(op, "%s %d is out of range", field, v)
 	}
 	return int32(v), nil
+}
+
+// carriesMetadata reports whether ctx has gRPC metadata for the call it makes, which a
+// request on an enqueue stream could not carry.
+func carriesMetadata(ctx context.Context) bool {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	return ok && md.Len() > 0
 }

@@ -11,12 +11,20 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 )
 
+// DefaultEnqueueStreams is how many enqueue streams a Client made by Dial opens at most
+// (WithEnqueueStreams): one per concurrent Enqueue, opened as needed, up to half the calls the
+// broker allows on one connection by default.
+const DefaultEnqueueStreams = 64
+
 // WithEnqueueStreams makes Enqueue send each job on one of up to n long-lived EnqueueStream
 // streams, instead of a call of its own: the broker answers it as it answers Enqueue (the same
-// checks, errors and commit), and the call's own cost (its headers, a stream opened and ended
-// on both sides) is paid once per stream instead of once per job. A producer enqueueing one
-// job per call from 64 goroutines enqueued 1.6-1.7 times as many jobs a second with it
-// (docs/performance.md).
+// checks, errors, commit and metrics), and the call's own cost (its headers, a stream opened
+// and ended on both sides) is paid once per stream instead of once per job. A producer
+// enqueueing one job per call from 64 goroutines enqueued 1.6-1.7 times as many jobs a second
+// with it (docs/performance.md). A Client made by Dial does this with DefaultEnqueueStreams
+// unless told otherwise; one made by New, whose connection may be shared or in process, or by
+// DialBrokers, whose calls are spread and resent one by one, only when given this option. n of
+// zero or less makes a call per job, which client-side unary interceptors then see.
 //
 // A stream carries one Enqueue at a time, so n is how many may be in flight at once; an
 // Enqueue that finds all n busy is made as a call of its own. Keep n below the broker's calls
@@ -28,14 +36,16 @@ import (
 // request it was sent was not read: such an Enqueue is made as a call instead. Against a
 // broker without EnqueueStream, Enqueue goes back to calls.
 //
-// The caller's deadline ends the wait for the answer, but the broker does not see it: the job
-// may still be stored after Enqueue returned the context's error. n of zero or less leaves
-// Enqueue making a call per job.
+// The caller's deadline or cancellation ends the stream it was sent on, and so the broker's
+// work on it, as it ends a call; as with a call, the job may be stored all the same. A caller
+// whose context carries gRPC metadata (metadata.AppendToOutgoingContext) gets a call: a
+// stream's requests cannot carry their own.
 func WithEnqueueStreams(n int) Option { return enqueueStreamsOption{n} }
 
 type enqueueStreamsOption struct{ n int }
 
 func (o enqueueStreamsOption) applyClient(c *Client) {
+	c.streams = nil
 	if o.n > 0 {
 		c.streams = newStreamPool(c.producer, o.n)
 	}
@@ -160,6 +170,10 @@ func (p *streamPool) take() (*enqueueStream, error) {
 	if err != nil {
 		cancel()
 		<-p.slots
+		if status.Code(err) == codes.Unimplemented { // a connection that serves no streams
+			p.off.Store(true)
+			return nil, nil
+		}
 		return nil, err
 	}
 	return &enqueueStream{st: st, cancel: cancel}, nil

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/jobwire/jobwire/client"
@@ -268,5 +269,44 @@ func TestEnqueueStreamsLetTheBrokerStopGracefully(t *testing.T) {
 	}
 	if _, after := n.counts(); after != calls+1 {
 		t.Fatalf("Enqueue after the broker stopped made %d calls, want 1 (its stream had ended)", after-calls)
+	}
+}
+
+// A Client made by Dial enqueues on streams unless told not to; a caller whose context carries
+// gRPC metadata gets a call, which carries it.
+func TestDialEnqueuesOnStreamsByDefault(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	tests := []struct {
+		name                   string
+		opts                   []client.DialOption
+		ctx                    func(context.Context) context.Context
+		wantStreams, wantCalls int
+	}{
+		{"default", nil, nil, 1, 0},
+		{"streams off", []client.DialOption{client.WithEnqueueStreams(0)}, nil, 0, 1},
+		{"metadata on the context", nil, func(ctx context.Context) context.Context {
+			return metadata.AppendToOutgoingContext(ctx, "x-request-id", "r1")
+		}, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var counts countingStreams
+			c, err := client.Dial(t.Context(), b.Addr, append(tt.opts, client.WithDialOptions(counts.dialOptions()...))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := t.Context()
+			if tt.ctx != nil {
+				ctx = tt.ctx(ctx)
+			}
+			if _, err := c.Enqueue(ctx, "mail", nil); err != nil {
+				t.Fatal(err)
+			}
+			if s, n := counts.counts(); s != tt.wantStreams || n != tt.wantCalls {
+				t.Fatalf("%d streams and %d calls, want %d and %d", s, n, tt.wantStreams, tt.wantCalls)
+			}
+		})
 	}
 }

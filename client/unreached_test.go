@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/jobwire/jobwire/client"
+	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 )
 
@@ -79,4 +81,72 @@ func TestDialBrokersLeavesABrokerThatCannotReachItsDatabase(t *testing.T) {
 			t.Fatalf("read %d while a cannot reach its database: %v", i, err)
 		}
 	}
+}
+
+// With enqueue streams, a broker whose database stops answering ends the streams open on it
+// as it says NOT_SERVING, so the enqueues after go to the other broker on new streams.
+func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *testing.T) {
+	t.Parallel()
+	faults := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+	a := brokertest.New(t, brokertest.Options{Faults: faults, DatabaseSilence: time.Second})
+	b := brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*brokertest.WaitTimeout)
+	defer cancel()
+	c, err := client.DialBrokers(ctx, []string{a.Addr, b.Addr}, client.WithBlock(), client.WithEnqueueStreams(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// Calls until both brokers stored one: round robin then has both, and spreads the four
+	// streams that four callers open over them. They enqueue until one enqueue waits on a.
+	calls := jobwirev1.NewProducerServiceClient(c.Conn())
+	for stored := map[string]bool{}; !stored[a.Addr] || !stored[b.Addr]; {
+		if _, err := calls.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "spread"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, bd := range []*brokertest.Bundle{a, b} {
+			if st, err := client.New(bd.Conn).GetStats(ctx); err == nil && len(st.Counts) > 0 {
+				stored[bd.Addr] = true
+			}
+		}
+	}
+	entered, release := faults.Hold("enqueue")
+	defer release()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				_, err := c.Enqueue(ctx, "mail", nil, client.IdempotencyKey(fmt.Sprint("k", w, "-", i)))
+				select {
+				case <-entered:
+					return // the held enqueue's answer, UNAVAILABLE, is its own: it was read
+				default:
+				}
+				if err != nil {
+					t.Errorf("before any enqueue reached a: %v", err)
+					return
+				}
+			}
+		})
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("no enqueue reached a")
+	}
+	a.Clock.Advance(time.Second)
+	wg.Wait()
+	brokertest.WaitFor(t, "a to say NOT_SERVING", func() bool {
+		res, err := healthpb.NewHealthClient(a.Conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := c.Enqueue(ctx, "after", nil); err != nil {
+				t.Errorf("enqueue %d while a cannot reach its database: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
 }

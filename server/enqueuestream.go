@@ -15,8 +15,8 @@ import (
 )
 
 // UnreadTrailer is the trailer with which a broker ends an EnqueueStream between requests
-// as it shuts down (status UNAVAILABLE): a request sent on the stream and not answered was
-// not read, so sending it again cannot store its job twice.
+// as it shuts down or stops serving (status UNAVAILABLE): a request sent on the stream and not
+// answered was not read, so sending it again cannot store its job twice.
 const UnreadTrailer = "jobwire-unread"
 
 // EnqueueStream answers each request of the stream as a unary Enqueue would, in order, one at
@@ -27,9 +27,12 @@ const UnreadTrailer = "jobwire-unread"
 // revoked, a message that cannot be decoded) ends it.
 //
 // A producer keeps its streams open while idle, and the gRPC server's graceful stop waits for
-// every stream to end: so once the broker shuts down (SetNotServing) each stream ends between
-// requests, with UnreadTrailer, and its producer makes its next enqueue elsewhere.
+// every stream to end, and a balancer that finds a broker NOT_SERVING sends new calls
+// elsewhere but leaves open streams where they are: so when the broker shuts down
+// (SetNotServing) or stops serving (it cannot reach its database), each stream open then ends
+// between requests, with UnreadTrailer, and its producer makes its next enqueue elsewhere.
 func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServer) error {
+	end := p.enqueueStreamsEnd()
 	info := &grpc.UnaryServerInfo{Server: p, FullMethod: jobwirev1.ProducerService_Enqueue_FullMethodName}
 	ctx := grpc.NewContextWithServerTransportStream(st.Context(), localStream(info.FullMethod))
 	enqueue := bindUnary(p.requests, info, func(ctx context.Context, req any) (any, error) {
@@ -41,7 +44,7 @@ func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServe
 	select {
 	case err := <-done:
 		return err
-	case <-p.draining:
+	case <-end:
 	}
 	if e.end() {
 		if err := <-done; err != nil {
@@ -49,7 +52,7 @@ func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServe
 		}
 	}
 	st.SetTrailer(metadata.Pairs(UnreadTrailer, "true"))
-	return status.Error(codes.Unavailable, "the broker is shutting down; a request unanswered on this stream was not read: send it again")
+	return status.Error(codes.Unavailable, "the broker is shutting down or cannot reach its database; a request unanswered on this stream was not read: send it again")
 }
 
 // enqueueStream is what an EnqueueStream's reading goroutine and its handler share: whether

@@ -36,6 +36,11 @@ func (s *Server) setServing(serving bool) {
 	for _, name := range servedNames {
 		s.health.SetServingStatus(name, st)
 	}
+	if !serving {
+		// A producer's next enqueue then opens a stream where its balancer sends it: another
+		// broker, if it has one.
+		s.endEnqueueStreams(false)
+	}
 }
 
 // refusesUnreached reports whether a call of method is refused while the database is silent:

@@ -60,9 +60,12 @@ type Server struct {
 	// call it stands for would: Options.RequestInterceptors, then the interceptors of a unary
 	// call.
 	requests []grpc.UnaryServerInterceptor
-	// draining is closed by SetNotServing: the enqueue streams end between requests.
-	draining     chan struct{}
-	stopDraining sync.Once
+	// streamsEnd ends the open enqueue streams between requests (EnqueueStream): closed, and
+	// replaced, when the broker stops serving because it cannot reach its database; closed
+	// for good at shutdown (SetNotServing).
+	streamsMu   sync.Mutex
+	streamsEnd  chan struct{}
+	streamsDone bool
 	// streams counts the open worker streams (Limits.MaxWorkerStreams).
 	streams atomic.Int64
 	// tokenStreams counts them by token (Limits.MaxWorkerStreamsPerToken).
@@ -85,7 +88,7 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 		panic("server: RequireAuth needs an Authenticator")
 	}
 	s := &Server{b: b, log: opts.Logger, limits: opts.Limits, clk: opts.Clock, health: health.NewServer(), auth: opts.Auth,
-		draining: make(chan struct{})}
+		streamsEnd: make(chan struct{})}
 	calls := callLog{log: opts.Logger}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		opts.Logger.ErrorContext(ctx, "panic in handler", "panic", p)
@@ -143,7 +146,28 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 // otherwise wait for.
 func (s *Server) SetNotServing() {
 	s.health.Shutdown()
-	s.stopDraining.Do(func() { close(s.draining) })
+	s.endEnqueueStreams(true)
+}
+
+// endEnqueueStreams ends the enqueue streams open now; for good (shutdown) when final.
+func (s *Server) endEnqueueStreams(final bool) {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if s.streamsDone {
+		return
+	}
+	close(s.streamsEnd)
+	s.streamsDone = final
+	if !final {
+		s.streamsEnd = make(chan struct{})
+	}
+}
+
+// enqueueStreamsEnd is closed when the enqueue streams open now are to end.
+func (s *Server) enqueueStreamsEnd() <-chan struct{} {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	return s.streamsEnd
 }
 
 // validateUnary answers a request that breaks a rule with INVALID_ARGUMENT naming the field,

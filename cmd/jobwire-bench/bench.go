@@ -200,7 +200,7 @@ func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Conte
 		env.brokers = append(env.brokers, bp)
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	env.client, err = client.DialBrokers(dialCtx, env.addrs(), client.WithBlock(), client.WithEnqueueStreams(b.cfg.EnqueueStreams))
+	env.client, err = client.DialBrokers(dialCtx, env.addrs(), client.WithBlock(), client.WithEnqueueStreams(b.cfg.enqueueStreams(len(env.brokers))))
 	cancel()
 	if err != nil {
 		return nil, errors.Join(err, stop())
@@ -457,7 +457,7 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 	producer, workerAddrs, where := env.client, env.addrs(), ""
 	if len(env.brokers) > 1 {
 		dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, err := client.Dial(dialCtx, env.brokers[0].addr, client.WithBlock(), client.WithEnqueueStreams(b.cfg.EnqueueStreams))
+		c, err := client.Dial(dialCtx, env.brokers[0].addr, client.WithBlock(), client.WithEnqueueStreams(b.cfg.enqueueStreams(1)))
 		cancel()
 		if err != nil {
 			return nil, err

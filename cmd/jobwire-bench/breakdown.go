@@ -244,7 +244,9 @@ func breakdownOne(ctx context.Context, s breakdownSetup, dir, db string, full bo
 			err = fmt.Errorf("broker: %w", runErr)
 		}
 	}()
-	opts := []client.DialOption{client.WithBlock(), client.WithDialOptions(grpc.WithChainUnaryInterceptor(markUnary))}
+	// A call per job: its stages are what the client's interceptor marks (markUnary).
+	opts := []client.DialOption{client.WithBlock(), client.WithEnqueueStreams(0),
+		client.WithDialOptions(grpc.WithChainUnaryInterceptor(markUnary))}
 	if s.auth {
 		opts = append(opts, client.WithToken(token))
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/store/postgres"
 )
 
@@ -19,7 +20,9 @@ type benchConfig struct {
 	Workers     int      `json:"workers"`
 	Concurrency int      `json:"concurrency"`
 	Producers   int      `json:"producers"`
-	// EnqueueStreams is the producer's client.WithEnqueueStreams (0: a call per job).
+	// EnqueueStreams is the producer's client.WithEnqueueStreams (0: a call per job; below 0:
+	// the client's default, streams with one broker as Dial makes, calls with several as
+	// DialBrokers makes).
 	EnqueueStreams int           `json:"enqueue_streams,omitempty"`
 	BatchProds     int           `json:"batch_producers"`
 	Duration       time.Duration `json:"duration_ns"`
@@ -74,7 +77,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Concurrency, "concurrency", 256, "handler slots (the capacity announced to the broker) per worker process")
 	fs.IntVar(&c.Producers, "producers", 64, "concurrent producer goroutines for one-job enqueues")
 	fs.IntVar(&c.BatchProds, "batch-producers", 4, "concurrent producer goroutines for batch enqueues")
-	fs.IntVar(&c.EnqueueStreams, "enqueue-streams", 0, "send one-job enqueues on up to this many streams (the Go client's WithEnqueueStreams); 0: a call per job")
+	fs.IntVar(&c.EnqueueStreams, "enqueue-streams", -1, "send one-job enqueues on up to this many streams (the Go client's WithEnqueueStreams); 0: a call per job; -1: the client's default (streams with one broker, calls with several)")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "how long each enqueue-only scenario runs")
 	fs.IntVar(&c.Rate, "rate", 1000, "jobs per second of the latency scenario's open-loop producer")
 	fs.DurationVar(&c.LatencyFor, "latency-duration", 10*time.Second, "how long the latency scenario produces")
@@ -154,8 +157,8 @@ func parseFlags(args []string) (benchConfig, error) {
 	if c.Backlog > 0 && c.WorkerCmd != "" {
 		errs = append(errs, "--backlog cannot be combined with --worker-cmd: such workers serve every queue, the backlog's too")
 	}
-	if c.EnqueueStreams < 0 {
-		errs = append(errs, fmt.Sprintf("--enqueue-streams must be 0 or more, got %d", c.EnqueueStreams))
+	if c.EnqueueStreams < -1 {
+		errs = append(errs, fmt.Sprintf("--enqueue-streams must be -1 (the client's default) or more, got %d", c.EnqueueStreams))
 	}
 	if c.Metrics != "on" && c.Metrics != "off" {
 		errs = append(errs, fmt.Sprintf("--metrics must be on or off, got %q", c.Metrics))
@@ -179,4 +182,18 @@ func parseFlags(args []string) (benchConfig, error) {
 		return c, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// enqueueStreams is the producer's enqueue streams with brokers brokers: --enqueue-streams, or
+// what the client does by default, dialed as a user would (Dial for one broker, DialBrokers
+// for several).
+func (c *benchConfig) enqueueStreams(brokers int) int {
+	switch {
+	case c.EnqueueStreams >= 0:
+		return c.EnqueueStreams
+	case brokers == 1:
+		return client.DefaultEnqueueStreams
+	default:
+		return 0
+	}
 }

@@ -38,7 +38,9 @@ func connect(ctx context.Context, cf *commonFlags) (*broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(ctx, cf.addr, append(secOpts, client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.WaitForReady(false))))...)
+	// A command makes a call or two: no enqueue streams to open and end.
+	c, err := client.Dial(ctx, cf.addr, append(secOpts, client.WithEnqueueStreams(0),
+		client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.WaitForReady(false))))...)
 	if err != nil {
 		return nil, usageErrorf("cannot use broker address %q: %v", cf.addr, err)
 	}

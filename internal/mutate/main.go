@@ -720,11 +720,14 @@ func mutations() []mutation {
 		from: "if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 0 {", to: "if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 9 {",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamEndedUnread"})
 	add(mutation{name: "server: a shutting-down broker keeps its idle enqueue streams open", file: "server/enqueuestream.go",
-		from: "case <-p.draining:", to: "case <-make(chan struct{}):",
+		from: "end := p.enqueueStreamsEnd()", to: "end := make(chan struct{})",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamsLetTheBrokerStopGracefully"})
 	add(mutation{name: "server: a stream's requests are not counted as calls", file: "server/server.go",
 		from: "s.requests = append(slices.Clone(opts.RequestInterceptors), unary...)", to: "s.requests = unary",
 		pkgs: []string{"./internal/metrics"}, run: "TestScrapeCountsStreamRequestsAsEnqueueCalls"})
+	add(mutation{name: "server: a broker that cannot reach its database keeps its enqueue streams", file: "server/reach.go",
+		from: "\t\ts.endEnqueueStreams(false)\n", to: "\n",
+		pkgs: []string{"./client"}, run: "TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
