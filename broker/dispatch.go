@@ -237,11 +237,21 @@ func (o *leaseOp) BoundToBatch() bool   { return o.usesFreed }
 func (o *leaseOp) probeTypes() []string { return o.probes }
 
 // Apply leases the grants that do not lease at commit, each alone.
+//
+// The leases, those at commit too, are dated as the transaction takes them, not when the
+// round was planned: the round may wait for its transaction (another broker holding a
+// breaker's lock, the storage's retries) while the clock moves on, and the stored breakers
+// that let its probes through are read in the transaction, as of then (flushBreakers). Dated
+// by the plan, a lease could be stored run out already: the leader's next sweep takes its job
+// back, and a probe's slot with it, while its worker is handed the job, and another broker
+// leases the job as a second probe. Each apply (a retried batch runs it again) dates them anew.
 func (o *leaseOp) Apply(tx store.Tx) error {
 	o.ch.reset()
 	o.shut = nil
+	now := o.b.now()
 	for _, g := range o.grants {
 		g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
+		g.params.Now, g.params.LeaseUntil = now, now.Add(o.b.cfg.LeaseDuration)
 		if g.open != nil {
 			g.open.params.Limit = limitOf(g.open.free)
 		}
@@ -474,7 +484,8 @@ func dispatchScope(s *Session, plan queuePlan) (*queueScope, []string) {
 // leaseParams asks for up to limit jobs, rounded down to a power of two: the store writes the
 // limit into its statement, and a few distinct statements stay compiled. A grant that gets all it
 // asked for is followed by another round (handOut), which takes the rest. A probe's lease takes
-// jobs of a type whose breaker is shut: that is what the probe lets through.
+// jobs of a type whose breaker is shut: that is what the probe lets through. The lease is
+// dated now; a round's lease dates it again as its transaction takes it (leaseOp.Apply).
 // Call it with b.mu held.
 func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Time, probe bool) store.JobLeaseParams {
 	return store.JobLeaseParams{

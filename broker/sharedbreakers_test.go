@@ -450,6 +450,66 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 	}
 }
 
+// A round's transaction may take its probe well after the round was planned (it waits for the
+// breaker's lock, or for the storage's retries) while the clock moves on. The probe's lease is
+// dated as it is taken, so it never reaches its worker run out already: the leader's sweep
+// would take the job back, slot and all, and another broker would lease it as a second probe
+// while the first worker holds its Assignment.
+func TestSharedBreakerProbeLeaseDatedWhenTaken(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	conf := DefaultConfig()
+	tests := []struct {
+		name string
+		wait time.Duration // how far the clock moves between the round and its lease
+	}{
+		{"no wait", 0},
+		{"half a lease", conf.LeaseDuration / 2},
+		{"a whole lease", conf.LeaseDuration},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := breaker.CountConfig()
+			cfg.ProbeTimeout = 10 * time.Minute
+			c := newCluster(t, 2, conf, cfg, listening)
+			if _, err := c.brokers[0].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
+				t.Fatal(err)
+			}
+			c.enqueue(t, 0, 2)
+			// Broker 1's first breaker lock is its probe round's (flushBreakers): the clock
+			// moves on while the round waits for it.
+			var once sync.Once
+			c.brokers[1].writing.lockingBreaker = func(string, bool) { once.Do(func() { c.clk.Advance(tt.wait) }) }
+			prober := c.worker(t, 1, 4)
+			probe := assignments(t, prober, 1)[0]
+			if want := c.clk.Now().Add(conf.LeaseDuration); !probe.LeaseDeadline.Equal(want) {
+				t.Errorf("the probe's lease runs out at %v, want %v: a lease's time after it was taken", probe.LeaseDeadline, want)
+			}
+
+			// The leader sweeps: the probe runs on, holding the one slot, and a worker waiting
+			// on the other broker gets nothing.
+			c.brokers[c.leader(t)].Sweep()
+			j, err := c.brokers[0].Get(context.Background(), probe.Job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State != job.StateLeased || j.LeaseToken.Seq != probe.Token.Seq {
+				t.Errorf("the probe's job after the sweep: %v under lease %d, want LEASED under the probe's %d",
+					j.State, j.LeaseToken.Seq, probe.Token.Seq)
+			}
+			if in := c.info(t, 0); in.State != breaker.StateHalfOpen || in.ProbesInFlight != 1 {
+				t.Errorf("breaker after the sweep = %+v, want HALF_OPEN with one probe in flight", in)
+			}
+			other := c.worker(t, 0, 4)
+			c.waitFor(t, "both brokers looked for work", []int{0, 1}, func() bool { return true })
+			if n := assigned(prober) + assigned(other); n != 0 {
+				t.Errorf("%d more probes handed out while the first runs", n)
+			}
+		})
+	}
+}
+
 // A broker whose cache still says CLOSED leases no job of a type another broker just opened:
 // the lease's statement leaves out the types whose stored breaker is shut, and the read of those
 // breakers that rides with it puts the cache right.
