@@ -32,11 +32,12 @@ type grant struct {
 	probe   bool
 	// A probe grant sets aside reserved of its session's free slots; those its lease leaves
 	// unused go to open, the session's grant of the round for its other types, whose own
-	// slots are free (leaseOp): a type with no job waiting keeps no worker's slot.
-	reserved, free int
-	open           *grant
-	leased         []*job.Job
-	failed         error // the store refused this grant alone
+	// slots are free (leaseOp): a type with no job waiting keeps no worker's slot. planned is
+	// free as the round planned it, where each run of the round's transaction starts.
+	reserved, free, planned int
+	open                    *grant
+	leased                  []*job.Job
+	failed                  error // the store refused this grant alone
 }
 
 // round is one dispatch round as planRound builds it, session by session.
@@ -137,7 +138,7 @@ func (b *Broker) planSessionLocked(r *round, s *Session, w dispatchrule.Worker) 
 	if scope == nil || w.Free+reserved <= 0 {
 		return
 	}
-	g := &grant{sess: s, params: b.leaseParams(s, open, w.Free, r.now, false), free: w.Free}
+	g := &grant{sess: s, params: b.leaseParams(s, open, w.Free, r.now, false), free: w.Free, planned: w.Free}
 	r.scoped(g, scope, maxBytes)
 	for _, p := range probes {
 		p.open = g
@@ -250,9 +251,12 @@ func (o *leaseOp) Apply(tx store.Tx) error {
 	o.shut = nil
 	now := o.b.now()
 	for _, g := range o.grants {
-		g.leased, g.failed = nil, nil // an apply may run again (a retried batch)
+		// An apply may run again (a retried batch): it starts from the plan, the slots the
+		// probes gave back (giveBack) in the failed run not counted again.
+		g.leased, g.failed = nil, nil
 		g.params.Now, g.params.LeaseUntil = now, now.Add(o.b.cfg.LeaseDuration)
 		if g.open != nil {
+			g.open.free = g.open.planned
 			g.open.params.Limit = limitOf(g.open.free)
 		}
 	}

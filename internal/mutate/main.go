@@ -728,6 +728,9 @@ func mutations() []mutation {
 	add(mutation{name: "server: a broker that cannot reach its database keeps its enqueue streams", file: "server/reach.go",
 		from: "\t\ts.endEnqueueStreams(false)\n", to: "\n",
 		pkgs: []string{"./client"}, run: "TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase"})
+	add(mutation{name: "broker: a retried round gives a probe's slots back twice", file: "broker/dispatch.go",
+		from: "\t\t\tg.open.free = g.open.planned\n", to: "\n",
+		pkgs: []string{"./server"}, run: "TestRetriedRoundLeasesNoMoreThanTheWorkersRoom"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
