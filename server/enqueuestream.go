@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -12,11 +13,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/clock"
 )
 
 // UnreadTrailer is the trailer with which a broker ends an EnqueueStream between requests
-// as it shuts down or stops serving (status UNAVAILABLE): a request sent on the stream and not
-// answered was not read, so sending it again cannot store its job twice.
+// (status UNAVAILABLE) as it shuts down or stops serving, or once the stream has been idle for
+// Limits.EnqueueStreamIdle: a request sent on the stream and not answered was not read, so
+// sending it again cannot store its job twice.
 const UnreadTrailer = "jobwire-unread"
 
 // EnqueueStream answers each request of the stream as a unary Enqueue would, in order, one at
@@ -30,7 +33,8 @@ const UnreadTrailer = "jobwire-unread"
 // every stream to end, and a balancer that finds a broker NOT_SERVING sends new calls
 // elsewhere but leaves open streams where they are: so when the broker shuts down
 // (SetNotServing) or stops serving (it cannot reach its database), each stream open then ends
-// between requests, with UnreadTrailer, and its producer makes its next enqueue elsewhere.
+// between requests, with UnreadTrailer, and its producer makes its next enqueue elsewhere. So
+// does a stream that carried no request for Limits.EnqueueStreamIdle.
 func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServer) error {
 	end := p.enqueueStreamsEnd()
 	info := &grpc.UnaryServerInfo{Server: p, FullMethod: jobwirev1.ProducerService_Enqueue_FullMethodName}
@@ -38,13 +42,40 @@ func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServe
 	enqueue := bindUnary(p.requests, info, func(ctx context.Context, req any) (any, error) {
 		return p.Enqueue(ctx, req.(*jobwirev1.EnqueueRequest))
 	})
-	var e enqueueStream
+	e := enqueueStream{now: p.clk.Now, last: p.clk.Now()}
 	done := make(chan error, 1)
 	go func() { done <- e.serve(ctx, st, enqueue) }()
-	select {
-	case err := <-done:
-		return err
-	case <-end:
+	// The idle timer wakes the handler now and then; the stream ends once it has carried no
+	// request for EnqueueStreamIdle.
+	idle := p.limits.EnqueueStreamIdle
+	wake := make(chan struct{}, 1)
+	arm := func(d time.Duration) clock.Timer {
+		return p.clk.AfterFunc(d, func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+	}
+	timer := arm(idle)
+	defer func() { timer.Stop() }()
+	var why string
+wait:
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-end:
+			why = "the broker is shutting down or cannot reach its database"
+			break wait
+		case <-wake:
+			if left := e.idleLeft(idle); left > 0 {
+				timer = arm(left)
+				continue
+			}
+			why = "the stream carried no request for " + idle.String()
+			break wait
+		}
 	}
 	if e.end() {
 		if err := <-done; err != nil {
@@ -52,7 +83,7 @@ func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServe
 		}
 	}
 	st.SetTrailer(metadata.Pairs(UnreadTrailer, "true"))
-	return status.Error(codes.Unavailable, "the broker is shutting down or cannot reach its database; a request unanswered on this stream was not read: send it again")
+	return status.Error(codes.Unavailable, why+"; a request unanswered on this stream was not read: send it again")
 }
 
 // enqueueStream is what an EnqueueStream's reading goroutine and its handler share: whether
@@ -61,9 +92,11 @@ func (p *producer) EnqueueStream(st jobwirev1.ProducerService_EnqueueStreamServe
 // reading goroutine start answering one once the stream is ending, so that a request is
 // either answered or unread.
 type enqueueStream struct {
+	now    func() time.Time
 	mu     sync.Mutex
 	busy   bool
 	ending bool
+	last   time.Time // when the last request was answered, or the stream opened
 }
 
 // errUnread ends the reading goroutine with a request it read after the stream began to end.
@@ -111,10 +144,23 @@ func (e *enqueueStream) begin() bool {
 
 // finish marks the request answered and reports whether the stream is ending.
 func (e *enqueueStream) finish() bool {
+	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.busy = false
+	e.busy, e.last = false, now
 	return e.ending
+}
+
+// idleLeft is how much longer the stream may stay idle before it has been idle for idle: all
+// of it while a request is being answered.
+func (e *enqueueStream) idleLeft(idle time.Duration) time.Duration {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.busy {
+		return idle
+	}
+	return idle - now.Sub(e.last)
 }
 
 // end makes the stream end and reports whether a request is being answered, which ends it

@@ -32,13 +32,26 @@ type Limits struct {
 	// burst of one second's worth. Zero: 50,000, well above what one stream sends at full
 	// speed (two messages a job).
 	MaxStreamMessageRate int
+	// EnqueueStreamIdle ends an enqueue stream (EnqueueStream) that carried no request for
+	// this long, between requests, as a shutdown does: each idle stream holds the broker's
+	// memory and goroutines, and a producer whose burst is over need not keep the streams it
+	// opened for it. Zero: DefaultEnqueueStreamIdle.
+	EnqueueStreamIdle time.Duration
 }
 
+// DefaultEnqueueStreamIdle is Limits.EnqueueStreamIdle unless configured: long enough that a
+// producer enqueueing now and then keeps its stream, shorter than proxies' own idle timeouts
+// of a stream (Envoy's is five minutes), so the broker ends a stream cleanly before they reset
+// it.
+const DefaultEnqueueStreamIdle = 2 * time.Minute
+
 // DefaultLimits: 1 MiB payloads, 10,000 jobs a batch, scheduling up to 366 days ahead, 1000
-// worker streams, 250 of them per token, 50,000 messages a second per stream.
+// worker streams, 250 of them per token, 50,000 messages a second per stream, enqueue streams
+// ended after 2 minutes without a request.
 func DefaultLimits() Limits {
 	return Limits{MaxPayload: 1 << 20, MaxBatch: 10000, MaxScheduleAhead: 366 * 24 * time.Hour,
-		MaxWorkerStreams: 1000, MaxWorkerStreamsPerToken: DefaultMaxWorkerStreamsPerToken, MaxStreamMessageRate: 50000}
+		MaxWorkerStreams: 1000, MaxWorkerStreamsPerToken: DefaultMaxWorkerStreamsPerToken, MaxStreamMessageRate: 50000,
+		EnqueueStreamIdle: DefaultEnqueueStreamIdle}
 }
 
 // DefaultMaxWorkerStreamsPerToken is Limits.MaxWorkerStreamsPerToken unless configured: a
@@ -57,6 +70,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxStreamMessageRate == 0 {
 		l.MaxStreamMessageRate = d.MaxStreamMessageRate
+	}
+	if l.EnqueueStreamIdle == 0 {
+		l.EnqueueStreamIdle = d.EnqueueStreamIdle
 	}
 	return l
 }

@@ -731,6 +731,12 @@ func mutations() []mutation {
 	add(mutation{name: "broker: a retried round gives a probe's slots back twice", file: "broker/dispatch.go",
 		from: "\t\t\tg.open.free = g.open.planned\n", to: "\n",
 		pkgs: []string{"./server"}, run: "TestRetriedRoundLeasesNoMoreThanTheWorkersRoom"})
+	add(mutation{name: "server: an enqueue stream ends while it carries requests", file: "server/enqueuestream.go",
+		from: "if left := e.idleLeft(idle); left > 0 {", to: "if left := e.idleLeft(idle); false && left > 0 {",
+		pkgs: []string{"./server"}, run: "TestEnqueueStreamEndsWhenIdle"})
+	add(mutation{name: "server: an idle enqueue stream is kept", file: "server/enqueuestream.go",
+		from: "timer := arm(idle)", to: "timer := arm(1000 * time.Hour)",
+		pkgs: []string{"./server"}, run: "TestEnqueueStreamEndsWhenIdle"})
 	add(mutation{name: "app: the environment's GOGC is ignored", file: "internal/app/app.go",
 		from: "if os.Getenv(\"GOGC\") == \"\" {", to: "if true {",
 		pkgs: []string{"./internal/app"}, run: "TestBrokerSetsGOGCUnlessTheEnvironmentDoes"})
