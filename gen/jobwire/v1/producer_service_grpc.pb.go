@@ -45,9 +45,10 @@ type ProducerServiceClient interface {
 	// is answered in order once committed, or with the error Enqueue would have returned; the
 	// stream goes on after an error. It spares a producer that enqueues one job at a time the
 	// cost of a call per job. The broker handles one request of a stream at a time: open a
-	// stream per concurrent caller. A broker shutting down ends each stream between requests
-	// with UNAVAILABLE and the trailer `jobwire-unread: true`: a request sent on it and not
-	// answered was not read, so it is safe to send again (to another broker, or as a call).
+	// stream per concurrent caller. A broker that shuts down or stops serving, or finds a stream
+	// idle for a while (2 minutes by default), ends it between requests with UNAVAILABLE and the
+	// trailer `jobwire-unread: true`: a request sent on it and not answered was not read, so it
+	// is safe to send again (to another broker, on a new stream, or as a call).
 	EnqueueStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EnqueueStreamRequest, EnqueueStreamResponse], error)
 	// EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
 	// key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
@@ -228,9 +229,10 @@ type ProducerServiceServer interface {
 	// is answered in order once committed, or with the error Enqueue would have returned; the
 	// stream goes on after an error. It spares a producer that enqueues one job at a time the
 	// cost of a call per job. The broker handles one request of a stream at a time: open a
-	// stream per concurrent caller. A broker shutting down ends each stream between requests
-	// with UNAVAILABLE and the trailer `jobwire-unread: true`: a request sent on it and not
-	// answered was not read, so it is safe to send again (to another broker, or as a call).
+	// stream per concurrent caller. A broker that shuts down or stops serving, or finds a stream
+	// idle for a while (2 minutes by default), ends it between requests with UNAVAILABLE and the
+	// trailer `jobwire-unread: true`: a request sent on it and not answered was not read, so it
+	// is safe to send again (to another broker, on a new stream, or as a call).
 	EnqueueStream(grpc.BidiStreamingServer[EnqueueStreamRequest, EnqueueStreamResponse]) error
 	// EnqueueBatch stores many jobs in one transaction: all or nothing. A spec whose idempotency
 	// key conflicts fails the whole batch with ALREADY_EXISTS naming it (jobs[i]).
