@@ -19,16 +19,7 @@ import (
 // after it, with a key or without, goes there too.
 func TestDialBrokersLeavesABrokerThatCannotReachItsDatabase(t *testing.T) {
 	t.Parallel()
-	faults := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
-	a := brokertest.New(t, brokertest.Options{Faults: faults, DatabaseSilence: time.Second})
-	b := brokertest.New(t, brokertest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*brokertest.WaitTimeout)
-	defer cancel()
-	c, err := client.DialBrokers(ctx, []string{a.Addr, b.Addr}, client.WithBlock())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, faults, a, _, c := dialSilentPair(t)
 
 	entered, release := faults.Hold("enqueue")
 	defer release()
@@ -67,10 +58,7 @@ func TestDialBrokersLeavesABrokerThatCannotReachItsDatabase(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the enqueue that reached a was not answered")
 	}
-	brokertest.WaitFor(t, "a to say NOT_SERVING", func() bool {
-		res, err := healthpb.NewHealthClient(a.Conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
-	})
+	waitNotServing(ctx, t, a)
 	for i := range 20 {
 		if _, err := c.Enqueue(ctx, "after", nil); err != nil {
 			t.Fatalf("enqueue %d without a key while a cannot reach its database: %v", i, err)
@@ -87,16 +75,7 @@ func TestDialBrokersLeavesABrokerThatCannotReachItsDatabase(t *testing.T) {
 // as it says NOT_SERVING, so the enqueues after go to the other broker on new streams.
 func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *testing.T) {
 	t.Parallel()
-	faults := brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
-	a := brokertest.New(t, brokertest.Options{Faults: faults, DatabaseSilence: time.Second})
-	b := brokertest.New(t, brokertest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*brokertest.WaitTimeout)
-	defer cancel()
-	c, err := client.DialBrokers(ctx, []string{a.Addr, b.Addr}, client.WithBlock(), client.WithEnqueueStreams(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, faults, a, b, c := dialSilentPair(t, client.WithEnqueueStreams(4))
 
 	// Calls until both brokers stored one: round robin then has both, and spreads the four
 	// streams that four callers open over them. They enqueue until one enqueue waits on a.
@@ -137,10 +116,7 @@ func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *
 	}
 	a.Clock.Advance(time.Second)
 	wg.Wait()
-	brokertest.WaitFor(t, "a to say NOT_SERVING", func() bool {
-		res, err := healthpb.NewHealthClient(a.Conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
-	})
+	waitNotServing(ctx, t, a)
 	for i := range 20 {
 		wg.Go(func() {
 			if _, err := c.Enqueue(ctx, "after", nil); err != nil {
@@ -149,4 +125,31 @@ func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *
 		})
 	}
 	wg.Wait()
+}
+
+// dialSilentPair starts broker a, whose database faults can silence (a held write makes it
+// unreachable once its clock moves a second), and broker b, and dials both with opts; ctx
+// bounds the test.
+func dialSilentPair(t *testing.T, opts ...client.DialOption) (ctx context.Context, faults *brokertest.Faults, a, b *brokertest.Bundle, c *client.Client) {
+	t.Helper()
+	faults = brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
+	a = brokertest.New(t, brokertest.Options{Faults: faults, DatabaseSilence: time.Second})
+	b = brokertest.New(t, brokertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*brokertest.WaitTimeout)
+	t.Cleanup(cancel)
+	c, err := client.DialBrokers(ctx, []string{a.Addr, b.Addr}, append(opts, client.WithBlock())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return ctx, faults, a, b, c
+}
+
+// waitNotServing waits until broker a's health service says NOT_SERVING.
+func waitNotServing(ctx context.Context, t *testing.T, a *brokertest.Bundle) {
+	t.Helper()
+	brokertest.WaitFor(t, "a to say NOT_SERVING", func() bool {
+		res, err := healthpb.NewHealthClient(a.Conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	})
 }
