@@ -362,6 +362,23 @@ func TestSharedBreakerAcrossBrokers(t *testing.T) {
 		"HALF_OPEN->CLOSED probes_succeeded", "CLOSED->OPEN forced", "OPEN->CLOSED reset")
 }
 
+// kill ends broker i of c as a crash would, as far as the database and the other brokers can
+// tell: its sessions of leadership and of listening end, as a dead process's connections
+// close (PostgreSQL lets the leader lock go with its session), and its store closes. Nothing
+// it held is settled. Closing the store alone is no death: the campaign runs on a connection
+// of its own, so the broker would go on recording that it is alive, keep the leadership it
+// held or win it afterwards, and then hold it for good, its sweeps failing on the closed store.
+func (c *cluster) kill(t *testing.T, i int) {
+	t.Helper()
+	for _, s := range c.brokers[i].mode.after() {
+		s.Stop()
+		<-s.Stopped()
+	}
+	if err := c.stores[i].Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitFor polls cond, asking every live broker of c for a dispatch round and waiting for it
 // between polls, until it holds.
 func (c *cluster) waitFor(t *testing.T, what string, live []int, cond func() bool) {
@@ -381,7 +398,8 @@ func (c *cluster) waitFor(t *testing.T, what string, live []int, cond func() boo
 // A broker that dies holding the one probe slot does not keep the breaker shut: the slot is
 // freed by the sweep of the probe's expired lease on another broker (a probe that never
 // started is released; one that started fails with LEASE_EXPIRED, which reopens the breaker
-// until OpenFor), or by ProbeTimeout; then another broker probes.
+// until OpenFor), or by ProbeTimeout; then another broker probes. When the broker that dies
+// leads, a live one takes the leadership over and sweeps.
 func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
@@ -389,10 +407,12 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 		name         string
 		started      bool
 		lease, probe time.Duration // LeaseDuration and ProbeTimeout
+		leaderDies   bool          // the broker that dies leads as the test begins
 	}{
-		{"lease of a probe never started expires", false, 30 * time.Second, 10 * time.Minute},
-		{"lease of a running probe expires", true, 30 * time.Second, 10 * time.Minute},
-		{"probe timeout", false, 10 * time.Minute, 30 * time.Second},
+		{"lease of a probe never started expires", false, 30 * time.Second, 10 * time.Minute, false},
+		{"lease of a running probe expires", true, 30 * time.Second, 10 * time.Minute, false},
+		{"probe timeout", false, 10 * time.Minute, 30 * time.Second, false},
+		{"the leader dies holding a running probe", true, 30 * time.Second, 10 * time.Minute, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -402,11 +422,19 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			cfg := breaker.CountConfig()
 			cfg.ProbeTimeout = tt.probe
 			c := newCluster(t, 3, conf, cfg, listening)
-			// The broker that dies is not the leader, whose sweep expires its leases.
-			lead := c.leader(t)
-			dies := (lead + 1) % 3
-			live := []int{lead, (lead + 2) % 3}
-			if _, err := c.brokers[lead].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
+			// The broker that dies leads as the test begins, or not; and the leadership may move
+			// between the brokers at any moment before it dies (their elections are 20 ms apart
+			// here, and a campaign statement that outlasts a round closes the leader's session),
+			// and between the live ones after. So no broker is watched as the leader: the probe's
+			// lease is expired by whichever live broker leads when the clock passes its deadline,
+			// or by the one that takes over after, which sweeps at once. Dead, the broker takes
+			// no part in the elections (kill).
+			dies := c.leader(t)
+			if !tt.leaderDies {
+				dies = (dies + 1) % 3
+			}
+			live := []int{(dies + 1) % 3, (dies + 2) % 3}
+			if _, err := c.brokers[live[0]].ForceBreaker(context.Background(), payType, breaker.StateHalfOpen); err != nil {
 				t.Fatal(err)
 			}
 			c.enqueue(t, dies, 3)
@@ -415,12 +443,12 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			if tt.started {
 				sd.Started(job.LeaseRef{JobID: probe.Job.ID, Token: probe.Token})
 				c.waitFor(t, "the probe is RUNNING", []int{dies}, func() bool {
-					j, err := c.brokers[lead].Get(context.Background(), probe.Job.ID)
+					j, err := c.brokers[live[0]].Get(context.Background(), probe.Job.ID)
 					return err == nil && j.State == job.StateRunning
 				})
 			}
 			// It dies: nothing it held is settled.
-			c.stores[dies].Close()
+			c.kill(t, dies)
 			ws := []*Session{c.worker(t, live[0], 4), c.worker(t, live[1], 4)}
 			c.waitFor(t, "both live brokers looked for work", live, func() bool { return true })
 			for i, s := range ws {
@@ -432,7 +460,7 @@ func TestSharedBreakerProbeOfDeadBroker(t *testing.T) {
 			c.clk.Advance(30 * time.Second)
 			if tt.started {
 				c.waitFor(t, "the failed probe reopened the breaker", live, func() bool {
-					return c.info(t, lead).State == breaker.StateOpen
+					return c.info(t, live[0]).State == breaker.StateOpen
 				})
 				c.clk.Advance(cfg.OpenFor)
 			}
