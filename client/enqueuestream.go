@@ -80,25 +80,31 @@ func newStreamPool(producer jobwirev1.ProducerServiceClient, n int) *streamPool 
 }
 
 // enqueue sends req on a stream and returns its answer. ok is false when no stream took it
-// (every stream busy, the pool closed, or the broker without EnqueueStream): the caller then
-// makes the call itself.
+// (every stream busy, the pool closed, or the broker without EnqueueStream) or none could
+// have read it: the caller then makes the call itself.
 func (p *streamPool) enqueue(ctx context.Context, req *jobwirev1.EnqueueRequest) (resp *jobwirev1.EnqueueResponse, ok bool, err error) {
 	if p.off.Load() {
 		return nil, false, nil
 	}
 	s, err := p.take()
-	if s == nil || err != nil {
-		return nil, err != nil, err
+	if s == nil && err == nil {
+		return nil, false, nil
 	}
-	out, sent, err := p.roundTrip(ctx, s, req)
+	var out *jobwirev1.EnqueueStreamResponse
+	sent := false
+	if err == nil {
+		out, sent, err = p.roundTrip(ctx, s, req)
+	}
 	switch {
 	case status.Code(err) == codes.Unimplemented:
-		p.off.Store(true) // the stream was refused before the request was read
+		// The stream was refused before the request was read (an older broker), or could not
+		// be opened (a connection that serves no streams).
+		p.off.Store(true)
 		return nil, false, nil
 	case err != nil && !sent && ctx.Err() == nil:
-		// The stream had ended before the request could go out (its connection closed while
-		// it was idle, when the broker restarted, say), or the broker shutting down ended it
-		// without reading the request: a call is safe.
+		// Nothing was read: the stream could not be opened, had ended before the request
+		// could go out (its connection closed while it was idle, when the broker restarted,
+		// say), or the broker ended it without reading the request. A call is safe.
 		return nil, false, nil
 	case err != nil:
 		return nil, true, err
@@ -170,10 +176,6 @@ func (p *streamPool) take() (*enqueueStream, error) {
 	if err != nil {
 		cancel()
 		<-p.slots
-		if status.Code(err) == codes.Unimplemented { // a connection that serves no streams
-			p.off.Store(true)
-			return nil, nil
-		}
 		return nil, err
 	}
 	return &enqueueStream{st: st, cancel: cancel}, nil

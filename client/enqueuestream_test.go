@@ -16,6 +16,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/server"
 )
 
 // countingStreams counts the EnqueueStream streams a connection opens and the Enqueue calls
@@ -308,5 +309,27 @@ func TestDialEnqueuesOnStreamsByDefault(t *testing.T) {
 				t.Fatalf("%d streams and %d calls, want %d and %d", s, n, tt.wantStreams, tt.wantCalls)
 			}
 		})
+	}
+}
+
+// A client on a connection that serves no streams (the broker's in-process connection) makes
+// calls, though asked for streams: an enqueue whose stream could not be opened is made as a
+// call, and the client stops trying streams.
+func TestEnqueueStreamsOnAConnectionWithoutStreams(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	c := client.New(b.Server.LocalConn(), client.WithEnqueueStreams(2))
+	for i := range 3 {
+		if _, err := c.Enqueue(t.Context(), "mail", nil); err != nil {
+			t.Fatalf("Enqueue %d: %v", i, err)
+		}
+	}
+}
+
+// The client reads the broker's trailer for a stream ended unread under the name the broker
+// writes it.
+func TestUnreadTrailerNamedAsTheBrokerWritesIt(t *testing.T) {
+	if client.UnreadTrailer != server.UnreadTrailer {
+		t.Fatalf("the client reads %q, the broker writes %q", client.UnreadTrailer, server.UnreadTrailer)
 	}
 }
