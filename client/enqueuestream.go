@@ -36,8 +36,8 @@ const DefaultEnqueueStreams = 64
 // request it was sent was not read: such an Enqueue is made as a call instead. Against a
 // broker without EnqueueStream, Enqueue goes back to calls.
 //
-// The caller's deadline or cancellation ends the stream it was sent on, and so the broker's
-// work on it, as it ends a call; as with a call, the job may be stored all the same. A caller
+// The caller's deadline or cancellation ends the stream it was sent on, as it ends a call;
+// as with a call, the job may be stored all the same. A caller
 // whose context carries gRPC metadata (metadata.AppendToOutgoingContext) gets a call: a
 // stream's requests cannot carry their own.
 func WithEnqueueStreams(n int) Option { return enqueueStreamsOption{n} }
