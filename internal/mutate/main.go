@@ -587,6 +587,10 @@ func mutations() []mutation {
 	add(mutation{name: "postgres lock order: a write of many leases does not lock its jobs first", file: "store/postgres/lockorder.go",
 		from: "return t.hold(lockLeasesSQL, ids, seqs, secrets)", to: "return nil",
 		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder", postgres: true})
+	add(mutation{name: "postgres plans: a batch's lock of its jobs may keep a plan that reads the whole table", file: "store/postgres/lockorder.go",
+		from: "\tif err := t.joinByKey(true); err != nil {\n\t\treturn err\n\t}\n\tif err := t.hold(lockRowsSQL",
+		to: "\tif err := t.hold(lockRowsSQL",
+		pkgs: []string{pgPkg}, run: "TestLockRowsProbesThePrimaryKey", postgres: true})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
 		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})
@@ -702,7 +706,7 @@ func mutations() []mutation {
 		from: "\t\t\tids = append(ids, f.Finishes().JobID)", to: "\t\t\t_ = f",
 		pkgs: []string{"./broker/commit"}, run: "TestWritersLockJobsFirstInIDOrder", postgres: true})
 	add(mutation{name: "postgres lock order: the up-front lock locks nothing", file: "store/postgres/lockorder.go",
-		from: "\treturn t.hold(lockRowsSQL, ids)", to: "\treturn nil",
+		from: "\tif err := t.hold(lockRowsSQL, ids); err != nil {", to: "\tif err := error(nil); err != nil {",
 		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder/JobLockRowsThenJobSucceedMany", postgres: true})
 	add(mutation{name: "postgres lock order: a write of many trusts a lock it does not hold", file: "store/postgres/lockorder.go",
 		from: "\tif t.lockedAll(ids) {", to: "\tif true {",

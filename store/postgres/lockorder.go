@@ -132,6 +132,12 @@ const lockRowsSQL = `SELECT FROM jobs WHERE id = ANY($1::bigint[]) AND state + 0
 // writer's batch locks every job it writes this way before it writes any: its one-job writes
 // (JobFinish, JobRelease, JobStart), applied in the order their messages came, and its writes
 // of many then wait for no job.
+//
+// It runs under joinByKey's settings, as the writes of many that follow it do (so they cost
+// no statement of their own). Without them the plan the server kept for it could be one made
+// while the table was nearly empty, a sequential scan: beside 10,000 jobs each batch's lock
+// took 3 ms, most of a group commit's time at 1,000 jobs/s on PostgreSQL
+// (TestLockRowsProbesThePrimaryKey).
 func (t *tx) JobLockRows(ids []int64) error {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
@@ -140,7 +146,13 @@ func (t *tx) JobLockRows(ids []int64) error {
 		return nil
 	}
 	t.locked = slices.Compact(slices.Sorted(slices.Values(append(t.locked, ids...))))
-	return t.hold(lockRowsSQL, ids)
+	if err := t.joinByKey(true); err != nil {
+		return err
+	}
+	if err := t.hold(lockRowsSQL, ids); err != nil {
+		return err
+	}
+	return t.joinByKey(false)
 }
 
 // lockedAll reports whether JobLockRows took every job of ids already (locking the leased).
