@@ -589,7 +589,7 @@ func mutations() []mutation {
 		pkgs: []string{pgPkg}, run: "TestManyWritesLockJobsInIDOrder", postgres: true})
 	add(mutation{name: "postgres plans: a batch's lock of its jobs may keep a plan that reads the whole table", file: "store/postgres/lockorder.go",
 		from: "\tif err := t.joinByKey(true); err != nil {\n\t\treturn err\n\t}\n\tif err := t.hold(lockRowsSQL",
-		to: "\tif err := t.hold(lockRowsSQL",
+		to:   "\tif err := t.hold(lockRowsSQL",
 		pkgs: []string{pgPkg}, run: "TestLockRowsProbesThePrimaryKey", postgres: true})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
