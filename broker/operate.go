@@ -456,8 +456,23 @@ type storageRetryCounter interface {
 	StorageRetries() map[string]int64
 }
 
-// Stats reads job counts, recent throughput and every queue's shape.
+// Stats reads job counts, recent throughput in each of StatsWindows and every queue's shape.
 func (b *Broker) Stats(ctx context.Context) (*Stats, error) {
+	out, err := b.Counts(ctx, StatsWindows...)
+	if err != nil {
+		return nil, err
+	}
+	if out.Queues, err = b.ListQueues(ctx, ""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Counts reads the part of Stats a graph sampled every few seconds needs: the job counts and
+// what finished in each of windows, and no queue. Each part left out is a read of the store,
+// and counting a window reads every job that finished in it (at 1,000 jobs/s, 300,000 for the
+// five minutes of StatsWindows).
+func (b *Broker) Counts(ctx context.Context, windows ...time.Duration) (*Stats, error) {
 	counts, err := b.st.JobCounts(ctx)
 	if err != nil {
 		return nil, err
@@ -467,15 +482,12 @@ func (b *Broker) Stats(ctx context.Context) (*Stats, error) {
 		out.Counts[i] = StateCount(c)
 	}
 	now := b.now()
-	for _, w := range StatsWindows {
+	for _, w := range windows {
 		rc, err := b.st.RecentCounts(ctx, now.Add(-w))
 		if err != nil {
 			return nil, err
 		}
 		out.Recent = append(out.Recent, RecentWindow{Window: w, Succeeded: rc.Succeeded, Failed: rc.Failed, Dead: rc.Dead})
-	}
-	if out.Queues, err = b.ListQueues(ctx, ""); err != nil {
-		return nil, err
 	}
 	if c, ok := b.st.(storageRetryCounter); ok {
 		out.StorageRetries = c.StorageRetries()

@@ -1012,6 +1012,7 @@ func TestStatsCounts(t *testing.T) {
 	killJob(t, b, w, &jobwirev1.JobSpec{Type: "t", Queue: "q"}, "E")
 	enqueue(t, b, &jobwirev1.JobSpec{Type: "u", Queue: "q"})
 	b.Clock.Advance(30 * time.Second)
+	setRateLimit(t, b, &jobwirev1.RateLimit{Name: "l", Queue: "other", Rate: 1, Interval: durationpb.New(time.Second)})
 
 	st, err := b.Admin.GetStats(ctx, &jobwirev1.GetStatsRequest{})
 	if err != nil {
@@ -1051,6 +1052,18 @@ func TestStatsCounts(t *testing.T) {
 	if q.GetName() != "q" || q.GetDepthByState()["PENDING"] != 1 || q.GetDepthByState()["SUCCEEDED"] != 2 ||
 		q.GetOldestReadyAge().AsDuration() != 30*time.Second {
 		t.Fatalf("queue = %v", q)
+	}
+	if len(st.GetRateLimits()) != 1 {
+		t.Fatalf("rate limits = %v, want the one set", st.GetRateLimits())
+	}
+
+	// The counts alone: the same counts and last minute, and nothing else read.
+	only, err := b.Admin.GetStats(ctx, &jobwirev1.GetStatsRequest{CountsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&jobwirev1.GetStatsResponse{Counts: st.GetCounts(), Recent: rec[:1], StorageRetries: st.GetStorageRetries()}, only) {
+		t.Fatalf("GetStats with counts_only = %v, want the counts and the last minute of %v", only, st)
 	}
 }
 

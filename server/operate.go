@@ -337,8 +337,12 @@ func (a *admin) SetQueueLimit(ctx context.Context, req *jobwirev1.SetQueueLimitR
 	return &jobwirev1.SetQueueLimitResponse{Queue: q}, nil
 }
 
-func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jobwirev1.GetStatsResponse, error) {
-	st, err := a.b.Stats(ctx)
+func (a *admin) GetStats(ctx context.Context, req *jobwirev1.GetStatsRequest) (*jobwirev1.GetStatsResponse, error) {
+	read := a.b.Stats
+	if req.GetCountsOnly() {
+		read = func(ctx context.Context) (*broker.Stats, error) { return a.b.Counts(ctx, time.Minute) }
+	}
+	st, err := read(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -359,6 +363,9 @@ func (a *admin) GetStats(ctx context.Context, _ *jobwirev1.GetStatsRequest) (*jo
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
 	out.StorageRetries = st.StorageRetries
+	if req.GetCountsOnly() {
+		return out, nil
+	}
 	infos, err := a.b.ConcurrencyRules(ctx)
 	if err != nil {
 		return nil, toStatus(err)

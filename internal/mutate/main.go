@@ -591,6 +591,15 @@ func mutations() []mutation {
 		from: "\tif err := t.joinByKey(true); err != nil {\n\t\treturn err\n\t}\n\tif err := t.hold(lockRowsSQL",
 		to:   "\tif err := t.hold(lockRowsSQL",
 		pkgs: []string{pgPkg}, run: "TestLockRowsProbesThePrimaryKey", postgres: true})
+	add(mutation{name: "dashboard: the throughput sampler reads the whole of GetStats", file: "internal/web/dashboard.go",
+		from: "GetStatsRequest{CountsOnly: true}", to: "GetStatsRequest{}",
+		pkgs: []string{"./internal/web"}, run: "TestDashboardSamplerReadsTheCountsOnly"})
+	add(mutation{name: "stats: counts_only still reads the rules and rate limits", file: "server/operate.go",
+		from: "\tif req.GetCountsOnly() {\n\t\treturn out, nil", to: "\tif false {\n\t\treturn out, nil",
+		pkgs: []string{"./server"}, run: "TestStatsCounts"})
+	add(mutation{name: "stats: counts_only still counts every window", file: "server/operate.go",
+		from: "return a.b.Counts(ctx, time.Minute)", to: "return a.b.Counts(ctx, broker.StatsWindows...)",
+		pkgs: []string{"./server"}, run: "TestStatsCounts"})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
 		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})

@@ -243,10 +243,14 @@ func (d *dashboard) callContext(r *http.Request) context.Context {
 	return ctx
 }
 
-// stats reads the totals the throughput graph is drawn from, as GetStats reports them.
+// stats reads the totals the throughput graph is drawn from, as GetStats reports them: the
+// counts and the last minute only, which is all the graph draws. The whole of GetStats, read
+// every 2 s, was seven reads of the store in a burst, and counted the last five minutes'
+// finished jobs each time; on PostgreSQL at 1,000 jobs/s the bursts alone raised the p99 of
+// enqueue to start by a third.
 func (d *dashboard) stats(ctx context.Context) (*jobwirev1.GetStatsResponse, error) {
 	res := &jobwirev1.GetStatsResponse{}
-	err := d.conn.Invoke(ctx, jobwirev1.AdminService_GetStats_FullMethodName, &jobwirev1.GetStatsRequest{}, res)
+	err := d.conn.Invoke(ctx, jobwirev1.AdminService_GetStats_FullMethodName, &jobwirev1.GetStatsRequest{CountsOnly: true}, res)
 	return res, err
 }
 

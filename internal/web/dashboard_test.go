@@ -1,13 +1,20 @@
 package web_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/auth"
@@ -196,5 +203,48 @@ func TestMetricsCanBeProtected(t *testing.T) {
 			t.Errorf("%s: /metrics = %d %s, want %d", tt.name, code, body, tt.want)
 		}
 		srv.Close()
+	}
+}
+
+// statsRequests records the GetStats requests made through it.
+type statsRequests struct {
+	grpc.ClientConnInterface
+	mu   sync.Mutex
+	seen []*jobwirev1.GetStatsRequest
+}
+
+func (c *statsRequests) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if method == jobwirev1.AdminService_GetStats_FullMethodName {
+		c.mu.Lock()
+		c.seen = append(c.seen, proto.Clone(args.(*jobwirev1.GetStatsRequest)).(*jobwirev1.GetStatsRequest))
+		c.mu.Unlock()
+	}
+	return c.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+}
+
+// The throughput graph's sampler, which reads from the moment the listener starts, asks for
+// the counts alone: the whole of GetStats is several reads of the store, one of them counting
+// every job finished in the last five minutes.
+func TestDashboardSamplerReadsTheCountsOnly(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	conn := &statsRequests{ClientConnInterface: b.Server.LocalConn()}
+	srv := httptest.NewServer(web.Handler(web.Options{Conn: conn, Context: t.Context()}))
+	defer srv.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn.mu.Lock()
+		seen := slices.Clone(conn.seen)
+		conn.mu.Unlock()
+		if len(seen) > 0 {
+			if !seen[0].GetCountsOnly() {
+				t.Fatalf("the sampler asked for %v, want counts_only", seen[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sampler read nothing in 30s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the sampler's first reading
 	}
 }

@@ -2393,7 +2393,12 @@ func (x *SetQueueLimitResponse) GetQueue() *QueueInfo {
 }
 
 type GetStatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the counts and the one-minute window of recent: no queues, concurrency rules, rate
+	// limits or longer windows. A caller that samples the totals every few seconds (the
+	// dashboard's throughput graph) asks for this: each part left out is a read of the store, and
+	// counting a longer window reads every job finished in it.
+	CountsOnly    bool `protobuf:"varint,1,opt,name=counts_only,json=countsOnly,proto3" json:"counts_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2426,6 +2431,13 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
 	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetStatsRequest) GetCountsOnly() bool {
+	if x != nil {
+		return x.CountsOnly
+	}
+	return false
 }
 
 // StateCount is how many jobs of one queue and type are in one state.
@@ -5803,8 +5815,10 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"D\n" +
 	"\x15SetQueueLimitResponse\x12+\n" +
-	"\x05queue\x18\x01 \x01(\v2\x15.jobwire.v1.QueueInfoR\x05queue\"\x11\n" +
-	"\x0fGetStatsRequest\"x\n" +
+	"\x05queue\x18\x01 \x01(\v2\x15.jobwire.v1.QueueInfoR\x05queue\"2\n" +
+	"\x0fGetStatsRequest\x12\x1f\n" +
+	"\vcounts_only\x18\x01 \x01(\bR\n" +
+	"countsOnly\"x\n" +
 	"\n" +
 	"StateCount\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +

@@ -287,7 +287,9 @@ class AdminServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetStats(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """GetStats reports the job counts, what finished recently, and every queue, concurrency rule
+        and rate limit. With counts_only it reads the counts and the last minute alone.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
