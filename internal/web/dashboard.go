@@ -246,8 +246,8 @@ func (d *dashboard) callContext(r *http.Request) context.Context {
 // stats reads the totals the throughput graph is drawn from, as GetStats reports them: the
 // counts and the last minute only, which is all the graph draws. The whole of GetStats, read
 // every 2 s, was seven reads of the store in a burst, and counted the last five minutes'
-// finished jobs each time; on PostgreSQL at 1,000 jobs/s the bursts alone raised the p99 of
-// enqueue to start by a third.
+// finished jobs each time. On PostgreSQL at 1,000 jobs/s the bursts showed in the tail of
+// enqueue to start: p99 5.6-11.8 ms, against 4.0-7.1 with no sampler (4 interleaved runs each).
 func (d *dashboard) stats(ctx context.Context) (*jobwirev1.GetStatsResponse, error) {
 	res := &jobwirev1.GetStatsResponse{}
 	err := d.conn.Invoke(ctx, jobwirev1.AdminService_GetStats_FullMethodName, &jobwirev1.GetStatsRequest{CountsOnly: true}, res)
