@@ -600,6 +600,17 @@ func mutations() []mutation {
 	add(mutation{name: "stats: counts_only still counts every window", file: "server/operate.go",
 		from: "return a.b.Counts(ctx, time.Minute)", to: "return a.b.Counts(ctx, broker.StatsWindows...)",
 		pkgs: []string{"./server"}, run: "TestStatsCounts"})
+	add(mutation{name: "postgres stats: the open jobs are counted by one condition no index answers", file: "store/postgres/admin.go",
+		from: `var openStateGroups = []string{"state = 1", "state = 2", "state IN (3, 4)", "state = 8"}`,
+		to:   `var openStateGroups = []string{"state IN (1, 2, 3, 4)", "state = 8"}`,
+		pkgs: []string{pgPkg}, run: "TestStatsReadTheOpenJobsOnly", postgres: true})
+	add(mutation{name: "postgres stats: the job counts keep the plan made on the empty table", file: "store/postgres/admin.go",
+		from: "s.pool.Query(ctx, jobCountsSQL, pgx.QueryExecModeExec)", to: "s.pool.Query(ctx, jobCountsSQL)",
+		pkgs: []string{pgPkg}, run: "TestStatsReadTheOpenJobsOnly", postgres: true})
+	add(mutation{name: "postgres stats: the keyed jobs are counted by one condition no index answers", file: "store/postgres/keyconc.go",
+		from: "\t\t\t\tWHERE state = 2 AND concurrency_key <> ''\n\t\t\tUNION ALL SELECT concurrency_rule, concurrency_key, concurrency_limit, state FROM jobs\n\t\t\t\tWHERE state IN (3, 4) AND concurrency_key <> '') j",
+		to:   "\t\t\t\tWHERE state IN (2, 3, 4) AND concurrency_key <> '') j",
+		pkgs: []string{pgPkg}, run: "TestStatsReadTheOpenJobsOnly", postgres: true})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
 		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})

@@ -189,6 +189,70 @@ func TestLockRowsProbesThePrimaryKey(t *testing.T) {
 	}
 }
 
+// The stats reads count the unfinished jobs through the partial indexes of their states, not by
+// reading the finished history, and keep no plan made on the empty table of a new database.
+func TestStatsReadTheOpenJobsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openOneConn(t) // a statement kept would be where this test looks
+	read := func() {
+		t.Helper()
+		if _, err := s.JobCounts(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.QueueStats(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecentCounts(ctx, time.Unix(0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ConcurrencyStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read() // on the empty table
+	for _, sql := range []string{
+		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, finished_at, attempt_timeout_ns)
+			SELECT 't', 'default', '\x7b7d', 5, 3, 1, 1, n, 60000000000 FROM generate_series(1, 20000) AS n`,
+		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns, concurrency_key)
+			SELECT 't', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000, 'k' FROM generate_series(1, 5)`,
+		`ANALYZE jobs`,
+	} {
+		if _, err := s.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	read()
+	for _, st := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"job counts", jobCountsSQL, nil},
+		{"queue depth", queueDepthSQL, []any{""}},
+		{"oldest ready", oldestReadySQL, []any{""}},
+		{"recent counts", recentCountsSQL, []any{int64(19990), int16(3), int16(4), int16(5)}},
+		{"concurrency stats", concurrencyStatsSQL, nil},
+	} {
+		var kept int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = $1`,
+			st.sql).Scan(&kept); err != nil || kept != 0 {
+			t.Errorf("%s: kept on the connection %d times (%v), want 0", st.name, kept, err)
+		}
+		rows, err := s.pool.Query(ctx, `EXPLAIN `+st.sql, append([]any{pgx.QueryExecModeExec}, st.args...)...)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if plan := strings.Join(lines, "\n"); strings.Contains(plan, "Seq Scan on jobs") {
+			t.Errorf("%s reads the whole table:\n%s", st.name, plan)
+		}
+	}
+}
+
 // placeholders lists n parameters: $1, $2, ...
 func placeholders(n int) string {
 	ps := make([]string, n)
