@@ -20,7 +20,7 @@ import (
 // write is settled, so the writer's rounds never hand the same slot out twice.
 //
 // Offers go through the writer, not the enqueue writer: on two CPUs a second connection writing
-// at the same time made both connections' transactions slower (docs/performance.md).
+// at the same time made both connections' transactions slower (docs/performance-history.md).
 
 // offer is the slot of one worker stream promised to one new job.
 type offer struct {

@@ -45,7 +45,7 @@ log = logging.getLogger("jobwire")
 # The channel's options unless a channel_factory is given. gRPC's probing of the bandwidth-delay
 # product pings the broker for each burst of data read, which with one job at a time is each
 # job: an extra frame and wake-up each way. The broker's windows are fixed, so the probe gains
-# nothing; off, a Python worker drained 10% more jobs a second (docs/performance.md).
+# nothing; off, a Python worker drained 10% more jobs a second (docs/performance-history.md).
 CHANNEL_OPTIONS = (("grpc.http2.bdp_probe", 0),)
 
 CODE_FAILED_PRECONDITION = 9  # stale lease or finished job: drop the message

@@ -11,7 +11,7 @@ from jobwire.worker import CHANNEL_OPTIONS
 
 class ChannelTest(unittest.TestCase):
     def test_default_channel_does_not_probe_bandwidth(self):
-        # The probe pings the broker for each job read (docs/performance.md).
+        # The probe pings the broker for each job read (docs/performance-history.md).
         self.assertIn(("grpc.http2.bdp_probe", 0), CHANNEL_OPTIONS)
         for tls, patched in [(False, "insecure_channel"), (True, "secure_channel")]:
             with self.subTest(tls=tls), mock.patch.object(grpc.aio, patched) as channel:
