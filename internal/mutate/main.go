@@ -611,6 +611,10 @@ func mutations() []mutation {
 		from: "\t\t\t\tWHERE state = 2 AND concurrency_key <> ''\n\t\t\tUNION ALL SELECT concurrency_rule, concurrency_key, concurrency_limit, state FROM jobs\n\t\t\t\tWHERE state IN (3, 4) AND concurrency_key <> '') j",
 		to:   "\t\t\t\tWHERE state IN (2, 3, 4) AND concurrency_key <> '') j",
 		pkgs: []string{pgPkg}, run: "TestStatsReadTheOpenJobsOnly", postgres: true})
+	add(mutation{name: "postgres plans: a lease of one queue names it by equality alone", file: "store/postgres/tx.go",
+		from: "q.sql.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)",
+		to:   "q.sql.WriteString(` AND queue = ` + queue)",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfOneQueueReadsOnlyItsQueue", postgres: true})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
 		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})
@@ -1037,7 +1041,7 @@ func mutations() []mutation {
 		from: "\t\t\tscope.Queues = named", to: "\t\t\t_ = named",
 		pkgs: []string{storePkg}, run: "TestLeaseOfEveryQueueButSomeNamesTheRest"})
 	add(mutation{name: "postgres: a lease of one queue reads every queue", file: "store/postgres/tx.go",
-		from: "q.sql.WriteString(` AND queue = ` + q.arg(p.Queues[0]))", to: "q.sql.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)",
+		from: "queue := q.arg(p.Queues[0])\n", to: "queue := \"ANY(\" + q.arg(p.Queues) + \")\"\n",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfOneQueueReadsOnlyItsQueue", postgres: true})
 	add(mutation{name: "web: the sampler reads a slow backlog every tick", file: "internal/web/sampler.go",
 		from: "if began.Before(s.restAt) {", to: "if false && began.Before(s.restAt) {",
