@@ -360,12 +360,13 @@ type StateCount struct {
 	Count int64
 }
 
-// RecentCounts counts finished attempts in a trailing window.
+// RecentCounts counts what was enqueued and what finished in a trailing window.
 type RecentCounts struct {
 	Window    time.Duration
-	Succeeded int64
-	Failed    int64
-	Dead      int64
+	Enqueued  int64 // jobs created
+	Succeeded int64 // jobs that succeeded
+	Failed    int64 // attempts that failed, timed out or lost their lease
+	Dead      int64 // jobs that went to the dead-letter queue
 }
 
 // Stats is a snapshot of the broker.
@@ -395,7 +396,8 @@ func (c *Client) GetStats(ctx context.Context) (*Stats, error) {
 		s.Counts = append(s.Counts, StateCount{Queue: sc.GetQueue(), Type: sc.GetType(), State: job.State(sc.GetState()), Count: sc.GetCount()})
 	}
 	for _, r := range resp.GetRecent() {
-		s.Recent = append(s.Recent, RecentCounts{Window: r.GetWindow().AsDuration(), Succeeded: r.GetSucceeded(), Failed: r.GetFailed(), Dead: r.GetDead()})
+		s.Recent = append(s.Recent, RecentCounts{Window: r.GetWindow().AsDuration(), Enqueued: r.GetEnqueued(),
+			Succeeded: r.GetSucceeded(), Failed: r.GetFailed(), Dead: r.GetDead()})
 	}
 	return s, nil
 }
