@@ -76,16 +76,8 @@ func TestManyWritesProbeThePrimaryKey(t *testing.T) {
 	exec(`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
 		SELECT 't', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 20000)`)
 	for _, w := range writes {
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE `+w.name+`(`+placeholders(len(w.args))+`)`,
+		plan := explain(t, conn, `EXPLAIN EXECUTE `+w.name+`(`+placeholders(len(w.args))+`)`,
 			append([]any{pgx.QueryExecModeSimpleProtocol}, w.args...)...)
-		if err != nil {
-			t.Fatalf("%s: %v", w.name, err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("%s: %v", w.name, err)
-		}
-		plan := strings.Join(lines, "\n")
 		if !strings.Contains(plan, "Index Scan using jobs_pkey") || strings.Contains(plan, "Seq Scan on jobs") ||
 			strings.Contains(plan, "Bitmap") || strings.Contains(plan, "Hash Join") {
 			t.Errorf("%s does not probe the primary key once per job:\n%s", w.name, plan)
@@ -176,15 +168,7 @@ func TestLockRowsProbesThePrimaryKey(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, lockRowsSQL).Scan(&name); err != nil {
 		t.Fatalf("the lock's prepared statement: %v", err)
 	}
-	rows, err := s.pool.Query(ctx, `EXPLAIN EXECUTE `+name+`($1)`, pgx.QueryExecModeSimpleProtocol, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "jobs_pkey") || strings.Contains(plan, "Seq Scan") {
+	if plan := explain(t, s.pool, `EXPLAIN EXECUTE `+name+`($1)`, pgx.QueryExecModeSimpleProtocol, ids); !strings.Contains(plan, "jobs_pkey") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("the lock of a batch's jobs does not probe the primary key:\n%s", plan)
 	}
 }
@@ -239,18 +223,26 @@ func TestStatsReadTheOpenJobsOnly(t *testing.T) {
 			st.sql).Scan(&kept); err != nil || kept != 0 {
 			t.Errorf("%s: kept on the connection %d times (%v), want 0", st.name, kept, err)
 		}
-		rows, err := s.pool.Query(ctx, `EXPLAIN `+st.sql, append([]any{pgx.QueryExecModeExec}, st.args...)...)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		if plan := strings.Join(lines, "\n"); strings.Contains(plan, "Seq Scan on jobs") {
+		if plan := explain(t, s.pool, `EXPLAIN `+st.sql, append([]any{pgx.QueryExecModeExec}, st.args...)...); strings.Contains(plan, "Seq Scan on jobs") {
 			t.Errorf("%s reads the whole table:\n%s", st.name, plan)
 		}
 	}
+}
+
+// explain returns the plan the server gives for sql (an EXPLAIN), one line per row of it.
+func explain(t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // placeholders lists n parameters: $1, $2, ...
@@ -277,15 +269,7 @@ func TestShutBreakerReadUsesItsIndex(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `EXPLAIN `+breakerShutSQL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "breakers_shut") {
+	if plan := explain(t, s.pool, `EXPLAIN `+breakerShutSQL); !strings.Contains(plan, "breakers_shut") {
 		t.Fatalf("the shut-breaker read does not use breakers_shut:\n%s", plan)
 	}
 }
@@ -315,15 +299,7 @@ func TestConcurrencyKeyedIsPlannedAtEachCall(t *testing.T) {
 		concurrencyKeyedSQL).Scan(&kept); err != nil || kept != 0 {
 		t.Fatalf("the statement is kept on the connection %d times (%v), want 0", kept, err)
 	}
-	rows, err := s.pool.Query(ctx, `EXPLAIN `+concurrencyKeyedSQL, pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "jobs_ready_keyed") || !strings.Contains(plan, "jobs_held_keyed") ||
+	if plan := explain(t, s.pool, `EXPLAIN `+concurrencyKeyedSQL, pgx.QueryExecModeSimpleProtocol); !strings.Contains(plan, "jobs_ready_keyed") || !strings.Contains(plan, "jobs_held_keyed") ||
 		strings.Contains(plan, "Seq Scan") {
 		t.Errorf("the check does not read the keyed jobs' indexes:\n%s", plan)
 	}
