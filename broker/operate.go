@@ -405,10 +405,9 @@ func (b *Broker) deleteFinished(ctx context.Context, states []job.State, before 
 // StatsWindows are the trailing windows Stats counts recent work in.
 var StatsWindows = []time.Duration{time.Minute, 5 * time.Minute}
 
-// RecentWindow counts what was enqueued and what finished in a trailing window.
+// RecentWindow counts what finished in a trailing window.
 type RecentWindow struct {
 	Window    time.Duration
-	Enqueued  int64 // jobs created
 	Succeeded int64 // jobs that succeeded
 	Failed    int64 // attempts that failed, timed out or lost their lease
 	Dead      int64 // jobs that went to the dead-letter queue
@@ -459,6 +458,21 @@ type storageRetryCounter interface {
 
 // Stats reads job counts, recent throughput in each of StatsWindows and every queue's shape.
 func (b *Broker) Stats(ctx context.Context) (*Stats, error) {
+	out, err := b.Counts(ctx, StatsWindows...)
+	if err != nil {
+		return nil, err
+	}
+	if out.Queues, err = b.ListQueues(ctx, ""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Counts reads the part of Stats a graph sampled every few seconds needs: the job counts and
+// what finished in each of windows, and no queue. Each part left out is a read of the store,
+// and counting a window reads every job that finished in it (at 1,000 jobs/s, 300,000 for the
+// five minutes of StatsWindows).
+func (b *Broker) Counts(ctx context.Context, windows ...time.Duration) (*Stats, error) {
 	counts, err := b.st.JobCounts(ctx)
 	if err != nil {
 		return nil, err
@@ -467,32 +481,16 @@ func (b *Broker) Stats(ctx context.Context) (*Stats, error) {
 	for i, c := range counts {
 		out.Counts[i] = StateCount(c)
 	}
-	if out.Recent, err = b.Recent(ctx, StatsWindows...); err != nil {
-		return nil, err
-	}
-	if out.Queues, err = b.ListQueues(ctx, ""); err != nil {
-		return nil, err
-	}
-	if c, ok := b.st.(storageRetryCounter); ok {
-		out.StorageRetries = c.StorageRetries()
-	}
-	return out, nil
-}
-
-// Recent counts what was enqueued and what finished in each of windows: the part of Stats a
-// graph sampled every few seconds needs. Its cost follows the work of the windows, where the
-// job counts follow the backlog (a million waiting jobs took a PostgreSQL backend 0.3-1.2 s a
-// count) and the queues' depths too.
-func (b *Broker) Recent(ctx context.Context, windows ...time.Duration) ([]RecentWindow, error) {
 	now := b.now()
-	out := make([]RecentWindow, 0, len(windows))
 	for _, w := range windows {
 		rc, err := b.st.RecentCounts(ctx, now.Add(-w))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, RecentWindow{Window: w, Enqueued: rc.Enqueued, Succeeded: rc.Succeeded, Failed: rc.Failed,
-			Dead: rc.Dead})
+		out.Recent = append(out.Recent, RecentWindow{Window: w, Succeeded: rc.Succeeded, Failed: rc.Failed, Dead: rc.Dead})
+	}
+	if c, ok := b.st.(storageRetryCounter); ok {
+		out.StorageRetries = c.StorageRetries()
 	}
 	return out, nil
 }

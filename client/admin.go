@@ -360,13 +360,12 @@ type StateCount struct {
 	Count int64
 }
 
-// RecentCounts counts what was enqueued and what finished in a trailing window.
+// RecentCounts counts finished attempts in a trailing window.
 type RecentCounts struct {
 	Window    time.Duration
-	Enqueued  int64 // jobs created
-	Succeeded int64 // jobs that succeeded
-	Failed    int64 // attempts that failed, timed out or lost their lease
-	Dead      int64 // jobs that went to the dead-letter queue
+	Succeeded int64
+	Failed    int64
+	Dead      int64
 }
 
 // Stats is a snapshot of the broker.
@@ -396,8 +395,7 @@ func (c *Client) GetStats(ctx context.Context) (*Stats, error) {
 		s.Counts = append(s.Counts, StateCount{Queue: sc.GetQueue(), Type: sc.GetType(), State: job.State(sc.GetState()), Count: sc.GetCount()})
 	}
 	for _, r := range resp.GetRecent() {
-		s.Recent = append(s.Recent, RecentCounts{Window: r.GetWindow().AsDuration(), Enqueued: r.GetEnqueued(),
-			Succeeded: r.GetSucceeded(), Failed: r.GetFailed(), Dead: r.GetDead()})
+		s.Recent = append(s.Recent, RecentCounts{Window: r.GetWindow().AsDuration(), Succeeded: r.GetSucceeded(), Failed: r.GetFailed(), Dead: r.GetDead()})
 	}
 	return s, nil
 }

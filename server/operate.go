@@ -338,14 +338,11 @@ func (a *admin) SetQueueLimit(ctx context.Context, req *jobwirev1.SetQueueLimitR
 }
 
 func (a *admin) GetStats(ctx context.Context, req *jobwirev1.GetStatsRequest) (*jobwirev1.GetStatsResponse, error) {
-	if req.GetRecentOnly() {
-		recent, err := a.b.Recent(ctx, time.Minute)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		return &jobwirev1.GetStatsResponse{Recent: recentToProto(recent)}, nil
+	read := a.b.Stats
+	if req.GetCountsOnly() {
+		read = func(ctx context.Context) (*broker.Stats, error) { return a.b.Counts(ctx, time.Minute) }
 	}
-	st, err := a.b.Stats(ctx)
+	st, err := read(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -358,11 +355,17 @@ func (a *admin) GetStats(ctx context.Context, req *jobwirev1.GetStatsRequest) (*
 		out.Counts = append(out.Counts, &jobwirev1.StateCount{Queue: c.Queue, Type: c.Type,
 			State: stateToProto(c.State), Count: c.Count})
 	}
-	out.Recent = recentToProto(st.Recent)
+	for _, r := range st.Recent {
+		out.Recent = append(out.Recent, &jobwirev1.RecentCounts{Window: dur(r.Window),
+			Succeeded: r.Succeeded, Failed: r.Failed, Dead: r.Dead})
+	}
 	for _, q := range queues {
 		out.Queues = append(out.Queues, queueToProto(q, now))
 	}
 	out.StorageRetries = st.StorageRetries
+	if req.GetCountsOnly() {
+		return out, nil
+	}
 	infos, err := a.b.ConcurrencyRules(ctx)
 	if err != nil {
 		return nil, toStatus(err)
@@ -372,13 +375,4 @@ func (a *admin) GetStats(ctx context.Context, req *jobwirev1.GetStatsRequest) (*
 		return nil, err
 	}
 	return out, nil
-}
-
-func recentToProto(recent []broker.RecentWindow) []*jobwirev1.RecentCounts {
-	out := make([]*jobwirev1.RecentCounts, len(recent))
-	for i, r := range recent {
-		out[i] = &jobwirev1.RecentCounts{Window: dur(r.Window), Enqueued: r.Enqueued, Succeeded: r.Succeeded,
-			Failed: r.Failed, Dead: r.Dead}
-	}
-	return out
 }

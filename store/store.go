@@ -68,9 +68,7 @@ type Store interface {
 	QueueStats(ctx context.Context, name string) ([]QueueStats, error)
 	// JobCounts counts jobs per queue, type and state.
 	JobCounts(ctx context.Context) ([]StateCount, error)
-	// RecentCounts counts jobs that succeeded or died, and attempts that failed, at or after since,
-	// and the jobs enqueued since: what the work of a trailing window costs to read, whatever
-	// the backlog and the history.
+	// RecentCounts counts jobs that succeeded or died, and attempts that failed, at or after since.
 	RecentCounts(ctx context.Context, since time.Time) (RecentCounts, error)
 
 	// TokenGetByHash reads the API token whose secret hashes to hash, revoked or not, or
@@ -612,7 +610,6 @@ type StateCount struct {
 // RecentCounts counts what finished in a window: jobs that succeeded, attempts that failed and
 // jobs that died.
 type RecentCounts struct {
-	Enqueued  int64 // jobs created (enqueued, scheduled, fired by a schedule, added by a graph)
 	Succeeded int64 // jobs that succeeded (one successful attempt each)
 	Failed    int64 // attempts that failed, timed out or lost their lease
 	Dead      int64 // jobs that went to the dead-letter queue

@@ -41,9 +41,9 @@ func printStats(w io.Writer, resp *jobwirev1.GetStatsResponse) {
 	if len(resp.GetRecent()) > 0 {
 		fmt.Fprintln(w, "\nRecent attempts:")
 		tw := newTable(w)
-		row(tw, "  WINDOW", "ENQUEUED", "SUCCEEDED", "FAILED", "DEAD")
+		row(tw, "  WINDOW", "SUCCEEDED", "FAILED", "DEAD")
 		for _, r := range resp.GetRecent() {
-			row(tw, "  "+fmtDuration(r.GetWindow()), r.GetEnqueued(), r.GetSucceeded(), r.GetFailed(), r.GetDead())
+			row(tw, "  "+fmtDuration(r.GetWindow()), r.GetSucceeded(), r.GetFailed(), r.GetDead())
 		}
 		_ = tw.Flush()
 	}

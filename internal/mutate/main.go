@@ -592,13 +592,13 @@ func mutations() []mutation {
 		to:   "\tif err := t.hold(lockRowsSQL",
 		pkgs: []string{pgPkg}, run: "TestLockRowsProbesThePrimaryKey", postgres: true})
 	add(mutation{name: "dashboard: the throughput sampler reads the whole of GetStats", file: "internal/web/dashboard.go",
-		from: "GetStatsRequest{RecentOnly: true}", to: "GetStatsRequest{}",
-		pkgs: []string{"./internal/web"}, run: "TestDashboardSamplerReadsTheLastMinuteOnly"})
-	add(mutation{name: "stats: recent_only still counts every window", file: "server/operate.go",
-		from: "recent, err := a.b.Recent(ctx, time.Minute)", to: "recent, err := a.b.Recent(ctx, broker.StatsWindows...)",
+		from: "GetStatsRequest{CountsOnly: true}", to: "GetStatsRequest{}",
+		pkgs: []string{"./internal/web"}, run: "TestDashboardSamplerReadsTheCountsOnly"})
+	add(mutation{name: "stats: counts_only still reads the rules and rate limits", file: "server/operate.go",
+		from: "\tif req.GetCountsOnly() {\n\t\treturn out, nil", to: "\tif false {\n\t\treturn out, nil",
 		pkgs: []string{"./server"}, run: "TestStatsCounts"})
-	add(mutation{name: "stats: recent does not count the jobs enqueued", file: "broker/operate.go",
-		from: "out = append(out, RecentWindow{Window: w, Enqueued: rc.Enqueued,", to: "out = append(out, RecentWindow{Window: w,",
+	add(mutation{name: "stats: counts_only still counts every window", file: "server/operate.go",
+		from: "return a.b.Counts(ctx, time.Minute)", to: "return a.b.Counts(ctx, broker.StatsWindows...)",
 		pkgs: []string{"./server"}, run: "TestStatsCounts"})
 	add(mutation{name: "postgres stats: the open jobs are counted by one condition no index answers", file: "store/postgres/admin.go",
 		from: `var openStateGroups = []string{"state = 1", "state = 2", "state IN (3, 4)", "state = 8"}`,

@@ -222,10 +222,10 @@ func (c *statsRequests) Invoke(ctx context.Context, method string, args, reply a
 	return c.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
 }
 
-// The throughput graph's sampler, which reads from the moment the listener starts, asks for the
-// last minute alone: the whole of GetStats is several reads of the store, one of them counting
-// every job finished in the last five minutes and two every job waiting.
-func TestDashboardSamplerReadsTheLastMinuteOnly(t *testing.T) {
+// The throughput graph's sampler, which reads from the moment the listener starts, asks for
+// the counts alone: the whole of GetStats is several reads of the store, one of them counting
+// every job finished in the last five minutes.
+func TestDashboardSamplerReadsTheCountsOnly(t *testing.T) {
 	t.Parallel()
 	b := brokertest.New(t, brokertest.Options{})
 	conn := &statsRequests{ClientConnInterface: b.Server.LocalConn()}
@@ -237,8 +237,8 @@ func TestDashboardSamplerReadsTheLastMinuteOnly(t *testing.T) {
 		seen := slices.Clone(conn.seen)
 		conn.mu.Unlock()
 		if len(seen) > 0 {
-			if !seen[0].GetRecentOnly() {
-				t.Fatalf("the sampler asked for %v, want recent_only", seen[0])
+			if !seen[0].GetCountsOnly() {
+				t.Fatalf("the sampler asked for %v, want counts_only", seen[0])
 			}
 			return
 		}

@@ -28,17 +28,17 @@ type sampler struct {
 }
 
 // readShare bounds the broker's time the sampler spends reading: after a reading that took d,
-// the next comes no sooner than readShare times d after it began. A reading counts the last
-// minute's work (GetStats with recent_only), milliseconds at a few thousand jobs a second, and
-// the pace stays every; the bound holds should a reading ever be slow (it counted every job
-// waiting before, and a million took seconds on SQLite).
+// the next comes no sooner than readShare times d after it began. The totals are counted over
+// the unfinished jobs, so a reading's cost grows with the backlog (a million jobs waiting took
+// seconds on SQLite); read every 2 s regardless, the graph alone would take a CPU from the
+// broker. With a small backlog a reading takes milliseconds and the pace stays every.
 const readShare = 20
 
 // DefaultSampleEvery is how often the throughput graph's totals are read.
 const DefaultSampleEvery = 2 * time.Second
 
 // rateWindow is the trailing window every line of the graph is averaged over: the broker
-// counts the jobs enqueued and the attempts finished in the last minute.
+// counts finished attempts over the last minute, and enqueues are averaged over the same span.
 const rateWindow = time.Minute
 
 func newSampler(ctx context.Context, clk clock.Clock, every time.Duration, read func(context.Context) (*jobwirev1.GetStatsResponse, error)) *sampler {
@@ -90,27 +90,46 @@ func (s *sampler) take() {
 		return // a gap in the graph; the next reading fills in
 	}
 	smp := sample{At: s.clk.Now()}
+	for _, c := range st.GetCounts() {
+		smp.Enqueued += c.GetCount()
+		switch c.GetState() {
+		case jobwirev1.JobState_JOB_STATE_SUCCEEDED:
+			smp.Succeeded += c.GetCount()
+		case jobwirev1.JobState_JOB_STATE_DEAD:
+			smp.Dead += c.GetCount()
+		}
+	}
 	for _, r := range st.GetRecent() {
 		if r.GetWindow().AsDuration() == rateWindow {
-			smp.EnqueuedLastMinute = r.GetEnqueued()
 			smp.SucceededLastMinute = r.GetSucceeded()
 			smp.FailedLastMinute = r.GetFailed()
 		}
 	}
-	smp.rates()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	smp.rates(s.samples)
 	s.samples = append(s.samples, smp)
 	if len(s.samples) > sampleKeep {
 		s.samples = append(s.samples[:0], s.samples[len(s.samples)-sampleKeep:]...)
 	}
 }
 
-// rates sets smp's per-second rates, each the broker's count of the trailing rateWindow
-// averaged over it.
-func (smp *sample) rates() {
+// rates sets smp's per-second rates, each an average over the trailing rateWindow: succeeded
+// and failed attempts from the broker's own count of that window, and enqueues from the growth
+// of the total since the oldest earlier reading inside it. Until the sampler has a window's
+// worth of readings, enqueues are averaged over the span it has.
+func (smp *sample) rates(before []sample) {
 	sec := rateWindow.Seconds()
-	smp.EnqueuedRate = float64(smp.EnqueuedLastMinute) / sec
 	smp.SucceededRate = float64(smp.SucceededLastMinute) / sec
 	smp.FailedRate = float64(smp.FailedLastMinute) / sec
+	from := -1
+	for i := len(before) - 1; i >= 0 && smp.At.Sub(before[i].At) <= rateWindow; i-- {
+		from = i
+	}
+	if from < 0 {
+		return
+	}
+	if span := smp.At.Sub(before[from].At).Seconds(); span > 0 {
+		smp.EnqueuedRate = max(0, float64(smp.Enqueued-before[from].Enqueued)/span)
+	}
 }

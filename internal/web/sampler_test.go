@@ -12,11 +12,11 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 )
 
-// fakeStats answers GetStats with the last minute's counts a test sets.
+// fakeStats answers GetStats with totals a test sets.
 type fakeStats struct {
-	mu                            sync.Mutex
-	enqueued, succeeded, failedM1 int64
-	reads                         int
+	mu                         sync.Mutex
+	total, succeeded, failedM1 int64
+	reads                      int
 }
 
 func (f *fakeStats) read(context.Context) (*jobwirev1.GetStatsResponse, error) {
@@ -24,16 +24,20 @@ func (f *fakeStats) read(context.Context) (*jobwirev1.GetStatsResponse, error) {
 	defer f.mu.Unlock()
 	f.reads++
 	return &jobwirev1.GetStatsResponse{
+		Counts: []*jobwirev1.StateCount{
+			{State: jobwirev1.JobState_JOB_STATE_PENDING, Count: f.total - f.succeeded},
+			{State: jobwirev1.JobState_JOB_STATE_SUCCEEDED, Count: f.succeeded},
+		},
 		Recent: []*jobwirev1.RecentCounts{
-			{Window: durationpb.New(time.Minute), Enqueued: f.enqueued, Succeeded: f.succeeded, Failed: f.failedM1},
-			{Window: durationpb.New(time.Hour), Enqueued: 999, Succeeded: 999, Failed: 999},
+			{Window: durationpb.New(time.Minute), Succeeded: f.succeeded, Failed: f.failedM1},
+			{Window: durationpb.New(time.Hour), Succeeded: 999, Failed: 999},
 		},
 	}, nil
 }
 
-func (f *fakeStats) set(enqueued, succeeded, failed int64) {
+func (f *fakeStats) set(total, succeeded, failed int64) {
 	f.mu.Lock()
-	f.enqueued, f.succeeded, f.failedM1 = enqueued, succeeded, failed
+	f.total, f.succeeded, f.failedM1 = total, succeeded, failed
 	f.mu.Unlock()
 }
 
@@ -75,19 +79,25 @@ func TestSamplerReadsFromStartWithEveryLineAveragedAlike(t *testing.T) {
 	if first := waitReading(t, s, clk.Now()); len(first) != 1 {
 		t.Fatalf("%d samples at the start, want 1", len(first))
 	}
-	// In the last minute: 30 enqueued and 30 succeeded, 12 failed.
+	// 30 enqueued and 30 succeeded, 12 failed in the window, over 30 seconds.
 	for i := 1; i <= 15; i++ {
 		f.set(int64(2*i), int64(2*i), 12)
 		advance(t, s, clk)
 	}
 	last := s.snapshot()[15]
-	if last.EnqueuedRate != 30.0/60 || last.SucceededRate != 30.0/60 || last.FailedRate != 12.0/60 {
-		t.Errorf("enqueued %v/s, succeeded %v/s, failed %v/s; want each over the minute: 0.5, 0.5 and 0.2",
-			last.EnqueuedRate, last.SucceededRate, last.FailedRate)
+	if last.EnqueuedRate != 1 {
+		t.Errorf("enqueued %v/s over the 30 seconds sampled, want 1", last.EnqueuedRate)
 	}
-	f.set(120, 60, 0)
-	if got := advance(t, s, clk); got[16].EnqueuedRate != 2 || got[16].SucceededRate != 1 || got[16].FailedRate != 0 {
-		t.Errorf("sample %+v, want 2 enqueued and 1 succeeded a second", got[16])
+	if last.SucceededRate != 30.0/60 || last.FailedRate != 12.0/60 {
+		t.Errorf("succeeded %v/s, failed %v/s; want both over the minute: 0.5 and 0.2", last.SucceededRate, last.FailedRate)
+	}
+	// A minute later the enqueue rate is averaged over the last minute only.
+	for i := 16; i <= 60; i++ {
+		f.set(30+int64(i-15)*4, 30, 0)
+		advance(t, s, clk)
+	}
+	if got := s.snapshot()[60].EnqueuedRate; got != 2 {
+		t.Errorf("enqueued %v/s over the trailing minute, want 2", got)
 	}
 	for range sampleKeep {
 		advance(t, s, clk)

@@ -188,14 +188,12 @@ var queueDepthSQL = byOpenState(`SELECT queue, state, COUNT(*) FROM jobs WHERE S
 // oldestReadySQL reads the run-at of the oldest ready job of the queue $1, or of every queue.
 const oldestReadySQL = `SELECT queue, MIN(run_at) FROM jobs WHERE state = 2 AND ($1 = '' OR queue = $1) GROUP BY queue`
 
-// recentCountsSQL counts the failed attempts ($2, $3, $4 the outcomes that count), the jobs
-// that succeeded and died, and the jobs created since $1, through attempts_finished,
-// jobs_finished and jobs_created.
+// recentCountsSQL counts the failed attempts ($2, $3, $4 the outcomes that count) and the jobs
+// that succeeded and died since $1, through attempts_finished and jobs_finished.
 const recentCountsSQL = `SELECT
 	(SELECT COUNT(*) FROM attempts WHERE finished_at >= $1 AND outcome IN ($2, $3, $4)),
 	(SELECT COUNT(*) FROM jobs WHERE state = 5 AND finished_at >= $1),
-	(SELECT COUNT(*) FROM jobs WHERE state = 6 AND finished_at >= $1),
-	(SELECT COUNT(*) FROM jobs WHERE created_at >= $1)`
+	(SELECT COUNT(*) FROM jobs WHERE state = 6 AND finished_at >= $1)`
 
 // QueueStats reads queues with their depth per state and oldest ready job. Unfinished jobs are
 // counted through the partial indexes, finished ones read from their totals.
@@ -297,7 +295,7 @@ func (s *Store) RecentCounts(ctx context.Context, since time.Time) (store.Recent
 		// finished SUCCEEDED.
 		return s.pool.QueryRow(ctx, recentCountsSQL, pgx.QueryExecModeExec,
 			nanos(since), int16(job.OutcomeFailed), int16(job.OutcomeLeaseExpired), int16(job.OutcomeTimeout)).
-			Scan(&out.Failed, &out.Succeeded, &out.Dead, &out.Enqueued)
+			Scan(&out.Failed, &out.Succeeded, &out.Dead)
 	})
 	return out, err
 }

@@ -341,10 +341,6 @@ func (s *Store) RecentCounts(ctx context.Context, since time.Time) (store.Recent
 		if err != nil {
 			return err
 		}
-		// Through jobs_created: the jobs of the window, not the backlog.
-		if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE created_at >= ?`, nanos(since)).Scan(&out.Enqueued); err != nil {
-			return err
-		}
 		return s.r.QueryRowContext(ctx, `SELECT
 			COALESCE(SUM(CASE WHEN state = 5 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN state = 6 THEN 1 ELSE 0 END), 0)

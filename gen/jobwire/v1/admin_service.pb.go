@@ -2394,11 +2394,11 @@ func (x *SetQueueLimitResponse) GetQueue() *QueueInfo {
 
 type GetStatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only the one-minute window of recent: no job counts, queues, concurrency rules, rate limits
-	// or longer windows. A caller that samples the rates every few seconds (the dashboard's
-	// throughput graph) asks for this: it reads the last minute's work, where the job counts and
-	// the queues' depths read every job waiting, and a longer window every job it finished.
-	RecentOnly    bool `protobuf:"varint,1,opt,name=recent_only,json=recentOnly,proto3" json:"recent_only,omitempty"`
+	// Only the counts and the one-minute window of recent: no queues, concurrency rules, rate
+	// limits or longer windows. A caller that samples the totals every few seconds (the
+	// dashboard's throughput graph) asks for this: each part left out is a read of the store, and
+	// counting a longer window reads every job finished in it.
+	CountsOnly    bool `protobuf:"varint,1,opt,name=counts_only,json=countsOnly,proto3" json:"counts_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2433,9 +2433,9 @@ func (*GetStatsRequest) Descriptor() ([]byte, []int) {
 	return file_jobwire_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
-func (x *GetStatsRequest) GetRecentOnly() bool {
+func (x *GetStatsRequest) GetCountsOnly() bool {
 	if x != nil {
-		return x.RecentOnly
+		return x.CountsOnly
 	}
 	return false
 }
@@ -2511,16 +2511,11 @@ func (x *StateCount) GetCount() int64 {
 
 // RecentCounts counts finished attempts in a trailing window.
 type RecentCounts struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Window *durationpb.Duration   `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
-	// Jobs that succeeded.
-	Succeeded int64 `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
-	// Attempts that failed, timed out or lost their lease.
-	Failed int64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
-	// Jobs that went to the dead-letter queue.
-	Dead int64 `protobuf:"varint,4,opt,name=dead,proto3" json:"dead,omitempty"`
-	// Jobs enqueued: created by Enqueue, a batch, a graph or a periodic schedule.
-	Enqueued      int64 `protobuf:"varint,5,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Window        *durationpb.Duration   `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	Succeeded     int64                  `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        int64                  `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	Dead          int64                  `protobuf:"varint,4,opt,name=dead,proto3" json:"dead,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2579,13 +2574,6 @@ func (x *RecentCounts) GetFailed() int64 {
 func (x *RecentCounts) GetDead() int64 {
 	if x != nil {
 		return x.Dead
-	}
-	return 0
-}
-
-func (x *RecentCounts) GetEnqueued() int64 {
-	if x != nil {
-		return x.Enqueued
 	}
 	return 0
 }
@@ -5829,20 +5817,19 @@ const file_jobwire_v1_admin_service_proto_rawDesc = "" +
 	"\x15SetQueueLimitResponse\x12+\n" +
 	"\x05queue\x18\x01 \x01(\v2\x15.jobwire.v1.QueueInfoR\x05queue\"2\n" +
 	"\x0fGetStatsRequest\x12\x1f\n" +
-	"\vrecent_only\x18\x01 \x01(\bR\n" +
-	"recentOnly\"x\n" +
+	"\vcounts_only\x18\x01 \x01(\bR\n" +
+	"countsOnly\"x\n" +
 	"\n" +
 	"StateCount\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12*\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x14.jobwire.v1.JobStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x03R\x05count\"\xa7\x01\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\"\x8b\x01\n" +
 	"\fRecentCounts\x121\n" +
 	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\x12\x1a\n" +
-	"\benqueued\x18\x05 \x01(\x03R\benqueued\"\x8e\x04\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"\x8e\x04\n" +
 	"\x10GetStatsResponse\x12.\n" +
 	"\x06counts\x18\x01 \x03(\v2\x16.jobwire.v1.StateCountR\x06counts\x120\n" +
 	"\x06recent\x18\x02 \x03(\v2\x18.jobwire.v1.RecentCountsR\x06recent\x12-\n" +

@@ -89,8 +89,8 @@ type AdminServiceClient interface {
 	// A queue that does not exist is NOT_FOUND; to cap one before its first job, pause it, set
 	// the limit, then resume it.
 	SetQueueLimit(ctx context.Context, in *SetQueueLimitRequest, opts ...grpc.CallOption) (*SetQueueLimitResponse, error)
-	// GetStats reports the job counts, what was enqueued and finished recently, and every queue,
-	// concurrency rule and rate limit. With recent_only it reads the last minute alone.
+	// GetStats reports the job counts, what finished recently, and every queue, concurrency rule
+	// and rate limit. With counts_only it reads the counts and the last minute alone.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 	ListBreakers(ctx context.Context, in *ListBreakersRequest, opts ...grpc.CallOption) (*ListBreakersResponse, error)
 	// ResetBreaker closes a breaker and forgets its failures.
@@ -587,8 +587,8 @@ type AdminServiceServer interface {
 	// A queue that does not exist is NOT_FOUND; to cap one before its first job, pause it, set
 	// the limit, then resume it.
 	SetQueueLimit(context.Context, *SetQueueLimitRequest) (*SetQueueLimitResponse, error)
-	// GetStats reports the job counts, what was enqueued and finished recently, and every queue,
-	// concurrency rule and rate limit. With recent_only it reads the last minute alone.
+	// GetStats reports the job counts, what finished recently, and every queue, concurrency rule
+	// and rate limit. With counts_only it reads the counts and the last minute alone.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	ListBreakers(context.Context, *ListBreakersRequest) (*ListBreakersResponse, error)
 	// ResetBreaker closes a breaker and forgets its failures.

@@ -287,8 +287,8 @@ class AdminServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetStats(self, request, context):
-        """GetStats reports the job counts, what was enqueued and finished recently, and every queue,
-        concurrency rule and rate limit. With recent_only it reads the last minute alone.
+        """GetStats reports the job counts, what finished recently, and every queue, concurrency rule
+        and rate limit. With counts_only it reads the counts and the last minute alone.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
