@@ -64,7 +64,7 @@ func (q *queue) Submit(o Op) { q.put(&Ticket{op: o}) }
 
 // Enter queues o for a caller that waits on the ticket.
 func (q *queue) Enter(o Op, deadline time.Time) *Ticket {
-	t := &Ticket{op: o, deadline: deadline, answer: make(chan error, 1), traced: stages.Mark(stages.Queued)}
+	t := &Ticket{op: o, deadline: deadline, answer: make(chan error, 1), traced: stages.MarkAfter(stages.Handler, stages.Queued)}
 	q.put(t)
 	return t
 }

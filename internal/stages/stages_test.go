@@ -42,6 +42,22 @@ func TestMarksLandInTheTraceBegun(t *testing.T) {
 	}
 }
 
+// A point other work passes too is the traced request's only after the point before it.
+func TestMarkAfterWaitsForThePointBefore(t *testing.T) {
+	tr := Begin()
+	defer End()
+	if MarkAfter(Handler, Queued) || tr.Passed(Queued) {
+		t.Fatal("Queued marked before the handler")
+	}
+	Mark(Handler)
+	if !MarkAfter(Handler, Queued) {
+		t.Fatal("Queued not marked after the handler")
+	}
+	if _, ok := tr.Between(Handler, Queued); !ok {
+		t.Fatal("handler to queued not measured")
+	}
+}
+
 func TestPointNames(t *testing.T) {
 	for p := range numPoints {
 		if p.String() == "" || p.String() == "unknown" {
