@@ -143,8 +143,9 @@ type writerState struct {
 	stop       chan struct{}
 	stopped    sync.WaitGroup
 
-	breakerBatch breakerBatch // shared breaker changes of the batch being written
-	seen         breakersSeen // the stored breakers the writer wrote last
+	breakerBatch breakerBatch  // shared breaker changes of the batch being written
+	seen         breakersSeen  // the stored breakers the writer wrote last
+	successes    heldSuccesses // successes not yet in their stored breakers (successes.go)
 	// progress is the progress reports waiting for the writer, coalesced (outcome.go).
 	progress progressQueue
 	// lockingBreaker, set by tests only, is told before (locked false) and after each breaker
@@ -352,6 +353,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	// Jobs that never started go back now; running ones keep their leases in storage and are
 	// either finished by a worker that reconnects to the next broker or expire.
 	err := b.mode.releaseUnstarted(context.WithoutCancel(ctx))
+	b.storeHeldSuccesses(context.WithoutCancel(ctx))
 	close(b.writing.stop)
 	b.writing.stopped.Wait()
 	for _, s := range b.afterServices() {

@@ -562,26 +562,12 @@ func (o *resultOp) Finishes() job.LeaseRef { return o.ref }
 func (o *resultOp) frees() *Session        { return o.s }
 
 // Success is the result's write when it may be stored with other successes: it frees no queue
-// room and its permit is not settled by a write of its own (settlesAlone). Stored at commit,
-// unless its stored breaker counts it once stored (InTx).
+// room and its permit is not settled by a write of its own (settlesAlone). Stored at commit.
 func (o *resultOp) Success() *store.JobFinishParams {
 	if o.d.Verdict != triage.Succeeded || o.settles == settlesAlone || o.endingAttempt.frees || o.s.b.watchedElsewhere(o.ref.JobID) {
 		return nil // a job another broker watches publishes its change in its write (watchcluster.go)
 	}
 	return o.params
-}
-
-// InTx: a success its stored breaker counts (settlesOnceStored) is stored with the batch's
-// other successes in one statement, and counted once known applied (SucceedingInTx): one
-// statement a batch, not one a job.
-func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }
-
-// SucceedingInTx counts, in tx, the success in its shared breaker if it applied: the count
-// is made when the transaction's breakers are locked, after the successes' answer was read
-// (Succeeded).
-func (o *resultOp) SucceedingInTx(tx store.Tx) error {
-	o.ch.reset()
-	return o.s.b.settleOnceStored(tx, &o.ch, o.job.Type, o.ref, func() (bool, error) { return o.succeeded, o.unread })
 }
 
 // MayWait lets a success wait one batch for a producer's next enqueue (commit.Deferrer) when

@@ -116,24 +116,25 @@ type writeSettles int
 const (
 	// settlesAfter: not in the write; in memory once it committed, if at all.
 	settlesAfter writeSettles = iota
-	// settlesOnceStored: an ordinary permit of a stored breaker that counts every call (ratio
-	// mode): a success is counted once known stored, so it may be stored with the batch's other
-	// successes in one statement (resultOp.SucceedingInTx).
-	settlesOnceStored
+	// settlesSuccessLater: an ordinary permit of a stored breaker that counts every call (ratio
+	// mode): a failure is settled in the write that ends the lease, a success held once its
+	// write committed and stored with the type's next breaker write (successes.go).
+	settlesSuccessLater
 	// settlesAlone: a permit the broker did not keep (a lease adopted) or a probe's, settled by
 	// the write of its own result (settleShared).
 	settlesAlone
 )
 
 // settlesInWrite says how the permit of a lease of typ is settled in the write that ends the
-// lease (settleShared): a permit the broker did not keep and a probe's alone, any permit of a
-// breaker that counts every call (ratio mode) once its success is stored.
+// lease (settleShared): a permit the broker did not keep and a probe's alone, the failure of
+// any other permit of a breaker that counts every call (ratio mode) in the write too, its
+// success later.
 func (h breakersInStore) settlesInWrite(p breaker.Permit, typ string) writeSettles {
 	if p.Generation == 0 || p.IsProbe() {
 		return settlesAlone
 	}
 	if cfg := h.b.breakers.ConfigFor(typ); !cfg.Disabled && cfg.Mode == breaker.ModeRatio {
-		return settlesOnceStored
+		return settlesSuccessLater
 	}
 	return settlesAfter
 }
@@ -191,7 +192,7 @@ type seenBreaker struct {
 }
 
 // saveBreaker stores sh (with tx.BreakerSaveIf when un is not nil: if still stored as un saw
-// it, and its assumed successes stored), tells the other brokers if dispatch depends on the
+// it), tells the other brokers if dispatch depends on the
 // change, and, in the writer's batch, keeps what it stored for breakersSeen.
 func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, un *unlockedBreaker) error {
 	saved := sh.Saved()
@@ -200,7 +201,7 @@ func (b *Broker) saveBreaker(tx store.Tx, sh *breaker.Shared, un *unlockedBreake
 		return err
 	}
 	if un != nil {
-		err = tx.BreakerSaveIf(rec, un.seen, un.assumed)
+		err = tx.BreakerSaveIf(rec, un.seen, nil)
 	} else {
 		err = tx.BreakerSave(rec)
 	}
@@ -223,8 +224,8 @@ const seenOffFor = 10 * time.Second
 
 // breakersSeen is what the writer knows of the stored breakers it wrote last, so that a batch
 // that only counts in a breaker saves it in the commit (tx.BreakerSaveIf) instead of first
-// locking it, a round trip of its own: a lone producer's transaction carries the success of
-// the job before, which the type's breaker counts (ratio mode). The save fails the batch if
+// locking it, a round trip of its own: a failure, or the successes held for the type
+// (successes.go). The save fails the batch if
 // another write changed the breaker since; run again, the batch locks it. Exact either way:
 // the breaker counts what it would have under the lock. Only the writer goroutine uses it.
 type breakersSeen struct {
@@ -309,12 +310,9 @@ type breakerBatch struct {
 	stored   map[string]seenBreaker
 }
 
-// unlockedBreaker is a breaker a batch saves without its lock: the data it saves against, and
-// the leases whose successes it counts before their answer (settleOnceStored), which the save
-// checks are stored.
+// unlockedBreaker is a breaker a batch saves without its lock: the data it saves against.
 type unlockedBreaker struct {
-	seen    []byte
-	assumed []job.LeaseRef
+	seen []byte
 }
 
 // breakerPending is a change an op records for the flush.
@@ -332,6 +330,7 @@ func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 	// A batch begun again in the same write (the storage retries run it again) after it saved
 	// a breaker without its lock: that save may have been what failed.
 	b.writing.seen.missed(&b.writing.breakerBatch, b.now)
+	b.writing.successes.folding = nil
 	bb := breakerBatch{tx: tx}
 	for _, o := range batch {
 		if p, ok := o.(prober); ok {
@@ -366,12 +365,17 @@ func (b *Broker) flushBreakers(tx store.Tx) error {
 	}
 	changed := make(map[string]bool, len(bb.pending))
 	for _, c := range bb.pending {
+		if !changed[c.typ] { // the successes held before the batch's changes (successes.go)
+			b.writing.successes.fold(c.typ, bb.locked[c.typ])
+		}
+		changed[c.typ] = true
+	}
+	for _, c := range bb.pending {
 		sh := bb.locked[c.typ]
 		if err := c.fn(sh); err != nil {
 			return err
 		}
 		*c.ch = append(*c.ch, sh)
-		changed[c.typ] = true
 	}
 	bb.pending = nil
 	for _, typ := range types {
@@ -473,11 +477,11 @@ func (b *Broker) changeBreaker(tx store.Tx, ch *breakerChanges, typ string, fn f
 // granted while CLOSED, and the stored breaker says whether that is still so (see
 // breaker.Shared.Permit), whatever a cache knew of the generation.
 //
-// A release of a permit known not to be a probe changes nothing and needs no database work; nor,
-// in count mode, do a success of such a permit and a failure of a kind the breaker does not
-// count. In ratio mode both are calls in the breaker's sliding window: they are applied like
-// failures, once per type and batch of the writer (flushBreakers). msg is a failure's message,
-// kept among the breaker's last failures.
+// A release or a success of a permit known not to be a probe needs no database work here, nor,
+// in count mode, does a failure of a kind the breaker does not count. In ratio mode every
+// failure is a call in the breaker's sliding window, applied once per type and batch of the
+// writer (flushBreakers); so is every success, but held until the type's next breaker write
+// (successes.go). msg is a failure's message, kept among the breaker's last failures.
 func (b *Broker) settleShared(tx store.Tx, ch *breakerChanges, typ string, jobID int64, attempt int,
 	known breaker.Permit, how permitEnd, kind breaker.FailureKind, msg string) error {
 	return b.mode.breakers().settleInWrite(tx, ch, typ, jobID, attempt, known, how, kind, msg)
@@ -491,8 +495,8 @@ func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ stri
 		return nil
 	}
 	if known.Generation != 0 && !known.IsProbe() &&
-		(how == permitReleased || cfg.Mode != breaker.ModeRatio && (how != permitFailed || !cfg.Counts(kind))) {
-		return nil
+		(how != permitFailed || cfg.Mode != breaker.ModeRatio && !cfg.Counts(kind)) {
+		return nil // a success of a ratio-mode breaker is counted once committed (successes.go)
 	}
 	if !known.IsProbe() {
 		known = breaker.Permit{}
@@ -507,27 +511,6 @@ func (h breakersInStore) settleInWrite(tx store.Tx, ch *breakerChanges, typ stri
 		case permitFailed:
 			sh.FailureNote(p, breaker.Note{Job: jobID, Kind: kind, Message: msg}, breaker.Attempt{Job: jobID, Number: attempt})
 		}
-		return nil
-	})
-}
-
-// settleOnceStored counts, in tx, the success of job jobID (of type typ) in its shared
-// breaker if applied says the success was stored: a permit settled in the write
-// (settlesOnceStored), whose success's answer the store gives before the breaker's lock
-// returns (resultOp.SucceedingInTx). applied's error, when its answer was lost or never read,
-// fails the transaction: the breaker's count waits for it.
-//
-// A breaker the writer saves without its lock (breakersSeen) is changed before the answer is
-// read: the success is counted as applied, and the save checks that it was (BreakerSaveIf).
-func (b *Broker) settleOnceStored(tx store.Tx, ch *breakerChanges, typ string, ref job.LeaseRef, applied func() (bool, error)) error {
-	return b.changeBreaker(tx, ch, typ, func(sh *breaker.Shared) error {
-		bb := &b.writing.breakerBatch
-		if un := bb.unlocked[typ]; bb.tx == tx && un != nil {
-			un.assumed = append(un.assumed, ref)
-		} else if ok, err := applied(); err != nil || !ok {
-			return err
-		}
-		sh.Success(sh.Permit(ref.JobID, breaker.Permit{}))
 		return nil
 	})
 }

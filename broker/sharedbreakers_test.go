@@ -825,7 +825,8 @@ func TestSharedBreakerRatio(t *testing.T) {
 	for _, a := range assignments(t, s0, 10) {
 		report(t, s0, a, nil)
 	}
-	if in := c.info(t, 1); in.Calls != 10 || in.FailuresInWindow != 0 {
+	c.clk.Advance(breakerSaveDelay) // the successes are held for their breaker until then
+	if in := c.waitCalls(t, 1, 10); in.FailuresInWindow != 0 {
 		t.Fatalf("broker 1 lists %d calls, %d failures; want the 10 successes of broker 0", in.Calls, in.FailuresInWindow)
 	}
 	c.enqueue(t, 0, 10)
@@ -850,6 +851,54 @@ func TestSharedBreakerRatio(t *testing.T) {
 	}
 }
 
+// A broker holds the successes it stores for their breaker (ratio mode), but a failure that
+// could open the breaker is counted after them: with 10 successes held, 5 failures (MinCalls)
+// do not open it, and the 10th does, at 10 of 20 calls.
+func TestSharedBreakerCountsHeldSuccessesBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	pgtest.ServerURL(t)
+	cfg := breaker.DefaultConfig()
+	cfg.MinCalls = 5
+	c := newCluster(t, 1, DefaultConfig(), cfg, listening)
+	c.enqueue(t, 0, 10)
+	s0 := c.worker(t, 0, 10)
+	for _, a := range assignments(t, s0, 10) {
+		report(t, s0, a, nil)
+	}
+	if in := c.info(t, 0); in.Calls != 0 {
+		t.Fatalf("the breaker lists %d calls before any failure, want the successes still held", in.Calls)
+	}
+	c.enqueue(t, 0, 10)
+	for i, a := range assignments(t, s0, 10) {
+		i++
+		report(t, s0, a, transient)
+		want := breaker.StateClosed
+		if i == 10 {
+			want = breaker.StateOpen
+		}
+		if in := c.info(t, 0); in.State != want {
+			t.Fatalf("after %d failures beside 10 held successes: %v (%d calls, %d failures), want %v",
+				i, in.State, in.Calls, in.FailuresInWindow, want)
+		}
+	}
+}
+
+// waitCalls waits until broker i lists at least n calls in payType's breaker, and returns it.
+func (c *cluster) waitCalls(t testing.TB, i, n int) breaker.Info {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		in := c.info(t, i)
+		if in.Calls >= n {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d lists %d calls, want %d", i, in.Calls, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A success that frees room under its queue's cap is written alone (JobFinish), not with the
 // batch's others: its breaker counts it all the same, in the window every broker reads.
 func TestSharedBreakerRatioOfSuccessesWrittenAlone(t *testing.T) {
@@ -864,16 +913,19 @@ func TestSharedBreakerRatioOfSuccessesWrittenAlone(t *testing.T) {
 	for _, a := range assignments(t, s0, 10) {
 		report(t, s0, a, nil)
 	}
-	if in := c.info(t, 1); in.Calls != 10 || in.FailuresInWindow != 0 {
+	if in := c.info(t, 1); in.Calls != 0 {
+		t.Fatalf("broker 1 lists %d calls before %v, want the successes held", in.Calls, breakerSaveDelay)
+	}
+	c.clk.Advance(breakerSaveDelay)
+	if in := c.waitCalls(t, 1, 10); in.Calls != 10 || in.FailuresInWindow != 0 {
 		t.Fatalf("broker 1 lists %d calls, %d failures; want the 10 successes of broker 0", in.Calls, in.FailuresInWindow)
 	}
 }
 
-// A success the writer counts in a breaker it saves without its lock (breakersSeen) is counted
-// before the store says it applied: the save checks that it did. A success whose lease ended
-// in the database meanwhile (another broker's sweep, here a release beside the broker) makes
-// the save fail, and the write, run again with the breaker locked, counts only what applied.
-func TestSharedBreakerCountsNoStaleSuccessSavedWithoutItsLock(t *testing.T) {
+// A success is held for its breaker only once the store says it applied: a success whose lease
+// ended in the database meanwhile (another broker's sweep, here a release beside the broker)
+// is refused, and counts nowhere.
+func TestSharedBreakerHoldsOnlyStoredSuccesses(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerURL(t)
 	c := newCluster(t, 1, DefaultConfig(), breaker.DefaultConfig(), listening)
@@ -910,7 +962,8 @@ func TestSharedBreakerCountsNoStaleSuccessSavedWithoutItsLock(t *testing.T) {
 			}
 		}
 	}
-	if in := c.info(t, 0); in.Calls != 1 {
+	c.clk.Advance(breakerSaveDelay)
+	if in := c.waitCalls(t, 0, 1); in.Calls != 1 {
 		t.Fatalf("the breaker lists %d calls after one success and one stale, want 1", in.Calls)
 	}
 }

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobwire/jobwire/breaker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -71,22 +73,20 @@ func countingCluster(t *testing.T) (b *brokertest.Bundle, counted *successCount)
 	return b, counted
 }
 
-// On PostgreSQL a cluster's breakers live in the database, and the default breaker (ratio
-// mode) counts every success: its successes still go through the batch statement
-// (JobSucceedMany), which a group commit gives all of a batch's successes, and are counted in
-// their breaker's window, not written by a statement of their own each (JobFinish, which cost a
-// drain two thirds of its rate). How many share a statement depends on how the results arrive,
-// so the test counts the statement used, not the batches.
-func TestClusterSuccessesCountedInTheBreakerAreStoredTogether(t *testing.T) {
-	t.Parallel()
-	b, counted := countingCluster(t)
-	const jobs = 20
-	for range jobs {
-		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
-	}
-	w := b.Connect(brokertest.Hello("w1", jobs, flaky))
+// heldFor is how long a broker of a cluster holds the successes its ratio-mode breakers count
+// before a write of their own stores them (broker's breakerSaveDelay).
+const heldFor = time.Second
+
+// breakerWrites is how many times the counted store locked a breaker or saved one without its
+// lock.
+func (s *successCount) breakerWrites() int64 { return s.locks.Load() + s.saves.Load() }
+
+// succeedAll leases n jobs of type flaky to w, which starts them all, then succeeds them all,
+// and waits for every acknowledgement.
+func succeedAll(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, n int) {
+	t.Helper()
 	var leased []*jobwirev1.Assignment
-	for range jobs {
+	for range n {
 		a := w.Assignment()
 		w.Started(a)
 		leased = append(leased, a)
@@ -94,46 +94,94 @@ func TestClusterSuccessesCountedInTheBreakerAreStoredTogether(t *testing.T) {
 	for _, a := range leased {
 		w.Send(brokertest.SuccessMsg(brokertest.Ref(a), nil))
 	}
-	for acked := 0; acked < jobs; {
+	for acked := 0; acked < n; {
 		if w.Next().GetResultAck() != nil {
 			acked++
 		}
 	}
+}
+
+// callsAre waits until the stored breaker of type flaky counts n calls, none failed.
+func callsAre(t *testing.T, b *brokertest.Bundle, n int32) {
+	t.Helper()
+	waitBreaker(t, b, flaky, fmt.Sprintf("%d calls, none failed", n), func(br *jobwirev1.BreakerInfo) bool {
+		if br.GetCallsInWindow() > n {
+			t.Fatalf("the breaker counts %d calls, more than the %d successes", br.GetCallsInWindow(), n)
+		}
+		return br.GetCallsInWindow() == n && br.GetFailuresInWindow() == 0
+	})
+}
+
+// On PostgreSQL a cluster's breakers live in the database, and the default breaker (ratio
+// mode) counts every success. The successes go through the batch statement (JobSucceedMany),
+// not a statement of their own each (JobFinish, which cost a drain two thirds of its rate),
+// and write nothing to the breaker: they are held, and stored together by one write within
+// heldFor. How many share a statement depends on how the results arrive, so the test counts
+// the statement used, not the batches.
+func TestClusterSuccessesAreHeldForTheirBreaker(t *testing.T) {
+	t.Parallel()
+	b, counted := countingCluster(t)
+	const jobs = 20
+	for range jobs {
+		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
+	}
+	w := b.Connect(brokertest.Hello("w1", jobs, flaky))
+	writes := counted.breakerWrites()
+	succeedAll(t, b, w, jobs)
 	if alone, grouped := counted.alone.Load(), counted.grouped.Load(); alone != 0 || grouped != jobs {
 		t.Fatalf("%d successes written alone and %d together, want 0 and %d", alone, grouped, jobs)
 	}
-	if br := breakerOf(t, b, flaky); br.GetCallsInWindow() != jobs || br.GetFailuresInWindow() != 0 {
-		t.Fatalf("the breaker counted %d calls, %d failed; want %d and 0", br.GetCallsInWindow(), br.GetFailuresInWindow(), jobs)
+	if n := counted.breakerWrites() - writes; n != 0 {
+		t.Fatalf("%d successes wrote their breaker %d times, want none before %v", jobs, n, heldFor)
+	}
+	b.Clock.Advance(heldFor)
+	callsAre(t, b, jobs)
+	if n := counted.breakerWrites() - writes; n != 1 {
+		t.Fatalf("the held successes were stored by %d breaker writes, want 1", n)
 	}
 }
 
-// A lone success counted in its type's breaker (a producer enqueuing one job at a time) does
-// not lock the breaker once the writer has stored it: the writer saves it if still stored as
-// it left it, in the commit. When another broker (here a write beside the broker) changed it
-// since, the save fails the transaction, which runs again with the lock: the calls the other
-// wrote are kept, and each success counted once.
+// A broker that stops in order stores the successes it holds: the next one finds them.
+func TestClusterHeldSuccessesAreStoredAtShutdown(t *testing.T) {
+	t.Parallel()
+	b, _ := countingCluster(t)
+	const jobs = 5
+	for range jobs {
+		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
+	}
+	succeedAll(t, b, b.Connect(brokertest.Hello("w1", jobs, flaky)), jobs)
+	b.Restart()
+	if br := breakerOf(t, b, flaky); br.GetCallsInWindow() != jobs || br.GetFailuresInWindow() != 0 {
+		t.Fatalf("after a restart the breaker counts %d calls, %d failed; want the %d successes held at the stop",
+			br.GetCallsInWindow(), br.GetFailuresInWindow(), jobs)
+	}
+}
+
+// The held successes of a type the writer has stored are saved without the breaker's lock, if
+// still stored as it left it, in the commit. When another broker (here a write beside the
+// broker) changed it since, the save fails the transaction, which runs again with the lock:
+// the calls the other wrote are kept, and each success counted once.
 func TestClusterBreakerSavedWithoutItsLockCountsExactly(t *testing.T) {
 	t.Parallel()
 	b, counted := countingCluster(t)
 	w := b.Connect(brokertest.Hello("w1", 1, flaky))
-	succeed := func() {
+	succeed := func(n int) {
 		t.Helper()
-		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
-		a := w.Assignment()
-		w.Started(a)
-		w.Send(brokertest.SuccessMsg(brokertest.Ref(a), nil))
-		for w.Next().GetResultAck() == nil {
+		for range n {
+			b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
+			succeedAll(t, b, w, 1)
 		}
+		b.Clock.Advance(heldFor)
 	}
-	succeed()
-	locks := counted.locks.Load()
+	succeed(1)
+	callsAre(t, b, 1)
+	locks, saves := counted.locks.Load(), counted.saves.Load()
 	const lone = 5
-	for range lone {
-		succeed()
-	}
-	if n, saves := counted.locks.Load()-locks, counted.saves.Load(); n != 0 || saves < lone {
-		t.Fatalf("%d lone successes locked the breaker %d times and saved it without the lock %d times, want 0 and %d or more",
-			lone, n, saves, lone)
+	succeed(lone)
+	callsAre(t, b, 1+lone)
+	if n, saved := counted.locks.Load()-locks, counted.saves.Load()-saves; n != 0 || saved != 1 {
+		t.Fatalf("storing %d held successes locked the breaker %d times and saved it without the lock %d times, want 0 and 1",
+			lone, n, saved)
 	}
 	// Another writer adds 7 calls to the breaker's window.
 	const others = 7
@@ -158,14 +206,12 @@ func TestClusterBreakerSavedWithoutItsLockCountsExactly(t *testing.T) {
 	}
 	retried := b.Store.StorageRetries()["40001"]
 	locks = counted.locks.Load()
-	succeed()
+	succeed(1)
+	callsAre(t, b, 1+lone+others+1)
 	if n := b.Store.StorageRetries()["40001"] - retried; n != 1 {
 		t.Fatalf("the save of a breaker changed since was retried %d times, want once", n)
 	}
 	if n := counted.locks.Load() - locks; n != 1 {
-		t.Fatalf("the success's write run again locked the breaker %d times, want once", n)
-	}
-	if br := breakerOf(t, b, flaky); br.GetCallsInWindow() != 1+lone+others+1 || br.GetFailuresInWindow() != 0 {
-		t.Fatalf("the breaker counted %d calls, %d failed; want %d and 0", br.GetCallsInWindow(), br.GetFailuresInWindow(), 1+lone+others+1)
+		t.Fatalf("the held success's write run again locked the breaker %d times, want once", n)
 	}
 }

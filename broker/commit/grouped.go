@@ -242,8 +242,6 @@ func (w *Grouped) finish(batch []*Ticket, err error) {
 // (tx.JobSucceedManyAtCommit), starts (tx.JobStartMany) and the jobs of inserts (tx.JobInsertMany,
 // or tx.JobInsertOfferedAtCommit when some are offered).
 type grouped struct {
-	// settling are the successes of succeeding that write more once applied (InTxSucceeder).
-	settling   []InTxSucceeder
 	succeeding []Succeeder
 	starting   []Starter
 	inserting  []Inserter
@@ -255,7 +253,6 @@ type grouped struct {
 
 // reset empties g for another run of the transaction.
 func (g *grouped) reset() {
-	g.settling = g.settling[:0]
 	g.succeeding, g.starting, g.inserting, g.inserted = g.succeeding[:0], g.starting[:0], g.inserting[:0], g.inserted[:0]
 	g.successes, g.starts, g.inserts = g.successes[:0], g.starts[:0], g.inserts[:0]
 }
@@ -277,9 +274,6 @@ func (g *grouped) add(t *Ticket) bool {
 		p := o.Success()
 		if p == nil {
 			return false
-		}
-		if in, ok := o.(InTxSucceeder); ok && in.InTx() {
-			g.settling = append(g.settling, in)
 		}
 		g.succeeding, g.successes = append(g.succeeding, o), append(g.successes, p)
 	case Starter:
@@ -313,10 +307,9 @@ func (g *grouped) write(tx store.Tx) error {
 		}
 	}
 	if len(g.successes) > 0 {
-		// The store may send the successes with COMMIT, or with the next statement waited for
-		// (InTxSucceeder): what depends on their answer reads it after such a statement. A
-		// success whose answer cannot be read is told so, and its op answers it as storage's
-		// failure, or fails the transaction if it needed the answer within it.
+		// The store may send the successes with COMMIT: nothing later in the transaction
+		// depends on their answer. A success whose answer cannot be read is told so, and its
+		// op answers it as storage's failure.
 		succeeding := g.succeeding
 		for _, o := range succeeding {
 			o.Succeeded(false, ErrAnswerLost)
@@ -326,14 +319,7 @@ func (g *grouped) write(tx store.Tx) error {
 				o.Succeeded(err == nil && succeeded[i], err)
 			}
 		})
-		if err != nil {
-			return err
-		}
-		for _, o := range g.settling {
-			if err := o.SucceedingInTx(tx); err != nil {
-				return err
-			}
-		}
+		return err
 	}
 	return nil
 }

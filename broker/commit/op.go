@@ -82,22 +82,6 @@ type Succeeder interface {
 	Succeeded(applied bool, unread error)
 }
 
-// InTxSucceeder is a Succeeder whose op writes more within the transaction once its success
-// is known applied: a success counted in a breaker stored in the database. Its success is
-// stored with the batch's others (tx.JobSucceedManyAtCommit), and what it writes after waits
-// for the answer, which the store gives before its next call that reads something returns
-// (the breaker's lock): waiting for the successes' statement alone cost a lone producer's
-// transaction a round trip of its own.
-type InTxSucceeder interface {
-	Succeeder
-	// InTx says this success needs its answer in the transaction.
-	InTx() bool
-	// SucceedingInTx writes, in tx, what follows from the success once applied: what reads
-	// the answer (Succeeded) runs after the store's next read. It may run again when the
-	// transaction does.
-	SucceedingInTx(tx store.Tx) error
-}
-
 // Inserter is an op whose jobs may be inserted with the batch's other jobs in one statement
 // (tx.JobInsertMany): jobs without idempotency keys (a key taken by a job of other content
 // fails its enqueue alone).

@@ -537,9 +537,9 @@ func mutations() []mutation {
 	add(mutation{name: "connect: plaintext against a TLS broker reads as a dropped connection", file: "client/connerr.go",
 		from: "\t\tif plaintext && answersTLS(c.addr) {", to: "\t\tif false && plaintext && answersTLS(c.addr) {",
 		pkgs: []string{"./client"}, run: "TestClassifyCallErrors"})
-	add(mutation{name: "shared breakers: successes are not counted in the ratio window", file: "broker/sharedbreakers.go",
-		from: "(how == permitReleased || cfg.Mode != breaker.ModeRatio && (how != permitFailed || !cfg.Counts(kind))) {",
-		to:   "(how != permitFailed || !cfg.Counts(kind)) {",
+	add(mutation{name: "shared breakers: successes are not counted in the ratio window", file: "broker/successes.go",
+		from: "\t\tsh.Success(sh.Permit(id, breaker.Permit{}))",
+		to:   "\t\t_ = id",
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatio", postgres: true})
 	// Why a job waits is told from the dispatcher's own rules; a bulk confirm acts on what was previewed.
 	add(mutation{name: "why pending: a paused queue is not named", file: "broker/whypending.go",
@@ -1211,15 +1211,24 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a job handed over final stays in the hub", file: "broker/watch.go",
 		from: "\tdelete(h.byJob, id)\n\tdelete(h.seen, id)\n\th.watched.Add(-1)\n}", to: "\tdelete(h.seen, id)\n\th.watched.Add(-1)\n}",
 		pkgs: []string{"./broker"}, run: "TestJobHandedFinalLeavesTheHub$"})
-	add(mutation{name: "breakers: a success counted in a stored breaker is written alone", file: "broker/session.go",
-		from: "func (o *resultOp) InTx() bool { return o.settles == settlesOnceStored }", to: "func (o *resultOp) InTx() bool { return false }",
-		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
-	add(mutation{name: "breakers: a success stored with others is not counted in its stored breaker", file: "broker/sharedbreakers.go",
-		from: "} else if ok, err := applied(); err != nil || !ok {", to: "} else if ok, err := applied(); err != nil || ok {",
-		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
-	add(mutation{name: "breakers: a success counted in its breaker is not told its answer", file: "broker/session.go",
-		from: "func() (bool, error) { return o.succeeded, o.unread }", to: "func() (bool, error) { return false, nil }",
-		pkgs: []string{srvPkg}, run: "TestClusterSuccessesCountedInTheBreakerAreStoredTogether$"})
+	add(mutation{name: "breakers: a success of a ratio-mode breaker is counted in the write that ends its lease", file: "broker/sharedbreakers.go",
+		from: "(how != permitFailed || cfg.Mode != breaker.ModeRatio && !cfg.Counts(kind))", to: "(how == permitReleased || cfg.Mode != breaker.ModeRatio && !cfg.Counts(kind))",
+		pkgs: []string{"./broker"}, run: "TestSharedBreakerRatioOfSuccessesWrittenAlone$", postgres: true})
+	add(mutation{name: "breakers: held successes are never stored", file: "broker/successes.go",
+		from: "b.clk.AfterFunc(breakerSaveDelay, func() { b.submit(&successesOp{b: b}) })", to: "_ = b",
+		pkgs: []string{srvPkg}, run: "TestClusterSuccessesAreHeldForTheirBreaker$", postgres: true})
+	add(mutation{name: "breakers: a failure is counted before the successes held", file: "broker/sharedbreakers.go",
+		from: "\t\t\tb.writing.successes.fold(c.typ, bb.locked[c.typ])", to: "\t\t\t_ = c",
+		pkgs: []string{"./broker"}, run: "TestSharedBreakerCountsHeldSuccessesBeforeAFailure$", postgres: true})
+	add(mutation{name: "breakers: a success the store refused is held", file: "broker/successes.go",
+		from: "r.how != permitSucceeded || !r.succeeded || r.unread != nil", to: "r.how != permitSucceeded || r.unread != nil",
+		pkgs: []string{"./broker"}, run: "TestSharedBreakerHoldsOnlyStoredSuccesses$", postgres: true})
+	add(mutation{name: "breakers: held successes stored are held again", file: "broker/successes.go",
+		from: "\t\tfor typ, n := range h.folding {", to: "\t\tfor typ, n := range map[string]int{} {",
+		pkgs: []string{srvPkg}, run: "TestClusterBreakerSavedWithoutItsLockCountsExactly$", postgres: true})
+	add(mutation{name: "breakers: a broker forgets the successes it holds when it stops", file: "broker/broker.go",
+		from: "\tb.storeHeldSuccesses(context.WithoutCancel(ctx))\n", to: "",
+		pkgs: []string{srvPkg}, run: "TestClusterHeldSuccessesAreStoredAtShutdown$", postgres: true})
 	add(mutation{name: "pipeline: a breaker's save waits for its own round trip", file: "store/postgres/breakers.go",
 		from: "\treturn t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)", to: "\t_, err := t.exec(breakerSaveSQL, r.Type, r.Data, r.Shut)\n\treturn err",
 		pkgs: []string{pgPkg}, run: "TestCountedSuccessRidesTheBreakersLock$", postgres: true})
@@ -1241,9 +1250,6 @@ func mutations() []mutation {
 	add(mutation{name: "breakers: a breaker's data is taken twice", file: "broker/sharedbreakers.go",
 		from: "\tseen, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tseen, ok = s.data[typ]",
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
-	add(mutation{name: "breakers: a success counted before its answer is not checked", file: "broker/sharedbreakers.go",
-		from: "un.assumed = append(un.assumed, ref)", to: "_, _ = un, ref",
-		pkgs: []string{"./broker"}, run: "TestSharedBreakerCountsNoStaleSuccessSavedWithoutItsLock$", postgres: true})
 	return ms
 }
 
