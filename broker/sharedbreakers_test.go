@@ -816,32 +816,12 @@ func TestBreakerFailureAppliedTwiceAlone(t *testing.T) {
 // alone would open, and it opens, once, when the failures reach the ratio.
 func TestSharedBreakerRatio(t *testing.T) {
 	t.Parallel()
-	pgtest.ServerURL(t)
-	cfg := breaker.DefaultConfig()
-	cfg.MinCalls = 5
-	c := newCluster(t, 2, DefaultConfig(), cfg, listening)
-	c.enqueue(t, 0, 10)
-	s0 := c.worker(t, 0, 10)
-	for _, a := range assignments(t, s0, 10) {
-		report(t, s0, a, nil)
-	}
+	c, s0 := tenSuccesses(t, 2)
 	c.clk.Advance(breakerSaveDelay) // the successes are held for their breaker until then
 	if in := c.waitCalls(t, 1, 10); in.FailuresInWindow != 0 {
 		t.Fatalf("broker 1 lists %d calls, %d failures; want the 10 successes of broker 0", in.Calls, in.FailuresInWindow)
 	}
-	c.enqueue(t, 0, 10)
-	for i, a := range assignments(t, s0, 10) {
-		i++
-		report(t, s0, a, transient)
-		want := breaker.StateClosed
-		if i == 10 { // 10 of 20 calls
-			want = breaker.StateOpen
-		}
-		if in := c.info(t, 1); in.State != want {
-			t.Fatalf("after %d failures beside 10 successes: %v (%d calls, %d failures), want %v",
-				i, in.State, in.Calls, in.FailuresInWindow, want)
-		}
-	}
+	c.failTen(t, s0, 1)
 	c.wantState(t, breaker.StateOpen, 2, 0, 1)
 	c.wantTransitions(t, "CLOSED->OPEN ratio")
 	tr := c.info(t, 0).Trip
@@ -851,36 +831,51 @@ func TestSharedBreakerRatio(t *testing.T) {
 	}
 }
 
-// A broker holds the successes it stores for their breaker (ratio mode), but a failure that
-// could open the breaker is counted after them: with 10 successes held, 5 failures (MinCalls)
-// do not open it, and the 10th does, at 10 of 20 calls.
-func TestSharedBreakerCountsHeldSuccessesBeforeAFailure(t *testing.T) {
-	t.Parallel()
+// tenSuccesses starts a cluster of n brokers whose ratio-mode breakers trust the ratio from 5
+// calls on, and reports 10 successes through a worker of broker 0, which it returns.
+func tenSuccesses(t *testing.T, n int) (*cluster, *Session) {
+	t.Helper()
 	pgtest.ServerURL(t)
 	cfg := breaker.DefaultConfig()
 	cfg.MinCalls = 5
-	c := newCluster(t, 1, DefaultConfig(), cfg, listening)
+	c := newCluster(t, n, DefaultConfig(), cfg, listening)
 	c.enqueue(t, 0, 10)
 	s0 := c.worker(t, 0, 10)
 	for _, a := range assignments(t, s0, 10) {
 		report(t, s0, a, nil)
 	}
+	return c, s0
+}
+
+// failTen reports 10 failures through s0 (after tenSuccesses), and checks after each that
+// broker i lists the breaker CLOSED until the 10th opens it, at 10 of 20 calls.
+func (c *cluster) failTen(t *testing.T, s0 *Session, i int) {
+	t.Helper()
+	c.enqueue(t, 0, 10)
+	for n, a := range assignments(t, s0, 10) {
+		n++
+		report(t, s0, a, transient)
+		want := breaker.StateClosed
+		if n == 10 {
+			want = breaker.StateOpen
+		}
+		if in := c.info(t, i); in.State != want {
+			t.Fatalf("after %d failures beside 10 successes: %v (%d calls, %d failures), want %v",
+				n, in.State, in.Calls, in.FailuresInWindow, want)
+		}
+	}
+}
+
+// A broker holds the successes it stores for their breaker (ratio mode), but a failure that
+// could open the breaker is counted after them: with 10 successes held, 5 failures (MinCalls)
+// do not open it, and the 10th does, at 10 of 20 calls.
+func TestSharedBreakerCountsHeldSuccessesBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	c, s0 := tenSuccesses(t, 1)
 	if in := c.info(t, 0); in.Calls != 0 {
 		t.Fatalf("the breaker lists %d calls before any failure, want the successes still held", in.Calls)
 	}
-	c.enqueue(t, 0, 10)
-	for i, a := range assignments(t, s0, 10) {
-		i++
-		report(t, s0, a, transient)
-		want := breaker.StateClosed
-		if i == 10 {
-			want = breaker.StateOpen
-		}
-		if in := c.info(t, 0); in.State != want {
-			t.Fatalf("after %d failures beside 10 held successes: %v (%d calls, %d failures), want %v",
-				i, in.State, in.Calls, in.FailuresInWindow, want)
-		}
-	}
+	c.failTen(t, s0, 0)
 }
 
 // waitCalls waits until broker i lists at least n calls in payType's breaker, and returns it.

@@ -101,6 +101,19 @@ func succeedAll(t *testing.T, b *brokertest.Bundle, w *brokertest.RawWorker, n i
 	}
 }
 
+// succeedJobs enqueues n jobs of type flaky, and succeeds them through a worker that takes
+// them all (succeedAll); it returns the breaker writes counted before the successes.
+func succeedJobs(t *testing.T, b *brokertest.Bundle, counted *successCount, n int) (writes int64) {
+	t.Helper()
+	for range n {
+		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
+	}
+	w := b.Connect(brokertest.Hello("w1", int32(n), flaky))
+	writes = counted.breakerWrites()
+	succeedAll(t, b, w, n)
+	return writes
+}
+
 // callsAre waits until the stored breaker of type flaky counts n calls, none failed.
 func callsAre(t *testing.T, b *brokertest.Bundle, n int32) {
 	t.Helper()
@@ -122,12 +135,7 @@ func TestClusterSuccessesAreHeldForTheirBreaker(t *testing.T) {
 	t.Parallel()
 	b, counted := countingCluster(t)
 	const jobs = 20
-	for range jobs {
-		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
-	}
-	w := b.Connect(brokertest.Hello("w1", jobs, flaky))
-	writes := counted.breakerWrites()
-	succeedAll(t, b, w, jobs)
+	writes := succeedJobs(t, b, counted, jobs)
 	if alone, grouped := counted.alone.Load(), counted.grouped.Load(); alone != 0 || grouped != jobs {
 		t.Fatalf("%d successes written alone and %d together, want 0 and %d", alone, grouped, jobs)
 	}
@@ -144,12 +152,9 @@ func TestClusterSuccessesAreHeldForTheirBreaker(t *testing.T) {
 // A broker that stops in order stores the successes it holds: the next one finds them.
 func TestClusterHeldSuccessesAreStoredAtShutdown(t *testing.T) {
 	t.Parallel()
-	b, _ := countingCluster(t)
+	b, counted := countingCluster(t)
 	const jobs = 5
-	for range jobs {
-		b.Enqueue(&jobwirev1.JobSpec{Type: flaky})
-	}
-	succeedAll(t, b, b.Connect(brokertest.Hello("w1", jobs, flaky)), jobs)
+	succeedJobs(t, b, counted, jobs)
 	b.Restart()
 	if br := breakerOf(t, b, flaky); br.GetCallsInWindow() != jobs || br.GetFailuresInWindow() != 0 {
 		t.Fatalf("after a restart the breaker counts %d calls, %d failed; want the %d successes held at the stop",
