@@ -25,7 +25,9 @@ func TestE2EJobWaitAndWatch(t *testing.T) {
 		_, out, _ := e2eRun(t, b, "job", "get", fmt.Sprint(ok))
 		return contains(out, "40% copying part 2 of 5")
 	})
-	code, out, _ := e2eRun(t, b, "job", "watch", fmt.Sprint(ok), "--for", "100ms")
+	// Long enough for the watch to be answered on a loaded machine (at 100 ms it once printed
+	// nothing): the job runs on, so the watch always lasts all of it.
+	code, out, _ := e2eRun(t, b, "job", "watch", fmt.Sprint(ok), "--for", "1s")
 	if code != exitWaitOver || !contains(out, "RUNNING", "40% copying part 2 of 5") {
 		t.Fatalf("job watch of a running job: exit %d, %q", code, out)
 	}
