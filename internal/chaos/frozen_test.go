@@ -106,10 +106,16 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 // waitUntil polls cond until it holds, failing the test after frozenWait.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(frozenWait)
+	waitUntilFor(t, frozenWait, what, cond)
+}
+
+// waitUntilFor is waitUntil, waiting up to d.
+func waitUntilFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", frozenWait, what)
+			t.Fatalf("waited %s for %s", d, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
