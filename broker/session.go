@@ -613,6 +613,9 @@ func (o *resultOp) Done(err error) {
 	}
 	if err == nil {
 		b.applyBreakerChanges(o.ch)
+		if o.succeeded && o.how == permitSucceeded && o.settles == settlesSuccessLater {
+			b.holdSuccess(o.job.Type, o.ref.JobID) // Done runs on the writer goroutine
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -330,7 +330,6 @@ func (h breakersInStore) batch(tx store.Tx, batch []commit.Op) {
 	// A batch begun again in the same write (the storage retries run it again) after it saved
 	// a breaker without its lock: that save may have been what failed.
 	b.writing.seen.missed(&b.writing.breakerBatch, b.now)
-	b.writing.successes.folding = nil
 	bb := breakerBatch{tx: tx}
 	for _, o := range batch {
 		if p, ok := o.(prober); ok {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jobwire/jobwire/breaker"
-	"github.com/jobwire/jobwire/broker/commit"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -43,7 +42,7 @@ type heldSuccesses struct {
 // it.
 func (h *heldSuccesses) fold(typ string, sh *breaker.Shared) {
 	ids := h.ids[typ]
-	if len(ids) == 0 || sh == nil {
+	if len(ids) == 0 {
 		return
 	}
 	for _, id := range ids {
@@ -55,9 +54,8 @@ func (h *heldSuccesses) fold(typ string, sh *breaker.Shared) {
 	h.folding[typ] = len(ids)
 }
 
-// written forgets the successes the batch stored, if it committed (err nil), and holds the
-// successes of its results.
-func (h *heldSuccesses) written(batch []commit.Op, err error) {
+// written forgets the held successes the batch stored, if it committed (err nil).
+func (h *heldSuccesses) written(err error) {
 	if err == nil {
 		for typ, n := range h.folding {
 			if rest := h.ids[typ][n:]; len(rest) > 0 {
@@ -68,27 +66,18 @@ func (h *heldSuccesses) written(batch []commit.Op, err error) {
 		}
 	}
 	h.folding = nil
-	if err != nil {
-		return
-	}
-	for _, o := range batch {
-		r, ok := o.(*resultOp)
-		if !ok || r.settles != settlesSuccessLater || r.how != permitSucceeded || !r.succeeded || r.unread != nil {
-			continue
-		}
-		if h.ids == nil {
-			h.ids = make(map[string][]int64)
-		}
-		h.ids[r.job.Type] = append(h.ids[r.job.Type], r.ref.JobID)
-	}
 }
 
-// holdSuccesses takes the successes of the ops of a batch written with err (batches.Written),
-// and makes sure a write stores them within breakerSaveDelay.
-func (b *Broker) holdSuccesses(batch []commit.Op, err error) {
+// holdSuccess holds the committed success of job id, of type typ, for its breaker, and makes
+// sure a write stores it within breakerSaveDelay. Only the writer goroutine calls it (a
+// result's Done).
+func (b *Broker) holdSuccess(typ string, id int64) {
 	h := &b.writing.successes
-	h.written(batch, err)
-	if len(h.ids) > 0 && h.armed.CompareAndSwap(false, true) {
+	if h.ids == nil {
+		h.ids = make(map[string][]int64)
+	}
+	h.ids[typ] = append(h.ids[typ], id)
+	if h.armed.CompareAndSwap(false, true) {
 		b.clk.AfterFunc(breakerSaveDelay, func() { b.submit(&successesOp{b: b}) })
 	}
 }

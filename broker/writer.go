@@ -146,12 +146,12 @@ func (o batches) Round(batch []commit.Op, asked, ready bool) commit.Op {
 func (o batches) Begin(tx store.Tx, batch []commit.Op) { o.b.batchBreakers(tx, batch) }
 func (o batches) Flush(tx store.Tx) error              { return o.b.flushBreakers(tx) }
 
-// Written forgets the batch's breakers (a failed batch's were rolled back), holds its
-// successes for their breakers (successes.go) and settles its offers.
+// Written forgets the batch's breakers (a failed batch's were rolled back) and the held
+// successes it stored (successes.go), and settles its offers.
 func (o batches) Written(batch []commit.Op, err error) {
 	o.b.writing.seen.written(&o.b.writing.breakerBatch, err, o.b.now)
 	o.b.writing.breakerBatch = breakerBatch{}
-	o.b.holdSuccesses(batch, err)
+	o.b.writing.successes.written(err)
 	o.b.batchesWritten(batch, err)
 	if o.b.settleOffers(batch, err) {
 		o.b.signal()

@@ -1220,8 +1220,8 @@ func mutations() []mutation {
 	add(mutation{name: "breakers: a failure is counted before the successes held", file: "broker/sharedbreakers.go",
 		from: "\t\t\tb.writing.successes.fold(c.typ, bb.locked[c.typ])", to: "\t\t\t_ = c",
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerCountsHeldSuccessesBeforeAFailure$", postgres: true})
-	add(mutation{name: "breakers: a success the store refused is held", file: "broker/successes.go",
-		from: "r.how != permitSucceeded || !r.succeeded || r.unread != nil", to: "r.how != permitSucceeded || r.unread != nil",
+	add(mutation{name: "breakers: a success the store refused is held", file: "broker/session.go",
+		from: "if o.succeeded && o.how == permitSucceeded && o.settles == settlesSuccessLater {", to: "if o.how == permitSucceeded && o.settles == settlesSuccessLater {",
 		pkgs: []string{"./broker"}, run: "TestSharedBreakerHoldsOnlyStoredSuccesses$", postgres: true})
 	add(mutation{name: "breakers: held successes stored are held again", file: "broker/successes.go",
 		from: "\t\tfor typ, n := range h.folding {", to: "\t\tfor typ, n := range map[string]int{} {",
