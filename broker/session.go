@@ -600,6 +600,15 @@ func (o *resultOp) Apply(tx store.Tx) error {
 	return o.s.b.settleShared(tx, &o.ch, o.job.Type, o.ref.JobID, o.number, o.permit, o.how, o.kind, o.msg)
 }
 
+// breakersCommitted hands the cache the shared breakers the result's write changed, and holds
+// a success its breaker counts later (successes.go). Done runs it on the writer goroutine.
+func (o *resultOp) breakersCommitted() {
+	o.s.b.applyBreakerChanges(o.ch)
+	if o.succeeded && o.how == permitSucceeded && o.settles == settlesSuccessLater {
+		o.s.b.holdSuccess(o.job.Type, o.ref.JobID)
+	}
+}
+
 // Done answers the worker, and the repeats of its result that came meanwhile.
 func (o *resultOp) Done(err error) {
 	b := o.s.b
@@ -612,10 +621,7 @@ func (o *resultOp) Done(err error) {
 		defer b.jobsChanged(changeAny, o.ref.JobID)
 	}
 	if err == nil {
-		b.applyBreakerChanges(o.ch)
-		if o.succeeded && o.how == permitSucceeded && o.settles == settlesSuccessLater {
-			b.holdSuccess(o.job.Type, o.ref.JobID) // Done runs on the writer goroutine
-		}
+		o.breakersCommitted()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
