@@ -5,8 +5,9 @@ BIN := $(CURDIR)/.bin
 export PATH := $(BIN):$(PATH)
 GO ?= go
 
-TOOLS := buf protoc-gen-go protoc-gen-go-grpc
-TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc protoc-gen-go-vtproto
+TOOL_PKGS := github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc \
+	github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
 
 # The Python worker library's tests and the conformance suite's Python worker run on the
 # virtual environment that `make sdk-deps` builds in .bin/python from the PyPI packages
@@ -174,7 +175,8 @@ bench-bulk:
 	scripts/vs-bulk.sh $(or $(ROUNDS),5) $(or $(JOBS),20000)
 
 # Native Go fuzz targets, as package:Target. Their seed corpora also run as plain tests.
-FUZZ_TARGETS := server:FuzzValidateRequest server:FuzzTruncate internal/config:FuzzParse security:FuzzWorkerStream
+FUZZ_TARGETS := server:FuzzValidateRequest server:FuzzTruncate internal/config:FuzzParse security:FuzzWorkerStream \
+	internal/protocodec:FuzzUnmarshalAgreesWithProtobuf
 FUZZTIME ?= 30s
 
 ## fuzz: run each fuzz target for FUZZTIME, a duration or an input count (default 30s; e.g. make fuzz FUZZTIME=10m or FUZZTIME=1000000x)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/protocodec"
 )
 
 // DefaultAddr is where a broker listens unless configured otherwise.
@@ -134,10 +135,11 @@ func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 // New wraps a connection the caller already has, such as one shared with other services or an
 // in-memory connection in tests. Close on the returned Client leaves cc open.
 func New(cc grpc.ClientConnInterface, opts ...Option) *Client {
+	stubs := protocodec.Conn(cc)
 	c := &Client{
 		cc:       cc,
-		producer: jobwirev1.NewProducerServiceClient(cc),
-		admin:    jobwirev1.NewAdminServiceClient(cc),
+		producer: jobwirev1.NewProducerServiceClient(stubs),
+		admin:    jobwirev1.NewAdminServiceClient(stubs),
 	}
 	for _, o := range opts {
 		o.applyClient(c)

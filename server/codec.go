@@ -9,11 +9,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec wrapped below
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/protocodec"
 	"github.com/jobwire/jobwire/internal/stages"
 )
 
@@ -28,7 +28,7 @@ var badMessages sync.Map // message pointer -> error
 
 type utf8Codec struct{ encoding.CodecV2 }
 
-func newUTF8Codec() utf8Codec { return utf8Codec{encoding.GetCodecV2("proto")} }
+func newUTF8Codec() utf8Codec { return utf8Codec{protocodec.Codec} }
 
 func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {

@@ -20,6 +20,7 @@ import (
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokerset"
 	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/internal/protocodec"
 )
 
 // HandlerFunc runs one attempt of a job. A nil error reports success; see Classify for how an
@@ -178,7 +179,7 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
 	// A channel that spreads over several brokers may take the next stream to another one.
 	target, _ := conn.(interface{ Target() string })
 	w := &Worker{
-		client:   jobwirev1.NewWorkerServiceClient(conn),
+		client:   jobwirev1.NewWorkerServiceClient(protocodec.Conn(conn)),
 		movable:  opts.Movable || (target != nil && brokerset.Spans(target.Target())),
 		opts:     opts,
 		log:      opts.Logger,

@@ -1,0 +1,181 @@
+// Package protocodec is the gRPC codec of the broker and the Go SDKs: protobuf, as gRPC's own
+// codec, but marshalled and unmarshalled by the unrolled code protoc-gen-go-vtproto generates
+// beside each message (gen/jobwire/v1/*_vtproto.pb.go) instead of by reflection over the
+// message's descriptor: about a third of protobuf's time to marshal and half to unmarshal
+// (BenchmarkMarshal, BenchmarkUnmarshal), a few percent of the broker's and the Go worker's CPU
+// a job (docs/performance-log.md).
+//
+// It accepts exactly what proto.Unmarshal accepts, and reads it alike
+// (FuzzUnmarshalAgreesWithProtobuf). The generated code neither checks that strings are valid
+// UTF-8, which proto3 requires and the broker answers with INVALID_ARGUMENT, nor limits how
+// deep messages nest, so Unmarshal checks both on the wire bytes first (scan); and it refuses
+// a known field sent with another wire type, which protobuf keeps as unknown, so such input,
+// like malformed input, is read by protobuf.
+// Messages without generated code (none of jobwire.v1's) go to gRPC's own codec.
+package protocodec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // registers the codec Codec falls back on
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// vtMessage is what protoc-gen-go-vtproto generates for a message (features marshal,
+// unmarshal and size).
+type vtMessage interface {
+	proto.Message
+	Reset()
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+	UnmarshalVT([]byte) error
+}
+
+// Codec is the codec. Its name is gRPC's codec's ("proto"), so the content-type on the wire
+// does not change: peers in other languages see plain protobuf.
+var Codec encoding.CodecV2 = codec{fallback: encoding.GetCodecV2("proto")}
+
+// CallOption makes a call use Codec.
+var CallOption = grpc.ForceCodecV2(Codec)
+
+type codec struct{ fallback encoding.CodecV2 }
+
+func (codec) Name() string { return "proto" }
+
+// Marshal writes a large message into a buffer of gRPC's pool, as gRPC's codec does, and a
+// small one into a buffer of its own.
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(vtMessage)
+	if !ok {
+		return c.fallback.Marshal(v)
+	}
+	size := m.SizeVT()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		buf := make([]byte, size)
+		if _, err := m.MarshalToSizedBufferVT(buf); err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
+	}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	if _, err := m.MarshalToSizedBufferVT((*buf)[:size]); err != nil {
+		pool.Put(buf)
+		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
+
+// Unmarshal replaces v's contents, as proto.Unmarshal does (the generated code merges). The
+// buffer goes back to gRPC's pool at once: the generated code copies what it keeps.
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(vtMessage)
+	if !ok {
+		return c.fallback.Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	b := buf.ReadOnlyData()
+	m.Reset()
+	switch err := scan(b, m.ProtoReflect().Descriptor(), protowire.DefaultRecursionLimit); {
+	case errors.Is(err, errInvalidUTF8):
+		return err
+	case err != nil:
+		// Malformed, nested deeper than protobuf reads, or with a field this jobwire.v1 does
+		// not know: protobuf reads it, or gives its own error.
+		return proto.Unmarshal(b, m)
+	}
+	if err := m.UnmarshalVT(b); err != nil {
+		// The generated code refuses a known field sent with another wire type, which
+		// protobuf keeps as an unknown field. Such input is rare enough to read twice.
+		m.Reset()
+		return proto.Unmarshal(b, m)
+	}
+	return nil
+}
+
+var (
+	errInvalidUTF8 = errors.New("invalid UTF-8")
+	errTooDeep     = errors.New("exceeds the nesting limit")
+	// The generated code keeps unknown fields, but for those inside a google.protobuf.Timestamp
+	// or Duration. Unknown fields come from a peer with a newer jobwire.v1, which is rare.
+	errUnknownField = errors.New("unknown field")
+)
+
+// scan checks b, a message of type md, before the generated code reads it, for what that code
+// does not check:
+//   - a string field that is not valid UTF-8 (errInvalidUTF8, in words like proto.Unmarshal's:
+//     "contains invalid UTF-8"); every string of a proto3 file is checked (jobwire.v1 is
+//     proto3);
+//   - messages nested deeper than depth (errTooDeep): the generated code has no limit, and a
+//     request of a few megabytes nesting ConnectRequestBatch a million times would grow a
+//     goroutine's stack by hundreds of megabytes; protobuf stops at 10,000.
+//
+// It reads the wire format only and allocates nothing. Malformed input is a parse error, and
+// a field md does not know is errUnknownField.
+func scan(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+	if depth < 0 {
+		return errTooDeep
+	}
+	fields := md.Fields()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		fd := fields.ByNumber(num)
+		if fd == nil {
+			return errUnknownField
+		}
+		if typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			if !utf8.Valid(v) {
+				return fmt.Errorf("proto: field %s contains %w", fd.FullName(), errInvalidUTF8)
+			}
+		case protoreflect.MessageKind:
+			// A map's entries are messages too (key 1, value 2), so its string keys and
+			// values are checked here.
+			if err := scan(v, fd.Message(), depth-1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Conn returns cc with Codec as the codec of every call made through it, for the SDKs' stubs:
+// a codec forced per call, rather than registered for the process, leaves the application's
+// other gRPC clients on a connection it shares as they were. A codec the caller forces wins.
+func Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface { return conn{cc} }
+
+type conn struct{ grpc.ClientConnInterface }
+
+func (c conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.ClientConnInterface.Invoke(ctx, method, args, reply, append([]grpc.CallOption{CallOption}, opts...)...)
+}
+
+func (c conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.ClientConnInterface.NewStream(ctx, desc, method, append([]grpc.CallOption{CallOption}, opts...)...)
+}
