@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // lockedBuffer is a log destination safe for the broker's goroutines.
@@ -42,7 +42,7 @@ func (b *lockedBuffer) String() string {
 func TestBreakerTransitionsAreLogged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // keeperBundle is a breaker keeper on a real SQLite store and a fake clock, whose breakers'
@@ -30,7 +30,7 @@ type keeperBundle struct {
 
 func newKeeperBundle(t *testing.T, shared bool) *keeperBundle {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // newRaceBroker starts a broker on a fresh database. Its tests drive dispatch steps by hand
@@ -23,7 +23,7 @@ func newRaceBroker(t *testing.T) *Broker { return newRaceBrokerOn(t, nil) }
 func newRaceBrokerOn(t *testing.T, wrap func(store.Store) store.Store) *Broker {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 
 	"sync/atomic"
 	"testing"
@@ -13,12 +12,13 @@ import (
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // openStore opens a SQLite store in t's temporary directory, closed when t ends.
 func openStore(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

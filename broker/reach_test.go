@@ -5,12 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -47,7 +47,7 @@ func TestSilentDatabaseWithdrawsQueuedEnqueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := holdFirst{p: p, op: "enqueue", entered: make(chan struct{}), release: make(chan struct{}), held: make(chan struct{}, 1)}
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{Retry: r})
+	st, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{Retry: r})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,19 +4,19 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/internal/service"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // newUnstartedBroker is a broker alone on a fresh SQLite file, on a fake clock, not started.
 func newUnstartedBroker(t *testing.T) (*Broker, *clock.Fake, func() error) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

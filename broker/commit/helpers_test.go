@@ -3,13 +3,13 @@ package commit
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 var testNow = time.Unix(1_700_000_000, 0)
@@ -18,7 +18,7 @@ var testNow = time.Unix(1_700_000_000, 0)
 func openStore(t *testing.T, opts sqlite.Options) store.Store {
 	t.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), opts)
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

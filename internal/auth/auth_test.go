@@ -14,13 +14,14 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // setup opens a store in a temporary folder and an authenticator over it with a fake clock
 // and seeded randomness.
 func setup(t *testing.T) (*auth.Authenticator, *sqlite.Store) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

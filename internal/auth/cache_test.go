@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // countingStore counts the token lookups that reach storage.
@@ -29,7 +29,7 @@ func (s *countingStore) TokenGetByHash(ctx context.Context, hash []byte) (*store
 // setupClock is setup with the fake clock and the count of storage lookups at hand.
 func setupClock(t *testing.T, opts auth.Options) (*auth.Authenticator, *countingStore, *clock.Fake) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

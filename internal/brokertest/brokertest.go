@@ -37,6 +37,7 @@ import (
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 	"github.com/jobwire/jobwire/store/storeretry"
 )
 
@@ -250,6 +251,9 @@ func (b *Bundle) start() {
 			cluster = pst
 		}
 	} else {
+		if err = sqlitetest.Prepare(b.DBPath); err != nil {
+			t.Fatal(err)
+		}
 		st, err = sqlite.Open(ctx, b.DBPath, sqlite.Options{BusyTimeout: b.opts.BusyTimeout, Retry: retry, Logger: log})
 	}
 	if err != nil {
