@@ -11,7 +11,6 @@ package sqlitetest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -49,7 +48,7 @@ func migrated() ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "template.db")
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
