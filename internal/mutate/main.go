@@ -1233,7 +1233,7 @@ func mutations() []mutation {
 		from: "\t\t\tif !utf8.Valid(v) {", to: "\t\t\tif !utf8.Valid(v[:0]) {",
 		pkgs: []string{"./internal/protocodec"}, run: "TestUnmarshalRefusesInvalidUTF8InEveryStringField$"})
 	add(mutation{name: "codec: a message's messages are not checked", file: "internal/protocodec/codec.go",
-		from: "\t\t\tif err := scan(v, fd.Message(), depth-1); err != nil {", to: "\t\t\tif err := error(nil); err != nil {",
+		from: "\t\t\tif err := scan(v, t.messages[num], depth-1); err != nil {", to: "\t\t\tif err := error(nil); err != nil {",
 		pkgs: []string{"./internal/protocodec"}, run: "TestUnmarshalRefusesInvalidUTF8InEveryStringField$|TestUnmarshalRefusesNestingProtobufRefuses$"})
 	add(mutation{name: "codec: nesting has no limit", file: "internal/protocodec/codec.go",
 		from: "\tif depth < 0 {\n\t\treturn errTooDeep", to: "\tif false {\n\t\treturn errTooDeep",
@@ -1245,7 +1245,7 @@ func mutations() []mutation {
 		from: "\t\tm.Reset()\n\t\treturn proto.Unmarshal(b, m)\n\t}\n\treturn nil", to: "\t\treturn err\n\t}\n\treturn nil",
 		pkgs: []string{"./internal/protocodec"}, run: "FuzzUnmarshalAgreesWithProtobuf$"})
 	add(mutation{name: "codec: a field this jobwire.v1 does not know is left to the generated code", file: "internal/protocodec/codec.go",
-		from: "\t\tif fd == nil {\n\t\t\treturn errUnknownField\n\t\t}\n", to: "\t\tif fd == nil {\n\t\t\tn = protowire.ConsumeFieldValue(num, typ, b)\n\t\t\tif n < 0 {\n\t\t\t\treturn protowire.ParseError(n)\n\t\t\t}\n\t\t\tb = b[n:]\n\t\t\tcontinue\n\t\t}\n",
+		from: "\t\tif kind == unknownField {\n\t\t\treturn errUnknownField\n\t\t}\n", to: "\t\tif kind == unknownField {\n\t\t\tn = protowire.ConsumeFieldValue(num, typ, b)\n\t\t\tif n < 0 {\n\t\t\t\treturn protowire.ParseError(n)\n\t\t\t}\n\t\t\tb = b[n:]\n\t\t\tcontinue\n\t\t}\n",
 		pkgs: []string{"./internal/protocodec"}, run: "FuzzUnmarshalAgreesWithProtobuf$"})
 	add(mutation{name: "pipeline: a breaker's save waits for its own round trip", file: "store/postgres/breakers.go",
 		from: "\treturn t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)", to: "\t_, err := t.exec(breakerSaveSQL, r.Type, r.Data, r.Shut)\n\treturn err",

@@ -1,7 +1,7 @@
 // Package protocodec is the gRPC codec of the broker and the Go SDKs: protobuf, as gRPC's own
 // codec, but marshalled and unmarshalled by the unrolled code protoc-gen-go-vtproto generates
 // beside each message (gen/jobwire/v1/*_vtproto.pb.go) instead of by reflection over the
-// message's descriptor: about a third of protobuf's time to marshal, and 0.8-0.9x its time to
+// message's descriptor: about a third of protobuf's time to marshal, and 0.7-0.8x its time to
 // unmarshal, where the generated code alone takes half and the checks below most of the rest
 // (BenchmarkMarshal, BenchmarkUnmarshal); a few percent of the broker's and the Go worker's CPU
 // a job (docs/performance-log.md).
@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
@@ -126,15 +127,15 @@ func scan(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 	if depth < 0 {
 		return errTooDeep
 	}
-	fields := md.Fields()
+	t := fieldsOf(md)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		fd := fields.ByNumber(num)
-		if fd == nil {
+		kind := t.kind(num)
+		if kind == unknownField {
 			return errUnknownField
 		}
 		if typ != protowire.BytesType {
@@ -150,20 +151,72 @@ func scan(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		switch fd.Kind() {
-		case protoreflect.StringKind:
+		switch kind {
+		case stringField:
 			if !utf8.Valid(v) {
-				return fmt.Errorf("proto: field %s contains %w", fd.FullName(), errInvalidUTF8)
+				return fmt.Errorf("proto: field %s contains %w", md.Fields().ByNumber(num).FullName(), errInvalidUTF8)
 			}
-		case protoreflect.MessageKind:
+		case messageField:
 			// A map's entries are messages too (key 1, value 2), so its string keys and
 			// values are checked here.
-			if err := scan(v, fd.Message(), depth-1); err != nil {
+			if err := scan(v, t.messages[num], depth-1); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// fieldKind is what scan needs to know of a field.
+type fieldKind uint8
+
+const (
+	unknownField fieldKind = iota
+	otherField
+	stringField
+	messageField
+)
+
+// fieldTable is a message type's fields by number, so that scan looks each up in a slice
+// rather than through the descriptor's lazily built map (that lookup was most of scan's time).
+type fieldTable struct {
+	kinds    []fieldKind
+	messages []protoreflect.MessageDescriptor // of the message fields, by number
+}
+
+func (t *fieldTable) kind(num protowire.Number) fieldKind {
+	if int(num) >= len(t.kinds) || num < 0 {
+		return unknownField
+	}
+	return t.kinds[num]
+}
+
+var fieldTables sync.Map // protoreflect.FullName -> *fieldTable
+
+func fieldsOf(md protoreflect.MessageDescriptor) *fieldTable {
+	if t, ok := fieldTables.Load(md.FullName()); ok {
+		return t.(*fieldTable)
+	}
+	fields := md.Fields()
+	size := 0
+	for i := 0; i < fields.Len(); i++ {
+		size = max(size, int(fields.Get(i).Number())+1)
+	}
+	t := &fieldTable{kinds: make([]fieldKind, size), messages: make([]protoreflect.MessageDescriptor, size)}
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			t.kinds[fd.Number()] = stringField
+		case protoreflect.MessageKind:
+			t.kinds[fd.Number()] = messageField
+			t.messages[fd.Number()] = fd.Message()
+		default:
+			t.kinds[fd.Number()] = otherField
+		}
+	}
+	fieldTables.Store(md.FullName(), t)
+	return t
 }
 
 // Conn returns cc with Codec as the codec of every call made through it, for the SDKs' stubs:
