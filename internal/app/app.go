@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
@@ -120,12 +119,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 		m       *metrics.Metrics
 		srvOpts []grpc.ServerOption
 		reqInts []grpc.UnaryServerInterceptor // what a stream's requests pass as calls
-		grpcm   *grpcprom.ServerMetrics
+		grpcm   *metrics.GRPC
 	)
 	if cfg.Metrics {
 		m = metrics.New(metrics.Options{Version: Version()})
 		obs = m
-		grpcm = grpcprom.NewServerMetrics()
+		grpcm = metrics.NewGRPC()
 		m.Registry().MustRegister(grpcm)
 		srvOpts = append(srvOpts, grpc.ChainUnaryInterceptor(grpcm.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(grpcm.StreamServerInterceptor()))

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -47,7 +46,7 @@ type setupOpts struct {
 func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
 	m := metrics.New(o.metrics)
-	grpcm := grpcprom.NewServerMetrics()
+	grpcm := metrics.NewGRPC()
 	m.Registry().MustRegister(grpcm)
 	b := brokertest.New(t, brokertest.Options{Observer: m, ServerOptions: []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(grpcm.UnaryServerInterceptor()),
