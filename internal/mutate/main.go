@@ -127,12 +127,14 @@ func mutations() []mutation {
 
 	// Fencing in SQL: the database refuses any token but the current one.
 	add(sqlFence("JobStart", "lease_token = ? AND lease_secret = ? AND state = 3\n\t\tAND lease_expires_at > ?`")...)
-	add(sqlFence("JobFinish (success)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\t\ta.Number")...)
+	add(sqlFence("a success (JobFinish, JobSucceedMany)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,\n\t\ta.Number")...)
 	add(sqlFence("JobFinish (failure)", "lease_token = ? AND lease_secret = ? AND state IN (3, 4) RETURNING attempt_base")...)
 	add(sqlFence("JobRelease", "lease_token = ? AND lease_secret = ? AND state = 3`, ref.JobID")...)
 	add(sqlFence("JobExtendLeases", "lease_token = ? AND lease_secret = ? AND state IN (3, 4)\n\t\t\tAND lease_expires_at > ?`")...)
 	add(sqlFence("JobGetHeld", "FROM jobs WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`,")...)
-	add(sqlFence("JobSucceedMany", "jobs.lease_token = f.value ->> 1")...)
+	add(mutation{name: "fencing in SQL: JobSucceedMany reports a success it did not store as applied", file: txFile,
+		from: "if applied[i], err = t.alreadyFinished(p); err != nil {", to: "if applied[i], err = true, nil; err != nil {",
+		pkgs: []string{storePkg}, run: "TestLeaseFencingComparesTheSecret"})
 
 	// Fencing in memory: the broker's lease table refuses any token but the current one.
 	add(mutation{name: "fencing in memory: any token of a held job is current", file: "broker/session.go",

@@ -71,18 +71,19 @@ func TestLeaseFencingComparesTheSecret(t *testing.T) {
 		}
 	}
 	// A batch of successes with one wrong token among them applies exactly the right ones.
+	const batchOfFour = 4
 	var refs []job.LeaseRef
-	for range succeedManyMin {
+	for range batchOfFour {
 		if _, err := insertJob(ctx, s, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	err = s.Write(ctx, "lease", func(tx store.Tx) error {
-		leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: succeedManyMin, WorkerID: "w",
+		leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: batchOfFour, WorkerID: "w",
 			Now: now, LeaseUntil: now.Add(time.Minute)})
 		return err
 	})
-	if err != nil || len(leased) != succeedManyMin {
+	if err != nil || len(leased) != batchOfFour {
 		t.Fatalf("lease: %v %v", leased, err)
 	}
 	var ps []*store.JobFinishParams

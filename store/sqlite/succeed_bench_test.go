@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// BenchmarkJobSucceedMany is the part of a group commit that stores a batch of successes
+// (JobSucceedMany), as a drain or many producers make them: each iteration inserts and leases
+// a batch's jobs with the timer stopped, then times the transaction that stores their
+// successes. It reports the time per success.
+//
+//	go test -run '^$' -bench JobSucceedMany ./store/sqlite
+func BenchmarkJobSucceedMany(b *testing.B) {
+	for _, n := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobs.db"), Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = st.Close() }()
+			now := time.Unix(1_800_000_000, 0)
+			insert := make([]*store.JobInsertParams, n)
+			for i := range insert {
+				insert[i] = &store.JobInsertParams{Type: "t", Queue: "default", MaxAttempts: 3, RunAt: now, Now: now,
+					AttemptTimeout: time.Minute}
+			}
+			var ps []*store.JobFinishParams
+			for b.Loop() {
+				b.StopTimer()
+				ps = ps[:0]
+				err := st.Write(ctx, "lease", func(tx store.Tx) error {
+					if _, err := tx.JobInsertMany(insert); err != nil {
+						return err
+					}
+					leased, err := tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: n, WorkerID: "w",
+						Now: now, LeaseUntil: now.Add(time.Minute)})
+					for _, j := range leased {
+						ps = append(ps, &store.JobFinishParams{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+							Queue: j.Queue, Type: j.Type, State: job.StateSucceeded, Now: now,
+							Attempt: job.Attempt{Number: 1, StartedAt: now, FinishedAt: now, Outcome: job.OutcomeSucceeded}})
+					}
+					return err
+				})
+				if err != nil || len(ps) != n {
+					b.Fatalf("leased %d of %d: %v", len(ps), n, err)
+				}
+				b.StartTimer()
+				err = st.Write(ctx, "succeed", func(tx store.Tx) error {
+					applied, err := tx.JobSucceedMany(ps)
+					for i, ok := range applied {
+						if !ok {
+							return fmt.Errorf("success %d not applied", i)
+						}
+					}
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "us/success")
+		})
+	}
+}
