@@ -71,3 +71,59 @@ func BenchmarkJobSucceedMany(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJobProgressMany is the part of a group commit that stores a batch of progress
+// reports (JobProgressMany) on leased jobs, with its commit. It reports the time per report.
+func BenchmarkJobProgressMany(b *testing.B) {
+	for _, n := range []int{8, 64} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobs.db"), Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = st.Close() }()
+			now := time.Unix(1_800_000_000, 0)
+			var ps []*store.JobProgressParams
+			err = st.Write(ctx, "lease", func(tx store.Tx) error {
+				for range n {
+					if _, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", MaxAttempts: 3,
+						RunAt: now, Now: now, AttemptTimeout: time.Minute}}); err != nil {
+						return err
+					}
+				}
+				leased, err := tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: n, WorkerID: "w",
+					Now: now, LeaseUntil: now.Add(time.Hour)})
+				for _, j := range leased {
+					ps = append(ps, &store.JobProgressParams{Ref: job.LeaseRef{JobID: j.ID, Token: j.LeaseToken},
+						Progress: job.Progress{Attempt: 1, HasFraction: true, Message: "copying"}})
+				}
+				return err
+			})
+			if err != nil || len(ps) != n {
+				b.Fatalf("leased %d of %d: %v", len(ps), n, err)
+			}
+			i := 0
+			for b.Loop() {
+				i++
+				for _, p := range ps {
+					p.Progress.Fraction = float64(i%100) / 100
+					p.Progress.UpdatedAt = now.Add(time.Duration(i) * time.Millisecond)
+				}
+				err = st.Write(ctx, "progress", func(tx store.Tx) error {
+					applied, err := tx.(store.ProgressTx).JobProgressMany(ps)
+					for i, ok := range applied {
+						if !ok {
+							return fmt.Errorf("report %d not applied", i)
+						}
+					}
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "us/report")
+		})
+	}
+}
