@@ -94,7 +94,7 @@ func (s *Session) Progress(ref job.LeaseRef, p job.Progress) {
 	}
 }
 
-// progressOp writes the reports pending when the writer takes it, in one statement.
+// progressOp writes the reports pending when the writer takes it, in one transaction.
 type progressOp struct {
 	b       *Broker
 	reports []progressReport // taken from the queue on first use, kept for a retried batch
