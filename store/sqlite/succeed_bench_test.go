@@ -22,11 +22,7 @@ func BenchmarkJobSucceedMany(b *testing.B) {
 	for _, n := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobs.db"), Options{Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = st.Close() }()
+			st := openEmptyBench(ctx, b)
 			now := time.Unix(1_800_000_000, 0)
 			insert := make([]*store.JobInsertParams, n)
 			for i := range insert {
@@ -54,18 +50,7 @@ func BenchmarkJobSucceedMany(b *testing.B) {
 					b.Fatalf("leased %d of %d: %v", len(ps), n, err)
 				}
 				b.StartTimer()
-				err = st.Write(ctx, "succeed", func(tx store.Tx) error {
-					applied, err := tx.JobSucceedMany(ps)
-					for i, ok := range applied {
-						if !ok {
-							return fmt.Errorf("success %d not applied", i)
-						}
-					}
-					return err
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
+				writeAllApplied(ctx, b, st, func(tx store.Tx) ([]bool, error) { return tx.JobSucceedMany(ps) })
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "us/success")
 		})
@@ -78,14 +63,10 @@ func BenchmarkJobProgressMany(b *testing.B) {
 	for _, n := range []int{8, 64} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobs.db"), Options{Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = st.Close() }()
+			st := openEmptyBench(ctx, b)
 			now := time.Unix(1_800_000_000, 0)
 			var ps []*store.JobProgressParams
-			err = st.Write(ctx, "lease", func(tx store.Tx) error {
+			err := st.Write(ctx, "lease", func(tx store.Tx) error {
 				for range n {
 					if _, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", MaxAttempts: 3,
 						RunAt: now, Now: now, AttemptTimeout: time.Minute}}); err != nil {
@@ -110,20 +91,40 @@ func BenchmarkJobProgressMany(b *testing.B) {
 					p.Progress.Fraction = float64(i%100) / 100
 					p.Progress.UpdatedAt = now.Add(time.Duration(i) * time.Millisecond)
 				}
-				err = st.Write(ctx, "progress", func(tx store.Tx) error {
-					applied, err := tx.(store.ProgressTx).JobProgressMany(ps)
-					for i, ok := range applied {
-						if !ok {
-							return fmt.Errorf("report %d not applied", i)
-						}
-					}
-					return err
+				writeAllApplied(ctx, b, st, func(tx store.Tx) ([]bool, error) {
+					return tx.(store.ProgressTx).JobProgressMany(ps)
 				})
-				if err != nil {
-					b.Fatal(err)
-				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "us/report")
 		})
+	}
+}
+
+// openEmptyBench opens a new store for a benchmark, closed when it ends.
+func openEmptyBench(ctx context.Context, b *testing.B) *Store {
+	b.Helper()
+	st, err := Open(ctx, filepath.Join(b.TempDir(), "jobs.db"), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// writeAllApplied runs write in a transaction and fails the benchmark unless every one of the
+// writes it made applied.
+func writeAllApplied(ctx context.Context, b *testing.B, st *Store, write func(store.Tx) ([]bool, error)) {
+	b.Helper()
+	err := st.Write(ctx, "bench", func(tx store.Tx) error {
+		applied, err := write(tx)
+		for i, ok := range applied {
+			if !ok {
+				return fmt.Errorf("write %d of %d not applied", i, len(applied))
+			}
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 }
