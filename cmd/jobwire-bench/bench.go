@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -209,7 +211,13 @@ func (b *bench) onBroker(ctx context.Context, name string, fn func(context.Conte
 		_ = env.client.Close()
 		return nil, errors.Join(err, stop())
 	}
+	stopProfile, err := b.profileProducer(name)
+	if err != nil {
+		_ = env.client.Close()
+		return nil, errors.Join(err, stop())
+	}
 	rs, err := fn(ctx, env)
+	stopProfile()
 	rss := env.brokerPeakRSS()
 	for i := range rs {
 		rs[i].BrokerRSSMiB = rss
@@ -510,4 +518,25 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 		Latency: summarize(samples), Errors: errs.Load(),
 		Description: fmt.Sprintf("open loop %d/s, enqueue-to-start, %d workers x%d%s", b.cfg.Rate, b.cfg.Workers, b.cfg.Concurrency, where)}
 	return []result{r}, nil
+}
+
+// profileProducer starts a CPU profile of this process, the producer's (and the latency
+// scenario's receiving end), as producer-NAME.pprof beside the broker's and the workers', when
+// profiles are asked for; the returned func stops it.
+func (b *bench) profileProducer(name string) (func(), error) {
+	if b.cfg.profDir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(b.cfg.profDir, "producer-"+name+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

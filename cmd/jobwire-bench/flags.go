@@ -93,7 +93,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.BoolVar(&c.BacklogPaused, "backlog-paused", false, "with --backlog: pause the backlog's queue, and let the workers serve every queue, instead of having them take only the default queue")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
-	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker and workers of every scenario into this directory (the broker then runs from this binary)")
+	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker, the workers and the producer of every scenario into this directory (the broker then runs from this binary)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (SQLite databases, broker logs) and, with --db, each scenario's schema")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
