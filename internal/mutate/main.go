@@ -973,6 +973,12 @@ func mutations() []mutation {
 	add(mutation{name: "results: a result over the limit is stored", file: "broker/outcome.go",
 		from: "if max := b.maxResultBytes(); len(result) > max {", to: "if max := b.maxResultBytes(); len(result) > max+1<<30 {",
 		pkgs: []string{srvPkg}, run: "TestResultTooLargeIsAFatalFailure"})
+	add(mutation{name: "metrics: a message whose send failed counts as sent", file: "internal/metrics/grpc.go",
+		from: "if err == nil {\n\t\tm.sentOK.Inc()", to: "if err == nil || true {\n\t\tm.sentOK.Inc()",
+		pkgs: []string{"./internal/metrics"}, run: "TestGRPCCountsAsTheProviderDid"})
+	add(mutation{name: "metrics: a context error counts as Unknown", file: "internal/metrics/grpc.go",
+		from: "s = status.FromContextError(err)", to: "_ = s",
+		pkgs: []string{"./internal/metrics"}, run: "TestGRPCCountsAsTheProviderDid"})
 	add(mutation{name: "progress: a forged lease writes progress", file: "store/sqlite/results.go",
 		from: "progress_at = ? WHERE id = ? AND lease_token = ? AND lease_secret = ? AND state IN (3, 4)`",
 		to:   "progress_at = ? WHERE id = ? AND lease_token = ? AND (lease_secret = ? OR 1) AND state IN (3, 4)`",
