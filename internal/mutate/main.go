@@ -1245,7 +1245,7 @@ func mutations() []mutation {
 		from: "\t\t\tif !utf8.Valid(v) {", to: "\t\t\tif !utf8.Valid(v[:0]) {",
 		pkgs: []string{"./internal/protocodec"}, run: "TestUnmarshalRefusesInvalidUTF8InEveryStringField$"})
 	add(mutation{name: "codec: a message's messages are not checked", file: "internal/protocodec/codec.go",
-		from: "\t\t\tif err := scan(v, t.messages[num], depth-1); err != nil {", to: "\t\t\tif err := error(nil); err != nil {",
+		from: "\t\t\tif err := scan(v, t.nested[num], depth-1); err != nil {", to: "\t\t\tif err := error(nil); err != nil {",
 		pkgs: []string{"./internal/protocodec"}, run: "TestUnmarshalRefusesInvalidUTF8InEveryStringField$|TestUnmarshalRefusesNestingProtobufRefuses$"})
 	add(mutation{name: "codec: nesting has no limit", file: "internal/protocodec/codec.go",
 		from: "\tif depth < 0 {\n\t\treturn errTooDeep", to: "\tif false {\n\t\treturn errTooDeep",

@@ -87,7 +87,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	defer buf.Free()
 	b := buf.ReadOnlyData()
 	m.Reset()
-	switch err := scan(b, m.ProtoReflect().Descriptor(), protowire.DefaultRecursionLimit); {
+	switch err := scan(b, fieldsOf(m.ProtoReflect().Descriptor()), protowire.DefaultRecursionLimit); {
 	case errors.Is(err, errInvalidUTF8):
 		return err
 	case err != nil:
@@ -112,7 +112,7 @@ var (
 	errUnknownField = errors.New("unknown field")
 )
 
-// scan checks b, a message of type md, before the generated code reads it, for what that code
+// scan checks b, a message whose fields t describes, before the generated code reads it, for what that code
 // does not check:
 //   - a string field that is not valid UTF-8 (errInvalidUTF8, in words like proto.Unmarshal's:
 //     "contains invalid UTF-8"); every string of a proto3 file is checked (jobwire.v1 is
@@ -122,12 +122,11 @@ var (
 //     goroutine's stack by hundreds of megabytes; protobuf stops at 10,000.
 //
 // It reads the wire format only and allocates nothing. Malformed input is a parse error, and
-// a field md does not know is errUnknownField.
-func scan(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+// a field t does not know is errUnknownField.
+func scan(b []byte, t *fieldTable, depth int) error {
 	if depth < 0 {
 		return errTooDeep
 	}
-	t := fieldsOf(md)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -154,12 +153,12 @@ func scan(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 		switch kind {
 		case stringField:
 			if !utf8.Valid(v) {
-				return fmt.Errorf("proto: field %s contains %w", md.Fields().ByNumber(num).FullName(), errInvalidUTF8)
+				return fmt.Errorf("proto: field %s contains %w", t.md.Fields().ByNumber(num).FullName(), errInvalidUTF8)
 			}
 		case messageField:
 			// A map's entries are messages too (key 1, value 2), so its string keys and
 			// values are checked here.
-			if err := scan(v, t.messages[num], depth-1); err != nil {
+			if err := scan(v, t.nested[num], depth-1); err != nil {
 				return err
 			}
 		}
@@ -178,10 +177,12 @@ const (
 )
 
 // fieldTable is a message type's fields by number, so that scan looks each up in a slice
-// rather than through the descriptor's lazily built map (that lookup was most of scan's time).
+// rather than through the descriptor's lazily built map (that lookup was most of scan's time),
+// and holds the tables of its message fields, so that a nested message costs no lookup at all.
 type fieldTable struct {
-	kinds    []fieldKind
-	messages []protoreflect.MessageDescriptor // of the message fields, by number
+	md     protoreflect.MessageDescriptor
+	kinds  []fieldKind
+	nested []*fieldTable // of the message fields, by number
 }
 
 func (t *fieldTable) kind(num protowire.Number) fieldKind {
@@ -191,18 +192,43 @@ func (t *fieldTable) kind(num protowire.Number) fieldKind {
 	return t.kinds[num]
 }
 
-var fieldTables sync.Map // protoreflect.FullName -> *fieldTable
+var (
+	fieldTables sync.Map   // protoreflect.FullName -> *fieldTable, each complete with its nested tables
+	buildMu     sync.Mutex // one build at a time, so that a type's table is built once
+)
 
+// fieldsOf returns md's table, building it and the tables of every message type it reaches the
+// first time. A table is published only once every table it reaches is built.
 func fieldsOf(md protoreflect.MessageDescriptor) *fieldTable {
 	if t, ok := fieldTables.Load(md.FullName()); ok {
 		return t.(*fieldTable)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	built := make(map[protoreflect.FullName]*fieldTable)
+	t := buildTable(md, built)
+	for name, bt := range built {
+		fieldTables.Store(name, bt)
+	}
+	return t
+}
+
+// buildTable builds md's table into built; a type met again (a message that contains itself)
+// gets the table already begun.
+func buildTable(md protoreflect.MessageDescriptor, built map[protoreflect.FullName]*fieldTable) *fieldTable {
+	if t, ok := fieldTables.Load(md.FullName()); ok {
+		return t.(*fieldTable)
+	}
+	if t, ok := built[md.FullName()]; ok {
+		return t
 	}
 	fields := md.Fields()
 	size := 0
 	for i := 0; i < fields.Len(); i++ {
 		size = max(size, int(fields.Get(i).Number())+1)
 	}
-	t := &fieldTable{kinds: make([]fieldKind, size), messages: make([]protoreflect.MessageDescriptor, size)}
+	t := &fieldTable{md: md, kinds: make([]fieldKind, size), nested: make([]*fieldTable, size)}
+	built[md.FullName()] = t
 	for i := 0; i < fields.Len(); i++ {
 		fd := fields.Get(i)
 		switch fd.Kind() {
@@ -210,12 +236,11 @@ func fieldsOf(md protoreflect.MessageDescriptor) *fieldTable {
 			t.kinds[fd.Number()] = stringField
 		case protoreflect.MessageKind:
 			t.kinds[fd.Number()] = messageField
-			t.messages[fd.Number()] = fd.Message()
+			t.nested[fd.Number()] = buildTable(fd.Message(), built)
 		default:
 			t.kinds[fd.Number()] = otherField
 		}
 	}
-	fieldTables.Store(md.FullName(), t)
 	return t
 }
 
