@@ -40,7 +40,7 @@ type methodCounters struct {
 	g                      *GRPC
 	key                    callKey
 	started, recvd, sentOK prometheus.Counter
-	handled                [17]prometheus.Counter // by code; codes past DataLoss are looked up
+	handled                [codes.Unauthenticated + 1]prometheus.Counter // by code (Unauthenticated is the highest); past it, looked up
 }
 
 var _ interceptors.ServerReportable = (*GRPC)(nil)

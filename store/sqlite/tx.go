@@ -516,6 +516,17 @@ func (t *tx) succeed(p *store.JobFinishParams) (bool, error) {
 
 func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 	t.batches.Finished(p)
+	if p.Attempt.Outcome == job.OutcomeSucceeded {
+		stored, err := t.succeed(p)
+		if err != nil {
+			return false, err
+		}
+		if stored {
+			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
+			return err == nil, err
+		}
+		return t.alreadyFinished(p)
+	}
 	var finished sql.NullInt64
 	if p.State.Final() {
 		finished = nullNanos(p.Now)
@@ -527,17 +538,6 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 	a := p.Attempt
 	// a.Number counts within the job's current run; the attempt record is numbered after
 	// the attempts of earlier runs (attempt_base), so a requeued job keeps its history.
-	if a.Outcome == job.OutcomeSucceeded {
-		stored, err := t.succeed(p)
-		if err != nil {
-			return false, err
-		}
-		if stored {
-			err := t.addFinished(p.Queue, p.Type, job.StateSucceeded, 1)
-			return err == nil, err
-		}
-		return t.alreadyFinished(p)
-	}
 	var base int
 	row := t.queryRow(`UPDATE jobs SET state = ?, attempts = ?, run_at = COALESCE(?, run_at),
 			finished_at = ?, dead_reason = ?,
