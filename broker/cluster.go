@@ -85,16 +85,10 @@ func (m *clustered) concurrentWriters() bool { return true }
 
 func (m *clustered) enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error {
 	b := m.b
-	switch {
-	case len(params) >= SeparateEnqueueJobs:
+	if len(params) >= SeparateEnqueueJobs {
 		return b.doOn(ctx, b.writing.enqueuer, o)
-	case o.grouped:
-		// Jobs all offered need no round, and the other brokers no word of them: were one not
-		// leased after all, settleOffers asks for the round.
-		var all bool
-		o.offers, all = b.planOffers(params, now)
-		o.readies = o.readies && !all
 	}
+	b.offer(o, params, now)
 	return b.doOp(ctx, o)
 }
 

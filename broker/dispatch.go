@@ -83,8 +83,13 @@ func (b *Broker) planRound(force bool, freed map[*Session]int) []*grant {
 	// waiting until something makes one ready (signal). After any other round, freed capacity
 	// alone may let waiting jobs through, so the next one must look.
 	// Jobs a rate limit holds back wait for the alarm the lease arms (rateLimits.held).
+	// A round the batch's new jobs force that does not see them all (a session without room,
+	// taken by the batch's offers, or a breaker) must leave word that they wait, or the slots
+	// freed later would look for none.
 	if len(r.grants) > 0 && !r.full && !r.limited && len(r.plan.capped) == 0 && !b.svc.keys.active() {
 		b.writing.readyMaybe.Store(false)
+	} else if force {
+		b.writing.readyMaybe.Store(true)
 	}
 	b.armBreakerTimerLocked()
 	return r.grants

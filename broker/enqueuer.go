@@ -44,8 +44,8 @@ func (o enqueueBatches) Written(batch []commit.Op, err error) {
 }
 
 // enqueueOp stores an enqueue's jobs. Jobs without idempotency keys are inserted with the
-// batch's others in one statement (commit.Inserter); in a cluster, those a worker has room for
-// are offered to it, leased by their own insert (commit.Offerer, offer.go).
+// batch's others in one statement (commit.Inserter); those a worker has room for are offered
+// to it, leased by their own insert (commit.Offerer, offer.go).
 type enqueueOp struct {
 	params []*store.JobInsertParams
 	// grouped: no job has an idempotency or a unique key, so the insert may join others.

@@ -102,7 +102,8 @@ func (m *local) recover(tx store.Tx) (recovered, error) {
 	return r, err
 }
 
-func (m *local) enqueue(ctx context.Context, o *enqueueOp, _ []*store.JobInsertParams, _ time.Time) error {
+func (m *local) enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error {
+	m.b.offer(o, params, now)
 	return m.b.doOp(ctx, o)
 }
 

@@ -8,11 +8,12 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
-// Offers. In a cluster, each job of a small enqueue that a connected worker has room for is
-// offered to that worker's stream: the insert itself leases it
-// (commit.Offerer), in the writer's transaction, so the commit that stores
-// the job hands it out without a dispatch round, its lease statement or a notification to the
-// other brokers. The store leases an offered job only when that goes ahead of no waiting job
+// Offers. Each job of an enqueue the writer stores that a connected worker has room for is
+// offered to that worker's stream: the insert itself leases it (commit.Offerer), in the
+// writer's transaction, so the commit that stores the job hands it out without a dispatch
+// round, its lease statement or, in a cluster, a notification to the other brokers. On SQLite
+// the job's row is then written once, LEASED, where a round would write it PENDING, read it
+// back and write it again. The store leases an offered job only when that goes ahead of no waiting job
 // and past no pause, cap or shut breaker in the database; otherwise it stays PENDING and the
 // round its write then asks for leases it, as any enqueue's job.
 //
@@ -26,6 +27,18 @@ import (
 type offer struct {
 	sess *Session
 	store.JobOffer
+}
+
+// offer plans the offers of o, an enqueue of params the writer stores, when its jobs may join
+// others' in one insert: jobs all offered need no round, and the other brokers of a cluster no
+// word of them. Were one not leased after all, settleOffers asks for the round.
+func (b *Broker) offer(o *enqueueOp, params []*store.JobInsertParams, now time.Time) {
+	if !o.grouped {
+		return
+	}
+	var all bool
+	o.offers, all = b.planOffers(params, now)
+	o.readies = o.readies && !all
 }
 
 // planOffers promises a slot to each job of params that a worker stream may take now, and

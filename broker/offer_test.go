@@ -14,6 +14,8 @@ import (
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
+	"github.com/jobwire/jobwire/store/sqlite"
+	"github.com/jobwire/jobwire/store/sqlite/sqlitetest"
 )
 
 // leaseCalls is a store that lists the calls its writes make that lease jobs or make them
@@ -77,24 +79,50 @@ func (t recordingTx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offer
 	return t.Tx.JobInsertOfferedAtCommit(ps, offers, got)
 }
 
-// offerBroker starts one broker of a cluster on a fresh PostgreSQL schema, its leasing calls
-// listed.
-func offerBroker(t *testing.T) (*Broker, *leaseCalls) {
+// offerBroker starts a broker, its leasing calls listed: alone on a fresh SQLite file, or, in
+// a cluster, one broker on a fresh PostgreSQL schema.
+func offerBroker(t *testing.T, clustered bool) (*Broker, *leaseCalls) {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := postgres.Open(ctx, pgtest.URL(t), postgres.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
+	opts := Options{Commit: testCommit, Config: DefaultConfig(), Logger: log,
+		Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}
+	var st store.Store
+	if clustered {
+		pg, err := postgres.Open(ctx, pgtest.URL(t), postgres.Options{Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, opts.Cluster = pg, pg
+	} else {
+		lite, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = lite
 	}
 	w := &leaseCalls{Store: st}
-	b, err := New(Options{Store: w, Commit: testCommit, Cluster: st, Config: DefaultConfig(), Logger: log,
-		Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))})
+	opts.Store = w
+	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	startForTest(t, b, st.Close)
 	return b, w
+}
+
+// bothWays runs test for a broker alone and for one of a cluster (offerBroker).
+func bothWays(t *testing.T, test func(t *testing.T, clustered bool)) {
+	for _, clustered := range []bool{false, true} {
+		name := "alone"
+		if clustered {
+			name = "cluster"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, clustered)
+		})
+	}
 }
 
 // openPay opens a worker stream for payType with capacity slots.
@@ -118,12 +146,16 @@ func settle(t *testing.T, b *Broker) {
 	}
 }
 
-// In a cluster, a job enqueued while a worker has room is leased by the insert that stores it
-// and handed out: no dispatch round leases it, and the other brokers are not told it is ready.
+// A job enqueued while a worker has room is leased by the insert that stores it and handed
+// out: no dispatch round leases it, and in a cluster the other brokers are not told it is ready.
 func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 	t.Parallel()
 	onlyGroupCommit(t) // the reference writer inserts alone and leases in a round
-	b, w := offerBroker(t)
+	bothWays(t, testOfferedJobLeasedByItsInsert)
+}
+
+func testOfferedJobLeasedByItsInsert(t *testing.T, clustered bool) {
+	b, w := offerBroker(t, clustered)
 	s := openPay(t, b, 4)
 	settle(t, b)
 	before := w.count()
@@ -150,7 +182,11 @@ func TestOfferedJobLeasedByItsInsert(t *testing.T) {
 // jobs than it has slots never give it more jobs than its capacity.
 func TestOffersKeepToCapacity(t *testing.T) {
 	t.Parallel()
-	b, _ := offerBroker(t)
+	bothWays(t, testOffersKeepToCapacity)
+}
+
+func testOffersKeepToCapacity(t *testing.T, clustered bool) {
+	b, _ := offerBroker(t, clustered)
 	s := openPay(t, b, 1)
 	settle(t, b)
 	var wg sync.WaitGroup
@@ -172,7 +208,11 @@ func TestOffersKeepToCapacity(t *testing.T) {
 // by the round its write then asks for, without anything else happening.
 func TestOfferLeftPendingGetsARound(t *testing.T) {
 	t.Parallel()
-	b, _ := offerBroker(t)
+	bothWays(t, testOfferLeftPendingGetsARound)
+}
+
+func testOfferLeftPendingGetsARound(t *testing.T, clustered bool) {
+	b, _ := offerBroker(t, clustered)
 	if _, err := b.Enqueue(context.Background(), []JobSpec{{Type: "nobody"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,5 +224,41 @@ func TestOfferLeftPendingGetsARound(t *testing.T) {
 	}
 	if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
 		t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
+	}
+}
+
+// An enqueue of more jobs than the workers have room for offers what fits and leaves the rest
+// ready: each slot its results free takes the next of them, though the round that the enqueue's
+// commit carried found no room (the offers had taken it).
+func TestOffersLeaveTheRestForFreedSlots(t *testing.T) {
+	t.Parallel()
+	bothWays(t, testOffersLeaveTheRestForFreedSlots)
+}
+
+func testOffersLeaveTheRestForFreedSlots(t *testing.T, clustered bool) {
+	b, _ := offerBroker(t, clustered)
+	s := openPay(t, b, 2)
+	settle(t, b)
+	specs := make([]JobSpec, 5) // under SeparateEnqueueJobs: the writer offers them
+	for i := range specs {
+		specs[i].Type = payType
+	}
+	ids, err := b.Enqueue(context.Background(), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for len(got) < len(ids) {
+		for _, a := range assignments(t, s, 1) {
+			got = append(got, a.Job.ID)
+			s.Result(job.LeaseRef{JobID: a.Job.ID, Token: a.Token}, nil)
+		}
+	}
+	want := make([]int64, len(ids))
+	for i, e := range ids {
+		want[i] = e.ID
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("handed out %v, want every job in order %v", got, want)
 	}
 }

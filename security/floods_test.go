@@ -191,7 +191,8 @@ func TestCappedQueueFlood(t *testing.T) {
 	}
 }
 
-// failLeaseStore makes every lease for one worker id fail, as a statement the store refuses.
+// failLeaseStore makes every lease for one worker id fail, as a statement the store refuses:
+// a round's, and an insert's that leases a job offered to it.
 type failLeaseStore struct {
 	store.Store
 	worker string
@@ -211,6 +212,17 @@ func (t failLeaseTx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		return nil, errors.New("SQL logic error: too many SQL variables")
 	}
 	return t.Tx.JobLease(p)
+}
+
+// JobInsertOfferedAtCommit fails as the lease does when a job is offered to the worker.
+func (t failLeaseTx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer,
+	got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
+	for _, o := range offers {
+		if o != nil && o.WorkerID == t.worker {
+			return nil, errors.New("SQL logic error: too many SQL variables")
+		}
+	}
+	return t.Tx.JobInsertOfferedAtCommit(ps, offers, got)
 }
 
 // One worker stream whose lease cannot be stored must not stall dispatch for the others.

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/store"
@@ -268,12 +267,9 @@ func TestStorageExhaustedIsUnavailableAndBrokerRecovers(t *testing.T) {
 			t.Errorf("message %q does not say %q", st.Message(), want)
 		}
 	}
-	// The enqueue and the lease of the job it makes ready share one commit, named "batch"; the
-	// reference writer commits the enqueue alone, under its own name.
-	op := `"op":"batch"`
-	if brokertest.Commit() == broker.OneByOne {
-		op = `"op":"enqueue"`
-	}
+	// The worker has room, so the enqueue's insert leases its job (an offer): the commit
+	// carries the enqueue alone, under its own name, as the reference writer's does.
+	op := `"op":"enqueue"`
 	if !strings.Contains(logs.String(), `"msg":"storage retries exhausted"`) || !strings.Contains(logs.String(), op) {
 		t.Errorf("log %q has no exhaustion line for the enqueue's commit", logs.String())
 	}

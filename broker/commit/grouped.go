@@ -192,13 +192,15 @@ func (w *Grouped) commit(batch []*Ticket, ops []Op) {
 	if err == nil && slices.ContainsFunc(ops, inserts) {
 		w.inserted = w.cfg.Now()
 	}
-	w.finish(batch, err)
+	w.finish(batch, err, w.g.offered)
 }
 
 // finish answers batch's ops once its write ended with err. A batch that failed as a whole for
 // one op's sake is written again without the callers that stopped waiting, or op by op, so
-// that only the faulty op fails.
-func (w *Grouped) finish(batch []*Ticket, err error) {
+// that only the faulty op fails. So is a lone op whose jobs were offered (offered): written
+// alone it stores them as any enqueue does, so that a lease the store refused does not fail
+// the enqueue.
+func (w *Grouped) finish(batch []*Ticket, err error, offered bool) {
 	if busy, ok := errors.AsType[*storeretry.BusyError](err); ok && busy.StoppedForDeadline() {
 		// The retries stopped for the callers with a deadline; the others (worker messages,
 		// dispatch) are owed the whole retry budget, so they go on without those callers.
@@ -217,7 +219,7 @@ func (w *Grouped) finish(batch []*Ticket, err error) {
 	}
 	// Busy or unavailable storage already had its retries; splitting would only wait them out
 	// once per op.
-	if err != nil && len(batch) > 1 && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) &&
+	if err != nil && (len(batch) > 1 || offered) && !errors.Is(err, context.Canceled) && !errors.Is(err, storeretry.ErrBusy) &&
 		!errors.Is(err, store.ErrUnavailable) {
 		// One op's error must not fail the others: run each alone so only the faulty one fails.
 		// A lease that counted the slots of the batch's results fails with the batch: alone, it
@@ -249,12 +251,14 @@ type grouped struct {
 	successes  []*store.JobFinishParams
 	starts     []*store.JobStartParams
 	inserts    []*store.JobInsertParams
+	offered    bool // the inserts went with offers (tx.JobInsertOfferedAtCommit)
 }
 
 // reset empties g for another run of the transaction.
 func (g *grouped) reset() {
 	g.succeeding, g.starting, g.inserting, g.inserted = g.succeeding[:0], g.starting[:0], g.inserting[:0], g.inserted[:0]
 	g.successes, g.starts, g.inserts = g.successes[:0], g.starts[:0], g.inserts[:0]
+	g.offered = false
 }
 
 // add takes t's op into the group of its write, and reports false for an op that writes alone.
@@ -345,6 +349,7 @@ func (g *grouped) insert(tx store.Tx) ([]store.JobInsertResult, error) {
 		return tx.JobInsertMany(g.inserts)
 	}
 	inserted := g.inserted
+	g.offered = true
 	return tx.JobInsertOfferedAtCommit(g.inserts, offers, func(leased []*job.Job, err error) {
 		if err != nil {
 			return

@@ -680,7 +680,7 @@ func mutations() []mutation {
 	add(mutation{name: "dispatch rules: an offer takes a probe slot", file: "broker/dispatchrule/rule.go",
 		from: " && s.Breaker.State == Closed && Check", to: " && Check",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
-	add(mutation{name: "sqlite offer: a capped queue's job is offered", file: "store/sqlite/tx.go",
+	add(mutation{name: "sqlite offer: a capped queue's job is offered", file: "store/sqlite/offer.go",
 		from: "name = ? AND (paused OR concurrency_limit > 0))", to: "name = ? AND paused)",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
 	add(mutation{name: "sqlite lease: a capped queue has room for one more", file: "store/sqlite/queues.go",

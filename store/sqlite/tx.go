@@ -221,59 +221,6 @@ func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job,
 	return nil
 }
 
-// JobInsertOfferedAtCommit inserts ps (JobInsertMany), then leases each offered job whose
-// lease goes ahead of nothing and past no rule (see store.Tx), in order: a statement costs no
-// round trip here. Jobs of this call are not counted among those waiting, as on PostgreSQL,
-// whose one statement does not see them.
-func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer, got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
-	if err := store.CheckOffers(ps, offers); err != nil {
-		return nil, err
-	}
-	out, err := t.JobInsertMany(ps)
-	if err != nil {
-		return nil, err
-	}
-	leased := make([]*job.Job, len(ps))
-	if len(ps) == 0 {
-		got(leased, nil)
-		return out, nil
-	}
-	first := out[0].ID // ids follow the order of the call
-	for i, o := range offers {
-		if o == nil {
-			continue
-		}
-		p := ps[i]
-		var free bool
-		if err := t.queryRow(`SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE `+openState+` AND state = 2
-				AND priority >= ? AND id < ?)
-			AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND (paused OR concurrency_limit > 0))
-			AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)`+rateCountsOffer,
-			p.Priority, first, p.Queue, p.Type, p.Type, p.Queue).Scan(&free); err != nil {
-			return nil, err
-		}
-		if !free {
-			continue
-		}
-		token, err := job.NewLeaseToken(0, o.Random)
-		if err != nil {
-			return nil, err
-		}
-		jobs, err := t.queryJobs(`UPDATE jobs SET state = 3, lease_token = ?, lease_secret = ?, lease_expires_at = ?,
-			worker_id = ?, lease_owner = ? WHERE id = ? AND state = 2 RETURNING `+jobColumns,
-			token.Seq, token.Secret[:], nanos(o.LeaseUntil), o.WorkerID, o.Owner, out[i].ID)
-		if err != nil {
-			return nil, err
-		}
-		if len(jobs) != 1 {
-			return nil, fmt.Errorf("lease job %d: it changed while being inserted", out[i].ID)
-		}
-		leased[i] = jobs[0]
-	}
-	got(leased, nil)
-	return out, nil
-}
-
 // JobSucceedManyAtCommit is JobSucceedMany: a statement costs no round trip here.
 func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool, error)) error {
 	applied, err := t.JobSucceedMany(ps)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 	"time"
 
@@ -54,7 +55,10 @@ func (b *bundle) insertOffered(ps []*store.JobInsertParams, offers []*store.JobO
 // exactly as a lease would leave it; a job without an offer stays PENDING. The leased job's
 // token is current (JobStart), and no lease takes it again.
 func testInsertOffered(t *testing.T, b *bundle) {
-	stored, leased := b.insertOffered([]*store.JobInsertParams{b.job("t"), b.job("t")},
+	// Every field a job may carry when offered, so that the job handed out is compared whole.
+	full := b.job("t")
+	full.Metadata, full.RateKey, full.Priority = map[string]string{"tenant": "a"}, "acct-1", 2
+	stored, leased := b.insertOffered([]*store.JobInsertParams{full, b.job("t")},
 		[]*store.JobOffer{b.offerTo(0xab), nil})
 	want := job.LeaseToken{Seq: 1}
 	copy(want.Secret[:], bytes.Repeat([]byte{0xab}, job.SecretSize))
@@ -68,6 +72,9 @@ func testInsertOffered(t *testing.T, b *bundle) {
 			t.Fatalf("offered job %+v: want job %d LEASED to w for tok_1 until %s with token %v, its payload, no attempt spent",
 				j, stored[0], b.now.Add(time.Minute), want)
 		}
+	}
+	if got := b.get(stored[0]); !reflect.DeepEqual(leased[0], got) {
+		t.Fatalf("the offered job handed out\n%+v\nis not the job stored\n%+v", leased[0], got)
 	}
 	equal(t, "the job without an offer", b.state(stored[1]), job.StatePending)
 	equal(t, "a lease after it", ids(b.lease(b.leaseParams(10, "t"))), []int64{stored[1]})

@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/job/unique"
+	"github.com/jobwire/jobwire/store"
+)
+
+// offerFreeSQL answers whether a job offered with its insert may be stored LEASED (arguments:
+// its priority, queue, type, type, queue): no ready job waits with at least its priority, its
+// queue is neither paused nor capped, no breaker of its type is shut and no rate limit counts
+// it. It runs before the call's jobs are inserted, so only the jobs stored before the call
+// count, as store.Tx.JobInsertOfferedAtCommit says.
+const offerFreeSQL = `SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2 AND priority >= ?)
+	AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND (paused OR concurrency_limit > 0))
+	AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)` + rateCountsOffer
+
+// insertLeasedSQL stores one offered job LEASED, with its first token.
+const insertLeasedSQL = `INSERT INTO jobs (type, queue, payload, priority, state, max_attempts, run_at,
+	created_at, attempt_timeout_ns, metadata, rate_key, lease_token, lease_secret, lease_expires_at, worker_id,
+	lease_owner) VALUES (?, ?, ?, ?, 3, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// JobInsertOfferedAtCommit stores each offered job that may go ahead (offerFreeSQL) LEASED by
+// its insert, and the others as JobInsertMany does, in the call's order. A job inserted leased
+// is one row written once: leasing it after a PENDING insert would move it between the ready
+// and the held indexes and read it back, two more writes of the row and a read, which cost
+// more than its insert. A statement costs no round trip here, so the jobs are handed to got
+// at once. The results say PENDING for every job stored, leased or not, as on PostgreSQL: the
+// lease is got's to report.
+func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer, got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
+	if err := store.CheckOffers(ps, offers); err != nil {
+		return nil, err
+	}
+	free, err := t.offersFree(ps, offers)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.JobInsertResult, len(ps))
+	leased := make([]*job.Job, len(ps))
+	from := 0 // the first job not stored yet
+	pending := func(to int) error {
+		if from == to {
+			return nil
+		}
+		rs, err := t.JobInsertMany(ps[from:to])
+		if err != nil {
+			return err
+		}
+		copy(out[from:to], rs)
+		return nil
+	}
+	for i, ok := range free {
+		if !ok {
+			continue
+		}
+		if err := pending(i); err != nil {
+			return nil, err
+		}
+		j, err := t.insertLeased(ps[i], offers[i])
+		if err != nil {
+			return nil, err
+		}
+		leased[i] = j
+		out[i] = store.JobInsertResult{ID: j.ID, State: job.StatePending, RunAt: ps[i].RunAt}
+		from = i + 1
+	}
+	if err := pending(len(ps)); err != nil {
+		return nil, err
+	}
+	got(leased, nil)
+	return out, nil
+}
+
+// offersFree reports, per job of ps, whether its offer may lease it (offerFreeSQL). Nothing is
+// inserted while it asks, so jobs of one priority, queue and type share one answer.
+func (t *tx) offersFree(ps []*store.JobInsertParams, offers []*store.JobOffer) ([]bool, error) {
+	type kind struct {
+		priority   int
+		queue, typ string
+	}
+	var answers map[kind]bool
+	free := make([]bool, len(ps))
+	for i, o := range offers {
+		if o == nil {
+			continue
+		}
+		p := ps[i]
+		k := kind{p.Priority, p.Queue, p.Type}
+		ok, asked := answers[k]
+		if !asked {
+			if err := t.queryRow(offerFreeSQL, p.Priority, p.Queue, p.Type, p.Type, p.Queue).Scan(&ok); err != nil {
+				return nil, err
+			}
+			if answers == nil {
+				answers = make(map[kind]bool)
+			}
+			answers[k] = ok
+		}
+		free[i] = ok
+	}
+	return free, nil
+}
+
+// insertLeased stores p LEASED to o and returns the job as a read of its row would.
+func (t *tx) insertLeased(p *store.JobInsertParams, o *store.JobOffer) (*job.Job, error) {
+	token, err := job.NewLeaseToken(0, o.Random)
+	if err != nil {
+		return nil, err
+	}
+	payload := p.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	meta, err := encodeMetadata(p.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.execResult(insertLeasedSQL, p.Type, p.Queue, payload, p.Priority, p.MaxAttempts,
+		nanos(p.RunAt), nanos(p.Now), int64(p.AttemptTimeout), meta, p.RateKey,
+		token.Seq, token.Secret[:], nanos(o.LeaseUntil), o.WorkerID, o.Owner)
+	if err != nil {
+		return nil, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return nil, fmt.Errorf("offered job's id: %w", err)
+	}
+	if err := t.ensureQueue(p.Queue); err != nil {
+		return nil, err
+	}
+	j := &job.Job{ID: id, Type: p.Type, Queue: p.Queue, Payload: payload, Priority: p.Priority,
+		State: job.StateLeased, MaxAttempts: p.MaxAttempts, RunAt: fromNanos(nanos(p.RunAt)),
+		CreatedAt: fromNanos(nanos(p.Now)), AttemptTimeout: p.AttemptTimeout, LeaseToken: token,
+		LeaseExpiresAt: fromNanos(nanos(o.LeaseUntil)), WorkerID: o.WorkerID, LeaseOwner: o.Owner,
+		RateKey: p.RateKey, UniqueStates: unique.Mask(0).States()}
+	if len(p.Metadata) > 0 {
+		j.Metadata = maps.Clone(p.Metadata)
+	}
+	return j, nil
+}
