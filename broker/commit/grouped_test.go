@@ -340,3 +340,42 @@ func TestGroupedDefersLoneResultToNextEnqueue(t *testing.T) {
 		})
 	}
 }
+
+// refusingOffers is a store whose inserts that lease offered jobs fail, as when it refuses the
+// statement of the leases.
+type refusingOffers struct{ store.Store }
+
+func (s refusingOffers) Write(ctx context.Context, op string, fn func(store.Tx) error) error {
+	return s.Store.Write(ctx, op, func(tx store.Tx) error { return fn(refusingOffersTx{tx}) })
+}
+
+type refusingOffersTx struct{ store.Tx }
+
+func (refusingOffersTx) JobInsertOfferedAtCommit([]*store.JobInsertParams, []*store.JobOffer,
+	func([]*job.Job, error)) ([]store.JobInsertResult, error) {
+	return nil, errors.New("injected: the offered jobs' leases refused")
+}
+
+// An enqueue alone in its batch whose offered insert fails is written again without its
+// offers: the failed lease leaves its jobs PENDING, for a round, and does not fail the enqueue.
+func TestGroupedLoneOfferedEnqueueOutlivesItsOffers(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, sqlite.Options{})
+	w := NewGrouped(Config{Store: refusingOffers{st}, Ctx: context.Background(), MaxBatch: 16, Owner: nobody{}})
+	o := newOffer("o1")
+	ticket := &Ticket{op: o, waited: true, answer: make(chan error, 1)}
+	w.commit([]*Ticket{ticket}, w.opsOf([]*Ticket{ticket}))
+	if err := <-ticket.Answer(); err != nil {
+		t.Fatalf("the enqueue failed with its offers: %v", err)
+	}
+	if len(o.results) != 1 {
+		t.Fatalf("results %v, want the one job stored", o.results)
+	}
+	j, err := st.JobGet(context.Background(), o.results[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != job.StatePending {
+		t.Fatalf("the job is %s, want PENDING", j.State)
+	}
+}

@@ -683,6 +683,18 @@ func mutations() []mutation {
 	add(mutation{name: "sqlite offer: a capped queue's job is offered", file: "store/sqlite/offer.go",
 		from: "name = ? AND (paused OR concurrency_limit > 0))", to: "name = ? AND paused)",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
+	add(mutation{name: "sqlite offer: a job is offered ahead of a waiting one of its priority", file: "store/sqlite/offer.go",
+		from: "AND state = 2 AND priority >= ?)", to: "AND state = 2 AND priority > ?)",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/InsertOfferedGoesAheadOfNothing$"})
+	add(mutation{name: "sqlite offer: the job handed out lacks its metadata", file: "store/sqlite/offer.go",
+		from: "j.Metadata = maps.Clone(p.Metadata)", to: "_ = maps.Clone(p.Metadata)",
+		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/InsertOffered$"})
+	add(mutation{name: "broker: a round forced by new jobs it cannot see leaves no word that they wait", file: "broker/dispatch.go",
+		from: "} else if force {", to: "} else if false && force {",
+		pkgs: []string{"./broker"}, run: "TestOffersLeaveTheRestForFreedSlots"})
+	add(mutation{name: "commit: a lone enqueue whose offered insert failed is not written again", file: "broker/commit/grouped.go",
+		from: "(len(batch) > 1 || offered)", to: "len(batch) > 1",
+		pkgs: []string{"./broker/commit"}, run: "TestGroupedLoneOfferedEnqueueOutlivesItsOffers"})
 	add(mutation{name: "sqlite lease: a capped queue has room for one more", file: "store/sqlite/queues.go",
 		from: "room[name] = max(0, limit-held)", to: "room[name] = max(0, limit-held+1)",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/LeaseFollowsDispatchRules$"})
