@@ -69,7 +69,7 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (off
 		}
 		s.offered++
 		offers[i] = &offer{sess: s, JobOffer: store.JobOffer{WorkerID: s.workerID, Owner: s.owner,
-			LeaseUntil: now.Add(b.cfg.LeaseDuration), Random: b.random}}
+			LeaseUntil: now.Add(b.cfg.LeaseDuration), Random: b.random, Queues: s.queues}}
 	}
 	return offers, all && offers != nil
 }

@@ -3,20 +3,37 @@ package sqlite
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/job/unique"
 	"github.com/jobwire/jobwire/store"
 )
 
-// offerFreeSQL answers whether a job offered with its insert may be stored LEASED (arguments:
-// its priority, queue, type, type, queue): no ready job waits with at least its priority, its
-// queue is neither paused nor capped, no breaker of its type is shut and no rate limit counts
-// it. It runs before the call's jobs are inserted, so only the jobs stored before the call
-// count, as store.Tx.JobInsertOfferedAtCommit says.
-const offerFreeSQL = `SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2 AND priority >= ?)
+// offerRulesSQL is the end of offerFreeSQL's statement (arguments: the job's queue, type, type,
+// queue): its queue is neither paused nor capped, no breaker of its type is shut and no rate
+// limit counts it.
+const offerRulesSQL = `
 	AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND (paused OR concurrency_limit > 0))
 	AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)` + rateCountsOffer
+
+// offerFreeSQL answers whether a job offered with its insert may be stored LEASED, and its
+// arguments: no ready job of the queues the offer's worker takes waits with at least its
+// priority, and offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs
+// stored before the call count, as store.Tx.JobInsertOfferedAtCommit says. A worker that
+// names its queues has them read each through jobs_ready_queue, so that jobs waiting in a
+// queue it does not take (a backlog nobody serves) keep no offer back.
+func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
+	if len(o.Queues) == 0 || len(o.Queues) > maxNamedQueues {
+		return `SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2 AND priority >= ?)` +
+			offerRulesSQL, []any{p.Priority, p.Queue, p.Type, p.Type, p.Queue}
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_queue WHERE state = 2`)
+	args := in(&q, nil, "queue", false, o.Queues)
+	q.WriteString(` AND priority >= ?)` + offerRulesSQL)
+	return q.String(), append(args, p.Priority, p.Queue, p.Type, p.Type, p.Queue)
+}
 
 // insertLeasedSQL stores one offered job LEASED, with its first token.
 const insertLeasedSQL = `INSERT INTO jobs (type, queue, payload, priority, state, max_attempts, run_at,
@@ -75,11 +92,12 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 }
 
 // offersFree reports, per job of ps, whether its offer may lease it (offerFreeSQL). Nothing is
-// inserted while it asks, so jobs of one priority, queue and type share one answer.
+// inserted while it asks, so jobs of one priority, queue and type offered to workers of the
+// same queues share one answer.
 func (t *tx) offersFree(ps []*store.JobInsertParams, offers []*store.JobOffer) ([]bool, error) {
 	type kind struct {
-		priority   int
-		queue, typ string
+		priority          int
+		queue, typ, scope string
 	}
 	var answers map[kind]bool
 	free := make([]bool, len(ps))
@@ -88,10 +106,11 @@ func (t *tx) offersFree(ps []*store.JobInsertParams, offers []*store.JobOffer) (
 			continue
 		}
 		p := ps[i]
-		k := kind{p.Priority, p.Queue, p.Type}
+		k := kind{p.Priority, p.Queue, p.Type, strings.Join(o.Queues, ",")} // names hold no comma
 		ok, asked := answers[k]
 		if !asked {
-			if err := t.queryRow(offerFreeSQL, p.Priority, p.Queue, p.Type, p.Type, p.Queue).Scan(&ok); err != nil {
+			q, args := offerFreeSQL(p, o)
+			if err := t.queryRow(q, args...).Scan(&ok); err != nil {
 				return nil, err
 			}
 			if answers == nil {

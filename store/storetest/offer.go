@@ -13,6 +13,7 @@ import (
 var _ = register(
 	testCase{"InsertOffered", testInsertOffered},
 	testCase{"InsertOfferedGoesAheadOfNothing", testInsertOfferedGoesAheadOfNothing},
+	testCase{"InsertOfferedPassesQueuesItsWorkerDoesNotTake", testInsertOfferedPassesQueuesItsWorkerDoesNotTake},
 	testCase{"InsertOfferedPastNoRule", testInsertOfferedPastNoRule},
 	testCase{"InsertOfferedRefusesBadCalls", testInsertOfferedRefusesBadCalls},
 )
@@ -119,6 +120,33 @@ func testInsertOfferedGoesAheadOfNothing(t *testing.T, b *bundle) {
 	urgent.Priority = 1
 	if _, leased := b.insertOffered([]*store.JobInsertParams{urgent}, []*store.JobOffer{b.offerTo(3)}); leased[0] == nil {
 		t.Fatal("a job offered ahead of lower priorities' was not leased")
+	}
+}
+
+// Only the queues the offer's worker takes can hold a job the offer would go ahead of: a job
+// waiting in another queue, whatever its priority, keeps no offer of a worker that names its
+// queues back, and keeps back one of a worker of every queue or of that queue too.
+func testInsertOfferedPassesQueuesItsWorkerDoesNotTake(t *testing.T, b *bundle) {
+	b.insertIn("backlog", 1, 5) // one job waits in "backlog", at a higher priority
+	for _, c := range []struct {
+		queues []string
+		leased bool
+	}{
+		{[]string{"default"}, true},
+		{[]string{"other", "default"}, true},
+		{[]string{"default", "backlog"}, false},
+		{nil, false},
+	} {
+		offer := b.offerTo(1)
+		offer.Queues = c.queues
+		stored, leased := b.insertOffered([]*store.JobInsertParams{b.job("t")}, []*store.JobOffer{offer})
+		if got := leased[0] != nil; got != c.leased {
+			t.Errorf("a job offered to a worker of queues %q beside a job waiting in backlog: leased %t, want %t",
+				c.queues, got, c.leased)
+		}
+		if leased[0] == nil && b.state(stored[0]) != job.StatePending {
+			t.Errorf("the job not leased is %s, want PENDING", b.state(stored[0]))
+		}
 	}
 }
 
