@@ -31,12 +31,9 @@ type offer struct {
 
 // offer plans the offers of o, an enqueue of params the writer stores, when its jobs may join
 // others' in one insert: jobs all offered need no round, and the other brokers of a cluster no
-// word of them. Were one not leased after all, settleOffers asks for the round. Nothing is
-// offered while jobs may be waiting (readyMaybe): the store would lease no offered job ahead of
-// them, and the round that the enqueue's commit then carries could not use the slots the
-// offers held.
+// word of them. Were one not leased after all, settleOffers asks for the round.
 func (b *Broker) offer(o *enqueueOp, params []*store.JobInsertParams, now time.Time) {
-	if !o.grouped || b.writing.readyMaybe.Load() {
+	if !o.grouped {
 		return
 	}
 	var all bool
