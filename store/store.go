@@ -135,9 +135,9 @@ type Tx interface {
 	// JobInsertOfferedAtCommit inserts jobs without idempotency keys, ready now, as
 	// JobInsertMany does, and leases job i to offers[i] (when not nil) in the same write, with
 	// a new fencing token, when that lease can go ahead of nothing and past no rule: no ready
-	// job stored before this call, in a queue the offer's worker takes (JobOffer.Queues), has
-	// at least its priority, its queue is neither paused nor capped, and no stored breaker is
-	// shut for its type. Otherwise job i stays PENDING, as
+	// job stored before this call has at least its priority (a store may count only those of
+	// the queues the offer's worker takes, JobOffer.Queues), its queue is neither paused nor
+	// capped, and no stored breaker is shut for its type. Otherwise job i stays PENDING, as
 	// JobInsertMany stores it. It lets a broker with a free worker slot hand a new job out with
 	// the commit that stores it, without a lease of its own. got receives the leased jobs (nil
 	// for one left PENDING), with the care JobLeaseAtCommit's got needs.
@@ -328,8 +328,9 @@ type JobOffer struct {
 	LeaseUntil time.Time
 	// Random supplies the lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader.
 	Random io.Reader
-	// Queues are the queues the worker takes jobs of; none: every queue. Only a ready job of
-	// these can be one the offered job would go ahead of.
+	// Queues are the queues the worker takes jobs of; none: every queue. A store may count
+	// only the ready jobs of these as ones the offered job would go ahead of (the SQLite store
+	// does); it must count those.
 	Queues []string
 }
 

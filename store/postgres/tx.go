@@ -338,7 +338,6 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 		offered         = make([]bool, len(ps))
 		untils          = make([]int64, len(ps))
 		workers, owners = make([]string, len(ps)), make([]string, len(ps))
-		scopes          = make([]string, len(ps)) // the worker's queues, comma-joined (names hold no comma)
 		secrets         = make([]byte, job.SecretSize*len(ps))
 	)
 	index := make(map[int64]int, len(ps))
@@ -353,7 +352,6 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 		}
 		copy(secrets[i*job.SecretSize:], token.Secret[:])
 		offered[i], untils[i], workers[i], owners[i] = true, nanos(o.LeaseUntil), o.WorkerID, o.Owner
-		scopes[i] = strings.Join(o.Queues, ",")
 	}
 	read := func(rows pgx.Rows) ([]*job.Job, error) {
 		leased := make([]*job.Job, len(ps))
@@ -377,7 +375,7 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	if err := t.joinByKey(true); err != nil {
 		return nil, err
 	}
-	args = append(args[:11:11], offered, untils, workers, owners, secrets, args[11], scopes)
+	args = append(args[:11:11], offered, untils, workers, owners, secrets, args[11])
 	err = runRows(t, true, offeredInsertSQL, args, read, got)
 	if err != nil {
 		return nil, err
@@ -391,23 +389,20 @@ var secretSize = strconv.Itoa(job.SecretSize)
 
 // offeredInsertSQL is JobInsertOfferedAtCommit's statement. A job is leased (state 3, its first
 // token, the n-th secret) when it was offered and, in the statement's snapshot, no ready job
-// of the queues its worker takes (scope; '': every queue) has at least its priority (the first
-// entry of jobs_ready that far, or of each queue's in jobs_ready_queue), its queue is neither
+// has at least its priority (the first entry of jobs_ready that far), its queue is neither
 // paused nor capped, and its type's breaker is not shut; it returns the leased jobs only.
 var offeredInsertSQL = `WITH u AS (
 		SELECT u.*, u.offered
-			AND CASE WHEN u.scope = '' THEN NOT EXISTS (SELECT 1 FROM jobs r WHERE r.state = 2 AND r.priority >= u.priority)
-				ELSE NOT EXISTS (SELECT 1 FROM unnest(string_to_array(u.scope, ',')) AS q(name) WHERE EXISTS (
-					SELECT 1 FROM jobs r WHERE r.state = 2 AND r.queue = q.name AND r.priority >= u.priority)) END
+			AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.state = 2 AND r.priority >= u.priority)
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = u.queue
 				AND (queues.paused OR queues.concurrency_limit > 0))
 			AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type AND breakers.shut)` +
 	rateCountsOffer + ` AS lease
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::smallint[],
 			$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::boolean[],
-			$13::bigint[], $14::text[], $15::text[], $17::text[], $18::text[]) WITH ORDINALITY
+			$13::bigint[], $14::text[], $15::text[], $17::text[]) WITH ORDINALITY
 			AS u(id, type, queue, payload, priority, state, max_attempts, run_at, created_at, timeout, metadata,
-				offered, until, worker, owner, rate_key, scope, n)),
+				offered, until, worker, owner, rate_key, n)),
 	ins AS (INSERT INTO jobs (id, type, queue, payload, priority, state, max_attempts, run_at, created_at,
 			attempt_timeout_ns, metadata, rate_key, lease_token, lease_secret, lease_expires_at, worker_id, lease_owner)
 		SELECT id, type, queue, payload, priority, CASE WHEN lease THEN 3 ELSE state END, max_attempts, run_at,

@@ -1,0 +1,58 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+)
+
+// Only the queues the offer's worker takes can hold a job the offer would go ahead of: a job
+// waiting in another queue, whatever its priority, keeps no offer of a worker that names its
+// queues back, and keeps back one of a worker of every queue or of that queue too.
+func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	params := func(queue string, priority int) *store.JobInsertParams {
+		return &store.JobInsertParams{Type: "t", Queue: queue, Priority: priority, MaxAttempts: 1, RunAt: now,
+			Now: now, AttemptTimeout: time.Minute}
+	}
+	if err := s.Write(ctx, "backlog", func(tx store.Tx) error {
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{params("backlog", 5)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		queues []string
+		leased bool
+	}{
+		{[]string{"default"}, true},
+		{[]string{"other", "default"}, true},
+		{[]string{"default", "backlog"}, false},
+		{nil, false},
+	} {
+		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Queues: c.queues}
+		var leased []*job.Job
+		if err := s.Write(ctx, "offer", func(tx store.Tx) error {
+			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("default", 0)},
+				[]*store.JobOffer{offer}, func(jobs []*job.Job, err error) { leased = jobs })
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(leased) == 1 && leased[0] != nil; got != c.leased {
+			t.Errorf("a job offered to a worker of queues %q beside a job waiting in backlog: leased %t, want %t",
+				c.queues, got, c.leased)
+		}
+	}
+}
