@@ -105,8 +105,8 @@ func (m *local) recover(tx store.Tx) (recovered, error) {
 // enqueue offers o's jobs to workers with room (offer.go) unless jobs may be waiting
 // (readyMaybe): the store would lease no offered job ahead of them, and the round that the
 // enqueue's commit then carries could not use the slots the offers held. A cluster's broker
-// offers either way: there the other brokers' jobs keep readyMaybe set far more often, and
-// its latency tail on PostgreSQL was worse with the rule (docs/performance-log.md).
+// offers either way, as it did before the rule: its measurements on PostgreSQL could not tell
+// the rule's cost from the machine's stalls (docs/performance-log.md).
 func (m *local) enqueue(ctx context.Context, o *enqueueOp, params []*store.JobInsertParams, now time.Time) error {
 	if !m.b.writing.readyMaybe.Load() {
 		m.b.offer(o, params, now)
