@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,12 +15,8 @@ import (
 func TestJobInsertMany(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, now := openTemp(t)
+	var err error
 	var ps []*store.JobInsertParams
 	for i := range 2*insertChunk + 7 {
 		p := &store.JobInsertParams{Type: "t", Queue: fmt.Sprintf("q%d", i%3), Payload: []byte(fmt.Sprint(i)),

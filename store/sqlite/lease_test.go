@@ -20,12 +20,8 @@ import (
 func TestLeaseFencingComparesTheSecret(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, now := openTemp(t)
+	var err error
 	if _, err := insertJob(ctx, s, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +174,7 @@ func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
 func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, now := openTemp(t)
 	insert := func(queues ...string) {
 		t.Helper()
 		var ps []*store.JobInsertParams
@@ -271,12 +262,8 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, now := openTemp(t)
+	var err error
 	names := func(prefix string, n int) []string {
 		out := make([]string, n)
 		for i := range out {

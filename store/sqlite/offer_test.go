@@ -16,12 +16,7 @@ import (
 func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, now := openTemp(t)
 	params := func(queue string, priority int) *store.JobInsertParams {
 		return &store.JobInsertParams{Type: "t", Queue: queue, Priority: priority, MaxAttempts: 1, RunAt: now,
 			Now: now, AttemptTimeout: time.Minute}
@@ -55,4 +50,16 @@ func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
 				c.queues, got, c.leased)
 		}
 	}
+}
+
+// openTemp opens a store on a fresh file in t's temporary directory, closed when t ends, and
+// returns it with the tests' clock.
+func openTemp(t *testing.T) (*Store, time.Time) {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -18,12 +17,7 @@ import (
 func TestJobCountsMatchTheRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobwire.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, now := openTemp(t)
 	write := func(name string, fn func(tx store.Tx) error) {
 		t.Helper()
 		if err := s.Write(ctx, name, fn); err != nil {
