@@ -129,11 +129,7 @@ func (t *tx) insertLeased(p *store.JobInsertParams, o *store.JobOffer) (*job.Job
 	if err != nil {
 		return nil, err
 	}
-	payload := p.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	meta, err := encodeMetadata(p.Metadata)
+	payload, meta, err := rowValues(p)
 	if err != nil {
 		return nil, err
 	}

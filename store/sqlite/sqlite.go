@@ -507,6 +507,17 @@ func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, erro
 }
 
 // encodeMetadata is how a job's metadata is stored: a JSON object, or NULL when there is none.
+// rowValues are the payload (never NULL: an empty one is stored empty) and the encoded
+// metadata that every insert of p writes.
+func rowValues(p *store.JobInsertParams) (payload []byte, meta any, err error) {
+	payload = p.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	meta, err = encodeMetadata(p.Metadata)
+	return payload, meta, err
+}
+
 func encodeMetadata(m map[string]string) (any, error) {
 	if len(m) == 0 {
 		return nil, nil

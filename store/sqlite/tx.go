@@ -61,14 +61,10 @@ func (t *tx) insertOne(index int, p *store.JobInsertParams) (store.JobInsertResu
 	if p.RunAt.After(p.Now) {
 		state = job.StateScheduled
 	}
-	payload := p.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	// No RETURNING: in SQLite it costs about as much as the insert itself. The row count says
 	// whether the keys were free, and the new rowid is the job id. DO NOTHING names no
 	// conflict target, so it covers both keys' indexes.
-	meta, err := encodeMetadata(p.Metadata)
+	payload, meta, err := rowValues(p)
 	if err != nil {
 		return store.JobInsertResult{}, err
 	}
@@ -751,11 +747,7 @@ func (t *tx) JobInsertMany(ps []*store.JobInsertParams) ([]store.JobInsertResult
 			if p.RunAt.After(p.Now) {
 				out[i].State = job.StateScheduled
 			}
-			payload := p.Payload
-			if payload == nil {
-				payload = []byte{}
-			}
-			meta, err := encodeMetadata(p.Metadata)
+			payload, meta, err := rowValues(p)
 			if err != nil {
 				return err
 			}
