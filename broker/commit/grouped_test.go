@@ -379,3 +379,49 @@ func TestGroupedLoneOfferedEnqueueOutlivesItsOffers(t *testing.T) {
 		t.Fatalf("the job is %s, want PENDING", j.State)
 	}
 }
+
+// TestCrowded: the writer yields before its next batch only after one that carried a crowd of
+// producers' enqueues, never after a lone producer's, a batch of jobs or a run of results.
+func TestCrowded(t *testing.T) {
+	enqueues := func(n int, offered bool) []Op {
+		var ops []Op
+		for range n {
+			if offered {
+				ops = append(ops, newOffer("t"))
+			} else {
+				ops = append(ops, newInsert("t"))
+			}
+		}
+		return ops
+	}
+	results := func(n int) []Op {
+		var ops []Op
+		for i := range n {
+			ops = append(ops, newSuccess(job.LeaseRef{JobID: int64(i + 1)}))
+		}
+		return ops
+	}
+	many := make([]string, 100)
+	for i := range many {
+		many[i] = "t"
+	}
+	tests := []struct {
+		name string
+		ops  []Op
+		want bool
+	}{
+		{"a lone enqueue", enqueues(1, false), false},
+		{"one short of a crowd, among results", append(enqueues(crowdInserts-1, false), results(50)...), false},
+		{"a crowd of enqueues", enqueues(crowdInserts, false), true},
+		{"a crowd of offered enqueues", enqueues(crowdInserts, true), true},
+		{"a batch of a hundred jobs", []Op{newInsert(many...)}, false},
+		{"results only", results(200), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := crowded(tt.ops); got != tt.want {
+				t.Errorf("crowded = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

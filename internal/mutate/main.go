@@ -1178,6 +1178,9 @@ func mutations() []mutation {
 	add(mutation{name: "watch cluster: a job event names only its first job", file: "broker/watchcluster.go",
 		from: "h.changed(changeAny, store.JobEventIDsOf(e.Key)...)", to: "h.changed(changeAny, store.JobEventIDsOf(e.Key)[:1]...)",
 		pkgs: []string{srvPkg}, run: "TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother", postgres: true})
+	add(mutation{name: "commit: the writer takes any batch for a crowd of producers", file: "broker/commit/grouped.go",
+		from: "		if inserts(o) {\n			if n++; n == crowdInserts {", to: "		if inserts(o) || true {\n			if n++; n == crowdInserts {",
+		pkgs: []string{"./broker/commit"}, run: "TestCrowded"})
 	add(mutation{name: "commit: a lone result never waits for the next enqueue", file: "broker/commit/grouped.go",
 		from: "if !asked && w.deferResults(w.batch) {", to: "if false && w.deferResults(w.batch) {",
 		pkgs: []string{"./broker/commit"}, run: "TestGroupedDefersLoneResultToNextEnqueue"})
