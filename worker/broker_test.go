@@ -57,7 +57,24 @@ func (b *scriptedBroker) Connect(srv grpc.BidiStreamingServer[jobwirev1.ConnectR
 			if err != nil {
 				return
 			}
-			bs.in <- m
+			b := m.GetBatch()
+			if b == nil {
+				bs.in <- m
+				continue
+			}
+			// A batch is only packing: the test sees its messages one by one, after checking
+			// that the worker kept the rules a broker enforces.
+			if n := len(b.GetMessages()); n < 1 || n > maxBatch {
+				bs.in <- &jobwirev1.ConnectRequest{} // an empty message fails the test's expectation
+				return
+			}
+			for _, inner := range b.GetMessages() {
+				if !batchable(inner) {
+					bs.in <- &jobwirev1.ConnectRequest{}
+					return
+				}
+				bs.in <- inner
+			}
 		}
 	}()
 	select {

@@ -119,6 +119,8 @@ func (w *Worker) runSession(ctx context.Context) (welcomed bool, err error) {
 		Capacity: int32(w.opts.Concurrency),
 		Held:     w.heldLocked(),
 		Movable:  w.movable,
+		// The broker then sends what is ready at once as one frame (ConnectResponse.batch).
+		AcceptsBatches: true,
 	}
 	w.mu.Unlock()
 
@@ -183,17 +185,65 @@ func (w *Worker) runSession(ctx context.Context) (welcomed bool, err error) {
 	}
 }
 
+// maxBatch is the most messages one batch frame may carry (docs/protocol.md, batch frames).
+const maxBatch = 1024
+
+// batchable reports whether m may travel in a batch frame: Hello, Drain and batches never do.
+func batchable(m *jobwirev1.ConnectRequest) bool {
+	switch m.GetMessage().(type) {
+	case *jobwirev1.ConnectRequest_Started, *jobwirev1.ConnectRequest_Heartbeat, *jobwirev1.ConnectRequest_Result,
+		*jobwirev1.ConnectRequest_Release, *jobwirev1.ConnectRequest_Progress:
+		return true
+	}
+	return false
+}
+
+// frames packs the messages queued at once into what goes on the wire, in order: each run of
+// messages that may travel together becomes one batch frame of up to maxBatch, and a run of
+// one, or a message that may not be batched, goes alone. Every gRPC message costs both ends a
+// stream operation, so a frame of n saves each n-1 of them; nothing is held back to wait for
+// company, since only what is already queued is packed.
+func frames(msgs []outMsg) [][]outMsg {
+	var out [][]outMsg
+	for i := 0; i < len(msgs); {
+		j := i + 1
+		if batchable(msgs[i].req) {
+			for j < len(msgs) && j-i < maxBatch && batchable(msgs[j].req) {
+				j++
+			}
+		}
+		out = append(out, msgs[i:j])
+		i = j
+	}
+	return out
+}
+
+// frameOf is the one message that carries msgs: the message itself when it is alone.
+func frameOf(msgs []outMsg) *jobwirev1.ConnectRequest {
+	if len(msgs) == 1 {
+		return msgs[0].req
+	}
+	inner := make([]*jobwirev1.ConnectRequest, len(msgs))
+	for i, m := range msgs {
+		inner[i] = m.req
+	}
+	return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Batch{
+		Batch: &jobwirev1.ConnectRequestBatch{Messages: inner}}}
+}
+
 // sendLoop is the only goroutine that writes to the stream once Welcome arrived.
 func (w *Worker) sendLoop(s *session, st stream) {
 	for {
 		msgs, closing := s.box.take()
-		for _, m := range msgs {
-			if err := st.Send(m.req); err != nil {
+		for _, frame := range frames(msgs) {
+			if err := st.Send(frameOf(frame)); err != nil {
 				s.cancel(fmt.Errorf("worker: send: %w", err))
 				return
 			}
-			if m.sent != nil {
-				m.sent()
+			for _, m := range frame {
+				if m.sent != nil {
+					m.sent()
+				}
 			}
 		}
 		if closing && len(msgs) == 0 {
@@ -285,10 +335,22 @@ func resultMsg(r *jobwirev1.Result) outMsg {
 	return outMsg{req: &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: r}}}
 }
 
-// dispatch handles one broker message. It runs on the receiving goroutine.
+// dispatch handles one frame from the broker, a message or a batch of them in order. It runs
+// on the receiving goroutine.
 func (w *Worker) dispatch(s *session, msg *jobwirev1.ConnectResponse) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if b, ok := msg.GetMessage().(*jobwirev1.ConnectResponse_Batch); ok {
+		for _, m := range b.Batch.GetMessages() {
+			w.dispatchLocked(s, m)
+		}
+		return
+	}
+	w.dispatchLocked(s, msg)
+}
+
+// dispatchLocked handles one broker message (never a batch: dispatch unpacks those).
+func (w *Worker) dispatchLocked(s *session, msg *jobwirev1.ConnectResponse) {
 	switch m := msg.GetMessage().(type) {
 	case *jobwirev1.ConnectResponse_Assignment:
 		w.onAssignmentLocked(s, m.Assignment)

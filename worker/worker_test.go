@@ -65,7 +65,7 @@ func TestHelloAnnouncesTheWorker(t *testing.T) {
 	tb.start(t)
 
 	bs, hello := tb.stream(t)
-	want := &jobwirev1.Hello{WorkerId: "mailer-1", JobTypes: []string{"email.send", "sms.send"}, Queues: []string{"mail", "sms"}, Capacity: 3}
+	want := &jobwirev1.Hello{WorkerId: "mailer-1", JobTypes: []string{"email.send", "sms.send"}, Queues: []string{"mail", "sms"}, Capacity: 3, AcceptsBatches: true}
 	if !proto.Equal(hello, want) {
 		t.Errorf("Hello = %v, want %v", hello, want)
 	}
@@ -757,4 +757,54 @@ func TestStartedReplayedWhenUserCodeStartedBetweenStreams(t *testing.T) {
 	bs2.result(ref2)
 	bs2.ack(ref2)
 	tb.shutdown(t, bs2)
+}
+
+// A batch frame from the broker is handled as its messages one by one, in order: each job of a
+// batch of assignments runs and is answered, and an acknowledgement in a later batch ends it.
+func TestBatchFromBrokerIsHandledInOrder(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, Options{Concurrency: 4})
+	tb.worker.Handle("email.send", func(context.Context, *Job) error { return nil })
+	tb.start(t)
+	bs := tb.connect(t)
+
+	var assignments []*jobwirev1.ConnectResponse
+	var refs []*jobwirev1.LeaseRef
+	for id := int64(1); id <= 3; id++ {
+		a := &jobwirev1.Assignment{Job: &jobwirev1.Job{Id: id, Type: "email.send", Queue: "default", MaxAttempts: 1},
+			Attempt: 1, LeaseToken: fmt.Sprintf("1.%032x", 100+id)}
+		assignments = append(assignments, &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Assignment{Assignment: a}})
+		refs = append(refs, &jobwirev1.LeaseRef{JobId: id, LeaseToken: a.LeaseToken})
+	}
+	bs.send(&jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
+		Batch: &jobwirev1.ConnectResponseBatch{Messages: assignments}}})
+
+	// Each job's Started comes before its Result; jobs may interleave.
+	started, done := map[int64]bool{}, map[int64]bool{}
+	for range 2 * len(refs) {
+		switch m := bs.next(); {
+		case m.GetStarted() != nil:
+			started[m.GetStarted().GetJobId()] = true
+		case m.GetResult().GetSuccess() != nil:
+			id := m.GetResult().GetJobId()
+			if !started[id] {
+				t.Errorf("job %d: Result before Started", id)
+			}
+			done[id] = true
+		default:
+			t.Fatalf("got %v, want a Started or a successful Result", m)
+		}
+	}
+	if len(done) != len(refs) {
+		t.Fatalf("results for jobs %v, want 1-3", done)
+	}
+	acks := make([]*jobwirev1.ConnectResponse, len(refs))
+	for i, ref := range refs {
+		acks[i] = &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_ResultAck{ResultAck: &jobwirev1.ResultAck{
+			JobId: ref.GetJobId(), LeaseToken: ref.GetLeaseToken(), Decision: jobwirev1.Decision_DECISION_SUCCEEDED}}}
+	}
+	bs.send(&jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
+		Batch: &jobwirev1.ConnectResponseBatch{Messages: acks}}})
+	// Acknowledged, the jobs are no longer held: the worker drains with nothing to hand back.
+	tb.shutdown(t, bs)
 }

@@ -85,15 +85,25 @@ type countingStream struct {
 func (s *countingStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if r, ok := m.(*jobwirev1.ConnectResponse); ok && err == nil {
-		switch {
-		case r.GetResultAck().GetDecision() == jobwirev1.Decision_DECISION_SUCCEEDED:
-			s.a.lastAck.Store(time.Now().UnixNano())
-			s.a.acked.Add(1)
-		case r.GetWelcome() != nil:
-			s.a.once.Do(func() { close(s.a.welcome) })
+		if b := r.GetBatch(); b != nil {
+			for _, inner := range b.GetMessages() {
+				s.count(inner)
+			}
+		} else {
+			s.count(r)
 		}
 	}
 	return err
+}
+
+func (s *countingStream) count(r *jobwirev1.ConnectResponse) {
+	switch {
+	case r.GetResultAck().GetDecision() == jobwirev1.Decision_DECISION_SUCCEEDED:
+		s.a.lastAck.Store(time.Now().UnixNano())
+		s.a.acked.Add(1)
+	case r.GetWelcome() != nil:
+		s.a.once.Do(func() { close(s.a.welcome) })
+	}
 }
 
 // lineWriter serialises the worker's report lines.

@@ -1178,6 +1178,15 @@ func mutations() []mutation {
 	add(mutation{name: "watch cluster: a job event names only its first job", file: "broker/watchcluster.go",
 		from: "h.changed(changeAny, store.JobEventIDsOf(e.Key)...)", to: "h.changed(changeAny, store.JobEventIDsOf(e.Key)[:1]...)",
 		pkgs: []string{srvPkg}, run: "TestManyDependentsCancelledOnOneBrokerReachWaitsOnAnother", postgres: true})
+	add(mutation{name: "worker: a batch frame from the broker is not unpacked", file: "worker/session.go",
+		from: "if b, ok := msg.GetMessage().(*jobwirev1.ConnectResponse_Batch); ok {", to: "if b, ok := msg.GetMessage().(*jobwirev1.ConnectResponse_Batch); ok && false {",
+		pkgs: []string{"./worker"}, run: "TestBatchFromBrokerIsHandledInOrder"})
+	add(mutation{name: "worker: a Drain travels in a batch frame", file: "worker/session.go",
+		from: "*jobwirev1.ConnectRequest_Release, *jobwirev1.ConnectRequest_Progress:", to: "*jobwirev1.ConnectRequest_Release, *jobwirev1.ConnectRequest_Progress, *jobwirev1.ConnectRequest_Drain:",
+		pkgs: []string{"./worker"}, run: "TestFrames"})
+	add(mutation{name: "worker: a batch frame holds one message more than the limit", file: "worker/session.go",
+		from: "j-i < maxBatch && batchable", to: "j-i <= maxBatch && batchable",
+		pkgs: []string{"./worker"}, run: "TestFrames"})
 	add(mutation{name: "commit: the writer takes any batch for a crowd of producers", file: "broker/commit/grouped.go",
 		from: "		if inserts(o) {\n			if n++; n == crowdInserts {", to: "		if inserts(o) || true {\n			if n++; n == crowdInserts {",
 		pkgs: []string{"./broker/commit"}, run: "TestCrowded"})
