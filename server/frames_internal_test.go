@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jobwire/jobwire/broker"
+	"github.com/jobwire/jobwire/job"
 )
 
 // frames wraps only what is ready together, only for a worker that accepts batches, and never
@@ -35,6 +36,47 @@ func TestFramesChunking(t *testing.T) {
 		var got []int
 		for _, f := range frames(drains(tt.n), tt.batches) {
 			got = append(got, len(f.GetBatch().GetMessages()))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: frames of %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A batch frame gathers at most MaxBatchBytes of messages, so jobs of large payloads that are
+// ready together never make a frame the worker cannot read (gRPC reads 4 MiB by default); one
+// job larger than that goes alone.
+func TestFramesStopAtTheByteLimit(t *testing.T) {
+	t.Parallel()
+	assignment := func(payload int) broker.Message {
+		return broker.Assignment{Job: &job.Job{ID: 1, Type: "t", Queue: "q", Payload: make([]byte, payload)}, Attempt: 1}
+	}
+	assignments := func(n, payload int) []broker.Message {
+		out := make([]broker.Message, n)
+		for i := range out {
+			out[i] = assignment(payload)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		msgs []broker.Message
+		want []int // messages per frame; 0 for a frame that is not a batch
+	}{
+		{"small ones share a frame", assignments(3, 100), []int{3}},
+		{"three of 300 KiB fit, a fourth starts the next", assignments(4, 300<<10), []int{3, 0}},
+		{"two of 600 KiB go one by one", assignments(2, 600<<10), []int{0, 0}},
+		{"eight near the payload limit go one by one", assignments(8, 900<<10), []int{0, 0, 0, 0, 0, 0, 0, 0}},
+		{"one over the limit goes alone, the small ones after it together",
+			append([]broker.Message{assignment(MaxBatchBytes + 1)}, assignments(2, 100)...), []int{0, 2}},
+	}
+	for _, tt := range tests {
+		var got []int
+		for _, f := range frames(tt.msgs, true) {
+			got = append(got, len(f.GetBatch().GetMessages()))
+			if b := f.GetBatch(); b != nil && f.SizeVT() > MaxBatchBytes+16 {
+				t.Errorf("%s: a batch frame of %d bytes, more than the limit of %d", tt.name, f.SizeVT(), MaxBatchBytes)
+			}
 		}
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("%s: frames of %v, want %v", tt.name, got, tt.want)

@@ -228,6 +228,13 @@ func validateHello(h *jobwirev1.Hello) error {
 // is consulted, and what a worker must be ready to unpack at once.
 const MaxBatchMessages = 1024
 
+// MaxBatchBytes is how much of encoded messages a batch frame gathers at most: a message that
+// would take a frame past it starts the next one, and one larger than it travels alone. Every
+// gRPC library reads at most 4 MiB a message unless told otherwise, so the messages that are
+// ready together, each within that (a payload or a result of up to 1 MiB, say), never add up
+// to a frame that the other end cannot read.
+const MaxBatchBytes = 1 << 20
+
 // validateRequestBatch checks a worker's batch frame before any of it is applied: 1..1024
 // messages, each a Started, Heartbeat, Result or Release. Hello and Drain change the stream's
 // state and travel alone; a nested batch would let a frame's size escape the bound.

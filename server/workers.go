@@ -134,9 +134,9 @@ func assigns(frame *jobwirev1.ConnectResponse) bool {
 }
 
 // frames turns the messages ready at once into what goes on the wire: one frame each, or, for
-// a worker that accepts batches, batches of up to MaxBatchMessages. Every gRPC message costs
-// the worker a stream read, which is most of what a small job costs a worker library, so a
-// batch of n saves it n-1 of them. A lone message is never wrapped.
+// a worker that accepts batches, batches of up to MaxBatchMessages and MaxBatchBytes. Every
+// gRPC message costs the worker a stream read, which is most of what a small job costs a
+// worker library, so a batch of n saves it n-1 of them. A lone message is never wrapped.
 func frames(msgs []broker.Message, batches bool) []*jobwirev1.ConnectResponse {
 	out := make([]*jobwirev1.ConnectResponse, 0, len(msgs))
 	if !batches {
@@ -145,18 +145,30 @@ func frames(msgs []broker.Message, batches bool) []*jobwirev1.ConnectResponse {
 		}
 		return out
 	}
-	for chunk := range slices.Chunk(msgs, MaxBatchMessages) {
-		if len(chunk) == 1 {
-			out = append(out, messageToProto(chunk[0]))
-			continue
+	var inner []*jobwirev1.ConnectResponse
+	size := 0
+	flush := func() {
+		switch len(inner) {
+		case 0:
+			return
+		case 1:
+			out = append(out, inner[0])
+		default:
+			out = append(out, &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
+				Batch: &jobwirev1.ConnectResponseBatch{Messages: inner}}})
 		}
-		inner := make([]*jobwirev1.ConnectResponse, len(chunk))
-		for i, m := range chunk {
-			inner[i] = messageToProto(m)
-		}
-		out = append(out, &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
-			Batch: &jobwirev1.ConnectResponseBatch{Messages: inner}}})
+		inner, size = nil, 0
 	}
+	for _, m := range msgs {
+		p := messageToProto(m)
+		n := p.SizeVT()
+		if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {
+			flush()
+		}
+		inner = append(inner, p)
+		size += n
+	}
+	flush()
 	return out
 }
 

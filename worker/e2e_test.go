@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,4 +220,38 @@ func getJob(t *testing.T, b *brokertest.Bundle, id int64) *jobwirev1.Job {
 		t.Fatal(err)
 	}
 	return res.GetJob()
+}
+
+// Jobs near the payload limit, leased together, and results near the result limit, finished
+// together, reach the worker and the broker: no frame packs more than either end reads (gRPC's
+// default, 4 MiB), however many such messages are ready at once.
+func TestLargeJobsReadyTogether(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	const n = 8
+	big := strings.Repeat("x", 900<<10)
+	var ids []int64
+	for range n {
+		ids = append(ids, enqueue(t, b, "big", big))
+	}
+	release := make(chan struct{})
+	var entered atomic.Int32
+	runWorkerWith(t, b, worker.Options{ID: "big", Concurrency: n, ShutdownGrace: 5 * time.Second}, func(w *worker.Worker) {
+		w.Handle("big", func(ctx context.Context, j *worker.Job) error {
+			if len(j.Payload) != len(big) {
+				return fmt.Errorf("payload of %d bytes, want %d", len(j.Payload), len(big))
+			}
+			// Every handler returns at once, once all have started, so the results are
+			// ready together.
+			if entered.Add(1) == n {
+				close(release)
+			}
+			<-release
+			j.SetResult([]byte(big))
+			return nil
+		})
+	})
+	for _, id := range ids {
+		waitJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	}
 }

@@ -16,6 +16,11 @@ func TestFrames(t *testing.T) {
 	release := &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Release{Release: &jobwirev1.Release{}}}
 	progress := &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Progress{Progress: &jobwirev1.Progress{}}}
 	drain := drainMsg()
+	// sized is a success carrying a result of n bytes.
+	sized := func(n int) *jobwirev1.ConnectRequest {
+		return &jobwirev1.ConnectRequest{Message: &jobwirev1.ConnectRequest_Result{Result: &jobwirev1.Result{
+			Outcome: &jobwirev1.Result_Success{Success: &jobwirev1.Success{Result: make([]byte, n)}}}}}
+	}
 	msgs := func(reqs ...*jobwirev1.ConnectRequest) []outMsg {
 		out := make([]outMsg, len(reqs))
 		for i, r := range reqs {
@@ -38,6 +43,11 @@ func TestFrames(t *testing.T) {
 		{"a drain goes alone and splits the run", msgs(started, result, drain, started, result), []int{2, 1, 2}},
 		{"a drain at the end", msgs(result, drain), []int{1, 1}},
 		{"no frame holds more than the limit", msgs(many...), []int{maxBatch, 3}},
+		{"results of 300 KiB: three fit, a fourth starts the next frame",
+			msgs(sized(300<<10), sized(300<<10), sized(300<<10), sized(300<<10)), []int{3, 1}},
+		{"results near the result limit go one by one", msgs(sized(900<<10), sized(900<<10), sized(900<<10)), []int{1, 1, 1}},
+		{"one over the byte limit goes alone, the small ones after it together",
+			msgs(sized(maxBatchBytes+1), started, result), []int{1, 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,6 +58,9 @@ func TestFrames(t *testing.T) {
 				sizes = append(sizes, len(f))
 				flat = append(flat, f...)
 				frame := frameOf(f)
+				if len(f) > 1 && frame.SizeVT() > maxBatchBytes+16 {
+					t.Errorf("a batch frame of %d bytes, more than the limit of %d", frame.SizeVT(), maxBatchBytes)
+				}
 				switch b := frame.GetBatch(); {
 				case len(f) == 1 && frame != f[0].req:
 					t.Errorf("a frame of one is %v, want the message itself", frame)

@@ -185,8 +185,14 @@ func (w *Worker) runSession(ctx context.Context) (welcomed bool, err error) {
 	}
 }
 
-// maxBatch is the most messages one batch frame may carry (docs/protocol.md, batch frames).
-const maxBatch = 1024
+// A batch frame carries at most maxBatch messages, and gathers at most maxBatchBytes of them
+// encoded: a message that would take it past that starts the next frame, and one larger goes
+// alone (docs/protocol.md, batch frames). The broker reads 4 MiB a message by default, so
+// results ready together, each within the result limit, never add up to a frame it refuses.
+const (
+	maxBatch      = 1024
+	maxBatchBytes = 1 << 20
+)
 
 // batchable reports whether m may travel in a batch frame: Hello, Drain and batches never do.
 func batchable(m *jobwirev1.ConnectRequest) bool {
@@ -199,16 +205,20 @@ func batchable(m *jobwirev1.ConnectRequest) bool {
 }
 
 // frames packs the messages queued at once into what goes on the wire, in order: each run of
-// messages that may travel together becomes one batch frame of up to maxBatch, and a run of
-// one, or a message that may not be batched, goes alone. Every gRPC message costs both ends a
-// stream operation, so a frame of n saves each n-1 of them; nothing is held back to wait for
-// company, since only what is already queued is packed.
+// messages that may travel together becomes one batch frame of up to maxBatch messages and
+// maxBatchBytes, and a run of one, or a message that may not be batched, goes alone. Every
+// gRPC message costs both ends a stream operation, so a frame of n saves each n-1 of them;
+// nothing is held back to wait for company, since only what is already queued is packed.
 func frames(msgs []outMsg) [][]outMsg {
 	var out [][]outMsg
 	for i := 0; i < len(msgs); {
 		j := i + 1
 		if batchable(msgs[i].req) {
+			size := msgs[i].req.SizeVT()
 			for j < len(msgs) && j-i < maxBatch && batchable(msgs[j].req) {
+				if size += msgs[j].req.SizeVT(); size > maxBatchBytes {
+					break
+				}
 				j++
 			}
 		}

@@ -1187,6 +1187,12 @@ func mutations() []mutation {
 	add(mutation{name: "worker: a batch frame holds one message more than the limit", file: "worker/session.go",
 		from: "j-i < maxBatch && batchable", to: "j-i <= maxBatch && batchable",
 		pkgs: []string{"./worker"}, run: "TestFrames"})
+	add(mutation{name: "server: a batch frame to a worker gathers past its byte limit", file: "server/workers.go",
+		from: "if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {", to: "if len(inner) == MaxBatchMessages {",
+		pkgs: []string{"./server"}, run: "TestFramesStopAtTheByteLimit"})
+	add(mutation{name: "worker: a batch frame gathers results past its byte limit", file: "worker/session.go",
+		from: "size > maxBatchBytes {", to: "size < 0 {",
+		pkgs: []string{"./worker"}, run: "TestFrames$|TestLargeJobsReadyTogether"})
 	add(mutation{name: "commit: the writer takes any batch for a crowd of producers", file: "broker/commit/grouped.go",
 		from: "		if inserts(o) {\n			if n++; n == crowdInserts {", to: "		if inserts(o) || true {\n			if n++; n == crowdInserts {",
 		pkgs: []string{"./broker/commit"}, run: "TestCrowded"})
