@@ -34,6 +34,26 @@ const STREAM_WINDOW_BYTES = 1 << 20;
 
 /** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
 const MAX_BATCH = 1024;
+/**
+ * The most bytes of messages one batch frame gathers: a message that would take it past this
+ * starts the next frame, one larger goes alone. The broker reads 4 MiB a message by default, so
+ * results near their limit that are ready together never add up to more.
+ */
+const MAX_BATCH_BYTES = 1 << 20;
+
+/**
+ * At least the bytes m takes encoded: its result and texts (UTF-8 takes at most three bytes a
+ * UTF-16 unit), and room for its small fields.
+ * @param {any} m
+ */
+function sizeBound(m) {
+  let n = 64;
+  const r = m.result;
+  if (r && r.success && r.success.result) n += r.success.result.length;
+  if (r && r.failure) n += 3 * ((r.failure.errorType || '').length + (r.failure.message || '').length + (r.failure.details || '').length);
+  if (m.progress) n += 3 * (m.progress.message || '').length;
+  return n;
+}
 
 /** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
 const PERMANENT_CODES = new Set([
@@ -610,17 +630,30 @@ class Worker {
     }
   }
 
-  /** Write what sess has queued: a lone message as it is, more as batches of up to MAX_BATCH. */
+  /**
+   * Write what sess has queued: a lone message as it is, more as batches of up to MAX_BATCH
+   * messages and MAX_BATCH_BYTES.
+   */
   flush(sess) {
     sess.flushQueued = false;
     const out = sess.out;
     if (out.length === 0) return;
     sess.out = [];
     if (sess.closing || this.session !== sess) return;
-    for (let i = 0; i < out.length; i += MAX_BATCH) {
-      const messages = out.slice(i, i + MAX_BATCH);
-      sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });
+    let messages = [];
+    let bytes = 0;
+    const write = () => {
+      if (messages.length > 0) sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });
+      messages = [];
+      bytes = 0;
+    };
+    for (const m of out) {
+      const n = sizeBound(m);
+      if (messages.length === MAX_BATCH || (messages.length > 0 && bytes + n > MAX_BATCH_BYTES)) write();
+      messages.push(m);
+      bytes += n;
     }
+    write();
   }
 
   /**

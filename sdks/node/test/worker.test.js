@@ -271,6 +271,21 @@ test('no batch holds more than 1024 messages', () => {
   assert.deepEqual([writes[0].batch.messages[0].started.jobId, writes[1].batch.messages[0].started.jobId], ['0', '1024']);
 });
 
+test('no batch gathers more than a mebibyte', () => {
+  // Results near the result limit that are ready together go one by one; smaller ones share
+  // frames up to 1 MiB, and a frame never reaches what the broker refuses.
+  const worker = new Worker({ logger: quiet });
+  const writes = [];
+  const sess = { call: { write: (m) => writes.push(m) }, closing: false, out: [] };
+  worker.session = sess;
+  const result = (n) => ({ result: { jobId: '1', leaseToken: 't', success: { result: Buffer.alloc(n) } } });
+  sess.out.push(result(900 << 10), result(900 << 10), result(300 << 10), result(300 << 10), result(300 << 10),
+    result(300 << 10), { started: { jobId: '2', leaseToken: 't' } });
+  worker.flush(sess);
+  assert.deepEqual(writes.map((m) => (m.batch ? m.batch.messages.length : 1)), [1, 1, 3, 2]);
+  assert.equal(writes[0].result.success.result.length, 900 << 10);
+});
+
 test('a movable worker says so in its hello', async (t) => {
   const b = await setup(t, { movable: true });
   const { s, hello } = await b.start();

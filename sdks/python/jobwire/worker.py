@@ -72,6 +72,10 @@ _CLOSE = object()  # queued to the writer: half-close the stream
 
 # The most messages one batch frame may hold, in either direction (docs/protocol.md).
 MAX_BATCH = 1024
+# The most bytes of encoded messages one batch frame gathers: a message that would take it past
+# this starts the next frame, one larger goes alone. The broker reads 4 MiB a message by
+# default, so results near their limit that are ready together never add up to more.
+MAX_BATCH_BYTES = 1 << 20
 
 
 def tls_credentials(
@@ -480,10 +484,14 @@ class Worker:
                     await call.done_writing()
                     return
                 if queue.qsize() and _batchable(msg):
-                    batch = [msg]
+                    batch, size = [msg], msg.ByteSize()
                     while queue.qsize() and len(batch) < MAX_BATCH:
                         nxt = queue.get_nowait()
                         if not _batchable(nxt):
+                            held = nxt
+                            break
+                        size += nxt.ByteSize()
+                        if size > MAX_BATCH_BYTES:
                             held = nxt
                             break
                         batch.append(nxt)

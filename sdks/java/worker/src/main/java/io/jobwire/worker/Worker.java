@@ -106,6 +106,13 @@ public final class Worker {
   /** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
   static final int MAX_BATCH = 1024;
 
+  /**
+   * The most bytes of encoded messages one batch frame gathers: a message that would take it past
+   * this starts the next frame, one larger goes alone. The broker reads 4 MiB a message by
+   * default, so results near their limit that are ready together never add up to more.
+   */
+  static final int MAX_BATCH_BYTES = 1 << 20;
+
   /** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
   private static final Set<Status.Code> PERMANENT_CODES =
       EnumSet.of(Status.Code.INVALID_ARGUMENT, Status.Code.UNAUTHENTICATED, Status.Code.PERMISSION_DENIED, Status.Code.UNIMPLEMENTED);
@@ -711,7 +718,8 @@ public final class Worker {
 
   /**
    * Writes what s has queued, in order: a lone message as itself, runs of several as batch frames
-   * of at most {@link #MAX_BATCH}, and Drain alone (it never travels in a batch).
+   * of at most {@link #MAX_BATCH} messages and {@link #MAX_BATCH_BYTES}, and Drain alone (it never
+   * travels in a batch).
    */
   private void flush(Session s) {
     s.flushQueued = false;
@@ -722,16 +730,23 @@ public final class Worker {
     }
     try {
       int from = 0;
+      long bytes = 0; // of out[from, i)
       for (int i = 0; i <= out.size(); i++) {
-        if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {
+        ConnectRequest m = i < out.size() ? out.get(i) : null;
+        int n = m == null ? 0 : m.getSerializedSize();
+        if (m != null && !m.hasDrain() && i - from < MAX_BATCH
+            && (i == from || bytes + n <= MAX_BATCH_BYTES)) {
+          bytes += n;
           continue;
         }
         write(s, out, from, i);
-        if (i < out.size() && out.get(i).hasDrain()) {
-          s.call.onNext(out.get(i));
+        if (m != null && m.hasDrain()) {
+          s.call.onNext(m);
           from = i + 1;
+          bytes = 0;
         } else {
           from = i;
+          bytes = n;
         }
       }
     } catch (RuntimeException e) {

@@ -475,6 +475,26 @@ class WorkerStreamTest {
   }
 
   @Test
+  void noBatchGathersMoreThanMaxBatchBytes() throws Exception {
+    start(builder().build());
+    FakeBroker.Stream s = connect();
+    // Three Assignments of a type without a handler whose name is 400 KiB long: their Releases,
+    // ready together, each name it. Two fit in 1 MiB; the third starts the next frame.
+    String type = "t".repeat(400 << 10);
+    ConnectResponseBatch.Builder in = ConnectResponseBatch.newBuilder();
+    for (int i = 0; i < 3; i++) {
+      in.addMessages(FakeBroker.assignment(200 + i, type, "", "t"));
+    }
+    s.send(ConnectResponse.newBuilder().setBatch(in).build());
+    ConnectRequest first = s.frame();
+    assertEquals(List.of(RELEASE, RELEASE), kinds(first));
+    assertTrue(first.getSerializedSize() <= Worker.MAX_BATCH_BYTES + 16, () -> "a frame of " + first.getSerializedSize() + " bytes");
+    ConnectRequest last = s.frame();
+    assertEquals(RELEASE, last.getMessageCase(), () -> "got " + last.getMessageCase());
+    assertEquals(202, last.getRelease().getJobId());
+  }
+
+  @Test
   void drainTravelsAloneAndTheResultsReadyWithItLeaveAsOneFrame() throws Exception {
     start(builder().gracePeriod(Duration.ofMillis(200)).build());
     FakeBroker.Stream s = connect();
