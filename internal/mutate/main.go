@@ -714,10 +714,10 @@ func mutations() []mutation {
 		from: "          acceptsBatches: true,", to: "          acceptsBatches: false,",
 		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "^the worker announces that it accepts batches$", sdk: sdkNode})
 	add(mutation{name: "node: messages ready together go one by one", file: "sdks/node/src/worker.js",
-		from: "      sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });", to: "      for (const m of messages) sess.call.write(m);",
+		from: "if (messages.length > 0) sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });", to: "for (const m of messages) sess.call.write(m);",
 		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "a lone message goes unwrapped$", sdk: sdkNode})
 	add(mutation{name: "node: a lone message is wrapped in a batch", file: "sdks/node/src/worker.js",
-		from: "      sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });", to: "      sess.call.write({ batch: { messages } });",
+		from: "if (messages.length > 0) sess.call.write(messages.length === 1 ? messages[0] : { batch: { messages } });", to: "if (messages.length > 0) sess.call.write({ batch: { messages } });",
 		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "a lone message goes unwrapped$", sdk: sdkNode})
 	add(mutation{name: "node: handlers start before their Started is written", file: "sdks/node/src/worker.js",
 		from: "    this.flush(sess);\n    for (const [j, fn] of starting) {", to: "    for (const [j, fn] of starting) {",
@@ -732,13 +732,13 @@ func mutations() []mutation {
 		from: ".setAcceptsBatches(true);", to: ".setAcceptsBatches(false);",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "helloDeclaresTheWorkerAndAJobRunsToSuccess", sdk: sdkJava})
 	add(mutation{name: "java: messages ready together leave one by one", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
-		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && !out.get(i).hasDrain() && i - from < 1) {",
+		from: "if (m != null && !m.hasDrain() && i - from < MAX_BATCH\n", to: "if (m != null && !m.hasDrain() && i - from < 1\n",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "aResponseBatchIsHandledInOrderAndWhatItMakesReadyLeavesAsOneFrame", sdk: sdkJava})
 	add(mutation{name: "java: a lone message is wrapped in a batch", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
 		from: "if (to - from > 1) {", to: "if (to - from > 0) {",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "aLoneMessageTravelsUnwrapped", sdk: sdkJava})
 	add(mutation{name: "java: Drain travels inside a batch", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
-		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && i - from < MAX_BATCH) {",
+		from: "if (m != null && !m.hasDrain() && i - from < MAX_BATCH\n", to: "if (m != null && i - from < MAX_BATCH\n",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "drainTravelsAloneAndTheResultsReadyWithItLeaveAsOneFrame", sdk: sdkJava})
 	add(mutation{name: "lock order: the writer does not lock its jobs first", file: "broker/commit/queue.go",
 		from: "\t\tif len(locks) > 1 {", to: "\t\tif false {",
@@ -803,8 +803,17 @@ func mutations() []mutation {
 	add(mutation{name: "python: Drain travels inside a batch", file: "sdks/python/jobwire/worker.py",
 		from: "return msg is not _CLOSE and not msg.HasField(\"drain\")", to: "return msg is not _CLOSE",
 		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_no_batch_holds_more_than_1024_messages_and_drain_goes_alone", sdk: sdkPython})
+	add(mutation{name: "java: a batch frame gathers past its byte limit", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: "(i == from || bytes + n <= MAX_BATCH_BYTES)", to: "(i == from || true)",
+		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "noBatchGathersMoreThanMaxBatchBytes", sdk: sdkJava})
+	add(mutation{name: "node: a batch frame gathers past its byte limit", file: "sdks/node/src/worker.js",
+		from: "(messages.length > 0 && bytes + n > MAX_BATCH_BYTES)", to: "false",
+		pkgs: []string{"sdks/node/test/worker.test.js"}, run: "no batch gathers more than a mebibyte$", sdk: sdkNode})
+	add(mutation{name: "python: a batch frame gathers past its byte limit", file: "sdks/python/jobwire/worker.py",
+		from: "                        if size > MAX_BATCH_BYTES:", to: "                        if False:",
+		pkgs: []string{"sdks/python/tests/test_worker_stream.py"}, run: "test_no_batch_gathers_more_than_a_mebibyte", sdk: sdkPython})
 	add(mutation{name: "java: a batch holds more than the limit", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
-		from: "if (i < out.size() && !out.get(i).hasDrain() && i - from < MAX_BATCH) {", to: "if (i < out.size() && !out.get(i).hasDrain()) {",
+		from: "if (m != null && !m.hasDrain() && i - from < MAX_BATCH\n", to: "if (m != null && !m.hasDrain()\n",
 		pkgs: []string{"sdks/java/worker/src/test/java/io/jobwire/worker/WorkerStreamTest.java"}, run: "noBatchHoldsMoreThanMaxBatchMessages", sdk: sdkJava})
 	add(mutation{name: "batches: a frame is applied before all of it is checked", file: "server/workers.go",
 		from: "if err := validateRequest(m, sess.Capacity()); err != nil {", to: "if err := applyRequest(sess, m); err != nil {",
