@@ -252,7 +252,10 @@ class WorkerStreamTest(BrokerTestCase):
         await self.stop_and_expect_drain(w, task, s)
         self.assertEqual(s.batches, [])
 
-    async def test_no_batch_holds_more_than_1024_messages_and_drain_goes_alone(self):
+    async def written(self, msgs):
+        """What the write loop makes of msgs, queued at once: a batch frame as its size, any
+        other message as its kind."""
+
         class Call:
             def __init__(self):
                 self.writes = []
@@ -265,36 +268,25 @@ class WorkerStreamTest(BrokerTestCase):
                 self.writes.append("half-close")
 
         sess = _Session(call=Call())
-        started = [pb.ConnectRequest(started=pb.Started(job_id=i, lease_token="t")) for i in range(2049)]
-        for msg in [*started, pb.ConnectRequest(drain=pb.Drain()), started[0], _CLOSE]:
+        for msg in msgs:
             sess.queue.put_nowait(msg)
         await asyncio.wait_for(self.make_worker()._write_loop(sess), WAIT)
-        self.assertEqual(sess.call.writes, [1024, 1024, "started", "drain", "started", "half-close"])
+        return sess.call.writes
+
+    async def test_no_batch_holds_more_than_1024_messages_and_drain_goes_alone(self):
+        started = [pb.ConnectRequest(started=pb.Started(job_id=i, lease_token="t")) for i in range(2049)]
+        writes = await self.written([*started, pb.ConnectRequest(drain=pb.Drain()), started[0], _CLOSE])
+        self.assertEqual(writes, [1024, 1024, "started", "drain", "started", "half-close"])
 
     async def test_no_batch_gathers_more_than_a_mebibyte(self):
         # Results near the result limit that are ready together go one by one; smaller ones
         # share frames up to 1 MiB, and a frame never reaches what the broker refuses.
-        class Call:
-            def __init__(self):
-                self.writes = []
-
-            async def write(self, msg):
-                which = msg.WhichOneof("message")
-                self.writes.append(len(msg.batch.messages) if which == "batch" else which)
-
-            async def done_writing(self):
-                self.writes.append("half-close")
-
         def result(n):
             return pb.ConnectRequest(result=pb.Result(job_id=1, lease_token="t", success=pb.Success(result=b"x" * n)))
 
-        sess = _Session(call=Call())
         msgs = [result(900 << 10), result(900 << 10), result(300 << 10), result(300 << 10), result(300 << 10),
                 result(300 << 10), pb.ConnectRequest(started=pb.Started(job_id=2, lease_token="t")), _CLOSE]
-        for msg in msgs:
-            sess.queue.put_nowait(msg)
-        await asyncio.wait_for(self.make_worker()._write_loop(sess), WAIT)
-        self.assertEqual(sess.call.writes, ["result", "result", 3, 2, "half-close"])
+        self.assertEqual(await self.written(msgs), ["result", "result", 3, 2, "half-close"])
 
     async def test_movable_worker_says_so_in_hello(self):
         w = self.make_worker(movable=True)
