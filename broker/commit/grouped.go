@@ -209,24 +209,24 @@ func (w *Grouped) commit(batch []*Ticket, ops []Op) {
 	began := time.Now()
 	err := w.write(batchContext(w.cfg.Ctx, batch), batch, ops, &w.g, true)
 	w.cfg.Observe(len(batch), time.Since(began), err)
-	w.crowded = crowded(ops)
-	if err == nil && slices.ContainsFunc(ops, inserts) {
+	enqueues := enqueuesIn(ops)
+	w.crowded = enqueues >= crowdInserts
+	if err == nil && enqueues > 0 {
 		w.inserted = w.cfg.Now()
 	}
 	w.finish(batch, err, w.g.offered)
 }
 
-// crowded reports whether ops hold at least crowdInserts enqueues.
-func crowded(ops []Op) bool {
+// enqueuesIn counts the enqueues among ops: whether a batch inserted jobs (Grouped.inserted)
+// and whether a crowd of producers sent it (crowdInserts) are both read from it.
+func enqueuesIn(ops []Op) int {
 	n := 0
 	for _, o := range ops {
 		if inserts(o) {
-			if n++; n == crowdInserts {
-				return true
-			}
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // finish answers batch's ops once its write ended with err. A batch that failed as a whole for

@@ -506,7 +506,6 @@ func (s *Store) BreakerLoadAll(ctx context.Context) ([]store.BreakerRecord, erro
 	return out, err
 }
 
-// encodeMetadata is how a job's metadata is stored: a JSON object, or NULL when there is none.
 // rowValues are the payload (never NULL: an empty one is stored empty) and the encoded
 // metadata that every insert of p writes.
 func rowValues(p *store.JobInsertParams) (payload []byte, meta any, err error) {
@@ -518,6 +517,7 @@ func rowValues(p *store.JobInsertParams) (payload []byte, meta any, err error) {
 	return payload, meta, err
 }
 
+// encodeMetadata is how a job's metadata is stored: a JSON object, or NULL when there is none.
 func encodeMetadata(m map[string]string) (any, error) {
 	if len(m) == 0 {
 		return nil, nil
