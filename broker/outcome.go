@@ -20,7 +20,22 @@ const (
 	MaxMaxResultBytes = 16 << 20
 	// ResultTooLarge is the error type of an attempt whose result was too large to store.
 	ResultTooLarge = "ResultTooLarge"
+	// AssignmentTooLarge is the error type of a job whose assignment was larger than a
+	// worker reads in one message (Session.Undeliverable).
+	AssignmentTooLarge = "AssignmentTooLarge"
 )
+
+// Undeliverable fails the attempt of an assignment its transport could not send: encoded, it
+// is size bytes, more than the limit a worker reads in one message. Any worker would refuse it
+// alike, and a retry would send the same payload and parents' results, so the failure is
+// FATAL: the job goes to the dead-letter queue with its size in the error. Sent anyway, it
+// would end the worker's stream, its lease would expire, and the next worker would get the
+// same message, with no attempt ever counted. The worker is not told: it never saw the lease.
+func (s *Session) Undeliverable(ref job.LeaseRef, size, limit int) {
+	s.finish(ref, &job.Failure{Kind: job.KindFatal, ErrorType: AssignmentTooLarge,
+		Message: fmt.Sprintf("the job's assignment is %d bytes encoded (its payload, metadata and parents' results); "+
+			"a worker reads at most %d in one message", size, limit)}, nil, true)
+}
 
 // maxResultBytes is the largest result this broker stores.
 func (b *Broker) maxResultBytes() int {

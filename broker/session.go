@@ -437,6 +437,12 @@ func (s *Session) Result(ref job.LeaseRef, failure *job.Failure) { s.Finish(ref,
 
 // Finish is Result with what a success returned (result, stored with it; see outcome.go).
 func (s *Session) Finish(ref job.LeaseRef, failure *job.Failure, result []byte) {
+	s.finish(ref, failure, result, false)
+}
+
+// finish stores how an attempt ended; quiet: its worker never saw the lease (Undeliverable),
+// so it is neither acknowledged nor refused.
+func (s *Session) finish(ref job.LeaseRef, failure *job.Failure, result []byte, quiet bool) {
 	b := s.b
 	now := b.now()
 	failure, result = b.checkResult(failure, result)
@@ -454,7 +460,9 @@ func (s *Session) Finish(ref job.LeaseRef, failure *job.Failure, result []byte) 
 	if p.State == job.StateSucceeded {
 		p.Result = result
 	}
-	b.submit(newResultOp(s, ref, e, failure, d, p))
+	o := newResultOp(s, ref, e, failure, d, p)
+	o.quiet = quiet
+	b.submit(o)
 }
 
 // endingAttempt is what a result reads of the lease whose attempt it ends.
@@ -518,6 +526,7 @@ type resultOp struct {
 	ref job.LeaseRef
 	endingAttempt
 	failed bool // the attempt failed (the worker sent a failure)
+	quiet  bool // the worker never saw the lease: it gets no answer (Undeliverable)
 	d      triage.Decision
 	params *store.JobFinishParams
 	// How the result settles the breaker permit, which a shared breaker does in the result's
@@ -627,6 +636,9 @@ func (o *resultOp) Done(err error) {
 	defer b.mu.Unlock()
 	cur := b.leaseLocked(o.ref)
 	answered := []*Session{o.s}
+	if o.quiet {
+		answered = nil
+	}
 	if cur != nil {
 		answered = append(answered, cur.repeats...)
 		cur.repeats = nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
 )
 
 // frames wraps only what is ready together, only for a worker that accepts batches, and never
@@ -34,7 +35,7 @@ func TestFramesChunking(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []int
-		for _, f := range frames(drains(tt.n), tt.batches) {
+		for _, f := range frames(drains(tt.n), tt.batches, noneTooLarge(t)) {
 			got = append(got, len(f.GetBatch().GetMessages()))
 		}
 		if !slices.Equal(got, tt.want) {
@@ -72,7 +73,7 @@ func TestFramesStopAtTheByteLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []int
-		for _, f := range frames(tt.msgs, true) {
+		for _, f := range frames(tt.msgs, true, noneTooLarge(t)) {
 			got = append(got, len(f.GetBatch().GetMessages()))
 			if b := f.GetBatch(); b != nil && f.SizeVT() > MaxBatchBytes+16 {
 				t.Errorf("%s: a batch frame of %d bytes, more than the limit of %d", tt.name, f.SizeVT(), MaxBatchBytes)
@@ -80,6 +81,48 @@ func TestFramesStopAtTheByteLimit(t *testing.T) {
 		}
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("%s: frames of %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// noneTooLarge is frames' tooLarge for messages that all fit: it fails the test if called.
+func noneTooLarge(t *testing.T) func(job.LeaseRef, int, int) {
+	return func(ref job.LeaseRef, size, _ int) {
+		t.Errorf("job %d's assignment of %d bytes was held back as too large", ref.JobID, size)
+	}
+}
+
+// An assignment larger than a worker reads is never sent, in a batch or alone: it is handed
+// back, with its size, for its job to be dead-lettered, and what was ready with it goes on.
+func TestFramesHoldBackAnAssignmentTooLargeToRead(t *testing.T) {
+	t.Parallel()
+	big := broker.Assignment{Job: &job.Job{ID: 7, Type: "t", Queue: "q"}, Attempt: 1, Token: job.LeaseToken{Seq: 1},
+		Parents: []store.ParentInfo{{ID: 1, Result: make([]byte, 3<<20)}, {ID: 2, Result: make([]byte, 1<<20)}}}
+	fits := broker.Assignment{Job: &job.Job{ID: 8, Type: "t", Queue: "q", Payload: make([]byte, 3<<20)}, Attempt: 1}
+	for _, batches := range []bool{false, true} {
+		var held []job.LeaseRef
+		var sizes []int
+		var sent []int64
+		for _, f := range frames([]broker.Message{broker.Drain{Reason: "r"}, big, fits}, batches,
+			func(ref job.LeaseRef, size, limit int) {
+				held, sizes = append(held, ref), append(sizes, size)
+				if limit != MaxWorkerMessageBytes {
+					t.Errorf("limit %d, want %d", limit, MaxWorkerMessageBytes)
+				}
+			}) {
+			if f.SizeVT() > MaxWorkerMessageBytes {
+				t.Errorf("batches %v: a frame of %d bytes was sent", batches, f.SizeVT())
+			}
+			if a := f.GetAssignment(); a != nil {
+				sent = append(sent, a.GetJob().GetId())
+			}
+		}
+		if want := []job.LeaseRef{{JobID: 7, Token: job.LeaseToken{Seq: 1}}}; !slices.Equal(held, want) ||
+			sizes[0] <= MaxWorkerMessageBytes {
+			t.Errorf("batches %v: held back %v of %v bytes, want job 7's lease, of more than %d", batches, held, sizes, MaxWorkerMessageBytes)
+		}
+		if !slices.Equal(sent, []int64{8}) {
+			t.Errorf("batches %v: sent the assignments of jobs %v, want [8]", batches, sent)
 		}
 	}
 }

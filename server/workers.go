@@ -110,7 +110,7 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			// The broker closed the session (shutdown): end the stream cleanly.
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
 		}
-		for _, frame := range frames(msgs, batches) {
+		for _, frame := range frames(msgs, batches, sess.Undeliverable) {
 			if stages.Active() && assigns(frame) {
 				stages.Mark(stages.StreamSend)
 			}
@@ -136,12 +136,15 @@ func assigns(frame *jobwirev1.ConnectResponse) bool {
 // frames turns the messages ready at once into what goes on the wire: one frame each, or, for
 // a worker that accepts batches, batches of up to MaxBatchMessages and MaxBatchBytes. Every
 // gRPC message costs the worker a stream read, which is most of what a small job costs a
-// worker library, so a batch of n saves it n-1 of them. A lone message is never wrapped.
-func frames(msgs []broker.Message, batches bool) []*jobwirev1.ConnectResponse {
+// worker library, so a batch of n saves it n-1 of them. A lone message is never wrapped. An
+// assignment larger than MaxWorkerMessageBytes is left out and handed to tooLarge.
+func frames(msgs []broker.Message, batches bool, tooLarge func(ref job.LeaseRef, size, limit int)) []*jobwirev1.ConnectResponse {
 	out := make([]*jobwirev1.ConnectResponse, 0, len(msgs))
 	if !batches {
 		for _, m := range msgs {
-			out = append(out, messageToProto(m))
+			if p, _ := sendable(m, tooLarge); p != nil {
+				out = append(out, p)
+			}
 		}
 		return out
 	}
@@ -160,8 +163,10 @@ func frames(msgs []broker.Message, batches bool) []*jobwirev1.ConnectResponse {
 		inner, size = nil, 0
 	}
 	for _, m := range msgs {
-		p := messageToProto(m)
-		n := p.SizeVT()
+		p, n := sendable(m, tooLarge)
+		if p == nil {
+			continue
+		}
 		if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {
 			flush()
 		}
@@ -170,6 +175,19 @@ func frames(msgs []broker.Message, batches bool) []*jobwirev1.ConnectResponse {
 	}
 	flush()
 	return out
+}
+
+// sendable is m's wire form and its encoded size, or nil for an assignment too large to send,
+// which it hands to tooLarge. Only an assignment carries what a producer or a parent's
+// handler chose the size of.
+func sendable(m broker.Message, tooLarge func(ref job.LeaseRef, size, limit int)) (*jobwirev1.ConnectResponse, int) {
+	p := messageToProto(m)
+	n := p.SizeVT()
+	if a, ok := m.(broker.Assignment); ok && n > MaxWorkerMessageBytes {
+		tooLarge(job.LeaseRef{JobID: a.Job.ID, Token: a.Token}, n, MaxWorkerMessageBytes)
+		return nil, 0
+	}
+	return p, n
 }
 
 func (w *workers) recvLoop(stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session) error {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/worker"
@@ -253,5 +254,58 @@ func TestLargeJobsReadyTogether(t *testing.T) {
 	})
 	for _, id := range ids {
 		waitJob(t, b, id, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	}
+}
+
+// A job whose parents' results come to more than a worker reads in one message (4 MiB) is
+// never sent: it goes to the dead-letter queue as AssignmentTooLarge, with its size in the
+// error, and the worker's stream goes on: a job with fewer such parents runs, and reads them.
+// Sent, the assignment ended the stream with RESOURCE_EXHAUSTED and its job stayed leased,
+// to be handed out again, forever.
+func TestAssignmentTooLargeIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := brokertest.New(t, brokertest.Options{})
+	big := strings.Repeat("r", 900<<10)
+	var parents []int64
+	for range 5 {
+		parents = append(parents, enqueue(t, b, "parent", ""))
+	}
+	child := func(parents []int64) int64 {
+		res, err := b.Producer.Enqueue(context.Background(), &jobwirev1.EnqueueRequest{
+			Job: &jobwirev1.JobSpec{Type: "child", DependsOn: parents}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetJob().GetId()
+	}
+	tooMany, fits := child(parents), child(parents[:3])
+	var read atomic.Int32
+	runWorkerWith(t, b, worker.Options{ID: "parents", Concurrency: 4}, func(w *worker.Worker) {
+		w.Handle("parent", func(ctx context.Context, j *worker.Job) error {
+			j.SetResult([]byte(big))
+			return nil
+		})
+		w.Handle("child", func(ctx context.Context, j *worker.Job) error {
+			if j.ID == tooMany {
+				return errors.New("the job whose parents' results are too large to send was sent")
+			}
+			for _, p := range j.ParentResults {
+				if len(p.Result) != len(big) {
+					return fmt.Errorf("parent %d's result is %d bytes, want %d", p.JobID, len(p.Result), len(big))
+				}
+			}
+			read.Store(int32(len(j.ParentResults)))
+			return nil
+		})
+	})
+	dead := waitJob(t, b, tooMany, jobwirev1.JobState_JOB_STATE_DEAD)
+	if dead.GetLastErrorType() != broker.AssignmentTooLarge || !strings.Contains(dead.GetLastErrorMessage(), "a worker reads at most 4194304") ||
+		dead.GetDeadReason() != jobwirev1.DeadReason_DEAD_REASON_FATAL {
+		t.Errorf("dead as %s, %s: %q; want FATAL %s with the limit", dead.GetDeadReason(), dead.GetLastErrorType(),
+			dead.GetLastErrorMessage(), broker.AssignmentTooLarge)
+	}
+	waitJob(t, b, fits, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
+	if n := read.Load(); n != 3 {
+		t.Errorf("the job that fits read %d parents' results, want 3", n)
 	}
 }

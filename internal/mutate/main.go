@@ -1199,6 +1199,12 @@ func mutations() []mutation {
 	add(mutation{name: "server: a batch frame to a worker gathers past its byte limit", file: "server/workers.go",
 		from: "if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {", to: "if len(inner) == MaxBatchMessages {",
 		pkgs: []string{"./server"}, run: "TestFramesStopAtTheByteLimit"})
+	add(mutation{name: "server: an assignment larger than a worker reads is sent", file: "server/workers.go",
+		from: "ok && n > MaxWorkerMessageBytes {", to: "ok && n < 0 {",
+		pkgs: []string{"./server", "./worker"}, run: "TestFramesHoldBackAnAssignmentTooLargeToRead|TestAssignmentTooLargeIsDeadLettered"})
+	add(mutation{name: "broker: a worker is answered about a lease it never saw", file: "broker/session.go",
+		from: "if o.quiet {", to: "if false {",
+		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
 	add(mutation{name: "worker: a batch frame gathers results past its byte limit", file: "worker/session.go",
 		from: "size > maxBatchBytes {", to: "size < 0 {",
 		pkgs: []string{"./worker"}, run: "TestFrames$|TestLargeJobsReadyTogether"})

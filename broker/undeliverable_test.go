@@ -1,0 +1,58 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+)
+
+// An assignment its transport could not send (Undeliverable) fails its job FATAL at once, with
+// the size in its error, and frees the worker's slot for the next job; the worker, which never
+// saw the lease, gets no answer about it.
+func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
+	t.Parallel()
+	b := newRaceBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _, err := b.Open(ctx, Hello{WorkerID: "w", Types: []string{"t"}, Capacity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Enqueue(ctx, []JobSpec{{Type: "t"}, {Type: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	// next reads the stream until its next Assignment; nothing else may come.
+	next := func() Assignment {
+		t.Helper()
+		for {
+			msgs, err := s.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				a, ok := m.(Assignment)
+				if !ok {
+					t.Fatalf("the worker was sent %T %+v", m, m)
+				}
+				return a
+			}
+		}
+	}
+	first := next()
+	s.Undeliverable(job.LeaseRef{JobID: first.Job.ID, Token: first.Token}, 5<<20, 4<<20)
+	if second := next(); second.Job.ID == first.Job.ID {
+		t.Fatalf("job %d was assigned again", first.Job.ID)
+	}
+	j, err := b.Get(ctx, first.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != job.StateDead || j.DeadReason != job.DeadFatal || j.LastErrorType != AssignmentTooLarge ||
+		j.LastErrorMessage != "the job's assignment is 5242880 bytes encoded (its payload, metadata and parents' results); "+
+			"a worker reads at most 4194304 in one message" {
+		t.Errorf("job %s (%v): %s: %s; want dead, FATAL %s with the sizes", j.State, j.DeadReason, j.LastErrorType,
+			j.LastErrorMessage, AssignmentTooLarge)
+	}
+}
