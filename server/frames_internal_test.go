@@ -35,7 +35,7 @@ func TestFramesChunking(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []int
-		for _, f := range frames(drains(tt.n), tt.batches, noneTooLarge(t)) {
+		for _, f := range frames(drains(tt.n), tt.batches, MaxWorkerMessageBytes, noneTooLarge(t)) {
 			got = append(got, len(f.GetBatch().GetMessages()))
 		}
 		if !slices.Equal(got, tt.want) {
@@ -73,7 +73,7 @@ func TestFramesStopAtTheByteLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []int
-		for _, f := range frames(tt.msgs, true, noneTooLarge(t)) {
+		for _, f := range frames(tt.msgs, true, MaxWorkerMessageBytes, noneTooLarge(t)) {
 			got = append(got, len(f.GetBatch().GetMessages()))
 			if b := f.GetBatch(); b != nil && f.SizeVT() > MaxBatchBytes+16 {
 				t.Errorf("%s: a batch frame of %d bytes, more than the limit of %d", tt.name, f.SizeVT(), MaxBatchBytes)
@@ -103,7 +103,7 @@ func TestFramesHoldBackAnAssignmentTooLargeToRead(t *testing.T) {
 		var held []job.LeaseRef
 		var sizes []int
 		var sent []int64
-		for _, f := range frames([]broker.Message{broker.Drain{Reason: "r"}, big, fits}, batches,
+		for _, f := range frames([]broker.Message{broker.Drain{Reason: "r"}, big, fits}, batches, MaxWorkerMessageBytes,
 			func(ref job.LeaseRef, size, limit int) {
 				held, sizes = append(held, ref), append(sizes, size)
 				if limit != MaxWorkerMessageBytes {

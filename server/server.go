@@ -70,6 +70,10 @@ type Server struct {
 	streams atomic.Int64
 	// tokenStreams counts them by token (Limits.MaxWorkerStreamsPerToken).
 	tokenStreams tokenStreams
+	// maxToWorker is the largest message sent to a worker: the largest the broker reads,
+	// at least MaxWorkerMessageBytes. An operator who lets payloads or results past 4 MiB in
+	// lets them out to the workers, whose libraries must then read as much.
+	maxToWorker int
 }
 
 // New builds a *grpc.Server serving b, with logging, panic recovery and request validation.
@@ -120,6 +124,7 @@ func New(b *broker.Broker, opts Options) (*grpc.Server, *Server) {
 	if opts.Transport == (Transport{}) {
 		opts.Transport = DefaultTransport()
 	}
+	s.maxToWorker = max(MaxWorkerMessageBytes, opts.Transport.MaxRecvMsgSize)
 	serverOpts := append(slices.Clone(opts.ServerOptions), opts.Transport.ServerOptions()...)
 	serverOpts = append(serverOpts, grpc.ForceServerCodecV2(newUTF8Codec()))
 	gs := grpc.NewServer(append(serverOpts,

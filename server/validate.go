@@ -235,10 +235,11 @@ const MaxBatchMessages = 1024
 // to a frame that the other end cannot read.
 const MaxBatchBytes = 1 << 20
 
-// MaxWorkerMessageBytes is the largest message the broker sends a worker: what every gRPC
-// library reads in one message unless told otherwise. An assignment larger than that (a large
-// payload with its parents' results) is not sent: its job goes to the dead-letter queue as
-// AssignmentTooLarge (broker.Session.Undeliverable).
+// MaxWorkerMessageBytes is the largest message the broker sends a worker unless its operator
+// raised the largest it reads (Transport.MaxRecvMsgSize, which max_payload_bytes and
+// max_result_bytes raise): what every gRPC library reads in one message unless told otherwise.
+// An assignment larger than that (a large payload with its parents' results) is not sent: its
+// job goes to the dead-letter queue as AssignmentTooLarge (broker.Session.Undeliverable).
 const MaxWorkerMessageBytes = 4 << 20
 
 // validateRequestBatch checks a worker's batch frame before any of it is applied: 1..1024

@@ -71,7 +71,7 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	sendErr := make(chan error, 1)
 	sendCtx, stopSend := context.WithCancel(ctx)
 	defer stopSend()
-	go func() { sendErr <- sendLoop(sendCtx, stream, sess, hello.GetAcceptsBatches()) }()
+	go func() { sendErr <- sendLoop(sendCtx, stream, sess, hello.GetAcceptsBatches(), w.maxToWorker) }()
 
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- w.recvLoop(stream, sess) }()
@@ -94,7 +94,7 @@ func (w *workers) Connect(stream jobwirev1.WorkerService_ConnectServer) error {
 	}
 }
 
-func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session, batches bool) error {
+func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer, sess *broker.Session, batches bool, limit int) error {
 	for {
 		msgs, err := sess.Next(ctx)
 		if err != nil {
@@ -110,7 +110,7 @@ func sendLoop(ctx context.Context, stream jobwirev1.WorkerService_ConnectServer,
 			// The broker closed the session (shutdown): end the stream cleanly.
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect shortly")
 		}
-		for _, frame := range frames(msgs, batches, sess.Undeliverable) {
+		for _, frame := range frames(msgs, batches, limit, sess.Undeliverable) {
 			if stages.Active() && assigns(frame) {
 				stages.Mark(stages.StreamSend)
 			}
@@ -137,12 +137,12 @@ func assigns(frame *jobwirev1.ConnectResponse) bool {
 // a worker that accepts batches, batches of up to MaxBatchMessages and MaxBatchBytes. Every
 // gRPC message costs the worker a stream read, which is most of what a small job costs a
 // worker library, so a batch of n saves it n-1 of them. A lone message is never wrapped. An
-// assignment larger than MaxWorkerMessageBytes is left out and handed to tooLarge.
-func frames(msgs []broker.Message, batches bool, tooLarge func(ref job.LeaseRef, size, limit int)) []*jobwirev1.ConnectResponse {
+// assignment larger than limit bytes is left out and handed to tooLarge.
+func frames(msgs []broker.Message, batches bool, limit int, tooLarge func(ref job.LeaseRef, size, limit int)) []*jobwirev1.ConnectResponse {
 	out := make([]*jobwirev1.ConnectResponse, 0, len(msgs))
 	if !batches {
 		for _, m := range msgs {
-			if p, _ := sendable(m, tooLarge); p != nil {
+			if p, _ := sendable(m, limit, tooLarge); p != nil {
 				out = append(out, p)
 			}
 		}
@@ -163,7 +163,7 @@ func frames(msgs []broker.Message, batches bool, tooLarge func(ref job.LeaseRef,
 		inner, size = nil, 0
 	}
 	for _, m := range msgs {
-		p, n := sendable(m, tooLarge)
+		p, n := sendable(m, limit, tooLarge)
 		if p == nil {
 			continue
 		}
@@ -180,11 +180,11 @@ func frames(msgs []broker.Message, batches bool, tooLarge func(ref job.LeaseRef,
 // sendable is m's wire form and its encoded size, or nil for an assignment too large to send,
 // which it hands to tooLarge. Only an assignment carries what a producer or a parent's
 // handler chose the size of.
-func sendable(m broker.Message, tooLarge func(ref job.LeaseRef, size, limit int)) (*jobwirev1.ConnectResponse, int) {
+func sendable(m broker.Message, limit int, tooLarge func(ref job.LeaseRef, size, limit int)) (*jobwirev1.ConnectResponse, int) {
 	p := messageToProto(m)
 	n := p.SizeVT()
-	if a, ok := m.(broker.Assignment); ok && n > MaxWorkerMessageBytes {
-		tooLarge(job.LeaseRef{JobID: a.Job.ID, Token: a.Token}, n, MaxWorkerMessageBytes)
+	if a, ok := m.(broker.Assignment); ok && n > limit {
+		tooLarge(job.LeaseRef{JobID: a.Job.ID, Token: a.Token}, n, limit)
 		return nil, 0
 	}
 	return p, n

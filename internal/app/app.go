@@ -170,8 +170,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(Ad
 	limits.MaxPayload = cfg.MaxPayload
 	limits.MaxWorkerStreamsPerToken = cfg.MaxWorkerStreamsPerToken
 	transport := server.DefaultTransport()
-	// A result travels in one worker message: the largest the broker stores must fit in one.
-	transport.MaxRecvMsgSize = max(transport.MaxRecvMsgSize, cfg.Broker.MaxResultBytes+64<<10)
+	// A payload travels in one enqueue and a result in one worker message: the largest the
+	// broker takes of each must fit in one, with the fields around it. The broker sends its
+	// workers as much (server.MaxWorkerMessageBytes).
+	transport.MaxRecvMsgSize = max(transport.MaxRecvMsgSize, cfg.Broker.MaxResultBytes+64<<10, cfg.MaxPayload+64<<10)
 	gs, srv := server.New(b, server.Options{Logger: log, Limits: limits, Clock: clock.Real{},
 		Auth: authn, RequireAuth: cfg.Auth, ServerOptions: append(srvOpts, tlsOpts...),
 		RequestInterceptors: reqInts, Transport: transport})

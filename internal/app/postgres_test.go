@@ -20,7 +20,13 @@ import (
 // stopped before it was ready, with its error in done.
 func startBroker(ctx context.Context, db string) (addr string, done chan error) {
 	cfg := config.Defaults()
-	cfg.Listen, cfg.HTTPListen, cfg.DB = "127.0.0.1:0", config.HTTPOff, db
+	cfg.DB = db
+	return startBrokerWith(ctx, cfg)
+}
+
+// startBrokerWith runs a broker of cfg on a loopback port, with no HTTP listener.
+func startBrokerWith(ctx context.Context, cfg config.Config) (addr string, done chan error) {
+	cfg.Listen, cfg.HTTPListen = "127.0.0.1:0", config.HTTPOff
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ready := make(chan string, 1)
 	done = make(chan error, 1)

@@ -657,7 +657,7 @@ func mutations() []mutation {
 		from: "cost += 1 + len(m.GetHeartbeat().GetLeases())", to: "cost = 1 + len(m.GetHeartbeat().GetLeases())",
 		pkgs: []string{srvPkg}, run: "TestBatchCountsEachMessageAgainstTheBudget"})
 	add(mutation{name: "batches: sent to a worker that did not ask for them", file: "server/workers.go",
-		from: "sendLoop(sendCtx, stream, sess, hello.GetAcceptsBatches())", to: "sendLoop(sendCtx, stream, sess, true)",
+		from: "sendLoop(sendCtx, stream, sess, hello.GetAcceptsBatches(),", to: "sendLoop(sendCtx, stream, sess, true,",
 		pkgs: []string{srvPkg}, run: "TestNoBatchForAWorkerThatDidNotAskForThem"})
 	add(mutation{name: "batches: a hello inside a batch is taken", file: "server/validate.go",
 		from: "\t\t\treturn invalid(fmt.Sprintf(\"batch.messages[%d]\", i), \"is hello: hello must be the first message on the stream, alone\")\n", to: "",
@@ -1200,8 +1200,17 @@ func mutations() []mutation {
 		from: "if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {", to: "if len(inner) == MaxBatchMessages {",
 		pkgs: []string{"./server"}, run: "TestFramesStopAtTheByteLimit"})
 	add(mutation{name: "server: an assignment larger than a worker reads is sent", file: "server/workers.go",
-		from: "ok && n > MaxWorkerMessageBytes {", to: "ok && n < 0 {",
+		from: "ok && n > limit {", to: "ok && n < 0 {",
 		pkgs: []string{"./server", "./worker"}, run: "TestFramesHoldBackAnAssignmentTooLargeToRead|TestAssignmentTooLargeIsDeadLettered"})
+	add(mutation{name: "client: reads gRPC's default of 4 MiB a message", file: "client/client.go",
+		from: "grpc.MaxCallRecvMsgSize(maxRecvBytes)", to: "grpc.MaxCallRecvMsgSize(4 << 20)",
+		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
+	add(mutation{name: "app: a raised payload limit leaves the broker reading 4 MiB", file: "internal/app/app.go",
+		from: "cfg.Broker.MaxResultBytes+64<<10, cfg.MaxPayload+64<<10)", to: "cfg.Broker.MaxResultBytes+64<<10)",
+		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
+	add(mutation{name: "server: a worker is sent no more than 4 MiB whatever the broker takes", file: "server/server.go",
+		from: "s.maxToWorker = max(MaxWorkerMessageBytes, opts.Transport.MaxRecvMsgSize)", to: "s.maxToWorker = MaxWorkerMessageBytes",
+		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
 	add(mutation{name: "broker: a worker is answered about a lease it never saw", file: "broker/session.go",
 		from: "if o.quiet {", to: "if false {",
 		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
