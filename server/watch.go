@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -206,7 +207,7 @@ func (f *following) check(ctx context.Context, ids []int64, known []*job.Job) er
 	}
 	// Final jobs need watching no longer: one call for all, not a lock of the hub each.
 	f.w.Stop(final...)
-	for part := range slices.Chunk(send, maxWatchBatch) {
+	for part := range watchParts(send) {
 		if err := f.stream.Send(f.response(part)); err != nil {
 			return err
 		}
@@ -233,6 +234,35 @@ func (f *following) response(jobs []*job.Job) *jobwirev1.WatchJobsResponse {
 
 // maxWatchBatch is the most jobs one WatchJobsResponse carries.
 const maxWatchBatch = 500
+
+// maxWatchBytes is about how much of results and error messages one WatchJobsResponse
+// gathers: a job that would take a response past it starts the next, and one larger than it
+// goes alone. Results may be up to 1 MiB each (more if the operator raised max_result_bytes),
+// and a client's gRPC library reads at most 4 MiB a message unless told otherwise, so jobs
+// that finish together, gathered by count alone, could make a response their watcher cannot
+// read: its stream would end with RESOURCE_EXHAUSTED, on every retry.
+const maxWatchBytes = MaxBatchBytes
+
+// watchParts splits jobs into the responses that send them, in order: at most maxWatchBatch
+// jobs and maxWatchBytes of results and error messages each, past a response's first job.
+func watchParts(jobs []*job.Job) iter.Seq[[]*job.Job] {
+	return func(yield func([]*job.Job) bool) {
+		start, size := 0, 0
+		for i, j := range jobs {
+			n := len(j.Result) + len(j.LastErrorMessage)
+			if i > start && (i-start == maxWatchBatch || size+n > maxWatchBytes) {
+				if !yield(jobs[start:i]) {
+					return
+				}
+				start, size = i, 0
+			}
+			size += n
+		}
+		if start < len(jobs) {
+			yield(jobs[start:])
+		}
+	}
+}
 
 // changed reports whether j is to be sent: it changed since it was last sent (and, with
 // finalOnly, is final). It notes j as sent; a final job is followed no more (the caller stops

@@ -1211,6 +1211,12 @@ func mutations() []mutation {
 	add(mutation{name: "server: a worker is sent no more than 4 MiB whatever the broker takes", file: "server/server.go",
 		from: "s.maxToWorker = max(MaxWorkerMessageBytes, opts.Transport.MaxRecvMsgSize)", to: "s.maxToWorker = MaxWorkerMessageBytes",
 		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
+	add(mutation{name: "watch: a response gathers results past its byte limit", file: "server/watch.go",
+		from: "size+n > maxWatchBytes) {", to: "size < 0) {",
+		pkgs: []string{"./server"}, run: "TestWatchParts|TestWatchSpreadsLargeResultsOverResponses"})
+	add(mutation{name: "watch: a response carries one job more than the limit", file: "server/watch.go",
+		from: "i-start == maxWatchBatch ||", to: "i-start > maxWatchBatch ||",
+		pkgs: []string{"./server"}, run: "TestWatchParts"})
 	add(mutation{name: "broker: a worker is answered about a lease it never saw", file: "broker/session.go",
 		from: "if o.quiet {", to: "if false {",
 		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
