@@ -446,7 +446,7 @@ func (s *Session) finish(ref job.LeaseRef, failure *job.Failure, result []byte, 
 	b := s.b
 	now := b.now()
 	failure, result = b.checkResult(failure, result)
-	e, ok := s.takeResult(ref, failure, now)
+	e, ok := s.takeResult(ref, failure, now, quiet)
 	if !ok {
 		return
 	}
@@ -479,10 +479,16 @@ type endingAttempt struct {
 
 // takeResult marks ref's lease as storing the result that failure describes and returns its
 // attempt, or answers the result itself (false): a repeat, a second outcome, a stale lease.
-func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Time) (endingAttempt, bool) {
+// A quiet result (its worker never saw the lease) is not answered: a lease that ended
+// meanwhile (its job cancelled) leaves nothing to do.
+func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Time, quiet bool) (endingAttempt, bool) {
 	b := s.b
 	b.mu.Lock()
 	l := s.currentLocked(ref)
+	if l == nil && quiet {
+		b.mu.Unlock()
+		return endingAttempt{}, false
+	}
 	if l == nil {
 		repeated := s.repeatedResultLocked(ref, failure == nil)
 		b.mu.Unlock()

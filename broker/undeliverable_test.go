@@ -10,7 +10,7 @@ import (
 
 // An assignment its transport could not send (Undeliverable) fails its job FATAL at once, with
 // the size in its error, and frees the worker's slot for the next job; the worker, which never
-// saw the lease, gets no answer about it.
+// saw the lease, gets no answer about it, nor about one that ended meanwhile.
 func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 	t.Parallel()
 	b := newRaceBroker(t)
@@ -20,7 +20,7 @@ func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Enqueue(ctx, []JobSpec{{Type: "t"}, {Type: "t"}}); err != nil {
+	if _, err := b.Enqueue(ctx, []JobSpec{{Type: "t"}, {Type: "t"}, {Type: "t"}}); err != nil {
 		t.Fatal(err)
 	}
 	// next reads the stream until its next Assignment; nothing else may come.
@@ -42,8 +42,16 @@ func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 	}
 	first := next()
 	s.Undeliverable(job.LeaseRef{JobID: first.Job.ID, Token: first.Token}, 5<<20, 4<<20)
-	if second := next(); second.Job.ID == first.Job.ID {
+	second := next()
+	if second.Job.ID == first.Job.ID {
 		t.Fatalf("job %d was assigned again", first.Job.ID)
+	}
+	// Its lease ended: undeliverable again, it is not answered either (no Refusal comes
+	// before the third job's assignment).
+	s.Undeliverable(job.LeaseRef{JobID: first.Job.ID, Token: first.Token}, 5<<20, 4<<20)
+	s.Undeliverable(job.LeaseRef{JobID: second.Job.ID, Token: second.Token}, 5<<20, 4<<20)
+	if third := next(); third.Job.ID == first.Job.ID || third.Job.ID == second.Job.ID {
+		t.Fatalf("job %d was assigned again", third.Job.ID)
 	}
 	j, err := b.Get(ctx, first.Job.ID)
 	if err != nil {

@@ -1217,6 +1217,9 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a response carries one job more than the limit", file: "server/watch.go",
 		from: "i-start == maxWatchBatch ||", to: "i-start > maxWatchBatch ||",
 		pkgs: []string{"./server"}, run: "TestWatchParts"})
+	add(mutation{name: "broker: a worker is answered about an ended lease it never saw", file: "broker/session.go",
+		from: "if l == nil && quiet {", to: "if false {",
+		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
 	add(mutation{name: "broker: a worker is answered about a lease it never saw", file: "broker/session.go",
 		from: "if o.quiet {", to: "if false {",
 		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
