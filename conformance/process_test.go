@@ -137,6 +137,8 @@ type brokerConfig struct {
 	// tls runs the broker with TLS and auth on (throwaway certificates, an admin token from
 	// JOBWIRE_BOOTSTRAP_TOKEN); the suite's client uses both.
 	tls tlsMode
+	// maxBytes, when set, is the broker's max_payload_bytes and max_result_bytes.
+	maxBytes int
 }
 
 func (c brokerConfig) yaml() string {
@@ -156,7 +158,15 @@ retry:
 breaker:
   disabled: true
 log_level: debug
-`, c.lease, c.maxAttempts)
+`, c.lease, c.maxAttempts) + c.limits()
+}
+
+// limits is the YAML of the broker's payload and result limits, when set.
+func (c brokerConfig) limits() string {
+	if c.maxBytes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("max_payload_bytes: %d\nmax_result_bytes: %d\n", c.maxBytes, c.maxBytes)
 }
 
 // env is one scenario's world: a state directory, one broker process, the worker processes the

@@ -17,6 +17,7 @@ func init() {
 		scenario{name: "result_too_large", run: resultTooLarge},
 		scenario{name: "progress_last_report_arrives", run: progressLastReportArrives},
 		scenario{name: "parents_results_reach_dependent", run: parentsResultsReachDependent},
+		scenario{name: "large_jobs_when_configured", cfg: brokerConfig{maxBytes: 8 << 20}, run: largeJobsWhenConfigured},
 	)
 }
 
@@ -112,5 +113,30 @@ func parentsResultsReachDependent(e *env) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		e.t.Errorf("the dependent read parents %+v, want %+v", got, want)
+	}
+}
+
+// largeJobsWhenConfigured: on a broker whose operator raised max_payload_bytes and
+// max_result_bytes to 8 MiB, past the 4 MiB a gRPC library reads by default, a job of a 6 MiB
+// payload reaches its handler, whose 6 MiB result comes back whole, and reaches the job that
+// depends on it: the library reads assignments as large as the broker takes.
+func largeJobsWhenConfigured(e *env) {
+	e.startWorker(e.lang.name + "-1")
+	payload := []byte(`"` + strings.Repeat("x", 6<<20) + `"`)
+	id := e.enqueue("result", payload)
+	if j := e.waitState(id, job.StateSucceeded); string(j.Result) != string(payload) {
+		e.t.Errorf("the stored result is %d bytes (%q), want the payload's %d", len(j.Result), clip(j.Result), len(payload))
+	}
+	child := e.enqueue("parents", nil, client.DependsOn(id))
+	j := e.waitState(child, job.StateSucceeded)
+	var got []struct {
+		JobID  int64  `json:"job_id"`
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal(j.Result, &got); err != nil {
+		e.t.Fatalf("the dependent's result %q is not its parents as JSON: %v", clip(j.Result), err)
+	}
+	if len(got) != 1 || got[0].JobID != id || got[0].Result != string(payload) {
+		e.t.Errorf("the dependent read %d parents (%.80v); want job %d's result of %d bytes", len(got), got, id, len(payload))
 	}
 }

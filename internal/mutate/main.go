@@ -1217,6 +1217,18 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a response carries one job more than the limit", file: "server/watch.go",
 		from: "i-start == maxWatchBatch ||", to: "i-start > maxWatchBatch ||",
 		pkgs: []string{"./server"}, run: "TestWatchParts"})
+	add(mutation{name: "python: reads gRPC's default of 4 MiB a message", file: "sdks/python/jobwire/worker.py",
+		from: `("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),`, to: `("grpc.max_receive_message_length", 4 << 20),`,
+		pkgs: []string{"./conformance"}, run: "TestConformance/python$/large_jobs_when_configured"})
+	add(mutation{name: "node: reads gRPC's default of 4 MiB a message", file: "sdks/node/src/worker.js",
+		from: "'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,", to: "'grpc.max_receive_message_length': 4 << 20,",
+		pkgs: []string{"./conformance"}, run: "TestConformance/node$/large_jobs_when_configured"})
+	add(mutation{name: "java: reads gRPC's default of 4 MiB a message", file: "sdks/java/worker/src/main/java/io/jobwire/worker/Worker.java",
+		from: ".maxInboundMessageSize(MAX_RECEIVE_BYTES);", to: ".maxInboundMessageSize(4 << 20);",
+		pkgs: []string{"./conformance"}, run: "TestConformance/java$/large_jobs_when_configured"})
+	add(mutation{name: "rust: reads gRPC's default of 4 MiB a message", file: "sdks/rust/src/worker.rs",
+		from: ".max_decoding_message_size(MAX_RECEIVE_BYTES);", to: ".max_decoding_message_size(4 << 20);",
+		pkgs: []string{"./conformance"}, run: "TestConformance/rust$/large_jobs_when_configured"})
 	add(mutation{name: "broker: a worker is answered about an ended lease it never saw", file: "broker/session.go",
 		from: "if l == nil && quiet {", to: "if false {",
 		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})

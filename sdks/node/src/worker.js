@@ -32,6 +32,14 @@ const CODE_INVALID_ARGUMENT = 3; // a progress report broke a rule: the job goes
  */
 const STREAM_WINDOW_BYTES = 1 << 20;
 
+/**
+ * The most bytes of one message read from the broker: a job with the largest payload (64 MiB)
+ * and parents' results a broker may be set to take. gRPC reads 4 MiB unless told otherwise,
+ * which an assignment passes on a broker whose operator raised max_payload_bytes or
+ * max_result_bytes; the broker never sends more than it reads itself (docs/protocol.md).
+ */
+const MAX_RECEIVE_BYTES = 96 << 20;
+
 /** The most messages one batch frame may hold (docs/protocol.md, "Batch frames"). */
 const MAX_BATCH = 1024;
 /**
@@ -330,7 +338,11 @@ class Worker {
      * The worker never needs the replay: a stream that fails is reconnected by run(), which
      * sends what the broker has not acknowledged again.
      */
-    this.channelOptions = { 'grpc-node.flow_control_window': STREAM_WINDOW_BYTES, 'grpc.per_rpc_retry_buffer_size': 0 };
+    this.channelOptions = {
+      'grpc-node.flow_control_window': STREAM_WINDOW_BYTES,
+      'grpc.per_rpc_retry_buffer_size': 0,
+      'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+    };
     if (opts.tls?.serverName) this.channelOptions['grpc.ssl_target_name_override'] = opts.tls.serverName;
     // Whether the channel is TLS (null: credentials of the caller's) and presents a client
     // certificate, to word a failed connection (connect.js).

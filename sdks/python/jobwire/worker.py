@@ -41,13 +41,22 @@ Handler = Callable[[JobContext], Union[Any, Awaitable[Any]]]
 
 log = logging.getLogger("jobwire")
 
-# gRPC status codes of the Refused message that the protocol gives a meaning to.
+# The most bytes of one message read from the broker: a job with the largest payload (64 MiB)
+# and parents' results a broker may be set to take. gRPC reads 4 MiB unless told otherwise,
+# which an assignment passes on a broker whose operator raised max_payload_bytes or
+# max_result_bytes; the broker never sends more than it reads itself (docs/protocol.md).
+MAX_RECEIVE_BYTES = 96 << 20
+
 # The channel's options unless a channel_factory is given. gRPC's probing of the bandwidth-delay
 # product pings the broker for each burst of data read, which with one job at a time is each
 # job: an extra frame and wake-up each way. The broker's windows are fixed, so the probe gains
 # nothing; off, a Python worker drained 10% more jobs a second (docs/performance-history.md).
-CHANNEL_OPTIONS = (("grpc.http2.bdp_probe", 0),)
+CHANNEL_OPTIONS = (
+    ("grpc.http2.bdp_probe", 0),
+    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+)
 
+# gRPC status codes of the Refused message that the protocol gives a meaning to.
 CODE_FAILED_PRECONDITION = 9  # stale lease or finished job: drop the message
 CODE_UNAVAILABLE = 14  # storage busy: send the message again after a short backoff
 CODE_INVALID_ARGUMENT = 3  # a progress report broke a rule: the job goes on

@@ -36,6 +36,12 @@ type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
 /// Stream errors that no reconnect can fix: the worker's configuration is wrong.
 const PERMANENT_CODES: [Code; 4] = [Code::InvalidArgument, Code::Unauthenticated, Code::PermissionDenied, Code::Unimplemented];
 
+/// The most bytes of one message read from the broker: a job with the largest payload (64 MiB)
+/// and parents' results a broker may be set to take. gRPC reads 4 MiB unless told otherwise,
+/// which an assignment passes on a broker whose operator raised max_payload_bytes or
+/// max_result_bytes; the broker never sends more than it reads itself (docs/protocol.md).
+const MAX_RECEIVE_BYTES: usize = 96 << 20;
+
 /// The error type of an attempt cut off by the shutdown grace, as in every Jobwire library.
 pub const SHUTDOWN_ERROR_TYPE: &str = "WorkerShutdown";
 
@@ -293,7 +299,8 @@ impl Worker {
     /// and a [`Error::Connect`] naming the setting to change when the token is refused or the TLS
     /// settings do not match the broker's. A broker that is down or restarting is waited for.
     pub async fn run(self) -> Result<(), Error> {
-        let client = WorkerServiceClient::new(self.endpoint.connect_lazy());
+        let client = WorkerServiceClient::new(self.endpoint.connect_lazy())
+            .max_decoding_message_size(MAX_RECEIVE_BYTES);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut core = Core::new(self.cfg.clone(), self.handlers.clone(), events_tx);
         let res = core.run(client, self.token.clone(), events_rx, self.shutdown.clone()).await;

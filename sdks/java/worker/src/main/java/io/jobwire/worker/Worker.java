@@ -113,6 +113,14 @@ public final class Worker {
    */
   static final int MAX_BATCH_BYTES = 1 << 20;
 
+  /**
+   * The most bytes of one message read from the broker: a job with the largest payload (64 MiB)
+   * and parents' results a broker may be set to take. gRPC reads 4 MiB unless told otherwise,
+   * which an assignment passes on a broker whose operator raised max_payload_bytes or
+   * max_result_bytes; the broker never sends more than it reads itself (docs/protocol.md).
+   */
+  static final int MAX_RECEIVE_BYTES = 96 << 20;
+
   /** Stream errors that no reconnect can fix: the worker's configuration is wrong. */
   private static final Set<Status.Code> PERMANENT_CODES =
       EnumSet.of(Status.Code.INVALID_ARGUMENT, Status.Code.UNAUTHENTICATED, Status.Code.PERMISSION_DENIED, Status.Code.UNIMPLEMENTED);
@@ -330,7 +338,8 @@ public final class Worker {
       });
     }
     handlerPool = ownPool != null ? ownPool : handlerExecutor;
-    ManagedChannelBuilder<?> cb = Grpc.newChannelBuilder(address, credentials).executor(l);
+    ManagedChannelBuilder<?> cb =
+        Grpc.newChannelBuilder(address, credentials).executor(l).maxInboundMessageSize(MAX_RECEIVE_BYTES);
     if (serverName != null) {
       cb.overrideAuthority(serverName);
     }
