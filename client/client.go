@@ -34,11 +34,12 @@ const (
 	connWindow   = 4 << 20
 )
 
-// maxRecvBytes is the largest message read from the broker: a job with the largest payload
+// MaxReceiveBytes is the largest message read from the broker: a job with the largest payload
 // (64 MiB) and result (16 MiB) a broker may be set to take, with its other fields. gRPC reads
 // 4 MiB unless told otherwise, which a broker whose operator raised max_payload_bytes or
-// max_result_bytes would pass with one job (GetJob, a worker's Assignment).
-const maxRecvBytes = 96 << 20
+// max_result_bytes would pass with one job (GetJob, a worker's Assignment). Dial's connection
+// reads this much; the worker package asks it of its stream on any connection.
+const MaxReceiveBytes = 96 << 20
 
 // DialOption configures Dial. Only this package can implement it, so the set of options stays
 // a documented, closed list.
@@ -101,7 +102,7 @@ func dial(ctx context.Context, name, target string, base []grpc.DialOption, stre
 		// the bandwidth-delay product pings the broker for each burst of data read, which for
 		// one small job at a time is an extra frame and wake-up each way per message.
 		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReceiveBytes)),
 		// A plaintext connection that a TLS broker closes is reported as such (see dialTCP).
 		grpc.WithContextDialer(dialTCP)}, base...)
 	grpcOpts = append(grpcOpts, cfg.grpcOpts...)

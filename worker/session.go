@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/clock"
 )
@@ -146,7 +147,9 @@ func (w *Worker) runSession(ctx context.Context) (welcomed bool, err error) {
 		}
 	}()
 
-	st, err := w.client.Connect(ctx)
+	// Assignments as large as the broker takes: the connection may be the caller's own, with
+	// gRPC's default of 4 MiB (client.MaxReceiveBytes).
+	st, err := w.client.Connect(ctx, grpc.MaxCallRecvMsgSize(client.MaxReceiveBytes))
 	if err != nil {
 		return false, err
 	}

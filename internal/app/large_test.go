@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/internal/config"
 	"github.com/jobwire/jobwire/job"
@@ -68,7 +71,14 @@ func runLargeJobs(t *testing.T, cfg config.Config, payload, result []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(c.Conn(), worker.Options{ID: "large", Concurrency: 2})
+	// The worker on a connection of gRPC's defaults (4 MiB a message), not Dial's: the worker
+	// asks its own stream to read as much as the broker sends.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	w, err := worker.New(conn, worker.Options{ID: "large", Concurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1203,7 +1203,7 @@ func mutations() []mutation {
 		from: "ok && n > limit {", to: "ok && n < 0 {",
 		pkgs: []string{"./server", "./worker"}, run: "TestFramesHoldBackAnAssignmentTooLargeToRead|TestAssignmentTooLargeIsDeadLettered"})
 	add(mutation{name: "client: reads gRPC's default of 4 MiB a message", file: "client/client.go",
-		from: "grpc.MaxCallRecvMsgSize(maxRecvBytes)", to: "grpc.MaxCallRecvMsgSize(4 << 20)",
+		from: "grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReceiveBytes)),", to: "grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4 << 20)),",
 		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
 	add(mutation{name: "app: a raised payload limit leaves the broker reading 4 MiB", file: "internal/app/app.go",
 		from: "cfg.Broker.MaxResultBytes+64<<10, cfg.MaxPayload+64<<10)", to: "cfg.Broker.MaxResultBytes+64<<10)",
@@ -1217,6 +1217,9 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a response carries one job more than the limit", file: "server/watch.go",
 		from: "i-start == maxWatchBatch ||", to: "i-start > maxWatchBatch ||",
 		pkgs: []string{"./server"}, run: "TestWatchParts"})
+	add(mutation{name: "go worker: its stream reads its connection's limit (gRPC's default of 4 MiB)", file: "worker/session.go",
+		from: "grpc.MaxCallRecvMsgSize(client.MaxReceiveBytes))", to: "grpc.MaxCallRecvMsgSize(min(client.MaxReceiveBytes, 4<<20)))",
+		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
 	add(mutation{name: "python: reads gRPC's default of 4 MiB a message", file: "sdks/python/jobwire/worker.py",
 		from: `("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),`, to: `("grpc.max_receive_message_length", 4 << 20),`,
 		pkgs: []string{"./conformance"}, run: "TestConformance/python$/large_jobs_when_configured"})
