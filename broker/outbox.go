@@ -24,7 +24,9 @@ const (
 	// assignments wait in memory only up to about this much, whatever its capacity.
 	OutboxGrantBytes = 4 << 20
 	// MaxOutboxBytes: past this much waiting (answers pile up too if the worker sends but does
-	// not read), the worker is disconnected.
+	// not read), the worker is disconnected. The largest message waiting is not counted: a
+	// job's payload may be set larger than this (max_payload_bytes), and such a job, handed
+	// out alone, must not end the stream of every worker it is offered to.
 	MaxOutboxBytes = 16 << 20
 	// maxOutboxMessages caps the messages waiting whatever their size.
 	maxOutboxMessages = 4 * maxCapacityHint
@@ -40,6 +42,7 @@ type outbox struct {
 	mu         sync.Mutex
 	msgs       []Message
 	bytes      int
+	largest    int       // the size of the largest waiting message, which the limit leaves out
 	since      time.Time // when the oldest waiting message was queued
 	now        func() time.Time
 	notify     chan struct{}
@@ -81,8 +84,10 @@ func (o *outbox) push(m Message) {
 		o.since = o.now()
 	}
 	o.msgs = append(o.msgs, m)
-	o.bytes += messageSize(m)
-	if o.bytes > MaxOutboxBytes || len(o.msgs) > maxOutboxMessages {
+	n := messageSize(m)
+	o.bytes += n
+	o.largest = max(o.largest, n)
+	if o.bytes-o.largest > MaxOutboxBytes || len(o.msgs) > maxOutboxMessages {
 		o.failLocked(fmt.Errorf("%w: %d messages (about %d bytes) were waiting, more than the limit of %d messages or %d bytes",
 			ErrOutboxFull, len(o.msgs), o.bytes, maxOutboxMessages, MaxOutboxBytes))
 	}
@@ -105,7 +110,7 @@ func (o *outbox) failLocked(err error) {
 	}
 	o.overflowed = err
 	o.dropped = append(o.dropped, assignedIn(o.msgs)...)
-	o.msgs, o.bytes, o.closed = nil, 0, true
+	o.msgs, o.bytes, o.largest, o.closed = nil, 0, 0, true
 	close(o.overflow)
 }
 
@@ -147,7 +152,7 @@ func (o *outbox) closeUnsent() map[job.LeaseRef]bool {
 	for _, ref := range append(o.dropped, assignedIn(o.msgs)...) {
 		unsent[ref] = true
 	}
-	o.msgs, o.bytes, o.dropped, o.closed = nil, 0, nil, true
+	o.msgs, o.bytes, o.largest, o.dropped, o.closed = nil, 0, 0, nil, true
 	o.wake()
 	return unsent
 }
@@ -161,12 +166,15 @@ func (o *outbox) withdraw() []job.LeaseRef {
 	refs := append(o.dropped, assignedIn(o.msgs)...)
 	o.dropped = nil
 	kept := o.msgs[:0]
+	o.largest = 0
 	for _, m := range o.msgs {
+		n := messageSize(m)
 		if _, ok := m.(Assignment); ok {
-			o.bytes -= messageSize(m)
+			o.bytes -= n
 			continue
 		}
 		kept = append(kept, m)
+		o.largest = max(o.largest, n)
 	}
 	o.msgs = kept
 	return refs
@@ -202,7 +210,7 @@ func (o *outbox) next(ctx context.Context) ([]Message, int, error) {
 		}
 		if len(o.msgs) > 0 {
 			msgs, n := o.msgs, o.bytes
-			o.msgs, o.bytes = nil, 0
+			o.msgs, o.bytes, o.largest = nil, 0, 0
 			o.mu.Unlock()
 			return msgs, n, nil
 		}

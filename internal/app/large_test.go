@@ -31,6 +31,8 @@ func TestPayloadsAndResultsPastFourMiBWhenConfigured(t *testing.T) {
 	}{
 		{"payloads", 8 << 20, 0, size, 1 << 10},
 		{"results", 0, 8 << 20, 1 << 10, size},
+		// Past what a worker's stream may have waiting (broker.MaxOutboxBytes): one job alone.
+		{"payloads past the outbox's limit", 24 << 20, 0, 20 << 20, 1 << 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

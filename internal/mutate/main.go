@@ -1220,6 +1220,12 @@ func mutations() []mutation {
 	add(mutation{name: "go worker: its stream reads its connection's limit (gRPC's default of 4 MiB)", file: "worker/session.go",
 		from: "grpc.MaxCallRecvMsgSize(client.MaxReceiveBytes))", to: "grpc.MaxCallRecvMsgSize(min(client.MaxReceiveBytes, 4<<20)))",
 		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
+	add(mutation{name: "outbox: a job larger than the limit ends every stream it is offered to", file: "broker/outbox.go",
+		from: "if o.bytes-o.largest > MaxOutboxBytes ||", to: "if o.bytes > MaxOutboxBytes ||",
+		pkgs: []string{"./broker", "./internal/app"}, run: "TestOutboxOverflowLeavesOutTheLargestMessage|TestPayloadsAndResultsPastFourMiBWhenConfigured"})
+	add(mutation{name: "outbox: the largest message is remembered after it was sent", file: "broker/outbox.go",
+		from: "o.msgs, o.bytes, o.largest = nil, 0, 0", to: "o.msgs, o.bytes = nil, 0",
+		pkgs: []string{"./broker"}, run: "TestOutboxCountsAfreshAfterASend"})
 	add(mutation{name: "python: reads gRPC's default of 4 MiB a message", file: "sdks/python/jobwire/worker.py",
 		from: `("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),`, to: `("grpc.max_receive_message_length", 4 << 20),`,
 		pkgs: []string{"./conformance"}, run: "TestConformance/python$/large_jobs_when_configured"})
