@@ -428,23 +428,26 @@ func (b *Broker) CancelGraph(ctx context.Context, graph int64) (int, error) {
 }
 
 // withParents gives each assignment of msgs whose job has parents their results, read as it is
-// sent: on the stream's goroutine, never the writer's. A read that fails sends the assignment
-// without them, logged.
+// sent: on the stream's goroutine, never the writer's. A job whose parents' results cannot be
+// read (the read's retries ran out) is not sent without them, which would run its handler on
+// inputs missing without a word: its lease is handed back (handBack), logged, and the job is
+// offered again.
 func (s *Session) withParents(ctx context.Context, msgs []Message) []Message {
-	for i, m := range msgs {
-		a, ok := m.(Assignment)
-		if !ok || a.Job == nil || a.Job.Parents == 0 {
-			continue
+	out := msgs[:0]
+	for _, m := range msgs {
+		if a, ok := m.(Assignment); ok && a.Job != nil && a.Job.Parents > 0 {
+			ps, err := s.b.st.ParentResults(ctx, a.Job.ID)
+			if err != nil {
+				s.b.log.Warn("could not read the parents' results of a job; it waits for the next worker", "job", a.Job.ID, "err", err)
+				s.handBack(job.LeaseRef{JobID: a.Job.ID, Token: a.Token})
+				continue
+			}
+			a.Parents = ps
+			m = a
 		}
-		ps, err := s.b.st.ParentResults(ctx, a.Job.ID)
-		if err != nil {
-			s.b.log.Warn("could not read the parents' results of a job", "job", a.Job.ID, "err", err)
-			continue
-		}
-		a.Parents = ps
-		msgs[i] = a
+		out = append(out, m)
 	}
-	return msgs
+	return out
 }
 
 // JobDeps is where a job stands among its parents and dependents (store.JobDeps).

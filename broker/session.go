@@ -744,27 +744,36 @@ func finishParams(ref job.LeaseRef, j *job.Job, d triage.Decision, a job.Attempt
 }
 
 // Release hands back a job whose user code never started.
-func (s *Session) Release(ref job.LeaseRef) {
+func (s *Session) Release(ref job.LeaseRef) { s.release(ref, false) }
+
+// handBack releases a lease whose assignment the broker did not send: the worker never saw
+// it, so it is told nothing, whatever becomes of the release.
+func (s *Session) handBack(ref job.LeaseRef) { s.release(ref, true) }
+
+func (s *Session) release(ref job.LeaseRef, quiet bool) {
 	b := s.b
 	b.mu.Lock()
 	l := s.currentLocked(ref)
 	if l == nil || l.started || l.finishing() {
 		b.mu.Unlock()
-		s.refuse(ref, AboutRelease, RefusedStale, "only a lease whose job has not started can be released")
+		if !quiet {
+			s.refuse(ref, AboutRelease, RefusedStale, "only a lease whose job has not started can be released")
+		}
 		return
 	}
 	l.storing = endingRelease
 	held := []heldProbe{{ref: ref, typ: l.job.Type, permit: l.permit}}
 	b.mu.Unlock()
-	b.submit(&releaseOp{s: s, held: held})
+	b.submit(&releaseOp{s: s, held: held, quiet: quiet})
 }
 
 // releaseOp stores a Release, which frees its worker's slot once committed (slotFreer).
 type releaseOp struct {
-	s    *Session
-	held []heldProbe // the one lease released
-	ok   bool
-	ch   breakerChanges
+	s     *Session
+	held  []heldProbe // the one lease released
+	quiet bool        // the worker never saw the lease (handBack): it is not answered
+	ok    bool
+	ch    breakerChanges
 }
 
 func (o *releaseOp) Name() string        { return "release" }
@@ -789,14 +798,16 @@ func (o *releaseOp) Done(err error) {
 		if cur != nil {
 			cur.storing = endingNone
 		}
-		reason, msg := refusal(err)
-		s.refuse(ref, AboutRelease, reason, msg)
+		if !o.quiet {
+			reason, msg := refusal(err)
+			s.refuse(ref, AboutRelease, reason, msg)
+		}
 		return
 	}
 	if cur != nil {
 		b.endLeaseLocked(cur, permitReleased, 0)
 	}
-	if !o.ok {
+	if !o.ok && !o.quiet {
 		s.refuse(ref, AboutRelease, RefusedStale, staleLease)
 	}
 	b.signal()

@@ -10,7 +10,8 @@ import (
 
 // An assignment its transport could not send (Undeliverable) fails its job FATAL at once, with
 // the size in its error, and frees the worker's slot for the next job; the worker, which never
-// saw the lease, gets no answer about it, nor about one that ended meanwhile.
+// saw the lease, gets no answer about it, nor about one that ended meanwhile; nor about a lease
+// handed back unsent, which is offered again.
 func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 	t.Parallel()
 	b := newRaceBroker(t)
@@ -50,8 +51,16 @@ func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 	// before the third job's assignment).
 	s.Undeliverable(job.LeaseRef{JobID: first.Job.ID, Token: first.Token}, 5<<20, 4<<20)
 	s.Undeliverable(job.LeaseRef{JobID: second.Job.ID, Token: second.Token}, 5<<20, 4<<20)
-	if third := next(); third.Job.ID == first.Job.ID || third.Job.ID == second.Job.ID {
+	third := next()
+	if third.Job.ID == first.Job.ID || third.Job.ID == second.Job.ID {
 		t.Fatalf("job %d was assigned again", third.Job.ID)
+	}
+	// A hand back (an assignment not sent for want of its parents' results) is not answered
+	// either, even for a lease that ended: no Refusal comes before the job is assigned again.
+	s.handBack(job.LeaseRef{JobID: first.Job.ID, Token: first.Token})
+	s.handBack(job.LeaseRef{JobID: third.Job.ID, Token: third.Token})
+	if again := next(); again.Job.ID != third.Job.ID || again.Token == third.Token {
+		t.Fatalf("after its hand back, job %d (lease %v) was assigned, want job %d under a new lease", again.Job.ID, again.Token, third.Job.ID)
 	}
 	j, err := b.Get(ctx, first.Job.ID)
 	if err != nil {
