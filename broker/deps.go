@@ -380,12 +380,8 @@ func (o *depsOp) refusal(err error) error {
 // waiting jobs its settling cancelled (or a requeue revived), for the watches of those jobs:
 // no write of the broker names them. A store shared by brokers tells the others with events.
 func (b *Broker) watchDependents(st store.Store) {
-	if n, ok := st.(store.DependentsNotifier); ok {
-		n.OnDependentsReady(b.signal)
-	}
-	if n, ok := st.(store.DependentsChangedNotifier); ok {
-		n.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })
-	}
+	st.OnDependentsReady(b.signal)
+	st.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })
 }
 
 // Deps reads a job's parents, dependents and graph; nil when it has none.

@@ -82,6 +82,10 @@ type Store interface {
 	AuditList(ctx context.Context, p *AuditListParams) ([]AuditEvent, error)
 
 	DepsReader // deps.go
+	// Both stores tell their broker of dependents made ready or changed by a commit: part of
+	// the interface, so a wrapper that embeds a Store passes them on.
+	DependentsNotifier
+	DependentsChangedNotifier
 	VersionReader
 	ScheduleReader
 	BatchReader

@@ -244,22 +244,6 @@ type faultStore struct {
 	f *Faults
 }
 
-// OnDependentsReady passes the store's word that dependents became ready through to the
-// broker (store.DependentsNotifier), which would otherwise not know to dispatch them.
-func (s faultStore) OnDependentsReady(fn func()) {
-	if n, ok := s.Store.(store.DependentsNotifier); ok {
-		n.OnDependentsReady(fn)
-	}
-}
-
-// OnDependentsChanged passes the store's word of dependents it changed through to the
-// broker's watches (store.DependentsChangedNotifier).
-func (s faultStore) OnDependentsChanged(fn func(ids []int64)) {
-	if n, ok := s.Store.(store.DependentsChangedNotifier); ok {
-		n.OnDependentsChanged(fn)
-	}
-}
-
 func (s faultStore) Write(ctx context.Context, op string, fn func(tx store.Tx) error) error {
 	try := 0
 	return s.Store.Write(ctx, op, func(tx store.Tx) error {

@@ -149,12 +149,8 @@ func testDepsCancelledDownTheGraph(t *testing.T, b *bundle) {
 // so are those a requeue revives (store.DependentsChangedNotifier): the broker's watches of
 // them hear of it from there alone. A write that cancels none tells nothing.
 func testDepsChangedTold(t *testing.T, b *bundle) {
-	n, ok := b.s.(store.DependentsChangedNotifier)
-	if !ok {
-		t.Fatal("the store does not tell which dependents its writes changed")
-	}
 	var told [][]int64 // called on the writing goroutine, within b.write
-	n.OnDependentsChanged(func(ids []int64) { told = append(told, slices.Sorted(slices.Values(ids))) })
+	b.s.OnDependentsChanged(func(ids []int64) { told = append(told, slices.Sorted(slices.Values(ids))) })
 	q := b.insert(b.job("q"))[0]
 	released, _ := b.withParents("r", false, 0, q)
 	ref := b.leaseOne("q")
