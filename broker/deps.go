@@ -375,10 +375,10 @@ func (o *depsOp) refusal(err error) error {
 		"it could never run (enqueue it to run whatever its parents' outcome to run it anyway)", de.Parent, de.State)}
 }
 
-// watchDependents has st, the broker's store as given (not wrapped: see reach.go), tell the
-// broker when a commit made waiting jobs ready, for a dispatch round to lease them, and which
-// waiting jobs its settling cancelled (or a requeue revived), for the watches of those jobs:
-// no write of the broker names them. A store shared by brokers tells the others with events.
+// watchDependents has st, the broker's store, tell the broker when a commit made waiting jobs
+// ready, for a dispatch round to lease them, and which waiting jobs its settling cancelled (or
+// a requeue revived), for the watches of those jobs: no write of the broker names them. A
+// store shared by brokers tells the others with events.
 func (b *Broker) watchDependents(st store.Store) {
 	st.OnDependentsReady(b.signal)
 	st.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })
