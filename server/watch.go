@@ -244,24 +244,9 @@ const maxWatchBatch = 500
 const maxWatchBytes = MaxBatchBytes
 
 // watchParts splits jobs into the responses that send them, in order: at most maxWatchBatch
-// jobs and maxWatchBytes of results and error messages each, past a response's first job.
+// jobs and maxWatchBytes of results and error messages each (packs).
 func watchParts(jobs []*job.Job) iter.Seq[[]*job.Job] {
-	return func(yield func([]*job.Job) bool) {
-		start, size := 0, 0
-		for i, j := range jobs {
-			n := len(j.Result) + len(j.LastErrorMessage)
-			if i > start && (i-start == maxWatchBatch || size+n > maxWatchBytes) {
-				if !yield(jobs[start:i]) {
-					return
-				}
-				start, size = i, 0
-			}
-			size += n
-		}
-		if start < len(jobs) {
-			yield(jobs[start:])
-		}
-	}
+	return packs(jobs, maxWatchBatch, maxWatchBytes, func(j *job.Job) int { return len(j.Result) + len(j.LastErrorMessage) })
 }
 
 // changed reports whether j is to be sent: it changed since it was last sent (and, with

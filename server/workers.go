@@ -148,32 +148,28 @@ func frames(msgs []broker.Message, batches bool, limit int, tooLarge func(ref jo
 		}
 		return out
 	}
-	var inner []*jobwirev1.ConnectResponse
-	size := 0
-	flush := func() {
-		switch len(inner) {
-		case 0:
-			return
-		case 1:
-			out = append(out, inner[0])
-		default:
-			out = append(out, &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
-				Batch: &jobwirev1.ConnectResponseBatch{Messages: inner}}})
-		}
-		inner, size = nil, 0
+	type wire struct {
+		p *jobwirev1.ConnectResponse
+		n int // encoded size
 	}
+	ready := make([]wire, 0, len(msgs))
 	for _, m := range msgs {
-		p, n := sendable(m, limit, tooLarge)
-		if p == nil {
+		if p, n := sendable(m, limit, tooLarge); p != nil {
+			ready = append(ready, wire{p, n})
+		}
+	}
+	for run := range packs(ready, MaxBatchMessages, MaxBatchBytes, func(w wire) int { return w.n }) {
+		if len(run) == 1 {
+			out = append(out, run[0].p)
 			continue
 		}
-		if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {
-			flush()
+		inner := make([]*jobwirev1.ConnectResponse, len(run))
+		for i, w := range run {
+			inner[i] = w.p
 		}
-		inner = append(inner, p)
-		size += n
+		out = append(out, &jobwirev1.ConnectResponse{Message: &jobwirev1.ConnectResponse_Batch{
+			Batch: &jobwirev1.ConnectResponseBatch{Messages: inner}}})
 	}
-	flush()
 	return out
 }
 

@@ -1149,11 +1149,8 @@ func mutations() []mutation {
 		from: "Nanos: int32(t.Nanosecond())})", to: "})",
 		pkgs: []string{srvPkg}, run: "TestProtoSlabMatchesJobToProto"})
 	add(mutation{name: "deps watch: the broker is not told of dependents its store changed", file: "broker/deps.go",
-		from: "n.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })", to: "n.OnDependentsChanged(func(ids []int64) {})",
+		from: "st.OnDependentsChanged(func(ids []int64) { b.jobsChanged(changeAny, ids...) })", to: "st.OnDependentsChanged(func(ids []int64) {})",
 		pkgs: []string{srvPkg}, run: "TestWaitOnDependentsReturnsAsTheirParentFails$"})
-	add(mutation{name: "deps watch: store callbacks registered on the wrapped store", file: "broker/broker.go",
-		from: "b.watchDependents(opts.Store)", to: "b.watchDependents(b.st)",
-		pkgs: []string{srvPkg}, run: "TestDependentReleasedIsOfferedAtOnceWithDatabaseSilenceBounded"})
 	add(mutation{name: "sqlite: a settling's cancelled dependents are not told", file: "store/sqlite/deps.go",
 		from: "\t\tt.settle.changed = append(t.settle.changed, next...)\n", to: "",
 		pkgs: []string{storePkg}, run: "TestStoreContract/DepsChangedToldAfterCommit"})
@@ -1196,9 +1193,9 @@ func mutations() []mutation {
 	add(mutation{name: "worker: a batch frame holds one message more than the limit", file: "worker/session.go",
 		from: "j-i < maxBatch && batchable", to: "j-i <= maxBatch && batchable",
 		pkgs: []string{"./worker"}, run: "TestFrames"})
-	add(mutation{name: "server: a batch frame to a worker gathers past its byte limit", file: "server/workers.go",
-		from: "if len(inner) == MaxBatchMessages || (len(inner) > 0 && size+n > MaxBatchBytes) {", to: "if len(inner) == MaxBatchMessages {",
-		pkgs: []string{"./server"}, run: "TestFramesStopAtTheByteLimit"})
+	add(mutation{name: "server: a batch frame or a watch response gathers past its byte limit", file: "server/packs.go",
+		from: "i-start == maxN || total+n > maxBytes", to: "i-start == maxN",
+		pkgs: []string{"./server"}, run: "TestFramesStopAtTheByteLimit|TestWatchParts|TestWatchSpreadsLargeResultsOverResponses"})
 	add(mutation{name: "server: an assignment larger than a worker reads is sent", file: "server/workers.go",
 		from: "ok && n > limit {", to: "ok && n < 0 {",
 		pkgs: []string{"./server", "./worker"}, run: "TestFramesHoldBackAnAssignmentTooLargeToRead|TestAssignmentTooLargeIsDeadLettered"})
@@ -1211,12 +1208,9 @@ func mutations() []mutation {
 	add(mutation{name: "server: a worker is sent no more than 4 MiB whatever the broker takes", file: "server/server.go",
 		from: "s.maxToWorker = max(MaxWorkerMessageBytes, opts.Transport.MaxRecvMsgSize)", to: "s.maxToWorker = MaxWorkerMessageBytes",
 		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
-	add(mutation{name: "watch: a response gathers results past its byte limit", file: "server/watch.go",
-		from: "size+n > maxWatchBytes) {", to: "size < 0) {",
-		pkgs: []string{"./server"}, run: "TestWatchParts|TestWatchSpreadsLargeResultsOverResponses"})
-	add(mutation{name: "watch: a response carries one job more than the limit", file: "server/watch.go",
-		from: "i-start == maxWatchBatch ||", to: "i-start > maxWatchBatch ||",
-		pkgs: []string{"./server"}, run: "TestWatchParts"})
+	add(mutation{name: "server: a batch frame or a watch response carries one more than its count limit", file: "server/packs.go",
+		from: "i-start == maxN ||", to: "i-start > maxN ||",
+		pkgs: []string{"./server"}, run: "TestFramesChunking|TestWatchParts"})
 	add(mutation{name: "go worker: its stream reads its connection's limit (gRPC's default of 4 MiB)", file: "worker/session.go",
 		from: "grpc.MaxCallRecvMsgSize(client.MaxReceiveBytes))", to: "grpc.MaxCallRecvMsgSize(min(client.MaxReceiveBytes, 4<<20)))",
 		pkgs: []string{"./internal/app"}, run: "TestPayloadsAndResultsPastFourMiBWhenConfigured"})
