@@ -13,7 +13,6 @@ import (
 
 	"github.com/jobwire/jobwire/client"
 	"github.com/jobwire/jobwire/internal/config"
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -100,30 +99,11 @@ func runLargeJobs(t *testing.T, cfg config.Config, payload, result []byte) {
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
 	go w.Run(wctx)
-	if j := waitFinal(ctx, t, c, parent.ID); j.State != job.StateSucceeded || !bytes.Equal(j.Result, result) {
-		t.Errorf("the parent is %s (%s: %s), with a result of %d bytes; want SUCCEEDED with %d", j.State,
-			j.LastErrorType, j.LastErrorMessage, len(j.Result), len(result))
+	// The producer waits as a user's would (client.Wait, a watch): the result comes with it.
+	if j, err := c.Wait(ctx, parent.ID); err != nil || !bytes.Equal(j.Result, result) {
+		t.Errorf("the parent: %v; want SUCCEEDED with its result of %d bytes", err, len(result))
 	}
-	if j := waitFinal(ctx, t, c, child.ID); j.State != job.StateSucceeded {
-		t.Errorf("the child is %s: %s: %s", j.State, j.LastErrorType, j.LastErrorMessage)
-	}
-}
-
-// waitFinal polls job id until it is final.
-func waitFinal(ctx context.Context, t *testing.T, c *client.Client, id int64) *job.Job {
-	t.Helper()
-	for {
-		j, err := c.Get(ctx, id)
-		if err != nil {
-			t.Fatalf("get job %d: %v", id, err)
-		}
-		if j.State.Final() {
-			return j
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %d is %s, never final", id, j.State)
-		case <-time.After(10 * time.Millisecond):
-		}
+	if _, err := c.Wait(ctx, child.ID); err != nil {
+		t.Errorf("the child: %v", err)
 	}
 }
