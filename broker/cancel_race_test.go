@@ -22,6 +22,12 @@ func newRaceBroker(t *testing.T) *Broker { return newRaceBrokerOn(t, nil) }
 // newRaceBrokerOn is newRaceBroker writing through wrap's store (nil: the database's).
 func newRaceBrokerOn(t *testing.T, wrap func(store.Store) store.Store) *Broker {
 	t.Helper()
+	return newRaceBrokerWith(t, wrap, nil)
+}
+
+// newRaceBrokerWith is newRaceBrokerOn with the breakers bo configures (nil: the defaults).
+func newRaceBrokerWith(t *testing.T, wrap func(store.Store) store.Store, bo *BreakerOptions) *Broker {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
@@ -32,7 +38,7 @@ func newRaceBrokerOn(t *testing.T, wrap func(store.Store) store.Store) *Broker {
 		bst = wrap(st)
 	}
 	b, err := New(Options{Store: bst, Commit: testCommit, Config: DefaultConfig(), Clock: clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Breakers: bo})
 	if err != nil {
 		t.Fatal(err)
 	}

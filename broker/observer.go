@@ -60,6 +60,9 @@ type AttemptEnd struct {
 	Verdict  triage.Verdict
 	Dead     job.DeadReason // when Verdict is triage.Dead
 	Duration time.Duration  // from the attempt's start to its end, on the broker's clock
+	// Unstarted: the job ended without an attempt (its assignment could not be delivered):
+	// its verdict counts, as no attempt, failure or duration does.
+	Unstarted bool
 }
 
 // nopObserver is the observer of a broker built without one.

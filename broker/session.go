@@ -456,7 +456,11 @@ func (s *Session) finish(ref job.LeaseRef, failure *job.Failure, result []byte, 
 	if failure != nil {
 		d, a = b.triageFailure(e.job, a, *failure, now)
 	}
+	if e.unstarted {
+		a.Number-- // attempts count only from a start
+	}
 	p := finishParams(ref, e.job, d, a, now)
+	p.Unstarted = e.unstarted
 	if p.State == job.StateSucceeded {
 		p.Result = result
 	}
@@ -475,6 +479,9 @@ type endingAttempt struct {
 	frees bool
 	// known: the job's row is known but for what the result's write stores (finalSnapshot).
 	known bool
+	// unstarted: the job never started under the lease (a quiet result for a lease its
+	// worker never saw): it spends no attempt and says nothing of its type's health.
+	unstarted bool
 }
 
 // takeResult marks ref's lease as storing the result that failure describes and returns its
@@ -516,11 +523,20 @@ func (s *Session) takeResult(ref job.LeaseRef, failure *job.Failure, now time.Ti
 		frees: b.freesRoomLocked(l.job.Queue) || b.mode.sharedQueues() && l.job.ConcurrencyKey != "",
 		known: l.fresh && !l.progressed && ref.Token.Seq == 1 && l.job.AttemptBase == 0 && l.job.RequeuedAt.IsZero()}
 	if !l.started {
-		e.startedAt = now // a worker that skipped Started: the attempt still counts
-		b.obs.AttemptStarted(e.job.Queue, e.job.Type, now.Sub(e.job.RunAt))
+		e.notStarted(b.obs, now, quiet)
 	}
 	b.mu.Unlock()
 	return e, true
+}
+
+// notStarted settles the start of an attempt whose lease had none: its worker skipped Started,
+// and the attempt still counts, from now; or (quiet) its worker never saw the lease, and
+// nothing ran, for no time.
+func (e *endingAttempt) notStarted(obs Observer, now time.Time, quiet bool) {
+	e.startedAt, e.unstarted = now, quiet
+	if !quiet {
+		obs.AttemptStarted(e.job.Queue, e.job.Type, now.Sub(e.job.RunAt))
+	}
 }
 
 // resultOp stores a result's decision and answers its worker once committed, which frees the
@@ -563,6 +579,8 @@ func newResultOp(s *Session, ref job.LeaseRef, e endingAttempt, failure *job.Fai
 	}
 	switch {
 	case d.Verdict == triage.Succeeded:
+	case e.unstarted:
+		o.how = permitReleased
 	case params.Attempt.Outcome == job.OutcomeTimeout:
 		o.how, o.kind = permitFailed, breaker.Timeout
 	default:
@@ -705,7 +723,8 @@ func (o *resultOp) acknowledgeLocked(cur *lease, answered []*Session) {
 		cur.failMsg = o.msg
 		b.endLeaseLocked(cur, o.how, o.kind)
 	}
-	end := AttemptEnd{Verdict: o.d.Verdict, Dead: o.d.Reason, Duration: o.params.Now.Sub(o.startedAt)}
+	end := AttemptEnd{Verdict: o.d.Verdict, Dead: o.d.Reason, Duration: o.params.Now.Sub(o.startedAt),
+		Unstarted: o.unstarted}
 	if o.failed {
 		end.Cause = failureCause(o.d.Kind)
 	}

@@ -5,16 +5,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/job"
 )
 
 // An assignment its transport could not send (Undeliverable) fails its job FATAL at once, with
 // the size in its error, and frees the worker's slot for the next job; the worker, which never
 // saw the lease, gets no answer about it, nor about one that ended meanwhile; nor about a lease
-// handed back unsent, which is offered again.
+// handed back unsent, which is offered again. No attempt is spent, as none started: the job
+// keeps its count, has no attempt record, and its type's breaker, which opens at the first
+// FATAL attempt here, stays closed.
 func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 	t.Parallel()
-	b := newRaceBroker(t)
+	bc := breaker.DefaultConfig()
+	bc.OpenOnFatal = true
+	b := newRaceBrokerWith(t, nil, &BreakerOptions{Default: bc})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, _, err := b.Open(ctx, Hello{WorkerID: "w", Types: []string{"t"}, Capacity: 1})
@@ -71,5 +76,13 @@ func TestUndeliverableIsDeadAndUnanswered(t *testing.T) {
 			"a worker reads at most 4194304 in one message" {
 		t.Errorf("job %s (%v): %s: %s; want dead, FATAL %s with the sizes", j.State, j.DeadReason, j.LastErrorType,
 			j.LastErrorMessage, AssignmentTooLarge)
+	}
+	if j.Attempts != 0 || len(j.History) != 0 {
+		t.Errorf("job dead undelivered: attempts %d, history %+v; want none", j.Attempts, j.History)
+	}
+	for _, info := range b.Breakers() {
+		if info.State != breaker.StateClosed || info.FailuresInWindow != 0 {
+			t.Errorf("breaker of %s: %s with %d failures; want closed with none", info.Type, info.State, info.FailuresInWindow)
+		}
 	}
 }

@@ -486,7 +486,12 @@ type JobFinishParams struct {
 	RunAt      time.Time // for a retry
 	DeadReason job.DeadReason
 	Attempt    job.Attempt // the attempt record; Number becomes the job's attempt count
-	Now        time.Time
+	// Unstarted: the job's user code never ran under this lease (its assignment could not be
+	// delivered), so no attempt record is written; Attempt.Number is the attempts before it,
+	// which the job's count keeps, and its error becomes the job's last one. Attempts are
+	// counted only from a start.
+	Unstarted bool
+	Now       time.Time
 	// Result is what a successful attempt returned (nil: none); other states store none.
 	Result []byte
 	// Batch is the job's batch (job.Job.BatchID), 0 when none: a final write of a batch's job

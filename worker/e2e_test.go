@@ -259,7 +259,8 @@ func TestLargeJobsReadyTogether(t *testing.T) {
 
 // A job whose parents' results come to more than a worker reads in one message (4 MiB) is
 // never sent: it goes to the dead-letter queue as AssignmentTooLarge, with its size in the
-// error, and the worker's stream goes on: a job with fewer such parents runs, and reads them.
+// error and no attempt counted, and the worker's stream goes on: a job with fewer such
+// parents runs, and reads them.
 // Sent, the assignment ended the stream with RESOURCE_EXHAUSTED and its job stayed leased,
 // to be handed out again, forever.
 func TestAssignmentTooLargeIsDeadLettered(t *testing.T) {
@@ -300,9 +301,9 @@ func TestAssignmentTooLargeIsDeadLettered(t *testing.T) {
 	})
 	dead := waitJob(t, b, tooMany, jobwirev1.JobState_JOB_STATE_DEAD)
 	if dead.GetLastErrorType() != broker.AssignmentTooLarge || !strings.Contains(dead.GetLastErrorMessage(), "a worker reads at most 4194304") ||
-		dead.GetDeadReason() != jobwirev1.DeadReason_DEAD_REASON_FATAL {
-		t.Errorf("dead as %s, %s: %q; want FATAL %s with the limit", dead.GetDeadReason(), dead.GetLastErrorType(),
-			dead.GetLastErrorMessage(), broker.AssignmentTooLarge)
+		dead.GetDeadReason() != jobwirev1.DeadReason_DEAD_REASON_FATAL || dead.GetAttempts() != 0 {
+		t.Errorf("dead as %s, %s: %q after %d attempts; want FATAL %s with the limit, after none", dead.GetDeadReason(),
+			dead.GetLastErrorType(), dead.GetLastErrorMessage(), dead.GetAttempts(), broker.AssignmentTooLarge)
 	}
 	waitJob(t, b, fits, jobwirev1.JobState_JOB_STATE_SUCCEEDED)
 	if n := read.Load(); n != 3 {

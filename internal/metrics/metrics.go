@@ -213,9 +213,11 @@ func (m *Metrics) AttemptStarted(queue, jobType string, wait time.Duration) {
 // AttemptEnded implements broker.Observer.
 func (m *Metrics) AttemptEnded(queue, jobType string, end broker.AttemptEnd) {
 	s := m.jobs(queue, jobType)
-	s.attempt.Observe(max(end.Duration, 0).Seconds())
-	if end.Cause > broker.CauseNone && end.Cause <= broker.CauseTimeout {
-		s.failed[end.Cause].Inc()
+	if !end.Unstarted {
+		s.attempt.Observe(max(end.Duration, 0).Seconds())
+		if end.Cause > broker.CauseNone && end.Cause <= broker.CauseTimeout {
+			s.failed[end.Cause].Inc()
+		}
 	}
 	switch end.Verdict {
 	case triage.Succeeded:

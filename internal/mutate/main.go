@@ -1247,6 +1247,21 @@ func mutations() []mutation {
 	add(mutation{name: "broker: a worker is answered about a lease it never saw", file: "broker/session.go",
 		from: "if o.quiet {", to: "if false {",
 		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
+	add(mutation{name: "broker: an undeliverable assignment spends an attempt", file: "broker/session.go",
+		from: "		a.Number-- // attempts count only from a start\n", to: "",
+		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
+	add(mutation{name: "broker: an undeliverable assignment counts against its type's breaker", file: "broker/session.go",
+		from: "	case e.unstarted:\n		o.how = permitReleased\n", to: "",
+		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
+	add(mutation{name: "metrics: a job dead unstarted counts a failed attempt", file: "internal/metrics/metrics.go",
+		from: "	if !end.Unstarted {\n", to: "	if true {\n",
+		pkgs: []string{"./internal/metrics"}, run: "TestScrapeCountsADeadJobThatNeverStarted"})
+	add(mutation{name: "store: a job dead unstarted gets an attempt record", file: txFile,
+		from: "	if p.Unstarted {\n		return true, nil\n	}\n", to: "",
+		pkgs: []string{storePkg}, run: "TestStoreContract/JobFinishUnstarted"})
+	add(mutation{name: "postgres: a job dead unstarted gets an attempt record", file: pgTx,
+		from: "	if p.Unstarted {\n		return true, nil\n	}\n", to: "",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/JobFinishUnstarted", postgres: true})
 	add(mutation{name: "worker: a batch frame gathers results past its byte limit", file: "worker/session.go",
 		from: "size > maxBatchBytes {", to: "size < 0 {",
 		pkgs: []string{"./worker"}, run: "TestFrames$|TestLargeJobsReadyTogether"})

@@ -848,6 +848,9 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 			return false, err
 		}
 	}
+	if p.Unstarted {
+		return true, nil
+	}
 	err = t.hold(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 		failure_kind, error_type, message, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (job_id, number) DO UPDATE SET finished_at = excluded.finished_at,

@@ -503,6 +503,9 @@ func (t *tx) JobFinish(p *store.JobFinishParams) (bool, error) {
 			return false, err
 		}
 	}
+	if p.Unstarted {
+		return true, nil
+	}
 	_, err = t.exec(`INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
 		failure_kind, error_type, message, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_id, number) DO UPDATE SET finished_at = excluded.finished_at,

@@ -24,6 +24,7 @@ var _ = register(
 	testCase{"LeaseTokens", testLeaseTokens},
 	testCase{"JobStart", testJobStart},
 	testCase{"JobFinish", testJobFinish},
+	testCase{"JobFinishUnstarted", testJobFinishUnstarted},
 	testCase{"JobSucceedMany", testJobSucceedMany},
 	testCase{"JobRelease", testJobRelease},
 	testCase{"JobExtendLeases", testJobExtendLeases},
@@ -471,6 +472,26 @@ func testJobFinish(t *testing.T, b *bundle) {
 		j.History[1].Outcome != job.OutcomeLeaseExpired {
 		t.Fatalf("job retried a second time: %+v", j)
 	}
+}
+
+// A job whose user code never ran under its lease (JobFinishParams.Unstarted) goes dead
+// without an attempt record: its count stays, its error is the job's last one, and the
+// totals count it dead. Repeated, the write finds itself applied.
+func testJobFinishUnstarted(t *testing.T, b *bundle) {
+	id := b.insert(b.job("t"))[0]
+	p := b.finishParams(b.leaseOne("t"), job.StateDead)
+	p.Unstarted, p.DeadReason = true, job.DeadFatal
+	p.Attempt = job.Attempt{Number: 0, WorkerID: "w", FinishedAt: b.now, Outcome: job.OutcomeFailed,
+		FailureKind: job.KindFatal, ErrorType: "AssignmentTooLarge", Message: "too large"}
+	b.finish(p)
+	b.finish(p)
+	j := b.get(id)
+	if j.State != job.StateDead || j.DeadReason != job.DeadFatal || j.Attempts != 0 || len(j.History) != 0 ||
+		j.LastErrorType != "AssignmentTooLarge" || j.LastErrorMessage != "too large" || !j.FinishedAt.Equal(b.now) {
+		t.Fatalf("job dead unstarted: %s (%v) attempts %d history %+v, last error %s: %s, finished %s",
+			j.State, j.DeadReason, j.Attempts, j.History, j.LastErrorType, j.LastErrorMessage, j.FinishedAt)
+	}
+	equal(t, "counts", b.counts(), []store.StateCount{{Queue: "default", Type: "t", State: job.StateDead, Count: 1}})
 }
 
 // JobSucceedMany applies the results under current leases and reports which; the totals count
