@@ -66,7 +66,7 @@ func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (off
 		}
 		s.offered++
 		offers[i] = &offer{sess: s, JobOffer: store.JobOffer{WorkerID: s.workerID, Owner: s.owner,
-			LeaseUntil: now.Add(b.cfg.LeaseDuration), Random: b.random, Queues: s.queues}}
+			LeaseUntil: now.Add(b.cfg.LeaseDuration), Random: b.random, Queues: s.queues, Types: s.types}}
 	}
 	return offers, all && offers != nil
 }

@@ -336,6 +336,9 @@ type JobOffer struct {
 	// only the ready jobs of these as ones the offered job would go ahead of (the SQLite store
 	// does); it must count those.
 	Queues []string
+	// Types are the job types the worker takes; none: unknown. A store may count only the
+	// ready jobs of these, as for Queues (the SQLite store does, for a worker of every queue).
+	Types []string
 }
 
 // CheckOffers refuses offers that do not pair with ps (Tx.JobInsertOfferedAtCommit): one per

@@ -84,7 +84,11 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		if cfg.BacklogPaused {
 			how = "paused; workers serve every queue"
 		}
-		brokers = fmt.Sprintf("%s, %d jobs waiting in queue %q (%s)", brokers, cfg.Backlog, backlogQueue, how)
+		where := fmt.Sprintf("in queue %q", backlogQueue)
+		if cfg.BacklogType {
+			where, how = fmt.Sprintf("of type %q in queue %q", backlogType, job.DefaultQueue), "no worker handles it; workers serve every queue"
+		}
+		brokers = fmt.Sprintf("%s, %d jobs waiting %s (%s)", brokers, cfg.Backlog, where, how)
 	}
 	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %s; %d worker processes x %d slots\n\n",
 		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, brokers, cfg.Workers, cfg.Concurrency)
@@ -395,7 +399,7 @@ func checkSucceeded(ctx context.Context, c *client.Client, backlog, n int64) err
 		if err != nil {
 			return fmt.Errorf("check job %d: %w", id, err)
 		}
-		if j.Queue == backlogQueue {
+		if j.Queue == backlogQueue || j.Type == backlogType {
 			if j.State != job.StatePending {
 				return fmt.Errorf("job %d of the backlog is %s, want PENDING", id, j.State)
 			}

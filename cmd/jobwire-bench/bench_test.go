@@ -83,6 +83,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "backlog with external workers", args: []string{"--backlog", "10", "--worker-cmd", "true"},
 			wantErr: "--backlog cannot be combined with --worker-cmd"},
 		{name: "paused backlog needs a backlog", args: []string{"--backlog-paused"}, wantErr: "--backlog-paused needs --backlog N"},
+		{name: "backlog of a type", args: []string{"--backlog", "10", "--backlog-type"}, check: func(c benchConfig) bool { return c.BacklogType }},
+		{name: "backlog of a type needs a backlog", args: []string{"--backlog-type"}, wantErr: "--backlog-type needs --backlog N"},
+		{name: "backlog of a type, paused", args: []string{"--backlog", "10", "--backlog-type", "--backlog-paused"},
+			wantErr: "--backlog-type and --backlog-paused cannot be combined"},
 		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
 	}
 	for _, tt := range tests {

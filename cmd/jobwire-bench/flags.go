@@ -45,6 +45,9 @@ type benchConfig struct {
 	// BacklogPaused pauses backlogQueue instead of having the workers name the default queue:
 	// the workers then serve every queue, as a worker configured with none does.
 	BacklogPaused bool `json:"backlog_paused,omitempty"`
+	// BacklogType queues the backlog in the default queue as jobs of backlogType, which no
+	// worker handles, instead of in backlogQueue: the workers serve every queue.
+	BacklogType bool `json:"backlog_type,omitempty"`
 
 	jsonPath  string
 	brokerBin string
@@ -91,6 +94,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Brokers, "brokers", 1, "brokers per scenario, all on its database (above 1 needs --db): producer calls are spread over them, worker i takes from broker i mod N, and in the latency scenario the producer sends to the first while the workers take from the others")
 	fs.IntVar(&c.Backlog, "backlog", 0, "first queue this many jobs in the queue \""+backlogQueue+"\", which no worker serves (the workers then take only the default queue), so each scenario runs beside a backlog")
 	fs.BoolVar(&c.BacklogPaused, "backlog-paused", false, "with --backlog: pause the backlog's queue, and let the workers serve every queue, instead of having them take only the default queue")
+	fs.BoolVar(&c.BacklogType, "backlog-type", false, "with --backlog: queue the backlog in the default queue as jobs of the type \""+backlogType+"\", which no worker handles, and let the workers serve every queue")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker, the workers and the producer of every scenario into this directory (the broker then runs from this binary)")
@@ -153,6 +157,12 @@ func parseFlags(args []string) (benchConfig, error) {
 	}
 	if c.BacklogPaused && c.Backlog == 0 {
 		errs = append(errs, "--backlog-paused needs --backlog N")
+	}
+	if c.BacklogType && c.Backlog == 0 {
+		errs = append(errs, "--backlog-type needs --backlog N")
+	}
+	if c.BacklogType && c.BacklogPaused {
+		errs = append(errs, "--backlog-type and --backlog-paused cannot be combined: the one queues the backlog in the default queue, the other pauses its own")
 	}
 	if c.Backlog > 0 && c.WorkerCmd != "" {
 		errs = append(errs, "--backlog cannot be combined with --worker-cmd: such workers serve every queue, the backlog's too")

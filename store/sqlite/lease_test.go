@@ -170,7 +170,8 @@ func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
 
 // A lease of every queue but the paused and excluded ones names the queues with ready jobs that
 // are left, so that it reads them through jobs_ready_queue and never passes over the jobs of a
-// paused queue, where a backlog waits; past maxNamedQueues queues it reads jobs_open as before.
+// paused queue, where a backlog waits; past maxNamedQueues queues it reads its type's ready jobs
+// (jobs_ready_type), of every queue.
 func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -188,20 +189,20 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	}
 	// The paused queue's jobs come first in dispatch order (same priority and time: by id).
 	insert("paused", "paused", "paused", "excluded", "b", "a", "b")
-	// readAll reports whether a lease read jobs_open, every queue's ready jobs: its statement
-	// is in the writer's cache once it ran.
-	readAll := func() bool {
-		all := false
+	// read reports whether a lease read index: its statement is in the writer's cache once
+	// it ran.
+	read := func(index string) bool {
+		found := false
 		err := s.Write(ctx, "look", func(stx store.Tx) error {
 			for q := range stx.(*tx).cache.stmts {
-				all = all || strings.HasPrefix(q, `SELECT `+jobColumns+` FROM jobs WHERE `+openState+` AND state = 2`)
+				found = found || strings.HasPrefix(q, `SELECT `+jobColumns+` FROM jobs INDEXED BY `+index+` WHERE state = 2`)
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return all
+		return found
 	}
 	lease := func(limit int) (leased []*job.Job, named []string, ok bool) {
 		t.Helper()
@@ -230,8 +231,8 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	if len(leased) != 2 || leased[0].Queue != "b" || leased[1].Queue != "a" {
 		t.Fatalf("leased %v, want the first of b then a, in dispatch order", leased)
 	}
-	if readAll() {
-		t.Fatal("the lease read jobs_open, past the paused queue's jobs, not the queues it named")
+	if read("jobs_ready_type") || !read("jobs_ready_queue") {
+		t.Fatal("the lease read its type's jobs, past the paused queue's, not the queues it named")
 	}
 	leased, _, _ = lease(8)
 	if len(leased) != 1 || leased[0].Queue != "b" {
@@ -249,8 +250,8 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 		t.Fatalf("named %q (ok %v), leased %v; want no names past %d queues, and the lease still in order", named, ok,
 			leased, maxNamedQueues)
 	}
-	if !readAll() {
-		t.Fatal("past maxNamedQueues queues the lease did not read jobs_open")
+	if !read("jobs_ready_type") {
+		t.Fatal("past maxNamedQueues queues the lease did not read its type's jobs")
 	}
 }
 

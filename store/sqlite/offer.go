@@ -18,12 +18,20 @@ const offerRulesSQL = `
 	AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)` + rateCountsOffer
 
 // offerFreeSQL answers whether a job offered with its insert may be stored LEASED, and its
-// arguments: no ready job of the queues the offer's worker takes waits with at least its
-// priority, and offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs
-// stored before the call count, as store.Tx.JobInsertOfferedAtCommit says. A worker that
-// names its queues has them read each through jobs_ready_queue, so that jobs waiting in a
-// queue it does not take (a backlog nobody serves) keep no offer back.
+// arguments: no ready job the offer's worker could take waits with at least its priority, and
+// offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs stored before
+// the call count, as store.Tx.JobInsertOfferedAtCommit says. A worker that names its queues
+// has them read each through jobs_ready_queue, and one of every queue its types through
+// jobs_ready_type, so that jobs waiting in a queue it does not take, or of a type it does not
+// handle (a backlog nobody serves), keep no offer back.
 func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
+	if len(o.Queues) == 0 && len(o.Types) > 0 && len(o.Types) <= maxNamedTypes {
+		var q strings.Builder
+		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
+		args := in(&q, nil, "type", false, o.Types)
+		q.WriteString(` AND priority >= ?)` + offerRulesSQL)
+		return q.String(), append(args, p.Priority, p.Queue, p.Type, p.Type, p.Queue)
+	}
 	if len(o.Queues) == 0 || len(o.Queues) > maxNamedQueues {
 		return `SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2 AND priority >= ?)` +
 			offerRulesSQL, []any{p.Priority, p.Queue, p.Type, p.Type, p.Queue}
@@ -93,11 +101,11 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 
 // offersFree reports, per job of ps, whether its offer may lease it (offerFreeSQL). Nothing is
 // inserted while it asks, so jobs of one priority, queue and type offered to workers of the
-// same queues share one answer.
+// same queues and types share one answer.
 func (t *tx) offersFree(ps []*store.JobInsertParams, offers []*store.JobOffer) ([]bool, error) {
 	type kind struct {
-		priority          int
-		queue, typ, scope string
+		priority                  int
+		queue, typ, queues, types string
 	}
 	var answers map[kind]bool
 	free := make([]bool, len(ps))
@@ -106,7 +114,7 @@ func (t *tx) offersFree(ps []*store.JobInsertParams, offers []*store.JobOffer) (
 			continue
 		}
 		p := ps[i]
-		k := kind{p.Priority, p.Queue, p.Type, strings.Join(o.Queues, ",")} // names hold no comma
+		k := kind{p.Priority, p.Queue, p.Type, strings.Join(o.Queues, ","), strings.Join(o.Types, ",")} // names hold no comma
 		ok, asked := answers[k]
 		if !asked {
 			q, args := offerFreeSQL(p, o)

@@ -50,3 +50,48 @@ func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
 		}
 	}
 }
+
+// An offer to a worker of every queue counts only the ready jobs of the types it takes: a
+// backlog of a type no worker handles, in the same queue, keeps no offer back, and a job of
+// a type it takes, in any queue, does. Without its types, every ready job counts.
+func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, now := openTemp(t)
+	params := func(typ, queue string, priority int) *store.JobInsertParams {
+		return &store.JobInsertParams{Type: typ, Queue: queue, Priority: priority, MaxAttempts: 1, RunAt: now,
+			Now: now, AttemptTimeout: time.Minute}
+	}
+	if err := s.Write(ctx, "backlog", func(tx store.Tx) error {
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{params("unserved", "default", 5), params("other", "elsewhere", 5)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Each offered job has a higher priority than the last, so one refused before, left
+	// ready, does not count against the next.
+	for i, c := range []struct {
+		types  []string
+		leased bool
+	}{
+		{[]string{"t"}, true},
+		{[]string{"x", "t"}, true},
+		{[]string{"t", "unserved"}, false},
+		{[]string{"t", "other"}, false},
+		{nil, false},
+	} {
+		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Types: c.types}
+		var leased []*job.Job
+		if err := s.Write(ctx, "offer", func(tx store.Tx) error {
+			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("t", "default", i)},
+				[]*store.JobOffer{offer}, func(jobs []*job.Job, err error) { leased = jobs })
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(leased) == 1 && leased[0] != nil; got != c.leased {
+			t.Errorf("a job offered to a worker of types %q beside waiting jobs of types unserved and other: leased %t, want %t",
+				c.types, got, c.leased)
+		}
+	}
+}

@@ -228,8 +228,8 @@ func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool
 }
 
 func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
-	if p.Limit <= 0 || len(p.Types) == 0 {
-		return nil, nil
+	if p.Limit <= 0 || len(without(p.Types, p.ExcludeTypes)) == 0 {
+		return nil, nil // no type to lease: every one named is left out
 	}
 	// Read the jobs in dispatch order, then lease each by its primary key. One
 	// UPDATE ... WHERE id IN (SELECT ...) RETURNING would need two temporary b-trees (the id
@@ -344,41 +344,67 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 // leaseQuery selects the ready jobs p may lease, in dispatch order. A lease that does not honour
 // concurrency keys leaves the keyed jobs out (keyconc.go).
 //
-// A lease that names its queues reads each queue's ready jobs through jobs_ready_queue, so
-// what it reads follows the jobs it may take, not the jobs of queues it does not serve: read
-// from jobs_open, a queue of waiting jobs nobody serves would be passed over by every lease.
-// Each queue gives its first jobs in dispatch order, and the union is put in that order
-// again: a sort of at most Limit rows a queue.
+// What it reads follows the jobs it may take, not the jobs waiting beside them: read from
+// jobs_open, a backlog that no lease takes (a queue nobody serves, a type no worker handles)
+// would be passed over by every lease. A lease that names its queues reads each through
+// jobs_ready_queue; one of every queue reads each of its types through jobs_ready_type. Each
+// read gives its jobs in dispatch order, and SQLite merges them (a compound SELECT whose
+// ORDER BY every arm's index gives), stopping at the limit: a lease reads about the jobs it
+// takes, one more a read.
 func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
 	order := ` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit)
-	if len(p.Queues) == 0 || len(p.Queues) > maxNamedQueues {
+	one := *p
+	var index, column string
+	var keys []string
+	switch {
+	case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues:
+		index, column, keys = "jobs_ready_queue", "queue", p.Queues
+		one.Queues = nil
+	case len(p.Queues) == 0:
+		keys = without(p.Types, p.ExcludeTypes)
+		index, column = "jobs_ready_type", "type"
+		one.Types, one.ExcludeTypes = nil, nil
+	}
+	if len(keys) == 0 || len(keys) > maxNamedTypes {
 		return openQuery(p, order)
 	}
 	var sel strings.Builder
 	var args []any
-	one := *p
-	for i, q := range p.Queues {
+	for i, k := range keys {
 		if i > 0 {
 			sel.WriteString(` UNION ALL `)
 		}
-		sel.WriteString(`SELECT * FROM (SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_ready_queue
-			WHERE state = 2 AND queue = ?`)
-		args = append(args, q)
-		one.Queues = nil
+		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs INDEXED BY ` + index + ` WHERE state = 2 AND ` + column + ` = ?`)
+		args = append(args, k)
 		args = readyWhere(&sel, args, &one)
-		sel.WriteString(order + `)`)
 	}
-	if len(p.Queues) > 1 {
-		sel.WriteString(order)
-	}
+	sel.WriteString(order)
 	if len(args) > maxVariables {
-		// Each queue's read binds the scope's names again: past SQLite's limit on bound
-		// variables, one read of jobs_open is the statement that can run.
+		// Each read binds the scope's names again: past SQLite's limit on bound variables,
+		// one read of jobs_open is the statement that can run.
 		return openQuery(p, order)
 	}
 	return sel.String(), args
+}
+
+// maxNamedTypes is how many types a lease of every queue reads one by one at most
+// (leaseQuery): past that, one read of jobs_open, whose statement does not grow with them.
+const maxNamedTypes = 32
+
+// without returns names less those in out, in their order.
+func without(names, out []string) []string {
+	if len(out) == 0 {
+		return names
+	}
+	kept := make([]string, 0, len(names))
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			kept = append(kept, n)
+		}
+	}
+	return kept
 }
 
 // maxVariables is how many bound variables a statement may have (SQLITE_MAX_VARIABLE_NUMBER's

@@ -58,6 +58,14 @@ func testLeaseOrder(t *testing.T, b *bundle) {
 	if jobs := b.lease(b.leaseParams(2, "t")); len(jobs) != 0 {
 		t.Fatalf("leased %v again while their leases are current", ids(jobs))
 	}
+	// Across types, one order: the highest priority of either type first.
+	typed := func(typ string, priority int) *store.JobInsertParams {
+		p := b.job(typ)
+		p.Priority = priority
+		return p
+	}
+	mixed := b.insert(typed("a", 0), typed("b", 3), typed("a", 5), typed("b", -2), typed("b", 3))
+	equal(t, "lease order across types", ids(b.lease(b.leaseParams(4, "a", "b"))), []int64{mixed[2], mixed[1], mixed[4], mixed[0]})
 	// A SCHEDULED job is not ready.
 	later := b.job("t")
 	later.RunAt = b.now.Add(time.Hour)
