@@ -262,3 +262,29 @@ func testOffersLeaveTheRestForFreedSlots(t *testing.T, clustered bool) {
 		t.Fatalf("handed out %v, want every job in order %v", got, want)
 	}
 }
+
+// Jobs waiting of a type no worker handles keep no offer back (alone, on SQLite, which counts
+// only the jobs of the worker's types): a job enqueued beside them for a worker with room is
+// still leased by its insert, with no round, which would lease it past them.
+func TestOfferPassesABacklogOfAnotherType(t *testing.T) {
+	t.Parallel()
+	onlyGroupCommit(t)
+	b, w := offerBroker(t, false)
+	ctx := context.Background()
+	if _, err := b.Enqueue(ctx, []JobSpec{{Type: "unserved", Priority: 5}, {Type: "unserved", Priority: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	s := openPay(t, b, 4)
+	settle(t, b)
+	before := w.count()
+	ids, err := b.Enqueue(ctx, []JobSpec{{Type: payType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
+		t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
+	}
+	if calls := w.since(before); !slices.Equal(calls, []string{"offered insert"}) {
+		t.Fatalf("calls after the enqueue beside the backlog: %q, want one offered insert and no lease", calls)
+	}
+}

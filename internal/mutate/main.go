@@ -1071,7 +1071,7 @@ func mutations() []mutation {
 		from: "j.Result, j.Progress = result, progress", to: "_ = progress",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobOutcomes"})
 	add(mutation{name: "sqlite: a lease of named queues reads every queue", file: "store/sqlite/tx.go",
-		from: "if len(p.Queues) == 0 || len(p.Queues) > maxNamedQueues {", to: "if true {",
+		from: "case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues:", to: "case false:",
 		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
 	add(mutation{name: "sqlite: a lease of every queue but some reads the paused ones' backlog", file: "store/sqlite/tx.go",
 		from: "\t\t\tscope.Queues = named", to: "\t\t\t_ = named",
@@ -1098,7 +1098,7 @@ func mutations() []mutation {
 		from: "if _, twice := w.changed[id]; twice {", to: "if false {",
 		pkgs: []string{srvPkg}, run: "TestWatchReadsAJobToldOfTwice$"})
 	add(mutation{name: "sqlite: a lease of 1,000 queues reads them one by one", file: "store/sqlite/tx.go",
-		from: "if len(p.Queues) == 0 || len(p.Queues) > maxNamedQueues {", to: "if len(p.Queues) == 0 {",
+		from: "case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues:", to: "case len(p.Queues) > 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
 	add(mutation{name: "sqlite: a union of queues' reads binds past SQLite's limit", file: "store/sqlite/tx.go",
 		from: "if len(args) > maxVariables {", to: "if false {",
@@ -1262,6 +1262,21 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: a job dead unstarted gets an attempt record", file: pgTx,
 		from: "	if p.Unstarted {\n		return true, nil\n	}\n", to: "",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/JobFinishUnstarted", postgres: true})
+	add(mutation{name: "sqlite: a lease of every queue reads jobs_open, past the types it does not take", file: txFile,
+		from: "case len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxNamedTypes:", to: "case false:",
+		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
+	add(mutation{name: "sqlite: a lease of every queue reads 1,000 types one by one", file: txFile,
+		from: "case len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxNamedTypes:", to: "case len(p.Queues) == 0 && len(types) > 0:",
+		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
+	add(mutation{name: "sqlite: an offer counts ready jobs of types its worker does not take", file: "store/sqlite/offer.go",
+		from: "if len(o.Queues) == 0 && len(o.Types) > 0 &&", to: "if false && len(o.Types) > 0 &&",
+		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})
+	add(mutation{name: "sqlite: offers to workers of the same queues but other types share an answer", file: "store/sqlite/offer.go",
+		from: `strings.Join(o.Queues, ","), strings.Join(o.Types, ",")}`, to: `strings.Join(o.Queues, ","), ""}`,
+		pkgs: []string{storePkg}, run: "TestOfferSharesAnswersByWorkerScope"})
+	add(mutation{name: "broker: an offer does not name its worker's types", file: "broker/offer.go",
+		from: "Queues: s.queues, Types: s.types}}", to: "Queues: s.queues}}",
+		pkgs: []string{"./broker"}, run: "TestOfferPassesABacklogOfAnotherType"})
 	add(mutation{name: "worker: a batch frame gathers results past its byte limit", file: "worker/session.go",
 		from: "size > maxBatchBytes {", to: "size < 0 {",
 		pkgs: []string{"./worker"}, run: "TestFrames$|TestLargeJobsReadyTogether"})

@@ -256,10 +256,10 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 }
 
 // A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
-// would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads
-// are past its limit of 500 terms in a union.
-// Past maxNamedQueues, and for fewer queues whose reads would bind too many names, it reads
-// jobs_open once.
+// would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads,
+// or 1,000 types' for a worker of every queue, are past its limit of 500 terms in a union.
+// Past maxNamedQueues queues or maxNamedTypes types, and for fewer whose reads would bind too
+// many names, it reads jobs_open once.
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -287,6 +287,7 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 		{"1000 queues of 1000 types", 1000, 1000},
 		{"600 queues of one type", 1, 600}, // a union of 600 reads binds 1,200 names
 		{"16 queues of 3000 types", 3000, maxNamedQueues},
+		{"every queue, 1000 types", 1000, 0},
 	} {
 		p := &store.JobLeaseParams{Types: names("t", c.types), Queues: names("q", c.queues), Limit: 1,
 			WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}

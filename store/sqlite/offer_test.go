@@ -95,3 +95,33 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 		}
 	}
 }
+
+// Offers in one insert share the store's answer only when their workers take the same queues
+// and types: of two jobs alike, one offered to a worker of type t and one to a worker of t
+// and of a type with a job waiting, only the first is leased.
+func TestOfferSharesAnswersByWorkerScope(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, now := openTemp(t)
+	params := func(typ string, priority int) *store.JobInsertParams {
+		return &store.JobInsertParams{Type: typ, Queue: "default", Priority: priority, MaxAttempts: 1, RunAt: now,
+			Now: now, AttemptTimeout: time.Minute}
+	}
+	offer := func(types ...string) *store.JobOffer {
+		return &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Types: types}
+	}
+	var leased []*job.Job
+	if err := s.Write(ctx, "offer", func(tx store.Tx) error {
+		if _, err := tx.JobInsertMany([]*store.JobInsertParams{params("waiting", 5)}); err != nil {
+			return err
+		}
+		_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("t", 0), params("t", 0)},
+			[]*store.JobOffer{offer("t"), offer("t", "waiting")}, func(jobs []*job.Job, err error) { leased = jobs })
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(leased) != 2 || leased[0] == nil || leased[1] != nil {
+		t.Fatalf("leased %v; want the first job only", leased)
+	}
+}

@@ -358,16 +358,15 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	one := *p
 	var index, column string
 	var keys []string
+	types := without(p.Types, p.ExcludeTypes)
 	switch {
 	case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues:
 		index, column, keys = "jobs_ready_queue", "queue", p.Queues
 		one.Queues = nil
-	case len(p.Queues) == 0:
-		keys = without(p.Types, p.ExcludeTypes)
-		index, column = "jobs_ready_type", "type"
+	case len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxNamedTypes:
+		index, column, keys = "jobs_ready_type", "type", types
 		one.Types, one.ExcludeTypes = nil, nil
-	}
-	if len(keys) == 0 || len(keys) > maxNamedTypes {
+	default:
 		return openQuery(p, order)
 	}
 	var sel strings.Builder
