@@ -1268,6 +1268,12 @@ func mutations() []mutation {
 	add(mutation{name: "sqlite: a lease of every queue reads 1,000 types one by one", file: txFile,
 		from: "case len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxNamedTypes:", to: "case len(p.Queues) == 0 && len(types) > 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
+	add(mutation{name: "postgres: a lease of one type and every queue reads jobs_ready, past other types", file: pgTx,
+		from: "if len(p.Types) == 1 && len(p.Queues) == 0 {", to: "if false {",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfOneTypeReadsOnlyItsType", postgres: true})
+	add(mutation{name: "postgres: a lease of one type is planned without the type as a range", file: pgTx,
+		from: "q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)", to: "q.sql.WriteString(` AND type = ` + typ)",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfOneTypeReadsOnlyItsType", postgres: true})
 	add(mutation{name: "sqlite: an offer counts ready jobs of types its worker does not take", file: "store/sqlite/offer.go",
 		from: "if len(o.Queues) == 0 && len(o.Types) > 0 &&", to: "if false && len(o.Types) > 0 &&",
 		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})

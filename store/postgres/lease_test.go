@@ -167,33 +167,49 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 // beside a million jobs waiting in a queue no worker served (auto_explain).
 func TestLeaseOfOneQueueReadsOnlyItsQueue(t *testing.T) {
 	t.Parallel()
+	leaseReadsOnly(t, "jobs_ready_queue", `'t', 'backlog'`, "t", "q",
+		&store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"q"}})
+}
+
+// A lease for a worker of one type and every queue reads that type's ready jobs through
+// jobs_ready_type, in dispatch order, and none of the jobs of another type waiting in the same
+// queue: read from jobs_ready, it passed over every one of them, so a backlog of a type no
+// worker handles slowed every lease as it grew. The generic plan must read the same.
+func TestLeaseOfOneTypeReadsOnlyItsType(t *testing.T) {
+	t.Parallel()
+	leaseReadsOnly(t, "jobs_ready_type", `'unhandled', 'default'`, "t", "default",
+		&store.JobLeaseParams{Types: []string{"t"}})
+}
+
+// leaseReadsOnly checks that a lease of params (scope only) reads its jobs through index, by
+// its key and in dispatch order, in the plan the server makes for the lease's prepared
+// statement and in the generic one, beside 200,000 ready jobs of backlog (the type and queue
+// of each, as SQL), analysed; and that it leases 16 of the 30 jobs of type typ in queue queue.
+func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *store.JobLeaseParams) {
+	t.Helper()
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
 	now := time.Unix(1_700_000_000, 0)
-	insert := func(queue string, n int) {
-		t.Helper()
-		ps := make([]*store.JobInsertParams, n)
-		for i := range ps {
-			ps[i] = &store.JobInsertParams{Type: "t", Queue: queue, Payload: []byte(`{}`), MaxAttempts: 3,
-				RunAt: now, Now: now, AttemptTimeout: time.Minute}
-		}
-		if err := s.Write(ctx, "test", func(stx store.Tx) error { _, err := stx.JobInsertMany(ps); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, sql := range []string{
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
-			SELECT 't', 'backlog', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 200000)`,
+			SELECT ` + backlog + `, '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 200000)`,
 		`ANALYZE jobs`,
 	} {
 		if _, err := s.pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	insert("q", 30)
-	params := &store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"q"}, Limit: 16, WorkerID: "w", Now: now,
-		LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, ExcludeShut: true}
+	ps := make([]*store.JobInsertParams, 30)
+	for i := range ps {
+		ps[i] = &store.JobInsertParams{Type: typ, Queue: queue, Payload: []byte(`{}`), MaxAttempts: 3,
+			RunAt: now, Now: now, AttemptTimeout: time.Minute}
+	}
+	if err := s.Write(ctx, "test", func(stx store.Tx) error { _, err := stx.JobInsertMany(ps); return err }); err != nil {
+		t.Fatal(err)
+	}
+	params.Limit, params.WorkerID, params.Now, params.LeaseUntil = 16, "w", now, now.Add(time.Minute)
+	params.EnforceQueues, params.SkipCapped, params.ExcludeShut = true, true, true
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -222,9 +238,9 @@ func TestLeaseOfOneQueueReadsOnlyItsQueue(t *testing.T) {
 			}
 			return plan
 		}()
-		if !strings.Contains(plan, "Index Scan using jobs_ready_queue") || !strings.Contains(plan, "Index Cond: (") ||
+		if !strings.Contains(plan, "Index Scan using "+index) || !strings.Contains(plan, "Index Cond: (") ||
 			strings.Contains(plan, "Sort") {
-			t.Errorf("plan_cache_mode %s: the lease of one queue does not read jobs_ready_queue by queue in order:\n%s", mode, plan)
+			t.Errorf("plan_cache_mode %s: the lease does not read %s by its key in order:\n%s", mode, index, plan)
 		}
 	}
 	var leased []*job.Job
@@ -237,11 +253,11 @@ func TestLeaseOfOneQueueReadsOnlyItsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(leased) != 16 {
-		t.Fatalf("leased %d jobs of queue q, want 16", len(leased))
+		t.Fatalf("leased %d jobs of type %s in queue %s, want 16", len(leased), typ, queue)
 	}
 	for _, j := range leased {
-		if j.Queue != "q" {
-			t.Fatalf("leased job %d of queue %q, want q", j.ID, j.Queue)
+		if j.Type != typ || j.Queue != queue {
+			t.Fatalf("leased job %d of type %s in queue %q, want %s in %s", j.ID, j.Type, j.Queue, typ, queue)
 		}
 	}
 }

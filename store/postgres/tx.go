@@ -748,7 +748,17 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 
 // leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules add.
 func leaseWhere(q *query, p *store.JobLeaseParams) {
-	q.sql.WriteString(` AND type = ANY(` + q.arg(p.Types) + `)`)
+	if len(p.Types) == 1 && len(p.Queues) == 0 {
+		// A worker of one type and every queue: as for one queue below, an equality the
+		// planner can match to jobs_ready_type, and the same value as a range for the plan the
+		// server keeps, so that the lease reads this type's ready jobs in dispatch order and
+		// passes over no other type's: a backlog of a type no worker handles
+		// (TestLeaseOfOneTypeReadsOnlyItsType).
+		typ := q.arg(p.Types[0])
+		q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)
+	} else {
+		q.sql.WriteString(` AND type = ANY(` + q.arg(p.Types) + `)`)
+	}
 	if len(p.ExcludeTypes) > 0 {
 		q.sql.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
 	}
