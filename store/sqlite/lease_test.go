@@ -169,7 +169,7 @@ func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
 }
 
 // A lease of every queue but the paused and excluded ones names the queues with ready jobs that
-// are left, so that it reads them through jobs_ready_queue and never passes over the jobs of a
+// are left, so that it reads them through jobs_ready_queue_type and never passes over the jobs of a
 // paused queue, where a backlog waits; past maxNamedQueues queues it reads its type's ready jobs
 // (jobs_ready_type), of every queue.
 func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
@@ -231,7 +231,7 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	if len(leased) != 2 || leased[0].Queue != "b" || leased[1].Queue != "a" {
 		t.Fatalf("leased %v, want the first of b then a, in dispatch order", leased)
 	}
-	if read("jobs_ready_type") || !read("jobs_ready_queue") {
+	if read("jobs_ready_type") || !read("jobs_ready_queue_type") {
 		t.Fatal("the lease read its type's jobs, past the paused queue's, not the queues it named")
 	}
 	leased, _, _ = lease(8)
@@ -258,8 +258,8 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 // A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
 // would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads,
 // or 1,000 types' for a worker of every queue, are past its limit of 500 terms in a union.
-// Past maxNamedQueues queues or maxNamedTypes types, and for fewer whose reads would bind too
-// many names, it reads jobs_open once.
+// Past maxNamedQueues queues it reads each type, past maxReads types jobs_open once, and so it
+// does for fewer whose reads would bind too many names.
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -281,16 +281,17 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name          string
-		types, queues int
+		name                    string
+		types, queues, excluded int
 	}{
-		{"1000 queues of 1000 types", 1000, 1000},
-		{"600 queues of one type", 1, 600}, // a union of 600 reads binds 1,200 names
-		{"16 queues of 3000 types", 3000, maxNamedQueues},
-		{"every queue, 1000 types", 1000, 0},
+		{"1000 queues of 1000 types", 1000, 1000, 0},
+		{"600 queues of one type", 1, 600, 0}, // a union of 600 reads binds 1,200 names
+		{"16 queues of 3000 types", 3000, maxNamedQueues, 0},
+		{"every queue, 1000 types", 1000, 0, 0},
+		{"every queue but 1000, 64 types", 64, 0, 1000}, // 64 reads bind 64,064 names
 	} {
 		p := &store.JobLeaseParams{Types: names("t", c.types), Queues: names("q", c.queues), Limit: 1,
-			WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}
+			ExcludeQueues: names("x", c.excluded), WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}
 		var leased []*job.Job
 		err := s.Write(ctx, "lease", func(tx store.Tx) error {
 			leased, err = tx.JobLease(p)

@@ -20,25 +20,24 @@ const offerRulesSQL = `
 // offerFreeSQL answers whether a job offered with its insert may be stored LEASED, and its
 // arguments: no ready job the offer's worker could take waits with at least its priority, and
 // offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs stored before
-// the call count, as store.Tx.JobInsertOfferedAtCommit says. A worker that names its queues
-// has them read each through jobs_ready_queue, and one of every queue its types through
-// jobs_ready_type, so that jobs waiting in a queue it does not take, or of a type it does not
-// handle (a backlog nobody serves), keep no offer back.
+// the call count, as store.Tx.JobInsertOfferedAtCommit says. The worker's types in each of the
+// queues it names are read through jobs_ready_queue_type, and those of a worker of every queue
+// through jobs_ready_type, so that jobs waiting in a queue it does not take, or of a type it
+// does not handle (a backlog nobody serves), keep no offer back. An offer that does not name
+// the worker's types counts every ready job.
 func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
-	if len(o.Queues) == 0 && len(o.Types) > 0 && len(o.Types) <= maxNamedTypes {
-		var q strings.Builder
-		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
-		args := in(&q, nil, "type", false, o.Types)
-		q.WriteString(` AND priority >= ?)` + offerRulesSQL)
-		return q.String(), append(args, p.Priority, p.Queue, p.Type, p.Type, p.Queue)
-	}
-	if len(o.Queues) == 0 || len(o.Queues) > maxNamedQueues {
-		return `SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2 AND priority >= ?)` +
-			offerRulesSQL, []any{p.Priority, p.Queue, p.Type, p.Type, p.Queue}
-	}
 	var q strings.Builder
-	q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_queue WHERE state = 2`)
-	args := in(&q, nil, "queue", false, o.Queues)
+	var args []any
+	switch {
+	case len(o.Types) > 0 && len(o.Queues) > 0 && len(o.Queues) <= maxNamedQueues && len(o.Queues)*len(o.Types) <= maxReads:
+		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2`)
+		args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)
+	case len(o.Types) > 0 && len(o.Types) <= maxReads:
+		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
+		args = in(&q, in(&q, nil, "type", false, o.Types), "queue", false, o.Queues)
+	default:
+		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2`)
+	}
 	q.WriteString(` AND priority >= ?)` + offerRulesSQL)
 	return q.String(), append(args, p.Priority, p.Queue, p.Type, p.Type, p.Queue)
 }

@@ -35,7 +35,7 @@ func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
 		{[]string{"default", "backlog"}, false},
 		{nil, false},
 	} {
-		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Queues: c.queues}
+		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Queues: c.queues, Types: []string{"t"}}
 		var leased []*job.Job
 		if err := s.Write(ctx, "offer", func(tx store.Tx) error {
 			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("default", 0)},
@@ -51,9 +51,9 @@ func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
 	}
 }
 
-// An offer to a worker of every queue counts only the ready jobs of the types it takes: a
+// An offer counts only the ready jobs of the types its worker takes, in the queues it takes: a
 // backlog of a type no worker handles, in the same queue, keeps no offer back, and a job of
-// a type it takes, in any queue, does. Without its types, every ready job counts.
+// a type it takes, in a queue it takes, does. Without its types, every ready job counts.
 func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,7 +63,7 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 			Now: now, AttemptTimeout: time.Minute}
 	}
 	if err := s.Write(ctx, "backlog", func(tx store.Tx) error {
-		_, err := tx.JobInsertMany([]*store.JobInsertParams{params("unserved", "default", 5), params("other", "elsewhere", 5)})
+		_, err := tx.JobInsertMany([]*store.JobInsertParams{params("unserved", "default", 100), params("other", "elsewhere", 100)})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -71,16 +71,20 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 	// Each offered job has a higher priority than the last, so one refused before, left
 	// ready, does not count against the next.
 	for i, c := range []struct {
-		types  []string
-		leased bool
+		types, queues []string
+		leased        bool
 	}{
-		{[]string{"t"}, true},
-		{[]string{"x", "t"}, true},
-		{[]string{"t", "unserved"}, false},
-		{[]string{"t", "other"}, false},
-		{nil, false},
+		{[]string{"t"}, nil, true},
+		{[]string{"x", "t"}, nil, true},
+		{[]string{"t"}, []string{"default"}, true},
+		{[]string{"t", "other"}, []string{"default", "x"}, true},
+		{[]string{"t", "unserved"}, nil, false},
+		{[]string{"t", "other"}, nil, false},
+		{[]string{"t", "unserved"}, []string{"default"}, false},
+		{nil, []string{"default"}, false},
+		{nil, nil, false},
 	} {
-		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Types: c.types}
+		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Types: c.types, Queues: c.queues}
 		var leased []*job.Job
 		if err := s.Write(ctx, "offer", func(tx store.Tx) error {
 			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("t", "default", i)},
@@ -90,8 +94,8 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := len(leased) == 1 && leased[0] != nil; got != c.leased {
-			t.Errorf("a job offered to a worker of types %q beside waiting jobs of types unserved and other: leased %t, want %t",
-				c.types, got, c.leased)
+			t.Errorf("a job offered to a worker of types %q and queues %q beside waiting jobs of types unserved and other: leased %t, want %t",
+				c.types, c.queues, got, c.leased)
 		}
 	}
 }

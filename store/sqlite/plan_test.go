@@ -28,42 +28,59 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 		p.Now, p.LeaseUntil, p.WorkerID = now, now.Add(time.Minute), "w"
 		return leaseQuery(&p)
 	}
-	many := make([]string, maxNamedTypes+1)
-	for i := range many {
-		many[i] = fmt.Sprintf("t%d", i)
+	names := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%d", prefix, i)
+		}
+		return out
+	}
+	offer := func(o store.JobOffer) (string, []any) {
+		return offerFreeSQL(&store.JobInsertParams{Type: "a", Queue: "q"}, &o)
 	}
 	tests := []struct {
 		name, index string
 		query       func() (string, []any)
-		// reads: how many reads of index, each by key ("queue" or "type") in dispatch order,
-		// merged by SQLite (no sort); 0: one read of index in dispatch order.
+		// reads: how many reads of index, each by key (its condition as the plan shows it) in
+		// dispatch order, merged by SQLite (no sort); 0: one read of index.
 		reads int
 		key   string
 	}{
 		// A lease of every queue reads only the jobs of its types, however many of others wait.
 		{"lease one type", "jobs_ready_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a"}, Limit: 1})
-		}, 1, "type"},
+		}, 1, "type=?"},
 		{"lease many types", "jobs_ready_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, ExcludeQueues: []string{"q"}, Limit: 256})
-		}, 3, "type"},
+		}, 3, "type=?"},
 		{"lease more types than it reads one by one", "jobs_open", func() (string, []any) {
-			return lease(store.JobLeaseParams{Types: many, Limit: 256})
+			return lease(store.JobLeaseParams{Types: names("t", maxReads+1), Limit: 256})
 		}, 0, ""},
-		// A lease that names its queues reads only their jobs, however many wait in others.
-		{"lease one queue", "jobs_ready_queue", func() (string, []any) {
+		// A lease that names its queues reads only their jobs of its types, however many wait
+		// in others, or of other types.
+		{"lease one queue", "jobs_ready_queue_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, Queues: []string{"q"}, ExcludePaused: true, Limit: 256})
-		}, 1, "queue"},
-		{"lease many types and queues", "jobs_ready_queue", func() (string, []any) {
+		}, 2, "queue=? AND type=?"},
+		{"lease many types and queues", "jobs_ready_queue_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, Queues: []string{"q", "r", "s"}, Limit: 256})
-		}, 3, "queue"},
+		}, 9, "queue=? AND type=?"},
+		{"lease more queues and types than it reads one by one", "jobs_ready_type", func() (string, []any) {
+			return lease(store.JobLeaseParams{Types: names("t", 5), Queues: names("q", maxNamedQueues), Limit: 256})
+		}, 5, "type=?"},
 		{"lease excluding", "jobs_ready_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, ExcludeTypes: []string{"b"},
 				ExcludeQueues: []string{"q", "r", "s"}, Limit: 8})
-		}, 1, "type"},
+		}, 1, "type=?"},
 		{"lease leaving out paused queues", "jobs_ready_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, ExcludeQueues: []string{"q"}, ExcludePaused: true, Limit: 8})
-		}, 2, "type"},
+		}, 2, "type=?"},
+		// An offer looks only for jobs its worker could take.
+		{"offer to a worker of named queues", "jobs_ready_queue_type", func() (string, []any) {
+			return offer(store.JobOffer{Types: []string{"a", "b"}, Queues: []string{"q", "r"}})
+		}, 0, ""},
+		{"offer to a worker of every queue", "jobs_ready_type", func() (string, []any) {
+			return offer(store.JobOffer{Types: []string{"a", "b"}})
+		}, 0, ""},
 		{"finished since", "jobs_finished", func() (string, []any) {
 			return `SELECT COUNT(*) FROM jobs WHERE ` + finishedState + ` AND state IN (5, 6) AND finished_at >= ?`, []any{0}
 		}, 0, ""},
@@ -98,7 +115,7 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 				}
 				return
 			}
-			by := "INDEX " + tt.index + " (" + tt.key + "=?)"
+			by := "INDEX " + tt.index + " (" + tt.key + ")"
 			for _, step := range plan {
 				if strings.HasPrefix(step, "SEARCH jobs") && !strings.Contains(step, by) {
 					t.Fatalf("plan %q: want every read of jobs through %s by %s", all, tt.index, tt.key)

@@ -30,17 +30,17 @@ func (t *tx) queueRoom() (map[string]int, error) {
 	return room, rows.Err()
 }
 
-// maxNamedQueues is how many queues readyQueuesBut names at most: a lease reads each named
-// queue on its own, and past a few dozen one read of jobs_open costs less.
+// maxNamedQueues is how many queues a lease reads one by one at most (leaseQuery), and so
+// readyQueuesBut names: past that, a lease reads each of its types in every queue.
 const maxNamedQueues = 16
 
 // readyQueuesBut names the queues a lease of every queue but some (p.ExcludeQueues and, with
 // p.ExcludePaused, the paused ones) may take from: those with ready jobs, less the ones left
-// out. A lease that names them reads each through jobs_ready_queue (leaseQuery), where one of
-// every queue reads jobs_open and passes over each ready job of the queues it leaves out: a
-// paused queue is where a backlog waits. ok is false when more than maxNamedQueues would be
-// named. The queues are found by one index step each (a loose scan of jobs_ready_queue), so
-// the cost follows the number of queues, not of their jobs.
+// out. A lease that names them reads each through jobs_ready_queue_type (leaseQuery), where
+// one of every queue reads its types through jobs_ready_type and passes over their ready jobs
+// in the queues it leaves out: a paused queue is where a backlog waits. ok is false when more
+// than maxNamedQueues would be named. The queues are found by one index step each (a loose
+// scan of jobs_ready_queue_type), so the cost follows the number of queues, not of their jobs.
 func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, err error) {
 	out := map[string]bool{}
 	for _, q := range p.ExcludeQueues {
@@ -56,9 +56,9 @@ func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, e
 		}
 	}
 	ready, err := t.queryStrings(`WITH RECURSIVE ready(name) AS (
-			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue WHERE state = 2 ORDER BY queue LIMIT 1)
+			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2 ORDER BY queue LIMIT 1)
 			UNION ALL
-			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue WHERE state = 2 AND queue > ready.name
+			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2 AND queue > ready.name
 				ORDER BY queue LIMIT 1) FROM ready WHERE ready.name IS NOT NULL
 		) SELECT name FROM ready WHERE name IS NOT NULL LIMIT ` + strconv.Itoa(maxNamedQueues+len(out)+1))
 	if err != nil {

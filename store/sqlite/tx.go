@@ -346,38 +346,44 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 //
 // What it reads follows the jobs it may take, not the jobs waiting beside them: read from
 // jobs_open, a backlog that no lease takes (a queue nobody serves, a type no worker handles)
-// would be passed over by every lease. A lease that names its queues reads each through
-// jobs_ready_queue; one of every queue reads each of its types through jobs_ready_type. Each
-// read gives its jobs in dispatch order, and SQLite merges them (a compound SELECT whose
-// ORDER BY every arm's index gives), stopping at the limit: a lease reads about the jobs it
-// takes, one more a read.
+// would be passed over by every lease. A lease that names its queues reads each of its types
+// in each of them through jobs_ready_queue_type; one of every queue reads each of its types
+// through jobs_ready_type, as does one that names more queues than that is worth (its queues
+// then a condition). Each read gives its jobs in dispatch order, and SQLite merges them (a
+// compound SELECT whose ORDER BY every read's index gives), stopping at the limit: a lease
+// reads about the jobs it takes, one more a read.
 func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
 	order := ` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit)
-	one := *p
-	var index, column string
-	var keys []string
 	types := without(p.Types, p.ExcludeTypes)
-	switch {
-	case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues:
-		index, column, keys = "jobs_ready_queue", "queue", p.Queues
-		one.Queues = nil
-	case len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxNamedTypes:
-		index, column, keys = "jobs_ready_type", "type", types
-		one.Types, one.ExcludeTypes = nil, nil
-	default:
-		return openQuery(p, order)
-	}
+	one := *p // the scope's other conditions, written in every read
+	one.Types, one.ExcludeTypes = nil, nil
 	var sel strings.Builder
 	var args []any
-	for i, k := range keys {
-		if i > 0 {
+	read := func(index, where string, keys ...any) {
+		if len(args) > 0 {
 			sel.WriteString(` UNION ALL `)
 		}
-		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs INDEXED BY ` + index + ` WHERE state = 2 AND ` + column + ` = ?`)
-		args = append(args, k)
-		args = readyWhere(&sel, args, &one)
+		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs INDEXED BY ` + index + ` WHERE state = 2 AND ` + where)
+		args = readyWhere(&sel, append(args, keys...), &one)
+	}
+	switch {
+	case len(types) == 0:
+		return openQuery(p, order)
+	case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues && len(p.Queues)*len(types) <= maxReads:
+		one.Queues = nil
+		for _, q := range p.Queues {
+			for _, t := range types {
+				read("jobs_ready_queue_type", `queue = ? AND type = ?`, q, t)
+			}
+		}
+	case len(types) <= maxReads:
+		for _, t := range types {
+			read("jobs_ready_type", `type = ?`, t)
+		}
+	default:
+		return openQuery(p, order)
 	}
 	sel.WriteString(order)
 	if len(args) > maxVariables {
@@ -388,9 +394,9 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	return sel.String(), args
 }
 
-// maxNamedTypes is how many types a lease of every queue reads one by one at most
+// maxReads is how many reads, of a type or of a type in a queue, a lease makes at most
 // (leaseQuery): past that, one read of jobs_open, whose statement does not grow with them.
-const maxNamedTypes = 32
+const maxReads = 64
 
 // without returns names less those in out, in their order.
 func without(names, out []string) []string {
