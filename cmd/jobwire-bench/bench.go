@@ -87,6 +87,9 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		where := fmt.Sprintf("in queue %q", backlogQueue)
 		if cfg.BacklogType {
 			where, how = fmt.Sprintf("of type %q in queue %q", backlogType, job.DefaultQueue), "no worker handles it; workers serve every queue"
+			if cfg.BacklogNamed {
+				how = fmt.Sprintf("no worker handles it; workers take only %q", job.DefaultQueue)
+			}
 		}
 		brokers = fmt.Sprintf("%s, %d jobs waiting %s (%s)", brokers, cfg.Backlog, where, how)
 	}

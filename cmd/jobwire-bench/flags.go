@@ -48,6 +48,9 @@ type benchConfig struct {
 	// BacklogType queues the backlog in the default queue as jobs of backlogType, which no
 	// worker handles, instead of in backlogQueue: the workers serve every queue.
 	BacklogType bool `json:"backlog_type,omitempty"`
+	// BacklogNamed, with BacklogType, has the workers name the default queue, as they do
+	// beside a backlog in backlogQueue, instead of serving every queue.
+	BacklogNamed bool `json:"backlog_named,omitempty"`
 
 	jsonPath  string
 	brokerBin string
@@ -94,6 +97,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Brokers, "brokers", 1, "brokers per scenario, all on its database (above 1 needs --db): producer calls are spread over them, worker i takes from broker i mod N, and in the latency scenario the producer sends to the first while the workers take from the others")
 	fs.IntVar(&c.Backlog, "backlog", 0, "first queue this many jobs in the queue \""+backlogQueue+"\", which no worker serves (the workers then take only the default queue), so each scenario runs beside a backlog")
 	fs.BoolVar(&c.BacklogPaused, "backlog-paused", false, "with --backlog: pause the backlog's queue, and let the workers serve every queue, instead of having them take only the default queue")
+	fs.BoolVar(&c.BacklogNamed, "backlog-named", false, "with --backlog-type: the workers name the default queue, where the backlog waits, instead of serving every queue")
 	fs.BoolVar(&c.BacklogType, "backlog-type", false, "with --backlog: queue the backlog in the default queue as jobs of the type \""+backlogType+"\", which no worker handles, and let the workers serve every queue")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
@@ -160,6 +164,9 @@ func parseFlags(args []string) (benchConfig, error) {
 	}
 	if c.BacklogType && c.Backlog == 0 {
 		errs = append(errs, "--backlog-type needs --backlog N")
+	}
+	if c.BacklogNamed && !c.BacklogType {
+		errs = append(errs, "--backlog-named needs --backlog-type")
 	}
 	if c.BacklogType && c.BacklogPaused {
 		errs = append(errs, "--backlog-type and --backlog-paused cannot be combined: the one queues the backlog in the default queue, the other pauses its own")
