@@ -9,6 +9,21 @@ import (
 	"github.com/jobwire/jobwire/store"
 )
 
+// offeredAlone inserts the job of p offered to o's worker and reports whether the insert
+// leased it.
+func offeredAlone(t *testing.T, s *Store, p *store.JobInsertParams, o *store.JobOffer) bool {
+	t.Helper()
+	var leased []*job.Job
+	if err := s.Write(context.Background(), "offer", func(tx store.Tx) error {
+		_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{p}, []*store.JobOffer{o},
+			func(jobs []*job.Job, err error) { leased = jobs })
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return len(leased) == 1 && leased[0] != nil
+}
+
 // Only the queues the offer's worker takes can hold a job the offer would go ahead of: a job
 // waiting in another queue, whatever its priority, keeps no offer of a worker that names its
 // queues back, and keeps back one of a worker of every queue or of that queue too.
@@ -36,15 +51,7 @@ func TestOfferPassesQueuesItsWorkerDoesNotTake(t *testing.T) {
 		{nil, false},
 	} {
 		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Queues: c.queues, Types: []string{"t"}}
-		var leased []*job.Job
-		if err := s.Write(ctx, "offer", func(tx store.Tx) error {
-			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("default", 0)},
-				[]*store.JobOffer{offer}, func(jobs []*job.Job, err error) { leased = jobs })
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if got := len(leased) == 1 && leased[0] != nil; got != c.leased {
+		if got := offeredAlone(t, s, params("default", 0), offer); got != c.leased {
 			t.Errorf("a job offered to a worker of queues %q beside a job waiting in backlog: leased %t, want %t",
 				c.queues, got, c.leased)
 		}
@@ -85,15 +92,7 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 		{nil, nil, false},
 	} {
 		offer := &store.JobOffer{WorkerID: "w", LeaseUntil: now.Add(time.Minute), Types: c.types, Queues: c.queues}
-		var leased []*job.Job
-		if err := s.Write(ctx, "offer", func(tx store.Tx) error {
-			_, err := tx.JobInsertOfferedAtCommit([]*store.JobInsertParams{params("t", "default", i)},
-				[]*store.JobOffer{offer}, func(jobs []*job.Job, err error) { leased = jobs })
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if got := len(leased) == 1 && leased[0] != nil; got != c.leased {
+		if got := offeredAlone(t, s, params("t", "default", i), offer); got != c.leased {
 			t.Errorf("a job offered to a worker of types %q and queues %q beside waiting jobs of types unserved and other: leased %t, want %t",
 				c.types, c.queues, got, c.leased)
 		}
