@@ -361,8 +361,9 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	one.Types, one.ExcludeTypes = nil, nil
 	var sel strings.Builder
 	var args []any
+	reads := 0
 	read := func(index, where string, keys ...any) {
-		if len(args) > 0 {
+		if reads++; reads > 1 {
 			sel.WriteString(` UNION ALL `)
 		}
 		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs INDEXED BY ` + index + ` WHERE state = 2 AND ` + where)
