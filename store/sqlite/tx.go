@@ -397,7 +397,9 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 
 // maxReads is how many reads, of a type or of a type in a queue, a lease makes at most
 // (leaseQuery): past that, one read of jobs_open, whose statement does not grow with them.
-const maxReads = 64
+// Each read costs about a microsecond more than one read of jobs_open where no backlog waits
+// (32 reads about 20 µs a lease, 64 about 80), and saves the whole backlog where one does.
+const maxReads = 32
 
 // without returns names less those in out, in their order.
 func without(names, out []string) []string {
