@@ -337,7 +337,7 @@ type JobOffer struct {
 	// does); it must count those.
 	Queues []string
 	// Types are the job types the worker takes; none: unknown. A store may count only the
-	// ready jobs of these, as for Queues (the SQLite store does, for a worker of every queue).
+	// ready jobs of these, as for Queues (the SQLite store does).
 	Types []string
 }
 
