@@ -1071,7 +1071,7 @@ func mutations() []mutation {
 		from: "j.Result, j.Progress = result, progress", to: "_ = progress",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobOutcomes"})
 	add(mutation{name: "sqlite: a lease of named queues reads every queue", file: "store/sqlite/tx.go",
-		from: "case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues && len(p.Queues)*len(types) <= maxReads:", to: "case false:",
+		from: "case len(queues) > 0 && len(queues)*len(types) <= maxReads:", to: "case false:",
 		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
 	add(mutation{name: "sqlite: a lease of every queue but some reads the paused ones' backlog", file: "store/sqlite/tx.go",
 		from: "\t\t\tscope.Queues = named", to: "\t\t\t_ = named",
@@ -1098,7 +1098,7 @@ func mutations() []mutation {
 		from: "if _, twice := w.changed[id]; twice {", to: "if false {",
 		pkgs: []string{srvPkg}, run: "TestWatchReadsAJobToldOfTwice$"})
 	add(mutation{name: "sqlite: a lease of 1,000 queues reads them one by one", file: "store/sqlite/tx.go",
-		from: "case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues && len(p.Queues)*len(types) <= maxReads:", to: "case len(p.Queues) > 0:",
+		from: "case len(queues) > 0 && len(queues)*len(types) <= maxReads:", to: "case len(queues) > 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
 	add(mutation{name: "sqlite: a union of queues' reads binds past SQLite's limit", file: "store/sqlite/tx.go",
 		from: "if len(args) > maxVariables {", to: "if false {",
@@ -1263,10 +1263,10 @@ func mutations() []mutation {
 		from: "	if p.Unstarted {\n		return true, nil\n	}\n", to: "",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/JobFinishUnstarted", postgres: true})
 	add(mutation{name: "sqlite: a lease of every queue reads jobs_open, past the types it does not take", file: txFile,
-		from: "	case len(types) <= maxReads:\n		for _, t := range types {", to: "	case false:\n		for _, t := range types {",
+		from: "	case readByType:\n		for _, t := range p.Types {", to: "	case readPlan(-1):\n		for _, t := range p.Types {",
 		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
 	add(mutation{name: "sqlite: a lease of every queue reads 1,000 types one by one", file: txFile,
-		from: "	case len(types) <= maxReads:\n		for _, t := range types {", to: "	case true:\n		for _, t := range types {",
+		from: "case len(types) == 0 || len(types) > maxReads:", to: "case len(types) == 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
 	add(mutation{name: "postgres: a lease of one type and every queue reads jobs_ready, past other types", file: pgTx,
 		from: "if len(p.Types) == 1 && len(p.Queues) == 0 {", to: "if false {",
@@ -1274,8 +1274,11 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: a lease of one type is planned without the type as a range", file: pgTx,
 		from: "q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)", to: "q.sql.WriteString(` AND type = ` + typ)",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfOneTypeReadsOnlyItsType", postgres: true})
+	add(mutation{name: "sqlite: a lease takes the types it leaves out", file: txFile,
+		from: "scope.Types, scope.ExcludeTypes = types, nil", to: "scope.ExcludeTypes = nil",
+		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})
 	add(mutation{name: "sqlite: an offer counts ready jobs of types its worker does not take", file: "store/sqlite/offer.go",
-		from: "case len(o.Types) > 0 && len(o.Types) <= maxReads:", to: "case false:",
+		from: "	case readByType:\n		q.WriteString(", to: "	case readPlan(-1):\n		q.WriteString(",
 		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})
 	add(mutation{name: "sqlite: an offer to a worker of named queues counts ready jobs of types it does not take", file: "store/sqlite/offer.go",
 		from: `args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)`, to: `args = in(&q, nil, "queue", false, o.Queues)`,

@@ -20,19 +20,18 @@ const offerRulesSQL = `
 // offerFreeSQL answers whether a job offered with its insert may be stored LEASED, and its
 // arguments: no ready job the offer's worker could take waits with at least its priority, and
 // offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs stored before
-// the call count, as store.Tx.JobInsertOfferedAtCommit says. The worker's types in each of the
-// queues it names are read through jobs_ready_queue_type, and those of a worker of every queue
-// through jobs_ready_type, so that jobs waiting in a queue it does not take, or of a type it
-// does not handle (a backlog nobody serves), keep no offer back. An offer that does not name
-// the worker's types counts every ready job.
+// the call count, as store.Tx.JobInsertOfferedAtCommit says. The worker's jobs are read as a
+// lease of it reads them (planReads), so that jobs waiting in a queue it does not take, or of
+// a type it does not handle (a backlog nobody serves), keep no offer back. An offer that does
+// not name the worker's types counts every ready job.
 func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
 	var q strings.Builder
 	var args []any
-	switch {
-	case len(o.Types) > 0 && len(o.Queues) > 0 && len(o.Queues) <= maxNamedQueues && len(o.Queues)*len(o.Types) <= maxReads:
+	switch planReads(o.Queues, o.Types) {
+	case readByQueueAndType:
 		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2`)
 		args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)
-	case len(o.Types) > 0 && len(o.Types) <= maxReads:
+	case readByType:
 		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
 		args = in(&q, in(&q, nil, "type", false, o.Types), "queue", false, o.Queues)
 	default:

@@ -30,8 +30,8 @@ func (t *tx) queueRoom() (map[string]int, error) {
 	return room, rows.Err()
 }
 
-// maxNamedQueues is how many queues a lease reads one by one at most (leaseQuery), and so
-// readyQueuesBut names: past that, a lease reads each of its types in every queue.
+// maxNamedQueues is how many queues readyQueuesBut names at most: past that, a lease reads
+// each of its types in every queue (planReads).
 const maxNamedQueues = 16
 
 // readyQueuesBut names the queues a lease of every queue but some (p.ExcludeQueues and, with

@@ -228,7 +228,8 @@ func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool
 }
 
 func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
-	if p.Limit <= 0 || len(without(p.Types, p.ExcludeTypes)) == 0 {
+	types := without(p.Types, p.ExcludeTypes)
+	if p.Limit <= 0 || len(types) == 0 {
 		return nil, nil // no type to lease: every one named is left out
 	}
 	// Read the jobs in dispatch order, then lease each by its primary key. One
@@ -239,6 +240,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	// starts again without it (each queue at most once), and what was leased is already gone
 	// from the ready set.
 	scope := *p
+	scope.Types, scope.ExcludeTypes = types, nil // left out once, not in every read
 	caps := p.Caps
 	if p.EnforceQueues {
 		scope.ExcludePaused = true
@@ -341,24 +343,17 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	return leased, t.rateSave(gate, p.Rates)
 }
 
-// leaseQuery selects the ready jobs p may lease, in dispatch order. A lease that does not honour
-// concurrency keys leaves the keyed jobs out (keyconc.go).
-//
-// What it reads follows the jobs it may take, not the jobs waiting beside them: read from
-// jobs_open, a backlog that no lease takes (a queue nobody serves, a type no worker handles)
-// would be passed over by every lease. A lease that names its queues reads each of its types
-// in each of them through jobs_ready_queue_type; one of every queue reads each of its types
-// through jobs_ready_type, as does one that names more queues than that is worth (its queues
-// then a condition). Each read gives its jobs in dispatch order, and SQLite merges them (a
-// compound SELECT whose ORDER BY every read's index gives), stopping at the limit: a lease
-// reads about the jobs it takes, one more a read.
+// leaseQuery selects the ready jobs p may lease, in dispatch order, reading them as
+// planReads says. A lease that does not honour concurrency keys leaves the keyed jobs out
+// (keyconc.go). Each read gives its jobs in dispatch order, and SQLite merges them (a compound
+// SELECT whose ORDER BY every read's index gives), stopping at the limit: a lease reads about
+// the jobs it takes, one more a read.
 func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	// The limit is written into the statement, not bound: a bound LIMIT makes SQLite compile
 	// the statement again on every run. Callers keep the number of distinct limits small.
 	order := ` ORDER BY priority DESC, run_at, id LIMIT ` + strconv.Itoa(p.Limit)
-	types := without(p.Types, p.ExcludeTypes)
 	one := *p // the scope's other conditions, written in every read
-	one.Types, one.ExcludeTypes = nil, nil
+	one.Types = nil
 	var sel strings.Builder
 	var args []any
 	reads := 0
@@ -369,18 +364,16 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs INDEXED BY ` + index + ` WHERE state = 2 AND ` + where)
 		args = readyWhere(&sel, append(args, keys...), &one)
 	}
-	switch {
-	case len(types) == 0:
-		return openQuery(p, order)
-	case len(p.Queues) > 0 && len(p.Queues) <= maxNamedQueues && len(p.Queues)*len(types) <= maxReads:
+	switch planReads(p.Queues, p.Types) {
+	case readByQueueAndType:
 		one.Queues = nil
 		for _, q := range p.Queues {
-			for _, t := range types {
+			for _, t := range p.Types {
 				read("jobs_ready_queue_type", `queue = ? AND type = ?`, q, t)
 			}
 		}
-	case len(types) <= maxReads:
-		for _, t := range types {
+	case readByType:
+		for _, t := range p.Types {
 			read("jobs_ready_type", `type = ?`, t)
 		}
 	default:
@@ -395,8 +388,37 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	return sel.String(), args
 }
 
+// readPlan is how a lease (leaseQuery) or an offer (offerFreeSQL) reads the ready jobs a
+// worker's scope may take. What it reads follows those jobs, not the jobs waiting beside them:
+// read from jobs_open, a backlog that no lease takes (a queue nobody serves, a type no worker
+// handles) would be passed over by every lease.
+type readPlan int
+
+const (
+	// readOpen: every ready job through jobs_open, for a scope of no type or of too many.
+	readOpen readPlan = iota
+	// readByQueueAndType: each of the types in each of the queues, through
+	// jobs_ready_queue_type.
+	readByQueueAndType
+	// readByType: each of the types through jobs_ready_type, for a scope of every queue or of
+	// more queues than that is worth (its queues then a condition).
+	readByType
+)
+
+// planReads says how to read the ready jobs of queues (none: every queue) and types.
+func planReads(queues, types []string) readPlan {
+	switch {
+	case len(types) == 0 || len(types) > maxReads:
+		return readOpen
+	case len(queues) > 0 && len(queues)*len(types) <= maxReads:
+		return readByQueueAndType
+	default:
+		return readByType
+	}
+}
+
 // maxReads is how many reads, of a type or of a type in a queue, a lease makes at most
-// (leaseQuery): past that, one read of jobs_open, whose statement does not grow with them.
+// (planReads): past that, one read of jobs_open, whose statement does not grow with them.
 // Each read costs about a microsecond more than one read of jobs_open where no backlog waits
 // (32 reads about 20 µs a lease, 64 about 80), and saves the whole backlog where one does.
 const maxReads = 32
