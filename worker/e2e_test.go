@@ -12,6 +12,7 @@ import (
 	"github.com/jobwire/jobwire/broker"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
+	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -259,13 +260,14 @@ func TestLargeJobsReadyTogether(t *testing.T) {
 
 // A job whose parents' results come to more than a worker reads in one message (4 MiB) is
 // never sent: it goes to the dead-letter queue as AssignmentTooLarge, with its size in the
-// error and no attempt counted, and the worker's stream goes on: a job with fewer such
-// parents runs, and reads them.
+// error and no attempt counted (none started: the metrics count a dead job, and no start or
+// failure), and the worker's stream goes on: a job with fewer such parents runs, and reads them.
 // Sent, the assignment ended the stream with RESOURCE_EXHAUSTED and its job stayed leased,
 // to be handed out again, forever.
 func TestAssignmentTooLargeIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	b := brokertest.New(t, brokertest.Options{})
+	m := metrics.New(metrics.Options{})
+	b := brokertest.New(t, brokertest.Options{Observer: m})
 	big := strings.Repeat("r", 900<<10)
 	var parents []int64
 	for range 5 {
@@ -309,4 +311,35 @@ func TestAssignmentTooLargeIsDeadLettered(t *testing.T) {
 	if n := read.Load(); n != 3 {
 		t.Errorf("the job that fits read %d parents' results, want 3", n)
 	}
+	// Of the children, the one that fits started and succeeded; the other is dead, unstarted.
+	for name, want := range map[string]float64{"jobwire_jobs_started_total": 1, "jobwire_jobs_succeeded_total": 1,
+		"jobwire_jobs_dead_total": 1, "jobwire_jobs_failed_total": 0, "jobwire_attempt_duration_seconds": 1} {
+		if got := childCount(t, m, name); got != want {
+			t.Errorf("%s of the children: %v, want %v", name, got, want)
+		}
+	}
+}
+
+// childCount sums the samples of the metric name over the series of job type "child" (a
+// histogram: its count).
+func childCount(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "job_type" && l.GetValue() == "child" {
+					sum += s.GetCounter().GetValue() + float64(s.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return sum
 }

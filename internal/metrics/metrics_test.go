@@ -20,18 +20,15 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/jobwire/jobwire/broker"
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
 	"github.com/jobwire/jobwire/internal/brokertest"
 	"github.com/jobwire/jobwire/internal/metrics"
 	"github.com/jobwire/jobwire/internal/web"
-	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
 	"github.com/jobwire/jobwire/store/storeretry"
-	"github.com/jobwire/jobwire/triage"
 	"github.com/jobwire/jobwire/worker"
 )
 
@@ -503,30 +500,5 @@ func TestScrapeShowsThePostgresPool(t *testing.T) {
 	}
 	if got := after.value("jobwire_db_pool_connections", "state=in_use"); got != 0 {
 		t.Errorf("db_pool_connections{in_use} = %v once the writes are done, want 0", got)
-	}
-}
-
-// A job dead without an attempt (its assignment could not be delivered) counts in the dead
-// jobs, and in neither the failed attempts nor the attempts' durations: none ran.
-func TestScrapeCountsADeadJobThatNeverStarted(t *testing.T) {
-	t.Parallel()
-	m := metrics.New(metrics.Options{})
-	srv := httptest.NewServer(m.Handler())
-	t.Cleanup(srv.Close)
-	m.AttemptEnded("mail", "email.send", broker.AttemptEnd{Cause: broker.CauseFatal, Verdict: triage.Dead,
-		Dead: job.DeadFatal, Unstarted: true})
-	s := scrapeURL(t, srv.URL+"/metrics")
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"jobwire_jobs_dead_total", []string{"job_type=email.send", "reason=FATAL"}, 1},
-		{"jobwire_jobs_failed_total", []string{"job_type=email.send", "kind=fatal"}, 0},
-		{"jobwire_attempt_duration_seconds", []string{"job_type=email.send"}, 0},
-	} {
-		if got := s.value(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
 	}
 }

@@ -1255,7 +1255,13 @@ func mutations() []mutation {
 		pkgs: []string{"./broker"}, run: "TestUndeliverableIsDeadAndUnanswered"})
 	add(mutation{name: "metrics: a job dead unstarted counts a failed attempt", file: "internal/metrics/metrics.go",
 		from: "	if !end.Unstarted {\n", to: "	if true {\n",
-		pkgs: []string{"./internal/metrics"}, run: "TestScrapeCountsADeadJobThatNeverStarted"})
+		pkgs: []string{"./worker"}, run: "TestAssignmentTooLargeIsDeadLettered"})
+	add(mutation{name: "broker: the observer is not told an attempt ended unstarted", file: "broker/session.go",
+		from: "Duration: o.params.Now.Sub(o.startedAt),\n		Unstarted: o.unstarted}", to: "Duration: o.params.Now.Sub(o.startedAt)}",
+		pkgs: []string{"./worker"}, run: "TestAssignmentTooLargeIsDeadLettered"})
+	add(mutation{name: "broker: an undeliverable assignment is reported started", file: "broker/session.go",
+		from: "	if !quiet {\n		obs.AttemptStarted", to: "	if true {\n		obs.AttemptStarted",
+		pkgs: []string{"./worker"}, run: "TestAssignmentTooLargeIsDeadLettered"})
 	add(mutation{name: "store: a job dead unstarted gets an attempt record", file: txFile,
 		from: "	if p.Unstarted {\n		return true, nil\n	}\n", to: "",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobFinishUnstarted"})
