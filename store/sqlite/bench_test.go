@@ -211,3 +211,47 @@ func copyFile(from, to string) error {
 	}
 	return dst.Close()
 }
+
+// BenchmarkJobLeaseTypes is what a worker's types cost its leases where no backlog waits: a
+// lease of one job of the first of n types, beside 1,000 ready jobs of it, and handed back.
+// Up to maxReads types a lease reads each (planReads), past that jobs_open once (types=33).
+func BenchmarkJobLeaseTypes(b *testing.B) {
+	for _, n := range []int{1, 8, 16, maxReads, maxReads + 1} {
+		b.Run(fmt.Sprintf("types=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobwire.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			now := time.Unix(1_800_000_000, 0)
+			ps := make([]*store.JobInsertParams, benchReady)
+			for i := range ps {
+				ps[i] = &store.JobInsertParams{Type: "t0", Queue: "default", MaxAttempts: 1, RunAt: now, Now: now,
+					AttemptTimeout: time.Minute}
+			}
+			if err := st.Write(ctx, "fill", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
+				b.Fatal(err)
+			}
+			types := make([]string, n)
+			for i := range types {
+				types[i] = fmt.Sprintf("t%d", i)
+			}
+			params := store.JobLeaseParams{Types: types, Limit: 1, WorkerID: "bench", Now: now, LeaseUntil: now.Add(time.Minute)}
+			b.ReportAllocs()
+			for b.Loop() {
+				err := st.Write(ctx, "lease", func(tx store.Tx) error {
+					jobs, err := tx.JobLease(&params)
+					if err != nil || len(jobs) != 1 {
+						return fmt.Errorf("leased %d jobs, want 1: %v", len(jobs), err)
+					}
+					_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
