@@ -24,6 +24,12 @@ const backlogQueue = "backlog"
 // take: what a broker must not slow down for is a job type whose workers are away.
 const backlogType = "backlog.unserved"
 
+// namesDefaultQueue reports whether the workers name the default queue, leaving a backlog's own
+// queue to wait (--backlog), or by --backlog-named, rather than serve every queue.
+func (c *benchConfig) namesDefaultQueue() bool {
+	return c.Backlog > 0 && !c.BacklogPaused && (!c.BacklogType || c.BacklogNamed)
+}
+
 // backlogSpec is one job of the backlog.
 func (c *benchConfig) backlogSpec(payload []byte) client.JobSpec {
 	if c.BacklogType {

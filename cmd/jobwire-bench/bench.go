@@ -80,16 +80,16 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		brokers = fmt.Sprintf("%d brokers on one database (producer calls spread over them, worker i on broker i mod %d)", cfg.Brokers, cfg.Brokers)
 	}
 	if cfg.Backlog > 0 {
-		how := fmt.Sprintf("workers take only %q", job.DefaultQueue)
-		if cfg.BacklogPaused {
-			how = "paused; workers serve every queue"
+		workers := "workers serve every queue"
+		if cfg.namesDefaultQueue() {
+			workers = fmt.Sprintf("workers take only %q", job.DefaultQueue)
 		}
-		where := fmt.Sprintf("in queue %q", backlogQueue)
-		if cfg.BacklogType {
-			where, how = fmt.Sprintf("of type %q in queue %q", backlogType, job.DefaultQueue), "no worker handles it; workers serve every queue"
-			if cfg.BacklogNamed {
-				how = fmt.Sprintf("no worker handles it; workers take only %q", job.DefaultQueue)
-			}
+		where, how := fmt.Sprintf("in queue %q", backlogQueue), workers
+		switch {
+		case cfg.BacklogType:
+			where, how = fmt.Sprintf("of type %q in queue %q", backlogType, job.DefaultQueue), "no worker handles it; "+workers
+		case cfg.BacklogPaused:
+			how = "paused; " + workers
 		}
 		brokers = fmt.Sprintf("%s, %d jobs waiting %s (%s)", brokers, cfg.Backlog, where, how)
 	}

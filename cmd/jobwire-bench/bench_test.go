@@ -131,3 +131,23 @@ func TestSpreads(t *testing.T) {
 		t.Fatalf("spreads = %+v, want %+v", got, want)
 	}
 }
+
+// The workers name the default queue beside a backlog of its own queue, or of a type with
+// --backlog-named; they serve every queue beside a paused backlog or one of a type alone.
+func TestWorkersNameTheDefaultQueue(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  benchConfig
+		want bool
+	}{
+		{benchConfig{}, false},
+		{benchConfig{Backlog: 10}, true},
+		{benchConfig{Backlog: 10, BacklogPaused: true}, false},
+		{benchConfig{Backlog: 10, BacklogType: true}, false},
+		{benchConfig{Backlog: 10, BacklogType: true, BacklogNamed: true}, true},
+	} {
+		if got := c.cfg.namesDefaultQueue(); got != c.want {
+			t.Errorf("%+v: names the default queue %t, want %t", c.cfg, got, c.want)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func startFleet(cfg *benchConfig, dir string, addrs []string, spec fleetSpec, ad
 			if spec.latency {
 				args = append(args, "--latency")
 			}
-			if cfg.Backlog > 0 && !cfg.BacklogPaused && (!cfg.BacklogType || cfg.BacklogNamed) {
+			if cfg.namesDefaultQueue() {
 				// Named, so the backlog's queue is left to wait.
 				args = append(args, "--queue", job.DefaultQueue)
 			}
