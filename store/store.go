@@ -429,6 +429,22 @@ func (p *JobLeaseParams) DropQueue(q string) bool {
 	return len(p.Queues) > 0
 }
 
+// LeasedTypes are the types a lease of p may take: its types less those it leaves out
+// (ExcludeTypes), in their order. A store that reads each type on its own leaves the excluded
+// ones out once, here, rather than in every read.
+func (p *JobLeaseParams) LeasedTypes() []string {
+	if len(p.ExcludeTypes) == 0 {
+		return p.Types
+	}
+	kept := make([]string, 0, len(p.Types))
+	for _, t := range p.Types {
+		if !slices.Contains(p.ExcludeTypes, t) {
+			kept = append(kept, t)
+		}
+	}
+	return kept
+}
+
 // SameLeaseScope reports whether two leases select from the same jobs under the same rules:
 // the same types, queues and exclusions, and the same rules enforced. Their limits, payload
 // bounds and holders may differ.

@@ -614,8 +614,8 @@ func mutations() []mutation {
 		to:   "\t\t\t\tWHERE state IN (2, 3, 4) AND concurrency_key <> '') j",
 		pkgs: []string{pgPkg}, run: "TestStatsReadTheOpenJobsOnly", postgres: true})
 	add(mutation{name: "postgres plans: a lease of one queue names it by equality alone", file: "store/postgres/tx.go",
-		from: "q.sql.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)",
-		to:   "q.sql.WriteString(` AND queue = ` + queue)",
+		from: "w.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)",
+		to:   "w.WriteString(` AND queue = ` + queue)",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfOneQueueReadsOnlyItsQueue", postgres: true})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
@@ -1274,12 +1274,24 @@ func mutations() []mutation {
 	add(mutation{name: "sqlite: a lease of every queue reads 1,000 types one by one", file: txFile,
 		from: "case len(types) == 0 || len(types) > maxReads:", to: "case len(types) == 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
-	add(mutation{name: "postgres: a lease of one type and every queue reads jobs_ready, past other types", file: pgTx,
-		from: "if len(p.Types) == 1 && len(p.Queues) == 0 {", to: "if false {",
-		pkgs: []string{pgPkg}, run: "TestLeaseOfOneTypeReadsOnlyItsType", postgres: true})
+	add(mutation{name: "postgres: a lease of types and every queue reads jobs_ready, past other types", file: pgTx,
+		from: "byType := len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxTypeReads", to: "byType := false",
+		pkgs: []string{pgPkg}, run: "TestLeaseOf(OneType|SeveralTypes)ReadsOnly", postgres: true})
 	add(mutation{name: "postgres: a lease of one type is planned without the type as a range", file: pgTx,
 		from: "q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)", to: "q.sql.WriteString(` AND type = ` + typ)",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfOneTypeReadsOnlyItsType", postgres: true})
+	add(mutation{name: "postgres: a lease of several types merges reads that give no order", file: pgTx,
+		from: "const order = ` ORDER BY priority DESC, run_at, id`", to: "const order = ``",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypes", postgres: true})
+	add(mutation{name: "postgres: a lease takes the types it leaves out", file: pgTx,
+		from: "types := p.LeasedTypes()", to: "types := p.Types",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesReadsOnlyTheirTypes", postgres: true})
+	add(mutation{name: "postgres: a lease of several types waits for the jobs another transaction holds", file: pgTx,
+		from: "jobs.state = 2\n\t\t\tFOR UPDATE SKIP LOCKED) j", to: "jobs.state = 2\n\t\t\tFOR UPDATE) j",
+		pkgs: []string{pgPkg}, run: "TestConcurrentLeasesSkipLockedJobs", postgres: true})
+	add(mutation{name: "store: a lease's types keep those it leaves out", file: "store/store.go",
+		from: "if !slices.Contains(p.ExcludeTypes, t) {", to: "if true {",
+		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})
 	add(mutation{name: "sqlite: a lease takes the types it leaves out", file: txFile,
 		from: "scope.Types, scope.ExcludeTypes = types, nil", to: "scope.ExcludeTypes = nil",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +20,20 @@ import (
 // Two transactions leasing at once take different jobs, and the second does not wait for the
 // first: the lease skips rows another transaction has locked. This is what lets several
 // writers (and, later, several brokers) lease from one table without handing a job out twice.
+// A lease of several types, which locks each job its reads merge (leaseQuery), skips them too.
 func TestConcurrentLeasesSkipLockedJobs(t *testing.T) {
 	t.Parallel()
+	for _, types := range [][]string{{"t"}, {"t", "u"}} {
+		t.Run(strings.Join(types, ","), func(t *testing.T) {
+			t.Parallel()
+			concurrentLeasesSkipLocked(t, types)
+		})
+	}
+}
+
+// concurrentLeasesSkipLocked runs TestConcurrentLeasesSkipLockedJobs for leases of types, the
+// jobs of each type in turn.
+func concurrentLeasesSkipLocked(t *testing.T, types []string) {
 	u := pgtest.URL(t)
 	ctx := context.Background()
 	s, err := Open(ctx, u, Options{Logger: slog.New(slog.DiscardHandler)})
@@ -29,15 +43,15 @@ func TestConcurrentLeasesSkipLockedJobs(t *testing.T) {
 	defer s.Close()
 	now := time.Unix(1_700_000_000, 0)
 	var ps []*store.JobInsertParams
-	for range 4 {
-		ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
+	for i := range 4 {
+		ps = append(ps, &store.JobInsertParams{Type: types[i%len(types)], Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
 			RunAt: now, Now: now, AttemptTimeout: time.Minute})
 	}
 	if err := s.Write(ctx, "insert", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
 		t.Fatal(err)
 	}
 	lease := func(tx store.Tx) ([]*job.Job, error) {
-		return tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: 2, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
+		return tx.JobLease(&store.JobLeaseParams{Types: types, Limit: 2, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
 	}
 	holding, release := make(chan []int64, 1), make(chan struct{})
 	firstDone := make(chan error, 1)
@@ -181,6 +195,94 @@ func TestLeaseOfOneTypeReadsOnlyItsType(t *testing.T) {
 		&store.JobLeaseParams{Types: []string{"t"}})
 }
 
+// A lease for a worker of several types and every queue reads each type's ready jobs through
+// jobs_ready_type and none of another type's: read from jobs_ready, it passed over a backlog of
+// a type no worker handles, as it did for one type, and over the jobs of a type whose breaker is
+// open, which the lease leaves out. The reads' jobs are merged, each locked as the merge reaches
+// it (leaseQuery): the lease locks no job it does not take.
+func TestLeaseOfSeveralTypesReadsOnlyTheirTypes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		params *store.JobLeaseParams
+	}{
+		{"unhandled", &store.JobLeaseParams{Types: []string{"t", "u", "v"}}},
+		{"breaker open", &store.JobLeaseParams{Types: []string{"t", "backlog", "u"}, ExcludeTypes: []string{"backlog"}}},
+		{"breaker open, one left", &store.JobLeaseParams{Types: []string{"backlog", "t"}, ExcludeTypes: []string{"backlog"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			backlog := `'unhandled', 'default'`
+			if len(c.params.ExcludeTypes) > 0 {
+				backlog = `'backlog', 'default'`
+			}
+			leaseReadsOnly(t, "jobs_ready_type", backlog, "t", "default", c.params)
+		})
+	}
+}
+
+// A lease of several types takes their ready jobs in dispatch order across the types, as one
+// read of them all would (priority, then run time, then id), whether it leases in one statement
+// or read by read (a capped queue), and stops at its limit.
+func TestLeaseOfSeveralTypesTakesThemInDispatchOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	now := time.Unix(1_700_000_000, 0)
+	jobs := []struct {
+		typ      string
+		priority int
+		late     time.Duration
+	}{
+		{"a", 0, 1}, {"b", 0, 2}, {"c", 9, 0}, {"a", 0, 3}, {"b", 5, 9}, {"a", 5, 9}, {"b", 0, 0}, {"c", 0, 0}, {"a", 1, 8},
+	}
+	ps := make([]*store.JobInsertParams, len(jobs))
+	for i, j := range jobs {
+		ps[i] = &store.JobInsertParams{Type: j.typ, Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
+			Priority: j.priority, RunAt: now.Add((j.late - 10) * time.Second), Now: now, AttemptTimeout: time.Minute}
+	}
+	var ids []int64
+	err := s.Write(ctx, "test", func(stx store.Tx) error {
+		res, err := stx.JobInsertMany(ps)
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Of types a and b in dispatch order: a and b of priority 5 (same run time, by id), a of 1,
+	// then b at -10 s, a at -9 s, b at -8 s, a at -7 s. The c jobs are not theirs.
+	want := []int64{ids[4], ids[5], ids[8], ids[6], ids[0], ids[1], ids[3]}
+	for _, c := range []struct {
+		name string
+		caps map[string]int
+	}{{"one statement", nil}, {"read by read", map[string]int{"default": 100}}} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []int64
+			err := s.Write(ctx, "test", func(stx store.Tx) error {
+				leased, err := stx.JobLease(&store.JobLeaseParams{Types: []string{"a", "b"}, Limit: 5, Caps: c.caps,
+					WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
+				for _, j := range leased {
+					got = append(got, j.ID)
+				}
+				if err == nil {
+					err = errRollback
+				}
+				return err
+			})
+			if !errors.Is(err, errRollback) {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want[:5]) {
+				t.Fatalf("leased %v, want %v", got, want[:5])
+			}
+		})
+	}
+}
+
 // leaseReadsOnly checks that a lease of params (scope only) reads its jobs through index, by
 // its key and in dispatch order, in the plan the server makes for the lease's prepared
 // statement and in the generic one, beside 200,000 ready jobs of backlog (the type and queue
@@ -239,18 +341,26 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 			return plan
 		}()
 		if !strings.Contains(plan, "Index Scan using "+index) || !strings.Contains(plan, "Index Cond: (") ||
-			strings.Contains(plan, "Sort") {
+			sortNode.MatchString(plan) {
 			t.Errorf("plan_cache_mode %s: the lease does not read %s by its key in order:\n%s", mode, index, plan)
 		}
 	}
 	var leased []*job.Job
+	var lockedReady int
 	err = s.Write(ctx, "test", func(stx store.Tx) error {
 		var err error
-		leased, err = stx.JobLease(params)
-		return err
+		if leased, err = stx.JobLease(params); err != nil {
+			return err
+		}
+		// The lease locks the jobs it takes and no other: a ready row it locked and left is
+		// one a lease of another transaction must pass over.
+		return stx.(*tx).tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE state = 2 AND xmax <> '0'::xid`).Scan(&lockedReady)
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if lockedReady != 0 {
+		t.Errorf("the lease locked %d ready jobs it did not take", lockedReady)
 	}
 	if len(leased) != 16 {
 		t.Fatalf("leased %d jobs of type %s in queue %s, want 16", len(leased), typ, queue)
@@ -261,3 +371,10 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 		}
 	}
 }
+
+// sortNode matches a sort in a plan: a Sort or Incremental Sort node, not a Merge Append's
+// sort key.
+var sortNode = regexp.MustCompile(`Sort  \(cost`)
+
+// errRollback ends a transaction of a test without committing it.
+var errRollback = errors.New("rolled back by the test")

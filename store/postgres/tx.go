@@ -727,40 +727,89 @@ var leasedColumns = func() string {
 
 // leaseQuery selects and locks up to limit ready jobs p may lease, in dispatch order, reading
 // cols of each. Jobs of taken, read by an earlier round of this lease, are left out.
+//
+// A lease of every queue and of up to maxTypeReads types reads each type's ready jobs through
+// jobs_ready_type, so that it passes over no job of another type: read from jobs_ready, a
+// backlog that no lease takes (a type no worker handles, or one whose breaker is open and
+// which the lease leaves out) was passed over by every lease of another type: beside 200,000
+// such jobs, a lease of 100 jobs of three types took 55 ms, against 0.6 ms read by type
+// (EXPLAIN ANALYZE). One type is one read. Several
+// cannot be merged and locked in one read (FOR UPDATE is not allowed with UNION, and a locked
+// subquery loses its order), so the reads give their jobs unlocked and merged in dispatch
+// order, and each is locked as the merge reaches it, by its primary key, skipped if another
+// transaction holds it or no longer ready: the lease locks only the jobs it takes, as one
+// read does (TestLeaseOfSeveralTypesReadsOnlyTheirTypes). Other leases read jobs_ready, or
+// jobs_ready_queue for one queue (typeWhere).
 func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string) *query {
 	q := &query{}
-	q.sql.WriteString(`SELECT ` + cols + ` FROM jobs WHERE state = 2`)
+	types := p.LeasedTypes()
+	byType := len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxTypeReads
+	var rules strings.Builder // the conditions besides the types, written in every read
 	if len(taken) > 0 {
 		ids := make([]int64, len(taken))
 		for i, j := range taken {
 			ids[i] = j.ID
 		}
-		q.sql.WriteString(` AND NOT (id = ANY(` + q.arg(ids) + `))`)
+		rules.WriteString(` AND NOT (id = ANY(` + q.arg(ids) + `))`)
 	}
-	leaseWhere(q, p)
+	if !byType {
+		rules.WriteString(typeWhere(q, p))
+	}
+	rules.WriteString(ruleWhere(q, p))
 	if !p.Keyed {
 		// A lease that does not honour concurrency keys leaves the keyed jobs out (keyconc.go).
-		q.sql.WriteString(` AND concurrency_key = ''`)
+		rules.WriteString(` AND concurrency_key = ''`)
 	}
-	q.sql.WriteString(` ORDER BY priority DESC, run_at, id LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
+	const order = ` ORDER BY priority DESC, run_at, id`
+	read := func(what, typ string) {
+		q.sql.WriteString(`SELECT ` + what + ` FROM jobs WHERE state = 2`)
+		if typ != "" {
+			// An equality the planner matches to jobs_ready_type, and the same value as a
+			// range for the plan the server keeps, as for one queue (typeWhere): the lease
+			// reads this type's ready jobs in dispatch order and passes over no other type's
+			// (TestLeaseOfOneTypeReadsOnlyItsType).
+			q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)
+		}
+		q.sql.WriteString(rules.String() + order)
+	}
+	switch {
+	case !byType:
+		read(cols, "")
+	case len(types) == 1:
+		read(cols, q.arg(types[0]))
+	default:
+		q.sql.WriteString(`SELECT j.* FROM (`)
+		for i, t := range types {
+			if i > 0 {
+				q.sql.WriteString(` UNION ALL `)
+			}
+			q.sql.WriteString(`(`)
+			read(`id, priority, run_at`, q.arg(t))
+			q.sql.WriteString(`)`)
+		}
+		q.sql.WriteString(`) c CROSS JOIN LATERAL (SELECT ` + cols + ` FROM jobs WHERE jobs.id = c.id AND jobs.state = 2
+			FOR UPDATE SKIP LOCKED) j ORDER BY c.priority DESC, c.run_at, c.id LIMIT ` + q.arg(limit))
+		return q
+	}
+	q.sql.WriteString(` LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
 	return q
 }
 
+// maxTypeReads is how many types a lease of every queue reads one by one at most
+// (leaseQuery): past that, one read of jobs_ready, whose statement does not grow with them.
+const maxTypeReads = 32
+
 // leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules add.
 func leaseWhere(q *query, p *store.JobLeaseParams) {
-	if len(p.Types) == 1 && len(p.Queues) == 0 {
-		// A worker of one type and every queue: as for one queue below, an equality the
-		// planner can match to jobs_ready_type, and the same value as a range for the plan the
-		// server keeps, so that the lease reads this type's ready jobs in dispatch order and
-		// passes over no other type's: a backlog of a type no worker handles
-		// (TestLeaseOfOneTypeReadsOnlyItsType).
-		typ := q.arg(p.Types[0])
-		q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)
-	} else {
-		q.sql.WriteString(` AND type = ANY(` + q.arg(p.Types) + `)`)
-	}
+	q.sql.WriteString(typeWhere(q, p) + ruleWhere(q, p))
+}
+
+// typeWhere is the condition on the types and queues of p's scope.
+func typeWhere(q *query, p *store.JobLeaseParams) string {
+	var w strings.Builder
+	w.WriteString(` AND type = ANY(` + q.arg(p.Types) + `)`)
 	if len(p.ExcludeTypes) > 0 {
-		q.sql.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
+		w.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
 	}
 	switch len(p.Queues) {
 	case 0:
@@ -777,26 +826,34 @@ func leaseWhere(q *query, p *store.JobLeaseParams) {
 		// minutes behind (auto_explain). A range of a parameter is guessed at a 200th of the
 		// rows, which leaves jobs_ready_queue the cheaper (TestLeaseOfOneQueueReadsOnlyItsQueue).
 		queue := q.arg(p.Queues[0])
-		q.sql.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)
+		w.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)
 	default:
-		q.sql.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)
+		w.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)
 	}
+	return w.String()
+}
+
+// ruleWhere is the condition the queues' and types' rules add: the queues left out (capped,
+// paused), the types whose breaker is shut, the rate limits' empty buckets.
+func ruleWhere(q *query, p *store.JobLeaseParams) string {
+	var w strings.Builder
 	if len(p.ExcludeQueues) > 0 {
-		q.sql.WriteString(` AND NOT (queue = ANY(` + q.arg(p.ExcludeQueues) + `))`)
+		w.WriteString(` AND NOT (queue = ANY(` + q.arg(p.ExcludeQueues) + `))`)
 	}
 	switch {
 	case p.EnforceQueues && p.SkipCapped:
-		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue
+		w.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue
 			AND (queues.paused OR queues.concurrency_limit > 0))`)
 	case p.ExcludePaused:
-		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)
+		w.WriteString(` AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = jobs.queue AND queues.paused)`)
 	}
 	if p.ExcludeShut {
-		q.sql.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
+		w.WriteString(` AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = jobs.type AND breakers.shut)`)
 	}
 	for _, h := range p.ExcludeRated {
-		q.sql.WriteString(store.RateExclusion(h, q.arg))
+		w.WriteString(store.RateExclusion(h, q.arg))
 	}
+	return w.String()
 }
 
 func (t *tx) JobStart(p *store.JobStartParams) (bool, error) {

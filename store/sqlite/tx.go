@@ -228,7 +228,7 @@ func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool
 }
 
 func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
-	types := without(p.Types, p.ExcludeTypes)
+	types := p.LeasedTypes()
 	if p.Limit <= 0 || len(types) == 0 {
 		return nil, nil // no type to lease: every one named is left out
 	}
@@ -423,20 +423,6 @@ func planReads(queues, types []string) readPlan {
 // transaction with 32 reads 1.2-1.4x one with a read of jobs_open), and where one waits it
 // saves reading the backlog.
 const maxReads = 32
-
-// without returns names less those in out, in their order.
-func without(names, out []string) []string {
-	if len(out) == 0 {
-		return names
-	}
-	kept := make([]string, 0, len(names))
-	for _, n := range names {
-		if !slices.Contains(out, n) {
-			kept = append(kept, n)
-		}
-	}
-	return kept
-}
 
 // maxVariables is how many bound variables a statement may have (SQLITE_MAX_VARIABLE_NUMBER's
 // default since SQLite 3.32).
