@@ -93,6 +93,9 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		}
 		brokers = fmt.Sprintf("%s, %d jobs waiting %s (%s)", brokers, cfg.Backlog, where, how)
 	}
+	if cfg.WorkerTypes > 1 {
+		brokers = fmt.Sprintf("%s; each worker handles %d types", brokers, cfg.WorkerTypes)
+	}
 	fmt.Printf("jobwire-bench: %s, %d CPUs, %s, load average %s; %s store, durability %s; %s; %d worker processes x %d slots\n\n",
 		env.CPU, env.CPUs, env.Go, env.LoadAvg, cfg.Store, cfg.Durability, brokers, cfg.Workers, cfg.Concurrency)
 	printHeader()

@@ -91,6 +91,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "backlog of a type needs a backlog", args: []string{"--backlog-type"}, wantErr: "--backlog-type needs --backlog N"},
 		{name: "backlog of a type, paused", args: []string{"--backlog", "10", "--backlog-type", "--backlog-paused"},
 			wantErr: "--backlog-type and --backlog-paused cannot be combined"},
+		{name: "workers of several types", args: []string{"--worker-types", "8"}, check: func(c benchConfig) bool { return c.WorkerTypes == 8 }},
+		{name: "workers of no type", args: []string{"--worker-types", "0"}, wantErr: "--worker-types must be at least 1"},
+		{name: "several types with external workers", args: []string{"--worker-types", "2", "--worker-cmd", "true"},
+			wantErr: "--worker-types cannot be combined with --worker-cmd"},
 		{name: "warmup too long", args: []string{"--latency-duration", "1s", "--warmup", "2s"}, wantErr: "--warmup must be shorter"},
 	}
 	for _, tt := range tests {

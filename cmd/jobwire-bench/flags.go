@@ -51,6 +51,9 @@ type benchConfig struct {
 	// BacklogNamed, with BacklogType, has the workers name the default queue, as they do
 	// beside a backlog in backlogQueue, instead of serving every queue.
 	BacklogNamed bool `json:"backlog_named,omitempty"`
+	// WorkerTypes is how many types each Go SDK worker handles: the scenarios' type and
+	// WorkerTypes-1 more that no job has, so that its leases are leases of several types.
+	WorkerTypes int `json:"worker_types,omitempty"`
 
 	jsonPath  string
 	brokerBin string
@@ -99,6 +102,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.BoolVar(&c.BacklogPaused, "backlog-paused", false, "with --backlog: pause the backlog's queue, and let the workers serve every queue, instead of having them take only the default queue")
 	fs.BoolVar(&c.BacklogNamed, "backlog-named", false, "with --backlog-type: the workers name the default queue, where the backlog waits, instead of serving every queue")
 	fs.BoolVar(&c.BacklogType, "backlog-type", false, "with --backlog: queue the backlog in the default queue as jobs of the type \""+backlogType+"\", which no worker handles, and let the workers serve every queue")
+	fs.IntVar(&c.WorkerTypes, "worker-types", 1, "each Go SDK worker handles this many types: the scenarios' own and the rest with no job, so that its leases are leases of several types (as a worker with several handlers)")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker, the workers and the producer of every scenario into this directory (the broker then runs from this binary)")
@@ -173,6 +177,12 @@ func parseFlags(args []string) (benchConfig, error) {
 	}
 	if c.Backlog > 0 && c.WorkerCmd != "" {
 		errs = append(errs, "--backlog cannot be combined with --worker-cmd: such workers serve every queue, the backlog's too")
+	}
+	if c.WorkerTypes < 1 {
+		errs = append(errs, fmt.Sprintf("--worker-types must be at least 1, got %d", c.WorkerTypes))
+	}
+	if c.WorkerTypes > 1 && c.WorkerCmd != "" {
+		errs = append(errs, "--worker-types cannot be combined with --worker-cmd: such workers handle the types they were written for")
 	}
 	if c.EnqueueStreams < -1 {
 		errs = append(errs, fmt.Sprintf("--enqueue-streams must be -1 (the client's default) or more, got %d", c.EnqueueStreams))

@@ -76,6 +76,9 @@ func startFleet(cfg *benchConfig, dir string, addrs []string, spec fleetSpec, ad
 			if spec.latency {
 				args = append(args, "--latency")
 			}
+			if cfg.WorkerTypes > 1 {
+				args = append(args, "--types", strconv.Itoa(cfg.WorkerTypes))
+			}
 			if cfg.namesDefaultQueue() {
 				// Named, so the backlog's queue is left to wait.
 				args = append(args, "--queue", job.DefaultQueue)

@@ -128,6 +128,7 @@ func runWorker(ctx context.Context, args []string) error {
 	latency := fs.Bool("latency", false, "record enqueue-to-start latency")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	queue := fs.String("queue", "", "take jobs of this queue only (default: every queue)")
+	types := fs.Int("types", 1, "handle this many types: the scenarios' own and the rest with no job")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -182,6 +183,10 @@ func runWorker(ctx context.Context, args []string) error {
 		samplesMu.Unlock()
 		return nil
 	})
+
+	for i := 2; i <= *types; i++ {
+		w.Handle(fmt.Sprintf("%s-%d", jobType, i), func(context.Context, *worker.Job) error { return nil })
+	}
 
 	// Stop when the benchmark closes our standard input (or dies), or on a signal.
 	runCtx, cancel := context.WithCancel(ctx)
