@@ -613,10 +613,6 @@ func mutations() []mutation {
 		from: "\t\t\t\tWHERE state = 2 AND concurrency_key <> ''\n\t\t\tUNION ALL SELECT concurrency_rule, concurrency_key, concurrency_limit, state FROM jobs\n\t\t\t\tWHERE state IN (3, 4) AND concurrency_key <> '') j",
 		to:   "\t\t\t\tWHERE state IN (2, 3, 4) AND concurrency_key <> '') j",
 		pkgs: []string{pgPkg}, run: "TestStatsReadTheOpenJobsOnly", postgres: true})
-	add(mutation{name: "postgres plans: a lease of one queue names it by equality alone", file: "store/postgres/tx.go",
-		from: "w.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)",
-		to:   "w.WriteString(` AND queue = ` + queue)",
-		pkgs: []string{pgPkg}, run: "TestLeaseOfOneQueueReadsOnlyItsQueue", postgres: true})
 	add(mutation{name: "postgres lock order: a requeue locks dead jobs in its scan's order", file: "store/postgres/admin.go",
 		from: "id = ANY($6) ORDER BY id FOR NO KEY UPDATE)", to: "id = ANY($6) FOR NO KEY UPDATE)",
 		pkgs: []string{pgPkg}, run: "TestRetentionAndRequeueLockJobsInIDOrder", postgres: true})
@@ -1070,15 +1066,12 @@ func mutations() []mutation {
 	add(mutation{name: "store: a watched job's outcome without its result", file: "store/sqlite/results.go",
 		from: "j.Result, j.Progress = result, progress", to: "_ = progress",
 		pkgs: []string{storePkg}, run: "TestStoreContract/JobOutcomes"})
-	add(mutation{name: "sqlite: a lease of named queues reads every queue", file: "store/sqlite/tx.go",
-		from: "case len(queues) > 0 && len(queues)*len(types) <= maxReads:", to: "case false:",
+	add(mutation{name: "sqlite: a lease of named queues reads every queue", file: "store/reads.go",
+		from: "case len(queues) > 0 && len(queues)*len(types) <= MaxReads:", to: "case false:",
 		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
 	add(mutation{name: "sqlite: a lease of every queue but some reads the paused ones' backlog", file: "store/sqlite/tx.go",
 		from: "\t\t\tscope.Queues = named", to: "\t\t\t_ = named",
 		pkgs: []string{storePkg}, run: "TestLeaseOfEveryQueueButSomeNamesTheRest"})
-	add(mutation{name: "postgres: a lease of one queue reads every queue", file: "store/postgres/tx.go",
-		from: "queue := q.arg(p.Queues[0])\n", to: "queue := \"ANY(\" + q.arg(p.Queues) + \")\"\n",
-		pkgs: []string{pgPkg}, run: "TestLeaseOfOneQueueReadsOnlyItsQueue", postgres: true})
 	add(mutation{name: "web: the sampler reads a slow backlog every tick", file: "internal/web/sampler.go",
 		from: "if began.Before(s.restAt) {", to: "if false && began.Before(s.restAt) {",
 		pkgs: []string{webPkg}, run: "TestSamplerSpacesOutSlowReadings"})
@@ -1097,8 +1090,8 @@ func mutations() []mutation {
 	add(mutation{name: "watch: a job told of twice is taken from the hand-over", file: "broker/watch.go",
 		from: "if _, twice := w.changed[id]; twice {", to: "if false {",
 		pkgs: []string{srvPkg}, run: "TestWatchReadsAJobToldOfTwice$"})
-	add(mutation{name: "sqlite: a lease of 1,000 queues reads them one by one", file: "store/sqlite/tx.go",
-		from: "case len(queues) > 0 && len(queues)*len(types) <= maxReads:", to: "case len(queues) > 0:",
+	add(mutation{name: "sqlite: a lease of 1,000 queues reads them one by one", file: "store/reads.go",
+		from: "case len(queues) > 0 && len(queues)*len(types) <= MaxReads:", to: "case len(queues) > 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
 	add(mutation{name: "sqlite: a union of queues' reads binds past SQLite's limit", file: "store/sqlite/tx.go",
 		from: "if len(args) > maxVariables {", to: "if false {",
@@ -1269,17 +1262,21 @@ func mutations() []mutation {
 		from: "	if p.Unstarted {\n		return true, nil\n	}\n", to: "",
 		pkgs: []string{pgPkg}, run: "TestStoreContract/JobFinishUnstarted", postgres: true})
 	add(mutation{name: "sqlite: a lease of every queue reads jobs_open, past the types it does not take", file: txFile,
-		from: "	case readByType:\n		for _, t := range p.Types {", to: "	case readPlan(-1):\n		for _, t := range p.Types {",
+		from: "	case store.ReadByType:\n		for _, t := range p.Types {", to: "	case store.ReadPlan(-1):\n		for _, t := range p.Types {",
 		pkgs: []string{storePkg}, run: "TestQueryPlansUsePartialIndexes"})
-	add(mutation{name: "sqlite: a lease of every queue reads 1,000 types one by one", file: txFile,
-		from: "case len(types) == 0 || len(types) > maxReads:", to: "case len(types) == 0:",
+	add(mutation{name: "sqlite: a lease of every queue reads 1,000 types one by one", file: "store/reads.go",
+		from: "case len(types) == 0 || len(types) > MaxReads:", to: "case len(types) == 0:",
 		pkgs: []string{storePkg}, run: "TestLeaseOfManyNamedQueuesRuns"})
-	add(mutation{name: "postgres: a lease of types and every queue reads jobs_ready, past other types", file: pgTx,
-		from: "byType := len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxTypeReads", to: "byType := false",
-		pkgs: []string{pgPkg}, run: "TestLeaseOf(OneType|SeveralTypes)ReadsOnly", postgres: true})
-	add(mutation{name: "postgres: a lease of one type is planned without the type as a range", file: pgTx,
-		from: "q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)", to: "q.sql.WriteString(` AND type = ` + typ)",
-		pkgs: []string{pgPkg}, run: "TestLeaseOfOneTypeReadsOnlyItsType", postgres: true})
+	add(mutation{name: "postgres: a lease of types or named queues reads jobs_ready, past other types and queues", file: pgTx,
+		from: "switch store.PlanReads(p.Queues, types) {", to: "switch store.ReadOpen {",
+		pkgs: []string{pgPkg}, run: "TestLeaseOf(OneType|SeveralTypes|OneQueue)ReadsOnly", postgres: true})
+	add(mutation{name: "postgres: a lease's reads are planned without their queue and type as a range", file: pgTx,
+		from: "return ` AND ` + column + ` = ` + value + ` AND ` + column + ` >= ` + value + ` AND ` + column + ` <= ` + value",
+		to:   "return ` AND ` + column + ` = ` + value",
+		pkgs: []string{pgPkg}, run: "TestLeaseOf(OneType|OneQueue)ReadsOnly", postgres: true})
+	add(mutation{name: "postgres: a lease of named queues reads each of them past the types it does not take", file: pgTx,
+		from: `reads = append(reads, is("queue", queueArg)+is("type", t))`, to: `reads = append(reads, is("queue", queueArg)+strings.Repeat("", len(t)))`,
+		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesReadsOnlyTheirTypes", postgres: true})
 	add(mutation{name: "postgres: a lease of several types merges reads that give no order", file: pgTx,
 		from: "const order = ` ORDER BY priority DESC, run_at, id`", to: "const order = ``",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypes", postgres: true})
@@ -1287,8 +1284,11 @@ func mutations() []mutation {
 		from: "types := p.LeasedTypes()", to: "types := p.Types",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesReadsOnlyTheirTypes", postgres: true})
 	add(mutation{name: "postgres: a lease of several types waits for the jobs another transaction holds", file: pgTx,
-		from: "jobs.state = 2\n\t\t\tFOR UPDATE SKIP LOCKED) j", to: "jobs.state = 2\n\t\t\tFOR UPDATE) j",
+		from: "jobs.state = 2\n\t\tFOR UPDATE SKIP LOCKED) j", to: "jobs.state = 2\n\t\tFOR UPDATE) j",
 		pkgs: []string{pgPkg}, run: "TestConcurrentLeasesSkipLockedJobs", postgres: true})
+	add(mutation{name: "postgres: a lease of several types locks each merged job by its id", file: pgTx,
+		from: "FROM jobs WHERE jobs.ctid = c.ctid AND jobs.state = 2", to: "FROM jobs WHERE jobs.id = c.id AND jobs.state = 2",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesLocksEachJobByItsRow", postgres: true})
 	add(mutation{name: "store: a lease's types keep those it leaves out", file: "store/store.go",
 		from: "if !slices.Contains(p.ExcludeTypes, t) {", to: "if true {",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})
@@ -1296,7 +1296,7 @@ func mutations() []mutation {
 		from: "scope.Types, scope.ExcludeTypes = types, nil", to: "scope.ExcludeTypes = nil",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})
 	add(mutation{name: "sqlite: an offer counts ready jobs of types its worker does not take", file: "store/sqlite/offer.go",
-		from: "	case readByType:\n		q.WriteString(", to: "	case readPlan(-1):\n		q.WriteString(",
+		from: "	case store.ReadByType:\n		q.WriteString(", to: "	case store.ReadPlan(-1):\n		q.WriteString(",
 		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})
 	add(mutation{name: "sqlite: an offer to a worker of named queues counts ready jobs of types it does not take", file: "store/sqlite/offer.go",
 		from: `args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)`, to: `args = in(&q, nil, "queue", false, o.Queues)`,

@@ -173,7 +173,7 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 }
 
 // A lease for a worker that names one queue reads that queue's ready jobs through
-// jobs_ready_queue, in dispatch order, and none of the jobs waiting in other queues: read from
+// jobs_ready_queue_type, in dispatch order, and none of the jobs waiting in other queues: read from
 // jobs_ready, it passed over every one of them, so a queue nobody serves slowed every lease as
 // it grew. The generic plan, which the server keeps for a prepared statement, must read the same,
 // even when the statistics know of the backlog's queue alone: the generic plan's guess for a
@@ -181,7 +181,7 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 // beside a million jobs waiting in a queue no worker served (auto_explain).
 func TestLeaseOfOneQueueReadsOnlyItsQueue(t *testing.T) {
 	t.Parallel()
-	leaseReadsOnly(t, "jobs_ready_queue", `'t', 'backlog'`, "t", "q",
+	leaseReadsOnly(t, "jobs_ready_queue_type", `'t', 'backlog'`, "t", "q",
 		&store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"q"}})
 }
 
@@ -195,28 +195,34 @@ func TestLeaseOfOneTypeReadsOnlyItsType(t *testing.T) {
 		&store.JobLeaseParams{Types: []string{"t"}})
 }
 
-// A lease for a worker of several types and every queue reads each type's ready jobs through
-// jobs_ready_type and none of another type's: read from jobs_ready, it passed over a backlog of
-// a type no worker handles, as it did for one type, and over the jobs of a type whose breaker is
-// open, which the lease leaves out. The reads' jobs are merged, each locked as the merge reaches
-// it (leaseQuery): the lease locks no job it does not take.
+// A lease for a worker of several types reads each type's ready jobs through jobs_ready_type,
+// or each type in each of the queues it names through jobs_ready_queue_type, and none of another
+// type's or queue's: read from jobs_ready, it passed over a backlog of a type no worker handles,
+// as it did for one type, over the jobs of a type whose breaker is open, which the lease leaves
+// out, and over a queue nobody serves. The reads' jobs are merged, each locked as the merge
+// reaches it (leaseQuery): the lease locks no job it does not take.
 func TestLeaseOfSeveralTypesReadsOnlyTheirTypes(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name   string
-		params *store.JobLeaseParams
+		name, index, backlog, queue string
+		params                      *store.JobLeaseParams
 	}{
-		{"unhandled", &store.JobLeaseParams{Types: []string{"t", "u", "v"}}},
-		{"breaker open", &store.JobLeaseParams{Types: []string{"t", "backlog", "u"}, ExcludeTypes: []string{"backlog"}}},
-		{"breaker open, one left", &store.JobLeaseParams{Types: []string{"backlog", "t"}, ExcludeTypes: []string{"backlog"}}},
+		{"unhandled", "jobs_ready_type", `'unhandled', 'default'`, "default",
+			&store.JobLeaseParams{Types: []string{"t", "u", "v"}}},
+		{"breaker open", "jobs_ready_type", `'backlog', 'default'`, "default",
+			&store.JobLeaseParams{Types: []string{"t", "backlog", "u"}, ExcludeTypes: []string{"backlog"}}},
+		{"breaker open, one left", "jobs_ready_type", `'backlog', 'default'`, "default",
+			&store.JobLeaseParams{Types: []string{"backlog", "t"}, ExcludeTypes: []string{"backlog"}}},
+		{"queue named", "jobs_ready_queue_type", `'unhandled', 'q'`, "q",
+			&store.JobLeaseParams{Types: []string{"t", "u"}, Queues: []string{"q"}}},
+		{"queues named", "jobs_ready_queue_type", `'t', 'backlog'`, "q",
+			&store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"q", "r"}}},
+		{"queues named, breaker open", "jobs_ready_queue_type", `'backlog', 'q'`, "q",
+			&store.JobLeaseParams{Types: []string{"t", "backlog"}, Queues: []string{"q", "r"}, ExcludeTypes: []string{"backlog"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			backlog := `'unhandled', 'default'`
-			if len(c.params.ExcludeTypes) > 0 {
-				backlog = `'backlog', 'default'`
-			}
-			leaseReadsOnly(t, "jobs_ready_type", backlog, "t", "default", c.params)
+			leaseReadsOnly(t, c.index, c.backlog, "t", c.queue, c.params)
 		})
 	}
 }

@@ -728,23 +728,21 @@ var leasedColumns = func() string {
 // leaseQuery selects and locks up to limit ready jobs p may lease, in dispatch order, reading
 // cols of each. Jobs of taken, read by an earlier round of this lease, are left out.
 //
-// A lease of every queue and of up to maxTypeReads types reads each type's ready jobs through
-// jobs_ready_type, so that it passes over no job of another type: read from jobs_ready, a
-// backlog that no lease takes (a type no worker handles, or one whose breaker is open and
-// which the lease leaves out) was passed over by every lease of another type: beside 200,000
-// such jobs, a lease of 100 jobs of three types took 55 ms, against 0.6 ms read by type
-// (EXPLAIN ANALYZE). One type is one read. Several
-// cannot be merged and locked in one read (FOR UPDATE is not allowed with UNION, and a locked
-// subquery loses its order), so the reads give their jobs unlocked and merged in dispatch
-// order, and each is locked as the merge reaches it, by its primary key, skipped if another
-// transaction holds it or no longer ready: the lease locks only the jobs it takes, as one
-// read does (TestLeaseOfSeveralTypesReadsOnlyTheirTypes). Other leases read jobs_ready, or
-// jobs_ready_queue for one queue (typeWhere).
+// It reads the jobs as store.PlanReads says: each of the lease's types in each of its queues
+// through jobs_ready_queue_type, or each type through jobs_ready_type, so that it passes over
+// no job it cannot take. Read from jobs_ready, a backlog that no lease takes (a type no worker
+// handles, one whose breaker is open and which the lease leaves out, a queue nobody serves)
+// was passed over by every lease: beside 200,000 such jobs, a lease of 100 jobs of three types
+// took 55 ms, against 0.6 ms read by type (EXPLAIN ANALYZE). One read locks what it reads
+// (FOR UPDATE SKIP LOCKED). Several cannot be merged and locked in one read (FOR UPDATE is not
+// allowed with UNION, and a locked subquery loses its order), so the reads give their jobs
+// unlocked and merged in dispatch order, and each is locked as the merge reaches it, skipped
+// if another transaction holds it or it is no longer ready: the lease locks only the jobs it
+// takes, as one read does (TestLeaseOfSeveralTypesReadsOnlyTheirTypes).
 func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string) *query {
 	q := &query{}
 	types := p.LeasedTypes()
-	byType := len(p.Queues) == 0 && len(types) > 0 && len(types) <= maxTypeReads
-	var rules strings.Builder // the conditions besides the types, written in every read
+	var rules strings.Builder // the conditions besides the reads' own, written in every read
 	if len(taken) > 0 {
 		ids := make([]int64, len(taken))
 		for i, j := range taken {
@@ -752,8 +750,40 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 		}
 		rules.WriteString(` AND NOT (id = ANY(` + q.arg(ids) + `))`)
 	}
-	if !byType {
+	// Each read's condition: an equality the planner matches to the read's index, and the
+	// same value as a range, which changes no row but the plan the server keeps: a generic plan
+	// cannot see the value, and guesses that an equality matches its share of the ready jobs,
+	// all of them when the statistics know of one queue or type only (a backlog's); it then
+	// read jobs_ready as well, and passed over the backlog, 280-900 ms a lease beside a million
+	// jobs, the leases falling minutes behind (auto_explain). A range of a parameter is guessed
+	// at a 200th of the rows, which leaves the read's index the cheaper
+	// (TestLeaseOfOneQueueReadsOnlyItsQueue, TestLeaseOfOneTypeReadsOnlyItsType).
+	is := func(column, value string) string {
+		return ` AND ` + column + ` = ` + value + ` AND ` + column + ` >= ` + value + ` AND ` + column + ` <= ` + value
+	}
+	var reads []string
+	switch store.PlanReads(p.Queues, types) {
+	case store.ReadByQueueAndType:
+		typeArgs := make([]string, len(types))
+		for i, t := range types {
+			typeArgs[i] = q.arg(t)
+		}
+		for _, queue := range p.Queues {
+			queueArg := q.arg(queue)
+			for _, t := range typeArgs {
+				reads = append(reads, is("queue", queueArg)+is("type", t))
+			}
+		}
+	case store.ReadByType:
+		for _, t := range types {
+			reads = append(reads, is("type", q.arg(t)))
+		}
+		if len(p.Queues) > 0 {
+			rules.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)
+		}
+	default:
 		rules.WriteString(typeWhere(q, p))
+		reads = []string{""}
 	}
 	rules.WriteString(ruleWhere(q, p))
 	if !p.Keyed {
@@ -761,79 +791,45 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 		rules.WriteString(` AND concurrency_key = ''`)
 	}
 	const order = ` ORDER BY priority DESC, run_at, id`
-	read := func(what, typ string) {
-		q.sql.WriteString(`SELECT ` + what + ` FROM jobs WHERE state = 2`)
-		if typ != "" {
-			// An equality the planner matches to jobs_ready_type, and the same value as a
-			// range for the plan the server keeps, as for one queue (typeWhere): the lease
-			// reads this type's ready jobs in dispatch order and passes over no other type's
-			// (TestLeaseOfOneTypeReadsOnlyItsType).
-			q.sql.WriteString(` AND type = ` + typ + ` AND type >= ` + typ + ` AND type <= ` + typ)
-		}
-		q.sql.WriteString(rules.String() + order)
-	}
-	switch {
-	case !byType:
-		read(cols, "")
-	case len(types) == 1:
-		read(cols, q.arg(types[0]))
-	default:
-		q.sql.WriteString(`SELECT j.* FROM (`)
-		for i, t := range types {
-			if i > 0 {
-				q.sql.WriteString(` UNION ALL `)
-			}
-			q.sql.WriteString(`(`)
-			read(`ctid, id, priority, run_at`, q.arg(t))
-			q.sql.WriteString(`)`)
-		}
-		// Each job is locked where the read found it (its ctid): a scan of that one row,
-		// which no statistics can turn into another plan. By its id, planned on statistics
-		// that saw few ready jobs, the lock read jobs_ready_type whole for each job, by the
-		// id in its last column (1.5 ms a job: 0.8x the jobs a second with batches of 100).
-		// A job another transaction has leased since the read is no longer ready: the lock
-		// follows it to its new version, which state = 2 refuses.
-		q.sql.WriteString(`) c CROSS JOIN LATERAL (SELECT ` + cols + ` FROM jobs WHERE jobs.ctid = c.ctid AND jobs.state = 2
-			FOR UPDATE SKIP LOCKED) j ORDER BY c.priority DESC, c.run_at, c.id LIMIT ` + q.arg(limit))
+	if len(reads) == 1 {
+		q.sql.WriteString(`SELECT ` + cols + ` FROM jobs WHERE state = 2` + reads[0] + rules.String() + order +
+			` LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
 		return q
 	}
-	q.sql.WriteString(` LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
+	q.sql.WriteString(`SELECT j.* FROM (`)
+	for i, r := range reads {
+		if i > 0 {
+			q.sql.WriteString(` UNION ALL `)
+		}
+		// Each read in dispatch order: its ORDER BY lets the planner merge them (Merge
+		// Append), where without it PostgreSQL appends them and sorts every job they read.
+		q.sql.WriteString(`(SELECT ctid, id, priority, run_at FROM jobs WHERE state = 2` + r + rules.String() + order + `)`)
+	}
+	// Each job is locked where the read found it (its ctid): a scan of that one row, which no
+	// statistics can turn into another plan. By its id, planned on statistics that saw few
+	// ready jobs, the lock read jobs_ready_type whole for each job, by the id in its last
+	// column (1.5 ms a job: 0.8x the jobs a second with batches of 100). A job another
+	// transaction has leased since the read is no longer ready: the lock follows it to its new
+	// version, which state = 2 refuses.
+	q.sql.WriteString(`) c CROSS JOIN LATERAL (SELECT ` + cols + ` FROM jobs WHERE jobs.ctid = c.ctid AND jobs.state = 2
+		FOR UPDATE SKIP LOCKED) j ORDER BY c.priority DESC, c.run_at, c.id LIMIT ` + q.arg(limit))
 	return q
 }
-
-// maxTypeReads is how many types a lease of every queue reads one by one at most
-// (leaseQuery): past that, one read of jobs_ready, whose statement does not grow with them.
-const maxTypeReads = 32
 
 // leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules add.
 func leaseWhere(q *query, p *store.JobLeaseParams) {
 	q.sql.WriteString(typeWhere(q, p) + ruleWhere(q, p))
 }
 
-// typeWhere is the condition on the types and queues of p's scope.
+// typeWhere is the condition on the types and queues of p's scope, for a read of every ready
+// job (jobs_ready).
 func typeWhere(q *query, p *store.JobLeaseParams) string {
 	var w strings.Builder
 	w.WriteString(` AND type = ANY(` + q.arg(p.Types) + `)`)
 	if len(p.ExcludeTypes) > 0 {
 		w.WriteString(` AND NOT (type = ANY(` + q.arg(p.ExcludeTypes) + `))`)
 	}
-	switch len(p.Queues) {
-	case 0:
-	case 1:
-		// An equality the planner can match to jobs_ready_queue, which then reads this
-		// queue's ready jobs in dispatch order, and none of the other queues'. (Of an array
-		// it reads jobs_ready, for order, and passes over the other queues' jobs.)
-		//
-		// The same value as a range too, which changes no row but the plan the server keeps:
-		// a generic plan cannot see the queue, and guesses that an equality matches one
-		// queue's share of the ready jobs, all of them when the statistics know of one queue
-		// only (a backlog's); it then read jobs_ready as well as jobs_ready_queue, and passed
-		// over the backlog, 280-900 ms a lease beside a million jobs, the leases falling
-		// minutes behind (auto_explain). A range of a parameter is guessed at a 200th of the
-		// rows, which leaves jobs_ready_queue the cheaper (TestLeaseOfOneQueueReadsOnlyItsQueue).
-		queue := q.arg(p.Queues[0])
-		w.WriteString(` AND queue = ` + queue + ` AND queue >= ` + queue + ` AND queue <= ` + queue)
-	default:
+	if len(p.Queues) > 0 {
 		w.WriteString(` AND queue = ANY(` + q.arg(p.Queues) + `)`)
 	}
 	return w.String()

@@ -258,7 +258,7 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 // A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
 // would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads,
 // or 1,000 types' for a worker of every queue, are past its limit of 500 terms in a union.
-// Past maxNamedQueues queues it reads each type, past maxReads types jobs_open once, and so it
+// Past maxNamedQueues queues it reads each type, past store.MaxReads types jobs_open once, and so it
 // does for fewer whose reads would bind too many names.
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	t.Parallel()

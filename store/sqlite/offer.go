@@ -21,17 +21,17 @@ const offerRulesSQL = `
 // arguments: no ready job the offer's worker could take waits with at least its priority, and
 // offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs stored before
 // the call count, as store.Tx.JobInsertOfferedAtCommit says. The worker's jobs are read as a
-// lease of it reads them (planReads), so that jobs waiting in a queue it does not take, or of
+// lease of it reads them (store.PlanReads), so that jobs waiting in a queue it does not take, or of
 // a type it does not handle (a backlog nobody serves), keep no offer back. An offer that does
 // not name the worker's types counts every ready job.
 func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
 	var q strings.Builder
 	var args []any
-	switch planReads(o.Queues, o.Types) {
-	case readByQueueAndType:
+	switch store.PlanReads(o.Queues, o.Types) {
+	case store.ReadByQueueAndType:
 		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2`)
 		args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)
-	case readByType:
+	case store.ReadByType:
 		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
 		args = in(&q, in(&q, nil, "type", false, o.Types), "queue", false, o.Queues)
 	default:

@@ -54,7 +54,7 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, ExcludeQueues: []string{"q"}, Limit: 256})
 		}, 3, "type=?"},
 		{"lease more types than it reads one by one", "jobs_open", func() (string, []any) {
-			return lease(store.JobLeaseParams{Types: names("t", maxReads+1), Limit: 256})
+			return lease(store.JobLeaseParams{Types: names("t", store.MaxReads+1), Limit: 256})
 		}, 0, ""},
 		// A lease that names its queues reads only their jobs of its types, however many wait
 		// in others, or of other types.

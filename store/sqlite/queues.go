@@ -31,7 +31,7 @@ func (t *tx) queueRoom() (map[string]int, error) {
 }
 
 // maxNamedQueues is how many queues readyQueuesBut names at most: past that, a lease reads
-// each of its types in every queue (planReads).
+// each of its types in every queue (store.PlanReads).
 const maxNamedQueues = 16
 
 // readyQueuesBut names the queues a lease of every queue but some (p.ExcludeQueues and, with

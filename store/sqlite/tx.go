@@ -344,7 +344,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 }
 
 // leaseQuery selects the ready jobs p may lease, in dispatch order, reading them as
-// planReads says. A lease that does not honour concurrency keys leaves the keyed jobs out
+// store.PlanReads says. A lease that does not honour concurrency keys leaves the keyed jobs out
 // (keyconc.go). Each read gives its jobs in dispatch order, and SQLite merges them (a compound
 // SELECT whose ORDER BY every read's index gives), stopping at the limit: a lease reads about
 // the jobs it takes, one more a read.
@@ -364,15 +364,15 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 		sel.WriteString(`SELECT ` + jobColumns + ` FROM jobs INDEXED BY ` + index + ` WHERE state = 2 AND ` + where)
 		args = readyWhere(&sel, append(args, keys...), &one)
 	}
-	switch planReads(p.Queues, p.Types) {
-	case readByQueueAndType:
+	switch store.PlanReads(p.Queues, p.Types) {
+	case store.ReadByQueueAndType:
 		one.Queues = nil
 		for _, q := range p.Queues {
 			for _, t := range p.Types {
 				read("jobs_ready_queue_type", `queue = ? AND type = ?`, q, t)
 			}
 		}
-	case readByType:
+	case store.ReadByType:
 		for _, t := range p.Types {
 			read("jobs_ready_type", `type = ?`, t)
 		}
@@ -387,42 +387,6 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 	}
 	return sel.String(), args
 }
-
-// readPlan is how a lease (leaseQuery) or an offer (offerFreeSQL) reads the ready jobs a
-// worker's scope may take. What it reads follows those jobs, not the jobs waiting beside them:
-// read from jobs_open, a backlog that no lease takes (a queue nobody serves, a type no worker
-// handles) would be passed over by every lease.
-type readPlan int
-
-const (
-	// readOpen: every ready job through jobs_open, for a scope of no type or of too many.
-	readOpen readPlan = iota
-	// readByQueueAndType: each of the types in each of the queues, through
-	// jobs_ready_queue_type.
-	readByQueueAndType
-	// readByType: each of the types through jobs_ready_type, for a scope of every queue or of
-	// more queues than that is worth (its queues then a condition).
-	readByType
-)
-
-// planReads says how to read the ready jobs of queues (none: every queue) and types.
-func planReads(queues, types []string) readPlan {
-	switch {
-	case len(types) == 0 || len(types) > maxReads:
-		return readOpen
-	case len(queues) > 0 && len(queues)*len(types) <= maxReads:
-		return readByQueueAndType
-	default:
-		return readByType
-	}
-}
-
-// maxReads is how many reads, of a type or of a type in a queue, a lease makes at most
-// (planReads): past that, one read of jobs_open, whose statement does not grow with them.
-// Where no backlog waits each read costs a few microseconds (BenchmarkJobLeaseTypes: a lease's
-// transaction with 32 reads 1.2-1.4x one with a read of jobs_open), and where one waits it
-// saves reading the backlog.
-const maxReads = 32
 
 // maxVariables is how many bound variables a statement may have (SQLITE_MAX_VARIABLE_NUMBER's
 // default since SQLite 3.32).
