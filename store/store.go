@@ -333,11 +333,11 @@ type JobOffer struct {
 	// Random supplies the lease token's secret (job.NewLeaseToken). Nil: crypto/rand.Reader.
 	Random io.Reader
 	// Queues are the queues the worker takes jobs of; none: every queue. A store may count
-	// only the ready jobs of these as ones the offered job would go ahead of (the SQLite store
-	// does); it must count those.
+	// only the ready jobs of these as ones the offered job would go ahead of (both stores do,
+	// reading them as a lease of the worker would, store.PlanReads); it must count those.
 	Queues []string
 	// Types are the job types the worker takes; none: unknown. A store may count only the
-	// ready jobs of these, as for Queues (the SQLite store does).
+	// ready jobs of these, as for Queues (both stores do).
 	Types []string
 }
 

@@ -1289,6 +1289,21 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: a lease of several types locks each merged job by its id", file: pgTx,
 		from: "FROM jobs WHERE jobs.ctid = c.ctid AND jobs.state = 2", to: "FROM jobs WHERE jobs.id = c.id AND jobs.state = 2",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesLocksEachJobByItsRow", postgres: true})
+	add(mutation{name: "postgres: an offer counts every ready job", file: pgTx,
+		from: "	switch store.PlanReads(o.Queues, o.Types) {\n	case store.ReadByQueueAndType:\n		for _, q := range o.Queues {",
+		to:   "	switch store.ReadOpen {\n	case store.ReadByQueueAndType:\n		for _, q := range o.Queues {",
+		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "postgres: an offer to a worker of every queue counts every ready job", file: pgTx,
+		from: "	case store.ReadByType:\n		for _, t := range o.Types {\n			read(\"\", t)",
+		to:   "	case store.ReadByType:\n		for range o.Types {\n			read(\"\", \"\")",
+		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "postgres: an offer passes its worker's own queues' jobs", file: pgTx,
+		from: "				read(q, t)\n", to: "				read(q+\"-\", t)\n",
+		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "postgres: an offer reads its worker's type past other queues' jobs, by EXISTS", file: pgTx,
+		from: "AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority\n				ELSE",
+		to:   "AND r.type = s.type AND r.type >= s.type AND r.type <= s.type AND r.priority >= u.priority LIMIT 1) IS NOT NULL\n				ELSE",
+		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
 	add(mutation{name: "store: a lease's types keep those it leaves out", file: "store/store.go",
 		from: "if !slices.Contains(p.ExcludeTypes, t) {", to: "if true {",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})

@@ -341,11 +341,13 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 		secrets         = make([]byte, job.SecretSize*len(ps))
 	)
 	index := make(map[int64]int, len(ps))
+	var scope offerScope
 	for i, o := range offers {
 		index[out[i].ID] = i
 		if o == nil {
 			continue
 		}
+		scope.add(i+1, o)
 		token, err := job.NewLeaseToken(0, o.Random)
 		if err != nil {
 			return nil, fmt.Errorf("lease token: %w", err)
@@ -371,11 +373,11 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 	// Its plan is kept: left to choose, the server planned it anew on every call (0.6 ms a
 	// plan, for a statement that runs in 0.1). It takes the settings of a write of many
 	// (joinByKey), which the successes' write in the same group commit then keeps: its reads
-	// are by key or of jobs_ready's first entries either way.
+	// are by key or of the ready indexes' first entries either way.
 	if err := t.joinByKey(true); err != nil {
 		return nil, err
 	}
-	args = append(args[:11:11], offered, untils, workers, owners, secrets, args[11])
+	args = append(args[:11:11], offered, untils, workers, owners, secrets, args[11], scope.n, scope.queues, scope.types)
 	err = runRows(t, true, offeredInsertSQL, args, read, got)
 	if err != nil {
 		return nil, err
@@ -387,13 +389,62 @@ func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*sto
 // one value holding them all.
 var secretSize = strconv.Itoa(job.SecretSize)
 
+// offerScope is what each offered job's worker takes, as JobInsertOfferedAtCommit's statement
+// reads it: one row for each read a lease of the worker would make (store.PlanReads), naming
+// the job (its 1-based place in the call) and the read's queue and type. An empty queue is
+// every queue; an empty type, every ready job.
+type offerScope struct {
+	n             []int64
+	queues, types []string
+}
+
+// add adds the reads of the worker offered the n-th job. A worker that names more queues than
+// its reads by queue allow has each of its types read in every queue: more jobs than it takes,
+// which an offer may count.
+func (s *offerScope) add(n int, o *store.JobOffer) {
+	read := func(queue, typ string) {
+		s.n, s.queues, s.types = append(s.n, int64(n)), append(s.queues, queue), append(s.types, typ)
+	}
+	switch store.PlanReads(o.Queues, o.Types) {
+	case store.ReadByQueueAndType:
+		for _, q := range o.Queues {
+			for _, t := range o.Types {
+				read(q, t)
+			}
+		}
+	case store.ReadByType:
+		for _, t := range o.Types {
+			read("", t)
+		}
+	default:
+		read("", "")
+	}
+}
+
 // offeredInsertSQL is JobInsertOfferedAtCommit's statement. A job is leased (state 3, its first
 // token, the n-th secret) when it was offered and, in the statement's snapshot, no ready job
-// has at least its priority (the first entry of jobs_ready that far), its queue is neither
-// paused nor capped, and its type's breaker is not shut; it returns the leased jobs only.
+// that its worker could take has at least its priority, its queue is neither paused nor
+// capped, and its type's breaker is not shut; it returns the leased jobs only.
+//
+// The worker's ready jobs are read as a lease of it reads them (offerScope): the highest
+// priority of each of its reads, the first entry of jobs_ready_queue_type or jobs_ready_type,
+// or of jobs_ready for a worker of too many types. Counted in jobs_ready, a backlog no worker
+// takes (a type no worker handles, a queue nobody serves) refused every offer, and each job
+// then waited for a dispatch round. Each read takes the highest priority in order, which its
+// own index gives at its first entry; each queue and type is an equality and a range, as in
+// leaseQuery. Written as EXISTS (... priority >= the job's), the plan the server kept, made
+// while the table was empty, read a type's jobs through jobs_ready_queue_type, whole, by its
+// second column (TestOfferPassesWhatItsWorkerDoesNotTake).
 var offeredInsertSQL = `WITH u AS (
 		SELECT u.*, u.offered
-			AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.state = 2 AND r.priority >= u.priority)
+			AND NOT EXISTS (SELECT 1 FROM unnest($18::bigint[], $19::text[], $20::text[]) AS s(n, queue, type)
+				WHERE s.n = u.n AND CASE
+				WHEN s.queue <> '' THEN (SELECT r.priority FROM jobs r WHERE r.state = 2
+					AND r.queue = s.queue AND r.queue >= s.queue AND r.queue <= s.queue
+					AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority
+				WHEN s.type <> '' THEN (SELECT r.priority FROM jobs r WHERE r.state = 2
+					AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority
+				ELSE (SELECT r.priority FROM jobs r WHERE r.state = 2 ORDER BY r.priority DESC LIMIT 1) >= u.priority END)
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = u.queue
 				AND (queues.paused OR queues.concurrency_limit > 0))
 			AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type AND breakers.shut)` +
