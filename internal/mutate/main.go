@@ -1304,6 +1304,9 @@ func mutations() []mutation {
 		from: "AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority\n				ELSE",
 		to:   "AND r.type = s.type AND r.type >= s.type AND r.type <= s.type AND r.priority >= u.priority LIMIT 1) IS NOT NULL\n				ELSE",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "postgres: an offered job's checks run once per column that takes its lease", file: pgTx,
+		from: "var offeredInsertSQL = `WITH u AS MATERIALIZED (", to: "var offeredInsertSQL = `WITH u AS (",
+		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
 	add(mutation{name: "store: a lease's types keep those it leaves out", file: "store/store.go",
 		from: "if !slices.Contains(p.ExcludeTypes, t) {", to: "if true {",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})

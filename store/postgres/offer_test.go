@@ -83,6 +83,10 @@ func TestOfferPassesWhatItsWorkerDoesNotTake(t *testing.T) {
 		[]int32{}, []int64{}, []int64{}, []int64{}, []string{}, []bool{}, []int64{}, []string{}, []string{}, []byte{},
 		[]string{}, []int64{}, []string{}, []string{}}
 	plan := explain(t, s.pool, `EXPLAIN EXECUTE `+name+`(`+placeholders(len(args)-1)+`)`, args...)
+	// The job's checks run once for it, not once for each column the insert takes from them.
+	if n := len(workerReads.FindAllString(plan, -1)); n != 1 {
+		t.Errorf("the kept plan reads the workers' reads %d times, want once:\n%s", n, plan)
+	}
 	// Each read of a ready index is by its first column: none reads an index whole.
 	reads := readyIndexRead.FindAllStringSubmatch(plan, -1)
 	used := map[string]bool{}
@@ -100,6 +104,9 @@ func TestOfferPassesWhatItsWorkerDoesNotTake(t *testing.T) {
 		}
 	}
 }
+
+// workerReads matches a plan's scan of the offers' reads (offerScope).
+var workerReads = regexp.MustCompile(`Function Scan on s(_\d+)? `)
 
 // readyIndexRead matches a plan's scan of a ready index (its name) and the first column of its
 // index condition (none: a read in order from the start).

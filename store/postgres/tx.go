@@ -434,8 +434,10 @@ func (s *offerScope) add(n int, o *store.JobOffer) {
 // own index gives at its first entry; each queue and type is an equality and a range, as in
 // leaseQuery. Written as EXISTS (... priority >= the job's), the plan the server kept, made
 // while the table was empty, read a type's jobs through jobs_ready_queue_type, whole, by its
-// second column (TestOfferPassesWhatItsWorkerDoesNotTake).
-var offeredInsertSQL = `WITH u AS (
+// second column (TestOfferPassesWhatItsWorkerDoesNotTake). The rows of u are materialized, so
+// that each job's checks run once: inlined, they ran again for each of the four columns the
+// insert takes from the job's lease.
+var offeredInsertSQL = `WITH u AS MATERIALIZED (
 		SELECT u.*, u.offered
 			AND NOT EXISTS (SELECT 1 FROM unnest($18::bigint[], $19::text[], $20::text[]) AS s(n, queue, type)
 				WHERE s.n = u.n AND CASE
