@@ -374,6 +374,13 @@ type JobLeaseParams struct {
 	// read by the lease's own statement: brokers that share breakers lease nothing of a type
 	// another broker has just opened, though their caches do not know it yet.
 	ExcludeShut bool
+	// SomePaused says the caller knows of a paused queue. A lease of every queue that leaves
+	// the paused ones out (ExcludePaused) then names the queues with ready jobs that are not,
+	// when they are few, and reads each (the PostgreSQL store; the SQLite store names them
+	// whenever it leaves a queue out): a paused queue is where a backlog waits, and a read of
+	// each type in every queue passed over it. Without it a lease reads every queue, and still
+	// leaves out a queue paused meanwhile.
+	SomePaused bool
 	// SkipCapped, with EnforceQueues, leaves out the jobs of every queue the queues table
 	// marks capped (as well as the paused ones), rather than counting the capped queues' room
 	// under their locks: for a caller that knows of no capped queue, a lease of one statement.
@@ -451,7 +458,8 @@ func (p *JobLeaseParams) LeasedTypes() []string {
 func SameLeaseScope(a, b *JobLeaseParams) bool {
 	return slices.Equal(a.Types, b.Types) && slices.Equal(a.Queues, b.Queues) &&
 		slices.Equal(a.ExcludeQueues, b.ExcludeQueues) && slices.Equal(a.ExcludeTypes, b.ExcludeTypes) &&
-		a.ExcludePaused == b.ExcludePaused && a.ExcludeShut == b.ExcludeShut && a.SkipCapped == b.SkipCapped &&
+		a.ExcludePaused == b.ExcludePaused && a.ExcludeShut == b.ExcludeShut && a.SomePaused == b.SomePaused &&
+		a.SkipCapped == b.SkipCapped &&
 		a.EnforceQueues == b.EnforceQueues && a.Keyed == b.Keyed && maps.Equal(a.Caps, b.Caps)
 }
 

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -432,3 +433,80 @@ var sortNode = regexp.MustCompile(`Sort  \(cost`)
 
 // errRollback ends a transaction of a test without committing it.
 var errRollback = errors.New("rolled back by the test")
+
+// A lease of every queue, while a queue is paused, names the queues with ready jobs that are
+// not paused and reads each: read by type in every queue, it passed over the paused queue's
+// backlog of the same type, and beside 100,000 such jobs enqueue to start took seconds. Past
+// maxNamedQueues queues, or without SomePaused, it reads every queue and still leaves the
+// paused one out.
+func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		queues     int // ready queues besides the paused one
+		somePaused bool
+		named      bool
+	}{
+		{"paused known", 3, true, true},
+		{"paused not known", 3, false, false},
+		{"too many queues", maxNamedQueues + 1, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			sent := &tripCounter{}
+			s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), tracer: sent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Unix(1_700_000_000, 0)
+			var ps []*store.JobInsertParams
+			for i := range 2000 {
+				ps = append(ps, &store.JobInsertParams{Type: "t", Queue: "paused", Payload: []byte(`{}`), MaxAttempts: 3,
+					RunAt: now.Add(-time.Hour), Now: now, AttemptTimeout: time.Minute})
+				if i < c.queues {
+					ps = append(ps, &store.JobInsertParams{Type: "t", Queue: fmt.Sprintf("q%02d", i), Payload: []byte(`{}`),
+						MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute})
+				}
+			}
+			err = s.Write(ctx, "test", func(tx store.Tx) error {
+				if _, err := tx.JobInsertMany(ps); err != nil {
+					return err
+				}
+				return tx.QueueSetPaused("paused", true)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var leased []*job.Job
+			err = s.Write(ctx, "test", func(tx store.Tx) error {
+				var err error
+				leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: 64, WorkerID: "w", Now: now,
+					LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, SomePaused: c.somePaused})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(leased) != c.queues || slices.ContainsFunc(leased, func(j *job.Job) bool { return j.Queue == "paused" }) {
+				t.Fatalf("leased %d jobs, of queues %v; want the %d of the queues not paused", len(leased), queuesOf(leased), c.queues)
+			}
+			named := slices.ContainsFunc(sent.statements(), func(sql string) bool {
+				return strings.Contains(sql, "FROM jobs WHERE state = 2 AND queue = $")
+			})
+			if named != c.named {
+				t.Errorf("the lease read named queues: %v, want %v", named, c.named)
+			}
+		})
+	}
+}
+
+// queuesOf lists the queues of jobs, in their order.
+func queuesOf(jobs []*job.Job) []string {
+	qs := make([]string, len(jobs))
+	for i, j := range jobs {
+		qs[i] = j.Queue
+	}
+	return qs
+}
