@@ -102,12 +102,7 @@ func concurrentLeasesSkipLocked(t *testing.T, types []string) {
 func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sent := &tripCounter{}
-	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), tracer: sent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, sent := openTraced(t)
 	now := time.Unix(1_700_000_000, 0)
 	// Statistics taken while no job was ready, then a backlog, half of it leased already.
 	if _, err := s.pool.Exec(ctx, `ANALYZE jobs`); err != nil {
@@ -120,7 +115,7 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 	}
 	params := &store.JobLeaseParams{Types: []string{"t"}, Limit: 128, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)}
 	var plan, sortAfter string
-	err = s.Write(ctx, "test", func(stx store.Tx) error {
+	err := s.Write(ctx, "test", func(stx store.Tx) error {
 		if _, err := stx.JobInsertMany(ps); err != nil {
 			return err
 		}
@@ -137,13 +132,8 @@ func TestLeaseReadsTheReadyIndexInOrder(t *testing.T) {
 			return err
 		}
 		q := leaseQuery(params, params.Limit, nil, jobColumns)
-		rows, err := tx.tx.Query(ctx, `EXPLAIN `+q.sql.String(), q.args...)
-		if err != nil {
-			return err
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		plan = strings.Join(lines, "\n")
-		return err
+		plan = explain(t, tx.tx, `EXPLAIN `+q.sql.String(), q.args...)
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -322,13 +312,8 @@ func TestLeaseOfSeveralTypesLocksEachJobByItsRow(t *testing.T) {
 		if err := tx.leaseSettings(true); err != nil {
 			return err
 		}
-		rows, err := tx.tx.Query(ctx, `EXPLAIN `+sql, args...)
-		if err != nil {
-			return err
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		plan = strings.Join(lines, "\n")
-		return err
+		plan = explain(t, tx.tx, `EXPLAIN `+sql, args...)
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -454,12 +439,7 @@ func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			sent := &tripCounter{}
-			s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), tracer: sent})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s, sent := openTraced(t)
 			now := time.Unix(1_700_000_000, 0)
 			var ps []*store.JobInsertParams
 			for i := range 2000 {
@@ -470,7 +450,7 @@ func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 						MaxAttempts: 3, RunAt: now, Now: now, AttemptTimeout: time.Minute})
 				}
 			}
-			err = s.Write(ctx, "test", func(tx store.Tx) error {
+			err := s.Write(ctx, "test", func(tx store.Tx) error {
 				if _, err := tx.JobInsertMany(ps); err != nil {
 					return err
 				}
@@ -500,6 +480,18 @@ func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openTraced opens a store on a new database whose statements the returned counter records.
+func openTraced(t *testing.T) (*Store, *tripCounter) {
+	t.Helper()
+	sent := &tripCounter{}
+	s, err := Open(context.Background(), pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), tracer: sent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, sent
 }
 
 // queuesOf lists the queues of jobs, in their order.
