@@ -465,14 +465,24 @@ func (w *Worker) checkLocked() {
 	}
 }
 
-// heldLocked lists every lease the worker holds, in a stable order.
+// heldLocked lists the leases the worker holds, for Hello, in a stable order: every job it
+// runs or holds a result of, then the jobs it is handing back (never started) while the list
+// stays within its capacity, to which the broker holds a Hello. The worker can hold more: an
+// assignment that finds it at capacity (the broker freed a slot on reading a result whose
+// acknowledgement is still on its way) is held until its Release is on the wire, and a broker
+// refused the whole session when a reconnect came in between. One left out is still handed
+// back once the new stream is welcomed (onWelcome); never started, it spends no attempt.
 func (w *Worker) heldLocked() []*jobwirev1.LeaseRef {
-	refs := w.sortedRefsLocked()
-	out := make([]*jobwirev1.LeaseRef, len(refs))
-	for i, r := range refs {
-		out[i] = r.proto()
+	var held, handingBack []*jobwirev1.LeaseRef
+	for _, r := range w.sortedRefsLocked() {
+		if w.tasks[r].state == stateReleasing {
+			handingBack = append(handingBack, r.proto())
+		} else {
+			held = append(held, r.proto())
+		}
 	}
-	return out
+	room := max(w.opts.Concurrency-len(held), 0)
+	return append(held, handingBack[:min(room, len(handingBack))]...)
 }
 
 func (w *Worker) sortedRefsLocked() []leaseRef {

@@ -1307,6 +1307,9 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: an offered job's checks run once per column that takes its lease", file: pgTx,
 		from: "var offeredInsertSQL = `WITH u AS MATERIALIZED (", to: "var offeredInsertSQL = `WITH u AS (",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "worker: a Hello lists every job it is handing back, past its capacity", file: "worker/worker.go",
+		from: "room := max(w.opts.Concurrency-len(held), 0)", to: "room := len(handingBack)",
+		pkgs: []string{"./worker"}, run: "TestHeldStaysWithinCapacity"})
 	add(mutation{name: "store: a lease's types keep those it leaves out", file: "store/store.go",
 		from: "if !slices.Contains(p.ExcludeTypes, t) {", to: "if true {",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})
