@@ -38,3 +38,8 @@ func PlanReads(queues, types []string) ReadPlan {
 // BenchmarkJobLeaseTypes: a lease's transaction with 32 reads 1.2-1.4x one with a read of
 // jobs_open), and where one waits it saves reading the backlog.
 const MaxReads = 32
+
+// MaxNamedQueues is how many queues a lease of every queue but some (the paused ones, those
+// left out) names at most, so as to read each (both stores' readyQueuesBut): past that, it
+// reads every queue and passes over the ones it leaves out.
+const MaxNamedQueues = 16

@@ -468,9 +468,9 @@ func (w *Worker) checkLocked() {
 // heldLocked lists the leases the worker holds, for Hello, in a stable order: every job it
 // runs or holds a result of, then the jobs it is handing back (never started) while the list
 // stays within its capacity, to which the broker holds a Hello. The worker can hold more: an
-// assignment that finds it at capacity (the broker freed a slot on reading a result whose
-// acknowledgement is still on its way) is held until its Release is on the wire, and a broker
-// refused the whole session when a reconnect came in between. One left out is still handed
+// assignment that finds it at capacity (its finished jobs count until their results are
+// acknowledged) is held until its Release is on the wire, and a broker refused the whole
+// session when a reconnect came in between. One left out is still handed
 // back once the new stream is welcomed (onWelcome); never started, it spends no attempt.
 func (w *Worker) heldLocked() []*jobwirev1.LeaseRef {
 	var held, handingBack []*jobwirev1.LeaseRef

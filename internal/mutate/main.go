@@ -1281,7 +1281,7 @@ func mutations() []mutation {
 		from: "const order = ` ORDER BY priority DESC, run_at, id`", to: "const order = ``",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypes", postgres: true})
 	add(mutation{name: "postgres: a lease takes the types it leaves out", file: pgTx,
-		from: "types := p.LeasedTypes()", to: "types := p.Types",
+		from: "scope.Types, scope.ExcludeTypes = p.LeasedTypes(), nil", to: "scope.ExcludeTypes = nil",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesReadsOnlyTheirTypes", postgres: true})
 	add(mutation{name: "postgres: a lease of several types waits for the jobs another transaction holds", file: pgTx,
 		from: "jobs.state = 2\n\t\tFOR UPDATE SKIP LOCKED) j", to: "jobs.state = 2\n\t\tFOR UPDATE) j",

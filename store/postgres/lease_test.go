@@ -352,6 +352,15 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 	}
 	params.Limit, params.WorkerID, params.Now, params.LeaseUntil = 16, "w", now, now.Add(time.Minute)
 	params.EnforceQueues, params.SkipCapped, params.ExcludeShut = true, true, true
+	var scope *store.JobLeaseParams // as JobLease reads it
+	err := s.Write(ctx, "test", func(stx store.Tx) error {
+		var err error
+		scope, _, err = stx.(*tx).leaseScope(params)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +375,7 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 				t.Fatal(err)
 			}
 			defer func() { _ = ptx.Rollback(ctx) }()
-			q := leaseQuery(params, params.Limit, nil, jobColumns)
+			q := leaseQuery(scope, params.Limit, nil, jobColumns)
 			for _, sql := range []string{`SET LOCAL plan_cache_mode = ` + mode, plannerSQL(true, []string{"enable_sort"}),
 				`PREPARE lease AS ` + q.sql.String()} {
 				if _, err := ptx.Exec(ctx, sql); err != nil {
@@ -422,7 +431,7 @@ var errRollback = errors.New("rolled back by the test")
 // A lease of every queue, while a queue is paused, names the queues with ready jobs that are
 // not paused and reads each: read by type in every queue, it passed over the paused queue's
 // backlog of the same type, and beside 100,000 such jobs enqueue to start took seconds. Past
-// maxNamedQueues queues, or without SomePaused, it reads every queue and still leaves the
+// store.MaxNamedQueues queues, or without SomePaused, it reads every queue and still leaves the
 // paused one out.
 func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 	t.Parallel()
@@ -434,7 +443,7 @@ func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 	}{
 		{"paused known", 3, true, true},
 		{"paused not known", 3, false, false},
-		{"too many queues", maxNamedQueues + 1, true, false},
+		{"too many queues", store.MaxNamedQueues + 1, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobwire/jobwire/store"
-	"github.com/jobwire/jobwire/store/postgres/pgtest"
 )
 
 // pipeBundle is a store whose pool counts the round trips its statements take.
@@ -26,12 +24,7 @@ type pipeBundle struct {
 
 func setupPipe(t *testing.T) *pipeBundle {
 	t.Helper()
-	trips := &tripCounter{}
-	s, err := Open(context.Background(), pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler), tracer: trips})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, trips := openTraced(t)
 	now := time.Unix(1_700_000_000, 0)
 	return &pipeBundle{s: s, trips: trips, insert: func(tx store.Tx, typ string) error {
 		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: typ, Queue: "default", Payload: []byte(`{}`),

@@ -534,6 +534,7 @@ func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job,
 // jobs out altogether.
 func (t *tx) leaseScope(p *store.JobLeaseParams) (*store.JobLeaseParams, map[string]int, error) {
 	scope := *p
+	scope.Types, scope.ExcludeTypes = p.LeasedTypes(), nil // left out once, not in every read
 	if !p.EnforceQueues {
 		return &scope, p.Caps, nil
 	}
@@ -561,17 +562,13 @@ func (t *tx) leaseScope(p *store.JobLeaseParams) (*store.JobLeaseParams, map[str
 	return &scope, room, nil
 }
 
-// maxNamedQueues is how many queues readyQueuesBut names at most: past that, the lease reads
-// every queue, and passes over the ones it leaves out.
-const maxNamedQueues = 16
-
 // readyQueuesBut names the queues a lease of every queue but the paused ones (and those of
 // p.ExcludeQueues, and with p.SkipCapped the capped ones) may take from: those with ready
 // jobs, less the ones left out. A lease that names them reads each of its types in each
 // through jobs_ready_queue_type (leaseQuery), where one of every queue reads its types through
 // jobs_ready_type and passes over their ready jobs in a paused queue, where a backlog waits:
 // beside 100,000 such jobs of the same type, enqueue to start at 1,000/s took seconds. ok is
-// false when more than maxNamedQueues would be named. The queues with ready jobs are found by
+// false when more than store.MaxNamedQueues would be named. The queues with ready jobs are found by
 // one step of jobs_ready_queue_type each (a loose index scan), so the cost follows the number
 // of queues, not of their jobs: each step's first entry in order, which no other index gives
 // without reading all of its entries.
@@ -587,14 +584,14 @@ func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, e
 			FROM ready WHERE ready.name IS NOT NULL)
 		SELECT name FROM ready WHERE name IS NOT NULL AND NOT (name = ANY($1))
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = ready.name AND (queues.paused`+capped+`))
-		LIMIT $2`, append([]string{}, p.ExcludeQueues...), maxNamedQueues+1)
+		LIMIT $2`, append([]string{}, p.ExcludeQueues...), store.MaxNamedQueues+1)
 	if err != nil {
 		return nil, false, err
 	}
 	if names, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 		return nil, false, err
 	}
-	if len(names) > maxNamedQueues {
+	if len(names) > store.MaxNamedQueues {
 		return nil, false, nil
 	}
 	return names, true, nil
@@ -845,7 +842,7 @@ var leasedColumns = func() string {
 // takes, as one read does (TestLeaseOfSeveralTypesReadsOnlyTheirTypes).
 func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string) *query {
 	q := &query{}
-	types := p.LeasedTypes()
+	types := p.Types          // leaseScope left the excluded ones out
 	var rules strings.Builder // the conditions besides the reads' own, written in every read
 	if len(taken) > 0 {
 		ids := make([]int64, len(taken))

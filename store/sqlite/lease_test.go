@@ -170,7 +170,7 @@ func TestMigrationGivesOldLeasesSecrets(t *testing.T) {
 
 // A lease of every queue but the paused and excluded ones names the queues with ready jobs that
 // are left, so that it reads them through jobs_ready_queue_type and never passes over the jobs of a
-// paused queue, where a backlog waits; past maxNamedQueues queues it reads its type's ready jobs
+// paused queue, where a backlog waits; past store.MaxNamedQueues queues it reads its type's ready jobs
 // (jobs_ready_type), of every queue.
 func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	t.Parallel()
@@ -241,24 +241,24 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 	if leased, named, ok = lease(8); !ok || len(named) != 0 || len(leased) != 0 {
 		t.Fatalf("named %q (ok %v), leased %v; want no queue and nothing", named, ok, leased)
 	}
-	many := make([]string, maxNamedQueues+1)
+	many := make([]string, store.MaxNamedQueues+1)
 	for i := range many {
 		many[i] = "q" + strconv.Itoa(i)
 	}
 	insert(many...)
 	if leased, named, ok = lease(1); ok || named != nil || len(leased) != 1 || leased[0].Queue != "q0" {
 		t.Fatalf("named %q (ok %v), leased %v; want no names past %d queues, and the lease still in order", named, ok,
-			leased, maxNamedQueues)
+			leased, store.MaxNamedQueues)
 	}
 	if !read("jobs_ready_type") {
-		t.Fatal("past maxNamedQueues queues the lease did not read its type's jobs")
+		t.Fatal("past store.MaxNamedQueues queues the lease did not read its type's jobs")
 	}
 }
 
 // A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
 // would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads,
 // or 1,000 types' for a worker of every queue, are past its limit of 500 terms in a union.
-// Past maxNamedQueues queues it reads each type, past store.MaxReads types jobs_open once, and so it
+// Past store.MaxNamedQueues queues it reads each type, past store.MaxReads types jobs_open once, and so it
 // does for fewer whose reads would bind too many names.
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	t.Parallel()
@@ -286,7 +286,7 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	}{
 		{"1000 queues of 1000 types", 1000, 1000, 0},
 		{"600 queues of one type", 1, 600, 0}, // a union of 600 reads binds 1,200 names
-		{"16 queues of 3000 types", 3000, maxNamedQueues, 0},
+		{"16 queues of 3000 types", 3000, store.MaxNamedQueues, 0},
 		{"every queue, 1000 types", 1000, 0, 0},
 		{"every queue but 1100, 32 types", 32, 0, 1100}, // 32 reads bind 35,264 names
 	} {

@@ -65,7 +65,7 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b", "c"}, Queues: []string{"q", "r", "s"}, Limit: 256})
 		}, 9, "queue=? AND type=?"},
 		{"lease more queues and types than it reads one by one", "jobs_ready_type", func() (string, []any) {
-			return lease(store.JobLeaseParams{Types: names("t", 5), Queues: names("q", maxNamedQueues), Limit: 256})
+			return lease(store.JobLeaseParams{Types: names("t", 5), Queues: names("q", store.MaxNamedQueues), Limit: 256})
 		}, 5, "type=?"},
 		{"lease excluding queues", "jobs_ready_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a"}, ExcludeQueues: []string{"q", "r", "s"}, Limit: 8})

@@ -30,16 +30,12 @@ func (t *tx) queueRoom() (map[string]int, error) {
 	return room, rows.Err()
 }
 
-// maxNamedQueues is how many queues readyQueuesBut names at most: past that, a lease reads
-// each of its types in every queue (store.PlanReads).
-const maxNamedQueues = 16
-
 // readyQueuesBut names the queues a lease of every queue but some (p.ExcludeQueues and, with
 // p.ExcludePaused, the paused ones) may take from: those with ready jobs, less the ones left
 // out. A lease that names them reads each through jobs_ready_queue_type (leaseQuery), where
 // one of every queue reads its types through jobs_ready_type and passes over their ready jobs
 // in the queues it leaves out: a paused queue is where a backlog waits. ok is false when more
-// than maxNamedQueues would be named. The queues are found by one index step each (a loose
+// than store.MaxNamedQueues would be named. The queues are found by one index step each (a loose
 // scan of jobs_ready_queue_type), so the cost follows the number of queues, not of their jobs.
 func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, err error) {
 	out := map[string]bool{}
@@ -60,7 +56,7 @@ func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, e
 			UNION ALL
 			SELECT (SELECT queue FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2 AND queue > ready.name
 				ORDER BY queue LIMIT 1) FROM ready WHERE ready.name IS NOT NULL
-		) SELECT name FROM ready WHERE name IS NOT NULL LIMIT ` + strconv.Itoa(maxNamedQueues+len(out)+1))
+		) SELECT name FROM ready WHERE name IS NOT NULL LIMIT ` + strconv.Itoa(store.MaxNamedQueues+len(out)+1))
 	if err != nil {
 		return nil, false, err
 	}
@@ -69,7 +65,7 @@ func (t *tx) readyQueuesBut(p *store.JobLeaseParams) (names []string, ok bool, e
 			names = append(names, q)
 		}
 	}
-	if len(names) > maxNamedQueues || len(ready) > maxNamedQueues+len(out) {
+	if len(names) > store.MaxNamedQueues || len(ready) > store.MaxNamedQueues+len(out) {
 		return nil, false, nil
 	}
 	return names, true, nil

@@ -394,7 +394,7 @@ const maxVariables = 32766
 
 // openQuery selects the ready jobs p may lease from jobs_open, queues named or not: the
 // statement for a lease of every queue, or of more queues than a union of their reads is
-// worth (maxNamedQueues) or can bind (maxVariables). A union of 1,000 queues' reads would
+// worth (store.MaxNamedQueues) or can bind (maxVariables). A union of 1,000 queues' reads would
 // bind the scope's types once a queue and fail, and SQLite allows 500 terms in a union.
 func openQuery(p *store.JobLeaseParams, order string) (string, []any) {
 	var sel strings.Builder
