@@ -34,6 +34,13 @@ type queueState struct {
 	queueRules   map[string]queueRule
 	pausedQueues int             // how many of queueRules are paused
 	cappedQueues map[string]bool // the capped ones
+	// pausedBacklog says a paused queue holds, or may hold, a backlog that a lease of every
+	// queue would read past (store.JobLeaseParams.PausedBacklog): set when a queue is paused,
+	// until a count says otherwise (countPausedBacklog), and cleared when none is.
+	pausedBacklog bool
+	// pauses counts the queues paused so far: a count that began before a pause does not clear
+	// pausedBacklog after it.
+	pauses uint64
 }
 
 // MaxCappedQueues is how many queues may have a concurrency cap at once. A round lists the
@@ -66,12 +73,20 @@ func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened boo
 // round that knows of no capped queue leaves the jobs of any queue the database says is capped
 // to one that counts its room, JobLeaseParams.SkipCapped).
 func (q *queueState) replace(recs []store.QueueRecord) (loosened bool) {
-	old := q.queueRules
+	old, backlog, pauses := q.queueRules, q.pausedBacklog, q.pauses
 	q.queueRules = make(map[string]queueRule)
 	q.cappedQueues = make(map[string]bool)
 	q.pausedQueues = 0
+	newlyPaused := false
 	for _, r := range recs {
+		newlyPaused = newlyPaused || r.Paused && !old[r.Name].paused
 		q.set(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
+	}
+	// set took every paused queue for a new one: only those paused since the last reading are.
+	q.pauses, q.pausedBacklog = pauses, backlog && q.pausedQueues > 0
+	if newlyPaused {
+		q.pauses++
+		q.pausedBacklog = true
 	}
 	for name, was := range old {
 		now := q.queueRules[name]
@@ -194,11 +209,19 @@ func (b *Broker) reloadQueueRules(ctx context.Context) error {
 // set records a queue's rule, dropping queues with nothing to enforce, and keeps the count of
 // paused queues and the set of capped ones.
 func (q *queueState) set(name string, r queueRule) {
-	if q.queueRules[name].paused {
+	was := q.queueRules[name].paused
+	if was {
 		q.pausedQueues--
 	}
 	if r.paused {
 		q.pausedQueues++
+	}
+	if r.paused && !was {
+		q.pauses++
+		q.pausedBacklog = true // until counted
+	}
+	if q.pausedQueues == 0 {
+		q.pausedBacklog = false
 	}
 	if r.limit > 0 {
 		q.cappedQueues[name] = true
@@ -210,6 +233,37 @@ func (q *queueState) set(name string, r queueRule) {
 		return
 	}
 	delete(q.queueRules, name)
+}
+
+// pausedReadyCounter counts the paused queues' ready jobs, up to atMost (the PostgreSQL store).
+type pausedReadyCounter interface {
+	PausedReady(ctx context.Context, atMost int) (int, error)
+}
+
+// countPausedBacklog counts, while a queue is paused, whether the paused queues hold a backlog
+// (store.PausedBacklogMin ready jobs or more): only then does a lease of every queue name the
+// others (queueState.pausedBacklog). A lease that reads every queue passes over the paused
+// ones' ready jobs of its types; one that names the others pays a round trip to find them,
+// which beside a paused queue of one job cost enqueue to start at 1,000/s 1.13-1.20x at the
+// median. A queue counts as holding a backlog from its pause until counted, and one that fills
+// while paused is found at the next count. A count that fails keeps the last verdict.
+func (b *Broker) countPausedBacklog(c pausedReadyCounter) {
+	b.mu.Lock()
+	paused, pauses := b.queues.pausedQueues > 0, b.queues.pauses
+	b.mu.Unlock()
+	if !paused {
+		return
+	}
+	n, err := c.PausedReady(b.ctx, store.PausedBacklogMin)
+	if err != nil {
+		b.log.Debug("count the paused queues' ready jobs", "err", err)
+		return
+	}
+	b.mu.Lock()
+	if b.queues.pauses == pauses && b.queues.pausedQueues > 0 { // no queue paused meanwhile
+		b.queues.pausedBacklog = n >= store.PausedBacklogMin
+	}
+	b.mu.Unlock()
 }
 
 // PauseQueue stops dispatch from a queue, creating the queue if it is new (so a queue can be

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobwire/jobwire/breaker"
+	"github.com/jobwire/jobwire/internal/clock"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -189,5 +190,93 @@ func TestClusterQueueCappedElsewhere(t *testing.T) {
 	c.settled(t, 0)
 	if got := assignedIDs(s); len(got) != 2 {
 		t.Fatalf("handed out %v, want the free job and one capped one", got)
+	}
+}
+
+// A broker of a cluster has its leases of every queue name the queues not paused only while
+// the paused ones hold a backlog (store.PausedBacklogMin ready jobs): naming them costs a round
+// trip a lease, reading past a few jobs less. A pause counts as a backlog until the next poll
+// counts, a paused queue that fills is found at a later poll, and a resume of the last paused
+// queue ends it.
+func TestClusterLeasesNameQueuesBesideAPausedBacklog(t *testing.T) {
+	t.Parallel()
+	b, _ := offerBroker(t, true)
+	clk := b.clk.(*clock.Fake)
+	ctx := context.Background()
+	s := openPay(t, b, 1)
+	named := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.leaseParams(s, []string{payType}, 1, b.now(), false).PausedBacklog
+	}
+	enqueueHeld := func(n int) {
+		t.Helper()
+		specs := make([]JobSpec, n)
+		for i := range specs {
+			specs[i] = JobSpec{Type: payType, Queue: "held"}
+		}
+		if _, err := b.Enqueue(ctx, specs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.PauseQueue(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	enqueueHeld(1)
+	if !named() {
+		t.Fatal("a queue just paused is not taken for a backlog until counted")
+	}
+	waitUntil(t, "a poll to find the paused queue's one job no backlog", func() bool {
+		clk.Advance(DefaultClusterPoll)
+		return !named()
+	})
+	enqueueHeld(store.PausedBacklogMin - 1)
+	waitUntil(t, "a poll to find the paused queue's backlog", func() bool {
+		clk.Advance(DefaultClusterPoll)
+		return named()
+	})
+	if err := b.ResumeQueue(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	if named() {
+		t.Fatal("with no queue paused, leases still name the others")
+	}
+}
+
+// Reading the rules again keeps what the last count found of the paused queues while no queue
+// was paused since; a queue newly paused is taken for a backlog until counted.
+func TestQueueRulesReadAgainKeepThePausedBacklogCounted(t *testing.T) {
+	t.Parallel()
+	paused := func(names ...string) []store.QueueRecord {
+		var recs []store.QueueRecord
+		for _, n := range names {
+			recs = append(recs, store.QueueRecord{Name: n, Paused: true})
+		}
+		return append(recs, store.QueueRecord{Name: "capped", ConcurrencyLimit: 2})
+	}
+	for _, c := range []struct {
+		name    string
+		counted bool // what the last count found
+		again   []store.QueueRecord
+		want    bool
+	}{
+		{"same pauses, no backlog", false, paused("a"), false},
+		{"same pauses, a backlog", true, paused("a"), true},
+		{"a queue newly paused", false, paused("a", "b"), true},
+		{"a queue resumed", false, paused(), false},
+		{"the last paused queue resumed", true, paused(), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := queueState{}
+			q.replace(paused("a"))
+			if !q.pausedBacklog {
+				t.Fatal("a queue paused at load is not taken for a backlog until counted")
+			}
+			q.pausedBacklog = c.counted
+			q.replace(c.again)
+			if q.pausedBacklog != c.want {
+				t.Errorf("after reading the rules again: pausedBacklog %v, want %v", q.pausedBacklog, c.want)
+			}
+		})
 	}
 }

@@ -43,3 +43,8 @@ const MaxReads = 32
 // left out) names at most, so as to read each (both stores' readyQueuesBut): past that, it
 // reads every queue and passes over the ones it leaves out.
 const MaxNamedQueues = 16
+
+// PausedBacklogMin is how many ready jobs the paused queues hold at least before a lease of
+// every queue names the others (JobLeaseParams.PausedBacklog). Below it, reading past them
+// costs less than the round trip that finds the queues to name.
+const PausedBacklogMin = 100

@@ -374,13 +374,15 @@ type JobLeaseParams struct {
 	// read by the lease's own statement: brokers that share breakers lease nothing of a type
 	// another broker has just opened, though their caches do not know it yet.
 	ExcludeShut bool
-	// SomePaused says the caller knows of a paused queue. A lease of every queue that leaves
-	// the paused ones out (ExcludePaused) then names the queues with ready jobs that are not,
-	// when they are few, and reads each (the PostgreSQL store; the SQLite store names them
-	// whenever it leaves a queue out): a paused queue is where a backlog waits, and a read of
-	// each type in every queue passed over it. Without it a lease reads every queue, and still
-	// leaves out a queue paused meanwhile.
-	SomePaused bool
+	// PausedBacklog says the caller knows of a paused queue that holds, or may hold, a backlog:
+	// at least PausedBacklogMin ready jobs when last counted (PausedReady), or paused since. A
+	// lease of every queue that leaves the paused ones out (ExcludePaused) then names the queues
+	// with ready jobs that are not, when they are few, and reads each (the PostgreSQL store; the
+	// SQLite store names them whenever it leaves a queue out, at no round trip): read by type in
+	// every queue, it passes over the paused queues' ready jobs of its types. Without it a lease
+	// reads every queue, which costs less than finding the queues to name while the paused ones
+	// hold few jobs, and still leaves out a queue paused meanwhile.
+	PausedBacklog bool
 	// SkipCapped, with EnforceQueues, leaves out the jobs of every queue the queues table
 	// marks capped (as well as the paused ones), rather than counting the capped queues' room
 	// under their locks: for a caller that knows of no capped queue, a lease of one statement.
@@ -458,7 +460,7 @@ func (p *JobLeaseParams) LeasedTypes() []string {
 func SameLeaseScope(a, b *JobLeaseParams) bool {
 	return slices.Equal(a.Types, b.Types) && slices.Equal(a.Queues, b.Queues) &&
 		slices.Equal(a.ExcludeQueues, b.ExcludeQueues) && slices.Equal(a.ExcludeTypes, b.ExcludeTypes) &&
-		a.ExcludePaused == b.ExcludePaused && a.ExcludeShut == b.ExcludeShut && a.SomePaused == b.SomePaused &&
+		a.ExcludePaused == b.ExcludePaused && a.ExcludeShut == b.ExcludeShut && a.PausedBacklog == b.PausedBacklog &&
 		a.SkipCapped == b.SkipCapped &&
 		a.EnforceQueues == b.EnforceQueues && a.Keyed == b.Keyed && maps.Equal(a.Caps, b.Caps)
 }

@@ -1454,6 +1454,24 @@ func mutations() []mutation {
 	add(mutation{name: "breakers: a breaker's data is taken twice", file: "broker/sharedbreakers.go",
 		from: "\tseen, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tseen, ok = s.data[typ]",
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
+	add(mutation{name: "paused backlog: a queue just paused is taken for no backlog", file: "broker/queues.go",
+		from: "\t\tq.pausedBacklog = true // until counted", to: "\t\tq.pausedBacklog = false // until counted",
+		pkgs: []string{"./broker"}, run: "TestClusterLeasesNameQueuesBesideAPausedBacklog$", postgres: true})
+	add(mutation{name: "paused backlog: rules read again forget the count", file: "broker/queues.go",
+		from: "q.pauses, q.pausedBacklog = pauses, backlog && q.pausedQueues > 0", to: "q.pauses, q.pausedBacklog = pauses, backlog || q.pausedQueues > 0",
+		pkgs: []string{"./broker"}, run: "TestQueueRulesReadAgainKeepThePausedBacklogCounted$"})
+	add(mutation{name: "paused backlog: a cluster's poll never counts it", file: "broker/cluster.go",
+		from: "\tif m.paused != nil {\n\t\tm.b.countPausedBacklog(m.paused)", to: "\tif false {\n\t\tm.b.countPausedBacklog(m.paused)",
+		pkgs: []string{"./broker"}, run: "TestClusterLeasesNameQueuesBesideAPausedBacklog$", postgres: true})
+	add(mutation{name: "paused backlog: leases are not told of it", file: "broker/dispatch.go",
+		from: "PausedBacklog: b.queues.pausedBacklog,", to: "PausedBacklog: b.queues.pausedQueues > 0,",
+		pkgs: []string{"./broker"}, run: "TestClusterLeasesNameQueuesBesideAPausedBacklog$", postgres: true})
+	add(mutation{name: "postgres: the paused queues' count counts every queue", file: "store/postgres/admin.go",
+		from: "\tWHERE queues.paused LIMIT $1) AS ready`", to: "\tWHERE true LIMIT $1) AS ready`",
+		pkgs: []string{pgPkg}, run: "TestPausedReadyCountsThePausedQueuesReadyJobs$", postgres: true})
+	add(mutation{name: "postgres: the paused queues' count reads them by bitmap", file: "store/postgres/admin.go",
+		from: "\t\tORDER BY jobs.queue, jobs.type, jobs.priority DESC, jobs.run_at, jobs.id LIMIT $1) AS r", to: "\t\tLIMIT $1) AS r",
+		pkgs: []string{pgPkg}, run: "TestPausedReadyCountsThePausedQueuesReadyJobs$", postgres: true})
 	return ms
 }
 

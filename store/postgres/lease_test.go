@@ -431,15 +431,15 @@ var errRollback = errors.New("rolled back by the test")
 // A lease of every queue, while a queue is paused, names the queues with ready jobs that are
 // not paused and reads each: read by type in every queue, it passed over the paused queue's
 // backlog of the same type, and beside 100,000 such jobs enqueue to start took seconds. Past
-// store.MaxNamedQueues queues, or without SomePaused, it reads every queue and still leaves the
+// store.MaxNamedQueues queues, or without PausedBacklog, it reads every queue and still leaves the
 // paused one out.
 func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name       string
-		queues     int // ready queues besides the paused one
-		somePaused bool
-		named      bool
+		name          string
+		queues        int // ready queues besides the paused one
+		pausedBacklog bool
+		named         bool
 	}{
 		{"paused known", 3, true, true},
 		{"paused not known", 3, false, false},
@@ -472,7 +472,7 @@ func TestLeaseOfEveryQueueNamesThoseNotPaused(t *testing.T) {
 			err = s.Write(ctx, "test", func(tx store.Tx) error {
 				var err error
 				leased, err = tx.JobLease(&store.JobLeaseParams{Types: []string{"t"}, Limit: 64, WorkerID: "w", Now: now,
-					LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, SomePaused: c.somePaused})
+					LeaseUntil: now.Add(time.Minute), EnforceQueues: true, SkipCapped: true, PausedBacklog: c.pausedBacklog})
 				return err
 			})
 			if err != nil {

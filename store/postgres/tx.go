@@ -547,7 +547,7 @@ func (t *tx) leaseScope(p *store.JobLeaseParams) (*store.JobLeaseParams, map[str
 		}
 		scope.ExcludeQueues = store.WithoutRoom(scope.ExcludeQueues, room)
 	}
-	if len(scope.Queues) == 0 && p.SomePaused {
+	if len(scope.Queues) == 0 && p.PausedBacklog {
 		named, ok, err := t.readyQueuesBut(&scope)
 		if err != nil {
 			return nil, nil, err
