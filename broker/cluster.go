@@ -56,14 +56,11 @@ type clustered struct {
 	moves    moves // moves of workers to other brokers (rebalance.go)
 	alone    *local
 	brk      breakerHome // shared through the database
-	// paused counts the paused queues' backlog every poll, when the store can (countPausedBacklog).
-	paused pausedReadyCounter
 }
 
 func newClustered(b *Broker, c store.Cluster, poll time.Duration, self store.BrokerRecord) *clustered {
 	m := &clustered{b: b, cluster: c, alone: &local{b: b, self: self}, brk: newBreakersInStore(b)}
 	m.poll = service.NewPeriodic(b.clk, poll, m.pollTick)
-	m.paused, _ = c.(pausedReadyCounter)
 	m.members = &clusterLink{m: m}
 	m.moves.poll = poll
 	return m
@@ -251,12 +248,9 @@ func (m *clustered) onLeadership(leader bool) {
 }
 
 // pollTick asks for a dispatch round and, on the leader, promotes scheduled jobs (which also
-// arms the timer for the next one, stored through any broker), looks whether workers need
-// evening out (rebalance), and counts the paused queues' backlog.
+// arms the timer for the next one, stored through any broker), and looks whether workers need
+// evening out (rebalance).
 func (m *clustered) pollTick() {
-	if m.paused != nil {
-		m.b.countPausedBacklog(m.paused)
-	}
 	m.b.signal()
 	if m.leader() {
 		m.b.svc.promoter.promoteNow()

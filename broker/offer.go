@@ -43,12 +43,13 @@ func (b *Broker) offer(o *enqueueOp, params []*store.JobInsertParams, now time.T
 
 // planOffers promises a slot to each job of params that a worker stream may take now, and
 // returns the offers (nil entries for the jobs not offered), or nil when none is offered, and
-// whether every job ready now has one. It offers nothing while some queue is capped: a cap's
-// room is counted by the rounds alone.
+// whether every job ready now has one. It offers nothing while some queue is capped, a cap's
+// room being counted by the rounds alone, nor while the paused queues may hold a backlog, past
+// which the store's check that no job waits ahead would read (countPausedBacklog).
 func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (offers []*offer, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.shuttingDown || len(b.queues.cappedQueues) > 0 || len(b.table.sessions) == 0 {
+	if b.shuttingDown || len(b.queues.cappedQueues) > 0 || b.queues.pausedBacklog || len(b.table.sessions) == 0 {
 		return nil, false
 	}
 	all = true

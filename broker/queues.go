@@ -235,26 +235,21 @@ func (q *queueState) set(name string, r queueRule) {
 	delete(q.queueRules, name)
 }
 
-// pausedReadyCounter counts the paused queues' ready jobs, up to atMost (the PostgreSQL store).
-type pausedReadyCounter interface {
-	PausedReady(ctx context.Context, atMost int) (int, error)
-}
-
-// countPausedBacklog counts, while a queue is paused, whether the paused queues hold a backlog
-// (store.PausedBacklogMin ready jobs or more): only then does a lease of every queue name the
-// others (queueState.pausedBacklog). A lease that reads every queue passes over the paused
-// ones' ready jobs of its types; one that names the others pays a round trip to find them,
-// which beside a paused queue of one job cost enqueue to start at 1,000/s 1.13-1.20x at the
-// median. A queue counts as holding a backlog from its pause until counted, and one that fills
-// while paused is found at the next count. A count that fails keeps the last verdict.
-func (b *Broker) countPausedBacklog(c pausedReadyCounter) {
+// countPausedBacklog counts, every sweep while a queue is paused, whether the paused queues
+// hold a backlog (store.PausedBacklogMin ready jobs or more; queueState.pausedBacklog). Only
+// then does a lease of every queue name the others, and is no job offered: a lease that reads
+// every queue, and an offer's check that no job waits ahead, read past the paused ones' ready
+// jobs of their types, while a lease that names the others pays a round trip to find them. A
+// queue counts as holding a backlog from its pause until counted, and one that fills while
+// paused is found at the next count. A count that fails keeps the last verdict.
+func (b *Broker) countPausedBacklog() {
 	b.mu.Lock()
 	paused, pauses := b.queues.pausedQueues > 0, b.queues.pauses
 	b.mu.Unlock()
 	if !paused {
 		return
 	}
-	n, err := c.PausedReady(b.ctx, store.PausedBacklogMin)
+	n, err := b.st.PausedReady(b.ctx, store.PausedBacklogMin)
 	if err != nil {
 		b.log.Debug("count the paused queues' ready jobs", "err", err)
 		return

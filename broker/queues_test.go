@@ -193,18 +193,24 @@ func TestClusterQueueCappedElsewhere(t *testing.T) {
 	}
 }
 
-// A broker of a cluster has its leases of every queue name the queues not paused only while
-// the paused ones hold a backlog (store.PausedBacklogMin ready jobs): naming them costs a round
-// trip a lease, reading past a few jobs less. A pause counts as a backlog until the next poll
-// counts, a paused queue that fills is found at a later poll, and a resume of the last paused
-// queue ends it.
-func TestClusterLeasesNameQueuesBesideAPausedBacklog(t *testing.T) {
+// A broker counts every sweep whether its paused queues hold a backlog (store.PausedBacklogMin
+// ready jobs), and only then leaves its new jobs to dispatch rounds and has its leases of every
+// queue name the others: beside a few paused jobs of its type a new job is offered, the
+// store's check reading past them, and a lease reads every queue, at no round trip to find
+// the others. A pause counts as a backlog until the next sweep counts, a paused queue that
+// fills is found at a later sweep, and a resume of the last paused queue ends it.
+func TestPausedBacklogCountedEverySweep(t *testing.T) {
 	t.Parallel()
-	b, _ := offerBroker(t, true)
+	onlyGroupCommit(t)
+	bothWays(t, testPausedBacklogCountedEverySweep)
+}
+
+func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
+	b, w := offerBroker(t, clustered)
 	clk := b.clk.(*clock.Fake)
 	ctx := context.Background()
-	s := openPay(t, b, 1)
-	named := func() bool {
+	s := openPay(t, b, 2)
+	backlog := func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.leaseParams(s, []string{payType}, 1, b.now(), false).PausedBacklog
@@ -219,27 +225,48 @@ func TestClusterLeasesNameQueuesBesideAPausedBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// enqueue enqueues a job of the worker's and returns the calls its write and the round
+	// after it made, once the worker has it.
+	enqueue := func() []string {
+		t.Helper()
+		settle(t, b)
+		before := w.count()
+		ids, err := b.Enqueue(ctx, []JobSpec{{Type: payType}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
+			t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
+		}
+		return w.since(before)
+	}
 	if err := b.PauseQueue(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
 	enqueueHeld(1)
-	if !named() {
+	if !backlog() {
 		t.Fatal("a queue just paused is not taken for a backlog until counted")
 	}
-	waitUntil(t, "a poll to find the paused queue's one job no backlog", func() bool {
-		clk.Advance(DefaultClusterPoll)
-		return !named()
+	waitUntil(t, "a sweep to find the paused queue's one job no backlog", func() bool {
+		clk.Advance(b.cfg.SweepInterval)
+		return !backlog()
 	})
+	if calls := enqueue(); !slices.Equal(calls, []string{"offered insert"}) {
+		t.Fatalf("calls after an enqueue beside a paused job of its type: %q, want one offered insert and no lease", calls)
+	}
 	enqueueHeld(store.PausedBacklogMin - 1)
-	waitUntil(t, "a poll to find the paused queue's backlog", func() bool {
-		clk.Advance(DefaultClusterPoll)
-		return named()
+	waitUntil(t, "a sweep to find the paused queue's backlog", func() bool {
+		clk.Advance(b.cfg.SweepInterval)
+		return backlog()
 	})
+	if calls := enqueue(); slices.Contains(calls, "offered insert") || !slices.Contains(calls, "lease") {
+		t.Fatalf("calls after an enqueue beside a paused backlog: %q, want no offer and a lease", calls)
+	}
 	if err := b.ResumeQueue(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
-	if named() {
-		t.Fatal("with no queue paused, leases still name the others")
+	if backlog() {
+		t.Fatal("with no queue paused, the paused queues are still taken for a backlog")
 	}
 }
 

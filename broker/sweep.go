@@ -18,6 +18,7 @@ const sweepBatch = 500
 // it every SweepInterval.
 func (b *Broker) sweepTick() {
 	b.Sweep()
+	b.countPausedBacklog()
 	b.mode.breakers().swept(b.ctx)
 	b.mu.Lock()
 	b.pruneRacedCancelsLocked()

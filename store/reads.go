@@ -44,7 +44,9 @@ const MaxReads = 32
 // reads every queue and passes over the ones it leaves out.
 const MaxNamedQueues = 16
 
-// PausedBacklogMin is how many ready jobs the paused queues hold at least before a lease of
-// every queue names the others (JobLeaseParams.PausedBacklog). Below it, reading past them
-// costs less than the round trip that finds the queues to name.
+// PausedBacklogMin is how many ready jobs the paused queues hold at least before a broker
+// takes them for a backlog (JobLeaseParams.PausedBacklog): a lease of every queue then names
+// the others, and no job is offered. Below it, reading past them costs less than the round
+// trip that finds the queues to name, and an offer reads past them (JobInsertOfferedAtCommit)
+// rather than leave its job to a dispatch round.
 const PausedBacklogMin = 100

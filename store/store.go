@@ -64,6 +64,9 @@ type Store interface {
 
 	// QueueLoadAll reads every queue's settings.
 	QueueLoadAll(ctx context.Context) ([]QueueRecord, error)
+	// PausedReady counts the ready jobs of the paused queues, up to atMost: whether they hold a
+	// backlog (PausedBacklogMin). Its cost follows neither the backlog nor the history.
+	PausedReady(ctx context.Context, atMost int) (int, error)
 	// QueueStats reads queues with their depth; name "" reads every queue.
 	QueueStats(ctx context.Context, name string) ([]QueueStats, error)
 	// JobCounts counts jobs per queue, type and state.
@@ -140,8 +143,10 @@ type Tx interface {
 	// JobInsertMany does, and leases job i to offers[i] (when not nil) in the same write, with
 	// a new fencing token, when that lease can go ahead of nothing and past no rule: no ready
 	// job stored before this call has at least its priority (a store may count only those of
-	// the queues the offer's worker takes, JobOffer.Queues), its queue is neither paused nor
-	// capped, and no stored breaker is shut for its type. Otherwise job i stays PENDING, as
+	// the queues the offer's worker takes, JobOffer.Queues; a paused queue's jobs do not count
+	// while fewer than PausedBacklogMin of them come first, and past that many a store may
+	// refuse the offer), its queue is neither paused nor capped, and no stored breaker is shut
+	// for its type. Otherwise job i stays PENDING, as
 	// JobInsertMany stores it. It lets a broker with a free worker slot hand a new job out with
 	// the commit that stores it, without a lease of its own. got receives the leased jobs (nil
 	// for one left PENDING), with the care JobLeaseAtCommit's got needs.

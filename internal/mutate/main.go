@@ -680,7 +680,7 @@ func mutations() []mutation {
 		from: "name = ? AND (paused OR concurrency_limit > 0))", to: "name = ? AND paused)",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
 	add(mutation{name: "sqlite offer: a job is offered ahead of a waiting one of its priority", file: "store/sqlite/offer.go",
-		from: "q.WriteString(` AND priority >= ?)` + offerRulesSQL)", to: "q.WriteString(` AND priority > ?)` + offerRulesSQL)",
+		from: "first := q.String() + ` AND priority >= ? LIMIT `", to: "first := q.String() + ` AND priority > ? LIMIT `",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/InsertOfferedGoesAheadOfNothing$"})
 	add(mutation{name: "sqlite offer: the job handed out lacks its metadata", file: "store/sqlite/offer.go",
 		from: "j.Metadata = maps.Clone(p.Metadata)", to: "_ = maps.Clone(p.Metadata)",
@@ -1300,9 +1300,9 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: an offer passes its worker's own queues' jobs", file: pgTx,
 		from: "				read(q, t)\n", to: "				read(q+\"-\", t)\n",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
-	add(mutation{name: "postgres: an offer reads its worker's type past other queues' jobs, by EXISTS", file: pgTx,
-		from: "AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority\n				ELSE",
-		to:   "AND r.type = s.type AND r.type >= s.type AND r.type <= s.type AND r.priority >= u.priority LIMIT 1) IS NOT NULL\n				ELSE",
+	add(mutation{name: "postgres: an offer reads its worker's jobs in no order", file: pgTx,
+		from: "row_number() OVER (ORDER BY r.priority DESC) AS k\n\t\t\t\tFROM jobs r WHERE r.state = 2 ` + read + ` AND r.priority >= u.priority\n\t\t\t\tORDER BY r.priority DESC LIMIT",
+		to:   "row_number() OVER () AS k\n\t\t\t\tFROM jobs r WHERE r.state = 2 ` + read + ` AND r.priority >= u.priority\n\t\t\t\tLIMIT",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
 	add(mutation{name: "postgres: an offered job's checks run once per column that takes its lease", file: pgTx,
 		from: "var offeredInsertSQL = `WITH u AS MATERIALIZED (", to: "var offeredInsertSQL = `WITH u AS (",
@@ -1456,22 +1456,40 @@ func mutations() []mutation {
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
 	add(mutation{name: "paused backlog: a queue just paused is taken for no backlog", file: "broker/queues.go",
 		from: "\t\tq.pausedBacklog = true // until counted", to: "\t\tq.pausedBacklog = false // until counted",
-		pkgs: []string{"./broker"}, run: "TestClusterLeasesNameQueuesBesideAPausedBacklog$", postgres: true})
+		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
 	add(mutation{name: "paused backlog: rules read again forget the count", file: "broker/queues.go",
 		from: "q.pauses, q.pausedBacklog = pauses, backlog && q.pausedQueues > 0", to: "q.pauses, q.pausedBacklog = pauses, backlog || q.pausedQueues > 0",
 		pkgs: []string{"./broker"}, run: "TestQueueRulesReadAgainKeepThePausedBacklogCounted$"})
-	add(mutation{name: "paused backlog: a cluster's poll never counts it", file: "broker/cluster.go",
-		from: "\tif m.paused != nil {\n\t\tm.b.countPausedBacklog(m.paused)", to: "\tif false {\n\t\tm.b.countPausedBacklog(m.paused)",
-		pkgs: []string{"./broker"}, run: "TestClusterLeasesNameQueuesBesideAPausedBacklog$", postgres: true})
+	add(mutation{name: "paused backlog: a sweep never counts it", file: "broker/sweep.go",
+		from: "\tb.countPausedBacklog()\n", to: "",
+		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
 	add(mutation{name: "paused backlog: leases are not told of it", file: "broker/dispatch.go",
 		from: "PausedBacklog: b.queues.pausedBacklog,", to: "PausedBacklog: b.queues.pausedQueues > 0,",
-		pkgs: []string{"./broker"}, run: "TestClusterLeasesNameQueuesBesideAPausedBacklog$", postgres: true})
+		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
+	add(mutation{name: "paused backlog: jobs are offered beside it", file: "broker/offer.go",
+		from: "|| b.queues.pausedBacklog ||", to: "||",
+		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
+	add(mutation{name: "postgres: an offer waits behind a paused queue's jobs", file: pgTx,
+		from: "OR NOT EXISTS (SELECT FROM queues q WHERE q.name = h.queue AND q.paused))`", to: "OR true)`",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/InsertOfferedPastPausedJobs$", postgres: true})
+	add(mutation{name: "postgres: an offer goes ahead of a job waiting behind many paused ones", file: pgTx,
+		from: "WHERE h.k = ` + strconv.Itoa(store.PausedBacklogMin) + ` OR NOT EXISTS", to: "WHERE NOT EXISTS",
+		pkgs: []string{pgPkg}, run: "TestStoreContract/InsertOfferedPastPausedJobs$", postgres: true})
+	add(mutation{name: "sqlite: an offer waits behind a paused queue's jobs", file: "store/sqlite/offer.go",
+		from: "WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = h.queue AND paused))", to: "WHERE 1)",
+		pkgs: []string{storePkg}, run: "TestStoreContract/InsertOfferedPastPausedJobs$"})
+	add(mutation{name: "sqlite: an offer goes ahead of a job waiting behind many paused ones", file: "store/sqlite/offer.go",
+		from: "`) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL", to: "`) < 1 + ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL",
+		pkgs: []string{storePkg}, run: "TestStoreContract/InsertOfferedPastPausedJobs$"})
+	add(mutation{name: "sqlite: the paused queues' count counts every queue", file: "store/sqlite/admin.go",
+		from: "\tWHERE queues.paused LIMIT ?)`", to: "\tWHERE 1 LIMIT ?)`",
+		pkgs: []string{storePkg}, run: "TestStoreContract/PausedReady$"})
 	add(mutation{name: "postgres: the paused queues' count counts every queue", file: "store/postgres/admin.go",
 		from: "\tWHERE queues.paused LIMIT $1) AS ready`", to: "\tWHERE true LIMIT $1) AS ready`",
-		pkgs: []string{pgPkg}, run: "TestPausedReadyCountsThePausedQueuesReadyJobs$", postgres: true})
+		pkgs: []string{pgPkg}, run: "TestStoreContract/PausedReady$", postgres: true})
 	add(mutation{name: "postgres: the paused queues' count reads them by bitmap", file: "store/postgres/admin.go",
 		from: "\t\tORDER BY jobs.queue, jobs.type, jobs.priority DESC, jobs.run_at, jobs.id LIMIT $1) AS r", to: "\t\tLIMIT $1) AS r",
-		pkgs: []string{pgPkg}, run: "TestPausedReadyCountsThePausedQueuesReadyJobs$", postgres: true})
+		pkgs: []string{pgPkg}, run: "TestPausedReadyReadsThePausedQueuesEntries$", postgres: true})
 	return ms
 }
 

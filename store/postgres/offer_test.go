@@ -92,8 +92,9 @@ func TestOfferPassesWhatItsWorkerDoesNotTake(t *testing.T) {
 	used := map[string]bool{}
 	for _, r := range reads {
 		used[r[1]] = true
-		// jobs_ready is read from its first entry, in order; the others by their key.
-		if first := map[string]string{"jobs_ready": "", "jobs_ready_type": "type",
+		// jobs_ready is read from its first entry, in order, down to the job's priority; the
+		// others by their key.
+		if first := map[string]string{"jobs_ready": "priority", "jobs_ready_type": "type",
 			"jobs_ready_queue_type": "queue"}[r[1]]; r[2] != first {
 			t.Errorf("the kept plan reads %s by %q, not as %q:\n%s", r[1], r[2], first, plan)
 		}

@@ -319,8 +319,8 @@ func (t *tx) insertRows(ps []*store.JobInsertParams, out []store.JobInsertResult
 // each offered job whose lease goes ahead of nothing and past no rule (see store.Tx): the job
 // is stored LEASED, as the lease's own statement would leave it, and never passes through
 // PENDING, so no lease of another broker can see it. Checked in the statement, from its
-// snapshot: the ready set's first entry at the job's priority or above (jobs_ready), the
-// queue's row and the type's breaker row.
+// snapshot: the first entries at the job's priority or above of each read a lease of the
+// offer's worker would make (aheadOfOffer), the queue's row and the type's breaker row.
 func (t *tx) JobInsertOfferedAtCommit(ps []*store.JobInsertParams, offers []*store.JobOffer, got func([]*job.Job, error)) ([]store.JobInsertResult, error) {
 	if err := store.CheckOffers(ps, offers); err != nil {
 		return nil, err
@@ -423,30 +423,25 @@ func (s *offerScope) add(n int, o *store.JobOffer) {
 
 // offeredInsertSQL is JobInsertOfferedAtCommit's statement. A job is leased (state 3, its first
 // token, the n-th secret) when it was offered and, in the statement's snapshot, no ready job
-// that its worker could take has at least its priority, its queue is neither paused nor
-// capped, and its type's breaker is not shut; it returns the leased jobs only.
+// that its worker could take waits with at least its priority (aheadOfOffer), its queue is
+// neither paused nor capped, and its type's breaker is not shut; it returns the leased jobs
+// only.
 //
-// The worker's ready jobs are read as a lease of it reads them (offerScope): the highest
-// priority of each of its reads, the first entry of jobs_ready_queue_type or jobs_ready_type,
-// or of jobs_ready for a worker of too many types. Counted in jobs_ready, a backlog no worker
-// takes (a type no worker handles, a queue nobody serves) refused every offer, and each job
-// then waited for a dispatch round. Each read takes the highest priority in order, which its
-// own index gives at its first entry; each queue and type is an equality and a range, as in
-// leaseQuery. Written as EXISTS (... priority >= the job's), the plan the server kept, made
-// while the table was empty, read a type's jobs through jobs_ready_queue_type, whole, by its
-// second column (TestOfferPassesWhatItsWorkerDoesNotTake). The rows of u are materialized, so
-// that each job's checks run once: inlined, they ran again for each of the four columns the
-// insert takes from the job's lease.
+// The worker's ready jobs are read as a lease of it reads them (offerScope): each of its reads
+// through jobs_ready_queue_type or jobs_ready_type, or jobs_ready for a worker of too many
+// types. Counted in jobs_ready, a backlog no worker takes (a type no worker handles, a queue
+// nobody serves) refused every offer, and each job then waited for a dispatch round. Each
+// queue and type is an equality and a range, as in leaseQuery. The rows of u are
+// materialized, so that each job's checks run once: inlined, they ran again for each of the
+// four columns the insert takes from the job's lease.
 var offeredInsertSQL = `WITH u AS MATERIALIZED (
 		SELECT u.*, u.offered
 			AND NOT EXISTS (SELECT 1 FROM unnest($18::bigint[], $19::text[], $20::text[]) AS s(n, queue, type)
 				WHERE s.n = u.n AND CASE
-				WHEN s.queue <> '' THEN (SELECT r.priority FROM jobs r WHERE r.state = 2
-					AND r.queue = s.queue AND r.queue >= s.queue AND r.queue <= s.queue
-					AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority
-				WHEN s.type <> '' THEN (SELECT r.priority FROM jobs r WHERE r.state = 2
-					AND r.type = s.type AND r.type >= s.type AND r.type <= s.type ORDER BY r.priority DESC LIMIT 1) >= u.priority
-				ELSE (SELECT r.priority FROM jobs r WHERE r.state = 2 ORDER BY r.priority DESC LIMIT 1) >= u.priority END)
+				WHEN s.queue <> '' THEN ` + aheadOfOffer(`AND r.queue = s.queue AND r.queue >= s.queue AND r.queue <= s.queue
+					AND r.type = s.type AND r.type >= s.type AND r.type <= s.type`) + `
+				WHEN s.type <> '' THEN ` + aheadOfOffer(`AND r.type = s.type AND r.type >= s.type AND r.type <= s.type`) + `
+				ELSE ` + aheadOfOffer(``) + ` END)
 			AND NOT EXISTS (SELECT 1 FROM queues WHERE queues.name = u.queue
 				AND (queues.paused OR queues.concurrency_limit > 0))
 			AND NOT EXISTS (SELECT 1 FROM breakers WHERE breakers.type = u.type AND breakers.shut)` +
@@ -466,6 +461,24 @@ var offeredInsertSQL = `WITH u AS MATERIALIZED (
 		FROM u
 		RETURNING ` + jobColumns + `)
 	SELECT * FROM ins WHERE state = 3`
+
+// aheadOfOffer is whether a ready job of one read of an offer's worker (the conditions read,
+// on jobs r) waits ahead of the offered job u: one of at least its priority in a queue not
+// paused, among the first store.PausedBacklogMin of the read's jobs at that priority or above,
+// or that many jobs there at all. A paused queue's jobs do not wait for a worker, and a job of
+// the same type held there kept every offer back, each job then waiting for a dispatch round;
+// they are passed over only while few (a broker offers nothing while the paused queues hold
+// more, JobLeaseParams.PausedBacklog), since each is read to be passed. Each read is in its
+// index's order from its first entry and stops at the job's priority: written as EXISTS (...
+// priority >= the job's) with no order, the plan the server kept, made while the table was
+// empty, read a type's jobs through jobs_ready_queue_type, whole, by its second column
+// (TestOfferPassesWhatItsWorkerDoesNotTake).
+func aheadOfOffer(read string) string {
+	return `EXISTS (SELECT FROM (SELECT r.queue, row_number() OVER (ORDER BY r.priority DESC) AS k
+				FROM jobs r WHERE r.state = 2 ` + read + ` AND r.priority >= u.priority
+				ORDER BY r.priority DESC LIMIT ` + strconv.Itoa(store.PausedBacklogMin) + `) AS h
+			WHERE h.k = ` + strconv.Itoa(store.PausedBacklogMin) + ` OR NOT EXISTS (SELECT FROM queues q WHERE q.name = h.queue AND q.paused))`
+}
 
 // ensureQueue creates the queue's row on its first job.
 func (t *tx) ensureQueue(name string) error {

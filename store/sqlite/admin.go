@@ -210,6 +210,22 @@ func (s *Store) QueueLoadAll(ctx context.Context) ([]store.QueueRecord, error) {
 	return out, err
 }
 
+// PausedReady counts the ready jobs of the paused queues, up to atMost, each paused queue's
+// through its entries of jobs_ready_queue_type.
+func (s *Store) PausedReady(ctx context.Context, atMost int) (int, error) {
+	var n int
+	err := s.read(ctx, "paused_ready", func(ctx context.Context) error {
+		return s.r.QueryRowContext(ctx, pausedReadySQL, atMost).Scan(&n)
+	})
+	return n, err
+}
+
+// pausedReadySQL counts PausedReady's jobs, a paused queue at a time: the CROSS JOIN keeps
+// queues the outer loop, where SQLite chose to read every ready job and look each one's queue up.
+const pausedReadySQL = `SELECT count(*) FROM (SELECT 1 FROM queues
+	CROSS JOIN jobs INDEXED BY jobs_ready_queue_type ON jobs.queue = queues.name AND jobs.state = 2
+	WHERE queues.paused LIMIT ?)`
+
 // QueueStats reads queues with their depth per state and oldest ready job.
 func (s *Store) QueueStats(ctx context.Context, name string) ([]store.QueueStats, error) {
 	where, args := "", []any{}

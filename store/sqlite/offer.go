@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/jobwire/jobwire/job"
@@ -18,27 +19,38 @@ const offerRulesSQL = `
 	AND NOT EXISTS (SELECT 1 FROM breakers WHERE type = ? AND shut)` + rateCountsOffer
 
 // offerFreeSQL answers whether a job offered with its insert may be stored LEASED, and its
-// arguments: no ready job the offer's worker could take waits with at least its priority, and
-// offerRulesSQL. It runs before the call's jobs are inserted, so only the jobs stored before
-// the call count, as store.Tx.JobInsertOfferedAtCommit says. The worker's jobs are read as a
-// lease of it reads them (store.PlanReads), so that jobs waiting in a queue it does not take, or of
-// a type it does not handle (a backlog nobody serves), keep no offer back. An offer that does
-// not name the worker's types counts every ready job.
+// arguments: no ready job the offer's worker could take waits ahead of it, and offerRulesSQL.
+// It runs before the call's jobs are inserted, so only the jobs stored before the call count,
+// as store.Tx.JobInsertOfferedAtCommit says. The worker's jobs are read as a lease of it reads
+// them (store.PlanReads), so that jobs waiting in a queue it does not take, or of a type it
+// does not handle (a backlog nobody serves), keep no offer back. An offer that does not name
+// the worker's types counts every ready job.
+//
+// A job waits ahead when it has at least the offered job's priority and its queue is not
+// paused, among the first store.PausedBacklogMin of the read's jobs at that priority or above;
+// or when that many are there at all. A paused queue's jobs do not wait for a worker, and a
+// job of the same type held there kept every offer back, each job then waiting for a
+// dispatch round; they are passed over only while few (a broker offers nothing while the
+// paused queues hold more, JobLeaseParams.PausedBacklog), since each is read to be passed.
 func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
 	var q strings.Builder
 	var args []any
 	switch store.PlanReads(o.Queues, o.Types) {
 	case store.ReadByQueueAndType:
-		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2`)
+		q.WriteString(`FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2`)
 		args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)
 	case store.ReadByType:
-		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
+		q.WriteString(`FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
 		args = in(&q, in(&q, nil, "type", false, o.Types), "queue", false, o.Queues)
 	default:
-		q.WriteString(`SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE ` + openState + ` AND state = 2`)
+		q.WriteString(`FROM jobs WHERE ` + openState + ` AND state = 2`)
 	}
-	q.WriteString(` AND priority >= ?)` + offerRulesSQL)
-	return q.String(), append(args, p.Priority, p.Queue, p.Type, p.Type, p.Queue)
+	first := q.String() + ` AND priority >= ? LIMIT ` + strconv.Itoa(store.PausedBacklogMin) + `)`
+	args = append(args, p.Priority)
+	sql := `SELECT NOT EXISTS (SELECT 1 FROM (SELECT queue ` + first + ` AS h
+			WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = h.queue AND paused))
+		AND (SELECT count(*) FROM (SELECT 1 ` + first + `) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL
+	return sql, append(append(args, args...), p.Queue, p.Type, p.Type, p.Queue)
 }
 
 // insertLeasedSQL stores one offered job LEASED, with its first token.

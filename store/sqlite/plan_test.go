@@ -80,6 +80,10 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 		{"offer to a worker of every queue", "jobs_ready_type", func() (string, []any) {
 			return offer(store.JobOffer{Types: []string{"a", "b"}})
 		}, 0, ""},
+		// The paused queues' ready jobs are counted through their own entries.
+		{"paused queues' ready jobs", "jobs_ready_queue_type", func() (string, []any) {
+			return pausedReadySQL, []any{store.PausedBacklogMin}
+		}, 0, ""},
 		{"finished since", "jobs_finished", func() (string, []any) {
 			return `SELECT COUNT(*) FROM jobs WHERE ` + finishedState + ` AND state IN (5, 6) AND finished_at >= ?`, []any{0}
 		}, 0, ""},

@@ -15,6 +15,7 @@ var _ = register(
 	testCase{"InsertOfferedGoesAheadOfNothing", testInsertOfferedGoesAheadOfNothing},
 	testCase{"InsertOfferedBehindItsWorkersQueues", testInsertOfferedBehindItsWorkersQueues},
 	testCase{"InsertOfferedPastNoRule", testInsertOfferedPastNoRule},
+	testCase{"InsertOfferedPastPausedJobs", testInsertOfferedPastPausedJobs},
 	testCase{"InsertOfferedRefusesBadCalls", testInsertOfferedRefusesBadCalls},
 )
 
@@ -164,6 +165,37 @@ func testInsertOfferedPastNoRule(t *testing.T, b *bundle) {
 	}
 	if leased[3] == nil {
 		t.Error("the job offered under no rule was not leased")
+	}
+}
+
+// A paused queue's jobs do not wait for a worker: an offer goes ahead of a few of them
+// (fewer than store.PausedBacklogMin at its priority or above), whatever its worker reads, but
+// still of no job that waits in a queue not paused, however many paused ones come first.
+func testInsertOfferedPastPausedJobs(t *testing.T, b *bundle) {
+	b.insertIn("paused", 3, 5) // held ahead of the offered jobs: a higher priority
+	b.write(func(tx store.Tx) error { return tx.QueueSetPaused("paused", true) })
+	offers := func() []*store.JobOffer {
+		every, typed, named := b.offerTo(1), b.offerTo(2), b.offerTo(3)
+		typed.Types, named.Types, named.Queues = []string{"t"}, []string{"t"}, []string{"default", "paused"}
+		return []*store.JobOffer{every, typed, named}
+	}
+	for _, o := range offers() {
+		stored, leased := b.insertOffered([]*store.JobInsertParams{b.job("t")}, []*store.JobOffer{o})
+		if leased[0] == nil {
+			t.Errorf("a job offered to a worker of types %q, queues %q behind 3 jobs of a paused queue: state %s, want leased",
+				o.Types, o.Queues, b.state(stored[0]))
+		}
+	}
+	b.insertIn("paused", store.PausedBacklogMin, 5)
+	b.insertIn("waiting", 1, 5) // behind them all in dispatch order, in a queue not paused
+	for _, o := range offers() {
+		o.Queues = append(o.Queues, "waiting")
+		stored, leased := b.insertOffered([]*store.JobInsertParams{b.job("t")}, []*store.JobOffer{o})
+		if leased[0] != nil {
+			t.Errorf("a job offered to a worker of types %q, queues %q while a job waited behind %d paused ones: leased, want PENDING",
+				o.Types, o.Queues, store.PausedBacklogMin+3)
+		}
+		equal(t, "the job offered behind the waiting one", b.state(stored[0]), job.StatePending)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -13,6 +14,7 @@ var _ = register(
 	testCase{"LeaseEnforceQueues", testLeaseEnforceQueues},
 	testCase{"LeaseEnforceQueuesInOneWrite", testLeaseEnforceQueuesInOneWrite},
 	testCase{"LeaseSkipCapped", testLeaseSkipCapped},
+	testCase{"PausedReady", testPausedReady},
 )
 
 // insertIn adds n jobs of type "t" to queue, in dispatch order, and returns their ids.
@@ -125,4 +127,30 @@ func testLeaseSkipCapped(t *testing.T, b *bundle) {
 	p.SkipCapped = true
 	equal(t, "leased with SkipCapped", ids(b.lease(p)), free)
 	equal(t, "leased without it", ids(b.lease(b.enforcing(10))), capped)
+}
+
+// PausedReady counts the ready jobs of the paused queues only, up to its bound.
+func testPausedReady(t *testing.T, b *bundle) {
+	count := func(atMost int) int {
+		t.Helper()
+		n, err := b.s.PausedReady(b.ctx, atMost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b.insertIn("open", 5, 0)
+	b.insertIn("held", 7, 0)
+	later := b.job("t")
+	later.Queue, later.RunAt = "held", b.now.Add(time.Hour) // scheduled, not ready
+	b.insert(later)
+	equal(t, "ready jobs counted with no queue paused", count(100), 0)
+	b.write(func(tx store.Tx) error {
+		if err := tx.QueueSetPaused("held", true); err != nil {
+			return err
+		}
+		return tx.QueueSetPaused("empty", true)
+	})
+	equal(t, "ready jobs counted in the paused queues", count(100), 7)
+	equal(t, "ready jobs counted up to 5", count(5), 5)
 }
