@@ -275,16 +275,23 @@ func TestOfferPassesABacklogOfAnotherType(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openPay(t, b, 4)
+	if calls := enqueueCalls(t, b, w, s); !slices.Equal(calls, []string{"offered insert"}) {
+		t.Fatalf("calls after the enqueue beside the backlog: %q, want one offered insert and no lease", calls)
+	}
+}
+
+// enqueueCalls enqueues a job of s's type once b has settled, and returns the calls its write
+// and the rounds after it made, once s has it.
+func enqueueCalls(t *testing.T, b *Broker, w *leaseCalls, s *Session) []string {
+	t.Helper()
 	settle(t, b)
 	before := w.count()
-	ids, err := b.Enqueue(ctx, []JobSpec{{Type: payType}})
+	ids, err := b.Enqueue(context.Background(), []JobSpec{{Type: payType}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
 		t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
 	}
-	if calls := w.since(before); !slices.Equal(calls, []string{"offered insert"}) {
-		t.Fatalf("calls after the enqueue beside the backlog: %q, want one offered insert and no lease", calls)
-	}
+	return w.since(before)
 }

@@ -225,21 +225,6 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 			t.Fatal(err)
 		}
 	}
-	// enqueue enqueues a job of the worker's and returns the calls its write and the round
-	// after it made, once the worker has it.
-	enqueue := func() []string {
-		t.Helper()
-		settle(t, b)
-		before := w.count()
-		ids, err := b.Enqueue(ctx, []JobSpec{{Type: payType}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := assignments(t, s, 1)[0]; a.Job.ID != ids[0].ID {
-			t.Fatalf("assigned job %d, want %d", a.Job.ID, ids[0].ID)
-		}
-		return w.since(before)
-	}
 	if err := b.PauseQueue(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +236,7 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 		clk.Advance(b.cfg.SweepInterval)
 		return !backlog()
 	})
-	if calls := enqueue(); !slices.Equal(calls, []string{"offered insert"}) {
+	if calls := enqueueCalls(t, b, w, s); !slices.Equal(calls, []string{"offered insert"}) {
 		t.Fatalf("calls after an enqueue beside a paused job of its type: %q, want one offered insert and no lease", calls)
 	}
 	enqueueHeld(store.PausedBacklogMin - 1)
@@ -259,7 +244,7 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 		clk.Advance(b.cfg.SweepInterval)
 		return backlog()
 	})
-	if calls := enqueue(); slices.Contains(calls, "offered insert") || !slices.Contains(calls, "lease") {
+	if calls := enqueueCalls(t, b, w, s); slices.Contains(calls, "offered insert") || !slices.Contains(calls, "lease") {
 		t.Fatalf("calls after an enqueue beside a paused backlog: %q, want no offer and a lease", calls)
 	}
 	if err := b.ResumeQueue(ctx, "held"); err != nil {
