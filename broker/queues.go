@@ -241,15 +241,19 @@ func (q *queueState) set(name string, r queueRule) {
 // every queue, and an offer's check that no job waits ahead, read past the paused ones' ready
 // jobs of their types, while a lease that names the others pays a round trip to find them. A
 // queue counts as holding a backlog from its pause until counted, and one that fills while
-// paused is found at the next count. A count that fails keeps the last verdict.
+// paused is found at the next count. A count that fails, or is not made while the database
+// does not answer, keeps the last verdict; one is given a sweep interval, so that a silent
+// database does not hold the sweeps back.
 func (b *Broker) countPausedBacklog() {
 	b.mu.Lock()
 	paused, pauses := b.queues.pausedQueues > 0, b.queues.pauses
 	b.mu.Unlock()
-	if !paused {
+	if !paused || b.Unreachable() != nil {
 		return
 	}
-	n, err := b.st.PausedReady(b.ctx, store.PausedBacklogMin)
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.SweepInterval)
+	defer cancel()
+	n, err := b.st.PausedReady(ctx, store.PausedBacklogMin)
 	if err != nil {
 		b.log.Debug("count the paused queues' ready jobs", "err", err)
 		return

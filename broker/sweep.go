@@ -18,7 +18,6 @@ const sweepBatch = 500
 // it every SweepInterval.
 func (b *Broker) sweepTick() {
 	b.Sweep()
-	b.countPausedBacklog()
 	b.mode.breakers().swept(b.ctx)
 	b.mu.Lock()
 	b.pruneRacedCancelsLocked()
@@ -29,6 +28,7 @@ func (b *Broker) sweepTick() {
 		s.out.checkStalled(now, b.cfg.LeaseDuration)
 	}
 	b.mu.Unlock()
+	b.countPausedBacklog()
 }
 
 // expired is what a sweep did to one job.
