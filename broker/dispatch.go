@@ -514,7 +514,7 @@ func (b *Broker) leaseParams(s *Session, types []string, limit int, now time.Tim
 		EnforceQueues: b.mode.sharedQueues(),
 		SkipCapped:    b.mode.sharedQueues() && len(b.queues.cappedQueues) == 0 && !b.svc.keys.active(),
 		ExcludeShut:   b.sharedBreakers() && !probe,
-		PausedBacklog: b.queues.pausedBacklog,
+		PausedBacklog: b.queues.backlog(),
 		Keyed:         b.svc.keys.active(),
 		Rates:         b.svc.rates.lease(),
 	}

@@ -49,7 +49,7 @@ func (b *Broker) offer(o *enqueueOp, params []*store.JobInsertParams, now time.T
 func (b *Broker) planOffers(params []*store.JobInsertParams, now time.Time) (offers []*offer, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.shuttingDown || len(b.queues.cappedQueues) > 0 || b.queues.pausedBacklog || len(b.table.sessions) == 0 {
+	if b.shuttingDown || len(b.queues.cappedQueues) > 0 || b.queues.backlog() || len(b.table.sessions) == 0 {
 		return nil, false
 	}
 	all = true

@@ -34,13 +34,10 @@ type queueState struct {
 	queueRules   map[string]queueRule
 	pausedQueues int             // how many of queueRules are paused
 	cappedQueues map[string]bool // the capped ones
-	// pausedBacklog says a paused queue holds, or may hold, a backlog that a lease of every
-	// queue would read past (store.JobLeaseParams.PausedBacklog): set when a queue is paused,
-	// until a count says otherwise (countPausedBacklog), and cleared when none is.
+	// pausedBacklog says the paused queues held a backlog that a lease of every queue would
+	// read past at the last count (countPausedBacklog), or a queue was paused since; it holds
+	// only while a queue is paused (backlog).
 	pausedBacklog bool
-	// pauses counts the queues paused so far: a count that began before a pause does not clear
-	// pausedBacklog after it.
-	pauses uint64
 }
 
 // MaxCappedQueues is how many queues may have a concurrency cap at once. A round lists the
@@ -73,20 +70,12 @@ func (b *Broker) replaceQueueRulesLocked(recs []store.QueueRecord) (loosened boo
 // round that knows of no capped queue leaves the jobs of any queue the database says is capped
 // to one that counts its room, JobLeaseParams.SkipCapped).
 func (q *queueState) replace(recs []store.QueueRecord) (loosened bool) {
-	old, backlog, pauses := q.queueRules, q.pausedBacklog, q.pauses
+	old := q.queueRules
 	q.queueRules = make(map[string]queueRule)
 	q.cappedQueues = make(map[string]bool)
 	q.pausedQueues = 0
-	newlyPaused := false
 	for _, r := range recs {
-		newlyPaused = newlyPaused || r.Paused && !old[r.Name].paused
-		q.set(r.Name, queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
-	}
-	// set took every paused queue for a new one: only those paused since the last reading are.
-	q.pauses, q.pausedBacklog = pauses, backlog && q.pausedQueues > 0
-	if newlyPaused {
-		q.pauses++
-		q.pausedBacklog = true
+		q.set(r.Name, old[r.Name], queueRule{paused: r.Paused, limit: r.ConcurrencyLimit})
 	}
 	for name, was := range old {
 		now := q.queueRules[name]
@@ -206,22 +195,18 @@ func (b *Broker) reloadQueueRules(ctx context.Context) error {
 	return b.reloadRateLimits(ctx)
 }
 
-// set records a queue's rule, dropping queues with nothing to enforce, and keeps the count of
-// paused queues and the set of capped ones.
-func (q *queueState) set(name string, r queueRule) {
-	was := q.queueRules[name].paused
-	if was {
+// set records a queue's rule, was being the rule the broker knew before, dropping queues with
+// nothing to enforce, and keeps the count of paused queues and the set of capped ones. A queue
+// newly paused is taken for a backlog until counted.
+func (q *queueState) set(name string, was, r queueRule) {
+	if q.queueRules[name].paused {
 		q.pausedQueues--
 	}
 	if r.paused {
 		q.pausedQueues++
 	}
-	if r.paused && !was {
-		q.pauses++
-		q.pausedBacklog = true // until counted
-	}
-	if q.pausedQueues == 0 {
-		q.pausedBacklog = false
+	if r.paused && !was.paused {
+		q.pausedBacklog = true
 	}
 	if r.limit > 0 {
 		q.cappedQueues[name] = true
@@ -235,18 +220,22 @@ func (q *queueState) set(name string, r queueRule) {
 	delete(q.queueRules, name)
 }
 
+// backlog reports whether the paused queues may hold a backlog (pausedBacklog).
+func (q *queueState) backlog() bool { return q.pausedQueues > 0 && q.pausedBacklog }
+
 // countPausedBacklog counts, every sweep while a queue is paused, whether the paused queues
-// hold a backlog (store.PausedBacklogMin ready jobs or more; queueState.pausedBacklog). Only
+// hold a backlog (store.PausedBacklogMin ready jobs or more; queueState.backlog). Only
 // then does a lease of every queue name the others, and is no job offered: a lease that reads
 // every queue, and an offer's check that no job waits ahead, read past the paused ones' ready
 // jobs of their types, while a lease that names the others pays a round trip to find them. A
 // queue counts as holding a backlog from its pause until counted, and one that fills while
-// paused is found at the next count. A count that fails, or is not made while the database
-// does not answer, keeps the last verdict; one is given a sweep interval, so that a silent
-// database does not hold the sweeps back.
+// paused is found at the next count; so is one paused while a count was made, which may have
+// missed it. A count that fails, or is not made while the database does not answer, keeps the
+// last verdict; one is given a sweep interval, so that a silent database does not hold the
+// sweeps back.
 func (b *Broker) countPausedBacklog() {
 	b.mu.Lock()
-	paused, pauses := b.queues.pausedQueues > 0, b.queues.pauses
+	paused := b.queues.pausedQueues > 0
 	b.mu.Unlock()
 	if !paused || b.Unreachable() != nil {
 		return
@@ -259,9 +248,7 @@ func (b *Broker) countPausedBacklog() {
 		return
 	}
 	b.mu.Lock()
-	if b.queues.pauses == pauses && b.queues.pausedQueues > 0 { // no queue paused meanwhile
-		b.queues.pausedBacklog = n >= store.PausedBacklogMin
-	}
+	b.queues.pausedBacklog = n >= store.PausedBacklogMin
 	b.mu.Unlock()
 }
 
@@ -313,9 +300,10 @@ func (b *Broker) changeQueue(ctx context.Context, name string, ev store.AuditEve
 		return err
 	}
 	b.mu.Lock()
-	r := b.queues.queueRules[name]
+	was := b.queues.queueRules[name]
+	r := was
 	apply(&r)
-	b.queues.set(name, r)
+	b.queues.set(name, was, r)
 	b.mu.Unlock()
 	if wake {
 		b.signal()

@@ -281,13 +281,13 @@ func TestQueueRulesReadAgainKeepThePausedBacklogCounted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			q := queueState{}
 			q.replace(paused("a"))
-			if !q.pausedBacklog {
+			if !q.backlog() {
 				t.Fatal("a queue paused at load is not taken for a backlog until counted")
 			}
 			q.pausedBacklog = c.counted
 			q.replace(c.again)
-			if q.pausedBacklog != c.want {
-				t.Errorf("after reading the rules again: pausedBacklog %v, want %v", q.pausedBacklog, c.want)
+			if q.backlog() != c.want {
+				t.Errorf("after reading the rules again: backlog %v, want %v", q.backlog(), c.want)
 			}
 		})
 	}

@@ -146,9 +146,9 @@ type Tx interface {
 	// the queues the offer's worker takes, JobOffer.Queues; a paused queue's jobs do not count
 	// while fewer than PausedBacklogMin of them come first, and past that many a store may
 	// refuse the offer), its queue is neither paused nor capped, and no stored breaker is shut
-	// for its type. Otherwise job i stays PENDING, as
-	// JobInsertMany stores it. It lets a broker with a free worker slot hand a new job out with
-	// the commit that stores it, without a lease of its own. got receives the leased jobs (nil
+	// for its type. Otherwise job i stays PENDING, as JobInsertMany stores it. It lets a broker
+	// with a free worker slot hand a new job out with the commit that stores it, without a
+	// lease of its own. got receives the leased jobs (nil
 	// for one left PENDING), with the care JobLeaseAtCommit's got needs.
 	JobInsertOfferedAtCommit(ps []*JobInsertParams, offers []*JobOffer, got func([]*job.Job, error)) ([]JobInsertResult, error)
 	// JobLockRows locks the rows of the jobs ids for the writes of them the transaction makes

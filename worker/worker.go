@@ -470,8 +470,8 @@ func (w *Worker) checkLocked() {
 // stays within its capacity, to which the broker holds a Hello. The worker can hold more: an
 // assignment that finds it at capacity (its finished jobs count until their results are
 // acknowledged) is held until its Release is on the wire, and a broker refused the whole
-// session when a reconnect came in between. One left out is still handed
-// back once the new stream is welcomed (onWelcome); never started, it spends no attempt.
+// session when a reconnect came in between. One left out is still handed back once the new
+// stream is welcomed (onWelcome); never started, it spends no attempt.
 func (w *Worker) heldLocked() []*jobwirev1.LeaseRef {
 	var held, handingBack []*jobwirev1.LeaseRef
 	for _, r := range w.sortedRefsLocked() {

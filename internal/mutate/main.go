@@ -680,7 +680,7 @@ func mutations() []mutation {
 		from: "name = ? AND (paused OR concurrency_limit > 0))", to: "name = ? AND paused)",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/OfferFollowsDispatchRules$"})
 	add(mutation{name: "sqlite offer: a job is offered ahead of a waiting one of its priority", file: "store/sqlite/offer.go",
-		from: "first := q.String() + ` AND priority >= ? LIMIT `", to: "first := q.String() + ` AND priority > ? LIMIT `",
+		from: "read := q.String() + ` AND priority >= ? LIMIT `", to: "read := q.String() + ` AND priority > ? LIMIT `",
 		pkgs: []string{"./store/sqlite"}, run: "TestStoreContract/InsertOfferedGoesAheadOfNothing$"})
 	add(mutation{name: "sqlite offer: the job handed out lacks its metadata", file: "store/sqlite/offer.go",
 		from: "j.Metadata = maps.Clone(p.Metadata)", to: "_ = maps.Clone(p.Metadata)",
@@ -1455,19 +1455,22 @@ func mutations() []mutation {
 		from: "\tseen, ok = s.data[typ]\n\tdelete(s.data, typ)", to: "\tseen, ok = s.data[typ]",
 		pkgs: []string{"./broker"}, run: "TestBreakersSeenTakesWhatCommittedOnce$"})
 	add(mutation{name: "paused backlog: a queue just paused is taken for no backlog", file: "broker/queues.go",
-		from: "\t\tq.pausedBacklog = true // until counted", to: "\t\tq.pausedBacklog = false // until counted",
+		from: "if r.paused && !was.paused {\n\t\tq.pausedBacklog = true", to: "if r.paused && !was.paused {\n\t\tq.pausedBacklog = false",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
 	add(mutation{name: "paused backlog: rules read again forget the count", file: "broker/queues.go",
-		from: "q.pauses, q.pausedBacklog = pauses, backlog && q.pausedQueues > 0", to: "q.pauses, q.pausedBacklog = pauses, backlog || q.pausedQueues > 0",
+		from: "q.set(r.Name, old[r.Name], queueRule{", to: "q.set(r.Name, queueRule{}, queueRule{",
+		pkgs: []string{"./broker"}, run: "TestQueueRulesReadAgainKeepThePausedBacklogCounted$"})
+	add(mutation{name: "paused backlog: it outlasts the last pause", file: "broker/queues.go",
+		from: "return q.pausedQueues > 0 && q.pausedBacklog }", to: "return q.pausedBacklog }",
 		pkgs: []string{"./broker"}, run: "TestQueueRulesReadAgainKeepThePausedBacklogCounted$"})
 	add(mutation{name: "paused backlog: a sweep never counts it", file: "broker/sweep.go",
 		from: "\tb.countPausedBacklog()\n", to: "",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
 	add(mutation{name: "paused backlog: leases are not told of it", file: "broker/dispatch.go",
-		from: "PausedBacklog: b.queues.pausedBacklog,", to: "PausedBacklog: b.queues.pausedQueues > 0,",
+		from: "PausedBacklog: b.queues.backlog(),", to: "PausedBacklog: b.queues.pausedQueues > 0,",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
 	add(mutation{name: "paused backlog: jobs are offered beside it", file: "broker/offer.go",
-		from: "|| b.queues.pausedBacklog ||", to: "||",
+		from: "|| b.queues.backlog() ||", to: "||",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
 	add(mutation{name: "postgres: an offer waits behind a paused queue's jobs", file: pgTx,
 		from: "OR NOT EXISTS (SELECT FROM queues q WHERE q.name = h.queue AND q.paused))`", to: "OR true)`",
@@ -1479,7 +1482,7 @@ func mutations() []mutation {
 		from: "WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = h.queue AND paused))", to: "WHERE 1)",
 		pkgs: []string{storePkg}, run: "TestStoreContract/InsertOfferedPastPausedJobs$"})
 	add(mutation{name: "sqlite: an offer goes ahead of a job waiting behind many paused ones", file: "store/sqlite/offer.go",
-		from: "`) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL", to: "`) < 1 + ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL",
+		from: "`)) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL", to: "`)) < 1 + ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL",
 		pkgs: []string{storePkg}, run: "TestStoreContract/InsertOfferedPastPausedJobs$"})
 	add(mutation{name: "sqlite: the paused queues' count counts every queue", file: "store/sqlite/admin.go",
 		from: "\tWHERE queues.paused LIMIT ?)`", to: "\tWHERE 1 LIMIT ?)`",

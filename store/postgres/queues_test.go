@@ -350,11 +350,7 @@ func BenchmarkLeaseCapped(b *testing.B) {
 func TestPausedReadyReadsThePausedQueuesEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.URL(t), Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openOneConn(t)
 	if err := s.Write(ctx, "test", func(tx store.Tx) error { return tx.QueueSetPaused("held", true) }); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +371,7 @@ func TestPausedReadyReadsThePausedQueuesEntries(t *testing.T) {
 		t.Errorf("beside a paused backlog, counted %d up to 100 (%v), want 100", n, err)
 	}
 	plan := explain(t, s.pool, `EXPLAIN `+pausedReadySQL, pgx.QueryExecModeExec, 100)
-	if !strings.Contains(plan, "Index Only Scan using jobs_ready_queue_type") && !strings.Contains(plan, "Index Scan using jobs_ready_queue_type") {
+	if !strings.Contains(plan, "Scan using jobs_ready_queue_type") { // an index scan, or an index-only one
 		t.Errorf("the count does not read the paused queues' entries of the ready index in its order:\n%s", plan)
 	}
 }

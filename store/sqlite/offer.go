@@ -45,11 +45,11 @@ func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
 	default:
 		q.WriteString(`FROM jobs WHERE ` + openState + ` AND state = 2`)
 	}
-	first := q.String() + ` AND priority >= ? LIMIT ` + strconv.Itoa(store.PausedBacklogMin) + `)`
+	read := q.String() + ` AND priority >= ? LIMIT ` + strconv.Itoa(store.PausedBacklogMin)
 	args = append(args, p.Priority)
-	sql := `SELECT NOT EXISTS (SELECT 1 FROM (SELECT queue ` + first + ` AS h
+	sql := `SELECT NOT EXISTS (SELECT 1 FROM (SELECT queue ` + read + `) AS h
 			WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = h.queue AND paused))
-		AND (SELECT count(*) FROM (SELECT 1 ` + first + `) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL
+		AND (SELECT count(*) FROM (SELECT 1 ` + read + `)) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL
 	return sql, append(append(args, args...), p.Queue, p.Type, p.Type, p.Queue)
 }
 
