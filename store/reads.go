@@ -46,7 +46,8 @@ const MaxNamedQueues = 16
 
 // PausedBacklogMin is how many ready jobs the paused queues hold at least before a broker
 // takes them for a backlog (JobLeaseParams.PausedBacklog): a lease of every queue then names
-// the others, and no job is offered. Below it, reading past them costs less than the round
-// trip that finds the queues to name, and an offer reads past them (JobInsertOfferedAtCommit)
-// rather than leave its job to a dispatch round.
+// the others, and no job is offered. Below it an offer reads past them
+// (JobInsertOfferedAtCommit) rather than leave its job to a dispatch round, and a lease reads
+// past them rather than find the queues to name first: beside 99 paused jobs on PostgreSQL, a
+// drain as fast as with the queues named, enqueue to start p50 0.9x with offers.
 const PausedBacklogMin = 100
