@@ -232,18 +232,12 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 	if !backlog() {
 		t.Fatal("a queue just paused is not taken for a backlog until counted")
 	}
-	waitUntil(t, "a sweep to find the paused queue's one job no backlog", func() bool {
-		clk.Advance(b.cfg.SweepInterval)
-		return !backlog()
-	})
+	sweepUntil(t, b, clk, "a sweep to find the paused queue's one job no backlog", func() bool { return !backlog() })
 	if calls := enqueueCalls(t, b, w, s); !slices.Equal(calls, []string{"offered insert"}) {
 		t.Fatalf("calls after an enqueue beside a paused job of its type: %q, want one offered insert and no lease", calls)
 	}
 	enqueueHeld(store.PausedBacklogMin - 1)
-	waitUntil(t, "a sweep to find the paused queue's backlog", func() bool {
-		clk.Advance(b.cfg.SweepInterval)
-		return backlog()
-	})
+	sweepUntil(t, b, clk, "a sweep to find the paused queue's backlog", backlog)
 	if calls := enqueueCalls(t, b, w, s); slices.Contains(calls, "offered insert") || !slices.Contains(calls, "lease") {
 		t.Fatalf("calls after an enqueue beside a paused backlog: %q, want no offer and a lease", calls)
 	}
@@ -253,6 +247,22 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 	if backlog() {
 		t.Fatal("with no queue paused, the paused queues are still taken for a backlog")
 	}
+}
+
+// sweepUntil moves clk a sweep interval on and waits for cond, again until it holds: one move
+// at a time, each given time for the sweep it starts to finish, so that the clock moves no
+// further than the sweeps need (far enough, and leases held in the test would run out).
+func sweepUntil(t *testing.T, b *Broker, clk *clock.Fake, what string, cond func() bool) {
+	t.Helper()
+	for range 50 {
+		clk.Advance(b.cfg.SweepInterval)
+		for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if cond() {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s: not after 50 sweeps", what)
 }
 
 // Reading the rules again keeps what the last count found of the paused queues while no queue
