@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jobwire/jobwire/breaker"
 	"github.com/jobwire/jobwire/internal/clock"
+	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 )
 
@@ -247,6 +249,72 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 	if backlog() {
 		t.Fatal("with no queue paused, the paused queues are still taken for a backlog")
 	}
+}
+
+// silentCount is a store whose counts of the paused queues' ready jobs go unanswered until
+// their context ends, while silent is set: a database that stopped answering that read.
+type silentCount struct {
+	store.Store
+	silent  atomic.Bool
+	waiting atomic.Int32 // counts waiting for their context
+}
+
+func (s *silentCount) PausedReady(ctx context.Context, atMost int) (int, error) {
+	if s.silent.Load() {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return s.Store.PausedReady(ctx, atMost)
+}
+
+// A count of the paused queues' backlog that the database does not answer is given up after a
+// sweep interval, so that it holds no later sweep back: the sweeps go on (a lease that runs
+// out is found) and, once the database answers, the next count is made.
+func TestSilentPausedCountHoldsNoSweepBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := &silentCount{Store: openStore(t)}
+	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	cfg := DefaultConfig()
+	// The count's bound is a sweep interval on the wall clock; the lease runs out in four.
+	cfg.SweepInterval, cfg.LeaseDuration, cfg.HeartbeatInterval = 250*time.Millisecond, time.Second, 250*time.Millisecond
+	b, err := New(Options{Store: st, Commit: testCommit, Config: cfg, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startForTest(t, b, func() error { return nil })
+	s := openPay(t, b, 1)
+	backlog := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.queues.backlog()
+	}
+	if err := b.PauseQueue(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Enqueue(ctx, []JobSpec{{Type: payType, Queue: "held"}}); err != nil {
+		t.Fatal(err)
+	}
+	st.silent.Store(true)
+	clk.Advance(b.cfg.SweepInterval)
+	waitUntil(t, "a sweep's count to wait on the silent database", func() bool { return st.waiting.Load() == 1 })
+	// A lease that runs out while the count waits is found by the sweeps after it.
+	ids, err := b.Enqueue(ctx, []JobSpec{{Type: payType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assignments(t, s, 1)
+	sweepUntil(t, b, clk, "the sweeps to find the run-out lease past the silent count", func() bool {
+		j, err := b.Get(ctx, ids[0].ID)
+		return err == nil && j.State == job.StatePending
+	})
+	if !backlog() {
+		t.Fatal("a count given up changed what the broker knows of the paused backlog")
+	}
+	st.silent.Store(false)
+	sweepUntil(t, b, clk, "a count once the database answers", func() bool { return !backlog() })
 }
 
 // sweepUntil moves clk a sweep interval on and waits for cond, again until it holds: one move

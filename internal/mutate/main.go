@@ -1466,6 +1466,9 @@ func mutations() []mutation {
 	add(mutation{name: "paused backlog: a sweep never counts it", file: "broker/sweep.go",
 		from: "\tb.countPausedBacklog()\n", to: "",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
+	add(mutation{name: "paused backlog: a silent count holds the sweeps back", file: "broker/queues.go",
+		from: "ctx, cancel := context.WithTimeout(b.ctx, b.cfg.SweepInterval)", to: "ctx, cancel := context.WithCancel(b.ctx)",
+		pkgs: []string{"./broker"}, run: "TestSilentPausedCountHoldsNoSweepBack$"})
 	add(mutation{name: "paused backlog: leases are not told of it", file: "broker/dispatch.go",
 		from: "PausedBacklog: b.queues.backlog(),", to: "PausedBacklog: b.queues.pausedQueues > 0,",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
