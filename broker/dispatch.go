@@ -634,9 +634,10 @@ func (b *Broker) permitLocked(g *grant, i int, typ string) (breaker.Permit, bool
 	return breaker.Permit{}, true
 }
 
-// deliverLocked records the lease of j and queues its Assignment on sess's stream.
+// deliverLocked records the lease of j and queues its Assignment on sess's stream. j is the
+// hand-out's own (the lease's read, or the job built from an offered insert): the Assignment
+// carries it, and the lease keeps a copy without the payload, which may be large.
 func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, permit breaker.Permit, held map[string]int) {
-	payload := j.Payload
 	kept := *j
 	kept.Payload = nil
 	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt,
@@ -647,14 +648,8 @@ func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, perm
 		held[j.Queue]++
 	}
 	b.traceDelivery(&kept, l.attempt, sess)
-	sess.out.push(Assignment{Job: withPayload(&kept, payload), Attempt: l.attempt, Token: ref.Token,
+	sess.out.push(Assignment{Job: j, Attempt: l.attempt, Token: ref.Token,
 		LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
-}
-
-func withPayload(j *job.Job, payload []byte) *job.Job {
-	c := *j
-	c.Payload = payload
-	return &c
 }
 
 // armBreakerTimerLocked keeps one timer armed for the moment time alone next changes what a

@@ -142,7 +142,8 @@ type Worker struct {
 	// stopped is closed once stopping and nothing is held or running any more.
 	stopped       chan struct{}
 	stoppedClosed bool
-	// changed is closed and replaced whenever tasks or active change.
+	// changed, when a waiter asked for it (changedLocked), is closed at the next change of
+	// tasks or active: made only then, not at every change of a job's task.
 	changed     chan struct{}
 	graceTimers []clock.Timer
 }
@@ -188,7 +189,6 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Worker, error) {
 		handlers: make(map[string]HandlerFunc),
 		tasks:    make(map[leaseRef]*task),
 		stopped:  make(chan struct{}),
-		changed:  make(chan struct{}),
 	}
 	if w.log == nil {
 		w.log = slog.Default()
@@ -429,7 +429,7 @@ func (w *Worker) abort(err error) error {
 	defer timer.Stop()
 	for {
 		w.mu.Lock()
-		idle, changed := w.active == 0, w.changed
+		idle, changed := w.active == 0, w.changedLocked()
 		w.mu.Unlock()
 		if idle {
 			return err
@@ -445,8 +445,10 @@ func (w *Worker) abort(err error) error {
 // checkLocked must follow every change of tasks or active: it wakes waiters and ends a stream that
 // has nothing left to do.
 func (w *Worker) checkLocked() {
-	close(w.changed)
-	w.changed = make(chan struct{})
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
+	}
 	if len(w.tasks) > 0 || w.active > 0 {
 		return
 	}
@@ -463,6 +465,14 @@ func (w *Worker) checkLocked() {
 		// worker forever.
 		s.finishTimer = w.clock.AfterFunc(closeWait, func() { s.cancel(errCloseTimeout) })
 	}
+}
+
+// changedLocked returns a channel closed at the next change of tasks or active.
+func (w *Worker) changedLocked() chan struct{} {
+	if w.changed == nil {
+		w.changed = make(chan struct{})
+	}
+	return w.changed
 }
 
 // heldLocked lists the leases the worker holds, for Hello, in a stable order: every job it

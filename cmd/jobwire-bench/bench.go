@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -548,5 +549,24 @@ func (b *bench) profileProducer(name string) (func(), error) {
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		if err := writeAllocs(f.Name()); err != nil {
+			fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
+		}
 	}, nil
+}
+
+// writeAllocs writes the process's allocation profile beside its CPU profile cpu
+// (NAME.allocs.pprof beside NAME.pprof): every allocation sampled since the process started,
+// so the broker's and each worker's cover their one scenario, and the producer's every
+// scenario run so far (go tool pprof -base takes the one before out).
+func writeAllocs(cpu string) error {
+	f, err := os.Create(strings.TrimSuffix(cpu, ".pprof") + ".allocs.pprof")
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

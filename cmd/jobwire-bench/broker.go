@@ -229,7 +229,12 @@ func runBroker(ctx context.Context, args []string) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := writeAllocs(*profile); err != nil {
+				fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
+			}
+		}()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return app.Run(ctx, cfg, log, nil)

@@ -105,7 +105,7 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.WorkerTypes, "worker-types", 1, "each Go SDK worker handles this many types: the scenarios' own and the rest with no job, so that its leases are leases of several types (as a worker with several handlers)")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
-	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU profiles of the broker, the workers and the producer of every scenario into this directory (the broker then runs from this binary)")
+	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU and allocation profiles of the broker, the workers and the producer of every scenario into this directory (NAME.pprof, NAME.allocs.pprof; the broker then runs from this binary)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (SQLite databases, broker logs) and, with --db, each scenario's schema")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

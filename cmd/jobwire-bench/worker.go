@@ -148,7 +148,12 @@ func runWorker(ctx context.Context, args []string) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := writeAllocs(*profile); err != nil {
+				fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
+			}
+		}()
 	}
 	out := &lineWriter{w: bufio.NewWriter(os.Stdout)}
 	counter := &ackCounter{welcome: make(chan struct{})}
