@@ -533,12 +533,21 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 
 // profileProducer starts a CPU profile of this process, the producer's (and the latency
 // scenario's receiving end), as producer-NAME.pprof beside the broker's and the workers', when
-// profiles are asked for; the returned func stops it.
+// profiles are asked for; the returned func stops it (startProfiles).
 func (b *bench) profileProducer(name string) (func(), error) {
 	if b.cfg.profDir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(filepath.Join(b.cfg.profDir, "producer-"+name+".pprof"))
+	return startProfiles(filepath.Join(b.cfg.profDir, "producer-"+name+".pprof"))
+}
+
+// startProfiles starts a CPU profile of this process into path. The returned func stops it and
+// writes the allocation profile beside it (NAME.allocs.pprof beside NAME.pprof): every
+// allocation sampled since the process started, so the broker's and each worker's cover their
+// one scenario, and the producer's every scenario run so far (go tool pprof -base takes the one
+// before out).
+func startProfiles(path string) (func(), error) {
+	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -549,18 +558,15 @@ func (b *bench) profileProducer(name string) (func(), error) {
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
-		if err := writeAllocs(f.Name()); err != nil {
+		if err := writeAllocs(strings.TrimSuffix(path, ".pprof") + ".allocs.pprof"); err != nil {
 			fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
 		}
 	}, nil
 }
 
-// writeAllocs writes the process's allocation profile beside its CPU profile cpu
-// (NAME.allocs.pprof beside NAME.pprof): every allocation sampled since the process started,
-// so the broker's and each worker's cover their one scenario, and the producer's every
-// scenario run so far (go tool pprof -base takes the one before out).
-func writeAllocs(cpu string) error {
-	f, err := os.Create(strings.TrimSuffix(cpu, ".pprof") + ".allocs.pprof")
+// writeAllocs writes the process's allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}

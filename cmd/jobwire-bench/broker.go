@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -221,20 +220,11 @@ func runBroker(ctx context.Context, args []string) error {
 	cfg.Listen, cfg.DB, cfg.FullSync = *listen, *db, *durability == "full"
 	cfg.HTTPListen, cfg.Metrics = "127.0.0.1:0", *metricsOn != "off"
 	if *profile != "" {
-		f, err := os.Create(*profile)
+		stop, err := startProfiles(*profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			if err := writeAllocs(*profile); err != nil {
-				fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
-			}
-		}()
+		defer stop()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return app.Run(ctx, cfg, log, nil)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -45,5 +46,24 @@ func TestProcessPeakRSS(t *testing.T) {
 	}
 	if _, ok := processPeakRSS(-1); ok {
 		t.Fatal("read the peak RSS of a process that cannot exist")
+	}
+}
+
+// A profiled process leaves its CPU profile and, beside it, its allocation profile.
+func TestStartProfilesWritesCPUAndAllocations(t *testing.T) {
+	dir := t.TempDir()
+	stop, err := startProfiles(filepath.Join(dir, "broker-x.pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for _, name := range []string{"broker-x.pprof", "broker-x.allocs.pprof"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() == 0 {
+			t.Errorf("%s is empty", name)
+		}
 	}
 }

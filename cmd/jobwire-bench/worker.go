@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,20 +139,11 @@ func runWorker(ctx context.Context, args []string) error {
 		return errors.New("worker: --addr is required")
 	}
 	if *profile != "" {
-		f, err := os.Create(*profile)
+		stop, err := startProfiles(*profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			if err := writeAllocs(*profile); err != nil {
-				fmt.Fprintln(os.Stderr, "jobwire-bench:", err)
-			}
-		}()
+		defer stop()
 	}
 	out := &lineWriter{w: bufio.NewWriter(os.Stdout)}
 	counter := &ackCounter{welcome: make(chan struct{})}
