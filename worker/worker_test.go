@@ -556,6 +556,25 @@ func TestShutdownGraceCancelsRunningHandlers(t *testing.T) {
 	tb.expectRunReturned(t, codes.OK)
 }
 
+// A broker that rejects the worker's reconnect (its token revoked, say) ends the worker: its
+// running handlers are cancelled, and Run returns once they have, not when the grace runs out
+// (the fake clock never reaches it here).
+func TestRejectedReconnectReturnsOnceHandlersDo(t *testing.T) {
+	t.Parallel()
+	tb, bs, g := setupGated(t)
+
+	ref := bs.assign(1, "job", "")
+	bs.started(ref)
+	g.waitEntered(t)
+	bs.kill(codes.Unavailable)
+	bs2, _ := tb.stream(t)
+	bs2.kill(codes.PermissionDenied)
+	if cause := g.waitCause(t); !errors.Is(cause, ErrShutdown) {
+		t.Errorf("cause = %v, want ErrShutdown", cause)
+	}
+	tb.expectRunReturned(t, codes.PermissionDenied)
+}
+
 func TestShutdownGivesUpAfterTwiceTheGrace(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)

@@ -454,6 +454,9 @@ func mutations() []mutation {
 	add(mutation{name: "worker lease: the margin ignores the heartbeat interval", file: "worker/lease.go",
 		from: "return max(min(m, (lease-heartbeat)/2), 0)", to: "return m",
 		pkgs: []string{"./worker"}, run: "TestLeaseMargin"})
+	add(mutation{name: "worker: a handler's end does not wake a Run that waits for it", file: "worker/worker.go",
+		from: "\tif w.changed != nil {\n\t\tclose(w.changed)\n\t\tw.changed = nil\n\t}\n", to: "",
+		pkgs: []string{"./worker"}, run: "TestRejectedReconnectReturnsOnceHandlersDo"})
 	add(mutation{name: "worker lease: the margin has no floor or ceiling", file: "worker/lease.go",
 		from: "m := min(max(lease/10, minLeaseMargin), maxLeaseMargin)", to: "m := lease / 10",
 		pkgs: []string{"./worker"}, run: "TestLeaseMargin"})
