@@ -395,7 +395,9 @@ type markingStream struct{ grpc.ClientStream }
 func (s markingStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if r, ok := m.(*jobwirev1.ConnectResponse); ok && err == nil && (r.GetAssignment() != nil || r.GetBatch() != nil) {
-		stages.Mark(stages.WorkerRecv)
+		// Only after the server's send of the traced job: the frame read before it may be the
+		// acknowledgement of the job before, whose result waited for this job's enqueue.
+		stages.MarkAfter(stages.StreamSend, stages.WorkerRecv)
 	}
 	return err
 }
