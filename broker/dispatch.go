@@ -634,20 +634,30 @@ func (b *Broker) permitLocked(g *grant, i int, typ string) (breaker.Permit, bool
 	return breaker.Permit{}, true
 }
 
+// leasePayloadKept is the largest payload a lease keeps with its job (deliverLocked).
+const leasePayloadKept = 1 << 10
+
 // deliverLocked records the lease of j and queues its Assignment on sess's stream. j is the
-// hand-out's own (the lease's read, or the job built from an offered insert): the Assignment
-// carries it, and the lease keeps a copy without the payload, which may be large.
+// hand-out's own (the lease's read, or the job built from an offered insert), and neither the
+// lease nor the stream changes it: the Assignment carries it, and the lease keeps it too when
+// its payload is small. A lease lives as long as its attempt, so past leasePayloadKept it
+// keeps a copy without the payload, which may be megabytes; below, the copy (half a kilobyte
+// a job) would cost more than the payload it lets go.
 func (b *Broker) deliverLocked(sess *Session, ref job.LeaseRef, j *job.Job, permit breaker.Permit, held map[string]int) {
-	kept := *j
-	kept.Payload = nil
-	l := &lease{sess: sess, ref: ref, job: &kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt,
+	kept := j
+	if len(j.Payload) > leasePayloadKept {
+		c := *j
+		c.Payload = nil
+		kept = &c
+	}
+	l := &lease{sess: sess, ref: ref, job: kept, attempt: j.Attempts + 1, permit: permit, deadline: j.LeaseExpiresAt,
 		fresh: true}
 	sess.held[j.ID] = l
 	b.table.leases[j.ID] = l
 	if r := b.queues.queueRules[j.Queue]; held != nil && r.limit > 0 {
 		held[j.Queue]++
 	}
-	b.traceDelivery(&kept, l.attempt, sess)
+	b.traceDelivery(kept, l.attempt, sess)
 	sess.out.push(Assignment{Job: j, Attempt: l.attempt, Token: ref.Token,
 		LeaseDeadline: j.LeaseExpiresAt, AttemptTimeout: j.AttemptTimeout})
 }

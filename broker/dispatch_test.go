@@ -98,3 +98,47 @@ func TestLeaseAtCommitOneCallPerScope(t *testing.T) {
 		t.Errorf("a probe or a capped lease went at commit")
 	}
 }
+
+// A lease keeps its job's payload only while it is small: the worker is sent every payload
+// whole, and the broker does not hold a large one for as long as the attempt runs.
+func TestLeaseKeepsOnlyASmallPayload(t *testing.T) {
+	t.Parallel()
+	b := newRaceBroker(t)
+	ctx := context.Background()
+	small, large := make([]byte, leasePayloadKept), make([]byte, leasePayloadKept+1)
+	res, err := b.Enqueue(ctx, []JobSpec{{Type: "t", Payload: small}, {Type: "t", Payload: large}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Session{b: b, id: "w1", workerID: "w1", types: []string{"t"}, capacity: 2,
+		out: newOutbox(b.now), held: map[int64]*lease{}}
+	g := &grant{sess: s, params: b.leaseParams(s, []string{"t"}, 2, b.now(), false)}
+	if err := b.do(ctx, "lease", func(tx store.Tx) error {
+		var err error
+		g.leased, err = tx.JobLease(&g.params)
+		return err
+	}); err != nil || len(g.leased) != 2 {
+		t.Fatalf("lease: %v, %d jobs", err, len(g.leased))
+	}
+	b.handOut([]*grant{g})
+
+	sent := map[int64]int{}
+	for _, m := range pendingMessages(s) {
+		if a, ok := m.(Assignment); ok {
+			sent[a.Job.ID] = len(a.Job.Payload)
+		}
+	}
+	b.mu.Lock()
+	kept := map[int64]int{}
+	for id, l := range b.table.leases {
+		kept[id] = len(l.job.Payload)
+	}
+	b.mu.Unlock()
+	smallID, largeID := res[0].ID, res[1].ID
+	if want := map[int64]int{smallID: len(small), largeID: len(large)}; !reflect.DeepEqual(sent, want) {
+		t.Errorf("payload bytes sent by job: %v, want %v", sent, want)
+	}
+	if want := map[int64]int{smallID: len(small), largeID: 0}; !reflect.DeepEqual(kept, want) {
+		t.Errorf("payload bytes the leases keep by job: %v, want %v", kept, want)
+	}
+}

@@ -115,7 +115,7 @@ func mutations() []mutation {
 		from: "SET state = 4, attempts = attempts + 1,", to: "SET state = 4, attempts = attempts,",
 		pkgs: []string{srvPkg}, run: matrix + "/start"})
 	add(mutation{name: "attempts: an assignment numbers the attempt one too high", file: "broker/dispatch.go",
-		from: "job: &kept, attempt: j.Attempts + 1,", to: "job: &kept, attempt: j.Attempts + 2,",
+		from: "job: kept, attempt: j.Attempts + 1,", to: "job: kept, attempt: j.Attempts + 2,",
 		pkgs: []string{srvPkg}, run: "TestSuccess$"})
 	add(mutation{name: "attempts: a lease rebuilt from storage counts its attempt again", file: "broker/session.go",
 		from: "l.started, l.startedAt, l.attempt = true, j.StartedAt, j.Attempts\n",
@@ -457,6 +457,9 @@ func mutations() []mutation {
 	add(mutation{name: "worker: a handler's end does not wake a Run that waits for it", file: "worker/worker.go",
 		from: "\tif w.changed != nil {\n\t\tclose(w.changed)\n\t\tw.changed = nil\n\t}\n", to: "",
 		pkgs: []string{"./worker"}, run: "TestRejectedReconnectReturnsOnceHandlersDo"})
+	add(mutation{name: "broker: a lease keeps a large payload for as long as its attempt", file: "broker/dispatch.go",
+		from: "if len(j.Payload) > leasePayloadKept {", to: "if false {",
+		pkgs: []string{"./broker"}, run: "TestLeaseKeepsOnlyASmallPayload"})
 	add(mutation{name: "worker lease: the margin has no floor or ceiling", file: "worker/lease.go",
 		from: "m := min(max(lease/10, minLeaseMargin), maxLeaseMargin)", to: "m := lease / 10",
 		pkgs: []string{"./worker"}, run: "TestLeaseMargin"})
