@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -392,11 +393,46 @@ type gate struct {
 // at a gate, and connects it to the scripted broker.
 func setupGated(t *testing.T) (*testBundle, *brokerStream, *gate) {
 	t.Helper()
-	tb := setup(t, Options{})
 	g := newGate()
-	tb.worker.Handle("job", g.handle(false))
+	tb, bs := setupHandling(t, g.handle(false))
+	return tb, bs, g
+}
+
+// setupHandling starts a worker with default options that runs h for the type "job", and
+// returns it with its first stream.
+func setupHandling(t *testing.T, h HandlerFunc) (*testBundle, *brokerStream) {
+	t.Helper()
+	tb := setup(t, Options{})
+	tb.worker.Handle("job", h)
 	tb.start(t)
-	return tb, tb.connect(t), g
+	return tb, tb.connect(t)
+}
+
+// running assigns job 1, of the type "job", on bs and returns its lease once the worker has
+// sent Started for it and g's handler runs it.
+func (bs *brokerStream) running(g *gate) *jobwirev1.LeaseRef {
+	bs.t.Helper()
+	ref := bs.assign(1, "job", "")
+	bs.started(ref)
+	g.waitEntered(bs.t)
+	return ref
+}
+
+// reconnectHolding waits for the worker's next stream and checks that its Hello lists held,
+// in order, as the leases it still holds.
+func (tb *testBundle) reconnectHolding(t *testing.T, held ...*jobwirev1.LeaseRef) *brokerStream {
+	t.Helper()
+	bs, hello := tb.stream(t)
+	got := hello.GetHeld()
+	if len(got) != len(held) {
+		t.Fatalf("Hello.held = %v, want %v", got, held)
+	}
+	for i := range held {
+		if !proto.Equal(got[i], held[i]) {
+			t.Fatalf("Hello.held = %v, want %v", got, held)
+		}
+	}
+	return bs
 }
 
 func newGate() *gate {

@@ -58,9 +58,7 @@ func TestLeaseRunsOutWithoutAnExtension(t *testing.T) {
 
 	// The broker answers nothing: it is frozen. The handler's context ends once the lease has
 	// passed on the worker's clock, less the margin, and no result follows.
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	bs.running(g)
 	tb.clock.Advance(testHeartbeat)
 	bs.heartbeat()
 	tb.clock.Advance(testHeartbeat)
@@ -77,9 +75,7 @@ func TestLeaseRunsOutWhileDisconnected(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	bs.running(g)
 	bs.kill(codes.Unavailable)
 	// The worker reconnects, but the broker never answers its Hello.
 	_, hello := tb.stream(t)
@@ -97,9 +93,7 @@ func TestHeartbeatAckExtendsTheLeaseFromTheHeartbeat(t *testing.T) {
 	tb, bs, g := setupGated(t)
 	start := tb.clock.Now()
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	if got, want := tb.leaseEnd(t, ref), start.Add(testLeaseAllowance); !got.Equal(want) {
 		t.Fatalf("lease ends at %s, want the assignment's arrival plus the allowance, %s", got, want)
 	}
@@ -141,9 +135,7 @@ func TestAnsweredHeartbeatsKeepTheLease(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	// Five heartbeats, each answered, carry the job well past its first lease.
 	for i := range 5 {
 		tb.clock.Advance(testHeartbeat)
@@ -166,9 +158,7 @@ func TestHeartbeatsOfAnEarlierStreamAreForgotten(t *testing.T) {
 	tb, bs, g := setupGated(t)
 	start := tb.clock.Now()
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	// A heartbeat the broker never answers: the stream breaks.
 	tb.clock.Advance(testHeartbeat)
 	bs.heartbeat()

@@ -178,10 +178,7 @@ func TestFailureResults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tb := setup(t, Options{})
-			tb.worker.Handle("job", tt.handler)
-			tb.start(t)
-			bs := tb.connect(t)
+			tb, bs := setupHandling(t, tt.handler)
 			ref := bs.assign(1, "job", tt.payload)
 			bs.started(ref)
 			f := bs.result(ref).GetFailure()
@@ -243,10 +240,7 @@ func TestHandleJSONDecodesArgs(t *testing.T) {
 
 func TestResultResentAfterRefusedUnavailable(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	tb.worker.Handle("job", func(context.Context, *Job) error { return nil })
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs := setupHandling(t, func(context.Context, *Job) error { return nil })
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
@@ -261,20 +255,14 @@ func TestResultResentAfterRefusedUnavailable(t *testing.T) {
 
 func TestResultResentOnNewStream(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	tb.worker.Handle("job", func(context.Context, *Job) error { return errors.New("boom") })
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs := setupHandling(t, func(context.Context, *Job) error { return errors.New("boom") })
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
 	first := bs.result(ref)
 	bs.kill(codes.Unavailable)
 
-	bs2, hello := tb.stream(t)
-	if len(hello.GetHeld()) != 1 || !proto.Equal(hello.GetHeld()[0], ref) {
-		t.Errorf("Hello.held = %v, want [%v]", hello.GetHeld(), ref)
-	}
+	bs2 := tb.reconnectHolding(t, ref)
 	bs2.welcome()
 	// Started was already written, so only the result is replayed.
 	if again := bs2.result(ref); !proto.Equal(first, again) {
@@ -286,10 +274,7 @@ func TestResultResentOnNewStream(t *testing.T) {
 
 func TestRefusedFailedPreconditionDropsResult(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	tb.worker.Handle("job", func(context.Context, *Job) error { return nil })
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs := setupHandling(t, func(context.Context, *Job) error { return nil })
 
 	ref := bs.assign(1, "job", "")
 	bs.started(ref)
@@ -314,9 +299,7 @@ func TestCancelReachesHandler(t *testing.T) {
 			t.Parallel()
 			tb, bs, g := setupGated(t)
 
-			ref := bs.assign(1, "job", "")
-			bs.started(ref)
-			g.waitEntered(t)
+			ref := bs.running(g)
 			bs.cancelJob(ref, tt.reason)
 			if cause := g.waitCause(t); !errors.Is(cause, tt.want) {
 				t.Errorf("cause = %v, want %v", cause, tt.want)
@@ -451,10 +434,7 @@ func TestConcurrencyBound(t *testing.T) {
 
 func TestUnknownJobTypeReleased(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, Options{})
-	tb.worker.Handle("job", func(context.Context, *Job) error { return nil })
-	tb.start(t)
-	bs := tb.connect(t)
+	tb, bs := setupHandling(t, func(context.Context, *Job) error { return nil })
 
 	ref := bs.assign(1, "nope", "")
 	if r := bs.release(ref); !strings.Contains(r.GetReason(), "nope") {
@@ -538,9 +518,7 @@ func TestShutdownGraceCancelsRunningHandlers(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	tb.cancel()
 	bs.drain()
 	<-tb.stopped
@@ -563,9 +541,7 @@ func TestRejectedReconnectReturnsOnceHandlersDo(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	bs.running(g)
 	bs.kill(codes.Unavailable)
 	bs2, _ := tb.stream(t)
 	bs2.kill(codes.PermissionDenied)
@@ -579,9 +555,7 @@ func TestShutdownGivesUpAfterTwiceTheGrace(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	tb.cancel()
 	bs.drain()
 	<-tb.stopped
@@ -598,15 +572,10 @@ func TestLostLeaseOnReconnect(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	bs.kill(codes.Unavailable)
 
-	bs2, hello := tb.stream(t)
-	if len(hello.GetHeld()) != 1 || !proto.Equal(hello.GetHeld()[0], ref) {
-		t.Fatalf("Hello.held = %v, want [%v]", hello.GetHeld(), ref)
-	}
+	bs2 := tb.reconnectHolding(t, ref)
 	bs2.welcome(ref)
 	if cause := g.waitCause(t); !errors.Is(cause, ErrLeaseLost) {
 		t.Errorf("cause = %v, want ErrLeaseLost", cause)
@@ -637,15 +606,10 @@ func TestStartedResentOnNewStreamWhileRunning(t *testing.T) {
 	t.Parallel()
 	tb, bs, g := setupGated(t)
 
-	ref := bs.assign(1, "job", "")
-	bs.started(ref)
-	g.waitEntered(t)
+	ref := bs.running(g)
 	bs.kill(codes.Unavailable)
 
-	bs2, hello := tb.stream(t)
-	if len(hello.GetHeld()) != 1 || !proto.Equal(hello.GetHeld()[0], ref) {
-		t.Fatalf("Hello.held = %v, want [%v]", hello.GetHeld(), ref)
-	}
+	bs2 := tb.reconnectHolding(t, ref)
 	bs2.welcome()
 	bs2.started(ref)
 	g.proceed <- nil
@@ -764,10 +728,7 @@ func TestStartedReplayedWhenUserCodeStartedBetweenStreams(t *testing.T) {
 
 	// The stream breaks; job 2 gets its slot while the next stream has no Welcome yet.
 	bs.kill(codes.Unavailable)
-	bs2, hello := tb.stream(t)
-	if len(hello.GetHeld()) != 1 || !proto.Equal(hello.GetHeld()[0], ref2) {
-		t.Fatalf("Hello.held = %v, want [%v]", hello.GetHeld(), ref2)
-	}
+	bs2 := tb.reconnectHolding(t, ref2)
 	stuck.proceed <- nil
 	g.waitEntered(t)
 	bs2.welcome()
