@@ -138,7 +138,7 @@ $(PYTHON_VENV)/.stamp: sdks/python/constraints.txt
 	@touch $@
 
 sdks/node/node_modules/.package-lock.json: sdks/node/package-lock.json
-	npm ci --prefix sdks/node --no-audit --no-fund --loglevel=error
+	cd sdks/node && npm ci --no-audit --no-fund --loglevel=error
 
 ## mutate: break each guard the broker's promises rest on (attempt counting, fencing, reruns,
 ## jitter, breaker permits, max attempts, always-fatal types, storage retries, the PostgreSQL

@@ -14,7 +14,7 @@
 //
 // Python runs in $JOBWIRE_PYTHON, else the virtual environment of the pinned PyPI packages that
 // `make sdk-deps` builds in .bin/python, else /usr/bin/python3 with Debian's grpcio and protobuf;
-// Node.js needs `node` and `npm ci --prefix sdks/node`; Java needs `java` (17 or later) and `mvn`,
+// Node.js needs `node` and `npm ci` in `sdks/node` (`make sdk-deps`); Java needs `java` (17 or later) and `mvn`,
 // with which the suite builds and installs sdks/java once (Maven Central for what the local
 // repository lacks). A language whose runtime is missing is skipped, unless
 // JOBWIRE_CONFORMANCE_STRICT=1 is set, which turns a missing runtime into a failure (for CI).

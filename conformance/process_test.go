@@ -99,7 +99,7 @@ var languages = []*language{
 				return "node is not on PATH"
 			}
 			if _, err := os.Stat(filepath.Join(repoRoot, "sdks/node/node_modules/@grpc/grpc-js")); err != nil {
-				return "sdks/node/node_modules is missing (run npm ci --prefix sdks/node)"
+				return "sdks/node/node_modules is missing (run make sdk-deps, or npm ci in sdks/node)"
 			}
 			return ""
 		}),

@@ -21,7 +21,7 @@ function typescript() {
 }
 
 const ts = typescript();
-const skip = ts ? false : 'typescript is not installed (npm ci --prefix sdks/node installs it)';
+const skip = ts ? false : 'typescript is not installed (npm ci in sdks/node installs it)';
 
 /** @param {readonly import('typescript').Diagnostic[]} diags */
 function format(diags) {
