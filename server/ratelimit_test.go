@@ -201,6 +201,39 @@ func TestClusterRateLimitHoldsAcrossBrokers(t *testing.T) {
 	}
 }
 
+// A limit set through one broker reaches a broker already running with the change's
+// announcement (EventQueues): that broker then explains a job held by the limit as held by it,
+// and its next round, which leases for its own worker, leases past that job.
+func TestRateLimitSetReachesARunningBroker(t *testing.T) {
+	t.Parallel()
+	a, b := twoBrokers(t)
+	setRateLimit(t, a, &jobwirev1.RateLimit{Name: "api", Queue: "api", Rate: 1,
+		Interval: durationpb.New(time.Hour), Burst: 2})
+	var ids []int64
+	for range 3 {
+		ids = append(ids, a.Enqueue(inQueue("api")))
+	}
+	wa := a.Connect(brokertest.Hello("wa", 2, "t")) // full once it has the burst
+	wa.Assignment()
+	wa.Assignment()
+	brokertest.WaitFor(t, "b to hold the third job for the limit", func() bool {
+		return waiting(t, b, ids[2]).GetWaiting().GetReason() == jobwirev1.WaitReason_WAIT_REASON_RATE_LIMITED
+	})
+	// Only b's worker has room: the round that leases the job no limit counts would lease the
+	// older third job first, were the limit unknown to b.
+	wb := b.Connect(brokertest.Hello("wb", 5, "t"))
+	free := a.Enqueue(inQueue("free"))
+	if got := wb.Assignment().GetJob().GetId(); got != free {
+		t.Fatalf("b's worker was handed job %d, want %d, the one no limit counts", got, free)
+	}
+	if m, ok := wb.Poll(); ok && m.GetAssignment() != nil {
+		t.Fatalf("b's worker was handed job %d too", m.GetAssignment().GetJob().GetId())
+	}
+	if n := leasedNow(t, a); n != 3 {
+		t.Fatalf("%d jobs leased, want 3: the burst of 2 and the job no limit counts", n)
+	}
+}
+
 // Bad limits are refused with the field at fault; removing a limit that does not exist is
 // NOT_FOUND; two keyed limits over the same jobs must take the same key.
 func TestRateLimitRefusesBadInput(t *testing.T) {

@@ -1469,6 +1469,9 @@ func mutations() []mutation {
 	add(mutation{name: "paused backlog: it outlasts the last pause", file: "broker/queues.go",
 		from: "return q.pausedQueues > 0 && q.pausedBacklog }", to: "return q.pausedBacklog }",
 		pkgs: []string{"./broker"}, run: "TestQueueRulesReadAgainKeepThePausedBacklogCounted$"})
+	add(mutation{name: "rate limits: a broker does not read them again when another changes them", file: "broker/queues.go",
+		from: "\treturn b.reloadRateLimits(ctx)\n}", to: "\treturn nil\n}",
+		pkgs: []string{srvPkg}, run: "TestRateLimitSetReachesARunningBroker$", postgres: true})
 	add(mutation{name: "paused backlog: a sweep never counts it", file: "broker/sweep.go",
 		from: "\tb.countPausedBacklog()\n", to: "",
 		pkgs: []string{"./broker"}, run: "TestPausedBacklogCountedEverySweep$", postgres: true})
