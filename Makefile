@@ -19,7 +19,7 @@ PYTHON ?= $(PYTHON_VENV)/bin/python
 DEBIAN_PYTHON ?= /usr/bin/python3
 PIP_QUIET := --quiet --disable-pip-version-check --no-input
 
-.PHONY: bench-compare bench-river bench-asynq bench-faktory bench-bulk run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
+.PHONY: bench-compare bench-floor bench-river bench-asynq bench-faktory bench-bulk run build tools generate check-generate docs lint test test-go test-reference test-sdks test-java test-rust rust-worker sdk-deps bench mutate fuzz fuzz-short soak clean
 
 ## run: start the broker on ./jobwire.db, listening on 127.0.0.1:7070
 run:
@@ -157,6 +157,10 @@ bench:
 bench-compare:
 	@test -n "$(REF)" || { echo "make bench-compare needs REF=<commit>, e.g. make bench-compare REF=HEAD~1" >&2; exit 2; }
 	$(GO) run ./cmd/jobwire-bench compare --ref $(REF) --rounds $(or $(ROUNDS),3) -- $(BENCH_ARGS)
+
+## bench-floor: what a lone job cannot cost less than on this machine (a round trip over TCP and over gRPC, a one-row commit); BENCH_ARGS="--db postgres://..." adds PostgreSQL
+bench-floor:
+	$(GO) run ./cmd/jobwire-bench floor $(BENCH_ARGS)
 
 ## bench-river: River and Jobwire side by side on a private PostgreSQL, in ROUNDS interleaved rounds (default 5)
 bench-river:

@@ -17,7 +17,9 @@
 //
 // Results are printed as a table; --json FILE writes them too. `jobwire-bench compare --ref
 // COMMIT` runs this benchmark and COMMIT's in interleaved rounds and prints the ratio per
-// scenario (make bench-compare). See docs/performance.md.
+// scenario (make bench-compare); `jobwire-bench breakdown` times one enqueue stage by stage,
+// and `jobwire-bench floor` what a lone job cannot cost less than on the machine (a gRPC
+// round trip, a commit). See docs/performance.md.
 package main
 
 import (
@@ -57,6 +59,10 @@ func run(ctx context.Context, args []string) error {
 			return runCompare(ctx, args[1:])
 		case breakdownCommand:
 			return runBreakdown(ctx, args[1:])
+		case floorCommand:
+			return runFloor(ctx, args[1:])
+		case floorServerCommand:
+			return runFloorServer(ctx)
 		}
 	}
 	cfg, err := parseFlags(args)
