@@ -23,6 +23,7 @@ import (
 	_ "modernc.org/sqlite" // the driver the SQLite store uses
 
 	"github.com/jobwire/jobwire/internal/percentile"
+	"github.com/jobwire/jobwire/server"
 )
 
 // floorCommand measures what a lone job cannot cost less than on this machine, with none of
@@ -92,7 +93,7 @@ func runFloorServer(ctx context.Context) error {
 	}
 	defer tcp.Close()
 	go echoTCP(tcp)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.InitialWindowSize(server.StreamWindow), grpc.InitialConnWindowSize(server.ConnWindow))
 	srv.RegisterService(&floorService, struct{}{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -276,7 +277,10 @@ func roundTripFloors(ctx context.Context, n, warm int) ([]floorRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The broker's and the Go client's fixed flow-control windows, which spare a probe of the
+	// bandwidth-delay product for each burst of data read (server.Transport).
+	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(server.StreamWindow), grpc.WithInitialConnWindowSize(server.ConnWindow))
 	if err != nil {
 		return nil, err
 	}
