@@ -27,13 +27,14 @@ import (
 )
 
 // floorCommand measures what a lone job cannot cost less than on this machine, with none of
-// the broker's code in the way: a gRPC round trip between two processes on loopback (a unary
-// call, and a message each way on a stream kept open, as the Go client's enqueue streams
-// send), and the commit of a transaction that inserts one row into a table of one index,
-// on SQLite (a fresh file at the benchmark's durability, through the store's driver) and,
-// with --db, on PostgreSQL. A lone producer waits for one round trip and one commit per job,
-// so their sum bounds its rate from above; the breakdown and the one-producer scenarios say
-// how far the broker is from it.
+// the broker's code in the way: a round trip between two processes on loopback, over plain TCP
+// (a protocol with no framing of its own, as Redis') and over gRPC with the broker's
+// flow-control windows (a unary call, and a message each way on a stream kept open, as the Go
+// client's enqueue streams send), and the commit of a transaction that inserts one row into a
+// table of one index, on SQLite (a fresh file at the benchmark's durability, through the
+// store's driver) and, with --db, on PostgreSQL. A lone producer waits for one round trip and
+// one commit per job, so their sum bounds its rate from above; the breakdown and the
+// one-producer scenarios say how far the broker is from it.
 const floorCommand = "floor"
 
 // floorServerCommand is the hidden subcommand that runs the other end of floorCommand's round
@@ -161,8 +162,8 @@ func runFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(floorCommand, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: jobwire-bench %s [-n N] [--durability normal|full] [--db postgres://...]\n\n", floorCommand)
-		fmt.Fprintln(fs.Output(), "Measures what a lone job cannot cost less than here: a gRPC round trip between two processes\n"+
-			"on loopback, and the commit of a one-row transaction on SQLite and, with --db, PostgreSQL.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Measures what a lone job cannot cost less than here: a round trip between two processes on\n"+
+			"loopback (TCP, gRPC), and the commit of a one-row transaction on SQLite and, with --db, PostgreSQL.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	n := fs.Int("n", 3000, "measured samples of each floor (after a tenth as many unmeasured)")
@@ -182,11 +183,11 @@ func runFloor(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "jobwire-bench floor: --durability must be normal or full, not %q\n", *durability)
 		return errUsage
 	}
+	env := machineInfo() // the load average as the run starts
 	rows, err := measureFloors(ctx, *n, *durability, *pg)
 	if err != nil {
 		return err
 	}
-	env := machineInfo()
 	fmt.Printf("jobwire-bench %s: %s, %d CPUs, %s, load average %s; %d samples each\n\n",
 		floorCommand, env.CPU, env.CPUs, env.Go, env.LoadAvg, *n)
 	printFloors(os.Stdout, rows)
