@@ -430,6 +430,6 @@ func p50p99(ds []time.Duration) string {
 		return "-"
 	}
 	slices.Sort(ds)
-	us := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)) }
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f", micros(d)) }
 	return us(percentile.NearestRank(ds, 50)) + " / " + us(percentile.NearestRank(ds, 99))
 }

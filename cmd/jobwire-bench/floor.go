@@ -90,6 +90,7 @@ func runFloorServer(ctx context.Context) error {
 	}
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = ln.Close()
 		return err
 	}
 	defer tcp.Close()
@@ -133,8 +134,11 @@ func echoTCP(ln net.Listener) {
 
 // floorRow is one measured floor: its samples, sorted.
 type floorRow struct {
-	what    string
-	samples []time.Duration
+	what string
+	// commitOf names the store whose lone job waits for this commit ("" for a round trip, or
+	// a statement the store's writer does not send that way).
+	commitOf string
+	samples  []time.Duration
 }
 
 func (r floorRow) p(q float64) time.Duration { return percentile.NearestRank(r.samples, q) }
@@ -194,7 +198,7 @@ func runFloor(ctx context.Context, args []string) error {
 	return nil
 }
 
-// Names of the floors, which the summary reads back.
+// Names of the floors.
 const (
 	floorTCP     = "TCP round trip, two processes"
 	floorUnary   = "gRPC unary call, two processes"
@@ -222,7 +226,7 @@ func measureFloors(ctx context.Context, n int, durability, pg string) ([]floorRo
 	if err != nil {
 		return nil, fmt.Errorf("SQLite: %w", err)
 	}
-	rows = append(rows, floorRow{floorSQLite + " (" + durability + ")", commit})
+	rows = append(rows, floorRow{what: floorSQLite + " (" + durability + ")", commitOf: "SQLite", samples: commit})
 	if pg != "" {
 		pgRows, err := postgresFloors(ctx, pg, n, warm)
 		if err != nil {
@@ -308,7 +312,7 @@ func roundTripFloors(ctx context.Context, n, warm int) ([]floorRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []floorRow{{floorTCP, raw}, {floorUnary, unary}, {floorStream, streamed}}, nil
+	return []floorRow{{what: floorTCP, samples: raw}, {what: floorUnary, samples: unary}, {what: floorStream, samples: streamed}}, nil
 }
 
 // sqliteFloor times BEGIN IMMEDIATE, the insert of one row and COMMIT, each prepared on one
@@ -400,32 +404,33 @@ func postgresFloors(ctx context.Context, url string, n, warm int) (rows []floorR
 	if err != nil {
 		return nil, err
 	}
-	return []floorRow{{floorPGPing, ping}, {floorPGAuto, auto}, {floorPGBatch, batch}}, nil
+	return []floorRow{{what: floorPGPing, samples: ping}, {what: floorPGAuto, samples: auto},
+		{what: floorPGBatch, commitOf: "PostgreSQL", samples: batch}}, nil
 }
 
 // printFloors prints each floor's p50 and p99 and, for each store, the floor of a lone
 // producer's job: a message each way on its stream and one commit.
 func printFloors(w io.Writer, rows []floorRow) {
 	fmt.Fprintf(w, "%-52s %8s %8s\n", "FLOOR", "P50 US", "P99 US")
-	byName := map[string]floorRow{}
-	for _, r := range rows {
+	var stream *floorRow
+	for i, r := range rows {
 		fmt.Fprintf(w, "%-52s %8.0f %8.0f\n", r.what, micros(r.p(50)), micros(r.p(99)))
-		name, _, _ := strings.Cut(r.what, " (")
-		byName[name] = r
+		if r.what == floorStream {
+			stream = &rows[i]
+		}
 	}
-	stream, ok := byName[floorStream]
-	if !ok {
+	if stream == nil {
 		return
 	}
 	fmt.Fprintln(w, "\nA lone producer's job, at the median: one message each way on its stream and one commit")
-	for _, c := range []struct{ store, commit string }{{"SQLite", floorSQLite}, {"PostgreSQL", floorPGBatch}} {
-		commit, ok := byName[c.commit]
-		if !ok {
+	for _, r := range rows {
+		if r.commitOf == "" {
 			continue
 		}
-		sum := stream.p(50) + commit.p(50)
-		fmt.Fprintf(w, "  %-11s %6.0f us: at most %6.0f jobs/s from one producer\n", c.store, micros(sum), float64(time.Second)/float64(sum))
+		sum := stream.p(50) + r.p(50)
+		fmt.Fprintf(w, "  %-11s %6.0f us: at most %6.0f jobs/s from one producer\n", r.commitOf, micros(sum), float64(time.Second)/float64(sum))
 	}
 }
 
+// micros is d in microseconds, the unit of the floor's and the breakdown's tables.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

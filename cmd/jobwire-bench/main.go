@@ -18,8 +18,8 @@
 // Results are printed as a table; --json FILE writes them too. `jobwire-bench compare --ref
 // COMMIT` runs this benchmark and COMMIT's in interleaved rounds and prints the ratio per
 // scenario (make bench-compare); `jobwire-bench breakdown` times one enqueue stage by stage,
-// and `jobwire-bench floor` what a lone job cannot cost less than on the machine (a gRPC
-// round trip, a commit). See docs/performance.md.
+// and `jobwire-bench floor` what a lone job cannot cost less than on the machine (a round
+// trip, a commit). See docs/performance.md.
 package main
 
 import (
