@@ -42,7 +42,7 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 		f.kill()
 		return nil, err
 	}
-	brokerCPU := cpu.perJob(int64(b.cfg.Jobs))
+	brokerCPU, machine := cpu.perJob(int64(b.cfg.Jobs))
 	workerCPU, workerOK := f.workerCPU()
 	if _, err := f.stop(); err != nil {
 		return nil, err
@@ -57,6 +57,6 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 	el := end.Sub(start)
 	desc := fmt.Sprintf("%d in one batch, then %d Go workers x%d", b.cfg.Jobs, b.cfg.Workers, b.cfg.Concurrency)
 	return []result{{Name: "drain-batch", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
-		JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: brokerCPU,
+		JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: brokerCPU, MachineCPUus: machine,
 		WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))}}, nil
 }

@@ -42,6 +42,9 @@ type result struct {
 	BrokerCPUus float64 `json:"broker_cpu_us_per_job,omitempty"`
 	// WorkerCPUus is the same for the worker processes, in the scenarios that run workers.
 	WorkerCPUus float64 `json:"worker_cpu_us_per_job,omitempty"`
+	// MachineCPUus is the same for the whole machine (machineCPU): every process on it,
+	// this benchmark's producer and a local database included.
+	MachineCPUus float64 `json:"machine_cpu_us_per_job,omitempty"`
 	// BrokerRSSMiB is the peak resident memory of the scenario's broker (the largest of its
 	// brokers), backlog included, in MiB (0 where it cannot be read).
 	BrokerRSSMiB float64 `json:"broker_peak_rss_mib,omitempty"`
@@ -111,7 +114,7 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 			return b.onBroker(ctx, "enqueue-1", func(ctx context.Context, env *scenarioEnv) ([]result, error) {
 				cpu := env.meterCPU()
 				r, err := b.enqueueFor(ctx, env.client, 1, cfg.Producers)
-				r.BrokerCPUus = cpu.perJob(r.Jobs)
+				r.BrokerCPUus, r.MachineCPUus = cpu.perJob(r.Jobs)
 				return []result{r}, err
 			})
 		}},
@@ -119,7 +122,7 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 			return b.onBroker(ctx, "enqueue-100", func(ctx context.Context, env *scenarioEnv) ([]result, error) {
 				cpu := env.meterCPU()
 				r, err := b.enqueueFor(ctx, env.client, 100, cfg.BatchProds)
-				r.BrokerCPUus = cpu.perJob(r.Jobs)
+				r.BrokerCPUus, r.MachineCPUus = cpu.perJob(r.Jobs)
 				return []result{r}, err
 			})
 		}},
@@ -356,9 +359,10 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		}
 		el := time.Since(start)
 		if reportFill {
-			out = append(out, result{Name: "enqueue-1000", Description: fmt.Sprintf("EnqueueBatch(1000) x%d goroutines", b.cfg.BatchProds),
-				Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(), JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs,
-				BrokerCPUus: cpu.perJob(int64(b.cfg.Jobs))})
+			r := result{Name: "enqueue-1000", Description: fmt.Sprintf("EnqueueBatch(1000) x%d goroutines", b.cfg.BatchProds),
+				Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(), JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs}
+			r.BrokerCPUus, r.MachineCPUus = cpu.perJob(r.Jobs)
+			out = append(out, r)
 		}
 		if !drain {
 			return out, nil
@@ -378,14 +382,14 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			f.kill()
 			return out, err
 		}
-		drainCPU := cpu.perJob(int64(b.cfg.Jobs))
+		drainCPU, drainMachine := cpu.perJob(int64(b.cfg.Jobs))
 		workerCPU, workerOK := f.workerCPU()
 		if _, err := f.stop(); err != nil {
 			return out, err
 		}
 		el = end.Sub(start)
 		out = append(out, result{Name: "drain", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU,
+			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU, MachineCPUus: drainMachine,
 			WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))})
 		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.Jobs))
 	}
@@ -445,7 +449,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			f.kill()
 			return nil, err
 		}
-		e2eCPU := cpu.perJob(int64(b.cfg.E2EJobs))
+		e2eCPU, e2eMachine := cpu.perJob(int64(b.cfg.E2EJobs))
 		workers1, workersOK1 := f.workerCPU()
 		if _, err := f.stop(); err != nil {
 			return nil, err
@@ -456,7 +460,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			how = fmt.Sprintf("EnqueueBatch(%d) x%d", batch, producers)
 		}
 		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.E2EJobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU,
+			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU, MachineCPUus: e2eMachine,
 			WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(b.cfg.E2EJobs)),
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
 		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.E2EJobs))

@@ -220,7 +220,7 @@ func runSide(ctx context.Context, s side, benchArgs []string, jsonPath string) (
 // samples are one side's results of a scenario over the rounds: jobs/s of each run, and the
 // latency percentiles of the runs that measure latency.
 type samples struct {
-	rate, p50, p99, cpu, workerCPU []float64
+	rate, p50, p99, cpu, workerCPU, machineCPU []float64
 }
 
 // comparison is one scenario's samples on both sides.
@@ -254,6 +254,9 @@ func compareRuns(base, head [][]result) []comparison {
 				}
 				if r.WorkerCPUus > 0 {
 					s.workerCPU = append(s.workerCPU, r.WorkerCPUus)
+				}
+				if r.MachineCPUus > 0 {
+					s.machineCPU = append(s.machineCPU, r.MachineCPUus)
 				}
 			}
 		}
@@ -309,6 +312,9 @@ func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 		}
 		if len(b.workerCPU)+len(h.workerCPU) > 0 {
 			fmt.Fprintf(w, f, "  worker us/job", spreadOf(b.workerCPU, "%.1f"), spreadOf(h.workerCPU, "%.1f"), ratio(b.workerCPU, h.workerCPU))
+		}
+		if len(b.machineCPU)+len(h.machineCPU) > 0 {
+			fmt.Fprintf(w, f, "  machine us/job", spreadOf(b.machineCPU, "%.1f"), spreadOf(h.machineCPU, "%.1f"), ratio(b.machineCPU, h.machineCPU))
 		}
 	}
 }

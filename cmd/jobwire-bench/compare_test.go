@@ -46,13 +46,13 @@ func TestParseCompareFlags(t *testing.T) {
 func TestComparisonTakesMediansAndRatios(t *testing.T) {
 	lat := func(p50, p99 float64) *latencyStats { return &latencyStats{P50ms: p50, P99ms: p99} }
 	base := [][]result{
-		{{Name: "drain", JobsPerSec: 10_000}, {Name: "latency", JobsPerSec: 1000, Latency: lat(1, 4)}},
-		{{Name: "drain", JobsPerSec: 12_000}, {Name: "latency", JobsPerSec: 1000, Latency: lat(2, 6)}},
-		{{Name: "drain", JobsPerSec: 30_000}, {Name: "latency", JobsPerSec: 1000, Latency: lat(3, 5)}},
+		{{Name: "drain", JobsPerSec: 10_000, MachineCPUus: 100}, {Name: "latency", JobsPerSec: 1000, Latency: lat(1, 4)}},
+		{{Name: "drain", JobsPerSec: 12_000, MachineCPUus: 110}, {Name: "latency", JobsPerSec: 1000, Latency: lat(2, 6)}},
+		{{Name: "drain", JobsPerSec: 30_000, MachineCPUus: 120}, {Name: "latency", JobsPerSec: 1000, Latency: lat(3, 5)}},
 	}
 	head := [][]result{
-		{{Name: "drain", JobsPerSec: 18_000}, {Name: "latency", JobsPerSec: 1000, Latency: lat(1, 2)}},
-		{{Name: "drain", JobsPerSec: 15_000}, {Name: "latency", JobsPerSec: 1000, Latency: lat(1, 3)}},
+		{{Name: "drain", JobsPerSec: 18_000, MachineCPUus: 88}, {Name: "latency", JobsPerSec: 1000, Latency: lat(1, 2)}},
+		{{Name: "drain", JobsPerSec: 15_000, MachineCPUus: 99}, {Name: "latency", JobsPerSec: 1000, Latency: lat(1, 3)}},
 		{{Name: "e2e-100", JobsPerSec: 9_000}},
 	}
 	cs := compareRuns(base, head)
@@ -65,12 +65,18 @@ func TestComparisonTakesMediansAndRatios(t *testing.T) {
 	if got := ratio(cs[1].base.p99, cs[1].head.p99); got != "0.50x" { // medians 5 and 2.5
 		t.Errorf("p99 ratio %s, want 0.50x", got)
 	}
+	if got := ratio(cs[0].base.machineCPU, cs[0].head.machineCPU); got != "0.85x" { // medians 110 and 93.5
+		t.Errorf("machine CPU ratio %s, want 0.85x", got)
+	}
+	if len(cs[1].base.machineCPU)+len(cs[1].head.machineCPU) != 0 {
+		t.Errorf("the latency scenario, which reports no machine CPU, has samples %+v", cs[1])
+	}
 	if got := ratio(cs[2].base.rate, cs[2].head.rate); got != "-" {
 		t.Errorf("a scenario only one side ran has ratio %s, want -", got)
 	}
 	var out bytes.Buffer
 	printComparison(&out, cs, "main (abc)")
-	for _, want := range []string{"ratio = work tree / main (abc)", "12000 (10000-30000)", "16500 (15000-18000)", "1.38x", "  p99 ms", "0.50x"} {
+	for _, want := range []string{"ratio = work tree / main (abc)", "12000 (10000-30000)", "16500 (15000-18000)", "1.38x", "  p99 ms", "0.50x", "  machine us/job", "110.0 (100.0-120.0)", "0.85x"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

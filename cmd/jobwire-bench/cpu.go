@@ -39,11 +39,46 @@ func processCPU(pid int) (cpu time.Duration, ok bool) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, true
 }
 
-// cpuMeter measures the CPU the scenario's brokers use between its creation and perJob.
+// machineCPU returns how long the machine's CPUs have been busy since it booted, summed over
+// every CPU: user (guests included), nice, system, irq and softirq time from /proc/stat's first
+// line. Idle, I/O wait and the time the host stole are left out. ok is false where there is no
+// /proc. Every process of a run shares the machine (the broker, the workers, the producer and a
+// database on the same host), so the machine's CPU a job is what a run costs as a whole: what a
+// rate needs, where the processes' own figures each tell one part.
+func machineCPU() (cpu time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	return parseMachineCPU(string(b))
+}
+
+// parseMachineCPU reads machineCPU's figure from the text of /proc/stat.
+func parseMachineCPU(stat string) (time.Duration, bool) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7} { // user, nice, system, irq, softirq
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTicks, true
+}
+
+// cpuMeter measures the CPU the scenario's brokers, and the whole machine, use between its
+// creation and perJob.
 type cpuMeter struct {
-	env   *scenarioEnv
-	start time.Duration
-	ok    bool
+	env          *scenarioEnv
+	start        time.Duration
+	ok           bool
+	machineStart time.Duration
+	machineOK    bool
 }
 
 // brokerCPU sums the CPU time of the scenario's brokers.
@@ -59,17 +94,19 @@ func (e *scenarioEnv) brokerCPU() (time.Duration, bool) {
 	return sum, true
 }
 
-// meterCPU starts measuring the brokers' CPU time.
+// meterCPU starts measuring the brokers' and the machine's CPU time.
 func (e *scenarioEnv) meterCPU() cpuMeter {
 	c, ok := e.brokerCPU()
-	return cpuMeter{env: e, start: c, ok: ok}
+	mc, mok := machineCPU()
+	return cpuMeter{env: e, start: c, ok: ok, machineStart: mc, machineOK: mok}
 }
 
-// perJob returns the brokers' CPU time since the meter started, in microseconds per job, or 0
-// when it cannot be read.
-func (m cpuMeter) perJob(jobs int64) float64 {
+// perJob returns the brokers' and the machine's CPU time since the meter started, in
+// microseconds per job, each 0 when it cannot be read.
+func (m cpuMeter) perJob(jobs int64) (broker, machine float64) {
 	end, ok := m.env.brokerCPU()
-	return usPerJob(end-m.start, ok && m.ok, jobs)
+	mend, mok := machineCPU()
+	return usPerJob(end-m.start, ok && m.ok, jobs), usPerJob(mend-m.machineStart, mok && m.machineOK, jobs)
 }
 
 // workerCPU sums the CPU time of the fleet's worker processes; ok is false for --worker-cmd
