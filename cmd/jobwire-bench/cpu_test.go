@@ -12,27 +12,32 @@ func TestProcessCPUGrowsWithWork(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	before, ok := processCPU(os.Getpid())
-	if !ok {
-		t.Fatal("cannot read this process's CPU time")
+	spinUntilItGrows(t, "this process's CPU time", func() (time.Duration, bool) { return processCPU(os.Getpid()) })
+	if _, ok := processCPU(-1); ok {
+		t.Fatal("read a CPU time of a process that cannot exist")
 	}
-	// Spin until the reading moves: at least one 10 ms tick of CPU.
+}
+
+// spinUntilItGrows spins this process until read's figure grows (at least one 10 ms tick of
+// CPU), failing when it cannot be read or stays put for 10 s.
+func spinUntilItGrows(t *testing.T, what string, read func() (time.Duration, bool)) {
+	t.Helper()
+	before, ok := read()
+	if !ok {
+		t.Fatalf("cannot read %s", what)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	x := 0
 	for {
 		for i := range 1_000_000 {
 			x += i
 		}
-		after, _ := processCPU(os.Getpid())
-		if after > before {
-			break
+		if after, _ := read(); after > before {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("CPU time stayed at %v while spinning (%d)", before, x)
+			t.Fatalf("%s stayed at %v while spinning (%d)", what, before, x)
 		}
-	}
-	if _, ok := processCPU(-1); ok {
-		t.Fatal("read a CPU time of a process that cannot exist")
 	}
 }
 
@@ -68,23 +73,7 @@ func TestMachineCPUGrowsWithWork(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	before, ok := machineCPU()
-	if !ok {
-		t.Fatal("cannot read the machine's CPU time")
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	x := 0
-	for {
-		for i := range 1_000_000 {
-			x += i
-		}
-		if after, _ := machineCPU(); after > before {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the machine's CPU time stayed at %v while this process spun (%d)", before, x)
-		}
-	}
+	spinUntilItGrows(t, "the machine's CPU time", machineCPU)
 }
 
 func TestProcessPeakRSS(t *testing.T) {
