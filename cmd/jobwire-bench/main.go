@@ -18,8 +18,9 @@
 // Results are printed as a table; --json FILE writes them too. `jobwire-bench compare --ref
 // COMMIT` runs this benchmark and COMMIT's in interleaved rounds and prints the ratio per
 // scenario (make bench-compare); `jobwire-bench breakdown` times one enqueue stage by stage,
-// and `jobwire-bench floor` what a lone job cannot cost less than on the machine (a round
-// trip, a commit). See docs/performance.md.
+// `jobwire-bench floor` what a lone job cannot cost less than on the machine (a round trip, a
+// commit), and `jobwire-bench machine-cpu -- COMMAND` what the whole machine spent a job in each
+// result of a benchmark, this one's or a peer harness's. See docs/performance.md.
 package main
 
 import (
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string) error {
 			return runFloor(ctx, args[1:])
 		case floorServerCommand:
 			return runFloorServer(ctx)
+		case machineCPUCommand:
+			return runMachineCPU(ctx, args[1:])
 		}
 	}
 	cfg, err := parseFlags(args)
