@@ -65,9 +65,13 @@ type benchConfig struct {
 var allScenarios = []string{"enqueue-1", "enqueue-100", "enqueue-1000", "drain", "drain-batch", "e2e-1", "e2e-100", "latency"}
 
 const usage = `Usage: jobwire-bench [flags]
+       jobwire-bench compare|breakdown|floor|machine-cpu ... (each with -h)
 
 Runs the end-to-end benchmark: a fresh broker process per scenario, worker processes running the
-Go worker SDK with no-op handlers (or --worker-cmd), and this process as the producer.
+Go worker SDK with no-op handlers (or --worker-cmd), and this process as the producer. compare
+runs it against another commit's, breakdown times one enqueue stage by stage, floor measures
+what a lone job cannot cost less than here, machine-cpu the whole machine's CPU a job of any
+benchmark's results.
 
 Flags:
 `
