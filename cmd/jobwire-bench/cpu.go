@@ -46,29 +46,41 @@ func processCPU(pid int) (cpu time.Duration, ok bool) {
 // database on the same host), so the machine's CPU a job is what a run costs as a whole: what a
 // rate needs, where the processes' own figures each tell one part.
 func machineCPU() (cpu time.Duration, ok bool) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, false
-	}
-	return parseMachineCPU(string(b))
+	cpu, _, ok = readProcStat()
+	return cpu, ok
 }
 
-// parseMachineCPU reads machineCPU's figure from the text of /proc/stat.
-func parseMachineCPU(stat string) (time.Duration, bool) {
-	line, _, _ := strings.Cut(stat, "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, false
+// readProcStat reads machineCPU's figure and the number of CPUs it sums (the cpuN lines) from
+// /proc/stat.
+func readProcStat() (busy time.Duration, cpus int, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
 	}
-	var busy int64
+	return parseProcStat(string(b))
+}
+
+// parseProcStat reads readProcStat's figures from the text of /proc/stat.
+func parseProcStat(stat string) (busy time.Duration, cpus int, ok bool) {
+	first, rest, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(first)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	var ticks int64
 	for _, i := range []int{1, 2, 3, 6, 7} { // user, nice, system, irq, softirq
 		n, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
-			return 0, false
+			return 0, 0, false
 		}
-		busy += n
+		ticks += n
 	}
-	return time.Duration(busy) * time.Second / clockTicks, true
+	for line := range strings.Lines(rest) {
+		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, "cpu") {
+			cpus++
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, cpus, true
 }
 
 // cpuMeter measures the CPU the scenario's brokers, and the whole machine, use between its

@@ -42,28 +42,30 @@ func spinUntilItGrows(t *testing.T, what string, read func() (time.Duration, boo
 }
 
 // The machine's busy time is user, nice, system, irq and softirq from /proc/stat's first line,
-// in ticks of 10 ms; idle, I/O wait and steal are not work of this machine's processes.
-func TestParseMachineCPU(t *testing.T) {
+// in ticks of 10 ms; idle, I/O wait and steal are not work of this machine's processes. The
+// CPUs are the cpuN lines after it.
+func TestParseProcStat(t *testing.T) {
 	tests := []struct {
 		name string
 		stat string
 		want time.Duration
+		cpus int
 		ok   bool
 	}{
-		{"every field", "cpu  100 20 30 5000 40 6 7 800 0 0\ncpu0 50 10 15 2500 20 3 3 400 0 0\n",
-			(100 + 20 + 30 + 6 + 7) * 10 * time.Millisecond, true},
-		{"an old kernel's eight fields", "cpu 1 2 3 4 5 6 7\n", (1 + 2 + 3 + 6 + 7) * 10 * time.Millisecond, true},
-		{"idle only", "cpu 0 0 0 9999 0 0 0 0 0 0\n", 0, true},
-		{"a CPU's line first", "cpu0 1 2 3 4 5 6 7 8\n", 0, false},
-		{"too few fields", "cpu 1 2 3\n", 0, false},
-		{"not a number", "cpu 1 x 3 4 5 6 7 8\n", 0, false},
-		{"empty", "", 0, false},
+		{"every field", "cpu  100 20 30 5000 40 6 7 800 0 0\ncpu0 50 10 15 2500 20 3 3 400 0 0\ncpu1 50 10 15 2500 20 3 4 400 0 0\nintr 1 2\nctxt 9\n",
+			(100 + 20 + 30 + 6 + 7) * 10 * time.Millisecond, 2, true},
+		{"an old kernel's eight fields", "cpu 1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7\n", (1 + 2 + 3 + 6 + 7) * 10 * time.Millisecond, 1, true},
+		{"idle only", "cpu 0 0 0 9999 0 0 0 0 0 0\n", 0, 0, true},
+		{"a CPU's line first", "cpu0 1 2 3 4 5 6 7 8\n", 0, 0, false},
+		{"too few fields", "cpu 1 2 3\n", 0, 0, false},
+		{"not a number", "cpu 1 x 3 4 5 6 7 8\n", 0, 0, false},
+		{"empty", "", 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := parseMachineCPU(tt.stat)
-			if got != tt.want || ok != tt.ok {
-				t.Errorf("parseMachineCPU(%q) = %v, %v; want %v, %v", tt.stat, got, ok, tt.want, tt.ok)
+			got, cpus, ok := parseProcStat(tt.stat)
+			if got != tt.want || cpus != tt.cpus || ok != tt.ok {
+				t.Errorf("parseProcStat(%q) = %v, %d, %v; want %v, %d, %v", tt.stat, got, cpus, ok, tt.want, tt.cpus, tt.ok)
 			}
 		})
 	}

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"os/user"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -34,15 +33,14 @@ const sampleEvery = 20 * time.Millisecond
 func runMachineCPU(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(machineCPUCommand, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: jobwire-bench %s [--server-user USER | --server-name NAME] -- COMMAND [ARGS...]\n\n", machineCPUCommand)
+		fmt.Fprintf(fs.Output(), "Usage: jobwire-bench %s [--server NAME] -- COMMAND [ARGS...]\n\n", machineCPUCommand)
 		fmt.Fprintln(fs.Output(), "Runs COMMAND, passing its output through, and after each result it prints (a jobwire-bench\n"+
 			"row, or a peer harness's \"PEER SCENARIO N jobs S.SSs R jobs/s\") the machine's CPU a job over the\n"+
 			"seconds the result measured, ending as it was printed: user, nice, system, irq and softirq\n"+
 			"time of every CPU (/proc/stat), and the share of a database server's processes.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	serverUser := fs.String("server-user", "", "count the CPU of this user's processes as the server's (PostgreSQL's, say: postgres)")
-	serverName := fs.String("server-name", "", "count the CPU of the processes of this name as the server's (redis-server, say)")
+	serverName := fs.String("server", "", "count the CPU of the processes of this name as the database server's (postgres, redis-server)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -53,21 +51,10 @@ func runMachineCPU(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "jobwire-bench %s: give the command to run after --\n", machineCPUCommand)
 		return errUsage
 	}
-	if *serverUser != "" && *serverName != "" {
-		fmt.Fprintf(os.Stderr, "jobwire-bench %s: give --server-user or --server-name, not both\n", machineCPUCommand)
-		return errUsage
-	}
 	if runtime.GOOS != "linux" {
 		return fmt.Errorf("%s reads /proc, which %s does not have", machineCPUCommand, runtime.GOOS)
 	}
-	uid := -1
-	if *serverUser != "" {
-		var err error
-		if uid, err = lookupUID(*serverUser); err != nil {
-			return err
-		}
-	}
-	server := &serverProcs{uid: uid, name: *serverName}
+	server := &serverProcs{name: *serverName}
 	m := newCPUSampler(func() (cpuSample, error) { return readCPUSample(server) })
 	if _, err := m.take(); err != nil {
 		return err
@@ -84,7 +71,7 @@ func runMachineCPU(ctx context.Context, args []string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if err := passResults(out, os.Stdout, m, server.named()); err != nil {
+	if err := passResults(out, os.Stdout, m, server.name != ""); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return err
@@ -149,9 +136,9 @@ func describeWindow(res benchResult, start, end cpuSample, server bool) string {
 	busy := end.busy - start.busy
 	wall := end.at.Sub(start.at)
 	s := fmt.Sprintf("machine-cpu: %s: %.1f us a job of the machine", res.name, usPerJob(busy, true, res.jobs))
-	if wall > 0 {
-		s += fmt.Sprintf(", its %d CPUs %.0f%% busy over %.2f s", runtime.NumCPU(),
-			100*float64(busy)/float64(wall)/float64(runtime.NumCPU()), wall.Seconds())
+	if wall > 0 && end.cpus > 0 {
+		s += fmt.Sprintf(", its %d CPUs %.0f%% busy over %.2f s", end.cpus,
+			100*float64(busy)/float64(wall)/float64(end.cpus), wall.Seconds())
 	}
 	if server {
 		s += fmt.Sprintf("; the server's processes %.1f us a job", usPerJob(end.server-start.server, true, res.jobs))
@@ -159,14 +146,17 @@ func describeWindow(res benchResult, start, end cpuSample, server bool) string {
 	return s
 }
 
-// cpuSample is the machine's busy time and the server's CPU time at one moment.
+// cpuSample is the machine's busy time, the CPUs it sums and the server's CPU time at one
+// moment.
 type cpuSample struct {
 	at     time.Time
 	busy   time.Duration
+	cpus   int
 	server time.Duration
 }
 
-// cpuSampler keeps the samples read since it started.
+// cpuSampler keeps the samples read since it started, in the order they were read: one read
+// at a time, so read needs no lock of its own.
 type cpuSampler struct {
 	read    func() (cpuSample, error)
 	mu      sync.Mutex
@@ -177,14 +167,13 @@ func newCPUSampler(read func() (cpuSample, error)) *cpuSampler { return &cpuSamp
 
 // take reads a sample now and keeps it.
 func (m *cpuSampler) take() (cpuSample, error) {
-	s, err := m.read()
-	if err != nil {
-		return s, err
-	}
 	m.mu.Lock()
-	m.samples = append(m.samples, s)
-	m.mu.Unlock()
-	return s, nil
+	defer m.mu.Unlock()
+	s, err := m.read()
+	if err == nil {
+		m.samples = append(m.samples, s)
+	}
+	return s, err
 }
 
 // run takes a sample every interval until the returned stop is called.
@@ -219,27 +208,22 @@ func (m *cpuSampler) at(t time.Time) cpuSample {
 	return best
 }
 
-// serverProcs picks a database server's processes: those of uid, or named name; neither set
-// picks none.
+// serverProcs are a database server's processes: those named name (none when it is empty).
 type serverProcs struct {
-	uid  int
 	name string
-	mu   sync.Mutex
 	// last is each process's latest CPU time: a process that ended (a closed connection's
 	// backend) keeps its share, which a sum over the live processes would drop.
 	last map[int]time.Duration
 }
 
-func (p *serverProcs) named() bool { return p.uid >= 0 || p.name != "" }
-
 // readCPUSample reads the machine's busy time and the server's processes' CPU time now.
 func readCPUSample(p *serverProcs) (cpuSample, error) {
-	busy, ok := machineCPU()
+	busy, cpus, ok := readProcStat()
 	if !ok {
 		return cpuSample{}, errors.New("cannot read the machine's CPU time from /proc/stat")
 	}
-	s := cpuSample{at: time.Now(), busy: busy}
-	if p.named() {
+	s := cpuSample{at: time.Now(), busy: busy, cpus: cpus}
+	if p.name != "" {
 		s.server = p.cpu()
 	}
 	return s, nil
@@ -251,7 +235,10 @@ func (p *serverProcs) cpu() time.Duration {
 	now := map[int]time.Duration{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !p.picks(pid) {
+		if err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || strings.TrimSpace(string(comm)) != p.name {
 			continue
 		}
 		if c, ok := processCPU(pid); ok {
@@ -264,8 +251,6 @@ func (p *serverProcs) cpu() time.Duration {
 // add records the CPU time of the processes read now and returns the sum over every process
 // read so far, each at its latest reading.
 func (p *serverProcs) add(now map[int]time.Duration) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.last == nil {
 		p.last = map[int]time.Duration{}
 	}
@@ -275,40 +260,4 @@ func (p *serverProcs) add(now map[int]time.Duration) time.Duration {
 		sum += c
 	}
 	return sum
-}
-
-// picks reports whether process pid is one of the server's.
-func (p *serverProcs) picks(pid int) bool {
-	if p.name != "" {
-		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-		return err == nil && strings.TrimSpace(string(comm)) == p.name
-	}
-	return p.uid >= 0 && processUID(pid) == p.uid
-}
-
-// processUID returns the real user id of process pid, from /proc/PID/status, or -1.
-func processUID(pid int) int {
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return -1
-	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			if f := strings.Fields(rest); len(f) > 0 {
-				if uid, err := strconv.Atoi(f[0]); err == nil {
-					return uid
-				}
-			}
-		}
-	}
-	return -1
-}
-
-// lookupUID returns the user id of the user named name.
-func lookupUID(name string) (int, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return -1, fmt.Errorf("--server-user: %w", err)
-	}
-	return strconv.Atoi(u.Uid)
 }
