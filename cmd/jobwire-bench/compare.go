@@ -217,10 +217,23 @@ func runSide(ctx context.Context, s side, benchArgs []string, jsonPath string) (
 	return r.Results, nil
 }
 
-// samples are one side's results of a scenario over the rounds: jobs/s of each run, and the
-// latency percentiles of the runs that measure latency.
+// samples are one side's results of a scenario over the rounds: jobs/s of each run, the
+// latency percentiles of the runs that measure latency, and each of cpuColumns of the runs
+// that report it.
 type samples struct {
-	rate, p50, p99, cpu, workerCPU, machineCPU []float64
+	rate, p50, p99 []float64
+	cpu            [len(cpuColumns)][]float64
+}
+
+// cpuColumns are the CPU figures a result may carry (0: not measured), in the order the
+// comparison prints them.
+var cpuColumns = [...]struct {
+	label string
+	of    func(result) float64
+}{
+	{"  broker us/job", func(r result) float64 { return r.BrokerCPUus }},
+	{"  worker us/job", func(r result) float64 { return r.WorkerCPUus }},
+	{"  machine us/job", func(r result) float64 { return r.MachineCPUus }},
 }
 
 // comparison is one scenario's samples on both sides.
@@ -249,14 +262,10 @@ func compareRuns(base, head [][]result) []comparison {
 					s.p50 = append(s.p50, r.Latency.P50ms)
 					s.p99 = append(s.p99, r.Latency.P99ms)
 				}
-				if r.BrokerCPUus > 0 {
-					s.cpu = append(s.cpu, r.BrokerCPUus)
-				}
-				if r.WorkerCPUus > 0 {
-					s.workerCPU = append(s.workerCPU, r.WorkerCPUus)
-				}
-				if r.MachineCPUus > 0 {
-					s.machineCPU = append(s.machineCPU, r.MachineCPUus)
+				for i, c := range cpuColumns {
+					if v := c.of(r); v > 0 {
+						s.cpu[i] = append(s.cpu[i], v)
+					}
 				}
 			}
 		}
@@ -307,14 +316,10 @@ func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 			fmt.Fprintf(w, f, "  p50 ms", spreadOf(b.p50, "%.2f"), spreadOf(h.p50, "%.2f"), ratio(b.p50, h.p50))
 			fmt.Fprintf(w, f, "  p99 ms", spreadOf(b.p99, "%.2f"), spreadOf(h.p99, "%.2f"), ratio(b.p99, h.p99))
 		}
-		if len(b.cpu)+len(h.cpu) > 0 {
-			fmt.Fprintf(w, f, "  broker us/job", spreadOf(b.cpu, "%.1f"), spreadOf(h.cpu, "%.1f"), ratio(b.cpu, h.cpu))
-		}
-		if len(b.workerCPU)+len(h.workerCPU) > 0 {
-			fmt.Fprintf(w, f, "  worker us/job", spreadOf(b.workerCPU, "%.1f"), spreadOf(h.workerCPU, "%.1f"), ratio(b.workerCPU, h.workerCPU))
-		}
-		if len(b.machineCPU)+len(h.machineCPU) > 0 {
-			fmt.Fprintf(w, f, "  machine us/job", spreadOf(b.machineCPU, "%.1f"), spreadOf(h.machineCPU, "%.1f"), ratio(b.machineCPU, h.machineCPU))
+		for i, col := range cpuColumns {
+			if bc, hc := b.cpu[i], h.cpu[i]; len(bc)+len(hc) > 0 {
+				fmt.Fprintf(w, f, col.label, spreadOf(bc, "%.1f"), spreadOf(hc, "%.1f"), ratio(bc, hc))
+			}
 		}
 	}
 }
