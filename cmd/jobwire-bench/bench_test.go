@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -152,6 +154,22 @@ func TestWorkersNameTheDefaultQueue(t *testing.T) {
 	} {
 		if got := c.cfg.namesDefaultQueue(); got != c.want {
 			t.Errorf("%+v: names the default queue %t, want %t", c.cfg, got, c.want)
+		}
+	}
+}
+
+// -h prints a command's usage and asks for nothing more: run says errHelp, which main ends on
+// with status 0, for the benchmark and each subcommand alike.
+func TestEveryCommandAnswersHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"-h"},
+		{compareCommand, "-h"},
+		{breakdownCommand, "-h"},
+		{floorCommand, "-h"},
+		{machineCPUCommand, "-h"},
+	} {
+		if err := run(context.Background(), args); !errors.Is(err, errHelp) {
+			t.Errorf("run(%q) = %v, want errHelp", args, err)
 		}
 	}
 }

@@ -99,11 +99,8 @@ func runBreakdown(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "Usage: jobwire-bench %s [flags]\n\nTimes one Enqueue and one enqueue-to-start stage by stage, p50 and p99 in microseconds,\nwith each optional interceptor of the broker on and off (see docs/performance.md).\n\nFlags:\n", breakdownCommand)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if err := parseCommandLine(fs, args); err != nil {
+		return err
 	}
 	if *n < 10 {
 		fmt.Fprintf(os.Stderr, "jobwire-bench %s: -n must be at least 10, got %d\n", breakdownCommand, *n)

@@ -54,11 +54,8 @@ func parseCompareFlags(args []string, out io.Writer) (compareConfig, error) {
 	fs.StringVar(&c.ref, "ref", "", "the commit (or branch, tag) to compare the work tree against; required")
 	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds: each runs both benchmarks once")
 	fs.BoolVar(&c.keep, "keep", false, "keep the builds and each run's JSON results")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		return c, errUsage // the flag package has printed why
+	if err := parseCommandLine(fs, args); err != nil {
+		return c, err
 	}
 	c.benchArgs = fs.Args()
 	bad := func(format string, a ...any) (compareConfig, error) {

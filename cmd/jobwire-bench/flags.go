@@ -111,11 +111,8 @@ func parseFlags(args []string) (benchConfig, error) {
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "use this jobwire binary instead of building ./cmd/jobwire")
 	fs.StringVar(&c.profDir, "cpuprofile", "", "write CPU and allocation profiles of the broker, the workers and the producer of every scenario into this directory (NAME.pprof, NAME.allocs.pprof; the broker then runs from this binary)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (SQLite databases, broker logs) and, with --db, each scenario's schema")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			os.Exit(0)
-		}
-		return c, errUsage
+	if err := parseCommandLine(fs, args); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "jobwire-bench: unexpected argument %q\n", fs.Arg(0))

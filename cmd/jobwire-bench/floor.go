@@ -173,11 +173,8 @@ func runFloor(ctx context.Context, args []string) error {
 	n := fs.Int("n", 3000, "measured samples of each floor (after a tenth as many unmeasured)")
 	durability := fs.String("durability", "normal", "SQLite durability: normal (synchronous=NORMAL) or full (synchronous=FULL)")
 	pg := fs.String("db", "", "also measure this PostgreSQL database (a postgres:// URL), in a schema of its own, dropped after")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if err := parseCommandLine(fs, args); err != nil {
+		return err
 	}
 	if *n < 1 {
 		fmt.Fprintln(os.Stderr, "jobwire-bench floor: -n must be at least 1")

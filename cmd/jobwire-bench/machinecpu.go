@@ -41,11 +41,8 @@ func runMachineCPU(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	serverName := fs.String("server", "", "count the CPU of the processes of this name as the database server's (postgres, redis-server)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if err := parseCommandLine(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintf(os.Stderr, "jobwire-bench %s: give the command to run after --\n", machineCPUCommand)

@@ -26,6 +26,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -37,6 +38,9 @@ func main() {
 	err := run(ctx, os.Args[1:])
 	stop()
 	if err != nil {
+		if errors.Is(err, errHelp) {
+			return // the flag package printed the usage asked for
+		}
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
@@ -45,8 +49,24 @@ func main() {
 	}
 }
 
-// errUsage reports a bad command line whose message was already printed.
-var errUsage = errors.New("usage")
+// errUsage reports a bad command line whose message was already printed; errHelp, a command
+// line that asked for its usage, printed too.
+var (
+	errUsage = errors.New("usage")
+	errHelp  = errors.New("help")
+)
+
+// parseCommandLine parses args into fs, and says errHelp or errUsage where the flag package
+// printed the usage or why args are wrong.
+func parseCommandLine(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
+	}
+	return nil
+}
 
 func run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
