@@ -698,7 +698,7 @@ func mutations() []mutation {
 		from: "(len(batch) > 1 || offered)", to: "len(batch) > 1",
 		pkgs: []string{"./broker/commit"}, run: "TestGroupedLoneOfferedEnqueueOutlivesItsOffers"})
 	add(mutation{name: "sqlite offer: a job waiting in a queue the worker does not take keeps the offer back", file: "store/sqlite/offer.go",
-		from: `args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)`, to: `args = in(&q, nil, "type", false, o.Types)`,
+		from: `args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, types)`, to: `args = in(&q, nil, "type", false, types)`,
 		pkgs: []string{"./store/sqlite"}, run: "TestOfferPassesQueuesItsWorkerDoesNotTake$"})
 	add(mutation{name: "sqlite lease: a capped queue has room for one more", file: "store/sqlite/queues.go",
 		from: "room[name] = max(0, limit-held)", to: "room[name] = max(0, limit-held+1)",
@@ -1296,12 +1296,12 @@ func mutations() []mutation {
 		from: "FROM jobs WHERE jobs.ctid = c.ctid AND jobs.state = 2", to: "FROM jobs WHERE jobs.id = c.id AND jobs.state = 2",
 		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesLocksEachJobByItsRow", postgres: true})
 	add(mutation{name: "postgres: an offer counts every ready job", file: pgTx,
-		from: "	switch store.PlanReads(o.Queues, o.Types) {\n	case store.ReadByQueueAndType:\n		for _, q := range o.Queues {",
+		from: "	switch store.PlanReads(o.Queues, types) {\n	case store.ReadByQueueAndType:\n		for _, q := range o.Queues {",
 		to:   "	switch store.ReadOpen {\n	case store.ReadByQueueAndType:\n		for _, q := range o.Queues {",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
 	add(mutation{name: "postgres: an offer to a worker of every queue counts every ready job", file: pgTx,
-		from: "	case store.ReadByType:\n		for _, t := range o.Types {\n			read(\"\", t)",
-		to:   "	case store.ReadByType:\n		for range o.Types {\n			read(\"\", \"\")",
+		from: "	case store.ReadByType:\n		for _, t := range types {\n			read(\"\", t)",
+		to:   "	case store.ReadByType:\n		for range types {\n			read(\"\", \"\")",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
 	add(mutation{name: "postgres: an offer passes its worker's own queues' jobs", file: pgTx,
 		from: "				read(q, t)\n", to: "				read(q+\"-\", t)\n",
@@ -1322,11 +1322,27 @@ func mutations() []mutation {
 	add(mutation{name: "sqlite: a lease takes the types it leaves out", file: txFile,
 		from: "scope.Types, scope.ExcludeTypes = types, nil", to: "scope.ExcludeTypes = nil",
 		pkgs: []string{storePkg}, run: "TestStoreContract/LeaseScope$"})
+	add(mutation{name: "sqlite: a lease of many types reads jobs_open, past the types it does not take", file: txFile,
+		from: "	if store.NarrowsTypes(types) {", to: "	if false {",
+		pkgs: []string{storePkg}, run: "TestLeaseOfManyTypesReadsThoseWithReadyJobs"})
+	add(mutation{name: "sqlite: an offer to a worker of many types counts every ready job", file: "store/sqlite/offer.go",
+		from: "			if store.NarrowsTypes(types) {", to: "			if false {",
+		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})
+	add(mutation{name: "postgres: a lease of many types reads jobs_ready, past the types it does not take", file: pgTx,
+		from: "	if store.NarrowsTypes(scope.Types) {", to: "	if false {",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfSeveralTypesReadsOnlyTheirTypes", postgres: true})
+	add(mutation{name: "postgres: an offer to a worker of many types counts every ready job", file: pgTx,
+		from: "	if store.NarrowsTypes(types) {\n		types = slices.DeleteFunc", to: "	if false {\n		types = slices.DeleteFunc",
+		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "postgres: the ready types are read past a backlog of another type", file: pgTx,
+		from: "WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND jobs.type = u.type)",
+		to:   "WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND jobs.type || '' = u.type)",
+		pkgs: []string{pgPkg}, run: "TestReadyTypesProbeEachType", postgres: true})
 	add(mutation{name: "sqlite: an offer counts ready jobs of types its worker does not take", file: "store/sqlite/offer.go",
 		from: "	case store.ReadByType:\n		q.WriteString(", to: "	case store.ReadPlan(-1):\n		q.WriteString(",
 		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})
 	add(mutation{name: "sqlite: an offer to a worker of named queues counts ready jobs of types it does not take", file: "store/sqlite/offer.go",
-		from: `args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)`, to: `args = in(&q, nil, "queue", false, o.Queues)`,
+		from: `args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, types)`, to: `args = in(&q, nil, "queue", false, o.Queues)`,
 		pkgs: []string{storePkg}, run: "TestOfferPassesTypesItsWorkerDoesNotTake"})
 	add(mutation{name: "sqlite: a lease of named queues reads past the types it does not take", file: txFile,
 		from: "read(\"jobs_ready_queue_type\", `queue = ? AND type = ?`, q, t)", to: "read(\"jobs_ready_queue_type\", `queue = ?`, q); _ = t",

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,9 @@ func TestLeaseOfSeveralTypesReadsOnlyTheirTypes(t *testing.T) {
 			&store.JobLeaseParams{Types: []string{"t"}, Queues: []string{"q", "r"}}},
 		{"queues named, breaker open", "jobs_ready_queue_type", `'backlog', 'q'`, "q",
 			&store.JobLeaseParams{Types: []string{"t", "backlog"}, Queues: []string{"q", "r"}, ExcludeTypes: []string{"backlog"}}},
+		// Past store.MaxReads types the lease keeps those with ready jobs (readyTypes).
+		{"many types", "jobs_ready_type", `'unhandled', 'default'`, "default",
+			&store.JobLeaseParams{Types: append(manyTypes(store.MaxReads+8), "t")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -510,4 +514,73 @@ func queuesOf(jobs []*job.Job) []string {
 		qs[i] = j.Queue
 	}
 	return qs
+}
+
+// manyTypes returns n job types, none of which has a job.
+func manyTypes(n int) []string {
+	types := make([]string, n)
+	for i := range types {
+		types[i] = "n" + strconv.Itoa(i)
+	}
+	return types
+}
+
+// A lease of more types than it reads one by one first keeps those with ready jobs, a probe of
+// jobs_ready_type each, in the plan the server keeps as in one made for the arguments: never a
+// read of jobs_ready, past a backlog of another type.
+func TestReadyTypesProbeEachType(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	for _, sql := range []string{
+		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
+			SELECT 'unhandled', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 200000)`,
+		// The statistics know of the backlog's type only, as after a backlog built up.
+		`ANALYZE jobs`,
+		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
+			VALUES ('n3', 'default', '\x7b7d', 2, 3, 2, 2, 60000000000), ('n7', 'other', '\x7b7d', 2, 3, 2, 2, 60000000000)`,
+	} {
+		if _, err := s.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	types := manyTypes(store.MaxReads + 8)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		ptx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sql := range []string{`SET LOCAL plan_cache_mode = ` + mode, `PREPARE ready AS ` + readyTypesSQL} {
+			if _, err := ptx.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		plan := explain(t, ptx, `EXPLAIN EXECUTE ready($1)`, pgx.QueryExecModeSimpleProtocol, types)
+		if _, err := ptx.Exec(ctx, `DEALLOCATE ready`); err != nil {
+			t.Fatal(err)
+		}
+		_ = ptx.Rollback(ctx)
+		if !strings.Contains(plan, "using jobs_ready_type") || !strings.Contains(plan, "Index Cond: (") ||
+			strings.Contains(plan, "jobs_ready ") || strings.Contains(plan, "Seq Scan on jobs") {
+			t.Errorf("plan_cache_mode %s: the probes do not read jobs_ready_type by type:\n%s", mode, plan)
+
+		}
+	}
+	var ready []string
+	err = s.Write(ctx, "test", func(stx store.Tx) error {
+		ready, err = stx.(*tx).readyTypes(append(types, "unhandled"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"n3", "n7", "unhandled"}; !slices.Equal(ready, want) {
+		t.Fatalf("ready types %q, want %q in the order asked", ready, want)
+	}
 }

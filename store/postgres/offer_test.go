@@ -64,11 +64,14 @@ func TestOfferPassesWhatItsWorkerDoesNotTake(t *testing.T) {
 		{"its types in its queues", []string{"t", "v"}, []string{"default", "other"}, true},
 		{"its type in every queue", []string{"t"}, nil, true},
 		{"its types in every queue", []string{"t", "v"}, nil, true},
+		// Past store.MaxReads types, those with ready jobs count (store.NarrowsTypes).
+		{"many types", append(manyTypes(store.MaxReads+8), "t"), nil, true},
 		{"w, not in its queue", []string{"t", "w"}, []string{"default"}, true},
 		{"the unhandled type too", []string{"t", "unhandled"}, []string{"default"}, false},
 		{"w in every queue", []string{"t", "w"}, nil, false},
 		{"w in its queues", []string{"t", "w"}, []string{"default", "elsewhere"}, false},
 		{"types unknown", nil, []string{"default"}, false},
+		{"many types, the unhandled type too", append(manyTypes(store.MaxReads+8), "t", "unhandled"), nil, false},
 	} {
 		if got := offered(c.types, c.queues); got != c.leased {
 			t.Errorf("%s (types %q, queues %q): leased %v, want %v", c.name, c.types, c.queues, got, c.leased)

@@ -214,9 +214,10 @@ func copyFile(from, to string) error {
 
 // BenchmarkJobLeaseTypes is what a worker's types cost its leases where no backlog waits: a
 // lease of one job of the first of n types, beside 1,000 ready jobs of it, and handed back.
-// Up to store.MaxReads types a lease reads each (store.PlanReads), past that jobs_open once (types=33).
+// Up to store.MaxReads types a lease reads each (store.PlanReads); past that it first keeps
+// those with ready jobs, a probe each (store.NarrowsTypes), and reads those: here one.
 func BenchmarkJobLeaseTypes(b *testing.B) {
-	for _, n := range []int{1, 8, 16, store.MaxReads, store.MaxReads + 1} {
+	for _, n := range []int{1, 8, 16, store.MaxReads, store.MaxReads + 1, 256, 1000} {
 		b.Run(fmt.Sprintf("types=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobwire.db"), Options{})

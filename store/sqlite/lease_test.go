@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,8 +259,9 @@ func TestLeaseOfEveryQueueButSomeNamesTheRest(t *testing.T) {
 // A lease naming the most queues and types a worker may (1,000 each) runs: read queue by queue it
 // would bind the types once a queue, past SQLite's limit on variables, and 600 queues' reads,
 // or 1,000 types' for a worker of every queue, are past its limit of 500 terms in a union.
-// Past store.MaxNamedQueues queues it reads each type, past store.MaxReads types jobs_open once, and so it
-// does for fewer whose reads would bind too many names.
+// Past store.MaxNamedQueues queues it reads each type, past store.MaxReads types with ready jobs
+// jobs_open once (each of the 1,000 types has one here), and so it does for fewer whose reads
+// would bind too many names.
 func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -273,8 +275,12 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 		return out
 	}
 	err = s.Write(ctx, "insert", func(tx store.Tx) error {
-		_, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t0", Queue: "q7", MaxAttempts: 1,
-			RunAt: now, Now: now, AttemptTimeout: time.Minute}})
+		var ps []*store.JobInsertParams
+		for _, typ := range names("t", 1000) {
+			ps = append(ps, &store.JobInsertParams{Type: typ, Queue: "q7", MaxAttempts: 1, RunAt: now, Now: now,
+				AttemptTimeout: time.Minute})
+		}
+		_, err := tx.JobInsertMany(ps)
 		return err
 	})
 	if err != nil {
@@ -307,3 +313,88 @@ func TestLeaseOfManyNamedQueuesRuns(t *testing.T) {
 }
 
 var errRollback = errors.New("roll back")
+
+// A lease of more types than it reads one by one keeps those with ready jobs first
+// (store.NarrowsTypes) and reads each through jobs_ready_type, in dispatch order, so that it
+// never passes over a backlog of a type it does not handle; with more of its types ready than
+// that, it reads jobs_open, still in dispatch order.
+func TestLeaseOfManyTypesReadsThoseWithReadyJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, now := openTemp(t)
+	types := make([]string, store.MaxReads+8)
+	for i := range types {
+		types[i] = "t" + strconv.Itoa(i)
+	}
+	insert := func(typ string, priority, n int) {
+		t.Helper()
+		ps := make([]*store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = &store.JobInsertParams{Type: typ, Queue: "default", Priority: priority, MaxAttempts: 1, RunAt: now,
+				Now: now, AttemptTimeout: time.Minute}
+		}
+		if err := s.Write(ctx, "insert", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// statements are the lease statements the writer has run (its cache), by the index they read.
+	statements := func() (byType, open int) {
+		err := s.Write(ctx, "look", func(stx store.Tx) error {
+			for q := range stx.(*tx).cache.stmts {
+				switch {
+				case strings.HasPrefix(q, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`):
+					byType++
+				case strings.HasPrefix(q, `SELECT `+jobColumns+` FROM jobs WHERE `+openState):
+					open++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byType, open
+	}
+	lease := func(limit int) []string {
+		t.Helper()
+		var leased []*job.Job
+		err := s.Write(ctx, "lease", func(tx store.Tx) error {
+			var err error
+			leased, err = tx.JobLease(&store.JobLeaseParams{Types: types, Limit: limit, WorkerID: "w", Now: now,
+				LeaseUntil: now.Add(time.Minute)})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(leased))
+		for i, j := range leased {
+			got[i] = j.Type
+		}
+		return got
+	}
+	if got := lease(5); len(got) != 0 {
+		t.Fatalf("leased %q with no job ready, want nothing", got)
+	}
+	insert("unserved", 10, 50) // first in dispatch order, of a type the lease does not take
+	insert("t3", 0, 2)
+	insert("t39", 5, 1)
+	if got := lease(5); !slices.Equal(got, []string{"t39", "t3", "t3"}) {
+		t.Fatalf("leased %q, want the jobs of t39 and t3 in dispatch order", got)
+	}
+	if byType, open := statements(); byType != 1 || open != 0 {
+		t.Fatalf("the lease ran %d reads of jobs_ready_type and %d of jobs_open, want one of its two ready types and none of every ready job",
+			byType, open)
+	}
+	// More of its types ready than it reads one by one: one read of every ready job, in order.
+	for i, typ := range types[:store.MaxReads+1] {
+		insert(typ, -i, 1)
+	}
+	got := lease(3)
+	if !slices.Equal(got, types[:3]) {
+		t.Fatalf("leased %q, want %q in dispatch order", got, types[:3])
+	}
+	if _, open := statements(); open != 1 {
+		t.Fatalf("the lease of %d types with ready jobs ran %d reads of jobs_open, want one", store.MaxReads+1, open)
+	}
+}

@@ -32,16 +32,23 @@ const offerRulesSQL = `
 // job of the same type held there kept every offer back, each job then waiting for a
 // dispatch round; they are passed over only while few (a broker offers nothing while the
 // paused queues hold more, JobLeaseParams.PausedBacklog), since each is read to be passed.
-func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
+//
+// types are the worker's types as a lease of it reads them: o.Types, or those of them with a
+// ready job where a lease narrows them (store.NarrowsTypes); none left, nothing waits ahead.
+func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer, types []string) (string, []any) {
+	rules := []any{p.Queue, p.Type, p.Type, p.Queue}
+	if store.NarrowsTypes(o.Types) && len(types) == 0 {
+		return `SELECT 1` + offerRulesSQL, rules
+	}
 	var q strings.Builder
 	var args []any
-	switch store.PlanReads(o.Queues, o.Types) {
+	switch store.PlanReads(o.Queues, types) {
 	case store.ReadByQueueAndType:
 		q.WriteString(`FROM jobs INDEXED BY jobs_ready_queue_type WHERE state = 2`)
-		args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, o.Types)
+		args = in(&q, in(&q, nil, "queue", false, o.Queues), "type", false, types)
 	case store.ReadByType:
 		q.WriteString(`FROM jobs INDEXED BY jobs_ready_type WHERE state = 2`)
-		args = in(&q, in(&q, nil, "type", false, o.Types), "queue", false, o.Queues)
+		args = in(&q, in(&q, nil, "type", false, types), "queue", false, o.Queues)
 	default:
 		q.WriteString(`FROM jobs WHERE ` + openState + ` AND state = 2`)
 	}
@@ -50,7 +57,7 @@ func offerFreeSQL(p *store.JobInsertParams, o *store.JobOffer) (string, []any) {
 	sql := `SELECT NOT EXISTS (SELECT 1 FROM (SELECT queue ` + read + `) AS h
 			WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = h.queue AND paused))
 		AND (SELECT count(*) FROM (SELECT 1 ` + read + `)) < ` + strconv.Itoa(store.PausedBacklogMin) + offerRulesSQL
-	return sql, append(append(args, args...), p.Queue, p.Type, p.Type, p.Queue)
+	return sql, append(append(args, args...), rules...)
 }
 
 // insertLeasedSQL stores one offered job LEASED, with its first token.
@@ -127,7 +134,14 @@ func (t *tx) offersFree(ps []*store.JobInsertParams, offers []*store.JobOffer) (
 		k := kind{p.Priority, p.Queue, p.Type, strings.Join(o.Queues, ","), strings.Join(o.Types, ",")} // names hold no comma
 		ok, asked := answers[k]
 		if !asked {
-			q, args := offerFreeSQL(p, o)
+			types := o.Types
+			if store.NarrowsTypes(types) {
+				var err error
+				if types, err = t.readyTypes(types); err != nil {
+					return nil, err
+				}
+			}
+			q, args := offerFreeSQL(p, o, types)
 			if err := t.queryRow(q, args...).Scan(&ok); err != nil {
 				return nil, err
 			}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -75,12 +76,22 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A worker of more types than a lease reads one by one: its types with ready jobs count
+	// (store.NarrowsTypes), and none of them at first.
+	many := func(extra ...string) []string {
+		types := make([]string, store.MaxReads+8)
+		for i := range types {
+			types[i] = "n" + strconv.Itoa(i)
+		}
+		return append(types, extra...)
+	}
 	// Each offered job has a higher priority than the last, so one refused before, left
 	// ready, does not count against the next.
 	for i, c := range []struct {
 		types, queues []string
 		leased        bool
 	}{
+		{many("t"), nil, true},
 		{[]string{"t"}, nil, true},
 		{[]string{"x", "t"}, nil, true},
 		{[]string{"t"}, []string{"default"}, true},
@@ -88,6 +99,9 @@ func TestOfferPassesTypesItsWorkerDoesNotTake(t *testing.T) {
 		{[]string{"t", "unserved"}, nil, false},
 		{[]string{"t", "other"}, nil, false},
 		{[]string{"t", "unserved"}, []string{"default"}, false},
+		{many("t"), nil, true},
+		{many("t", "unserved"), nil, false},
+		{many("t", "unserved"), []string{"elsewhere"}, true},
 		{nil, []string{"default"}, false},
 		{nil, nil, false},
 	} {

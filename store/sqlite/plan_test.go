@@ -36,7 +36,7 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 		return out
 	}
 	offer := func(o store.JobOffer) (string, []any) {
-		return offerFreeSQL(&store.JobInsertParams{Type: "a", Queue: "q"}, &o)
+		return offerFreeSQL(&store.JobInsertParams{Type: "a", Queue: "q"}, &o, o.Types)
 	}
 	tests := []struct {
 		name, index string
@@ -73,6 +73,10 @@ func TestQueryPlansUsePartialIndexes(t *testing.T) {
 		{"lease leaving out paused queues", "jobs_ready_type", func() (string, []any) {
 			return lease(store.JobLeaseParams{Types: []string{"a", "b"}, ExcludeQueues: []string{"q"}, ExcludePaused: true, Limit: 8})
 		}, 2, "type=?"},
+		// A lease of more types first keeps those with ready jobs, a probe of each.
+		{"ready types", "jobs_ready_type", func() (string, []any) {
+			return readyTypesSQL, []any{`["a","b"]`}
+		}, 0, ""},
 		// An offer looks only for jobs its worker could take.
 		{"offer to a worker of named queues", "jobs_ready_queue_type", func() (string, []any) {
 			return offer(store.JobOffer{Types: []string{"a", "b"}, Queues: []string{"q", "r"}})

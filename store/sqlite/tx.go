@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -232,6 +233,12 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 	if p.Limit <= 0 || len(types) == 0 {
 		return nil, nil // no type to lease: every one named is left out
 	}
+	if store.NarrowsTypes(types) {
+		var err error
+		if types, err = t.readyTypes(types); err != nil || len(types) == 0 {
+			return nil, err // none of them has a ready job
+		}
+	}
 	// Read the jobs in dispatch order, then lease each by its primary key. One
 	// UPDATE ... WHERE id IN (SELECT ...) RETURNING would need two temporary b-trees (the id
 	// set and the returned rows) on every run, and RETURNING loses the order; for the one or
@@ -386,6 +393,21 @@ func leaseQuery(p *store.JobLeaseParams) (string, []any) {
 		return openQuery(p, order)
 	}
 	return sel.String(), args
+}
+
+// readyTypesSQL keeps, of a JSON array of types, those with a ready job: one probe of
+// jobs_ready_type each, in the array's order.
+const readyTypesSQL = `SELECT value FROM json_each(?) WHERE EXISTS
+	(SELECT 1 FROM jobs INDEXED BY jobs_ready_type WHERE state = 2 AND type = json_each.value)`
+
+// readyTypes narrows types to those with a ready job (store.NarrowsTypes). Nothing else writes
+// while the transaction holds the write lock, so a type it leaves out has no job to lease.
+func (t *tx) readyTypes(types []string) ([]string, error) {
+	arg, err := json.Marshal(types)
+	if err != nil {
+		return nil, err
+	}
+	return t.queryStrings(readyTypesSQL, string(arg))
 }
 
 // maxVariables is how many bound variables a statement may have (SQLITE_MAX_VARIABLE_NUMBER's
