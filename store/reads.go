@@ -45,9 +45,9 @@ const MaxReads = 32
 // types that has jobs waiting through that index, and passes over no backlog of a type it does
 // not handle, as long as at most MaxReads of them have jobs waiting. Read through the index of
 // every ready job, beside 100,000 jobs of another type on SQLite, workers of 40 types drained
-// at a quarter of the rate of workers of one, and each job waited about 50 ms to start at
-// 1,000 jobs a second. Where nothing waits the probes cost less than that read, which names
-// every type (BenchmarkJobLeaseTypes in store/sqlite).
+// at a quarter of the rate they reach reading their types, and each job waited about 50 ms to
+// start at 1,000 jobs a second. Where nothing waits the probes cost less than that read, which
+// names every type (BenchmarkJobLeaseTypes in store/sqlite).
 func NarrowsTypes(types []string) bool { return len(types) > MaxReads }
 
 // MaxNamedQueues is how many queues a lease of every queue but some (the paused ones, those

@@ -569,7 +569,6 @@ func TestReadyTypesProbeEachType(t *testing.T) {
 		if !strings.Contains(plan, "using jobs_ready_type") || !strings.Contains(plan, "Index Cond: (") ||
 			strings.Contains(plan, "jobs_ready ") || strings.Contains(plan, "Seq Scan on jobs") {
 			t.Errorf("plan_cache_mode %s: the probes do not read jobs_ready_type by type:\n%s", mode, plan)
-
 		}
 	}
 	var ready []string

@@ -472,8 +472,9 @@ func (t *tx) offersReadyTypes(offers []*store.JobOffer) (map[string]bool, error)
 //
 // The worker's ready jobs are read as a lease of it reads them (offerScope): each of its reads
 // through jobs_ready_queue_type or jobs_ready_type, or jobs_ready for a worker with too many
-// types that have ready jobs (offersReadyTypes). Counted in jobs_ready, a backlog no worker takes (a type no worker handles, a queue
-// nobody serves) refused every offer, and each job then waited for a dispatch round. Each
+// types that have ready jobs (offersReadyTypes). Counted in jobs_ready, a backlog no worker
+// takes (a type no worker handles, a queue nobody serves) refused every offer, and each job
+// then waited for a dispatch round. Each
 // queue and type is an equality and a range, as in leaseQuery. The rows of u are
 // materialized, so that each job's checks run once: inlined, they ran again for each of the
 // four columns the insert takes from the job's lease.
