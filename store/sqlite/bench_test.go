@@ -256,3 +256,52 @@ func BenchmarkJobLeaseTypes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJobLeaseReadyTypes is a lease of one job by a worker of n types that all have ready
+// jobs (benchReady of them in all), handed back. With more than store.MaxReads of them ready it
+// reads jobs_open once, and with backlog=10000 that many jobs of a type it does not take wait
+// ahead of its own, as a type whose breaker is open would: the read passes over them.
+func BenchmarkJobLeaseReadyTypes(b *testing.B) {
+	for _, c := range []struct{ types, backlog int }{{40, 0}, {64, 0}, {100, 0}, {40, 10000}, {64, 10000}} {
+		b.Run(fmt.Sprintf("types=%d/backlog=%d", c.types, c.backlog), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobwire.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			now := time.Unix(1_800_000_000, 0)
+			types := make([]string, c.types)
+			for i := range types {
+				types[i] = fmt.Sprintf("t%d", i)
+			}
+			var ps []*store.JobInsertParams
+			for range c.backlog {
+				ps = append(ps, &store.JobInsertParams{Type: "unserved", Queue: "default", Priority: 1, MaxAttempts: 1,
+					RunAt: now, Now: now, AttemptTimeout: time.Minute})
+			}
+			for i := range benchReady {
+				ps = append(ps, &store.JobInsertParams{Type: types[i%len(types)], Queue: "default", MaxAttempts: 1,
+					RunAt: now, Now: now, AttemptTimeout: time.Minute})
+			}
+			if err := st.Write(ctx, "fill", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
+				b.Fatal(err)
+			}
+			params := store.JobLeaseParams{Types: types, Limit: 1, WorkerID: "bench", Now: now, LeaseUntil: now.Add(time.Minute)}
+			b.ReportAllocs()
+			for b.Loop() {
+				err := st.Write(ctx, "lease", func(tx store.Tx) error {
+					jobs, err := tx.JobLease(&params)
+					if err != nil || len(jobs) != 1 {
+						return fmt.Errorf("leased %d jobs, want 1: %v", len(jobs), err)
+					}
+					_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
