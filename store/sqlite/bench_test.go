@@ -219,40 +219,8 @@ func copyFile(from, to string) error {
 func BenchmarkJobLeaseTypes(b *testing.B) {
 	for _, n := range []int{1, 8, 16, store.MaxReads, store.MaxReads + 1, 256, 1000} {
 		b.Run(fmt.Sprintf("types=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobwire.db"), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			now := time.Unix(1_800_000_000, 0)
-			ps := make([]*store.JobInsertParams, benchReady)
-			for i := range ps {
-				ps[i] = &store.JobInsertParams{Type: "t0", Queue: "default", MaxAttempts: 1, RunAt: now, Now: now,
-					AttemptTimeout: time.Minute}
-			}
-			if err := st.Write(ctx, "fill", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
-				b.Fatal(err)
-			}
-			types := make([]string, n)
-			for i := range types {
-				types[i] = fmt.Sprintf("t%d", i)
-			}
-			params := store.JobLeaseParams{Types: types, Limit: 1, WorkerID: "bench", Now: now, LeaseUntil: now.Add(time.Minute)}
-			b.ReportAllocs()
-			for b.Loop() {
-				err := st.Write(ctx, "lease", func(tx store.Tx) error {
-					jobs, err := tx.JobLease(&params)
-					if err != nil || len(jobs) != 1 {
-						return fmt.Errorf("leased %d jobs, want 1: %v", len(jobs), err)
-					}
-					_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
-					return err
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
+			types := benchTypes(n)
+			benchLeaseOne(b, types, benchJobs(benchReady, types[:1], 0))
 		})
 	}
 }
@@ -264,44 +232,61 @@ func BenchmarkJobLeaseTypes(b *testing.B) {
 func BenchmarkJobLeaseReadyTypes(b *testing.B) {
 	for _, c := range []struct{ types, backlog int }{{40, 0}, {64, 0}, {100, 0}, {40, 10000}, {64, 10000}} {
 		b.Run(fmt.Sprintf("types=%d/backlog=%d", c.types, c.backlog), func(b *testing.B) {
-			ctx := context.Background()
-			st, err := Open(ctx, filepath.Join(b.TempDir(), "jobwire.db"), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			now := time.Unix(1_800_000_000, 0)
-			types := make([]string, c.types)
-			for i := range types {
-				types[i] = fmt.Sprintf("t%d", i)
-			}
-			var ps []*store.JobInsertParams
-			for range c.backlog {
-				ps = append(ps, &store.JobInsertParams{Type: "unserved", Queue: "default", Priority: 1, MaxAttempts: 1,
-					RunAt: now, Now: now, AttemptTimeout: time.Minute})
-			}
-			for i := range benchReady {
-				ps = append(ps, &store.JobInsertParams{Type: types[i%len(types)], Queue: "default", MaxAttempts: 1,
-					RunAt: now, Now: now, AttemptTimeout: time.Minute})
-			}
-			if err := st.Write(ctx, "fill", func(tx store.Tx) error { _, err := tx.JobInsertMany(ps); return err }); err != nil {
-				b.Fatal(err)
-			}
-			params := store.JobLeaseParams{Types: types, Limit: 1, WorkerID: "bench", Now: now, LeaseUntil: now.Add(time.Minute)}
-			b.ReportAllocs()
-			for b.Loop() {
-				err := st.Write(ctx, "lease", func(tx store.Tx) error {
-					jobs, err := tx.JobLease(&params)
-					if err != nil || len(jobs) != 1 {
-						return fmt.Errorf("leased %d jobs, want 1: %v", len(jobs), err)
-					}
-					_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
-					return err
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
+			types := benchTypes(c.types)
+			fill := append(benchJobs(c.backlog, []string{"unserved"}, 1), benchJobs(benchReady, types, 0)...)
+			benchLeaseOne(b, types, fill)
 		})
+	}
+}
+
+// benchTypes returns n job types, t0 to tN-1.
+func benchTypes(n int) []string {
+	types := make([]string, n)
+	for i := range types {
+		types[i] = fmt.Sprintf("t%d", i)
+	}
+	return types
+}
+
+// benchJobs returns n ready jobs of the given priority, their types taken in turn from types.
+func benchJobs(n int, types []string, priority int) []*store.JobInsertParams {
+	now := benchNow
+	ps := make([]*store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = &store.JobInsertParams{Type: types[i%len(types)], Queue: "default", Priority: priority, MaxAttempts: 1,
+			RunAt: now, Now: now, AttemptTimeout: time.Minute}
+	}
+	return ps
+}
+
+// benchNow is the time the lease benchmarks' jobs are stored and leased at.
+var benchNow = time.Unix(1_800_000_000, 0)
+
+// benchLeaseOne stores fill in a fresh database, then times a transaction that leases one job
+// of types and hands it back.
+func benchLeaseOne(b *testing.B, types []string, fill []*store.JobInsertParams) {
+	ctx := context.Background()
+	st, err := Open(ctx, filepath.Join(b.TempDir(), "jobwire.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Write(ctx, "fill", func(tx store.Tx) error { _, err := tx.JobInsertMany(fill); return err }); err != nil {
+		b.Fatal(err)
+	}
+	params := store.JobLeaseParams{Types: types, Limit: 1, WorkerID: "bench", Now: benchNow, LeaseUntil: benchNow.Add(time.Minute)}
+	b.ReportAllocs()
+	for b.Loop() {
+		err := st.Write(ctx, "lease", func(tx store.Tx) error {
+			jobs, err := tx.JobLease(&params)
+			if err != nil || len(jobs) != 1 {
+				return fmt.Errorf("leased %d jobs, want 1: %v", len(jobs), err)
+			}
+			_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }
