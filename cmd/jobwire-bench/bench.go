@@ -42,7 +42,7 @@ type result struct {
 	BrokerCPUus float64 `json:"broker_cpu_us_per_job,omitempty"`
 	// WorkerCPUus is the same for the worker processes, in the scenarios that run workers.
 	WorkerCPUus float64 `json:"worker_cpu_us_per_job,omitempty"`
-	// MachineCPUus is the same for the whole machine (machineCPU): every process on it,
+	// MachineCPUus is the same for the whole machine (readProcStat): every process on it,
 	// this benchmark's producer and a local database included.
 	MachineCPUus float64 `json:"machine_cpu_us_per_job,omitempty"`
 	// BrokerRSSMiB is the peak resident memory of the scenario's broker (the largest of its

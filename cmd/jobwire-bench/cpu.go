@@ -39,19 +39,13 @@ func processCPU(pid int) (cpu time.Duration, ok bool) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, true
 }
 
-// machineCPU returns how long the machine's CPUs have been busy since it booted, summed over
-// every CPU: user (guests included), nice, system, irq and softirq time from /proc/stat's first
-// line. Idle, I/O wait and the time the host stole are left out. ok is false where there is no
-// /proc. Every process of a run shares the machine (the broker, the workers, the producer and a
-// database on the same host), so the machine's CPU a job is what a run costs as a whole: what a
-// rate needs, where the processes' own figures each tell one part.
-func machineCPU() (cpu time.Duration, ok bool) {
-	cpu, _, ok = readProcStat()
-	return cpu, ok
-}
-
-// readProcStat reads machineCPU's figure and the number of CPUs it sums (the cpuN lines) from
-// /proc/stat.
+// readProcStat returns how long the machine's CPUs have been busy since it booted, summed over
+// every CPU, and how many CPUs that sums (the cpuN lines): user (guests included), nice,
+// system, irq and softirq time from /proc/stat's first line. Idle, I/O wait and the time the
+// host stole are left out. ok is false where there is no /proc. Every process of a run shares
+// the machine (the broker, the workers, the producer and a database on the same host), so the
+// machine's CPU a job is what a run costs as a whole: what a rate needs, where the processes'
+// own figures each tell one part.
 func readProcStat() (busy time.Duration, cpus int, ok bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -109,7 +103,7 @@ func (e *scenarioEnv) brokerCPU() (time.Duration, bool) {
 // meterCPU starts measuring the brokers' and the machine's CPU time.
 func (e *scenarioEnv) meterCPU() cpuMeter {
 	c, ok := e.brokerCPU()
-	mc, mok := machineCPU()
+	mc, _, mok := readProcStat()
 	return cpuMeter{env: e, start: c, ok: ok, machineStart: mc, machineOK: mok}
 }
 
@@ -117,7 +111,7 @@ func (e *scenarioEnv) meterCPU() cpuMeter {
 // microseconds per job, each 0 when it cannot be read.
 func (m cpuMeter) perJob(jobs int64) (broker, machine float64) {
 	end, ok := m.env.brokerCPU()
-	mend, mok := machineCPU()
+	mend, _, mok := readProcStat()
 	return usPerJob(end-m.start, ok && m.ok, jobs), usPerJob(mend-m.machineStart, mok && m.machineOK, jobs)
 }
 
