@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
@@ -371,28 +370,8 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 	}
 	defer conn.Release()
 	for _, mode := range []string{"auto", "force_generic_plan"} {
-		// Prepared, as pgx prepares it, and explained as the server runs it: EXPLAIN of the
-		// statement itself would plan it for these arguments only.
-		plan := func() string {
-			ptx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = ptx.Rollback(ctx) }()
-			q := leaseQuery(scope, params.Limit, nil, jobColumns)
-			for _, sql := range []string{`SET LOCAL plan_cache_mode = ` + mode, plannerSQL(true, []string{"enable_sort"}),
-				`PREPARE lease AS ` + q.sql.String()} {
-				if _, err := ptx.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
-			plan := explain(t, ptx, `EXPLAIN EXECUTE lease(`+placeholders(len(q.args))+`)`,
-				append([]any{pgx.QueryExecModeSimpleProtocol}, q.args...)...)
-			if _, err := ptx.Exec(ctx, `DEALLOCATE lease`); err != nil {
-				t.Fatal(err)
-			}
-			return plan
-		}()
+		q := leaseQuery(scope, params.Limit, nil, jobColumns)
+		plan := explainPrepared(t, conn, mode, plannerSQL(true, []string{"enable_sort"}), q.sql.String(), q.args...)
 		if !strings.Contains(plan, "Index Scan using "+index) || !strings.Contains(plan, "Index Cond: (") ||
 			sortNode.MatchString(plan) {
 			t.Errorf("plan_cache_mode %s: the lease does not read %s by its key in order:\n%s", mode, index, plan)
@@ -552,20 +531,7 @@ func TestReadyTypesProbeEachType(t *testing.T) {
 	}
 	defer conn.Release()
 	for _, mode := range []string{"auto", "force_generic_plan"} {
-		ptx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sql := range []string{`SET LOCAL plan_cache_mode = ` + mode, `PREPARE ready AS ` + readyTypesSQL} {
-			if _, err := ptx.Exec(ctx, sql); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		}
-		plan := explain(t, ptx, `EXPLAIN EXECUTE ready($1)`, pgx.QueryExecModeSimpleProtocol, types)
-		if _, err := ptx.Exec(ctx, `DEALLOCATE ready`); err != nil {
-			t.Fatal(err)
-		}
-		_ = ptx.Rollback(ctx)
+		plan := explainPrepared(t, conn, mode, "", readyTypesSQL, types)
 		if !strings.Contains(plan, "using jobs_ready_type") || !strings.Contains(plan, "Index Cond: (") ||
 			strings.Contains(plan, "jobs_ready ") || strings.Contains(plan, "Seq Scan on jobs") {
 			t.Errorf("plan_cache_mode %s: the probes do not read jobs_ready_type by type:\n%s", mode, plan)

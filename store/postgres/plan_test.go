@@ -245,6 +245,36 @@ func explain(t *testing.T, q interface {
 	return strings.Join(lines, "\n")
 }
 
+// explainPrepared returns the plan the server runs sql with for args under plan_cache_mode
+// mode, after setup (a statement, or none): prepared, as pgx prepares it, and explained as the
+// server runs it, in a transaction rolled back after. EXPLAIN of the statement itself would
+// plan it for these arguments only.
+func explainPrepared(t *testing.T, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, mode, setup, sql string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, stmt := range []string{`SET LOCAL plan_cache_mode = ` + mode, setup, `PREPARE explained AS ` + sql} {
+		if stmt == "" {
+			continue
+		}
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	plan := explain(t, tx, `EXPLAIN EXECUTE explained(`+placeholders(len(args))+`)`,
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	if _, err := tx.Exec(ctx, `DEALLOCATE explained`); err != nil { // a prepared statement outlives its transaction
+		t.Fatal(err)
+	}
+	return plan
+}
+
 // placeholders lists n parameters: $1, $2, ...
 func placeholders(n int) string {
 	ps := make([]string, n)
