@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/jobwire/jobwire/job"
 	"github.com/jobwire/jobwire/store"
 	"github.com/jobwire/jobwire/store/postgres/pgtest"
