@@ -548,3 +548,46 @@ func TestReadyTypesProbeEachType(t *testing.T) {
 		t.Fatalf("ready types %q, want %q in the order asked", ready, want)
 	}
 }
+
+// A lease of more types than it reads one by one, none of which has a ready job, stops at the
+// probe of its types: beside a backlog of another type, no read of the ready jobs follows, on
+// the paths that lease one stream at a time (keyed) as on the one that leases a round at once.
+func TestLeaseOfManyTypesNoneReadyReadsNoJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, sent := openTraced(t)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
+		SELECT 'unhandled', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	for _, keyed := range []bool{false, true} {
+		lease := func() *store.JobLeaseParams {
+			return &store.JobLeaseParams{Types: manyTypes(store.MaxReads + 8), Limit: 10, Now: now,
+				LeaseUntil: now.Add(time.Minute), WorkerID: "w", Keyed: keyed}
+		}
+		before := len(sent.statements())
+		err := s.Write(ctx, "test", func(stx store.Tx) error {
+			leased, err := stx.JobLease(lease())
+			if err == nil && len(leased) > 0 {
+				err = fmt.Errorf("leased %d jobs of types it does not take", len(leased))
+			}
+			if err != nil {
+				return err
+			}
+			return stx.JobLeaseAtCommit([]*store.JobLeaseParams{lease(), lease()}, func(out [][]*job.Job, err error) {
+				if err == nil && (len(out) != 2 || len(out[0])+len(out[1]) > 0) {
+					t.Errorf("leases at commit got %v", out)
+				}
+			})
+		})
+		if err != nil {
+			t.Fatalf("keyed %v: %v", keyed, err)
+		}
+		for _, sql := range sent.statements()[before:] {
+			if strings.Contains(sql, "FROM jobs") && sql != readyTypesSQL {
+				t.Errorf("keyed %v: a lease with no type ready read the jobs:\n%s", keyed, sql)
+			}
+		}
+	}
+}

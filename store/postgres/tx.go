@@ -541,8 +541,8 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 		return nil, nil
 	}
 	scope, caps, err := t.leaseScope(p)
-	if err != nil {
-		return nil, err
+	if err != nil || len(scope.Types) == 0 {
+		return nil, err // no type left: each excluded, or none with a ready job (store.NarrowsTypes)
 	}
 	if p.Keyed {
 		return t.leaseKeyed(scope, caps)
@@ -571,6 +571,10 @@ func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job,
 	scope, caps, err := t.leaseScope(ps[0])
 	if err != nil {
 		return err
+	}
+	if len(scope.Types) == 0 { // no type left: each excluded, or none with a ready job
+		got(make([][]*job.Job, len(ps)), nil)
+		return nil
 	}
 	if len(caps) == 0 && !ps[0].Keyed && ps[0].Rates == nil {
 		return t.leaseAtOnce(scope, ps, true, got)
@@ -821,7 +825,7 @@ func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (st
 			maxBytes[i] = int64(p.MaxBytes)
 		}
 	}
-	if total == 0 || len(scope.Types) == 0 {
+	if total == 0 {
 		return "", nil, nil
 	}
 	random := ps[0].Random
