@@ -1334,6 +1334,10 @@ func mutations() []mutation {
 	add(mutation{name: "postgres: an offer to a worker of many types counts every ready job", file: pgTx,
 		from: "	if store.NarrowsTypes(types) {\n		types = slices.DeleteFunc", to: "	if false {\n		types = slices.DeleteFunc",
 		pkgs: []string{pgPkg}, run: "TestOfferPassesWhatItsWorkerDoesNotTake", postgres: true})
+	add(mutation{name: "postgres: a lease with no type left reads the ready jobs", file: pgTx,
+		from: "	if err != nil || len(scope.Types) == 0 {\n		return nil, err // no type left",
+		to:   "	if err != nil {\n		return nil, err // no type left",
+		pkgs: []string{pgPkg}, run: "TestLeaseOfManyTypesNoneReadyReadsNoJobs", postgres: true})
 	add(mutation{name: "postgres: the ready types are read past a backlog of another type", file: pgTx,
 		from: "WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND jobs.type = u.type)",
 		to:   "WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND jobs.type || '' = u.type)",
