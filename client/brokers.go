@@ -40,7 +40,8 @@ var schemes atomic.Int64
 // Enqueue makes a call per job here, unless WithEnqueueStreams says otherwise: each call is
 // spread and resent on its own. A stream's enqueues all go to the broker it was opened on and
 // are not resent; a broker that stops serving ends its streams, and the next Enqueue opens one
-// on another.
+// on another. An Enqueue whose stream that broker refused (opened there before the balancer
+// saw it stop serving) is made as a call, and resent as calls are.
 //
 // WithBlock waits until at least one broker is ready.
 func DialBrokers(ctx context.Context, addrs []string, opts ...DialOption) (*Client, error) {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokerset"
 )
 
 // DefaultEnqueueStreams is how many enqueue streams a Client made by Dial opens at most
@@ -33,8 +34,9 @@ const DefaultEnqueueStreams = 64
 // breaks, as when a call does: use an idempotency key to retry safely), and the next Enqueue
 // opens another. A stream that ended while idle (its connection closed: the broker restarted,
 // say) sends nothing, and a broker shutting down ends its streams between requests, saying the
-// request it was sent was not read: such an Enqueue is made as a call instead. Against a
-// broker without EnqueueStream, Enqueue goes back to calls.
+// request it was sent was not read, and one that cannot reach its database refuses a new
+// stream, saying nothing of it was applied: such an Enqueue is made as a call instead. Against
+// a broker without EnqueueStream, Enqueue goes back to calls.
 //
 // The caller's deadline or cancellation ends the stream it was sent on, as it ends a call;
 // as with a call, the job may be stored all the same. A caller
@@ -128,8 +130,11 @@ func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwi
 	sent = err == nil
 	if sent {
 		out, err = s.st.Recv()
-		if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 0 {
-			sent = false // the broker ended the stream as it shut down, without reading req
+		if err != nil && (len(s.st.Trailer().Get(unreadTrailer)) > 0 || brokerset.NotApplied(err)) {
+			// The broker ended the stream as it shut down, without reading req, or refused
+			// the stream because it cannot reach its database (a balancer that had not yet
+			// seen it say NOT_SERVING opened the stream there): nothing of req was applied.
+			sent = false
 		}
 	} else {
 		_, err = s.st.Recv() // Send reports only that the stream ended; Recv has its status

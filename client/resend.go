@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -64,18 +63,7 @@ func mayResend(method string, req any, err error) bool {
 	if st.Code() != codes.Unavailable {
 		return false
 	}
-	return notApplied(st) || resendable[method] || keyed(req)
-}
-
-// notApplied reports whether st says that nothing of the call was applied.
-func notApplied(st *status.Status) bool {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == brokerset.ErrorDomain &&
-			info.GetReason() == brokerset.ReasonUnreached {
-			return info.GetMetadata()[brokerset.MetaApplied] == brokerset.AppliedNo
-		}
-	}
-	return false
+	return brokerset.NotApplied(err) || resendable[method] || keyed(req)
 }
 
 // keyed reports whether req enqueues only jobs with idempotency keys, which a second broker

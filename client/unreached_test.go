@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 
 	"github.com/jobwire/jobwire/client"
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
@@ -77,19 +79,8 @@ func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *
 	t.Parallel()
 	ctx, faults, a, b, c := dialSilentPair(t, client.WithEnqueueStreams(4))
 
-	// Calls until both brokers stored one: round robin then has both, and spreads the four
-	// streams that four callers open over them. They enqueue until one enqueue waits on a.
-	calls := jobwirev1.NewProducerServiceClient(c.Conn())
-	for stored := map[string]bool{}; !stored[a.Addr] || !stored[b.Addr]; {
-		if _, err := calls.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "spread"}}); err != nil {
-			t.Fatal(err)
-		}
-		for _, bd := range []*brokertest.Bundle{a, b} {
-			if st, err := client.New(bd.Conn).GetStats(ctx); err == nil && len(st.Counts) > 0 {
-				stored[bd.Addr] = true
-			}
-		}
-	}
+	// Round robin has both brokers (dialSilentPair), so it spreads the four streams that four
+	// callers open over them. They enqueue until one enqueue waits on a.
 	entered, release := faults.Hold("enqueue")
 	defer release()
 	var wg sync.WaitGroup
@@ -117,6 +108,10 @@ func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *
 	a.Clock.Advance(time.Second)
 	wg.Wait()
 	waitNotServing(ctx, t, a)
+	// The client may not have seen a say NOT_SERVING yet: a refuses the streams opened there,
+	// and each such Enqueue is made as a call, whose tries, among the other calls', may all go
+	// to a (that window is TestEnqueueStreamEndedUnread's). So wait until it has left a out.
+	untilOnlyB(ctx, t, c, b)
 	for i := range 20 {
 		wg.Go(func() {
 			if _, err := c.Enqueue(ctx, "after", nil); err != nil {
@@ -128,8 +123,8 @@ func TestDialBrokersWithEnqueueStreamsLeaveABrokerThatCannotReachItsDatabase(t *
 }
 
 // dialSilentPair starts broker a, whose database faults can silence (a held write makes it
-// unreachable once its clock moves a second), and broker b, and dials both with opts; ctx
-// bounds the test.
+// unreachable once its clock moves a second), and broker b, dials both with opts and returns
+// once round robin has both; ctx bounds the test.
 func dialSilentPair(t *testing.T, opts ...client.DialOption) (ctx context.Context, faults *brokertest.Faults, a, b *brokertest.Bundle, c *client.Client) {
 	t.Helper()
 	faults = brokertest.NewFaults(t, brokertest.DefaultFaultRetries)
@@ -142,7 +137,44 @@ func dialSilentPair(t *testing.T, opts ...client.DialOption) (ctx context.Contex
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	untilBothInRotation(ctx, t, c, a, b)
 	return ctx, faults, a, b, c
+}
+
+// untilBothInRotation makes calls, one at a time, until each broker has stored one, so that
+// round robin has both. WithBlock waits for one broker only, and a call that a refuses goes
+// to the next broker in the rotation: with b still connecting, every try of it went to a
+// (seen under load, when the call a held was the first of the test).
+func untilBothInRotation(ctx context.Context, t *testing.T, c *client.Client, a, b *brokertest.Bundle) {
+	t.Helper()
+	calls := jobwirev1.NewProducerServiceClient(c.Conn())
+	for stored := map[string]bool{}; !stored[a.Addr] || !stored[b.Addr]; {
+		if _, err := calls.Enqueue(ctx, &jobwirev1.EnqueueRequest{Job: &jobwirev1.JobSpec{Type: "spread"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, bd := range []*brokertest.Bundle{a, b} {
+			if st, err := client.New(bd.Conn).GetStats(ctx); err == nil && len(st.Counts) > 0 {
+				stored[bd.Addr] = true
+			}
+		}
+	}
+}
+
+// untilOnlyB waits until c's round robin has left a out: then ten calls in a row go to b,
+// where with a in the rotation they would alternate.
+func untilOnlyB(ctx context.Context, t *testing.T, c *client.Client, b *brokertest.Bundle) {
+	t.Helper()
+	health := healthpb.NewHealthClient(c.Conn())
+	brokertest.WaitFor(t, "the client to send its calls to b only", func() bool {
+		for range 10 {
+			var p peer.Peer
+			if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p)); err != nil ||
+				p.Addr == nil || p.Addr.String() != b.Addr {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // waitNotServing waits until broker a's health service says NOT_SERVING.

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const prefix = "jobwire-brokers-"
@@ -41,3 +45,20 @@ const (
 	AppliedNo       = "no"
 	AppliedUnknown  = "unknown"
 )
+
+// NotApplied reports whether err is a broker's UNAVAILABLE saying that nothing of the call was
+// applied (AppliedNo), so that sending it again, to this broker or another, cannot store
+// anything twice.
+func NotApplied(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain &&
+			info.GetReason() == ReasonUnreached {
+			return info.GetMetadata()[MetaApplied] == AppliedNo
+		}
+	}
+	return false
+}

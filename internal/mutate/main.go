@@ -764,7 +764,10 @@ func mutations() []mutation {
 		from: "case err != nil && !sent && ctx.Err() == nil:", to: "case err != nil && !sent && false:",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamsAfterBrokerRestart"})
 	add(mutation{name: "client: a request the broker did not read fails its Enqueue", file: "client/enqueuestream.go",
-		from: "if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 0 {", to: "if err != nil && len(s.st.Trailer().Get(unreadTrailer)) > 9 {",
+		from: "len(s.st.Trailer().Get(unreadTrailer)) > 0 ||", to: "len(s.st.Trailer().Get(unreadTrailer)) > 9 ||",
+		pkgs: []string{"./client"}, run: "TestEnqueueStreamEndedUnread"})
+	add(mutation{name: "client: a stream refused with nothing applied fails its Enqueue", file: "client/enqueuestream.go",
+		from: "|| brokerset.NotApplied(err)) {", to: "|| brokerset.NotApplied(nil)) {",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamEndedUnread"})
 	add(mutation{name: "server: a shutting-down broker keeps its idle enqueue streams open", file: "server/enqueuestream.go",
 		from: "end := p.enqueueStreamsEnd()", to: "end := make(chan struct{})",
