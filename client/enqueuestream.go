@@ -34,8 +34,9 @@ const DefaultEnqueueStreams = 64
 // breaks, as when a call does: use an idempotency key to retry safely), and the next Enqueue
 // opens another. A stream that ended while idle (its connection closed: the broker restarted,
 // say) sends nothing, and a broker shutting down ends its streams between requests, saying the
-// request it was sent was not read, and one that cannot reach its database refuses a new
-// stream, saying nothing of it was applied: such an Enqueue is made as a call instead. Against
+// request it was sent was not read, and one that cannot reach its database refuses a new stream
+// or ends one on the request it refused, saying nothing of it was applied: such an Enqueue is
+// made as a call instead. Against
 // a broker without EnqueueStream, Enqueue goes back to calls.
 //
 // The caller's deadline or cancellation ends the stream it was sent on, as it ends a call;
@@ -131,9 +132,9 @@ func (p *streamPool) roundTrip(ctx context.Context, s *enqueueStream, req *jobwi
 	if sent {
 		out, err = s.st.Recv()
 		if err != nil && (len(s.st.Trailer().Get(unreadTrailer)) > 0 || brokerset.NotApplied(err)) {
-			// The broker ended the stream as it shut down, without reading req, or refused
-			// the stream because it cannot reach its database (a balancer that had not yet
-			// seen it say NOT_SERVING opened the stream there): nothing of req was applied.
+			// The broker ended the stream as it shut down, without reading req, or because it
+			// cannot reach its database refused the stream (a balancer that had not yet seen
+			// it say NOT_SERVING opened it there) or req: nothing of req was applied.
 			sent = false
 		}
 	} else {

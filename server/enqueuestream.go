@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	jobwirev1 "github.com/jobwire/jobwire/gen/jobwire/v1"
+	"github.com/jobwire/jobwire/internal/brokerset"
 	"github.com/jobwire/jobwire/internal/clock"
 )
 
@@ -27,7 +28,9 @@ const UnreadTrailer = "jobwire-unread"
 // authentication and the access rule of Enqueue, validation, the audit's actor, the token's
 // scope, the database's reach) and Enqueue itself, under Enqueue's method name. A request's
 // error is its answer; the stream goes on. What the stream as a whole fails with (its token
-// revoked, a message that cannot be decoded) ends it.
+// revoked, a message that cannot be decoded) ends it, and so does a request refused because the
+// database is silent, with nothing of it applied (brokerset.NotApplied): with that status, whose
+// details an answer cannot carry.
 //
 // A producer keeps its streams open while idle, and the gRPC server's graceful stop waits for
 // every stream to end, and a balancer that finds a broker NOT_SERVING sends new calls
@@ -121,6 +124,13 @@ func (e *enqueueStream) serve(ctx context.Context, st jobwirev1.ProducerService_
 		}
 		out := &jobwirev1.EnqueueStreamResponse{}
 		if resp, err := enqueue(ctx, req); err != nil {
+			if brokerset.NotApplied(err) {
+				// Refused, or withdrawn from the writer, because the database is silent:
+				// nothing of it was applied. An answer would carry only a code and a message;
+				// ending the stream with the status itself tells the producer so, and it sends
+				// the request again elsewhere, as after a stream that ended unread.
+				return err
+			}
 			s := status.Convert(err)
 			out.Result = &jobwirev1.EnqueueStreamResponse_Error{Error: &jobwirev1.EnqueueStreamError{
 				Code: int32(s.Code()), Message: s.Message()}}

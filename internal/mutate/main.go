@@ -769,6 +769,9 @@ func mutations() []mutation {
 	add(mutation{name: "client: a stream refused with nothing applied fails its Enqueue", file: "client/enqueuestream.go",
 		from: "|| brokerset.NotApplied(err)) {", to: "|| brokerset.NotApplied(nil)) {",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamEndedUnread"})
+	add(mutation{name: "server: a stream's request refused with nothing applied is answered, its details lost", file: "server/enqueuestream.go",
+		from: "if brokerset.NotApplied(err) {", to: "if brokerset.NotApplied(nil) {",
+		pkgs: []string{"./server"}, run: "TestEnqueueStreamEndsOnARefusalWithNothingApplied"})
 	add(mutation{name: "server: a shutting-down broker keeps its idle enqueue streams open", file: "server/enqueuestream.go",
 		from: "end := p.enqueueStreamsEnd()", to: "end := make(chan struct{})",
 		pkgs: []string{"./client"}, run: "TestEnqueueStreamsLetTheBrokerStopGracefully"})

@@ -87,7 +87,9 @@ class ProducerServiceServicer(object):
         """EnqueueStream is Enqueue over one long-lived stream: each request stores one job, as
         Enqueue does (the same access rules, scope and validation, each request on its own), and
         is answered in order once committed, or with the error Enqueue would have returned; the
-        stream goes on after an error. It spares a producer that enqueues one job at a time the
+        stream goes on after an error, but for UNAVAILABLE with nothing applied (a broker that
+        cannot reach its database), which ends it with that status and its DATABASE_UNREACHABLE
+        error info, so the request is safe to send again. It spares a producer that enqueues one job at a time the
         cost of a call per job. The broker handles one request of a stream at a time: open a
         stream per concurrent caller. A broker that shuts down or stops serving, or finds a stream
         idle for a while (2 minutes by default), ends it between requests with UNAVAILABLE and the
