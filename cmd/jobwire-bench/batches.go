@@ -43,6 +43,7 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 		return nil, err
 	}
 	brokerCPU, machine := cpu.perJob(int64(b.cfg.Jobs))
+	writer := cpu.writerBusy()
 	workerCPU, workerOK := f.workerCPU()
 	if _, err := f.stop(); err != nil {
 		return nil, err
@@ -58,5 +59,5 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 	desc := fmt.Sprintf("%d in one batch, then %d Go workers x%d", b.cfg.Jobs, b.cfg.Workers, b.cfg.Concurrency)
 	return []result{{Name: "drain-batch", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
 		JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: brokerCPU, MachineCPUus: machine,
-		WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))}}, nil
+		WriterBusyPct: writer, WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))}}, nil
 }

@@ -45,6 +45,10 @@ type result struct {
 	// MachineCPUus is the same for the whole machine (readProcStat): every process on it,
 	// this benchmark's producer and a local database included.
 	MachineCPUus float64 `json:"machine_cpu_us_per_job,omitempty"`
+	// WriterBusyPct is the share of the measured part of the run that the broker's writer
+	// spent writing batches, in percent (the busiest broker's; 0 where it cannot be read:
+	// metrics off).
+	WriterBusyPct float64 `json:"writer_busy_pct,omitempty"`
 	// BrokerRSSMiB is the peak resident memory of the scenario's broker (the largest of its
 	// brokers), backlog included, in MiB (0 where it cannot be read).
 	BrokerRSSMiB float64 `json:"broker_peak_rss_mib,omitempty"`
@@ -115,6 +119,7 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 				cpu := env.meterCPU()
 				r, err := b.enqueueFor(ctx, env.client, 1, cfg.Producers)
 				r.BrokerCPUus, r.MachineCPUus = cpu.perJob(r.Jobs)
+				r.WriterBusyPct = cpu.writerBusy()
 				return []result{r}, err
 			})
 		}},
@@ -123,6 +128,7 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 				cpu := env.meterCPU()
 				r, err := b.enqueueFor(ctx, env.client, 100, cfg.BatchProds)
 				r.BrokerCPUus, r.MachineCPUus = cpu.perJob(r.Jobs)
+				r.WriterBusyPct = cpu.writerBusy()
 				return []result{r}, err
 			})
 		}},
@@ -362,6 +368,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			r := result{Name: "enqueue-1000", Description: fmt.Sprintf("EnqueueBatch(1000) x%d goroutines", b.cfg.BatchProds),
 				Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(), JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), Errors: errs}
 			r.BrokerCPUus, r.MachineCPUus = cpu.perJob(r.Jobs)
+			r.WriterBusyPct = cpu.writerBusy()
 			out = append(out, r)
 		}
 		if !drain {
@@ -383,6 +390,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 			return out, err
 		}
 		drainCPU, drainMachine := cpu.perJob(int64(b.cfg.Jobs))
+		drainWriter := cpu.writerBusy()
 		workerCPU, workerOK := f.workerCPU()
 		if _, err := f.stop(); err != nil {
 			return out, err
@@ -390,7 +398,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		el = end.Sub(start)
 		out = append(out, result{Name: "drain", Description: desc, Jobs: int64(b.cfg.Jobs), Seconds: el.Seconds(),
 			JobsPerSec: float64(b.cfg.Jobs) / el.Seconds(), BrokerCPUus: drainCPU, MachineCPUus: drainMachine,
-			WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))})
+			WriterBusyPct: drainWriter, WorkerCPUus: usPerJob(workerCPU, workerOK, int64(b.cfg.Jobs))})
 		return out, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.Jobs))
 	}
 }
@@ -450,6 +458,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			return nil, err
 		}
 		e2eCPU, e2eMachine := cpu.perJob(int64(b.cfg.E2EJobs))
+		e2eWriter := cpu.writerBusy()
 		workers1, workersOK1 := f.workerCPU()
 		if _, err := f.stop(); err != nil {
 			return nil, err
@@ -460,7 +469,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			how = fmt.Sprintf("EnqueueBatch(%d) x%d", batch, producers)
 		}
 		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.E2EJobs), Seconds: el.Seconds(),
-			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU, MachineCPUus: e2eMachine,
+			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU, MachineCPUus: e2eMachine, WriterBusyPct: e2eWriter,
 			WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(b.cfg.E2EJobs)),
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
 		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.E2EJobs))
@@ -500,6 +509,8 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 	interval := time.Second / time.Duration(b.cfg.Rate)
 	var errs atomic.Int64
 	var wg sync.WaitGroup
+	cpu := env.meterCPU()
+	workers0, workersOK0 := f.workerCPU()
 	start := time.Now()
 	for i := range total {
 		due := start.Add(time.Duration(i) * interval)
@@ -525,12 +536,16 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 		f.kill()
 		return nil, err
 	}
+	brokerCPU, machine := cpu.perJob(int64(total))
+	writer := cpu.writerBusy()
+	workers1, workersOK1 := f.workerCPU()
 	samples, err := f.stop()
 	if err != nil {
 		return nil, err
 	}
 	r := result{Name: "latency", Jobs: int64(total), Seconds: produced.Seconds(), JobsPerSec: float64(total) / produced.Seconds(),
-		Latency: summarize(samples), Errors: errs.Load(),
+		Latency: summarize(samples), Errors: errs.Load(), BrokerCPUus: brokerCPU, MachineCPUus: machine, WriterBusyPct: writer,
+		WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(total)),
 		Description: fmt.Sprintf("open loop %d/s, enqueue-to-start, %d workers x%d%s", b.cfg.Rate, b.cfg.Workers, b.cfg.Concurrency, where)}
 	return []result{r}, nil
 }

@@ -32,6 +32,9 @@ const brokerCommand = "broker"
 type brokerProc struct {
 	cmd  *exec.Cmd
 	addr string
+	// http is the address of the broker's HTTP listener, where its metrics are read
+	// (writerTime); empty where it has none (a profiled broker).
+	http string
 	log  string
 	done chan error
 }
@@ -102,17 +105,23 @@ func startBroker(ctx context.Context, cfg *benchConfig, dir, db, name string) (*
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	b := &brokerProc{cmd: cmd, log: logPath, done: make(chan error, 1)}
-	addrc := make(chan string, 1)
+	type listening struct{ grpc, http string }
+	addrc := make(chan listening, 1)
 	go func() {
-		// Copy the log to its file, picking the address out of the line that announces it.
+		// Copy the log to its file, picking the addresses out of the lines that announce
+		// them: the HTTP listener's comes first.
 		sc := bufio.NewScanner(stderr)
+		var httpAddr string
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logFile, line)
-			if strings.Contains(line, "jobwire broker listening") {
+			switch {
+			case strings.Contains(line, "jobwire http listening"):
+				httpAddr = logField(line, "addr")
+			case strings.Contains(line, "jobwire broker listening"):
 				if a := logField(line, "addr"); a != "" {
 					select {
-					case addrc <- a:
+					case addrc <- listening{grpc: a, http: httpAddr}:
 					default:
 					}
 				}
@@ -125,7 +134,8 @@ func startBroker(ctx context.Context, cfg *benchConfig, dir, db, name string) (*
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	select {
-	case b.addr = <-addrc:
+	case l := <-addrc:
+		b.addr, b.http = l.grpc, l.http
 		return b, nil
 	case err := <-b.done:
 		b.done <- err

@@ -222,8 +222,8 @@ type samples struct {
 	cpu            [len(cpuColumns)][]float64
 }
 
-// cpuColumns are the CPU figures a result may carry (0: not measured), in the order the
-// comparison prints them.
+// cpuColumns are the CPU figures a result may carry (0: not measured), and the share of the
+// run its broker's writer was busy, in the order the comparison prints them.
 var cpuColumns = [...]struct {
 	label string
 	of    func(result) float64
@@ -231,6 +231,7 @@ var cpuColumns = [...]struct {
 	{"  broker us/job", func(r result) float64 { return r.BrokerCPUus }},
 	{"  worker us/job", func(r result) float64 { return r.WorkerCPUus }},
 	{"  machine us/job", func(r result) float64 { return r.MachineCPUus }},
+	{"  writer busy %", func(r result) float64 { return r.WriterBusyPct }},
 }
 
 // comparison is one scenario's samples on both sides.

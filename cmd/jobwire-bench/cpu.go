@@ -78,13 +78,14 @@ func parseProcStat(stat string) (busy time.Duration, cpus int, ok bool) {
 }
 
 // cpuMeter measures the CPU the scenario's brokers, and the whole machine, use between its
-// creation and perJob.
+// creation and perJob, and how busy the brokers' writers are (writerBusy).
 type cpuMeter struct {
 	env          *scenarioEnv
 	start        time.Duration
 	ok           bool
 	machineStart time.Duration
 	machineOK    bool
+	writers      writerMeter
 }
 
 // brokerCPU sums the CPU time of the scenario's brokers.
@@ -104,8 +105,12 @@ func (e *scenarioEnv) brokerCPU() (time.Duration, bool) {
 func (e *scenarioEnv) meterCPU() cpuMeter {
 	c, ok := e.brokerCPU()
 	mc, _, mok := readProcStat()
-	return cpuMeter{env: e, start: c, ok: ok, machineStart: mc, machineOK: mok}
+	return cpuMeter{env: e, start: c, ok: ok, machineStart: mc, machineOK: mok, writers: meterWriters(e.brokers)}
 }
+
+// writerBusy returns the share of the time since the meter started that the busiest broker's
+// writer spent writing, in percent (0 when it cannot be read).
+func (m cpuMeter) writerBusy() float64 { return m.writers.busy() }
 
 // perJob returns the brokers' and the machine's CPU time since the meter started, in
 // microseconds per job, each 0 when it cannot be read.

@@ -34,10 +34,10 @@ func summarize(samples []int64) *latencyStats {
 		P90ms: ms(percentile.NearestRank(s, 90)), P99ms: ms(percentile.NearestRank(s, 99)), MaxMs: ms(s[len(s)-1])}
 }
 
-const rowFormat = "%-13s %9s %8s %11s %9s %9s %9s %9s %10s %7s  %s\n"
+const rowFormat = "%-13s %9s %8s %11s %9s %9s %9s %9s %10s %8s %7s  %s\n"
 
 func printHeader() {
-	fmt.Printf(rowFormat, "SCENARIO", "JOBS", "SECONDS", "JOBS/S", "P50 MS", "P99 MS", "BROKER US", "WORKER US", "MACHINE US", "RSS MIB", "HOW")
+	fmt.Printf(rowFormat, "SCENARIO", "JOBS", "SECONDS", "JOBS/S", "P50 MS", "P99 MS", "BROKER US", "WORKER US", "MACHINE US", "WRITER %", "RSS MIB", "HOW")
 }
 
 func printRow(r result) {
@@ -55,7 +55,7 @@ func printRow(r result) {
 	if r.Errors > 0 {
 		how += fmt.Sprintf(" (%d failed calls)", r.Errors)
 	}
-	fmt.Printf(rowFormat, r.Name, fmt.Sprint(r.Jobs), fmt.Sprintf("%.2f", r.Seconds), fmt.Sprintf("%.0f", r.JobsPerSec), p50, p99, cpu(r.BrokerCPUus), cpu(r.WorkerCPUus), cpu(r.MachineCPUus), cpu(r.BrokerRSSMiB), how)
+	fmt.Printf(rowFormat, r.Name, fmt.Sprint(r.Jobs), fmt.Sprintf("%.2f", r.Seconds), fmt.Sprintf("%.0f", r.JobsPerSec), p50, p99, cpu(r.BrokerCPUus), cpu(r.WorkerCPUus), cpu(r.MachineCPUus), cpu(r.WriterBusyPct), cpu(r.BrokerRSSMiB), how)
 }
 
 // machine describes where the numbers were taken.
