@@ -5,7 +5,8 @@
 # Each round: River drain and e2e-100 (bench/river, 512 workers, fetch cooldown 1 ms, poll
 # 50 ms), Jobwire drain and e2e-100 (jobwire-bench --quick, one broker, 2 workers x 256), one
 # producer enqueueing 3,000 jobs one call at a time while the workers run them (e2e-1), then
-# enqueue-to-start at 1,000 and 200 jobs/s, River then Jobwire. One line per round. The database
+# enqueue-to-start at 1,000 and 200 jobs/s, River then Jobwire (and the share of the run
+# Jobwire's writer was busy, its WRITER % column). One line per round. The database
 # is JOBWIRE_TEST_POSTGRES; run it under scripts/with-postgres.sh --durable for a private one.
 set -euo pipefail
 rounds=${1:-5}
@@ -29,7 +30,7 @@ for i in $(seq 1 "$rounds"); do
   for rate in 1000 200; do
     rl=$("${river[@]}" -scenario latency -rate "$rate" -duration 5s | awk '{print $7 "/" $10}')
     jl=$("${jobwire[@]}" --scenarios latency --rate "$rate" --latency-duration 5s 2>&1 |
-      awk '/^latency / {print $5 "/" $6}')
+      awk '/^latency / {print $5 "/" $6 " (writer " $10 "%)"}')
     line="$line | p50/p99 ms at $rate/s river $rl jobwire $jl"
   done
   echo "$line | load $(cut -d' ' -f1 /proc/loadavg)"
