@@ -215,16 +215,17 @@ func runSide(ctx context.Context, s side, benchArgs []string, jsonPath string) (
 }
 
 // samples are one side's results of a scenario over the rounds: jobs/s of each run, the
-// latency percentiles of the runs that measure latency, and each of cpuColumns of the runs
+// latency percentiles of the runs that measure latency, and each of figureColumns of the runs
 // that report it.
 type samples struct {
 	rate, p50, p99 []float64
-	cpu            [len(cpuColumns)][]float64
+	figures        [len(figureColumns)][]float64
 }
 
-// cpuColumns are the CPU figures a result may carry (0: not measured), and the share of the
-// run its broker's writer was busy, in the order the comparison prints them.
-var cpuColumns = [...]struct {
+// figureColumns are the figures a result may carry beside its rate and latency (0: not
+// measured): the CPU a job and the share of the run its broker's writer was busy, in the order
+// the comparison prints them.
+var figureColumns = [...]struct {
 	label string
 	of    func(result) float64
 }{
@@ -260,9 +261,9 @@ func compareRuns(base, head [][]result) []comparison {
 					s.p50 = append(s.p50, r.Latency.P50ms)
 					s.p99 = append(s.p99, r.Latency.P99ms)
 				}
-				for i, c := range cpuColumns {
+				for i, c := range figureColumns {
 					if v := c.of(r); v > 0 {
-						s.cpu[i] = append(s.cpu[i], v)
+						s.figures[i] = append(s.figures[i], v)
 					}
 				}
 			}
@@ -314,8 +315,8 @@ func printComparison(w io.Writer, cs []comparison, baseLabel string) {
 			fmt.Fprintf(w, f, "  p50 ms", spreadOf(b.p50, "%.2f"), spreadOf(h.p50, "%.2f"), ratio(b.p50, h.p50))
 			fmt.Fprintf(w, f, "  p99 ms", spreadOf(b.p99, "%.2f"), spreadOf(h.p99, "%.2f"), ratio(b.p99, h.p99))
 		}
-		for i, col := range cpuColumns {
-			if bc, hc := b.cpu[i], h.cpu[i]; len(bc)+len(hc) > 0 {
+		for i, col := range figureColumns {
+			if bc, hc := b.figures[i], h.figures[i]; len(bc)+len(hc) > 0 {
 				fmt.Fprintf(w, f, col.label, spreadOf(bc, "%.1f"), spreadOf(hc, "%.1f"), ratio(bc, hc))
 			}
 		}

@@ -99,13 +99,5 @@ func (m writerMeter) busy() float64 {
 		}
 		most = max(most, d-m.start[i])
 	}
-	return writerShare(most, el)
-}
-
-// writerShare is busy as a percentage of window.
-func writerShare(busy, window time.Duration) float64 {
-	if window <= 0 {
-		return 0
-	}
-	return 100 * float64(busy) / float64(window)
+	return 100 * float64(most) / float64(el)
 }

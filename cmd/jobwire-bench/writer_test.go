@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobwire/jobwire/client"
 )
@@ -34,23 +33,6 @@ jobwire_storage_commit_duration_seconds_count 4
 		v, ok, err := metricValue(strings.NewReader(tt.text), tt.metric)
 		if (err != nil) != tt.wantErr || ok != tt.ok || v != tt.want {
 			t.Errorf("%s: metricValue = %v, %v, %v; want %v, %v, error %v", tt.name, v, ok, err, tt.want, tt.ok, tt.wantErr)
-		}
-	}
-}
-
-func TestWriterShare(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		busy, window time.Duration
-		want         float64
-	}{
-		{busy: 965 * time.Millisecond, window: time.Second, want: 96.5},
-		{busy: 0, window: time.Second, want: 0},
-		{busy: time.Second, window: 0, want: 0},
-	}
-	for _, tt := range tests {
-		if got := writerShare(tt.busy, tt.window); got != tt.want {
-			t.Errorf("writerShare(%v, %v) = %v, want %v", tt.busy, tt.window, got, tt.want)
 		}
 	}
 }
