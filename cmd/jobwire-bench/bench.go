@@ -446,7 +446,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			return nil, err
 		}
 		start, cpu := time.Now(), env.meterCPU()
-		workers0, workersOK0 := f.workerCPU()
+		workerCPU := f.meterWorkers()
 		errs, err := enqueueN(waitCtx, env.client, b.cfg.E2EJobs, batch, producers)
 		if err != nil {
 			f.kill()
@@ -459,7 +459,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 		}
 		e2eCPU, e2eMachine := cpu.perJob(int64(b.cfg.E2EJobs))
 		e2eWriter := cpu.writerBusy()
-		workers1, workersOK1 := f.workerCPU()
+		e2eWorkers := workerCPU(int64(b.cfg.E2EJobs))
 		if _, err := f.stop(); err != nil {
 			return nil, err
 		}
@@ -470,7 +470,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 		}
 		r := result{Name: fmt.Sprintf("e2e-%d", batch), Jobs: int64(b.cfg.E2EJobs), Seconds: el.Seconds(),
 			JobsPerSec: float64(b.cfg.E2EJobs) / el.Seconds(), Errors: errs, BrokerCPUus: e2eCPU, MachineCPUus: e2eMachine, WriterBusyPct: e2eWriter,
-			WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(b.cfg.E2EJobs)),
+			WorkerCPUus: e2eWorkers,
 			Description: fmt.Sprintf("%s while %d workers x%d run", how, b.cfg.Workers, b.cfg.Concurrency)}
 		return []result{r}, checkSucceeded(ctx, env.client, int64(b.cfg.Backlog), int64(b.cfg.E2EJobs))
 	}
@@ -510,7 +510,7 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	cpu := env.meterCPU()
-	workers0, workersOK0 := f.workerCPU()
+	workerCPU := f.meterWorkers()
 	start := time.Now()
 	for i := range total {
 		due := start.Add(time.Duration(i) * interval)
@@ -538,14 +538,14 @@ func (b *bench) latency(ctx context.Context, env *scenarioEnv) ([]result, error)
 	}
 	brokerCPU, machine := cpu.perJob(int64(total))
 	writer := cpu.writerBusy()
-	workers1, workersOK1 := f.workerCPU()
+	workers := workerCPU(int64(total))
 	samples, err := f.stop()
 	if err != nil {
 		return nil, err
 	}
 	r := result{Name: "latency", Jobs: int64(total), Seconds: produced.Seconds(), JobsPerSec: float64(total) / produced.Seconds(),
 		Latency: summarize(samples), Errors: errs.Load(), BrokerCPUus: brokerCPU, MachineCPUus: machine, WriterBusyPct: writer,
-		WorkerCPUus: usPerJob(workers1-workers0, workersOK0 && workersOK1, int64(total)),
+		WorkerCPUus: workers,
 		Description: fmt.Sprintf("open loop %d/s, enqueue-to-start, %d workers x%d%s", b.cfg.Rate, b.cfg.Workers, b.cfg.Concurrency, where)}
 	return []result{r}, nil
 }

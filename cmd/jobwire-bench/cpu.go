@@ -136,6 +136,16 @@ func (f *fleet) workerCPU() (sum time.Duration, ok bool) {
 	return sum, true
 }
 
+// meterWorkers starts measuring the fleet's CPU time (workerCPU); the func it returns gives
+// the time since, in microseconds per job of jobs (0 when it cannot be read).
+func (f *fleet) meterWorkers() func(jobs int64) float64 {
+	start, ok := f.workerCPU()
+	return func(jobs int64) float64 {
+		end, endOK := f.workerCPU()
+		return usPerJob(end-start, ok && endOK, jobs)
+	}
+}
+
 // usPerJob is d in microseconds per job, or 0 when it could not be read.
 func usPerJob(d time.Duration, ok bool, jobs int64) float64 {
 	if !ok || jobs <= 0 {
