@@ -33,7 +33,7 @@ type brokerProc struct {
 	cmd  *exec.Cmd
 	addr string
 	// http is the address of the broker's HTTP listener, where its metrics are read
-	// (writerTime); empty where it has none (a profiled broker).
+	// (writerTime), as its log announced it; empty if it announced none.
 	http string
 	log  string
 	done chan error
