@@ -36,8 +36,7 @@ const DefaultEnqueueStreams = 64
 // say) sends nothing, and a broker shutting down ends its streams between requests, saying the
 // request it was sent was not read, and one that cannot reach its database refuses a new stream
 // or ends one on the request it refused, saying nothing of it was applied: such an Enqueue is
-// made as a call instead. Against
-// a broker without EnqueueStream, Enqueue goes back to calls.
+// made as a call instead. Against a broker without EnqueueStream, Enqueue goes back to calls.
 //
 // The caller's deadline or cancellation ends the stream it was sent on, as it ends a call;
 // as with a call, the job may be stored all the same. A caller

@@ -89,9 +89,9 @@ class ProducerServiceServicer(object):
         is answered in order once committed, or with the error Enqueue would have returned; the
         stream goes on after an error, but for UNAVAILABLE with nothing applied (a broker that
         cannot reach its database), which ends it with that status and its DATABASE_UNREACHABLE
-        error info, so the request is safe to send again. It spares a producer that enqueues one job at a time the
-        cost of a call per job. The broker handles one request of a stream at a time: open a
-        stream per concurrent caller. A broker that shuts down or stops serving, or finds a stream
+        error info, so the request is safe to send again. It spares a producer that enqueues one
+        job at a time the cost of a call per job. The broker handles one request of a stream at a
+        time: open a stream per concurrent caller. A broker that shuts down or stops serving, or finds a stream
         idle for a while (2 minutes by default), ends it between requests with UNAVAILABLE and the
         trailer `jobwire-unread: true`: a request sent on it and not answered was not read, so it
         is safe to send again (to another broker, on a new stream, or as a call).
