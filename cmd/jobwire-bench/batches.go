@@ -32,7 +32,7 @@ func (b *bench) fillAndDrainBatch(ctx context.Context, env *scenarioEnv) ([]resu
 	if _, err := env.client.CloseBatch(waitCtx, batch.ID); err != nil {
 		return nil, err
 	}
-	start, cpu := time.Now(), env.meterCPU()
+	cpu, start := env.meterCPU(), time.Now()
 	f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name}, env.client)
 	if err != nil {
 		return nil, err

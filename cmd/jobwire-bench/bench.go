@@ -358,7 +358,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		var out []result
 		waitCtx, cancel := context.WithTimeout(ctx, b.waitLimit(b.cfg.Jobs))
 		defer cancel()
-		start, cpu := time.Now(), env.meterCPU()
+		cpu, start := env.meterCPU(), time.Now()
 		errs, err := enqueueN(waitCtx, env.client, b.cfg.Jobs, 1000, b.cfg.BatchProds)
 		if err != nil {
 			return nil, err
@@ -379,7 +379,7 @@ func (b *bench) fillAndDrain(reportFill, drain bool) func(context.Context, *scen
 		if external {
 			desc = fmt.Sprintf("%d queued, then %d x --worker-cmd", b.cfg.Jobs, b.cfg.Workers)
 		}
-		start, cpu = time.Now(), env.meterCPU()
+		cpu, start = env.meterCPU(), time.Now()
 		f, err := startFleet(&b.cfg, b.dir, env.addrs(), fleetSpec{scenario: env.name, external: external}, env.client)
 		if err != nil {
 			return out, err
@@ -445,7 +445,7 @@ func (b *bench) endToEnd(batch, producers int) func(context.Context, *scenarioEn
 			f.kill()
 			return nil, err
 		}
-		start, cpu := time.Now(), env.meterCPU()
+		cpu, start := env.meterCPU(), time.Now()
 		workerCPU := f.meterWorkers()
 		errs, err := enqueueN(waitCtx, env.client, b.cfg.E2EJobs, batch, producers)
 		if err != nil {

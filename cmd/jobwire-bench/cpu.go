@@ -101,11 +101,15 @@ func (e *scenarioEnv) brokerCPU() (time.Duration, bool) {
 	return sum, true
 }
 
-// meterCPU starts measuring the brokers' and the machine's CPU time.
+// meterCPU starts measuring the brokers' and the machine's CPU time, and their writers'. It
+// reads the writers' metrics first, and perJob before writerBusy reads them again, so that
+// serving them is left out of the CPU a job; a scenario starts its clock after meterCPU, so
+// that they are left out of its time too.
 func (e *scenarioEnv) meterCPU() cpuMeter {
+	writers := meterWriters(e.brokers)
 	c, ok := e.brokerCPU()
 	mc, _, mok := readProcStat()
-	return cpuMeter{env: e, start: c, ok: ok, machineStart: mc, machineOK: mok, writers: meterWriters(e.brokers)}
+	return cpuMeter{env: e, start: c, ok: ok, machineStart: mc, machineOK: mok, writers: writers}
 }
 
 // writerBusy returns the share of the time since the meter started that the busiest broker's
