@@ -230,6 +230,9 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 	if err := b.PauseQueue(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
+	if clustered {
+		pauseHeard(t, b, "held")
+	}
 	enqueueHeld(1)
 	if !backlog() {
 		t.Fatal("a queue just paused is not taken for a backlog until counted")
@@ -249,6 +252,33 @@ func testPausedBacklogCountedEverySweep(t *testing.T, clustered bool) {
 	if backlog() {
 		t.Fatal("with no queue paused, the paused queues are still taken for a backlog")
 	}
+}
+
+// pauseHeard returns once a clustered broker b has heard its own pause of queue (paused
+// already) and read the queue rules again for it. That read, off the cluster's listener, asks
+// for a dispatch round, whose lease came among the writes a test counted (seen beside two CPU
+// hogs). The listener may not listen yet when the broker starts, and misses what is published
+// before it does: the pause is stored again until it is heard.
+func pauseHeard(t *testing.T, b *Broker, queue string) {
+	t.Helper()
+	var heard atomic.Bool
+	b.WatchCluster(func(e store.Event) {
+		if e.Kind == store.EventQueues {
+			heard.Store(true)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); !heard.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker did not hear its pause of %s within 10s", queue)
+		}
+		if err := b.PauseQueue(context.Background(), queue); err != nil {
+			t.Fatal(err)
+		}
+		for wait := time.Now().Add(100 * time.Millisecond); !heard.Load() && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitUntil(t, "the read of the queue rules the pause asked for", func() bool { return !b.svc.queueReload.busy() })
 }
 
 // silentCount is a store whose counts of the paused queues' ready jobs go unanswered until
