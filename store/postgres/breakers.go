@@ -79,6 +79,7 @@ const breakerShutSQL = `SELECT type, data, shut FROM breakers WHERE shut ORDER B
 
 // BreakerShutAtCommit sends its read with COMMIT (runRows).
 func (t *tx) BreakerShutAtCommit(types []string, got func([]store.BreakerRecord, error)) error {
+	defer t.frontSafe()() // a read
 	read := func(rows pgx.Rows) ([]store.BreakerRecord, error) {
 		shut, err := scanBreakers(rows, nil)
 		return slices.DeleteFunc(shut, func(r store.BreakerRecord) bool { return !slices.Contains(types, r.Type) }), err

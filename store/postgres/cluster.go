@@ -129,6 +129,7 @@ type wireEvent struct {
 
 // sendEvents sends the transaction's events; Write calls it just before COMMIT.
 func (t *tx) sendEvents(channel, from string) error {
+	defer t.frontSafe()()
 	if len(t.events) == 0 {
 		return nil
 	}
@@ -185,6 +186,7 @@ func (s *Store) Listen(ctx context.Context, fn func(store.Event)) {
 		}
 		wait = reconnectMin
 		if gap {
+			s.fronts.reset() // what other brokers published meanwhile is not delivered
 			s.log.Info("listening for other brokers' events again", "broker", s.BrokerID())
 			fn(store.Event{Kind: store.EventResync, From: s.BrokerID()})
 		}
@@ -232,6 +234,9 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(store.Event
 		if err := json.Unmarshal([]byte(n.Payload), &w); err != nil || w.Kind == "" {
 			s.log.Warn("ignored a notification that is not a broker event", "channel", n.Channel, "payload", n.Payload)
 			continue
+		}
+		if w.From != s.BrokerID() {
+			s.fronts.reset() // another broker's write may have made jobs ready ahead of a front
 		}
 		fn(store.Event(w))
 	}

@@ -52,6 +52,7 @@ func (s *settling) addFailed(id int64, now time.Time) {
 // jobs it cancelled come back in its answer, for the broker's own watches, and the function
 // tells the other brokers of them (an EventJob from broker); cancelling none, it sends no more.
 func (t *tx) settleDependents(channel, broker string) error {
+	defer t.frontSafe()()
 	if len(t.settle.ids) == 0 {
 		return nil
 	}

@@ -307,7 +307,7 @@ func TestLeaseOfSeveralTypesLocksEachJobByItsRow(t *testing.T) {
 			return err
 		}
 		tx := stx.(*tx)
-		sql, args, err := leaseAtOnceSQL(lease, []*store.JobLeaseParams{lease})
+		sql, args, _, err := leaseAtOnceSQL(lease, []*store.JobLeaseParams{lease}, nil)
 		if err != nil {
 			return err
 		}

@@ -36,6 +36,7 @@ const (
 // JobStartMany starts every current lease of ps with one statement, which returns those it
 // changed: the others are checked one by one for a start stored before, as JobStart does.
 func (t *tx) JobStartMany(ps []*store.JobStartParams) ([]bool, error) {
+	defer t.frontSafe()()
 	if len(ps) == 0 {
 		return nil, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,6 +42,24 @@ type pipe struct {
 	// back are planner settings turned off (plannerOff) and not yet turned back: that waits
 	// for the next statement they could change (restorePlanner).
 	back []string
+	// safe counts the tx.frontSafe calls under way; unsafe: a statement was sent outside them
+	// (note), which may have made a job ready ahead of a front (front.go).
+	safe   int
+	unsafe bool
+}
+
+// note marks the transaction unsafe for the fronts when it runs a statement outside
+// tx.frontSafe. Ending a transaction or a savepoint changes no job.
+func (p *pipe) note(sql string) {
+	if p.safe > 0 || p.unsafe {
+		return
+	}
+	for _, end := range []string{"COMMIT", "ROLLBACK", "RELEASE SAVEPOINT", "SAVEPOINT"} {
+		if strings.HasPrefix(sql, end) {
+			return
+		}
+	}
+	p.unsafe = true
 }
 
 type heldStmt struct {
@@ -64,6 +83,7 @@ func beginPipe(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
 // hold queues a statement whose only answer is success or failure, to be sent with the next
 // one that is waited for.
 func (p *pipe) hold(sql string, args ...any) {
+	p.note(sql)
 	p.restorePlanner(sql)
 	p.held = append(p.held, heldStmt{sql: sql, args: args})
 	p.data++
@@ -125,6 +145,7 @@ func (p *pipe) restorePlanner(sql string) {
 // error only (statementFailed): any other error returned would fail a batch whose COMMIT may
 // already have gone through.
 func (p *pipe) later(sql string, args []any, read func(pgx.Rows) error) {
+	p.note(sql)
 	p.restorePlanner(sql)
 	p.held = append(p.held, heldStmt{sql: sql, args: args, read: read})
 	p.data++
@@ -234,6 +255,7 @@ func (p *pipe) flush(ctx context.Context) error {
 }
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	p.note(sql)
 	p.restorePlanner(sql)
 	if len(p.held) == 0 {
 		if p.ended {
@@ -250,6 +272,7 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.note(sql)
 	p.restorePlanner(sql)
 	if len(p.held) == 0 {
 		if p.ended {
@@ -274,6 +297,9 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 }
 
 func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		p.note(q.SQL)
+	}
 	p.restorePlanner("")
 	if len(p.held) > 0 {
 		held := p.take()
@@ -284,6 +310,7 @@ func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 func (p *pipe) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	p.note("COPY")
 	p.restorePlanner("")
 	if err := p.flush(ctx); err != nil {
 		return 0, err

@@ -61,6 +61,9 @@ type Options struct {
 	IdleInTransaction time.Duration
 
 	tracer pgx.QueryTracer // tests: sees every statement and batch the connections send
+	// now is the clock of the fronts of the ready indexes (front.go); nil: time.Now. The fronts
+	// are a reading aid, not a decision about any job, but tests move their clock.
+	now func() time.Time
 }
 
 // DefaultIdleInTransaction bounds how long a broker cut off from the database mid-transaction
@@ -114,6 +117,8 @@ type Store struct {
 
 	// commit commits a write's transaction; tests replace it to lose a commit's answer.
 	commit func(ctx context.Context, tx pgx.Tx) error
+	// fronts are where the leases of each shape left the ready indexes (front.go).
+	fronts *fronts
 }
 
 var _ store.Store = (*Store)(nil)
@@ -175,7 +180,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: the leader timeout (%s) must be at least three election intervals (%s)",
 			Redact(url), opts.LeaderTimeout, 3*opts.ElectionInterval)
 	}
-	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &store.KnownQueues{},
+	now := opts.now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{pool: pool, url: Redact(url), retry: opts.Retry, log: opts.Logger, queues: &store.KnownQueues{}, fronts: newFronts(now),
 		electionInterval: opts.ElectionInterval, leaderTimeout: opts.LeaderTimeout, commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
 	s.roundBound, s.aliveWindow = opts.ElectionInterval, aliveFor*opts.ElectionInterval
 	if err := s.migrate(ctx); err != nil {
@@ -233,12 +242,16 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 			return err
 		}
 		committed := false
+		gen := s.fronts.generation()
+		t := &tx{ctx: ctx, tx: ptx, queues: s.queues, ids: &s.ids, fronts: s.fronts}
 		defer func() {
 			if !committed {
 				_ = ptx.Rollback(context.WithoutCancel(ctx))
+				if mayHaveCommitted && t.readiedAhead() {
+					s.fronts.reset()
+				}
 			}
 		}()
-		t := &tx{ctx: ctx, tx: ptx, queues: s.queues, ids: &s.ids}
 		if mayHaveCommitted {
 			if done, err := t.receiptStored(s.brokerID, receipt); err != nil || done {
 				return err
@@ -267,6 +280,11 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 			return err
 		}
 		committed = true
+		if t.readiedAhead() {
+			s.fronts.reset()
+		} else {
+			s.fronts.keep(gen, t.found)
+		}
 		s.queues.Add(t.newQueues)
 		s.dependentsReady(t.settle.released + t.callbacks)
 		s.dependentsChanged(t.settle.changed)
@@ -278,6 +296,7 @@ func (s *Store) Write(ctx context.Context, op string, fn func(store.Tx) error) e
 const receiptSlots = 64
 
 func (t *tx) storeReceipt(broker, receipt int64) error {
+	defer t.frontSafe()()
 	return t.hold(receiptSQL, broker, receipt%receiptSlots, receipt)
 }
 
@@ -285,6 +304,7 @@ const receiptSQL = `INSERT INTO write_receipts (broker, slot, receipt) VALUES ($
 	ON CONFLICT (broker, slot) DO UPDATE SET receipt = excluded.receipt`
 
 func (t *tx) receiptStored(broker, receipt int64) (bool, error) {
+	defer t.frontSafe()()
 	var n int
 	err := t.tx.QueryRow(t.ctx, `SELECT COUNT(*) FROM write_receipts WHERE broker = $1 AND slot = $2 AND receipt = $3`,
 		broker, receipt%receiptSlots, receipt).Scan(&n)

@@ -86,6 +86,7 @@ func (t *tx) takeFinished() []any {
 // flushFinished writes the changes to the finished totals held (none: nothing), sent with the
 // transaction's next statement.
 func (t *tx) flushFinished() error {
+	defer t.frontSafe()()
 	if len(t.finished) == 0 {
 		return nil
 	}

@@ -46,6 +46,10 @@ type tx struct {
 	batches store.BatchCandidates
 	// callbacks counts the batch callbacks it enqueued, ready at its commit.
 	callbacks int
+	// fronts are the store's fronts of the ready indexes; found, those this write's leases
+	// left, kept at its commit (front.go).
+	fronts *fronts
+	found  map[string]front
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -537,6 +541,7 @@ func (t *tx) ensureQueue(name string) error {
 }
 
 func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
+	defer t.frontSafe()()
 	if p.Limit <= 0 || len(p.Types) == 0 {
 		return nil, nil
 	}
@@ -561,6 +566,7 @@ func (t *tx) JobLease(p *store.JobLeaseParams) ([]*job.Job, error) {
 // per stream. Leases that a queue cap can cut short read and lease at once, one by one, as
 // JobLease does.
 func (t *tx) JobLeaseAtCommit(ps []*store.JobLeaseParams, got func([][]*job.Job, error)) error {
+	defer t.frontSafe()()
 	if len(ps) == 0 {
 		got(nil, nil)
 		return nil
@@ -785,7 +791,7 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 // no queue cap can cut the leases short, sent at once or, later, with COMMIT (runRows), and
 // hands got each lease's jobs in dispatch order.
 func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams, later bool, got func([][]*job.Job, error)) error {
-	sql, args, err := leaseAtOnceSQL(scope, ps)
+	sql, args, shape, err := leaseAtOnceSQL(scope, ps, t.front)
 	if sql == "" || err != nil {
 		if err == nil {
 			got(make([][]*job.Job, len(ps)), nil)
@@ -795,7 +801,13 @@ func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams
 	if err := t.leaseSettings(true); err != nil {
 		return err
 	}
-	read := func(rows pgx.Rows) ([][]*job.Job, error) { return scanLeased(rows, len(ps)) }
+	read := func(rows pgx.Rows) ([][]*job.Job, error) {
+		jobs, picked, err := scanLeased(rows, len(ps))
+		if err == nil {
+			t.leasedFrom(shape, jobs, picked)
+		}
+		return jobs, err
+	}
 	if err := runRows(t, later, sql, args, read, got); err != nil {
 		return err
 	}
@@ -809,9 +821,10 @@ func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams
 // one statement for every worker stream of a round. Each job's token is its last one's number
 // plus one, with a secret drawn from ps[0].Random. A lease's jobs past its MaxBytes, counted in
 // dispatch order, are left ready (locked by the transaction until it ends, as read, but not
-// leased). The statement returns each job with the 1-based number of its lease (scanLeased). An
-// empty sql: nothing to lease.
-func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (string, []any, error) {
+// leased). The statement returns each job with the 1-based number of its lease and the number
+// of jobs it read (scanLeased). It reads past the front of its shape when from knows one
+// (front.go), and returns the shape. An empty sql: nothing to lease.
+func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams, from func(string) (front, bool)) (sql string, args []any, shape string, err error) {
 	total := 0
 	starts := make([]int64, len(ps)) // the first row number of each lease's jobs
 	untils, maxBytes := make([]int64, len(ps)), make([]int64, len(ps))
@@ -826,7 +839,7 @@ func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (st
 		}
 	}
 	if total == 0 {
-		return "", nil, nil
+		return "", nil, "", nil
 	}
 	random := ps[0].Random
 	if random == nil {
@@ -837,10 +850,10 @@ func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (st
 	// round that takes a few jobs of a limit of hundreds cost more than its lease.
 	secrets := make([]byte, job.SecretSize*total)
 	if _, err := io.ReadFull(random, secrets); err != nil {
-		return "", nil, fmt.Errorf("lease token: read random secrets: %w", err)
+		return "", nil, "", fmt.Errorf("lease token: read random secrets: %w", err)
 	}
-	q := leaseQuery(scope, total, nil, `id, priority, run_at, octet_length(payload) AS size`)
-	sql := `WITH picked AS (` + q.sql.String() + `),
+	q, shape := buildLease(scope, total, nil, `id, priority, run_at, octet_length(payload) AS size`, from)
+	sql = `WITH picked AS (` + q.sql.String() + `),
 	numbered AS (SELECT id, size, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n FROM picked),
 	shared AS (SELECT id, size, n, width_bucket(n, ` + q.arg(starts) + `::bigint[]) AS i FROM numbered),
 	sized AS (SELECT id, n, i, sum(size) OVER (PARTITION BY i ORDER BY n ROWS UNBOUNDED PRECEDING) - size AS before
@@ -850,42 +863,43 @@ func leaseAtOnceSQL(scope *store.JobLeaseParams, ps []*store.JobLeaseParams) (st
 		lease_expires_at = (` + q.arg(untils) + `::bigint[])[sized.i],
 		worker_id = (` + q.arg(workers) + `::text[])[sized.i], lease_owner = (` + q.arg(owners) + `::text[])[sized.i]
 	FROM sized WHERE jobs.id = sized.id AND jobs.state + 0 = 2 AND sized.before < (` + q.arg(maxBytes) + `::bigint[])[sized.i]
-	RETURNING ` + leasedColumns + `, sized.i`
-	return sql, q.args, nil
+	RETURNING ` + leasedColumns + `, sized.i, (SELECT count(*) FROM picked)`
+	return sql, q.args, shape, nil
 }
 
 // scanLeased reads the rows of leaseAtOnceSQL's statement into the jobs of each of its n
-// leases, each in dispatch order, and closes them.
-func scanLeased(rows pgx.Rows, n int) ([][]*job.Job, error) {
+// leases, each in dispatch order, and closes them. picked is how many jobs the statement read
+// (some may be left ready, past a lease's MaxBytes); 0 when it leased none.
+func scanLeased(rows pgx.Rows, n int) (out [][]*job.Job, picked int64, err error) {
 	defer rows.Close()
-	out := make([][]*job.Job, n)
+	out = make([][]*job.Job, n)
 	for rows.Next() {
 		var i int
-		j, err := scanJob(withExtra{rows, &i})
+		j, err := scanJob(withExtra{rows, []any{&i, &picked}})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if i < 1 || i > n {
-			return nil, fmt.Errorf("job %d leased for lease %d of %d", j.ID, i, n)
+			return nil, 0, fmt.Errorf("job %d leased for lease %d of %d", j.ID, i, n)
 		}
 		out[i-1] = append(out[i-1], j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, jobs := range out {
 		sortForDispatch(jobs)
 	}
-	return out, nil
+	return out, picked, nil
 }
 
-// withExtra is a row whose Scan reads one more column, after the ones asked for, into extra.
+// withExtra is a row whose Scan reads more columns, after the ones asked for, into extra.
 type withExtra struct {
 	pgx.Row
-	extra any
+	extra []any
 }
 
-func (r withExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra)...) }
+func (r withExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
 // leaseSettings turns the planner settings a lease's statement needs on before it and off
 // after it (readInDispatchOrder, joinByKey); they ride with the statements around them.
@@ -926,6 +940,13 @@ var leasedColumns = func() string {
 // if another transaction holds it or it is no longer ready: the lease locks only the jobs it
 // takes, as one read does (TestLeaseOfSeveralTypesReadsOnlyTheirTypes).
 func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string) *query {
+	q, _ := buildLease(p, limit, taken, cols, nil)
+	return q
+}
+
+// buildLease is leaseQuery, reading past the front of the lease's shape when from knows one
+// (front.go). It returns the shape too: "" when from is nil or the lease has none.
+func buildLease(p *store.JobLeaseParams, limit int, taken []*job.Job, cols string, from func(shape string) (front, bool)) (*query, string) {
 	q := &query{}
 	types := p.Types          // leaseScope left the excluded ones out
 	var rules strings.Builder // the conditions besides the reads' own, written in every read
@@ -977,10 +998,17 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 		rules.WriteString(` AND concurrency_key = ''`)
 	}
 	const order = ` ORDER BY priority DESC, run_at, id`
+	shape := ""
+	if from != nil {
+		shape = shapeOf(reads, rules.String(), q.args)
+		if fr, ok := from(shape); ok && shape != "" {
+			reads = pastFront(q, reads, fr)
+		}
+	}
 	if len(reads) == 1 {
 		q.sql.WriteString(`SELECT ` + cols + ` FROM jobs WHERE state = 2` + reads[0] + rules.String() + order +
 			` LIMIT ` + q.arg(limit) + ` FOR UPDATE SKIP LOCKED`)
-		return q
+		return q, shape
 	}
 	q.sql.WriteString(`SELECT j.* FROM (`)
 	for i, r := range reads {
@@ -999,7 +1027,7 @@ func leaseQuery(p *store.JobLeaseParams, limit int, taken []*job.Job, cols strin
 	// version, which state = 2 refuses.
 	q.sql.WriteString(`) c CROSS JOIN LATERAL (SELECT ` + cols + ` FROM jobs WHERE jobs.ctid = c.ctid AND jobs.state = 2
 		FOR UPDATE SKIP LOCKED) j ORDER BY c.priority DESC, c.run_at, c.id LIMIT ` + q.arg(limit))
-	return q
+	return q, shape
 }
 
 // leaseWhere writes the conditions on ready jobs (of table jobs) that p's scope and rules add.
@@ -1180,6 +1208,7 @@ func (t *tx) JobSucceedManyAtCommit(ps []*store.JobFinishParams, got func([]bool
 
 // succeedMany runs succeedManySQL for ps, at once or, later, with COMMIT (runRows).
 func (t *tx) succeedMany(ps []*store.JobFinishParams, later bool, got func([]bool, error)) error {
+	defer t.frontSafe()()
 	if len(ps) == 0 {
 		got(nil, nil)
 		return nil
@@ -1254,6 +1283,7 @@ func (t *tx) JobRelease(ref job.LeaseRef) (bool, error) {
 }
 
 func (t *tx) JobExtendLeases(refs []job.LeaseRef, now, until time.Time) ([]job.LeaseRef, error) {
+	defer t.frontSafe()()
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -1331,10 +1361,16 @@ func (t *tx) JobCancel(id int64, now time.Time) (*job.Job, error) {
 }
 
 func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
+	// Asked every second or so, it mostly finds nothing due: then it leaves the fronts of the
+	// ready indexes be (front.go).
+	defer t.frontSafe()()
 	// The due jobs are locked first, in id order (lockorder.go).
 	n, err := t.exec(`WITH due AS MATERIALIZED (
 			SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 ORDER BY id FOR NO KEY UPDATE)
 		UPDATE jobs SET state = 2 FROM due WHERE jobs.id = due.id AND jobs.state = 1`, nanos(now))
+	if n != 0 || err != nil {
+		t.readied()
+	}
 	return int(n), err
 }
 

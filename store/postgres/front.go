@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"cmp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+)
+
+// The front of the ready indexes.
+//
+// A lease reads ready jobs from the front of an index of jobs in state 2 (jobs_ready_type and
+// its kin) in dispatch order. A lease moves its jobs out of state 2, and PostgreSQL keeps each
+// one's old entry at the front of that index until a vacuum removes it: in a drain of a large
+// backlog every lease stepped over the entries of every job leased before it, and the lease's
+// statement went from 5.5 ms to over 10 (docs/performance-log.md, the dead front). So the store
+// remembers, for each shape of lease (its reads and its conditions), the last job a lease of
+// that shape took when it took every job it read: a front. No job of that shape is ready at
+// or ahead of it, so the next lease of the same shape reads from just past it.
+//
+// That holds only while nothing makes a job ready ahead of a front, so the fronts are
+// forgotten, all at once (reset), whenever something may have:
+//
+//   - any write of this store that runs a statement outside the ones that cannot make a job
+//     ready (a lease, a start, a success, a write receipt: see tx.frontSafe), or whose
+//     successes made dependents or batch callbacks ready;
+//   - any event another broker publishes (Listen): their writes that make jobs ready publish;
+//   - and, whatever else (a transaction of another broker that locked a job and rolled back, a
+//     job changed by hand), a front older than frontTTL is not used: a lease then reads from
+//     the front of the index again, so a job ready ahead of a front waits at most frontTTL.
+//
+// A write's new fronts are kept only if no reset came between the write's start and its
+// commit (generation): a write that began before another's reset may have read past the jobs
+// that write made ready.
+type fronts struct {
+	mu  sync.Mutex
+	now func() time.Time
+	gen uint64 // counts resets
+	m   map[string]frontAt
+}
+
+// frontTTL bounds how long a front is used. Reading from the index's front again costs a few
+// milliseconds beside a large drained backlog, once a second.
+const frontTTL = time.Second
+
+// front is a job's place in dispatch order (priority DESC, run_at, id).
+type front struct {
+	priority int32
+	runAt    int64
+	id       int64
+}
+
+type frontAt struct {
+	front
+	at time.Time
+}
+
+func frontOf(j *job.Job) front {
+	return front{priority: int32(j.Priority), runAt: nanos(j.RunAt), id: j.ID}
+}
+
+// after reports whether f comes after g in dispatch order.
+func (f front) after(g front) bool {
+	return cmp.Or(cmp.Compare(g.priority, f.priority), cmp.Compare(f.runAt, g.runAt), cmp.Compare(f.id, g.id)) > 0
+}
+
+func newFronts(now func() time.Time) *fronts {
+	return &fronts{now: now, m: make(map[string]frontAt)}
+}
+
+// get returns the front of shape, if one is known and not older than frontTTL.
+func (f *fronts) get(shape string) (front, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	at, ok := f.m[shape]
+	if !ok || f.now().Sub(at.at) >= frontTTL {
+		return front{}, false
+	}
+	return at.front, true
+}
+
+// generation is the count of resets, to be handed back to keep.
+func (f *fronts) generation() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
+}
+
+// keep stores the fronts a write found, unless a reset came since gen.
+func (f *fronts) keep(gen uint64, found map[string]front) {
+	if len(found) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen != gen {
+		return
+	}
+	now := f.now()
+	for shape, fr := range found {
+		f.m[shape] = frontAt{front: fr, at: now}
+	}
+}
+
+// reset forgets every front. A store built without fronts (a test's) has none to forget.
+func (f *fronts) reset() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	clear(f.m)
+}
+
+// shapeOf names a lease's shape: its reads and conditions with their arguments, as leaseQuery
+// wrote them (args are the query's arguments so far).
+func shapeOf(reads []string, rules string, args []any) string {
+	var b strings.Builder
+	for _, r := range reads {
+		b.WriteString(r)
+		b.WriteByte('|')
+	}
+	b.WriteString(rules)
+	for _, a := range args {
+		b.WriteByte(0)
+		switch v := a.(type) {
+		case string:
+			b.WriteString(v)
+		case []string:
+			b.WriteString(strings.Join(v, "\x01"))
+		case int:
+			b.WriteString(strconv.Itoa(v))
+		default:
+			return "" // an argument of another kind: no shape, no front
+		}
+	}
+	return b.String()
+}
+
+// pastFront splits each read into the jobs past fr: those of its priority after it, and
+// those of lower priorities. Each is a range of the read's index, where one condition on
+// (priority, run_at, id) together cannot be, as the index holds priority in descending order.
+// The front's priority is written as a range of one value, not an equality: with a parameter
+// equal to it the planner no longer took the index's order for dispatch order, and sorted
+// every ready job past the front (TestLeasePastAFrontReadsInDispatchOrder).
+func pastFront(q *query, reads []string, fr front) []string {
+	p, r, i := q.arg(fr.priority), q.arg(fr.runAt), q.arg(fr.id)
+	out := make([]string, 0, 2*len(reads))
+	for _, read := range reads {
+		out = append(out,
+			read+` AND priority >= `+p+` AND priority <= `+p+` AND (run_at, id) > (`+r+`::bigint, `+i+`::bigint)`,
+			read+` AND priority < `+p)
+	}
+	return out
+}
+
+// front returns the front of shape for a lease of this write; none outside a write of the
+// store (a tx of a test, say).
+func (t *tx) front(shape string) (front, bool) {
+	if t.fronts == nil {
+		return front{}, false
+	}
+	return t.fronts.get(shape)
+}
+
+// leasedFrom notes the front a lease of shape leaves: its last job, when it leased every job
+// it read (picked). One that left jobs ready (past a lease's MaxBytes) leaves the front where
+// it was: those jobs are still ahead.
+func (t *tx) leasedFrom(shape string, leased [][]*job.Job, picked int64) {
+	if shape == "" || t.fronts == nil {
+		return
+	}
+	n := 0
+	var last front
+	for _, jobs := range leased {
+		for _, j := range jobs {
+			if f := frontOf(j); n == 0 || f.after(last) {
+				last = f
+			}
+			n++
+		}
+	}
+	if n == 0 || int64(n) != picked {
+		return
+	}
+	if t.found == nil {
+		t.found = make(map[string]front)
+	}
+	if was, ok := t.found[shape]; !ok || last.after(was) {
+		t.found[shape] = last
+	}
+}
+
+// frontSafe marks the statements sent until done is called as ones that cannot make a job
+// ready (a lease's, a start's, a success's): they leave the fronts as they are. Any other
+// statement of a write resets them at its commit (pipe.note). Use: defer t.frontSafe()().
+func (t *tx) frontSafe() (done func()) {
+	p, ok := t.tx.(*pipeTx)
+	if !ok {
+		return func() {}
+	}
+	p.safe++
+	return func() { p.safe-- }
+}
+
+// readied marks the write as one that made jobs ready, inside frontSafe: its commit resets
+// the fronts.
+func (t *tx) readied() {
+	if p, ok := t.tx.(*pipeTx); ok {
+		p.unsafe = true
+	}
+}
+
+// readiedAhead reports whether the write may have made a job ready ahead of a front: a
+// statement outside frontSafe, dependents its successes made ready, batch callbacks it
+// enqueued.
+func (t *tx) readiedAhead() bool {
+	p, ok := t.tx.(*pipeTx)
+	return !ok || p.unsafe || t.settle.released > 0 || t.callbacks > 0
+}

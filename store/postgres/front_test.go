@@ -1,0 +1,302 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobwire/jobwire/job"
+	"github.com/jobwire/jobwire/store"
+	"github.com/jobwire/jobwire/store/postgres/pgtest"
+)
+
+// frontClock is the fronts' clock in these tests.
+type frontClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *frontClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *frontClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// openFronts opens a store on url whose fronts run on clock.
+func openFronts(t *testing.T, url string, clock *frontClock) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url, Options{Logger: slog.New(slog.DiscardHandler), now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+var frontEpoch = time.Unix(1_700_000_000, 0)
+
+// insertReady stores n ready jobs of type t at priority, due one nanosecond apart from at, and
+// returns their ids in dispatch order.
+func insertReady(t *testing.T, s *Store, n, priority int, at time.Time, payload []byte) []int64 {
+	t.Helper()
+	ps := make([]*store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = &store.JobInsertParams{Type: "t", Queue: "default", Payload: payload, Priority: priority, MaxAttempts: 3,
+			RunAt: at.Add(time.Duration(i)), Now: at.Add(time.Hour), AttemptTimeout: time.Minute}
+	}
+	var ids []int64
+	err := s.Write(context.Background(), "test", func(tx store.Tx) error {
+		rs, err := tx.JobInsertMany(ps)
+		for _, r := range rs {
+			ids = append(ids, r.ID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// frontLease is a lease of type t as a broker of a cluster asks for one: every queue, the
+// paused and capped ones left out by the database, as leaseAtOnce writes it.
+func frontLease(limit, maxBytes int) *store.JobLeaseParams {
+	return &store.JobLeaseParams{Types: []string{"t"}, Limit: limit, MaxBytes: maxBytes, WorkerID: "w", Now: frontEpoch,
+		LeaseUntil: frontEpoch.Add(time.Hour), EnforceQueues: true, SkipCapped: true, ExcludeShut: true}
+}
+
+// leaseIDs runs the leases ps in one write and returns the ids of the jobs each took.
+func leaseIDs(t *testing.T, s *Store, ps ...*store.JobLeaseParams) [][]int64 {
+	t.Helper()
+	var out [][]int64
+	err := s.Write(context.Background(), "test", func(tx store.Tx) error {
+		return tx.JobLeaseAtCommit(ps, func(leased [][]*job.Job, err error) {
+			for _, jobs := range leased {
+				var ids []int64
+				for _, j := range jobs {
+					ids = append(ids, j.ID)
+				}
+				out = append(out, ids)
+			}
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func wantLeased(t *testing.T, what string, got, want []int64) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s leased %v, want %v", what, got, want)
+	}
+}
+
+// insertScheduled stores a job of type t due at runAt, SCHEDULED until promoted.
+func insertScheduled(t *testing.T, s *Store, runAt time.Time) int64 {
+	t.Helper()
+	var id int64
+	err := s.Write(context.Background(), "test", func(tx store.Tx) error {
+		rs, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
+			MaxAttempts: 3, RunAt: runAt, Now: runAt.Add(-time.Hour), AttemptTimeout: time.Minute}})
+		if err == nil {
+			id = rs[0].ID
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// makeReadyBehindTheStore moves job id back to ready with a statement of its own, outside
+// any write of the store: nothing tells the fronts.
+func makeReadyBehindTheStore(t *testing.T, s *Store, id int64) {
+	t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `UPDATE jobs SET state = 2, lease_expires_at = NULL, worker_id = ''
+		WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lease that took every job it read leaves a front that the next lease of the same shape
+// reads past, so a drain does not step over the index entries its leases left behind. A job
+// made ready ahead of the front where the store cannot see it waits at most frontTTL.
+func TestLeasesReadPastTheirFront(t *testing.T) {
+	t.Parallel()
+	clock := &frontClock{t: frontEpoch}
+	s := openFronts(t, pgtest.URL(t), clock)
+	ids := insertReady(t, s, 10, 0, frontEpoch, []byte(`{}`))
+	wantLeased(t, "the first lease", leaseIDs(t, s, frontLease(3, 0))[0], ids[0:3])
+	makeReadyBehindTheStore(t, s, ids[0])
+	wantLeased(t, "a lease past the front", leaseIDs(t, s, frontLease(3, 0))[0], ids[3:6])
+	clock.add(frontTTL)
+	wantLeased(t, "a lease once the front is stale", leaseIDs(t, s, frontLease(3, 0))[0], []int64{ids[0], ids[6], ids[7]})
+}
+
+// Any write that may make a job ready ahead of a front forgets the fronts: the next lease
+// takes that job first, as dispatch order says.
+func TestFrontsForgottenByWritesThatMakeJobsReady(t *testing.T) {
+	t.Parallel()
+	var scheduled int64 // a job due at runAt, stored SCHEDULED before the first lease
+	for _, c := range []struct {
+		name string
+		// ready makes a job ready ahead of the front the first lease left, and returns it.
+		ready func(t *testing.T, s *Store, leased []int64) int64
+	}{
+		{"a release", func(t *testing.T, s *Store, leased []int64) int64 {
+			err := s.Write(context.Background(), "test", func(tx store.Tx) error {
+				jobs, err := tx.JobGetMany(leased[:1])
+				if err != nil {
+					return err
+				}
+				_, err = tx.JobRelease(job.LeaseRef{JobID: jobs[0].ID, Token: jobs[0].LeaseToken})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return leased[0]
+		}},
+		{"an insert of a higher priority", func(t *testing.T, s *Store, _ []int64) int64 {
+			return insertReady(t, s, 1, 5, frontEpoch.Add(time.Hour), []byte(`{}`))[0]
+		}},
+		{"a promotion of a job due", func(t *testing.T, s *Store, _ []int64) int64 {
+			err := s.Write(context.Background(), "test", func(tx store.Tx) error {
+				n, err := tx.JobPromoteScheduled(frontEpoch)
+				if err == nil && n != 1 {
+					t.Errorf("promoted %d jobs, want 1", n)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return scheduled
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &frontClock{t: frontEpoch}
+			s := openFronts(t, pgtest.URL(t), clock)
+			ids := insertReady(t, s, 10, 0, frontEpoch, []byte(`{}`))
+			scheduled = insertScheduled(t, s, frontEpoch.Add(-time.Hour))
+			first := leaseIDs(t, s, frontLease(3, 0))[0]
+			wantLeased(t, "the first lease", first, ids[0:3])
+			ready := c.ready(t, s, first)
+			wantLeased(t, "the lease after it", leaseIDs(t, s, frontLease(2, 0))[0], []int64{ready, ids[3]})
+		})
+	}
+}
+
+// A statement that left some of the jobs it read ready (past a lease's MaxBytes) leaves the
+// front where it was: those jobs are still ahead of the jobs it leased.
+func TestFrontStaysBehindJobsALeaseLeftReady(t *testing.T) {
+	t.Parallel()
+	clock := &frontClock{t: frontEpoch}
+	s := openFronts(t, pgtest.URL(t), clock)
+	ids := insertReady(t, s, 8, 0, frontEpoch, []byte(`"`+strings.Repeat("x", 198)+`"`))
+	got := leaseIDs(t, s, frontLease(2, 150), frontLease(2, 0))
+	wantLeased(t, "the lease of 150 bytes", got[0], ids[0:1])
+	wantLeased(t, "the lease beside it", got[1], ids[2:4])
+	wantLeased(t, "the next lease", leaseIDs(t, s, frontLease(2, 0))[0], []int64{ids[1], ids[4]})
+}
+
+// Another broker's event forgets the fronts: its write may have made jobs ready ahead of them.
+func TestFrontsForgottenByAnotherBrokersEvent(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	clock := &frontClock{t: frontEpoch}
+	a, b := openFronts(t, url, clock), openFronts(t, url, clock)
+	heard := make(chan store.Event, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Listen(ctx, func(e store.Event) { heard <- e })
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a listening", func() bool { n, err := a.Listeners(ctx); return err == nil && n >= 1 })
+
+	ids := insertReady(t, a, 10, 0, frontEpoch, []byte(`{}`))
+	wantLeased(t, "the first lease", leaseIDs(t, a, frontLease(3, 0))[0], ids[0:3])
+	var ahead int64
+	err := b.Write(ctx, "test", func(tx store.Tx) error {
+		rs, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
+			Priority: 5, MaxAttempts: 3, RunAt: frontEpoch, Now: frontEpoch, AttemptTimeout: time.Minute}})
+		if err == nil {
+			ahead = rs[0].ID
+		}
+		tx.Publish(store.Event{Kind: store.EventReady, Key: "default"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e := range heard {
+		if e.From == b.BrokerID() {
+			break
+		}
+	}
+	wantLeased(t, "the lease after the event", leaseIDs(t, a, frontLease(2, 0))[0], []int64{ahead, ids[3]})
+}
+
+// A lease past a front reads each of its ranges through the index, in dispatch order, and
+// stops at its limit: written as priority = $n, the range of the front's priority got a sort
+// of every ready job past the front (the planner does not take a parameter for a constant
+// there), and a drain of a million jobs stalled.
+func TestLeasePastAFrontReadsInDispatchOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	for _, sql := range []string{
+		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
+			SELECT 't', 'default', '\x7b7d', 2, 3, g, 1, 60000000000 FROM generate_series(1, 100000) g`,
+		`ANALYZE jobs`,
+	} {
+		if _, err := s.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	params := frontLease(256, 0)
+	var scope *store.JobLeaseParams // as JobLeaseAtCommit reads it
+	if err := s.Write(ctx, "test", func(stx store.Tx) error {
+		var err error
+		scope, _, err = stx.(*tx).leaseScope(params)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	past := func(string) (front, bool) { return front{priority: 0, runAt: 1000, id: 1000}, true }
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		sql, args, shape, err := leaseAtOnceSQL(scope, []*store.JobLeaseParams{params}, past)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shape == "" {
+			t.Fatal("the lease has no shape")
+		}
+		plan := explainPrepared(t, conn, mode, plannerSQL(true, leaseOff), sql, args...)
+		picked, _, _ := strings.Cut(plan, "InitPlan") // the read; the numbering after it sorts what it picked
+		if !strings.Contains(picked, "ROW(run_at, id) > ROW(") || sortNode.MatchString(picked) {
+			t.Errorf("plan_cache_mode %s: the lease past its front does not read the index in order from it:\n%s", mode, plan)
+		}
+	}
+}
