@@ -54,6 +54,12 @@ func insertReady(t *testing.T, s *Store, n, priority int, at time.Time, payload 
 		ps[i] = &store.JobInsertParams{Type: "t", Queue: "default", Payload: payload, Priority: priority, MaxAttempts: 3,
 			RunAt: at.Add(time.Duration(i)), Now: at.Add(time.Hour), AttemptTimeout: time.Minute}
 	}
+	return insertIDs(t, s, ps)
+}
+
+// insertIDs stores ps in one write and returns their ids.
+func insertIDs(t *testing.T, s *Store, ps []*store.JobInsertParams) []int64 {
+	t.Helper()
 	var ids []int64
 	err := s.Write(context.Background(), "test", func(tx store.Tx) error {
 		rs, err := tx.JobInsertMany(ps)
@@ -106,19 +112,8 @@ func wantLeased(t *testing.T, what string, got, want []int64) {
 // insertScheduled stores a job of type t due at runAt, SCHEDULED until promoted.
 func insertScheduled(t *testing.T, s *Store, runAt time.Time) int64 {
 	t.Helper()
-	var id int64
-	err := s.Write(context.Background(), "test", func(tx store.Tx) error {
-		rs, err := tx.JobInsertMany([]*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
-			MaxAttempts: 3, RunAt: runAt, Now: runAt.Add(-time.Hour), AttemptTimeout: time.Minute}})
-		if err == nil {
-			id = rs[0].ID
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return insertIDs(t, s, []*store.JobInsertParams{{Type: "t", Queue: "default", Payload: []byte(`{}`),
+		MaxAttempts: 3, RunAt: runAt, Now: runAt.Add(-time.Hour), AttemptTimeout: time.Minute}})[0]
 }
 
 // makeReadyBehindTheStore moves job id back to ready with a statement of its own, outside

@@ -241,17 +241,7 @@ func TestLeaseOfSeveralTypesTakesThemInDispatchOrder(t *testing.T) {
 		ps[i] = &store.JobInsertParams{Type: j.typ, Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
 			Priority: j.priority, RunAt: now.Add((j.late - 10) * time.Second), Now: now, AttemptTimeout: time.Minute}
 	}
-	var ids []int64
-	err := s.Write(ctx, "test", func(stx store.Tx) error {
-		res, err := stx.JobInsertMany(ps)
-		for _, r := range res {
-			ids = append(ids, r.ID)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := insertIDs(t, s, ps)
 	// Of types a and b in dispatch order: a and b of priority 5 (same run time, by id), a of 1,
 	// then b at -10 s, a at -9 s, b at -8 s, a at -7 s. The c jobs are not theirs.
 	want := []int64{ids[4], ids[5], ids[8], ids[6], ids[0], ids[1], ids[3]}
