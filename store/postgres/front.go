@@ -100,10 +100,20 @@ func (f *fronts) keep(gen uint64, found map[string]front) {
 		return
 	}
 	now := f.now()
+	if len(f.m) >= maxFronts { // shapes no longer leased do not pile up between resets
+		for shape, at := range f.m {
+			if now.Sub(at.at) >= frontTTL {
+				delete(f.m, shape)
+			}
+		}
+	}
 	for shape, fr := range found {
 		f.m[shape] = frontAt{front: fr, at: now}
 	}
 }
+
+// maxFronts is how many fronts the store keeps before it drops the stale ones.
+const maxFronts = 256
 
 // reset forgets every front. A store built without fronts (a test's) has none to forget.
 func (f *fronts) reset() {

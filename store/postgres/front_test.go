@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +294,27 @@ func TestLeasePastAFrontReadsInDispatchOrder(t *testing.T) {
 		if !strings.Contains(picked, "ROW(run_at, id) > ROW(") || sortNode.MatchString(picked) {
 			t.Errorf("plan_cache_mode %s: the lease past its front does not read the index in order from it:\n%s", mode, plan)
 		}
+	}
+}
+
+// Fronts past frontTTL are dropped once the store holds maxFronts, so the shapes of leases no
+// longer asked for do not pile up between resets; and a write that began before a reset keeps
+// none of the fronts it found.
+func TestFrontsKeptAndDropped(t *testing.T) {
+	clock := &frontClock{t: frontEpoch}
+	f := newFronts(clock.now)
+	for i := range maxFronts {
+		f.keep(f.generation(), map[string]front{strconv.Itoa(i): {id: int64(i)}})
+	}
+	clock.add(frontTTL)
+	f.keep(f.generation(), map[string]front{"new": {id: 1}})
+	if len(f.m) != 1 {
+		t.Errorf("%d fronts kept, want the new one alone", len(f.m))
+	}
+	began := f.generation()
+	f.reset()
+	f.keep(began, map[string]front{"late": {id: 2}})
+	if _, ok := f.get("late"); ok {
+		t.Error("a write that began before a reset kept its front")
 	}
 }
