@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"cmp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,17 +60,16 @@ func frontOf(j *job.Job) front {
 	return front{priority: int32(j.Priority), runAt: nanos(j.RunAt), id: j.ID}
 }
 
-// after reports whether f comes after g in dispatch order.
-func (f front) after(g front) bool {
-	return cmp.Or(cmp.Compare(g.priority, f.priority), cmp.Compare(f.runAt, g.runAt), cmp.Compare(f.id, g.id)) > 0
-}
-
 func newFronts(now func() time.Time) *fronts {
 	return &fronts{now: now, m: make(map[string]frontAt)}
 }
 
-// get returns the front of shape, if one is known and not older than frontTTL.
+// get returns the front of shape, if one is known and not older than frontTTL. A store built
+// without fronts (a test's) knows none.
 func (f *fronts) get(shape string) (front, bool) {
+	if f == nil {
+		return front{}, false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	at, ok := f.m[shape]
@@ -89,8 +86,9 @@ func (f *fronts) generation() uint64 {
 	return f.gen
 }
 
-// keep stores the fronts a write found, unless a reset came since gen.
-func (f *fronts) keep(gen uint64, found map[string]front) {
+// keep stores as fronts the last jobs a write's leases took (found, by shape), unless a reset
+// came since gen.
+func (f *fronts) keep(gen uint64, found map[string]*job.Job) {
 	if len(found) == 0 {
 		return
 	}
@@ -107,8 +105,8 @@ func (f *fronts) keep(gen uint64, found map[string]front) {
 			}
 		}
 	}
-	for shape, fr := range found {
-		f.m[shape] = frontAt{front: fr, at: now}
+	for shape, j := range found {
+		f.m[shape] = frontAt{front: frontOf(j), at: now}
 	}
 }
 
@@ -142,8 +140,6 @@ func shapeOf(reads []string, rules string, args []any) string {
 			b.WriteString(v)
 		case []string:
 			b.WriteString(strings.Join(v, "\x01"))
-		case int:
-			b.WriteString(strconv.Itoa(v))
 		default:
 			return "" // an argument of another kind: no shape, no front
 		}
@@ -168,39 +164,28 @@ func pastFront(q *query, reads []string, fr front) []string {
 	return out
 }
 
-// front returns the front of shape for a lease of this write; none outside a write of the
-// store (a tx of a test, say).
-func (t *tx) front(shape string) (front, bool) {
-	if t.fronts == nil {
-		return front{}, false
-	}
-	return t.fronts.get(shape)
-}
-
-// leasedFrom notes the front a lease of shape leaves: its last job, when it leased every job
-// it read (picked). One that left jobs ready (past a lease's MaxBytes) leaves the front where
-// it was: those jobs are still ahead.
+// leasedFrom notes the last job a lease of shape took, when it took every job it read
+// (picked). One that left jobs ready (past a lease's MaxBytes) leaves the front where it was:
+// those jobs are still ahead.
 func (t *tx) leasedFrom(shape string, leased [][]*job.Job, picked int64) {
-	if shape == "" || t.fronts == nil {
+	if shape == "" {
 		return
 	}
 	n := 0
-	var last front
+	var last *job.Job
 	for _, jobs := range leased {
-		for _, j := range jobs {
-			if f := frontOf(j); n == 0 || f.after(last) {
-				last = f
-			}
-			n++
+		if len(jobs) > 0 && (last == nil || dispatchOrder(jobs[len(jobs)-1], last) > 0) {
+			last = jobs[len(jobs)-1] // each lease's jobs are in dispatch order (scanLeased)
 		}
+		n += len(jobs)
 	}
 	if n == 0 || int64(n) != picked {
 		return
 	}
 	if t.found == nil {
-		t.found = make(map[string]front)
+		t.found = make(map[string]*job.Job)
 	}
-	if was, ok := t.found[shape]; !ok || last.after(was) {
+	if was := t.found[shape]; was == nil || dispatchOrder(last, was) > 0 {
 		t.found[shape] = last
 	}
 }

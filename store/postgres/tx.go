@@ -46,10 +46,10 @@ type tx struct {
 	batches store.BatchCandidates
 	// callbacks counts the batch callbacks it enqueued, ready at its commit.
 	callbacks int
-	// fronts are the store's fronts of the ready indexes; found, those this write's leases
-	// left, kept at its commit (front.go).
+	// fronts are the store's fronts of the ready indexes; found, the last job each shape of
+	// lease took in this write, kept as its front at the commit (front.go).
 	fronts *fronts
-	found  map[string]front
+	found  map[string]*job.Job
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -791,7 +791,7 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 // no queue cap can cut the leases short, sent at once or, later, with COMMIT (runRows), and
 // hands got each lease's jobs in dispatch order.
 func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams, later bool, got func([][]*job.Job, error)) error {
-	sql, args, shape, err := leaseAtOnceSQL(scope, ps, t.front)
+	sql, args, shape, err := leaseAtOnceSQL(scope, ps, t.fronts.get)
 	if sql == "" || err != nil {
 		if err == nil {
 			got(make([][]*job.Job, len(ps)), nil)
@@ -910,10 +910,11 @@ func (t *tx) leaseSettings(on bool) error { return t.plannerOff(on, leaseOff...)
 var leaseOff = append([]string{"enable_sort"}, keyJoinOff...)
 
 // sortForDispatch puts leased jobs in dispatch order: an UPDATE returns them in any order.
-func sortForDispatch(jobs []*job.Job) {
-	slices.SortFunc(jobs, func(a, b *job.Job) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
-	})
+func sortForDispatch(jobs []*job.Job) { slices.SortFunc(jobs, dispatchOrder) }
+
+// dispatchOrder compares two jobs in dispatch order: priority DESC, run_at, id.
+func dispatchOrder(a, b *job.Job) int {
+	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }
 
 // leasedColumns are jobColumns as the lease's UPDATE returns them, of the jobs it changed.
@@ -1368,7 +1369,7 @@ func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
 	n, err := t.exec(`WITH due AS MATERIALIZED (
 			SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 ORDER BY id FOR NO KEY UPDATE)
 		UPDATE jobs SET state = 2 FROM due WHERE jobs.id = due.id AND jobs.state = 1`, nanos(now))
-	if n != 0 || err != nil {
+	if n != 0 {
 		t.readied()
 	}
 	return int(n), err
