@@ -259,24 +259,13 @@ func TestLeasePastAFrontReadsInDispatchOrder(t *testing.T) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
-	for _, sql := range []string{
+	execAll(t, s,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
 			SELECT 't', 'default', '\x7b7d', 2, 3, g, 1, 60000000000 FROM generate_series(1, 100000) g`,
 		`ANALYZE jobs`,
-	} {
-		if _, err := s.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	params := frontLease(256, 0)
-	var scope *store.JobLeaseParams // as JobLeaseAtCommit reads it
-	if err := s.Write(ctx, "test", func(stx store.Tx) error {
-		var err error
-		scope, _, err = stx.(*tx).leaseScope(params)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	scope := leaseScopeOf(t, s, params)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

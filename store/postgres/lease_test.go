@@ -325,15 +325,11 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 	s := open(t)
 	defer s.Close()
 	now := time.Unix(1_700_000_000, 0)
-	for _, sql := range []string{
+	execAll(t, s,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
-			SELECT ` + backlog + `, '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 200000)`,
+			SELECT `+backlog+`, '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 200000)`,
 		`ANALYZE jobs`,
-	} {
-		if _, err := s.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	ps := make([]*store.JobInsertParams, 30)
 	for i := range ps {
 		ps[i] = &store.JobInsertParams{Type: typ, Queue: queue, Payload: []byte(`{}`), MaxAttempts: 3,
@@ -344,15 +340,7 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 	}
 	params.Limit, params.WorkerID, params.Now, params.LeaseUntil = 16, "w", now, now.Add(time.Minute)
 	params.EnforceQueues, params.SkipCapped, params.ExcludeShut = true, true, true
-	var scope *store.JobLeaseParams // as JobLease reads it
-	err := s.Write(ctx, "test", func(stx store.Tx) error {
-		var err error
-		scope, _, err = stx.(*tx).leaseScope(params)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	scope := leaseScopeOf(t, s, params)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -391,6 +379,22 @@ func leaseReadsOnly(t *testing.T, index, backlog, typ, queue string, params *sto
 			t.Fatalf("leased job %d of type %s in queue %q, want %s in %s", j.ID, j.Type, j.Queue, typ, queue)
 		}
 	}
+}
+
+// leaseScopeOf is the scope a lease of params reads, the queues' rules applied, as JobLease
+// and JobLeaseAtCommit read it.
+func leaseScopeOf(t *testing.T, s *Store, params *store.JobLeaseParams) *store.JobLeaseParams {
+	t.Helper()
+	var scope *store.JobLeaseParams
+	err := s.Write(context.Background(), "test", func(stx store.Tx) error {
+		var err error
+		scope, _, err = stx.(*tx).leaseScope(params)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scope
 }
 
 // sortNode matches a sort in a plan: a Sort or Incremental Sort node, not a Merge Append's
@@ -501,18 +505,14 @@ func TestReadyTypesProbeEachType(t *testing.T) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
-	for _, sql := range []string{
+	execAll(t, s,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
 			SELECT 'unhandled', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 200000)`,
 		// The statistics know of the backlog's type only, as after a backlog built up.
 		`ANALYZE jobs`,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
 			VALUES ('n3', 'default', '\x7b7d', 2, 3, 2, 2, 60000000000), ('n7', 'other', '\x7b7d', 2, 3, 2, 2, 60000000000)`,
-	} {
-		if _, err := s.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	types := manyTypes(store.MaxReads + 8)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

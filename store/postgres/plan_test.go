@@ -195,17 +195,13 @@ func TestStatsReadTheOpenJobsOnly(t *testing.T) {
 		}
 	}
 	read() // on the empty table
-	for _, sql := range []string{
+	execAll(t, s,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, finished_at, attempt_timeout_ns)
 			SELECT 't', 'default', '\x7b7d', 5, 3, 1, 1, n, 60000000000 FROM generate_series(1, 20000) AS n`,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns, concurrency_key)
 			SELECT 't', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000, 'k' FROM generate_series(1, 5)`,
 		`ANALYZE jobs`,
-	} {
-		if _, err := s.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	read()
 	for _, st := range []struct {
 		name string
@@ -225,6 +221,16 @@ func TestStatsReadTheOpenJobsOnly(t *testing.T) {
 		}
 		if plan := explain(t, s.pool, `EXPLAIN `+st.sql, append([]any{pgx.QueryExecModeExec}, st.args...)...); strings.Contains(plan, "Seq Scan on jobs") {
 			t.Errorf("%s reads the whole table:\n%s", st.name, plan)
+		}
+	}
+}
+
+// execAll runs each of sqls on s's pool, in order: a test's setup.
+func execAll(t *testing.T, s *Store, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		if _, err := s.pool.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
 		}
 	}
 }
@@ -288,17 +294,12 @@ func placeholders(n int) string {
 // their index (migration 006), not the row of every job type.
 func TestShutBreakerReadUsesItsIndex(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
-	for _, sql := range []string{
+	execAll(t, s,
 		`INSERT INTO breakers (type, data, shut) SELECT 't' || n, '{}', n % 1000 = 0 FROM generate_series(1, 5000) AS n`,
 		`ANALYZE breakers`,
-	} {
-		if _, err := s.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	if plan := explain(t, s.pool, `EXPLAIN `+breakerShutSQL); !strings.Contains(plan, "breakers_shut") {
 		t.Fatalf("the shut-breaker read does not use breakers_shut:\n%s", plan)
 	}

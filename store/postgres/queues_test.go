@@ -354,7 +354,7 @@ func TestPausedReadyReadsThePausedQueuesEntries(t *testing.T) {
 	if err := s.Write(ctx, "test", func(tx store.Tx) error { return tx.QueueSetPaused("held", true) }); err != nil {
 		t.Fatal(err)
 	}
-	for _, sql := range []string{
+	execAll(t, s,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
 			SELECT 't', 'open', '\x7b7d', 2, 3, n, 1, 60000000000 FROM generate_series(1, 20000) AS n`,
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, finished_at, attempt_timeout_ns)
@@ -362,11 +362,7 @@ func TestPausedReadyReadsThePausedQueuesEntries(t *testing.T) {
 		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
 			SELECT 't', 'held', '\x7b7d', 2, 3, n, 1, 60000000000 FROM generate_series(1, 20000) AS n`,
 		`ANALYZE jobs`,
-	} {
-		if _, err := s.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	if n, err := s.PausedReady(ctx, 100); err != nil || n != 100 {
 		t.Errorf("beside a paused backlog, counted %d up to 100 (%v), want 100", n, err)
 	}
