@@ -17,7 +17,9 @@ import (
 // statement went from 5.5 ms to over 10 (docs/performance-log.md, the dead front). So the store
 // remembers, for each shape of lease (its reads and its conditions), the last job a lease of
 // that shape took when it took every job it read: a front. No job of that shape is ready at
-// or ahead of it, so the next lease of the same shape reads from just past it.
+// or ahead of it, so the next lease of the same shape reads from just past it. Only leases in
+// one statement keep fronts (leaseAtOnce): those that a queue cap counted in the lease, a rate
+// limit or concurrency keys can cut short read from the index's front as before.
 //
 // That holds only while nothing makes a job ready ahead of a front, so the fronts are
 // forgotten, all at once (reset), whenever something may have:
