@@ -24,7 +24,39 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
 		return err
 	}
+	if err := t.reopening(r); err != nil {
+		return err
+	}
+	defer t.frontSafe()()
 	return t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)
+}
+
+// breakerWasShutSQL reads whether a breaker is shut, locking its row for the save that follows.
+const breakerWasShutSQL = `SELECT shut FROM breakers WHERE type = $1 FOR UPDATE`
+
+// reopening reads, with the transaction's next waited statement or COMMIT, whether saving r
+// takes a shut breaker out of shut, and until the answer says not, counts the write as one
+// that made jobs ready (unread; a connection lost during COMMIT leaves it unread): a
+// lease that leaves out the shut types (JobLeaseParams.ExcludeShut) may have moved a front past
+// the type's ready jobs while it was shut (front.go). Any other save of a breaker cannot make
+// a job ready: one that leaves a breaker as it was, or shuts it, holds jobs back if anything.
+// So the saves that count a drain's successes in a breaker that stays CLOSED, about one a
+// second, keep the fronts.
+func (t *tx) reopening(r store.BreakerRecord) error {
+	if r.Shut {
+		return nil
+	}
+	defer t.frontSafe()() // a read
+	read := func(rows pgx.Rows) (bool, error) {
+		shut, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+		return slices.Contains(shut, true), err
+	}
+	t.unread++
+	return runRows(t, true, breakerWasShutSQL, []any{r.Type}, read, func(shut bool, err error) {
+		if !shut && err == nil {
+			t.unread--
+		}
+	})
 }
 
 // breakerSaveIfSQL stores one type's breaker if it is stored as seen and the successes it
@@ -39,6 +71,10 @@ func (t *tx) BreakerSaveIf(r store.BreakerRecord, stored []byte, succeeded []job
 	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
 		return err
 	}
+	if err := t.reopening(r); err != nil {
+		return err
+	}
+	defer t.frontSafe()()
 	ids, seqs := make([]int64, len(succeeded)), make([]int64, len(succeeded))
 	for i, ref := range succeeded {
 		ids[i], seqs[i] = ref.JobID, ref.Token.Seq

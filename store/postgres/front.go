@@ -214,8 +214,8 @@ func (t *tx) readied() {
 
 // readiedAhead reports whether the write may have made a job ready ahead of a front: a
 // statement outside frontSafe, dependents its successes made ready, batch callbacks it
-// enqueued.
+// enqueued, a breaker taken out of shut or one saved whose answer was not read (reopening).
 func (t *tx) readiedAhead() bool {
 	p, ok := t.tx.(*pipeTx)
-	return !ok || p.unsafe || t.settle.released > 0 || t.callbacks > 0
+	return !ok || p.unsafe || t.settle.released > 0 || t.callbacks > 0 || t.unread > 0
 }

@@ -309,3 +309,68 @@ func TestFrontsKeptAndDropped(t *testing.T) {
 		t.Error("a write that began before a reset kept its front")
 	}
 }
+
+// The writes a drain runs beside its leases keep the fronts: the reads of the promoter and of
+// the sweep, and the saves of a breaker that leave it shut or not shut as it was. A save that
+// takes a breaker out of shut forgets them: its type's jobs, left out of the leases while it
+// was shut, are ready again behind the front.
+func TestFrontsKeptByBreakerSavesUnlessOneReopens(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		save func(tx store.Tx, r store.BreakerRecord, stored []byte) error
+	}{
+		{"BreakerSave", func(tx store.Tx, r store.BreakerRecord, _ []byte) error { return tx.BreakerSave(r) }},
+		{"BreakerSaveIf", func(tx store.Tx, r store.BreakerRecord, stored []byte) error {
+			return tx.BreakerSaveIf(r, stored, nil)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &frontClock{t: frontEpoch}
+			s := openFronts(t, pgtest.URL(t), clock)
+			write := func(fn func(tx store.Tx) error) {
+				t.Helper()
+				if err := s.Write(context.Background(), "test", fn); err != nil {
+					t.Fatal(err)
+				}
+			}
+			save := func(typ, data, stored string, shut bool) func(tx store.Tx) error {
+				return func(tx store.Tx) error {
+					return c.save(tx, store.BreakerRecord{Type: typ, Data: []byte(data), Shut: shut}, []byte(stored))
+				}
+			}
+			write(func(tx store.Tx) error {
+				return tx.BreakerSave(store.BreakerRecord{Type: "u", Data: []byte(`1`), Shut: true})
+			})
+			write(func(tx store.Tx) error { return tx.BreakerSave(store.BreakerRecord{Type: "t", Data: []byte(`1`)}) })
+			shut := insertIDs(t, s, []*store.JobInsertParams{{Type: "u", Queue: "default", Payload: []byte(`{}`), MaxAttempts: 3,
+				RunAt: frontEpoch.Add(-time.Hour), Now: frontEpoch, AttemptTimeout: time.Minute}})[0]
+			ids := insertReady(t, s, 10, 0, frontEpoch, []byte(`{}`))
+			lease := func(n int) *store.JobLeaseParams {
+				p := frontLease(n, 0)
+				p.Types = []string{"t", "u"}
+				return p
+			}
+			wantLeased(t, "the first lease", leaseIDs(t, s, lease(3))[0], ids[0:3])
+
+			makeReadyBehindTheStore(t, s, ids[2]) // passed over while the front is kept
+			write(func(tx store.Tx) error {
+				if _, _, err := tx.JobNextScheduledAt(); err != nil {
+					return err
+				}
+				if _, err := tx.JobHeldExpired(frontEpoch, 10); err != nil {
+					return err
+				}
+				if err := save("t", `2`, `1`, false)(tx); err != nil {
+					return err
+				}
+				return save("u", `2`, `1`, true)(tx)
+			})
+			wantLeased(t, "the lease after the reads and the saves", leaseIDs(t, s, lease(2))[0], ids[3:5])
+
+			write(save("u", `3`, `2`, false))
+			wantLeased(t, "the lease after the breaker reopened", leaseIDs(t, s, lease(3))[0], []int64{shut, ids[2], ids[5]})
+		})
+	}
+}

@@ -50,6 +50,9 @@ type tx struct {
 	// lease took in this write, kept as its front at the commit (front.go).
 	fronts *fronts
 	found  map[string]*job.Job
+	// unread counts the breaker saves not yet known not to take a breaker out of shut
+	// (reopening): until its answer is read, a save may have made its type's jobs ready.
+	unread int
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -1376,6 +1379,7 @@ func (t *tx) JobPromoteScheduled(now time.Time) (int, error) {
 }
 
 func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
+	defer t.frontSafe()() // a read
 	var at *int64
 	if err := t.tx.QueryRow(t.ctx, `SELECT MIN(run_at) FROM jobs WHERE state = 1`).Scan(&at); err != nil {
 		return time.Time{}, false, err
@@ -1384,6 +1388,7 @@ func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
 }
 
 func (t *tx) JobHeldExpired(now time.Time, limit int) ([]*job.Job, error) {
+	defer t.frontSafe()() // a read
 	return t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE state IN (3, 4)
 		AND (lease_expires_at <= $1 OR (state = 4 AND attempt_deadline <= $1)) ORDER BY id LIMIT $2`,
 		nanos(now), limit)
