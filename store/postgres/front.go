@@ -25,12 +25,15 @@ import (
 // forgotten, all at once (reset), whenever something may have:
 //
 //   - any write of this store that runs a statement outside the ones that cannot make a job
-//     ready (a lease, a start, a success, a write receipt: see tx.frontSafe), or whose
-//     successes made dependents or batch callbacks ready;
+//     ready (a lease, a start, a success, a write receipt, a read, a breaker saved that was not
+//     shut or stays so: see tx.frontSafe and tx.reopening), or whose successes made dependents
+//     or batch callbacks ready, or that took a breaker out of shut;
 //   - any event another broker publishes (Listen): their writes that make jobs ready publish;
 //   - and, whatever else (a transaction of another broker that locked a job and rolled back, a
-//     job changed by hand), a front older than frontTTL is not used: a lease then reads from
-//     the front of the index again, so a job ready ahead of a front waits at most frontTTL.
+//     job changed by hand), a front is used for frontTTL at most after the lease that last read
+//     from the index's front: a lease then reads from there again, so a job ready ahead of a
+//     front waits at most frontTTL. The age is the chain's, not the last lease's: in a drain
+//     every lease moves the front, and one aged from the last lease would never be too old.
 //
 // A write's new fronts are kept only if no reset came between the write's start and its
 // commit (generation): a write that began before another's reset may have read past the jobs
@@ -53,6 +56,8 @@ type front struct {
 	id       int64
 }
 
+// frontAt is a front with the time its chain began: that of the lease that last read from the
+// index's front, which every lease past the front hands on to the front it leaves.
 type frontAt struct {
 	front
 	at time.Time
@@ -66,19 +71,22 @@ func newFronts(now func() time.Time) *fronts {
 	return &fronts{now: now, m: make(map[string]frontAt)}
 }
 
-// get returns the front of shape, if one is known and not older than frontTTL. A store built
-// without fronts (a test's) knows none.
-func (f *fronts) get(shape string) (front, bool) {
+// get returns the front of shape, if one is known whose chain began less than frontTTL ago. A
+// lease that reads past it leaves its own front with the same time (began); without one, a
+// lease reads from the index's front and began is now. A store built without fronts (a
+// test's) knows none.
+func (f *fronts) get(shape string) (fr front, began time.Time, ok bool) {
 	if f == nil {
-		return front{}, false
+		return front{}, time.Time{}, false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	now := f.now()
 	at, ok := f.m[shape]
-	if !ok || f.now().Sub(at.at) >= frontTTL {
-		return front{}, false
+	if !ok || now.Sub(at.at) >= frontTTL {
+		return front{}, now, false
 	}
-	return at.front, true
+	return at.front, at.at, true
 }
 
 // generation is the count of resets, to be handed back to keep.
@@ -90,7 +98,7 @@ func (f *fronts) generation() uint64 {
 
 // keep stores as fronts the last jobs a write's leases took (found, by shape), unless a reset
 // came since gen.
-func (f *fronts) keep(gen uint64, found map[string]*job.Job) {
+func (f *fronts) keep(gen uint64, found map[string]leasedTo) {
 	if len(found) == 0 {
 		return
 	}
@@ -107,8 +115,8 @@ func (f *fronts) keep(gen uint64, found map[string]*job.Job) {
 			}
 		}
 	}
-	for shape, j := range found {
-		f.m[shape] = frontAt{front: frontOf(j), at: now}
+	for shape, to := range found {
+		f.m[shape] = frontAt{front: frontOf(to.last), at: to.began}
 	}
 }
 
@@ -167,9 +175,9 @@ func pastFront(q *query, reads []string, fr front) []string {
 }
 
 // leasedFrom notes the last job a lease of shape took, when it took every job it read
-// (picked). One that left jobs ready (past a lease's MaxBytes) leaves the front where it was:
-// those jobs are still ahead.
-func (t *tx) leasedFrom(shape string, leased [][]*job.Job, picked int64) {
+// (picked), with the time its chain of fronts began (fronts.get). One that left jobs ready
+// (past a lease's MaxBytes) leaves the front where it was: those jobs are still ahead.
+func (t *tx) leasedFrom(shape string, began time.Time, leased [][]*job.Job, picked int64) {
 	if shape == "" {
 		return
 	}
@@ -185,11 +193,25 @@ func (t *tx) leasedFrom(shape string, leased [][]*job.Job, picked int64) {
 		return
 	}
 	if t.found == nil {
-		t.found = make(map[string]*job.Job)
+		t.found = make(map[string]leasedTo)
 	}
-	if was := t.found[shape]; was == nil || dispatchOrder(last, was) > 0 {
-		t.found[shape] = last
+	to := leasedTo{last: last, began: began}
+	if was, ok := t.found[shape]; ok {
+		if dispatchOrder(last, was.last) <= 0 {
+			to.last = was.last
+		}
+		if was.began.Before(began) {
+			to.began = was.began
+		}
 	}
+	t.found[shape] = to
+}
+
+// leasedTo is how far a write's leases of one shape went: the last job they took, and when
+// the oldest chain of fronts they read past began.
+type leasedTo struct {
+	last  *job.Job
+	began time.Time
 }
 
 // frontSafe marks the statements sent until done is called as ones that cannot make a job

@@ -129,19 +129,23 @@ func makeReadyBehindTheStore(t *testing.T, s *Store, id int64) {
 
 // A lease that took every job it read leaves a front that the next lease of the same shape
 // reads past, so a drain does not step over the index entries its leases left behind. A job
-// made ready ahead of the front where the store cannot see it waits at most frontTTL.
+// made ready ahead of the front where the store cannot see it waits at most frontTTL after the
+// lease that read from the index's front, however many leases moved the front since.
 func TestLeasesReadPastTheirFront(t *testing.T) {
 	t.Parallel()
 	clock := &frontClock{t: frontEpoch}
 	s := openFronts(t, pgtest.URL(t), clock)
-	ids := insertReady(t, s, 10, 0, frontEpoch, []byte(`{}`))
+	ids := insertReady(t, s, 12, 0, frontEpoch, []byte(`{}`))
 	wantLeased(t, "the first lease", leaseIDs(t, s, frontLease(3, 0))[0], ids[0:3])
 	// The front is the last job taken: made ready again where the store cannot see it, that
 	// job is passed over too.
 	makeReadyBehindTheStore(t, s, ids[2])
+	clock.add(frontTTL / 2)
 	wantLeased(t, "a lease past the front", leaseIDs(t, s, frontLease(3, 0))[0], ids[3:6])
-	clock.add(frontTTL)
-	wantLeased(t, "a lease once the front is stale", leaseIDs(t, s, frontLease(3, 0))[0], []int64{ids[2], ids[6], ids[7]})
+	clock.add(frontTTL / 2)
+	wantLeased(t, "a lease a second after the first", leaseIDs(t, s, frontLease(3, 0))[0], []int64{ids[2], ids[6], ids[7]})
+	makeReadyBehindTheStore(t, s, ids[7])
+	wantLeased(t, "a lease past the new front", leaseIDs(t, s, frontLease(2, 0))[0], ids[8:10])
 }
 
 // Any write that may make a job ready ahead of a front forgets the fronts: the next lease
@@ -294,18 +298,19 @@ func TestLeasePastAFrontReadsInDispatchOrder(t *testing.T) {
 func TestFrontsKeptAndDropped(t *testing.T) {
 	clock := &frontClock{t: frontEpoch}
 	f := newFronts(clock.now)
+	leased := func(id int64) leasedTo { return leasedTo{last: &job.Job{ID: id}, began: clock.now()} }
 	for i := range maxFronts {
-		f.keep(f.generation(), map[string]*job.Job{strconv.Itoa(i): {ID: int64(i)}})
+		f.keep(f.generation(), map[string]leasedTo{strconv.Itoa(i): leased(int64(i))})
 	}
 	clock.add(frontTTL)
-	f.keep(f.generation(), map[string]*job.Job{"new": {ID: 1}})
+	f.keep(f.generation(), map[string]leasedTo{"new": leased(1)})
 	if len(f.m) != 1 {
 		t.Errorf("%d fronts kept, want the new one alone", len(f.m))
 	}
 	began := f.generation()
 	f.reset()
-	f.keep(began, map[string]*job.Job{"late": {ID: 2}})
-	if _, ok := f.get("late"); ok {
+	f.keep(began, map[string]leasedTo{"late": leased(2)})
+	if _, _, ok := f.get("late"); ok {
 		t.Error("a write that began before a reset kept its front")
 	}
 }
@@ -372,5 +377,28 @@ func TestFrontsKeptByBreakerSavesUnlessOneReopens(t *testing.T) {
 			write(save("u", `3`, `2`, false))
 			wantLeased(t, "the lease after the breaker reopened", leaseIDs(t, s, lease(3))[0], []int64{shut, ids[2], ids[5]})
 		})
+	}
+}
+
+// Two leases of one shape in a write leave the later of their last jobs as the front, with the
+// older of their chains' times: the front is no younger than the oldest read it rests on.
+func TestLeasesOfAWriteLeaveOneFront(t *testing.T) {
+	early, late := &job.Job{ID: 1, RunAt: frontEpoch}, &job.Job{ID: 2, RunAt: frontEpoch}
+	first, second := frontEpoch, frontEpoch.Add(time.Second)
+	for _, c := range []struct {
+		name string
+		a, b *job.Job
+		// aBegan and bBegan are when the chains of fronts the leases read past began.
+		aBegan, bBegan time.Time
+	}{
+		{"the later job first, from the younger chain", late, early, second, first},
+		{"the earlier job first, from the older chain", early, late, first, second},
+	} {
+		tx := &tx{}
+		tx.leasedFrom("s", c.aBegan, [][]*job.Job{{c.a}}, 1)
+		tx.leasedFrom("s", c.bBegan, [][]*job.Job{{c.b}}, 1)
+		if got := tx.found["s"]; got.last != late || !got.began.Equal(first) {
+			t.Errorf("%s: the write went to job %d from %v, want job 2 from %v", c.name, got.last.ID, got.began, first)
+		}
 	}
 }

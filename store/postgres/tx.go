@@ -46,10 +46,10 @@ type tx struct {
 	batches store.BatchCandidates
 	// callbacks counts the batch callbacks it enqueued, ready at its commit.
 	callbacks int
-	// fronts are the store's fronts of the ready indexes; found, the last job each shape of
-	// lease took in this write, kept as its front at the commit (front.go).
+	// fronts are the store's fronts of the ready indexes; found, how far each shape of lease
+	// went in this write, kept as its front at the commit (front.go).
 	fronts *fronts
-	found  map[string]*job.Job
+	found  map[string]leasedTo
 	// unread counts the breaker saves not yet known not to take a breaker out of shut
 	// (reopening): until its answer is read, a save may have made its type's jobs ready.
 	unread int
@@ -794,7 +794,12 @@ func (t *tx) leaseCapped(p *store.JobLeaseParams, caps map[string]int) ([]*job.J
 // no queue cap can cut the leases short, sent at once or, later, with COMMIT (runRows), and
 // hands got each lease's jobs in dispatch order.
 func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams, later bool, got func([][]*job.Job, error)) error {
-	sql, args, shape, err := leaseAtOnceSQL(scope, ps, t.fronts.get)
+	var began time.Time
+	sql, args, shape, err := leaseAtOnceSQL(scope, ps, func(shape string) (front, bool) {
+		fr, at, ok := t.fronts.get(shape)
+		began = at
+		return fr, ok
+	})
 	if sql == "" || err != nil {
 		if err == nil {
 			got(make([][]*job.Job, len(ps)), nil)
@@ -807,7 +812,7 @@ func (t *tx) leaseAtOnce(scope *store.JobLeaseParams, ps []*store.JobLeaseParams
 	read := func(rows pgx.Rows) ([][]*job.Job, error) {
 		jobs, picked, err := scanLeased(rows, len(ps))
 		if err == nil {
-			t.leasedFrom(shape, jobs, picked)
+			t.leasedFrom(shape, began, jobs, picked)
 		}
 		return jobs, err
 	}
