@@ -89,4 +89,4 @@ func plannerSQL(on bool, names []string) string {
 // turns off can change: they write or read a small table by its key, or no table at all. They
 // run with the settings as they are, so settings waiting to be turned back still wait.
 var plannerNeutral = map[string]bool{receiptSQL: true, notifySQL: true, breakerShutSQL: true,
-	breakerLockSQL: true, breakerSaveSQL: true, breakerSaveIfSQL: true}
+	breakerLockSQL: true, breakerWasShutSQL: true, breakerSaveSQL: true, breakerSaveIfSQL: true}
