@@ -347,3 +347,52 @@ func openOneConn(t *testing.T) *Store {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// explainingTx explains each query it is asked for before running it, and keeps the plans.
+type explainingTx struct {
+	pgx.Tx
+	t     *testing.T
+	plans []string
+}
+
+func (e *explainingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	e.plans = append(e.plans, explain(e.t, e.Tx, "EXPLAIN "+sql, args...))
+	return e.Tx.Query(ctx, sql, args...)
+}
+
+// The sweep reads the held jobs through their index, where the planner would take a bitmap
+// scan of a table it holds no statistics of: an index scan passes over the entries of the
+// dead versions the scans before it found, a bitmap scan visits the table for every one of
+// them at every sweep (readHeldByIndex).
+func TestSweepReadsTheHeldIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	// A drain of most of a backlog, each job held and then finished, leaving two dead versions
+	// in the held index, with no vacuum or analyze to give the planner statistics.
+	execAll(t, s,
+		`ALTER TABLE jobs SET (autovacuum_enabled = false)`,
+		`INSERT INTO jobs (type, queue, payload, state, max_attempts, run_at, created_at, attempt_timeout_ns)
+		SELECT 't', 'default', '\x7b7d', 2, 3, 1, 1, 60000000000 FROM generate_series(1, 100000)`,
+		`UPDATE jobs SET state = 3, lease_expires_at = 1`,
+		`UPDATE jobs SET state = 4, attempt_deadline = 9000000000000000000`,
+		`UPDATE jobs SET state = 5 WHERE id > 500`)
+	begun, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = begun.Rollback(ctx) }()
+	ex := &explainingTx{Tx: begun, t: t}
+	held, err := (&tx{ctx: ctx, tx: ex}).JobHeldExpired(time.Unix(1_700_000_000, 0), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 500 {
+		t.Errorf("read %d held jobs whose lease ran out, want the 500", len(held))
+	}
+	if len(ex.plans) != 1 || !strings.Contains(ex.plans[0], "Index Scan using jobs_held_queue") ||
+		strings.Contains(ex.plans[0], "Bitmap") {
+		t.Errorf("the sweep's read of the held jobs does not scan their index:\n%s", strings.Join(ex.plans, "\n\n"))
+	}
+}

@@ -1392,11 +1392,22 @@ func (t *tx) JobNextScheduledAt() (time.Time, bool, error) {
 	return fromNull(at), at != nil, nil
 }
 
+// heldExpiredSQL lists the held jobs whose lease ran out, or whose attempt outlived its
+// timeout, in id order.
+const heldExpiredSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE state IN (3, 4)
+	AND (lease_expires_at <= $1 OR (state = 4 AND attempt_deadline <= $1)) ORDER BY id LIMIT $2`
+
+// JobHeldExpired reads the held jobs with bitmap scans off (readHeldByIndex).
 func (t *tx) JobHeldExpired(now time.Time, limit int) ([]*job.Job, error) {
 	defer t.frontSafe()() // a read
-	return t.queryJobs(`SELECT `+jobColumns+` FROM jobs WHERE state IN (3, 4)
-		AND (lease_expires_at <= $1 OR (state = 4 AND attempt_deadline <= $1)) ORDER BY id LIMIT $2`,
-		nanos(now), limit)
+	if err := t.readHeldByIndex(true); err != nil {
+		return nil, err
+	}
+	jobs, err := t.queryJobs(heldExpiredSQL, nanos(now), limit)
+	if err != nil {
+		return nil, err
+	}
+	return jobs, t.readHeldByIndex(false)
 }
 
 func (t *tx) JobListRunning() ([]*job.Job, error) {
