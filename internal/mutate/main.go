@@ -1465,6 +1465,17 @@ func mutations() []mutation {
 	add(mutation{name: "codec: a field this jobwire.v1 does not know is left to the generated code", file: "internal/protocodec/codec.go",
 		from: "\t\tif kind == unknownField {\n\t\t\treturn errUnknownField\n\t\t}\n", to: "\t\tif kind == unknownField {\n\t\t\tn = protowire.ConsumeFieldValue(num, typ, b)\n\t\t\tif n < 0 {\n\t\t\t\treturn protowire.ParseError(n)\n\t\t\t}\n\t\t\tb = b[n:]\n\t\t\tcontinue\n\t\t}\n",
 		pkgs: []string{"./internal/protocodec"}, run: "FuzzUnmarshalAgreesWithProtobuf$"})
+	// The fronts of the ready indexes (store/postgres/front.go): a lease reads past one only
+	// while no job can be ready ahead of it.
+	add(mutation{name: "fronts: a breaker taken out of shut keeps the fronts", file: "store/postgres/breakers.go",
+		from: "\t\tif !shut && err == nil {\n\t\t\tt.unread--", to: "\t\tif err == nil {\n\t\t\tt.unread--",
+		pkgs: []string{pgPkg}, run: "TestFrontsKeptByBreakerSavesUnlessOneReopens$", postgres: true})
+	add(mutation{name: "fronts: a front ages from the last lease that moved it", file: "store/postgres/front.go",
+		from: "f.m[shape] = frontAt{front: frontOf(to.last), at: to.began}", to: "f.m[shape] = frontAt{front: frontOf(to.last), at: now}",
+		pkgs: []string{pgPkg}, run: "TestLeasesReadPastTheirFront$", postgres: true})
+	add(mutation{name: "sweep: the expired leases are read with a bitmap scan", file: "store/postgres/plan.go",
+		from: `return t.plannerOff(on, "enable_bitmapscan")`, to: `return nil`,
+		pkgs: []string{pgPkg}, run: "TestSweepReadsTheHeldIndex$", postgres: true})
 	add(mutation{name: "pipeline: a breaker's save waits for its own round trip", file: "store/postgres/breakers.go",
 		from: "\treturn t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)", to: "\t_, err := t.exec(breakerSaveSQL, r.Type, r.Data, r.Shut)\n\treturn err",
 		pkgs: []string{pgPkg}, run: "TestCountedSuccessRidesTheBreakersLock$", postgres: true})
