@@ -24,10 +24,10 @@ func (t *tx) BreakerSave(r store.BreakerRecord) error {
 	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
 		return err
 	}
+	defer t.frontSafe()() // one that reopens the breaker is counted by reopening
 	if err := t.reopening(r); err != nil {
 		return err
 	}
-	defer t.frontSafe()()
 	return t.hold(breakerSaveSQL, r.Type, r.Data, r.Shut)
 }
 
@@ -41,12 +41,11 @@ const breakerWasShutSQL = `SELECT shut FROM breakers WHERE type = $1 FOR UPDATE`
 // the type's ready jobs while it was shut (front.go). Any other save of a breaker cannot make
 // a job ready: one that leaves a breaker as it was, or shuts it, holds jobs back if anything.
 // So the saves that count a drain's successes in a breaker that stays CLOSED, about one a
-// second, keep the fronts.
+// second, keep the fronts. Its read, like the save, runs inside the save's frontSafe.
 func (t *tx) reopening(r store.BreakerRecord) error {
 	if r.Shut {
 		return nil
 	}
-	defer t.frontSafe()() // a read
 	read := func(rows pgx.Rows) (bool, error) {
 		shut, err := pgx.CollectRows(rows, pgx.RowTo[bool])
 		return slices.Contains(shut, true), err
@@ -71,10 +70,10 @@ func (t *tx) BreakerSaveIf(r store.BreakerRecord, stored []byte, succeeded []job
 	if err := t.flushFinished(); err != nil { // the totals' rows come before the breakers'
 		return err
 	}
+	defer t.frontSafe()() // one that reopens the breaker is counted by reopening
 	if err := t.reopening(r); err != nil {
 		return err
 	}
-	defer t.frontSafe()()
 	ids, seqs := make([]int64, len(succeeded)), make([]int64, len(succeeded))
 	for i, ref := range succeeded {
 		ids[i], seqs[i] = ref.JobID, ref.Token.Seq
