@@ -25,9 +25,11 @@ import (
 // forgotten, all at once (reset), whenever something may have:
 //
 //   - any write of this store that runs a statement outside the ones that cannot make a job
-//     ready (a lease, a start, a success, a write receipt, a read, a breaker saved that was not
-//     shut or stays so: see tx.frontSafe and tx.reopening), or whose successes made dependents
-//     or batch callbacks ready, or that took a breaker out of shut;
+//     ready (a lease, a start, a success, a write receipt, the promoter's and the sweep's reads,
+//     a breaker saved that was not shut or stays so: see tx.frontSafe and tx.reopening), or
+//     whose successes made dependents or batch callbacks ready, or that took a breaker out of
+//     shut. A read that locks ready jobs is not among them: another lease that skipped them
+//     may have moved a front past them;
 //   - any event another broker publishes (Listen): their writes that make jobs ready publish;
 //   - and, whatever else (a transaction of another broker that locked a job and rolled back, a
 //     job changed by hand), a front is used for frontTTL at most after the lease that last read
